@@ -1,0 +1,47 @@
+"""What every recurrent family provides, so the sequence model, optimizers and analyses treat them alike."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class ConfigError(ValueError):
+    """A configuration value a user must change; the message names the key and the fix."""
+
+
+class RecurrentLayer(nn.Module):
+    """A sequence layer like `nn.RNN(batch_first=True)`: (B, T, input_size) -> all hidden features (B, T, output_size).
+
+    Subclasses set `output_size` when the readout sees more than `hidden_size` features (complex states give 2n).
+    """
+
+    def __init__(self, input_size: int, hidden_size: int):
+        super().__init__()
+        if hidden_size <= 0:
+            raise ConfigError(f"model.hidden_size must be a positive integer, got {hidden_size}")
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.output_size = hidden_size
+
+    def recurrent_matrix(self) -> torch.Tensor | None:
+        """The (n, n) matrix W of h_t = f(W h_{t-1} + ...), or None for families without one (LSTM, GRU)."""
+        return None
+
+    def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
+        """Named groups, each trained by its own optimizer; together they hold every parameter exactly once."""
+        return {"other": list(self.parameters())}
+
+
+def count_from_fraction(value: int | float, n: int, key: str) -> int:
+    """A count given either as an int in [0, n] or as a float fraction of n in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"model.family_args.{key} must be an int count or a float fraction, got {value!r}")
+    if isinstance(value, float):
+        if not 0.0 <= value <= 1.0:
+            raise ConfigError(f"model.family_args.{key} = {value} as a fraction must lie in [0, 1]; "
+                              f"give an int for a count")
+        return int(round(value * n))
+    if not 0 <= value <= n:
+        raise ConfigError(f"model.family_args.{key} = {value} must lie between 0 and hidden_size = {n}; "
+                          f"lower it or raise model.hidden_size")
+    return value

@@ -1,0 +1,14 @@
+"""modReLU, sigma(z) = z/|z| * relu(|z| + b) (Arjovsky et al. 2016; scoRNN Section 4.1, real case)."""
+from __future__ import annotations
+
+import torch
+
+
+def modrelu(z: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Real modReLU: sign(z) * relu(|z| + b); sign(0) = 0 as in the official scoRNN code."""
+    return torch.sign(z) * torch.relu(z.abs() + b)
+
+
+def modrelu_active(z: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Where modReLU passes its input: |z| + b > 0. There d sigma/dz = 1 and d sigma/db = sign(z); elsewhere both are 0."""
+    return (z.abs() + b) > 0

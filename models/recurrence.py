@@ -1,0 +1,58 @@
+"""The modReLU recurrence h_t = modReLU(u_t + W h_{t-1}, b) over a whole sequence, with a hand-written BPTT.
+
+Only the sequential part loops in Python: the input projection u = U x is computed for all steps before,
+and dL/dW, dL/db are one matrix product / reduction over all steps after the backward loop. Only the hidden
+states are saved: modReLU passes z exactly where h != 0, and there sign(z) = sign(h), so h alone gives the
+derivatives (d h/d z = 1 and d h/d b = sign(z) where active, 0 elsewhere).
+"""
+from __future__ import annotations
+
+import torch
+
+from models.modrelu import modrelu
+
+
+class _ModReLURecurrence(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, u: torch.Tensor, w: torch.Tensor, b: torch.Tensor, h0: torch.Tensor) -> torch.Tensor:
+        # u: (T, B, n) input projections; w: (n, n) recurrent matrix; b: (n,) modReLU bias; h0: (B, n)
+        wt = w.t()
+        h = torch.empty_like(u)
+        prev = h0
+        for u_t, h_t in zip(u.unbind(0), h.unbind(0)):
+            z = torch.addmm(u_t, prev, wt)  # z_t = u_t + W h_{t-1}
+            torch.mul(torch.sign(z), z.abs().add_(b).relu_(), out=h_t)  # modReLU, written in place
+            prev = h_t
+        ctx.save_for_backward(w, h0, h)
+        return h
+
+    @staticmethod
+    def backward(ctx, grad_h: torch.Tensor):
+        w, h0, h = ctx.saved_tensors
+        inactive = h == 0  # where modReLU cut z off, for every step at once
+        grad_z = torch.empty_like(h)
+        last = h.shape[0] - 1
+        grad_z[last].copy_(grad_h[last]).masked_fill_(inactive[last], 0.0)
+        for t in range(last, 0, -1):
+            # dL/dz_{t-1} = (dL/dh_{t-1} + W^T dL/dz_t) where active, since z_t = u_t + W h_{t-1}
+            torch.addmm(grad_h[t - 1], grad_z[t], w, out=grad_z[t - 1]).masked_fill_(inactive[t - 1], 0.0)
+        grad_h0 = grad_z[0] @ w
+        n = w.shape[0]
+        grad_w = grad_z[1:].reshape(-1, n).t() @ h[:-1].reshape(-1, n)  # sum_t dz_t h_{t-1}^T
+        grad_w.addmm_(grad_z[0].t(), h0)
+        grad_b = (grad_z * torch.sign(h)).sum(dim=(0, 1))
+        return grad_z, grad_w, grad_b, grad_h0
+
+
+def modrelu_recurrence(u: torch.Tensor, w: torch.Tensor, b: torch.Tensor, h0: torch.Tensor) -> torch.Tensor:
+    """All hidden states (T, B, n) of h_t = modReLU(u_t + W h_{t-1}, b) from u (T, B, n) and h0 (B, n)."""
+    return _ModReLURecurrence.apply(u, w, b, h0)
+
+
+def modrelu_recurrence_reference(u, w, b, h0):
+    """The same recurrence with plain autograd: the oracle the fused version is tested against."""
+    prev, out = h0, []
+    for u_t in u.unbind(0):
+        prev = modrelu(u_t + prev @ w.t(), b)
+        out.append(prev)
+    return torch.stack(out)

@@ -1,0 +1,39 @@
+"""scoRNN: h_t = modReLU(U x_t + W h_{t-1}, b) with W = (I + A)^-1 (I - A) D (Helfrich, Willmott, Ye 2018)."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from models.base import RecurrentLayer, count_from_fraction
+from models.cayley import ScaledCayley
+from models.recurrence import modrelu_recurrence
+
+
+class ScoRNN(RecurrentLayer):
+    """Scaled Cayley orthogonal RNN.
+
+    rho: number of -1 entries of D, as a count (int) or a fraction of hidden_size (float in [0, 1]).
+    init: 'henaff' (2x2 blocks, t_j ~ U[0, pi/2], the paper's Section 4.2) or 'zeros' (W = D).
+    Parameter groups: `recurrent` (A's n(n-1)/2 free entries), `other` (U, b).
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, rho: int | float = 0.5, init: str = "henaff",
+                 input_init_range: float = 0.01):
+        super().__init__(input_size, hidden_size)
+        self.rho = count_from_fraction(rho, hidden_size, "rho")
+        self.cayley = ScaledCayley(hidden_size, self.rho, init=init)
+        self.input_weight = nn.Parameter(torch.empty(hidden_size, input_size).uniform_(-input_init_range, input_init_range))
+        self.bias = nn.Parameter(torch.zeros(hidden_size))  # modReLU bias, 0 so modReLU starts as the identity
+        self.register_buffer("h0", torch.zeros(hidden_size))  # fixed zero initial state, as the official code
+
+    def recurrent_matrix(self) -> torch.Tensor:
+        return self.cayley()
+
+    def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
+        return {"recurrent": [self.cayley.upper], "other": [self.input_weight, self.bias]}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.cayley()  # formed once per forward pass, not per step
+        u = torch.matmul(x.transpose(0, 1), self.input_weight.t())  # (T, B, n): U x_t for all steps at once
+        h0 = self.h0.expand(x.shape[0], -1)
+        return modrelu_recurrence(u, w, self.bias, h0).transpose(0, 1)

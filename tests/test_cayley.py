@@ -1,0 +1,121 @@
+"""The scaled Cayley transform and scoRNN against their mathematics (scoRNN Sections 3-4)."""
+import math
+
+import pytest
+import torch
+
+from models.cayley import (ScaledCayley, cayley_gradient, henaff_block_angles, scaled_cayley, skew_from_upper,
+                           upper_from_skew)
+from models.scornn import ScoRNN
+from models.base import ConfigError
+
+
+def orthogonality_error(w: torch.Tensor) -> float:
+    eye = torch.eye(w.shape[0], dtype=w.dtype)
+    return torch.linalg.matrix_norm(w.T @ w - eye).item()  # Frobenius norm
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.float64, 1e-12)])
+def test_orthogonal_to_round_off_after_many_updates(dtype, tol):
+    torch.manual_seed(0)
+    cayley = ScaledCayley(64, num_negative=20).to(dtype)
+    with torch.no_grad():
+        for _ in range(1000):  # random steps of the size RMSProp takes on A
+            cayley.upper.add_(torch.randn_like(cayley.upper), alpha=1e-2)
+    w = cayley()
+    assert cayley.skew().abs().max() > 0.1  # A moved far from its initialisation
+    assert orthogonality_error(w) <= tol
+
+
+def test_skew_symmetric_from_upper_triangle():
+    upper = torch.randn(6 * 5 // 2, dtype=torch.float64)
+    a = skew_from_upper(upper, 6)
+    torch.testing.assert_close(a, -a.T)
+    torch.testing.assert_close(upper_from_skew(a), upper)
+
+
+def test_d_holds_rho_minus_ones_at_the_end():
+    layer = ScoRNN(3, 190, rho=0.5)
+    d = layer.cayley.d
+    assert layer.rho == 95 and int((d == -1).sum()) == 95 and bool((d[-95:] == -1).all())
+    assert int((ScoRNN(3, 10, rho=3).cayley.d == -1).sum()) == 3
+
+
+def test_initial_eigenvalues_where_the_paper_puts_them():
+    # Cayley(A0) has eigenvalues e^{+-i t_j}, t_j ~ U[0, pi/2]; D's -1 entries (whole blocks) reflect them.
+    n, rho = 20, 6
+    cayley = ScaledCayley(n, num_negative=rho, generator=torch.Generator().manual_seed(3)).double()
+    angles = henaff_block_angles(n, torch.Generator().manual_seed(3))
+    eig = torch.linalg.eigvals(cayley())
+    torch.testing.assert_close(eig.abs(), torch.ones(n, dtype=torch.float64))
+    kept = torch.cat([angles[: (n - rho) // 2], -angles[: (n - rho) // 2]])
+    flipped = torch.cat([math.pi - angles[(n - rho) // 2:], -(math.pi - angles[(n - rho) // 2:])])
+    expected = torch.sort(torch.cat([kept, flipped])).values
+    torch.testing.assert_close(torch.sort(eig.angle()).values, expected, atol=1e-6, rtol=0)
+    assert int((eig.real < 0).sum()) == rho
+
+
+def test_set_matrix_is_a_right_inverse():
+    source = ScaledCayley(12, num_negative=4, generator=torch.Generator().manual_seed(1)).double()
+    target = ScaledCayley(12, num_negative=4, init="zeros").double()
+    target.set_matrix(source())
+    torch.testing.assert_close(target(), source())
+
+
+def _loss_of_w(layer: ScoRNN, w: torch.Tensor, x: torch.Tensor, probe: torch.Tensor) -> torch.Tensor:
+    from models.recurrence import modrelu_recurrence
+
+    u = x.transpose(0, 1) @ layer.input_weight.T
+    h = modrelu_recurrence(u, w, layer.bias, layer.h0.expand(x.shape[0], -1))
+    return (h * probe).sum()
+
+
+def test_theorem_3_2_gradient_is_what_training_uses():
+    torch.manual_seed(0)
+    layer = ScoRNN(3, 16, rho=4).double()
+    with torch.no_grad():
+        layer.bias.uniform_(-0.1, 0.1)
+    x, probe = torch.randn(5, 30, 3, dtype=torch.float64), torch.randn(30, 5, 16, dtype=torch.float64)
+    w = layer.cayley()
+    w.retain_grad()
+    _loss_of_w(layer, w, x, probe).backward()
+    closed_form = cayley_gradient(layer.cayley.skew().detach(), w.detach(), layer.cayley.d.double(), w.grad)
+    torch.testing.assert_close(closed_form, -closed_form.T)
+    torch.testing.assert_close(layer.cayley.upper.grad, upper_from_skew(closed_form), rtol=1e-10, atol=1e-12)
+
+
+def test_scornn_gradients_match_finite_differences():
+    torch.manual_seed(1)
+    layer = ScoRNN(2, 6, rho=2).double()
+    with torch.no_grad():
+        layer.bias.uniform_(-0.05, 0.05)
+        layer.input_weight.mul_(50)
+    x = torch.randn(3, 12, 2, dtype=torch.float64)
+
+    def loss(upper, input_weight, bias):
+        layer.cayley.upper.data, layer.input_weight.data, layer.bias.data = upper, input_weight, bias
+        from models.recurrence import modrelu_recurrence
+        from models.cayley import scaled_cayley
+
+        w = scaled_cayley(skew_from_upper(upper, 6), layer.cayley.d.double())
+        h = modrelu_recurrence(x.transpose(0, 1) @ input_weight.T, w, bias, torch.zeros(3, 6, dtype=torch.float64))
+        return (h ** 2).sum()
+
+    args = [p.detach().clone().requires_grad_() for p in (layer.cayley.upper, layer.input_weight, layer.bias)]
+    assert torch.autograd.gradcheck(loss, args)
+
+
+def test_scornn_rejects_rho_larger_than_n():
+    with pytest.raises(ConfigError, match=r"rho = 300 .*hidden_size = 190"):
+        ScoRNN(3, 190, rho=300)
+    with pytest.raises(ConfigError, match="rho"):
+        ScoRNN(3, 190, rho=1.5)
+
+
+def test_scaled_cayley_matches_torch_cayley():
+    # scoRNN(A) = torch's Cayley map (I + X/2)(I - X/2)^-1 at X = -2A, times D (ecosystem facts F)
+    a = skew_from_upper(torch.randn(10 * 9 // 2, dtype=torch.float64), 10)
+    d = torch.tensor([1.0] * 7 + [-1.0] * 3, dtype=torch.float64)
+    eye = torch.eye(10, dtype=torch.float64)
+    torch_cayley = torch.linalg.solve(eye + a, eye - a)  # (I - A)(I + A)^-1 = (I + A)^-1 (I - A): they commute
+    torch.testing.assert_close(scaled_cayley(a, d), torch_cayley * d)

@@ -1,0 +1,149 @@
+"""`ortholab`: Lightning's CLI for fit/validate/test/predict, plus `runs` and `list`.
+
+Every run is recorded in the SQL store: the CLI puts a `db.SQLLogger` first among the trainer's loggers
+and stores the full resolved config with the run.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import yaml
+from lightning.pytorch.callbacks import RichProgressBar
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
+from lightning.pytorch.utilities import rank_zero_only
+
+from datamodules import TaskDataModule
+from db import SQLLogger, Store, StoreError
+from models import ConfigError
+from training.module import RecurrentModule
+
+LIGHTNING_SUBCOMMANDS = ("fit", "validate", "test", "predict")
+
+
+class RecordConfig(SaveConfigCallback):
+    """Stores the resolved config with the run in the SQL store and as config.yaml in the run folder."""
+
+    def save_config(self, trainer, pl_module, stage: str) -> None:
+        config = yaml.safe_load(self.parser.dump(self.config, skip_none=False))
+        for logger in trainer.loggers:
+            if isinstance(logger, SQLLogger):
+                logger.log_config(config)
+                os.makedirs(logger.log_dir, exist_ok=True)
+                Path(logger.log_dir, "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+class OrthoLabCLI(LightningCLI):
+    def __init__(self, args=None, run: bool = True):
+        super().__init__(
+            RecurrentModule, TaskDataModule, subclass_mode_data=True,
+            auto_configure_optimizers=False,  # the model owns its per-group optimizers
+            save_config_callback=RecordConfig, save_config_kwargs={"save_to_log_dir": False},
+            trainer_defaults=_trainer_defaults(),
+            seed_everything_default=5544, args=args, run=run,
+        )
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.add_argument("--db", type=str | None, default=None,
+                            help="SQLAlchemy URL of the run store (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
+        parser.add_argument("--name", type=str | None, default=None,
+                            help="run name in the store (default: the config file's name)")
+        parser.add_argument("--runs_dir", type=str, default="runs",
+                            help="folder for run folders (checkpoints, config.yaml)")
+        parser.link_arguments("data", "model.task", apply_on="instantiate", compute_fn=lambda dm: dm.spec.to_dict())
+
+    def _subconfig(self):
+        return self.config[self.subcommand] if self.subcommand else self.config
+
+    def before_instantiate_classes(self) -> None:
+        if rank_zero_only.rank == 0:
+            Store(self._subconfig().db)  # fail now, before any training, if the store cannot be written
+
+    def instantiate_trainer(self, **kwargs):
+        config = self._subconfig()
+        name = config.name or _name_from_config_files(config.get("config")) or self.model.hparams.family
+        logger = SQLLogger(db_url=config.db, name=name, root_dir=config.runs_dir, stage=self.subcommand or "fit")
+        trainer = super().instantiate_trainer(**kwargs)
+        trainer.loggers = [logger, *trainer.loggers]
+        return trainer
+
+    def after_fit(self) -> None:
+        self._print_record()
+
+    def after_validate(self) -> None:
+        self._print_record()
+
+    def after_test(self) -> None:
+        self._print_record()
+
+    def _print_record(self) -> None:
+        logger = self.trainer.loggers[0]
+        if not (self.trainer.is_global_zero and isinstance(logger, SQLLogger)):
+            return
+        run = logger.store.get_run(logger.run_id)
+        if run.best is not None:
+            baseline = f" (task baseline {run.baseline:.4g})" if run.baseline is not None else ""
+            print(f"Best {run.main_metric}: {run.best:.4g}{baseline}")
+        print(f"Run {run.id} ({run.name}, {run.status}) recorded in {logger.store.display_url}; "
+              f"run folder {logger.log_dir}. List runs with `ortholab runs`.")
+
+
+def _trainer_defaults() -> dict:
+    """No default logger (the SQL logger is added in instantiate_trainer); rich's progress bar on a terminal."""
+    defaults = {"logger": False}
+    if sys.stdout.isatty():
+        defaults["callbacks"] = [RichProgressBar()]
+    return defaults
+
+
+def _name_from_config_files(paths) -> str | None:
+    paths = [p for p in (paths or []) if p is not None]
+    return Path(str(paths[-1])).stem if paths else None
+
+
+TOP_HELP = """usage: ortholab {fit,validate,test,predict,runs,list} ...
+
+Train orthogonal/unitary RNNs and record every run in a SQL store.
+
+  fit|validate|test|predict --config FILE [--key value ...] [--db URL]
+                         Lightning CLI (see `ortholab fit --help`, `--print_config`)
+  runs [--json] [--db URL]
+                         list recorded runs
+  list families|tasks|configs [--json]
+                         what is registered
+"""
+
+
+def main(argv: list[str] | None = None) -> None:
+    given = argv is not None
+    argv = list(argv if given else sys.argv[1:])
+    if not argv or argv[0] in ("-h", "--help"):
+        print(TOP_HELP)
+        return
+    try:
+        if argv[0] in ("runs", "list"):
+            from training.commands import run_command
+
+            run_command(argv)
+        elif argv[0] in LIGHTNING_SUBCOMMANDS:
+            OrthoLabCLI(args=argv if given else None)  # Lightning reads sys.argv itself
+        else:
+            raise ConfigError(f"unknown command {argv[0]!r}; use one of fit, validate, test, predict, runs, list")
+    except Exception as err:  # noqa: BLE001 - a user error anywhere in the chain is reported as one line
+        user_error = _user_error(err)
+        if user_error is None:
+            raise
+        print(f"ortholab: error: {user_error}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _user_error(err: BaseException | None) -> BaseException | None:
+    """The ConfigError or StoreError behind `err` (jsonargparse wraps errors raised while instantiating)."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, (ConfigError, StoreError)):
+            return err
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None

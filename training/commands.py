@@ -1,0 +1,113 @@
+"""`ortholab runs` and `ortholab list`: what is recorded and what is registered."""
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _table(rows: list[dict], columns: list[str]) -> str:
+    cells = [[_fmt(r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(columns)]
+    line = lambda values: "  ".join(v.ljust(w) for v, w in zip(values, widths)).rstrip()
+    return "\n".join([line(columns), line(["-" * w for w in widths]), *map(line, cells)])
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+# ortholab runs -------------------------------------------------------------------------------------
+def runs_rows(db_url: str | None) -> list[dict]:
+    from db import Store
+
+    rows = []
+    for run in Store(db_url).list_runs():
+        d = run.to_dict()
+        rows.append({"id": d["id"], "name": d["name"], "family": d["family"], "task": d["task"],
+                     "status": d["status"], "steps": d["steps"], "main_metric": d["main_metric"],
+                     "best": d["best"], "baseline": d["baseline"], "started": d["created_at"]})
+    return rows
+
+
+# ortholab list -------------------------------------------------------------------------------------
+def _options(cls, skip: set[str]) -> dict:
+    params = inspect.signature(cls.__init__).parameters.values()
+    return {p.name: (None if p.default is inspect.Parameter.empty else p.default)
+            for p in params if p.name not in skip and p.kind is not inspect.Parameter.VAR_KEYWORD}
+
+
+def _summary(cls) -> str:
+    return (inspect.getdoc(cls) or "").splitlines()[0]
+
+
+def family_rows() -> list[dict]:
+    from models import FAMILIES
+
+    rows = []
+    for name, cls in FAMILIES.items():
+        layer = cls(2, 4)
+        rows.append({"family": name, "class": f"{cls.__module__}.{cls.__qualname__}",
+                     "groups": sorted(layer.parameter_groups()), "options": _options(cls, {"self", "input_size",
+                                                                                        "hidden_size"}),
+                     "recurrent_matrix": layer.recurrent_matrix() is not None, "summary": _summary(cls)})
+    return rows
+
+
+def task_rows() -> list[dict]:
+    from datamodules import TASKS
+
+    rows = []
+    for name, cls in TASKS.items():
+        rows.append({"task": name, "class": f"{cls.__module__}.{cls.__qualname__}", "spec": cls().spec.to_dict(),
+                     "options": _options(cls, {"self"}), "summary": _summary(inspect.getmodule(cls))})
+    return rows
+
+
+def config_rows(root: Path | None = None) -> list[dict]:
+    root = root or (Path.cwd() / "configs" if (Path.cwd() / "configs").is_dir() else REPO_ROOT / "configs")
+    rows = []
+    for path in sorted(root.rglob("*.yaml")):
+        first = path.read_text().splitlines()[:1]
+        description = first[0].lstrip("# ").strip() if first and first[0].startswith("#") else ""
+        rows.append({"config": str(path.relative_to(root.parent)), "description": description})
+    return rows
+
+
+def run_command(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="ortholab")
+    sub = parser.add_subparsers(dest="command", required=True)
+    runs = sub.add_parser("runs", help="list recorded runs")
+    runs.add_argument("--db", default=None, help="SQLAlchemy URL (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
+    runs.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    lister = sub.add_parser("list", help="list registered families, tasks or configs")
+    lister.add_argument("what", choices=["families", "tasks", "configs"])
+    lister.add_argument("--db", default=None, help="accepted for symmetry; listing does not read the store")
+    lister.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = parser.parse_args(argv)
+
+    if args.command == "runs":
+        rows = runs_rows(args.db)
+        columns = ["id", "name", "family", "task", "status", "steps", "main_metric", "best", "baseline", "started"]
+    elif args.what == "families":
+        rows, columns = family_rows(), ["family", "groups", "recurrent_matrix", "summary"]
+    elif args.what == "tasks":
+        rows = task_rows()
+        for row in rows:
+            row.update(loss=row["spec"]["loss"], readout=row["spec"]["readout"], baseline=row["spec"]["baseline"])
+        columns = ["task", "loss", "readout", "baseline", "summary"]
+    else:
+        rows, columns = config_rows(), ["config", "description"]
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+    elif not rows:
+        print("no runs recorded yet" if args.command == "runs" else "nothing registered")
+    else:
+        print(_table(rows, columns))

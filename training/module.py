@@ -1,0 +1,139 @@
+"""The LightningModule: a family's sequence model trained on a task, one optimizer per parameter group."""
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+import torch.nn.functional as F
+import torchmetrics
+
+from datamodules.spec import TaskSpec
+from models import FAMILIES, ConfigError, SequenceModel
+from training.optimizers import build_optimizer
+
+DEFAULT_OPTIMIZERS = {"default": {"name": "adam", "lr": 1e-3}}
+
+
+def build_layer(family: str, input_size: int, hidden_size: int, family_args: dict):
+    """The family's recurrent layer, with config errors that name the key to change."""
+    if family not in FAMILIES:
+        raise ConfigError(f"model.family = {family!r} is not a registered family; choose one of "
+                          f"{sorted(FAMILIES)} (see `ortholab list families`)")
+    cls = FAMILIES[family]
+    accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "input_size", "hidden_size"}
+    unknown = sorted(set(family_args) - accepted)
+    if unknown:
+        raise ConfigError(f"model.family_args.{unknown[0]} is not an option of family {family!r}; "
+                          f"its options are {sorted(accepted)}")
+    return cls(input_size, hidden_size, **family_args)
+
+
+class RecurrentModule(pl.LightningModule):
+    """Trains `family` on the task described by `task` (linked from the datamodule's TaskSpec by the CLI).
+
+    optimizers: {group: {name: ..., lr: ..., other kwargs}} for the family's parameter groups
+    (`ortholab list families` shows them); a `default` entry serves every group not named. Each group
+    has its own optimizer, as the papers train A, D's phases and the rest with different methods.
+    """
+
+    def __init__(self, task: dict | TaskSpec | None = None, family: str = "scornn", hidden_size: int = 128,
+                 family_args: dict[str, Any] | None = None, optimizers: dict[str, dict[str, Any]] | None = None):
+        super().__init__()
+        if task is None:
+            raise ConfigError("model.task is missing: it comes from the datamodule (give `data:` in the config)")
+        self.spec = task if isinstance(task, TaskSpec) else TaskSpec(**task)
+        self.save_hyperparameters({"task": self.spec.to_dict(), "family": family, "hidden_size": hidden_size,
+                                   "family_args": dict(family_args or {}),
+                                   "optimizers": optimizers or DEFAULT_OPTIMIZERS})
+        self.automatic_optimization = False  # several optimizer types, one per parameter group
+        layer = build_layer(family, self.spec.input_size, hidden_size, dict(family_args or {}))
+        self.model = SequenceModel(layer, self.spec.output_size, readout=self.spec.readout,
+                                   vocab_size=self.spec.input_size if self.spec.symbolic else None)
+        self.optimizer_specs = self._optimizer_specs(optimizers or DEFAULT_OPTIMIZERS)
+        if self.spec.loss == "cross_entropy":
+            metric = lambda: torchmetrics.classification.MulticlassAccuracy(self.spec.output_size, average="micro")
+            self.train_acc, self.val_acc, self.test_acc = metric(), metric(), metric()
+
+    # parameter groups and their optimizers -------------------------------------------------------
+    def parameter_groups(self) -> dict[str, list[torch.nn.Parameter]]:
+        """The layer's groups, with the readout in `other`."""
+        groups = {name: list(params) for name, params in self.model.layer.parameter_groups().items()}
+        groups.setdefault("other", []).extend(self.model.readout.parameters())
+        return groups
+
+    def _optimizer_specs(self, optimizers: dict[str, dict]) -> dict[str, dict]:
+        groups = self.parameter_groups()
+        unknown = sorted(set(optimizers) - set(groups) - {"default"})
+        if unknown:
+            raise ConfigError(f"model.optimizers.{unknown[0]}: family {self.hparams.family!r} has no parameter group "
+                              f"{unknown[0]!r}; its groups are {sorted(groups)} (or use 'default')")
+        specs = {}
+        for name in groups:
+            if name not in optimizers and "default" not in optimizers:
+                raise ConfigError(f"model.optimizers has no entry for parameter group {name!r} of family "
+                                  f"{self.hparams.family!r}; add model.optimizers.{name} or model.optimizers.default")
+            specs[name] = optimizers.get(name, optimizers.get("default"))
+        return specs
+
+    def configure_optimizers(self):
+        groups = self.parameter_groups()
+        return [build_optimizer(groups[name], spec, f"model.optimizers.{name}")
+                for name, spec in self.optimizer_specs.items() if groups[name]]
+
+    def parameter_counts(self) -> dict[str, int]:
+        return {name: sum(p.numel() for p in params) for name, params in self.parameter_groups().items()}
+
+    # the run's description in the store -------------------------------------------------------
+    def setup(self, stage: str) -> None:
+        counts = self.parameter_counts()
+        for logger in self.loggers:
+            if hasattr(logger, "describe_run"):
+                logger.describe_run(
+                    family=self.hparams.family, task=self.spec.name, main_metric=self.spec.main_metric,
+                    main_metric_mode=self.spec.main_metric_mode, baseline=self.spec.baseline,
+                    parameter_count=sum(counts.values()), world_size=self.trainer.world_size,
+                    info={"parameter_counts": counts, "task_spec": self.spec.to_dict(),
+                          "optimizers": self.optimizer_specs},
+                )
+
+    # steps ------------------------------------------------------------------------------------
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return self.model(inputs)
+
+    def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        if self.spec.loss == "cross_entropy":  # mean over every predicted step and sequence
+            return F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1))
+        return F.mse_loss(outputs, targets)
+
+    def _shared_step(self, batch, stage: str) -> torch.Tensor:
+        inputs, targets = batch
+        outputs = self(inputs)
+        loss = self.loss(outputs, targets)
+        on_step = stage == "train"
+        self.log(f"{stage}/loss", loss, on_step=on_step, on_epoch=not on_step, prog_bar=True,
+                 batch_size=inputs.shape[0], sync_dist=not on_step)
+        if self.spec.loss == "cross_entropy":
+            acc = getattr(self, f"{stage}_acc")
+            acc(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1))
+            self.log(f"{stage}/acc", acc, on_step=on_step, on_epoch=not on_step, prog_bar=True)
+        return loss
+
+    def training_step(self, batch, batch_idx):
+        optimizers = self.optimizers()
+        optimizers = optimizers if isinstance(optimizers, list) else [optimizers]
+        loss = self._shared_step(batch, "train")
+        for opt in optimizers:
+            opt.zero_grad()
+        self.manual_backward(loss)
+        optimizers[0].step()  # through Lightning: counts one global step per batch
+        for opt in optimizers[1:]:
+            opt.optimizer.step()  # the raw optimizer, so the other groups do not advance global_step again
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        self._shared_step(batch, "val")
+
+    def test_step(self, batch, batch_idx):
+        self._shared_step(batch, "test")

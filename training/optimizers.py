@@ -1,0 +1,87 @@
+"""Optimizers by name, including the TensorFlow 1 RMSProp and Adagrad the papers' results depend on.
+
+TF1's RMSProp starts its mean-square accumulator at 1 (a built-in warm-up: early steps are ~lr*g) and puts
+epsilon inside the square root; TF1's Adagrad starts its accumulator at 0.1 with no epsilon
+(reference-impl-facts 5.4). PyTorch's RMSprop/Adagrad differ in both, so they are kept under their own names.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import torch
+from torch.optim import Optimizer
+
+from models.base import ConfigError
+
+
+class RMSpropTF(Optimizer):
+    """ms <- decay ms + (1 - decay) g^2;  p <- p - lr g / sqrt(ms + eps), ms starting at `initial_accumulator`."""
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, decay: float = 0.9, eps: float = 1e-10,
+                 initial_accumulator: float = 1.0):
+        super().__init__(params, dict(lr=lr, decay=decay, eps=eps, initial_accumulator=initial_accumulator))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["mean_square"] = torch.full_like(p, group["initial_accumulator"])
+                ms = state["mean_square"]
+                ms.mul_(group["decay"]).addcmul_(p.grad, p.grad, value=1 - group["decay"])
+                p.addcdiv_(p.grad, (ms + group["eps"]).sqrt_(), value=-group["lr"])
+        return loss
+
+
+class AdagradTF(Optimizer):
+    """acc <- acc + g^2;  p <- p - lr g / sqrt(acc), acc starting at `initial_accumulator` (TF1: 0.1, no epsilon)."""
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, initial_accumulator: float = 0.1):
+        super().__init__(params, dict(lr=lr, initial_accumulator=initial_accumulator))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["accumulator"] = torch.full_like(p, group["initial_accumulator"])
+                acc = state["accumulator"].addcmul_(p.grad, p.grad)
+                p.addcdiv_(p.grad, acc.sqrt(), value=-group["lr"])
+        return loss
+
+
+OPTIMIZERS: dict[str, type[Optimizer]] = {
+    "rmsprop_tf": RMSpropTF,
+    "adagrad_tf": AdagradTF,
+    "adam": torch.optim.Adam,
+    "adamw": torch.optim.AdamW,
+    "sgd": torch.optim.SGD,
+    "rmsprop": torch.optim.RMSprop,
+    "adagrad": torch.optim.Adagrad,
+}
+
+
+def build_optimizer(params: list[torch.nn.Parameter], spec: dict, where: str) -> Optimizer:
+    """An optimizer from {'name': ..., 'lr': ..., other keyword arguments}; `where` names the config key in errors."""
+    spec = dict(spec)
+    name = spec.pop("name", None)
+    if name not in OPTIMIZERS:
+        raise ConfigError(f"{where}.name = {name!r} is not a known optimizer; choose one of {sorted(OPTIMIZERS)}")
+    try:
+        return OPTIMIZERS[name](params, **spec)
+    except TypeError as err:
+        raise ConfigError(f"{where}: {err}; check the keys given for optimizer {name!r}") from None
