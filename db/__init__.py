@@ -1,0 +1,26 @@
+"""The run database: a SQL store of runs, params, metrics and artifacts, and a Lightning logger writing it."""
+
+from typing import Any
+
+from db.records import ArtifactRecord, MetricPoint, RunDetail, RunSummary
+from db.store import Store, StoreError, default_db_url
+
+__all__ = [
+    "ArtifactRecord",
+    "MetricPoint",
+    "RunDetail",
+    "RunSummary",
+    "SQLLogger",
+    "Store",
+    "StoreError",
+    "default_db_url",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # SQLLogger pulls in Lightning (seconds to import); readers such as `ortholab runs` never need it
+    if name == "SQLLogger":
+        from db.logger import SQLLogger
+
+        return SQLLogger
+    raise AttributeError(f"module 'db' has no attribute {name!r}")

@@ -1,0 +1,261 @@
+"""The run store on a real SQLite file: writes, reads, aggregates, errors, and two processes sharing it."""
+
+import json
+import math
+import sqlite3
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from sqlalchemy import event
+
+from db import Store, StoreError, default_db_url
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def db_path(tmp_path):
+    return tmp_path / "runs" / "ortholab.db"
+
+
+@pytest.fixture
+def store(db_path):
+    store = Store(f"sqlite:///{db_path}")
+    yield store
+    store.close()
+
+
+def run_python(code: str) -> str:
+    """Run `code` in a fresh interpreter at the repository root and return its stdout."""
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_round_trip(store):
+    run_id = store.create_run(
+        name="scornn-copy",
+        family="scornn",
+        task="copy",
+        config={"model": {"hidden_size": 8}},
+        main_metric="val/loss",
+        baseline=0.095,
+        run_dir="/tmp/r",
+        world_size=2,
+        tags=["smoke", "cpu"],
+        hostname="box",
+    )
+    store.log_params(run_id, {"model": {"hidden_size": 8}, "lr": 1e-3})
+    store.log_metrics(run_id, {"val/loss": 0.5, "val/acc": 0.25}, step=10, epoch=1, wall_time=123.5)
+    store.update_run(run_id, parameter_count=1234, info={"groups": {"A": 64}})
+    store.set_status(run_id, "finished")
+
+    run = store.get_run(run_id)
+    assert (run.name, run.family, run.task, run.status, run.stage) == ("scornn-copy", "scornn", "copy", "finished", "fit")
+    assert run.config == {"model": {"hidden_size": 8}}
+    assert run.params == {"model.hidden_size": 8, "lr": 1e-3}
+    assert (run.run_dir, run.hostname, run.world_size, run.tags) == ("/tmp/r", "box", 2, ("smoke", "cpu"))
+    assert (run.parameter_count, run.info, run.baseline) == (1234, {"groups": {"A": 64}}, 0.095)
+    assert (run.steps, run.best, run.last) == (10, 0.5, 0.5)
+    for stamp in (run.created_at, run.ended_at, run.heartbeat_at):
+        assert stamp.tzinfo is not None and stamp.utcoffset().total_seconds() == 0
+    assert run.created_at <= run.heartbeat_at and run.ended_at <= run.heartbeat_at
+    assert abs((datetime.now(timezone.utc) - run.created_at).total_seconds()) < 60
+    assert store.metric_keys(run_id) == ["val/acc", "val/loss"]
+    [point] = store.metric_series(run_id, "val/acc")
+    assert (point.step, point.epoch, point.value, point.wall_time) == (10, 1, 0.25, 123.5)
+
+
+def test_sqlite_settings(store, db_path):
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    with store._engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+
+
+def test_status_transitions(store):
+    run_id = store.create_run(name="r")
+    assert store.get_run(run_id).status == "running" and store.get_run(run_id).ended_at is None
+    store.set_status(run_id, "interrupted")
+    assert store.get_run(run_id).ended_at is not None
+    store.set_status(run_id, "running")  # resumed
+    assert store.get_run(run_id).ended_at is None
+    with pytest.raises(StoreError, match="'done'"):
+        store.set_status(run_id, "done")
+
+
+def test_list_runs_aggregates(store):
+    low = store.create_run(name="low", main_metric="val/loss", main_metric_mode="min")
+    for step, value in [(0, 3.0), (1, 1.0), (3, 2.5), (2, 2.0)]:  # logged out of step order
+        store.log_metrics(low, {"val/loss": value}, step=step)
+    store.log_metrics(low, {"train/loss": 9.0}, step=7)
+    high = store.create_run(name="high", main_metric="val/acc", main_metric_mode="max")
+    for step, value in [(0, 0.2), (1, 0.9), (2, 0.5)]:
+        store.log_metrics(high, {"val/acc": value, "val/loss": -value}, step=step)
+    diverged = store.create_run(name="diverged", main_metric="val/loss")
+    store.log_metrics(diverged, {"val/loss": 4.0}, step=0)
+    store.log_metrics(diverged, {"val/loss": math.nan}, step=1)
+    empty = store.create_run(name="empty", main_metric="val/loss")
+
+    runs = store.list_runs()
+    assert [r.id for r in runs] == [empty, diverged, high, low]  # newest first
+    by_name = {r.name: r for r in runs}
+    assert (by_name["low"].steps, by_name["low"].best, by_name["low"].last) == (7, 1.0, 2.5)
+    assert (by_name["high"].steps, by_name["high"].best, by_name["high"].last) == (2, 0.9, 0.5)
+    assert by_name["diverged"].best == 4.0 and math.isnan(by_name["diverged"].last)  # NaN kept, not best
+    assert (by_name["empty"].steps, by_name["empty"].best, by_name["empty"].last) == (0, None, None)
+
+
+def test_list_runs_is_one_query(store):
+    for i in range(5):
+        run_id = store.create_run(name=f"r{i}", main_metric="m")
+        store.log_metrics(run_id, {"m": float(i)}, step=i)
+    statements = []
+    event.listen(store._engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    assert len(store.list_runs()) == 5
+    assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) == 1
+
+
+def test_to_dict_is_json(store):
+    run_id = store.create_run(name="r", tags=["a"])
+    store.set_status(run_id, "failed")
+    summary = store.list_runs()[0].to_dict()
+    detail = store.get_run(run_id).to_dict()
+    assert json.loads(json.dumps(summary))["tags"] == ["a"]
+    assert datetime.fromisoformat(summary["ended_at"]).tzinfo is not None
+    assert set(summary) < set(detail) and {"config", "params", "hostname"} <= set(detail)
+
+
+def test_params_flatten_and_upsert(store):
+    run_id = store.create_run(name="r")
+    store.log_params(run_id, {"model": {"hidden_size": 8, "act": {"name": "modrelu"}}, "dims": (1, 2), "path": Path("/x")})
+    store.log_params(run_id, {"model.hidden_size": 16, "lr": 0.1})  # same key again: the new value wins
+    assert store.get_run(run_id).params == {
+        "model.hidden_size": 16,
+        "model.act.name": "modrelu",
+        "dims": [1, 2],
+        "path": "/x",
+        "lr": 0.1,
+    }
+
+
+def test_artifacts(store):
+    run_id = store.create_run(name="r")
+    blob = bytes(range(256)) * 4
+    audio = store.add_artifact(run_id, "audio", "clip.wav", step=5, epoch=0, data=blob, media_type="audio/wav")
+    eig = store.add_artifact(run_id, "eigenvalues", "W", step=5, meta={"real": [1.0, -1.0], "imag": [0.0, 0.0]})
+    assert [a.id for a in store.artifacts(run_id)] == [audio, eig]
+    [record] = store.artifacts(run_id, kind="eigenvalues")
+    assert (record.name, record.step, record.meta) == ("W", 5, {"real": [1.0, -1.0], "imag": [0.0, 0.0]})
+    assert not hasattr(record, "data")  # bytes only on request
+    assert store.artifact_data(audio) == blob
+    assert store.artifact_data(eig) == b""
+    with pytest.raises(StoreError, match="999"):
+        store.artifact_data(999)
+
+
+def test_bad_requests_name_the_problem(store):
+    run_id = store.create_run(name="r")
+    with pytest.raises(StoreError, match="colour"):
+        store.update_run(run_id, colour="red")
+    with pytest.raises(StoreError, match="id"):
+        store.update_run(run_id, id=5)
+    with pytest.raises(StoreError, match="predict"):
+        store.update_run(run_id, stage="predict")
+    for write in (
+        lambda: store.log_metrics(404, {"m": 1.0}, step=0),
+        lambda: store.log_params(404, {"a": 1}),
+        lambda: store.set_status(404, "failed"),
+        lambda: store.get_run(404),
+    ):
+        with pytest.raises(StoreError, match="404"):
+            write()
+
+
+def test_written_in_child_read_here(db_path):
+    url = f"sqlite:///{db_path}"
+    out = run_python(
+        "from db import Store\n"
+        f"s = Store({url!r})\n"
+        "r = s.create_run(name='child', main_metric='loss')\n"
+        "s.log_metrics(r, {'loss': 2.0}, step=0)\n"
+        "s.log_metrics(r, {'loss': 1.5}, step=1)\n"
+        "s.set_status(r, 'finished')\n"
+        "print(r)\n"
+    )
+    run = Store(url).get_run(int(out))
+    assert (run.name, run.status, run.steps, run.best, run.last) == ("child", "finished", 1, 1.5, 1.5)
+
+
+def test_written_here_read_in_child(store):
+    run_id = store.create_run(name="parent", main_metric="acc", main_metric_mode="max")
+    store.log_metrics(run_id, {"acc": 0.75}, step=4)
+    out = run_python(
+        "import json\nfrom db import Store\n"
+        f"print(json.dumps(Store({store.url!r}).get_run({run_id}).to_dict()))\n"
+    )
+    run = json.loads(out)
+    assert (run["name"], run["status"], run["steps"], run["best"]) == ("parent", "running", 4, 0.75)
+
+
+def test_processes_opening_a_new_database_at_once(db_path):
+    # several ranks or sweep jobs starting together must not race to create the tables
+    code = f"from db import Store\ns = Store({f'sqlite:///{db_path}'!r})\ns.log_metrics(s.create_run(name='p'), {{'m': 1.0}}, step=3)\n"
+    children = [subprocess.Popen([sys.executable, "-c", code], cwd=REPO_ROOT, stderr=subprocess.PIPE) for _ in range(6)]
+    errors = [child.communicate(timeout=60)[1].decode() for child in children]
+    assert [child.returncode for child in children] == [0] * 6, errors
+    assert [r.steps for r in Store(f"sqlite:///{db_path}").list_runs()] == [3] * 6
+
+
+def test_parent_is_a_file(tmp_path):
+    (tmp_path / "afile").write_text("not a directory")
+    path = tmp_path / "afile" / "ortholab.db"
+    with pytest.raises(StoreError) as error:
+        Store(f"sqlite:///{path}")
+    assert str(path) in str(error.value) and "--db" in str(error.value)
+
+
+def test_path_is_a_directory(tmp_path):
+    with pytest.raises(StoreError, match="is a directory") as error:
+        Store(f"sqlite:///{tmp_path}")
+    assert str(tmp_path) in str(error.value) and "--db" in str(error.value)
+
+
+def test_read_only_database_fails_at_open(store, db_path):
+    with pytest.raises(StoreError, match="readonly") as error:
+        Store(f"sqlite:///file:{db_path}?mode=ro&uri=true")
+    assert "--db" in str(error.value)
+
+
+def test_unknown_driver():
+    with pytest.raises(StoreError) as error:
+        Store("nosuchdb://x")
+    assert "nosuchdb://x" in str(error.value) and "--db" in str(error.value)
+
+
+def test_password_is_masked():
+    with pytest.raises(StoreError) as error:
+        Store("postgresql+nosuchdriver://me:s3cret@localhost/runs")
+    assert "s3cret" not in str(error.value) and "me:***@localhost" in str(error.value)
+
+
+def test_default_db_url(tmp_path, monkeypatch):
+    monkeypatch.setenv("ORTHOLAB_DB", "sqlite:////elsewhere/x.db")
+    assert default_db_url() == "sqlite:////elsewhere/x.db"
+    monkeypatch.delenv("ORTHOLAB_DB")
+    monkeypatch.chdir(tmp_path)
+    assert default_db_url() == f"sqlite:///{tmp_path}/runs/ortholab.db"
+    Store().close()
+    assert (tmp_path / "runs" / "ortholab.db").is_file()
+
+
+def test_not_a_url(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError, match="not a database URL.*--db"):
+        Store("runs.db")
+    assert list(tmp_path.iterdir()) == []  # nothing created
