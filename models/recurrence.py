@@ -29,6 +29,7 @@ class _ModReLURecurrence(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_h: torch.Tensor):
         w, h0, h = ctx.saved_tensors
+        grad_h = grad_h.contiguous()  # one copy instead of a strided read per step
         inactive = h == 0  # where modReLU cut z off, for every step at once
         grad_z = torch.empty_like(h)
         last = h.shape[0] - 1
@@ -40,7 +41,7 @@ class _ModReLURecurrence(torch.autograd.Function):
         n = w.shape[0]
         grad_w = grad_z[1:].reshape(-1, n).t() @ h[:-1].reshape(-1, n)  # sum_t dz_t h_{t-1}^T
         grad_w.addmm_(grad_z[0].t(), h0)
-        grad_b = (grad_z * torch.sign(h)).sum(dim=(0, 1))
+        grad_b = torch.sign(h).mul_(grad_z).sum(dim=(0, 1))  # d h/d b = sign(z) where active
         return grad_z, grad_w, grad_b, grad_h0
 
 

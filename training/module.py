@@ -11,7 +11,7 @@ import torchmetrics
 
 from datamodules.spec import TaskSpec
 from models import FAMILIES, ConfigError, SequenceModel
-from training.optimizers import build_optimizer
+from training.optimizers import build_optimizer, check_optimizer_spec
 
 DEFAULT_OPTIMIZERS = {"default": {"name": "adam", "lr": 1e-3}}
 
@@ -74,7 +74,9 @@ class RecurrentModule(pl.LightningModule):
             if name not in optimizers and "default" not in optimizers:
                 raise ConfigError(f"model.optimizers has no entry for parameter group {name!r} of family "
                                   f"{self.hparams.family!r}; add model.optimizers.{name} or model.optimizers.default")
-            specs[name] = optimizers.get(name, optimizers.get("default"))
+            key = name if name in optimizers else "default"
+            check_optimizer_spec(optimizers[key], f"model.optimizers.{key}")
+            specs[name] = optimizers[key]
         return specs
 
     def configure_optimizers(self):

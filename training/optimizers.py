@@ -6,6 +6,7 @@ epsilon inside the square root; TF1's Adagrad starts its accumulator at 0.1 with
 """
 from __future__ import annotations
 
+import inspect
 from typing import Iterable
 
 import torch
@@ -75,13 +76,22 @@ OPTIMIZERS: dict[str, type[Optimizer]] = {
 }
 
 
-def build_optimizer(params: list[torch.nn.Parameter], spec: dict, where: str) -> Optimizer:
-    """An optimizer from {'name': ..., 'lr': ..., other keyword arguments}; `where` names the config key in errors."""
-    spec = dict(spec)
-    name = spec.pop("name", None)
+def check_optimizer_spec(spec: dict, where: str) -> None:
+    """Fail early, naming the config key, on an unknown optimizer name or option."""
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{where} must be a mapping like {{name: adam, lr: 1.0e-3}}, got {spec!r}")
+    name = spec.get("name")
     if name not in OPTIMIZERS:
         raise ConfigError(f"{where}.name = {name!r} is not a known optimizer; choose one of {sorted(OPTIMIZERS)}")
-    try:
-        return OPTIMIZERS[name](params, **spec)
-    except TypeError as err:
-        raise ConfigError(f"{where}: {err}; check the keys given for optimizer {name!r}") from None
+    accepted = set(inspect.signature(OPTIMIZERS[name].__init__).parameters) - {"self", "params"}
+    unknown = sorted(set(spec) - accepted - {"name"})
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]} is not an option of optimizer {name!r}; its options are "
+                          f"{sorted(accepted)}")
+
+
+def build_optimizer(params: list[torch.nn.Parameter], spec: dict, where: str) -> Optimizer:
+    """An optimizer from {'name': ..., 'lr': ..., other keyword arguments}; `where` names the config key in errors."""
+    check_optimizer_spec(spec, where)
+    options = {key: value for key, value in spec.items() if key != "name"}
+    return OPTIMIZERS[spec["name"]](params, **options)

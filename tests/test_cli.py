@@ -1,0 +1,108 @@
+"""`ortholab` end to end: a recorded run from a subprocess, the listings, and bad input as one clear message."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from db import Store
+from training.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = str(REPO / "configs" / "demo" / "copying_scornn.yaml")
+TINY = ["--model.hidden_size", "8", "--model.family_args", "{rho: 4}", "--data.seq_len", "5", "--data.train_size", "40", "--data.batch_size", "10",
+        "--data.val_size", "20", "--data.eval_batch_size", "20", "--trainer.max_steps", "6",
+        "--trainer.val_check_interval", "3", "--trainer.log_every_n_steps", "1",
+        "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
+
+
+def ortholab(*args, cwd):
+    return subprocess.run([sys.executable, "-c", "from training.cli import main; main()", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_fit_in_a_subprocess_records_a_run(tmp_path):
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    done = ortholab("fit", "--config", DEMO, *TINY, "--db", db, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "recorded in" in done.stdout
+
+    store = Store(db)
+    (run,) = store.list_runs()
+    assert (run.name, run.family, run.task, run.status) == ("copying_scornn", "scornn", "copying", "finished")
+    assert run.steps == 5 and run.baseline == pytest.approx(10 * 2.0794415 / 25, rel=1e-6)
+    assert [p.step for p in store.metric_series(run.id, "train/loss")] == list(range(6))
+    assert [p.step for p in store.metric_series(run.id, "val/loss")] == [2, 5]
+    detail = store.get_run(run.id)
+    assert detail.config["model"]["family"] == "scornn" and detail.config["data"]["init_args"]["seq_len"] == 5
+    assert detail.params["model.hidden_size"] == 8
+    assert detail.info["parameter_counts"] == {"recurrent": 8 * 7 // 2, "other": 10 * 8 + 8 + 8 * 9 + 9}
+    assert (tmp_path / "runs" / "copying_scornn" / str(run.id) / "config.yaml").is_file()
+
+    listed = ortholab("runs", "--json", "--db", db, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    (row,) = json.loads(listed.stdout)
+    assert row["id"] == run.id and row["status"] == "finished" and row["best"] == pytest.approx(run.best)
+    table = ortholab("runs", "--db", db, cwd=tmp_path)
+    assert "copying_scornn" in table.stdout and "finished" in table.stdout
+
+
+def test_print_config_resolves_the_demo(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--config", DEMO, "--print_config"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "family: scornn" in out and "rho: 95" in out and "class_path: datamodules.CopyingTask" in out
+
+
+@pytest.mark.parametrize("what, expected", [("families", "scornn"), ("tasks", "copying"), ("configs", "copying_scornn")])
+def test_list_json(what, expected, capsys):
+    main(["list", what, "--json"])
+    rows = json.loads(capsys.readouterr().out)
+    assert any(expected in json.dumps(row) for row in rows)
+    if what == "families":
+        groups = {row["family"]: row["groups"] for row in rows}
+        assert groups["scornn"] == ["other", "recurrent"] and groups["lstm"] == ["other"]
+
+
+BAD_INPUT = [
+    (["--model.family", "scorn"], "model.family = 'scorn' is not a registered family"),
+    (["--model.family_args", "{rho: 300}"], "model.family_args.rho = 300 must lie between 0 and hidden_size = 8"),
+    (["--data.seq_len", "0"], "data.seq_len must be a positive integer, got 0"),
+    (["--model.hiden_size", "5"], "model.hiden_size"),
+    (["--model.family_args", "{rhoo: 3}"], "model.family_args.rhoo is not an option of family 'scornn'"),
+    (["--model.optimizers", "{recurrent: {name: rmsprob, lr: 0.1}}"], "model.optimizers.recurrent.name = 'rmsprob'"),
+]
+
+
+@pytest.mark.parametrize("extra, message", BAD_INPUT)
+def test_bad_input_is_one_clear_message(extra, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--config", DEMO, *TINY, "--db", f"sqlite:///{tmp_path / 'x.db'}", *extra])
+    assert exit_info.value.code != 0
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_unwritable_db_path_names_the_path(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("not a folder")
+    url = f"sqlite:///{tmp_path / 'afile' / 'runs.db'}"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--config", DEMO, *TINY, "--db", url])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path / "afile") in err and "--db" in err
+
+
+def test_recorded_runs_survive_a_failing_command(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    store = Store(db)
+    run_id = store.create_run(name="earlier", family="scornn", task="copying")
+    with pytest.raises(SystemExit):
+        main(["fit", "--config", DEMO, *TINY, "--db", db, "--model.family", "nope"])
+    assert [r.id for r in store.list_runs()] == [run_id]
