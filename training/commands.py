@@ -31,7 +31,7 @@ def runs_rows(db_url: str | None) -> list[dict]:
     rows = []
     for run in Store(db_url).list_runs():
         d = run.to_dict()
-        rows.append({"id": d["id"], "name": d["name"], "family": d["family"], "task": d["task"],
+        rows.append({"id": d["id"], "name": d["name"], "stage": d["stage"], "family": d["family"], "task": d["task"],
                      "status": d["status"], "steps": d["steps"], "main_metric": d["main_metric"],
                      "best": d["best"], "baseline": d["baseline"], "started": d["created_at"]})
     return rows
@@ -95,7 +95,11 @@ def run_command(argv: list[str]) -> None:
 
     if args.command == "runs":
         rows = runs_rows(args.db)
-        columns = ["id", "name", "family", "task", "status", "steps", "main_metric", "best", "baseline", "started"]
+        columns = ["id", "name", "stage", "family", "task", "status", "steps", "main_metric", "best", "baseline",
+                   "started"]
+        if not args.json:  # the table shows UTC start times to the second; JSON keeps full ISO strings
+            for row in rows:
+                row["started"] = (row["started"] or "")[:19].replace("T", " ")
     elif args.what == "families":
         rows, columns = family_rows(), ["family", "groups", "recurrent_matrix", "summary"]
     elif args.what == "tasks":
