@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import yaml
-from lightning.pytorch.callbacks import RichProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
 
@@ -40,7 +39,7 @@ class OrthoLabCLI(LightningCLI):
             RecurrentModule, TaskDataModule, subclass_mode_data=True,
             auto_configure_optimizers=False,  # the model owns its per-group optimizers
             save_config_callback=RecordConfig, save_config_kwargs={"save_to_log_dir": False},
-            trainer_defaults=_trainer_defaults(),
+            trainer_defaults={"logger": False},  # the SQL logger is added in instantiate_trainer
             seed_everything_default=5544, args=args, run=run,
         )
 
@@ -87,14 +86,6 @@ class OrthoLabCLI(LightningCLI):
             print(f"Best {run.main_metric}: {run.best:.4g}{baseline}")
         print(f"Run {run.id} ({run.name}, {run.status}) recorded in {logger.store.display_url}; "
               f"run folder {logger.log_dir}. List runs with `ortholab runs`.")
-
-
-def _trainer_defaults() -> dict:
-    """No default logger (the SQL logger is added in instantiate_trainer); rich's progress bar on a terminal."""
-    defaults = {"logger": False}
-    if sys.stdout.isatty():
-        defaults["callbacks"] = [RichProgressBar()]
-    return defaults
 
 
 def _name_from_config_files(paths) -> str | None:
