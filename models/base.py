@@ -13,7 +13,11 @@ class RecurrentLayer(nn.Module):
     """A sequence layer like `nn.RNN(batch_first=True)`: (B, T, input_size) -> all hidden features (B, T, output_size).
 
     Subclasses set `output_size` when the readout sees more than `hidden_size` features (complex states give 2n).
+    A family that embeds symbol ids itself sets the class attribute `embeds_symbols = True`: for symbolic tasks
+    it then receives the ids (B, T) with input_size = the vocabulary size, instead of one-hot vectors.
     """
+
+    embeds_symbols = False
 
     def __init__(self, input_size: int, hidden_size: int):
         super().__init__()

@@ -27,7 +27,7 @@ class SequenceModel(nn.Module):
         nn.init.zeros_(self.readout.bias)
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        if self.vocab_size is not None:
+        if self.vocab_size is not None and not self.layer.embeds_symbols:
             inputs = nn.functional.one_hot(inputs, self.vocab_size).to(self.readout.weight.dtype)
         features = self.layer(inputs)
         if self.readout_at == "last_step":

@@ -6,11 +6,10 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
-import torch.nn.functional as F
-import torchmetrics
 
 from datamodules.spec import TaskSpec
 from models import FAMILIES, ConfigError, SequenceModel
+from training.objectives import OBJECTIVES
 from training.optimizers import build_optimizer, check_optimizer_spec
 
 DEFAULT_OPTIMIZERS = {"default": {"name": "adam", "lr": 1e-3}}
@@ -36,25 +35,32 @@ class RecurrentModule(pl.LightningModule):
     optimizers: {group: {name: ..., lr: ..., other kwargs}} for the family's parameter groups
     (`ortholab list families` shows them); a `default` entry serves every group not named. Each group
     has its own optimizer, as the papers train A, D's phases and the rest with different methods.
+    grad_clip_norm: clip the gradient of all parameters to this total norm before stepping (None: no
+    clipping, as the papers' scoRNN/scuRNN/oRNN code).
     """
 
     def __init__(self, task: dict | TaskSpec | None = None, family: str = "scornn", hidden_size: int = 128,
-                 family_args: dict[str, Any] | None = None, optimizers: dict[str, dict[str, Any]] | None = None):
+                 family_args: dict[str, Any] | None = None, optimizers: dict[str, dict[str, Any]] | None = None,
+                 grad_clip_norm: float | None = None):
         super().__init__()
         if task is None:
             raise ConfigError("model.task is missing: it comes from the datamodule (give `data:` in the config)")
         self.spec = task if isinstance(task, TaskSpec) else TaskSpec(**task)
         self.save_hyperparameters({"task": self.spec.to_dict(), "family": family, "hidden_size": hidden_size,
                                    "family_args": dict(family_args or {}),
-                                   "optimizers": optimizers or DEFAULT_OPTIMIZERS})
+                                   "optimizers": optimizers or DEFAULT_OPTIMIZERS, "grad_clip_norm": grad_clip_norm})
         self.automatic_optimization = False  # several optimizer types, one per parameter group
         layer = build_layer(family, self.spec.input_size, hidden_size, dict(family_args or {}))
         self.model = SequenceModel(layer, self.spec.output_size, readout=self.spec.readout,
                                    vocab_size=self.spec.input_size if self.spec.symbolic else None)
         self.optimizer_specs = self._optimizer_specs(optimizers or DEFAULT_OPTIMIZERS)
-        if self.spec.loss == "cross_entropy":
-            metric = lambda: torchmetrics.classification.MulticlassAccuracy(self.spec.output_size, average="micro")
-            self.train_acc, self.val_acc, self.test_acc = metric(), metric(), metric()
+        if self.spec.loss not in OBJECTIVES:
+            raise ConfigError(f"task {self.spec.name!r} asks for loss {self.spec.loss!r}, which no objective in "
+                              f"training/objectives.py provides ({sorted(OBJECTIVES)})")
+        self.objective = OBJECTIVES[self.spec.loss](self.spec)
+        self.stage_metrics = torch.nn.ModuleDict(
+            {f"{stage}_metrics": torch.nn.ModuleDict(self.objective.metrics()) for stage in ("train", "val", "test")})
+        self.grad_clip_norm = grad_clip_norm
 
     # parameter groups and their optimizers -------------------------------------------------------
     def parameter_groups(self) -> dict[str, list[torch.nn.Parameter]]:
@@ -107,22 +113,18 @@ class RecurrentModule(pl.LightningModule):
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         return self.model(inputs)
 
-    def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        if self.spec.loss == "cross_entropy":  # mean over every predicted step and sequence
-            return F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1))
-        return F.mse_loss(outputs, targets)
-
     def _shared_step(self, batch, stage: str) -> torch.Tensor:
-        inputs, targets = batch
+        inputs, targets, *rest = batch  # an optional third element: the (B, T) mask of valid steps
+        mask = rest[0] if rest else None
         outputs = self(inputs)
-        loss = self.loss(outputs, targets)
-        on_step = stage == "train"
+        loss = self.objective.loss(outputs, targets, mask)
+        on_step = stage == "train"  # training metrics per batch; evaluation metrics over the whole split
         self.log(f"{stage}/loss", loss, on_step=on_step, on_epoch=not on_step, prog_bar=True,
                  batch_size=inputs.shape[0], sync_dist=not on_step)
-        if self.spec.loss == "cross_entropy":
-            acc = getattr(self, f"{stage}_acc")
-            acc(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1))
-            self.log(f"{stage}/acc", acc, on_step=on_step, on_epoch=not on_step, prog_bar=True)
+        metrics = self.stage_metrics[f"{stage}_metrics"]
+        self.objective.update(dict(metrics.items()), outputs.detach(), targets, mask)
+        for name, metric in metrics.items():
+            self.log(f"{stage}/{name}", metric, on_step=on_step, on_epoch=not on_step, prog_bar=True)
         return loss
 
     def training_step(self, batch, batch_idx):
@@ -132,6 +134,8 @@ class RecurrentModule(pl.LightningModule):
         for opt in optimizers:
             opt.zero_grad()
         self.manual_backward(loss)
+        if self.grad_clip_norm is not None:  # over all parameters at once, as torch.nn.utils.clip_grad_norm_
+            torch.nn.utils.clip_grad_norm_(self.parameters(), self.grad_clip_norm)
         optimizers[0].step()  # through Lightning: counts one global step per batch
         for opt in optimizers[1:]:
             opt.optimizer.step()  # the raw optimizer, so the other groups do not advance global_step again
