@@ -259,3 +259,17 @@ def test_not_a_url(tmp_path, monkeypatch):
     with pytest.raises(StoreError, match="not a database URL.*--db"):
         Store("runs.db")
     assert list(tmp_path.iterdir()) == []  # nothing created
+
+
+def test_arrays_round_trip_through_artifacts(tmp_path):
+    import numpy as np
+
+    from db.artifacts import EIGENVALUES, NPY_MEDIA_TYPE, array_from_bytes, array_to_bytes
+
+    store = Store(f"sqlite:///{tmp_path / 'a.db'}")
+    run_id = store.create_run(name="r")
+    eig = np.exp(1j * np.linspace(0, 3, 7))
+    art = store.add_artifact(run_id, EIGENVALUES, "W", step=3, data=array_to_bytes(eig), media_type=NPY_MEDIA_TYPE,
+                             meta={"near_minus_one": 0, "tolerance": 1e-3})
+    back = array_from_bytes(store.artifact_data(art))
+    assert back.dtype == np.complex128 and np.array_equal(back, eig)
