@@ -133,6 +133,19 @@ class SQLLogger(Logger):
         self.store.log_metrics(self.run_id, values, step=step, epoch=epoch, wall_time=time.time())
 
     @rank_zero_only
+    def log_artifact(self, kind: str, name: str, *, step: int | None = None, epoch: int | None = None,
+                     data: bytes | None = None, meta: Mapping[str, Any] | None = None,
+                     media_type: str | None = None) -> None:
+        """Store an artifact of the run (kinds and encodings: db/artifacts.py)."""
+        self.store.add_artifact(self.run_id, kind, name, step=step, epoch=epoch, data=data,
+                                meta=dict(meta) if meta is not None else None, media_type=media_type)
+
+    @rank_zero_only
+    def record_failure(self, reason: str) -> None:
+        """Mark the run failed with the reason; a later finalize('failed') keeps the reason."""
+        self.store.set_status(self.run_id, "failed", reason=reason)
+
+    @rank_zero_only
     def finalize(self, status: str) -> None:
         """End the run: 'success' -> finished, 'failed' -> failed (interrupted on Ctrl+C), else interrupted."""
         run_status = FINAL_STATUS.get(status, "interrupted")

@@ -41,6 +41,7 @@ class RunSummary:
     family: str | None
     task: str | None
     status: str
+    reason: str | None  # why it failed or stopped, when known (e.g. the NaN guard's message)
     stage: str
     steps: int  # highest step of any metric point, 0 if none
     main_metric: str | None

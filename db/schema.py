@@ -91,6 +91,7 @@ class Run(Base):
     family: Mapped[str | None] = mapped_column(String)  # model family, e.g. 'scornn'
     task: Mapped[str | None] = mapped_column(String)  # e.g. 'copy', 'adding', 'pmnist'
     status: Mapped[str] = mapped_column(String, default="running")
+    reason: Mapped[str | None] = mapped_column(Text)  # why the run failed or stopped, when known
     stage: Mapped[str] = mapped_column(String, default="fit")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     ended_at: Mapped[datetime | None]

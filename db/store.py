@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import case, create_engine, delete, event, func, insert, select, update
+from sqlalchemy import case, create_engine, delete, event, func, insert, inspect, select, text, update
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -241,12 +241,14 @@ class Store:
             if rows:
                 session.execute(insert(Metric), rows)
 
-    def set_status(self, run_id: int, status: str) -> None:
-        """Set the run's status; a terminal status stamps ended_at, 'running' clears it."""
+    def set_status(self, run_id: int, status: str, reason: str | None = None) -> None:
+        """Set the run's status (and why, e.g. the NaN guard's message); a terminal status stamps ended_at,
+        'running' clears it. A reason given once is kept when a later call gives none."""
         _check_choice("status", status, STATUSES)
         ended_at = utcnow() if status in TERMINAL_STATUSES else None
+        extra = {"reason": reason} if reason is not None else {}
         with self._session() as session:
-            self._touch(session, run_id, status=status, ended_at=ended_at)
+            self._touch(session, run_id, status=status, ended_at=ended_at, **extra)
 
     def add_artifact(
         self,
@@ -354,6 +356,7 @@ def _summary_query(*extra_columns: Any):
         Run.family,
         Run.task,
         Run.status,
+        Run.reason,
         Run.stage,
         func.coalesce(steps, 0).label("steps"),
         Run.main_metric,
@@ -381,11 +384,18 @@ def _summary_fields(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _create_tables(conn: Connection) -> None:
-    """Create missing tables and indexes; IF NOT EXISTS makes it safe when several processes start at once."""
+    """Create missing tables and indexes; IF NOT EXISTS makes it safe when several processes start at once.
+    Nullable columns added to the schema since a database was made are added to it (a store written by an
+    older OrthoLab keeps working)."""
     for table in Base.metadata.sorted_tables:
         conn.execute(CreateTable(table, if_not_exists=True))
         for index in table.indexes:
             conn.execute(CreateIndex(index, if_not_exists=True))
+        present = {column["name"] for column in inspect(conn).get_columns(table.name)}
+        for column in table.columns:
+            if column.name not in present and column.nullable:
+                kind = column.type.compile(dialect=conn.dialect)
+                conn.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}'))
 
 
 def _set_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -18,6 +18,9 @@ class RecurrentLayer(nn.Module):
     """
 
     embeds_symbols = False
+    # Families whose forward takes `state_offsets` (B, T, output_size), added to every h_t inside the recurrence:
+    # the gradient w.r.t. them is the total dL/dh_t, which the gradient-norm probe (scoRNN Figure 5) records.
+    supports_state_offsets = False
 
     def __init__(self, input_size: int, hidden_size: int):
         super().__init__()
@@ -29,6 +32,10 @@ class RecurrentLayer(nn.Module):
 
     def recurrent_matrix(self) -> torch.Tensor | None:
         """The (n, n) matrix W of h_t = f(W h_{t-1} + ...), or None for families without one (LSTM, GRU)."""
+        return None
+
+    def nonfinite_hint(self) -> str | None:
+        """The family's likely explanation when training hits a NaN/Inf (shown by the NaN guard), or None."""
         return None
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:

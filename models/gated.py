@@ -1,10 +1,30 @@
-"""The gated and vanilla baselines: PyTorch's fused nn.LSTM, nn.GRU and nn.RNN as recurrent layers."""
+"""The gated and vanilla baselines: PyTorch's fused nn.LSTM, nn.GRU and nn.RNN as recurrent layers.
+
+With `state_offsets` (only the gradient-norm probe passes them) the same weights run step by step through
+PyTorch's cell functions, adding offsets_t to h_t, so that their gradient is the total dL/dh_t.
+"""
 from __future__ import annotations
 
 import torch
 from torch import nn
 
 from models.base import ConfigError, RecurrentLayer
+
+
+def _stepwise(cell, rnn: nn.RNNBase, x: torch.Tensor, offsets: torch.Tensor, with_cell_state: bool) -> torch.Tensor:
+    """nn.LSTM/GRU/RNN's first layer run step by step with offsets_t added to h_t (probe passes only)."""
+    weights = (rnn.weight_ih_l0, rnn.weight_hh_l0, rnn.bias_ih_l0, rnn.bias_hh_l0)
+    h = x.new_zeros(x.shape[0], rnn.hidden_size)
+    c = h.clone()
+    states = []
+    for x_t, offset_t in zip(x.unbind(1), offsets.unbind(1)):
+        if with_cell_state:
+            h, c = cell(x_t, (h, c), *weights)
+        else:
+            h = cell(x_t, h, *weights)
+        h = h + offset_t
+        states.append(h)
+    return torch.stack(states, dim=1)
 
 
 class LSTM(RecurrentLayer):
@@ -18,7 +38,11 @@ class LSTM(RecurrentLayer):
                 self.rnn.bias_ih_l0[hidden_size:2 * hidden_size].fill_(forget_bias)
                 self.rnn.bias_hh_l0[hidden_size:2 * hidden_size].zero_()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    supports_state_offsets = True
+
+    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
+        if state_offsets is not None:
+            return _stepwise(torch.lstm_cell, self.rnn, x, state_offsets, with_cell_state=True)
         return self.rnn(x)[0]
 
 
@@ -29,7 +53,11 @@ class GRU(RecurrentLayer):
         super().__init__(input_size, hidden_size)
         self.rnn = nn.GRU(input_size, hidden_size, batch_first=True)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    supports_state_offsets = True
+
+    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
+        if state_offsets is not None:
+            return _stepwise(torch.gru_cell, self.rnn, x, state_offsets, with_cell_state=False)
         return self.rnn(x)[0]
 
 
@@ -42,8 +70,13 @@ class RNN(RecurrentLayer):
             raise ConfigError(f"model.family_args.nonlinearity = {nonlinearity!r}; choose 'tanh' or 'relu'")
         self.rnn = nn.RNN(input_size, hidden_size, nonlinearity=nonlinearity, batch_first=True)
 
+    supports_state_offsets = True
+
     def recurrent_matrix(self) -> torch.Tensor:
         return self.rnn.weight_hh_l0
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
+        if state_offsets is not None:
+            cell = torch.rnn_relu_cell if self.rnn.nonlinearity == "relu" else torch.rnn_tanh_cell
+            return _stepwise(cell, self.rnn, x, state_offsets, with_cell_state=False)
         return self.rnn(x)[0]

@@ -10,12 +10,16 @@ from models.recurrence import modrelu_recurrence
 
 
 class ScoRNN(RecurrentLayer):
+    supports_state_offsets = True
+
     """Scaled Cayley orthogonal RNN.
 
     rho: number of -1 entries of D, as a count (int) or a fraction of hidden_size (float in [0, 1]).
     init: 'henaff' (2x2 blocks, t_j ~ U[0, pi/2], the paper's Section 4.2) or 'zeros' (W = D).
     Parameter groups: `recurrent` (A's n(n-1)/2 free entries), `other` (U, b).
     """
+
+    supports_state_offsets = True
 
     def __init__(self, input_size: int, hidden_size: int, rho: int | float = 0.5, init: str = "henaff",
                  input_init_range: float = 0.01):
@@ -32,8 +36,15 @@ class ScoRNN(RecurrentLayer):
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
         return {"recurrent": [self.cayley.upper], "other": [self.input_weight, self.bias]}
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def nonfinite_hint(self) -> str | None:
+        if bool((self.bias > 0).any()):
+            return ("modReLU biases b > 0 lift every unit off zero; a non-finite value then usually means "
+                    "exploding inputs: lower model.optimizers.other.lr")
+        return None
+
+    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
         w = self.cayley()  # formed once per forward pass, not per step
         u = torch.matmul(x.transpose(0, 1), self.input_weight.t())  # (T, B, n): U x_t for all steps at once
         h0 = self.h0.expand(x.shape[0], -1)
-        return modrelu_recurrence(u, w, self.bias, h0).transpose(0, 1)
+        offsets = None if state_offsets is None else state_offsets.transpose(0, 1)
+        return modrelu_recurrence(u, w, self.bias, h0, offsets).transpose(0, 1)

@@ -26,10 +26,17 @@ class SequenceModel(nn.Module):
         nn.init.xavier_uniform_(self.readout.weight)  # Glorot kernel, zero bias, as tf.layers.dense
         nn.init.zeros_(self.readout.bias)
 
-    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+    def encode(self, inputs: torch.Tensor) -> torch.Tensor:
+        """What the recurrent layer reads: one-hot vectors for symbol ids (unless the family embeds them)."""
         if self.vocab_size is not None and not self.layer.embeds_symbols:
-            inputs = nn.functional.one_hot(inputs, self.vocab_size).to(self.readout.weight.dtype)
-        features = self.layer(inputs)
+            return nn.functional.one_hot(inputs, self.vocab_size).to(self.readout.weight.dtype)
+        return inputs
+
+    def read_out(self, features: torch.Tensor) -> torch.Tensor:
+        """Outputs from all hidden features (B, T, F): at every step, or at the last step only."""
         if self.readout_at == "last_step":
             features = features[:, -1]
         return self.readout(features)
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return self.read_out(self.layer(self.encode(inputs)))

@@ -31,7 +31,7 @@ def test_fit_in_a_subprocess_records_a_run(tmp_path):
     store = Store(db)
     (run,) = store.list_runs()
     assert (run.name, run.family, run.task, run.status) == ("copying_scornn", "scornn", "copying", "finished")
-    assert run.steps == 5 and run.baseline == pytest.approx(10 * 2.0794415 / 25, rel=1e-6)
+    assert run.steps == 6 and run.baseline == pytest.approx(10 * 2.0794415 / 25, rel=1e-6)
     assert [p.step for p in store.metric_series(run.id, "train/loss")] == list(range(6))
     assert [p.step for p in store.metric_series(run.id, "val/loss")] == [2, 5]
     detail = store.get_run(run.id)

@@ -26,3 +26,17 @@ def test_matches_plain_autograd():
 
 def test_gradients_match_finite_differences():
     assert torch.autograd.gradcheck(modrelu_recurrence, _inputs(torch.float64, seed=1, t=15))
+
+
+def test_offsets_carry_the_total_hidden_state_gradient():
+    fused, reference = _inputs(torch.float64, seed=2), _inputs(torch.float64, seed=2)
+    offsets = [torch.randn(25, 4, 7, dtype=torch.float64).mul_(0.1).requires_grad_() for _ in range(2)]
+    with torch.no_grad():
+        offsets[1].copy_(offsets[0])
+    probe = torch.randn(25, 4, 7, dtype=torch.float64)
+    (modrelu_recurrence(*fused, offsets[0]) * probe).sum().backward()
+    (modrelu_recurrence_reference(*reference, offsets[1]) * probe).sum().backward()
+    torch.testing.assert_close(offsets[0].grad, offsets[1].grad, rtol=1e-10, atol=1e-12)
+    for a, b in zip(fused, reference):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-10, atol=1e-12)
+    assert torch.autograd.gradcheck(modrelu_recurrence, (*_inputs(torch.float64, seed=3, t=10), offsets[0][:10].detach().requires_grad_()))

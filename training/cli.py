@@ -16,6 +16,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from datamodules import TaskDataModule
 from db import SQLLogger, Store, StoreError
 from models import ConfigError
+from training.callbacks import NonFiniteError, default_callbacks
 from training.module import RecurrentModule
 
 LIGHTNING_SUBCOMMANDS = ("fit", "validate", "test", "predict")
@@ -50,6 +51,9 @@ class OrthoLabCLI(LightningCLI):
                             help="run name in the store (default: the config file's name)")
         parser.add_argument("--runs_dir", type=str, default="runs",
                             help="folder for run folders (checkpoints, config.yaml)")
+        parser.add_argument("--analysis", type=bool, default=True,
+                            help="add the default analysis callbacks (orthogonality, eigenvalues, gradient "
+                                 "profile, timing, NaN guard) that trainer.callbacks does not already configure")
         parser.link_arguments("data", "model.task", apply_on="instantiate", compute_fn=lambda dm: dm.spec.to_dict())
 
     def _subconfig(self):
@@ -65,6 +69,8 @@ class OrthoLabCLI(LightningCLI):
         logger = SQLLogger(db_url=config.db, name=name, root_dir=config.runs_dir, stage=self.subcommand or "fit")
         trainer = super().instantiate_trainer(**kwargs)
         trainer.loggers = [logger, *trainer.loggers]
+        if config.analysis:
+            trainer.callbacks[:0] = default_callbacks(trainer.callbacks)
         return trainer
 
     def after_fit(self) -> None:
@@ -130,10 +136,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _user_error(err: BaseException | None) -> BaseException | None:
-    """The ConfigError or StoreError behind `err` (jsonargparse wraps errors raised while instantiating)."""
+    """The user-facing error behind `err` (jsonargparse wraps errors raised while instantiating)."""
     seen = set()
     while err is not None and id(err) not in seen:
-        if isinstance(err, (ConfigError, StoreError)):
+        if isinstance(err, (ConfigError, StoreError, NonFiniteError)):
             return err
         seen.add(id(err))
         err = err.__cause__ or err.__context__

@@ -131,6 +131,7 @@ class RecurrentModule(pl.LightningModule):
         optimizers = self.optimizers()
         optimizers = optimizers if isinstance(optimizers, list) else [optimizers]
         loss = self._shared_step(batch, "train")
+        self.last_loss = loss.detach()  # read by the NaN guard after backward
         for opt in optimizers:
             opt.zero_grad()
         self.manual_backward(loss)

@@ -1,0 +1,136 @@
+"""The analysis callbacks write what they say, the gradient profile shows the papers' contrast, the NaN guard trips."""
+import os
+
+import lightning.pytorch as pl
+import numpy as np
+import pytest
+import torch
+
+from datamodules import AddingTask, CopyingTask
+from db import SQLLogger, Store
+from db.artifacts import EIGENVALUES, GRAD_NORMS, HIDDEN_TRAJECTORY, array_from_bytes
+from training.callbacks import NaNGuard, NonFiniteError
+from training.callbacks.matrix import orthogonality_error
+from training.callbacks.probes import hidden_gradient_norms
+from training.cli import main
+from training.module import RecurrentModule
+from test_cli import DEMO, TINY
+
+
+def _fit(tmp_path, monkeypatch, *extra):
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    main(["fit", "--config", DEMO, *TINY, "--db", db, *extra])
+    store = Store(db)
+    (run,) = store.list_runs()
+    return store, run
+
+
+def test_default_callbacks_record_drift_eigenvalues_profile_and_timing(tmp_path, monkeypatch):
+    store, run = _fit(tmp_path, monkeypatch,
+                      "--trainer.callbacks+=training.callbacks.OrthogonalityDrift",
+                      "--trainer.callbacks.every_n_steps=2",
+                      "--trainer.callbacks+=training.callbacks.HiddenTrajectory",
+                      "--trainer.callbacks.steps=[0, 4]",
+                      "--trainer.callbacks+=training.callbacks.Timing",
+                      "--trainer.callbacks.every_n_steps=2")
+    drift = store.metric_series(run.id, "analysis/orthogonality")
+    assert [p.step for p in drift] == [0, 2, 4, 6] and all(p.value < 1e-4 for p in drift)
+
+    eig = store.artifacts(run.id, EIGENVALUES)  # start, end of epoch 0 (4 batches), end of training
+    assert [a.step for a in eig] == [0, 4, 6] and eig[0].meta["n"] == 8
+    values = array_from_bytes(store.artifact_data(eig[0].id))
+    assert values.dtype == np.complex128 and np.allclose(np.abs(values), 1.0, atol=1e-5)
+
+    (profile,) = store.artifacts(run.id, GRAD_NORMS)  # default steps 0 and 300: only 0 is reached in 6 steps
+    norms = array_from_bytes(store.artifact_data(profile.id))
+    assert profile.step == 0 and norms.shape == (5 + 20,) and (norms > 0).all()
+
+    trajectories = store.artifacts(run.id, HIDDEN_TRAJECTORY)
+    assert [a.step for a in trajectories] == [0, 4]
+    assert array_from_bytes(store.artifact_data(trajectories[0].id)).shape == (25, 8)
+
+    assert [p.step for p in store.metric_series(run.id, "time/step_s")] == [2, 4, 6]
+    assert all(p.value > 0 for p in store.metric_series(run.id, "time/samples_per_s"))
+    assert store.metric_series(run.id, "time/epoch_s") and store.metric_series(run.id, "memory/peak_mb")
+
+
+def test_analysis_can_be_switched_off(tmp_path, monkeypatch):
+    store, run = _fit(tmp_path, monkeypatch, "--analysis", "false")
+    assert "analysis/orthogonality" not in store.metric_keys(run.id) and not store.artifacts(run.id)
+
+
+def test_lstm_has_no_recurrent_matrix_to_analyse(tmp_path, monkeypatch):
+    store, run = _fit(tmp_path, monkeypatch, "--model.family", "lstm", "--model.family_args", "{}",
+                      "--model.optimizers", "{default: {name: adam, lr: 0.01}}")
+    assert "analysis/orthogonality" not in store.metric_keys(run.id) and not store.artifacts(run.id, EIGENVALUES)
+    assert store.artifacts(run.id, GRAD_NORMS)  # the hidden-state profile needs no recurrent matrix
+
+
+def test_orthogonality_error_sees_a_non_orthogonal_matrix():
+    q = torch.linalg.qr(torch.randn(6, 6, dtype=torch.float64))[0]
+    assert orthogonality_error(q) < 1e-13 < 0.1 < orthogonality_error(1.1 * q)
+
+
+def test_gradient_profile_is_the_total_derivative():
+    # ||dL/dh_t|| from the probe equals the plain-autograd total derivative through the stepwise cells
+    task = AddingTask(seq_len=12, val_size=4)
+    inputs, targets = task.make_split("val")
+    module = RecurrentModule(task.spec, family="gru", hidden_size=5)
+    norms, _ = hidden_gradient_norms(module, inputs, targets)
+    gru = module.model.layer.rnn
+    h, states = torch.zeros(4, 5), []
+    for x_t in inputs.unbind(1):
+        h = torch.gru_cell(x_t, h, gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0, gru.bias_hh_l0)
+        h.retain_grad()
+        states.append(h)
+    torch.nn.functional.mse_loss(module.model.readout(h), targets).backward()
+    expected = torch.stack([torch.linalg.vector_norm(s.grad) for s in states]).double()
+    torch.testing.assert_close(norms, expected, rtol=1e-5, atol=1e-8)
+    assert norms[0] > 0
+
+
+def test_gradient_profile_flat_for_identity_scornn_and_vanishing_for_tanh_rnn():
+    # scoRNN paper Figure 5: ||dL/dh_t|| stays level across t for scoRNN, decays for a vanilla tanh RNN
+    task = AddingTask(seq_len=200, val_size=50)
+    inputs, targets = task.make_split("val")
+    torch.manual_seed(0)
+    scornn = RecurrentModule(task.spec, family="scornn", hidden_size=64, family_args={"rho": 0, "init": "zeros"})
+    rnn = RecurrentModule(task.spec, family="rnn", hidden_size=64, family_args={"nonlinearity": "tanh"})
+    flat, _ = hidden_gradient_norms(scornn, inputs, targets)
+    vanishing, _ = hidden_gradient_norms(rnn, inputs, targets)
+    assert flat.max() / flat.min() < 10.0
+    assert vanishing[-1] / vanishing[0] > 1e3
+
+
+class _PoisonGradient(pl.Callback):
+    def on_after_backward(self, trainer, pl_module):
+        if trainer.global_step == 2:
+            pl_module.model.layer.cayley.upper.grad[0] = float("nan")
+
+
+def test_nan_guard_names_step_and_group_and_marks_the_run_failed(tmp_path):
+    task = CopyingTask(seq_len=5, train_size=40, batch_size=10, val_size=10)
+    module = RecurrentModule(task.spec, family="scornn", hidden_size=8, family_args={"rho": 4})
+    logger = SQLLogger(db_url=f"sqlite:///{tmp_path / 'runs.db'}", root_dir=str(tmp_path / "runs"))
+    trainer = pl.Trainer(max_steps=6, logger=logger, callbacks=[_PoisonGradient(), NaNGuard()], accelerator="cpu",
+                         enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False)
+    with pytest.raises(NonFiniteError, match=r"group 'recurrent' at step 2"):
+        trainer.fit(module, datamodule=task)
+    (run,) = Store(logger._db_url).list_runs()
+    assert run.status == "failed" and "non-finite gradient of parameter group 'recurrent' at step 2" in run.reason
+    checkpoint = os.path.join(logger.log_dir, "checkpoints", "nan-step2.ckpt")
+    state = torch.load(checkpoint, weights_only=False)["state_dict"]
+    assert state["model.layer.cayley.upper"].isfinite().all()  # saved before the poisoned step was applied
+
+
+def test_nan_loss_from_the_cli_is_one_message_and_a_failed_run(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--config", DEMO, *TINY, "--db", db, "--model.optimizers", "{default: {name: sgd, lr: .inf}}"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "ortholab: error: non-finite loss" in err and "at step 1" in err
+    (run,) = Store(db).list_runs()
+    assert run.status == "failed" and run.reason.startswith("non-finite loss")

@@ -1,0 +1,51 @@
+"""Wall time per step and per epoch, throughput and peak memory (the scoRNN paper's Table 3 view)."""
+from __future__ import annotations
+
+import resource
+import sys
+import time
+
+import torch
+from lightning.pytorch import Callback
+
+from training.callbacks.record import is_due, record_metrics
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    """Peak CUDA memory allocated on `device`, else the process's peak resident set size."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    return rss / (2**20 if sys.platform == "darwin" else 2**10)
+
+
+class Timing(Callback):
+    """Every `every_n_steps` steps: `time/step_s` (mean since the last record) and `time/samples_per_s`;
+    at each epoch's end `time/epoch_s`; with each record `memory/peak_mb`. Validation time is excluded."""
+
+    def __init__(self, every_n_steps: int | None = 50):
+        self.every_n_steps = every_n_steps
+        self._since = self._epoch_start = 0.0
+        self._steps = self._samples = 0
+        self._epoch_train_s = 0.0
+
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        self._epoch_train_s = 0.0
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self._start = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        elapsed = time.perf_counter() - self._start
+        self._since += elapsed
+        self._epoch_train_s += elapsed
+        self._steps += 1
+        self._samples += int(batch[0].shape[0])
+        if is_due(trainer.global_step, self.every_n_steps):
+            record_metrics(trainer, {"time/step_s": self._since / self._steps,
+                                     "time/samples_per_s": self._samples / self._since,
+                                     "memory/peak_mb": peak_memory_mb(pl_module.device)}, trainer.global_step)
+            self._since, self._steps, self._samples = 0.0, 0, 0
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        record_metrics(trainer, {"time/epoch_s": self._epoch_train_s}, trainer.global_step)
