@@ -1,6 +1,8 @@
 """The LightningDataModule every task derives from: seeded in-memory tensors served in fixed order."""
 from __future__ import annotations
 
+from typing import Callable
+
 import lightning.pytorch as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
@@ -13,6 +15,39 @@ def require_positive(value: int, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ConfigError(f"data.{key} must be a positive integer, got {value!r}; set --data.{key} to 1 or more")
     return value
+
+
+class ResumableLoader(DataLoader):
+    """A DataLoader that Lightning can resume mid-epoch (it saves `state_dict()` in checkpoints).
+
+    Its state is how many batches of the current pass were trained on; the first pass after
+    `load_state_dict` skips those, so a resumed run sees the batches an uninterrupted one would. With
+    shuffling, each epoch's order comes from a generator seeded with seed + epoch, so it is reproducible too.
+    """
+
+    def __init__(self, *args, progress: Callable[[], tuple[int, int]] | None = None, seed: int = 0, **kwargs):
+        if kwargs.get("shuffle"):
+            kwargs.setdefault("generator", torch.Generator())
+        super().__init__(*args, **kwargs)
+        self.progress = progress  # () -> (epoch, batches of this epoch completed)
+        self.seed = seed
+        self._skip = 0
+
+    def state_dict(self) -> dict:
+        completed = self.progress()[1] if self.progress else 0
+        return {"completed": completed % len(self)}  # a whole epoch done means the next one starts afresh
+
+    def load_state_dict(self, state: dict) -> None:
+        self._skip = state["completed"]
+
+    def __iter__(self):
+        if self.generator is not None and self.progress is not None:
+            self.generator.manual_seed(self.seed + self.progress()[0])
+        skip, self._skip = self._skip, 0
+        iterator = super().__iter__()
+        for _ in range(skip):
+            next(iterator)
+        return iterator
 
 
 class TaskDataModule(pl.LightningDataModule):
@@ -42,8 +77,16 @@ class TaskDataModule(pl.LightningDataModule):
         return DataLoader(self.dataset(split), batch_size=batch_size, shuffle=shuffle,
                           num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
 
+    def fit_progress(self) -> tuple[int, int]:
+        """(current epoch, batches of it completed) of the trainer this datamodule serves."""
+        if self.trainer is None:
+            return 0, 0
+        return self.trainer.current_epoch, self.trainer.fit_loop.epoch_loop.batch_progress.current.completed
+
     def train_dataloader(self) -> DataLoader:
-        return self._loader("train", self.batch_size, self.shuffle)
+        return ResumableLoader(self.dataset("train"), batch_size=self.batch_size, shuffle=self.shuffle,
+                               num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
+                               progress=self.fit_progress, seed=getattr(self, "seed", 0))
 
     def val_dataloader(self) -> DataLoader:
         return self._loader("val", self.eval_batch_size, False)

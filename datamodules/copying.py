@@ -11,7 +11,7 @@ import math
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from datamodules.base import TaskDataModule, require_positive
+from datamodules.base import ResumableLoader, TaskDataModule, require_positive
 from datamodules.spec import TaskSpec
 from models.base import ConfigError
 
@@ -41,14 +41,16 @@ class _FreshBatches(IterableDataset):
 
     def __init__(self, task: CopyingTask):
         self.task = task
-        self.epoch = 0
+
+    def __len__(self) -> int:
+        return self.task.train_size // self.task.batch_size
 
     def __iter__(self):
         t = self.task
+        epoch = t.fit_progress()[0]
         rank = t.trainer.global_rank if t.trainer is not None else 0
-        gen = torch.Generator().manual_seed(t.seed + 1_000_003 * (self.epoch + 1) + 7919 * rank)
-        self.epoch += 1
-        for _ in range(t.train_size // t.batch_size):
+        gen = torch.Generator().manual_seed(t.seed + 1_000_003 * (epoch + 1) + 7919 * rank)
+        for _ in range(len(self)):
             yield copying_batch(t.batch_size, t.seq_len, gen, t.copy_len, t.num_symbols)
 
 
@@ -88,5 +90,5 @@ class CopyingTask(TaskDataModule):
 
     def train_dataloader(self) -> DataLoader:
         if self.fresh_batches:
-            return DataLoader(_FreshBatches(self), batch_size=None)
+            return ResumableLoader(_FreshBatches(self), batch_size=None, progress=self.fit_progress)
         return super().train_dataloader()

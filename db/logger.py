@@ -41,6 +41,7 @@ class SQLLogger(Logger):
         root_dir: str = "runs",
         tags: Sequence[str] = (),
         stage: str = "fit",
+        run_id: int | None = None,
     ):
         super().__init__()
         self._db_url = db_url
@@ -50,6 +51,8 @@ class SQLLogger(Logger):
         self._stage = stage
         self._store: Store | None = None
         self._run_id: int | None = None
+        self._resume_id = run_id  # continue this recorded run instead of creating one
+        self._interrupted = False  # set by mark_interrupted: the run ends `interrupted` whatever finalize says
         self._fallback_step = 0  # step for log_metrics(step=None)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -71,6 +74,11 @@ class SQLLogger(Logger):
         """The run's id on rank zero (creating the run row if needed); None on other ranks."""
         if rank_zero_only.rank != 0:
             return None
+        if self._run_id is None and self._resume_id is not None:
+            run = self.store.get_run(self._resume_id)  # StoreError naming the id when there is no such run
+            self._name = run.name
+            self.store.set_status(run.id, "running")
+            self._run_id = run.id
         if self._run_id is None:
             self._run_id = self.store.create_run(name=self._name, stage=self._stage, tags=self._tags)
             run_dir = self._run_dir(str(self._run_id))
@@ -141,6 +149,18 @@ class SQLLogger(Logger):
                                 meta=dict(meta) if meta is not None else None, media_type=media_type)
 
     @rank_zero_only
+    def continue_from(self, step: int) -> None:
+        """Drop what was recorded at steps >= `step`: a resumed run re-runs them (they replace, never duplicate)."""
+        self.store.truncate_run(self.run_id, step)
+
+    @rank_zero_only
+    def mark_interrupted(self, reason: str) -> None:
+        """Training was stopped on purpose (SIGTERM, Ctrl-C): the run stays `interrupted`, even when it then ends
+        normally."""
+        self._interrupted = True
+        self.store.set_status(self.run_id, "interrupted", reason=reason)
+
+    @rank_zero_only
     def record_failure(self, reason: str) -> None:
         """Mark the run failed with the reason; a later finalize('failed') keeps the reason."""
         self.store.set_status(self.run_id, "failed", reason=reason)
@@ -149,6 +169,8 @@ class SQLLogger(Logger):
     def finalize(self, status: str) -> None:
         """End the run: 'success' -> finished, 'failed' -> failed (interrupted on Ctrl+C), else interrupted."""
         run_status = FINAL_STATUS.get(status, "interrupted")
+        if self._interrupted:
+            run_status = "interrupted"
         if run_status == "failed" and isinstance(sys.exc_info()[1], KeyboardInterrupt):
             run_status = "interrupted"  # Lightning reports Ctrl+C as "failed"
         try:

@@ -250,6 +250,15 @@ class Store:
         with self._session() as session:
             self._touch(session, run_id, status=status, ended_at=ended_at, **extra)
 
+    def truncate_run(self, run_id: int, from_step: int) -> int:
+        """Delete the run's metric points and artifacts at steps >= from_step (steps about to be re-run after a
+        resume); return how many points were deleted."""
+        with self._session() as session:
+            self._touch(session, run_id)
+            deleted = session.execute(delete(Metric).where(Metric.run_id == run_id, Metric.step >= from_step))
+            session.execute(delete(Artifact).where(Artifact.run_id == run_id, Artifact.step >= from_step))
+        return deleted.rowcount
+
     def add_artifact(
         self,
         run_id: int,

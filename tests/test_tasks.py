@@ -42,7 +42,9 @@ def test_copying_baseline_strategy_scores_the_baseline():
 def test_copying_fresh_batches_change_every_epoch():
     task = CopyingTask(seq_len=5, batch_size=4, train_size=8, fresh_batches=True)
     loader = task.train_dataloader()
-    first, second = list(loader), list(loader)
+    first = list(loader)
+    task.fit_progress = lambda: (1, 0)  # the trainer moved on to epoch 1
+    second = list(loader)
     assert len(first) == 2 and first[0][0].shape == (4, 25)
     assert not torch.equal(first[0][0], second[0][0])
     again = list(CopyingTask(seq_len=5, batch_size=4, train_size=8, fresh_batches=True).train_dataloader())
@@ -72,3 +74,19 @@ def test_adding_baseline_strategy_scores_the_baseline():
 def test_non_positive_sizes_name_the_key(task_cls, key, value):
     with pytest.raises(ConfigError, match=rf"data\.{key}"):
         task_cls(**{key: value})
+
+
+def test_train_loader_resumes_mid_epoch_with_the_same_batches():
+    from datamodules.base import ResumableLoader
+
+    for shuffle in (False, True):
+        task = AddingTask(seq_len=5, train_size=40, batch_size=10, shuffle=shuffle)
+        task.fit_progress = lambda: (3, 2)  # epoch 3, two batches trained on when the checkpoint was taken
+        loader = task.train_dataloader()
+        assert isinstance(loader, ResumableLoader) and loader.state_dict() == {"completed": 2}
+        full = [x for x, _ in loader]
+        resumed = task.train_dataloader()
+        resumed.load_state_dict(loader.state_dict())
+        rest = [x for x, _ in resumed]
+        assert len(rest) == 2 and all(torch.equal(a, b) for a, b in zip(rest, full[2:]))
+        assert len([x for x, _ in resumed]) == 4  # later passes are whole epochs again

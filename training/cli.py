@@ -6,10 +6,12 @@ and stores the full resolved config with the run.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
 import yaml
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
 
@@ -17,6 +19,7 @@ from datamodules import TaskDataModule
 from db import SQLLogger, Store, StoreError
 from models import ConfigError
 from training.callbacks import NonFiniteError, default_callbacks
+from training.callbacks.lifecycle import ContinueRun, GracefulInterrupt
 from training.module import RecurrentModule
 
 LIGHTNING_SUBCOMMANDS = ("fit", "validate", "test", "predict")
@@ -51,6 +54,9 @@ class OrthoLabCLI(LightningCLI):
                             help="run name in the store (default: the config file's name)")
         parser.add_argument("--runs_dir", type=str, default="runs",
                             help="folder for run folders (checkpoints, config.yaml)")
+        parser.add_argument("--resume", type=int | None, default=None,
+                            help="continue the recorded run with this id from its last checkpoint (`ortholab fit "
+                                 "--resume ID` alone reuses the run's stored config)")
         parser.add_argument("--analysis", type=bool, default=True,
                             help="add the default analysis callbacks (orthogonality, eigenvalues, gradient "
                                  "profile, timing, NaN guard) that trainer.callbacks does not already configure")
@@ -66,15 +72,30 @@ class OrthoLabCLI(LightningCLI):
     def instantiate_trainer(self, **kwargs):
         config = self._subconfig()
         name = config.name or _name_from_config_files(config.get("config")) or self.model.hparams.family
-        logger = SQLLogger(db_url=config.db, name=name, root_dir=config.runs_dir, stage=self.subcommand or "fit")
-        trainer = super().instantiate_trainer(**kwargs)
+        logger = SQLLogger(db_url=config.db, name=name, root_dir=config.runs_dir, stage=self.subcommand or "fit",
+                           run_id=config.resume)
+        configured = list(self._get(self.config_init, "trainer").get("callbacks") or [])
+        extra = [GracefulInterrupt()]
+        if config.trainer.enable_checkpointing is not False and not any(
+                isinstance(c, ModelCheckpoint) for c in configured):
+            spec = self.model.spec  # last and best by the task's main metric, in the run folder
+            extra.append(ModelCheckpoint(monitor=spec.main_metric, mode=spec.main_metric_mode, save_last=True,
+                                         filename="best-step{step}", auto_insert_metric_name=False))
+        trainer = super().instantiate_trainer(callbacks=configured + extra, **kwargs)
         trainer.loggers = [logger, *trainer.loggers]
+        first = [ContinueRun()] if config.resume is not None else []  # truncate before anything records again
         if config.analysis:
-            trainer.callbacks[:0] = default_callbacks(trainer.callbacks)
+            first += default_callbacks(trainer.callbacks)
+        trainer.callbacks[:0] = first
         return trainer
 
     def after_fit(self) -> None:
         self._print_record()
+        interrupt = next((c for c in self.trainer.callbacks if isinstance(c, GracefulInterrupt)), None)
+        if interrupt is not None and interrupt.requested:  # the shell's convention: 128 + the signal's number
+            print(f"Interrupted by {interrupt.requested}; checkpoint saved, continue with "
+                  f"`ortholab fit --resume {self.trainer.loggers[0].version}`.")
+            sys.exit(128 + int(getattr(signal, interrupt.requested)))
 
     def after_validate(self) -> None:
         self._print_record()
@@ -92,6 +113,37 @@ class OrthoLabCLI(LightningCLI):
             print(f"Best {run.main_metric}: {run.best:.4g}{baseline}")
         print(f"Run {run.id} ({run.name}, {run.status}) recorded in {logger.store.display_url}; "
               f"run folder {logger.log_dir}. List runs with `ortholab runs`.")
+
+
+def _resume_arguments(argv: list[str]) -> list[str]:
+    """`fit --resume ID [...]`: the run's stored config first (unless --config is given) and its last checkpoint
+    (unless --ckpt_path is given), so that a preempted run continues with one short command."""
+    import argparse
+
+    peek = argparse.ArgumentParser(add_help=False)
+    peek.add_argument("--resume", type=int)
+    peek.add_argument("--db")
+    peek.add_argument("--config", action="append")
+    peek.add_argument("--ckpt_path")
+    known, _ = peek.parse_known_args(argv[1:])
+    if known.resume is None:
+        return argv
+    if argv[0] != "fit":
+        raise ConfigError(f"--resume continues training: use `ortholab fit --resume {known.resume}`")
+    run = Store(known.db).get_run(known.resume)  # StoreError naming the id and the store when it is missing
+    run_dir = Path(run.run_dir or "")
+    config, last = run_dir / "config.yaml", run_dir / "checkpoints" / "last.ckpt"
+    extra = []
+    if not known.config:
+        if not config.is_file():
+            raise ConfigError(f"run {run.id} has no stored config at {config}; pass --config FILE as well")
+        extra += ["--config", str(config)]
+    if known.ckpt_path is None:
+        if not last.is_file():
+            raise ConfigError(f"run {run.id} has no checkpoint at {last} (it stopped before its first checkpoint); "
+                              f"start a new run instead")
+        extra += ["--ckpt_path", str(last)]
+    return [argv[0], *extra, *argv[1:]]
 
 
 def _name_from_config_files(paths) -> str | None:
@@ -124,6 +176,9 @@ def main(argv: list[str] | None = None) -> None:
 
             run_command(argv)
         elif argv[0] in LIGHTNING_SUBCOMMANDS:
+            resumed = _resume_arguments(argv)
+            if resumed != argv:
+                given, argv = True, resumed
             OrthoLabCLI(args=argv if given else None)  # Lightning reads sys.argv itself
         else:
             raise ConfigError(f"unknown command {argv[0]!r}; use one of fit, validate, test, predict, runs, list")

@@ -1,0 +1,18 @@
+"""Callbacks that do real damage to a training process, for the fault tests (loaded by class path in configs)."""
+import os
+import signal
+from pathlib import Path
+
+from lightning.pytorch import Callback
+
+
+class SignalAt(Callback):
+    """Send `signal_name` to this very process after optimizer step `step`, once (a marker file remembers)."""
+
+    def __init__(self, step: int, signal_name: str = "SIGKILL", marker: str = "signalled"):
+        self.step, self.signal_name, self.marker = step, signal_name, Path(marker)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == self.step and not self.marker.exists():
+            self.marker.write_text(self.signal_name)
+            os.kill(os.getpid(), getattr(signal, self.signal_name))

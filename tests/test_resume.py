@@ -1,0 +1,127 @@
+"""Faults done for real: SIGKILL mid-epoch then resume, SIGTERM, a store killed mid-write."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from db import Store
+from test_cli import DEMO, TINY
+
+REPO = Path(__file__).resolve().parents[1]
+# 4 batches per epoch, validation (and so a checkpoint) every 3 steps, 12 steps in all
+RUN = [*TINY, "--trainer.max_steps", "12", "--data.train_size", "40", "--trainer.val_check_interval", "3",
+       "--trainer.check_val_every_n_epoch", "null"]
+
+
+def ortholab(cwd, *args):
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
+    return subprocess.run([sys.executable, "-c", "from training.cli import main; main()", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def final_state(run_dir: str) -> dict:
+    return torch.load(Path(run_dir) / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
+
+
+def steps_of(store, run_id, key="train/loss"):
+    return [p.step for p in store.metric_series(run_id, key)]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The same run without faults: (store, run)."""
+    clean = tmp_path_factory.mktemp("clean")
+    done = ortholab(clean, "fit", "--config", DEMO, *RUN, "--db", f"sqlite:///{clean / 'runs.db'}")
+    assert done.returncode == 0, done.stderr
+    store = Store(f"sqlite:///{clean / 'runs.db'}")
+    (run,) = store.list_runs()
+    return store, run
+
+
+def assert_same_training(store, run, reference, extra_val_steps=()):
+    ref_store, ref_run = reference
+    assert steps_of(store, run.id) == list(range(12))  # gap-free, no duplicates
+    assert steps_of(ref_store, ref_run.id, "val/loss") == [2, 5, 8, 11]
+    assert steps_of(store, run.id, "val/loss") == sorted([2, 5, 8, 11, *extra_val_steps])
+    ref_losses = [p.value for p in ref_store.metric_series(ref_run.id, "train/loss")]
+    assert [p.value for p in store.metric_series(run.id, "train/loss")] == ref_losses
+    ours, theirs = final_state(store.get_run(run.id).run_dir), final_state(ref_store.get_run(ref_run.id).run_dir)
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+
+
+def test_sigkill_mid_epoch_then_resume_equals_an_uninterrupted_run(tmp_path, reference):
+    damaged = tmp_path
+    db = f"sqlite:///{damaged / 'runs.db'}"
+    killed = ortholab(damaged, "fit", "--config", DEMO, *RUN, "--db", db,
+                      "--trainer.callbacks+=faults.SignalAt", "--trainer.callbacks.step=8")
+    assert killed.returncode == -signal.SIGKILL
+    store = Store(db)
+    (run,) = store.list_runs()
+    assert run.status == "running" and max(steps_of(store, run.id)) >= 6  # killed after the step-6 checkpoint
+
+    resumed = ortholab(damaged, "fit", "--resume", str(run.id), "--db", db)
+    assert resumed.returncode == 0, resumed.stderr
+    (after,) = store.list_runs()
+    assert after.id == run.id and after.status == "finished"
+    assert_same_training(store, after, reference)
+
+
+def test_sigterm_stops_at_a_batch_boundary_with_a_checkpoint_and_an_interrupted_run(tmp_path, reference):
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    stopped = ortholab(tmp_path, "fit", "--config", DEMO, *RUN, "--db", db,
+                       "--trainer.callbacks+=faults.SignalAt", "--trainer.callbacks.step=5",
+                       "--trainer.callbacks.signal_name=SIGTERM")
+    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr
+    assert "--resume" in stopped.stdout
+    store = Store(db)
+    (run,) = store.list_runs()
+    assert run.status == "interrupted" and run.reason.startswith("SIGTERM at step 5")
+    assert torch.load(Path(store.get_run(run.id).run_dir) / "checkpoints" / "last.ckpt",
+                      weights_only=False)["global_step"] == 5
+    resumed = ortholab(tmp_path, "fit", "--resume", str(run.id), "--db", db)
+    assert resumed.returncode == 0, resumed.stderr
+    (run,) = store.list_runs()
+    assert run.status == "finished"
+    assert_same_training(store, run, reference, extra_val_steps=[4])  # Lightning validates the cut-short epoch
+
+
+def test_resuming_an_unknown_run_names_it(tmp_path):
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    Store(db)
+    failed = ortholab(tmp_path, "fit", "--resume", "42", "--db", db)
+    assert failed.returncode == 2 and "No run with id 42" in failed.stderr and "Traceback" not in failed.stderr
+
+
+WRITER = """
+import sys
+from db import Store
+store = Store(sys.argv[1])
+run = store.create_run(name="victim")
+print(run, flush=True)
+step = 0
+while True:
+    store.log_metrics(run, {f"m{k}": float(step) for k in range(50)}, step=step)
+    step += 1
+"""
+
+
+def test_a_store_killed_mid_write_opens_at_its_last_commit(tmp_path):
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, db], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    run_id = int(writer.stdout.readline())
+    time.sleep(1.5)
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    store = Store(db)
+    keys = store.metric_keys(run_id)
+    assert len(keys) == 50
+    per_key = [steps_of(store, run_id, key) for key in keys]
+    assert len(per_key[0]) > 5 and all(steps == per_key[0] for steps in per_key)  # every commit whole, or absent
+    assert per_key[0] == list(range(len(per_key[0])))
