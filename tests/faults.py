@@ -16,3 +16,16 @@ class SignalAt(Callback):
         if trainer.global_step == self.step and not self.marker.exists():
             self.marker.write_text(self.signal_name)
             os.kill(os.getpid(), getattr(signal, self.signal_name))
+
+
+class SaveRecurrentMatrix(Callback):
+    """At the end of training every rank writes its recurrent matrix to `<folder>/rank<k>.pt`."""
+
+    def __init__(self, folder: str):
+        self.folder = Path(folder)
+
+    def on_train_end(self, trainer, pl_module):
+        import torch
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        torch.save(pl_module.model.layer.recurrent_matrix().detach(), self.folder / f"rank{trainer.global_rank}.pt")
