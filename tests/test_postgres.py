@@ -1,0 +1,64 @@
+"""The store, the logger, `ortholab runs` and a CLI fit against a real PostgreSQL server."""
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from db import Store
+from postgres import postgres_server, unavailable_reason, wait_until_ready
+from test_cli import DEMO, TINY
+
+pytestmark = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
+
+
+@pytest.fixture(scope="module")
+def pg_url():
+    with postgres_server() as url:
+        wait_until_ready(url)
+        yield url
+
+
+def test_store_round_trip_on_postgres(pg_url):
+    store = Store(pg_url)
+    run_id = store.create_run(name="pg", family="scornn", task="copying", main_metric="val/loss", baseline=0.17,
+                              config={"model": {"hidden_size": 8}})
+    store.log_metrics(run_id, {"val/loss": 0.5, "train/loss": float("nan")}, step=0, epoch=0)
+    store.log_metrics(run_id, {"val/loss": 0.2}, step=1, epoch=0)
+    store.log_metrics(run_id, {"val/loss": 0.3}, step=2, epoch=1)
+    store.log_params(run_id, {"model": {"hidden_size": 8}})
+    store.log_params(run_id, {"model": {"hidden_size": 16}})  # upsert
+    art = store.add_artifact(run_id, "audio", "clip", step=2, data=b"RIFF\x00\x01", meta={"role": "reference"})
+    store.set_status(run_id, "failed", reason="because")
+    run = next(r for r in store.list_runs() if r.id == run_id)
+    assert (run.best, run.last, run.steps, run.status, run.reason) == (0.2, 0.3, 2, "failed", "because")
+    assert math.isnan(store.metric_series(run_id, "train/loss")[0].value)
+    detail = store.get_run(run_id)
+    assert detail.params["model.hidden_size"] == 16 and detail.config == {"model": {"hidden_size": 8}}
+    assert store.artifact_data(art) == b"RIFF\x00\x01" and store.artifacts(run_id)[0].meta == {"role": "reference"}
+
+
+def test_cli_fit_and_runs_on_postgres(pg_url, tmp_path, monkeypatch):
+    from training.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    main(["fit", "--config", DEMO, *TINY, "--db", pg_url, "--name", "on-postgres"])
+    listed = subprocess.run([sys.executable, "-c", "from training.cli import main; main()", "runs", "--json",
+                             "--db", pg_url], capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    row = next(r for r in json.loads(listed.stdout) if r["name"] == "on-postgres")
+    assert row["status"] == "finished" and row["steps"] == 6 and row["best"] is not None
+    store = Store(pg_url)
+    assert [p.step for p in store.metric_series(row["id"], "train/loss")] == list(range(6))
+    assert store.artifacts(row["id"], "eigenvalues")
+
+
+def test_unreachable_postgres_is_one_clear_message(capsys):
+    from training.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["runs", "--db", "postgresql+psycopg://nobody@127.0.0.1:1/none"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "postgresql+psycopg://nobody@127.0.0.1:1/none" in err and "--db" in err
