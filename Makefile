@@ -19,11 +19,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/ortholab fit --config configs/demo/copying_scornn.yaml
 
+# the venv's tools (ortholab, hadolint) on PATH for the tests that run them
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest
 
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -m slow
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m slow
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_scornn.py

