@@ -52,6 +52,7 @@ class SQLLogger(Logger):
         self._store: Store | None = None
         self._run_id: int | None = None
         self._resume_id = run_id  # continue this recorded run instead of creating one
+        self._config_logged = False  # log_config stored the full config, which holds every hyperparameter
         self._interrupted = False  # set by mark_interrupted: the run ends `interrupted` whatever finalize says
         self._fallback_step = 0  # step for log_metrics(step=None)
 
@@ -122,10 +123,15 @@ class SQLLogger(Logger):
         config = _as_dict(config)
         self.store.update_run(self.run_id, config=config)
         self.store.log_params(self.run_id, config)
+        self._config_logged = True
 
     @rank_zero_only
     def log_hyperparams(self, params: Mapping[str, Any] | Namespace, *args: Any, **kwargs: Any) -> None:
-        """Store hyperparameters as params, without private keys such as Lightning CLI's '_instantiator'."""
+        """Store hyperparameters as params, without private keys such as Lightning CLI's '_instantiator'.
+        Skipped when the full config was stored (the CLI does so first): it already holds them, under their
+        config keys (model.hidden_size, ...)."""
+        if self._config_logged:
+            return
         self.store.log_params(self.run_id, _as_dict(params))
 
     @rank_zero_only

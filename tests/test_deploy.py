@@ -43,6 +43,14 @@ def test_train_command_is_a_valid_fit(capsys, monkeypatch):
     assert exit_info.value.code == 0 and "family: scornn" in capsys.readouterr().out
 
 
+def test_dashboard_command_is_valid(capsys):
+    (_, command), = [(n, c) for n, c in _ortholab_commands() if n == "dashboard"]
+    assert command[:1] == ["dashboard"] and "0.0.0.0" in command
+    with pytest.raises(SystemExit) as exit_info:
+        main([*command, "--help"])  # parses every option given before printing help
+    assert exit_info.value.code == 0 and "--host" in capsys.readouterr().out
+
+
 @pytest.mark.skipif(shutil.which("docker-compose") is None, reason="Debian's docker-compose is not installed")
 def test_compose_file_validates():
     done = subprocess.run(["docker-compose", "-f", str(REPO / "docker-compose.yml"), "config", "-q"],

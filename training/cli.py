@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import yaml
+from sqlalchemy.engine import make_url
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
@@ -30,6 +31,8 @@ class RecordConfig(SaveConfigCallback):
 
     def save_config(self, trainer, pl_module, stage: str) -> None:
         config = yaml.safe_load(self.parser.dump(self.config, skip_none=False))
+        if config.get("db"):  # never store a database password
+            config["db"] = make_url(config["db"]).render_as_string(hide_password=True)
         for logger in trainer.loggers:
             if isinstance(logger, SQLLogger):
                 logger.log_config(config)
@@ -161,6 +164,8 @@ Train orthogonal/unitary RNNs and record every run in a SQL store.
                          list recorded runs
   list families|tasks|configs [--json]
                          what is registered
+  dashboard [--db URL] [--port 8501] [--host 127.0.0.1]
+                         the Streamlit dashboard (localhost only unless --host says otherwise)
 """
 
 
@@ -171,7 +176,7 @@ def main(argv: list[str] | None = None) -> None:
         print(TOP_HELP)
         return
     try:
-        if argv[0] in ("runs", "list"):
+        if argv[0] in ("runs", "list", "dashboard"):
             from training.commands import run_command
 
             run_command(argv)
@@ -181,7 +186,8 @@ def main(argv: list[str] | None = None) -> None:
                 given, argv = True, resumed
             OrthoLabCLI(args=argv if given else None)  # Lightning reads sys.argv itself
         else:
-            raise ConfigError(f"unknown command {argv[0]!r}; use one of fit, validate, test, predict, runs, list")
+            raise ConfigError(f"unknown command {argv[0]!r}; use one of fit, validate, test, predict, runs, list, "
+                              f"dashboard")
     except Exception as err:  # noqa: BLE001 - a user error anywhere in the chain is reported as one line
         user_error = _user_error(err)
         if user_error is None:

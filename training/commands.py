@@ -87,12 +87,23 @@ def run_command(argv: list[str]) -> None:
     runs = sub.add_parser("runs", help="list recorded runs")
     runs.add_argument("--db", default=None, help="SQLAlchemy URL (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
     runs.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    board = sub.add_parser("dashboard", help="start the Streamlit dashboard on the run store")
+    board.add_argument("--db", default=None, help="SQLAlchemy URL (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
+    board.add_argument("--port", type=int, default=8501)
+    board.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on; 0.0.0.0 exposes the dashboard to the network (put "
+                            "authentication in front of it)")
     lister = sub.add_parser("list", help="list registered families, tasks or configs")
     lister.add_argument("what", choices=["families", "tasks", "configs"])
     lister.add_argument("--db", default=None, help="accepted for symmetry; listing does not read the store")
     lister.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
 
+    if args.command == "dashboard":
+        from app.launch import run_dashboard
+
+        run_dashboard(args.db, port=args.port, host=args.host)  # replaces this process with the server
+        return
     if args.command == "runs":
         rows = runs_rows(args.db)
         columns = ["id", "name", "stage", "family", "task", "status", "steps", "main_metric", "best", "baseline",

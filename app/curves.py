@@ -1,0 +1,114 @@
+"""Metric curves for the Curves page: x-axis choices, smoothing, thinning and the analytic baselines.
+Pure functions of the store's records and metric frames (columns step, epoch, value, wall_time)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from app.smoothing import debiased_ema, thin
+from db import RunSummary
+
+BATCH_SIZE_PARAM = "data.init_args.batch_size"
+MAX_POINTS = 2000  # per trace drawn; smoothing runs on every point first
+
+# x-axis choice -> axis title
+X_AXES = {
+    "step": "step (batches, 0-based)",
+    "epoch": "epoch",
+    "wall time": "wall time since run start (s)",
+    "examples seen": "examples seen = (step + 1) × batch size",
+}
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One run's metric ready to draw: raw points, and the smoothed line when smoothing is on."""
+
+    label: str
+    x: np.ndarray
+    y: np.ndarray
+    smoothed: np.ndarray | None
+    total_points: int  # before thinning
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A task's analytic baseline drawn as a dashed horizontal line."""
+
+    label: str
+    value: float
+
+
+def batch_size(params: Mapping[str, Any]) -> int | None:
+    """The training batch size from the flattened config, if recorded as a positive integer."""
+    value = params.get(BATCH_SIZE_PARAM)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def x_values(
+    frame: pd.DataFrame, axis: str, *, start: float | None = None, batch: int | None = None
+) -> np.ndarray | None:
+    """The x coordinate of every point for the chosen axis, or None when the run lacks what it needs
+    (no epochs recorded, no batch size). Wall time is relative to `start` (the run's creation, unix
+    seconds) unless that comes after the first point, else to the first point."""
+    if axis == "step":
+        return frame["step"].to_numpy(dtype=float)
+    if axis == "epoch":
+        epochs = pd.to_numeric(frame["epoch"], errors="coerce")
+        return None if epochs.isna().all() else epochs.to_numpy(dtype=float)
+    if axis == "wall time":
+        wall = frame["wall_time"].to_numpy(dtype=float)
+        first = wall.min() if wall.size else 0.0
+        origin = start if start is not None and start <= first else first  # clocks disagree: first point
+        return wall - origin
+    if axis == "examples seen":
+        return None if batch is None else (frame["step"].to_numpy(dtype=float) + 1.0) * batch
+    raise ValueError(f"unknown x-axis {axis!r}; choose one of {list(X_AXES)}")
+
+
+def build_curve(
+    label: str,
+    frame: pd.DataFrame,
+    axis: str,
+    *,
+    start: float | None = None,
+    batch: int | None = None,
+    weight: float = 0.0,
+    max_points: int = MAX_POINTS,
+) -> Curve | None:
+    """The run's curve on `axis`, smoothed with TensorBoard's debiased EMA when weight > 0, thinned to
+    about `max_points`; None when the axis is unavailable for this run."""
+    x = x_values(frame, axis, start=start, batch=batch)
+    if x is None:
+        return None
+    y = frame["value"].to_numpy(dtype=float)
+    keep = ~np.isnan(x)
+    x, y = x[keep], y[keep]
+    smoothed = debiased_ema(y, weight) if weight > 0 else None
+    index = thin(len(y), max_points)
+    return Curve(label, x[index], y[index], None if smoothed is None else smoothed[index], len(y))
+
+
+def metric_name(key: str) -> str:
+    """'val/loss' -> 'loss': the quantity, without the split it was measured on."""
+    return key.rsplit("/", 1)[-1]
+
+
+def baselines_for(runs: Sequence[RunSummary], metric: str) -> list[Baseline]:
+    """The analytic baselines that apply to `metric`: a run's baseline is for its main metric, so it is
+    drawn on any split of the same quantity (val/loss's baseline also on train/loss). Runs sharing a
+    baseline value share one line."""
+    lines: dict[str, tuple[float, list[str]]] = {}  # printed value -> (exact value, tasks): alike prints, one line
+    for run in runs:
+        if run.baseline is None or not run.main_metric or metric_name(run.main_metric) != metric_name(metric):
+            continue
+        _, tasks = lines.setdefault(f"{run.baseline:.4g}", (run.baseline, []))
+        task = run.task or "task"
+        if task not in tasks:
+            tasks.append(task)
+    return [Baseline(f"baseline ({', '.join(tasks)}) {shown}", value) for shown, (value, tasks) in lines.items()]

@@ -1,0 +1,72 @@
+"""Start the dashboard: `ortholab dashboard [--db URL] [--port 8501] [--host 127.0.0.1]` calls `run_dashboard`.
+
+This process becomes `streamlit run app/main.py` (exec, so Ctrl-C and SIGTERM stop the server itself):
+headless (no browser opened), no usage statistics, bound to `host` (localhost unless told otherwise),
+reading the database named by $ORTHOLAB_DB. `python -m app.launch --db URL --port N` does the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from db import Store, StoreError, default_db_url
+
+APP = Path(__file__).resolve().parent / "main.py"
+DEFAULT_PORT = 8501
+DEFAULT_HOST = "127.0.0.1"
+
+
+def streamlit_command(port: int = DEFAULT_PORT, host: str = DEFAULT_HOST) -> list[str]:
+    """The `streamlit run` command line for the dashboard with its server settings."""
+    return [
+        sys.executable, "-m", "streamlit", "run", str(APP),
+        "--server.port", str(port),
+        "--server.address", host,
+        "--server.headless", "true",  # never try to open a browser
+        "--browser.gatherUsageStats", "false",  # no telemetry
+        "--server.fileWatcherType", "none",  # an installed app does not reload on source changes
+        "--server.runOnSave", "false",
+        "--client.toolbarMode", "viewer",  # no developer menu or Deploy button
+    ]  # fmt: skip
+
+
+def dashboard_env(db_url: str) -> dict[str, str]:
+    """The child's environment: the database URL, and Streamlit's telemetry off."""
+    return {**os.environ, "ORTHOLAB_DB": db_url, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
+
+
+def run_dashboard(db_url: str | None = None, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST) -> NoReturn:
+    """Serve the dashboard on http://host:port until stopped (Ctrl-C or SIGTERM); does not return.
+
+    The database is checked first (StoreError with the reason and the fix if it cannot be opened), so a
+    bad --db fails here rather than as an error page. Then this process becomes the Streamlit server
+    (exec), so signals reach the server itself and no child is left behind when it is stopped.
+    """
+    url = db_url or default_db_url()
+    store = Store(url)
+    store.close()
+    print(f"OrthoLab dashboard on http://{host}:{port} for {store.display_url}; Ctrl-C stops it.", flush=True)
+    os.execve(sys.executable, streamlit_command(port, host), dashboard_env(url))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m app.launch", description="Serve the OrthoLab dashboard.")
+    parser.add_argument(
+        "--db", default=None, help="SQLAlchemy URL of the run store (default: $ORTHOLAB_DB, else ./runs/ortholab.db)"
+    )
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument("--host", default=DEFAULT_HOST, help="address to bind (default: localhost only)")
+    args = parser.parse_args(argv)
+    try:
+        run_dashboard(args.db, args.port, args.host)
+    except StoreError as error:
+        print(f"ortholab dashboard: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

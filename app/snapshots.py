@@ -1,0 +1,45 @@
+"""Artifact snapshots taken during training (eigenvalues, phases, gradient profiles, hidden states):
+picking the one to show at a step, and what to say when a run has none. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from app.labels import run_label
+from db import ArtifactRecord, RunSummary
+
+# families whose recurrence is gated: several recurrent matrices, no single W to take eigenvalues of
+GATED_FAMILIES = frozenset({"lstm", "gru"})
+
+
+def _step(record: ArtifactRecord) -> int:
+    return -1 if record.step is None else record.step
+
+
+def by_step(records: Iterable[ArtifactRecord]) -> list[ArtifactRecord]:
+    """One snapshot per step (the last recorded wins), ordered by step; a snapshot without step counts as -1."""
+    latest: dict[int, ArtifactRecord] = {}
+    for record in records:
+        latest[_step(record)] = record
+    return [latest[s] for s in sorted(latest)]
+
+
+def steps_of(*record_lists: Sequence[ArtifactRecord]) -> list[int]:
+    """The sorted union of the snapshot steps of several runs."""
+    return sorted({_step(r) for records in record_lists for r in records})
+
+
+def at_step(records: Sequence[ArtifactRecord], step: int) -> ArtifactRecord | None:
+    """The latest snapshot taken at or before `step` (None when the run had none yet)."""
+    chosen = None
+    for record in by_step(records):
+        if _step(record) <= step:
+            chosen = record
+    return chosen
+
+
+def no_snapshot_note(run: RunSummary, what: str) -> str:
+    """Why a run has nothing to show for `what` (e.g. 'eigenvalue snapshots'), in words."""
+    if run.family in GATED_FAMILIES and what.startswith("eigenvalue"):
+        return f"{run_label(run)}: the {run.family} family has no single recurrent matrix, so no eigenvalues."
+    return f"{run_label(run)}: no {what} recorded for this run."

@@ -1,0 +1,41 @@
+"""The run selection shared by every page: a sidebar multiselect in the navigation frame, kept in
+st.session_state[SELECTED] (run ids) and mirrored in the URL (?run=3&run=7) so a view can be shared."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.labels import run_label
+from app.tables import merge_selection
+from db import RunSummary
+
+SELECTED = "run"  # session-state key and URL query parameter
+
+
+def sidebar_selection(runs: list[RunSummary]) -> list[int]:
+    """Draw the selection widget and return the selected run ids. A new session starts from the URL's
+    ?run= ids when given, else with the newest run; runs no longer in the store drop out."""
+    labels = {run.id: run_label(run) for run in runs}
+    if SELECTED not in st.session_state:
+        from_url = [int(v) for v in st.query_params.get_all(SELECTED) if v.isdigit()]
+        st.session_state[SELECTED] = from_url if from_url else [run.id for run in runs[:1]]
+    st.session_state[SELECTED] = [i for i in st.session_state[SELECTED] if i in labels]
+    chosen = st.sidebar.multiselect(
+        "Selected runs",
+        list(labels),
+        format_func=lambda i: labels.get(i, f"#{i}"),
+        key=SELECTED,
+        placeholder="pick runs here or on the Runs page",
+        help="Every page shows the runs selected here; the Runs table's checkboxes edit the same selection.",
+    )
+    st.query_params[SELECTED] = [str(i) for i in chosen]  # the address bar names the view's runs
+    return chosen
+
+
+def selected_ids() -> list[int]:
+    return list(st.session_state.get(SELECTED, []))
+
+
+def apply_table_choice(displayed: list[int], chosen: list[int]) -> None:
+    """Called by the Runs table when its checkboxes change: displayed runs are selected exactly when checked."""
+    st.session_state[SELECTED] = merge_selection(selected_ids(), displayed, chosen)

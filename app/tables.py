@@ -1,0 +1,224 @@
+"""The dashboard's tables as pandas DataFrames, built from the store's records; pure, no Streamlit."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import pandas as pd
+
+from app.labels import run_label
+from db import ArtifactRecord, RunDetail, RunSummary
+
+STALE_AFTER_S = 300.0  # a 'running' run silent this long was probably killed outright (see README: the store)
+
+RUN_COLUMNS = [
+    "id", "name", "family", "task", "status", "activity", "steps", "main metric", "best", "last",
+    "baseline", "beats baseline", "parameters", "start", "duration (s)", "tags", "reason",
+]  # fmt: skip
+
+
+def _seconds(later: datetime | None, earlier: datetime | None) -> float | None:
+    if later is None or earlier is None:
+        return None
+    return (later - earlier).total_seconds()
+
+
+def activity(run: RunSummary, now: datetime) -> str:
+    """For a running run, how recently it wrote: 'live (3 s ago)' or 'silent 2.1 h: killed?'; '' otherwise."""
+    if run.status != "running":
+        return ""
+    age = max(0.0, _seconds(now, run.heartbeat_at) or 0.0)
+    if age < STALE_AFTER_S:
+        return f"live ({age:.0f} s ago)"
+    text = f"{age / 60:.0f} min" if age < 3600 else f"{age / 3600:.1f} h"
+    return f"silent {text}: killed?"
+
+
+def beats_baseline(run: RunSummary) -> bool | None:
+    """Whether the best main metric is better than the task's analytic baseline (None when either is missing)."""
+    if run.best is None or run.baseline is None:
+        return None
+    return run.best > run.baseline if run.main_metric_mode == "max" else run.best < run.baseline
+
+
+def runs_frame(runs: Sequence[RunSummary], now: datetime | None = None) -> pd.DataFrame:
+    """One row per run with the columns of the Runs page (RUN_COLUMNS), in the order given."""
+    now = now or datetime.now(timezone.utc)
+    rows = [
+        {
+            "id": r.id,
+            "name": r.name,
+            "family": r.family,
+            "task": r.task,
+            "status": r.status,
+            "activity": activity(r, now),
+            "steps": r.steps,
+            "main metric": r.main_metric,
+            "best": r.best,
+            "last": r.last,
+            "baseline": r.baseline,
+            "beats baseline": beats_baseline(r),
+            "parameters": r.parameter_count,
+            "start": r.created_at,
+            "duration (s)": _seconds(r.ended_at or r.heartbeat_at, r.created_at),
+            "tags": list(r.tags),
+            "reason": r.reason,
+        }
+        for r in runs
+    ]
+    return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+def filter_runs(
+    frame: pd.DataFrame,
+    *,
+    families: Iterable[str] = (),
+    tasks: Iterable[str] = (),
+    statuses: Iterable[str] = (),
+    text: str = "",
+) -> pd.DataFrame:
+    """Rows matching every given filter; an empty filter keeps all. `text` matches id, name, family, task
+    or a tag, case-insensitively (several words: all must match)."""
+    keep = pd.Series(True, index=frame.index)
+    for column, allowed in (("family", families), ("task", tasks), ("status", statuses)):
+        allowed = list(allowed)
+        if allowed:
+            keep &= frame[column].isin(allowed)
+    words = text.lower().split()
+    if words:
+        haystack = (
+            "#" + frame["id"].astype(str) + " " + frame["name"].fillna("") + " " + frame["family"].fillna("")
+            + " " + frame["task"].fillna("") + " " + frame["tags"].map(" ".join)
+        ).str.lower()  # fmt: skip
+        for word in words:
+            keep &= haystack.str.contains(word, regex=False)
+    return frame[keep]
+
+
+def merge_selection(selected: Sequence[int], displayed: Sequence[int], chosen: Sequence[int]) -> list[int]:
+    """The new selection after the user picked `chosen` among the `displayed` rows: runs hidden by the
+    filters stay selected, displayed runs are selected exactly when chosen. Order: kept runs first."""
+    shown = set(displayed)
+    kept = [run_id for run_id in selected if run_id not in shown]
+    return kept + [run_id for run_id in chosen if run_id not in kept]
+
+
+def parameter_groups_frame(info: Mapping[str, Any] | None) -> pd.DataFrame:
+    """Parameter groups with their sizes and optimizers, from the run's info['parameter_counts'] and
+    info['optimizers'] (a group not named there uses the 'default' entry)."""
+    info = info or {}
+    counts: Mapping[str, int] = info.get("parameter_counts") or {}
+    optimizers: Mapping[str, Mapping[str, Any]] = info.get("optimizers") or {}
+    groups = list(counts) + [g for g in optimizers if g not in counts and g != "default"]
+    rows = []
+    for group in groups:
+        source = group if group in optimizers else ("default" if "default" in optimizers else None)
+        spec = dict(optimizers.get(source) or {}) if source else {}
+        rows.append(
+            {
+                "group": group,
+                "parameters": counts.get(group),
+                "optimizer": spec.pop("name", None),
+                "lr": spec.pop("lr", None),
+                "other options": json.dumps(spec, sort_keys=True) if spec else "",
+                "optimizer entry": source,
+            }
+        )
+    columns = ["group", "parameters", "optimizer", "lr", "other options", "optimizer entry"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def artifacts_frame(records: Sequence[ArtifactRecord]) -> pd.DataFrame:
+    """The run's artifacts, one row each, meta as JSON text."""
+    rows = [
+        {
+            "id": a.id,
+            "kind": a.kind,
+            "name": a.name,
+            "step": a.step,
+            "epoch": a.epoch,
+            "created": a.created_at,
+            "media type": a.media_type,
+            "meta": json.dumps(a.meta, sort_keys=True) if a.meta else "",
+        }
+        for a in records
+    ]
+    return pd.DataFrame(rows, columns=["id", "kind", "name", "step", "epoch", "created", "media type", "meta"])
+
+
+def display_value(value: Any) -> str:
+    """A parameter value as one comparable string: strings as they are, everything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+
+
+ABSENT = "(absent)"
+
+
+def _short(value: Any) -> str | None:
+    """A result for reading: floats to 6 significant digits, other values as display_value."""
+    if value is None:
+        return None
+    return f"{value:.6g}" if isinstance(value, float) else display_value(value)
+
+
+def params_compare_frame(details: Sequence[RunDetail], *, only_differing: bool) -> pd.DataFrame:
+    """Params (dotted keys) as rows, one column per run, values as display strings, plus a boolean column
+    'differs'. A key that a run lacks shows ABSENT and counts as a difference."""
+    labels = [run_label(d) for d in details]
+    keys = sorted(set().union(*(d.params for d in details))) if details else []
+    data = {
+        label: [display_value(d.params[k]) if k in d.params else ABSENT for k in keys]
+        for label, d in zip(labels, details, strict=True)
+    }
+    frame = pd.DataFrame(data, index=pd.Index(keys, name="param"), columns=labels)
+    frame["differs"] = frame[labels].nunique(axis=1) > 1 if labels else []
+    return frame[frame["differs"]] if only_differing else frame
+
+
+def summary_compare_frame(
+    details: Sequence[RunDetail], last_values: Mapping[int, Mapping[str, float]] | None = None
+) -> pd.DataFrame:
+    """The runs' headline numbers side by side: rows family, task, status, steps, main metric, best, last,
+    baseline, parameters, then 'last <metric>' for every metric in `last_values` (run id -> key -> value)."""
+    last_values = last_values or {}
+    metric_keys = sorted(set().union(*(last_values.get(d.id, {}) for d in details))) if details else []
+    columns = {}
+    for d in details:
+        column: dict[str, Any] = {
+            "family": d.family,
+            "task": d.task,
+            "status": d.status,
+            "steps": d.steps,
+            "main metric": d.main_metric,
+            "best": d.best,
+            "last": d.last,
+            "baseline": d.baseline,
+            "parameters": d.parameter_count,
+        }
+        for key in metric_keys:
+            column[f"last {key}"] = last_values.get(d.id, {}).get(key)
+        columns[run_label(d)] = {k: _short(v) for k, v in column.items()}
+    frame = pd.DataFrame(columns)
+    frame.index.name = "field"
+    return frame
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def numeric_params_frame(details: Sequence[RunDetail], keys: Iterable[str]) -> pd.DataFrame:
+    """For parallel coordinates: one row per run (indexed by label) with the given params that are numbers
+    in every run (others are left out), then 'best' (the main metric) when every run has one."""
+    numeric = [k for k in keys if all(_is_number(d.params.get(k)) for d in details)]
+    frame = pd.DataFrame(
+        [[float(d.params[k]) for k in numeric] for d in details],
+        index=[run_label(d) for d in details],
+        columns=numeric,
+    )
+    if details and all(d.best is not None for d in details):
+        frame["best"] = [d.best for d in details]
+    return frame

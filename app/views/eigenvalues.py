@@ -1,0 +1,127 @@
+"""Eigenvalues page: eig(W) in the complex plane per snapshot step, side by side across runs; scoRNN's
+count of eigenvalues near −1, scuRNN's phases, and the orthogonality drift (the scoRNN paper's Figure 4)."""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app import data, state
+from app.figures import EigenPanel, eigenvalue_figure, lines_figure, phases_figure
+from app.labels import run_label
+from app.snapshots import at_step, by_step, no_snapshot_note, steps_of
+from db.artifacts import EIGENVALUES, PHASES
+
+ORTHOGONALITY = "analysis/orthogonality"
+
+reader = data.reader()
+runs = reader.summaries(state.selected_ids())
+st.title("Eigenvalues")
+if not runs:
+    st.info("No runs selected: pick runs in the sidebar or tick them on the Runs page.")
+    st.stop()
+
+
+def step_picker(label: str, steps: list[int], key: str) -> int:
+    """A slider over the snapshot steps (the latest by default); just the step when there is one."""
+    if len(steps) == 1:
+        st.caption(f"One snapshot, at step {steps[0]}.")
+        return steps[0]
+    return st.select_slider(label, steps, value=steps[-1], key=key)
+
+
+# ---- eig(W) in the complex plane ---------------------------------------------------------------
+snapshots = {run.id: by_step(reader.artifacts(run.id, EIGENVALUES)) for run in runs}
+with_eigs = [run for run in runs if snapshots[run.id]]
+for run in runs:
+    if not snapshots[run.id]:
+        st.info(no_snapshot_note(run, "eigenvalue snapshots"))
+
+if with_eigs:
+    step = step_picker(
+        "Snapshot step (each run shows its latest snapshot at or before it)",
+        steps_of(*(snapshots[r.id] for r in with_eigs)),
+        "eig_step",
+    )
+    panels, rows = [], []
+    for run in with_eigs:
+        record = at_step(snapshots[run.id], step)
+        if record is None:
+            st.caption(f"{run_label(run)}: no snapshot yet at step {step} (first at step {snapshots[run.id][0].step}).")
+            continue
+        values = reader.artifact_array(record.id)
+        meta = record.meta or {}
+        near = meta.get("near_minus_one")
+        title = f"{run_label(run)} · step {record.step}" + (f" · {near} near −1" if near is not None else "")
+        panels.append(EigenPanel(title, values))
+        rows.append(
+            {
+                "run": run_label(run),
+                "family": run.family,
+                "step": record.step,
+                "n": values.size,
+                "max ||λ| − 1|": float(np.max(np.abs(np.abs(values) - 1.0))) if values.size else None,
+                "near −1": near,
+                "tolerance": meta.get("tolerance"),
+            }
+        )
+    if panels:
+        st.plotly_chart(eigenvalue_figure(panels), key="eig_plane")
+        st.dataframe(
+            pd.DataFrame(rows), hide_index=True,
+            column_config={"max ||λ| − 1|": st.column_config.NumberColumn(format="%.2e")},
+        )  # fmt: skip
+        st.caption(
+            "An orthogonal/unitary W has every eigenvalue on the unit circle; max ||λ| − 1| measures the drift. "
+            "The Cayley transform cannot reach −1, which scoRNN's ρ entries of −1 in D provide."
+        )
+
+    counts = []
+    for run in with_eigs:
+        points = [
+            (r.step, r.meta["near_minus_one"])
+            for r in snapshots[run.id]
+            if (r.meta or {}).get("near_minus_one") is not None
+        ]
+        if points:
+            steps_, values_ = zip(*points, strict=True)
+            counts.append((run_label(run), np.array(steps_), np.array(values_)))
+    st.subheader("Eigenvalues near −1")
+    if counts:
+        st.plotly_chart(lines_figure(counts, x_title="step", y_title="eigenvalues near −1"), key="eig_near")
+    else:
+        st.info("No snapshot of the selected runs records a count of eigenvalues near −1 (scoRNN records it).")
+
+# ---- scuRNN phases ----------------------------------------------------------------------------
+st.subheader("scuRNN phases θ of D")
+phases = {run.id: by_step(reader.artifacts(run.id, PHASES)) for run in runs}
+with_phases = [run for run in runs if phases[run.id]]
+if with_phases:
+    step = step_picker("Phases at step", steps_of(*(phases[r.id] for r in with_phases)), "phase_step")
+    panels = []
+    for run in with_phases:
+        record = at_step(phases[run.id], step)
+        if record is not None:
+            panels.append((f"{run_label(run)} · step {record.step}", reader.artifact_array(record.id)))
+    st.plotly_chart(phases_figure(panels), key="phases")
+else:
+    st.info("No selected run records phases (scuRNN stores its diagonal phases θ as 'phases' snapshots).")
+
+# ---- orthogonality drift ----------------------------------------------------------------------
+st.subheader("Orthogonality drift ‖WᴴW − I‖_F")
+drift = []
+for run in runs:
+    if ORTHOGONALITY in reader.metric_keys(run.id):
+        points = reader.metric(run.id, ORTHOGONALITY)
+        drift.append((run_label(run), points["step"].to_numpy(), points["value"].to_numpy()))
+if drift:
+    positive = all((y > 0).all() for _, _, y in drift)
+    st.plotly_chart(
+        lines_figure(
+            drift, x_title="step", y_title="‖WᴴW − I‖_F", log_y=positive, title="the scoRNN paper's Figure 4 view"
+        ),
+        key="orthogonality",
+    )
+    if not positive:
+        st.caption("Linear scale: some values are 0 (exactly orthogonal), which a log axis cannot show.")
+else:
+    st.info(f"No selected run has the metric `{ORTHOGONALITY}` (‖WᴴW − I‖_F during training) yet.")

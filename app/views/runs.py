@@ -1,0 +1,149 @@
+"""Runs page: every run in a filterable table whose checkboxes edit the shared selection; one run's details."""
+
+import hashlib
+
+import pandas as pd
+import streamlit as st
+import yaml
+
+from app import data, state, tables
+from app.labels import run_label
+
+reader = data.reader()
+runs = reader.runs()
+st.title("Runs")
+if not runs:
+    st.info(
+        f"No runs recorded in `{reader.display_url}` yet. Train one with "
+        "`ortholab fit --config configs/demo/copying_scornn.yaml` (add `--db URL` for another store)."
+    )
+    st.stop()
+
+frame = tables.runs_frame(runs)
+family_col, task_col, status_col, text_col = st.columns([1, 1, 1, 2])
+families = family_col.multiselect(
+    "Family", sorted(frame["family"].dropna().unique()), key="filter_family", persist_state="session"
+)
+tasks = task_col.multiselect(
+    "Task", sorted(frame["task"].dropna().unique()), key="filter_task", persist_state="session"
+)
+statuses = status_col.multiselect(
+    "Status", sorted(frame["status"].unique()), key="filter_status", persist_state="session"
+)
+text = text_col.text_input(
+    "Search", key="filter_text", placeholder="name, #id, family, task or tag", persist_state="session"
+)
+shown = tables.filter_runs(frame, families=families, tasks=tasks, statuses=statuses, text=text)
+
+displayed = [int(i) for i in shown["id"]]
+selected = state.selected_ids()
+st.caption(
+    f"{len(shown)} of {len(frame)} runs shown · {len(selected)} selected. Tick rows to select runs for the "
+    "other pages; runs hidden by the filters stay selected. Sort by clicking a column header."
+)
+# a fresh table whenever rows or selection change, so its ticks always mirror the shared selection
+table_key = "runs_table_" + hashlib.sha1(repr((displayed, selected)).encode()).hexdigest()[:12]
+
+
+def _on_select() -> None:
+    rows = st.session_state[table_key].selection.rows
+    state.apply_table_choice(displayed, [displayed[r] for r in rows])
+
+
+st.dataframe(
+    shown,
+    key=table_key,
+    on_select=_on_select,
+    selection_mode="multi-row",
+    placeholder="—",
+    selection_default={"selection": {"rows": [pos for pos, i in enumerate(displayed) if i in selected]}},
+    hide_index=True,
+    column_config={
+        "id": st.column_config.NumberColumn("id", format="%d", width="small"),
+        "best": st.column_config.NumberColumn("best", format="%.4g", help="best main metric (min or max per its mode)"),
+        "last": st.column_config.NumberColumn("last", format="%.4g", help="main metric at the highest step"),
+        "baseline": st.column_config.NumberColumn("baseline", format="%.4g", help="the task's analytic baseline"),
+        "beats baseline": st.column_config.CheckboxColumn(
+            "beats baseline", help="best main metric better than the baseline"
+        ),
+        "parameters": st.column_config.NumberColumn("parameters", format="localized"),
+        "start": st.column_config.DatetimeColumn("start", format="YYYY-MM-DD HH:mm:ss"),
+        "duration (s)": st.column_config.NumberColumn("duration (s)", format="%.1f"),
+        "activity": st.column_config.TextColumn("activity", help="running runs: time since their last write"),
+        "tags": st.column_config.ListColumn("tags"),
+        "reason": st.column_config.TextColumn("reason", help="why the run failed or stopped, when known"),
+    },
+)
+
+st.header("Run details")
+options = [run.id for run in runs]
+first = next((i for i in selected if i in options), options[0])
+run_id = st.selectbox(
+    "Run",
+    options,
+    index=options.index(first),
+    format_func=lambda i: run_label(reader.summaries([i])[0]),
+    key="detail_run",
+)
+detail = reader.detail(run_id)
+overview, config_tab, groups_tab, artifacts_tab, metrics_tab = st.tabs(
+    ["Overview", "Config", "Parameter groups", "Artifacts", "Metrics"]
+)
+
+with overview:
+    cols = st.columns(4)
+    cols[0].metric("status", detail.status)
+    cols[1].metric("steps", detail.steps)
+    cols[2].metric(f"best {detail.main_metric or 'main metric'}", "—" if detail.best is None else f"{detail.best:.4g}")
+    cols[3].metric("task baseline", "—" if detail.baseline is None else f"{detail.baseline:.4g}")
+    if detail.reason:
+        st.warning(f"Reason recorded: {detail.reason}")
+    task_spec = (detail.info or {}).get("task_spec") or {}
+    if task_spec.get("description"):
+        st.write(f"Task: {task_spec['description']}")
+    st.write(
+        f"Family `{detail.family}`, task `{detail.task}`, stage `{detail.stage}`, "
+        f"{detail.parameter_count if detail.parameter_count is not None else 'unknown number of'} parameters, "
+        f"world size {detail.world_size}, host `{detail.hostname}`"
+        + (f", run folder `{detail.run_dir}`." if detail.run_dir else ".")
+    )
+
+with config_tab:
+    if detail.config:
+        st.code(yaml.safe_dump(detail.config, sort_keys=False), language="yaml")
+    else:
+        st.info("No config recorded for this run (it may still be starting).")
+
+with groups_tab:
+    groups = tables.parameter_groups_frame(detail.info)
+    if groups.empty:
+        st.info("No parameter groups recorded for this run (the run's info has no parameter_counts/optimizers).")
+    else:
+        st.dataframe(groups, hide_index=True)
+
+with artifacts_tab:
+    artifacts = tables.artifacts_frame(reader.artifacts(run_id))
+    if artifacts.empty:
+        st.info("No artifacts recorded for this run.")
+    else:
+        st.dataframe(artifacts, hide_index=True)
+
+with metrics_tab:
+    rows = []
+    for key in reader.metric_keys(run_id):
+        points = reader.metric(run_id, key)
+        rows.append(
+            {
+                "metric": key,
+                "points": len(points),
+                "first step": points["step"].iloc[0],
+                "last step": points["step"].iloc[-1],
+                "last": points["value"].iloc[-1],
+                "min": points["value"].min(),
+                "max": points["value"].max(),
+            }
+        )
+    if rows:
+        st.dataframe(pd.DataFrame(rows), hide_index=True)
+    else:
+        st.info("No metric points recorded for this run yet.")

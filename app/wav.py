@@ -1,0 +1,104 @@
+"""Audio artifacts for the Audio page: WAV decoding, spectrograms, clip grouping and speech metrics.
+Pure functions; the WAV bytes themselves are played unchanged (st.audio would peak-normalise arrays)."""
+
+from __future__ import annotations
+
+import io
+import re
+import wave
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from db import ArtifactRecord
+
+ROLE_ORDER = ("reference", "reconstruction", "baseline")
+# speech-quality metrics as the scoRNN paper's Table 2 reports them (TIMIT prediction)
+SPEECH_METRICS = {"segsnr": "SegSNR (dB)", "stoi": "STOI", "pesq": "PESQ"}
+
+
+def decode_wav(data: bytes) -> tuple[np.ndarray, int]:
+    """PCM WAV bytes -> (samples in [−1, 1) as float64, mono mix, sample rate). ValueError if unreadable."""
+    try:
+        with wave.open(io.BytesIO(data)) as reader:
+            width, channels, rate = reader.getsampwidth(), reader.getnchannels(), reader.getframerate()
+            frames = reader.readframes(reader.getnframes())
+    except (wave.Error, EOFError) as e:
+        raise ValueError(f"not a PCM WAV file ({e})") from e
+    if width == 1:
+        samples = (np.frombuffer(frames, dtype=np.uint8).astype(float) - 128.0) / 128.0
+    elif width in (2, 4):
+        dtype = np.int16 if width == 2 else np.int32
+        samples = np.frombuffer(frames, dtype=f"<i{width}").astype(float) / float(-np.iinfo(dtype).min)
+    elif width == 3:
+        raw = np.frombuffer(frames, dtype=np.uint8).reshape(-1, 3).astype(np.int32)
+        ints = raw[:, 0] | (raw[:, 1] << 8) | (raw[:, 2] << 16)
+        samples = np.where(ints >= 1 << 23, ints - (1 << 24), ints).astype(float) / float(1 << 23)
+    else:
+        raise ValueError(f"unsupported sample width {width} bytes")
+    return samples.reshape(-1, channels).mean(axis=1), rate
+
+
+def spectrogram(
+    samples: np.ndarray, rate: int, *, n_fft: int = 256, hop: int = 128
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Power spectrogram in dB with a periodic Hann window (the TIMIT experiment's 32 ms / 16 ms at 8 kHz):
+    (frame times in s, frequencies in Hz, power_db[freq, frame]). Clips shorter than n_fft are zero-padded."""
+    x = np.asarray(samples, dtype=float)
+    if x.size < n_fft:
+        x = np.pad(x, (0, n_fft - x.size))
+    frames = 1 + (x.size - n_fft) // hop
+    window = 0.5 - 0.5 * np.cos(2.0 * np.pi * np.arange(n_fft) / n_fft)
+    index = np.arange(n_fft)[None, :] + hop * np.arange(frames)[:, None]
+    power = np.abs(np.fft.rfft(x[index] * window, axis=1)) ** 2
+    power_db = 10.0 * np.log10(power.T + 1e-10)
+    times = (np.arange(frames) * hop + n_fft / 2) / rate
+    freqs = np.fft.rfftfreq(n_fft, d=1.0 / rate)
+    return times, freqs, power_db
+
+
+@dataclass
+class Clip:
+    """One utterance at one snapshot step: its audio artifacts by role."""
+
+    utterance: str
+    step: int | None
+    roles: dict[str, ArtifactRecord] = field(default_factory=dict)
+
+    def ordered_roles(self) -> list[str]:
+        known = [r for r in ROLE_ORDER if r in self.roles]
+        return known + sorted(r for r in self.roles if r not in ROLE_ORDER)
+
+
+def group_clips(records: Sequence[ArtifactRecord]) -> list[Clip]:
+    """Audio artifacts grouped by (step, utterance), in the order first recorded; the utterance and role
+    come from meta (falling back to the artifact's name and 'clip'); a later duplicate replaces an earlier."""
+    clips: dict[tuple[int | None, str], Clip] = {}
+    for record in records:
+        meta = record.meta or {}
+        utterance = str(meta.get("utterance") or record.name)
+        role = str(meta.get("role") or "clip")
+        clip = clips.setdefault((record.step, utterance), Clip(utterance, record.step))
+        clip.roles[role] = record
+    return list(clips.values())
+
+
+def speech_metric(key: str) -> str | None:
+    """Which Table 2 metric a key (metric key or meta key) reports: 'segsnr', 'stoi', 'pesq' or None."""
+    squashed = re.sub(r"[^a-z]", "", key.lower().rsplit("/", 1)[-1])
+    for name in SPEECH_METRICS:
+        if squashed.startswith(name) or squashed.endswith(name):
+            return name
+    return None
+
+
+def clip_metrics(meta: Mapping[str, Any] | None) -> dict[str, float]:
+    """The speech metrics a reconstruction artifact's meta carries, by SPEECH_METRICS name."""
+    found = {}
+    for key, value in (meta or {}).items():
+        name = speech_metric(key)
+        if name and isinstance(value, (int, float)) and not isinstance(value, bool):
+            found[name] = float(value)
+    return found

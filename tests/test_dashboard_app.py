@@ -1,0 +1,431 @@
+"""Every dashboard page through Streamlit's AppTest, on a store holding a real short training run and
+hand-written runs (tests/dashboard_store.py): the tables' contents, the plotly figures' data, the notes
+shown where a run has nothing to plot, and the filters."""
+
+import base64
+import json
+
+import numpy as np
+import pytest
+import streamlit
+from dashboard_store import (
+    ADDING_BASELINE,
+    APP_MAIN,
+    COPYING_BASELINE,
+    add_hand_written_runs,
+    train_real_run,
+    unit_circle,
+)
+from streamlit.testing.v1 import AppTest
+
+from app.data import clear_caches
+from app.figures import BASELINE_DASHES
+from app.smoothing import debiased_ema
+from db import Store
+from db.artifacts import AUDIO
+
+REAL_BASELINE = 10 * np.log(8) / (5 + 20)  # the real run's copying task has T = 5
+PAGES = ["runs", "curves", "eigenvalues", "gradients", "audio", "compare"]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """(store, run ids by name, labels by name) for one database shared by the module's tests (read only)."""
+    root = tmp_path_factory.mktemp("dashboard")
+    url = f"sqlite:///{root / 'runs.db'}"
+    train_real_run(url, root)
+    store = Store(url)
+    ids = add_hand_written_runs(store)
+    ids["real-scornn"] = next(r.id for r in store.list_runs() if r.name == "real-scornn")
+    yield store, ids, {name: f"#{i} {name}" for name, i in ids.items()}
+    store.close()
+
+
+@pytest.fixture(autouse=True)
+def fresh_caches():
+    """st.cache_data/cache_resource outlive an AppTest; each test starts from the database itself."""
+    clear_caches()
+    yield
+    clear_caches()
+
+
+def open_page(store, monkeypatch, page, selected=None):
+    monkeypatch.setenv("ORTHOLAB_DB", store.url)
+    at = AppTest.from_file(APP_MAIN, default_timeout=60)
+    if selected is not None:
+        at.session_state["run"] = list(selected)
+    at.run()
+    if page != "runs":
+        at.switch_page(f"views/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def rerun(at):
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def charts(at):
+    """The plotly figures on the page, as their JSON."""
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def array(value):
+    """A plotly data array: a list, or plotly's typed array {dtype, bdata[, shape]}."""
+    if isinstance(value, dict) and "bdata" in value:
+        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        shape = value.get("shape")
+        return data.reshape([int(s) for s in str(shape).split(",")]) if shape else data
+    return np.asarray(value, dtype=float)
+
+
+def traces(spec):
+    return {trace.get("name"): trace for trace in spec["data"]}
+
+
+def notes(at):
+    return [element.value for element in [*at.info, *at.caption, *at.warning]]
+
+
+def series(store, run_id, key):
+    points = store.metric_series(run_id, key)
+    return np.array([p.step for p in points], float), np.array([p.value for p in points]), points
+
+
+# ---- Runs ------------------------------------------------------------------------------------------
+
+
+def test_runs_table_shows_every_run_with_its_summary(lab, monkeypatch):
+    store, ids, labels = lab
+    at = open_page(store, monkeypatch, "runs")
+    table = at.dataframe[0].value.set_index("name")
+    assert set(table.index) == set(ids)
+
+    real = next(r for r in store.list_runs() if r.id == ids["real-scornn"])
+    row = table.loc["real-scornn"]
+    assert (row["family"], row["task"], row["status"], row["steps"]) == ("scornn", "copying", "finished", real.steps)
+    assert row["best"] == pytest.approx(real.best) and row["last"] == pytest.approx(real.last)
+    assert row["baseline"] == pytest.approx(REAL_BASELINE)
+    assert row["parameters"] == real.parameter_count > 0
+    assert row["main metric"] == "val/loss"
+
+    assert list(table.loc["lstm-adding", "tags"]) == ["baseline", "cpu"]
+    assert table.loc["lstm-adding", "beats baseline"]  # 0.04 < 1/6
+    assert table.loc["half-written", "status"] == "running" and table.loc["half-written", "steps"] == 0
+    assert table.loc["half-written", "activity"].startswith("live")
+    assert np.isnan(table.loc["half-written", "best"])
+    assert (table.loc["crashed", "status"], table.loc["crashed", "reason"]) == ("failed", "non-finite loss at step 1")
+    # a new session starts with the newest run selected, shared through session state
+    assert at.session_state["run"] == [max(ids.values())]
+    assert at.sidebar.multiselect[0].value == [max(ids.values())]
+
+
+def test_runs_filters_by_family_task_status_and_text(lab, monkeypatch):
+    store, ids, labels = lab
+    at = open_page(store, monkeypatch, "runs")
+
+    def names():
+        return set(at.dataframe[0].value["name"])
+
+    assert len(names()) == 7
+    at.multiselect(key="filter_family").set_value(["lstm", "gru"])
+    assert rerun(at) and names() == {"lstm-adding", "crashed"}
+    at.text_input(key="filter_text").set_value("crash")
+    assert rerun(at) and names() == {"crashed"}
+    at.multiselect(key="filter_family").set_value([])
+    at.text_input(key="filter_text").set_value("cpu")  # a tag
+    assert rerun(at) and names() == {"lstm-adding"}
+    at.text_input(key="filter_text").set_value("")
+    at.multiselect(key="filter_status").set_value(["failed"])
+    assert rerun(at) and names() == {"crashed"}
+    at.multiselect(key="filter_status").set_value([])
+    at.multiselect(key="filter_task").set_value(["timit"])
+    assert rerun(at) and names() == {"speech"}
+    assert any("1 of 7 runs shown" in n for n in notes(at))
+
+
+def test_run_details_show_config_parameter_groups_artifacts_and_metrics(lab, monkeypatch):
+    store, ids, labels = lab
+    at = open_page(store, monkeypatch, "runs", [ids["real-scornn"]])
+    assert "family: scornn" in at.code[0].value
+    frames = [d.value for d in at.dataframe]
+    groups = next(f for f in frames if "optimizer" in f.columns).set_index("group")
+    info = store.get_run(ids["real-scornn"]).info
+    assert set(groups.index) == set(info["parameter_counts"]) == {"recurrent", "other"}
+    assert groups.loc["recurrent", "optimizer"] == "rmsprop_tf" and groups.loc["recurrent", "lr"] == pytest.approx(1e-4)
+    assert groups.loc["other", "parameters"] == info["parameter_counts"]["other"]
+    artifacts = next(f for f in frames if "kind" in f.columns)
+    assert len(artifacts) == len(store.artifacts(ids["real-scornn"])) and "eigenvalues" in set(artifacts["kind"])
+    metrics = next(f for f in frames if "metric" in f.columns).set_index("metric")
+    assert metrics.loc["val/loss", "points"] == len(store.metric_series(ids["real-scornn"], "val/loss"))
+
+    at.selectbox(key="detail_run").set_value(ids["lstm-adding"])
+    groups = next(d.value for d in rerun(at).dataframe if "optimizer" in d.value.columns)
+    assert groups.to_dict("records")[0] | {"other options": ""} == {
+        "group": "other", "parameters": 17_217, "optimizer": "adam", "lr": 0.001, "other options": "",
+        "optimizer entry": "default",
+    }  # fmt: skip
+
+    at.selectbox(key="detail_run").set_value(ids["half-written"])
+    shown = " ".join(notes(rerun(at)))
+    for note in (
+        "No config recorded",
+        "No parameter groups recorded",
+        "No artifacts recorded",
+        "No metric points recorded",
+    ):
+        assert note in shown
+
+
+# ---- Curves ----------------------------------------------------------------------------------------
+
+
+def test_curves_overlay_each_selected_run_and_the_baselines(lab, monkeypatch):
+    store, ids, labels = lab
+    chosen = ["real-scornn", "lstm-adding", "scornn-snapshots"]
+    at = open_page(store, monkeypatch, "curves", [ids[n] for n in chosen])
+    at.slider(key="curve_smoothing").set_value(0.0)
+    (spec,) = charts(rerun(at))
+    drawn = traces(spec)
+    for name in chosen:
+        steps, values, _ = series(store, ids[name], "val/loss")
+        assert np.array_equal(array(drawn[labels[name]]["x"]), steps)
+        assert np.allclose(array(drawn[labels[name]]["y"]), values)
+    baselines = {n: t for n, t in drawn.items() if n.startswith("baseline")}
+    assert sorted(array(t["y"])[0] for t in baselines.values()) == pytest.approx(
+        sorted([ADDING_BASELINE, REAL_BASELINE, COPYING_BASELINE])
+    )
+    for trace in baselines.values():
+        assert trace["line"]["dash"] in BASELINE_DASHES and array(trace["y"])[0] == array(trace["y"])[1]
+    assert len({t["line"]["dash"] for t in baselines.values()}) == 3  # told apart
+    assert "baseline (adding) 0.1667" in baselines
+
+    at.slider(key="curve_smoothing").set_value(0.6)
+    drawn = traces(charts(rerun(at))[0])
+    _, values, _ = series(store, ids["lstm-adding"], "val/loss")
+    assert np.allclose(array(drawn[labels["lstm-adding"]]["y"]), debiased_ema(values, 0.6))
+    assert np.allclose(array(drawn[labels["lstm-adding"] + " (raw)"]["y"]), values)
+    assert drawn[labels["lstm-adding"] + " (raw)"]["opacity"] < 0.5
+    assert any("debiased exponential moving average" in n for n in notes(at))
+
+    at.toggle(key="curve_log").set_value(True)
+    assert charts(rerun(at))[0]["layout"]["yaxis"]["type"] == "log"
+
+
+def test_curves_x_axes_epoch_wall_time_and_examples_seen(lab, monkeypatch):
+    store, ids, labels = lab
+    at = open_page(store, monkeypatch, "curves", [ids["lstm-adding"], ids["real-scornn"], ids["scornn-snapshots"]])
+    at.slider(key="curve_smoothing").set_value(0.0)
+    steps, _, points = series(store, ids["lstm-adding"], "val/loss")
+
+    at.segmented_control(key="curve_axis").set_value("examples seen")
+    drawn = traces(charts(rerun(at))[0])
+    assert np.array_equal(array(drawn[labels["lstm-adding"]]["x"]), (steps + 1) * 50)
+    real_steps, _, _ = series(store, ids["real-scornn"], "val/loss")
+    assert np.array_equal(array(drawn[labels["real-scornn"]]["x"]), (real_steps + 1) * 10)
+    assert labels["scornn-snapshots"] not in drawn  # it recorded no batch size
+    assert any(labels["scornn-snapshots"] in n and "no batch size" in n for n in notes(at))
+
+    at.segmented_control(key="curve_axis").set_value("epoch")
+    drawn = traces(charts(rerun(at))[0])
+    assert np.array_equal(array(drawn[labels["lstm-adding"]]["x"]), [p.epoch for p in points])
+
+    at.segmented_control(key="curve_axis").set_value("wall time")
+    drawn = traces(charts(rerun(at))[0])
+    start = store.get_run(ids["lstm-adding"]).created_at.timestamp()
+    assert np.allclose(array(drawn[labels["lstm-adding"]]["x"]), [p.wall_time - start for p in points])
+    assert charts(at)[0]["layout"]["xaxis"]["title"]["text"] == "wall time since run start (s)"
+
+
+def test_curves_notes_for_missing_metrics_and_empty_selections(lab, monkeypatch):
+    store, ids, labels = lab
+    at = open_page(store, monkeypatch, "curves", [ids["lstm-adding"], ids["scornn-snapshots"]])
+    at.multiselect(key="curve_metrics").set_value(["analysis/orthogonality", "train/loss"])
+    specs = charts(rerun(at))
+    assert [s["layout"]["title"]["text"] for s in specs] == ["analysis/orthogonality", "train/loss"]
+    assert set(traces(specs[0])) >= {labels["scornn-snapshots"] + " (raw)", labels["scornn-snapshots"]}
+    assert f"{labels['lstm-adding']} has no `analysis/orthogonality` points." in notes(at)
+    # the adding baseline applies to train/loss too (same quantity as the main metric val/loss)
+    assert "baseline (adding) 0.1667" in traces(specs[1])
+
+    assert "The selected runs have no metric points yet." in notes(
+        open_page(store, monkeypatch, "curves", [ids["half-written"]])
+    )
+    assert any("No runs selected" in n for n in notes(open_page(store, monkeypatch, "curves", [])))
+
+
+def test_curves_of_a_live_run_pick_up_new_points(tmp_path, monkeypatch):
+    from app import data
+
+    store = Store(f"sqlite:///{tmp_path / 'live.db'}")
+    run = store.create_run(
+        name="live", family="scornn", task="copying", main_metric="val/loss", baseline=COPYING_BASELINE
+    )
+    for step in (9, 19):
+        store.log_metrics(run, {"val/loss": 1.0 / step}, step=step)
+    at = open_page(store, monkeypatch, "curves", [run])
+    refresh = at.toggle(key="curve_refresh")
+    assert refresh.value and not refresh.disabled  # a running run: auto-refresh on
+    assert len(array(traces(charts(at)[0])[f"#{run} live"]["x"])) == 2
+
+    store.log_metrics(run, {"val/loss": 0.01}, step=29)
+    data._runs.clear()  # what the runs list's TTL does after RUNS_TTL_S seconds
+    drawn = traces(charts(rerun(at))[0])
+    assert array(drawn[f"#{run} live"]["x"]).tolist() == [9, 19, 29]  # the run's newer heartbeat re-reads its points
+
+    store.set_status(run, "finished")
+    data._runs.clear()
+    assert rerun(at).toggle(key="curve_refresh").disabled  # nothing running: nothing to refresh
+
+
+# ---- Eigenvalues -----------------------------------------------------------------------------------
+
+
+def test_eigenvalues_plane_slider_counts_and_drift(lab, monkeypatch):
+    store, ids, labels = lab
+    at = open_page(
+        store, monkeypatch, "eigenvalues", [ids["scornn-snapshots"], ids["lstm-adding"], ids["half-written"]]
+    )
+    plane, near, drift = charts(at)
+    drawn = traces(plane)
+    title = f"{labels['scornn-snapshots']} · step 200 · 2 near −1"
+    assert np.allclose(array(drawn[title]["x"]), unit_circle(16, 0.2).real)
+    assert np.allclose(array(drawn[title]["y"]), unit_circle(16, 0.2).imag)
+    circle = drawn["unit circle"]
+    assert np.allclose(np.hypot(array(circle["x"]), array(circle["y"])), 1.0)
+    assert np.allclose(array(traces(near)[labels["scornn-snapshots"]]["y"]), [4, 3, 2])
+    assert np.allclose(array(traces(drift)[labels["scornn-snapshots"]]["y"]), [1e-7, 2e-7, 4e-7])
+    assert drift["layout"]["yaxis"]["type"] == "log"
+    shown = notes(at)
+    assert f"{labels['lstm-adding']}: the lstm family has no single recurrent matrix, so no eigenvalues." in shown
+    assert f"{labels['half-written']}: no eigenvalue snapshots recorded for this run." in shown
+    assert any("No selected run records phases" in n for n in shown)
+
+    at.select_slider(key="eig_step").set_value(100)
+    drawn = traces(charts(rerun(at))[0])
+    assert np.allclose(
+        array(drawn[f"{labels['scornn-snapshots']} · step 100 · 3 near −1"]["x"]), unit_circle(16, 0.1).real
+    )
+
+
+def test_eigenvalues_side_by_side_and_scurnn_phases(lab, monkeypatch):
+    store, ids, labels = lab
+    at = open_page(store, monkeypatch, "eigenvalues", [ids["scornn-snapshots"], ids["scurnn-phases"]])
+    specs = charts(at)
+    plane = specs[0]
+    panels = [t["name"] for t in plane["data"] if t["name"] != "unit circle"]
+    assert panels == [
+        f"{labels['scornn-snapshots']} · step 200 · 2 near −1",
+        f"{labels['scurnn-phases']} · step 0 · 0 near −1",
+    ]
+    assert {t.get("xaxis") for t in plane["data"]} == {"x", "x2"}  # two subplots side by side
+    phases = next(s for s in specs if s["data"][0]["type"] == "histogram")
+    assert np.allclose(array(phases["data"][0]["x"]), np.linspace(-np.pi, np.pi, 8, endpoint=False) + 1.0)  # step 100
+
+
+# ---- Gradients and states --------------------------------------------------------------------------
+
+
+def test_gradient_profiles_overlay_and_hidden_states(lab, monkeypatch):
+    store, ids, labels = lab
+    at = open_page(store, monkeypatch, "gradients", [ids["scornn-snapshots"], ids["real-scornn"], ids["lstm-adding"]])
+    specs = charts(at)
+    profiles = traces(specs[0])
+    assert list(profiles) == ["step 0", "step 100", "step 200"]
+    assert np.allclose(array(profiles["step 100"]["y"]), np.exp(-np.arange(30) / 15.0))
+    assert specs[0]["layout"]["yaxis"]["type"] == "log"
+    real_profiles = store.artifacts(ids["real-scornn"], "grad_norms")
+    assert len(specs[1]["data"]) == len(real_profiles) > 0
+    overlay = next(s for s in specs if "Figure 5" in (s["layout"].get("title") or {}).get("text", ""))
+    assert [t["name"].split(" · ")[0] for t in overlay["data"]] == [labels["scornn-snapshots"], labels["real-scornn"]]
+    heatmap = next(s for s in specs if s["data"][0]["type"] == "heatmap")
+    assert array(heatmap["data"][0]["z"]).shape == (16, 30)  # units × t
+    assert f"{labels['lstm-adding']}: no gradient-norm profiles recorded for this run." in notes(at)
+
+    at = open_page(store, monkeypatch, "gradients", [ids["lstm-adding"]])
+    assert not charts(at)
+    assert any("No selected run records hidden-state trajectories" in n for n in notes(at))
+
+
+# ---- Audio -----------------------------------------------------------------------------------------
+
+
+def test_audio_plays_the_stored_wav_bytes_side_by_side(lab, monkeypatch):
+    store, ids, labels = lab
+    played = []
+    real_audio = streamlit.audio
+
+    def recording_audio(data, *args, **kwargs):
+        played.append((data, kwargs.get("format")))
+        return real_audio(data, *args, **kwargs)
+
+    monkeypatch.setattr(streamlit, "audio", recording_audio)
+    at = open_page(store, monkeypatch, "audio", [ids["speech"], ids["lstm-adding"]])
+    stored = {store.artifact_data(a.id) for a in store.artifacts(ids["speech"], AUDIO)}
+    assert len(played) == len(at.get("audio")) == 4
+    assert {data for data, _ in played} == stored  # the bytes themselves: no re-encoding, no peak normalisation
+    assert {fmt for _, fmt in played} == {"audio/wav"}
+    assert [h.value for h in at.subheader] == ["u1 · step 50", "u2 · step 50"]
+    assert len([s for s in charts(at) if s["data"][0]["type"] == "heatmap"]) == 4  # a spectrogram per clip
+    per_clip = [d.value for d in at.dataframe if "PESQ (reconstruction)" in d.value.columns]
+    assert len(per_clip) == 2 and per_clip[0].iloc[0]["SegSNR (dB) (reconstruction)"] == 5.0
+    table = next(d.value for d in at.dataframe if "run" in d.value.columns)
+    assert table.iloc[0]["run"] == labels["speech"] and table.iloc[0]["SegSNR (dB) [test/segsnr]"] == 6.5
+    assert table.iloc[0]["PESQ [test/pesq]"] == 2.2
+    assert any(labels["lstm-adding"] in n and "no audio clips recorded" in n for n in notes(at))
+
+    at = open_page(store, monkeypatch, "audio", [ids["lstm-adding"]])
+    assert not at.get("audio")
+    assert any("No selected run has recorded SegSNR, STOI or PESQ yet" in n for n in notes(at))
+
+
+# ---- Compare ---------------------------------------------------------------------------------------
+
+
+def test_compare_highlights_differing_params_and_exports(lab, monkeypatch):
+    store, ids, labels = lab
+    pair = [ids["lstm-adding"], ids["scornn-snapshots"]]
+    at = open_page(store, monkeypatch, "compare", pair)
+    summary = at.dataframe[0].value
+    assert list(summary.columns) == [labels["lstm-adding"], labels["scornn-snapshots"]]
+    assert summary.loc["family"].tolist() == ["lstm", "scornn"]
+    assert summary.loc["best", labels["lstm-adding"]] == "0.04"
+    assert summary.loc["last analysis/orthogonality", labels["scornn-snapshots"]] == "4e-07"
+    params = at.dataframe[1].value
+    assert set(params.index) == {"model.family", "model.hidden_size", "data.init_args.batch_size"}  # 'seed' is equal
+    assert params.loc["data.init_args.batch_size"].tolist() == ["50", "(absent)"]
+    assert len(at.get("download_button")) == 1
+
+    parallel = charts(at)[0]["data"][0]
+    assert parallel["type"] == "parcoords"
+    assert [d["label"] for d in parallel["dimensions"]] == ["model.hidden_size", "best"]
+    assert np.allclose(array(parallel["dimensions"][0]["values"]), [64, 16])
+
+    at.toggle(key="compare_only_diff").set_value(False)
+    params = rerun(at).dataframe[1].value
+    assert "seed" in params.index and params.loc["seed"].tolist() == ["1", "1"]
+
+    at = open_page(store, monkeypatch, "compare", [ids["lstm-adding"]])
+    assert any("Only one run selected" in n for n in notes(at))
+
+
+# ---- Empty and unfinished stores -------------------------------------------------------------------
+
+
+def test_empty_store_renders_every_page_with_a_note(tmp_path, monkeypatch):
+    store = Store(f"sqlite:///{tmp_path / 'empty.db'}")
+    at = open_page(store, monkeypatch, "runs")
+    assert any("No runs recorded" in n for n in notes(at)) and not at.dataframe
+    for page in PAGES[1:]:
+        at = open_page(store, monkeypatch, page)
+        assert any("No runs selected" in n for n in notes(at)), page
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_half_written_and_crashed_runs_render_on_every_page(lab, monkeypatch, page):
+    store, ids, labels = lab
+    at = open_page(store, monkeypatch, page, [ids["half-written"], ids["crashed"]])
+    assert at.title[0].value == {"gradients": "Gradients and states"}.get(page, page.capitalize())
+    assert notes(at)  # every page says something about these runs
