@@ -68,13 +68,18 @@ class TaskDataModule(pl.LightningDataModule):
         """(inputs, targets) of one split: 'train', 'val' or 'test'."""
         raise NotImplementedError
 
-    def dataset(self, split: str) -> TensorDataset:
+    def make_dataset(self, split: str):
+        """The Dataset of one split (a TensorDataset of `make_split`'s tensors unless a subclass says otherwise)."""
+        return TensorDataset(*self.make_split(split))
+
+    def dataset(self, split: str):
         if split not in self._splits:
-            self._splits[split] = TensorDataset(*self.make_split(split))
+            self._splits[split] = self.make_dataset(split)
         return self._splits[split]
 
     def _loader(self, split: str, batch_size: int, shuffle: bool) -> DataLoader:
-        return DataLoader(self.dataset(split), batch_size=batch_size, shuffle=shuffle,
+        data = self.dataset(split)
+        return DataLoader(data, batch_size=batch_size, shuffle=shuffle, collate_fn=getattr(data, "collate", None),
                           num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
 
     def fit_progress(self) -> tuple[int, int]:
@@ -84,9 +89,11 @@ class TaskDataModule(pl.LightningDataModule):
         return self.trainer.current_epoch, self.trainer.fit_loop.epoch_loop.batch_progress.current.completed
 
     def train_dataloader(self) -> DataLoader:
-        return ResumableLoader(self.dataset("train"), batch_size=self.batch_size, shuffle=self.shuffle,
-                               num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
-                               progress=self.fit_progress, seed=getattr(self, "seed", 0))
+        data = self.dataset("train")  # a dataset may finish its batches itself (`collate`, datamodules/batching.py)
+        return ResumableLoader(data, batch_size=self.batch_size, shuffle=self.shuffle,
+                               collate_fn=getattr(data, "collate", None), num_workers=self.num_workers,
+                               persistent_workers=self.num_workers > 0, progress=self.fit_progress,
+                               seed=getattr(self, "seed", 0))
 
     def val_dataloader(self) -> DataLoader:
         return self._loader("val", self.eval_batch_size, False)

@@ -64,9 +64,15 @@ def family_rows() -> list[dict]:
 def task_rows() -> list[dict]:
     from datamodules import TASKS
 
+    from models import ConfigError
+
     rows = []
     for name, cls in TASKS.items():
-        rows.append({"task": name, "class": f"{cls.__module__}.{cls.__qualname__}", "spec": cls().spec.to_dict(),
+        try:
+            spec = cls().spec.to_dict()
+        except ConfigError:  # the task needs its data to describe itself (text: the vocabulary of its files)
+            spec = None
+        rows.append({"task": name, "class": f"{cls.__module__}.{cls.__qualname__}", "spec": spec,
                      "options": _options(cls, {"self"}), "summary": _summary(inspect.getmodule(cls))})
     return rows
 
@@ -116,7 +122,8 @@ def run_command(argv: list[str]) -> None:
     elif args.what == "tasks":
         rows = task_rows()
         for row in rows:
-            row.update(loss=row["spec"]["loss"], readout=row["spec"]["readout"], baseline=row["spec"]["baseline"])
+            spec = row["spec"] or {}
+            row.update(loss=spec.get("loss"), readout=spec.get("readout"), baseline=spec.get("baseline"))
         columns = ["task", "loss", "readout", "baseline", "summary"]
     else:
         rows, columns = config_rows(), ["config", "description"]

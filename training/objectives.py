@@ -5,6 +5,8 @@ updates its torchmetrics. A new kind of loss is one class here plus one line in 
 """
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 import torchmetrics
@@ -49,7 +51,102 @@ class MeanSquaredError(Objective):
         return F.mse_loss(outputs, targets)
 
 
+def _valid(values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """The entries of per-step values (B, T, ...) at valid steps (mask (B, T)), or all of them."""
+    return values[mask] if mask is not None else values.reshape(-1, *values.shape[2:])
+
+
+class FrameNLL(Objective):
+    """Binary piano-roll frames: NLL per time step = sum over the keys of the Bernoulli NLL, mean over valid steps.
+
+    `nll` is the same quantity over a whole split (every valid step weighs the same), as Bai et al.'s evaluation.
+    """
+
+    def step_nll(self, outputs, targets):
+        return F.binary_cross_entropy_with_logits(outputs, targets, reduction="none").sum(dim=-1)
+
+    def loss(self, outputs, targets, mask=None):
+        return _valid(self.step_nll(outputs, targets), mask).mean()
+
+    def metrics(self):
+        return {"nll": torchmetrics.MeanMetric()}
+
+    def update(self, metrics, outputs, targets, mask=None):
+        metrics["nll"](_valid(self.step_nll(outputs, targets), mask))
+
+
+class CrossEntropyBits(Objective):
+    """Symbol prediction at every valid step: cross-entropy in bits (CE / ln 2), the loss and `bpc` over a split."""
+
+    def step_bits(self, outputs, targets):
+        return F.cross_entropy(outputs.transpose(1, -1), targets, reduction="none") / math.log(2)
+
+    def loss(self, outputs, targets, mask=None):
+        return _valid(self.step_bits(outputs, targets), mask).mean()
+
+    def metrics(self):
+        return {"bpc": torchmetrics.MeanMetric(),
+                "acc": torchmetrics.classification.MulticlassAccuracy(self.spec.output_size, average="micro")}
+
+    def update(self, metrics, outputs, targets, mask=None):
+        metrics["bpc"](_valid(self.step_bits(outputs, targets), mask))
+        metrics["acc"](_valid(outputs, mask), _valid(targets, mask))
+
+
+class NormalizedMSE(Objective):
+    """Regression trained on MSE (over valid steps); `nmse` = MSE / variance of the targets over a whole split,
+    so predicting the targets' mean scores 1 (torchmetrics' RelativeSquaredError)."""
+
+    def loss(self, outputs, targets, mask=None):
+        return F.mse_loss(_valid(outputs, mask), _valid(targets, mask))
+
+    def metrics(self):
+        return {"nmse": torchmetrics.regression.RelativeSquaredError()}
+
+    def update(self, metrics, outputs, targets, mask=None):
+        metrics["nmse"](_valid(outputs, mask).reshape(-1), _valid(targets, mask).reshape(-1))
+
+
+class FrameMSE(Objective):
+    """Spectral frames at every valid step (speech): squared error summed over valid frames x bins / their count
+    (expRNN's corrected masked MSE); the loss and `mse_valid_frames`."""
+
+    def loss(self, outputs, targets, mask=None):
+        return F.mse_loss(_valid(outputs, mask), _valid(targets, mask))
+
+    def metrics(self):
+        return {"mse_valid_frames": torchmetrics.MeanSquaredError()}
+
+    def update(self, metrics, outputs, targets, mask=None):
+        metrics["mse_valid_frames"](_valid(outputs, mask).reshape(-1), _valid(targets, mask).reshape(-1))
+
+
+class PaddedFrameMSE(FrameMSE):
+    """Wisdom et al.'s (and scuRNN's) frame MSE: masked squared error averaged over ALL entries of the padded batch,
+    padded steps counting as zero error (the datamodule pads every batch to the split's longest utterance, so
+    `mse_with_padding` over a split is their number); `mse_valid_frames` alongside."""
+
+    def padded_errors(self, outputs, targets, mask):
+        errors = (outputs - targets) ** 2
+        return errors if mask is None else errors * mask[..., None]
+
+    def loss(self, outputs, targets, mask=None):
+        return self.padded_errors(outputs, targets, mask).mean()
+
+    def metrics(self):
+        return {**super().metrics(), "mse_with_padding": torchmetrics.MeanMetric()}
+
+    def update(self, metrics, outputs, targets, mask=None):
+        super().update(metrics, outputs, targets, mask)
+        metrics["mse_with_padding"](self.padded_errors(outputs, targets, mask).reshape(-1))
+
+
 OBJECTIVES: dict[str, type[Objective]] = {
     "cross_entropy": CrossEntropy,
     "mse": MeanSquaredError,
+    "frame_nll": FrameNLL,
+    "cross_entropy_bits": CrossEntropyBits,
+    "nmse": NormalizedMSE,
+    "frame_mse": FrameMSE,
+    "frame_mse_padded": PaddedFrameMSE,
 }

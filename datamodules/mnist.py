@@ -1,0 +1,239 @@
+"""Pixel-by-pixel MNIST and its variants (scoRNN Section 5.3, SRNN's pMNIST, big pMNIST and random labels).
+
+An image becomes a sequence of its pixels in row-major order, one input channel per step; the class is
+predicted from the last step. Images are kept as uint8 (N, T) and scaled per batch, so even the 3,136-step
+"big" variant of 55,000 images takes 172 MB.
+
+Sources (`dataset`):
+- 'sklearn_digits' (default, no download): scikit-learn's 1,797 8x8 digits, 64 steps. Split by position in
+  scikit-learn's order: the last 360 images are the test set, the first 1,437 the pool that train and
+  validation are taken from (validation: `val_size`, default 180, from the head or tail of the pool).
+- 'idx': the four IDX files (gzipped or not) in the directory `path`: MNIST, Fashion-MNIST or any set in
+  that format. `download: true` fetches MNIST there first, verified by checksum. Pool = the 60,000 training
+  images, test = the 10,000 test images. Validation defaults to the first 5,000 of the pool, as
+  TensorFlow's `read_data_sets` that the scoRNN code uses (55k/5k/10k); SRNN takes the last 10,000
+  (`val_size: 10000, val_from: tail`).
+
+Options:
+- scaling 'unit': pixel / pixel_max (pixel_max 255 for IDX files, as scoRNN and expRNN; 16 for the digits;
+  the oRNN code divided by 256). 'standard': (pixel / pixel_max - mean) / std, as SRNN with mean 0.1307, std
+  0.3081; mean/std left empty are measured once on the training split.
+- permute: a fixed permutation of the time steps, x'[t] = x[perm[t]], the same for every split:
+  np.random.RandomState(permutation_seed).permutation(T) with scoRNN's seed 92916 by default (expRNN uses the
+  same), any other seed, or a saved permutation (`permutation_file`: .npy or whitespace-separated text).
+- pad: zero pixels added on each side before flattening (14 gives SRNN's 56x56 "big" variant, 3,136 steps);
+  crop: keep the centre crop x crop pixels (8 or 16 in SRNN's random-label experiment).
+- random_labels: N turns the task into SRNN's capacity experiment: the first N training images with labels
+  drawn by shuffling all training labels once (np.random.RandomState(random_label_seed)); validation and
+  test serve the same N samples, so val/acc is the accuracy on the training samples.
+"""
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from datamodules.base import require_positive
+from datamodules.batching import Batch, GatheredTaskDataModule
+from datamodules.download import MNIST_MIRRORS, download_verified
+from datamodules.idx import find_idx_files, idx_shape, load_idx_set
+from datamodules.spec import TaskSpec
+from models.base import ConfigError
+
+SCORNN_PERMUTATION_SEED = 92916
+DIGITS_TEST_SIZE = 360  # the last 360 of scikit-learn's 1,797 digits
+DEFAULT_VAL_SIZE = {"idx": 5_000, "sklearn_digits": 180}
+DEFAULT_PIXEL_MAX = {"idx": 255.0, "sklearn_digits": 16.0}
+
+
+class PixelMNIST(GatheredTaskDataModule):
+    """Sequential (pixel-by-pixel) image classification; see the module docstring for every option."""
+
+    def __init__(self, dataset: str = "sklearn_digits", path: str | None = None, download: bool = False,
+                 mirrors: list[str] | None = None, scaling: str = "unit", pixel_max: float | None = None,
+                 mean: float | None = None, std: float | None = None, permute: bool = False,
+                 permutation_seed: int = SCORNN_PERMUTATION_SEED, permutation_file: str | None = None,
+                 val_size: int | None = None, val_from: str = "head", pad: int = 0, crop: int | None = None,
+                 random_labels: int | None = None, random_label_seed: int = 1234, num_classes: int = 10,
+                 batch_size: int = 50, eval_batch_size: int | None = 1_000, shuffle: bool = True,
+                 num_workers: int = 0, seed: int = 5544):
+        super().__init__(batch_size, eval_batch_size, shuffle, num_workers)
+        self.seed = seed  # training order: epoch e is shuffled with seed + e
+        if dataset not in DEFAULT_VAL_SIZE:
+            raise ConfigError(f"data.dataset = {dataset!r}; choose 'sklearn_digits' (built in) or 'idx' (with data.path)")
+        if dataset == "idx" and path is None:
+            raise ConfigError("data.dataset = 'idx' needs data.path: the directory of the four IDX files "
+                              "(e.g. /usr/share/datasets/fashion-mnist after `apt-get install dataset-fashion-mnist`)")
+        if scaling not in ("unit", "standard"):
+            raise ConfigError(f"data.scaling = {scaling!r}; choose 'unit' (pixel / pixel_max) or 'standard' "
+                              f"((pixel / pixel_max - mean) / std)")
+        if val_from not in ("head", "tail"):
+            raise ConfigError(f"data.val_from = {val_from!r}; choose 'head' (TF/scoRNN) or 'tail' (SRNN)")
+        if std is not None and std <= 0:
+            raise ConfigError(f"data.std = {std} must be positive")
+        if pixel_max is not None and pixel_max <= 0:
+            raise ConfigError(f"data.pixel_max = {pixel_max} must be positive (255 for 8-bit images)")
+        if pad < 0:
+            raise ConfigError(f"data.pad = {pad} must be 0 or more (14 gives the 56x56 'big' variant)")
+        self.dataset_name = dataset
+        self.path = Path(path).expanduser() if path is not None else None
+        self.download = download
+        self.mirrors = list(mirrors) if mirrors is not None else list(MNIST_MIRRORS)
+        self.scaling = scaling
+        self.pixel_max = float(pixel_max) if pixel_max is not None else DEFAULT_PIXEL_MAX[dataset]
+        self.mean, self.std = mean, std
+        self.permute = permute
+        self.permutation_seed = permutation_seed
+        self.permutation_file = Path(permutation_file).expanduser() if permutation_file is not None else None
+        self.val_size = require_positive(val_size if val_size is not None else DEFAULT_VAL_SIZE[dataset], "val_size")
+        self.val_from = val_from
+        self.pad = pad
+        self.crop = require_positive(crop, "crop") if crop is not None else None
+        self.random_labels = require_positive(random_labels, "random_labels") if random_labels is not None else None
+        self.random_label_seed = random_label_seed
+        self.num_classes = require_positive(num_classes, "num_classes")
+        if dataset == "idx" and not download:
+            find_idx_files(self.path)  # fail now, naming the path, rather than after the run has started
+        if dataset == "sklearn_digits" or not download:  # the image side is known: check crop and permutation now
+            self.sequence_length()
+            self.permutation()
+        variant = ", ".join([f"{'permuted ' if permute else ''}pixel {dataset}"] + [
+            text for text, used in ((f"pad {pad}", pad), (f"centre crop {crop}", crop),
+                                    (f"{random_labels} random labels", random_labels)) if used])
+        self.spec = TaskSpec(
+            name="mnist", input_size=1, output_size=num_classes, readout="last_step", loss="cross_entropy",
+            main_metric="val/acc", main_metric_mode="max", baseline=1.0 / num_classes,
+            description=f"{variant}: one pixel per step, class from the last step (chance = 1/{num_classes})",
+        )
+
+    # images ------------------------------------------------------------------------------------
+    def prepare_data(self) -> None:
+        if self.dataset_name == "idx" and self.download:
+            download_verified(self.path, mirrors=self.mirrors)
+
+    @cached_property
+    def images(self) -> dict[str, np.ndarray]:
+        """uint8 images (N, H, W) and int64 labels of the training pool and the test set, read once."""
+        if self.dataset_name == "sklearn_digits":
+            from sklearn.datasets import load_digits
+
+            digits = load_digits()
+            pixels, labels = digits.images.astype(np.uint8), digits.target.astype(np.int64)
+            cut = len(pixels) - DIGITS_TEST_SIZE
+            found = {"train_images": pixels[:cut], "train_labels": labels[:cut],
+                     "test_images": pixels[cut:], "test_labels": labels[cut:]}
+        else:
+            if self.download:
+                self.prepare_data()
+            found = load_idx_set(self.path)
+            found["train_labels"] = found["train_labels"].astype(np.int64)
+            found["test_labels"] = found["test_labels"].astype(np.int64)
+        for part in ("train", "test"):
+            labels = found[f"{part}_labels"]
+            if labels.min() < 0 or labels.max() >= self.num_classes:
+                raise ConfigError(f"the {part} labels of {self.path or self.dataset_name} lie in [{labels.min()}, "
+                                  f"{labels.max()}]; set data.num_classes to at least {labels.max() + 1}")
+        return found
+
+    def image_side(self) -> int:
+        """Side of the stored images before crop/pad (28 for MNIST) without reading the whole set."""
+        if self.dataset_name == "sklearn_digits":
+            return 8
+        if "images" in self.__dict__:
+            return self.images["train_images"].shape[1]
+        path = find_idx_files(self.path)["train_images"]
+        shape = idx_shape(path)
+        if len(shape) != 3 or shape[1] != shape[2]:
+            raise ConfigError(f"{path} holds an array of shape {shape}; PixelMNIST needs square images (N, H, H)")
+        return shape[1]
+
+    def sequence_length(self) -> int:
+        side = self.image_side()
+        if self.crop is not None:
+            if self.crop > side:
+                raise ConfigError(f"data.crop = {self.crop} exceeds the image side {side}")
+            side = self.crop
+        return (side + 2 * self.pad) ** 2
+
+    def permutation(self) -> np.ndarray | None:
+        """The fixed order of the time steps (None: row-major, unpermuted)."""
+        if not self.permute:
+            return None
+        length = self.sequence_length()
+        if self.permutation_file is None:
+            return np.random.RandomState(self.permutation_seed).permutation(length)
+        try:
+            if self.permutation_file.suffix == ".npy":
+                order = np.load(self.permutation_file)
+            else:
+                order = np.loadtxt(self.permutation_file, dtype=np.int64)
+        except (OSError, ValueError) as err:
+            raise ConfigError(f"data.permutation_file = {str(self.permutation_file)!r} cannot be read ({err}); give a "
+                              f".npy file or a text file of {length} whitespace-separated integers") from err
+        order = np.asarray(order).reshape(-1)
+        if len(order) != length or not np.array_equal(np.sort(order), np.arange(length)):
+            raise ConfigError(f"data.permutation_file = {str(self.permutation_file)!r} is not a permutation of "
+                              f"0..{length - 1} (the sequence has {length} steps); save one with "
+                              f"np.save(file, np.random.permutation({length}))")
+        return order.astype(np.int64)
+
+    def to_sequences(self, images: np.ndarray) -> torch.Tensor:
+        """uint8 images (N, H, W) -> uint8 sequences (N, T): centre crop, zero padding, row-major, permutation."""
+        if self.crop is not None:
+            side = images.shape[1]
+            if self.crop > side:
+                raise ConfigError(f"data.crop = {self.crop} exceeds the image side {side}")
+            top = int(round((side - self.crop) / 2))  # torchvision's CenterCrop offset
+            images = images[:, top : top + self.crop, top : top + self.crop]
+        if self.pad:
+            images = np.pad(images, ((0, 0), (self.pad, self.pad), (self.pad, self.pad)))
+        sequences = images.reshape(len(images), -1)
+        order = self.permutation()
+        if order is not None:
+            sequences = np.take(sequences, order, axis=1)  # a gather along time, 3x faster than [:, order]
+        return torch.from_numpy(np.ascontiguousarray(sequences, dtype=np.uint8))
+
+    # splits ------------------------------------------------------------------------------------
+    def make_split(self, split: str) -> tuple[torch.Tensor, torch.Tensor]:
+        found = self.images
+        pool, pool_labels = found["train_images"], found["train_labels"]
+        if self.random_labels is not None:
+            if self.random_labels > len(pool):
+                raise ConfigError(f"data.random_labels = {self.random_labels} exceeds the {len(pool)} training images")
+            shuffled = np.random.RandomState(self.random_label_seed).permutation(pool_labels)
+            images, labels = pool[: self.random_labels], shuffled[: self.random_labels]
+        elif split == "test":
+            images, labels = found["test_images"], found["test_labels"]
+        else:
+            if self.val_size >= len(pool):
+                raise ConfigError(f"data.val_size = {self.val_size} leaves no training images out of {len(pool)}")
+            if self.val_from == "head":
+                val, train = slice(0, self.val_size), slice(self.val_size, None)
+            else:
+                val, train = slice(len(pool) - self.val_size, None), slice(0, len(pool) - self.val_size)
+            rows = val if split == "val" else train
+            images, labels = pool[rows], pool_labels[rows]
+        return self.to_sequences(images), torch.from_numpy(np.ascontiguousarray(labels))
+
+    @cached_property
+    def standardization(self) -> tuple[float, float]:
+        """(mean, std) of the scaled pixels: as configured, else measured once on the training split."""
+        if self.mean is not None and self.std is not None:
+            return self.mean, self.std
+        pixels = self.dataset("train").stored[0]
+        counts = torch.bincount(pixels.reshape(-1), minlength=256).double()  # exact, without a float copy
+        values = torch.arange(len(counts), dtype=torch.float64) / self.pixel_max
+        mean = float((counts * values).sum() / counts.sum())
+        std = float(((counts * (values - mean) ** 2).sum() / counts.sum()).sqrt())
+        return (self.mean if self.mean is not None else mean), (self.std if self.std is not None else std)
+
+    def finish_batch(self, gathered: Batch) -> Batch:
+        pixels, labels = gathered
+        inputs = pixels.to(torch.float32).div_(self.pixel_max)
+        if self.scaling == "standard":
+            mean, std = self.standardization
+            inputs = inputs.sub_(mean).div_(std)
+        return inputs.unsqueeze(-1), labels
+

@@ -1,0 +1,102 @@
+"""Polyphonic music: the real .mat splits, stand-in .mat and pickle files, next-step batches and the NLL objective."""
+import fractions
+import math
+import pickle
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from datamodules.music import PolyphonicMusic
+from datamodules.spec import TaskSpec
+from models.base import ConfigError
+from standins import SHARED_DATA, piano_pieces, roll, write_music_mat, write_music_pickle
+from training.objectives import OBJECTIVES
+
+POLY = SHARED_DATA / "poly_music"
+
+
+@pytest.mark.skipif(not POLY.is_dir(), reason="needs ../shared/data/poly_music")
+@pytest.mark.parametrize("dataset, counts, train_steps", [("jsb", (229, 76, 77), 13807),
+                                                          ("nottingham", (694, 173, 170), 176561)])
+def test_real_mat_splits(dataset, counts, train_steps):
+    task = PolyphonicMusic(dataset=dataset, path=str(POLY))
+    assert tuple(task.pieces(s) for s in ("train", "val", "test")) == counts
+    steps, starts, lengths = task.rolls["train"]
+    assert steps.shape == (train_steps, 88) and steps.dtype == torch.bool and int(lengths.sum()) == train_steps
+    assert task.spec.main_metric == "val/nll" and task.spec.loss == "frame_nll" and task.spec.baseline > 0
+
+
+def splits(seed=0):
+    return {"train": piano_pieces(6, seed), "valid": piano_pieces(3, seed + 1), "test": piano_pieces(2, seed + 2)}
+
+
+def test_mat_and_pickle_give_the_same_rolls(tmp_path):
+    pieces = splits()
+    from_mat = PolyphonicMusic(dataset="jsb", path=str(write_music_mat(tmp_path / "JSB_Chorales.mat", pieces)))
+    folder = tmp_path / "pickles"
+    folder.mkdir()
+    write_music_pickle(folder / "JSB Chorales.pickle", pieces)
+    from_pickle = PolyphonicMusic(dataset="jsb", path=str(folder))  # found by its usual name in the folder
+    for split in ("train", "val", "test"):
+        for a, b in zip(from_mat.rolls[split], from_pickle.rolls[split]):
+            assert torch.equal(a, b)
+    expected = np.concatenate([roll(p) for p in pieces["valid"]]).astype(bool)
+    assert np.array_equal(from_pickle.rolls["val"][0].numpy(), expected)
+
+
+def test_next_step_batches_are_padded_with_a_mask(tmp_path):
+    pieces = splits()
+    task = PolyphonicMusic(dataset="nottingham", path=str(write_music_pickle(tmp_path / "n.pickle", pieces)))
+    inputs, targets, mask = task.make_split("train")
+    lengths = [len(p) for p in pieces["train"]]
+    assert inputs.shape == (6, max(lengths) - 1, 88) and inputs.dtype == torch.float32
+    assert mask.sum(dim=1).tolist() == [n - 1 for n in lengths]
+    for i, piece in enumerate(pieces["train"]):
+        full = torch.from_numpy(roll(piece)).float()
+        n = len(piece) - 1
+        assert torch.equal(inputs[i, :n], full[:-1]) and torch.equal(targets[i, :n], full[1:])
+        assert inputs[i, n:].sum() == 0 and targets[i, n:].sum() == 0
+    first = next(iter(task.train_dataloader()))
+    assert len(first) == 3 and first[2].dtype == torch.bool
+
+
+def test_frame_nll_sums_keys_and_averages_valid_steps():
+    spec = TaskSpec(name="music", input_size=88, output_size=88, readout="every_step", loss="frame_nll")
+    objective = OBJECTIVES["frame_nll"](spec)
+    torch.manual_seed(0)
+    outputs, targets = torch.randn(2, 5, 88), (torch.rand(2, 5, 88) > 0.9).float()
+    mask = torch.tensor([[True] * 5, [True, True, False, False, False]])
+    p = torch.sigmoid(outputs)
+    per_step = -(targets * p.log() + (1 - targets) * (1 - p).log()).sum(-1)
+    assert objective.loss(outputs, targets, mask).item() == pytest.approx(per_step[mask].mean().item(), rel=1e-5)
+    changed = outputs.clone()
+    changed[1, 2:] = 100.0  # padded steps do not count
+    assert objective.loss(changed, targets, mask).item() == pytest.approx(objective.loss(outputs, targets, mask).item())
+    metrics = objective.metrics()
+    objective.update(metrics, outputs[:1], targets[:1], mask[:1])
+    objective.update(metrics, outputs[1:], targets[1:], mask[1:])
+    assert metrics["nll"].compute().item() == pytest.approx(per_step[mask].mean().item(), rel=1e-5)  # per step
+
+
+def test_baseline_is_the_training_frequency_model(tmp_path):
+    pieces = splits(seed=4)
+    task = PolyphonicMusic(dataset="jsb", path=str(write_music_mat(tmp_path / "x.mat", pieces)))
+    train = np.concatenate([roll(p) for p in pieces["train"]]).astype(float)
+    p = np.clip(train.mean(0), 1e-6, 1 - 1e-6)
+    targets = np.concatenate([roll(piece)[1:] for piece in pieces["valid"]]).astype(float)
+    nll = -(targets @ np.log(p) + (1 - targets) @ np.log(1 - p)).mean()
+    assert task.spec.baseline == pytest.approx(nll, rel=1e-9)
+    logits = torch.logit(torch.from_numpy(p)).float().expand(1, 1, 88)
+    _, t, mask = task.make_split("val")
+    assert F.binary_cross_entropy_with_logits(logits.expand_as(t), t, reduction="none").sum(-1)[mask].mean().item() \
+        == pytest.approx(nll, rel=1e-5)
+    assert math.isfinite(task.spec.baseline)
+
+
+def test_pickle_with_code_is_refused(tmp_path):
+    path = tmp_path / "Nottingham.pickle"  # any class reference (here fractions.Fraction) could run code on load
+    path.write_bytes(pickle.dumps({"train": [[[fractions.Fraction(60)]]], "valid": [], "test": []}))
+    with pytest.raises(ConfigError, match="Nottingham.pickle cannot be read as a piano-roll pickle"):
+        PolyphonicMusic(dataset="nottingham", path=str(path))

@@ -1,0 +1,96 @@
+"""Character text: file layouts and formats, vocabulary with <unk>, windows and lines, shift, bits per character."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from datamodules.spec import TaskSpec
+from datamodules.text import UNKNOWN, CharText
+from standins import write_text_set
+from training.objectives import OBJECTIVES
+
+TRAIN = "the cat sat on the mat\nno cat here\nthe end of the text\n"
+VALID = "a cat sat\nzebra\n"
+TEST = "the mat\nthat cat\n"
+
+
+def test_vocabulary_from_training_text_with_unknown(tmp_path):
+    task = CharText(path=str(write_text_set(tmp_path, TRAIN, VALID, TEST)), seq_len=4)
+    vocab = task.vocabulary
+    assert vocab.symbols == [UNKNOWN, *sorted(set(TRAIN))]
+    assert task.spec.input_size == task.spec.output_size == len(vocab) and task.spec.symbolic
+    val_text = VALID  # windows layout keeps line ends
+    ids = task.ids["val"]
+    assert len(ids) == len(val_text)
+    for char, i in zip(val_text, ids.tolist()):
+        assert (i == 0) == (char not in TRAIN) and (i == 0 or vocab.symbols[i] == char)  # 'z', 'b' are unknown
+
+
+def test_char_format_reads_as_the_plain_text(tmp_path):
+    plain = CharText(path=str(write_text_set(tmp_path / "plain", TRAIN, VALID, TEST)), seq_len=4)
+    names = ("ptb.char.train.txt", "ptb.char.valid.txt", "ptb.char.test.txt")
+    char = CharText(path=str(write_text_set(tmp_path / "char", TRAIN, VALID, TEST, names=names, char_format=True)),
+                    seq_len=4)
+    assert char.file_format == "char" and plain.file_format == "plain"
+    assert char.vocabulary.symbols == plain.vocabulary.symbols
+    for split in ("train", "val", "test"):
+        assert torch.equal(char.ids[split], plain.ids[split])
+
+
+@pytest.mark.parametrize("shift", [1, 5])
+def test_windows_predict_shift_steps_ahead(tmp_path, shift):
+    task = CharText(path=str(write_text_set(tmp_path, TRAIN, VALID, TEST)), seq_len=7, shift=shift, batch_size=3)
+    inputs, targets = task.make_split("train")
+    ids = task.ids["train"]
+    count = (len(ids) - shift) // 7
+    assert inputs.shape == targets.shape == (count, 7)
+    assert torch.equal(inputs.reshape(-1), ids[: count * 7])
+    assert torch.equal(targets.reshape(-1), ids[shift : shift + count * 7])
+    x, y = next(iter(task.train_dataloader()))
+    assert x.shape == (3, 7) and x.dtype == torch.int64 and y.dtype == torch.int64
+
+
+def test_lines_layout_as_the_ornn_code(tmp_path):
+    lines = ["abcdef  ", "ab", "abcdefghi"]  # trailing spaces are stripped; "ab" is too short for shift 1 (< 3 chars)
+    task = CharText(path=str(write_text_set(tmp_path, "\n".join(lines) + "\n", "abc\n", "abcd\n")), layout="lines",
+                    shift=1)
+    inputs, targets, mask = task.make_split("train")
+    assert mask.sum(dim=1).tolist() == [5, 8]
+    encode = task.vocabulary.encode
+    assert torch.equal(inputs[0, :5], encode("abcde").long()) and torch.equal(targets[0, :5], encode("bcdef").long())
+    assert torch.equal(inputs[1], encode("abcdefgh").long()) and torch.equal(targets[1], encode("bcdefghi").long())
+    assert inputs[0, 5:].eq(0).all() and not mask[0, 5:].any()
+
+
+def test_bits_per_character_objective():
+    spec = TaskSpec(name="text", input_size=6, output_size=6, readout="every_step", loss="cross_entropy_bits",
+                    symbolic=True)
+    objective = OBJECTIVES["cross_entropy_bits"](spec)
+    torch.manual_seed(0)
+    outputs, targets = torch.randn(2, 4, 6), torch.randint(0, 6, (2, 4))
+    ce = F.cross_entropy(outputs.reshape(-1, 6), targets.reshape(-1)).item()
+    assert objective.loss(outputs, targets).item() == pytest.approx(ce / math.log(2), rel=1e-5)
+    mask = torch.tensor([[True, True, True, True], [True, False, False, False]])
+    masked = F.cross_entropy(outputs[mask], targets[mask]).item() / math.log(2)
+    assert objective.loss(outputs, targets, mask).item() == pytest.approx(masked, rel=1e-5)
+    metrics = objective.metrics()
+    objective.update(metrics, outputs, targets, mask)
+    assert metrics["bpc"].compute().item() == pytest.approx(masked, rel=1e-5)
+    expected_acc = (outputs[mask].argmax(-1) == targets[mask]).float().mean().item()
+    assert metrics["acc"].compute().item() == pytest.approx(expected_acc)
+
+
+def test_baseline_is_unigram_bits(tmp_path):
+    task = CharText(path=str(write_text_set(tmp_path, TRAIN, VALID, TEST)), seq_len=4)
+    counts = torch.bincount(task.ids["train"].long(), minlength=len(task.vocabulary)).double() + 1
+    p = counts / counts.sum()
+    expected = -p[task.ids["val"].long()].log2().mean().item()
+    assert task.spec.baseline == pytest.approx(expected) and task.spec.main_metric == "val/bpc"
+
+
+def test_explicit_files(tmp_path):
+    write_text_set(tmp_path, TRAIN, VALID, TEST, names=("a.txt", "b.txt", "c.txt"))
+    task = CharText(train_file=str(tmp_path / "a.txt"), val_file=str(tmp_path / "b.txt"),
+                    test_file=str(tmp_path / "c.txt"), seq_len=4)
+    assert task.files["val"].name == "b.txt"
