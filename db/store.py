@@ -16,12 +16,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import case, create_engine, delete, event, func, insert, inspect, select, text, update
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy import case, create_engine, delete, event, func, insert, select, update
+from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.schema import CreateIndex, CreateTable
 
+from db.schema_version import SchemaMismatch, ensure_current
+from db.schema_version import upgrade as upgrade_schema
 from db.records import ArtifactRecord, MetricPoint, RunDetail, RunSummary
 from db.schema import (
     MODES,
@@ -29,7 +30,6 @@ from db.schema import (
     STATUSES,
     TERMINAL_STATUSES,
     Artifact,
-    Base,
     Metric,
     Param,
     Run,
@@ -127,14 +127,29 @@ class Store:
             event.listen(engine, "connect", _set_sqlite_pragmas)
         try:
             with engine.begin() as conn:
-                _create_tables(conn)
+                ensure_current(conn)
             with engine.connect() as conn:  # a write that is rolled back: fails now if read-only
                 conn.execute(insert(Run).values(name="write-probe", hostname=""))
                 conn.rollback()
+        except SchemaMismatch as e:
+            engine.dispose()
+            raise StoreError(f"Cannot use the run database {self.display_url}: {e}.") from None
         except SQLAlchemyError as e:
             engine.dispose()
             raise self._error(_reason(e)) from e
         return engine
+
+    @staticmethod
+    def upgrade(url: str | None = None) -> tuple[str | None, str]:
+        """Migrate the store at `url` to this OrthoLab's schema (`ortholab db upgrade`); (before, after)."""
+        engine = create_engine(url or default_db_url())
+        try:
+            with engine.begin() as conn:
+                return upgrade_schema(conn)
+        except SQLAlchemyError as e:
+            raise StoreError(f"Cannot upgrade the run database {url}: {_reason(e)}.") from e
+        finally:
+            engine.dispose()
 
     def _error(self, reason: str) -> StoreError:
         return StoreError(f"Cannot use the run database {self.display_url}: {reason}; {FIX}.")
@@ -390,21 +405,6 @@ def _summary_fields(row: Mapping[str, Any]) -> dict[str, Any]:
         fields["best"] = fields["last"] = None
     fields["tags"] = tuple(fields["tags"] or ())
     return fields
-
-
-def _create_tables(conn: Connection) -> None:
-    """Create missing tables and indexes; IF NOT EXISTS makes it safe when several processes start at once.
-    Nullable columns added to the schema since a database was made are added to it (a store written by an
-    older OrthoLab keeps working)."""
-    for table in Base.metadata.sorted_tables:
-        conn.execute(CreateTable(table, if_not_exists=True))
-        for index in table.indexes:
-            conn.execute(CreateIndex(index, if_not_exists=True))
-        present = {column["name"] for column in inspect(conn).get_columns(table.name)}
-        for column in table.columns:
-            if column.name not in present and column.nullable:
-                kind = column.type.compile(dialect=conn.dialect)
-                conn.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}'))
 
 
 def _set_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

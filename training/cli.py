@@ -164,6 +164,8 @@ Train orthogonal/unitary RNNs and record every run in a SQL store.
                          list recorded runs
   list families|tasks|configs [--json]
                          what is registered
+  db upgrade|version [--db URL]
+                         migrate a store written by an older OrthoLab / show schema revisions
   dashboard [--db URL] [--port 8501] [--host 127.0.0.1]
                          the Streamlit dashboard (localhost only unless --host says otherwise)
 """
@@ -176,7 +178,7 @@ def main(argv: list[str] | None = None) -> None:
         print(TOP_HELP)
         return
     try:
-        if argv[0] in ("runs", "list", "dashboard"):
+        if argv[0] in ("runs", "list", "dashboard", "db"):
             from training.commands import run_command
 
             run_command(argv)
@@ -187,7 +189,7 @@ def main(argv: list[str] | None = None) -> None:
             OrthoLabCLI(args=argv if given else None)  # Lightning reads sys.argv itself
         else:
             raise ConfigError(f"unknown command {argv[0]!r}; use one of fit, validate, test, predict, runs, list, "
-                              f"dashboard")
+                              f"dashboard, db")
     except Exception as err:  # noqa: BLE001 - a user error anywhere in the chain is reported as one line
         user_error = _user_error(err)
         if user_error is None:

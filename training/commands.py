@@ -99,6 +99,10 @@ def run_command(argv: list[str]) -> None:
     board.add_argument("--host", default="127.0.0.1",
                        help="address to listen on; 0.0.0.0 exposes the dashboard to the network (put "
                             "authentication in front of it)")
+    database = sub.add_parser("db", help="manage the run store's schema")
+    database.add_argument("action", choices=["upgrade", "version"],
+                          help="upgrade: migrate the store to this OrthoLab's schema; version: show revisions")
+    database.add_argument("--db", default=None, help="SQLAlchemy URL (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
     lister = sub.add_parser("list", help="list registered families, tasks or configs")
     lister.add_argument("what", choices=["families", "tasks", "configs"])
     lister.add_argument("--db", default=None, help="accepted for symmetry; listing does not read the store")
@@ -109,6 +113,18 @@ def run_command(argv: list[str]) -> None:
         from app.launch import run_dashboard
 
         run_dashboard(args.db, port=args.port, host=args.host)  # replaces this process with the server
+        return
+    if args.command == "db":
+        from db import Store, default_db_url
+        from db.schema_version import head_revision
+
+        if args.action == "upgrade":
+            before, after = Store.upgrade(args.db)
+            print(f"{args.db or default_db_url()}: schema revision {before or 'none'} -> {after}")
+        else:
+            print(f"this OrthoLab's schema revision: {head_revision()}")
+            Store(args.db)  # raises, saying what to do, unless the store is at that revision
+            print(f"{args.db or default_db_url()}: at {head_revision()}")
         return
     if args.command == "runs":
         rows = runs_rows(args.db)
