@@ -20,7 +20,7 @@ from db.schema import Base
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 OUR_TABLES = frozenset(Base.metadata.tables)
-VERSION_TABLE = "alembic_version"
+VERSION_TABLE = "ortholab_schema_version"  # not Alembic's default name: Optuna keeps its own in the same store
 FIRST_REVISION = "0001"
 
 
@@ -40,13 +40,13 @@ def head_revision() -> str:
 
 
 def current_revision(connection: Connection) -> str | None:
-    return MigrationContext.configure(connection).get_current_revision()
+    return MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE}).get_current_revision()
 
 
 def ensure_current(connection: Connection) -> None:
     """Create a new store at the head revision, accept one at head, raise SchemaMismatch otherwise."""
     tables = set(inspect(connection).get_table_names())
-    if not tables & (OUR_TABLES | {VERSION_TABLE}):
+    if not tables & (OUR_TABLES | {VERSION_TABLE}):  # new, or someone else's (Optuna's tables come after ours)
         if tables:
             raise SchemaMismatch(f"it is not an OrthoLab store (it holds the tables {sorted(tables)}); "
                                  f"give a new file or an empty database")

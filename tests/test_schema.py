@@ -49,7 +49,7 @@ def test_a_store_from_a_newer_ortholab_is_refused(tmp_path):
     url = f"sqlite:///{tmp_path / 'new.db'}"
     Store(url)
     with create_engine(url).begin() as conn:
-        conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+        conn.execute(text("UPDATE ortholab_schema_version SET version_num = '9999'"))
     with pytest.raises(StoreError, match=r"newer OrthoLab \(schema revision 9999"):
         Store(url)
 

@@ -55,6 +55,7 @@ class OrthoLabCLI(LightningCLI):
                             help="SQLAlchemy URL of the run store (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
         parser.add_argument("--name", type=str | None, default=None,
                             help="run name in the store (default: the config file's name)")
+        parser.add_argument("--tags", type=list[str], default=[], help="labels stored with the run")
         parser.add_argument("--runs_dir", type=str, default="runs",
                             help="folder for run folders (checkpoints, config.yaml)")
         parser.add_argument("--resume", type=int | None, default=None,
@@ -76,7 +77,7 @@ class OrthoLabCLI(LightningCLI):
         config = self._subconfig()
         name = config.name or _name_from_config_files(config.get("config")) or self.model.hparams.family
         logger = SQLLogger(db_url=config.db, name=name, root_dir=config.runs_dir, stage=self.subcommand or "fit",
-                           run_id=config.resume)
+                           run_id=config.resume, tags=config.tags)
         configured = list(self._get(self.config_init, "trainer").get("callbacks") or [])
         extra = [GracefulInterrupt()]
         if config.trainer.enable_checkpointing is not False and not any(
@@ -164,6 +165,8 @@ Train orthogonal/unitary RNNs and record every run in a SQL store.
                          list recorded runs
   list families|tasks|configs [--json]
                          what is registered
+  sweep --config FILE --space SPACE.yaml --trials N [--workers K] [--sampler grid|random|tpe]
+                         hyperparameter search; every trial a recorded run tagged with the sweep
   db upgrade|version [--db URL]
                          migrate a store written by an older OrthoLab / show schema revisions
   dashboard [--db URL] [--port 8501] [--host 127.0.0.1]
@@ -178,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
         print(TOP_HELP)
         return
     try:
-        if argv[0] in ("runs", "list", "dashboard", "db"):
+        if argv[0] in ("runs", "list", "dashboard", "db", "sweep"):
             from training.commands import run_command
 
             run_command(argv)
@@ -189,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
             OrthoLabCLI(args=argv if given else None)  # Lightning reads sys.argv itself
         else:
             raise ConfigError(f"unknown command {argv[0]!r}; use one of fit, validate, test, predict, runs, list, "
-                              f"dashboard, db")
+                              f"dashboard, db, sweep")
     except Exception as err:  # noqa: BLE001 - a user error anywhere in the chain is reported as one line
         user_error = _user_error(err)
         if user_error is None:

@@ -99,6 +99,16 @@ def run_command(argv: list[str]) -> None:
     board.add_argument("--host", default="127.0.0.1",
                        help="address to listen on; 0.0.0.0 exposes the dashboard to the network (put "
                             "authentication in front of it)")
+    sweep = sub.add_parser("sweep", help="hyperparameter search through Optuna, every trial a recorded run; "
+                                         "other --key value flags apply to every trial (e.g. --trainer.max_steps)")
+    sweep.add_argument("--config", required=True, help="the config every trial starts from")
+    sweep.add_argument("--space", required=True, help="YAML: config keys -> list of choices or {low, high[, log]}")
+    sweep.add_argument("--trials", type=int, required=True, help="trials in all, over every worker")
+    sweep.add_argument("--workers", type=int, default=1, help="processes on this machine working on the sweep")
+    sweep.add_argument("--sampler", choices=["grid", "random", "tpe"], default="tpe")
+    sweep.add_argument("--name", default=None, help="the sweep's name; workers with the same name and store join it")
+    sweep.add_argument("--seed", type=int, default=0)
+    sweep.add_argument("--db", default=None, help="SQLAlchemy URL (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
     database = sub.add_parser("db", help="manage the run store's schema")
     database.add_argument("action", choices=["upgrade", "version"],
                           help="upgrade: migrate the store to this OrthoLab's schema; version: show revisions")
@@ -107,12 +117,21 @@ def run_command(argv: list[str]) -> None:
     lister.add_argument("what", choices=["families", "tasks", "configs"])
     lister.add_argument("--db", default=None, help="accepted for symmetry; listing does not read the store")
     lister.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "sweep":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
 
     if args.command == "dashboard":
         from app.launch import run_dashboard
 
         run_dashboard(args.db, port=args.port, host=args.host)  # replaces this process with the server
+        return
+    if args.command == "sweep":
+        from training.sweep import report, run_sweep
+
+        study = run_sweep(args.config, args.space, args.trials, db=args.db, name=args.name, sampler=args.sampler,
+                          seed=args.seed, workers=args.workers, extra=extra)
+        print(report(study))
         return
     if args.command == "db":
         from db import Store, default_db_url
