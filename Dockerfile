@@ -23,7 +23,8 @@ COPY models ./models
 COPY datamodules ./datamodules
 COPY db ./db
 COPY configs ./configs
-RUN pip install .
+COPY tools ./tools
+RUN pip install . && python tools/install_torchaudio.py
 
 RUN useradd --create-home --uid 1000 ortholab && mkdir -p /data && chown ortholab /data
 USER 1000

@@ -10,10 +10,11 @@ STAMP := $(VENV)/.installed
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml tools/install_torchaudio.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install "$(TORCH_SPEC)"
 	$(BIN)/python -m pip install -e ".[dev]"
+	$(BIN)/python tools/install_torchaudio.py
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -6,6 +6,7 @@ from datamodules.generation import SequenceGeneration
 from datamodules.mnist import PixelMNIST
 from datamodules.music import PolyphonicMusic
 from datamodules.spec import TaskSpec
+from datamodules.speech import SpeechPrediction
 from datamodules.text import CharText
 
 TASKS: dict[str, type[TaskDataModule]] = {
@@ -15,6 +16,7 @@ TASKS: dict[str, type[TaskDataModule]] = {
     "music": PolyphonicMusic,
     "text": CharText,
     "generation": SequenceGeneration,
+    "speech": SpeechPrediction,
 }
 
 __all__ = ["TASKS", "TaskDataModule", "TaskSpec"]

@@ -6,7 +6,8 @@
 | `phases`            | .npy float64 (n,): scuRNN's theta      | {}                                          |
 | `grad_norms`        | .npy float64 (T,): ||dL/dh_t|| over t  | {"probe_size": int}                         |
 | `hidden_trajectory` | .npy float32 (T, n): one probe's h_t   | {"unshifted": bool}                         |
-| `audio`             | WAV bytes (media_type audio/wav)       | {"utterance": str, "role": "reference" or "reconstruction", "sample_rate": int} |
+| `audio`             | WAV bytes (media_type audio/wav)       | {"utterance": str, "role": "reference", "reconstruction" or "baseline", "sample_rate": int, headline scores} |
+| `audio_scores`      | JSON: every utterance's scores and each failure's reason | {"split": str}            |
 
 Artifacts carry the training step (and epoch) at which they were taken.
 """
@@ -21,6 +22,7 @@ PHASES = "phases"
 GRAD_NORMS = "grad_norms"
 HIDDEN_TRAJECTORY = "hidden_trajectory"
 AUDIO = "audio"
+AUDIO_SCORES = "audio_scores"
 NPY_MEDIA_TYPE = "application/x-npy"
 
 

@@ -167,6 +167,8 @@ Train orthogonal/unitary RNNs and record every run in a SQL store.
                          what is registered
   sweep --config FILE --space SPACE.yaml --trials N [--workers K] [--sampler grid|random|tpe]
                          hyperparameter search; every trial a recorded run tagged with the sweep
+  evaluate-audio RUN_ID [--split val|test] [--utterances N] [--checkpoint best|last|PATH]
+                         SegSNR, STOI and PESQ of a speech run's reconstructions, recorded in the run
   db upgrade|version [--db URL]
                          migrate a store written by an older OrthoLab / show schema revisions
   dashboard [--db URL] [--port 8501] [--host 127.0.0.1]
@@ -181,7 +183,7 @@ def main(argv: list[str] | None = None) -> None:
         print(TOP_HELP)
         return
     try:
-        if argv[0] in ("runs", "list", "dashboard", "db", "sweep"):
+        if argv[0] in ("runs", "list", "dashboard", "db", "sweep", "evaluate-audio"):
             from training.commands import run_command
 
             run_command(argv)
@@ -192,7 +194,7 @@ def main(argv: list[str] | None = None) -> None:
             OrthoLabCLI(args=argv if given else None)  # Lightning reads sys.argv itself
         else:
             raise ConfigError(f"unknown command {argv[0]!r}; use one of fit, validate, test, predict, runs, list, "
-                              f"dashboard, db, sweep")
+                              f"dashboard, db, sweep, evaluate-audio")
     except Exception as err:  # noqa: BLE001 - a user error anywhere in the chain is reported as one line
         user_error = _user_error(err)
         if user_error is None:

@@ -109,6 +109,15 @@ def run_command(argv: list[str]) -> None:
     sweep.add_argument("--name", default=None, help="the sweep's name; workers with the same name and store join it")
     sweep.add_argument("--seed", type=int, default=0)
     sweep.add_argument("--db", default=None, help="SQLAlchemy URL (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
+    audio = sub.add_parser("evaluate-audio", help="score a stored speech run's checkpoint: SegSNR, STOI, PESQ "
+                                                  "of reconstructed audio, recorded in that run")
+    audio.add_argument("run_id", type=int)
+    audio.add_argument("--db", default=None, help="SQLAlchemy URL (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
+    audio.add_argument("--split", choices=["val", "test"], default="val")
+    audio.add_argument("--utterances", type=int, default=16, help="how many utterances to score (in order)")
+    audio.add_argument("--clips", type=int, default=3, help="how many of them to store as audio clips")
+    audio.add_argument("--checkpoint", default="best", help="'best', 'last' or a checkpoint path")
+    audio.add_argument("--method", choices=["true_phase", "griffin_lim"], default="true_phase")
     database = sub.add_parser("db", help="manage the run store's schema")
     database.add_argument("action", choices=["upgrade", "version"],
                           help="upgrade: migrate the store to this OrthoLab's schema; version: show revisions")
@@ -132,6 +141,13 @@ def run_command(argv: list[str]) -> None:
         study = run_sweep(args.config, args.space, args.trials, db=args.db, name=args.name, sampler=args.sampler,
                           seed=args.seed, workers=args.workers, extra=extra)
         print(report(study))
+        return
+    if args.command == "evaluate-audio":
+        from training.audio_eval import evaluate_run
+
+        report = evaluate_run(args.db, args.run_id, split=args.split, utterances=args.utterances, clips=args.clips,
+                              checkpoint=args.checkpoint, method=args.method)
+        print(report.summary())
         return
     if args.command == "db":
         from db import Store, default_db_url

@@ -1,10 +1,12 @@
 """Analysis callbacks that every run gets by default (each configurable, or replaced, in `trainer.callbacks`)."""
+from training.callbacks.audio import AudioEvaluation
 from training.callbacks.matrix import EigenvalueSnapshots, OrthogonalityDrift
 from training.callbacks.nan_guard import NaNGuard, NonFiniteError
 from training.callbacks.probes import GradientNormProfile, HiddenTrajectory
 from training.callbacks.timing import Timing
 
-ANALYSIS_CALLBACKS = (OrthogonalityDrift, EigenvalueSnapshots, GradientNormProfile, Timing, NaNGuard)
+ANALYSIS_CALLBACKS = (OrthogonalityDrift, EigenvalueSnapshots, GradientNormProfile, Timing, NaNGuard,
+                      AudioEvaluation)  # AudioEvaluation acts on speech tasks only
 
 
 def default_callbacks(configured: list) -> list:
@@ -13,5 +15,5 @@ def default_callbacks(configured: list) -> list:
     return [cls() for cls in ANALYSIS_CALLBACKS if cls not in present]
 
 
-__all__ = ["ANALYSIS_CALLBACKS", "EigenvalueSnapshots", "GradientNormProfile", "HiddenTrajectory", "NaNGuard",
+__all__ = ["ANALYSIS_CALLBACKS", "AudioEvaluation", "EigenvalueSnapshots", "GradientNormProfile", "HiddenTrajectory", "NaNGuard",
            "NonFiniteError", "OrthogonalityDrift", "Timing", "default_callbacks"]

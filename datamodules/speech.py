@@ -1,0 +1,189 @@
+"""Speech frame prediction (scoRNN 5.4, scuRNN 5.4, SRNN's TIMIT table; the experiment of Wisdom et al. 2016).
+
+Each utterance, resampled to 8 kHz, becomes log-magnitude STFT frames (256-sample periodic Hann window, hop 128,
+129 bins; `datamodules/spectral.py` states the framing and the log exactly; no normalisation). At step t the
+network reads frame t and predicts frame t + 1 (`target: next_frame`). `target: previous_frame` is expRNN's data
+as its README builds it (and SRNN's table uses): input frame t + 1, target frame t.
+
+Corpora (`datamodules/speech_corpora.py` says exactly which recordings go where):
+- `fsdd` (default, runs anywhere): Free Spoken Digit Dataset recordings of one speaker joined into utterances of
+  several seconds (STOI and PESQ need seconds, not single digits); `path` defaults to ../shared/data/fsdd.
+- `timit`: TIMIT as distributed (NIST SPHERE 16 kHz), SA excluded: 3,696 train / 400 dev / 192 core test.
+
+Minibatches are zero-padded to their longest utterance with a (B, T) mask of valid steps. Two MSE definitions:
+- `mse: valid_frames` (default): squared error summed over valid frames and the 129 bins, divided by their count
+  (expRNN's corrected loss); logged as `<stage>/mse_valid_frames`.
+- `mse: with_padding`: Wisdom et al.'s and scuRNN's: every batch is padded to the split's longest utterance and
+  the masked squared error is averaged over ALL padded entries (padding counts as zero error in the denominator),
+  so it is smaller than the other; logged as `<stage>/mse_with_padding`. Both are logged whichever trains.
+
+Features are computed once per split, kept in memory by the DataModule (a progress bar shows when this takes more
+than 3 s) and, with `cache_dir` set, saved there as `speech-<corpus>-<split>-<hash>.pt`: the hash covers every
+setting that shapes the features and each recording's path, size and modification time, so a changed file or
+setting computes afresh. The val and test splits also keep each utterance's waveform for audio evaluation.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from lightning.pytorch.utilities.rank_zero import rank_zero_warn
+from tqdm.auto import tqdm
+
+from datamodules.base import require_positive
+from datamodules.batching import Batch, GatheredTaskDataModule, RaggedSequences
+from datamodules.recordings import RecordingReader
+from datamodules.spec import TaskSpec
+from datamodules.spectral import SpectralFrames
+from datamodules.speech_corpora import (
+    FSDD_HOW_TO_OBTAIN,
+    FSDD_SPLITS,
+    TIMIT_HOW_TO_OBTAIN,
+    TIMIT_NAMINGS,
+    TIMIT_TRAIN_SETS,
+    UtteranceSource,
+    fsdd_splits,
+    timit_splits,
+)
+from datamodules.speech_split import SpeechSplit, cache_key
+from models.base import ConfigError
+
+DEFAULT_FSDD = "/work/shared/data/fsdd/recordings"
+CORPORA = ("fsdd", "timit")
+TARGETS = ("next_frame", "previous_frame")
+MSE_DEFINITIONS = {"valid_frames": ("frame_mse", "mse_valid_frames"),
+                   "with_padding": ("frame_mse_padded", "mse_with_padding")}  # -> (objective, logged metric)
+EVALUATION_SPLITS = ("val", "test")
+FEATURE_BATCH = 64  # utterances whose STFTs are computed as one batch
+
+
+class SpeechPrediction(GatheredTaskDataModule):
+    """Predict the next log-magnitude STFT frame of speech (FSDD by default, or TIMIT). See the module docstring.
+
+    corpus: 'fsdd' or 'timit'; path: FSDD's recordings/ folder (default /work/shared/data/fsdd/recordings) or
+    TIMIT's folder (holding TRAIN/ and TEST/). timit_naming: 'wisdom' (val = 400 dev, test = 192 core) or 'exprnn'
+    (swapped); timit_train: 'no_sa' (3,696) or 'exprnn_3640'. fsdd_split: 'index' or 'speaker';
+    recordings_per_utterance: FSDD recordings joined per utterance. framing / log_scale: see spectral.py.
+    target: 'next_frame' or 'previous_frame' (expRNN); mse: 'valid_frames' or 'with_padding' (Wisdom et al.).
+    max_utterances: keep only the first N utterances of every split (quick runs). cache_dir: where computed
+    features are saved (null: memory only). seed: FSDD's grouping and the training order.
+    """
+
+    def __init__(self, corpus: str = "fsdd", path: str | None = None, timit_naming: str = "wisdom",
+                 timit_train: str = "no_sa", fsdd_split: str = "index", fsdd_val_speakers: list[str] | None = None,
+                 fsdd_test_speakers: list[str] | None = None, recordings_per_utterance: int = 8,
+                 sample_rate: int = 8000, framing: str = "wisdom", log_scale: str = "db_power",
+                 target: str = "next_frame", mse: str = "valid_frames", max_utterances: int | None = None,
+                 cache_dir: str | None = None, seed: int = 5544, batch_size: int = 28,
+                 eval_batch_size: int | None = None, shuffle: bool = True, num_workers: int = 0):
+        super().__init__(batch_size, eval_batch_size, shuffle, num_workers)
+        choices = {"corpus": (corpus, CORPORA), "target": (target, TARGETS), "mse": (mse, tuple(MSE_DEFINITIONS)),
+                   "timit_naming": (timit_naming, TIMIT_NAMINGS), "timit_train": (timit_train, TIMIT_TRAIN_SETS),
+                   "fsdd_split": (fsdd_split, FSDD_SPLITS)}
+        for key, (value, allowed) in choices.items():
+            if value not in allowed:
+                raise ConfigError(f"data.{key} = {value!r}; choose one of {list(allowed)}")
+        if max_utterances is not None:
+            require_positive(max_utterances, "max_utterances")
+        self.corpus, self.target, self.mse = corpus, target, mse
+        if path is None:
+            path = DEFAULT_FSDD if corpus == "fsdd" else None  # TIMIT has no default: it is licensed
+        self.path = Path(path).expanduser() if path is not None else None
+        self.timit_naming, self.timit_train = timit_naming, timit_train
+        self.fsdd_split = fsdd_split
+        self.fsdd_val_speakers = list(fsdd_val_speakers or ["nicolas"])
+        self.fsdd_test_speakers = list(fsdd_test_speakers or ["theo"])
+        self.recordings_per_utterance = require_positive(recordings_per_utterance, "recordings_per_utterance")
+        self.reader = RecordingReader(sample_rate, FSDD_HOW_TO_OBTAIN if corpus == "fsdd" else TIMIT_HOW_TO_OBTAIN)
+        self.frames = SpectralFrames(framing=framing, log_scale=log_scale)
+        self.max_utterances = max_utterances
+        self.cache_dir = Path(cache_dir).expanduser() if cache_dir else None
+        self.seed = seed
+        self._sources: dict[str, list[UtteranceSource]] | None = None
+        self._speech: dict[str, SpeechSplit] = {}
+        objective, metric = MSE_DEFINITIONS[mse]
+        source = corpus.upper() if self.path is not None else f"{corpus.upper()} (set data.path)"
+        self.spec = TaskSpec(
+            name="speech", input_size=self.frames.bins, output_size=self.frames.bins, readout="every_step",
+            loss=objective, main_metric=f"val/{metric}", main_metric_mode="min", baseline=None,
+            description=f"{source} speech: predict the {target.replace('_', ' ')}'s {self.frames.bins} log-magnitudes "
+                        f"({log_scale}); MSE over {mse.replace('_', ' ')}",
+        )
+
+    @property
+    def sample_rate(self) -> int:
+        return self.reader.sample_rate
+
+    # which recordings -----------------------------------------------------------------------------------
+    def setup(self, stage: str) -> None:
+        self.sources()  # a missing or malformed corpus fails here, before training starts
+
+    def sources(self) -> dict[str, list[UtteranceSource]]:
+        """{split: utterances} of the corpus, cut to `max_utterances` (listed once, no audio read)."""
+        if self._sources is None:
+            if self.path is None:
+                raise ConfigError(f"data.path is not set: give TIMIT's folder; {TIMIT_HOW_TO_OBTAIN}")
+            if self.corpus == "timit":
+                splits, expected = timit_splits(self.path, self.timit_naming, self.timit_train)
+                found = {split: len(utterances) for split, utterances in splits.items()}
+                if found != expected:
+                    rank_zero_warn(f"TIMIT at {self.path}: {found} utterances per split, where the complete corpus "
+                                   f"gives {expected}; is the copy complete?")
+            else:
+                splits = fsdd_splits(self.path, self.fsdd_split, tuple(self.fsdd_val_speakers),
+                                     tuple(self.fsdd_test_speakers), self.recordings_per_utterance, self.seed)
+            self._sources = {split: utterances[:self.max_utterances] for split, utterances in splits.items()}
+        return self._sources
+
+    # features ------------------------------------------------------------------------------------------
+    def _settings(self, split: str) -> dict:
+        return {"corpus": self.corpus, "split": split, "frames": self.frames.__dict__, "rate": self.sample_rate,
+                "names": [u.name for u in self.sources()[split]], "keep_audio": split in EVALUATION_SPLITS}
+
+    def speech(self, split: str) -> SpeechSplit:
+        """The split's features (and, for val/test, waveforms): computed once, from the cache file when present."""
+        if split not in self._speech:
+            utterances = self.sources()[split]
+            cache = None
+            if self.cache_dir is not None:
+                key = cache_key(self._settings(split), (f for u in utterances for f in u.files))
+                cache = self.cache_dir / f"speech-{self.corpus}-{split}-{key}.pt"
+            loaded = SpeechSplit.load(cache) if cache is not None else None
+            self._speech[split] = loaded or self._compute(split, utterances)
+            if cache is not None and loaded is None:
+                self._speech[split].save(cache)
+        return self._speech[split]
+
+    def _compute(self, split: str, utterances: list[UtteranceSource]) -> SpeechSplit:
+        waveforms, features = [], []
+        with tqdm(total=len(utterances), desc=f"speech features ({self.corpus} {split})", unit="utt", delay=3,
+                  disable=None) as progress:
+            for first in range(0, len(utterances), FEATURE_BATCH):
+                chunk = [self.reader.join(u.files) for u in utterances[first:first + FEATURE_BATCH]]
+                waveforms += chunk
+                features += [self.frames.features(frames) for frames in self.frames.stft_many(chunk)]
+                progress.update(len(chunk))
+        return SpeechSplit.build([u.name for u in utterances], [[f.name for f in u.files] for u in utterances],
+                                 features, waveforms, self.sample_rate, keep_audio=split in EVALUATION_SPLITS)
+
+    # batches ---------------------------------------------------------------------------------------------
+    def make_dataset(self, split: str) -> RaggedSequences:
+        speech = self.speech(split)
+        steps = int(speech.lengths.max()) - 1  # predicted steps of the split's longest utterance
+
+        def finish(gathered: Batch) -> Batch:
+            inputs, targets, mask = gathered
+            if self.target == "previous_frame":  # expRNN: read frame t + 1, output frame t
+                inputs, targets = targets, inputs
+            if self.mse == "with_padding":  # Wisdom et al. pad every batch to the split's longest utterance
+                pad = steps - inputs.shape[1]
+                inputs, targets = (torch.nn.functional.pad(x, (0, 0, 0, pad)) for x in (inputs, targets))
+                mask = torch.nn.functional.pad(mask, (0, pad))
+            return inputs, targets, mask
+
+        return RaggedSequences(speech.features, speech.starts, speech.lengths, shift=1, finish=finish)
+
+    def make_split(self, split: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The whole split as one padded batch (inputs, targets, mask)."""
+        data = self.dataset(split)
+        return data.batch(range(len(data)))

@@ -1,0 +1,38 @@
+"""torchaudio, checked once: its pure-PyTorch transforms must work on this machine's torch.
+
+PyPI's torchaudio 2.11 wheel is built against CUDA torch; with a CPU torch its compiled extension
+(torchaudio/lib/*.so) fails to load and `import torchaudio` raises. torchaudio skips that extension when the
+files are absent, and the transforms the speech task uses (Spectrogram, InverseSpectrogram, GriffinLim,
+Resample) are plain PyTorch. `tools/install_torchaudio.py` installs it that way; this module checks the result
+on first use and says how to fix it when it does not work.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from models.base import ConfigError
+
+INSTALL_HINT = ("install it with `python tools/install_torchaudio.py` (torchaudio 2.11.0 without its compiled "
+                "CUDA extension; see README, 'torchaudio')")
+
+
+@functools.cache
+def torchaudio_transforms():
+    """`torchaudio.transforms`, after checking that the four transforms the speech task uses run here."""
+    try:
+        from torchaudio import transforms
+    except (ImportError, OSError) as err:  # OSError: the CUDA-linked extension failed to load
+        raise ConfigError(f"torchaudio is not usable here ({type(err).__name__}: {err}); {INSTALL_HINT}") from err
+    try:
+        signal = torch.sin(torch.arange(1024, dtype=torch.float32) * 0.05)
+        half = transforms.Resample(16000, 8000)(signal)
+        frames = transforms.Spectrogram(n_fft=64, hop_length=32, power=None)(half)
+        back = transforms.InverseSpectrogram(n_fft=64, hop_length=32)(frames, length=half.shape[-1])
+        transforms.GriffinLim(n_fft=64, hop_length=32, n_iter=2, power=1.0)(frames.abs())
+    except Exception as err:
+        raise ConfigError(f"torchaudio's transforms fail here ({type(err).__name__}: {err}); {INSTALL_HINT}") from err
+    if half.shape[-1] != 512 or not torch.allclose(back, half, atol=1e-4):
+        raise ConfigError(f"torchaudio's STFT round trip is wrong on this machine; {INSTALL_HINT}")
+    return transforms

@@ -1,0 +1,241 @@
+"""Audio evaluation: SegSNR against its definition, P.56 activity, STOI/PESQ extremes and failures, reconstruction,
+failure accounting, and `ortholab fit` / `test` / evaluate_run on FSDD recording metrics and clips in the store."""
+import io
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+import torch
+
+from datamodules.spectral import SpectralFrames
+from db import Store
+from db.artifacts import AUDIO
+from training.active_level import active_level
+from training.audio_eval import AUDIO_SCORES, AudioReport, UtteranceScores, evaluate_run
+from training.cli import main
+from training.reconstruction import copy_input_frames, estimated_frames, reconstruct
+from training.segsnr import segsnr_clamped, segsnr_voicebox
+from training.speech_quality import Score, metric_names, score_utterance
+
+FS = 8000
+FSDD = Path("/work/shared/data/fsdd/recordings")
+REPO = Path(__file__).resolve().parents[1]
+needs_fsdd = pytest.mark.skipif(not FSDD.is_dir(), reason=f"needs the Free Spoken Digit Dataset at {FSDD}")
+
+
+def speech(count: int = 8) -> np.ndarray:
+    """One FSDD speaker's first recordings joined: a few seconds of real speech at 8 kHz."""
+    files = sorted(FSDD.glob("*_jackson_*.wav"))[:count]
+    return np.concatenate([soundfile.read(str(f), dtype="float64")[0] for f in files])
+
+
+def at_snr(reference: np.ndarray, snr_db: float, seed: int = 0) -> np.ndarray:
+    """reference + white noise scaled so that sum r^2 / sum n^2 is exactly snr_db."""
+    noise = np.random.default_rng(seed).standard_normal(len(reference))
+    noise *= np.sqrt(np.sum(reference**2) / np.sum(noise**2) / 10 ** (snr_db / 10))
+    return reference + noise
+
+
+# SegSNR ------------------------------------------------------------------------------------------------
+def test_segsnr_of_identical_signals_is_the_definitions_cap():
+    r = np.random.default_rng(1).standard_normal(FS)
+    assert segsnr_voicebox(r, r, FS).segmental == 100.0  # v_snrseg: zero-error frames count +100 dB
+    assert segsnr_voicebox(r, r, FS, mode="wz").segmental == 100.0
+    assert segsnr_clamped(r, r, FS) == 35.0  # the clamped variant's upper limit
+
+
+@pytest.mark.parametrize("snr_db", [0.0, 10.0, 20.0])
+def test_segsnr_of_white_noise_at_a_known_snr(snr_db):
+    reference = np.random.default_rng(2).standard_normal(8 * FS) * 0.1  # stationary: every frame has that SNR
+    test = at_snr(reference, snr_db, seed=3)
+    assert segsnr_voicebox(test, reference, FS, mode="wz").segmental == pytest.approx(snr_db, abs=0.5)
+    assert segsnr_clamped(test, reference, FS) == pytest.approx(snr_db, abs=0.5)
+    default = segsnr_voicebox(test, reference, FS)  # 'Vq': the +-1 sample interpolation also removes some noise,
+    assert default.kept[2:].all()  # stationary noise is active speech to P.56 once its envelope has risen (20 ms)
+    assert snr_db <= default.segmental < snr_db + (1.6 if snr_db == 0 else 0.5)  # +1.5 dB at 0 dB, < 0.3 dB from 10
+
+
+def test_segsnr_frames_computed_by_hand():
+    fs = 400  # 10 ms frames of 4 samples
+    r = np.array([1.0, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 1, 1])
+    s = r + np.array([0.1, -0.1, 0.1, -0.1, 0, 0, 0, 0.2, 0.5, 0, 0, 0, 0, 0, 0, 0])
+    result = segsnr_voicebox(s, r, fs, mode="wz")
+    expected = [10 * np.log10(4 / 0.04), 10 * np.log10(16 / 0.04), -100.0, 100.0]  # silent reference; no error
+    assert np.allclose(result.frame_snr, expected) and result.segmental == pytest.approx(np.mean(expected))
+    assert result.global_snr == pytest.approx(10 * np.log10(24 / (0.04 + 0.04 + 0.25)))
+
+
+def test_segsnr_silent_frames_as_the_definition_says():
+    rng = np.random.default_rng(4)
+    reference = np.concatenate([rng.standard_normal(FS), np.zeros(FS), rng.standard_normal(FS)]) * 0.1
+    test = reference + 0.01 * rng.standard_normal(len(reference))  # 20 dB where the reference sounds
+    test[FS + 400:FS + 480] = 0.0  # one frame of silence in both signals (frame 5 of the silent second)
+    per_second = FS // 80
+    all_frames = segsnr_voicebox(test, reference, FS, mode="wz")
+    silent = all_frames.frame_snr[per_second:2 * per_second]
+    assert silent[5] == 100.0 and np.all(np.delete(silent, 5) == -100.0)  # no error wins; else silent -> -100
+    active = segsnr_voicebox(test, reference, FS)  # default: P.56 activity of the reference picks the frames
+    middle = slice(per_second + 30, 2 * per_second - 10)  # beyond the 200 ms hangover: dropped
+    hangover = slice(per_second + 6, per_second + 15)  # silent but within the hangover: kept, at -100 dB
+    assert not active.kept[middle].any() and active.kept[5:per_second - 5].all()
+    assert active.kept[hangover].all() and np.all(active.frame_snr[hangover] == -100.0)
+    assert active.frame_snr[per_second + 5] == 100.0  # silent in both: +100 ('q' aligns the frame's last sample)
+    assert active.segmental == pytest.approx(active.frame_snr[active.kept].mean())
+    sounding = active.kept & (active.frame_snr > -100)
+    assert active.frame_snr[sounding].mean() == pytest.approx(20.0, abs=0.6)
+    assert math.isnan(segsnr_voicebox(test, np.zeros_like(reference), FS).segmental)  # no active frame at all
+
+
+def test_segsnr_alignment_removes_a_one_sample_delay():
+    reference = np.random.default_rng(5).standard_normal(2 * FS)
+    delayed = np.concatenate([[0.0], reference[:-1]])  # s(i) = r(i - 1)
+    assert segsnr_voicebox(delayed, reference, FS, mode="wz").segmental < 5.0
+    assert segsnr_voicebox(delayed, reference, FS, mode="wq").segmental == 100.0  # 'q' interpolates it away
+
+
+def test_p56_activity_of_a_tone_burst():
+    t = np.arange(3 * FS) / FS
+    tone = 0.5 * np.sin(2 * np.pi * 1000 * t)
+    power_db = 10 * np.log10(0.125)
+    assert 10 * np.log10(active_level(tone, FS).level) == pytest.approx(power_db, abs=0.5)  # continuous: its power
+    signal = np.concatenate([tone[:FS], np.zeros(FS), tone[:FS]])
+    result = active_level(signal, FS)
+    # 2 s of tone; the 200 ms hangover and the envelope's decay count about 0.28 s more per burst as active
+    assert 10 * np.log10(result.level) == pytest.approx(power_db + 10 * np.log10(2 / 2.56), abs=0.3)
+    assert result.active[400:FS].all() and result.active[2 * FS + 400:].all()  # after the envelope's 30 ms rise
+    assert not result.active[FS + int(0.35 * FS):2 * FS].any()  # silence, after the 200 ms hangover and the decay
+    assert active_level(np.zeros(FS), FS).level == 0.0
+
+
+# STOI, PESQ and failures -----------------------------------------------------------------------------------
+@needs_fsdd
+def test_stoi_and_pesq_are_at_their_maxima_on_clean_speech_and_drop_when_degraded():
+    clean = speech()
+    perfect = score_utterance(clean, clean, FS)
+    assert perfect["stoi"].value == pytest.approx(1.0, abs=1e-6)
+    assert perfect["pesq_nb_mos_lqo"].value == pytest.approx(4.549, abs=0.01)  # MOS-LQO's narrow-band maximum
+    assert perfect["segsnr_voicebox"].value == 100.0 and perfect["segsnr_clamped_30ms"].value == 35.0
+    degraded = score_utterance(at_snr(clean, 0.0), clean, FS)
+    assert degraded["stoi"].value < 0.8 and degraded["pesq_nb_mos_lqo"].value < 2.0
+    assert degraded["segsnr_voicebox"].value < 5.0
+
+
+@needs_fsdd
+def test_silent_and_short_inputs_are_recorded_failures_not_crashes():
+    clean = speech(2)
+    silent_reference = score_utterance(clean, np.zeros_like(clean), FS)
+    assert set(silent_reference) == set(metric_names(FS))
+    assert all(not s.ok and s.reason == "the reference is silent" for s in silent_reference.values())
+    short = score_utterance(clean[:800], clean[:800], FS)  # 0.1 s
+    assert not short["pesq_nb_mos_lqo"].ok and "BufferTooShortError" in short["pesq_nb_mos_lqo"].reason
+    assert not short["stoi"].ok and "too short for STOI" in short["stoi"].reason
+    assert short["segsnr_voicebox"].ok  # 10 ms frames: 0.1 s is enough
+    silent_estimate = score_utterance(np.zeros_like(clean), clean, FS)
+    assert not silent_estimate["pesq_nb_mos_lqo"].ok and silent_estimate["pesq_nb_mos_lqo"].reason
+
+
+def test_report_excludes_failures_from_means_counts_them_and_keeps_reasons():
+    def scores(pesq: Score) -> dict:
+        return {"segsnr_voicebox": Score(5.0), "snr_global_voicebox": Score(6.0), "segsnr_clamped_30ms": Score(4.0),
+                "stoi": Score(0.5), "pesq_nb_mos_lqo": pesq}
+
+    utterances = [UtteranceScores("a", ["1.wav"], scores(Score(2.0)), scores(Score(3.0))),
+                  UtteranceScores("b", ["2.wav"], scores(Score(None, "BufferTooShortError: too short")),
+                                  scores(Score(1.0))),
+                  UtteranceScores("c", ["3.wav"], scores(Score(4.0)), scores(Score(2.0)))]
+    report = AudioReport("val", FS, "true_phase", "copy the previous frame", utterances, [])
+    points = report.metric_points()
+    assert points["val_audio/pesq_nb_mos_lqo"] == 3.0 and points["val_audio/n_failed_pesq_nb_mos_lqo_utterances"] == 1
+    assert points["val_audio_baseline/pesq_nb_mos_lqo"] == 2.0 and points["val_audio/n_utterances"] == 3
+    assert math.isnan(points["val_audio/pesq_nb_mos_lqo/b"]) and points["val_audio/pesq_nb_mos_lqo/c"] == 4.0
+    table = json.loads(json.dumps(report.table(), allow_nan=False))
+    assert table["utterances"][1]["failures"]["model"] == {"pesq_nb_mos_lqo": "BufferTooShortError: too short"}
+    assert table["failed"]["model"]["pesq_nb_mos_lqo"] == 1 and table["means"]["model"]["stoi"] == 0.5
+    assert "1 failed" in report.summary()
+
+
+# reconstruction ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("framing", ["wisdom", "centered"])
+@pytest.mark.parametrize("log_scale", ["db_power", "log1p_magnitude"])
+def test_reconstruction_from_true_magnitudes_and_phase_returns_the_original(framing, log_scale):
+    waveform = torch.from_numpy(np.random.default_rng(6).standard_normal(5000) * 0.3).float()
+    frames = SpectralFrames(framing=framing, log_scale=log_scale)
+    rebuilt = reconstruct(frames, frames.features(frames.stft(waveform)), waveform)
+    assert rebuilt.shape == waveform.shape
+    assert torch.allclose(rebuilt[256:-256], waveform[256:-256], atol=1e-5)
+
+
+def test_estimates_keep_the_one_frame_a_model_cannot_predict():
+    true = torch.arange(12.0).reshape(4, 3)
+    predicted = torch.full((3, 3), -1.0)
+    assert torch.equal(estimated_frames(true, predicted, "next_frame"), torch.cat([true[:1], predicted]))
+    assert torch.equal(estimated_frames(true, predicted, "previous_frame"), torch.cat([predicted, true[-1:]]))
+    assert torch.equal(copy_input_frames(true, "next_frame"), torch.cat([true[:1], true[:-1]]))  # repeat previous
+
+
+@needs_fsdd
+def test_griffin_lim_reconstruction_matches_the_magnitudes():
+    waveform = torch.from_numpy(speech(4)).float()
+    frames = SpectralFrames()
+    rebuilt = reconstruct(frames, frames.features(frames.stft(waveform)), waveform, method="griffin_lim")
+    target, achieved = frames.stft(waveform).abs(), frames.stft(rebuilt).abs()
+    assert rebuilt.shape == waveform.shape and float((achieved - target).norm() / target.norm()) < 0.2
+
+
+# end to end --------------------------------------------------------------------------------------------------
+@needs_fsdd
+def test_fit_test_and_evaluate_run_on_fsdd_record_scores_and_clips(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    tiny = ["--config", str(REPO / "configs" / "demo" / "speech_fsdd_scornn.yaml"), "--db", db,
+            "--data.path", str(FSDD), "--data.max_utterances", "3", "--data.batch_size", "3",
+            "--model.hidden_size", "8", "--model.family_args", "{rho: 1}", "--trainer.max_steps", "2",
+            "--model.optimizers", "{default: {name: adam, lr: 1.0e-3}}",  # 2 small steps: predictions stay finite
+            "--trainer.check_val_every_n_epoch", "1", "--trainer.enable_progress_bar", "false",
+            "--trainer.enable_model_summary", "false", "--analysis", "false",
+            "--trainer.callbacks", ("[{class_path: training.callbacks.audio.AudioEvaluation, "
+                                    "init_args: {utterances: 2, clips: 1}}]")]
+    main(["fit", *tiny])
+    assert "Audio evaluation on 2 val utterances" in capsys.readouterr().out
+    store = Store(db)
+    (run,) = store.list_runs()
+    keys = set(store.metric_keys(run.id))
+    for metric in ("segsnr_voicebox", "segsnr_clamped_30ms", "stoi", "pesq_nb_mos_lqo"):
+        assert f"val_audio/{metric}" in keys and f"val_audio_baseline/{metric}" in keys
+        failed = store.metric_series(run.id, f"val_audio/n_failed_{metric}_utterances")[0].value
+        assert failed == 0, json.loads(store.artifact_data(store.artifacts(run.id, AUDIO_SCORES)[0].id))["utterances"]
+    points = store.metric_series(run.id, "val_audio/stoi")
+    assert [p.step for p in points] == [2] and 0.0 < points[0].value <= 1.0
+    clips = {a.meta["role"]: a for a in store.artifacts(run.id, AUDIO)}
+    assert set(clips) == {"reference", "reconstruction", "baseline"}
+    samples, rate = soundfile.read(io.BytesIO(store.artifact_data(clips["reference"].id)))
+    assert rate == FS == clips["reference"].meta["sample_rate"] and clips["reconstruction"].meta["stoi"] > 0
+    utterance = clips["reference"].meta["utterance"]
+    original = np.concatenate([soundfile.read(str(FSDD / name))[0]
+                               for name in json.loads(store.artifact_data(store.artifacts(run.id, AUDIO_SCORES)[0].id))
+                               ["utterances"][0]["sources"]])
+    assert utterance.startswith("george-val-") and np.allclose(samples, original, atol=1 / 32768)  # levels kept
+
+    last = Path(store.get_run(run.id).run_dir) / "checkpoints"
+    main(["test", *tiny, "--ckpt_path", str(last / "last.ckpt")])
+    (tested,) = [r for r in store.list_runs() if r.stage == "test"]
+    test_step = store.metric_series(tested.id, "test/mse_valid_frames")[0].step  # a test run's step, as Lightning's
+    assert store.metric_series(tested.id, "test_audio/pesq_nb_mos_lqo")[0].step == test_step
+    assert {a.meta["role"] for a in store.artifacts(tested.id, AUDIO)} == {"reference", "reconstruction", "baseline"}
+
+    report = evaluate_run(db, run.id, split="test", utterances=1, clips=0, checkpoint="last")
+    assert len(report.utterances) == 1
+    assert store.metric_series(run.id, "test_audio/segsnr_voicebox")[0].step == 2
+
+
+def test_clips_keep_levels_and_count_what_had_to_be_clipped():
+    from training.audio_eval import wav_bytes
+
+    samples = np.array([0.5, -0.25, 1.5, -2.0, np.inf, np.nan, 0.0])
+    data, clipped = wav_bytes(samples, FS)
+    decoded, rate = soundfile.read(io.BytesIO(data))
+    assert rate == FS and clipped == 4
+    assert np.allclose(decoded, [0.5, -0.25, 32767 / 32768, -1.0, 0.0, 0.0, 0.0], atol=1 / 32768)

@@ -1,0 +1,279 @@
+"""Audio evaluation of speech models (scoRNN 5.4 after Wisdom et al. 2016): reconstruct waveforms from predicted
+log-magnitudes, score them against the original, store the scores and a few clips with the run.
+
+For the first N utterances of a split (in order), the model's predictions and the "copy the input frame" baseline
+are turned into waveforms (training/reconstruction.py) and scored against the original waveform
+(training/speech_quality.py). What is recorded, at the training step of the weights evaluated:
+- metric points `<split>_audio/<metric>`: the mean over the utterances that could be scored, and
+  `<split>_audio/n_failed_<metric>_utterances` how many could not (their reasons are in the scores artifact);
+  `<split>_audio/n_utterances`; the baseline's means as `<split>_audio_baseline/<metric>`;
+- per utterance (unless switched off): `<split>_audio/<metric>/<utterance>` and the baseline's
+  `<split>_audio_baseline/<metric>/<utterance>`, NaN where the utterance failed;
+- an `audio_scores` artifact (JSON): every utterance's scores of both, each failure with its reason;
+- `audio` artifacts (WAV, 16-bit PCM, samples written as they are: levels kept, clipped only outside [-1, 1),
+  the count of clipped samples in meta) for the first `clips` utterances: roles `reference` (the original),
+  `reconstruction` (the model) and `baseline`, each with meta utterance / role / sample_rate and the clip's
+  scores.
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import soundfile
+import torch
+
+from datamodules.speech import SpeechPrediction
+from db.artifacts import AUDIO, AUDIO_SCORES
+from models.base import ConfigError
+from training.reconstruction import METHODS, copy_input_frames, estimated_frames, reconstruct
+from training.speech_quality import Score, metric_names, score_utterance
+
+JSON_MEDIA_TYPE = "application/json"
+WAV_MEDIA_TYPE = "audio/wav"
+HEADLINE = ("segsnr_voicebox", "stoi", "pesq_nb_mos_lqo", "pesq_wb_mos_lqo")  # the scoRNN paper's Table 2 metrics
+BASELINES = {"next_frame": "copy the previous frame", "previous_frame": "copy the next frame"}
+
+
+@dataclass
+class UtteranceScores:
+    name: str
+    sources: list[str]
+    model: dict[str, Score]
+    baseline: dict[str, Score]
+
+
+@dataclass
+class Clip:
+    utterance: str
+    role: str  # reference | reconstruction | baseline
+    waveform: np.ndarray
+    scores: dict[str, Score] = field(default_factory=dict)
+
+
+@dataclass
+class AudioReport:
+    split: str
+    sample_rate: int
+    method: str
+    baseline: str  # what the baseline predictor does
+    utterances: list[UtteranceScores]
+    clips: list[Clip]
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        return metric_names(self.sample_rate)
+
+    def mean(self, metric: str, who: str = "model") -> tuple[float | None, int]:
+        """(mean over the utterances that were scored or None, how many failed)."""
+        scores = [getattr(u, who)[metric] for u in self.utterances]
+        values = [s.value for s in scores if s.ok]
+        return (float(np.mean(values)) if values else None), len(scores) - len(values)
+
+    def metric_points(self, per_utterance: bool = True) -> dict[str, float]:
+        points = {f"{self.split}_audio/n_utterances": float(len(self.utterances))}
+        for who, prefix in (("model", f"{self.split}_audio"), ("baseline", f"{self.split}_audio_baseline")):
+            for metric in self.metrics:
+                mean, failed = self.mean(metric, who)
+                if mean is not None:
+                    points[f"{prefix}/{metric}"] = mean
+                if who == "model":
+                    points[f"{prefix}/n_failed_{metric}_utterances"] = float(failed)
+                if per_utterance:
+                    for u in self.utterances:
+                        score = getattr(u, who)[metric]
+                        points[f"{prefix}/{metric}/{u.name}"] = score.value if score.ok else math.nan
+        return points
+
+    def table(self) -> dict:
+        """Everything, as JSON: per utterance the scores of model and baseline and each failure's reason."""
+        def values(scores):
+            return {m: _json_number(s.value) for m, s in scores.items()}
+
+        def reasons(scores):
+            return {m: s.reason for m, s in scores.items() if not s.ok}
+
+        return {
+            "split": self.split, "sample_rate": self.sample_rate, "reconstruction": self.method,
+            "baseline": self.baseline, "metrics": list(self.metrics),
+            "means": {who: {m: _json_number(self.mean(m, who)[0]) for m in self.metrics}
+                      for who in ("model", "baseline")},
+            "failed": {who: {m: self.mean(m, who)[1] for m in self.metrics} for who in ("model", "baseline")},
+            "utterances": [{"utterance": u.name, "sources": u.sources, "model": values(u.model),
+                            "baseline": values(u.baseline), "failures": {"model": reasons(u.model),
+                                                                         "baseline": reasons(u.baseline)}}
+                           for u in self.utterances],
+        }
+
+    def summary(self) -> str:
+        def line(who):
+            parts = []
+            for metric in self.metrics:
+                mean, failed = self.mean(metric, who)
+                text = "n/a" if mean is None else f"{mean:.3g}"
+                parts.append(f"{metric} {text}" + (f" ({failed} failed)" if failed else ""))
+            return ", ".join(parts)
+
+        return (f"Audio evaluation on {len(self.utterances)} {self.split} utterances ({self.method.replace('_', ' ')} "
+                f"reconstruction): {line('model')}\n  baseline ({self.baseline}): {line('baseline')}")
+
+
+def _json_number(value: float | None) -> float | None:
+    """JSON has no infinity or NaN: those become null (e.g. the global SNR of a perfect reconstruction, +inf)."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+# computing ---------------------------------------------------------------------------------------------------
+@torch.no_grad()
+def predict(module: torch.nn.Module, datamodule: SpeechPrediction, split: str, count: int) -> list[torch.Tensor]:
+    """The model's outputs at the valid steps of the split's first `count` utterances, (T_i - 1, bins) each."""
+    data = datamodule.dataset(split)
+    was_training = module.training
+    module.eval()
+    device = next(module.parameters()).device
+    outputs = []
+    try:
+        for first in range(0, count, datamodule.eval_batch_size):
+            inputs, _, mask = data.batch(range(first, min(first + datamodule.eval_batch_size, count)))
+            predicted = module(inputs.to(device)).float().cpu()
+            outputs += [p[:int(m.sum())] for p, m in zip(predicted, mask, strict=True)]
+    finally:
+        module.train(was_training)
+    return outputs
+
+
+def evaluate_split(module: torch.nn.Module, datamodule: SpeechPrediction, split: str = "val",
+                   utterances: int | None = 16, clips: int = 3, method: str = "true_phase") -> AudioReport:
+    """Reconstruct and score the first `utterances` (None: all) of `split`; keep `clips` of them as audio."""
+    if method not in METHODS:
+        raise ConfigError(f"audio evaluation method {method!r}; choose one of {list(METHODS)}")
+    speech = datamodule.speech(split)
+    count = len(speech) if utterances is None else min(utterances, len(speech))
+    fs = speech.sample_rate
+    report = AudioReport(split, fs, method, BASELINES[datamodule.target], [], [])
+    for index, predicted in enumerate(predict(module, datamodule, split, count)):
+        true, waveform = speech.frames_of(index), speech.waveform(index)
+        estimates = {"reconstruction": estimated_frames(true, predicted, datamodule.target),
+                     "baseline": copy_input_frames(true, datamodule.target)}
+        audio = {role: reconstruct(datamodule.frames, frames, waveform, method).numpy()
+                 for role, frames in estimates.items()}
+        reference = waveform.numpy()
+        scores = {role: score_utterance(samples, reference, fs) for role, samples in audio.items()}
+        name = speech.names[index]
+        report.utterances.append(UtteranceScores(name, speech.sources[index], scores["reconstruction"],
+                                                 scores["baseline"]))
+        if index < clips:
+            report.clips += [Clip(name, "reference", reference),
+                             *(Clip(name, role, audio[role], scores[role]) for role in audio)]
+    return report
+
+
+def wav_bytes(waveform: np.ndarray, sample_rate: int) -> tuple[bytes, int]:
+    """16-bit PCM WAV of the samples as they are (no normalisation), and how many had to be clipped (samples
+    outside [-1, 1), and non-finite ones, written as 0)."""
+    top = 32767 / 32768
+    clipped = int(np.count_nonzero(~((waveform >= -1.0) & (waveform <= top))))
+    samples = np.clip(np.nan_to_num(waveform, nan=0.0, posinf=0.0, neginf=0.0), -1.0, top)
+    buffer = io.BytesIO()
+    soundfile.write(buffer, samples, sample_rate, format="WAV", subtype="PCM_16")
+    return buffer.getvalue(), clipped
+
+
+# recording ---------------------------------------------------------------------------------------------------
+class Recorder(Protocol):
+    def metrics(self, values: dict[str, float], step: int) -> None: ...
+
+    def artifact(self, kind: str, name: str, step: int, data: bytes, meta: dict, media_type: str) -> None: ...
+
+
+class StoreRecorder:
+    """Writes straight into a run of the store (for a stored checkpoint, outside training)."""
+
+    def __init__(self, store, run_id: int, epoch: int | None = None):
+        self.store, self.run_id, self.epoch = store, run_id, epoch
+
+    def metrics(self, values, step):
+        self.store.log_metrics(self.run_id, values, step=step, epoch=self.epoch)
+
+    def artifact(self, kind, name, step, data, meta, media_type):
+        self.store.add_artifact(self.run_id, kind, name, step=step, epoch=self.epoch, data=data, meta=meta,
+                                media_type=media_type)
+
+
+def record_report(report: AudioReport, recorder: Recorder, step: int, per_utterance: bool = True) -> None:
+    recorder.metrics(report.metric_points(per_utterance), step)
+    table = report.table()
+    meta = {"split": report.split, "utterances": len(report.utterances), "reconstruction": report.method,
+            "failed": table["failed"]}
+    recorder.artifact(AUDIO_SCORES, f"{report.split}/scores", step, json.dumps(table, allow_nan=False).encode(), meta,
+                      JSON_MEDIA_TYPE)
+    for clip in report.clips:
+        data, clipped = wav_bytes(clip.waveform, report.sample_rate)
+        meta = {"utterance": clip.utterance, "role": clip.role, "sample_rate": report.sample_rate,
+                "split": report.split, "reconstruction": report.method, "clipped_samples": clipped}
+        if clip.role == "baseline":
+            meta["baseline"] = report.baseline
+        # the headline scores as top-level keys (the dashboard shows them per clip); all of them under "scores"
+        meta.update({m: _json_number(s.value) for m, s in clip.scores.items() if m in HEADLINE and s.ok})
+        if clip.scores:
+            meta["scores"] = {m: _json_number(s.value) for m, s in clip.scores.items()}
+            meta["failures"] = {m: s.reason for m, s in clip.scores.items() if not s.ok}
+        recorder.artifact(AUDIO, f"{report.split}/{clip.utterance}/{clip.role}", step, data, meta, WAV_MEDIA_TYPE)
+
+
+# a stored run ------------------------------------------------------------------------------------------------
+def _checkpoint_of(run_dir: Path, checkpoint: str) -> Path:
+    """The run's checkpoint: 'last', 'best' (the best-step file ModelCheckpoint kept), or a path."""
+    folder = run_dir / "checkpoints"
+    if checkpoint == "last":
+        path = folder / "last.ckpt"
+    elif checkpoint == "best":
+        best = sorted(folder.glob("best-step*.ckpt"), key=lambda p: p.stat().st_mtime)
+        path = best[-1] if best else folder / "best-step<k>.ckpt"
+    else:
+        path = Path(checkpoint)
+    if not path.is_file():
+        raise ConfigError(f"no checkpoint {path}; the run folder holds {sorted(p.name for p in folder.glob('*.ckpt'))}"
+                          f" (choose --checkpoint last, best or a path)")
+    return path
+
+
+def _datamodule_from_config(config: dict, run_id: int) -> SpeechPrediction:
+    import importlib
+
+    data = (config or {}).get("data") or {}
+    class_path = data.get("class_path", "")
+    module_name, _, class_name = class_path.rpartition(".")
+    cls = getattr(importlib.import_module(module_name), class_name, None) if module_name else None
+    if cls is None or not issubclass(cls, SpeechPrediction):
+        raise ConfigError(f"run {run_id} trained data.class_path = {class_path!r}; audio evaluation needs the speech "
+                          f"task (datamodules.SpeechPrediction)")
+    return cls(**(data.get("init_args") or {}))
+
+
+def evaluate_run(db_url: str | None, run_id: int, split: str = "val", utterances: int | None = 16, clips: int = 3,
+                 checkpoint: str = "best", method: str = "true_phase", per_utterance: bool = True) -> AudioReport:
+    """`ortholab evaluate-audio RUN_ID`: score a stored speech run's checkpoint on `split` and record the results
+    in that run at the checkpoint's training step (see the module docstring for what is recorded)."""
+    from db import Store
+    from training.module import RecurrentModule
+
+    if split not in ("val", "test"):
+        raise ConfigError(f"--split {split!r}; audio evaluation runs on 'val' or 'test'")
+    store = Store(db_url)
+    run = store.get_run(run_id)  # StoreError naming the id when there is none
+    if not run.run_dir:
+        raise ConfigError(f"run {run_id} has no run folder recorded, so no checkpoint to evaluate")
+    path = _checkpoint_of(Path(run.run_dir), checkpoint)
+    datamodule = _datamodule_from_config(run.config, run_id)
+    module = RecurrentModule.load_from_checkpoint(path, map_location="cpu")
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    report = evaluate_split(module, datamodule, split, utterances, clips, method)
+    record_report(report, StoreRecorder(store, run_id, state.get("epoch")), int(state.get("global_step", 0)),
+                  per_utterance)
+    return report
