@@ -15,54 +15,50 @@ from torch.optim import Optimizer
 from models.base import ConfigError
 
 
-class RMSpropTF(Optimizer):
+class _PerParameterOptimizer(Optimizer):
+    """An optimizer whose update of each parameter reads only its own gradient and state (`update`)."""
+
+    def update(self, p: torch.Tensor, grad: torch.Tensor, state: dict, group: dict) -> None:
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self.update(p, p.grad, self.state[p], group)
+        return loss
+
+
+class RMSpropTF(_PerParameterOptimizer):
     """ms <- decay ms + (1 - decay) g^2;  p <- p - lr g / sqrt(ms + eps), ms starting at `initial_accumulator`."""
 
     def __init__(self, params: Iterable, lr: float = 1e-3, decay: float = 0.9, eps: float = 1e-10,
                  initial_accumulator: float = 1.0):
         super().__init__(params, dict(lr=lr, decay=decay, eps=eps, initial_accumulator=initial_accumulator))
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["mean_square"] = torch.full_like(p, group["initial_accumulator"])
-                ms = state["mean_square"]
-                ms.mul_(group["decay"]).addcmul_(p.grad, p.grad, value=1 - group["decay"])
-                p.addcdiv_(p.grad, (ms + group["eps"]).sqrt_(), value=-group["lr"])
-        return loss
+    def update(self, p, grad, state, group):
+        if not state:
+            state["mean_square"] = torch.full_like(p, group["initial_accumulator"])
+        ms = state["mean_square"].mul_(group["decay"]).addcmul_(grad, grad, value=1 - group["decay"])
+        p.addcdiv_(grad, (ms + group["eps"]).sqrt_(), value=-group["lr"])
 
 
-class AdagradTF(Optimizer):
+class AdagradTF(_PerParameterOptimizer):
     """acc <- acc + g^2;  p <- p - lr g / sqrt(acc), acc starting at `initial_accumulator` (TF1: 0.1, no epsilon)."""
 
     def __init__(self, params: Iterable, lr: float = 1e-3, initial_accumulator: float = 0.1):
         super().__init__(params, dict(lr=lr, initial_accumulator=initial_accumulator))
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["accumulator"] = torch.full_like(p, group["initial_accumulator"])
-                acc = state["accumulator"].addcmul_(p.grad, p.grad)
-                p.addcdiv_(p.grad, acc.sqrt(), value=-group["lr"])
-        return loss
+    def update(self, p, grad, state, group):
+        if not state:
+            state["accumulator"] = torch.full_like(p, group["initial_accumulator"])
+        acc = state["accumulator"].addcmul_(grad, grad)
+        p.addcdiv_(grad, acc.sqrt(), value=-group["lr"])
 
 
 OPTIMIZERS: dict[str, type[Optimizer]] = {
