@@ -2,10 +2,12 @@
 from models.base import ConfigError, RecurrentLayer
 from models.gated import GRU, LSTM, RNN
 from models.scornn import ScoRNN
+from models.scurnn import ScuRNN
 from models.sequence import SequenceModel
 
 FAMILIES: dict[str, type[RecurrentLayer]] = {
     "scornn": ScoRNN,
+    "scurnn": ScuRNN,
     "lstm": LSTM,
     "gru": GRU,
     "rnn": RNN,

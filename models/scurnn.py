@@ -1,0 +1,63 @@
+"""scuRNN: h_t = sigma_eps(U x_t + W h_{t-1}, b) with unitary W = (I + A)^-1 (I - A) diag(e^{i theta})
+(Maduranga, Helfrich, Ye 2019)."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from models.base import ConfigError, RecurrentLayer
+from models.complex_recurrence import complex_modrelu_recurrence
+from models.unitary import GRADIENTS, INITS, ComplexScaledCayley
+
+
+class ScuRNN(RecurrentLayer):
+    """Scaled Cayley unitary RNN: complex hidden state, real readout of [Re h, Im h] (output_size = 2n).
+
+    init: 'henaff' (Re A in 2x2 blocks, t_j ~ U[0, pi/2]: the paper, and the copying/MNIST code), 'henaff_2pi'
+    (t_j ~ U[0, 2 pi], as scuRNN_adding.py) or 'zeros'; Im A = 0 and theta ~ U[0, 2 pi) in every case.
+    a_gradient: 'theorem2' (A is stepped by Theorem 2's dL/dconj(A), as the paper and the official code) or
+    'coordinates' (by the plain gradient of A's free real coordinates, twice as large off the diagonal).
+    Parameter groups: `recurrent` (A's n^2 real coordinates), `scaling` (theta), `other` (U, b, h0).
+    """
+
+    supports_state_offsets = True
+
+    def __init__(self, input_size: int, hidden_size: int, init: str = "henaff", a_gradient: str = "theorem2"):
+        super().__init__(input_size, hidden_size)
+        if init not in INITS:
+            raise ConfigError(f"model.family_args.init = {init!r} is not an initialisation of A; choose one of "
+                              f"{sorted(INITS)}")
+        if a_gradient not in GRADIENTS:
+            raise ConfigError(f"model.family_args.a_gradient = {a_gradient!r}; choose 'theorem2' (the paper's and "
+                              f"the official code's step) or 'coordinates'")
+        n = hidden_size
+        self.output_size = 2 * n
+        self.cayley = ComplexScaledCayley(n, init=init, gradient=a_gradient)
+        # complex U as the real [Re U; Im U] (2n, m), Glorot-uniform over that shape as the code's [m, 2n] variable
+        self.input_weight = nn.Parameter(nn.init.xavier_uniform_(torch.empty(2 * n, input_size)))
+        self.bias = nn.Parameter(torch.empty(n).uniform_(-0.01, 0.01))  # modReLU bias, one per complex unit
+        self.h0 = nn.Parameter(torch.empty(2 * n).uniform_(-0.01, 0.01))  # [Re h0 | Im h0], trainable (paper Sec. 4)
+
+    def recurrent_matrix(self) -> torch.Tensor:
+        return self.cayley()
+
+    def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
+        return {"recurrent": [self.cayley.real_upper, self.cayley.imag_upper], "scaling": [self.cayley.theta],
+                "other": [self.input_weight, self.bias, self.h0]}
+
+    def nonfinite_hint(self) -> str | None:
+        if bool((self.bias > 0).any()):
+            return ("modReLU biases b > 0 with small |z| give derivatives up to ~b / sqrt(eps) (scuRNN Theorem 4, "
+                    "the paper's NaNs on MNIST): lower model.optimizers.other.lr, or model.optimizers.recurrent.lr")
+        return None
+
+    def snapshot_arrays(self) -> dict[str, torch.Tensor]:
+        """D's phases theta, stored by the eigenvalue callback as a `phases` artifact."""
+        return {"phases": self.cayley.theta}
+
+    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
+        w = self.cayley()  # formed once per forward pass, not per step
+        u = torch.matmul(x.transpose(0, 1), self.input_weight.t())  # (T, B, 2n): U x_t for all steps at once
+        h0 = self.h0.expand(x.shape[0], -1)
+        offsets = None if state_offsets is None else state_offsets.transpose(0, 1)
+        return complex_modrelu_recurrence(u, w.real, w.imag, self.bias, h0, offsets).transpose(0, 1)

@@ -1,0 +1,135 @@
+"""The complex scaled Cayley transform W = (I + A)^-1 (I - A) D (scuRNN paper, Section 3).
+
+A is skew-Hermitian (A^H = -A) and D = diag(e^{i theta}). A is stored as n^2 free real numbers: the real
+parts of its strict upper triangle (x) and the imaginary parts of its upper triangle with the diagonal
+(y, z), so A_jk = x + iy, A_kj = -x + iy (j < k), A_jj = iz, and an optimizer steps real and imaginary
+parts separately, as the paper requires for RMSProp, Adam and Adagrad.
+
+Theorem 2 gives the steepest-descent direction Gamma = dL/dconj(A) = C^T - conj(C). It is the gradient of L
+on skew-Hermitian matrices for the real inner product Re tr(X^H Y): dL = Re tr(Gamma^H dA). So for the free
+coordinates dL/dx = 2 Re Gamma_jk, dL/dy = 2 Im Gamma_jk (j < k) and dL/dz = Im Gamma_jj. The paper and the
+official code step A by Gamma itself, i.e. half the coordinate gradient off the diagonal
+(`gradient="theorem2"`, the default); `gradient="coordinates"` steps by the plain coordinate gradient.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def skew_hermitian(real_upper: torch.Tensor, imag_upper: torch.Tensor, n: int) -> torch.Tensor:
+    """A = X + iY: X skew-symmetric from its strict upper triangle, Y symmetric from its upper triangle (row-major)."""
+    rows, cols = torch.triu_indices(n, n, offset=1, device=real_upper.device)
+    x = real_upper.new_zeros(n, n).index_put((rows, cols), real_upper)
+    rows, cols = torch.triu_indices(n, n, offset=0, device=imag_upper.device)
+    y = imag_upper.new_zeros(n, n).index_put((rows, cols), imag_upper)
+    return torch.complex(x - x.transpose(0, 1), y + y.triu(1).transpose(0, 1))
+
+
+def skew_hermitian_coordinates(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inverse of `skew_hermitian`: (Re A over the strict upper triangle, Im A over the upper triangle)."""
+    n = a.shape[-1]
+    strict, upper = torch.triu_indices(n, n, offset=1), torch.triu_indices(n, n, offset=0)
+    return a.real[strict[0], strict[1]], a.imag[upper[0], upper[1]]
+
+
+def complex_scaled_cayley(a: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+    """W = (I + A)^-1 (I - A) D, D = diag(e^{i theta}); a solve, not an explicit inverse (scuRNN Theorem 1)."""
+    eye = torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
+    return torch.linalg.solve(eye + a, eye - a) * torch.polar(torch.ones_like(theta), theta)
+
+
+def theorem2_gradients(a: torch.Tensor, theta: torch.Tensor, grad_w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dL/dconj(A), dL/dtheta) from the Wirtinger derivative grad_w = dL/dW = (dL/dRe W - i dL/dIm W) / 2.
+
+    dL/dconj(A) = C^T - conj(C), C = (I + A)^-T dL/dW (D + W^T);
+    dL/dtheta = 2 Re(i diag(dL/dW^T K) * d), K = (I + A)^-1 (I - A), d = e^{i theta} (scuRNN Theorem 2).
+    """
+    eye = torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
+    d = torch.polar(torch.ones_like(theta), theta)
+    k = torch.linalg.solve(eye + a, eye - a)
+    w = k * d
+    c = torch.linalg.solve((eye + a).transpose(0, 1), grad_w @ (torch.diag(d) + w.transpose(0, 1)))
+    grad_theta = 2 * (1j * (grad_w * k).sum(dim=0) * d).real  # diag(G^T K)_j = sum_k G_kj K_kj
+    return c.transpose(0, 1) - c.conj(), grad_theta
+
+
+def block_angles(n: int, max_angle: float = math.pi / 2, generator: torch.Generator | None = None) -> torch.Tensor:
+    """t_j ~ U[0, max_angle] for the floor(n/2) 2x2 blocks of the initial A (scoRNN Section 4.2)."""
+    return torch.rand(n // 2, generator=generator, dtype=torch.float64) * max_angle
+
+
+def skew_from_block_angles(angles: torch.Tensor, n: int) -> torch.Tensor:
+    """Real skew A with 2x2 blocks [[0, s], [-s, 0]], s = sqrt((1 - cos t)/(1 + cos t)).
+
+    Cayley(A) = (I + A)^-1 (I - A) then has the eigenvalues e^{+-i t_j} (and 1 for odd n).
+    """
+    s = torch.sqrt((1 - torch.cos(angles)) / (1 + torch.cos(angles)))
+    a = torch.zeros(n, n, dtype=torch.float64)
+    idx = torch.arange(0, 2 * angles.numel(), 2)
+    a[idx, idx + 1] = s
+    a[idx + 1, idx] = -s
+    return a
+
+
+class _ScaleGradient(torch.autograd.Function):
+    """The identity, whose backward multiplies the gradient by a fixed `scale`."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(scale)
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (scale,) = ctx.saved_tensors
+        return grad * scale, None
+
+
+INITS = {"henaff": math.pi / 2, "henaff_2pi": 2 * math.pi, "zeros": None}
+GRADIENTS = ("theorem2", "coordinates")
+
+
+class ComplexScaledCayley(nn.Module):
+    """Unitary W = (I + A)^-1 (I - A) diag(e^{i theta}) from A's n^2 free real numbers and the n phases theta.
+
+    init: 'henaff' (Re A in 2x2 blocks with t_j ~ U[0, pi/2], the paper and the copying/MNIST code),
+    'henaff_2pi' (t_j ~ U[0, 2 pi], as scuRNN_adding.py) or 'zeros'; Im A = 0; theta ~ U[0, 2 pi).
+    gradient: 'theorem2' (A's parameters receive Theorem 2's dL/dconj(A) entries, the step of the paper and
+    the official code) or 'coordinates' (the plain gradient of the free coordinates: 2x off the diagonal).
+    """
+
+    def __init__(self, n: int, init: str = "henaff", gradient: str = "theorem2",
+                 generator: torch.Generator | None = None):
+        super().__init__()
+        if init not in INITS:
+            raise ValueError(f"unknown A initialisation {init!r}; choose one of {sorted(INITS)}")
+        if gradient not in GRADIENTS:
+            raise ValueError(f"unknown A gradient {gradient!r}; choose one of {list(GRADIENTS)}")
+        self.n = n
+        self.gradient = gradient
+        real = torch.zeros(n, n, dtype=torch.float64)
+        if INITS[init] is not None:
+            real = skew_from_block_angles(block_angles(n, INITS[init], generator), n)
+        real_upper, imag_upper = skew_hermitian_coordinates(torch.complex(real, torch.zeros_like(real)))
+        self.real_upper = nn.Parameter(real_upper.float())
+        self.imag_upper = nn.Parameter(imag_upper.float())
+        self.theta = nn.Parameter(torch.rand(n, generator=generator, dtype=torch.float64).mul(2 * math.pi).float())
+        on_diagonal = torch.triu_indices(n, n, offset=0)
+        # dL/dx = 2 Re Gamma_jk, dL/dy = 2 Im Gamma_jk (j < k), dL/dz = Im Gamma_jj: see the module's docstring
+        self.register_buffer("imag_gradient_scale", torch.where(on_diagonal[0] == on_diagonal[1], 1.0, 0.5),
+                             persistent=False)
+
+    def skew(self) -> torch.Tensor:
+        real, imag = self.real_upper, self.imag_upper
+        if self.gradient == "theorem2":
+            real = _ScaleGradient.apply(real, real.new_tensor(0.5))
+            imag = _ScaleGradient.apply(imag, self.imag_gradient_scale.to(imag.dtype))
+        return skew_hermitian(real, imag, self.n)
+
+    def forward(self) -> torch.Tensor:
+        """W in complex128, as the official code forms it in numpy, then in the parameters' precision."""
+        a = self.skew()
+        return complex_scaled_cayley(a.to(torch.complex128), self.theta.double()).to(a.dtype)
