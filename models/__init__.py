@@ -1,9 +1,11 @@
 """Recurrent families by name. A new family is one file in models/ plus one line here."""
 from models.base import ConfigError, RecurrentLayer
 from models.gated import GRU, LSTM, RNN
+from models.ornn import ORNN
 from models.scornn import ScoRNN
 from models.scurnn import ScuRNN
 from models.sequence import SequenceModel
+from models.srnn import SRNN
 
 FAMILIES: dict[str, type[RecurrentLayer]] = {
     "scornn": ScoRNN,
@@ -11,6 +13,8 @@ FAMILIES: dict[str, type[RecurrentLayer]] = {
     "lstm": LSTM,
     "gru": GRU,
     "rnn": RNN,
+    "ornn": ORNN,
+    "srnn": SRNN,
 }
 
 __all__ = ["FAMILIES", "ConfigError", "RecurrentLayer", "SequenceModel"]

@@ -10,8 +10,6 @@ from models.recurrence import modrelu_recurrence
 
 
 class ScoRNN(RecurrentLayer):
-    supports_state_offsets = True
-
     """Scaled Cayley orthogonal RNN.
 
     rho: number of -1 entries of D, as a count (int) or a fraction of hidden_size (float in [0, 1]).

@@ -106,3 +106,28 @@ def test_recorded_runs_survive_a_failing_command(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         main(["fit", "--config", DEMO, *TINY, "--db", db, "--model.family", "nope"])
     assert [r.id for r in store.list_runs()] == [run_id]
+
+
+def test_hidden_size_auto_sizes_to_the_budget(capsys):
+    with pytest.raises(SystemExit):
+        main(["fit", "--config", DEMO, "--model.hidden_size", "auto", "--model.param_budget", "22000",
+              "--print_config"])
+    assert "hidden_size: auto" in capsys.readouterr().out
+    from datamodules import CopyingTask
+    from training.module import RecurrentModule
+
+    module = RecurrentModule(CopyingTask().spec, family="scornn", hidden_size="auto", param_budget=22_000,
+                             family_args={"rho": 0.5})
+    assert module.hparams.hidden_size in (190, 191)  # the scoRNN paper's copying size at its ~22k budget
+    assert abs(sum(module.parameter_counts().values()) - 22_000) < 200
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--model.hidden_size", "auto"], "model.param_budget is not set"),
+    (["--model.hidden_size", "auto", "--model.param_budget", "0"], "model.param_budget = 0 must be a positive"),
+])
+def test_impossible_sizes_are_one_clear_message(extra, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--config", DEMO, *TINY, "--db", f"sqlite:///{tmp_path / 'x.db'}", *extra])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err

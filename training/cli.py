@@ -169,6 +169,8 @@ Train orthogonal/unitary RNNs and record every run in a SQL store.
                          hyperparameter search; every trial a recorded run tagged with the sweep
   evaluate-audio RUN_ID [--split val|test] [--utterances N] [--checkpoint best|last|PATH]
                          SegSNR, STOI and PESQ of a speech run's reconstructions, recorded in the run
+  bench [--families ...] [--sizes 16k,69k] [--batches 50,128] [--quick] [--json]
+                         speed of every family against nn.RNN(relu) and nn.LSTM
   db upgrade|version [--db URL]
                          migrate a store written by an older OrthoLab / show schema revisions
   dashboard [--db URL] [--port 8501] [--host 127.0.0.1]
@@ -183,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
         print(TOP_HELP)
         return
     try:
-        if argv[0] in ("runs", "list", "dashboard", "db", "sweep", "evaluate-audio"):
+        if argv[0] in ("runs", "list", "dashboard", "db", "sweep", "evaluate-audio", "bench"):
             from training.commands import run_command
 
             run_command(argv)
@@ -194,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
             OrthoLabCLI(args=argv if given else None)  # Lightning reads sys.argv itself
         else:
             raise ConfigError(f"unknown command {argv[0]!r}; use one of fit, validate, test, predict, runs, list, "
-                              f"dashboard, db, sweep, evaluate-audio")
+                              f"dashboard, db, sweep, evaluate-audio, bench")
     except Exception as err:  # noqa: BLE001 - a user error anywhere in the chain is reported as one line
         user_error = _user_error(err)
         if user_error is None:

@@ -87,6 +87,12 @@ def config_rows(root: Path | None = None) -> list[dict]:
     return rows
 
 
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def run_command(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="ortholab")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -118,6 +124,17 @@ def run_command(argv: list[str]) -> None:
     audio.add_argument("--clips", type=int, default=3, help="how many of them to store as audio clips")
     audio.add_argument("--checkpoint", default="best", help="'best', 'last' or a checkpoint path")
     audio.add_argument("--method", choices=["true_phase", "griffin_lim"], default="true_phase")
+    bench = sub.add_parser("bench", help="time every family against nn.RNN(relu) and nn.LSTM (one process)")
+    bench.add_argument("--families", default=None, help="comma-separated families (default: all)")
+    bench.add_argument("--sizes", default="16k,69k", help="parameter budgets: 16k, 69k")
+    bench.add_argument("--batches", default="50,128", help="batch sizes")
+    bench.add_argument("--seq-len", type=int, default=784)
+    bench.add_argument("--repeats", type=int, default=5)
+    bench.add_argument("--device", default="cuda" if _cuda() else "cpu")
+    bench.add_argument("--memory", default="784,3136", help="sequence lengths for peak memory ('' to skip)")
+    bench.add_argument("--quick", action="store_true", help="T=32, batch 8, 2 repeats, 16k only, no memory: "
+                                                            "a smoke run for CI")
+    bench.add_argument("--json", action="store_true")
     database = sub.add_parser("db", help="manage the run store's schema")
     database.add_argument("action", choices=["upgrade", "version"],
                           help="upgrade: migrate the store to this OrthoLab's schema; version: show revisions")
@@ -148,6 +165,15 @@ def run_command(argv: list[str]) -> None:
         report = evaluate_run(args.db, args.run_id, split=args.split, utterances=args.utterances, clips=args.clips,
                               checkpoint=args.checkpoint, method=args.method)
         print(report.summary())
+        return
+    if args.command == "bench":
+        from training.bench import run_bench
+
+        if args.quick:
+            args.seq_len, args.batches, args.repeats, args.sizes, args.memory = 32, "8", 2, "16k", ""
+        run_bench(args.families.split(",") if args.families else None, args.sizes.split(","),
+                  [int(b) for b in args.batches.split(",")], args.seq_len, args.repeats, args.device,
+                  [int(t) for t in args.memory.split(",") if t], args.json)
         return
     if args.command == "db":
         from db import Store, default_db_url

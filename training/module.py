@@ -15,8 +15,8 @@ from training.optimizers import build_optimizer, check_optimizer_spec
 DEFAULT_OPTIMIZERS = {"default": {"name": "adam", "lr": 1e-3}}
 
 
-def build_layer(family: str, input_size: int, hidden_size: int, family_args: dict):
-    """The family's recurrent layer, with config errors that name the key to change."""
+def check_family(family: str, family_args: dict) -> type:
+    """The family's class, once its name and options are known to be valid (errors name the key to change)."""
     if family not in FAMILIES:
         raise ConfigError(f"model.family = {family!r} is not a registered family; choose one of "
                           f"{sorted(FAMILIES)} (see `ortholab list families`)")
@@ -26,7 +26,12 @@ def build_layer(family: str, input_size: int, hidden_size: int, family_args: dic
     if unknown:
         raise ConfigError(f"model.family_args.{unknown[0]} is not an option of family {family!r}; "
                           f"its options are {sorted(accepted)}")
-    return cls(input_size, hidden_size, **family_args)
+    return cls
+
+
+def build_layer(family: str, input_size: int, hidden_size: int, family_args: dict):
+    """The family's recurrent layer, with config errors that name the key to change."""
+    return check_family(family, family_args)(input_size, hidden_size, **family_args)
 
 
 class RecurrentModule(pl.LightningModule):
@@ -39,16 +44,18 @@ class RecurrentModule(pl.LightningModule):
     clipping, as the papers' scoRNN/scuRNN/oRNN code).
     """
 
-    def __init__(self, task: dict | TaskSpec | None = None, family: str = "scornn", hidden_size: int = 128,
+    def __init__(self, task: dict | TaskSpec | None = None, family: str = "scornn", hidden_size: int | str = 128,
                  family_args: dict[str, Any] | None = None, optimizers: dict[str, dict[str, Any]] | None = None,
-                 grad_clip_norm: float | None = None):
+                 grad_clip_norm: float | None = None, param_budget: int | None = None):
         super().__init__()
         if task is None:
             raise ConfigError("model.task is missing: it comes from the datamodule (give `data:` in the config)")
         self.spec = task if isinstance(task, TaskSpec) else TaskSpec(**task)
+        hidden_size = self._resolve_hidden_size(hidden_size, param_budget, family, dict(family_args or {}))
         self.save_hyperparameters({"task": self.spec.to_dict(), "family": family, "hidden_size": hidden_size,
                                    "family_args": dict(family_args or {}),
-                                   "optimizers": optimizers or DEFAULT_OPTIMIZERS, "grad_clip_norm": grad_clip_norm})
+                                   "optimizers": optimizers or DEFAULT_OPTIMIZERS, "grad_clip_norm": grad_clip_norm,
+                                   "param_budget": param_budget})
         self.automatic_optimization = False  # several optimizer types, one per parameter group
         layer = build_layer(family, self.spec.input_size, hidden_size, dict(family_args or {}))
         self.model = SequenceModel(layer, self.spec.output_size, readout=self.spec.readout,
@@ -61,6 +68,25 @@ class RecurrentModule(pl.LightningModule):
         self.stage_metrics = torch.nn.ModuleDict(
             {f"{stage}_metrics": torch.nn.ModuleDict(self.objective.metrics()) for stage in ("train", "val", "test")})
         self.grad_clip_norm = grad_clip_norm
+
+    def _resolve_hidden_size(self, hidden_size, param_budget, family, family_args) -> int:
+        """`hidden_size: auto` with `param_budget: N`: the size whose parameter count is closest to N (the
+        papers compare families at equal budgets)."""
+        if hidden_size != "auto":
+            if param_budget is not None:
+                raise ConfigError(f"model.param_budget = {param_budget} only applies with model.hidden_size: auto "
+                                  f"(hidden_size is {hidden_size!r})")
+            if not isinstance(hidden_size, int) or isinstance(hidden_size, bool):
+                raise ConfigError(f"model.hidden_size = {hidden_size!r}; give an integer or 'auto' with "
+                                  f"model.param_budget")
+            return hidden_size
+        if param_budget is None:
+            raise ConfigError("model.hidden_size is 'auto' but model.param_budget is not set; give the budget "
+                              "(e.g. --model.param_budget 16000) or an integer hidden size")
+        from models.sizing import hidden_size_for_budget
+
+        check_family(family, family_args)
+        return hidden_size_for_budget(family, param_budget, self.spec.input_size, self.spec.output_size, family_args)
 
     # parameter groups and their optimizers -------------------------------------------------------
     def parameter_groups(self) -> dict[str, list[torch.nn.Parameter]]:

@@ -17,7 +17,9 @@ def hidden_gradient_norms(pl_module, inputs, targets, mask=None) -> tuple[torch.
     """
     model = pl_module.model
     encoded = model.encode(inputs)
-    offsets = encoded.new_zeros(inputs.shape[0], inputs.shape[1], model.layer.output_size, requires_grad=True)
+    weight = model.readout.weight  # encoded inputs may be symbol ids: take dtype and device from the model
+    offsets = torch.zeros(inputs.shape[0], inputs.shape[1], model.layer.output_size, dtype=weight.dtype,
+                          device=weight.device, requires_grad=True)
     with torch.enable_grad():
         hidden = model.layer(encoded, state_offsets=offsets)
         loss = pl_module.objective.loss(model.read_out(hidden), targets, mask)

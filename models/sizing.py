@@ -1,0 +1,64 @@
+"""The hidden size that gives a family a parameter budget on a task, as the papers size their comparisons.
+
+Parameters are counted by building the family's layer and the SequenceModel's readout on PyTorch's meta
+device (shapes only, no memory, no initialisation arithmetic), so every family is counted exactly as it
+trains, options included, without a formula to keep in step with its code.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from models import FAMILIES
+from models.base import ConfigError
+
+
+def parameter_count(family: str, hidden_size: int, input_size: int, output_size: int,
+                    family_args: dict[str, Any] | None = None) -> int:
+    """Trainable parameters of `family` at `hidden_size`: the recurrent layer plus the linear readout."""
+    if family not in FAMILIES:
+        raise ConfigError(f"model.family = {family!r} is not a registered family; choose one of {sorted(FAMILIES)}")
+    with torch.device("meta"):
+        layer = FAMILIES[family](input_size, hidden_size, **(family_args or {}))
+        readout = torch.nn.Linear(layer.output_size, output_size)
+    return sum(p.numel() for module in (layer, readout) for p in module.parameters())
+
+
+def hidden_size_for_budget(family: str, budget: int, input_size: int, output_size: int,
+                           family_args: dict[str, Any] | None = None, max_hidden_size: int = 1 << 16) -> int:
+    """The hidden size whose parameter count (layer + readout) is closest to `budget` (the smaller on a tie).
+
+    Assumes the count grows with the hidden size (true of every family here). Sizes the family rejects
+    (e.g. fewer units than a fixed `num_reflections` or `rho`) count as too small. Bisection: about
+    2 log2(n) layers are built, on the meta device.
+    """
+    if budget < 1:
+        raise ConfigError(f"model.param_budget = {budget} must be a positive number of parameters")
+
+    def count(n: int) -> int | None:
+        try:
+            return parameter_count(family, n, input_size, output_size, family_args)
+        except ConfigError:
+            return None  # this size is invalid for the family's options
+
+    low, high, valid_seen = 0, 1, False  # once found: count(low) < budget <= count(high), low invalid or below
+    while (c := count(high)) is None or c < budget:
+        valid_seen |= c is not None
+        low, high = high, high * 2
+        if high > max_hidden_size:
+            if not valid_seen:  # no size works: let the options' own error name the key
+                parameter_count(family, low, input_size, output_size, family_args)
+            raise ConfigError(f"model.param_budget = {budget} needs more than {max_hidden_size} hidden units "
+                              f"for family {family!r}; lower the budget")
+    while high - low > 1:
+        mid = (low + high) // 2
+        c = count(mid)
+        if c is None or c < budget:
+            low = mid
+        else:
+            high = mid
+    below = count(low) if low > 0 else None
+    if below is not None and budget - below <= count(high) - budget:
+        return low
+    return high

@@ -1,0 +1,190 @@
+"""`ortholab bench`: every family's forward+backward and optimizer-step time at the papers' pixel-MNIST settings,
+as ratios to PyTorch's fused `nn.RNN(relu)` at the same hidden size and `nn.LSTM` at the same parameter budget.
+
+All models of one table are measured in one process, alternating within each repetition, so a noisy machine
+slows them alike; the median over repetitions is reported. Peak memory is measured in a fresh process per model
+(the process's peak RSS on CPU, torch's peak allocation on CUDA).
+"""
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+
+from models import FAMILIES, ConfigError, SequenceModel
+from models.sizing import hidden_size_for_budget, parameter_count
+from training.optimizers import build_optimizer
+
+BUDGETS = {"16k": 16_000, "69k": 69_000}  # the scoRNN/scuRNN papers' MNIST parameter budgets
+CLASSES = 10
+
+
+@dataclass
+class Row:
+    family: str
+    budget: str
+    hidden_size: int
+    parameters: int
+    batch: int
+    seq_len: int
+    device: str
+    fwd_bwd_ms: float
+    step_ms: float
+    vs_rnn_relu: float | None = None  # fwd+bwd time / nn.RNN(relu) at the same hidden size
+    vs_lstm: float | None = None  # fwd+bwd time / nn.LSTM at the same parameter budget
+    peak_mb: dict | None = None
+
+
+def build(family: str, hidden_size: int, device: str) -> SequenceModel:
+    layer = FAMILIES[family](1, hidden_size)
+    return SequenceModel(layer, CLASSES, readout="last_step").to(device)
+
+
+def plain_rnn(hidden_size: int, device: str) -> SequenceModel:
+    """The reference: PyTorch's fused nn.RNN with ReLU at the same hidden size."""
+    return SequenceModel(FAMILIES["rnn"](1, hidden_size, nonlinearity="relu"), CLASSES, readout="last_step").to(device)
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def time_fwd_bwd(model: SequenceModel, x: torch.Tensor, y: torch.Tensor, device: str) -> float:
+    _sync(device)
+    start = time.perf_counter()
+    F.cross_entropy(model(x), y).backward()
+    _sync(device)
+    return time.perf_counter() - start
+
+
+def time_step(model: SequenceModel, optimizers: list, x: torch.Tensor, y: torch.Tensor, device: str) -> float:
+    """zero_grad, forward, backward and every group's optimizer step (the recurrent matrix formed in forward)."""
+    _sync(device)
+    start = time.perf_counter()
+    for opt in optimizers:
+        opt.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    for opt in optimizers:
+        opt.step()
+    _sync(device)
+    return time.perf_counter() - start
+
+
+def per_group_optimizers(model: SequenceModel) -> list:
+    groups = {name: list(ps) for name, ps in model.layer.parameter_groups().items()}
+    groups.setdefault("other", []).extend(model.readout.parameters())
+    return [build_optimizer(ps, {"name": "adam", "lr": 1e-4}, f"bench.{name}") for name, ps in groups.items() if ps]
+
+
+def measure(families: list[str], budgets: list[str], batch: int, seq_len: int, repeats: int, device: str) -> list[Row]:
+    torch.manual_seed(0)
+    x = torch.rand(batch, seq_len, 1, device=device)
+    y = torch.randint(0, CLASSES, (batch,), device=device)
+    rows: list[Row] = []
+    for budget_name in budgets:
+        budget = BUDGETS[budget_name]
+        candidates: dict[str, tuple[SequenceModel, Row]] = {}
+        for family in dict.fromkeys([*families, "lstm"]):
+            try:
+                n = hidden_size_for_budget(family, budget, 1, CLASSES)
+                model = build(family, n, device)
+            except ConfigError as err:
+                print(f"skipping {family} at {budget_name}: {err}", file=sys.stderr)
+                continue
+            candidates[family] = (model, Row(family, budget_name, n, parameter_count(family, n, 1, CLASSES), batch,
+                                             seq_len, device, 0.0, 0.0))
+        references = {n: plain_rnn(n, device) for n in {row.hidden_size for _, row in candidates.values()}}
+        samples = {key: [] for key in [*candidates, *[f"rnn{n}" for n in references]]}
+        steps = {key: [] for key in candidates}
+        optimizers = {key: per_group_optimizers(model) for key, (model, _) in candidates.items()}
+        for repeat in range(repeats + 1):  # the first pass warms up and is discarded
+            for key, (model, _) in candidates.items():
+                fb = time_fwd_bwd(model, x, y, device)
+                st = time_step(model, optimizers[key], x, y, device)
+                if repeat:
+                    samples[key].append(fb)
+                    steps[key].append(st)
+            for n, model in references.items():
+                fb = time_fwd_bwd(model, x, y, device)
+                if repeat:
+                    samples[f"rnn{n}"].append(fb)
+        lstm = statistics.median(samples["lstm"]) if "lstm" in samples else None
+        for key, (_, row) in candidates.items():
+            if key == "lstm" and "lstm" not in families:
+                continue
+            row.fwd_bwd_ms = 1000 * statistics.median(samples[key])
+            row.step_ms = 1000 * statistics.median(steps[key])
+            row.vs_rnn_relu = row.fwd_bwd_ms / (1000 * statistics.median(samples[f"rnn{row.hidden_size}"]))
+            row.vs_lstm = row.fwd_bwd_ms / (1000 * lstm) if lstm else None
+            rows.append(row)
+    return rows
+
+
+PEAK_SCRIPT = """
+import resource, sys, torch, torch.nn.functional as F
+from training.bench import build, CLASSES
+family, n, batch, seq_len, device = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+model = build(family, n, device)
+x = torch.rand(batch, seq_len, 1, device=device); y = torch.randint(0, CLASSES, (batch,), device=device)
+if device.startswith("cuda"):
+    torch.cuda.reset_peak_memory_stats()
+F.cross_entropy(model(x), y).backward()
+peak = torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else \\
+    resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(peak)
+"""
+
+
+def peak_memory_mb(family: str, hidden_size: int, batch: int, seq_len: int, device: str) -> float:
+    done = subprocess.run([sys.executable, "-c", PEAK_SCRIPT, family, str(hidden_size), str(batch), str(seq_len),
+                           device], capture_output=True, text=True, check=True)
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def table(rows: list[Row]) -> str:
+    head = ["family", "budget", "n", "params", "batch", "T", "fwd+bwd ms", "step ms", "×RNN(relu)", "×LSTM", "peak MB"]
+    lines = [head]
+    for r in rows:
+        peak = " / ".join(f"{v:.0f}" for v in r.peak_mb.values()) if r.peak_mb else "-"
+        lines.append([r.family, r.budget, str(r.hidden_size), f"{r.parameters:,}", str(r.batch), str(r.seq_len),
+                      f"{r.fwd_bwd_ms:.1f}", f"{r.step_ms:.1f}", f"{r.vs_rnn_relu:.2f}",
+                      f"{r.vs_lstm:.2f}" if r.vs_lstm else "-", peak])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+    return "\n".join("  ".join(cell.rjust(w) for cell, w in zip(line, widths)) for line in lines)
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    gpu = f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
+    return f"{cpu}, {torch.get_num_threads()} threads{gpu}, torch {torch.__version__}"
+
+
+def run_bench(families: list[str] | None, sizes: list[str], batches: list[int], seq_len: int, repeats: int,
+              device: str, memory_lengths: list[int], as_json: bool) -> None:
+    families = families or list(FAMILIES)
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown:
+        raise ConfigError(f"--families: {unknown[0]!r} is not registered; choose from {sorted(FAMILIES)}")
+    unknown = [s for s in sizes if s not in BUDGETS]
+    if unknown:
+        raise ConfigError(f"--sizes: {unknown[0]!r}; choose from {sorted(BUDGETS)}")
+    rows = []
+    for batch in batches:
+        rows += measure(families, sizes, batch, seq_len, repeats, device)
+    for row in rows:
+        if memory_lengths and row.batch == batches[0]:
+            row.peak_mb = {f"T={t}": peak_memory_mb(row.family, row.hidden_size, row.batch, t, device)
+                           for t in memory_lengths}
+    if as_json:
+        print(json.dumps({"machine": machine(), "rows": [asdict(r) for r in rows]}, indent=2))
+    else:
+        print(f"forward+backward (and a full optimizer step) at T={seq_len}, median of {repeats}; {machine()}")
+        print(table(rows))
