@@ -1,4 +1,4 @@
-"""The dashboard served for real (`python -m app.launch`, what `ortholab dashboard` calls) and driven by
+"""The dashboard served for real (`ortholab dashboard`, which execs into the Streamlit server) and driven by
 Debian's headless Chromium through Selenium: every page renders without a Streamlit exception, the Runs
 table shows the runs, chart pages draw plotly charts, the sidebar navigation carries the selection, and a
 screenshot of each page is saved (under $ORTHOLAB_TEST_ARTIFACTS/dashboard when set, else tmp_path)."""
@@ -52,8 +52,9 @@ def server(tmp_path_factory):
     ids = add_hand_written_runs(Store(url))
     port = free_port()
     log = open(root / "server.log", "w")
-    process = subprocess.Popen(  # app.launch execs into the streamlit server: this pid is the server
-        [sys.executable, "-m", "app.launch", "--db", url, "--port", str(port)],
+    process = subprocess.Popen(  # the command execs into the streamlit server: this pid is the server
+        [sys.executable, "-c", "from training.cli import main; main()", "dashboard", "--db", url,
+         "--port", str(port)],
         cwd=REPO,
         stdout=log,
         stderr=subprocess.STDOUT,
