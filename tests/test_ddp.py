@@ -46,3 +46,21 @@ def test_two_process_ddp_records_one_run_with_synced_metrics(tmp_path):
     last_val = store.metric_series(run.id, "val/loss")[-1]
     assert torch.load(checkpoint, weights_only=False)["global_step"] == last_val.step + 1
     assert abs(last_val.value - loss.item()) < 1e-6
+
+
+def test_four_concurrent_runs_share_one_sqlite_file(tmp_path):
+    # several training processes writing one store at once: no "database is locked", no lost metric point
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    runs = [subprocess.Popen([sys.executable, "-c", "from training.cli import main; main()", "fit", "--config", DEMO,
+                              *TINY, "--db", db, "--name", f"concurrent-{k}", "--trainer.log_every_n_steps", "1"],
+                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            for k in range(4)]
+    errors = [p.communicate(timeout=600)[1] for p in runs]
+    assert [p.returncode for p in runs] == [0, 0, 0, 0], errors
+    store = Store(db)
+    recorded = store.list_runs()
+    assert sorted(r.name for r in recorded) == [f"concurrent-{k}" for k in range(4)]
+    for run in recorded:
+        assert run.status == "finished"
+        assert [p.step for p in store.metric_series(run.id, "train/loss")] == list(range(6))
+        assert [p.step for p in store.metric_series(run.id, "val/loss")] == [2, 5]
