@@ -1,27 +1,13 @@
 """Learning checks through the CLI (slow: `make test-slow`; CI runs them)."""
 import pytest
 
-from db import Store
-from training.cli import main
+from learning import fit_recorded
 
 pytestmark = pytest.mark.slow
 
-QUIET = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
-         "--trainer.check_val_every_n_epoch", "null", "--trainer.accelerator", "cpu"]
-
-
-def _fit(tmp_path, monkeypatch, args) -> "RunSummary":
-    monkeypatch.chdir(tmp_path)
-    db = f"sqlite:///{tmp_path / 'runs.db'}"
-    main(["fit", *args, *QUIET, "--db", db])
-    (run,) = Store(db).list_runs()
-    assert run.status == "finished"
-    print(f"{run.task}: best {run.main_metric} {run.best:.4g} after {run.steps + 1} steps (baseline {run.baseline:.4g})")
-    return run
-
 
 def test_scornn_beats_the_copying_baseline_at_t20(tmp_path, monkeypatch):
-    run = _fit(tmp_path, monkeypatch, [
+    run = fit_recorded(tmp_path, monkeypatch, [
         "--model.family", "scornn", "--model.hidden_size", "128", "--model.family_args", "{rho: 64}",
         "--model.optimizers", "{recurrent: {name: rmsprop_tf, lr: 1.0e-4}, other: {name: rmsprop_tf, lr: 1.0e-3}}",
         "--data", "datamodules.CopyingTask", "--data.seq_len", "20", "--data.batch_size", "20",
@@ -31,7 +17,7 @@ def test_scornn_beats_the_copying_baseline_at_t20(tmp_path, monkeypatch):
 
 
 def test_scornn_solves_adding_at_t50(tmp_path, monkeypatch):
-    run = _fit(tmp_path, monkeypatch, [
+    run = fit_recorded(tmp_path, monkeypatch, [
         "--model.family", "scornn", "--model.hidden_size", "128", "--model.family_args", "{rho: 0.5}",
         "--model.optimizers", "{recurrent: {name: rmsprop_tf, lr: 1.0e-3}, other: {name: adam, lr: 1.0e-3}}",
         "--data", "datamodules.AddingTask", "--data.seq_len", "50", "--data.batch_size", "50",
