@@ -62,3 +62,23 @@ def test_unreachable_postgres_is_one_clear_message(capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "postgresql+psycopg://nobody@127.0.0.1:1/none" in err and "--db" in err
+
+
+def test_dashboard_pages_render_from_postgres(pg_url, monkeypatch):
+    from dashboard_store import add_hand_written_runs
+    from test_dashboard_app import PAGES, charts, open_page
+
+    from app.data import clear_caches
+
+    store = Store(pg_url)
+    ids = add_hand_written_runs(store)
+    clear_caches()
+    try:
+        table = open_page(store, monkeypatch, "runs").dataframe[0].value
+        assert set(ids) <= set(table["name"])
+        curves = open_page(store, monkeypatch, "curves", selected=[ids["lstm-adding"]])
+        assert charts(curves)  # plotly figures built from PostgreSQL's metric points
+        for page in PAGES:
+            open_page(store, monkeypatch, page, selected=list(ids.values()))  # no exception on any page
+    finally:
+        clear_caches()
