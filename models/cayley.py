@@ -43,17 +43,19 @@ def scaling_diagonal(n: int, num_negative: int, dtype=torch.float32) -> torch.Te
     return d
 
 
-def henaff_block_angles(n: int, generator: torch.Generator | None = None) -> torch.Tensor:
-    """t_j ~ U[0, pi/2] for the floor(n/2) 2x2 diagonal blocks of the initial A (scoRNN Section 4.2)."""
-    return torch.rand(n // 2, generator=generator, dtype=torch.float64) * (math.pi / 2)
+def block_angles(n: int, max_angle: float = math.pi / 2, generator: torch.Generator | None = None) -> torch.Tensor:
+    """t_j ~ U[0, max_angle] for the floor(n/2) 2x2 blocks of the initial A (scoRNN Section 4.2: pi/2)."""
+    return torch.rand(n // 2, generator=generator, dtype=torch.float64) * max_angle
 
 
-def henaff_skew_init(n: int, generator: torch.Generator | None = None) -> torch.Tensor:
-    """A with 2x2 blocks [[0, s], [-s, 0]], s = sqrt((1 - cos t)/(1 + cos t)) = tan(t/2), so Cayley(A) has eigenvalues e^{±it}."""
-    t = henaff_block_angles(n, generator)
-    s = torch.sqrt((1 - torch.cos(t)) / (1 + torch.cos(t)))
+def skew_from_block_angles(angles: torch.Tensor, n: int) -> torch.Tensor:
+    """Real skew A with 2x2 blocks [[0, s], [-s, 0]], s = sqrt((1 - cos t)/(1 + cos t)) = tan(t/2).
+
+    Cayley(A) = (I + A)^-1 (I - A) then has the eigenvalues e^{+-i t_j} (and 1 for odd n).
+    """
+    s = torch.sqrt((1 - torch.cos(angles)) / (1 + torch.cos(angles)))
     a = torch.zeros(n, n, dtype=torch.float64)
-    idx = torch.arange(0, 2 * (n // 2), 2)
+    idx = torch.arange(0, 2 * angles.numel(), 2)
     a[idx, idx + 1] = s
     a[idx + 1, idx] = -s
     return a
@@ -69,7 +71,7 @@ class ScaledCayley(nn.Module):
     def __init__(self, n: int, num_negative: int, init: str = "henaff", generator: torch.Generator | None = None):
         super().__init__()
         if init == "henaff":
-            a0 = henaff_skew_init(n, generator)
+            a0 = skew_from_block_angles(block_angles(n, generator=generator), n)
         elif init == "zeros":
             a0 = torch.zeros(n, n, dtype=torch.float64)
         else:

@@ -18,6 +18,8 @@ import math
 import torch
 from torch import nn
 
+from models.cayley import block_angles, skew_from_block_angles  # noqa: F401 - shared with scoRNN
+
 
 def skew_hermitian(real_upper: torch.Tensor, imag_upper: torch.Tensor, n: int) -> torch.Tensor:
     """A = X + iY: X skew-symmetric from its strict upper triangle, Y symmetric from its upper triangle (row-major)."""
@@ -54,24 +56,6 @@ def theorem2_gradients(a: torch.Tensor, theta: torch.Tensor, grad_w: torch.Tenso
     c = torch.linalg.solve((eye + a).transpose(0, 1), grad_w @ (torch.diag(d) + w.transpose(0, 1)))
     grad_theta = 2 * (1j * (grad_w * k).sum(dim=0) * d).real  # diag(G^T K)_j = sum_k G_kj K_kj
     return c.transpose(0, 1) - c.conj(), grad_theta
-
-
-def block_angles(n: int, max_angle: float = math.pi / 2, generator: torch.Generator | None = None) -> torch.Tensor:
-    """t_j ~ U[0, max_angle] for the floor(n/2) 2x2 blocks of the initial A (scoRNN Section 4.2)."""
-    return torch.rand(n // 2, generator=generator, dtype=torch.float64) * max_angle
-
-
-def skew_from_block_angles(angles: torch.Tensor, n: int) -> torch.Tensor:
-    """Real skew A with 2x2 blocks [[0, s], [-s, 0]], s = sqrt((1 - cos t)/(1 + cos t)).
-
-    Cayley(A) = (I + A)^-1 (I - A) then has the eigenvalues e^{+-i t_j} (and 1 for odd n).
-    """
-    s = torch.sqrt((1 - torch.cos(angles)) / (1 + torch.cos(angles)))
-    a = torch.zeros(n, n, dtype=torch.float64)
-    idx = torch.arange(0, 2 * angles.numel(), 2)
-    a[idx, idx + 1] = s
-    a[idx + 1, idx] = -s
-    return a
 
 
 class _ScaleGradient(torch.autograd.Function):

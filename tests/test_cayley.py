@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from models.cayley import (ScaledCayley, cayley_gradient, henaff_block_angles, scaled_cayley, skew_from_upper,
+from models.cayley import (ScaledCayley, cayley_gradient, block_angles, scaled_cayley, skew_from_upper,
                            upper_from_skew)
 from models.scornn import ScoRNN
 from models.base import ConfigError
@@ -45,7 +45,7 @@ def test_initial_eigenvalues_where_the_paper_puts_them():
     # Cayley(A0) has eigenvalues e^{+-i t_j}, t_j ~ U[0, pi/2]; D's -1 entries (whole blocks) reflect them.
     n, rho = 20, 6
     cayley = ScaledCayley(n, num_negative=rho, generator=torch.Generator().manual_seed(3)).double()
-    angles = henaff_block_angles(n, torch.Generator().manual_seed(3))
+    angles = block_angles(n, generator=torch.Generator().manual_seed(3))
     eig = torch.linalg.eigvals(cayley())
     torch.testing.assert_close(eig.abs(), torch.ones(n, dtype=torch.float64))
     kept = torch.cat([angles[: (n - rho) // 2], -angles[: (n - rho) // 2]])
