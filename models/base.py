@@ -42,6 +42,9 @@ class RecurrentLayer(nn.Module):
         """Named groups, each trained by its own optimizer; together they hold every parameter exactly once."""
         return {"other": list(self.parameters())}
 
+    def after_optimizer_step(self) -> None:
+        """Called once after every group's optimizer has stepped (e.g. expRNN's re-basing every K steps)."""
+
 
 def count_from_fraction(value: int | float, n: int, key: str) -> int:
     """A count given either as an int in [0, n] or as a float fraction of n in [0, 1]."""

@@ -166,6 +166,7 @@ class RecurrentModule(pl.LightningModule):
         optimizers[0].step()  # through Lightning: counts one global step per batch
         for opt in optimizers[1:]:
             opt.optimizer.step()  # the raw optimizer, so the other groups do not advance global_step again
+        self.model.layer.after_optimizer_step()
         return loss
 
     def validation_step(self, batch, batch_idx):
