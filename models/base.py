@@ -21,6 +21,8 @@ class RecurrentLayer(nn.Module):
     # Families whose forward takes `state_offsets` (B, T, output_size), added to every h_t inside the recurrence:
     # the gradient w.r.t. them is the total dL/dh_t, which the gradient-norm probe (scoRNN Figure 5) records.
     supports_state_offsets = False
+    # Options about the task's raw inputs (e.g. embedding symbol ids): layers above the first in a stack drop them.
+    first_layer_options: tuple[str, ...] = ()
 
     def __init__(self, input_size: int, hidden_size: int):
         super().__init__()

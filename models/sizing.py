@@ -12,21 +12,23 @@ import torch
 
 from models import FAMILIES
 from models.base import ConfigError
+from models.stack import build_layers
 
 
 def parameter_count(family: str, hidden_size: int, input_size: int, output_size: int,
-                    family_args: dict[str, Any] | None = None) -> int:
-    """Trainable parameters of `family` at `hidden_size`: the recurrent layer plus the linear readout."""
+                    family_args: dict[str, Any] | None = None, num_layers: int = 1) -> int:
+    """Trainable parameters of `family` at `hidden_size`: the recurrent layer(s) plus the linear readout."""
     if family not in FAMILIES:
         raise ConfigError(f"model.family = {family!r} is not a registered family; choose one of {sorted(FAMILIES)}")
     with torch.device("meta"):
-        layer = FAMILIES[family](input_size, hidden_size, **(family_args or {}))
+        layer = build_layers(FAMILIES[family], input_size, hidden_size, dict(family_args or {}), num_layers)
         readout = torch.nn.Linear(layer.output_size, output_size)
     return sum(p.numel() for module in (layer, readout) for p in module.parameters())
 
 
 def hidden_size_for_budget(family: str, budget: int, input_size: int, output_size: int,
-                           family_args: dict[str, Any] | None = None, max_hidden_size: int = 1 << 16) -> int:
+                           family_args: dict[str, Any] | None = None, max_hidden_size: int = 1 << 16,
+                           num_layers: int = 1) -> int:
     """The hidden size whose parameter count (layer + readout) is closest to `budget` (the smaller on a tie).
 
     Assumes the count grows with the hidden size (true of every family here). Sizes the family rejects
@@ -38,7 +40,7 @@ def hidden_size_for_budget(family: str, budget: int, input_size: int, output_siz
 
     def count(n: int) -> int | None:
         try:
-            return parameter_count(family, n, input_size, output_size, family_args)
+            return parameter_count(family, n, input_size, output_size, family_args, num_layers)
         except ConfigError:
             return None  # this size is invalid for the family's options
 
@@ -48,7 +50,7 @@ def hidden_size_for_budget(family: str, budget: int, input_size: int, output_siz
         low, high = high, high * 2
         if high > max_hidden_size:
             if not valid_seen:  # no size works: let the options' own error name the key
-                parameter_count(family, low, input_size, output_size, family_args)
+                parameter_count(family, low, input_size, output_size, family_args, num_layers)
             raise ConfigError(f"model.param_budget = {budget} needs more than {max_hidden_size} hidden units "
                               f"for family {family!r}; lower the budget")
     while high - low > 1:

@@ -30,6 +30,7 @@ class SRNN(RecurrentLayer):
 
     embeds_symbols = True  # receives symbol ids for symbolic tasks; embeds or one-hots them itself
     supports_state_offsets = True
+    first_layer_options = ("embed_symbols",)
 
     def __init__(self, input_size: int, hidden_size: int, hyper: int = 64, n_layers: int = 1, gate: bool = True,
                  shift: int = 1, embed_symbols: bool = False):

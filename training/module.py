@@ -9,6 +9,7 @@ import torch
 
 from datamodules.spec import TaskSpec
 from models import FAMILIES, ConfigError, SequenceModel
+from models.stack import build_layers
 from training.objectives import OBJECTIVES
 from training.optimizers import build_optimizer, check_optimizer_spec
 
@@ -29,9 +30,10 @@ def check_family(family: str, family_args: dict) -> type:
     return cls
 
 
-def build_layer(family: str, input_size: int, hidden_size: int, family_args: dict):
-    """The family's recurrent layer, with config errors that name the key to change."""
-    return check_family(family, family_args)(input_size, hidden_size, **family_args)
+def build_layer(family: str, input_size: int, hidden_size: int, family_args: dict, num_layers: int = 1,
+                dropout: float = 0.0):
+    """The family's recurrent layer (or `num_layers` stacked), with config errors that name the key to change."""
+    return build_layers(check_family(family, family_args), input_size, hidden_size, family_args, num_layers, dropout)
 
 
 class RecurrentModule(pl.LightningModule):
@@ -42,22 +44,24 @@ class RecurrentModule(pl.LightningModule):
     has its own optimizer, as the papers train A, D's phases and the rest with different methods.
     grad_clip_norm: clip the gradient of all parameters to this total norm before stepping (None: no
     clipping, as the papers' scoRNN/scuRNN/oRNN code).
+    num_layers, dropout: stack that many layers of the family, with dropout on the features between them.
     """
 
     def __init__(self, task: dict | TaskSpec | None = None, family: str = "scornn", hidden_size: int | str = 128,
                  family_args: dict[str, Any] | None = None, optimizers: dict[str, dict[str, Any]] | None = None,
-                 grad_clip_norm: float | None = None, param_budget: int | None = None):
+                 grad_clip_norm: float | None = None, param_budget: int | None = None, num_layers: int = 1,
+                 dropout: float = 0.0):
         super().__init__()
         if task is None:
             raise ConfigError("model.task is missing: it comes from the datamodule (give `data:` in the config)")
         self.spec = task if isinstance(task, TaskSpec) else TaskSpec(**task)
-        hidden_size = self._resolve_hidden_size(hidden_size, param_budget, family, dict(family_args or {}))
+        hidden_size = self._resolve_hidden_size(hidden_size, param_budget, family, dict(family_args or {}), num_layers)
         self.save_hyperparameters({"task": self.spec.to_dict(), "family": family, "hidden_size": hidden_size,
                                    "family_args": dict(family_args or {}),
                                    "optimizers": optimizers or DEFAULT_OPTIMIZERS, "grad_clip_norm": grad_clip_norm,
-                                   "param_budget": param_budget})
+                                   "param_budget": param_budget, "num_layers": num_layers, "dropout": dropout})
         self.automatic_optimization = False  # several optimizer types, one per parameter group
-        layer = build_layer(family, self.spec.input_size, hidden_size, dict(family_args or {}))
+        layer = build_layer(family, self.spec.input_size, hidden_size, dict(family_args or {}), num_layers, dropout)
         self.model = SequenceModel(layer, self.spec.output_size, readout=self.spec.readout,
                                    vocab_size=self.spec.input_size if self.spec.symbolic else None)
         self.optimizer_specs = self._optimizer_specs(optimizers or DEFAULT_OPTIMIZERS)
@@ -69,7 +73,7 @@ class RecurrentModule(pl.LightningModule):
             {f"{stage}_metrics": torch.nn.ModuleDict(self.objective.metrics()) for stage in ("train", "val", "test")})
         self.grad_clip_norm = grad_clip_norm
 
-    def _resolve_hidden_size(self, hidden_size, param_budget, family, family_args) -> int:
+    def _resolve_hidden_size(self, hidden_size, param_budget, family, family_args, num_layers) -> int:
         """`hidden_size: auto` with `param_budget: N`: the size whose parameter count is closest to N (the
         papers compare families at equal budgets)."""
         if hidden_size != "auto":
@@ -86,7 +90,8 @@ class RecurrentModule(pl.LightningModule):
         from models.sizing import hidden_size_for_budget
 
         check_family(family, family_args)
-        return hidden_size_for_budget(family, param_budget, self.spec.input_size, self.spec.output_size, family_args)
+        return hidden_size_for_budget(family, param_budget, self.spec.input_size, self.spec.output_size, family_args,
+                                      num_layers=num_layers)
 
     # parameter groups and their optimizers -------------------------------------------------------
     def parameter_groups(self) -> dict[str, list[torch.nn.Parameter]]:
