@@ -2,6 +2,7 @@
 from models.base import ConfigError, RecurrentLayer
 from models.gated import GRU, LSTM, RNN
 from models.ornn import ORNN
+from models.rtransformer import RTransformer
 from models.scornn import ScoRNN
 from models.scurnn import ScuRNN
 from models.sequence import SequenceModel
@@ -15,6 +16,7 @@ FAMILIES: dict[str, type[RecurrentLayer]] = {
     "rnn": RNN,
     "ornn": ORNN,
     "srnn": SRNN,
+    "rtransformer": RTransformer,
 }
 
 __all__ = ["FAMILIES", "ConfigError", "RecurrentLayer", "SequenceModel"]

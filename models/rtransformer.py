@@ -1,0 +1,133 @@
+"""R-Transformer (Wang, Jiang, Liu, Tang 2019): local recurrent windows, then causal multi-head attention and a
+position-wise feed-forward block, repeated; its local recurrent cell is any family of the registry.
+
+One level = `local_layers` LocalRNN sublayers, an attention sublayer and a feed-forward sublayer, each wrapped as
+x + dropout(sublayer(LayerNorm(x))) (the official code's pre-norm residual). The LocalRNN runs the cell over the
+`window` positions t-window+1..t (zero-padded at the start) and keeps its last state: every window of the sequence
+is one sequence of a single batched call, so there is no loop over t. The SRNN paper's music experiment (Table 4)
+swaps the official GRU cell for SRNN (d_model 160, f_r one hidden layer of 160).
+
+Defaults are the official polyphonic-music script's (DSE-MSU/R-transformer audio/experiment.py): d_model 160,
+window (ksize) 6, 3 levels, 1 LocalRNN per level, 4 heads, dropout 0.1, GRU cell. Differences from that code:
+torch's LayerNorm (the code divides by the unbiased std + 1e-6), no unused Linear+ReLU beside each local RNN
+(the code creates one and never calls it), and attention through `nn.MultiheadAttention` (the same four d x d
+projections with biases).
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from models.base import ConfigError, RecurrentLayer
+
+
+class LocalRecurrence(nn.Module):
+    """h_t = the cell's last state after reading x_{t-window+1}, ..., x_t (zeros before the sequence starts)."""
+
+    def __init__(self, cell: RecurrentLayer, width: int, window: int):
+        super().__init__()
+        self.cell, self.window = cell, window
+        # complex cells read out [Re h | Im h] (2n features): project back to the model width
+        self.project = nn.Linear(cell.output_size, width) if cell.output_size != width else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, steps, width = x.shape
+        padded = nn.functional.pad(x, (0, 0, self.window - 1, 0))  # window-1 zero steps before t = 0
+        windows = padded.unfold(1, self.window, 1)  # (B, T, width, window): every position's window at once
+        windows = windows.permute(0, 1, 3, 2).reshape(batch * steps, self.window, width)
+        last = self.cell(windows)[:, -1]  # one batched pass over all B*T windows
+        return self.project(last).view(batch, steps, -1)
+
+
+class PreNormResidual(nn.Module):
+    """x + dropout(sublayer(LayerNorm(x))), the official code's SublayerConnection."""
+
+    def __init__(self, width: int, sublayer: nn.Module, dropout: float):
+        super().__init__()
+        self.norm, self.sublayer, self.dropout = nn.LayerNorm(width), sublayer, nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.dropout(self.sublayer(self.norm(x)))
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head attention in which position t attends to positions <= t (the code's 'MHPooling')."""
+
+    def __init__(self, width: int, heads: int, dropout: float):
+        super().__init__()
+        self.attention = nn.MultiheadAttention(width, heads, dropout=dropout, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        steps = x.shape[1]
+        mask = torch.ones(steps, steps, dtype=torch.bool, device=x.device).triu(1)  # True: may not attend
+        return self.attention(x, x, x, attn_mask=mask, need_weights=False, is_causal=True)[0]
+
+
+class FeedForward(nn.Sequential):
+    """Linear(d, 4d) -> ReLU -> dropout -> Linear(4d, d), at every position."""
+
+    def __init__(self, width: int, dropout: float):
+        super().__init__(nn.Linear(width, 4 * width), nn.ReLU(), nn.Dropout(dropout), nn.Linear(4 * width, width))
+
+
+class RTransformer(RecurrentLayer):
+    """hidden_size is d_model. Options: cell (a registered family name), cell_args (its family_args), window,
+    levels, local_layers (LocalRNN sublayers per level), heads, dropout.
+
+    Parameter groups: the cells' own groups (e.g. scoRNN's `recurrent`), merged across levels, and `other`.
+    `recurrent_matrix()` is the first cell's, so the analyses see an orthogonal cell's W.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, cell: str = "gru", cell_args: dict | None = None,
+                 window: int = 6, levels: int = 3, local_layers: int = 1, heads: int = 4, dropout: float = 0.1):
+        super().__init__(input_size, hidden_size)
+        from models import FAMILIES  # the registry imports this module
+
+        if cell not in FAMILIES or cell == "rtransformer":
+            raise ConfigError(f"model.family_args.cell = {cell!r} is not a recurrent family to use inside windows; "
+                              f"choose one of {sorted(set(FAMILIES) - {'rtransformer'})}")
+        for key, value in (("window", window), ("levels", levels), ("local_layers", local_layers), ("heads", heads)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"model.family_args.{key} = {value!r} must be a positive integer")
+        if hidden_size % heads:
+            raise ConfigError(f"model.hidden_size = {hidden_size} must be divisible by model.family_args.heads = "
+                              f"{heads} (each head gets hidden_size / heads features)")
+        if not 0.0 <= dropout < 1.0:
+            raise ConfigError(f"model.family_args.dropout = {dropout!r} must be a probability in [0, 1)")
+        width = hidden_size
+        self.encoder = nn.Linear(input_size, width)
+        levels_list = []
+        for _ in range(levels):
+            sublayers = []
+            for _ in range(local_layers):
+                local = LocalRecurrence(FAMILIES[cell](width, width, **(cell_args or {})), width, window)
+                sublayers.append(PreNormResidual(width, local, dropout))
+            sublayers.append(PreNormResidual(width, CausalSelfAttention(width, heads, dropout), dropout))
+            sublayers.append(PreNormResidual(width, FeedForward(width, dropout), dropout))
+            levels_list.append(nn.Sequential(*sublayers))
+        self.levels = nn.Sequential(*levels_list)
+
+    @property
+    def cells(self) -> list[RecurrentLayer]:
+        """The local recurrent cells, level by level."""
+        return [module.cell for module in self.modules() if isinstance(module, LocalRecurrence)]
+
+    def recurrent_matrix(self) -> torch.Tensor | None:
+        return self.cells[0].recurrent_matrix()
+
+    def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
+        groups: dict[str, list[nn.Parameter]] = {}
+        in_cells = set()
+        for cell in self.cells:
+            for name, params in cell.parameter_groups().items():
+                groups.setdefault(name, []).extend(params)
+                in_cells.update(id(p) for p in params)
+        groups.setdefault("other", []).extend(p for p in self.parameters() if id(p) not in in_cells)
+        return groups
+
+    def after_optimizer_step(self) -> None:
+        for cell in self.cells:
+            cell.after_optimizer_step()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.levels(self.encoder(x))

@@ -1,0 +1,91 @@
+"""R-Transformer: local recurrent windows, causal attention, any registered family as the local cell."""
+import pytest
+import torch
+
+from models import FAMILIES, ConfigError, SequenceModel
+from models.rtransformer import LocalRecurrence, RTransformer
+
+
+def test_local_recurrence_reads_exactly_the_window_ending_at_t():
+    torch.manual_seed(0)
+    cell = FAMILIES["gru"](4, 4)
+    local = LocalRecurrence(cell, 4, window=3)
+    x = torch.randn(2, 7, 4)
+    out = local(x)
+    padded = torch.cat([torch.zeros(2, 2, 4), x], dim=1)
+    for t in range(7):  # the oracle: run the cell on each window separately
+        torch.testing.assert_close(out[:, t], cell(padded[:, t:t + 3])[:, -1])
+
+
+def test_outputs_are_causal():
+    torch.manual_seed(0)
+    layer = RTransformer(3, 8, heads=2, levels=2).eval()
+    x = torch.randn(2, 9, 3)
+    changed = x.clone()
+    changed[:, 5:] += torch.randn(2, 4, 3)
+    torch.testing.assert_close(layer(x)[:, :5], layer(changed)[:, :5])
+    assert not torch.allclose(layer(x)[:, 5:], layer(changed)[:, 5:])
+
+
+def test_attention_reaches_beyond_the_local_window():
+    torch.manual_seed(0)
+    layer = RTransformer(3, 8, heads=2, window=2, levels=1).eval()
+    x = torch.randn(1, 10, 3)
+    changed = x.clone()
+    changed[:, 0] += 1.0
+    assert not torch.allclose(layer(x)[:, -1], layer(changed)[:, -1])  # step 9 sees step 0 through attention
+
+
+@pytest.mark.parametrize("cell,cell_args", [("gru", {}), ("srnn", {"hyper": 8}), ("scornn", {"rho": 4}),
+                                            ("scurnn", {}), ("lstm", {})])
+def test_any_family_is_the_local_cell_and_keeps_its_parameter_groups(cell, cell_args):
+    torch.manual_seed(0)
+    layer = RTransformer(5, 8, cell=cell, cell_args=cell_args, heads=2, levels=2, local_layers=2)
+    assert len(layer.cells) == 4 and all(isinstance(c, FAMILIES[cell]) for c in layer.cells)
+    groups = layer.parameter_groups()
+    assert set(groups) == set(FAMILIES[cell](8, 8, **cell_args).parameter_groups()) | {"other"}
+    grouped = [p for params in groups.values() for p in params]
+    assert len(grouped) == len({id(p) for p in grouped}) == len(list(layer.parameters()))
+    model = SequenceModel(layer, 4)
+    out = model(torch.randn(3, 6, 5))
+    out.sum().backward()
+    assert out.shape == (3, 6, 4) and all(p.grad is not None for p in layer.parameters())
+
+
+def test_an_orthogonal_cell_exposes_its_recurrent_matrix():
+    layer = RTransformer(2, 8, cell="scornn", cell_args={"rho": 4}, heads=2)
+    w = layer.recurrent_matrix()
+    torch.testing.assert_close(w.t() @ w, torch.eye(8), atol=1e-5, rtol=0)
+    assert RTransformer(2, 8, heads=2).recurrent_matrix() is None  # GRU has none
+
+
+def test_official_music_width_parameter_count():
+    # d_model 160, 3 levels of (GRU LocalRNN, attention, feed-forward), 88 piano keys in and out
+    layer = RTransformer(88, 160)
+    gru = 3 * (2 * 160 * 160 + 2 * 160)
+    attention = 4 * (160 * 160 + 160)
+    feed_forward = 160 * 640 + 640 + 640 * 160 + 160
+    norms = 3 * 2 * 160
+    assert sum(p.numel() for p in layer.parameters()) == 88 * 160 + 160 + 3 * (gru + attention + feed_forward + norms)
+
+
+@pytest.mark.parametrize("options,key", [({"cell": "nope"}, "cell"), ({"cell": "rtransformer"}, "cell"),
+                                         ({"heads": 3}, "heads"), ({"window": 0}, "window"),
+                                         ({"dropout": 1.5}, "dropout")])
+def test_bad_options_name_the_key(options, key):
+    with pytest.raises(ConfigError, match=key):
+        RTransformer(2, 8, **options)
+
+
+@pytest.mark.slow
+def test_rtransformer_solves_adding_at_t50(tmp_path, monkeypatch):
+    from learning import fit_recorded
+
+    run = fit_recorded(tmp_path, monkeypatch, [
+        "--model.family", "rtransformer", "--model.hidden_size", "32",
+        "--model.family_args", "{cell: gru, window: 4, levels: 1, heads: 2, dropout: 0.0}",
+        "--model.optimizers", "{default: {name: adam, lr: 2.0e-3}}",
+        "--data", "datamodules.AddingTask", "--data.seq_len", "50", "--data.batch_size", "50",
+        "--data.train_size", "100000", "--data.val_size", "1000", "--trainer.max_steps", "800",
+        "--trainer.val_check_interval", "200"])
+    assert run.best < 0.05  # the adding baseline is 0.167
