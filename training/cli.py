@@ -155,7 +155,7 @@ def _name_from_config_files(paths) -> str | None:
     return Path(str(paths[-1])).stem if paths else None
 
 
-TOP_HELP = """usage: ortholab {fit,validate,test,predict,runs,list} ...
+TOP_HELP = """usage: ortholab {fit,validate,test,predict,runs,list,reproduce,report,...} ...
 
 Train orthogonal/unitary RNNs and record every run in a SQL store.
 
@@ -171,6 +171,9 @@ Train orthogonal/unitary RNNs and record every run in a SQL store.
                          SegSNR, STOI and PESQ of a speech run's reconstructions, recorded in the run
   bench [--families ...] [--sizes 16k,69k] [--batches 50,128] [--quick] [--json]
                          speed of every family against nn.RNN(relu) and nn.LSTM
+  reproduce [TABLE] [--rows a,b] [--scale full|cpu-smoke] | reproduce --list
+                         run the papers' table rows, each a recorded run tagged with its row
+  report [TABLE]         published vs reproduced, as Markdown tables
   db upgrade|version [--db URL]
                          migrate a store written by an older OrthoLab / show schema revisions
   dashboard [--db URL] [--port 8501] [--host 127.0.0.1]
@@ -185,7 +188,8 @@ def main(argv: list[str] | None = None) -> None:
         print(TOP_HELP)
         return
     try:
-        if argv[0] in ("runs", "list", "dashboard", "db", "sweep", "evaluate-audio", "bench"):
+        if argv[0] in ("runs", "list", "dashboard", "db", "sweep", "evaluate-audio", "bench", "reproduce",
+                       "report"):
             from training.commands import run_command
 
             run_command(argv)
@@ -196,7 +200,7 @@ def main(argv: list[str] | None = None) -> None:
             OrthoLabCLI(args=argv if given else None)  # Lightning reads sys.argv itself
         else:
             raise ConfigError(f"unknown command {argv[0]!r}; use one of fit, validate, test, predict, runs, list, "
-                              f"dashboard, db, sweep, evaluate-audio, bench")
+                              f"dashboard, db, sweep, evaluate-audio, bench, reproduce, report")
     except Exception as err:  # noqa: BLE001 - a user error anywhere in the chain is reported as one line
         user_error = _user_error(err)
         if user_error is None:

@@ -135,6 +135,18 @@ def run_command(argv: list[str]) -> None:
     bench.add_argument("--quick", action="store_true", help="T=32, batch 8, 2 repeats, 16k only, no memory: "
                                                             "a smoke run for CI")
     bench.add_argument("--json", action="store_true")
+    repro = sub.add_parser("reproduce", help="run the papers' table rows from their configs, tagged with the row; "
+                                             "other --key value flags apply to every row (e.g. --data.path)")
+    repro.add_argument("table", nargs="?", default=None, help="a published table (`ortholab reproduce --list`)")
+    repro.add_argument("--list", action="store_true", help="show every row, its config and whether it has been run")
+    repro.add_argument("--rows", default=None, help="comma-separated row ids of the table (default: all)")
+    repro.add_argument("--scale", default="full", help="full (the paper's settings) or cpu-smoke (a few dozen "
+                                                       "steps on CPU, to check every row runs)")
+    repro.add_argument("--db", default=None, help="SQLAlchemy URL (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
+    repro.add_argument("--json", action="store_true", help="with --list: print JSON")
+    report = sub.add_parser("report", help="published vs reproduced, as Markdown tables")
+    report.add_argument("table", nargs="?", default=None, help="one published table (default: all)")
+    report.add_argument("--db", default=None, help="SQLAlchemy URL (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
     database = sub.add_parser("db", help="manage the run store's schema")
     database.add_argument("action", choices=["upgrade", "version"],
                           help="upgrade: migrate the store to this OrthoLab's schema; version: show revisions")
@@ -144,7 +156,7 @@ def run_command(argv: list[str]) -> None:
     lister.add_argument("--db", default=None, help="accepted for symmetry; listing does not read the store")
     lister.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command != "sweep":
+    if extra and args.command not in ("sweep", "reproduce"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
 
     if args.command == "dashboard":
@@ -158,6 +170,21 @@ def run_command(argv: list[str]) -> None:
         study = run_sweep(args.config, args.space, args.trials, db=args.db, name=args.name, sampler=args.sampler,
                           seed=args.seed, workers=args.workers, extra=extra)
         print(report(study))
+        return
+    if args.command == "reproduce" and not args.list:
+        from training.reproduce import reproduce
+
+        reproduce(args.table, args.rows.split(",") if args.rows else None, args.scale, args.db, extra)
+        return
+    if args.command == "report":
+        from db import Store
+        from db.published import load_tables, markdown_report
+        from models import ConfigError
+
+        tables = load_tables()
+        if args.table is not None and args.table not in tables:
+            raise ConfigError(f"no published table {args.table!r}; choose one of {sorted(tables)}")
+        print(markdown_report(Store(args.db), {k: v for k, v in tables.items() if args.table in (None, k)}))
         return
     if args.command == "evaluate-audio":
         from training.audio_eval import evaluate_run
@@ -187,7 +214,11 @@ def run_command(argv: list[str]) -> None:
             Store(args.db)  # raises, saying what to do, unless the store is at that revision
             print(f"{args.db or default_db_url()}: at {head_revision()}")
         return
-    if args.command == "runs":
+    if args.command == "reproduce":  # --list
+        from training.reproduce import list_rows
+
+        rows, columns = list_rows(args.db), ["table", "row", "family", "task", "published", "config", "status", "run"]
+    elif args.command == "runs":
         rows = runs_rows(args.db)
         columns = ["id", "name", "stage", "family", "task", "status", "steps", "main_metric", "best", "baseline",
                    "started"]

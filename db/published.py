@@ -1,0 +1,190 @@
+"""The papers' published numbers (configs/papers/published/*.yaml) beside the runs that reproduce them.
+
+A table file holds one paper table or figure: `paper`, `table`, `title`, the OrthoLab `metric` its values are
+read from, `mode` (min/max: which way is better), `scale` (published = scale x OrthoLab value, e.g. 100 for
+accuracies printed in %), and `rows`, each with `row` (its id), task, setting, family, hidden_size,
+parameters, value (null for a qualitative row), outcome, expect (below_baseline / at_baseline), config and
+notes; a row may override metric, mode and scale. A run reproduces a row when it carries the tag
+`paper:<table file stem>/<row>`; `ortholab reproduce` adds it. Read only: the dashboard's Papers page and
+`ortholab report` both build their tables here.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from db.records import RunSummary
+from db.store import Store, StoreError
+
+PUBLISHED_DIR = Path(__file__).resolve().parents[1] / "configs" / "papers" / "published"
+EXPECTATIONS = ("below_baseline", "at_baseline")
+BELOW_BASELINE = 0.9  # a run "drops below the baseline" when its best main metric is under 0.9 x the baseline
+
+
+@dataclass(frozen=True)
+class PaperRow:
+    table: str  # the table file's stem, e.g. scornn_table1
+    row: str
+    task: str
+    family: str
+    metric: str
+    mode: str
+    scale: float
+    setting: str | None = None
+    hidden_size: int | None = None
+    parameters: int | None = None
+    value: float | None = None
+    outcome: str | None = None
+    expect: str | None = None
+    config: str | None = None
+    notes: str | None = None
+
+    @property
+    def tag(self) -> str:
+        return f"paper:{self.table}/{self.row}"
+
+
+@dataclass(frozen=True)
+class PaperTable:
+    id: str
+    paper: str
+    table: str
+    title: str
+    metric: str
+    mode: str
+    scale: float
+    rows: tuple[PaperRow, ...] = field(default=())
+
+
+def _fail(path: Path, message: str) -> StoreError:
+    return StoreError(f"{path}: {message}; fix the file (its schema is described in db/published.py)")
+
+
+def load_table(path: Path) -> PaperTable:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise _fail(path, f"cannot read it as YAML ({err})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+        raise _fail(path, "expected a mapping with a `rows` list")
+    for key in ("paper", "table", "metric", "mode"):
+        if key not in data:
+            raise _fail(path, f"missing key `{key}`")
+    rows, seen = [], set()
+    for index, raw in enumerate(data["rows"]):
+        if not isinstance(raw, dict) or "row" not in raw:
+            raise _fail(path, f"rows[{index}] must be a mapping with a `row` id")
+        if raw["row"] in seen:
+            raise _fail(path, f"row id {raw['row']!r} appears twice")
+        seen.add(raw["row"])
+        mode = raw.get("mode", data["mode"])
+        if mode not in ("min", "max"):
+            raise _fail(path, f"row {raw['row']!r}: mode {mode!r} must be min or max")
+        if raw.get("expect") not in (None, *EXPECTATIONS):
+            raise _fail(path, f"row {raw['row']!r}: expect {raw['expect']!r} must be one of {EXPECTATIONS}")
+        known = {f for f in PaperRow.__dataclass_fields__} - {"table", "metric", "mode", "scale"}
+        rows.append(PaperRow(table=path.stem, metric=raw.get("metric", data["metric"]), mode=mode,
+                             scale=float(raw.get("scale", data.get("scale", 1))),
+                             **{k: v for k, v in raw.items() if k in known}))
+    return PaperTable(id=path.stem, paper=data["paper"], table=data["table"], title=data.get("title", ""),
+                      metric=data["metric"], mode=data["mode"], scale=float(data.get("scale", 1)), rows=tuple(rows))
+
+
+def load_tables(root: Path | None = None) -> dict[str, PaperTable]:
+    """Every table file under `root` (default: the repository's published tables), by id, in name order."""
+    return {path.stem: load_table(path) for path in sorted(Path(root or PUBLISHED_DIR).glob("*.yaml"))}
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """What the store holds for one row: its latest training run and, where the row's metric is measured
+    on the test split, the latest test run of that checkpoint."""
+
+    row: PaperRow
+    fit: RunSummary | None
+    evaluation: RunSummary | None
+    value: float | None  # in the paper's units (scale applied)
+    measured_as: str | None  # the metric actually read (a val/ metric when no test run exists)
+    verdict: str | None  # for qualitative rows: below_baseline / at_baseline
+
+    @property
+    def status(self) -> str:
+        return "not yet run" if self.fit is None else self.fit.status
+
+
+def _metric_value(store: Store, run: RunSummary, metric: str, mode: str) -> float | None:
+    points = [p.value for p in store.metric_series(run.id, metric) if math.isfinite(p.value)]
+    if not points:
+        return None
+    return min(points) if mode == "min" else max(points)
+
+
+def reproduction(store: Store, row: PaperRow, runs: list[RunSummary]) -> Reproduction:
+    tagged = [r for r in runs if row.tag in r.tags]
+    fits = [r for r in tagged if r.stage == "fit"]
+    tests = [r for r in tagged if r.stage == "test" and r.status == "finished"]
+    fit = max(fits, key=lambda r: r.id, default=None)
+    evaluation = max(tests, key=lambda r: r.id, default=None)
+    value = measured_as = verdict = None
+    for run, metric in ((evaluation, row.metric), (fit, row.metric), (fit, row.metric.replace("test/", "val/", 1))):
+        if run is not None and (found := _metric_value(store, run, metric, row.mode)) is not None:
+            value, measured_as = found * row.scale, metric
+            break
+    if row.expect and fit is not None and fit.best is not None and fit.baseline:
+        verdict = "below_baseline" if fit.best < BELOW_BASELINE * fit.baseline else "at_baseline"
+    return Reproduction(row, fit, evaluation, value, measured_as, verdict)
+
+
+def reproductions(store: Store | None, table: PaperTable) -> list[Reproduction]:
+    """One Reproduction per row of `table` (all 'not yet run' without a store)."""
+    if store is None:
+        return [Reproduction(row, None, None, None, None, None) for row in table.rows]
+    runs = store.list_runs()
+    return [reproduction(store, row, runs) for row in table.rows]
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def comparison_rows(items: list[Reproduction]) -> list[dict[str, Any]]:
+    """The report's columns, one dict per row (the dashboard and `ortholab report` show the same)."""
+    rows = []
+    for item in items:
+        row = item.row
+        published = _number(row.value) if row.value is not None else (row.outcome or "-")
+        if item.fit is None:
+            reproduced = "not yet run"
+        elif row.value is None and row.expect:
+            reproduced = (item.verdict or "-").replace("_", " ")
+            if item.verdict:
+                reproduced += " ✓" if item.verdict == row.expect else " ✗ (paper: " + row.expect.replace("_", " ") + ")"
+        else:
+            reproduced = _number(item.value)
+            if item.measured_as and item.measured_as != row.metric:
+                reproduced += f" ({item.measured_as})"
+        scale = next((t[6:] for t in (item.fit.tags if item.fit else ()) if t.startswith("scale:")), None)
+        rows.append({"row": row.row, "setting": row.setting, "family": row.family, "n": row.hidden_size,
+                     "params": row.parameters, "published": published, "reproduced": reproduced,
+                     "status": item.status, "scale": scale, "run": item.fit.id if item.fit else None,
+                     "test_run": item.evaluation.id if item.evaluation else None, "config": row.config})
+    return rows
+
+
+def markdown_report(store: Store | None, tables: dict[str, PaperTable]) -> str:
+    """Published vs reproduced, one Markdown table per paper table."""
+    out = []
+    columns = ["row", "setting", "family", "n", "params", "published", "reproduced", "status", "scale", "run"]
+    for table in tables.values():
+        out.append(f"### {table.paper} {table.table}: {table.title}\n")
+        out.append(f"metric: `{table.metric}` ({table.mode}), published = {table.scale:g} x OrthoLab value\n")
+        out.append("| " + " | ".join(columns) + " |")
+        out.append("|" + "---|" * len(columns))
+        for row in comparison_rows(reproductions(store, table)):
+            out.append("| " + " | ".join("-" if row[c] is None else str(row[c]) for c in columns) + " |")
+        out.append("")
+    return "\n".join(out)

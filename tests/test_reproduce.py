@@ -1,0 +1,127 @@
+"""Published numbers beside reproduced runs: the table files, the report, and `ortholab reproduce` end to end."""
+import json
+
+import pytest
+import yaml
+
+import db.published as published
+from db import Store, StoreError
+from db.published import load_table, load_tables, markdown_report, reproductions
+from training.cli import main
+
+TABLE = {"paper": "scornn-icml2018", "table": "Table 9", "title": "a test table", "metric": "test/acc", "mode": "max",
+         "scale": 100, "rows": [
+             {"row": "mnist_scornn_n8", "task": "mnist", "family": "scornn", "hidden_size": 8, "value": 98.1},
+             {"row": "copy_lstm", "task": "copying", "family": "lstm", "value": None, "outcome": "stays at the baseline",
+              "expect": "at_baseline", "metric": "val/loss", "mode": "min", "scale": 1},
+             {"row": "never_run", "task": "adding", "family": "srnn", "value": 0.01}]}
+
+
+def _write(tmp_path, data, name="demo_table9.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda t: t.pop("metric"), "missing key `metric`"),
+    (lambda t: t["rows"].append(dict(t["rows"][0])), "appears twice"),
+    (lambda t: t["rows"][0].update(mode="up"), "mode 'up'"),
+    (lambda t: t["rows"][1].update(expect="better"), "expect 'better'"),
+])
+def test_a_malformed_table_names_the_file_and_the_problem(tmp_path, change, message):
+    data = json.loads(json.dumps(TABLE))
+    change(data)
+    path = _write(tmp_path, data)
+    with pytest.raises(StoreError, match=message) as err:
+        load_table(path)
+    assert str(path) in str(err.value)
+
+
+def test_rows_inherit_the_tables_metric_unless_they_override_it(tmp_path):
+    table = load_table(_write(tmp_path, TABLE))
+    first, second, _ = table.rows
+    assert (first.metric, first.mode, first.scale, first.tag) == ("test/acc", "max", 100.0,
+                                                                   "paper:demo_table9/mnist_scornn_n8")
+    assert (second.metric, second.mode, second.scale) == ("val/loss", "min", 1.0)
+
+
+def test_the_report_reads_test_runs_falls_back_to_val_and_judges_qualitative_rows(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    table = load_table(_write(tmp_path, TABLE))
+    mnist, copy, _ = table.rows
+    fit = store.create_run(name="a", family="scornn", task="mnist", tags=[mnist.tag, "scale:full"],
+                           main_metric="val/acc", main_metric_mode="max")
+    for step, acc in enumerate([0.5, 0.93, 0.91]):
+        store.log_metrics(fit, {"val/acc": acc}, step=step)
+    store.set_status(fit, "finished")
+    copy_run = store.create_run(name="b", family="lstm", task="copying", tags=[copy.tag], main_metric="val/loss",
+                                baseline=0.5)
+    store.log_metrics(copy_run, {"val/loss": 0.48}, step=0)
+    store.set_status(copy_run, "finished")
+
+    items = reproductions(store, table)
+    assert items[0].value == pytest.approx(93.0) and items[0].measured_as == "val/acc"  # no test run yet
+    assert items[1].verdict == "at_baseline" and items[2].status == "not yet run"
+
+    test_run = store.create_run(name="a", stage="test", family="scornn", task="mnist", tags=[mnist.tag])
+    store.log_metrics(test_run, {"test/acc": 0.925}, step=2)
+    store.set_status(test_run, "finished")
+    items = reproductions(store, table)
+    assert items[0].value == pytest.approx(92.5) and items[0].measured_as == "test/acc"
+    report = markdown_report(store, {"demo_table9": table})
+    assert "| mnist_scornn_n8 | - | scornn | 8 | - | 98.1 | 92.5 | finished | full | 1 |" in report
+    assert "at baseline ✓" in report and "not yet run" in report
+
+
+def test_reproduce_runs_a_row_in_cpu_smoke_tags_it_and_reports_it(tmp_path, monkeypatch, capsys):
+    config = yaml.safe_load(open(published.PUBLISHED_DIR.parents[1] / "demo" / "copying_scornn.yaml"))
+    config["model"]["hidden_size"], config["model"]["family_args"] = 8, {"rho": 4}
+    config["data"]["init_args"].update(seq_len=5, batch_size=10, eval_batch_size=50)
+    config["trainer"].update(enable_progress_bar=False, enable_model_summary=False)
+    config_path = tmp_path / "row.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    table = {"paper": "scornn-icml2018", "table": "Figure 1", "title": "copying", "metric": "val/loss",
+             "mode": "min", "rows": [{"row": "copy_T5_scornn", "task": "copying", "family": "scornn",
+                                      "value": None, "expect": "below_baseline", "config": str(config_path)},
+                                     {"row": "pending", "task": "copying", "family": "urnn", "config": None}]}
+    tables_dir = tmp_path / "published"
+    tables_dir.mkdir()
+    _write(tables_dir, table, "toy_figure1.yaml")
+    monkeypatch.setattr(published, "PUBLISHED_DIR", tables_dir)
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+
+    main(["reproduce", "--list", "--db", db, "--json"])
+    listed = json.loads(capsys.readouterr().out)
+    assert [(r["row"], r["status"]) for r in listed] == [("copy_T5_scornn", "not yet run"), ("pending", "not yet run")]
+
+    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--db", db])
+    out = capsys.readouterr().out
+    assert "paper:toy_figure1/pending: skipped, no config" in out
+    (run,) = Store(db).list_runs()
+    assert run.status == "finished" and set(run.tags) == {"paper:toy_figure1/copy_T5_scornn", "scale:cpu-smoke"}
+    assert run.steps == 40 and run.name == "toy_figure1.copy_T5_scornn"  # the smoke scale's 40 steps
+
+    main(["report", "toy_figure1", "--db", db])
+    report = capsys.readouterr().out
+    assert f"| copy_T5_scornn | - | scornn | - | - | - |" in report and f"| cpu-smoke | {run.id} |" in report
+
+
+def test_unknown_table_or_row_is_one_clear_message(tmp_path, monkeypatch, capsys):
+    tables_dir = tmp_path / "published"
+    tables_dir.mkdir()
+    _write(tables_dir, TABLE)
+    monkeypatch.setattr(published, "PUBLISHED_DIR", tables_dir)
+    for argv, message in ((["reproduce", "nope"], "no published table 'nope'"),
+                          (["reproduce", "demo_table9", "--rows", "x"], "--rows: 'x' is not a row"),
+                          (["reproduce", "demo_table9", "--scale", "huge"], "--scale 'huge'"),
+                          (["report", "nope"], "no published table 'nope'")):
+        with pytest.raises(SystemExit) as exit_:
+            main([*argv, "--db", f"sqlite:///{tmp_path / 'x.db'}"])
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_repositorys_tables_load():
+    tables = load_tables()
+    assert all(table.rows for table in tables.values())

@@ -1,0 +1,109 @@
+"""`ortholab reproduce`: run the papers' table rows from their configs, recorded as normal runs tagged with the row.
+
+Each row is one `ortholab fit` in its own process (a failing row is reported and the next one runs), tagged
+`paper:<table>/<row>` and `scale:<scale>`; when the row's metric is measured on the test split, an
+`ortholab test` of the best checkpoint follows, and for audio metrics `ortholab evaluate-audio` on the test
+split. `--scale cpu-smoke` keeps every row's model and task but trains a few dozen steps on small generated
+splits, so that every row's path runs on a CPU in minutes; its numbers are not the paper's.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from db import Store
+from db.published import PaperRow, PaperTable, load_tables, reproductions
+from models import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SCALES = ("full", "cpu-smoke")
+SMOKE_STEPS = 40
+GENERATED_TASKS = ("datamodules.CopyingTask", "datamodules.AddingTask")  # their split sizes are free to shrink
+
+
+def smoke_overrides(config: dict) -> list[str]:
+    """Flags that shorten a row to a CPU smoke run: few steps, validation twice, a few evaluation batches."""
+    flags = ["--trainer.max_steps", str(SMOKE_STEPS), "--trainer.max_epochs", "null",
+             "--trainer.val_check_interval", str(SMOKE_STEPS // 2), "--trainer.check_val_every_n_epoch", "null",
+             "--trainer.limit_val_batches", "4", "--trainer.limit_test_batches", "4",
+             "--trainer.accelerator", "cpu", "--trainer.devices", "1", "--trainer.log_every_n_steps", "5"]
+    data = config.get("data") or {}
+    if data.get("class_path") in GENERATED_TASKS:
+        batch = int((data.get("init_args") or {}).get("batch_size", 50))
+        flags += ["--data.train_size", str(SMOKE_STEPS * batch), "--data.val_size", "200", "--data.test_size", "200"]
+    return flags
+
+
+def select_rows(tables: dict[str, PaperTable], table: str | None, rows: list[str] | None) -> list[PaperRow]:
+    if table is not None and table not in tables:
+        raise ConfigError(f"no published table {table!r}; choose one of {sorted(tables)} (`ortholab reproduce --list`)")
+    chosen = [row for t in tables.values() if table in (None, t.id) for row in t.rows]
+    if rows:
+        known = {row.row for row in chosen}
+        missing = [r for r in rows if r not in known]
+        if missing:
+            raise ConfigError(f"--rows: {missing[0]!r} is not a row of {table or 'any table'}; its rows are "
+                              f"{sorted(known)}")
+        chosen = [row for row in chosen if row.row in rows]
+    return chosen
+
+
+def _ortholab(*args: str) -> int:
+    return subprocess.run([sys.executable, "-c", "from training.cli import main; main()", *args]).returncode
+
+
+def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str]) -> str:
+    """Train (and evaluate) one row; returns a one-line outcome."""
+    if row.config is None:
+        return f"{row.tag}: skipped, no config (family {row.family!r}: {row.notes or 'not available'})"
+    config_path = REPO_ROOT / row.config
+    config = yaml.safe_load(config_path.read_text())
+    tags = ["--tags", json.dumps([row.tag, f"scale:{scale}"])]
+    store_args = ["--db", db] if db else []
+    flags = smoke_overrides(config) if scale == "cpu-smoke" else []
+    name = f"{row.table}.{row.row}"
+    code = _ortholab("fit", "--config", str(config_path), "--name", name, *tags, *store_args, *flags, *extra)
+    if code:
+        return f"{row.tag}: fit failed (exit {code})"
+    run = max((r for r in Store(db).list_runs() if row.tag in r.tags and r.stage == "fit"), key=lambda r: r.id)
+    if row.metric.startswith("test/"):
+        checkpoints = sorted((Path(Store(db).get_run(run.id).run_dir) / "checkpoints").glob("best-step*.ckpt"))
+        checkpoint = str(checkpoints[-1]) if checkpoints else "last"
+        code = _ortholab("test", "--config", str(config_path), "--name", name, *tags, *store_args, *flags, *extra,
+                         "--ckpt_path", checkpoint)
+        if code:
+            return f"{row.tag}: run {run.id} trained; test failed (exit {code})"
+    if row.metric.startswith("audio/"):
+        code = _ortholab("evaluate-audio", str(run.id), "--split", "test", *store_args)
+        if code:
+            return f"{row.tag}: run {run.id} trained; audio evaluation failed (exit {code})"
+    return f"{row.tag}: run {run.id} {run.status}"
+
+
+def list_rows(db: str | None) -> list[dict]:
+    """Every row with its config and whether the store holds a run of it."""
+    store = Store(db)
+    out = []
+    for table in load_tables().values():
+        for item in reproductions(store, table):
+            out.append({"table": table.id, "row": item.row.row, "family": item.row.family, "task": item.row.task,
+                        "published": item.row.value if item.row.value is not None else item.row.outcome,
+                        "config": item.row.config or "-", "status": item.status,
+                        "run": item.fit.id if item.fit else None})
+    return out
+
+
+def reproduce(table: str | None, rows: list[str] | None, scale: str, db: str | None, extra: list[str]) -> list[str]:
+    if scale not in SCALES:
+        raise ConfigError(f"--scale {scale!r}; choose one of {SCALES}")
+    chosen = select_rows(load_tables(), table, rows)
+    outcomes = []
+    for row in chosen:
+        outcome = run_row(row, scale, db, extra)
+        print(outcome, flush=True)
+        outcomes.append(outcome)
+    return outcomes
