@@ -15,6 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from db import ArtifactRecord, RunDetail, RunSummary, Store, default_db_url
+from db import published
 from db.artifacts import array_from_bytes
 
 RUNS_TTL_S = 2.0
@@ -113,3 +114,10 @@ class Reader:
 def reader() -> Reader:
     """The Reader for the database this dashboard was started on."""
     return Reader(default_db_url())
+
+
+@st.cache_data(ttl=RUNS_TTL_S, show_spinner=False)
+def paper_comparison(url: str, table_id: str) -> list[dict]:
+    """Published vs reproduced rows of one paper table (db/published.py), re-read as runs come in."""
+    table = published.load_tables()[table_id]
+    return published.comparison_rows(published.reproductions(_store(url), table))

@@ -28,6 +28,7 @@ page = st.navigation(
         st.Page("views/gradients.py", title="Gradients and states", icon=":material/gradient:", url_path="gradients"),
         st.Page("views/audio.py", title="Audio", icon=":material/graphic_eq:"),
         st.Page("views/compare.py", title="Compare", icon=":material/compare_arrows:"),
+        st.Page("views/papers.py", title="Papers", icon=":material/menu_book:"),
     ]
 )
 state.sidebar_selection(runs)

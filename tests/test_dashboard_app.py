@@ -429,3 +429,35 @@ def test_half_written_and_crashed_runs_render_on_every_page(lab, monkeypatch, pa
     at = open_page(store, monkeypatch, page, [ids["half-written"], ids["crashed"]])
     assert at.title[0].value == {"gradients": "Gradients and states"}.get(page, page.capitalize())
     assert notes(at)  # every page says something about these runs
+
+
+# ---- Papers ----------------------------------------------------------------------------------------
+
+
+def test_papers_page_shows_published_beside_reproduced_with_a_link_to_the_run(tmp_path, monkeypatch):
+    import yaml
+
+    import db.published as published
+
+    tables_dir = tmp_path / "published"
+    tables_dir.mkdir()
+    (tables_dir / "toy_table1.yaml").write_text(yaml.safe_dump(
+        {"paper": "scornn-icml2018", "table": "Table 1", "title": "toy adding", "metric": "val/loss", "mode": "min",
+         "rows": [{"row": "adding_scornn", "task": "adding", "family": "scornn", "hidden_size": 8, "value": 0.002},
+                  {"row": "adding_lstm", "task": "adding", "family": "lstm", "value": 0.01}]}))
+    monkeypatch.setattr(published, "PUBLISHED_DIR", tables_dir)
+    store = Store(f"sqlite:///{tmp_path / 'papers.db'}")
+    run = store.create_run(name="toy", family="scornn", task="adding", tags=["paper:toy_table1/adding_scornn",
+                                                                            "scale:cpu-smoke"])
+    store.log_metrics(run, {"val/loss": 0.05}, step=10)
+    store.log_metrics(run, {"val/loss": 0.03}, step=20)
+    store.set_status(run, "finished")
+
+    at = open_page(store, monkeypatch, "papers")
+    assert at.title[0].value == "Papers"
+    frame = at.dataframe[0].value
+    assert list(frame["row"]) == ["adding_scornn", "adding_lstm"]
+    assert list(frame["published"]) == ["0.002", "0.01"]
+    assert list(frame["reproduced"]) == ["0.03", "not yet run"]
+    assert frame["run"][0] == f"curves?run={run}" and frame["scale"][0] == "cpu-smoke"
+    assert any("1 of 2 rows not yet run" in n for n in notes(at))

@@ -35,6 +35,7 @@ PAGES = {  # url path -> (title, plotly charts expected)
     "gradients": ("Gradients and states", True),
     "audio": ("Audio", True),
     "compare": ("Compare", False),  # parallel coordinates need numeric params in every selected run
+    "papers": ("Papers", False),
 }
 
 

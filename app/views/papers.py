@@ -1,0 +1,40 @@
+"""Papers page: each paper table's published numbers beside the runs that reproduce them (`ortholab reproduce`)."""
+
+import pandas as pd
+import streamlit as st
+
+from app import data
+from db import published
+
+reader = data.reader()
+st.title("Papers")
+tables = published.load_tables()
+if not tables:
+    st.info(f"No published tables under `{published.PUBLISHED_DIR}`.")
+    st.stop()
+
+labels = {key: f"{t.paper} · {t.table}: {t.title}" for key, t in tables.items()}
+chosen = st.selectbox("Table", list(tables), format_func=labels.get, key="paper_table", persist_state="session")
+table = tables[chosen]
+st.caption(
+    f"Metric `{table.metric}` ({'higher' if table.mode == 'max' else 'lower'} is better); published = "
+    f"{table.scale:g} × OrthoLab value. Run the missing rows with `ortholab reproduce {table.id}` "
+    f"(`--scale cpu-smoke` for a few minutes per row on CPU). A reproduced value marked (val/…) was read from "
+    "validation because the run has no test evaluation yet."
+)
+frame = pd.DataFrame(data.paper_comparison(reader.url, chosen))
+frame["run"] = [f"curves?run={int(i)}" if pd.notna(i) else None for i in frame["run"]]
+st.dataframe(
+    frame,
+    hide_index=True,
+    placeholder="—",
+    column_config={
+        "run": st.column_config.LinkColumn("run", display_text=r"run=(\d+)", help="open the run's curves"),
+        "test_run": st.column_config.NumberColumn("test run", format="%d"),
+        "n": st.column_config.NumberColumn("n", format="%d"),
+        "params": st.column_config.NumberColumn("params", format="%d"),
+    },
+)
+missing = int((frame["status"] == "not yet run").sum())
+if missing:
+    st.caption(f"{missing} of {len(frame)} rows not yet run.")
