@@ -50,6 +50,20 @@ class ResumableLoader(DataLoader):
         return iterator
 
 
+def check_finite(dataset, where: str):
+    """The dataset, once its tensors are known to hold no NaN or infinity (checked once per split, not per batch)."""
+    names, tensors = ("inputs", "targets", "mask"), getattr(dataset, "tensors", None) or getattr(dataset, "stored", ())
+    if not tensors and isinstance(getattr(dataset, "steps", None), torch.Tensor):  # ragged sequences end to end
+        names, tensors = ("sequences",), (dataset.steps,)
+    for name, tensor in zip(names, tensors):
+        if torch.is_floating_point(tensor) and not bool(torch.isfinite(tensor).all()):
+            bad = ~torch.isfinite(tensor)
+            first = int(bad.reshape(len(tensor), -1).any(dim=1).nonzero()[0])
+            raise ConfigError(f"{where}: the {name} hold {int(bad.sum())} NaN/infinite values (first in sample "
+                              f"{first}); clean or impute the data source before training")
+    return dataset
+
+
 class TaskDataModule(pl.LightningDataModule):
     """Base of every task. Subclasses set `spec` and build the train/val/test tensors in `make_split`."""
 
@@ -74,7 +88,7 @@ class TaskDataModule(pl.LightningDataModule):
 
     def dataset(self, split: str):
         if split not in self._splits:
-            self._splits[split] = self.make_dataset(split)
+            self._splits[split] = check_finite(self.make_dataset(split), f"{type(self).__name__} ({split} split)")
         return self._splits[split]
 
     def _loader(self, split: str, batch_size: int, shuffle: bool) -> DataLoader:

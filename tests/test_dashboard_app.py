@@ -461,3 +461,11 @@ def test_papers_page_shows_published_beside_reproduced_with_a_link_to_the_run(tm
     assert list(frame["reproduced"]) == ["0.03", "not yet run"]
     assert frame["run"][0] == f"curves?run={run}" and frame["scale"][0] == "cpu-smoke"
     assert any("1 of 2 rows not yet run" in n for n in notes(at))
+
+
+def test_an_unreachable_store_is_one_error_on_the_page(monkeypatch):
+    url = "postgresql+psycopg://nobody@127.0.0.1:1/none"
+    monkeypatch.setenv("ORTHOLAB_DB", url)
+    at = AppTest.from_file(APP_MAIN, default_timeout=60)
+    at.run()
+    assert not at.exception and url in at.error[0].value and "--db" in at.error[0].value

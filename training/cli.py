@@ -5,13 +5,16 @@ and stores the full resolved config with the run.
 """
 from __future__ import annotations
 
+import difflib
 import os
+import re
 import signal
 import sys
 from pathlib import Path
 
 import yaml
 from sqlalchemy.engine import make_url
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
@@ -40,10 +43,72 @@ class RecordConfig(SaveConfigCallback):
                 Path(logger.log_dir, "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
 
 
+class OrthoLabArgumentParser(LightningArgumentParser):
+    """Parse errors as one line that names the key and, for a misspelt key, the nearest valid one."""
+
+    def error(self, message: str, ex: Exception | None = None):
+        if not self.exit_on_error:
+            return super().error(message, ex)
+        parser = getattr(ex, "subcommand_parser", None) or self
+        print(f"ortholab: error: {explain_parse_error(message, parser)}", file=sys.stderr)
+        self.exit(2)
+
+
+def _known_keys(parser) -> list[str]:
+    keys = []
+    for action in parser._actions:
+        keys += [o[2:] for o in action.option_strings if o.startswith("--")]
+        for sub in getattr(action, "choices", None) or {}:  # subcommands: their own options
+            if isinstance(action.choices, dict) and hasattr(action.choices[sub], "_actions"):
+                keys += _known_keys(action.choices[sub])
+    return keys
+
+
+def explain_parse_error(message: str, parser) -> str:
+    """jsonargparse's message rewritten for a user: the unknown key with a suggestion, a refused class path."""
+    unknown = re.search(r"unrecognized arguments: --?(\S+)", message) or re.search(
+        r"does not accept option '([^']+)'", message)
+    if unknown:
+        key = unknown.group(1).split("=")[0]
+        close = difflib.get_close_matches(key, _known_keys(parser), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        return (f"unknown config key {key} (on the command line or in a --config file){hint} "
+                f"`ortholab fit --help` lists every key")
+    task_option = re.search(r"class_path '([\w.]+)':\s*(?:Option|Key) '([^']+)' is not (?:accepted|expected)", message)
+    if task_option:
+        import importlib
+        import inspect
+
+        module, _, name = task_option.group(1).rpartition(".")
+        options = [p for p in inspect.signature(getattr(importlib.import_module(module), name).__init__).parameters
+                   if p != "self"]
+        key = task_option.group(2)
+        close = difflib.get_close_matches(key, options, n=1, cutoff=0.6)
+        hint = f"did you mean data.{close[0]}? " if close else ""
+        return (f"unknown config key data.{key}: {task_option.group(1)} has no option {key!r}; {hint}"
+                f"its options are {options}")
+    missing = re.search(r"given class_path '([\w.]+)':\s*module '[\w.]+' has no attribute", message)
+    if missing:
+        from datamodules import TASKS
+
+        close = difflib.get_close_matches(missing.group(1), [f"datamodules.{c.__name__}" for c in TASKS.values()], 1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        return (f"data.class_path = {missing.group(1)!r} is not a registered task; {hint}`ortholab list tasks` "
+                f"shows them")
+    refused = re.search(r"Import path (\S+) does not correspond to a subclass of (\w+)", message)
+    if refused:
+        from datamodules import TASKS
+
+        tasks = ", ".join(f"datamodules.{cls.__name__}" for cls in TASKS.values())
+        return (f"data.class_path = {refused.group(1)!r} is not an OrthoLab task; a config may only name a "
+                f"registered task ({tasks}; `ortholab list tasks`)")
+    return " ".join(message.split()) + " (see `ortholab fit --help`)"
+
+
 class OrthoLabCLI(LightningCLI):
     def __init__(self, args=None, run: bool = True):
         super().__init__(
-            RecurrentModule, TaskDataModule, subclass_mode_data=True,
+            RecurrentModule, TaskDataModule, subclass_mode_data=True, parser_class=OrthoLabArgumentParser,
             auto_configure_optimizers=False,  # the model owns its per-group optimizers
             save_config_callback=RecordConfig, save_config_kwargs={"save_to_log_dir": False},
             trainer_defaults={"logger": False},  # the SQL logger is added in instantiate_trainer
@@ -66,12 +131,36 @@ class OrthoLabCLI(LightningCLI):
                                  "profile, timing, NaN guard) that trainer.callbacks does not already configure")
         parser.link_arguments("data", "model.task", apply_on="instantiate", compute_fn=lambda dm: dm.spec.to_dict())
 
+    def _parse_ckpt_path(self) -> None:
+        """Lightning rebuilds the model from the checkpoint's hyperparameters, which would silently override the
+        config's model: refuse a checkpoint of another model instead, naming the key that differs."""
+        sub = self.config.get("subcommand")
+        path = self.config[sub].get("ckpt_path") if sub else None
+        if path and Path(path).is_file():
+            import torch
+
+            try:
+                saved = torch.load(path, weights_only=True, map_location="cpu").get("hyper_parameters") or {}
+            except Exception as err:  # noqa: BLE001 - any unreadable file is the same user error
+                raise ConfigError(f"--ckpt_path {path}: cannot read it as a checkpoint ({err.__class__.__name__}); "
+                                  f"give a .ckpt file written by `ortholab fit`") from None
+            model = self.config[sub].model
+            for key, default in (("family", None), ("hidden_size", None), ("num_layers", 1)):
+                theirs, ours = saved.get(key, default), model.get(key, default)
+                if theirs is not None and ours != "auto" and theirs != ours:
+                    raise ConfigError(
+                        f"--ckpt_path {path}: the checkpoint holds a model with model.{key} = {theirs!r}, the config "
+                        f"builds model.{key} = {ours!r}; use the config the checkpoint was trained with (`ortholab "
+                        f"fit --resume RUN_ID` reuses a run's own config) or a checkpoint of this model")
+        super()._parse_ckpt_path()
+
     def _subconfig(self):
         return self.config[self.subcommand] if self.subcommand else self.config
 
     def before_instantiate_classes(self) -> None:
         if rank_zero_only.rank == 0:
             Store(self._subconfig().db)  # fail now, before any training, if the store cannot be written
+            _check_writable_folder(self._subconfig().runs_dir)
 
     def instantiate_trainer(self, **kwargs):
         config = self._subconfig()
@@ -117,6 +206,18 @@ class OrthoLabCLI(LightningCLI):
             print(f"Best {run.main_metric}: {run.best:.4g}{baseline}")
         print(f"Run {run.id} ({run.name}, {run.status}) recorded in {logger.store.display_url}; "
               f"run folder {logger.log_dir}. List runs with `ortholab runs`.")
+
+
+def _check_writable_folder(folder: str) -> None:
+    """The run folders' parent exists or can be made, and accepts files (checkpoints go there)."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        probe = Path(folder, f".ortholab-write-check-{os.getpid()}")
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise ConfigError(f"--runs_dir {folder}: cannot write run folders there ({err.strerror}); give a writable "
+                          f"folder with --runs_dir") from None
 
 
 def _resume_arguments(argv: list[str]) -> list[str]:
@@ -215,6 +316,12 @@ def _user_error(err: BaseException | None) -> BaseException | None:
     while err is not None and id(err) not in seen:
         if isinstance(err, (ConfigError, StoreError, NonFiniteError)):
             return err
+        if isinstance(err, MisconfigurationException):  # Lightning's verdict on the trainer settings
+            import torch
+
+            return ConfigError(f"{' '.join(str(err).split())} — check --trainer.accelerator and --trainer.devices "
+                               f"(this machine has {torch.cuda.device_count()} CUDA device(s); "
+                               f"`--trainer.accelerator cpu` runs anywhere)")
         seen.add(id(err))
         err = err.__cause__ or err.__context__
     return None

@@ -140,6 +140,21 @@ class RecurrentModule(pl.LightningModule):
                           "optimizers": self.optimizer_specs},
                 )
 
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """Refuse, before any weight is copied, a checkpoint of another model (family, size, layers or task)."""
+        saved = checkpoint.get("hyper_parameters") or {}
+        for key in ("family", "hidden_size", "num_layers"):
+            theirs, ours = saved.get(key, 1 if key == "num_layers" else None), self.hparams.get(key)
+            if theirs is not None and theirs != ours:
+                raise ConfigError(
+                    f"--ckpt_path: the checkpoint holds a model with model.{key} = {theirs!r}, this config builds "
+                    f"model.{key} = {ours!r}; use the config the checkpoint was trained with (`ortholab fit --resume "
+                    f"RUN_ID` reuses a run's own config) or a checkpoint of this model")
+        theirs = (saved.get("task") or {}).get("name")
+        if theirs is not None and theirs != self.spec.name:
+            raise ConfigError(f"--ckpt_path: the checkpoint was trained on task {theirs!r}, this config's data is "
+                              f"task {self.spec.name!r}; give a checkpoint of this task or the matching data config")
+
     # steps ------------------------------------------------------------------------------------
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         return self.model(inputs)

@@ -1,0 +1,110 @@
+"""Bad input through `ortholab`: one line naming the key, file or value and the fix, exit code 2, nothing recorded
+lost. The README's bad-input table lists every case with the test that checks it (see the last test here)."""
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from datamodules import CopyingTask
+from db import Store
+from training.cli import main
+from test_cli import DEMO, TINY
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+class NaNTask(CopyingTask):
+    """A user's own task whose data source slipped a NaN into the inputs."""
+
+    def make_split(self, split):
+        inputs, targets = super().make_split(split)
+        inputs = torch.nn.functional.one_hot(inputs, 10).float()
+        inputs[3, 2, 0] = float("nan")
+        return inputs, targets
+
+
+def fails(tmp_path, monkeypatch, capsys, *args, db=None):
+    """Run `ortholab fit` with the tiny demo and `args`; return the error line (asserting exit code 2, no traceback)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--config", DEMO, *TINY, "--db", db or f"sqlite:///{tmp_path / 'x.db'}", *args])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "Traceback" not in err, err
+    (line,) = [line for line in err.splitlines() if line.startswith("ortholab: error:")]
+    return line
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--model.hiden_size", "5"], "unknown config key model.hiden_size (on the command line or in a --config file); "
+                                  "did you mean model.hidden_size?"),
+    (["--trainer.max_stesp", "5"], "did you mean trainer.max_steps?"),
+    (["--data", "datamodules.CopyTask"], "data.class_path = 'datamodules.CopyTask' is not a registered task; did "
+                                         "you mean datamodules.CopyingTask?"),
+    (["--data.init_args.seq_lenn", "5"], "unknown config key data.seq_lenn: datamodules.CopyingTask has no option "
+                                         "'seq_lenn'; did you mean data.seq_len?"),
+])
+def test_an_unknown_key_suggests_the_nearest_valid_one(tmp_path, monkeypatch, capsys, args, expected):
+    assert expected in fails(tmp_path, monkeypatch, capsys, *args)
+
+
+def test_a_misspelt_key_in_a_config_file_is_named_too(tmp_path, monkeypatch, capsys):
+    (tmp_path / "typo.yaml").write_text("model:\n  famliy: lstm\n")
+    line = fails(tmp_path, monkeypatch, capsys, "--config", str(tmp_path / "typo.yaml"))
+    assert "unknown config key model.famliy" in line and "did you mean model.family?" in line
+
+
+@pytest.mark.parametrize("config", [
+    "data:\n  class_path: subprocess.Popen\n  init_args: {args: [touch, pwned]}\n",
+    "data:\n  class_path: os.system\n  init_args: {command: touch pwned}\n",
+    "model:\n  class_path: os.system\n  init_args: {command: touch pwned}\n",
+])
+def test_a_config_naming_an_arbitrary_callable_is_refused(tmp_path, monkeypatch, capsys, config):
+    (tmp_path / "evil.yaml").write_text(config)
+    line = fails(tmp_path, monkeypatch, capsys, "--config", str(tmp_path / "evil.yaml"))
+    assert not (tmp_path / "pwned").exists()
+    assert "is not an OrthoLab task" in line or "unknown config key model" in line
+
+
+def test_more_devices_than_the_machine_has(tmp_path, monkeypatch, capsys):
+    wanted = str(torch.cuda.device_count() + 1)
+    line = fails(tmp_path, monkeypatch, capsys, "--trainer.accelerator", "gpu", "--trainer.devices", wanted)
+    assert "check --trainer.accelerator and --trainer.devices" in line and "CUDA device(s)" in line
+
+
+def test_an_unwritable_run_folder_is_named(tmp_path, monkeypatch, capsys):
+    (tmp_path / "afile").write_text("")
+    line = fails(tmp_path, monkeypatch, capsys, "--runs_dir", str(tmp_path / "afile" / "runs"))
+    assert f"--runs_dir {tmp_path / 'afile' / 'runs'}: cannot write run folders there" in line
+    assert Store(f"sqlite:///{tmp_path / 'x.db'}").list_runs() == []  # checked before a run is recorded
+
+
+def test_a_checkpoint_of_another_family_is_refused_before_loading(tmp_path, monkeypatch, capsys):
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    monkeypatch.chdir(tmp_path)
+    main(["fit", "--config", DEMO, *TINY, "--db", db])
+    (earlier,) = Store(db).list_runs()
+    checkpoint = Path(Store(db).get_run(earlier.id).run_dir) / "checkpoints" / "last.ckpt"
+    line = fails(tmp_path, monkeypatch, capsys, "--model.family", "lstm", "--model.family_args", "{}",
+                 "--ckpt_path", str(checkpoint), db=db)
+    assert "the checkpoint holds a model with model.family = 'scornn', the config builds model.family = 'lstm'" in line
+    runs = {r.id: r for r in Store(db).list_runs()}
+    assert runs[earlier.id].status == "finished" and runs[earlier.id].steps == earlier.steps  # nothing lost
+
+
+def test_nan_inputs_in_a_custom_dataset_name_the_split_and_sample(tmp_path, monkeypatch, capsys):
+    line = fails(tmp_path, monkeypatch, capsys, "--data", "test_bad_input.NaNTask", "--data.seq_len", "5",
+                 "--data.train_size", "40", "--data.batch_size", "10", "--data.val_size", "20")
+    assert "NaNTask (val split): the inputs hold 1 NaN/infinite values (first in sample 3)" in line
+
+
+def test_every_row_of_the_readmes_bad_input_table_names_an_existing_test():
+    section = README.read_text().split("### Bad input", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| input")]
+    assert len(rows) >= 20
+    for row in rows:
+        tests = re.findall(r"`(tests/test_\w+\.py)::(\w+)`", row)
+        assert tests, f"README row names no test: {row}"
+        for path, name in tests:
+            source = (README.parent / path).read_text()
+            assert f"def {name}(" in source, f"{path}::{name} (README) does not exist"
