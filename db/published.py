@@ -3,10 +3,11 @@
 A table file holds one paper table or figure: `paper`, `table`, `title`, the OrthoLab `metric` its values are
 read from, `mode` (min/max: which way is better), `scale` (published = scale x OrthoLab value, e.g. 100 for
 accuracies printed in %), and `rows`, each with `row` (its id), task, setting, family, hidden_size,
-parameters, value (null for a qualitative row), outcome, expect (below_baseline / at_baseline), config and
-notes; a row may override metric, mode and scale. A run reproduces a row when it carries the tag
-`paper:<table file stem>/<row>`; `ortholab reproduce` adds it. Read only: the dashboard's Papers page and
-`ortholab report` both build their tables here.
+parameters, value (null for a qualitative row), outcome, expect (below_baseline / at_baseline), config,
+args (extra command-line flags) and notes; a row may override metric, mode and scale. A run reproduces a
+row when it carries the tag `paper:<table file stem>/<row>`; `ortholab reproduce` adds it. Read only: the
+dashboard's Papers page and `ortholab report` both build their tables here. A qualitative row is judged
+below or at the baseline by its run's best main metric (below: under 0.9 x the task's baseline).
 """
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ class PaperRow:
     outcome: str | None = None
     expect: str | None = None
     config: str | None = None
+    args: tuple[str, ...] = ()  # extra `--key value` flags for the row (e.g. a shorter T than the config's)
     notes: str | None = None
 
     @property
@@ -86,9 +88,12 @@ def load_table(path: Path) -> PaperTable:
             raise _fail(path, f"row {raw['row']!r}: mode {mode!r} must be min or max")
         if raw.get("expect") not in (None, *EXPECTATIONS):
             raise _fail(path, f"row {raw['row']!r}: expect {raw['expect']!r} must be one of {EXPECTATIONS}")
-        known = {f for f in PaperRow.__dataclass_fields__} - {"table", "metric", "mode", "scale"}
+        known = {f for f in PaperRow.__dataclass_fields__} - {"table", "metric", "mode", "scale", "args"}
+        args = raw.get("args") or []
+        if not isinstance(args, list):
+            raise _fail(path, f"row {raw['row']!r}: args must be a list of command-line flags")
         rows.append(PaperRow(table=path.stem, metric=raw.get("metric", data["metric"]), mode=mode,
-                             scale=float(raw.get("scale", data.get("scale", 1))),
+                             scale=float(raw.get("scale", data.get("scale", 1))), args=tuple(map(str, args)),
                              **{k: v for k, v in raw.items() if k in known}))
     return PaperTable(id=path.stem, paper=data["paper"], table=data["table"], title=data.get("title", ""),
                       metric=data["metric"], mode=data["mode"], scale=float(data.get("scale", 1)), rows=tuple(rows))
@@ -134,7 +139,7 @@ def reproduction(store: Store, row: PaperRow, runs: list[RunSummary]) -> Reprodu
         if run is not None and (found := _metric_value(store, run, metric, row.mode)) is not None:
             value, measured_as = found * row.scale, metric
             break
-    if row.expect and fit is not None and fit.best is not None and fit.baseline:
+    if row.value is None and fit is not None and fit.best is not None and fit.baseline:
         verdict = "below_baseline" if fit.best < BELOW_BASELINE * fit.baseline else "at_baseline"
     return Reproduction(row, fit, evaluation, value, measured_as, verdict)
 
@@ -159,9 +164,9 @@ def comparison_rows(items: list[Reproduction]) -> list[dict[str, Any]]:
         published = _number(row.value) if row.value is not None else (row.outcome or "-")
         if item.fit is None:
             reproduced = "not yet run"
-        elif row.value is None and row.expect:
-            reproduced = (item.verdict or "-").replace("_", " ")
-            if item.verdict:
+        elif row.value is None and item.verdict:
+            reproduced = f"{item.verdict.replace('_', ' ')} (best {_number(item.fit.best)})"
+            if row.expect:
                 reproduced += " ✓" if item.verdict == row.expect else " ✗ (paper: " + row.expect.replace("_", " ") + ")"
         else:
             reproduced = _number(item.value)

@@ -66,15 +66,16 @@ def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str]) -> str:
     store_args = ["--db", db] if db else []
     flags = smoke_overrides(config) if scale == "cpu-smoke" else []
     name = f"{row.table}.{row.row}"
-    code = _ortholab("fit", "--config", str(config_path), "--name", name, *tags, *store_args, *flags, *extra)
+    code = _ortholab("fit", "--config", str(config_path), "--name", name, *tags, *store_args, *row.args, *flags,
+                     *extra)
     if code:
         return f"{row.tag}: fit failed (exit {code})"
     run = max((r for r in Store(db).list_runs() if row.tag in r.tags and r.stage == "fit"), key=lambda r: r.id)
     if row.metric.startswith("test/"):
         checkpoints = sorted((Path(Store(db).get_run(run.id).run_dir) / "checkpoints").glob("best-step*.ckpt"))
         checkpoint = str(checkpoints[-1]) if checkpoints else "last"
-        code = _ortholab("test", "--config", str(config_path), "--name", name, *tags, *store_args, *flags, *extra,
-                         "--ckpt_path", checkpoint)
+        code = _ortholab("test", "--config", str(config_path), "--name", name, *tags, *store_args, *row.args, *flags,
+                         *extra, "--ckpt_path", checkpoint)
         if code:
             return f"{row.tag}: run {run.id} trained; test failed (exit {code})"
     if row.metric.startswith("audio/"):
