@@ -22,6 +22,7 @@ from db.records import RunSummary
 from db.store import Store, StoreError
 
 PUBLISHED_DIR = Path(__file__).resolve().parents[1] / "configs" / "papers" / "published"
+CHECKS_DIR = PUBLISHED_DIR.parent / "checks"  # not paper tables: the papers' claims re-checked at CPU scale
 EXPECTATIONS = ("below_baseline", "at_baseline")
 BELOW_BASELINE = 0.9  # a run "drops below the baseline" when its best main metric is under 0.9 x the baseline
 
@@ -100,8 +101,9 @@ def load_table(path: Path) -> PaperTable:
 
 
 def load_tables(root: Path | None = None) -> dict[str, PaperTable]:
-    """Every table file under `root` (default: the repository's published tables), by id, in name order."""
-    return {path.stem: load_table(path) for path in sorted(Path(root or PUBLISHED_DIR).glob("*.yaml"))}
+    """Every table file under `root` (default: the published tables, then the CPU checks), by id."""
+    folders = [Path(root)] if root else [PUBLISHED_DIR, CHECKS_DIR]
+    return {path.stem: load_table(path) for folder in folders for path in sorted(folder.glob("*.yaml"))}
 
 
 @dataclass(frozen=True)

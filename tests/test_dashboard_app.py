@@ -446,6 +446,7 @@ def test_papers_page_shows_published_beside_reproduced_with_a_link_to_the_run(tm
          "rows": [{"row": "adding_scornn", "task": "adding", "family": "scornn", "hidden_size": 8, "value": 0.002},
                   {"row": "adding_lstm", "task": "adding", "family": "lstm", "value": 0.01}]}))
     monkeypatch.setattr(published, "PUBLISHED_DIR", tables_dir)
+    monkeypatch.setattr(published, "CHECKS_DIR", tmp_path / "no-checks")
     store = Store(f"sqlite:///{tmp_path / 'papers.db'}")
     run = store.create_run(name="toy", family="scornn", task="adding", tags=["paper:toy_table1/adding_scornn",
                                                                             "scale:cpu-smoke"])

@@ -89,6 +89,7 @@ def test_reproduce_runs_a_row_in_cpu_smoke_tags_it_and_reports_it(tmp_path, monk
     tables_dir.mkdir()
     _write(tables_dir, table, "toy_figure1.yaml")
     monkeypatch.setattr(published, "PUBLISHED_DIR", tables_dir)
+    monkeypatch.setattr(published, "CHECKS_DIR", tmp_path / "no-checks")
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'runs.db'}"
 
@@ -113,6 +114,7 @@ def test_unknown_table_or_row_is_one_clear_message(tmp_path, monkeypatch, capsys
     tables_dir.mkdir()
     _write(tables_dir, TABLE)
     monkeypatch.setattr(published, "PUBLISHED_DIR", tables_dir)
+    monkeypatch.setattr(published, "CHECKS_DIR", tmp_path / "no-checks")
     for argv, message in ((["reproduce", "nope"], "no published table 'nope'"),
                           (["reproduce", "demo_table9", "--rows", "x"], "--rows: 'x' is not a row"),
                           (["reproduce", "demo_table9", "--scale", "huge"], "--scale 'huge'"),
@@ -122,6 +124,10 @@ def test_unknown_table_or_row_is_one_clear_message(tmp_path, monkeypatch, capsys
         assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
-def test_the_repositorys_tables_load():
+def test_the_repositorys_tables_load_and_their_configs_exist():
     tables = load_tables()
-    assert all(table.rows for table in tables.values())
+    assert "cpu_checks" in tables and len(tables) > 10 and all(table.rows for table in tables.values())
+    root = published.PUBLISHED_DIR.parents[2]
+    for table in tables.values():
+        for row in table.rows:
+            assert row.config is None or (root / row.config).is_file(), f"{row.tag}: no {row.config}"
