@@ -1,6 +1,8 @@
 """Recurrent families by name. A new family is one file in models/ plus one line here."""
 from models.base import ConfigError, RecurrentLayer
+from models.fcurnn import FullCapacityURNN
 from models.gated import GRU, LSTM, RNN
+from models.nru import NRU
 from models.ornn import ORNN
 from models.rtransformer import RTransformer
 from models.scornn import ScoRNN
@@ -16,6 +18,8 @@ FAMILIES: dict[str, type[RecurrentLayer]] = {
     "rnn": RNN,
     "ornn": ORNN,
     "srnn": SRNN,
+    "fcurnn": FullCapacityURNN,
+    "nru": NRU,
     "rtransformer": RTransformer,
 }
 

@@ -23,6 +23,9 @@ class RecurrentLayer(nn.Module):
     supports_state_offsets = False
     # Options about the task's raw inputs (e.g. embedding symbol ids): layers above the first in a stack drop them.
     first_layer_options: tuple[str, ...] = ()
+    # Optimizers a group needs unless the config names one for that group itself (the config's `default`
+    # entry does not replace them), e.g. the full-capacity uRNN's Stiefel step for its unitary W.
+    default_optimizers: dict[str, dict] = {}
 
     def __init__(self, input_size: int, hidden_size: int):
         super().__init__()
@@ -43,6 +46,11 @@ class RecurrentLayer(nn.Module):
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
         """Named groups, each trained by its own optimizer; together they hold every parameter exactly once."""
         return {"other": list(self.parameters())}
+
+    def redundant_parameter_count(self) -> int:
+        """Stored numbers beyond the model's degrees of freedom, which the papers' budgets do not count (the
+        full-capacity uRNN stores 2n^2 reals for an n^2-dimensional unitary W); 0 for most families."""
+        return 0
 
     def after_optimizer_step(self) -> None:
         """Called once after every group's optimizer has stepped (e.g. expRNN's re-basing every K steps)."""

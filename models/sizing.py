@@ -17,13 +17,15 @@ from models.stack import build_layers
 
 def parameter_count(family: str, hidden_size: int, input_size: int, output_size: int,
                     family_args: dict[str, Any] | None = None, num_layers: int = 1) -> int:
-    """Trainable parameters of `family` at `hidden_size`: the recurrent layer(s) plus the linear readout."""
+    """Trainable parameters of `family` at `hidden_size`: the recurrent layer(s) plus the linear readout, counted
+    as the papers count them (degrees of freedom: see RecurrentLayer.redundant_parameter_count)."""
     if family not in FAMILIES:
         raise ConfigError(f"model.family = {family!r} is not a registered family; choose one of {sorted(FAMILIES)}")
     with torch.device("meta"):
         layer = build_layers(FAMILIES[family], input_size, hidden_size, dict(family_args or {}), num_layers)
         readout = torch.nn.Linear(layer.output_size, output_size)
-    return sum(p.numel() for module in (layer, readout) for p in module.parameters())
+    stored = sum(p.numel() for module in (layer, readout) for p in module.parameters())
+    return stored - layer.redundant_parameter_count()
 
 
 def hidden_size_for_budget(family: str, budget: int, input_size: int, output_size: int,

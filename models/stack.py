@@ -27,6 +27,7 @@ class StackedLayers(RecurrentLayer):
         self.output_size = last.output_size
         self.embeds_symbols = first.embeds_symbols  # only layer 1 sees symbol ids
         self.supports_state_offsets = last.supports_state_offsets
+        self.default_optimizers = first.default_optimizers
 
     def recurrent_matrix(self) -> torch.Tensor | None:
         return self.layers[0].recurrent_matrix()
@@ -43,6 +44,9 @@ class StackedLayers(RecurrentLayer):
             for name, params in layer.parameter_groups().items():
                 groups.setdefault(name, []).extend(params)
         return groups
+
+    def redundant_parameter_count(self) -> int:
+        return sum(layer.redundant_parameter_count() for layer in self.layers)
 
     def after_optimizer_step(self) -> None:
         for layer in self.layers:

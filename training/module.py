@@ -107,13 +107,19 @@ class RecurrentModule(pl.LightningModule):
             raise ConfigError(f"model.optimizers.{unknown[0]}: family {self.hparams.family!r} has no parameter group "
                               f"{unknown[0]!r}; its groups are {sorted(groups)} (or use 'default')")
         specs = {}
+        family_defaults = self.model.layer.default_optimizers  # e.g. the Stiefel step a unitary W needs
         for name in groups:
-            if name not in optimizers and "default" not in optimizers:
+            if name in optimizers:
+                spec, where = optimizers[name], f"model.optimizers.{name}"
+            elif name in family_defaults:
+                spec, where = family_defaults[name], f"family {self.hparams.family!r}'s default for group {name!r}"
+            elif "default" in optimizers:
+                spec, where = optimizers["default"], "model.optimizers.default"
+            else:
                 raise ConfigError(f"model.optimizers has no entry for parameter group {name!r} of family "
                                   f"{self.hparams.family!r}; add model.optimizers.{name} or model.optimizers.default")
-            key = name if name in optimizers else "default"
-            check_optimizer_spec(optimizers[key], f"model.optimizers.{key}")
-            specs[name] = optimizers[key]
+            check_optimizer_spec(spec, where)
+            specs[name] = spec
         return specs
 
     def configure_optimizers(self):

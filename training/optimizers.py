@@ -13,6 +13,7 @@ import torch
 from torch.optim import Optimizer
 
 from models.base import ConfigError
+from training.stiefel import StiefelCayley
 
 
 class _PerParameterOptimizer(Optimizer):
@@ -69,6 +70,7 @@ OPTIMIZERS: dict[str, type[Optimizer]] = {
     "sgd": torch.optim.SGD,
     "rmsprop": torch.optim.RMSprop,
     "adagrad": torch.optim.Adagrad,
+    "stiefel_cayley": StiefelCayley,
 }
 
 
