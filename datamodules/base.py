@@ -52,11 +52,15 @@ class ResumableLoader(DataLoader):
 
 def check_finite(dataset, where: str):
     """The dataset, once its tensors are known to hold no NaN or infinity (checked once per split, not per batch)."""
-    names, tensors = ("inputs", "targets", "mask"), getattr(dataset, "tensors", None) or getattr(dataset, "stored", ())
-    if not tensors and isinstance(getattr(dataset, "steps", None), torch.Tensor):  # ragged sequences end to end
+    names = ("inputs", "targets", "mask")
+    if isinstance(getattr(dataset, "stored", None), tuple):  # gathered per batch (datamodules/batching.py)
+        tensors = dataset.stored
+    elif isinstance(getattr(dataset, "steps", None), torch.Tensor):  # ragged sequences end to end
         names, tensors = ("sequences",), (dataset.steps,)
+    else:
+        tensors = getattr(dataset, "tensors", ())
     for name, tensor in zip(names, tensors):
-        if torch.is_floating_point(tensor) and not bool(torch.isfinite(tensor).all()):
+        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not bool(tensor.isfinite().all()):
             bad = ~torch.isfinite(tensor)
             first = int(bad.reshape(len(tensor), -1).any(dim=1).nonzero()[0])
             raise ConfigError(f"{where}: the {name} hold {int(bad.sum())} NaN/infinite values (first in sample "

@@ -1,7 +1,9 @@
 """Recurrent families by name. A new family is one file in models/ plus one line here."""
 from models.base import ConfigError, RecurrentLayer
+from models.exprnn import ExpRNN
 from models.fcurnn import FullCapacityURNN
 from models.gated import GRU, LSTM, RNN
+from models.nnrnn import NNRNN
 from models.nru import NRU
 from models.ornn import ORNN
 from models.rtransformer import RTransformer
@@ -18,6 +20,8 @@ FAMILIES: dict[str, type[RecurrentLayer]] = {
     "rnn": RNN,
     "ornn": ORNN,
     "srnn": SRNN,
+    "exprnn": ExpRNN,
+    "nnrnn": NNRNN,
     "fcurnn": FullCapacityURNN,
     "nru": NRU,
     "rtransformer": RTransformer,

@@ -1,0 +1,355 @@
+"""expRNN and its dynamic trivialisation against their mathematics (srnn-exprnn-facts section 3)."""
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from models import FAMILIES, ConfigError, SequenceModel
+from models.cayley import skew_from_upper, upper_from_skew
+from models.exprnn import ExpRNN
+from models.matrix_exp import (exp_skew, haar_special_orthogonal, initial_skew, log_special_orthogonal,
+                               skew_from_superdiagonal_blocks)
+from models.modrelu import modrelu
+from models.sizing import hidden_size_for_budget, parameter_count
+from training.module import build_layer
+
+F64 = torch.float64
+
+
+def orthogonality_error(b: torch.Tensor) -> float:
+    return torch.linalg.matrix_norm(b.t() @ b - torch.eye(b.shape[0], dtype=b.dtype)).item()  # Frobenius
+
+
+# the exponential map -------------------------------------------------------------------------------------
+
+def test_exp_of_any_skew_matrix_is_special_orthogonal_to_round_off():
+    g = torch.Generator().manual_seed(0)
+    n = 64
+    upper = torch.zeros(n * (n - 1) // 2, dtype=F64)
+    for _ in range(500):  # far from the initialisation: entries of order 1-10
+        upper += torch.randn(upper.shape, generator=g, dtype=F64) * 0.2
+    assert upper.abs().max() > 5
+    b = exp_skew(upper, n)
+    assert orthogonality_error(b) < 1e-12
+    assert torch.linalg.det(b).item() == pytest.approx(1.0, abs=1e-12)  # exp reaches SO(n) only
+
+
+def test_matrix_exp_gradient_is_the_exact_frechet_derivative():
+    # gradcheck: autograd of exp(S - S^T) against central finite differences, float64
+    g = torch.Generator().manual_seed(1)
+    n = 5
+    upper = (torch.randn(n * (n - 1) // 2, generator=g, dtype=F64) * 1.5).requires_grad_()
+    assert torch.autograd.gradcheck(lambda s: exp_skew(s, n), (upper,))
+    # and the adjoint identity dL/dA = Dexp_{A^T}[G]: the top-right block of exp([[A^T, G], [0, A^T]])
+    a = skew_from_upper(upper.detach(), n).requires_grad_()
+    probe = torch.randn(n, n, generator=g, dtype=F64)
+    (torch.linalg.matrix_exp(a) * probe).sum().backward()
+    block = torch.zeros(2 * n, 2 * n, dtype=F64)
+    block[:n, :n] = block[n:, n:] = a.detach().t()
+    block[:n, n:] = probe
+    torch.testing.assert_close(a.grad, torch.linalg.matrix_exp(block)[:n, n:], rtol=1e-12, atol=1e-13)
+
+
+# initialisations ---------------------------------------------------------------------------------------
+
+def _block_values(a: torch.Tensor) -> torch.Tensor:
+    """The s_i of a block-diagonal skew A, after checking that A has exactly that structure."""
+    n = a.shape[0]
+    idx = torch.arange(0, n - 1, 2)
+    values = a[idx, idx + 1]
+    torch.testing.assert_close(a, skew_from_superdiagonal_blocks(values, n), rtol=0, atol=0)
+    return values
+
+
+@pytest.mark.parametrize("init, low, high", [("henaff", -math.pi, math.pi), ("henaff_icml", -math.pi, 0.0),
+                                             ("cayley", -1.0, 0.0)])
+def test_initialisations_are_2x2_blocks_with_the_codes_ranges(init, low, high):
+    n = 401  # odd: the last unit is a 1x1 zero block (eigenvalue 1)
+    a0 = initial_skew(n, init, torch.Generator().manual_seed(2))
+    values = _block_values(a0)
+    assert values.numel() == 200 and low <= values.min() and values.max() <= high
+    assert values.min() < low + 0.1 * (high - low) and values.max() > high - 0.1 * (high - low)  # the whole range
+    if init == "cayley":  # -tan(t/2) with t ~ U(0, pi/2): t = -2 atan(s) is uniform on [0, pi/2]
+        t = -2 * torch.atan(values)
+        assert t.mean().item() == pytest.approx(math.pi / 4, abs=0.1)
+    b = torch.linalg.matrix_exp(a0)
+    eig = torch.linalg.eigvals(b)
+    # exp of the block [[0, s], [-s, 0]] is a rotation by s: eigenvalues e^{+-i s}, and 1 for the odd unit
+    expected = torch.cat([values, -values, torch.zeros(1, dtype=F64)])
+    torch.testing.assert_close(torch.sort(eig.angle()).values, torch.sort(expected).values, rtol=0, atol=1e-9)
+    torch.testing.assert_close(eig.abs(), torch.ones(n, dtype=F64))
+
+
+def test_random_initialisation_is_the_log_of_a_haar_rotation():
+    n = 40
+    q = haar_special_orthogonal(n, torch.Generator().manual_seed(3))
+    assert orthogonality_error(q) < 1e-12 and torch.linalg.det(q).item() == pytest.approx(1.0, abs=1e-12)
+    a0 = initial_skew(n, "random", torch.Generator().manual_seed(3))
+    torch.testing.assert_close(a0.t(), -a0)
+    torch.testing.assert_close(torch.linalg.matrix_exp(a0), q, rtol=0, atol=1e-10)
+    torch.testing.assert_close(log_special_orthogonal(q), a0)
+    # Haar: E[tr Q] = 0 for SO(n), n >= 3; over 200 draws the mean trace is within a few standard errors (sd 1)
+    traces = torch.stack([torch.trace(haar_special_orthogonal(n, torch.Generator().manual_seed(seed)))
+                          for seed in range(200)])
+    assert abs(traces.mean().item()) < 0.3
+
+
+@pytest.mark.parametrize("init", ["henaff", "cayley"])
+def test_layer_stores_the_initial_skew_and_input_weights_as_the_code(init):
+    n, inputs = 300, 20
+    torch.manual_seed(4)
+    expected = upper_from_skew(initial_skew(n, init)).float()
+    torch.manual_seed(4)
+    layer = ExpRNN(inputs, n, init=init)
+    assert torch.equal(layer.upper, expected) and layer.upper.numel() == n * (n - 1) // 2
+    assert torch.equal(layer.base, torch.eye(n))  # static: base = I
+    # kaiming_normal(ReLU gain): std sqrt(2 / fan_in), no input bias; modReLU bias ~ U(-0.01, 0.01)
+    assert layer.input_weight.std().item() == pytest.approx(math.sqrt(2 / inputs), rel=0.05)
+    assert layer.input_weight.mean().abs() < 0.02
+    assert 0.009 < layer.bias.abs().max() <= 0.01 and layer.bias.min() < 0 < layer.bias.max()
+
+
+def test_dtriv_starts_from_base_exp_a0_and_zero_s():
+    torch.manual_seed(5)
+    a0 = initial_skew(12, "henaff")
+    torch.manual_seed(5)
+    layer = ExpRNN(3, 12, trivialization="dtriv")
+    assert torch.equal(layer.upper, torch.zeros(66))
+    torch.testing.assert_close(layer.base, torch.linalg.matrix_exp(a0).float())
+    torch.testing.assert_close(layer.recurrent_matrix(), torch.linalg.matrix_exp(a0).float())
+
+
+# the layer -------------------------------------------------------------------------------------------------
+
+def _away_from_init(layer: ExpRNN) -> ExpRNN:
+    with torch.no_grad():
+        layer.upper.add_(torch.randn_like(layer.upper), alpha=0.5)
+        layer.input_weight.mul_(3)
+        layer.bias.uniform_(-0.8, 0.8)  # mixed signs, large enough that modReLU cuts some units off
+    return layer
+
+
+def test_layer_is_the_modrelu_recurrence_with_b_in_column_form():
+    torch.manual_seed(6)
+    layer = _away_from_init(ExpRNN(3, 7)).double()
+    x = torch.randn(4, 9, 3, dtype=F64)
+    b = torch.linalg.matrix_exp(skew_from_upper(layer.upper.detach(), 7))
+    h, expected = torch.zeros(4, 7, dtype=F64), []
+    for x_t in x.unbind(1):  # h_t = modReLU(W_in x_t + B h_{t-1}, b), h_0 = 0
+        h = modrelu(x_t @ layer.input_weight.detach().t() + h @ b.t(), layer.bias.detach())
+        expected.append(h)
+    out = layer(x)
+    torch.testing.assert_close(out, torch.stack(expected, 1), rtol=1e-12, atol=1e-13)
+    assert (out == 0).any() and (out != 0).any()  # both branches of modReLU
+    torch.testing.assert_close(layer(x, state_offsets=torch.zeros(4, 9, 7, dtype=F64)), out)
+
+
+@pytest.mark.parametrize("trivialization", ["static", "dtriv"])
+def test_layer_gradients_match_finite_differences(trivialization):
+    torch.manual_seed(7)
+    layer = _away_from_init(ExpRNN(2, 5, trivialization=trivialization)).double()
+    if trivialization == "dtriv":
+        layer.project_base_()  # the float32 base, made orthogonal in float64
+        layer.rebase_()  # a base far from I, and S moved off zero again
+        with torch.no_grad():
+            layer.upper.add_(torch.randn_like(layer.upper), alpha=0.5)
+        assert (layer.base - torch.eye(5, dtype=F64)).abs().max() > 0.1
+    x = torch.randn(3, 8, 2, dtype=F64)
+    names = [name for name, _ in layer.named_parameters()]
+
+    def loss(*values):
+        out = torch.func.functional_call(layer, dict(zip(names, values)), (x,))
+        return (out ** 2).sum()
+
+    assert torch.autograd.gradcheck(loss, [p.detach().clone().requires_grad_() for p in layer.parameters()])
+
+
+def test_b_stays_orthogonal_after_many_optimizer_updates_in_float32():
+    # float32 exp loses orthogonality roughly in proportion to ||A|| (scaling and squaring); dtriv keeps A small
+    # and its SVD re-projection removes the drift that re-basing accumulates
+    torch.manual_seed(8)
+    n = 48
+    layers = {"static": ExpRNN(3, n),
+              "dtriv": ExpRNN(3, n, trivialization="dtriv", rebase_every=7, project_every=5),
+              "dtriv_unprojected": ExpRNN(3, n, trivialization="dtriv", rebase_every=7, project_every=None)}
+    x, target = torch.randn(8, 10, 3), torch.randn(8, 10, n)
+    errors = {}
+    for name, layer in layers.items():
+        optimizer = torch.optim.RMSprop(layer.parameters(), lr=0.05)  # large steps: A moves far
+        for _ in range(200):
+            optimizer.zero_grad()
+            ((layer(x) - target) ** 2).mean().backward()
+            optimizer.step()
+            layer.after_optimizer_step()
+        b = layer.recurrent_matrix().detach()
+        assert b.dtype == torch.float32
+        errors[name] = orthogonality_error(b.double())
+    assert torch.linalg.matrix_norm(layers["static"].skew().detach(), 2) > 5  # ||A||_2 far from the init's
+    assert errors["static"] < 5e-5
+    assert errors["dtriv"] < 1e-5 and errors["dtriv"] < errors["dtriv_unprojected"] < 5e-5
+    assert int(layers["dtriv"].optimizer_steps) == 200
+
+
+# dynamic trivialisation -------------------------------------------------------------------------------------
+
+def _drifted_dtriv_layer(rebasings: int, step: float) -> ExpRNN:
+    """A float32 dtriv layer after `rebasings` changes of base, each after S moved by N(0, step^2) entries."""
+    layer = ExpRNN(4, 32, trivialization="dtriv", rebase_every=None)
+    for _ in range(rebasings):
+        with torch.no_grad():
+            layer.upper.add_(torch.randn_like(layer.upper), alpha=step)
+        layer.rebase_()
+    with torch.no_grad():
+        layer.upper.add_(torch.randn_like(layer.upper), alpha=step)
+    return layer
+
+
+def test_rebasing_keeps_the_function_computed_exactly():
+    torch.manual_seed(9)
+    layer = _drifted_dtriv_layer(5, 0.2)
+    x = torch.randn(5, 30, 4)
+    before, b_before = layer(x).detach(), layer.recurrent_matrix().detach()
+    layer.rebase_()
+    assert torch.equal(layer.upper, torch.zeros_like(layer.upper))
+    assert torch.equal(layer.recurrent_matrix(), b_before)  # base exp(0) = base I, bit for bit
+    assert torch.equal(layer(x), before)
+
+
+def test_reprojection_moves_the_base_by_no_more_than_its_drift_and_keeps_the_function():
+    torch.manual_seed(10)
+    layer = _drifted_dtriv_layer(20, 0.3)  # large float32 drift off O(n)
+    before = layer.base.double()
+    drift = orthogonality_error(before)
+    assert drift > 1e-5
+    layer.project_base_()
+    # U V^T is the orthogonal matrix closest to the base: it moves it by about half of ||base^T base - I||
+    assert torch.linalg.matrix_norm(layer.base.double() - before).item() < drift
+    assert orthogonality_error(layer.base.double()) < min(drift / 5, 1e-5)  # float32 round-off of U V^T
+    torch.manual_seed(11)
+    layer = _drifted_dtriv_layer(5, 0.1)  # the drift of a few re-basings: the function stays to float32 precision
+    x = torch.randn(5, 30, 4)
+    before = layer(x).detach()
+    layer.project_base_()
+    assert (layer(x) - before).abs().max() < 1e-5 * before.abs().max()
+
+
+def test_schedule_rebases_every_k_steps_and_projects_every_m_rebasings(monkeypatch):
+    layer = ExpRNN(2, 6, trivialization="dtriv", rebase_every=3, project_every=2)
+    calls = []
+    monkeypatch.setattr(layer, "rebase_", lambda: calls.append(("rebase", int(layer.optimizer_steps))))
+    monkeypatch.setattr(layer, "project_base_", lambda: calls.append(("project", int(layer.optimizer_steps))))
+    for _ in range(13):
+        layer.after_optimizer_step()
+    assert calls == [("rebase", 3), ("rebase", 6), ("project", 6), ("rebase", 9), ("rebase", 12), ("project", 12)]
+    for kwargs in ({}, {"trivialization": "dtriv", "rebase_every": None}):  # static, and dtriv with K = infinity
+        other = ExpRNN(2, 6, **kwargs)
+        monkeypatch.setattr(other, "rebase_", lambda: calls.append("unexpected"))
+        for _ in range(250):
+            other.after_optimizer_step()
+        assert int(other.optimizer_steps) == 250
+    assert "unexpected" not in calls
+
+
+def test_a_rebase_keeps_the_optimizer_state_of_s():
+    torch.manual_seed(10)
+    layer = ExpRNN(2, 6, trivialization="dtriv", rebase_every=2)
+    optimizer = torch.optim.RMSprop([layer.upper], lr=1e-2)
+    x = torch.randn(3, 5, 2)
+    for _ in range(2):
+        optimizer.zero_grad()
+        layer(x).square().sum().backward()
+        optimizer.step()
+        layer.after_optimizer_step()
+    assert torch.equal(layer.upper, torch.zeros_like(layer.upper))  # re-based after step 2
+    assert optimizer.state[layer.upper]["square_avg"].abs().max() > 0  # RMSprop's accumulator is kept
+
+
+def test_checkpoint_round_trip_keeps_base_and_counter():
+    torch.manual_seed(11)
+    layer = ExpRNN(3, 8, trivialization="dtriv", rebase_every=4, project_every=3)
+    with torch.no_grad():
+        for _ in range(6):
+            layer.upper.add_(torch.randn_like(layer.upper), alpha=0.2)
+            layer.after_optimizer_step()  # one rebase, at step 4
+    state = layer.state_dict()
+    assert {"base", "optimizer_steps", "upper"} <= set(state) and int(state["optimizer_steps"]) == 6
+    restored = ExpRNN(3, 8, trivialization="dtriv", rebase_every=4, project_every=3)
+    restored.load_state_dict(state)
+    assert torch.equal(restored.base, layer.base) and int(restored.optimizer_steps) == 6
+    x = torch.randn(2, 5, 3)
+    torch.testing.assert_close(restored(x), layer(x), rtol=0, atol=0)
+    restored.after_optimizer_step()
+    restored.after_optimizer_step()  # step 8: the schedule goes on where it stopped
+    assert torch.equal(restored.upper, torch.zeros_like(restored.upper))
+
+
+def test_training_loop_drives_the_schedule_and_checkpoints_it(tmp_path, monkeypatch):
+    from training.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    main(["fit", "--model.family", "exprnn", "--model.hidden_size", "6",
+          "--model.family_args", "{trivialization: dtriv, rebase_every: 5}",
+          "--model.optimizers", "{recurrent: {name: rmsprop, lr: 1.0e-3}, other: {name: rmsprop, lr: 1.0e-2}}",
+          "--data", "datamodules.CopyingTask", "--data.seq_len", "4", "--data.train_size", "40",
+          "--data.batch_size", "10", "--data.val_size", "10", "--trainer.max_steps", "7",
+          "--trainer.val_check_interval", "7", "--trainer.check_val_every_n_epoch", "null",
+          "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
+          "--trainer.accelerator", "cpu", "--db", f"sqlite:///{tmp_path / 'runs.db'}"])
+    (checkpoint,) = Path(tmp_path).rglob("last.ckpt")
+    state = torch.load(checkpoint, weights_only=False)["state_dict"]
+    assert int(state["model.layer.optimizer_steps"]) == 7  # one after_optimizer_step per training step
+    upper = state["model.layer.upper"]
+    assert 0 < upper.abs().max() < 0.01  # two RMSprop steps since the rebase at step 5 (lr 1e-3 each)
+
+
+# sizes and options ------------------------------------------------------------------------------------------
+
+def test_parameter_count_is_honest():
+    n, inputs = 50, 7
+    layer = ExpRNN(inputs, n)
+    groups = layer.parameter_groups()
+    assert sorted(groups) == ["other", "recurrent"]
+    grouped = [p for params in groups.values() for p in params]
+    assert len(grouped) == len(set(map(id, grouped))) == len(list(layer.parameters()))
+    assert sum(p.numel() for p in groups["recurrent"]) == n * (n - 1) // 2  # S only; base is a buffer
+    assert sum(p.numel() for p in layer.parameters()) == n * (n - 1) // 2 + n * inputs + n
+    assert parameter_count("exprnn", n, inputs, 3, {"trivialization": "dtriv", "init": "random"}) == \
+        n * (n - 1) // 2 + n * inputs + n + 3 * n + 3
+    assert FAMILIES["exprnn"] is ExpRNN and layer.supports_state_offsets and not layer.embeds_symbols
+
+
+# The ICML paper sized expRNN as scoRNN (copying n = 190; MNIST 170/360/512; TIMIT 224/322/425, the sizes the SRNN
+# paper's Table 3 quotes): the same count as scoRNN at each n, so scoRNN's budgets give the papers' sizes back.
+@pytest.mark.parametrize("input_size, output_size, budget, n", [
+    (10, 9, 22_000, 190), (1, 10, 16_000, 170), (1, 10, 69_000, 360), (1, 10, 137_000, 512),
+    (129, 129, 83_000, 224), (129, 129, 135_000, 322), (129, 129, 200_000, 425)])
+def test_papers_sizes(input_size, output_size, budget, n):
+    count = parameter_count("exprnn", n, input_size, output_size)
+    assert count == parameter_count("scornn", n, input_size, output_size)
+    assert abs(count - budget) / budget < 0.03
+    assert abs(hidden_size_for_budget("exprnn", budget, input_size, output_size) - n) <= 0.04 * n
+    if n == 224:
+        assert count == 24_976 + 224 * 129 + 224 + 224 * 129 + 129 == 83_121
+
+
+def test_config_errors_name_the_key():
+    with pytest.raises(ConfigError, match=r"model\.family_args\.trivialization = 'dynamic'.*'static'.*'dtriv'"):
+        ExpRNN(3, 8, trivialization="dynamic")
+    with pytest.raises(ConfigError, match=r"model\.family_args\.init = 'glorot'.*henaff"):
+        ExpRNN(3, 8, init="glorot")
+    for bad in (0, -5, 2.5, True, "infty"):
+        with pytest.raises(ConfigError, match=r"model\.family_args\.rebase_every"):
+            ExpRNN(3, 8, rebase_every=bad)
+    with pytest.raises(ConfigError, match=r"model\.family_args\.project_every"):
+        ExpRNN(3, 8, project_every=0)
+    with pytest.raises(ConfigError, match=r"model\.family_args\.rho is not an option of family 'exprnn'"):
+        build_layer("exprnn", 3, 8, {"rho": 4})
+
+
+def test_sequence_model_and_meta_device_count():
+    model = SequenceModel(ExpRNN(2, 9, trivialization="dtriv"), 1, readout="last_step")
+    assert model(torch.randn(4, 11, 2)).shape == (4, 1)
+    with torch.device("meta"):
+        meta = ExpRNN(2, 9, trivialization="dtriv", init="random")
+    assert meta.base.is_meta and sum(p.numel() for p in meta.parameters()) == 36 + 18 + 9
