@@ -8,9 +8,8 @@ from standins import SHARED_DATA, write_text_set
 from training.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
-CONFIGS = ["demo/mnist_digits_scornn.yaml", "demo/music_jsb_lstm.yaml", "demo/text_tiny_lstm.yaml",
-           "demo/generation_fsdd_scornn.yaml", "papers/scornn_mnist_n170.yaml", "papers/scornn_pmnist_n170.yaml",
-           "papers/srnn_pmnist.yaml"]
+CONFIGS = sorted(str(path.relative_to(REPO / "configs")) for folder in ("demo", "papers")
+                 for path in (REPO / "configs" / folder).glob("*.yaml"))  # every runnable config
 QUICK = ["--trainer.max_steps", "3", "--trainer.val_check_interval", "3", "--trainer.check_val_every_n_epoch", "null",
          "--trainer.limit_val_batches", "2", "--trainer.enable_progress_bar", "false",
          "--trainer.enable_model_summary", "false"]
