@@ -7,7 +7,8 @@ parameters, value (null for a qualitative row), outcome, expect (below_baseline 
 args (extra command-line flags) and notes; a row may override metric, mode and scale. A run reproduces a
 row when it carries the tag `paper:<table file stem>/<row>`; `ortholab reproduce` adds it. Read only: the
 dashboard's Papers page and `ortholab report` both build their tables here. A qualitative row is judged
-below or at the baseline by its run's best main metric (below: under 0.9 x the task's baseline).
+below (losses) or above (accuracies) the task's baseline when its run's best main metric is 10% better than
+the baseline, else at the baseline.
 """
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ from db.store import Store, StoreError
 
 PUBLISHED_DIR = Path(__file__).resolve().parents[1] / "configs" / "papers" / "published"
 CHECKS_DIR = PUBLISHED_DIR.parent / "checks"  # not paper tables: the papers' claims re-checked at CPU scale
-EXPECTATIONS = ("below_baseline", "at_baseline")
-BELOW_BASELINE = 0.9  # a run "drops below the baseline" when its best main metric is under 0.9 x the baseline
+EXPECTATIONS = ("below_baseline", "above_baseline", "at_baseline")
+BEYOND_BASELINE = 0.1  # a run leaves the baseline when its best main metric is 10% better than it
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,10 @@ def reproduction(store: Store, row: PaperRow, runs: list[RunSummary]) -> Reprodu
             value, measured_as = found * row.scale, metric
             break
     if row.value is None and fit is not None and fit.best is not None and fit.baseline:
-        verdict = "below_baseline" if fit.best < BELOW_BASELINE * fit.baseline else "at_baseline"
+        if fit.main_metric_mode == "min":  # losses: better is below
+            verdict = "below_baseline" if fit.best < (1 - BEYOND_BASELINE) * fit.baseline else "at_baseline"
+        else:  # accuracies: better is above
+            verdict = "above_baseline" if fit.best > (1 + BEYOND_BASELINE) * fit.baseline else "at_baseline"
     return Reproduction(row, fit, evaluation, value, measured_as, verdict)
 
 

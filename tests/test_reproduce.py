@@ -131,3 +131,15 @@ def test_the_repositorys_tables_load_and_their_configs_exist():
     for table in tables.values():
         for row in table.rows:
             assert row.config is None or (root / row.config).is_file(), f"{row.tag}: no {row.config}"
+
+
+def test_accuracy_rows_are_judged_above_the_baseline(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    table = load_table(_write(tmp_path, {"paper": "p", "table": "t", "metric": "val/acc", "mode": "max", "rows": [
+        {"row": "fits", "task": "mnist", "family": "lstm", "expect": "above_baseline"},
+        {"row": "fails", "task": "mnist", "family": "rnn", "expect": "at_baseline"}]}))
+    for row, best in zip(table.rows, (0.95, 0.105)):
+        run = store.create_run(name=row.row, tags=[row.tag], main_metric="val/acc", main_metric_mode="max",
+                               baseline=0.1)
+        store.log_metrics(run, {"val/acc": best}, step=1)
+    assert [item.verdict for item in reproductions(store, table)] == ["above_baseline", "at_baseline"]
