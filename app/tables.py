@@ -16,7 +16,7 @@ STALE_AFTER_S = 300.0  # a 'running' run silent this long was probably killed ou
 
 RUN_COLUMNS = [
     "id", "name", "family", "task", "status", "activity", "steps", "main metric", "best", "last",
-    "baseline", "beats baseline", "parameters", "start", "duration (s)", "tags", "reason",
+    "baseline", "beats baseline", "parameters", "start", "duration (s)", "tags", "reason", "mode",
 ]  # fmt: skip
 
 
@@ -66,10 +66,28 @@ def runs_frame(runs: Sequence[RunSummary], now: datetime | None = None) -> pd.Da
             "duration (s)": _seconds(r.ended_at or r.heartbeat_at, r.created_at),
             "tags": list(r.tags),
             "reason": r.reason,
+            "mode": r.main_metric_mode,
         }
         for r in runs
     ]
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+SWEEP_TAG = "sweep:"  # `ortholab sweep` tags every trial's run sweep:<name>
+
+
+def sweep_names(frame: pd.DataFrame) -> list[str]:
+    """The sweeps whose trials are among the runs, by name."""
+    return sorted({tag[len(SWEEP_TAG):] for tags in frame["tags"] for tag in tags if tag.startswith(SWEEP_TAG)})
+
+
+def best_run(frame: pd.DataFrame) -> pd.Series | None:
+    """The row with the best main metric (min or max per the runs' mode), None when no run has one."""
+    scored = frame.dropna(subset=["best"])
+    if scored.empty:
+        return None
+    maximise = (scored["mode"] == "max").all()
+    return scored.loc[scored["best"].idxmax() if maximise else scored["best"].idxmin()]
 
 
 def filter_runs(
@@ -79,10 +97,13 @@ def filter_runs(
     tasks: Iterable[str] = (),
     statuses: Iterable[str] = (),
     text: str = "",
+    sweep: str | None = None,
 ) -> pd.DataFrame:
     """Rows matching every given filter; an empty filter keeps all. `text` matches id, name, family, task
-    or a tag, case-insensitively (several words: all must match)."""
+    or a tag, case-insensitively (several words: all must match); `sweep` keeps that sweep's trials."""
     keep = pd.Series(True, index=frame.index)
+    if sweep:
+        keep &= frame["tags"].map(lambda tags: f"{SWEEP_TAG}{sweep}" in tags)
     for column, allowed in (("family", families), ("task", tasks), ("status", statuses)):
         allowed = list(allowed)
         if allowed:

@@ -286,3 +286,17 @@ def test_run_dashboard_checks_the_database_then_becomes_the_server(tmp_path, mon
     assert launch.main(["--db", f"sqlite:///{blocker}/runs.db"]) == 2  # a file where a directory should be
     assert "ortholab dashboard: error: Cannot use the run database" in capsys.readouterr().err
     assert len(calls) == 1  # nothing started for the bad database
+
+
+def test_sweeps_and_their_best_trial_follow_the_metric_mode():
+    import pandas as pd
+
+    from app.tables import best_run, sweep_names
+
+    frame = pd.DataFrame({"id": [1, 2, 3], "name": ["a", "b", "c"], "best": [0.9, 0.95, None],
+                          "mode": ["max", "max", "max"],
+                          "tags": [["sweep:acc", "trial:0"], ["sweep:acc", "trial:1"], ["sweep:other"]]})
+    assert sweep_names(frame) == ["acc", "other"]
+    assert best_run(frame)["name"] == "b"  # accuracy: higher is better
+    assert best_run(frame.assign(mode="min"))["name"] == "a"
+    assert best_run(frame.iloc[2:]) is None

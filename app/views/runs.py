@@ -33,7 +33,23 @@ statuses = status_col.multiselect(
 text = text_col.text_input(
     "Search", key="filter_text", placeholder="name, #id, family, task or tag", persist_state="session"
 )
-shown = tables.filter_runs(frame, families=families, tasks=tasks, statuses=statuses, text=text)
+sweeps = tables.sweep_names(frame)
+sweep = None
+if sweeps:
+    sweep = st.selectbox(
+        "Sweep", [None, *sweeps], format_func=lambda s: "all runs" if s is None else s, key="filter_sweep",
+        help="the trials of one `ortholab sweep`", persist_state="session",
+    )
+shown = tables.filter_runs(frame, families=families, tasks=tasks, statuses=statuses, text=text, sweep=sweep)
+if sweep:
+    best = tables.best_run(shown)
+    if best is None:
+        st.info(f"No trial of sweep {sweep!r} has recorded its main metric yet.")
+    else:
+        st.success(
+            f"Best of sweep {sweep!r}: #{best['id']} {best['name']}, {best['main metric']} = {best['best']:.4g} "
+            f"({len(shown)} trials)"
+        )
 
 displayed = [int(i) for i in shown["id"]]
 selected = state.selected_ids()
@@ -72,6 +88,7 @@ st.dataframe(
         "activity": st.column_config.TextColumn("activity", help="running runs: time since their last write"),
         "tags": st.column_config.ListColumn("tags"),
         "reason": st.column_config.TextColumn("reason", help="why the run failed or stopped, when known"),
+        "mode": st.column_config.TextColumn("mode", help="whether the main metric is better low (min) or high (max)"),
     },
 )
 
