@@ -1,5 +1,6 @@
 """Recurrent families by name. A new family is one file in models/ plus one line here."""
 from models.base import ConfigError, RecurrentLayer
+from models.eurnn import EURNN
 from models.exprnn import ExpRNN
 from models.fcurnn import FullCapacityURNN
 from models.gated import GRU, LSTM, RNN
@@ -11,6 +12,7 @@ from models.scornn import ScoRNN
 from models.scurnn import ScuRNN
 from models.sequence import SequenceModel
 from models.srnn import SRNN
+from models.urnn import URNN
 
 FAMILIES: dict[str, type[RecurrentLayer]] = {
     "scornn": ScoRNN,
@@ -22,6 +24,8 @@ FAMILIES: dict[str, type[RecurrentLayer]] = {
     "srnn": SRNN,
     "exprnn": ExpRNN,
     "nnrnn": NNRNN,
+    "urnn": URNN,
+    "eurnn": EURNN,
     "fcurnn": FullCapacityURNN,
     "nru": NRU,
     "rtransformer": RTransformer,

@@ -1,0 +1,156 @@
+"""Restricted-capacity uRNN: h_t = sigma_eps(U x_t + W h_{t-1}, b) with the unitary
+W = D3 R2 F^-1 D2 Pi R1 F D1 (Arjovsky, Shah, Bengio 2016, "Unitary evolution recurrent neural networks").
+
+D_k = diag(e^{i w_k}) (trainable phases), R_k = I - 2 v_k v_k^H / |v_k|^2 (complex Householder reflections,
+trainable v_k stored as real and imaginary parts), F the unitary DFT (torch.fft with norm="ortho"; the SRNN
+port's unnormalised FFT with a 1/n inverse forms the same W), Pi a fixed random permutation. 7n recurrent
+parameters (Wisdom et al. 2016). W is applied by its factors at every step (O(n log n)), never as a matrix.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from models.base import RecurrentLayer
+from models.operator_recurrence import (batch_dot, dense_matrix, gather_units, interleaved_input,
+                                       operator_recurrence, to_complex, to_real)
+
+
+def fft(x: torch.Tensor) -> torch.Tensor:
+    """F x for every row x: the unitary DFT."""
+    return torch.fft.fft(x, norm="ortho")
+
+
+def ifft(x: torch.Tensor) -> torch.Tensor:
+    """F^-1 x = F^H x for every row x."""
+    return torch.fft.ifft(x, norm="ortho")
+
+
+def reflect(x: torch.Tensor, v: torch.Tensor, c: torch.Tensor, inplace: bool = False
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(R x, a) for every row x: R x = x - 2 v (v^H x) / |v|^2 = x - a v with a = c^T x, c = 2 conj(v) / |v|^2."""
+    a = x @ c.unsqueeze(1)
+    if inplace:
+        return x.addmm_(a, v.unsqueeze(0), alpha=-1), a
+    return torch.addmm(x, a, v.unsqueeze(0), alpha=-1), a
+
+
+@dataclass(frozen=True)
+class RestrictedUnitary:
+    """W = D3 R2 F^-1 D2 Pi R1 F D1 on rows, from phases (3, n) and reflection vectors (2, n) (real, imaginary).
+
+    Factors: d = e^{i w} (3, n), v (2, n), c = 2 conj(v) / |v|^2 (2, n), and their conjugates for the adjoint
+    (R is Hermitian: R^H g = g - conj(c) (v^H g)). `permutation` p: (Pi x)_k = x_{p[k]}; `inverse` is p^-1.
+    """
+
+    permutation: torch.Tensor
+    inverse: torch.Tensor
+
+    def prepare(self, phases: torch.Tensor, reflection_real: torch.Tensor, reflection_imag: torch.Tensor) -> tuple:
+        d = torch.polar(torch.ones_like(phases), phases)  # D_k = diag(e^{i w_k})
+        v = torch.complex(reflection_real, reflection_imag)
+        c = 2 * v.conj() / v.real.square().add(v.imag.square()).sum(dim=1, keepdim=True)  # R = I - 2 v v^H / |v|^2
+        return d, v, c, *(f.conj().resolve_conj() for f in (d, v, c))
+
+    def apply(self, x: torch.Tensor, factors: tuple, plus: torch.Tensor | None = None,
+              tape: list | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+        d, v, c = factors[:3]
+        inplace = tape is None and not torch.is_grad_enabled()  # no factor input is kept: reuse the buffers
+        x1 = fft(x * d[0])  # F D1 h
+        x2, a1 = reflect(x1, v[0], c[0], inplace)  # R1
+        x3 = gather_units(x2, self.permutation)  # Pi
+        x4 = ifft(x3.mul_(d[1]) if inplace else x3 * d[1])  # F^-1 D2
+        x5, a2 = reflect(x4, v[1], c[1], inplace)  # R2
+        if tape is not None:
+            tape.extend((x, x1, a1, x3, x4, a2, x5))
+        return torch.mul(x5, d[2], out=out) if plus is None else torch.addcmul(plus, x5, d[2], out=out)  # D3 (+ U x_t)
+
+    def adjoint(self, g: torch.Tensor, factors: tuple, tape: list | None = None,
+                grads: list | None = None) -> torch.Tensor:
+        d_conj, v_conj, c_conj = factors[3:]  # W^H = D1^H F^-1 R1 Pi^T D2^H F R2 D3^H
+        if tape is not None:
+            x, x1, a1, x3, x4, a2, x5 = tape
+            grad_d, grad_v, grad_c = grads[:3]
+            grad_d[2] += batch_dot(x5, g)
+        g = g * d_conj[2]  # a new buffer: the steps below work in place
+        q = g @ v_conj[1].unsqueeze(1)  # v^H g per row
+        if tape is not None:  # y = x - a v, a = c^T x: dL/dv = -a^H G, dL/dc = -x^H (G conj(v))
+            grad_v[1] -= (a2.mH @ g).squeeze(0)
+            grad_c[1] -= (q.mH @ x4).conj().squeeze(0)  # x^H q, without conjugating x
+        g = fft(g.addmm_(q, c_conj[1].unsqueeze(0), alpha=-1))
+        if tape is not None:
+            grad_d[1] += batch_dot(x3, g)
+        g = gather_units(g.mul_(d_conj[1]), self.inverse)
+        q = g @ v_conj[0].unsqueeze(1)
+        if tape is not None:
+            grad_v[0] -= (a1.mH @ g).squeeze(0)
+            grad_c[0] -= (q.mH @ x1).conj().squeeze(0)  # x^H q, without conjugating x
+        g = ifft(g.addmm_(q, c_conj[0].unsqueeze(0), alpha=-1))
+        if tape is not None:
+            grad_d[0] += batch_dot(x, g)
+        return g.mul_(d_conj[0])
+
+
+class URNN(RecurrentLayer):
+    """Arjovsky's unitary evolution RNN: n complex units, real readout of [Re h, Im h] (output_size = 2n).
+
+    Initialisation as the paper's Section "Initialization" and the SRNN repo's port: phases w_k ~ U(-pi, pi),
+    reflection vectors' real and imaginary parts ~ U(-1, 1), modReLU bias b = 0, input U a real (2n, m)
+    Glorot-uniform matrix [Re U; Im U] (the port's; Arjovsky's code draws Re U and Im U as two (m, n) Glorot).
+    Pi is drawn from the global generator when the layer is built (so by the run's seed) and kept as a
+    persistent buffer: a checkpoint restores it. The initial state h0 is trainable, as in Arjovsky's Theano code
+    (the papers' budgets, ~69k at n = 2170, count it), drawn ~ U(-sqrt(3/2n), sqrt(3/2n)) per real coordinate
+    so that E|h0|^2 = 1 (the paper's draft and the port; the Theano code's range is sqrt(2) wider). The port
+    instead draws a fresh, untrained h0 every forward pass, which makes evaluation non-deterministic.
+    The nonlinearity is scuRNN eq. (5), z relu(r + b) / (r + eps), r = sqrt(|z|^2 + eps), eps = 1e-5: the
+    approximate modReLU the scuRNN paper ascribes to the uRNN implementations (Arjovsky's code divides by
+    |z| + 1e-5, the port by |z| + 1e-6, both without eps under the root).
+    Parameter groups: `recurrent` (3n phases, 2 x 2n reflection coordinates: 7n), `other` (U, b, h0).
+    """
+
+    supports_state_offsets = True
+
+    def __init__(self, input_size: int, hidden_size: int):
+        super().__init__(input_size, hidden_size)
+        n = hidden_size
+        self.output_size = 2 * n
+        self.phases = nn.Parameter(torch.empty(3, n).uniform_(-math.pi, math.pi))  # w_1, w_2, w_3
+        self.reflection_real = nn.Parameter(torch.empty(2, n).uniform_(-1.0, 1.0))  # Re v_1, Re v_2
+        self.reflection_imag = nn.Parameter(torch.empty(2, n).uniform_(-1.0, 1.0))  # Im v_1, Im v_2
+        self.register_buffer("permutation", torch.randperm(n))  # Pi, fixed; saved in checkpoints
+        self.input_weight = nn.Parameter(nn.init.xavier_uniform_(torch.empty(2 * n, input_size)))
+        self.bias = nn.Parameter(torch.zeros(n))  # modReLU bias, one per complex unit
+        bound = math.sqrt(3.0 / (2 * n))  # E|h0|^2 = 2n bound^2 / 3 = 1
+        self.h0 = nn.Parameter(torch.empty(2 * n).uniform_(-bound, bound))  # [Re h0 | Im h0]
+
+    def operator(self) -> RestrictedUnitary:
+        return RestrictedUnitary(self.permutation, torch.argsort(self.permutation))
+
+    def recurrent_params(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return self.phases, self.reflection_real, self.reflection_imag
+
+    def recurrent_matrix(self) -> torch.Tensor:
+        """The dense W (analysis only), by applying the factors to the identity."""
+        dtype = torch.complex128 if self.phases.dtype == torch.float64 else torch.complex64
+        operator = self.operator()
+        return dense_matrix(operator, operator.prepare(*self.recurrent_params()), self.hidden_size, dtype,
+                            self.phases.device)
+
+    def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
+        return {"recurrent": list(self.recurrent_params()), "other": [self.input_weight, self.bias, self.h0]}
+
+    def nonfinite_hint(self) -> str | None:
+        if bool((self.bias > 0).any()):
+            return ("modReLU biases b > 0 with small |z| give derivatives up to ~b / sqrt(eps) (scuRNN Theorem 4): "
+                    "lower model.optimizers.other.lr")
+        return None
+
+    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
+        u = interleaved_input(x, self.input_weight)  # (T, B, n) complex: U x_t for all steps at once
+        h0 = to_complex(self.h0).expand(x.shape[0], -1)
+        offsets = None if state_offsets is None else to_complex(state_offsets.transpose(0, 1))
+        return to_real(operator_recurrence(self.operator(), u, self.bias, h0, self.recurrent_params(),
+                                           offsets)).transpose(0, 1)
