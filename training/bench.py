@@ -24,6 +24,7 @@ from training.optimizers import build_optimizer
 
 BUDGETS = {"16k": 16_000, "69k": 69_000}  # the scoRNN/scuRNN papers' MNIST parameter budgets
 CLASSES = 10
+BUDGET_TOLERANCE = 0.25  # a family whose nearest size misses the budget by more is not compared at it (NRU's memory)
 
 
 @dataclass
@@ -81,7 +82,9 @@ def time_step(model: SequenceModel, optimizers: list, x: torch.Tensor, y: torch.
 def per_group_optimizers(model: SequenceModel) -> list:
     groups = {name: list(ps) for name, ps in model.layer.parameter_groups().items()}
     groups.setdefault("other", []).extend(model.readout.parameters())
-    return [build_optimizer(ps, {"name": "adam", "lr": 1e-4}, f"bench.{name}") for name, ps in groups.items() if ps]
+    defaults = model.layer.default_optimizers  # a group's own optimizer where the family needs one (fcurnn)
+    return [build_optimizer(ps, defaults.get(name, {"name": "adam", "lr": 1e-4}), f"bench.{name}")
+            for name, ps in groups.items() if ps]
 
 
 def measure(families: list[str], budgets: list[str], batch: int, seq_len: int, repeats: int, device: str) -> list[Row]:
@@ -99,8 +102,12 @@ def measure(families: list[str], budgets: list[str], batch: int, seq_len: int, r
             except ConfigError as err:
                 print(f"skipping {family} at {budget_name}: {err}", file=sys.stderr)
                 continue
-            candidates[family] = (model, Row(family, budget_name, n, parameter_count(family, n, 1, CLASSES), batch,
-                                             seq_len, device, 0.0, 0.0))
+            count = parameter_count(family, n, 1, CLASSES)
+            if abs(count - budget) > BUDGET_TOLERANCE * budget:
+                print(f"skipping {family} at {budget_name}: its nearest size (n = {n}) has {count:,} parameters",
+                      file=sys.stderr)
+                continue
+            candidates[family] = (model, Row(family, budget_name, n, count, batch, seq_len, device, 0.0, 0.0))
         references = {n: plain_rnn(n, device) for n in {row.hidden_size for _, row in candidates.values()}}
         samples = {key: [] for key in [*candidates, *[f"rnn{n}" for n in references]]}
         steps = {key: [] for key in candidates}
