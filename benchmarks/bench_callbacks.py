@@ -2,7 +2,7 @@
 same training with none, both recorded in a SQLite store, alternating in one process.
 
     python benchmarks/bench_callbacks.py [--family scornn] [--hidden 170] [--seq-len 200] [--steps 400]
-                                         [--interval 100] [--repeats 3]
+                                         [--interval 100] [--repeats 3] [--callbacks drift,nan_guard]
 
 Prints the median wall time of each and their ratio (the target: < 1.05 at interval 100). The callbacks:
 orthogonality drift and eigenvalue snapshots every `interval` steps, the gradient-norm profile and hidden
@@ -28,11 +28,20 @@ from training.callbacks import (EigenvalueSnapshots, GradientNormProfile, Hidden
 from training.module import RecurrentModule
 
 
-def analysis_callbacks(interval: int, steps: int) -> list[pl.Callback]:
+def analysis_callbacks(interval: int, steps: int, names: list[str]) -> list[pl.Callback]:
     probe_steps = list(range(0, steps, interval))
-    return [OrthogonalityDrift(every_n_steps=interval), EigenvalueSnapshots(every_n_steps=interval, every_epoch=False),
-            GradientNormProfile(steps=probe_steps), HiddenTrajectory(steps=probe_steps), Timing(every_n_steps=interval),
-            NaNGuard()]
+    every = {"drift": lambda: OrthogonalityDrift(every_n_steps=interval),
+             "eigenvalues": lambda: EigenvalueSnapshots(every_n_steps=interval, every_epoch=False),
+             "gradients": lambda: GradientNormProfile(steps=probe_steps),
+             "trajectory": lambda: HiddenTrajectory(steps=probe_steps),
+             "timing": lambda: Timing(every_n_steps=interval), "nan_guard": NaNGuard}
+    unknown = sorted(set(names) - set(every))
+    if unknown:
+        raise SystemExit(f"--callbacks: unknown {unknown}; choose from {sorted(every)}")
+    return [every[name]() for name in names]
+
+
+ALL = "drift,eigenvalues,gradients,trajectory,timing,nan_guard"
 
 
 def fit_seconds(args, with_callbacks: bool, root: Path) -> float:
@@ -42,7 +51,8 @@ def fit_seconds(args, with_callbacks: bool, root: Path) -> float:
                              optimizers={"default": {"name": "rmsprop_tf", "lr": 1e-4}})
     logger = SQLLogger(db_url=f"sqlite:///{root / 'bench.db'}", name="bench", root_dir=str(root))
     trainer = pl.Trainer(accelerator="cpu", max_steps=args.steps, limit_val_batches=0, logger=logger,
-                         callbacks=analysis_callbacks(args.interval, args.steps) if with_callbacks else [],
+                         callbacks=analysis_callbacks(args.interval, args.steps, args.callbacks.split(","))
+                         if with_callbacks else [],
                          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                          log_every_n_steps=50)
     start = time.perf_counter()
@@ -58,6 +68,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--interval", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--callbacks", default=ALL, help=f"comma-separated subset of {ALL}")
     args = parser.parse_args()
     times = {False: [], True: []}
     with tempfile.TemporaryDirectory() as tmp:
@@ -66,8 +77,8 @@ def main() -> None:
                 times[with_callbacks].append(fit_seconds(args, with_callbacks, Path(tmp)))
     plain, analysed = statistics.median(times[False]), statistics.median(times[True])
     print(f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}")
-    print(f"{args.family} n={args.hidden}, adding T={args.seq_len}, batch 50, {args.steps} steps, callbacks every "
-          f"{args.interval} steps; median of {args.repeats}")
+    print(f"{args.family} n={args.hidden}, adding T={args.seq_len}, batch 50, {args.steps} steps, callbacks "
+          f"{args.callbacks} every {args.interval} steps; median of {args.repeats}")
     print(f"without callbacks {plain:.2f} s, with {analysed:.2f} s: ratio {analysed / plain:.3f} "
           f"({(analysed / plain - 1) * 100:+.1f}% of step time)")
 
