@@ -171,7 +171,8 @@ def comparison_rows(items: list[Reproduction]) -> list[dict[str, Any]]:
         if item.fit is None:
             reproduced = "not yet run"
         elif row.value is None and item.verdict:
-            reproduced = f"{item.verdict.replace('_', ' ')} (best {_number(item.fit.best)})"
+            shown = (item.measured_as, item.value) if item.value is not None else (item.fit.main_metric, item.fit.best)
+            reproduced = f"{item.verdict.replace('_', ' ')} ({shown[0]} {_number(shown[1])})"
             if row.expect:
                 reproduced += " ✓" if item.verdict == row.expect else " ✗ (paper: " + row.expect.replace("_", " ") + ")"
         else:

@@ -71,7 +71,7 @@ def test_the_report_reads_test_runs_falls_back_to_val_and_judges_qualitative_row
     assert items[0].value == pytest.approx(92.5) and items[0].measured_as == "test/acc"
     report = markdown_report(store, {"demo_table9": table})
     assert "| mnist_scornn_n8 | - | scornn | 8 | - | 98.1 | 92.5 | finished | full | 1 |" in report
-    assert "at baseline (best 0.48) ✓" in report and "not yet run" in report
+    assert "at baseline (val/loss 0.48) ✓" in report and "not yet run" in report
 
 
 def test_reproduce_runs_a_row_in_cpu_smoke_tags_it_and_reports_it(tmp_path, monkeypatch, capsys):
