@@ -131,3 +131,18 @@ def test_impossible_sizes_are_one_clear_message(extra, message, capsys, tmp_path
     with pytest.raises(SystemExit) as exit_info:
         main(["fit", "--config", DEMO, *TINY, "--db", f"sqlite:///{tmp_path / 'x.db'}", *extra])
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_an_auto_sized_model_rebuilds_from_its_saved_hyperparameters():
+    # load_from_checkpoint and `ortholab test --ckpt_path` rebuild the module from hparams holding the resolved
+    # size beside the budget
+    from datamodules import CopyingTask
+    from models import ConfigError
+    from training.module import RecurrentModule
+
+    module = RecurrentModule(CopyingTask().spec, family="scornn", hidden_size="auto", param_budget=22_000,
+                             family_args={"rho": 0.5})
+    rebuilt = RecurrentModule(**module.hparams)
+    assert rebuilt.hparams.hidden_size == module.hparams.hidden_size
+    with pytest.raises(ConfigError, match="model.param_budget = 22000 only applies with model.hidden_size: auto"):
+        RecurrentModule(**{**module.hparams, "hidden_size": module.hparams.hidden_size + 7})

@@ -77,16 +77,20 @@ class RecurrentModule(pl.LightningModule):
         """`hidden_size: auto` with `param_budget: N`: the size whose parameter count is closest to N (the
         papers compare families at equal budgets)."""
         if hidden_size != "auto":
-            if param_budget is not None:
-                raise ConfigError(f"model.param_budget = {param_budget} only applies with model.hidden_size: auto "
-                                  f"(hidden_size is {hidden_size!r})")
             if not isinstance(hidden_size, int) or isinstance(hidden_size, bool):
                 raise ConfigError(f"model.hidden_size = {hidden_size!r}; give an integer or 'auto' with "
                                   f"model.param_budget")
-            return hidden_size
+            if param_budget is not None and hidden_size != self._budget_size(family, family_args, param_budget,
+                                                                             num_layers):
+                raise ConfigError(f"model.param_budget = {param_budget} only applies with model.hidden_size: auto "
+                                  f"(hidden_size is {hidden_size!r})")
+            return hidden_size  # (with the budget: the size a checkpoint of an auto-sized run was built with)
         if param_budget is None:
             raise ConfigError("model.hidden_size is 'auto' but model.param_budget is not set; give the budget "
                               "(e.g. --model.param_budget 16000) or an integer hidden size")
+        return self._budget_size(family, family_args, param_budget, num_layers)
+
+    def _budget_size(self, family, family_args, param_budget, num_layers) -> int:
         from models.sizing import hidden_size_for_budget
 
         check_family(family, family_args)
