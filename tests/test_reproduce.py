@@ -1,5 +1,6 @@
 """Published numbers beside reproduced runs: the table files, the report, and `ortholab reproduce` end to end."""
 import json
+import re
 
 import pytest
 import yaml
@@ -143,3 +144,29 @@ def test_accuracy_rows_are_judged_above_the_baseline(tmp_path):
                                baseline=0.1)
         store.log_metrics(run, {"val/acc": best}, step=1)
     assert [item.verdict for item in reproductions(store, table)] == ["above_baseline", "at_baseline"]
+
+
+@pytest.mark.slow
+def test_one_real_row_per_family_runs_at_cpu_smoke_scale(tmp_path, monkeypatch, capsys):
+    """Every family's paper configs run through `ortholab reproduce --scale cpu-smoke` (generated-data rows)."""
+    def length(row):  # the shortest sequences of each family's rows keep the test short
+        found = re.search(r"T\s*=\s*(\d+)", row.setting or "")
+        return int(row.args[row.args.index("--data.seq_len") + 1]) if "--data.seq_len" in row.args else \
+            int(found.group(1)) if found else 10_000
+
+    chosen = {}
+    for table in load_tables().values():
+        for row in table.rows:
+            if row.config and row.task in ("copying", "adding") and (
+                    row.family not in chosen or length(row) < length(chosen[row.family])):
+                chosen[row.family] = row
+    assert {"scornn", "scurnn", "ornn", "srnn", "lstm", "urnn", "eurnn", "fcurnn", "nru", "nnrnn"} <= set(chosen)
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    for family, row in sorted(chosen.items()):
+        main(["reproduce", row.table, "--rows", row.row, "--scale", "cpu-smoke", "--db", db,
+              "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"])
+    out = capsys.readouterr().out
+    runs = Store(db).list_runs()
+    assert sorted(r.family for r in runs) == sorted(chosen), out
+    assert all(r.status == "finished" and r.steps == 40 for r in runs), [(r.name, r.status, r.steps) for r in runs]
