@@ -144,8 +144,14 @@ x = torch.rand(batch, seq_len, 1, device=device); y = torch.randint(0, CLASSES, 
 if device.startswith("cuda"):
     torch.cuda.reset_peak_memory_stats()
 F.cross_entropy(model(x), y).backward()
-peak = torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else \\
-    resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def resident_peak_mb():
+    # VmHWM restarts at exec; ru_maxrss would carry the forking parent's resident size over
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+peak = torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else resident_peak_mb()
 print(peak)
 """
 
