@@ -50,9 +50,10 @@ def test_eurnn_beats_the_copying_baseline_at_t20(tmp_path, monkeypatch):
 
 def test_eurnn_drops_below_the_adding_baseline_at_t50(tmp_path, monkeypatch):
     # the scuRNN paper (Figure 5, T = 200): the EURNN "appears to decrease below the baseline and eventually
-    # increases back towards it"; here it reaches 0.08-0.11 in 1,000 steps for several optimizer choices
+    # increases back towards it"; here it reaches 0.08-0.14 in 1,000 steps (the thread count changes which):
+    # assert what the paper claims, below the baseline by the report's 10% rule
     run = fit_recorded(tmp_path, monkeypatch, [
         "--model.family", "eurnn", "--model.hidden_size", "128", "--model.family_args", "{capacity: 2}",
         "--model.optimizers", "{default: {name: adam, lr: 1.0e-2}}",
         *ADDING_T50, "--trainer.max_steps", "1000", "--trainer.val_check_interval", "200"])
-    assert run.best < 0.75 * run.baseline  # 0.077 when written
+    assert run.best < 0.9 * run.baseline  # 0.077 (one thread), 0.136 (two threads)
