@@ -30,10 +30,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from models.base import ConfigError, RecurrentLayer
+from models.base import ConfigError
 from models.complex_recurrence import complex_modrelu_recurrence
-from models.operator_recurrence import (batch_dot, dense_matrix, gather_units, interleaved_input,
-                                       operator_recurrence, to_complex, to_real)
+from models.operator_recurrence import FactoredUnitaryLayer, batch_dot, gather_units
 
 STYLES = ("tunable", "fft")
 ROTATIONS = ("code", "paper")
@@ -125,7 +124,7 @@ class GivensLayers:
         return g
 
 
-class EURNN(RecurrentLayer):
+class EURNN(FactoredUnitaryLayer):
     """Efficient unitary RNN: n complex units, real readout of [Re h, Im h] (output_size = 2n).
 
     style: 'tunable' (capacity L layers, default L = 2) or 'fft' (ceil(log2 n) layers; capacity is ignored).
@@ -139,8 +138,6 @@ class EURNN(RecurrentLayer):
     The official code reads out only Re h from a complex cell; here, as the other complex families, [Re h, Im h].
     Parameter groups: `recurrent` (angles, phases, D's phases), `other` (U, b).
     """
-
-    supports_state_offsets = True
 
     def __init__(self, input_size: int, hidden_size: int, style: str = "tunable", capacity: int = 2,
                  rotation: str = "code", recurrence: str = "auto"):
@@ -181,21 +178,8 @@ class EURNN(RecurrentLayer):
     def recurrent_params(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return self.theta, self.phi, self.omega
 
-    def recurrent_matrix(self) -> torch.Tensor:
-        """The dense W (analysis only), by applying the layers to the identity."""
-        dtype = torch.complex128 if self.omega.dtype == torch.float64 else torch.complex64
-        operator = self.operator()
-        return dense_matrix(operator, operator.prepare(*self.recurrent_params()), self.hidden_size, dtype,
-                            self.omega.device)
-
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
         return {"recurrent": list(self.recurrent_params()), "other": [self.input_weight, self.bias]}
-
-    def nonfinite_hint(self) -> str | None:
-        if bool((self.bias > 0).any()):
-            return ("modReLU biases b > 0 with small |z| give derivatives up to ~b / sqrt(eps) (scuRNN Theorem 4): "
-                    "lower model.optimizers.other.lr")
-        return None
 
     def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
         if self.recurrence == "dense":
@@ -204,8 +188,4 @@ class EURNN(RecurrentLayer):
             h0 = self.h0.expand(x.shape[0], -1)
             offsets = None if state_offsets is None else state_offsets.transpose(0, 1)
             return complex_modrelu_recurrence(u, w.real, w.imag, self.bias, h0, offsets).transpose(0, 1)
-        u = interleaved_input(x, self.input_weight)  # (T, B, n) complex: U x_t for all steps at once
-        h0 = to_complex(self.h0).expand(x.shape[0], -1)
-        offsets = None if state_offsets is None else to_complex(state_offsets.transpose(0, 1))
-        return to_real(operator_recurrence(self.operator(), u, self.bias, h0, self.recurrent_params(),
-                                           offsets)).transpose(0, 1)
+        return super().forward(x, state_offsets)  # the layers at every step

@@ -25,7 +25,8 @@ sigma_eps is scuRNN eq. (5), h = z s(r), s(r) = relu(r + b) / (r + eps), r = sqr
 approximate modReLU of the uRNN implementations; its real 2x2 Jacobian per unit is s I + s'(r)/r z z^T with
 s'(r) = (eps - b) / (r + eps)^2 where r + b > 0 (as models/complex_recurrence.py).
 `offsets` (optional, (T, B, n)) are added to every h_t inside the recurrence; their gradient is the total
-dL/dh_t, which the gradient-norm probe (scoRNN Figure 5) records.
+dL/dh_t, which the gradient-norm probe (scoRNN Figure 5) records. `FactoredUnitaryLayer` is the layer both
+families build on: input projection, dense W for the analyses, and the recurrence.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from typing import Protocol
 
 import torch
 
+from models.base import RecurrentLayer
 from models.complex_recurrence import MODRELU_EPS
 from models.modrelu import complex_modrelu
 
@@ -170,3 +172,40 @@ def operator_recurrence_reference(operator: UnitaryOperator, u: torch.Tensor, b:
             state = state + offsets[t]
         out.append(state)
     return torch.stack(out)
+
+
+class FactoredUnitaryLayer(RecurrentLayer):
+    """A complex modReLU layer (output [Re h | Im h], 2n features) whose W is an operator of cheap factors.
+
+    Subclasses set `input_weight` ([Re U; Im U], (2n, m)), `bias` (n,), `h0` (2n,) and give `operator()` and
+    `recurrent_params()` (the trainable tensors `operator().prepare` takes, the first fixing dtype and device).
+    """
+
+    supports_state_offsets = True
+
+    def operator(self) -> UnitaryOperator:
+        raise NotImplementedError
+
+    def recurrent_params(self) -> tuple[torch.Tensor, ...]:
+        raise NotImplementedError
+
+    def recurrent_matrix(self) -> torch.Tensor:
+        """The dense W (analysis only), by applying the factors to the identity."""
+        params = self.recurrent_params()
+        dtype = torch.complex128 if params[0].dtype == torch.float64 else torch.complex64
+        operator = self.operator()
+        return dense_matrix(operator, operator.prepare(*params), self.hidden_size, dtype, params[0].device)
+
+    def nonfinite_hint(self) -> str | None:
+        if bool((self.bias > 0).any()):
+            return ("modReLU biases b > 0 with small |z| give derivatives up to ~b / sqrt(eps) (scuRNN Theorem 4): "
+                    "lower model.optimizers.other.lr")
+        return None
+
+    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
+        """All hidden features (B, T, 2n), W applied factor by factor at every step."""
+        u = interleaved_input(x, self.input_weight)  # (T, B, n) complex: U x_t for all steps at once
+        h0 = to_complex(self.h0).expand(x.shape[0], -1)
+        offsets = None if state_offsets is None else to_complex(state_offsets.transpose(0, 1))
+        return to_real(operator_recurrence(self.operator(), u, self.bias, h0, self.recurrent_params(),
+                                           offsets)).transpose(0, 1)

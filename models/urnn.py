@@ -14,9 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from models.base import RecurrentLayer
-from models.operator_recurrence import (batch_dot, dense_matrix, gather_units, interleaved_input,
-                                       operator_recurrence, to_complex, to_real)
+from models.operator_recurrence import FactoredUnitaryLayer, batch_dot, gather_units
 
 
 def fft(x: torch.Tensor) -> torch.Tensor:
@@ -94,7 +92,7 @@ class RestrictedUnitary:
         return g.mul_(d_conj[0])
 
 
-class URNN(RecurrentLayer):
+class URNN(FactoredUnitaryLayer):
     """Arjovsky's unitary evolution RNN: n complex units, real readout of [Re h, Im h] (output_size = 2n).
 
     Initialisation as the paper's Section "Initialization" and the SRNN repo's port: phases w_k ~ U(-pi, pi),
@@ -110,8 +108,6 @@ class URNN(RecurrentLayer):
     |z| + 1e-5, the port by |z| + 1e-6, both without eps under the root).
     Parameter groups: `recurrent` (3n phases, 2 x 2n reflection coordinates: 7n), `other` (U, b, h0).
     """
-
-    supports_state_offsets = True
 
     def __init__(self, input_size: int, hidden_size: int):
         super().__init__(input_size, hidden_size)
@@ -132,25 +128,5 @@ class URNN(RecurrentLayer):
     def recurrent_params(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return self.phases, self.reflection_real, self.reflection_imag
 
-    def recurrent_matrix(self) -> torch.Tensor:
-        """The dense W (analysis only), by applying the factors to the identity."""
-        dtype = torch.complex128 if self.phases.dtype == torch.float64 else torch.complex64
-        operator = self.operator()
-        return dense_matrix(operator, operator.prepare(*self.recurrent_params()), self.hidden_size, dtype,
-                            self.phases.device)
-
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
         return {"recurrent": list(self.recurrent_params()), "other": [self.input_weight, self.bias, self.h0]}
-
-    def nonfinite_hint(self) -> str | None:
-        if bool((self.bias > 0).any()):
-            return ("modReLU biases b > 0 with small |z| give derivatives up to ~b / sqrt(eps) (scuRNN Theorem 4): "
-                    "lower model.optimizers.other.lr")
-        return None
-
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
-        u = interleaved_input(x, self.input_weight)  # (T, B, n) complex: U x_t for all steps at once
-        h0 = to_complex(self.h0).expand(x.shape[0], -1)
-        offsets = None if state_offsets is None else to_complex(state_offsets.transpose(0, 1))
-        return to_real(operator_recurrence(self.operator(), u, self.bias, h0, self.recurrent_params(),
-                                           offsets)).transpose(0, 1)

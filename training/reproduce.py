@@ -70,9 +70,10 @@ def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str]) -> str:
                      *extra)
     if code:
         return f"{row.tag}: fit failed (exit {code})"
-    run = max((r for r in Store(db).list_runs() if row.tag in r.tags and r.stage == "fit"), key=lambda r: r.id)
+    store = Store(db)
+    run = max((r for r in store.list_runs() if row.tag in r.tags and r.stage == "fit"), key=lambda r: r.id)
     if row.metric.startswith("test/"):
-        checkpoints = sorted((Path(Store(db).get_run(run.id).run_dir) / "checkpoints").glob("best-step*.ckpt"))
+        checkpoints = sorted((Path(store.get_run(run.id).run_dir) / "checkpoints").glob("best-step*.ckpt"))
         checkpoint = str(checkpoints[-1]) if checkpoints else "last"
         code = _ortholab("test", "--config", str(config_path), "--name", name, *tags, *store_args, *row.args, *flags,
                          *extra, "--ckpt_path", checkpoint)
