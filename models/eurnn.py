@@ -32,7 +32,8 @@ from torch import nn
 
 from models.base import ConfigError
 from models.complex_recurrence import complex_modrelu_recurrence
-from models.operator_recurrence import FactoredUnitaryLayer, batch_dot, gather_units
+from models.operator_recurrence import (FactoredUnitaryLayer, batch_dot, gather_units, interleaved_to_planar,
+                                       planar_to_interleaved)
 
 STYLES = ("tunable", "fft")
 ROTATIONS = ("code", "paper")
@@ -125,7 +126,8 @@ class GivensLayers:
 
 
 class EURNN(FactoredUnitaryLayer):
-    """Efficient unitary RNN: n complex units, real readout of [Re h, Im h] (output_size = 2n).
+    """Efficient unitary RNN: n complex units, real readout of h's real and imaginary parts (output_size = 2n,
+    interleaved as models/operator_recurrence.py lays them out).
 
     style: 'tunable' (capacity L layers, default L = 2) or 'fft' (ceil(log2 n) layers; capacity is ignored).
     rotation: 'code' (the official code's 2x2 rotation, default) or 'paper' (the paper's as printed); see above.
@@ -135,7 +137,7 @@ class EURNN(FactoredUnitaryLayer):
     Initialisation as the official code (jingli9111/EUNN-tensorflow): angles, phases and D's phases
     ~ U(-pi, pi), input weights [Re U; Im U] (2n, m) ~ U(-0.01, 0.01), modReLU bias b = 0, zero initial state
     (fixed). The nonlinearity is scuRNN eq. (5) with eps = 1e-5 (the code: z / (|z| + 1e-5) relu(|z| + 1e-5 + b)).
-    The official code reads out only Re h from a complex cell; here, as the other complex families, [Re h, Im h].
+    The official code reads out only Re h from a complex cell; here, as the other complex families, Re h and Im h.
     Parameter groups: `recurrent` (angles, phases, D's phases), `other` (U, b).
     """
 
@@ -170,7 +172,7 @@ class EURNN(FactoredUnitaryLayer):
         self.omega = nn.Parameter(torch.empty(n).uniform_(-math.pi, math.pi))  # D = diag(e^{i w})
         self.input_weight = nn.Parameter(torch.empty(2 * n, input_size).uniform_(-0.01, 0.01))
         self.bias = nn.Parameter(torch.zeros(n))  # modReLU bias, one per complex unit
-        self.register_buffer("h0", torch.zeros(2 * n))  # [Re h0 | Im h0], fixed at zero
+        self.register_buffer("h0", torch.zeros(2 * n))  # h0 (interleaved), fixed at zero
 
     def operator(self) -> GivensLayers:
         return GivensLayers(self.partner, self.source, phase_on_input=self.rotation == "code")
@@ -185,7 +187,8 @@ class EURNN(FactoredUnitaryLayer):
         if self.recurrence == "dense":
             w = self.recurrent_matrix()  # formed once per pass from the layers, differentiably
             u = torch.matmul(x.transpose(0, 1), self.input_weight.t())  # (T, B, 2n): [Re | Im] U x_t, all steps
-            h0 = self.h0.expand(x.shape[0], -1)
-            offsets = None if state_offsets is None else state_offsets.transpose(0, 1)
-            return complex_modrelu_recurrence(u, w.real, w.imag, self.bias, h0, offsets).transpose(0, 1)
+            h0 = interleaved_to_planar(self.h0).expand(x.shape[0], -1)  # the dense recurrence's [Re | Im] layout
+            offsets = None if state_offsets is None else interleaved_to_planar(state_offsets.transpose(0, 1))
+            h = complex_modrelu_recurrence(u, w.real, w.imag, self.bias, h0, offsets)
+            return planar_to_interleaved(h).transpose(0, 1)
         return super().forward(x, state_offsets)  # the layers at every step

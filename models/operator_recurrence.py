@@ -12,10 +12,13 @@ An operator provides
 Complex gradients follow PyTorch's convention, G = dL/dRe + i dL/dIm: through y = A x they pull back as
 dL/dx = A^H G and dL/dA = G x^H, and through y = c * x (elementwise) as dL/dc = sum over the batch of G conj(x).
 Complex states are rows (B, n) (torch.fft transforms the last dimension without copies), and the recurrence
-takes and returns complex tensors: the layers form u = U x complex with no copy (`interleaved_input`).
+takes and returns complex tensors: the layers form u = U x complex with no copy (`interleaved_input`) and read
+out the hidden states as interleaved real features (Re h_0, Im h_0, Re h_1, ...), a view of the complex states
+(the [Re h | Im h] layout of the dense complex families would copy every state, and its gradient, once more).
 
-The forward loop keeps z_t = u_t + W h_{t-1}, h_t and sigma_eps's r and s. The backward loop, from t = T - 1,
-forms dL/dz_t from the carried dL/dh_t, applies W to h_{t-1} again with a tape, and pulls dL/dz_t back by the
+The forward loop keeps z_t = u_t + W h_{t-1} and h_t; the backward loop, from t = T - 1, recomputes sigma_eps's
+r and s from z_t in a reused buffer (cheaper than keeping two more (T, B, n) arrays), forms dL/dz_t from the
+carried dL/dh_t, applies W to h_{t-1} again with a tape, and pulls dL/dz_t back by the
 adjoint factors, which add the factors' gradients on the way: dL/dh_{t-1} = (direct) + W^H dL/dz_t. Autograd
 then carries the factors' gradients through `prepare` to the parameters, once. (Forming sigma_eps's
 derivatives or the factors' gradients for all steps at once, outside the loop, was slower here: arrays of all
@@ -50,13 +53,23 @@ class UnitaryOperator(Protocol):
 
 
 def to_complex(x: torch.Tensor) -> torch.Tensor:
-    """[Re | Im] (..., 2n) real -> (..., n) complex."""
-    return torch.view_as_complex(x.unflatten(-1, (2, -1)).transpose(-1, -2).contiguous())
+    """Interleaved (Re x_0, Im x_0, Re x_1, ...) (..., 2n) real -> (..., n) complex, a view (no copy)."""
+    return torch.view_as_complex(x.unflatten(-1, (-1, 2)))
 
 
 def to_real(z: torch.Tensor) -> torch.Tensor:
-    """(..., n) complex -> [Re | Im] (..., 2n) real."""
-    return torch.view_as_real(z).transpose(-1, -2).flatten(-2)
+    """(..., n) complex -> interleaved (Re z_0, Im z_0, Re z_1, ...) (..., 2n) real, a view (no copy)."""
+    return torch.view_as_real(z).flatten(-2)
+
+
+def planar_to_interleaved(x: torch.Tensor) -> torch.Tensor:
+    """[Re | Im] (..., 2n) -> interleaved (Re_0, Im_0, Re_1, ...) (..., 2n), a copy."""
+    return x.unflatten(-1, (2, -1)).transpose(-1, -2).flatten(-2)
+
+
+def interleaved_to_planar(x: torch.Tensor) -> torch.Tensor:
+    """Interleaved (Re_0, Im_0, Re_1, ...) (..., 2n) -> [Re | Im] (..., 2n), a copy."""
+    return x.unflatten(-1, (-1, 2)).transpose(-1, -2).flatten(-2)
 
 
 def dense_matrix(operator: UnitaryOperator, factors: tuple, n: int, dtype: torch.dtype,
@@ -80,8 +93,10 @@ def interleaved_input(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 def gather_units(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """x[:, index] for rows x (B, n). complex64 is gathered as 8-byte integers with torch.gather, about 4x
-    faster here than index_select within rows; tensors that autograd follows take index_select."""
-    if x.dtype == torch.complex64 and x.is_contiguous() and not x.requires_grad:
+    faster here than index_select within rows; tensors that autograd follows take index_select (a tensor saved
+    for the backward still requires grad there, but grad mode is off)."""
+    if (x.dtype == torch.complex64 and x.is_contiguous()
+            and not (x.requires_grad and torch.is_grad_enabled())):
         return torch.gather(x.view(torch.int64), 1, index.expand(x.shape[0], -1)).view(torch.complex64)
     return x.index_select(1, index)
 
@@ -100,26 +115,27 @@ class _OperatorRecurrence(torch.autograd.Function):
         # complex u: (T, B, n) input projections; b: (n,); h0: (B, n); offsets: like u or None
         factors = operator.prepare(*params)
         z, h = torch.empty_like(u), torch.empty_like(u)
-        r, s = torch.empty_like(u.real), torch.empty_like(u.real)  # sigma_eps's r and s, kept for the backward
+        r, s = torch.empty_like(h0.real), torch.empty_like(h0.real)  # sigma_eps's r and s of one step, reused
         state = h0
         for t, (u_t, z_t, h_t) in enumerate(zip(u.unbind(0), z.unbind(0), h.unbind(0))):
             operator.apply(state, factors, plus=u_t, out=z_t)  # z_t = u_t + W h_{t-1}
-            _modrelu_scale(z_t, b, r[t], s[t])
-            torch.mul(z_t, s[t], out=h_t)  # h_t = sigma_eps(z_t, b) = z_t s, eq. (5)
+            _modrelu_scale(z_t, b, r, s)
+            torch.mul(z_t, s, out=h_t)  # h_t = sigma_eps(z_t, b) = z_t s, eq. (5)
             if offsets is not None:
                 h_t.add_(offsets[t])
             state = h_t
         ctx.operator = operator
-        ctx.save_for_backward(b, h0, z, h, r, s, *params)
+        ctx.save_for_backward(b, h0, z, h, *params)  # r and s are recomputed from z: two fewer (T, B, n) arrays
         return h
 
     @staticmethod
     def backward(ctx, grad_h):
         operator = ctx.operator
-        b, state0, z, h, r, s, *params = ctx.saved_tensors
+        b, state0, z, h, *params = ctx.saved_tensors
         factors = operator.prepare(*params)
         grad_z = torch.empty_like(z)
         grad_b = torch.zeros_like(z.real[0])  # per row, summed over the batch after the loop
+        r, s, inverse, along = (torch.empty_like(grad_b) for _ in range(4))  # one step's scratch, reused
         wanted = [i for i in range(len(params)) if ctx.needs_input_grad[5 + i]]
         grads = [torch.zeros_like(f) for f in factors]  # dL/dfactor, summed over the steps
         want_total = ctx.needs_input_grad[4]
@@ -128,18 +144,19 @@ class _OperatorRecurrence(torch.autograd.Function):
         for t in range(z.shape[0] - 1, -1, -1):
             if want_total:
                 total[t] = carry
-            z_t, r_t, s_t = z[t], r[t], s[t]
-            inverse = torch.where(s_t > 0, (r_t + MODRELU_EPS).reciprocal_(), 0.0)  # ds/db = 1 / (r + eps), active
-            along = (z_t.conj() * carry).real  # z . dL/dh_t per unit, as real 2-vectors
+            z_t, grad_z_t = z[t], grad_z[t]
+            _modrelu_scale(z_t, b, r, s)
+            torch.add(r, MODRELU_EPS, out=inverse).reciprocal_().masked_fill_(s <= 0, 0.0)  # ds/db where active
+            torch.mul(z_t.real, carry.real, out=along).addcmul_(z_t.imag, carry.imag)  # z . dL/dh_t per unit
             grad_b.addcmul_(along, inverse)
             # dL/dz_t = s dL/dh_t + s'(r)/r z (z . dL/dh_t), s'(r)/r = (eps - b) / ((r + eps)^2 r)
-            slope = along.mul_(inverse.square_().mul_(MODRELU_EPS - b).div_(r_t))
-            torch.add(carry * s_t, z_t * slope, out=grad_z[t])
+            along.mul_(inverse.square_().mul_(MODRELU_EPS - b).div_(r))
+            torch.mul(carry, s, out=grad_z_t).addcmul_(z_t, along)
             tape = None
             if wanted:  # the factors' inputs at h_{t-1}, for their gradients sum_t <dL/dz_t, dW h_{t-1}>
                 tape = []
                 operator.apply(h[t - 1] if t else state0, factors, tape=tape)
-            back = operator.adjoint(grad_z[t], factors, tape, grads)  # dL/dh_{t-1} = direct + W^H dL/dz_t
+            back = operator.adjoint(grad_z_t, factors, tape, grads)  # dL/dh_{t-1} = direct + W^H dL/dz_t
             carry = back.add_(grad_h[t - 1]) if t else back
         grad_params = [None] * len(params)
         if wanted:
@@ -175,7 +192,8 @@ def operator_recurrence_reference(operator: UnitaryOperator, u: torch.Tensor, b:
 
 
 class FactoredUnitaryLayer(RecurrentLayer):
-    """A complex modReLU layer (output [Re h | Im h], 2n features) whose W is an operator of cheap factors.
+    """A complex modReLU layer whose W is an operator of cheap factors; its 2n output features are the hidden
+    state interleaved (Re h_0, Im h_0, Re h_1, ...), as are `h0` and the state offsets.
 
     Subclasses set `input_weight` ([Re U; Im U], (2n, m)), `bias` (n,), `h0` (2n,) and give `operator()` and
     `recurrent_params()` (the trainable tensors `operator().prepare` takes, the first fixing dtype and device).
@@ -206,6 +224,6 @@ class FactoredUnitaryLayer(RecurrentLayer):
         """All hidden features (B, T, 2n), W applied factor by factor at every step."""
         u = interleaved_input(x, self.input_weight)  # (T, B, n) complex: U x_t for all steps at once
         h0 = to_complex(self.h0).expand(x.shape[0], -1)
-        offsets = None if state_offsets is None else to_complex(state_offsets.transpose(0, 1))
+        offsets = None if state_offsets is None else to_complex(state_offsets.transpose(0, 1))  # a view
         return to_real(operator_recurrence(self.operator(), u, self.bias, h0, self.recurrent_params(),
                                            offsets)).transpose(0, 1)

@@ -93,7 +93,8 @@ class RestrictedUnitary:
 
 
 class URNN(FactoredUnitaryLayer):
-    """Arjovsky's unitary evolution RNN: n complex units, real readout of [Re h, Im h] (output_size = 2n).
+    """Arjovsky's unitary evolution RNN: n complex units, real readout of h's real and imaginary parts
+    (output_size = 2n, interleaved as models/operator_recurrence.py lays them out).
 
     Initialisation as the paper's Section "Initialization" and the SRNN repo's port: phases w_k ~ U(-pi, pi),
     reflection vectors' real and imaginary parts ~ U(-1, 1), modReLU bias b = 0, input U a real (2n, m)
@@ -120,7 +121,7 @@ class URNN(FactoredUnitaryLayer):
         self.input_weight = nn.Parameter(nn.init.xavier_uniform_(torch.empty(2 * n, input_size)))
         self.bias = nn.Parameter(torch.zeros(n))  # modReLU bias, one per complex unit
         bound = math.sqrt(3.0 / (2 * n))  # E|h0|^2 = 2n bound^2 / 3 = 1
-        self.h0 = nn.Parameter(torch.empty(2 * n).uniform_(-bound, bound))  # [Re h0 | Im h0]
+        self.h0 = nn.Parameter(torch.empty(2 * n).uniform_(-bound, bound))  # h0, interleaved
 
     def operator(self) -> RestrictedUnitary:
         return RestrictedUnitary(self.permutation, torch.argsort(self.permutation))
