@@ -26,6 +26,9 @@ class RecurrentLayer(nn.Module):
     # Optimizers a group needs unless the config names one for that group itself (the config's `default`
     # entry does not replace them), e.g. the full-capacity uRNN's Stiefel step for its unitary W.
     default_optimizers: dict[str, dict] = {}
+    # Families whose forward forms W = recurrent_matrix() from the parameters once per pass (a Cayley solve, a
+    # Householder product, an exponential): `ortholab bench` times that formation against a whole step.
+    forms_recurrent_matrix = False
 
     def __init__(self, input_size: int, hidden_size: int):
         super().__init__()

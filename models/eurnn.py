@@ -32,7 +32,7 @@ from torch import nn
 
 from models.base import ConfigError
 from models.complex_recurrence import complex_modrelu_recurrence
-from models.operator_recurrence import (FactoredUnitaryLayer, batch_dot, gather_units, interleaved_to_planar,
+from models.operator_recurrence import (FactoredUnitaryLayer, gather_units, interleaved_to_planar,
                                        planar_to_interleaved)
 
 STYLES = ("tunable", "fft")
@@ -99,8 +99,8 @@ class GivensLayers:
         return c1, c2, d, *(f.conj().resolve_conj() for f in (c1, c2, d))
 
     def apply(self, x: torch.Tensor, factors: tuple, plus: torch.Tensor | None = None,
-              tape: list | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
-        c1, c2, d = factors[:3]
+              tape: list | None = None, out: torch.Tensor | None = None, conjugate: bool = False) -> torch.Tensor:
+        c1, c2, d = factors[3:] if conjugate else factors[:3]  # conj(W) = conj(D) conj(F_L) ... conj(F_1)
         for k in range(c1.shape[0]):
             swapped = gather_units(x, self.partner[k])
             if tape is not None:
@@ -110,17 +110,23 @@ class GivensLayers:
             tape.append(x)
         return torch.mul(x, d, out=out) if plus is None else torch.addcmul(plus, x, d, out=out)  # D (+ U x_t)
 
+    def gradient_buffers(self, factors: tuple, batch: int) -> list[torch.Tensor]:
+        return [f.new_zeros(*f.shape[:-1], batch, f.shape[-1]) for f in factors[:3]]  # per batch row
+
+    def factor_gradients(self, buffers: list[torch.Tensor]) -> list[torch.Tensor]:
+        return [b.sum(dim=-2) for b in buffers]
+
     def adjoint(self, g: torch.Tensor, factors: tuple, tape: list | None = None,
                 grads: list | None = None) -> torch.Tensor:
         c1_conj, c2_conj, d_conj = factors[3:]  # F_k^H g = conj(c1) g + (conj(c2) g)[partner]
-        if tape is not None:
-            grads[2] += batch_dot(tape[-1], g)
+        if tape is not None:  # y = c * x elementwise: dL/dc = conj(x) G, per batch row (tape: conj(x))
+            grads[2].addcmul_(tape[-1], g)
         g = g * d_conj
         for k in range(c1_conj.shape[0] - 1, -1, -1):
             if tape is not None:
-                x, swapped = tape[k]
-                grads[0][k] += batch_dot(x, g)
-                grads[1][k] += batch_dot(swapped, g)
+                x_conj, swapped_conj = tape[k]
+                grads[0][k].addcmul_(x_conj, g)
+                grads[1][k].addcmul_(swapped_conj, g)
             g = torch.addcmul(gather_units(g * c2_conj[k], self.partner[k]), g, c1_conj[k])
         return g
 

@@ -54,6 +54,7 @@ class ExpRNN(RecurrentLayer):
     """
 
     supports_state_offsets = True
+    forms_recurrent_matrix = True
 
     def __init__(self, input_size: int, hidden_size: int, trivialization: str = "static", init: str = "henaff",
                  rebase_every: int | None = 100, project_every: int | None = 100):

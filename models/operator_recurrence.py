@@ -5,10 +5,14 @@ by factor at every step instead of as a dense matrix, with a hand-written BPTT.
 An operator provides
 - `prepare(*params)`: its factors (a tuple of tensors), differentiable functions of the trainable parameters,
   formed once per pass;
-- `apply(x, factors, plus=None, tape=None, out=None)`: plus + W x for every row x of a complex (B, n) tensor;
-  with a list `tape` it also records the input of every factor;
+- `apply(x, factors, plus=None, tape=None, out=None, conjugate=False)`: plus + W x for every row x of a complex
+  (B, n) tensor; with `conjugate`, conj(W) x instead, and a list `tape` then records the input of every factor:
+  the backward passes conj(h_{t-1}), so the tape holds the conjugated inputs its gradient sums need;
+- `gradient_buffers(factors, batch)` and `factor_gradients(buffers)`: accumulators for dL/dfactor (per batch row
+  where a factor acts elementwise, so each step adds in place and the batch is summed once, after the loop),
+  and the gradients they hold, aligned with the first factors;
 - `adjoint(g, factors, tape=None, grads=None)`: W^H g; with the tape of the same x it also adds
-  dL/dfactor to `grads` (a list aligned with the factors), g being dL/d(W x).
+  dL/dfactor to the buffers `grads`, g being dL/d(W x).
 Complex gradients follow PyTorch's convention, G = dL/dRe + i dL/dIm: through y = A x they pull back as
 dL/dx = A^H G and dL/dA = G x^H, and through y = c * x (elementwise) as dL/dc = sum over the batch of G conj(x).
 Complex states are rows (B, n) (torch.fft transforms the last dimension without copies), and the recurrence
@@ -46,7 +50,12 @@ class UnitaryOperator(Protocol):
     def prepare(self, *params: torch.Tensor) -> tuple[torch.Tensor, ...]: ...
 
     def apply(self, x: torch.Tensor, factors: tuple, plus: torch.Tensor | None = None,
-              tape: list | None = None, out: torch.Tensor | None = None) -> torch.Tensor: ...
+              tape: list | None = None, out: torch.Tensor | None = None,
+              conjugate: bool = False) -> torch.Tensor: ...
+
+    def gradient_buffers(self, factors: tuple, batch: int) -> list[torch.Tensor]: ...
+
+    def factor_gradients(self, buffers: list[torch.Tensor]) -> list[torch.Tensor]: ...
 
     def adjoint(self, g: torch.Tensor, factors: tuple, tape: list | None = None,
                 grads: list | None = None) -> torch.Tensor: ...
@@ -76,11 +85,6 @@ def dense_matrix(operator: UnitaryOperator, factors: tuple, n: int, dtype: torch
                  device: torch.device | None = None) -> torch.Tensor:
     """W itself (n, n), from the operator applied to the identity (for analysis, never in the recurrence)."""
     return operator.apply(torch.eye(n, dtype=dtype, device=device), factors).transpose(0, 1)  # row k is W e_k
-
-
-def batch_dot(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-    """sum over the batch of g conj(x): dL/dc of y = c * x for a row c (n,) and rows x (B, n), given g = dL/dy."""
-    return (x.conj() * g).sum(dim=0)  # 1.5x faster here than linalg.vecdot over the rows
 
 
 def interleaved_input(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -137,7 +141,7 @@ class _OperatorRecurrence(torch.autograd.Function):
         grad_b = torch.zeros_like(z.real[0])  # per row, summed over the batch after the loop
         r, s, inverse, along = (torch.empty_like(grad_b) for _ in range(4))  # one step's scratch, reused
         wanted = [i for i in range(len(params)) if ctx.needs_input_grad[5 + i]]
-        grads = [torch.zeros_like(f) for f in factors]  # dL/dfactor, summed over the steps
+        grads = operator.gradient_buffers(factors, z.shape[1])  # dL/dfactor, summed over the steps
         want_total = ctx.needs_input_grad[4]
         total = torch.empty_like(z) if want_total else None
         carry = grad_h[-1]
@@ -153,9 +157,9 @@ class _OperatorRecurrence(torch.autograd.Function):
             along.mul_(inverse.square_().mul_(MODRELU_EPS - b).div_(r))
             torch.mul(carry, s, out=grad_z_t).addcmul_(z_t, along)
             tape = None
-            if wanted:  # the factors' inputs at h_{t-1}, for their gradients sum_t <dL/dz_t, dW h_{t-1}>
+            if wanted:  # the factors' (conjugated) inputs at h_{t-1}, for sum_t <dL/dz_t, dW h_{t-1}>
                 tape = []
-                operator.apply(h[t - 1] if t else state0, factors, tape=tape)
+                operator.apply((h[t - 1] if t else state0).conj().resolve_conj(), factors, tape=tape, conjugate=True)
             back = operator.adjoint(grad_z_t, factors, tape, grads)  # dL/dh_{t-1} = direct + W^H dL/dz_t
             carry = back.add_(grad_h[t - 1]) if t else back
         grad_params = [None] * len(params)
@@ -163,7 +167,7 @@ class _OperatorRecurrence(torch.autograd.Function):
             with torch.enable_grad():  # the factors' gradients through `prepare` to the parameters
                 leaves = [p.detach().requires_grad_(i in wanted) for i, p in enumerate(params)]
                 formed = operator.prepare(*leaves)
-                pairs = [(f, g) for f, g in zip(formed, grads) if f.requires_grad]
+                pairs = [(f, g) for f, g in zip(formed, operator.factor_gradients(grads)) if f.requires_grad]
                 found = torch.autograd.grad([f for f, _ in pairs], [leaves[i] for i in wanted],
                                             [g for _, g in pairs], allow_unused=True)
             for i, grad in zip(wanted, found):

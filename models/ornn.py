@@ -33,6 +33,7 @@ class ORNN(RecurrentLayer):
     """
 
     supports_state_offsets = True
+    forms_recurrent_matrix = True
 
     def __init__(self, input_size: int, hidden_size: int, num_reflections: int | float | None = None,
                  activation: str = "leaky_relu", leaky_slope: float = 0.1, renormalize: bool = True):

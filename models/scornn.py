@@ -18,6 +18,7 @@ class ScoRNN(RecurrentLayer):
     """
 
     supports_state_offsets = True
+    forms_recurrent_matrix = True
 
     def __init__(self, input_size: int, hidden_size: int, rho: int | float = 0.5, init: str = "henaff",
                  input_init_range: float = 0.01):

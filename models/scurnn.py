@@ -21,6 +21,7 @@ class ScuRNN(RecurrentLayer):
     """
 
     supports_state_offsets = True
+    forms_recurrent_matrix = True
 
     def __init__(self, input_size: int, hidden_size: int, init: str = "henaff", a_gradient: str = "theorem2"):
         super().__init__(input_size, hidden_size)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from models.operator_recurrence import FactoredUnitaryLayer, batch_dot, gather_units
+from models.operator_recurrence import FactoredUnitaryLayer, gather_units
 
 
 def fft(x: torch.Tensor) -> torch.Tensor:
@@ -54,41 +54,50 @@ class RestrictedUnitary:
         return d, v, c, *(f.conj().resolve_conj() for f in (d, v, c))
 
     def apply(self, x: torch.Tensor, factors: tuple, plus: torch.Tensor | None = None,
-              tape: list | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
-        d, v, c = factors[:3]
+              tape: list | None = None, out: torch.Tensor | None = None, conjugate: bool = False) -> torch.Tensor:
+        d, v, c = factors[3:] if conjugate else factors[:3]
+        # conj(W) = conj(D3) conj(R2) F conj(D2) Pi conj(R1) F^-1 conj(D1): the unitary DFT is symmetric, conj(F) = F^-1
+        forward, inverse = (ifft, fft) if conjugate else (fft, ifft)
         inplace = tape is None and not torch.is_grad_enabled()  # no factor input is kept: reuse the buffers
-        x1 = fft(x * d[0])  # F D1 h
+        x1 = forward(x * d[0])  # F D1 h
         x2, a1 = reflect(x1, v[0], c[0], inplace)  # R1
         x3 = gather_units(x2, self.permutation)  # Pi
-        x4 = ifft(x3.mul_(d[1]) if inplace else x3 * d[1])  # F^-1 D2
+        x4 = inverse(x3.mul_(d[1]) if inplace else x3 * d[1])  # F^-1 D2
         x5, a2 = reflect(x4, v[1], c[1], inplace)  # R2
         if tape is not None:
             tape.extend((x, x1, a1, x3, x4, a2, x5))
         return torch.mul(x5, d[2], out=out) if plus is None else torch.addcmul(plus, x5, d[2], out=out)  # D3 (+ U x_t)
 
+    def gradient_buffers(self, factors: tuple, batch: int) -> list[torch.Tensor]:
+        d, v, c = factors[:3]
+        return [d.new_zeros(d.shape[0], batch, d.shape[1]), torch.zeros_like(v), torch.zeros_like(c)]
+
+    def factor_gradients(self, buffers: list[torch.Tensor]) -> list[torch.Tensor]:
+        return [buffers[0].sum(dim=1), buffers[1], buffers[2]]  # the phases' per-row sums over the batch
+
     def adjoint(self, g: torch.Tensor, factors: tuple, tape: list | None = None,
                 grads: list | None = None) -> torch.Tensor:
         d_conj, v_conj, c_conj = factors[3:]  # W^H = D1^H F^-1 R1 Pi^T D2^H F R2 D3^H
-        if tape is not None:
+        if tape is not None:  # the tape holds conj(x) of every factor input x (and conj(a) of the reflections)
             x, x1, a1, x3, x4, a2, x5 = tape
-            grad_d, grad_v, grad_c = grads[:3]
-            grad_d[2] += batch_dot(x5, g)
+            grad_d, grad_v, grad_c = grads
+            grad_d[2].addcmul_(x5, g)  # y = d * x: dL/dd = conj(x) G per batch row
         g = g * d_conj[2]  # a new buffer: the steps below work in place
         q = g @ v_conj[1].unsqueeze(1)  # v^H g per row
-        if tape is not None:  # y = x - a v, a = c^T x: dL/dv = -a^H G, dL/dc = -x^H (G conj(v))
-            grad_v[1] -= (a2.mH @ g).squeeze(0)
-            grad_c[1] -= (q.mH @ x4).conj().squeeze(0)  # x^H q, without conjugating x
+        if tape is not None:  # y = x - a v, a = c^T x: dL/dv = -a^H G, dL/dc = -x^H (G conj(v)) = -conj(x)^T q
+            grad_v[1] -= (a2.mT @ g).squeeze(0)
+            grad_c[1] -= (q.mT @ x4).squeeze(0)
         g = fft(g.addmm_(q, c_conj[1].unsqueeze(0), alpha=-1))
         if tape is not None:
-            grad_d[1] += batch_dot(x3, g)
+            grad_d[1].addcmul_(x3, g)
         g = gather_units(g.mul_(d_conj[1]), self.inverse)
         q = g @ v_conj[0].unsqueeze(1)
         if tape is not None:
-            grad_v[0] -= (a1.mH @ g).squeeze(0)
-            grad_c[0] -= (q.mH @ x1).conj().squeeze(0)  # x^H q, without conjugating x
+            grad_v[0] -= (a1.mT @ g).squeeze(0)
+            grad_c[0] -= (q.mT @ x1).squeeze(0)
         g = ifft(g.addmm_(q, c_conj[0].unsqueeze(0), alpha=-1))
         if tape is not None:
-            grad_d[0] += batch_dot(x, g)
+            grad_d[0].addcmul_(x, g)
         return g.mul_(d_conj[0])
 
 

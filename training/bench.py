@@ -23,6 +23,10 @@ from models.sizing import hidden_size_for_budget, parameter_count
 from training.optimizers import build_optimizer
 
 BUDGETS = {"16k": 16_000, "69k": 69_000}  # the scoRNN/scuRNN papers' MNIST parameter budgets
+# The hidden sizes the papers' MNIST tables print at these budgets (scoRNN Table 1, scuRNN Table 1, as in
+# configs/papers/published/); every other family is sized to the budget by models/sizing.py.
+PAPER_SIZES = {"16k": {"scornn": 170, "scurnn": 116, "fcurnn": 116, "urnn": 512},
+               "69k": {"scornn": 360, "scurnn": 250, "urnn": 2170, "lstm": 128}}
 CLASSES = 10
 BUDGET_TOLERANCE = 0.25  # a family whose nearest size misses the budget by more is not compared at it (NRU's memory)
 
@@ -40,6 +44,9 @@ class Row:
     step_ms: float
     vs_rnn_relu: float | None = None  # fwd+bwd time / nn.RNN(relu) at the same hidden size
     vs_lstm: float | None = None  # fwd+bwd time / nn.LSTM at the same parameter budget
+    sized_by: str = "budget"  # "paper": the hidden size a paper's table prints at this budget
+    formation_ms: float | None = None  # forming W from the parameters, forward and backward (once per step)
+    formation_share: float | None = None  # formation_ms / step_ms
     peak_mb: dict | None = None
 
 
@@ -79,6 +86,17 @@ def time_step(model: SequenceModel, optimizers: list, x: torch.Tensor, y: torch.
     return time.perf_counter() - start
 
 
+def time_formation(model: SequenceModel, device: str) -> float:
+    """Forming W = recurrent_matrix() and its backward, as every step of a family that forms W does once."""
+    w = model.layer.recurrent_matrix()
+    upstream = torch.randn_like(w)
+    _sync(device)
+    start = time.perf_counter()
+    model.layer.recurrent_matrix().backward(upstream)
+    _sync(device)
+    return time.perf_counter() - start
+
+
 def per_group_optimizers(model: SequenceModel) -> list:
     groups = {name: list(ps) for name, ps in model.layer.parameter_groups().items()}
     groups.setdefault("other", []).extend(model.readout.parameters())
@@ -97,7 +115,7 @@ def measure(families: list[str], budgets: list[str], batch: int, seq_len: int, r
         candidates: dict[str, tuple[SequenceModel, Row]] = {}
         for family in dict.fromkeys([*families, "lstm"]):
             try:
-                n = hidden_size_for_budget(family, budget, 1, CLASSES)
+                n = PAPER_SIZES[budget_name].get(family) or hidden_size_for_budget(family, budget, 1, CLASSES)
                 model = build(family, n, device)
             except ConfigError as err:
                 print(f"skipping {family} at {budget_name}: {err}", file=sys.stderr)
@@ -107,18 +125,24 @@ def measure(families: list[str], budgets: list[str], batch: int, seq_len: int, r
                 print(f"skipping {family} at {budget_name}: its nearest size (n = {n}) has {count:,} parameters",
                       file=sys.stderr)
                 continue
-            candidates[family] = (model, Row(family, budget_name, n, count, batch, seq_len, device, 0.0, 0.0))
+            sized_by = "paper" if family in PAPER_SIZES[budget_name] else "budget"
+            candidates[family] = (model, Row(family, budget_name, n, count, batch, seq_len, device, 0.0, 0.0,
+                                             sized_by=sized_by))
         references = {n: plain_rnn(n, device) for n in {row.hidden_size for _, row in candidates.values()}}
         samples = {key: [] for key in [*candidates, *[f"rnn{n}" for n in references]]}
         steps = {key: [] for key in candidates}
+        formations = {key: [] for key, (model, _) in candidates.items() if model.layer.forms_recurrent_matrix}
         optimizers = {key: per_group_optimizers(model) for key, (model, _) in candidates.items()}
         for repeat in range(repeats + 1):  # the first pass warms up and is discarded
             for key, (model, _) in candidates.items():
                 fb = time_fwd_bwd(model, x, y, device)
                 st = time_step(model, optimizers[key], x, y, device)
+                fm = time_formation(model, device) if key in formations else None
                 if repeat:
                     samples[key].append(fb)
                     steps[key].append(st)
+                    if fm is not None:
+                        formations[key].append(fm)
             for n, model in references.items():
                 fb = time_fwd_bwd(model, x, y, device)
                 if repeat:
@@ -131,6 +155,9 @@ def measure(families: list[str], budgets: list[str], batch: int, seq_len: int, r
             row.step_ms = 1000 * statistics.median(steps[key])
             row.vs_rnn_relu = row.fwd_bwd_ms / (1000 * statistics.median(samples[f"rnn{row.hidden_size}"]))
             row.vs_lstm = row.fwd_bwd_ms / (1000 * lstm) if lstm else None
+            if key in formations:
+                row.formation_ms = 1000 * statistics.median(formations[key])
+                row.formation_share = row.formation_ms / row.step_ms
             rows.append(row)
     return rows
 
@@ -163,13 +190,15 @@ def peak_memory_mb(family: str, hidden_size: int, batch: int, seq_len: int, devi
 
 
 def table(rows: list[Row]) -> str:
-    head = ["family", "budget", "n", "params", "batch", "T", "fwd+bwd ms", "step ms", "×RNN(relu)", "×LSTM", "peak MB"]
+    head = ["family", "budget", "n", "params", "batch", "T", "fwd+bwd ms", "step ms", "×RNN(relu)", "×LSTM",
+            "form W", "peak MB"]
     lines = [head]
     for r in rows:
         peak = " / ".join(f"{v:.0f}" for v in r.peak_mb.values()) if r.peak_mb else "-"
-        lines.append([r.family, r.budget, str(r.hidden_size), f"{r.parameters:,}", str(r.batch), str(r.seq_len),
-                      f"{r.fwd_bwd_ms:.1f}", f"{r.step_ms:.1f}", f"{r.vs_rnn_relu:.2f}",
-                      f"{r.vs_lstm:.2f}" if r.vs_lstm else "-", peak])
+        lines.append([r.family, r.budget, f"{r.hidden_size}{'*' if r.sized_by == 'paper' else ''}",
+                      f"{r.parameters:,}", str(r.batch), str(r.seq_len), f"{r.fwd_bwd_ms:.1f}", f"{r.step_ms:.1f}",
+                      f"{r.vs_rnn_relu:.2f}", f"{r.vs_lstm:.2f}" if r.vs_lstm else "-",
+                      f"{100 * r.formation_share:.1f}%" if r.formation_share is not None else "-", peak])
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     return "\n".join("  ".join(cell.rjust(w) for cell, w in zip(line, widths)) for line in lines)
 
@@ -201,3 +230,5 @@ def run_bench(families: list[str] | None, sizes: list[str], batches: list[int], 
     else:
         print(f"forward+backward (and a full optimizer step) at T={seq_len}, median of {repeats}; {machine()}")
         print(table(rows))
+        print("n*: the hidden size the papers' MNIST tables print at this budget; form W: forming the recurrent "
+              "matrix (forward and backward) as a share of a step")
