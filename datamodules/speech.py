@@ -48,7 +48,7 @@ from datamodules.speech_corpora import (
 from datamodules.speech_split import SpeechSplit, cache_key
 from models.base import ConfigError
 
-DEFAULT_FSDD = "/work/shared/data/fsdd/recordings"
+DEFAULT_FSDD = "../shared/data/fsdd/recordings"  # relative to the working directory (the repository root)
 CORPORA = ("fsdd", "timit")
 TARGETS = ("next_frame", "previous_frame")
 MSE_DEFINITIONS = {"valid_frames": ("frame_mse", "mse_valid_frames"),
@@ -60,7 +60,7 @@ FEATURE_BATCH = 64  # utterances whose STFTs are computed as one batch
 class SpeechPrediction(GatheredTaskDataModule):
     """Predict the next log-magnitude STFT frame of speech (FSDD by default, or TIMIT). See the module docstring.
 
-    corpus: 'fsdd' or 'timit'; path: FSDD's recordings/ folder (default /work/shared/data/fsdd/recordings) or
+    corpus: 'fsdd' or 'timit'; path: FSDD's recordings/ folder (default ../shared/data/fsdd/recordings) or
     TIMIT's folder (holding TRAIN/ and TEST/). timit_naming: 'wisdom' (val = 400 dev, test = 192 core) or 'exprnn'
     (swapped); timit_train: 'no_sa' (3,696) or 'exprnn_3640'. fsdd_split: 'index' or 'speaker';
     recordings_per_utterance: FSDD recordings joined per utterance. framing / log_scale: see spectral.py.

@@ -1,5 +1,5 @@
 """Audio evaluation: SegSNR against its definition, P.56 activity, STOI/PESQ extremes and failures, reconstruction,
-failure accounting, and `ortholab fit` / `test` / evaluate_run on FSDD recording metrics and clips in the store."""
+failure accounting, and `ortholab fit` / `test` / `evaluate-audio` on FSDD recording metrics and clips in the store."""
 import io
 import json
 import math
@@ -9,19 +9,20 @@ import numpy as np
 import pytest
 import soundfile
 import torch
+from standins import SHARED_DATA
 
 from datamodules.spectral import SpectralFrames
 from db import Store
 from db.artifacts import AUDIO
 from training.active_level import active_level
-from training.audio_eval import AUDIO_SCORES, AudioReport, UtteranceScores, evaluate_run
+from training.audio_eval import AUDIO_SCORES, AudioReport, UtteranceScores
 from training.cli import main
 from training.reconstruction import copy_input_frames, estimated_frames, reconstruct
 from training.segsnr import segsnr_clamped, segsnr_voicebox
 from training.speech_quality import Score, metric_names, score_utterance
 
 FS = 8000
-FSDD = Path("/work/shared/data/fsdd/recordings")
+FSDD = SHARED_DATA / "fsdd" / "recordings"
 REPO = Path(__file__).resolve().parents[1]
 needs_fsdd = pytest.mark.skipif(not FSDD.is_dir(), reason=f"needs the Free Spoken Digit Dataset at {FSDD}")
 
@@ -203,6 +204,7 @@ def test_fit_test_and_evaluate_run_on_fsdd_record_scores_and_clips(tmp_path, mon
     store = Store(db)
     (run,) = store.list_runs()
     keys = set(store.metric_keys(run.id))
+    assert "val/mse_valid_frames" in keys  # the task's main metric
     for metric in ("segsnr_voicebox", "segsnr_clamped_30ms", "stoi", "pesq_nb_mos_lqo"):
         assert f"val_audio/{metric}" in keys and f"val_audio_baseline/{metric}" in keys
         failed = store.metric_series(run.id, f"val_audio/n_failed_{metric}_utterances")[0].value
@@ -226,8 +228,10 @@ def test_fit_test_and_evaluate_run_on_fsdd_record_scores_and_clips(tmp_path, mon
     assert store.metric_series(tested.id, "test_audio/pesq_nb_mos_lqo")[0].step == test_step
     assert {a.meta["role"] for a in store.artifacts(tested.id, AUDIO)} == {"reference", "reconstruction", "baseline"}
 
-    report = evaluate_run(db, run.id, split="test", utterances=1, clips=0, checkpoint="last")
-    assert len(report.utterances) == 1
+    capsys.readouterr()
+    main(["evaluate-audio", str(run.id), "--db", db, "--split", "test", "--utterances", "1", "--clips", "0",
+          "--checkpoint", "last", "--method", "griffin_lim"])  # the on-demand command, as a user types it
+    assert "Audio evaluation on 1 test utterances (griffin lim reconstruction)" in capsys.readouterr().out
     assert store.metric_series(run.id, "test_audio/segsnr_voicebox")[0].step == 2
 
 
