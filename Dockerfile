@@ -24,7 +24,8 @@ COPY datamodules ./datamodules
 COPY db ./db
 COPY configs ./configs
 COPY tools ./tools
-RUN pip install . && python tools/install_torchaudio.py
+# editable: the package reads configs/ (the papers' tables and configs) next to its modules, in /app
+RUN pip install -e . && python tools/install_torchaudio.py
 
 RUN useradd --create-home --uid 1000 ortholab && mkdir -p /data && chown ortholab /data
 USER 1000

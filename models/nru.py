@@ -95,6 +95,14 @@ class NRU(RecurrentLayer):
         return ("NRU's memory is not bounded (no saturating function): set model.grad_clip_norm: 1.0 as its "
                 "authors, or lower model.optimizers.other.lr")
 
+    def recurrent_matrix(self) -> torch.Tensor:
+        """W_hh: the (n, n) block of the state Linear acting on h_{t-1} in h_t = relu(W_h [x_t, h_{t-1}, m_{t-1}] + b).
+
+        A view of state_layer.weight (its columns input_size .. input_size + n), not a copy: the forward reads it.
+        """
+        m_in = self.input_size
+        return self.state_layer.weight[:, m_in:m_in + self.hidden_size]
+
     def _head_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         """All four heads as one Linear of [h_t, m_{t-1}]: weight (4 r + 2 k, d + M), bias; order as memory_update."""
         heads = (self.write_vectors, self.erase_vectors, self.write_weights, self.erase_weights)
@@ -104,7 +112,7 @@ class NRU(RecurrentLayer):
         d, m_in = self.hidden_size, self.input_size
         # formed once per forward pass: the split of the state Linear and the stacked heads
         w_state = self.state_layer.weight
-        w_x, w_hh, w_hm = w_state[:, :m_in], w_state[:, m_in:m_in + d], w_state[:, m_in + d:]
+        w_x, w_hh, w_hm = w_state[:, :m_in], self.recurrent_matrix(), w_state[:, m_in + d:]
         w_heads, b_heads = self._head_weights()
         w_head_h, w_head_m = w_heads[:, :d], w_heads[:, d:]
         w_from_memory = torch.cat([w_hm, w_head_m]).t()  # m_{t-1} feeds both h_t and the heads: one product

@@ -251,6 +251,7 @@ def test_snapshot_at_step_takes_the_latest_at_or_before():
     assert at_step(records, 299).id == 3 and at_step(records, 300).id == 4 and at_step(records[1:], 50) is None
     assert "no single recurrent matrix" in no_snapshot_note(summary(1, family="gru"), "eigenvalue snapshots")
     assert no_snapshot_note(summary(1, family="gru"), "audio clips") == "#1 run1: no audio clips recorded for this run."
+    assert "local cell" in no_snapshot_note(summary(1, family="rtransformer"), "eigenvalue snapshots")
 
 
 def test_launch_command_is_headless_local_and_without_telemetry():

@@ -63,3 +63,21 @@ def test_dockerfile_lints_clean():
     done = subprocess.run(["hadolint", "--config", str(REPO / ".hadolint.yaml"), str(REPO / "Dockerfile")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="Debian's docker-compose is not installed")
+def test_the_postgres_profile_and_url_switch_trainer_and_dashboard_to_postgres():
+    url = "postgresql+psycopg://ortholab:ortholab@postgres:5432/runs"
+    done = subprocess.run(["docker-compose", "-f", str(REPO / "docker-compose.yml"), "--profile", "postgres",
+                           "--profile", "train", "config"], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "ORTHOLAB_DB": url})
+    assert done.returncode == 0, done.stderr
+    services = yaml.safe_load(done.stdout)["services"]
+    assert "postgres" in services
+    assert services["train"]["environment"]["ORTHOLAB_DB"] == services["dashboard"]["environment"]["ORTHOLAB_DB"] == url
+
+
+def test_the_image_installs_the_package_where_its_configs_are():
+    """db/published.py and `ortholab reproduce` read configs/ beside the modules: the image installs editable."""
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert "COPY configs ./configs" in dockerfile and "pip install -e ." in dockerfile

@@ -110,7 +110,7 @@ def test_shapes_groups_and_offsets():
     x = torch.randn(5, 7, 3)
     out = layer(x)
     assert out.shape == (5, 7, 8) and layer.output_size == 8 and layer(x[:2]).shape == (2, 7, 8)
-    assert layer.recurrent_matrix() is None and FAMILIES["nru"] is NRU
+    assert layer.recurrent_matrix().shape == (8, 8) and FAMILIES["nru"] is NRU
     groups = layer.parameter_groups()
     assert list(groups) == ["other"] and len(groups["other"]) == len(list(layer.parameters()))
     assert layer.supports_state_offsets
@@ -120,6 +120,29 @@ def test_shapes_groups_and_offsets():
     (shifted[:, -1].sum()).backward()  # dL/dh_t through every later step (offsets are added to each h_t)
     assert offsets.grad[:, -1].eq(1).all() and offsets.grad[:, :-1].abs().sum() > 0
     assert "grad_clip_norm" in layer.nonfinite_hint()
+
+
+def test_recurrent_matrix_is_the_weight_the_forward_applies_to_the_previous_state():
+    torch.manual_seed(5)
+    layer = NRU(3, 6, memory_size=4, heads=1).double()
+    x = torch.randn(2, 2, 3, dtype=torch.float64)
+    out = layer(x)
+    w = layer.recurrent_matrix()
+    weight = layer.state_layer.weight
+    assert w.shape == (6, 6) and w.data_ptr() == weight[:, 3:9].data_ptr()  # columns of h_{t-1} in [x_t, h_{t-1}, m_{t-1}]
+    # step 2 by hand: m_1 from [h_1, m_0 = 0] as the port, then h_2 = relu(W_x x_2 + W_hh h_1 + W_hm m_1 + b)
+    h1 = out[:, 0]
+    hm = torch.cat((h1, torch.zeros(2, 4, dtype=torch.float64)), 1)
+    vectors = torch.cat((layer.write_vectors(hm), layer.erase_vectors(hm)), 1)
+    m1 = memory_update(torch.zeros(2, 4, dtype=torch.float64), vectors, layer.write_weights(hm),
+                       layer.erase_weights(hm), heads=1)
+    h2 = torch.relu(x[:, 1] @ weight[:, :3].t() + h1 @ w.t() + m1 @ weight[:, 9:].t() + layer.state_layer.bias)
+    torch.testing.assert_close(out[:, 1], h2, rtol=1e-12, atol=1e-12)
+    with torch.no_grad():  # W is the weight itself, not a copy: changing it changes the forward
+        w.mul_(2.0)
+        changed = layer(x)
+    torch.testing.assert_close(changed[:, 0], out[:, 0], rtol=0, atol=0)  # h_0 = 0: step 1 does not see W
+    assert not torch.allclose(changed[:, 1], out[:, 1])
 
 
 def test_parameter_count_is_the_srnn_papers_102k():
