@@ -2,6 +2,9 @@
 
 An IDX file is: two zero bytes, a type byte (0x08 = uint8, ...), the number of dimensions, each dimension as
 a big-endian uint32, then the values in C order. Fashion-MNIST, KMNIST and others ship the same four files.
+
+Uncompressed files can be memory-mapped (`MappedIdx`): indexing reads only the rows asked for, so a set larger
+than memory is streamed from disk. A gzipped file has no random access: it is decompressed into memory whole.
 """
 from __future__ import annotations
 
@@ -43,21 +46,69 @@ def read_idx(path: Path) -> np.ndarray:
     except (OSError, EOFError, zlib.error) as err:  # a cut gzip stream raises EOFError
         raise ConfigError(f"{path} cannot be read ({err}); the file is damaged or incomplete: replace it. "
                           f"{HOW_TO_OBTAIN}") from err
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in IDX_TYPES:
+    header, shape, dtype = parse_header(path, raw, len(raw))
+    return np.frombuffer(raw, dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
+
+
+def parse_header(path: Path, head: bytes, size: int) -> tuple[int, tuple[int, ...], np.dtype]:
+    """(header length, shape, stored dtype) from a file's first bytes `head`, checked against its `size` in bytes."""
+    if len(head) < 4 or head[0] != 0 or head[1] != 0 or head[2] not in IDX_TYPES:
         raise ConfigError(f"{path} is not an IDX file (its first bytes are not 00 00 <type> <ndim>); "
                           f"give the original MNIST-format files. {HOW_TO_OBTAIN}")
-    ndim = raw[3]
+    ndim = head[3]
     header = 4 + 4 * ndim
-    if len(raw) < header:
+    if len(head) < header:
         raise ConfigError(f"{path} is truncated inside its header; replace the file. {HOW_TO_OBTAIN}")
-    shape = struct.unpack(f">{ndim}I", raw[4:header])
-    dtype = np.dtype(IDX_TYPES[raw[2]])
+    shape = struct.unpack(f">{ndim}I", head[4:header])
+    dtype = np.dtype(IDX_TYPES[head[2]])
     expected = header + math.prod(shape) * dtype.itemsize
-    if len(raw) != expected:
-        state = "truncated" if len(raw) < expected else "longer than its header says"
-        raise ConfigError(f"{path} is {state}: {len(raw):,} bytes, its header {shape} needs {expected:,}; "
+    if size != expected:
+        state = "truncated" if size < expected else "longer than its header says"
+        raise ConfigError(f"{path} is {state}: {size:,} bytes, its header {shape} needs {expected:,}; "
                           f"replace the file. {HOW_TO_OBTAIN}")
-    return np.frombuffer(raw, dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
+    return header, shape, dtype
+
+
+class MappedIdx:
+    """An uncompressed IDX file's array, memory-mapped: `mapped[rows]` reads just those rows from disk.
+
+    Checked like `read_idx` when opened. The map itself is opened on first use and not pickled, so a
+    DataLoader worker reopens the file instead of receiving a copy of the whole array.
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        try:
+            with open(self.path, "rb") as stream:
+                head = stream.read(4 + 4 * 255)
+            size = self.path.stat().st_size
+        except OSError as err:
+            raise ConfigError(f"{self.path} cannot be read ({err}); replace it. {HOW_TO_OBTAIN}") from err
+        self.offset, self.shape, self.stored_dtype = parse_header(self.path, head, size)
+        self.dtype = self.stored_dtype.newbyteorder("=")
+        self._map: np.memmap | None = None
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __getitem__(self, rows) -> np.ndarray:
+        """A copy of the indexed rows in memory (native byte order); only their pages are read from disk."""
+        if self._map is None:
+            self._map = np.memmap(self.path, dtype=self.stored_dtype, mode="r", offset=self.offset, shape=self.shape)
+        return np.array(self._map[rows], dtype=self.dtype)  # np.array copies: no tensor is left backed by the file
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_map": None}
+
+
+def open_idx(path: Path, memory_map: bool = True) -> np.ndarray | MappedIdx:
+    """The array of one IDX file: memory-mapped when it is uncompressed and `memory_map`, else read whole."""
+    path = Path(path)
+    return MappedIdx(path) if memory_map and path.suffix != ".gz" else read_idx(path)
 
 
 def idx_shape(path: Path) -> tuple[int, ...]:
@@ -97,9 +148,13 @@ def find_idx_files(directory: Path, key: str = "data.path") -> dict[str, Path]:
     return found
 
 
-def load_idx_set(directory: Path, key: str = "data.path") -> dict[str, np.ndarray]:
-    """The four arrays of an MNIST-style set: images (N, H, W) and labels (N,) for train and test."""
-    arrays = {role: read_idx(path) for role, path in find_idx_files(directory, key).items()}
+def load_idx_set(directory: Path, key: str = "data.path", memory_map: bool = False) -> dict[str, np.ndarray]:
+    """The four arrays of an MNIST-style set: images (N, H, W) and labels (N,) for train and test.
+
+    memory_map: uncompressed image files become `MappedIdx` (rows read on demand); labels are always read whole.
+    """
+    arrays = {role: open_idx(path, memory_map and role.endswith("images"))
+              for role, path in find_idx_files(directory, key).items()}
     for part in ("train", "test"):
         images, labels = arrays[f"{part}_images"], arrays[f"{part}_labels"]
         if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):

@@ -1,8 +1,11 @@
 """Pixel-by-pixel MNIST and its variants (scoRNN Section 5.3, SRNN's pMNIST, big pMNIST and random labels).
 
 An image becomes a sequence of its pixels in row-major order, one input channel per step; the class is
-predicted from the last step. Images are kept as uint8 (N, T) and scaled per batch, so even the 3,136-step
-"big" variant of 55,000 images takes 172 MB.
+predicted from the last step. Images are kept as uint8 and scaled per batch. Uncompressed IDX files are
+memory-mapped (`memory_map: true`, the default): a batch reads its rows from disk and becomes sequences (crop,
+pad, permutation) as one vectorised operation, so no split is ever held whole and a set larger than memory is
+streamed. Gzipped IDX files (no random access) and scikit-learn's digits are decompressed into memory, as
+uint8 (N, T) sequences: the 3,136-step "big" variant of 55,000 images then takes 172 MB.
 
 Sources (`dataset`):
 - 'sklearn_digits' (default, no download): scikit-learn's 1,797 8x8 digits, 64 steps. Split by position in
@@ -23,6 +26,7 @@ Options:
   same), any other seed, or a saved permutation (`permutation_file`: .npy or whitespace-separated text).
 - pad: zero pixels added on each side before flattening (14 gives SRNN's 56x56 "big" variant, 3,136 steps);
   crop: keep the centre crop x crop pixels (8 or 16 in SRNN's random-label experiment).
+- memory_map: false reads uncompressed IDX files whole too (the batches are the same either way).
 - random_labels: N turns the task into SRNN's capacity experiment: the first N training images with labels
   drawn by shuffling all training labels once (np.random.RandomState(random_label_seed)); validation and
   test serve the same N samples, so val/acc is the accuracy on the training samples.
@@ -36,9 +40,14 @@ import numpy as np
 import torch
 
 from datamodules.base import require_positive
-from datamodules.batching import Batch, GatheredTaskDataModule
+from datamodules.batching import (
+    Batch,
+    BatchedDataset,
+    GatheredTaskDataModule,
+    GatheredTensors,
+)
 from datamodules.download import MNIST_MIRRORS, download_verified
-from datamodules.idx import find_idx_files, idx_shape, load_idx_set
+from datamodules.idx import MappedIdx, find_idx_files, idx_shape, load_idx_set
 from datamodules.spec import TaskSpec
 from models.base import ConfigError
 
@@ -46,6 +55,38 @@ SCORNN_PERMUTATION_SEED = 92916
 DIGITS_TEST_SIZE = 360  # the last 360 of scikit-learn's 1,797 digits
 DEFAULT_VAL_SIZE = {"idx": 5_000, "sklearn_digits": 180}
 DEFAULT_PIXEL_MAX = {"idx": 255.0, "sklearn_digits": 16.0}
+HISTOGRAM_CHUNK = 10_000  # images per read when measuring the pixel histogram of a streamed split
+
+
+class StreamedImages(BatchedDataset):
+    """A split read batch by batch from a memory-mapped IDX file: `rows` of `images` with their `labels`.
+
+    A batch is one fancy-indexed read of its rows, then `to_sequences` (crop, pad, permutation) on just those
+    images: the same uint8 sequences the in-memory split stores, without the split ever being held whole.
+    """
+
+    def __init__(self, images: MappedIdx, rows: np.ndarray, labels: torch.Tensor, to_sequences, finish):
+        if len(rows) != len(labels):
+            raise ValueError("every row of a streamed split needs its label")
+        self.images, self.rows, self.labels = images, rows, labels
+        self.to_sequences, self.finish = to_sequences, finish
+        self.stored = ()  # no tensor held in memory; uint8 pixels cannot be NaN, so check_finite has nothing to scan
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitems__(self, indices) -> Batch:
+        picked = torch.as_tensor(indices, dtype=torch.long)
+        return self.to_sequences(self.images[self.rows[picked.numpy()]]), self.labels[picked]
+
+
+def pixel_histogram(data: BatchedDataset) -> torch.Tensor:
+    """Counts of the 256 uint8 values over a split's gathered sequences, read HISTOGRAM_CHUNK rows at a time."""
+    counts = torch.zeros(256, dtype=torch.float64)
+    for start in range(0, len(data), HISTOGRAM_CHUNK):
+        pixels = data.__getitems__(np.arange(start, min(start + HISTOGRAM_CHUNK, len(data))))[0]
+        counts += torch.bincount(pixels.reshape(-1), minlength=256).double()  # exact, without a float copy
+    return counts
 
 
 class PixelMNIST(GatheredTaskDataModule):
@@ -57,7 +98,7 @@ class PixelMNIST(GatheredTaskDataModule):
                  permutation_seed: int = SCORNN_PERMUTATION_SEED, permutation_file: str | None = None,
                  val_size: int | None = None, val_from: str = "head", pad: int = 0, crop: int | None = None,
                  random_labels: int | None = None, random_label_seed: int = 1234, num_classes: int = 10,
-                 batch_size: int = 50, eval_batch_size: int | None = 1_000, shuffle: bool = True,
+                 memory_map: bool = True, batch_size: int = 50, eval_batch_size: int | None = 1_000, shuffle: bool = True,
                  num_workers: int = 0, seed: int = 5544):
         super().__init__(batch_size, eval_batch_size, shuffle, num_workers)
         self.seed = seed  # training order: epoch e is shuffled with seed + e
@@ -94,6 +135,7 @@ class PixelMNIST(GatheredTaskDataModule):
         self.random_labels = require_positive(random_labels, "random_labels") if random_labels is not None else None
         self.random_label_seed = random_label_seed
         self.num_classes = require_positive(num_classes, "num_classes")
+        self.memory_map = memory_map
         if dataset == "idx" and not download:
             find_idx_files(self.path)  # fail now, naming the path, rather than after the run has started
         if dataset == "sklearn_digits" or not download:  # the image side is known: check crop and permutation now
@@ -127,7 +169,7 @@ class PixelMNIST(GatheredTaskDataModule):
         else:
             if self.download:
                 self.prepare_data()
-            found = load_idx_set(self.path)
+            found = load_idx_set(self.path, memory_map=self.memory_map)
             found["train_labels"] = found["train_labels"].astype(np.int64)
             found["test_labels"] = found["test_labels"].astype(np.int64)
         for part in ("train", "test"):
@@ -179,6 +221,11 @@ class PixelMNIST(GatheredTaskDataModule):
                               f"np.save(file, np.random.permutation({length}))")
         return order.astype(np.int64)
 
+    @cached_property
+    def time_order(self) -> np.ndarray | None:
+        """The permutation, drawn or read once (batches of a streamed split apply it one by one)."""
+        return self.permutation()
+
     def to_sequences(self, images: np.ndarray) -> torch.Tensor:
         """uint8 images (N, H, W) -> uint8 sequences (N, T): centre crop, zero padding, row-major, permutation."""
         if self.crop is not None:
@@ -190,40 +237,51 @@ class PixelMNIST(GatheredTaskDataModule):
         if self.pad:
             images = np.pad(images, ((0, 0), (self.pad, self.pad), (self.pad, self.pad)))
         sequences = images.reshape(len(images), -1)
-        order = self.permutation()
+        order = self.time_order
         if order is not None:
             sequences = np.take(sequences, order, axis=1)  # a gather along time, 3x faster than [:, order]
         return torch.from_numpy(np.ascontiguousarray(sequences, dtype=np.uint8))
 
     # splits ------------------------------------------------------------------------------------
-    def make_split(self, split: str) -> tuple[torch.Tensor, torch.Tensor]:
+    def split_rows(self, split: str) -> tuple[np.ndarray | MappedIdx, slice, np.ndarray]:
+        """(the images a split is taken from, which rows of them, their labels)."""
         found = self.images
         pool, pool_labels = found["train_images"], found["train_labels"]
         if self.random_labels is not None:
             if self.random_labels > len(pool):
                 raise ConfigError(f"data.random_labels = {self.random_labels} exceeds the {len(pool)} training images")
             shuffled = np.random.RandomState(self.random_label_seed).permutation(pool_labels)
-            images, labels = pool[: self.random_labels], shuffled[: self.random_labels]
-        elif split == "test":
-            images, labels = found["test_images"], found["test_labels"]
+            return pool, slice(0, self.random_labels), shuffled[: self.random_labels]
+        if split == "test":
+            return found["test_images"], slice(None), found["test_labels"]
+        if self.val_size >= len(pool):
+            raise ConfigError(f"data.val_size = {self.val_size} leaves no training images out of {len(pool)}")
+        if self.val_from == "head":
+            val, train = slice(0, self.val_size), slice(self.val_size, None)
         else:
-            if self.val_size >= len(pool):
-                raise ConfigError(f"data.val_size = {self.val_size} leaves no training images out of {len(pool)}")
-            if self.val_from == "head":
-                val, train = slice(0, self.val_size), slice(self.val_size, None)
-            else:
-                val, train = slice(len(pool) - self.val_size, None), slice(0, len(pool) - self.val_size)
-            rows = val if split == "val" else train
-            images, labels = pool[rows], pool_labels[rows]
-        return self.to_sequences(images), torch.from_numpy(np.ascontiguousarray(labels))
+            val, train = slice(len(pool) - self.val_size, None), slice(0, len(pool) - self.val_size)
+        rows = val if split == "val" else train
+        return pool, rows, pool_labels[rows]
+
+    def make_split(self, split: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """The whole split as uint8 sequences (N, T) and labels (N,), in memory."""
+        images, rows, labels = self.split_rows(split)
+        return self.to_sequences(images[rows]), torch.from_numpy(np.ascontiguousarray(labels))
+
+    def make_dataset(self, split: str) -> BatchedDataset:
+        """Memory-mapped images: streamed batch by batch; otherwise the split's sequences kept in memory."""
+        images, rows, labels = self.split_rows(split)
+        if isinstance(images, MappedIdx):
+            return StreamedImages(images, np.arange(len(images))[rows], torch.from_numpy(np.ascontiguousarray(labels)),
+                                  self.to_sequences, self.finish_batch)
+        return GatheredTensors(*self.make_split(split), finish=self.finish_batch)
 
     @cached_property
     def standardization(self) -> tuple[float, float]:
         """(mean, std) of the scaled pixels: as configured, else measured once on the training split."""
         if self.mean is not None and self.std is not None:
             return self.mean, self.std
-        pixels = self.dataset("train").stored[0]
-        counts = torch.bincount(pixels.reshape(-1), minlength=256).double()  # exact, without a float copy
+        counts = pixel_histogram(self.dataset("train"))
         values = torch.arange(len(counts), dtype=torch.float64) / self.pixel_max
         mean = float((counts * values).sum() / counts.sum())
         std = float(((counts * (values - mean) ** 2).sum() / counts.sum()).sqrt())

@@ -19,11 +19,13 @@ Layout of the sequences (`layout`):
 `shift` 1 is next-character prediction; the oRNN paper also predicts 5 characters ahead (shift: 5).
 Loss and main metric: bits per character (cross-entropy / ln 2) over the valid steps; the baseline is the bits
 per character on the validation text of predicting every character with its training frequency.
-Texts are read and encoded once (vectorised) when the DataModule is built, and kept in memory as int32 ids.
+Texts are read and encoded once (vectorised) when the DataModule is built, and kept in memory as int32 ids: they
+are not streamed, because the vocabulary needs the whole training text and the encoded corpus exists only in
+memory (there is no encoded file to memory-map); Penn Treebank's ~5 M training characters take ~20 MB of ids.
+A batch is one gather from the ids (windows are views of them; lines are gathered and padded in one indexing).
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np

@@ -61,8 +61,10 @@ class EigenvalueSnapshots(_MatrixCallback):
         super().__init__(every_n_steps)
         self.every_epoch = every_epoch
         self.tolerance = tolerance
+        self._last_step: int | None = None  # the step last stored: one both due and ending an epoch is stored once
 
     def on_train_start(self, trainer, pl_module) -> None:
+        self._last_step = None
         if trainer.is_global_zero:  # always: the initial spectrum is the reference every later one is read against
             with torch.no_grad():
                 self.snapshot(trainer, pl_module.model.layer, trainer.global_step)
@@ -74,8 +76,9 @@ class EigenvalueSnapshots(_MatrixCallback):
 
     def snapshot(self, trainer, layer, step: int) -> None:
         w = layer.recurrent_matrix()
-        if w is None:
+        if w is None or step == self._last_step:
             return
+        self._last_step = step
         eig = torch.linalg.eigvals(w.detach().to(torch.complex128 if w.is_complex() else torch.float64)).cpu()
         near = int(((eig + 1).abs() < self.tolerance).sum())
         record_artifact(trainer, EIGENVALUES, "W", step, data=array_to_bytes(eig.numpy()), media_type=NPY_MEDIA_TYPE,
