@@ -1,4 +1,5 @@
-"""Fetching MNIST's four files from public mirrors, each verified against its published MD5 checksum."""
+"""Fetching MNIST's four files from public mirrors, each verified against its published MD5 checksum, with a
+progress bar per file on a terminal."""
 from __future__ import annotations
 
 import hashlib
@@ -6,6 +7,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from tqdm.auto import tqdm
 
 from models.base import ConfigError
 
@@ -21,6 +24,7 @@ MNIST_MIRRORS = (
     "https://storage.googleapis.com/cvdf-datasets/mnist/",  # TensorFlow's
     "http://yann.lecun.com/exdb/mnist/",  # the original site
 )
+CHUNK_BYTES = 1 << 16  # read and shown on the progress bar this many bytes at a time
 
 
 def md5_of(path: Path) -> str:
@@ -49,17 +53,31 @@ def download_verified(directory: Path, files: Mapping[str, str] = MNIST_MD5,
     return paths
 
 
+def read_with_progress(response, name: str) -> tuple[bytes, str]:
+    """The response's whole body and its MD5, read in chunks with a progress bar (shown on a terminal only)."""
+    digest = hashlib.md5()  # noqa: S324
+    chunks = []
+    size = getattr(response, "headers", {}).get("Content-Length")  # absent: the bar counts bytes without a total
+    with tqdm(total=int(size) if size and size.isdigit() else None, desc=f"download {name}", unit="B",
+              unit_scale=True, unit_divisor=1024, disable=None) as progress:
+        for chunk in iter(lambda: response.read(CHUNK_BYTES), b""):
+            digest.update(chunk)
+            chunks.append(chunk)
+            progress.update(len(chunk))
+    return b"".join(chunks), digest.hexdigest()
+
+
 def _fetch_one(name: str, md5: str, target: Path, mirrors: Sequence[str], timeout: float) -> None:
     unreachable, corrupt = [], []
     for mirror in mirrors:
         url = mirror.rstrip("/") + "/" + name
         try:
             with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - http(s) mirrors only
-                payload = response.read()
+                payload, payload_md5 = read_with_progress(response, name)
         except (urllib.error.URLError, OSError, ValueError) as err:
             unreachable.append(f"{url} ({getattr(err, 'reason', err)})")
             continue
-        if hashlib.md5(payload).hexdigest() != md5:  # noqa: S324
+        if payload_md5 != md5:
             corrupt.append(url)
             continue
         partial = target.with_name(target.name + ".part")

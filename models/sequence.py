@@ -4,7 +4,39 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from models.base import RecurrentLayer
+from models.base import ConfigError, RecurrentLayer
+
+# model.input_adapter: "default" feeds symbol ids one-hot (unless the family embeds them) and real inputs as
+# they are; "embedding" maps symbol ids through nn.Embedding(vocab, size); "linear" maps real inputs through
+# nn.Linear(input_size, size). With either of the last two the recurrent layer reads `size` features.
+INPUT_ADAPTERS = ("default", "embedding", "linear")
+
+
+def input_adapter(kind: str, input_size: int, symbolic: bool, size: int | None) -> nn.Module | None:
+    """The adapter module of `model.input_adapter` (None for "default"), checked against the task's inputs.
+
+    input_size: the task's input channels, or its vocabulary size when the inputs are symbol ids (`symbolic`).
+    size: `model.input_adapter_size`, the features the recurrent layer then reads.
+    """
+    if kind not in INPUT_ADAPTERS:
+        raise ConfigError(f"model.input_adapter = {kind!r}; choose one of {list(INPUT_ADAPTERS)}")
+    if kind == "default":
+        if size is not None:
+            raise ConfigError(f"model.input_adapter_size = {size!r} only applies with model.input_adapter: "
+                              f"embedding or linear; remove it or choose an adapter")
+        return None
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ConfigError(f"model.input_adapter_size = {size!r}; model.input_adapter: {kind} needs a positive "
+                          f"integer, the number of features the recurrent layer reads")
+    if kind == "embedding":
+        if not symbolic:
+            raise ConfigError("model.input_adapter: embedding needs a task of symbol ids, but this task's inputs are "
+                              "real-valued; use model.input_adapter: linear")
+        return nn.Embedding(input_size, size)  # N(0, 1) entries, PyTorch's (and the SRNN code's) initialisation
+    if symbolic:
+        raise ConfigError("model.input_adapter: linear needs real-valued inputs, but this task's inputs are symbol "
+                          "ids; use model.input_adapter: embedding (a linear map of one-hot vectors)")
+    return nn.Linear(input_size, size)  # PyTorch's initialisation
 
 
 class SequenceModel(nn.Module):
@@ -12,14 +44,17 @@ class SequenceModel(nn.Module):
 
     vocab_size: set for symbol inputs (B, T) of integer ids, fed one-hot (the papers' layout); None for real
     inputs (B, T, input_size).
+    adapter: a module mapping the inputs to the layer's input_size features (see `input_adapter`); None keeps
+    the one-hot / as-is layout above.
     """
 
     def __init__(self, layer: RecurrentLayer, output_size: int, readout: str = "every_step",
-                 vocab_size: int | None = None):
+                 vocab_size: int | None = None, adapter: nn.Module | None = None):
         super().__init__()
         if readout not in ("every_step", "last_step"):
             raise ValueError(f"readout must be 'every_step' or 'last_step', got {readout!r}")
         self.vocab_size = vocab_size
+        self.adapter = adapter
         self.layer = layer
         self.readout_at = readout
         self.readout = nn.Linear(layer.output_size, output_size)
@@ -27,7 +62,10 @@ class SequenceModel(nn.Module):
         nn.init.zeros_(self.readout.bias)
 
     def encode(self, inputs: torch.Tensor) -> torch.Tensor:
-        """What the recurrent layer reads: one-hot vectors for symbol ids (unless the family embeds them)."""
+        """What the recurrent layer reads: the adapter's features, else one-hot vectors for symbol ids (unless
+        the family embeds them), else the inputs as they are."""
+        if self.adapter is not None:
+            return self.adapter(inputs)
         if self.vocab_size is not None and not self.layer.embeds_symbols:
             return nn.functional.one_hot(inputs, self.vocab_size).to(self.readout.weight.dtype)
         return inputs

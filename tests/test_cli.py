@@ -8,6 +8,7 @@ import pytest
 
 from db import Store
 from training.cli import main
+from training.commands import NO_DESCRIPTION, config_rows
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = str(REPO / "configs" / "demo" / "copying_scornn.yaml")
@@ -64,6 +65,28 @@ def test_list_json(what, expected, capsys):
     if what == "families":
         groups = {row["family"]: row["groups"] for row in rows}
         assert groups["scornn"] == ["other", "recurrent"] and groups["lstm"] == ["other"]
+
+
+def test_list_configs_shows_only_trainable_configs_each_described(capsys):
+    main(["list", "configs", "--json"])
+    rows = json.loads(capsys.readouterr().out)
+    listed = {row["config"] for row in rows}
+    assert "configs/demo/copying_scornn.yaml" in listed and "configs/papers/nru_adding_T200.yaml" in listed
+    assert not any("/published/" in c or "/checks/" in c for c in listed)  # the papers' tables are data, not configs
+    undescribed = [row["config"] for row in rows if row["description"] == NO_DESCRIPTION or not row["description"]]
+    assert undescribed == [], f"add a first comment line (a one-line description) to {undescribed}"
+
+
+def test_config_rows_read_the_first_comment_and_name_a_missing_one(tmp_path):
+    root = tmp_path / "configs"
+    for folder in ("demo", "papers/published", "papers/checks"):
+        (root / folder).mkdir(parents=True)
+    (root / "demo" / "described.yaml").write_text("\n# Adding task, scoRNN n = 8\n# more detail\nmodel: {}\n")
+    (root / "demo" / "bare.yaml").write_text("model: {}\n# a comment after the content is not a description\n")
+    (root / "papers" / "published" / "table.yaml").write_text("paper: x\n")
+    (root / "papers" / "checks" / "checks.yaml").write_text("# checks\n")
+    rows = {row["config"]: row["description"] for row in config_rows(root)}
+    assert rows == {"configs/demo/bare.yaml": NO_DESCRIPTION, "configs/demo/described.yaml": "Adding task, scoRNN n = 8"}
 
 
 BAD_INPUT = [

@@ -129,7 +129,8 @@ def test_recurrent_matrix_is_the_weight_the_forward_applies_to_the_previous_stat
     out = layer(x)
     w = layer.recurrent_matrix()
     weight = layer.state_layer.weight
-    assert w.shape == (6, 6) and w.data_ptr() == weight[:, 3:9].data_ptr()  # columns of h_{t-1} in [x_t, h_{t-1}, m_{t-1}]
+    # the columns of h_{t-1} in [x_t, h_{t-1}, m_{t-1}], the state Linear's own storage
+    assert w.shape == (6, 6) and w.data_ptr() == weight[:, 3:9].data_ptr()
     # step 2 by hand: m_1 from [h_1, m_0 = 0] as the port, then h_2 = relu(W_x x_2 + W_hh h_1 + W_hm m_1 + b)
     h1 = out[:, 0]
     hm = torch.cat((h1, torch.zeros(2, 4, dtype=torch.float64)), 1)

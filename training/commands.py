@@ -77,13 +77,29 @@ def task_rows() -> list[dict]:
     return rows
 
 
+# Folders under configs/ holding data, not trainable configs: the papers' published tables and the CPU checks
+NOT_TRAINABLE = (Path("papers", "published"), Path("papers", "checks"))
+NO_DESCRIPTION = "(no description: add a first comment line to this config)"
+
+
+def config_description(path: Path) -> str:
+    """The config's first comment line, read before any YAML content; NO_DESCRIPTION when it has none."""
+    for line in path.read_text().splitlines():
+        if line.startswith("#") and line.lstrip("# ").strip():
+            return line.lstrip("# ").strip()
+        if line.strip() and not line.startswith("#"):
+            break
+    return NO_DESCRIPTION
+
+
 def config_rows(root: Path | None = None) -> list[dict]:
+    """Every trainable config under `root` (default: ./configs, else the repository's) with its description."""
     root = root or (Path.cwd() / "configs" if (Path.cwd() / "configs").is_dir() else REPO_ROOT / "configs")
     rows = []
     for path in sorted(root.rglob("*.yaml")):
-        first = path.read_text().splitlines()[:1]
-        description = first[0].lstrip("# ").strip() if first and first[0].startswith("#") else ""
-        rows.append({"config": str(path.relative_to(root.parent)), "description": description})
+        if any(path.relative_to(root).is_relative_to(folder) for folder in NOT_TRAINABLE):
+            continue
+        rows.append({"config": str(path.relative_to(root.parent)), "description": config_description(path)})
     return rows
 
 

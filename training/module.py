@@ -9,6 +9,7 @@ import torch
 
 from datamodules.spec import TaskSpec
 from models import FAMILIES, ConfigError, SequenceModel
+from models.sequence import input_adapter as build_input_adapter
 from models.stack import build_layers
 from training.objectives import OBJECTIVES
 from training.optimizers import build_optimizer, check_optimizer_spec
@@ -45,25 +46,34 @@ class RecurrentModule(pl.LightningModule):
     grad_clip_norm: clip the gradient of all parameters to this total norm before stepping (None: no
     clipping, as the papers' scoRNN/scuRNN/oRNN code).
     num_layers, dropout: stack that many layers of the family, with dropout on the features between them.
+    input_adapter, input_adapter_size: "default" (symbol ids one-hot, real inputs as they are), "embedding"
+    (symbol ids through nn.Embedding(vocab, size)) or "linear" (real inputs through nn.Linear(channels, size));
+    the layer then reads input_adapter_size features (models/sequence.py). Its parameters train in `other`.
     """
 
     def __init__(self, task: dict | TaskSpec | None = None, family: str = "scornn", hidden_size: int | str = 128,
                  family_args: dict[str, Any] | None = None, optimizers: dict[str, dict[str, Any]] | None = None,
                  grad_clip_norm: float | None = None, param_budget: int | None = None, num_layers: int = 1,
-                 dropout: float = 0.0):
+                 dropout: float = 0.0, input_adapter: str = "default", input_adapter_size: int | None = None):
         super().__init__()
         if task is None:
             raise ConfigError("model.task is missing: it comes from the datamodule (give `data:` in the config)")
         self.spec = task if isinstance(task, TaskSpec) else TaskSpec(**task)
+        adapter = build_input_adapter(input_adapter, self.spec.input_size, self.spec.symbolic, input_adapter_size)
+        # what the recurrent layer reads, and the adapter's share of a parameter budget
+        self._layer_input_size = self.spec.input_size if adapter is None else input_adapter_size
+        self._adapter_parameters = 0 if adapter is None else sum(p.numel() for p in adapter.parameters())
         hidden_size = self._resolve_hidden_size(hidden_size, param_budget, family, dict(family_args or {}), num_layers)
         self.save_hyperparameters({"task": self.spec.to_dict(), "family": family, "hidden_size": hidden_size,
                                    "family_args": dict(family_args or {}),
                                    "optimizers": optimizers or DEFAULT_OPTIMIZERS, "grad_clip_norm": grad_clip_norm,
-                                   "param_budget": param_budget, "num_layers": num_layers, "dropout": dropout})
+                                   "param_budget": param_budget, "num_layers": num_layers, "dropout": dropout,
+                                   "input_adapter": input_adapter, "input_adapter_size": input_adapter_size})
         self.automatic_optimization = False  # several optimizer types, one per parameter group
-        layer = build_layer(family, self.spec.input_size, hidden_size, dict(family_args or {}), num_layers, dropout)
+        layer = build_layer(family, self._layer_input_size, hidden_size, dict(family_args or {}), num_layers,
+                            dropout)
         self.model = SequenceModel(layer, self.spec.output_size, readout=self.spec.readout,
-                                   vocab_size=self.spec.input_size if self.spec.symbolic else None)
+                                   vocab_size=self.spec.input_size if self.spec.symbolic else None, adapter=adapter)
         self.optimizer_specs = self._optimizer_specs(optimizers or DEFAULT_OPTIMIZERS)
         if self.spec.loss not in OBJECTIVES:
             raise ConfigError(f"task {self.spec.name!r} asks for loss {self.spec.loss!r}, which no objective in "
@@ -94,7 +104,12 @@ class RecurrentModule(pl.LightningModule):
         from models.sizing import hidden_size_for_budget
 
         check_family(family, family_args)
-        return hidden_size_for_budget(family, param_budget, self.spec.input_size, self.spec.output_size, family_args,
+        if self._adapter_parameters and param_budget <= self._adapter_parameters:
+            raise ConfigError(f"model.param_budget = {param_budget} leaves nothing for the recurrent layer: the input "
+                              f"adapter alone has {self._adapter_parameters} parameters; raise the budget or lower "
+                              f"model.input_adapter_size")
+        param_budget -= self._adapter_parameters  # the adapter's size does not depend on the hidden size
+        return hidden_size_for_budget(family, param_budget, self._layer_input_size, self.spec.output_size, family_args,
                                       num_layers=num_layers)
 
     # parameter groups and their optimizers -------------------------------------------------------
@@ -102,6 +117,8 @@ class RecurrentModule(pl.LightningModule):
         """The layer's groups, with the readout in `other`."""
         groups = {name: list(params) for name, params in self.model.layer.parameter_groups().items()}
         groups.setdefault("other", []).extend(self.model.readout.parameters())
+        if self.model.adapter is not None:
+            groups["other"].extend(self.model.adapter.parameters())
         return groups
 
     def _optimizer_specs(self, optimizers: dict[str, dict]) -> dict[str, dict]:

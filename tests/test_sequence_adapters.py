@@ -1,0 +1,121 @@
+"""model.input_adapter: symbol ids through an embedding, real inputs through a linear map, before the layer."""
+import pytest
+import torch
+from torch import nn
+
+from models import ConfigError, SequenceModel
+from models.sequence import input_adapter
+from models.sizing import hidden_size_for_budget
+from training.module import RecurrentModule
+
+COPYING = {"name": "copying", "input_size": 10, "output_size": 9, "readout": "every_step", "loss": "cross_entropy",
+           "main_metric": "val/loss", "main_metric_mode": "min", "symbolic": True}
+ADDING = {"name": "adding", "input_size": 2, "output_size": 1, "readout": "last_step", "loss": "mse",
+          "main_metric": "val/loss", "main_metric_mode": "min"}
+
+
+def one_training_step(module: RecurrentModule, inputs: torch.Tensor, targets: torch.Tensor) -> dict:
+    """Every parameter's value before a step of every group's optimizer, and the loss's gradients."""
+    before = {name: p.detach().clone() for name, p in module.named_parameters()}
+    optimizers = module.configure_optimizers()
+    for optimizer in optimizers:
+        optimizer.zero_grad()
+    module.objective.loss(module(inputs), targets, None).backward()
+    grads = {name: p.grad.detach().clone() for name, p in module.named_parameters()}
+    for optimizer in optimizers:
+        optimizer.step()
+    return {"before": before, "grads": grads}
+
+
+def assert_each_parameter_in_one_group(module: RecurrentModule) -> None:
+    grouped = [p for params in module.parameter_groups().values() for p in params]
+    assert len(grouped) == len({id(p) for p in grouped}) == len(list(module.parameters()))
+
+
+@pytest.mark.parametrize("family", ["lstm", "scornn"])
+def test_embedding_adapter_feeds_the_layer_and_trains(family):
+    torch.manual_seed(0)
+    module = RecurrentModule(COPYING, family=family, hidden_size=8, input_adapter="embedding", input_adapter_size=5,
+                             family_args={"rho": 4} if family == "scornn" else {})
+    adapter = module.model.adapter
+    assert isinstance(adapter, nn.Embedding) and (adapter.num_embeddings, adapter.embedding_dim) == (10, 5)
+    assert module.model.layer.input_size == 5  # the layer reads the embedding, not the 10-wide one-hot vectors
+    ids = torch.randint(0, 10, (4, 7))
+    torch.testing.assert_close(module.model.encode(ids), adapter.weight[ids])
+    assert module(ids).shape == (4, 7, 9)
+    assert_each_parameter_in_one_group(module)
+    assert any(p is adapter.weight for p in module.parameter_groups()["other"])
+    step = one_training_step(module, ids, torch.randint(0, 9, (4, 7)))
+    assert step["grads"]["model.adapter.weight"][ids.unique()].abs().sum() > 0  # the loss reaches the embedding
+    assert not torch.equal(step["before"]["model.adapter.weight"], adapter.weight)  # and its optimizer moves it
+    assert module.parameter_counts()["other"] >= 10 * 5 + 8 * 9 + 9
+
+
+def test_linear_adapter_maps_real_inputs_and_trains():
+    torch.manual_seed(1)
+    module = RecurrentModule(ADDING, family="rnn", hidden_size=6, input_adapter="linear", input_adapter_size=4)
+    adapter = module.model.adapter
+    assert isinstance(adapter, nn.Linear) and (adapter.in_features, adapter.out_features) == (2, 4)
+    assert module.model.layer.input_size == 4 and module.model.layer.rnn.weight_ih_l0.shape == (6, 4)
+    inputs = torch.randn(3, 11, 2)
+    torch.testing.assert_close(module.model.encode(inputs), inputs @ adapter.weight.t() + adapter.bias)
+    assert module(inputs).shape == (3, 1)
+    assert_each_parameter_in_one_group(module)
+    step = one_training_step(module, inputs, torch.randn(3, 1))
+    assert step["grads"]["model.adapter.weight"].abs().sum() > 0 and step["grads"]["model.adapter.bias"].abs().sum() > 0
+    assert not torch.equal(step["before"]["model.adapter.weight"], adapter.weight)
+
+
+def test_the_default_keeps_one_hot_symbols_and_real_inputs_as_they_are():
+    symbols = RecurrentModule(COPYING, family="lstm", hidden_size=8)
+    real = RecurrentModule(ADDING, family="lstm", hidden_size=8)
+    assert symbols.model.adapter is None and real.model.adapter is None
+    assert symbols.model.layer.input_size == 10 and real.model.layer.input_size == 2
+    ids = torch.tensor([[3, 0, 9]])
+    torch.testing.assert_close(symbols.model.encode(ids), nn.functional.one_hot(ids, 10).float())
+    assert symbols.hparams.input_adapter == "default" and symbols.hparams.input_adapter_size is None
+    assert isinstance(SequenceModel(real.model.layer, 1).encode(torch.ones(1, 2, 2)), torch.Tensor)
+
+
+def test_a_parameter_budget_counts_the_adapter():
+    budget = 5_000
+    module = RecurrentModule(COPYING, family="lstm", hidden_size="auto", param_budget=budget,
+                             input_adapter="embedding", input_adapter_size=16)
+    total = sum(p.numel() for p in module.parameters())
+    n = module.hparams.hidden_size
+    # one unit more or fewer: the LSTM's count moves by about 4 (2 n + 16 + 2) + 9, so the total lies within that
+    assert abs(total - budget) <= 4 * (2 * n + 16 + 2) + 9 and module.model.layer.input_size == 16
+    assert n == hidden_size_for_budget("lstm", budget - 10 * 16, 16, 9)  # the layer gets the budget less the embedding
+    with pytest.raises(ConfigError, match=r"model\.param_budget = 100 leaves nothing.*input_adapter_size"):
+        RecurrentModule(COPYING, family="lstm", hidden_size="auto", param_budget=100, input_adapter="embedding",
+                        input_adapter_size=16)
+
+
+@pytest.mark.parametrize("kind, size, symbolic, message", [
+    ("embed", 4, True, r"model\.input_adapter = 'embed'; choose one of \['default', 'embedding', 'linear'\]"),
+    ("embedding", None, True, r"model\.input_adapter_size = None; model\.input_adapter: embedding needs a positive"),
+    ("linear", 0, False, r"model\.input_adapter_size = 0"),
+    ("default", 8, True, r"model\.input_adapter_size = 8 only applies with model\.input_adapter: embedding or linear"),
+    ("embedding", 4, False, r"embedding needs a task of symbol ids.*use model\.input_adapter: linear"),
+    ("linear", 4, True, r"linear needs real-valued inputs.*use model\.input_adapter: embedding"),
+])
+def test_adapter_errors_name_the_key_and_the_fix(kind, size, symbolic, message):
+    with pytest.raises(ConfigError, match=message):
+        input_adapter(kind, 10, symbolic, size)
+
+
+def test_the_cli_trains_and_records_an_embedding_adapter(tmp_path, monkeypatch):
+    from db import Store
+    from test_cli import DEMO, TINY
+    from training.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    main(["fit", "--config", DEMO, *TINY, "--db", db, "--model.input_adapter", "embedding",
+          "--model.input_adapter_size", "4"])
+    (run,) = Store(db).list_runs()
+    detail = Store(db).get_run(run.id)
+    assert run.status == "finished" and run.steps == 6
+    assert detail.params["model.input_adapter"] == "embedding" and detail.params["model.input_adapter_size"] == 4
+    other = 10 * 4 + 4 * 8 + 8 + 8 * 9 + 9  # the embedding, scoRNN's V (8 x 4) and b, the readout
+    assert detail.info["parameter_counts"]["other"] == other
