@@ -21,7 +21,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from db.schema_version import SchemaMismatch, ensure_current
+from db.schema_version import OUR_TABLES, VERSION_TABLE, SchemaMismatch, ensure_current
 from db.schema_version import upgrade as upgrade_schema
 from db.records import ArtifactRecord, MetricPoint, RunDetail, RunSummary
 from db.schema import (
@@ -38,7 +38,8 @@ from db.schema import (
 
 ENV_VAR = "ORTHOLAB_DB"
 FIX = f"pass --db URL or set {ENV_VAR} to a writable database"
-SQLITE_PRAGMAS = ("busy_timeout=30000", "journal_mode=WAL", "foreign_keys=ON", "synchronous=NORMAL")  # wait first
+SQLITE_PRAGMAS = ("busy_timeout=30000", "foreign_keys=ON", "synchronous=NORMAL")  # wait first
+SQLITE_JOURNAL = "journal_mode=WAL"  # kept by the file: set only on an empty file or an OrthoLab store
 JSON_FIELDS = ("config", "info", "tags")
 RUN_FIELDS = frozenset(Run.__table__.columns.keys()) - {"id"}
 
@@ -126,8 +127,11 @@ class Store:
         if is_sqlite:
             event.listen(engine, "connect", _set_sqlite_pragmas)
         try:
-            with engine.begin() as conn:
+            with engine.connect() as conn:
+                if is_sqlite:  # one transaction, as pysqlite commits each CREATE TABLE on its own: a store
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")  # opened at once elsewhere is seen whole or not at all
                 ensure_current(conn)
+                conn.commit()
             with engine.connect() as conn:  # a write that is rolled back: fails now if read-only
                 conn.execute(insert(Run).values(name="write-probe", hostname=""))
                 conn.rollback()
@@ -408,10 +412,14 @@ def _summary_fields(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _set_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    """Per-connection SQLite settings: WAL so readers never block the writer, and a generous lock wait."""
+    """Per-connection SQLite settings: a generous lock wait, and WAL so readers never block the writer (only on a
+    file that is empty or an OrthoLab store: the file keeps its journal mode, and someone else's is refused)."""
     cursor = dbapi_connection.cursor()
     for pragma in SQLITE_PRAGMAS:
         cursor.execute(f"PRAGMA {pragma}")
+    tables = {row[0] for row in cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not tables or tables & (OUR_TABLES | {VERSION_TABLE}):
+        cursor.execute(f"PRAGMA {SQLITE_JOURNAL}")
     cursor.close()
 
 

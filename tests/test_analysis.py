@@ -124,13 +124,20 @@ def test_nan_guard_names_step_and_group_and_marks_the_run_failed(tmp_path):
     assert state["model.layer.cayley.upper"].isfinite().all()  # saved before the poisoned step was applied
 
 
-def test_nan_loss_from_the_cli_is_one_message_and_a_failed_run(tmp_path, monkeypatch, capsys):
+def test_an_overflowing_update_from_the_cli_is_one_message_a_failed_run_and_finite_weights(tmp_path, monkeypatch,
+                                                                                             capsys):
+    # lr = inf with finite gradients: the first group's update overflows; the guard restores the weights before it
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     with pytest.raises(SystemExit) as exit_info:
         main(["fit", "--config", DEMO, *TINY, "--db", db, "--model.optimizers", "{default: {name: sgd, lr: .inf}}"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert "ortholab: error: non-finite loss" in err and "at step 1" in err
+    assert "ortholab: error: non-finite parameters of group 'recurrent'" in err and "at step 0" in err
+    assert "model.optimizers.recurrent.lr" in err
     (run,) = Store(db).list_runs()
-    assert run.status == "failed" and run.reason.startswith("non-finite loss")
+    assert run.status == "failed" and run.reason.startswith("non-finite parameters of group 'recurrent'")
+    run_dir = Store(db).get_run(run.id).run_dir
+    checkpoint = torch.load(os.path.join(run_dir, "checkpoints", "nan-step0.ckpt"), weights_only=False)
+    weights = [t for t in checkpoint["state_dict"].values() if t.is_floating_point()]
+    assert weights and all(t.isfinite().all() for t in weights)

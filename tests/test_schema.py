@@ -64,6 +64,17 @@ def test_a_database_of_something_else_is_not_touched(tmp_path):
         assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")] == ["invoices"]
 
 
+def test_a_refused_database_keeps_its_journal_mode(tmp_path):
+    path = tmp_path / "theirs.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER)")
+    with pytest.raises(StoreError, match="not an OrthoLab store"):
+        Store(f"sqlite:///{path}")
+    with sqlite3.connect(path) as conn:  # not switched to WAL (a setting the file keeps)
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    assert not (tmp_path / "theirs.db-wal").exists()
+
+
 def test_a_file_that_is_not_a_database_names_the_url(tmp_path):
     path = tmp_path / "notes.db"
     path.write_bytes(b"these are my notes, not a database" * 100)

@@ -1,7 +1,9 @@
-"""Stop at the first non-finite loss or gradient, before the optimizer applies it, and say where and why."""
+"""Stop at the first non-finite loss, gradient or updated parameter, keep the weights from before the bad
+step, and say where and why."""
 from __future__ import annotations
 
 import os
+import re
 
 import torch
 from lightning.pytorch import Callback
@@ -11,37 +13,132 @@ class NonFiniteError(RuntimeError):
     """Training produced a NaN or an infinity; the message names the step, the parameter group and a likely cause."""
 
 
-def likely_cause(pl_module, group: str | None) -> str:
-    hint = pl_module.model.layer.nonfinite_hint()  # a family's own diagnosis, e.g. the modReLU singularity
+def groups_named_in(hint: str) -> set[str]:
+    """The parameter groups whose optimizer keys a family's hint names (`model.optimizers.other.lr`, `non_normal.lr`)."""
+    return set(re.findall(r"optimizers\.(\w+)", hint)) | set(re.findall(r"(\w+)\.lr\b", hint))
+
+
+def family_hint(pl_module, group: str | None) -> str | None:
+    """The family's own diagnosis (e.g. the modReLU singularity), when it concerns the loss or this group."""
+    hint = pl_module.model.layer.nonfinite_hint()
+    if not hint:
+        return None
+    named = groups_named_in(hint)
+    return hint if group is None or not named or group in named else None
+
+
+def likely_cause(pl_module, group: str | None, update: bool = False) -> str:
+    """Why `group`'s gradient (or, with `update`, its optimizer step) went non-finite; `group` None: the loss."""
+    hint = family_hint(pl_module, group)
     if hint:
         return hint
     if group is None:
         return "the loss itself is not finite: check the inputs and targets, or lower the learning rates"
+    if update:
+        return (f"the optimizer step of group {group!r} overflowed its parameters from finite gradients: lower "
+                f"model.optimizers.{group}.lr")
     return f"gradients of group {group!r} overflowed: lower model.optimizers.{group}.lr or set model.grad_clip_norm"
 
 
-class NaNGuard(Callback):
-    """After each backward pass: if the loss or a gradient is not finite, save a checkpoint of the parameters
-    before the bad step (`nan-step<k>.ckpt` in the run folder), mark the run failed with the reason, and stop."""
+def all_finite(tensors) -> bool:
+    return all(bool(torch.isfinite(t).all()) for t in tensors)
 
+
+class NaNGuard(Callback):
+    """After each backward pass: if the loss or a gradient is not finite, and after each group's optimizer step:
+    if that group's parameters are not finite (restored first to their values before the step), save a checkpoint
+    of the parameters before the bad step (`nan-step<k>.ckpt` in the run folder), mark the run failed with the
+    reason, and stop.
+
+    The values before a step are kept by copying each group's parameters into one reused buffer just before its
+    optimizer steps (one copy of the weights; optimizer moments are not copied: the checkpoint's moments include the bad
+    step's finite gradient)."""
+
+    def __init__(self):
+        self._handles: list = []
+        self._before: dict[str, tuple[list, list[torch.Tensor]]] = {}  # group: (parameters, copies)
+        self._stepped: list[str] = []
+        self._step = 0  # the step of the current batch (Lightning counts it once the first group has stepped)
+        self._checkpoint_step: int | None = None  # set while the checkpoint before the bad step is written
+
+    # loss and gradients, before any optimizer step ------------------------------------------------
     def on_after_backward(self, trainer, pl_module) -> None:
+        self._stepped, self._step = [], trainer.global_step
         loss = getattr(pl_module, "last_loss", None)
-        bad_group = None
-        if loss is None or torch.isfinite(loss):
-            for group, params in pl_module.parameter_groups().items():
-                grads = [p.grad for p in params if p.grad is not None]
-                if grads and not all(bool(torch.isfinite(g).all()) for g in grads):
-                    bad_group = group
-                    break
-            else:
-                return
-        step = trainer.global_step
-        what = f"gradient of parameter group {bad_group!r}" if bad_group else f"loss ({float(loss)})"
-        reason = f"non-finite {what} at step {step}: {likely_cause(pl_module, bad_group)}"
+        if loss is not None and not torch.isfinite(loss):
+            self._stop(trainer, pl_module, f"loss ({float(loss)})", None)
+        for group, params in pl_module.parameter_groups().items():
+            if not all_finite(p.grad for p in params if p.grad is not None):
+                self._stop(trainer, pl_module, f"gradient of parameter group {group!r}", group)
+
+    # parameters, right after each group's optimizer step -----------------------------------------
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._remove_hooks()
+        groups = pl_module.parameter_groups()
+        for index, optimizer in enumerate(trainer.optimizers):  # one per non-empty group (RecurrentModule)
+            params = [p for param_group in optimizer.param_groups for p in param_group["params"]]
+            ids = {id(p) for p in params}
+            group = next((name for name, ps in groups.items() if ps and {id(p) for p in ps} == ids), f"#{index}")
+            self._handles += [
+                optimizer.register_step_pre_hook(lambda *_, g=group, ps=params: self._keep(g, ps)),
+                optimizer.register_step_post_hook(
+                    lambda *_, g=group, ps=params: self._check_update(trainer, pl_module, g, ps)),
+            ]
+
+    @torch.no_grad()
+    def _keep(self, group: str, params: list[torch.Tensor]) -> None:
+        """Copy the group's parameters just before its step, into the previous step's buffers when they fit."""
+        kept = self._before.get(group)
+        if kept is None or [k.shape for k in kept[1]] != [p.shape for p in params]:
+            self._before[group] = (params, [p.detach().clone() for p in params])
+        else:
+            torch._foreach_copy_(kept[1], [p.detach() for p in params])
+        self._stepped.append(group)
+
+    def _check_update(self, trainer, pl_module, group: str, params: list[torch.Tensor]) -> None:
+        if all_finite(params):
+            return
+        self._restore()
+        self._stop(trainer, pl_module, f"parameters of group {group!r} after its optimizer step", group, update=True)
+
+    @torch.no_grad()
+    def _restore(self) -> None:
+        """Every group stepped in this batch gets back its values from before the step."""
+        for group in self._stepped:
+            params, copies = self._before[group]
+            torch._foreach_copy_(params, copies)
+
+    # stopping -------------------------------------------------------------------------------------
+    def _stop(self, trainer, pl_module, what: str, group: str | None, update: bool = False) -> None:
+        step = self._step
+        reason = f"non-finite {what} at step {step}: {likely_cause(pl_module, group, update)}"
         folder = trainer.loggers[0].log_dir if trainer.loggers else trainer.default_root_dir
         path = os.path.join(folder, "checkpoints", f"nan-step{step}.ckpt")
-        trainer.save_checkpoint(path)  # the parameters have not been updated with the bad gradient yet
+        self._checkpoint_step = step
+        try:
+            trainer.save_checkpoint(path)  # the parameters are those before the bad step
+        finally:
+            self._checkpoint_step = None
         for logger in trainer.loggers:
             if hasattr(logger, "record_failure"):
                 logger.record_failure(f"{reason} (checkpoint before the step: {path})")
         raise NonFiniteError(f"{reason}. Checkpoint before the step: {path}")
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+        """The checkpoint before a bad step counts only the steps its weights hold (Lightning has already counted
+        the bad one when a later group's update overflowed)."""
+        if self._checkpoint_step is None:
+            return
+        checkpoint["global_step"] = self._checkpoint_step
+        progress = checkpoint["loops"]["fit_loop"]["epoch_loop.manual_optimization.optim_step_progress"]
+        for counts in (progress["total"], progress["current"]):
+            counts["ready"] = counts["completed"] = counts["completed"] - (trainer.global_step - self._checkpoint_step)
+
+    def _remove_hooks(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def teardown(self, trainer, pl_module, stage: str) -> None:
+        self._remove_hooks()
+        self._before, self._stepped = {}, []

@@ -11,17 +11,28 @@ from lightning.pytorch import Callback
 from training.callbacks.record import is_due, record_metrics
 
 
+def process_peak_resident_mb() -> float:
+    """The process's peak resident memory: VmHWM from /proc/self/status on Linux (it restarts at exec, where
+    ru_maxrss can carry a forking parent's peak over), else getrusage's ru_maxrss."""
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 2**10  # kB
+    except (OSError, StopIteration, ValueError, IndexError):
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+        return rss / (2**20 if sys.platform == "darwin" else 2**10)
+
+
 def peak_memory_mb(device: torch.device) -> float:
-    """Peak CUDA memory allocated on `device`, else the process's peak resident set size."""
+    """Peak CUDA memory allocated on `device`, else the process peak resident memory."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
-    return rss / (2**20 if sys.platform == "darwin" else 2**10)
+    return process_peak_resident_mb()
 
 
 class Timing(Callback):
     """Every `every_n_steps` steps: `time/step_s` (mean since the last record) and `time/samples_per_s`;
-    at each epoch's end `time/epoch_s`; with each record `memory/peak_mb`. Validation time is excluded."""
+    at each epoch's end `time/epoch_s`; with each record `memory/peak_mb` (MiB: the
+    CUDA peak allocated on a GPU, else the process peak resident memory). Validation time is excluded."""
 
     def __init__(self, every_n_steps: int | None = 50):
         self.every_n_steps = every_n_steps

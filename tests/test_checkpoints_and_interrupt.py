@@ -1,0 +1,45 @@
+"""A fit keeps the best checkpoint by the task's main metric; Ctrl-C stops it cleanly with exit code 130."""
+import signal
+from pathlib import Path
+
+import pytest
+import torch
+
+from db import Store
+from test_cli import DEMO
+from test_resume import RUN, ortholab
+from training.cli import main
+
+
+def test_fit_writes_the_best_checkpoint_by_the_main_metric(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    main(["fit", "--config", DEMO, *RUN, "--db", db])
+    store = Store(db)
+    (summary,) = store.list_runs()
+    run = store.get_run(summary.id)
+    assert run.main_metric == "val/loss" and run.main_metric_mode == "min"
+    series = store.metric_series(run.id, run.main_metric)
+    assert [p.step for p in series] == [2, 5, 8, 11]  # validation after every 3rd step
+    best = min(series, key=lambda p: p.value)
+    (path,) = (Path(run.run_dir) / "checkpoints").glob("best-step*.ckpt")
+    saved = torch.load(path, weights_only=False)
+    assert saved["global_step"] == best.step + 1 and path.name == f"best-step{best.step + 1}.ckpt"
+    (state,) = [s for key, s in saved["callbacks"].items() if key.startswith("ModelCheckpoint")]
+    assert float(state["best_model_score"]) == pytest.approx(best.value, rel=1e-6)
+    assert (Path(run.run_dir) / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_ctrl_c_stops_with_exit_130_an_interrupted_run_and_a_checkpoint(tmp_path):
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    stopped = ortholab(tmp_path, "fit", "--config", DEMO, *RUN, "--db", db,  # SIGINT to itself after step 5
+                       "--trainer.callbacks+=faults.SignalAt", "--trainer.callbacks.step=5",
+                       "--trainer.callbacks.signal_name=SIGINT")
+    assert stopped.returncode == 128 + signal.SIGINT == 130, stopped.stderr
+    assert "Interrupted by SIGINT" in stopped.stdout and "--resume" in stopped.stdout
+    assert "Traceback" not in stopped.stderr and "KeyboardInterrupt" not in stopped.stderr
+    store = Store(db)
+    (run,) = store.list_runs()
+    assert run.status == "interrupted" and run.reason.startswith("SIGINT at step 5")
+    last = Path(store.get_run(run.id).run_dir) / "checkpoints" / "last.ckpt"
+    assert torch.load(last, weights_only=False)["global_step"] == 5
