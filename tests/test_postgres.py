@@ -82,3 +82,23 @@ def test_dashboard_pages_render_from_postgres(pg_url, monkeypatch):
             open_page(store, monkeypatch, page, selected=list(ids.values()))  # no exception on any page
     finally:
         clear_caches()
+
+
+def test_the_password_is_stored_nowhere_and_resume_uses_the_real_url(pg_url, tmp_path, monkeypatch):
+    """A password in ORTHOLAB_DB never reaches the stored config; `--resume ID` then still opens the real store."""
+    from pathlib import Path
+
+    from training.cli import _resume_arguments, main
+
+    url = pg_url.replace("ortholab@", "ortholab:s3cret@")  # the test server trusts any password
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ORTHOLAB_DB", url)
+    main(["fit", "--config", DEMO, *TINY, "--name", "with-password"])
+    store = Store(url)
+    run = next(r for r in store.list_runs() if r.name == "with-password")
+    detail = store.get_run(run.id)
+    stored = Path(detail.run_dir, "config.yaml").read_text()
+    assert "s3cret" not in stored and "ortholab:***@" in stored
+    assert "s3cret" not in json.dumps(detail.config) and not any("s3cret" in str(v) for v in detail.params.values())
+    argv = _resume_arguments(["fit", "--resume", str(run.id)])
+    assert argv[argv.index("--db") + 1] == url  # placed after the stored config, whose URL is masked

@@ -107,7 +107,7 @@ def test_reproduce_runs_a_row_in_cpu_smoke_tags_it_and_reports_it(tmp_path, monk
 
     main(["report", "toy_figure1", "--db", db])
     report = capsys.readouterr().out
-    assert f"| copy_T5_scornn | - | scornn | - | - | - |" in report and f"| cpu-smoke | {run.id} |" in report
+    assert "| copy_T5_scornn | - | scornn | - | - | - |" in report and f"| cpu-smoke | {run.id} |" in report
 
 
 def test_unknown_table_or_row_is_one_clear_message(tmp_path, monkeypatch, capsys):

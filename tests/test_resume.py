@@ -1,5 +1,4 @@
 """Faults done for real: SIGKILL mid-epoch then resume, SIGTERM, a store killed mid-write."""
-import json
 import os
 import signal
 import subprocess

@@ -2,7 +2,9 @@
 as ratios to PyTorch's fused `nn.RNN(relu)` at the same hidden size and `nn.LSTM` at the same parameter budget.
 
 All models of one table are measured in one process, alternating within each repetition, so a noisy machine
-slows them alike; the median over repetitions is reported. Peak memory is measured in a fresh process per model
+slows them alike; the median over repetitions is reported. Each model's timings follow an untimed pass of the
+same model, as every step of a training loop follows another: otherwise the first pass after switching models
+pays for faulting the previous model's freed memory back in (on the 2-core VM, seconds for the uRNN/EURNN). Peak memory is measured in a fresh process per model
 (the process's peak RSS on CPU, torch's peak allocation on CUDA).
 """
 from __future__ import annotations
@@ -135,6 +137,7 @@ def measure(families: list[str], budgets: list[str], batch: int, seq_len: int, r
         optimizers = {key: per_group_optimizers(model) for key, (model, _) in candidates.items()}
         for repeat in range(repeats + 1):  # the first pass warms up and is discarded
             for key, (model, _) in candidates.items():
+                time_fwd_bwd(model, x, y, device)  # untimed: the model's buffers resident again, as in training
                 fb = time_fwd_bwd(model, x, y, device)
                 st = time_step(model, optimizers[key], x, y, device)
                 fm = time_formation(model, device) if key in formations else None

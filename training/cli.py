@@ -20,9 +20,10 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveCon
 from lightning.pytorch.utilities import rank_zero_only
 
 from datamodules import TaskDataModule
-from db import SQLLogger, Store, StoreError
+from db import SQLLogger, Store, StoreError, default_db_url
 from models import ConfigError
 from training.callbacks import NonFiniteError, default_callbacks
+from training.allocator import reuse_freed_memory
 from training.callbacks.lifecycle import ContinueRun, GracefulInterrupt
 from training.module import RecurrentModule
 
@@ -186,8 +187,10 @@ class OrthoLabCLI(LightningCLI):
         self._print_record()
         interrupt = next((c for c in self.trainer.callbacks if isinstance(c, GracefulInterrupt)), None)
         if interrupt is not None and interrupt.requested:  # the shell's convention: 128 + the signal's number
+            store = self.trainer.loggers[0].store
+            where = "" if store.url == default_db_url() else f" --db '{store.display_url}'"
             print(f"Interrupted by {interrupt.requested}; checkpoint saved, continue with "
-                  f"`ortholab fit --resume {self.trainer.loggers[0].version}`.")
+                  f"`ortholab fit --resume {self.trainer.loggers[0].version}{where}`.")
             sys.exit(128 + int(getattr(signal, interrupt.requested)))
 
     def after_validate(self) -> None:
@@ -235,14 +238,15 @@ def _resume_arguments(argv: list[str]) -> list[str]:
         return argv
     if argv[0] != "fit":
         raise ConfigError(f"--resume continues training: use `ortholab fit --resume {known.resume}`")
-    run = Store(known.db).get_run(known.resume)  # StoreError naming the id and the store when it is missing
+    store = Store(known.db)
+    run = store.get_run(known.resume)  # StoreError naming the id and the store when it is missing
     run_dir = Path(run.run_dir or "")
     config, last = run_dir / "config.yaml", run_dir / "checkpoints" / "last.ckpt"
     extra = []
     if not known.config:
         if not config.is_file():
             raise ConfigError(f"run {run.id} has no stored config at {config}; pass --config FILE as well")
-        extra += ["--config", str(config)]
+        extra += ["--config", str(config), "--db", store.url]  # the stored config's db has its password masked
     if known.ckpt_path is None:
         if not last.is_file():
             raise ConfigError(f"run {run.id} has no checkpoint at {last} (it stopped before its first checkpoint); "
@@ -288,6 +292,8 @@ def main(argv: list[str] | None = None) -> None:
     if not argv or argv[0] in ("-h", "--help"):
         print(TOP_HELP)
         return
+    if not given and argv[0] in (*LIGHTNING_SUBCOMMANDS, "bench"):  # the console script: a training process
+        reuse_freed_memory()
     try:
         if argv[0] in ("runs", "list", "dashboard", "db", "sweep", "evaluate-audio", "bench", "reproduce",
                        "report"):
