@@ -34,3 +34,10 @@ def test_bench_names_an_unknown_family(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["bench", "--quick", "--families", "scornn,nope"])
     assert exit_info.value.code == 2 and "'nope' is not registered" in capsys.readouterr().err
+
+
+def test_the_full_bench_measures_each_family_in_its_own_process(capsys):
+    main(["bench", "--families", "scornn", "--sizes", "16k", "--batches", "4", "--seq-len", "16", "--repeats", "1",
+          "--memory", "", "--json"])
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    assert row["family"] == "scornn" and row["hidden_size"] == 170 and row["vs_lstm"] > 0 and row["vs_rnn_relu"] > 0

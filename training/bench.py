@@ -1,8 +1,10 @@
 """`ortholab bench`: every family's forward+backward and optimizer-step time at the papers' pixel-MNIST settings,
 as ratios to PyTorch's fused `nn.RNN(relu)` at the same hidden size and `nn.LSTM` at the same parameter budget.
 
-All models of one table are measured in one process, alternating within each repetition, so a noisy machine
-slows them alike; the median over repetitions is reported. Each model's timings follow an untimed pass of the
+Each family is measured in a process of its own, alternating within each repetition with its references
+(`nn.LSTM` at the budget, `nn.RNN(relu)` at its n), so a noisy machine slows them alike and the ratios hold; the
+median over repetitions is reported. (One process for all families let the large buffers of one family fragment
+the heap for the next: on the 2-core VM the EURNN then read 3.6x LSTM where it reads 1.8x on its own.) Each model's timings follow an untimed pass of the
 same model, as every step of a training loop follows another: otherwise the first pass after switching models
 pays for faulting the previous model's freed memory back in (on the 2-core VM, seconds for the uRNN/EURNN). Peak memory is measured in a fresh process per model
 (the process's peak RSS on CPU, torch's peak allocation on CUDA).
@@ -212,8 +214,27 @@ def machine() -> str:
     return f"{cpu}, {torch.get_num_threads()} threads{gpu}, torch {torch.__version__}"
 
 
+ISOLATED_SCRIPT = """
+import json, sys
+from dataclasses import asdict
+from training.allocator import reuse_freed_memory
+reuse_freed_memory()  # as `ortholab fit` trains
+from training.bench import measure
+print(json.dumps([asdict(row) for row in measure(*json.loads(sys.argv[1]))]))
+"""
+
+
+def measure_isolated(family: str, budgets: list[str], batch: int, seq_len: int, repeats: int,
+                     device: str) -> list[Row]:
+    """`measure([family], ...)` in a fresh process (its skip notes go to this process's stderr)."""
+    done = subprocess.run([sys.executable, "-c", ISOLATED_SCRIPT,
+                           json.dumps([[family], budgets, batch, seq_len, repeats, device])],
+                          stdout=subprocess.PIPE, text=True, check=True)
+    return [Row(**row) for row in json.loads(done.stdout.strip().splitlines()[-1])]
+
+
 def run_bench(families: list[str] | None, sizes: list[str], batches: list[int], seq_len: int, repeats: int,
-              device: str, memory_lengths: list[int], as_json: bool) -> None:
+              device: str, memory_lengths: list[int], as_json: bool, isolate: bool = True) -> None:
     families = families or list(FAMILIES)
     unknown = [f for f in families if f not in FAMILIES]
     if unknown:
@@ -223,7 +244,11 @@ def run_bench(families: list[str] | None, sizes: list[str], batches: list[int], 
         raise ConfigError(f"--sizes: {unknown[0]!r}; choose from {sorted(BUDGETS)}")
     rows = []
     for batch in batches:
-        rows += measure(families, sizes, batch, seq_len, repeats, device)
+        if isolate:
+            rows += [row for family in families
+                     for row in measure_isolated(family, sizes, batch, seq_len, repeats, device)]
+        else:
+            rows += measure(families, sizes, batch, seq_len, repeats, device)
     for row in rows:
         if memory_lengths and row.batch == batches[0]:
             row.peak_mb = {f"T={t}": peak_memory_mb(row.family, row.hidden_size, row.batch, t, device)

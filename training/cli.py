@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 from sqlalchemy.engine import make_url
 from lightning.fabric.utilities.exceptions import MisconfigurationException
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar, RichProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
 
@@ -175,6 +175,9 @@ class OrthoLabCLI(LightningCLI):
             spec = self.model.spec  # last and best by the task's main metric, in the run folder
             extra.append(ModelCheckpoint(monitor=spec.main_metric, mode=spec.main_metric_mode, save_last=True,
                                          filename="best-step{step}", auto_insert_metric_name=False))
+        if config.trainer.enable_progress_bar is not False and not any(
+                isinstance(c, ProgressBar) for c in configured) and _rich_available():
+            extra.append(RichProgressBar())  # Lightning's rich bar; its tqdm bar when rich is not installed
         trainer = super().instantiate_trainer(callbacks=configured + extra, **kwargs)
         trainer.loggers = [logger, *trainer.loggers]
         first = [ContinueRun()] if config.resume is not None else []  # truncate before anything records again
@@ -253,6 +256,12 @@ def _resume_arguments(argv: list[str]) -> list[str]:
                               f"start a new run instead")
         extra += ["--ckpt_path", str(last)]
     return [argv[0], *extra, *argv[1:]]
+
+
+def _rich_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("rich") is not None
 
 
 def _name_from_config_files(paths) -> str | None:

@@ -150,6 +150,8 @@ def run_command(argv: list[str]) -> None:
     bench.add_argument("--memory", default="784,3136", help="sequence lengths for peak memory ('' to skip)")
     bench.add_argument("--quick", action="store_true", help="T=32, batch 8, 2 repeats, 16k only, no memory: "
                                                             "a smoke run for CI")
+    bench.add_argument("--in-process", action="store_true", help="measure every family in this process instead "
+                                                                  "of one process per family (--quick does)")
     bench.add_argument("--json", action="store_true")
     repro = sub.add_parser("reproduce", help="run the papers' table rows from their configs, tagged with the row; "
                                              "other --key value flags apply to every row (e.g. --data.path)")
@@ -216,7 +218,8 @@ def run_command(argv: list[str]) -> None:
             args.seq_len, args.batches, args.repeats, args.sizes, args.memory = 32, "8", 2, "16k", ""
         run_bench(args.families.split(",") if args.families else None, args.sizes.split(","),
                   [int(b) for b in args.batches.split(",")], args.seq_len, args.repeats, args.device,
-                  [int(t) for t in args.memory.split(",") if t], args.json)
+                  [int(t) for t in args.memory.split(",") if t], args.json,
+                  isolate=not (args.quick or args.in_process))
         return
     if args.command == "db":
         from db import Store, default_db_url
