@@ -22,10 +22,11 @@ class ORNN(RecurrentLayer):
     num_reflections: m, as a count in [1, n] (int) or a fraction of hidden_size (float); None is m = n, where
         the last factor is the paper's scalar +-1 (the sign of its single stored entry; fixed in practice).
     activation: 'leaky_relu' (the paper's and code's default) or 'tanh'; leaky_slope: leaky ReLU's slope.
-    renormalize: rescale every reflection vector to unit norm at the start of each training forward pass,
-        i.e. after each optimizer step, as the official code does after its Adam step (True, the default);
-        False keeps the paper's plain parametrisation (H(u) only depends on u's direction either way, so W is
-        the same; what changes is the size of later optimizer steps relative to |u|).
+    renormalize: False (the default) keeps the paper's plain parametrisation; True rescales every reflection
+        vector to unit norm at the start of each training forward pass, i.e. after each optimizer step, as the
+        official code does after its Adam step (the papers' configs under configs/papers/ set it). H(u) only
+        depends on u's direction either way, so W is the same; what changes is the size of later optimizer
+        steps relative to |u|.
     W is formed once per forward pass from the compact WY form (no loop over the reflections) and shared by
     the whole batch; the paper's per-step, per-sequence algorithm (O(nm) a step) is for batch size 1.
     Parameter groups: `recurrent` (the reflection vectors' n*m - m(m-1)/2 free entries), `other` (V, b, h0).
@@ -36,7 +37,7 @@ class ORNN(RecurrentLayer):
     forms_recurrent_matrix = True
 
     def __init__(self, input_size: int, hidden_size: int, num_reflections: int | float | None = None,
-                 activation: str = "leaky_relu", leaky_slope: float = 0.1, renormalize: bool = True):
+                 activation: str = "leaky_relu", leaky_slope: float = 0.1, renormalize: bool = False):
         super().__init__(input_size, hidden_size)
         n = hidden_size
         m = n if num_reflections is None else count_from_fraction(num_reflections, n, "num_reflections")

@@ -127,7 +127,7 @@ def test_initialisation_as_the_official_code():
 
 
 def test_training_forward_renormalises_the_columns_without_changing_w():
-    layer = ORNN(2, 8, num_reflections=5).double()
+    layer = ORNN(2, 8, num_reflections=5, renormalize=True).double()  # the code's option
     w = layer.recurrent_matrix().detach()
     with torch.no_grad():
         layer.reflections.mul_(torch.linspace(0.5, 3.0, layer.reflections.numel(), dtype=F64))
@@ -140,7 +140,7 @@ def test_training_forward_renormalises_the_columns_without_changing_w():
     torch.testing.assert_close(layer.reflection_vectors().norm(dim=0), torch.ones(5, dtype=F64))
     skewed = layer.recurrent_matrix().detach()
     assert not torch.allclose(w, skewed)  # the per-entry rescaling did change directions
-    layer_off = ORNN(2, 8, num_reflections=5, renormalize=False).double()
+    layer_off = ORNN(2, 8, num_reflections=5).double()  # the default: the paper's plain parametrisation
     with torch.no_grad():
         layer_off.reflections.mul_(2.0)
     layer_off(x)
