@@ -168,23 +168,16 @@ def measure(families: list[str], budgets: list[str], batch: int, seq_len: int, r
 
 
 PEAK_SCRIPT = """
-import resource, sys, torch, torch.nn.functional as F
+import sys, torch, torch.nn.functional as F
 from training.bench import build, CLASSES
+from training.callbacks.timing import peak_memory_mb
 family, n, batch, seq_len, device = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 model = build(family, n, device)
 x = torch.rand(batch, seq_len, 1, device=device); y = torch.randint(0, CLASSES, (batch,), device=device)
 if device.startswith("cuda"):
     torch.cuda.reset_peak_memory_stats()
 F.cross_entropy(model(x), y).backward()
-def resident_peak_mb():
-    # VmHWM restarts at exec; ru_maxrss would carry the forking parent's resident size over
-    try:
-        with open("/proc/self/status") as status:
-            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
-    except (OSError, StopIteration):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-peak = torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else resident_peak_mb()
-print(peak)
+print(peak_memory_mb(torch.device(device)))  # the CUDA peak allocated, else the process's peak resident memory
 """
 
 

@@ -175,9 +175,8 @@ class OrthoLabCLI(LightningCLI):
             spec = self.model.spec  # last and best by the task's main metric, in the run folder
             extra.append(ModelCheckpoint(monitor=spec.main_metric, mode=spec.main_metric_mode, save_last=True,
                                          filename="best-step{step}", auto_insert_metric_name=False))
-        if config.trainer.enable_progress_bar is not False and not any(
-                isinstance(c, ProgressBar) for c in configured) and _rich_available():
-            extra.append(RichProgressBar())  # Lightning's rich bar; its tqdm bar when rich is not installed
+        if config.trainer.enable_progress_bar is not False and not any(isinstance(c, ProgressBar) for c in configured):
+            extra.append(RichProgressBar())  # Lightning's rich bar (rich is a dependency) instead of its tqdm one
         trainer = super().instantiate_trainer(callbacks=configured + extra, **kwargs)
         trainer.loggers = [logger, *trainer.loggers]
         first = [ContinueRun()] if config.resume is not None else []  # truncate before anything records again
@@ -256,12 +255,6 @@ def _resume_arguments(argv: list[str]) -> list[str]:
                               f"start a new run instead")
         extra += ["--ckpt_path", str(last)]
     return [argv[0], *extra, *argv[1:]]
-
-
-def _rich_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("rich") is not None
 
 
 def _name_from_config_files(paths) -> str | None:
