@@ -22,7 +22,8 @@ out the hidden states as interleaved real features (Re h_0, Im h_0, Re h_1, ...)
 
 The forward loop keeps z_t = u_t + W h_{t-1} and h_t; the backward loop, from t = T - 1, recomputes sigma_eps's
 r and s from z_t in a reused buffer (cheaper than keeping two more (T, B, n) arrays), forms dL/dz_t from the
-carried dL/dh_t, applies W to h_{t-1} again with a tape, and pulls dL/dz_t back by the
+carried dL/dh_t in z_t's place (so the backward holds z, h and dL/dh at its peak, and runs once per forward:
+a second backward through the same graph is refused with an error saying so), applies W to h_{t-1} again with a tape, and pulls dL/dz_t back by the
 adjoint factors, which add the factors' gradients on the way: dL/dh_{t-1} = (direct) + W^H dL/dz_t. Autograd
 then carries the factors' gradients through `prepare` to the parameters, once. (Forming sigma_eps's
 derivatives or the factors' gradients for all steps at once, outside the loop, was slower here: arrays of all
@@ -69,6 +70,14 @@ def to_complex(x: torch.Tensor) -> torch.Tensor:
 def to_real(z: torch.Tensor) -> torch.Tensor:
     """(..., n) complex -> interleaved (Re z_0, Im z_0, Re z_1, ...) (..., 2n) real, a view (no copy)."""
     return torch.view_as_real(z).flatten(-2)
+
+
+def gradient_as_complex(g: torch.Tensor) -> torch.Tensor:
+    """`to_complex` of an incoming gradient: a view where its strides allow one (a transposed (B, T, 2n) gradient
+    does), else of a contiguous copy."""
+    if g.stride(-1) != 1 or g.storage_offset() % 2 or any(stride % 2 for stride in g.stride()[:-1]):
+        g = g.contiguous()
+    return to_complex(g)
 
 
 def planar_to_interleaved(x: torch.Tensor) -> torch.Tensor:
@@ -130,14 +139,23 @@ class _OperatorRecurrence(torch.autograd.Function):
             state = h_t
         ctx.operator = operator
         ctx.save_for_backward(b, h0, z, h, *params)  # r and s are recomputed from z: two fewer (T, B, n) arrays
-        return h
+        # the real features, a view of h: through view_as_real's backward, whose contiguous() copies a transposed
+        # gradient, the backward would hold one more (T, B, n) array at its peak
+        return to_real(h)
 
     @staticmethod
-    def backward(ctx, grad_h):
+    def backward(ctx, grad_features):
+        if getattr(ctx, "spent", False):
+            raise RuntimeError(
+                "the uRNN/EURNN recurrence (models/operator_recurrence.py) writes dL/dz over the pre-activations it "
+                "saved, so it backpropagates once per forward pass: run the forward again instead of calling "
+                "backward(retain_graph=True) or torch.autograd.gradcheck through it")
+        ctx.spent = True
         operator = ctx.operator
+        grad_h = gradient_as_complex(grad_features)
         b, state0, z, h, *params = ctx.saved_tensors
         factors = operator.prepare(*params)
-        grad_z = torch.empty_like(z)
+        grad_z = z  # dL/dz_t overwrites z_t once step t is done with it: one (T, B, n) array fewer at the peak
         grad_b = torch.zeros_like(z.real[0])  # per row, summed over the batch after the loop
         r, s, inverse, along = (torch.empty_like(grad_b) for _ in range(4))  # one step's scratch, reused
         wanted = [i for i in range(len(params)) if ctx.needs_input_grad[5 + i]]
@@ -155,7 +173,7 @@ class _OperatorRecurrence(torch.autograd.Function):
             grad_b.addcmul_(along, inverse)
             # dL/dz_t = s dL/dh_t + s'(r)/r z (z . dL/dh_t), s'(r)/r = (eps - b) / ((r + eps)^2 r)
             along.mul_(inverse.square_().mul_(MODRELU_EPS - b).div_(r))
-            torch.mul(carry, s, out=grad_z_t).addcmul_(z_t, along)
+            grad_z_t.mul_(along).addcmul_(carry, s)  # in z_t's place: z_t is not read again
             tape = None
             if wanted:  # the factors' (conjugated) inputs at h_{t-1}, for sum_t <dL/dz_t, dW h_{t-1}>
                 tape = []
@@ -179,6 +197,13 @@ def operator_recurrence(operator: UnitaryOperator, u: torch.Tensor, b: torch.Ten
                         params: tuple[torch.Tensor, ...], offsets: torch.Tensor | None = None) -> torch.Tensor:
     """All hidden states h_t (T, B, n), complex, of h_t = sigma_eps(u_t + W h_{t-1}, b) [+ offsets_t], W given by
     `operator` and its trainable `params`; u (T, B, n), h0 (B, n) and offsets (T, B, n) complex, b (n,) real."""
+    return to_complex(operator_recurrence_features(operator, u, b, h0, params, offsets))
+
+
+def operator_recurrence_features(operator: UnitaryOperator, u: torch.Tensor, b: torch.Tensor, h0: torch.Tensor,
+                                 params: tuple[torch.Tensor, ...], offsets: torch.Tensor | None = None
+                                 ) -> torch.Tensor:
+    """`operator_recurrence`'s states as interleaved real features (T, B, 2n), the layers' output (a view)."""
     return _OperatorRecurrence.apply(operator, u, b, h0, offsets, *params)
 
 
@@ -229,5 +254,5 @@ class FactoredUnitaryLayer(RecurrentLayer):
         u = interleaved_input(x, self.input_weight)  # (T, B, n) complex: U x_t for all steps at once
         h0 = to_complex(self.h0).expand(x.shape[0], -1)
         offsets = None if state_offsets is None else to_complex(state_offsets.transpose(0, 1))  # a view
-        return to_real(operator_recurrence(self.operator(), u, self.bias, h0, self.recurrent_params(),
-                                           offsets)).transpose(0, 1)
+        return operator_recurrence_features(self.operator(), u, self.bias, h0, self.recurrent_params(),
+                                            offsets).transpose(0, 1)

@@ -10,6 +10,7 @@ from models import FAMILIES, ConfigError, SequenceModel
 from models.operator_recurrence import operator_recurrence, operator_recurrence_reference, to_complex, to_real
 from models.sizing import hidden_size_for_budget, parameter_count
 from models.urnn import URNN
+from finite_differences import assert_gradients_match_finite_differences
 from training.module import RecurrentModule, build_layer
 
 F64 = torch.float64
@@ -196,10 +197,18 @@ def test_hand_written_bptt_matches_plain_autograd(with_offsets):
         torch.testing.assert_close(a.grad, c.grad, rtol=1e-10, atol=1e-11)
 
 
-def test_hand_written_bptt_gradcheck():
+def test_hand_written_bptt_matches_finite_differences():
     operator, (u, b, h0, offsets), params = _recurrence_inputs(seed=1, t=6, b=2, n=4)
-    assert torch.autograd.gradcheck(lambda u, b, h0, o, *p: _run(operator_recurrence, operator, u, b, h0, p, o),
-                                    (u, b, h0, offsets, *params))
+    assert_gradients_match_finite_differences(
+        lambda u, b, h0, o, *p: _run(operator_recurrence, operator, u, b, h0, p, o), (u, b, h0, offsets, *params))
+
+
+def test_a_second_backward_through_the_recurrence_is_refused_with_the_reason():
+    operator, (u, b, h0, _), params = _recurrence_inputs(seed=1, t=6, b=2, n=4)
+    loss = _run(operator_recurrence, operator, u, b, h0, params).square().sum()
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match=r"backpropagates once per forward pass: run the forward again"):
+        loss.backward()
 
 
 def test_single_precision_agrees_with_double():
@@ -222,7 +231,7 @@ def test_layer_gradients_match_finite_differences():
     def loss(*values):
         return (torch.func.functional_call(layer, dict(zip(names, values)), (x,)) ** 2).sum()
 
-    assert torch.autograd.gradcheck(loss, [p.detach().clone().requires_grad_() for p in layer.parameters()])
+    assert_gradients_match_finite_differences(loss, list(layer.parameters()))
 
 
 # the layer in the application ----------------------------------------------------------------------------
