@@ -1,0 +1,130 @@
+"""Every fused recurrence (a hand-written BPTT over the whole sequence) against its plain-autograd loop, in float64,
+outputs and gradients, on the CPU and on CUDA when the machine has a GPU (skipped otherwise, saying so).
+
+The per-family test files check the same on the CPU with their own inputs; this table is the one place that lists
+every fused path, so a new one is checked on every device by adding a row. On CUDA, every family's
+forward+backward is also checked for host syncs inside the time loop (their count must not grow with T).
+"""
+import warnings
+
+import pytest
+import torch
+
+from models import FAMILIES, SequenceModel
+from models.complex_recurrence import complex_modrelu_recurrence, complex_modrelu_recurrence_reference
+from models.eurnn import EURNN
+from models.operator_recurrence import operator_recurrence, operator_recurrence_reference
+from models.pointwise_recurrence import pointwise_recurrence, pointwise_recurrence_reference
+from models.recurrence import modrelu_recurrence, modrelu_recurrence_reference
+from models.shift_recurrence import shift_relu_recurrence, shift_relu_recurrence_reference
+from models.urnn import URNN
+
+T, B, N = 12, 3, 6
+F64 = torch.float64
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
+                                                                 reason="no CUDA device on this machine"))]
+
+
+def _real(*shape, scale=1.0):
+    return torch.randn(*shape, dtype=F64) * scale
+
+
+def _orthogonal(n):
+    return torch.linalg.qr(_real(n, n))[0]
+
+
+def _modrelu(device):  # scoRNN, expRNN, nnRNN
+    args = [_real(T, B, N), _orthogonal(N), _real(N, scale=0.3) - 0.1, _real(B, N, scale=0.5)]
+    return modrelu_recurrence, modrelu_recurrence_reference, args, {}
+
+
+def _complex_modrelu(device):  # scuRNN, full-capacity uRNN, EURNN's dense path
+    w = torch.linalg.qr(torch.randn(N, N, dtype=torch.complex128))[0]
+    args = [_real(T, B, 2 * N), w.real.contiguous(), w.imag.contiguous(), _real(N, scale=0.3) - 0.1,
+            _real(B, 2 * N, scale=0.5)]
+    return complex_modrelu_recurrence, complex_modrelu_recurrence_reference, args, {}
+
+
+def _pointwise(activation):  # oRNN
+    def build(device):
+        args = [_real(T, B, N), _orthogonal(N), _real(B, N, scale=0.5)]
+        return pointwise_recurrence, pointwise_recurrence_reference, args, {"activation": activation}
+    return build
+
+
+def _shift_relu(device):  # SRNN
+    return shift_relu_recurrence, shift_relu_recurrence_reference, [_real(T, B, N), _real(B, N).relu()], {}
+
+
+def _factored(layer_class, **options):  # uRNN, EURNN's rotation layers: W applied factor by factor
+    def build(device):
+        layer = layer_class(2, N, **options).double().to(device)  # its buffers (the uRNN's permutation) too
+        with torch.no_grad():
+            layer.bias.uniform_(-0.6, 0.3)  # mixed signs: some units cut off
+        operator = layer.operator()
+
+        def bind(recurrence):  # complex states as real (..., 2) pairs, like every other row's output
+            return lambda u, b, h0, *params, offsets=None: torch.view_as_real(
+                recurrence(operator, u, b, h0, tuple(params), offsets))
+        args = [torch.randn(T, B, N, dtype=torch.complex128), layer.bias.detach(),
+                torch.randn(B, N, dtype=torch.complex128) * 0.5, *(p.detach() for p in layer.recurrent_params())]
+        return bind(operator_recurrence), bind(operator_recurrence_reference), args, {}
+    return build
+
+
+CASES = {
+    "modrelu (scoRNN, expRNN, nnRNN)": _modrelu,
+    "complex modrelu (scuRNN, fcuRNN, EURNN dense)": _complex_modrelu,
+    "leaky relu (oRNN)": _pointwise("leaky_relu"),
+    "tanh (oRNN)": _pointwise("tanh"),
+    "shifted relu (SRNN)": _shift_relu,
+    "uRNN factors": _factored(URNN),
+    "EURNN rotation layers": _factored(EURNN, style="tunable", capacity=3, recurrence="layers"),
+    "EURNN FFT-style layers": _factored(EURNN, style="fft", recurrence="layers"),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("with_offsets", [False, True])
+def test_fused_recurrence_matches_the_plain_loop(case, device, with_offsets):
+    torch.manual_seed(0)
+    fused, plain, args, options = CASES[case](device)
+    args = [a.to(device) for a in args]
+    offsets = torch.randn_like(args[0]) * 0.1 if with_offsets else None
+    mine = [a.clone().requires_grad_() for a in args] + ([offsets.clone().requires_grad_()] if with_offsets else [])
+    theirs = [a.clone().requires_grad_() for a in args] + ([offsets.clone().requires_grad_()] if with_offsets else [])
+    out = fused(*mine[:len(args)], **options, offsets=mine[-1] if with_offsets else None)
+    expected = plain(*theirs[:len(args)], **options, offsets=theirs[-1] if with_offsets else None)
+    assert out.device.type == device
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+    assert (expected != 0).any()
+    probe = torch.randn_like(out)
+    (out * probe).sum().backward()
+    (expected * probe).sum().backward()
+    for a, c in zip(mine, theirs):
+        assert a.grad is not None and c.grad is not None
+        torch.testing.assert_close(a.grad, c.grad, rtol=1e-10, atol=1e-11)
+
+
+def _host_syncs(family: str, seq_len: int) -> int:
+    """How many times one forward+backward of `family` (2 -> 16 units, 10 classes) waits for the GPU."""
+    torch.manual_seed(0)
+    model = SequenceModel(FAMILIES[family](2, 16), 10, readout="last_step").cuda()
+    x, y = torch.randn(4, seq_len, 2, device="cuda"), torch.randint(0, 10, (4,), device="cuda")
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return sum("synchronizing" in str(w.message) for w in caught)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f != "rtransformer"])
+def test_no_host_sync_per_time_step_on_cuda(family):
+    # a sync inside the time loop would make the count grow with T; forming W may sync once (a solve's checks)
+    assert _host_syncs(family, 16) == _host_syncs(family, 8)
