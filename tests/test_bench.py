@@ -41,3 +41,22 @@ def test_the_full_bench_measures_each_family_in_its_own_process(capsys):
           "--memory", "", "--json"])
     (row,) = json.loads(capsys.readouterr().out)["rows"]
     assert row["family"] == "scornn" and row["hidden_size"] == 170 and row["vs_lstm"] > 0 and row["vs_rnn_relu"] > 0
+
+
+def test_a_family_whose_process_dies_is_named_and_the_other_rows_are_kept(capsys, monkeypatch):
+    import pytest
+
+    import training.bench as bench
+
+    die = "import os, signal, sys\nif {}: os.kill(os.getpid(), signal.SIGKILL)\n"  # as the out-of-memory killer does
+    monkeypatch.setattr(bench, "ISOLATED_SCRIPT", die.format("'scurnn' in sys.argv[1]") + bench.ISOLATED_SCRIPT)
+    monkeypatch.setattr(bench, "PEAK_SCRIPT", die.format("sys.argv[4] == '16'") + bench.PEAK_SCRIPT)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "--families", "scornn,scurnn", "--sizes", "16k", "--batches", "4", "--seq-len", "16",
+              "--repeats", "1", "--memory", "8,16"])
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 1
+    assert re.search(r"^\s*scornn .* \d+ / failed$", out, re.M)  # its peak at T = 8 measured, at T = 16 not
+    assert "not measured: scurnn at batch 4 (16k): the measuring process died, killed by SIGKILL" in out
+    assert "out-of-memory killer" in out
+    assert "not measured: peak memory of scornn (n = 170) at batch 4, T = 16" in out

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -181,10 +182,28 @@ print(peak_memory_mb(torch.device(device)))  # the CUDA peak allocated, else the
 """
 
 
+class MeasurementFailed(RuntimeError):
+    """A measuring process died (out of memory, a crash): its rows are missing, the others are still reported."""
+
+
+def run_measuring_process(script: str, args: list[str], what: str) -> str:
+    """The last line `script` prints in a fresh Python process, or MeasurementFailed naming `what` and the cause."""
+    done = subprocess.run([sys.executable, "-c", script, *args], stdout=subprocess.PIPE, text=True)
+    if done.returncode == 0:
+        return done.stdout.strip().splitlines()[-1]
+    if done.returncode == -signal.SIGKILL:
+        cause = ("killed by SIGKILL, which is how the kernel's out-of-memory killer stops a process: measure it "
+                 "alone, or with smaller --batches/--memory")
+    elif done.returncode < 0:
+        cause = f"killed by {signal.Signals(-done.returncode).name}"
+    else:
+        cause = f"exit status {done.returncode} (its error is printed above)"
+    raise MeasurementFailed(f"{what}: the measuring process died, {cause}")
+
+
 def peak_memory_mb(family: str, hidden_size: int, batch: int, seq_len: int, device: str) -> float:
-    done = subprocess.run([sys.executable, "-c", PEAK_SCRIPT, family, str(hidden_size), str(batch), str(seq_len),
-                           device], capture_output=True, text=True, check=True)
-    return float(done.stdout.strip().splitlines()[-1])
+    return float(run_measuring_process(PEAK_SCRIPT, [family, str(hidden_size), str(batch), str(seq_len), device],
+                                       f"peak memory of {family} (n = {hidden_size}) at batch {batch}, T = {seq_len}"))
 
 
 def table(rows: list[Row]) -> str:
@@ -192,7 +211,7 @@ def table(rows: list[Row]) -> str:
             "form W", "peak MB"]
     lines = [head]
     for r in rows:
-        peak = " / ".join(f"{v:.0f}" for v in r.peak_mb.values()) if r.peak_mb else "-"
+        peak = " / ".join("failed" if v is None else f"{v:.0f}" for v in r.peak_mb.values()) if r.peak_mb else "-"
         lines.append([r.family, r.budget, f"{r.hidden_size}{'*' if r.sized_by == 'paper' else ''}",
                       f"{r.parameters:,}", str(r.batch), str(r.seq_len), f"{r.fwd_bwd_ms:.1f}", f"{r.step_ms:.1f}",
                       f"{r.vs_rnn_relu:.2f}", f"{r.vs_lstm:.2f}" if r.vs_lstm else "-",
@@ -220,10 +239,9 @@ print(json.dumps([asdict(row) for row in measure(*json.loads(sys.argv[1]))]))
 def measure_isolated(family: str, budgets: list[str], batch: int, seq_len: int, repeats: int,
                      device: str) -> list[Row]:
     """`measure([family], ...)` in a fresh process (its skip notes go to this process's stderr)."""
-    done = subprocess.run([sys.executable, "-c", ISOLATED_SCRIPT,
-                           json.dumps([[family], budgets, batch, seq_len, repeats, device])],
-                          stdout=subprocess.PIPE, text=True, check=True)
-    return [Row(**row) for row in json.loads(done.stdout.strip().splitlines()[-1])]
+    out = run_measuring_process(ISOLATED_SCRIPT, [json.dumps([[family], budgets, batch, seq_len, repeats, device])],
+                                f"{family} at batch {batch} ({', '.join(budgets)})")
+    return [Row(**row) for row in json.loads(out)]
 
 
 def run_bench(families: list[str] | None, sizes: list[str], batches: list[int], seq_len: int, repeats: int,
@@ -235,21 +253,38 @@ def run_bench(families: list[str] | None, sizes: list[str], batches: list[int], 
     unknown = [s for s in sizes if s not in BUDGETS]
     if unknown:
         raise ConfigError(f"--sizes: {unknown[0]!r}; choose from {sorted(BUDGETS)}")
-    rows = []
+    rows, failures = [], []  # a family whose process dies is named at the end; the other rows are still reported
+
+    def failed(err: MeasurementFailed) -> None:
+        print(err, file=sys.stderr, flush=True)
+        failures.append(str(err))
+
     for batch in batches:
-        if isolate:
-            rows += [row for family in families
-                     for row in measure_isolated(family, sizes, batch, seq_len, repeats, device)]
-        else:
+        if not isolate:
             rows += measure(families, sizes, batch, seq_len, repeats, device)
+            continue
+        for family in families:
+            try:
+                rows += measure_isolated(family, sizes, batch, seq_len, repeats, device)
+            except MeasurementFailed as err:
+                failed(err)
     for row in rows:
         if memory_lengths and row.batch == batches[0]:
-            row.peak_mb = {f"T={t}": peak_memory_mb(row.family, row.hidden_size, row.batch, t, device)
-                           for t in memory_lengths}
+            row.peak_mb = {}
+            for t in memory_lengths:
+                try:
+                    row.peak_mb[f"T={t}"] = peak_memory_mb(row.family, row.hidden_size, row.batch, t, device)
+                except MeasurementFailed as err:
+                    row.peak_mb[f"T={t}"] = None
+                    failed(err)
     if as_json:
-        print(json.dumps({"machine": machine(), "rows": [asdict(r) for r in rows]}, indent=2))
+        print(json.dumps({"machine": machine(), "rows": [asdict(r) for r in rows], "failures": failures}, indent=2))
     else:
         print(f"forward+backward (and a full optimizer step) at T={seq_len}, median of {repeats}; {machine()}")
         print(table(rows))
         print("n*: the hidden size the papers' MNIST tables print at this budget; form W: forming the recurrent "
               "matrix (forward and backward) as a share of a step")
+        for failure in failures:
+            print(f"not measured: {failure}")
+    if failures:
+        raise SystemExit(1)
