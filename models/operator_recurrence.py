@@ -23,8 +23,9 @@ out the hidden states as interleaved real features (Re h_0, Im h_0, Re h_1, ...)
 The forward loop keeps z_t = u_t + W h_{t-1} and h_t; the backward loop, from t = T - 1, recomputes sigma_eps's
 r and s from z_t in a reused buffer (cheaper than keeping two more (T, B, n) arrays), forms dL/dz_t from the
 carried dL/dh_t in z_t's place (so the backward holds z, h and dL/dh at its peak, and runs once per forward:
-a second backward through the same graph is refused with an error saying so), applies W to h_{t-1} again with a tape, and pulls dL/dz_t back by the
-adjoint factors, which add the factors' gradients on the way: dL/dh_{t-1} = (direct) + W^H dL/dz_t. Autograd
+a second backward through the same graph is refused with an error saying so), applies W to h_{t-1} again with a
+tape, and pulls dL/dz_t back by the adjoint factors, which add the factors' gradients on the way:
+dL/dh_{t-1} = (direct) + W^H dL/dz_t. Autograd
 then carries the factors' gradients through `prepare` to the parameters, once. (Forming sigma_eps's
 derivatives or the factors' gradients for all steps at once, outside the loop, was slower here: arrays of all
 steps leave the cache, and the loop's adjoint pass would be done twice.)
