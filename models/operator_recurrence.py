@@ -25,9 +25,8 @@ r and s from z_t in a reused buffer (cheaper than keeping two more (T, B, n) arr
 carried dL/dh_t in z_t's place (so the backward holds z, h and dL/dh at its peak, and runs once per forward:
 a second backward through the same graph is refused with an error saying so), applies W to h_{t-1} again with a
 tape, and pulls dL/dz_t back by the adjoint factors, which add the factors' gradients on the way:
-dL/dh_{t-1} = (direct) + W^H dL/dz_t. Autograd
-then carries the factors' gradients through `prepare` to the parameters, once. (Forming sigma_eps's
-derivatives or the factors' gradients for all steps at once, outside the loop, was slower here: arrays of all
+dL/dh_{t-1} = (direct) + W^H dL/dz_t. Autograd then carries the factors' gradients through `prepare` to the
+parameters, once. (Forming sigma_eps's derivatives or the factors' gradients for all steps at once, outside the loop, was slower here: arrays of all
 steps leave the cache, and the loop's adjoint pass would be done twice.)
 
 sigma_eps is scuRNN eq. (5), h = z s(r), s(r) = relu(r + b) / (r + eps), r = sqrt(|z|^2 + eps), the
