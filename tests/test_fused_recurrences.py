@@ -92,10 +92,12 @@ def test_fused_recurrence_matches_the_plain_loop(case, device, with_offsets):
     fused, plain, args, options = CASES[case](device)
     args = [a.to(device) for a in args]
     offsets = torch.randn_like(args[0]) * 0.1 if with_offsets else None
-    mine = [a.clone().requires_grad_() for a in args] + ([offsets.clone().requires_grad_()] if with_offsets else [])
-    theirs = [a.clone().requires_grad_() for a in args] + ([offsets.clone().requires_grad_()] if with_offsets else [])
-    out = fused(*mine[:len(args)], **options, offsets=mine[-1] if with_offsets else None)
-    expected = plain(*theirs[:len(args)], **options, offsets=theirs[-1] if with_offsets else None)
+    leaves = args + ([offsets] if with_offsets else [])
+    mine, theirs = ([a.clone().requires_grad_() for a in leaves] for _ in range(2))
+
+    def run(recurrence, tensors):
+        return recurrence(*tensors[:len(args)], **options, offsets=tensors[-1] if with_offsets else None)
+    out, expected = run(fused, mine), run(plain, theirs)
     assert out.device.type == device
     torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
     assert (expected != 0).any()

@@ -1,13 +1,14 @@
 """`ortholab bench`: every family's forward+backward and optimizer-step time at the papers' pixel-MNIST settings,
 as ratios to PyTorch's fused `nn.RNN(relu)` at the same hidden size and `nn.LSTM` at the same parameter budget.
 
-Each family is measured in a process of its own, alternating within each repetition with its references
-(`nn.LSTM` at the budget, `nn.RNN(relu)` at its n), so a noisy machine slows them alike and the ratios hold; the
-median over repetitions is reported. (One process for all families let the large buffers of one family fragment
-the heap for the next: on the 2-core VM the EURNN then read 3.6x LSTM where it reads 1.8x on its own.) Each model's timings follow an untimed pass of the
-same model, as every step of a training loop follows another: otherwise the first pass after switching models
-pays for faulting the previous model's freed memory back in (on the 2-core VM, seconds for the uRNN/EURNN). Peak memory is measured in a fresh process per model
-(the process's peak RSS on CPU, torch's peak allocation on CUDA).
+Each family is measured in a process of its own, alternating within each repetition with its references (`nn.LSTM`
+at the budget, `nn.RNN(relu)` at its n), so a noisy machine slows them alike and the ratios hold; the median over
+repetitions is reported. (One process for all families let the large buffers of one family fragment the heap for
+the next: on the 2-core VM the EURNN then read 3.6x LSTM where it reads 1.8x on its own.) Each model's timings
+follow an untimed pass of the same model, as every step of a training loop follows another: otherwise the first
+pass after switching models pays for faulting the previous model's freed memory back in (on the 2-core VM, seconds
+for the uRNN/EURNN). Peak memory is measured in a fresh process per model (the process's peak RSS on CPU, torch's
+peak allocation on CUDA). A measuring process that dies is named under the table and the other rows are kept.
 """
 from __future__ import annotations
 
