@@ -18,7 +18,7 @@ from torch import nn
 
 from models.base import ConfigError, RecurrentLayer
 from models.cayley import skew_from_upper, upper_from_skew
-from models.matrix_exp import SKEW_INITS, initial_skew
+from models.matrix_exp import SKEW_INITS, initial_skew, skew_matrix_exp
 from models.recurrence import modrelu_recurrence
 
 TRIVIALIZATIONS = ("static", "dtriv")
@@ -84,7 +84,9 @@ class ExpRNN(RecurrentLayer):
         return skew_from_upper(self.upper, self.hidden_size)
 
     def recurrent_matrix(self) -> torch.Tensor:
-        return self.base @ torch.linalg.matrix_exp(self.skew())  # B = base exp(A); base = I in static mode
+        if self.trivialization == "static":  # base = I for good
+            return skew_matrix_exp(self.skew())
+        return self.base @ skew_matrix_exp(self.skew())  # B = base exp(A)
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
         return {"recurrent": [self.upper], "other": [self.input_weight, self.bias]}

@@ -4,8 +4,14 @@ expRNN (Lezcano-Casado and Martinez-Rubio, "Cheap Orthogonal Constraints in Neur
 trains B = exp(A) through the strictly upper entries S of A; the nnRNN (Kerg et al., NeurIPS 2019) uses the
 same map for its orthogonal basis P. Only S is stored (n(n-1)/2 numbers), as models/cayley.py stores scoRNN's A.
 
-torch.linalg.matrix_exp differentiates exactly: its backward applies the Frechet derivative of exp at A^T to
-dL/dB, which is the gradient the official code computes with its own Pade approximant (srnn-exprnn-facts 3.1).
+The exponential and its exact gradient come from one eigendecomposition. A is skew, so iA is Hermitian:
+iA = V diag(lam) V^H with V unitary and lam real, exp(A) = V diag(e^{-i lam}) V^H. For a normal matrix the
+Frechet derivative of exp is diagonal in V's basis (Daleckii and Krein), which gives the gradient
+dL/dA = Re V [(V^H G V) o conj(Phi)] V^H, Phi_jk = e^{-i(lam_j + lam_k)/2} sinc((lam_j - lam_k)/2),
+the divided differences of e^{-i lam} written without a division, so equal eigenvalues need no special case.
+This is the gradient torch.linalg.matrix_exp's backward computes (the Frechet derivative of exp at A^T applied
+to dL/dB, the top-right block of a 2n x 2n exponential) and the official code computes with its own Pade
+approximant (srnn-exprnn-facts 3.1), at a third of the cost, and nearer float64 in float32 (tests/test_exprnn.py).
 
 Initialisations of A (the official expRNN code's initialization.py, srnn-exprnn-facts 3.2): 2x2 blocks on the
 diagonal, i.e. the value s_i at the first-superdiagonal positions (0, 1), (2, 3), ... and -s_i below:
@@ -25,9 +31,58 @@ from models.cayley import skew_from_upper
 SKEW_INITS = ("henaff", "henaff_icml", "cayley", "random")
 
 
+def _real_times(real: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
+    """G V for a real G and a contiguous complex V, as one real product with V's interleaved real view."""
+    n = vectors.shape[1]
+    product = real @ torch.view_as_real(vectors).reshape(vectors.shape[0], 2 * n)
+    return torch.view_as_complex(product.reshape(real.shape[0], n, 2))
+
+
+def _real_part_of_product(left: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
+    """Re(P V^H) for contiguous complex P, V: sum_k Re P_ik Re V_jk + Im P_ik Im V_jk, one real product."""
+    rows, n = left.shape
+    interleaved = torch.view_as_real(vectors).reshape(vectors.shape[0], 2 * n)
+    return torch.view_as_real(left).reshape(rows, 2 * n) @ interleaved.t()
+
+
+class _SkewExponential(torch.autograd.Function):
+    """exp(A) for a real skew-symmetric A, forward and backward from the eigendecomposition of iA."""
+
+    @staticmethod
+    def forward(ctx, skew: torch.Tensor) -> torch.Tensor:
+        eigenvalues, vectors = torch.linalg.eigh(torch.complex(torch.zeros_like(skew), skew))  # iA = V diag(lam) V^H
+        vectors = vectors.contiguous()
+        ctx.save_for_backward(eigenvalues, vectors)
+        # exp(A) = I + Re V diag(e^{-i lam} - 1) V^H: the round-off of V scales with |e^{-i lam} - 1|, so a small A
+        # (dtriv's, right after a re-basing) gives a B as orthogonal as a Pade approximant's
+        expm1 = torch.complex(-2 * torch.sin(eigenvalues / 2) ** 2, -torch.sin(eigenvalues))  # e^{-i lam} - 1
+        b = _real_part_of_product(vectors * expm1, vectors)
+        b.diagonal().add_(1)
+        return b
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        eigenvalues, vectors = ctx.saved_tensors
+        half_phase = torch.polar(torch.ones_like(eigenvalues), eigenvalues / 2)  # conj(e^{-i lam/2})
+        half_gap = (eigenvalues[:, None] - eigenvalues[None, :]) / 2
+        # conj(Phi)_jk = conj(e^{-i lam_j/2} e^{-i lam_k/2}) sinc((lam_j - lam_k)/2); torch.sinc(x) = sin(pi x)/(pi x)
+        conj_phi = half_phase[:, None] * half_phase[None, :] * torch.sinc(half_gap / math.pi)
+        projected = vectors.mH @ _real_times(grad.to(eigenvalues.dtype), vectors)  # V^H G V
+        return _real_part_of_product(vectors @ (projected * conj_phi), vectors)  # Re V [. o conj(Phi)] V^H
+
+
+def skew_matrix_exp(skew: torch.Tensor) -> torch.Tensor:
+    """exp(A) in SO(n) for a real skew-symmetric (n, n) A, differentiable in A (see the module docstring)."""
+    if skew.dim() != 2 or skew.shape[0] != skew.shape[1] or skew.is_complex():
+        raise ValueError(f"skew_matrix_exp takes one real square matrix, got shape {tuple(skew.shape)} "
+                         f"and dtype {skew.dtype}")
+    return _SkewExponential.apply(skew)
+
+
 def exp_skew(upper: torch.Tensor, n: int) -> torch.Tensor:
     """B = exp(S - S^T) in SO(n) from the strict upper triangle S (row-major), as expRNN's B = exp(A)."""
-    return torch.linalg.matrix_exp(skew_from_upper(upper, n))
+    return skew_matrix_exp(skew_from_upper(upper, n))
 
 
 def skew_from_superdiagonal_blocks(values: torch.Tensor, n: int) -> torch.Tensor:

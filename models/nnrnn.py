@@ -12,7 +12,7 @@ b ~ U(-0.01, 0.01), h0 = 0; T's mask is the element-wise strict upper triangle, 
 (2i, 2i+1) entry inside each 2x2 block (that entry does change the block's eigenvalues), as the code's mask.
 The code's initialisation is broken in the SRNN copy (P = exp of an uninitialised buffer); here L starts from
 the chosen skew initialisation as the paper intends. The code's P gradient (Frechet derivative of exp through
-a block exponential) is exact; torch.linalg.matrix_exp's autograd gives the same.
+a block exponential) is exact; models/matrix_exp.py's eigendecomposition gives the same gradient.
 
 Column convention: the paper's h_t = ... + W h_{t-1}. The code multiplies row vectors, h_{t-1} W, so its
 column-form matrix is W^T = P (Lambda^T + T^T) P^T. For even n (the code's only case) that is again of the
@@ -32,8 +32,8 @@ import torch
 from torch import nn
 
 from models.base import ConfigError, RecurrentLayer
-from models.cayley import skew_from_upper, upper_from_skew
-from models.matrix_exp import SKEW_INITS, initial_skew
+from models.cayley import upper_from_skew
+from models.matrix_exp import SKEW_INITS, exp_skew, initial_skew
 from models.recurrence import modrelu_recurrence
 
 
@@ -110,7 +110,7 @@ class NNRNN(RecurrentLayer):
     # the factors of W ---------------------------------------------------------------------------------
     def basis(self) -> torch.Tensor:
         """P = exp(L - L^T), orthogonal."""
-        return torch.linalg.matrix_exp(skew_from_upper(self.log_basis, self.hidden_size))
+        return exp_skew(self.log_basis, self.hidden_size)
 
     def normal_part(self, alpha: torch.Tensor | None = None) -> torch.Tensor:
         """Lambda, the block-diagonal 2x2 scaled rotations."""

@@ -9,7 +9,7 @@ from models import FAMILIES, ConfigError, SequenceModel
 from models.cayley import skew_from_upper, upper_from_skew
 from models.exprnn import ExpRNN
 from models.matrix_exp import (exp_skew, haar_special_orthogonal, initial_skew, log_special_orthogonal,
-                               skew_from_superdiagonal_blocks)
+                               skew_from_superdiagonal_blocks, skew_matrix_exp)
 from models.modrelu import modrelu
 from models.sizing import hidden_size_for_budget, parameter_count
 from training.module import build_layer
@@ -35,20 +35,69 @@ def test_exp_of_any_skew_matrix_is_special_orthogonal_to_round_off():
     assert torch.linalg.det(b).item() == pytest.approx(1.0, abs=1e-12)  # exp reaches SO(n) only
 
 
-def test_matrix_exp_gradient_is_the_exact_frechet_derivative():
-    # gradcheck: autograd of exp(S - S^T) against central finite differences, float64
+def frechet_adjoint(a: torch.Tensor, probe: torch.Tensor) -> torch.Tensor:
+    """dL/dA for L = <probe, exp(A)>: Dexp_{A^T}[probe], the top-right block of exp([[A^T, probe], [0, A^T]])."""
+    n = a.shape[0]
+    block = torch.zeros(2 * n, 2 * n, dtype=a.dtype)
+    block[:n, :n] = block[n:, n:] = a.t()
+    block[:n, n:] = probe
+    return torch.linalg.matrix_exp(block)[:n, n:]
+
+
+def skew_cases(n: int, g: torch.Generator) -> dict[str, torch.Tensor]:
+    """Skew matrices with distinct eigenvalues, a large norm, equal eigenvalues, and zero."""
+    upper = torch.randn(n * (n - 1) // 2, generator=g, dtype=F64)
+    repeated = skew_from_superdiagonal_blocks(torch.full((n // 2,), 0.7, dtype=F64), n)  # +-0.7i, n/2 times each
+    return {"random": skew_from_upper(upper * 0.5, n), "large": skew_from_upper(upper * 4, n),
+            "repeated": repeated, "zero": torch.zeros(n, n, dtype=F64)}
+
+
+@pytest.mark.parametrize("case", ["random", "large", "repeated", "zero"])
+def test_skew_exponential_and_its_gradient_match_torch_matrix_exp_in_float64(case):
     g = torch.Generator().manual_seed(1)
+    n = 9
+    a = skew_cases(n, g)[case].requires_grad_()
+    probe = torch.randn(n, n, generator=g, dtype=F64)
+    b = skew_matrix_exp(a)
+    torch.testing.assert_close(b, torch.linalg.matrix_exp(a.detach()), rtol=0, atol=1e-12)
+    (b * probe).sum().backward()
+    reference = a.detach().clone().requires_grad_()
+    (torch.linalg.matrix_exp(reference) * probe).sum().backward()
+    torch.testing.assert_close(a.grad, reference.grad, rtol=1e-11, atol=1e-12)  # autograd of torch's Pade exp
+    torch.testing.assert_close(a.grad, frechet_adjoint(a.detach(), probe), rtol=1e-11, atol=1e-12)
+
+
+def test_skew_exponential_gradient_matches_finite_differences():
+    g = torch.Generator().manual_seed(2)
     n = 5
     upper = (torch.randn(n * (n - 1) // 2, generator=g, dtype=F64) * 1.5).requires_grad_()
     assert torch.autograd.gradcheck(lambda s: exp_skew(s, n), (upper,))
-    # and the adjoint identity dL/dA = Dexp_{A^T}[G]: the top-right block of exp([[A^T, G], [0, A^T]])
-    a = skew_from_upper(upper.detach(), n).requires_grad_()
-    probe = torch.randn(n, n, generator=g, dtype=F64)
-    (torch.linalg.matrix_exp(a) * probe).sum().backward()
-    block = torch.zeros(2 * n, 2 * n, dtype=F64)
-    block[:n, :n] = block[n:, n:] = a.detach().t()
-    block[:n, n:] = probe
-    torch.testing.assert_close(a.grad, torch.linalg.matrix_exp(block)[:n, n:], rtol=1e-12, atol=1e-13)
+
+
+def test_skew_exponential_in_float32_is_nearer_float64_than_torch_matrix_exp():
+    # the reason for the eigendecomposition besides speed: scaling and squaring loses accuracy with ||A||
+    g = torch.Generator().manual_seed(3)
+    n = 120
+    for case in ("large", "random"):
+        a = skew_cases(n, g)[case]
+        probe = torch.randn(n, n, generator=g, dtype=F64)
+        exact_b, exact_grad = torch.linalg.matrix_exp(a), frechet_adjoint(a, probe)
+        errors = {}
+        for name, exp in (("eigh", skew_matrix_exp), ("pade", torch.linalg.matrix_exp)):
+            a32 = a.float().requires_grad_()
+            b = exp(a32)
+            (b * probe.float()).sum().backward()
+            errors[name] = (orthogonality_error(b.detach().double()),
+                            ((a32.grad.double() - exact_grad).norm() / exact_grad.norm()).item(),
+                            (b.detach().double() - exact_b).abs().max().item())
+        assert all(ours <= theirs for ours, theirs in zip(errors["eigh"], errors["pade"])), (case, errors)
+
+
+def test_skew_exponential_rejects_what_is_not_one_real_square_matrix():
+    with pytest.raises(ValueError, match=r"one real square matrix, got shape \(2, 3, 3\)"):
+        skew_matrix_exp(torch.zeros(2, 3, 3))
+    with pytest.raises(ValueError, match="complex"):
+        skew_matrix_exp(torch.zeros(3, 3, dtype=torch.complex64))
 
 
 # initialisations ---------------------------------------------------------------------------------------
