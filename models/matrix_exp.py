@@ -11,7 +11,9 @@ dL/dA = Re V [(V^H G V) o conj(Phi)] V^H, Phi_jk = e^{-i(lam_j + lam_k)/2} sinc(
 the divided differences of e^{-i lam} written without a division, so equal eigenvalues need no special case.
 This is the gradient torch.linalg.matrix_exp's backward computes (the Frechet derivative of exp at A^T applied
 to dL/dB, the top-right block of a 2n x 2n exponential) and the official code computes with its own Pade
-approximant (srnn-exprnn-facts 3.1), at a third of the cost, and nearer float64 in float32 (tests/test_exprnn.py).
+approximant (srnn-exprnn-facts 3.1), at a third of the cost on the CPU, and nearer float64 in float32
+(tests/test_exprnn.py). On a GPU, matrix_exp's products are cheap and the eigensolver waits on the host, so there
+skew_matrix_exp keeps torch.linalg.matrix_exp (not measured: no GPU was available).
 
 Initialisations of A (the official expRNN code's initialization.py, srnn-exprnn-facts 3.2): 2x2 blocks on the
 diagonal, i.e. the value s_i at the first-superdiagonal positions (0, 1), (2, 3), ... and -s_i below:
@@ -50,26 +52,32 @@ class _SkewExponential(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, skew: torch.Tensor) -> torch.Tensor:
-        eigenvalues, vectors = torch.linalg.eigh(torch.complex(torch.zeros_like(skew), skew))  # iA = V diag(lam) V^H
-        vectors = vectors.contiguous()
-        ctx.save_for_backward(eigenvalues, vectors)
-        # exp(A) = I + Re V diag(e^{-i lam} - 1) V^H: the round-off of V scales with |e^{-i lam} - 1|, so a small A
-        # (dtriv's, right after a re-basing) gives a B as orthogonal as a Pade approximant's
-        expm1 = torch.complex(-2 * torch.sin(eigenvalues / 2) ** 2, -torch.sin(eigenvalues))  # e^{-i lam} - 1
-        b = _real_part_of_product(vectors * expm1, vectors)
-        b.diagonal().add_(1)
-        return b
+        with torch.autocast(skew.device.type, enabled=False):  # bf16 autocast would round the products below
+            eigenvalues, vectors = torch.linalg.eigh(torch.complex(torch.zeros_like(skew), skew))  # iA = V lam V^H
+            vectors = vectors.contiguous()
+            ctx.save_for_backward(eigenvalues, vectors)
+            # exp(A) = I + Re V diag(e^{-i lam} - 1) V^H: V's round-off scales with |e^{-i lam} - 1|, so a small A
+            # (dtriv's, right after a re-basing) gives a B as orthogonal as a Pade approximant's
+            expm1 = torch.complex(-2 * torch.sin(eigenvalues / 2) ** 2, -torch.sin(eigenvalues))  # e^{-i lam} - 1
+            b = _real_part_of_product(vectors * expm1, vectors)
+            b.diagonal().add_(1)
+            return b
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
-        eigenvalues, vectors = ctx.saved_tensors
-        half_phase = torch.polar(torch.ones_like(eigenvalues), eigenvalues / 2)  # conj(e^{-i lam/2})
-        half_gap = (eigenvalues[:, None] - eigenvalues[None, :]) / 2
-        # conj(Phi)_jk = conj(e^{-i lam_j/2} e^{-i lam_k/2}) sinc((lam_j - lam_k)/2); torch.sinc(x) = sin(pi x)/(pi x)
-        conj_phi = half_phase[:, None] * half_phase[None, :] * torch.sinc(half_gap / math.pi)
-        projected = vectors.mH @ _real_times(grad.to(eigenvalues.dtype), vectors)  # V^H G V
-        return _real_part_of_product(vectors @ (projected * conj_phi), vectors)  # Re V [. o conj(Phi)] V^H
+        with torch.autocast(grad.device.type, enabled=False):
+            return _exp_gradient(*ctx.saved_tensors, grad)
+
+
+def _exp_gradient(eigenvalues: torch.Tensor, vectors: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    """dL/dA = Re V [(V^H G V) o conj(Phi)] V^H from iA = V diag(lam) V^H and G = dL/dexp(A)."""
+    half_phase = torch.polar(torch.ones_like(eigenvalues), eigenvalues / 2)  # conj(e^{-i lam/2})
+    half_gap = (eigenvalues[:, None] - eigenvalues[None, :]) / 2
+    # conj(Phi)_jk = conj(e^{-i lam_j/2} e^{-i lam_k/2}) sinc((lam_j - lam_k)/2); torch.sinc(x) = sin(pi x)/(pi x)
+    conj_phi = half_phase[:, None] * half_phase[None, :] * torch.sinc(half_gap / math.pi)
+    projected = vectors.mH @ _real_times(grad.to(eigenvalues.dtype), vectors)  # V^H G V
+    return _real_part_of_product(vectors @ (projected * conj_phi), vectors)
 
 
 def skew_matrix_exp(skew: torch.Tensor) -> torch.Tensor:
@@ -77,6 +85,8 @@ def skew_matrix_exp(skew: torch.Tensor) -> torch.Tensor:
     if skew.dim() != 2 or skew.shape[0] != skew.shape[1] or skew.is_complex():
         raise ValueError(f"skew_matrix_exp takes one real square matrix, got shape {tuple(skew.shape)} "
                          f"and dtype {skew.dtype}")
+    if skew.device.type != "cpu":  # on a GPU: matrix products, no eigensolver (it syncs with the host); unmeasured
+        return torch.linalg.matrix_exp(skew)
     return _SkewExponential.apply(skew)
 
 

@@ -93,6 +93,35 @@ def test_skew_exponential_in_float32_is_nearer_float64_than_torch_matrix_exp():
         assert all(ours <= theirs for ours, theirs in zip(errors["eigh"], errors["pade"])), (case, errors)
 
 
+def test_skew_exponential_stays_in_float32_under_bf16_autocast():
+    # `precision: bf16-mixed` must not round the products that form B (torch.linalg.matrix_exp is one op autocast
+    # leaves alone; the eigendecomposition's matrix products are not)
+    g = torch.Generator().manual_seed(4)
+    a = skew_cases(40, g)["random"].float().requires_grad_()
+    probe = torch.randn(40, 40, generator=g)
+    (skew_matrix_exp(a) * probe).sum().backward()
+    expected_grad, a.grad = a.grad, None
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        b = skew_matrix_exp(a)
+        (b * probe).sum().backward()
+    assert b.dtype == torch.float32
+    assert orthogonality_error(b.detach().double()) < 1e-5
+    torch.testing.assert_close(a.grad, expected_grad)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_skew_exponential_on_cuda_matches_the_cpu():
+    g = torch.Generator().manual_seed(5)
+    a = skew_cases(30, g)["large"].requires_grad_()
+    probe = torch.randn(30, 30, generator=g, dtype=F64)
+    (skew_matrix_exp(a) * probe).sum().backward()
+    on_gpu = a.detach().cuda().requires_grad_()
+    b = skew_matrix_exp(on_gpu)
+    (b * probe.cuda()).sum().backward()
+    torch.testing.assert_close(b.cpu(), skew_matrix_exp(a.detach()), rtol=0, atol=1e-11)
+    torch.testing.assert_close(on_gpu.grad.cpu(), a.grad, rtol=1e-10, atol=1e-11)
+
+
 def test_skew_exponential_rejects_what_is_not_one_real_square_matrix():
     with pytest.raises(ValueError, match=r"one real square matrix, got shape \(2, 3, 3\)"):
         skew_matrix_exp(torch.zeros(2, 3, 3))
