@@ -11,9 +11,9 @@ dL/dA = Re V [(V^H G V) o conj(Phi)] V^H, Phi_jk = e^{-i(lam_j + lam_k)/2} sinc(
 the divided differences of e^{-i lam} written without a division, so equal eigenvalues need no special case.
 This is the gradient torch.linalg.matrix_exp's backward computes (the Frechet derivative of exp at A^T applied
 to dL/dB, the top-right block of a 2n x 2n exponential) and the official code computes with its own Pade
-approximant (srnn-exprnn-facts 3.1), at a third of the cost on the CPU, and nearer float64 in float32
-(tests/test_exprnn.py). On a GPU, matrix_exp's products are cheap and the eigensolver waits on the host, so there
-skew_matrix_exp keeps torch.linalg.matrix_exp (not measured: no GPU was available).
+approximant (srnn-exprnn-facts 3.1), at a quarter to a third of the cost on the CPU, and nearer float64 in
+float32 (tests/test_exprnn.py). On a GPU, matrix_exp's products are cheap and the eigensolver waits on the host,
+so there skew_matrix_exp keeps torch.linalg.matrix_exp (not measured: no GPU was available).
 
 Initialisations of A (the official expRNN code's initialization.py, srnn-exprnn-facts 3.2): 2x2 blocks on the
 diagonal, i.e. the value s_i at the first-superdiagonal positions (0, 1), (2, 3), ... and -s_i below:

@@ -26,8 +26,8 @@ carried dL/dh_t in z_t's place (so the backward holds z, h and dL/dh at its peak
 a second backward through the same graph is refused with an error saying so), applies W to h_{t-1} again with a
 tape, and pulls dL/dz_t back by the adjoint factors, which add the factors' gradients on the way:
 dL/dh_{t-1} = (direct) + W^H dL/dz_t. Autograd then carries the factors' gradients through `prepare` to the
-parameters, once. (Forming sigma_eps's derivatives or the factors' gradients for all steps at once, outside the loop, was slower here: arrays of all
-steps leave the cache, and the loop's adjoint pass would be done twice.)
+parameters, once. (Forming sigma_eps's derivatives or the factors' gradients for all steps at once, outside the
+loop, was slower here: arrays of all steps leave the cache, and the loop's adjoint pass would be done twice.)
 
 sigma_eps is scuRNN eq. (5), h = z s(r), s(r) = relu(r + b) / (r + eps), r = sqrt(|z|^2 + eps), the
 approximate modReLU of the uRNN implementations; its real 2x2 Jacobian per unit is s I + s'(r)/r z z^T with

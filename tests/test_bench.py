@@ -2,6 +2,9 @@
 import json
 import re
 
+import pytest
+
+import training.bench as bench
 from models import FAMILIES
 from models.sizing import hidden_size_for_budget, parameter_count
 from training.bench import BUDGET_TOLERANCE, BUDGETS, CLASSES
@@ -44,10 +47,6 @@ def test_the_full_bench_measures_each_family_in_its_own_process(capsys):
 
 
 def test_a_family_whose_process_dies_is_named_and_the_other_rows_are_kept(capsys, monkeypatch):
-    import pytest
-
-    import training.bench as bench
-
     die = "import os, signal, sys\nif {}: os.kill(os.getpid(), signal.SIGKILL)\n"  # as the out-of-memory killer does
     monkeypatch.setattr(bench, "ISOLATED_SCRIPT", die.format("'scurnn' in sys.argv[1]") + bench.ISOLATED_SCRIPT)
     monkeypatch.setattr(bench, "PEAK_SCRIPT", die.format("sys.argv[4] == '16'") + bench.PEAK_SCRIPT)
