@@ -32,8 +32,9 @@ from torch import nn
 
 from models.base import ConfigError
 from models.complex_recurrence import complex_modrelu_recurrence
+from models.givens_kernels import givens_recurrence_features, supported
 from models.operator_recurrence import (FactoredUnitaryLayer, gather_units, interleaved_to_planar,
-                                       planar_to_interleaved)
+                                       operator_recurrence_features, planar_to_interleaved)
 
 STYLES = ("tunable", "fft")
 ROTATIONS = ("code", "paper")
@@ -137,7 +138,8 @@ class EURNN(FactoredUnitaryLayer):
 
     style: 'tunable' (capacity L layers, default L = 2) or 'fft' (ceil(log2 n) layers; capacity is ignored).
     rotation: 'code' (the official code's 2x2 rotation, default) or 'paper' (the paper's as printed); see above.
-    recurrence: 'layers' (the rotation layers at every step, with models/operator_recurrence.py's BPTT),
+    recurrence: 'layers' (the rotation layers at every step: on the CPU the compiled loops of
+    models/givens_kernels.py, elsewhere models/operator_recurrence.py's BPTT),
     'dense' (W formed once per pass from the layers, then models/complex_recurrence.py) or 'auto' (the layers
     when n > 52 (L + 3), as measured above; both give the same values and gradients).
     Initialisation as the official code (jingli9111/EUNN-tensorflow): angles, phases and D's phases
@@ -188,6 +190,10 @@ class EURNN(FactoredUnitaryLayer):
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
         return {"recurrent": list(self.recurrent_params()), "other": [self.input_weight, self.bias]}
+
+    def recurrence_for(self, u: torch.Tensor):
+        """On the CPU, the compiled loops of models/givens_kernels.py (2-3x faster there); else the torch BPTT."""
+        return givens_recurrence_features if supported(u) else operator_recurrence_features
 
     def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
         if self.recurrence == "dense":

@@ -254,5 +254,10 @@ class FactoredUnitaryLayer(RecurrentLayer):
         u = interleaved_input(x, self.input_weight)  # (T, B, n) complex: U x_t for all steps at once
         h0 = to_complex(self.h0).expand(x.shape[0], -1)
         offsets = None if state_offsets is None else to_complex(state_offsets.transpose(0, 1))  # a view
-        return operator_recurrence_features(self.operator(), u, self.bias, h0, self.recurrent_params(),
-                                            offsets).transpose(0, 1)
+        recurrence = self.recurrence_for(u)
+        return recurrence(self.operator(), u, self.bias, h0, self.recurrent_params(), offsets).transpose(0, 1)
+
+    def recurrence_for(self, u: torch.Tensor):
+        """The function that runs the recurrence for inputs u: the BPTT above, unless a subclass has compiled
+        loops for u's device and dtype (same arguments as `operator_recurrence_features`)."""
+        return operator_recurrence_features

@@ -8,8 +8,9 @@ from datamodules import AddingTask
 from finite_differences import assert_gradients_match_finite_differences
 from models import FAMILIES, ConfigError, SequenceModel
 from models.eurnn import EURNN, fft_pairs, tunable_pairs
-from models.operator_recurrence import (dense_matrix, operator_recurrence, operator_recurrence_reference,
-                                       to_complex, to_real)
+from models.givens_kernels import givens_recurrence_features
+from models.operator_recurrence import (dense_matrix, operator_recurrence, operator_recurrence_features,
+                                       operator_recurrence_reference, to_complex, to_real)
 from models.sizing import parameter_count
 from training.module import RecurrentModule
 
@@ -212,8 +213,13 @@ def test_layers_and_dense_paths_agree(style):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-10, atol=1e-11, msg=name)
 
 
+def compiled_recurrence(operator, u, b, h0, params, offsets=None):  # the CPU loops, complex states out
+    return to_complex(givens_recurrence_features(operator, u, b, h0, params, offsets))
+
+
+@pytest.mark.parametrize("recurrence", [operator_recurrence, compiled_recurrence], ids=["torch", "compiled"])
 @pytest.mark.parametrize("style", ["tunable", "fft"])
-def test_hand_written_bptt_matches_plain_autograd(style):
+def test_hand_written_bptt_matches_plain_autograd(style, recurrence):
     layer = _layer(style, n=7)
     u = torch.randn(9, 3, 14, dtype=F64) * 0.3
     h0 = torch.randn(3, 14, dtype=F64) * 0.3
@@ -223,7 +229,7 @@ def test_hand_written_bptt_matches_plain_autograd(style):
     def run(recurrence, u, b, h0, params):
         return to_real(recurrence(layer.operator(), to_complex(u), b, to_complex(h0), tuple(params)))
 
-    out = run(operator_recurrence, *inputs[0], params[0])
+    out = run(recurrence, *inputs[0], params[0])
     expected = run(operator_recurrence_reference, *inputs[1], params[1])
     torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
     assert (out == 0).any() and (out != 0).any()
@@ -244,6 +250,20 @@ def test_layer_gradients_match_finite_differences(style, recurrence):
         return (torch.func.functional_call(layer, dict(zip(names, values)), (x,)) ** 2).sum()
 
     assert_gradients_match_finite_differences(loss, list(layer.parameters()))
+
+
+def test_a_second_backward_through_the_compiled_loops_is_refused_with_the_reason():
+    layer = _layer("tunable", n=7, recurrence="layers")
+    loss = layer(torch.randn(2, 5, 2, dtype=F64)).square().sum()
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match=r"givens_kernels.py.*backpropagates once per forward pass"):
+        loss.backward()
+
+
+def test_the_layer_takes_the_compiled_loops_on_the_cpu_only():
+    layer = _layer("tunable", n=7)
+    assert layer.recurrence_for(torch.zeros(1, dtype=torch.complex64)) is givens_recurrence_features
+    assert layer.recurrence_for(torch.zeros(1, dtype=torch.complex128, device="meta")) is operator_recurrence_features
 
 
 def test_single_precision_agrees_with_double():

@@ -13,7 +13,8 @@ import torch
 from models import FAMILIES, SequenceModel
 from models.complex_recurrence import complex_modrelu_recurrence, complex_modrelu_recurrence_reference
 from models.eurnn import EURNN
-from models.operator_recurrence import operator_recurrence, operator_recurrence_reference
+from models.givens_kernels import givens_recurrence_features
+from models.operator_recurrence import operator_recurrence, operator_recurrence_reference, to_complex
 from models.pointwise_recurrence import pointwise_recurrence, pointwise_recurrence_reference
 from models.recurrence import modrelu_recurrence, modrelu_recurrence_reference
 from models.shift_recurrence import shift_relu_recurrence, shift_relu_recurrence_reference
@@ -56,8 +57,10 @@ def _shift_relu(device):  # SRNN
     return shift_relu_recurrence, shift_relu_recurrence_reference, [_real(T, B, N), _real(B, N).relu()], {}
 
 
-def _factored(layer_class, **options):  # uRNN, EURNN's rotation layers: W applied factor by factor
+def _factored(layer_class, fused=operator_recurrence, **options):  # uRNN, EURNN: W applied factor by factor
     def build(device):
+        if fused is givens_recurrence and device != "cpu":
+            pytest.skip("the compiled loops run on the CPU only; other devices take the torch BPTT")
         layer = layer_class(2, N, **options).double().to(device)  # its buffers (the uRNN's permutation) too
         with torch.no_grad():
             layer.bias.uniform_(-0.6, 0.3)  # mixed signs: some units cut off
@@ -68,8 +71,12 @@ def _factored(layer_class, **options):  # uRNN, EURNN's rotation layers: W appli
                 recurrence(operator, u, b, h0, tuple(params), offsets))
         args = [torch.randn(T, B, N, dtype=torch.complex128), layer.bias.detach(),
                 torch.randn(B, N, dtype=torch.complex128) * 0.5, *(p.detach() for p in layer.recurrent_params())]
-        return bind(operator_recurrence), bind(operator_recurrence_reference), args, {}
+        return bind(fused), bind(operator_recurrence_reference), args, {}
     return build
+
+
+def givens_recurrence(operator, u, b, h0, params, offsets=None):  # complex states, as operator_recurrence
+    return to_complex(givens_recurrence_features(operator, u, b, h0, params, offsets))
 
 
 CASES = {
@@ -81,6 +88,10 @@ CASES = {
     "uRNN factors": _factored(URNN),
     "EURNN rotation layers": _factored(EURNN, style="tunable", capacity=3, recurrence="layers"),
     "EURNN FFT-style layers": _factored(EURNN, style="fft", recurrence="layers"),
+    "EURNN rotation layers, compiled CPU loops": _factored(EURNN, givens_recurrence, style="tunable", capacity=3,
+                                                           recurrence="layers"),
+    "EURNN FFT-style layers, compiled CPU loops": _factored(EURNN, givens_recurrence, style="fft",
+                                                            recurrence="layers"),
 }
 
 

@@ -1,0 +1,157 @@
+"""EURNN's rotation-layer recurrence on the CPU as two compiled loops (numba): the whole sequence forward, and its
+BPTT, each batch row on a thread of its own (rows never mix: W acts on each row alone).
+
+The same mathematics as models/operator_recurrence.py with models/eurnn.py's `GivensLayers`, which stay the
+reference and the path on other devices: per step, F_k x = c1_k * x + c2_k * x[partner_k] for k = 1..L, then
+z_t = u_t + d * x and h_t = sigma_eps(z_t, b) (scuRNN eq. (5)). The backward recomputes the layers' inputs from
+h_{t-1}, writes dL/dz_t over z_t (so, as there, it runs once per forward), and adds dL/dc1, dL/dc2, dL/dd per
+batch row. In torch each step is some twenty small kernels over (B, n) arrays, forward and backward; here a row's
+state stays in the cache for all T steps. Measured by `ortholab bench --families eurnn` (README, Speed).
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+import torch
+
+from models.complex_recurrence import MODRELU_EPS
+
+_COMPILE = {"parallel": True, "cache": True, "error_model": "numpy", "nogil": True}
+
+
+@numba.njit(**_COMPILE)
+def _forward(u, h0, c1, c2, d, partner, b, eps, offsets, has_offsets, z, h):  # pragma: no cover (compiled)
+    steps, batch, n = u.shape
+    zero = eps - eps
+    for i in numba.prange(batch):
+        x = h0[i].copy()
+        y = np.empty_like(x)
+        for t in range(steps):
+            for k in range(c1.shape[0]):  # F_k x = c1_k * x + c2_k * x[partner_k]
+                for j in range(n):
+                    y[j] = c1[k, j] * x[j] + c2[k, j] * x[partner[k, j]]
+                x, y = y, x
+            for j in range(n):
+                zj = u[t, i, j] + d[j] * x[j]  # z_t = u_t + D F_L ... F_1 h_{t-1}
+                r = np.sqrt(zj.real * zj.real + zj.imag * zj.imag + eps)
+                a = r + b[j]
+                hj = zj * (a / (r + eps) if a > zero else zero)  # eq. (5): z relu(r + b) / (r + eps)
+                if has_offsets:
+                    hj += offsets[t, i, j]
+                z[t, i, j] = zj
+                h[t, i, j] = hj
+                x[j] = hj
+
+
+@numba.njit(**_COMPILE)
+def _backward(z, h, h0, grad_h, c1, c2, d, partner, b, eps, want_params, want_total,
+              grad_b, grad_c1, grad_c2, grad_d, total, grad_h0):  # pragma: no cover (compiled)
+    steps, batch, n = z.shape
+    layers = c1.shape[0]
+    zero, one = eps - eps, eps / eps
+    for i in numba.prange(batch):
+        carry = grad_h[steps - 1, i].copy()  # dL/dh_t, total
+        g = np.empty_like(carry)
+        scratch = np.empty_like(carry)
+        inputs = np.empty((layers + 1, n), dtype=carry.dtype)  # the layers' inputs at h_{t-1}, then W's last factor's
+        for t in range(steps - 1, -1, -1):
+            if want_total:
+                total[t, i] = carry
+            for j in range(n):  # sigma_eps's real 2x2 Jacobian: s I + s'(r)/r z z^T, s'(r) = (eps - b) / (r + eps)^2
+                zj, cj = z[t, i, j], carry[j]
+                r = np.sqrt(zj.real * zj.real + zj.imag * zj.imag + eps)
+                a = r + b[j]
+                inverse = one / (r + eps) if a > zero else zero
+                along = zj.real * cj.real + zj.imag * cj.imag  # z . dL/dh_t
+                grad_b[i, j] += along * inverse
+                z[t, i, j] = cj * (a * inverse) + zj * (along * inverse * inverse * (eps - b[j]) / r)  # dL/dz_t
+            if want_params:  # the factors' inputs, for dL/dc = conj(input) dL/d(output) per row
+                inputs[0] = h[t - 1, i] if t > 0 else h0[i]
+                for k in range(layers):
+                    for j in range(n):
+                        inputs[k + 1, j] = c1[k, j] * inputs[k, j] + c2[k, j] * inputs[k, partner[k, j]]
+                for j in range(n):
+                    grad_d[i, j] += np.conj(inputs[layers, j]) * z[t, i, j]
+            for j in range(n):
+                g[j] = z[t, i, j] * np.conj(d[j])  # D^H dL/dz_t
+            for k in range(layers - 1, -1, -1):  # F_k^H g = conj(c1_k) g + (conj(c2_k) g)[partner_k]
+                if want_params:
+                    for j in range(n):
+                        grad_c1[k, i, j] += np.conj(inputs[k, j]) * g[j]
+                        grad_c2[k, i, j] += np.conj(inputs[k, partner[k, j]]) * g[j]
+                for j in range(n):
+                    p = partner[k, j]
+                    scratch[j] = np.conj(c1[k, j]) * g[j] + np.conj(c2[k, p]) * g[p]
+                g, scratch = scratch, g
+            for j in range(n):  # dL/dh_{t-1} = direct + W^H dL/dz_t
+                carry[j] = g[j] + grad_h[t - 1, i, j] if t > 0 else g[j]
+        grad_h0[i] = carry
+
+
+def _array(x: torch.Tensor) -> np.ndarray:
+    """A numpy view (no copy) of a CPU tensor, for the kernels."""
+    return x.detach().resolve_conj().resolve_neg().numpy()
+
+
+def supported(u: torch.Tensor) -> bool:
+    """Whether the kernels take these inputs: complex64/128 on the CPU."""
+    return u.device.type == "cpu" and u.dtype in (torch.complex64, torch.complex128)
+
+
+class _GivensRecurrence(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, operator, u, b, h0, offsets, *params):
+        c1, c2, d = operator.prepare(*params)[:3]
+        eps = np.dtype(_array(b).dtype).type(MODRELU_EPS)
+        z, h = torch.empty_like(u), torch.empty_like(u)
+        h0 = h0.contiguous()
+        dummy = u.new_zeros(1, 1, 1)
+        _forward(_array(u), _array(h0), _array(c1), _array(c2), _array(d), _array(operator.partner), _array(b), eps,
+                 _array(dummy if offsets is None else offsets), offsets is not None, _array(z), _array(h))
+        ctx.operator = operator
+        ctx.save_for_backward(b, h0, z, h, *params)
+        return torch.view_as_real(h).flatten(-2)
+
+    @staticmethod
+    def backward(ctx, grad_features):
+        if getattr(ctx, "spent", False):
+            raise RuntimeError(
+                "the EURNN recurrence (models/givens_kernels.py) writes dL/dz over the pre-activations it saved, so "
+                "it backpropagates once per forward pass: run the forward again instead of calling "
+                "backward(retain_graph=True) or torch.autograd.gradcheck through it")
+        ctx.spent = True
+        from models.operator_recurrence import gradient_as_complex
+        operator = ctx.operator
+        b, h0, z, h, *params = ctx.saved_tensors
+        c1, c2, d = operator.prepare(*params)[:3]
+        grad_h = gradient_as_complex(grad_features)
+        wanted = [i for i in range(len(params)) if ctx.needs_input_grad[5 + i]]
+        want_total = ctx.needs_input_grad[4]
+        batch = z.shape[1]
+        grad_b = torch.zeros_like(z.real[0])
+        grad_c1, grad_c2 = (c.new_zeros(c.shape[0], batch, c.shape[1]) for c in (c1, c2))
+        grad_d = d.new_zeros(batch, d.shape[0])
+        total = torch.empty_like(z) if want_total else z.new_zeros(1, 1, 1)
+        grad_h0 = torch.empty_like(h0)
+        _backward(_array(z), _array(h), _array(h0), _array(grad_h), _array(c1), _array(c2), _array(d),
+                  _array(operator.partner), _array(b), np.dtype(_array(b).dtype).type(MODRELU_EPS), bool(wanted),
+                  want_total, _array(grad_b), _array(grad_c1), _array(grad_c2), _array(grad_d), _array(total),
+                  _array(grad_h0))
+        grad_params = [None] * len(params)
+        if wanted:  # the factors' gradients through `prepare` to the parameters, once
+            with torch.enable_grad():
+                leaves = [p.detach().requires_grad_(i in wanted) for i, p in enumerate(params)]
+                formed = operator.prepare(*leaves)[:3]
+                found = torch.autograd.grad(formed, [leaves[i] for i in wanted],
+                                            [g.sum(dim=-2) for g in (grad_c1, grad_c2, grad_d)], allow_unused=True)
+            for i, grad in zip(wanted, found):
+                grad_params[i] = torch.zeros_like(params[i]) if grad is None else grad
+        return None, z, grad_b.sum(dim=0), grad_h0, total if want_total else None, *grad_params
+
+
+def givens_recurrence_features(operator, u: torch.Tensor, b: torch.Tensor, h0: torch.Tensor,
+                               params: tuple[torch.Tensor, ...], offsets: torch.Tensor | None = None
+                               ) -> torch.Tensor:
+    """The rotation-layer recurrence's states as interleaved real features (T, B, 2n), by the compiled loops;
+    `operator` a `GivensLayers`, the other arguments as `operator_recurrence_features`."""
+    return _GivensRecurrence.apply(operator, u, b, h0, offsets, *params)
