@@ -16,7 +16,8 @@ import torch
 
 from models.complex_recurrence import MODRELU_EPS
 
-_COMPILE = {"parallel": True, "cache": True, "error_model": "numpy", "nogil": True}
+_COMPILE = {"parallel": True, "cache": True, "error_model": "numpy", "nogil": True,
+            "fastmath": {"reassoc", "contract", "arcp", "nsz"}}  # never assumes finite values: NaNs still show
 
 
 @numba.njit(**_COMPILE)

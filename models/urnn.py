@@ -4,7 +4,8 @@ W = D3 R2 F^-1 D2 Pi R1 F D1 (Arjovsky, Shah, Bengio 2016, "Unitary evolution re
 D_k = diag(e^{i w_k}) (trainable phases), R_k = I - 2 v_k v_k^H / |v_k|^2 (complex Householder reflections,
 trainable v_k stored as real and imaginary parts), F the unitary DFT (torch.fft with norm="ortho"; the SRNN
 port's unnormalised FFT with a 1/n inverse forms the same W), Pi a fixed random permutation. 7n recurrent
-parameters (Wisdom et al. 2016). W is applied by its factors at every step (O(n log n)), never as a matrix.
+parameters (Wisdom et al. 2016). W is applied by its factors at every step (O(n log n)), never as a matrix: on the
+CPU by the compiled kernels of models/urnn_kernels.py, elsewhere by models/operator_recurrence.py's BPTT.
 """
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from models.operator_recurrence import FactoredUnitaryLayer, gather_units
+from models.operator_recurrence import FactoredUnitaryLayer, gather_units, operator_recurrence_features
+from models.urnn_kernels import supported, urnn_recurrence_features
 
 
 def fft(x: torch.Tensor) -> torch.Tensor:
@@ -140,3 +142,7 @@ class URNN(FactoredUnitaryLayer):
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
         return {"recurrent": list(self.recurrent_params()), "other": [self.input_weight, self.bias, self.h0]}
+
+    def recurrence_for(self, u: torch.Tensor):
+        """On the CPU, the compiled kernels of models/urnn_kernels.py; else the torch BPTT."""
+        return urnn_recurrence_features if supported(u) else operator_recurrence_features

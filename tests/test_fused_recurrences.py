@@ -2,7 +2,8 @@
 outputs and gradients, on the CPU and on CUDA when the machine has a GPU (skipped otherwise, saying so).
 
 The per-family test files check the same on the CPU with their own inputs; this table is the one place that lists
-every fused path, so a new one is checked on every device by adding a row. On CUDA, every family's
+every fused path, so a new one is checked on every device by adding a row (the uRNN's and EURNN's compiled
+CPU loops, models/*_kernels.py, run on the CPU only). On CUDA, every family's
 forward+backward is also checked for host syncs inside the time loop (their count must not grow with T).
 """
 import warnings
@@ -19,6 +20,7 @@ from models.pointwise_recurrence import pointwise_recurrence, pointwise_recurren
 from models.recurrence import modrelu_recurrence, modrelu_recurrence_reference
 from models.shift_recurrence import shift_relu_recurrence, shift_relu_recurrence_reference
 from models.urnn import URNN
+from models.urnn_kernels import urnn_recurrence_features
 
 T, B, N = 12, 3, 6
 F64 = torch.float64
@@ -59,7 +61,7 @@ def _shift_relu(device):  # SRNN
 
 def _factored(layer_class, fused=operator_recurrence, **options):  # uRNN, EURNN: W applied factor by factor
     def build(device):
-        if fused is givens_recurrence and device != "cpu":
+        if fused in (givens_recurrence, urnn_recurrence) and device != "cpu":
             pytest.skip("the compiled loops run on the CPU only; other devices take the torch BPTT")
         layer = layer_class(2, N, **options).double().to(device)  # its buffers (the uRNN's permutation) too
         with torch.no_grad():
@@ -79,6 +81,10 @@ def givens_recurrence(operator, u, b, h0, params, offsets=None):  # complex stat
     return to_complex(givens_recurrence_features(operator, u, b, h0, params, offsets))
 
 
+def urnn_recurrence(operator, u, b, h0, params, offsets=None):
+    return to_complex(urnn_recurrence_features(operator, u, b, h0, params, offsets))
+
+
 CASES = {
     "modrelu (scoRNN, expRNN, nnRNN)": _modrelu,
     "complex modrelu (scuRNN, fcuRNN, EURNN dense)": _complex_modrelu,
@@ -86,6 +92,7 @@ CASES = {
     "tanh (oRNN)": _pointwise("tanh"),
     "shifted relu (SRNN)": _shift_relu,
     "uRNN factors": _factored(URNN),
+    "uRNN factors, compiled CPU kernels": _factored(URNN, urnn_recurrence),
     "EURNN rotation layers": _factored(EURNN, style="tunable", capacity=3, recurrence="layers"),
     "EURNN FFT-style layers": _factored(EURNN, style="fft", recurrence="layers"),
     "EURNN rotation layers, compiled CPU loops": _factored(EURNN, givens_recurrence, style="tunable", capacity=3,

@@ -7,9 +7,11 @@ import torch
 
 from datamodules import CopyingTask
 from models import FAMILIES, ConfigError, SequenceModel
-from models.operator_recurrence import operator_recurrence, operator_recurrence_reference, to_complex, to_real
+from models.operator_recurrence import (operator_recurrence, operator_recurrence_features,
+                                       operator_recurrence_reference, to_complex, to_real)
 from models.sizing import hidden_size_for_budget, parameter_count
 from models.urnn import URNN
+from models.urnn_kernels import urnn_recurrence_features
 from finite_differences import assert_gradients_match_finite_differences
 from training.module import RecurrentModule, build_layer
 
@@ -166,6 +168,14 @@ def _run(recurrence, operator, u, b, h0, params, offsets=None):
     return to_real(recurrence(operator, to_complex(u), b, to_complex(h0), tuple(params), offsets))
 
 
+def compiled_recurrence(operator, u, b, h0, params, offsets=None):  # the CPU kernels, complex states out
+    return to_complex(urnn_recurrence_features(operator, u, b, h0, params, offsets))
+
+
+RECURRENCES = pytest.mark.parametrize("recurrence", [operator_recurrence, compiled_recurrence],
+                                      ids=["torch", "compiled"])
+
+
 def _recurrence_inputs(seed=0, t=9, b=3, n=6, dtype=F64):
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
@@ -178,12 +188,13 @@ def _recurrence_inputs(seed=0, t=9, b=3, n=6, dtype=F64):
     return layer.operator(), tensors, params
 
 
+@RECURRENCES
 @pytest.mark.parametrize("with_offsets", [False, True])
-def test_hand_written_bptt_matches_plain_autograd(with_offsets):
+def test_hand_written_bptt_matches_plain_autograd(with_offsets, recurrence):
     operator, (u, b, h0, offsets), params = _recurrence_inputs()
     _, (u2, b2, h02, offsets2), params2 = _recurrence_inputs()
     offsets, offsets2 = (offsets, offsets2) if with_offsets else (None, None)
-    out = _run(operator_recurrence, operator, u, b, h0, params, offsets)
+    out = _run(recurrence, operator, u, b, h0, params, offsets)
     expected = _run(operator_recurrence_reference, operator, u2, b2, h02, params2, offsets2)
     torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
     if not with_offsets:
@@ -197,25 +208,28 @@ def test_hand_written_bptt_matches_plain_autograd(with_offsets):
         torch.testing.assert_close(a.grad, c.grad, rtol=1e-10, atol=1e-11)
 
 
-def test_hand_written_bptt_matches_finite_differences():
+@RECURRENCES
+def test_hand_written_bptt_matches_finite_differences(recurrence):
     operator, (u, b, h0, offsets), params = _recurrence_inputs(seed=1, t=6, b=2, n=4)
     assert_gradients_match_finite_differences(
-        lambda u, b, h0, o, *p: _run(operator_recurrence, operator, u, b, h0, p, o), (u, b, h0, offsets, *params))
+        lambda u, b, h0, o, *p: _run(recurrence, operator, u, b, h0, p, o), (u, b, h0, offsets, *params))
 
 
-def test_a_second_backward_through_the_recurrence_is_refused_with_the_reason():
+@RECURRENCES
+def test_a_second_backward_through_the_recurrence_is_refused_with_the_reason(recurrence):
     operator, (u, b, h0, _), params = _recurrence_inputs(seed=1, t=6, b=2, n=4)
-    loss = _run(operator_recurrence, operator, u, b, h0, params).square().sum()
+    loss = _run(recurrence, operator, u, b, h0, params).square().sum()
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match=r"backpropagates once per forward pass: run the forward again"):
         loss.backward()
 
 
-def test_single_precision_agrees_with_double():
+@RECURRENCES
+def test_single_precision_agrees_with_double(recurrence):
     operator, single, single_params = _recurrence_inputs(seed=2, t=30, b=4, n=16, dtype=torch.float32)
     _, double, double_params = _recurrence_inputs(seed=2, t=30, b=4, n=16)
-    out32 = _run(operator_recurrence, operator, *single[:3], single_params)
-    out64 = _run(operator_recurrence, operator, *double[:3], double_params)
+    out32 = _run(recurrence, operator, *single[:3], single_params)
+    out64 = _run(recurrence, operator, *double[:3], double_params)
     torch.testing.assert_close(out32.double(), out64, rtol=1e-4, atol=1e-5)
     out32.sum().backward()
     out64.sum().backward()
@@ -235,6 +249,12 @@ def test_layer_gradients_match_finite_differences():
 
 
 # the layer in the application ----------------------------------------------------------------------------
+
+def test_the_layer_takes_the_compiled_kernels_on_the_cpu_only():
+    layer = URNN(3, 8)
+    assert layer.recurrence_for(torch.zeros(1, dtype=torch.complex64)) is urnn_recurrence_features
+    assert layer.recurrence_for(torch.zeros(1, dtype=torch.complex64, device="meta")) is operator_recurrence_features
+
 
 def test_forward_shapes_and_offsets():
     layer = URNN(3, 8)

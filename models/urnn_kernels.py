@@ -1,0 +1,241 @@
+"""The restricted uRNN's recurrence on the CPU: per step, torch's batched FFTs and a few compiled kernels (numba)
+that each do in one pass over a batch row what torch does in several small ops (reflection, permutation, diagonal,
+input, modReLU; and in the backward, the adjoints with the factors' gradients).
+
+The same mathematics as models/operator_recurrence.py with models/urnn.py's `RestrictedUnitary`, which stay the
+reference and the path on other devices. Forward, per step (W = D3 R2 F^-1 D2 Pi R1 F D1):
+    x1 = F (d1 * h_{t-1});  x3 = Pi (x1 - a1 v1), a1 = c1^T x1;  x4 = F^-1 (d2 * x3)
+    z_t = u_t + d3 * (x4 - a2 v2), a2 = c2^T x4;  h_t = sigma_eps(z_t, b)  (scuRNN eq. (5))
+The backward recomputes x1, a1, x4 from h_{t-1} (two FFTs) when the factors need gradients, writes dL/dz_t over
+z_t (so it runs once per forward), pulls dL/dz_t back through W^H (two FFTs) and adds dL/d(factor) per batch row,
+in PyTorch's convention for complex gradients (models/operator_recurrence.py): through y = d * x,
+dL/dd = conj(x) G; through y = x - (c^T x) v, dL/dv = -conj(a) G, dL/dc = -(v^H G) conj(x), dL/dx = G - conj(c) v^H G.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+import torch
+
+from models.complex_recurrence import MODRELU_EPS
+
+_COMPILE = {"parallel": True, "cache": True, "error_model": "numpy", "nogil": True,
+            "fastmath": {"reassoc", "contract", "arcp", "nsz"}}  # never assumes finite values: NaNs still show
+
+
+@numba.njit(**_COMPILE)
+def _scale(x, d, out):  # pragma: no cover (compiled)
+    for i in numba.prange(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i, j] = d[j] * x[i, j]
+
+
+@numba.njit(**_COMPILE)
+def _reflect_permute_scale(x1, v, c, permutation, d, a, out):  # pragma: no cover (compiled)
+    """out = d * Pi (x1 - a v) with a = c^T x1 per row, kept in `a`."""
+    for i in numba.prange(x1.shape[0]):
+        acc = x1[i, 0] * 0
+        for k in range(x1.shape[1]):
+            acc += c[k] * x1[i, k]
+        a[i] = acc
+        for j in range(x1.shape[1]):
+            p = permutation[j]
+            out[i, j] = d[j] * (x1[i, p] - acc * v[p])
+
+
+@numba.njit(**_COMPILE)
+def _reflect_input_modrelu(x4, v, c, d, u, t, b, eps, offsets, has_offsets, z, h, d_next, next_in
+                           ):  # pragma: no cover (compiled)
+    """z_t = u_t + d * (x4 - a v), a = c^T x4; h_t = sigma_eps(z_t, b) (+ offsets_t); next_in = d_next * h_t."""
+    zero = eps - eps
+    for i in numba.prange(x4.shape[0]):
+        acc = x4[i, 0] * 0
+        for k in range(x4.shape[1]):
+            acc += c[k] * x4[i, k]
+        for j in range(x4.shape[1]):
+            zj = u[t, i, j] + d[j] * (x4[i, j] - acc * v[j])
+            r = np.sqrt(zj.real * zj.real + zj.imag * zj.imag + eps)
+            s = r + b[j]
+            hj = zj * (s / (r + eps) if s > zero else zero)  # eq. (5): z relu(r + b) / (r + eps)
+            if has_offsets:
+                hj += offsets[t, i, j]
+            z[t, i, j] = zj
+            h[t, i, j] = hj
+            next_in[i, j] = d_next[j] * hj
+
+
+@numba.njit(**_COMPILE)
+def _modrelu_backward(z, t, carry, b, eps, grad_b):  # pragma: no cover (compiled)
+    """dL/dz_t over z_t from dL/dh_t (`carry`): sigma_eps's real 2x2 Jacobian s I + s'(r)/r z z^T,
+    s'(r) = (eps - b) / (r + eps)^2; dL/db added per row."""
+    zero, one = eps - eps, eps / eps
+    for i in numba.prange(carry.shape[0]):
+        for j in range(carry.shape[1]):
+            zj, cj = z[t, i, j], carry[i, j]
+            r = np.sqrt(zj.real * zj.real + zj.imag * zj.imag + eps)
+            a = r + b[j]
+            inverse = one / (r + eps) if a > zero else zero
+            along = zj.real * cj.real + zj.imag * cj.imag  # z . dL/dh_t
+            grad_b[i, j] += along * inverse
+            z[t, i, j] = cj * (a * inverse) + zj * (along * inverse * inverse * (eps - b[j]) / r)
+
+
+@numba.njit(**_COMPILE)
+def _last_factors_adjoint(g, t, x4, v, c, d, want_params, grad_d, grad_v, grad_c, out
+                          ):  # pragma: no cover (compiled)
+    """out = R2^H D3^H g for g = dL/dz_t, adding dL/dd3, dL/dv2, dL/dc2 (per row) from x4 when wanted."""
+    for i in numba.prange(x4.shape[0]):
+        n = x4.shape[1]
+        a = x4[i, 0] * 0
+        if want_params:
+            for k in range(n):
+                a += c[k] * x4[i, k]
+        q = a * 0
+        for j in range(n):
+            gj = g[t, i, j]
+            if want_params:
+                grad_d[i, j] += np.conj(x4[i, j] - a * v[j]) * gj
+            gj = gj * np.conj(d[j])
+            out[i, j] = gj
+            q += np.conj(v[j]) * gj
+        for j in range(n):
+            if want_params:
+                grad_v[i, j] -= np.conj(a) * out[i, j]
+                grad_c[i, j] -= q * np.conj(x4[i, j])
+            out[i, j] -= q * np.conj(c[j])
+
+
+@numba.njit(**_COMPILE)
+def _middle_factors_adjoint(g, x1, a, v, c, permutation, inverse, d, want_params, grad_d, grad_v, grad_c, out
+                            ):  # pragma: no cover (compiled)
+    """out = R1^H Pi^T D2^H g for g = dL/d(D2 x3) (dL/dx4 pulled back through F^-1), adding dL/dd2, dL/dv1,
+    dL/dc1 per row when wanted."""
+    for i in numba.prange(g.shape[0]):
+        n = g.shape[1]
+        if want_params:
+            for j in range(n):  # x3 = Pi (x1 - a v)
+                p = permutation[j]
+                grad_d[i, j] += np.conj(x1[i, p] - a[i] * v[p]) * g[i, j]
+        q = g[i, 0] * 0
+        for j in range(n):
+            p = inverse[j]
+            gj = g[i, p] * np.conj(d[p])  # Pi^T D2^H
+            out[i, j] = gj
+            q += np.conj(v[j]) * gj
+        for j in range(n):
+            if want_params:
+                grad_v[i, j] -= np.conj(a[i]) * out[i, j]
+                grad_c[i, j] -= q * np.conj(x1[i, j])
+            out[i, j] -= q * np.conj(c[j])
+
+
+@numba.njit(**_COMPILE)
+def _first_factor_adjoint(g, previous, d, want_params, grad_d, grad_h, t, carry):  # pragma: no cover (compiled)
+    """dL/dh_{t-1} = D1^H g + direct, adding dL/dd1 per row."""
+    for i in numba.prange(g.shape[0]):
+        for j in range(g.shape[1]):
+            gj = g[i, j]
+            if want_params:
+                grad_d[i, j] += np.conj(previous[i, j]) * gj
+            carry[i, j] = gj * np.conj(d[j]) + grad_h[t - 1, i, j] if t > 0 else gj * np.conj(d[j])
+
+
+def _array(x: torch.Tensor) -> np.ndarray:
+    """A numpy view (no copy) of a CPU tensor, for the kernels."""
+    return x.detach().resolve_conj().resolve_neg().numpy()
+
+
+def supported(u: torch.Tensor) -> bool:
+    """Whether the kernels take these inputs: complex64/128 on the CPU."""
+    return u.device.type == "cpu" and u.dtype in (torch.complex64, torch.complex128)
+
+
+def _factors(operator, params) -> list[np.ndarray]:
+    d, v, c = operator.prepare(*params)[:3]
+    return [_array(f) for f in (d, v, c)]
+
+
+class _URNNRecurrence(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, operator, u, b, h0, offsets, *params):
+        d, v, c = _factors(operator, params)
+        permutation = _array(operator.permutation)
+        eps = np.dtype(_array(b).dtype).type(MODRELU_EPS)
+        z, h = torch.empty_like(u), torch.empty_like(u)
+        h0 = h0.contiguous()
+        step_in, x1, x3, x4 = (torch.empty_like(h0) for _ in range(4))
+        a1 = h0.new_empty(h0.shape[0])
+        arrays = [_array(x) for x in (u, z, h, step_in, x1, x3, x4, a1, b)]
+        u_, z_, h_, step_in_, x1_, x3_, x4_, a1_, b_ = arrays
+        offsets_ = _array(u.new_zeros(1, 1, 1) if offsets is None else offsets)
+        _scale(_array(h0), d[0], step_in_)
+        for t in range(u.shape[0]):
+            torch.fft.fft(step_in, norm="ortho", out=x1)  # F D1 h_{t-1}
+            _reflect_permute_scale(x1_, v[0], c[0], permutation, d[1], a1_, x3_)  # D2 Pi R1
+            torch.fft.ifft(x3, norm="ortho", out=x4)  # F^-1
+            _reflect_input_modrelu(x4_, v[1], c[1], d[2], u_, t, b_, eps, offsets_, offsets is not None, z_, h_,
+                                   d[0], step_in_)  # D3 R2, + U x_t, modReLU, and D1 h_t for the next step
+        ctx.operator = operator
+        ctx.save_for_backward(b, h0, z, h, *params)
+        return torch.view_as_real(h).flatten(-2)
+
+    @staticmethod
+    def backward(ctx, grad_features):
+        if getattr(ctx, "spent", False):
+            raise RuntimeError(
+                "the uRNN recurrence (models/urnn_kernels.py) writes dL/dz over the pre-activations it saved, so it "
+                "backpropagates once per forward pass: run the forward again instead of calling "
+                "backward(retain_graph=True) or torch.autograd.gradcheck through it")
+        ctx.spent = True
+        from models.operator_recurrence import gradient_as_complex
+        operator = ctx.operator
+        b, h0, z, h, *params = ctx.saved_tensors
+        d, v, c = _factors(operator, params)
+        permutation, inverse = _array(operator.permutation), _array(operator.inverse)
+        eps = np.dtype(_array(b).dtype).type(MODRELU_EPS)
+        grad_h = gradient_as_complex(grad_features)
+        wanted = [i for i in range(len(params)) if ctx.needs_input_grad[5 + i]]
+        want_total = ctx.needs_input_grad[4]
+        steps, batch, n = z.shape
+        grad_b = torch.zeros_like(z.real[0])
+        grad_d, grad_v, grad_c = (z.new_zeros(k, batch, n) for k in (3, 2, 2))  # per batch row
+        total = torch.empty_like(z) if want_total else None
+        carry = grad_h[-1].clone()
+        step_in, x1, x3, x4, g, g2 = (torch.empty_like(carry) for _ in range(6))
+        a1 = carry.new_empty(batch)
+        z_, h_, h0_, grad_h_, grad_b_, b_ = (_array(x) for x in (z, h, h0, grad_h, grad_b, b))
+        grad_d_, grad_v_, grad_c_ = (_array(x) for x in (grad_d, grad_v, grad_c))
+        carry_, step_in_, x1_, x3_, x4_, g_, g2_, a1_ = (_array(x) for x in (carry, step_in, x1, x3, x4, g, g2, a1))
+        for t in range(steps - 1, -1, -1):
+            if want_total:
+                total[t] = carry
+            _modrelu_backward(z_, t, carry_, b_, eps, grad_b_)  # dL/dz_t in z_t's place
+            previous = h_[t - 1] if t else h0_
+            if wanted:  # the factors' inputs at h_{t-1}
+                _scale(previous, d[0], step_in_)
+                torch.fft.fft(step_in, norm="ortho", out=x1)
+                _reflect_permute_scale(x1_, v[0], c[0], permutation, d[1], a1_, x3_)
+                torch.fft.ifft(x3, norm="ortho", out=x4)
+            _last_factors_adjoint(z_, t, x4_, v[1], c[1], d[2], bool(wanted), grad_d_[2], grad_v_[1], grad_c_[1], g_)
+            torch.fft.fft(g, norm="ortho", out=g2)  # (F^-1)^H = F
+            _middle_factors_adjoint(g2_, x1_, a1_, v[0], c[0], permutation, inverse, d[1], bool(wanted), grad_d_[1],
+                                    grad_v_[0], grad_c_[0], g_)
+            torch.fft.ifft(g, norm="ortho", out=g2)  # F^H = F^-1
+            _first_factor_adjoint(g2_, previous, d[0], bool(wanted), grad_d_[0], grad_h_, t, carry_)
+        grad_params = [None] * len(params)
+        if wanted:  # the factors' gradients through `prepare` to the parameters, once
+            with torch.enable_grad():
+                leaves = [p.detach().requires_grad_(i in wanted) for i, p in enumerate(params)]
+                formed = operator.prepare(*leaves)[:3]
+                found = torch.autograd.grad(formed, [leaves[i] for i in wanted],
+                                            [x.sum(dim=1) for x in (grad_d, grad_v, grad_c)], allow_unused=True)
+            for i, grad in zip(wanted, found):
+                grad_params[i] = torch.zeros_like(params[i]) if grad is None else grad
+        return None, z, grad_b.sum(dim=0), carry, total, *grad_params
+
+
+def urnn_recurrence_features(operator, u: torch.Tensor, b: torch.Tensor, h0: torch.Tensor,
+                             params: tuple[torch.Tensor, ...], offsets: torch.Tensor | None = None) -> torch.Tensor:
+    """The uRNN recurrence's states as interleaved real features (T, B, 2n), by the compiled kernels;
+    `operator` a `RestrictedUnitary`, the other arguments as `operator_recurrence_features`."""
+    return _URNNRecurrence.apply(operator, u, b, h0, offsets, *params)
