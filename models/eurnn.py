@@ -31,8 +31,9 @@ import torch
 from torch import nn
 
 from models.base import ConfigError
+from models.compiled import supported
 from models.complex_recurrence import complex_modrelu_recurrence
-from models.givens_kernels import givens_recurrence_features, supported
+from models.givens_kernels import givens_recurrence_features
 from models.operator_recurrence import (FactoredUnitaryLayer, gather_units, interleaved_to_planar,
                                        operator_recurrence_features, planar_to_interleaved)
 

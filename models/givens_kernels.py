@@ -14,13 +14,12 @@ import numba
 import numpy as np
 import torch
 
+from models.compiled import OPTIONS, as_array, match_torch_threads, real_scalar
 from models.complex_recurrence import MODRELU_EPS
-
-_COMPILE = {"parallel": True, "cache": True, "error_model": "numpy", "nogil": True,
-            "fastmath": {"reassoc", "contract", "arcp", "nsz"}}  # never assumes finite values: NaNs still show
+from models.operator_recurrence import gradient_as_complex
 
 
-@numba.njit(**_COMPILE)
+@numba.njit(**OPTIONS)
 def _forward(u, h0, c1, c2, d, partner, b, eps, offsets, has_offsets, z, h):  # pragma: no cover (compiled)
     steps, batch, n = u.shape
     zero = eps - eps
@@ -44,7 +43,7 @@ def _forward(u, h0, c1, c2, d, partner, b, eps, offsets, has_offsets, z, h):  # 
                 x[j] = hj
 
 
-@numba.njit(**_COMPILE)
+@numba.njit(**OPTIONS)
 def _backward(z, h, h0, grad_h, c1, c2, d, partner, b, eps, want_params, want_total,
               grad_b, grad_c1, grad_c2, grad_d, total, grad_h0):  # pragma: no cover (compiled)
     steps, batch, n = z.shape
@@ -89,26 +88,17 @@ def _backward(z, h, h0, grad_h, c1, c2, d, partner, b, eps, want_params, want_to
         grad_h0[i] = carry
 
 
-def _array(x: torch.Tensor) -> np.ndarray:
-    """A numpy view (no copy) of a CPU tensor, for the kernels."""
-    return x.detach().resolve_conj().resolve_neg().numpy()
-
-
-def supported(u: torch.Tensor) -> bool:
-    """Whether the kernels take these inputs: complex64/128 on the CPU."""
-    return u.device.type == "cpu" and u.dtype in (torch.complex64, torch.complex128)
-
-
 class _GivensRecurrence(torch.autograd.Function):
     @staticmethod
     def forward(ctx, operator, u, b, h0, offsets, *params):
+        match_torch_threads()
         c1, c2, d = operator.prepare(*params)[:3]
-        eps = np.dtype(_array(b).dtype).type(MODRELU_EPS)
+        eps = real_scalar(as_array(b), MODRELU_EPS)
         z, h = torch.empty_like(u), torch.empty_like(u)
         h0 = h0.contiguous()
-        dummy = u.new_zeros(1, 1, 1)
-        _forward(_array(u), _array(h0), _array(c1), _array(c2), _array(d), _array(operator.partner), _array(b), eps,
-                 _array(dummy if offsets is None else offsets), offsets is not None, _array(z), _array(h))
+        offsets_ = as_array(u.new_zeros(1, 1, 1) if offsets is None else offsets)
+        _forward(*map(as_array, (u, h0, c1, c2, d, operator.partner, b)), eps, offsets_, offsets is not None,
+                 as_array(z), as_array(h))
         ctx.operator = operator
         ctx.save_for_backward(b, h0, z, h, *params)
         return torch.view_as_real(h).flatten(-2)
@@ -121,7 +111,7 @@ class _GivensRecurrence(torch.autograd.Function):
                 "it backpropagates once per forward pass: run the forward again instead of calling "
                 "backward(retain_graph=True) or torch.autograd.gradcheck through it")
         ctx.spent = True
-        from models.operator_recurrence import gradient_as_complex
+        match_torch_threads()
         operator = ctx.operator
         b, h0, z, h, *params = ctx.saved_tensors
         c1, c2, d = operator.prepare(*params)[:3]
@@ -134,10 +124,9 @@ class _GivensRecurrence(torch.autograd.Function):
         grad_d = d.new_zeros(batch, d.shape[0])
         total = torch.empty_like(z) if want_total else z.new_zeros(1, 1, 1)
         grad_h0 = torch.empty_like(h0)
-        _backward(_array(z), _array(h), _array(h0), _array(grad_h), _array(c1), _array(c2), _array(d),
-                  _array(operator.partner), _array(b), np.dtype(_array(b).dtype).type(MODRELU_EPS), bool(wanted),
-                  want_total, _array(grad_b), _array(grad_c1), _array(grad_c2), _array(grad_d), _array(total),
-                  _array(grad_h0))
+        _backward(*map(as_array, (z, h, h0, grad_h, c1, c2, d, operator.partner, b)),
+                  real_scalar(as_array(b), MODRELU_EPS), bool(wanted), want_total,
+                  *map(as_array, (grad_b, grad_c1, grad_c2, grad_d, total, grad_h0)))
         grad_params = [None] * len(params)
         if wanted:  # the factors' gradients through `prepare` to the parameters, once
             with torch.enable_grad():

@@ -17,20 +17,19 @@ import numba
 import numpy as np
 import torch
 
+from models.compiled import OPTIONS, as_array, match_torch_threads, real_scalar
 from models.complex_recurrence import MODRELU_EPS
-
-_COMPILE = {"parallel": True, "cache": True, "error_model": "numpy", "nogil": True,
-            "fastmath": {"reassoc", "contract", "arcp", "nsz"}}  # never assumes finite values: NaNs still show
+from models.operator_recurrence import gradient_as_complex
 
 
-@numba.njit(**_COMPILE)
+@numba.njit(**OPTIONS)
 def _scale(x, d, out):  # pragma: no cover (compiled)
     for i in numba.prange(x.shape[0]):
         for j in range(x.shape[1]):
             out[i, j] = d[j] * x[i, j]
 
 
-@numba.njit(**_COMPILE)
+@numba.njit(**OPTIONS)
 def _reflect_permute_scale(x1, v, c, permutation, d, a, out):  # pragma: no cover (compiled)
     """out = d * Pi (x1 - a v) with a = c^T x1 per row, kept in `a`."""
     for i in numba.prange(x1.shape[0]):
@@ -43,7 +42,7 @@ def _reflect_permute_scale(x1, v, c, permutation, d, a, out):  # pragma: no cove
             out[i, j] = d[j] * (x1[i, p] - acc * v[p])
 
 
-@numba.njit(**_COMPILE)
+@numba.njit(**OPTIONS)
 def _reflect_input_modrelu(x4, v, c, d, u, t, b, eps, offsets, has_offsets, z, h, d_next, next_in
                            ):  # pragma: no cover (compiled)
     """z_t = u_t + d * (x4 - a v), a = c^T x4; h_t = sigma_eps(z_t, b) (+ offsets_t); next_in = d_next * h_t."""
@@ -64,7 +63,7 @@ def _reflect_input_modrelu(x4, v, c, d, u, t, b, eps, offsets, has_offsets, z, h
             next_in[i, j] = d_next[j] * hj
 
 
-@numba.njit(**_COMPILE)
+@numba.njit(**OPTIONS)
 def _modrelu_backward(z, t, carry, b, eps, grad_b):  # pragma: no cover (compiled)
     """dL/dz_t over z_t from dL/dh_t (`carry`): sigma_eps's real 2x2 Jacobian s I + s'(r)/r z z^T,
     s'(r) = (eps - b) / (r + eps)^2; dL/db added per row."""
@@ -80,7 +79,7 @@ def _modrelu_backward(z, t, carry, b, eps, grad_b):  # pragma: no cover (compile
             z[t, i, j] = cj * (a * inverse) + zj * (along * inverse * inverse * (eps - b[j]) / r)
 
 
-@numba.njit(**_COMPILE)
+@numba.njit(**OPTIONS)
 def _last_factors_adjoint(g, t, x4, v, c, d, want_params, grad_d, grad_v, grad_c, out
                           ):  # pragma: no cover (compiled)
     """out = R2^H D3^H g for g = dL/dz_t, adding dL/dd3, dL/dv2, dL/dc2 (per row) from x4 when wanted."""
@@ -105,7 +104,7 @@ def _last_factors_adjoint(g, t, x4, v, c, d, want_params, grad_d, grad_v, grad_c
             out[i, j] -= q * np.conj(c[j])
 
 
-@numba.njit(**_COMPILE)
+@numba.njit(**OPTIONS)
 def _middle_factors_adjoint(g, x1, a, v, c, permutation, inverse, d, want_params, grad_d, grad_v, grad_c, out
                             ):  # pragma: no cover (compiled)
     """out = R1^H Pi^T D2^H g for g = dL/d(D2 x3) (dL/dx4 pulled back through F^-1), adding dL/dd2, dL/dv1,
@@ -129,7 +128,7 @@ def _middle_factors_adjoint(g, x1, a, v, c, permutation, inverse, d, want_params
             out[i, j] -= q * np.conj(c[j])
 
 
-@numba.njit(**_COMPILE)
+@numba.njit(**OPTIONS)
 def _first_factor_adjoint(g, previous, d, want_params, grad_d, grad_h, t, carry):  # pragma: no cover (compiled)
     """dL/dh_{t-1} = D1^H g + direct, adding dL/dd1 per row."""
     for i in numba.prange(g.shape[0]):
@@ -140,35 +139,26 @@ def _first_factor_adjoint(g, previous, d, want_params, grad_d, grad_h, t, carry)
             carry[i, j] = gj * np.conj(d[j]) + grad_h[t - 1, i, j] if t > 0 else gj * np.conj(d[j])
 
 
-def _array(x: torch.Tensor) -> np.ndarray:
-    """A numpy view (no copy) of a CPU tensor, for the kernels."""
-    return x.detach().resolve_conj().resolve_neg().numpy()
-
-
-def supported(u: torch.Tensor) -> bool:
-    """Whether the kernels take these inputs: complex64/128 on the CPU."""
-    return u.device.type == "cpu" and u.dtype in (torch.complex64, torch.complex128)
-
-
 def _factors(operator, params) -> list[np.ndarray]:
     d, v, c = operator.prepare(*params)[:3]
-    return [_array(f) for f in (d, v, c)]
+    return [as_array(f) for f in (d, v, c)]
 
 
 class _URNNRecurrence(torch.autograd.Function):
     @staticmethod
     def forward(ctx, operator, u, b, h0, offsets, *params):
+        match_torch_threads()
         d, v, c = _factors(operator, params)
-        permutation = _array(operator.permutation)
-        eps = np.dtype(_array(b).dtype).type(MODRELU_EPS)
+        permutation = as_array(operator.permutation)
+        eps = real_scalar(as_array(b), MODRELU_EPS)
         z, h = torch.empty_like(u), torch.empty_like(u)
         h0 = h0.contiguous()
         step_in, x1, x3, x4 = (torch.empty_like(h0) for _ in range(4))
         a1 = h0.new_empty(h0.shape[0])
-        arrays = [_array(x) for x in (u, z, h, step_in, x1, x3, x4, a1, b)]
+        arrays = [as_array(x) for x in (u, z, h, step_in, x1, x3, x4, a1, b)]
         u_, z_, h_, step_in_, x1_, x3_, x4_, a1_, b_ = arrays
-        offsets_ = _array(u.new_zeros(1, 1, 1) if offsets is None else offsets)
-        _scale(_array(h0), d[0], step_in_)
+        offsets_ = as_array(u.new_zeros(1, 1, 1) if offsets is None else offsets)
+        _scale(as_array(h0), d[0], step_in_)
         for t in range(u.shape[0]):
             torch.fft.fft(step_in, norm="ortho", out=x1)  # F D1 h_{t-1}
             _reflect_permute_scale(x1_, v[0], c[0], permutation, d[1], a1_, x3_)  # D2 Pi R1
@@ -187,12 +177,12 @@ class _URNNRecurrence(torch.autograd.Function):
                 "backpropagates once per forward pass: run the forward again instead of calling "
                 "backward(retain_graph=True) or torch.autograd.gradcheck through it")
         ctx.spent = True
-        from models.operator_recurrence import gradient_as_complex
+        match_torch_threads()
         operator = ctx.operator
         b, h0, z, h, *params = ctx.saved_tensors
         d, v, c = _factors(operator, params)
-        permutation, inverse = _array(operator.permutation), _array(operator.inverse)
-        eps = np.dtype(_array(b).dtype).type(MODRELU_EPS)
+        permutation, inverse = as_array(operator.permutation), as_array(operator.inverse)
+        eps = real_scalar(as_array(b), MODRELU_EPS)
         grad_h = gradient_as_complex(grad_features)
         wanted = [i for i in range(len(params)) if ctx.needs_input_grad[5 + i]]
         want_total = ctx.needs_input_grad[4]
@@ -203,9 +193,9 @@ class _URNNRecurrence(torch.autograd.Function):
         carry = grad_h[-1].clone()
         step_in, x1, x3, x4, g, g2 = (torch.empty_like(carry) for _ in range(6))
         a1 = carry.new_empty(batch)
-        z_, h_, h0_, grad_h_, grad_b_, b_ = (_array(x) for x in (z, h, h0, grad_h, grad_b, b))
-        grad_d_, grad_v_, grad_c_ = (_array(x) for x in (grad_d, grad_v, grad_c))
-        carry_, step_in_, x1_, x3_, x4_, g_, g2_, a1_ = (_array(x) for x in (carry, step_in, x1, x3, x4, g, g2, a1))
+        z_, h_, h0_, grad_h_, grad_b_, b_ = (as_array(x) for x in (z, h, h0, grad_h, grad_b, b))
+        grad_d_, grad_v_, grad_c_ = (as_array(x) for x in (grad_d, grad_v, grad_c))
+        carry_, step_in_, x1_, x3_, x4_, g_, g2_, a1_ = (as_array(x) for x in (carry, step_in, x1, x3, x4, g, g2, a1))
         for t in range(steps - 1, -1, -1):
             if want_total:
                 total[t] = carry
