@@ -16,7 +16,7 @@ import torch
 
 from models.compiled import OPTIONS, as_array, match_torch_threads, real_scalar
 from models.complex_recurrence import MODRELU_EPS
-from models.operator_recurrence import gradient_as_complex
+from models.operator_recurrence import gradient_as_complex, parameter_gradients, refuse_second_backward
 
 
 @numba.njit(**OPTIONS)
@@ -105,12 +105,7 @@ class _GivensRecurrence(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_features):
-        if getattr(ctx, "spent", False):
-            raise RuntimeError(
-                "the EURNN recurrence (models/givens_kernels.py) writes dL/dz over the pre-activations it saved, so "
-                "it backpropagates once per forward pass: run the forward again instead of calling "
-                "backward(retain_graph=True) or torch.autograd.gradcheck through it")
-        ctx.spent = True
+        refuse_second_backward(ctx, "EURNN", "models/givens_kernels.py")
         match_torch_threads()
         operator = ctx.operator
         b, h0, z, h, *params = ctx.saved_tensors
@@ -127,15 +122,8 @@ class _GivensRecurrence(torch.autograd.Function):
         _backward(*map(as_array, (z, h, h0, grad_h, c1, c2, d, operator.partner, b)),
                   real_scalar(as_array(b), MODRELU_EPS), bool(wanted), want_total,
                   *map(as_array, (grad_b, grad_c1, grad_c2, grad_d, total, grad_h0)))
-        grad_params = [None] * len(params)
-        if wanted:  # the factors' gradients through `prepare` to the parameters, once
-            with torch.enable_grad():
-                leaves = [p.detach().requires_grad_(i in wanted) for i, p in enumerate(params)]
-                formed = operator.prepare(*leaves)[:3]
-                found = torch.autograd.grad(formed, [leaves[i] for i in wanted],
-                                            [g.sum(dim=-2) for g in (grad_c1, grad_c2, grad_d)], allow_unused=True)
-            for i, grad in zip(wanted, found):
-                grad_params[i] = torch.zeros_like(params[i]) if grad is None else grad
+        factor_grads = operator.factor_gradients([grad_c1, grad_c2, grad_d])  # summed over the rows
+        grad_params = parameter_gradients(operator, params, wanted, factor_grads)  # through `prepare`, once
         return None, z, grad_b.sum(dim=0), grad_h0, total if want_total else None, *grad_params
 
 

@@ -122,6 +122,33 @@ def _modrelu_scale(z: torch.Tensor, b: torch.Tensor, r: torch.Tensor | None = No
     return r, torch.add(r, b, out=s).relu_().div_(r + MODRELU_EPS)  # eq. (5)
 
 
+def refuse_second_backward(ctx, family: str, source: str) -> None:
+    """The hand-written backwards write dL/dz over the pre-activations they saved: a second one is refused."""
+    if getattr(ctx, "spent", False):
+        raise RuntimeError(
+            f"the {family} recurrence ({source}) writes dL/dz over the pre-activations it saved, so it "
+            "backpropagates once per forward pass: run the forward again instead of calling "
+            "backward(retain_graph=True) or torch.autograd.gradcheck through it")
+    ctx.spent = True
+
+
+def parameter_gradients(operator: UnitaryOperator, params: tuple[torch.Tensor, ...], wanted: list[int],
+                        factor_grads: list[torch.Tensor]) -> list[torch.Tensor | None]:
+    """dL/dparams (None where not wanted) from dL/dfactor, aligned with the first factors of `prepare`: by
+    autograd through `prepare`, once per backward."""
+    grad_params = [None] * len(params)
+    if wanted:
+        with torch.enable_grad():
+            leaves = [p.detach().requires_grad_(i in wanted) for i, p in enumerate(params)]
+            formed = operator.prepare(*leaves)
+            pairs = [(f, g) for f, g in zip(formed, factor_grads) if f.requires_grad]
+            found = torch.autograd.grad([f for f, _ in pairs], [leaves[i] for i in wanted],
+                                        [g for _, g in pairs], allow_unused=True)
+        for i, grad in zip(wanted, found):
+            grad_params[i] = torch.zeros_like(params[i]) if grad is None else grad
+    return grad_params
+
+
 class _OperatorRecurrence(torch.autograd.Function):
     @staticmethod
     def forward(ctx, operator, u, b, h0, offsets, *params):
@@ -145,12 +172,7 @@ class _OperatorRecurrence(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_features):
-        if getattr(ctx, "spent", False):
-            raise RuntimeError(
-                "the uRNN/EURNN recurrence (models/operator_recurrence.py) writes dL/dz over the pre-activations it "
-                "saved, so it backpropagates once per forward pass: run the forward again instead of calling "
-                "backward(retain_graph=True) or torch.autograd.gradcheck through it")
-        ctx.spent = True
+        refuse_second_backward(ctx, "uRNN/EURNN", "models/operator_recurrence.py")
         operator = ctx.operator
         grad_h = gradient_as_complex(grad_features)
         b, state0, z, h, *params = ctx.saved_tensors
@@ -180,16 +202,8 @@ class _OperatorRecurrence(torch.autograd.Function):
                 operator.apply((h[t - 1] if t else state0).conj().resolve_conj(), factors, tape=tape, conjugate=True)
             back = operator.adjoint(grad_z_t, factors, tape, grads)  # dL/dh_{t-1} = direct + W^H dL/dz_t
             carry = back.add_(grad_h[t - 1]) if t else back
-        grad_params = [None] * len(params)
-        if wanted:
-            with torch.enable_grad():  # the factors' gradients through `prepare` to the parameters
-                leaves = [p.detach().requires_grad_(i in wanted) for i, p in enumerate(params)]
-                formed = operator.prepare(*leaves)
-                pairs = [(f, g) for f, g in zip(formed, operator.factor_gradients(grads)) if f.requires_grad]
-                found = torch.autograd.grad([f for f, _ in pairs], [leaves[i] for i in wanted],
-                                            [g for _, g in pairs], allow_unused=True)
-            for i, grad in zip(wanted, found):
-                grad_params[i] = torch.zeros_like(params[i]) if grad is None else grad
+        factor_grads = operator.factor_gradients(grads) if wanted else []
+        grad_params = parameter_gradients(operator, params, wanted, factor_grads)  # through `prepare`, once
         return (None, grad_z, grad_b.sum(dim=0), carry, total, *grad_params)
 
 

@@ -19,7 +19,7 @@ import torch
 
 from models.compiled import OPTIONS, as_array, match_torch_threads, real_scalar
 from models.complex_recurrence import MODRELU_EPS
-from models.operator_recurrence import gradient_as_complex
+from models.operator_recurrence import gradient_as_complex, parameter_gradients, refuse_second_backward
 
 
 @numba.njit(**OPTIONS)
@@ -171,12 +171,7 @@ class _URNNRecurrence(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_features):
-        if getattr(ctx, "spent", False):
-            raise RuntimeError(
-                "the uRNN recurrence (models/urnn_kernels.py) writes dL/dz over the pre-activations it saved, so it "
-                "backpropagates once per forward pass: run the forward again instead of calling "
-                "backward(retain_graph=True) or torch.autograd.gradcheck through it")
-        ctx.spent = True
+        refuse_second_backward(ctx, "uRNN", "models/urnn_kernels.py")
         match_torch_threads()
         operator = ctx.operator
         b, h0, z, h, *params = ctx.saved_tensors
@@ -212,15 +207,8 @@ class _URNNRecurrence(torch.autograd.Function):
                                     grad_v_[0], grad_c_[0], g_)
             torch.fft.ifft(g, norm="ortho", out=g2)  # F^H = F^-1
             _first_factor_adjoint(g2_, previous, d[0], bool(wanted), grad_d_[0], grad_h_, t, carry_)
-        grad_params = [None] * len(params)
-        if wanted:  # the factors' gradients through `prepare` to the parameters, once
-            with torch.enable_grad():
-                leaves = [p.detach().requires_grad_(i in wanted) for i, p in enumerate(params)]
-                formed = operator.prepare(*leaves)[:3]
-                found = torch.autograd.grad(formed, [leaves[i] for i in wanted],
-                                            [x.sum(dim=1) for x in (grad_d, grad_v, grad_c)], allow_unused=True)
-            for i, grad in zip(wanted, found):
-                grad_params[i] = torch.zeros_like(params[i]) if grad is None else grad
+        factor_grads = [x.sum(dim=1) for x in (grad_d, grad_v, grad_c)]  # summed over the rows
+        grad_params = parameter_gradients(operator, params, wanted, factor_grads)  # through `prepare`, once
         return None, z, grad_b.sum(dim=0), carry, total, *grad_params
 
 
