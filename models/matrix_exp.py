@@ -4,16 +4,23 @@ expRNN (Lezcano-Casado and Martinez-Rubio, "Cheap Orthogonal Constraints in Neur
 trains B = exp(A) through the strictly upper entries S of A; the nnRNN (Kerg et al., NeurIPS 2019) uses the
 same map for its orthogonal basis P. Only S is stored (n(n-1)/2 numbers), as models/cayley.py stores scoRNN's A.
 
-The exponential and its exact gradient come from one eigendecomposition. A is skew, so iA is Hermitian:
-iA = V diag(lam) V^H with V unitary and lam real, exp(A) = V diag(e^{-i lam}) V^H. For a normal matrix the
-Frechet derivative of exp is diagonal in V's basis (Daleckii and Krein), which gives the gradient
-dL/dA = Re V [(V^H G V) o conj(Phi)] V^H, Phi_jk = e^{-i(lam_j + lam_k)/2} sinc((lam_j - lam_k)/2),
-the divided differences of e^{-i lam} written without a division, so equal eigenvalues need no special case.
-This is the gradient torch.linalg.matrix_exp's backward computes (the Frechet derivative of exp at A^T applied
-to dL/dB, the top-right block of a 2n x 2n exponential) and the official code computes with its own Pade
-approximant (srnn-exprnn-facts 3.1), at a quarter to a third of the cost on the CPU, and nearer float64 in
-float32 (tests/test_exprnn.py). On a GPU, matrix_exp's products are cheap and the eigensolver waits on the host,
-so there skew_matrix_exp keeps torch.linalg.matrix_exp (not measured: no GPU was available).
+The exponential and its exact gradient come from one real symmetric eigendecomposition. A is skew, so
+M = A^2 = -A^T A is symmetric with eigenvalues -theta^2 <= 0 (+-i theta are A's), and for any square A
+    exp(A) = f(A^2) + A g(A^2),  f(mu) = sum_k mu^k/(2k)! = cos(theta),  g(mu) = sum_k mu^k/(2k+1)! = sin(theta)/theta.
+With M = V diag(mu) V^T (V real orthogonal): exp(A) = I + [V diag(cos theta - 1) + (A V) diag(sinc theta)] V^T,
+three real products besides the eigensolver. Its gradient, G = dL/dexp(A) and A^T = -A:
+    dL/dA = G g(M) - H A - A H,  H = V [(V^T G V) o F + ((A V)^T G V) o K] V^T,
+where F and K hold the divided differences of f and g over the eigenvalues mu (the Daleckii-Krein formula for a
+function of a symmetric matrix, which needs no care at repeated eigenvalues: each theta is an eigenvalue of M
+twice). They are evaluated in float64 as differences of values where eigenvalues are apart, and, where they are
+close, as F = sinc(s) sinc(d)/2 and K = (sinc(s) cos(d) - cos(s) sinc(d)) / (2 theta_j theta_k) with
+s, d = (theta_j +- theta_k)/2, or g's power series when both are near zero. The official code computes the same
+gradient with its own Pade approximant (srnn-exprnn-facts 3.1) and torch.linalg.matrix_exp's backward with a
+2n x 2n block exponential; this costs less than either on the CPU, and than the complex Hermitian eigensolver
+of iA (about half its time at n = 360). A float32 eigendecomposition of A^2 errs by about eps ||A||^2, which
+beyond one turn (||A||_2 > 2 pi) loses to the Pade approximant: there M is formed and decomposed in float64.
+On a GPU, matrix_exp's products are cheap and the eigensolver waits on the host, so there skew_matrix_exp keeps
+torch.linalg.matrix_exp (not measured: no GPU was available).
 
 Initialisations of A (the official expRNN code's initialization.py, srnn-exprnn-facts 3.2): 2x2 blocks on the
 diagonal, i.e. the value s_i at the first-superdiagonal positions (0, 1), (2, 3), ... and -s_i below:
@@ -33,34 +40,57 @@ from models.cayley import skew_from_upper
 SKEW_INITS = ("henaff", "henaff_icml", "cayley", "random")
 
 
-def _real_times(real: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
-    """G V for a real G and a contiguous complex V, as one real product with V's interleaved real view."""
-    n = vectors.shape[1]
-    product = real @ torch.view_as_real(vectors).reshape(vectors.shape[0], 2 * n)
-    return torch.view_as_complex(product.reshape(real.shape[0], n, 2))
+# beyond this spectral norm a float32 eigendecomposition of A^2 is less accurate than a Pade approximant
+FLOAT32_LIMIT = 2 * math.pi
+# eigenvalues mu of A^2 closer than this take the divided differences' stable forms, not a difference quotient
+NEAR = 1e-2
 
 
-def _real_part_of_product(left: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
-    """Re(P V^H) for contiguous complex P, V: sum_k Re P_ik Re V_jk + Im P_ik Im V_jk, one real product."""
-    rows, n = left.shape
-    interleaved = torch.view_as_real(vectors).reshape(vectors.shape[0], 2 * n)
-    return torch.view_as_real(left).reshape(rows, 2 * n) @ interleaved.t()
+def _sinc(x: torch.Tensor) -> torch.Tensor:
+    """sin(x) / x, 1 at 0 (torch.sinc is sin(pi x) / (pi x))."""
+    return torch.sinc(x / math.pi)
+
+
+def _divided_differences(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """F, K: the divided differences of f(mu) = cos(theta) and g(mu) = sinc(theta) over mu = -theta^2, float64."""
+    t = theta.double()
+    mu = -t * t
+    gap = mu[:, None] - mu[None, :]
+    cosine, sinc = torch.cos(t), _sinc(t)
+    f = (cosine[:, None] - cosine[None, :]) / gap  # apart: round-off at most 2 eps / NEAR
+    k = (sinc[:, None] - sinc[None, :]) / gap
+    rows, cols = (gap.abs() < NEAR).nonzero(as_tuple=True)  # close (the diagonal, each theta's twin, clusters)
+    a, b = t[rows], t[cols]
+    s, d = (a + b) / 2, (a - b) / 2
+    f[rows, cols] = _sinc(s) * _sinc(d) / 2  # (cos a - cos b) / (b^2 - a^2) without the division
+    product = a * b
+    stable = (_sinc(s) * torch.cos(d) - torch.cos(s) * _sinc(d)) / (2 * product)
+    x, y = mu[rows], mu[cols]
+    series, h, y_power = torch.zeros_like(x), torch.ones_like(x), torch.ones_like(x)
+    for m in range(1, 7):  # g[x, y] = sum_m h_{m-1}(x, y) / (2m+1)!, h the complete symmetric polynomials
+        series += h / math.factorial(2 * m + 1)
+        y_power = y_power * y
+        h = x * h + y_power
+    k[rows, cols] = torch.where(product >= NEAR, stable, series)  # series: both |mu| < 2 NEAR, error < 1e-17
+    return f, k
 
 
 class _SkewExponential(torch.autograd.Function):
-    """exp(A) for a real skew-symmetric A, forward and backward from the eigendecomposition of iA."""
+    """exp(A) for a real skew-symmetric A, forward and backward from the eigendecomposition of A^2."""
 
     @staticmethod
     def forward(ctx, skew: torch.Tensor) -> torch.Tensor:
         with torch.autocast(skew.device.type, enabled=False):  # bf16 autocast would round the products below
-            eigenvalues, vectors = torch.linalg.eigh(torch.complex(torch.zeros_like(skew), skew))  # iA = V lam V^H
-            vectors = vectors.contiguous()
-            ctx.save_for_backward(eigenvalues, vectors)
-            # exp(A) = I + Re V diag(e^{-i lam} - 1) V^H: V's round-off scales with |e^{-i lam} - 1|, so a small A
-            # (dtriv's, right after a re-basing) gives a B as orthogonal as a Pade approximant's
-            expm1 = torch.complex(-2 * torch.sin(eigenvalues / 2) ** 2, -torch.sin(eigenvalues))  # e^{-i lam} - 1
-            b = _real_part_of_product(vectors * expm1, vectors)
+            mu, vectors = torch.linalg.eigh(skew @ skew)  # A^2 = V diag(-theta^2) V^T, ascending
+            if skew.dtype != torch.float64 and -mu[0].item() > FLOAT32_LIMIT ** 2:
+                wide = skew.double()
+                mu, vectors = (x.to(skew.dtype) for x in torch.linalg.eigh(wide @ wide))
+            theta = torch.sqrt(torch.clamp(-mu, min=0))
+            moved = skew @ vectors  # A V
+            # exp(A) - I = [V diag(cos - 1) + A V diag(sinc)] V^T; cos - 1 = -2 sin^2(theta/2) keeps a small A exact
+            b = (vectors * (-2 * torch.sin(theta / 2) ** 2) + moved * _sinc(theta)) @ vectors.t()
             b.diagonal().add_(1)
+            ctx.save_for_backward(theta, vectors, moved)
             return b
 
     @staticmethod
@@ -70,14 +100,19 @@ class _SkewExponential(torch.autograd.Function):
             return _exp_gradient(*ctx.saved_tensors, grad)
 
 
-def _exp_gradient(eigenvalues: torch.Tensor, vectors: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
-    """dL/dA = Re V [(V^H G V) o conj(Phi)] V^H from iA = V diag(lam) V^H and G = dL/dexp(A)."""
-    half_phase = torch.polar(torch.ones_like(eigenvalues), eigenvalues / 2)  # conj(e^{-i lam/2})
-    half_gap = (eigenvalues[:, None] - eigenvalues[None, :]) / 2
-    # conj(Phi)_jk = conj(e^{-i lam_j/2} e^{-i lam_k/2}) sinc((lam_j - lam_k)/2); torch.sinc(x) = sin(pi x)/(pi x)
-    conj_phi = half_phase[:, None] * half_phase[None, :] * torch.sinc(half_gap / math.pi)
-    projected = vectors.mH @ _real_times(grad.to(eigenvalues.dtype), vectors)  # V^H G V
-    return _real_part_of_product(vectors @ (projected * conj_phi), vectors)
+def _exp_gradient(theta: torch.Tensor, vectors: torch.Tensor, moved: torch.Tensor, grad: torch.Tensor
+                  ) -> torch.Tensor:
+    """dL/dA = G g(M) - H A - A H, H = V [(V^T G V) o F + ((A V)^T G V) o K] V^T (the module docstring),
+    from A^2 = V diag(-theta^2) V^T, A V and G = dL/dexp(A), as two products with [V | A V]."""
+    n = vectors.shape[0]
+    f, k = (x.to(vectors.dtype) for x in _divided_differences(theta))
+    both = torch.cat([vectors, moved], dim=1)  # [V | A V]
+    gv = grad.to(vectors.dtype) @ vectors
+    projected = both.t() @ gv  # [V^T G V; (A V)^T G V]
+    inner = projected[:n] * f + projected[n:] * k  # V^T H V
+    # G g(M) - H A - A H = (G V diag(sinc) - A V inner) V^T + (V inner) (A V)^T, with H A = -V inner (A V)^T
+    left = torch.cat([gv * _sinc(theta) - moved @ inner, vectors @ inner], dim=1)
+    return left @ both.t()
 
 
 def skew_matrix_exp(skew: torch.Tensor) -> torch.Tensor:
