@@ -6,8 +6,9 @@ The same mathematics as models/operator_recurrence.py with models/urnn.py's `Res
 reference and the path on other devices. Forward, per step (W = D3 R2 F^-1 D2 Pi R1 F D1):
     x1 = F (d1 * h_{t-1});  x3 = Pi (x1 - a1 v1), a1 = c1^T x1;  x4 = F^-1 (d2 * x3)
     z_t = u_t + d3 * (x4 - a2 v2), a2 = c2^T x4;  h_t = sigma_eps(z_t, b)  (scuRNN eq. (5))
-The backward recomputes x1, a1, x4 from h_{t-1} (two FFTs) when the factors need gradients, writes dL/dz_t over
-z_t (so it runs once per forward), pulls dL/dz_t back through W^H (two FFTs) and adds dL/d(factor) per batch row,
+The forward keeps x1, a1 and x4 of every step for the factors' gradients (two more (T, B, n) arrays, in place of
+two FFTs per step to recompute them). The backward writes dL/dz_t over z_t (so it runs once per forward), pulls
+dL/dz_t back through W^H (two FFTs) and adds dL/d(factor) per batch row,
 in PyTorch's convention for complex gradients (models/operator_recurrence.py): through y = d * x,
 dL/dd = conj(x) G; through y = x - (c^T x) v, dL/dv = -conj(a) G, dL/dc = -(v^H G) conj(x), dL/dx = G - conj(c) v^H G.
 """
@@ -80,62 +81,59 @@ def _modrelu_backward(z, t, carry, b, eps, grad_b):  # pragma: no cover (compile
 
 
 @numba.njit(**OPTIONS)
-def _last_factors_adjoint(g, t, x4, v, c, d, want_params, grad_d, grad_v, grad_c, out
-                          ):  # pragma: no cover (compiled)
-    """out = R2^H D3^H g for g = dL/dz_t, adding dL/dd3, dL/dv2, dL/dc2 (per row) from x4 when wanted."""
+def _last_factors_adjoint(g, t, x4, v, c, d, grad_d, grad_v, grad_c, out):  # pragma: no cover (compiled)
+    """out = R2^H D3^H g for g = dL/dz_t, adding dL/dd3, dL/dv2, dL/dc2 (per row) from x4 = x4_t."""
     for i in numba.prange(x4.shape[0]):
         n = x4.shape[1]
         a = x4[i, 0] * 0
-        if want_params:
-            for k in range(n):
-                a += c[k] * x4[i, k]
+        for k in range(n):
+            a += c[k] * x4[i, k]
         q = a * 0
         for j in range(n):
             gj = g[t, i, j]
-            if want_params:
-                grad_d[i, j] += np.conj(x4[i, j] - a * v[j]) * gj
+            grad_d[i, j] += np.conj(x4[i, j] - a * v[j]) * gj
             gj = gj * np.conj(d[j])
             out[i, j] = gj
             q += np.conj(v[j]) * gj
+        conj_a = np.conj(a)
         for j in range(n):
-            if want_params:
-                grad_v[i, j] -= np.conj(a) * out[i, j]
-                grad_c[i, j] -= q * np.conj(x4[i, j])
-            out[i, j] -= q * np.conj(c[j])
+            o = out[i, j]
+            grad_v[i, j] -= conj_a * o
+            grad_c[i, j] -= q * np.conj(x4[i, j])
+            out[i, j] = o - q * np.conj(c[j])
 
 
 @numba.njit(**OPTIONS)
-def _middle_factors_adjoint(g, x1, a, v, c, permutation, inverse, d, want_params, grad_d, grad_v, grad_c, out
+def _middle_factors_adjoint(g, x1, a, v, c, permutation, inverse, d, grad_d, grad_v, grad_c, out
                             ):  # pragma: no cover (compiled)
     """out = R1^H Pi^T D2^H g for g = dL/d(D2 x3) (dL/dx4 pulled back through F^-1), adding dL/dd2, dL/dv1,
-    dL/dc1 per row when wanted."""
+    dL/dc1 per row, from x1 = x1_t and a = a1_t."""
     for i in numba.prange(g.shape[0]):
         n = g.shape[1]
-        if want_params:
-            for j in range(n):  # x3 = Pi (x1 - a v)
-                p = permutation[j]
-                grad_d[i, j] += np.conj(x1[i, p] - a[i] * v[p]) * g[i, j]
+        for j in range(n):  # x3 = Pi (x1 - a v)
+            p = permutation[j]
+            grad_d[i, j] += np.conj(x1[i, p] - a[i] * v[p]) * g[i, j]
         q = g[i, 0] * 0
         for j in range(n):
             p = inverse[j]
             gj = g[i, p] * np.conj(d[p])  # Pi^T D2^H
             out[i, j] = gj
             q += np.conj(v[j]) * gj
+        conj_a = np.conj(a[i])
         for j in range(n):
-            if want_params:
-                grad_v[i, j] -= np.conj(a[i]) * out[i, j]
-                grad_c[i, j] -= q * np.conj(x1[i, j])
-            out[i, j] -= q * np.conj(c[j])
+            o = out[i, j]
+            grad_v[i, j] -= conj_a * o
+            grad_c[i, j] -= q * np.conj(x1[i, j])
+            out[i, j] = o - q * np.conj(c[j])
 
 
 @numba.njit(**OPTIONS)
-def _first_factor_adjoint(g, previous, d, want_params, grad_d, grad_h, t, carry):  # pragma: no cover (compiled)
+def _first_factor_adjoint(g, previous, d, grad_d, grad_h, t, carry):  # pragma: no cover (compiled)
     """dL/dh_{t-1} = D1^H g + direct, adding dL/dd1 per row."""
     for i in numba.prange(g.shape[0]):
         for j in range(g.shape[1]):
             gj = g[i, j]
-            if want_params:
-                grad_d[i, j] += np.conj(previous[i, j]) * gj
+            grad_d[i, j] += np.conj(previous[i, j]) * gj
             carry[i, j] = gj * np.conj(d[j]) + grad_h[t - 1, i, j] if t > 0 else gj * np.conj(d[j])
 
 
@@ -151,22 +149,22 @@ class _URNNRecurrence(torch.autograd.Function):
         d, v, c = _factors(operator, params)
         permutation = as_array(operator.permutation)
         eps = real_scalar(as_array(b), MODRELU_EPS)
-        z, h = torch.empty_like(u), torch.empty_like(u)
+        z, h, x1, x4 = (torch.empty_like(u) for _ in range(4))  # x1, x4 (and a1) kept for the backward
         h0 = h0.contiguous()
-        step_in, x1, x3, x4 = (torch.empty_like(h0) for _ in range(4))
-        a1 = h0.new_empty(h0.shape[0])
+        step_in, x3 = torch.empty_like(h0), torch.empty_like(h0)
+        a1 = u.new_empty(u.shape[:2])
         arrays = [as_array(x) for x in (u, z, h, step_in, x1, x3, x4, a1, b)]
         u_, z_, h_, step_in_, x1_, x3_, x4_, a1_, b_ = arrays
         offsets_ = as_array(u.new_zeros(1, 1, 1) if offsets is None else offsets)
         _scale(as_array(h0), d[0], step_in_)
         for t in range(u.shape[0]):
-            torch.fft.fft(step_in, norm="ortho", out=x1)  # F D1 h_{t-1}
-            _reflect_permute_scale(x1_, v[0], c[0], permutation, d[1], a1_, x3_)  # D2 Pi R1
-            torch.fft.ifft(x3, norm="ortho", out=x4)  # F^-1
-            _reflect_input_modrelu(x4_, v[1], c[1], d[2], u_, t, b_, eps, offsets_, offsets is not None, z_, h_,
+            torch.fft.fft(step_in, norm="ortho", out=x1[t])  # F D1 h_{t-1}
+            _reflect_permute_scale(x1_[t], v[0], c[0], permutation, d[1], a1_[t], x3_)  # D2 Pi R1
+            torch.fft.ifft(x3, norm="ortho", out=x4[t])  # F^-1
+            _reflect_input_modrelu(x4_[t], v[1], c[1], d[2], u_, t, b_, eps, offsets_, offsets is not None, z_, h_,
                                    d[0], step_in_)  # D3 R2, + U x_t, modReLU, and D1 h_t for the next step
         ctx.operator = operator
-        ctx.save_for_backward(b, h0, z, h, *params)
+        ctx.save_for_backward(b, h0, z, h, x1, a1, x4, *params)
         return torch.view_as_real(h).flatten(-2)
 
     @staticmethod
@@ -174,7 +172,7 @@ class _URNNRecurrence(torch.autograd.Function):
         refuse_second_backward(ctx, "uRNN", "models/urnn_kernels.py")
         match_torch_threads()
         operator = ctx.operator
-        b, h0, z, h, *params = ctx.saved_tensors
+        b, h0, z, h, x1, a1, x4, *params = ctx.saved_tensors
         d, v, c = _factors(operator, params)
         permutation, inverse = as_array(operator.permutation), as_array(operator.inverse)
         eps = real_scalar(as_array(b), MODRELU_EPS)
@@ -186,27 +184,21 @@ class _URNNRecurrence(torch.autograd.Function):
         grad_d, grad_v, grad_c = (z.new_zeros(k, batch, n) for k in (3, 2, 2))  # per batch row
         total = torch.empty_like(z) if want_total else None
         carry = grad_h[-1].clone()
-        step_in, x1, x3, x4, g, g2 = (torch.empty_like(carry) for _ in range(6))
-        a1 = carry.new_empty(batch)
-        z_, h_, h0_, grad_h_, grad_b_, b_ = (as_array(x) for x in (z, h, h0, grad_h, grad_b, b))
+        g, g2 = torch.empty_like(carry), torch.empty_like(carry)
+        z_, h_, h0_, x1_, a1_, x4_, grad_h_, grad_b_, b_ = (as_array(x) for x in (z, h, h0, x1, a1, x4, grad_h,
+                                                                                 grad_b, b))
         grad_d_, grad_v_, grad_c_ = (as_array(x) for x in (grad_d, grad_v, grad_c))
-        carry_, step_in_, x1_, x3_, x4_, g_, g2_, a1_ = (as_array(x) for x in (carry, step_in, x1, x3, x4, g, g2, a1))
+        carry_, g_, g2_ = (as_array(x) for x in (carry, g, g2))
         for t in range(steps - 1, -1, -1):
             if want_total:
                 total[t] = carry
             _modrelu_backward(z_, t, carry_, b_, eps, grad_b_)  # dL/dz_t in z_t's place
-            previous = h_[t - 1] if t else h0_
-            if wanted:  # the factors' inputs at h_{t-1}
-                _scale(previous, d[0], step_in_)
-                torch.fft.fft(step_in, norm="ortho", out=x1)
-                _reflect_permute_scale(x1_, v[0], c[0], permutation, d[1], a1_, x3_)
-                torch.fft.ifft(x3, norm="ortho", out=x4)
-            _last_factors_adjoint(z_, t, x4_, v[1], c[1], d[2], bool(wanted), grad_d_[2], grad_v_[1], grad_c_[1], g_)
+            _last_factors_adjoint(z_, t, x4_[t], v[1], c[1], d[2], grad_d_[2], grad_v_[1], grad_c_[1], g_)
             torch.fft.fft(g, norm="ortho", out=g2)  # (F^-1)^H = F
-            _middle_factors_adjoint(g2_, x1_, a1_, v[0], c[0], permutation, inverse, d[1], bool(wanted), grad_d_[1],
+            _middle_factors_adjoint(g2_, x1_[t], a1_[t], v[0], c[0], permutation, inverse, d[1], grad_d_[1],
                                     grad_v_[0], grad_c_[0], g_)
             torch.fft.ifft(g, norm="ortho", out=g2)  # F^H = F^-1
-            _first_factor_adjoint(g2_, previous, d[0], bool(wanted), grad_d_[0], grad_h_, t, carry_)
+            _first_factor_adjoint(g2_, h_[t - 1] if t else h0_, d[0], grad_d_[0], grad_h_, t, carry_)
         factor_grads = [x.sum(dim=1) for x in (grad_d, grad_v, grad_c)]  # summed over the rows
         grad_params = parameter_gradients(operator, params, wanted, factor_grads)  # through `prepare`, once
         return None, z, grad_b.sum(dim=0), carry, total, *grad_params
