@@ -16,7 +16,7 @@ import os
 import sys
 
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4  # mallopt parameters, <malloc.h>
-NEVER_TRIM = 2**31 - 1
+NEVER_TRIM = -1  # mallopt(3): -1 disables trimming; any finite int (< 2 GB) still trims a larger free top
 
 
 def reuse_freed_memory() -> bool:
