@@ -14,6 +14,8 @@ from models.modrelu import modrelu
 from models.sizing import hidden_size_for_budget, parameter_count
 from training.module import build_layer
 
+from tolerances import roundoff
+
 F64 = torch.float64
 
 
@@ -31,8 +33,13 @@ def test_exp_of_any_skew_matrix_is_special_orthogonal_to_round_off():
         upper += torch.randn(upper.shape, generator=g, dtype=F64) * 0.2
     assert upper.abs().max() > 5
     b = exp_skew(upper, n)
-    assert orthogonality_error(b) < 1e-12
-    assert torch.linalg.det(b).item() == pytest.approx(1.0, abs=1e-12)  # exp reaches SO(n) only
+    a_norm = torch.linalg.matrix_norm(skew_from_upper(upper, n), ord=2).item()
+    # A^2 is formed with error n eps ||A||^2 (gamma_n); cos and sinc of its eigenvalues carry it into exp(A)
+    # with O(1) factors (measured: 0.02 of the bound on AMD EPYC with MKL's AVX2 and its COMPATIBLE path)
+    bound = roundoff(F64, n=n, scale=a_norm ** 2)
+    assert orthogonality_error(b) < bound
+    # det(B)^2 = det(I + E) = 1 + tr E + O(E^2), |tr E| <= sqrt(n) ||E||_F: exp reaches SO(n) only
+    assert torch.linalg.det(b).item() == pytest.approx(1.0, abs=n ** 0.5 * bound)
 
 
 def frechet_adjoint(a: torch.Tensor, probe: torch.Tensor) -> torch.Tensor:
