@@ -113,8 +113,13 @@ class TaskDataModule(pl.LightningDataModule):
                                persistent_workers=self.num_workers > 0, progress=self.fit_progress,
                                seed=getattr(self, "seed", 0))
 
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val", self.eval_batch_size, False)
+    # set by `ortholab fit --test_every_validation`: the test split is evaluated with every validation, as the
+    # scoRNN/scuRNN papers report the best test figure over the epoch ends (logged as test/*)
+    test_every_validation = False
+
+    def val_dataloader(self) -> DataLoader | list[DataLoader]:
+        val = self._loader("val", self.eval_batch_size, False)
+        return [val, self.test_dataloader()] if self.test_every_validation else val
 
     def test_dataloader(self) -> DataLoader:
         return self._loader("test", self.eval_batch_size, False)

@@ -169,3 +169,21 @@ def test_an_auto_sized_model_rebuilds_from_its_saved_hyperparameters():
     assert rebuilt.hparams.hidden_size == module.hparams.hidden_size
     with pytest.raises(ConfigError, match="model.param_budget = 22000 only applies with model.hidden_size: auto"):
         RecurrentModule(**{**module.hparams, "hidden_size": module.hparams.hidden_size + 7})
+
+
+def test_test_every_validation_logs_the_test_split_beside_each_validation(tmp_path):
+    """The scoRNN/scuRNN papers' protocol: the test split measured at every epoch end, next to validation."""
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    done = ortholab("fit", "--config", DEMO, *TINY, "--data.test_size", "30", "--test_every_validation", "true",
+                    "--db", db, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    store = Store(db)
+    (run,) = store.list_runs()
+    assert run.main_metric == "val/loss"  # checkpoints and the run's best are still chosen on validation
+    for key in ("loss", "acc"):
+        val = store.metric_series(run.id, f"val/{key}")
+        test = store.metric_series(run.id, f"test/{key}")
+        assert [p.step for p in test] == [p.step for p in val] == [2, 5]
+    assert [p.value for p in store.metric_series(run.id, "test/loss")] != [
+        p.value for p in store.metric_series(run.id, "val/loss")]  # another split, not a copy
+    assert not any("dataloader_idx" in key for key in store.metric_keys(run.id))

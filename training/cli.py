@@ -130,6 +130,10 @@ class OrthoLabCLI(LightningCLI):
         parser.add_argument("--analysis", type=bool, default=True,
                             help="add the default analysis callbacks (orthogonality, eigenvalues, gradient "
                                  "profile, timing, NaN guard) that trainer.callbacks does not already configure")
+        parser.add_argument("--test_every_validation", type=bool, default=False,
+                            help="fit: also evaluate the test split at every validation, logged as test/* (the "
+                                 "scoRNN/scuRNN papers report the best test figure over the epoch ends); the "
+                                 "checkpoints are still chosen on the validation split")
         parser.link_arguments("data", "model.task", apply_on="instantiate", compute_fn=lambda dm: dm.spec.to_dict())
 
     def _parse_ckpt_path(self) -> None:
@@ -178,6 +182,8 @@ class OrthoLabCLI(LightningCLI):
         if config.trainer.enable_progress_bar is not False and not any(isinstance(c, ProgressBar) for c in configured):
             extra.append(RichProgressBar())  # Lightning's rich bar (rich is a dependency) instead of its tqdm one
         trainer = super().instantiate_trainer(callbacks=configured + extra, **kwargs)
+        if self.subcommand == "fit":
+            self.datamodule.test_every_validation = bool(config.get("test_every_validation"))
         trainer.loggers = [logger, *trainer.loggers]
         first = [ContinueRun()] if config.resume is not None else []  # truncate before anything records again
         if config.analysis:

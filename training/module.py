@@ -193,11 +193,12 @@ class RecurrentModule(pl.LightningModule):
         loss = self.objective.loss(outputs, targets, mask)
         on_step = stage == "train"  # training metrics per batch; evaluation metrics over the whole split
         self.log(f"{stage}/loss", loss, on_step=on_step, on_epoch=not on_step, prog_bar=True,
-                 batch_size=inputs.shape[0], sync_dist=not on_step)
+                 batch_size=inputs.shape[0], sync_dist=not on_step, add_dataloader_idx=False)
         metrics = self.stage_metrics[f"{stage}_metrics"]
         self.objective.update(dict(metrics.items()), outputs.detach(), targets, mask)
         for name, metric in metrics.items():
-            self.log(f"{stage}/{name}", metric, on_step=on_step, on_epoch=not on_step, prog_bar=True)
+            self.log(f"{stage}/{name}", metric, on_step=on_step, on_epoch=not on_step, prog_bar=True,
+                     add_dataloader_idx=False)
         return loss
 
     def training_step(self, batch, batch_idx):
@@ -216,8 +217,9 @@ class RecurrentModule(pl.LightningModule):
         self.model.layer.after_optimizer_step()
         return loss
 
-    def validation_step(self, batch, batch_idx):
-        self._shared_step(batch, "val")
+    def validation_step(self, batch, batch_idx, dataloader_idx: int = 0):
+        # a second loader is the test split, evaluated at every validation with `--test_every_validation`
+        self._shared_step(batch, "test" if dataloader_idx == 1 else "val")
 
     def test_step(self, batch, batch_idx):
         self._shared_step(batch, "test")
