@@ -46,6 +46,20 @@ class PaperRow:
     config: str | None = None
     args: tuple[str, ...] = ()  # extra `--key value` flags for the row (e.g. a shorter T than the config's)
     notes: str | None = None
+    spread: float | None = None  # the paper's reported spread (e.g. a std over seeds), in the value's units
+
+    @property
+    def tolerance(self) -> float | None:
+        """How far a reproduction may lie from `value` and still agree: the reported spread, else half a unit
+        of the value's last printed digit (0.943 -> 0.0005: the paper's own rounding)."""
+        if self.value is None:
+            return None
+        if self.spread is not None:
+            return float(self.spread)
+        text = repr(float(self.value))  # YAML's 0.943 reads back as the shortest repr, the digits as printed
+        mantissa, _, exponent = text.partition("e")
+        decimals = len(mantissa.partition(".")[2].rstrip("0")) - int(exponent or 0)
+        return 0.5 * 10.0 ** -decimals
 
     @property
     def tag(self) -> str:
@@ -117,7 +131,10 @@ class Reproduction:
     evaluation: RunSummary | None
     value: float | None  # in the paper's units (scale applied)
     measured_as: str | None  # the metric actually read (a val/ metric when no test run exists)
-    verdict: str | None  # for qualitative rows: below_baseline / at_baseline
+    verdict: str | None  # qualitative rows: below/above/at_baseline; numeric rows: within/above/below/not finished
+    selected: float | None = None  # the test metric of the checkpoint chosen on validation, beside `value` when
+    # the fit measured the test split at every validation (the papers' protocol: best test over the epochs)
+    length: str | None = None  # how long the fit ran: steps of the plan, epochs
 
     @property
     def status(self) -> str:
@@ -137,17 +154,45 @@ def reproduction(store: Store, row: PaperRow, runs: list[RunSummary]) -> Reprodu
     tests = [r for r in tagged if r.stage == "test" and r.status == "finished"]
     fit = max(fits, key=lambda r: r.id, default=None)
     evaluation = max(tests, key=lambda r: r.id, default=None)
-    value = measured_as = verdict = None
-    for run, metric in ((evaluation, row.metric), (fit, row.metric), (fit, row.metric.replace("test/", "val/", 1))):
+    value = measured_as = verdict = selected = None
+    # the fit's own test points first (measured at every validation, as the papers did), then the test run of the
+    # checkpoint chosen on validation, then the validation metric when nothing was measured on the test split
+    for run, metric in ((fit, row.metric), (evaluation, row.metric), (fit, row.metric.replace("test/", "val/", 1))):
         if run is not None and (found := _metric_value(store, run, metric, row.mode)) is not None:
             value, measured_as = found * row.scale, metric
+            if run is fit and evaluation is not None and metric.startswith("test/"):
+                found = _metric_value(store, evaluation, metric, row.mode)
+                selected = None if found is None else found * row.scale
             break
     if row.value is None and fit is not None and fit.best is not None and fit.baseline:
         if fit.main_metric_mode == "min":  # losses: better is below
             verdict = "below_baseline" if fit.best < (1 - BEYOND_BASELINE) * fit.baseline else "at_baseline"
         else:  # accuracies: better is above
             verdict = "above_baseline" if fit.best > (1 + BEYOND_BASELINE) * fit.baseline else "at_baseline"
-    return Reproduction(row, fit, evaluation, value, measured_as, verdict)
+    elif row.value is not None and fit is not None:
+        verdict = _numeric_verdict(row, fit, value)
+    return Reproduction(row, fit, evaluation, value, measured_as, verdict, selected,
+                        _length(store, fit) if fit is not None else None)
+
+
+def _numeric_verdict(row: PaperRow, fit: RunSummary, value: float | None) -> str:
+    """within / above / below the published value (by its spread or printed precision), or not finished."""
+    if fit.status != "finished" or value is None:
+        return "not finished"
+    if abs(value - row.value) <= row.tolerance:
+        return "within"
+    return "above" if value > row.value else "below"
+
+
+def _length(store: Store, fit: RunSummary) -> str:
+    """'3300/77000 steps, epoch 3/70' from the run's recorded plan; the steps alone for runs without one."""
+    plan = (store.get_run(fit.id).info or {}).get("plan") or {}
+    total, per_epoch, epochs = plan.get("total_steps"), plan.get("steps_per_epoch"), plan.get("max_epochs")
+    steps = fit.steps  # the highest step recorded, as `ortholab runs` shows it
+    text = f"{steps}/{total} steps" if total else f"{steps} steps"
+    if per_epoch and epochs:
+        text += f", epoch {steps // per_epoch}/{epochs}"
+    return text
 
 
 def reproductions(store: Store | None, table: PaperTable) -> list[Reproduction]:
@@ -182,15 +227,21 @@ def comparison_rows(items: list[Reproduction]) -> list[dict[str, Any]]:
         scale = next((t[6:] for t in (item.fit.tags if item.fit else ()) if t.startswith("scale:")), None)
         rows.append({"row": row.row, "setting": row.setting, "family": row.family, "n": row.hidden_size,
                      "params": row.parameters, "published": published, "reproduced": reproduced,
+                     "selected_on_val": _number(item.selected) if item.selected is not None else None,
+                     "length": item.length, "verdict": item.verdict if row.value is not None else None,
                      "status": item.status, "scale": scale, "run": item.fit.id if item.fit else None,
                      "test_run": item.evaluation.id if item.evaluation else None, "config": row.config})
     return rows
 
 
+REPORT_COLUMNS = ["row", "setting", "family", "n", "params", "published", "reproduced", "selected_on_val", "length",
+                  "verdict", "status", "scale", "run"]
+
+
 def markdown_report(store: Store | None, tables: dict[str, PaperTable]) -> str:
     """Published vs reproduced, one Markdown table per paper table."""
     out = []
-    columns = ["row", "setting", "family", "n", "params", "published", "reproduced", "status", "scale", "run"]
+    columns = REPORT_COLUMNS
     for table in tables.values():
         out.append(f"### {table.paper} {table.table}: {table.title}\n")
         out.append(f"metric: `{table.metric}` ({table.mode}), published = {table.scale:g} x OrthoLab value\n")

@@ -71,7 +71,7 @@ def test_the_report_reads_test_runs_falls_back_to_val_and_judges_qualitative_row
     items = reproductions(store, table)
     assert items[0].value == pytest.approx(92.5) and items[0].measured_as == "test/acc"
     report = markdown_report(store, {"demo_table9": table})
-    assert "| mnist_scornn_n8 | - | scornn | 8 | - | 98.1 | 92.5 | finished | full | 1 |" in report
+    assert "| mnist_scornn_n8 | - | scornn | 8 | - | 98.1 | 92.5 | - | 2 steps | below | finished | full | 1 |" in report
     assert "at baseline (val/loss 0.48) ✓" in report and "not yet run" in report
 
 
@@ -170,3 +170,63 @@ def test_one_real_row_per_family_runs_at_cpu_smoke_scale(tmp_path, monkeypatch, 
     runs = Store(db).list_runs()
     assert sorted(r.family for r in runs) == sorted(chosen), out
     assert all(r.status == "finished" and r.steps == 40 for r in runs), [(r.name, r.status, r.steps) for r in runs]
+
+
+def test_the_papers_protocol_value_sits_beside_the_validation_selected_one_with_a_verdict(tmp_path):
+    """Best test accuracy over the epoch ends (the paper) first, the checkpoint chosen on validation beside it."""
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    table = load_table(_write(tmp_path, TABLE))
+    mnist = table.rows[0]
+    fit = store.create_run(name="a", family="scornn", task="mnist", tags=[mnist.tag], main_metric="val/acc",
+                           main_metric_mode="max")
+    store.update_run(fit, info={"plan": {"total_steps": 300, "steps_per_epoch": 100, "max_epochs": 3}})
+    for step, (val, test) in zip((99, 199), ((0.97, 0.979), (0.98, 0.976))):
+        store.log_metrics(fit, {"val/acc": val, "test/acc": test}, step=step)
+    item = reproductions(store, table)[0]
+    assert item.value == pytest.approx(97.9) and item.measured_as == "test/acc"  # max over the epoch ends
+    assert item.verdict == "not finished" and item.length == "199/300 steps, epoch 1/3"
+    store.set_status(fit, "finished")
+    test_run = store.create_run(name="a", stage="test", family="scornn", task="mnist", tags=[mnist.tag])
+    store.log_metrics(test_run, {"test/acc": 0.976}, step=199)
+    store.set_status(test_run, "finished")
+    item = reproductions(store, table)[0]
+    assert item.value == pytest.approx(97.9) and item.selected == pytest.approx(97.6)
+    assert item.verdict == "below"  # 97.9 against 98.1 printed to 0.1: more than half a unit (0.05) away
+
+
+@pytest.mark.parametrize("value, spread, tolerance", [(0.943, None, 0.0005), (98.1, None, 0.05), (3.22, None, 0.005),
+                                                      (5.3, 0.4, 0.4), (2e-05, None, 5e-06), (12, None, 0.5)])
+def test_a_published_value_agrees_within_its_spread_or_half_its_last_printed_digit(value, spread, tolerance):
+    row = published.PaperRow(table="t", row="r", task="mnist", family="scornn", metric="test/acc", mode="max",
+                             scale=1.0, value=value, spread=spread)
+    assert row.tolerance == pytest.approx(tolerance)
+
+
+def test_the_export_writes_tables_and_a_curve_plot_per_table(tmp_path):
+    import numpy as np
+    from matplotlib.image import imread
+
+    from app.export import export_report
+
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    table = load_table(_write(tmp_path, TABLE))
+    mnist, copy, _ = table.rows
+    fit = store.create_run(name="a", family="scornn", task="mnist", tags=[mnist.tag], main_metric="val/acc",
+                           main_metric_mode="max")
+    for step, acc in enumerate([0.5, 0.93, 0.95]):
+        store.log_metrics(fit, {"val/acc": acc, "test/acc": acc - 0.01}, step=step * 100)
+    copy_run = store.create_run(name="b", family="lstm", task="copying", tags=[copy.tag], main_metric="val/loss",
+                                baseline=0.5)
+    for step, loss in enumerate([0.6, 0.5, 0.49]):
+        store.log_metrics(copy_run, {"val/loss": loss}, step=step * 100)
+    written = export_report(store, {"demo_table9": table}, tmp_path / "out")
+    assert sorted(p.name for p in written) == ["demo_table9.html", "demo_table9.png", "report.csv", "report.md"]
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert markdown.startswith("<!-- written by") and "commit" in markdown and "| mnist_scornn_n8 |" in markdown
+    csv_rows = (tmp_path / "out" / "report.csv").read_text().splitlines()
+    assert csv_rows[0].startswith("table,row,setting") and len(csv_rows) == 1 + len(table.rows)
+    assert any(line.startswith("demo_table9,mnist_scornn_n8,") and ",94," in line for line in csv_rows)
+    pixels = imread(tmp_path / "out" / "demo_table9.png")
+    assert pixels.shape[0] > 300 and float(np.std(pixels[..., :3])) > 0.05  # drawn, not a blank canvas
+    html = (tmp_path / "out" / "demo_table9.html").read_text()
+    assert "mnist_scornn_n8 (run 1, test" in html and "copy_lstm (run 2, val" in html  # JSON escapes the slash

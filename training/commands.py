@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -28,13 +29,42 @@ def _fmt(value) -> str:
 def runs_rows(db_url: str | None) -> list[dict]:
     from db import Store
 
+    store = Store(db_url)
     rows = []
-    for run in Store(db_url).list_runs():
+    for run in store.list_runs():
         d = run.to_dict()
-        rows.append({"id": d["id"], "name": d["name"], "stage": d["stage"], "family": d["family"], "task": d["task"],
-                     "status": d["status"], "steps": d["steps"], "main_metric": d["main_metric"],
-                     "best": d["best"], "baseline": d["baseline"], "started": d["created_at"]})
+        row = {"id": d["id"], "name": d["name"], "stage": d["stage"], "family": d["family"], "task": d["task"],
+               "status": d["status"], "steps": d["steps"], "main_metric": d["main_metric"],
+               "best": d["best"], "baseline": d["baseline"], "started": d["created_at"]}
+        if run.status == "running":  # the only rows whose progress changes: one more read each
+            row.update(run_progress(store, run))
+        rows.append(row)
     return rows
+
+
+def run_progress(store, run) -> dict:
+    """`total_steps`, `epoch` (k/N), `eta_s` of a running run, from its recorded plan and its step times."""
+    plan = ((store.get_run(run.id).info or {}).get("plan")) or {}
+    total, per_epoch, epochs = plan.get("total_steps"), plan.get("steps_per_epoch"), plan.get("max_epochs")
+    out = {"total_steps": total}
+    if per_epoch:
+        out["epoch"] = f"{run.steps // per_epoch}/{epochs}" if epochs else str(run.steps // per_epoch)
+    times = [p.value for p in store.metric_series(run.id, "time/step_s")[-5:]]  # the recent pace
+    if total and times:
+        out["eta_s"] = max(total - run.steps, 0) * sorted(times)[len(times) // 2]
+    return out
+
+
+def _progress_cell(row: dict) -> str:
+    """'700/10000' for a run with a known plan, else the steps so far."""
+    return f"{row['steps']}/{row['total_steps']}" if row.get("total_steps") else str(row["steps"])
+
+
+def _duration(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    minutes = round(seconds / 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
 
 
 # ortholab list -------------------------------------------------------------------------------------
@@ -165,6 +195,8 @@ def run_command(argv: list[str]) -> None:
     report = sub.add_parser("report", help="published vs reproduced, as Markdown tables")
     report.add_argument("table", nargs="?", default=None, help="one published table (default: all)")
     report.add_argument("--db", default=None, help="SQLAlchemy URL (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
+    report.add_argument("--export", default=None, metavar="DIR",
+                        help="also write report.md, report.csv and per table a curve plot (PNG and HTML) into DIR")
     database = sub.add_parser("db", help="manage the run store's schema")
     database.add_argument("action", choices=["upgrade", "version"],
                           help="upgrade: migrate the store to this OrthoLab's schema; version: show revisions")
@@ -202,7 +234,13 @@ def run_command(argv: list[str]) -> None:
         tables = load_tables()
         if args.table is not None and args.table not in tables:
             raise ConfigError(f"no published table {args.table!r}; choose one of {sorted(tables)}")
-        print(markdown_report(Store(args.db), {k: v for k, v in tables.items() if args.table in (None, k)}))
+        chosen = {k: v for k, v in tables.items() if args.table in (None, k)}
+        print(markdown_report(Store(args.db), chosen))
+        if args.export:
+            from app.export import export_report
+
+            for path in export_report(Store(args.db), chosen, args.export):
+                print(f"wrote {path}", file=sys.stderr)
         return
     if args.command == "evaluate-audio":
         from training.audio_eval import evaluate_run
@@ -239,11 +277,12 @@ def run_command(argv: list[str]) -> None:
         rows, columns = list_rows(args.db), ["table", "row", "family", "task", "published", "config", "status", "run"]
     elif args.command == "runs":
         rows = runs_rows(args.db)
-        columns = ["id", "name", "stage", "family", "task", "status", "steps", "main_metric", "best", "baseline",
-                   "started"]
+        columns = ["id", "name", "stage", "family", "task", "status", "steps", "epoch", "eta", "main_metric", "best",
+                   "baseline", "started"]
         if not args.json:  # the table shows UTC start times to the second; JSON keeps full ISO strings
             for row in rows:
                 row["started"] = (row["started"] or "")[:19].replace("T", " ")
+                row["steps"], row["eta"] = _progress_cell(row), _duration(row.get("eta_s"))
     elif args.what == "families":
         rows, columns = family_rows(), ["family", "groups", "recurrent_matrix", "summary"]
     elif args.what == "tasks":

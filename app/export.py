@@ -1,0 +1,141 @@
+"""`ortholab report --export DIR`: the published-vs-reproduced tables and one curve plot per paper table/figure.
+
+Writes report.md and report.csv (every row of the chosen tables, the columns of `ortholab report`), and for
+each table with a recorded run `<table>.png` (matplotlib, for documents) and `<table>.html` (plotly,
+interactive): per row its run's curve of the table's metric over training steps, the task's baseline dashed
+and the published value dotted. report.md opens with the command, the commit and the machine that made it.
+"""
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+from db import Store
+from db.published import REPORT_COLUMNS, PaperTable, comparison_rows, markdown_report, reproductions
+
+
+def machine() -> str:
+    """'AMD EPYC, 2 cores, Linux x86_64': the CPU model as /proc/cpuinfo names it, else platform's guess."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            model = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}"
+
+
+def commit() -> str:
+    """The checkout's commit (with '+changes' when the tree differs from it), or the installed version."""
+    here = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "-C", str(here), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return head + ("+changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        from importlib.metadata import version
+
+        return f"ortholab {version('ortholab')}"
+
+
+def _curves(store: Store, table: PaperTable) -> list[dict]:
+    """Per row with a run: its label, steps and values of the row's metric (the val/ twin if the test/ one is
+    missing), the run's baseline and the published value."""
+    out = []
+    for item in reproductions(store, table):
+        if item.fit is None:
+            continue
+        metric = item.row.metric
+        points = store.metric_series(item.fit.id, metric)
+        if not points and metric.startswith("test/"):
+            metric = metric.replace("test/", "val/", 1)
+            points = store.metric_series(item.fit.id, metric)
+        if not points:
+            continue
+        out.append({"label": f"{item.row.row} (run {item.fit.id}, {metric})", "metric": metric,
+                    "steps": [p.step for p in points], "values": [p.value * item.row.scale for p in points],
+                    "baseline": item.fit.baseline, "published": item.row.value})
+    return out
+
+
+def _log_axis(table: PaperTable, curves: list[dict]) -> bool:
+    """Losses that fall by orders of magnitude (copying) read on a log axis; accuracies on a linear one."""
+    values = [v for c in curves for v in c["values"] if v > 0]
+    return table.mode == "min" and bool(values) and max(values) / min(values) > 100
+
+
+def _png(path: Path, table: PaperTable, curves: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display: files only
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.0, 4.2), dpi=150)
+    for i, curve in enumerate(curves):
+        color = f"C{i % 10}"
+        ax.plot(curve["steps"], curve["values"], color=color, linewidth=1.4, label=curve["label"],
+                linestyle="-" if i < 10 else "--")
+        if curve["baseline"] is not None and table.mode == "min":
+            ax.axhline(curve["baseline"] * table.scale, color=color, linestyle=":", linewidth=1.0)
+        if curve["published"] is not None:
+            ax.axhline(curve["published"], color=color, linestyle="-.", linewidth=1.0)
+    if _log_axis(table, curves):
+        ax.set_yscale("log")
+    ax.set_xlabel("training step")
+    ax.set_ylabel(f"{curves[0]['metric']} (x{table.scale:g})" if table.scale != 1 else curves[0]["metric"])
+    ax.set_title(f"{table.paper} {table.table}", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, title="dotted: task baseline; dash-dot: published", title_fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _html(path: Path, table: PaperTable, curves: list[dict]) -> None:
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for curve in curves:
+        fig.add_trace(go.Scatter(x=curve["steps"], y=curve["values"], mode="lines", name=curve["label"]))
+        if curve["baseline"] is not None and table.mode == "min":
+            fig.add_hline(y=curve["baseline"] * table.scale, line_dash="dot",
+                          annotation_text=f"baseline {curve['baseline']:.4g}")
+        if curve["published"] is not None:
+            fig.add_hline(y=curve["published"], line_dash="dashdot", annotation_text=f"published {curve['published']}")
+    fig.update_layout(title=f"{table.paper} {table.table}: {table.title}", xaxis_title="training step",
+                      yaxis_title=curves[0]["metric"], yaxis_type="log" if _log_axis(table, curves) else "linear")
+    fig.write_html(path, include_plotlyjs="cdn")
+
+
+def export_report(store: Store, tables: dict[str, PaperTable], folder: str | Path) -> list[Path]:
+    """Write the report's files into `folder` (created); returns the paths written."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    command = "ortholab " + " ".join(sys.argv[1:]) if sys.argv and "ortholab" in Path(sys.argv[0]).name else \
+        "ortholab report --export"
+    header = (f"<!-- written by `{command}` on {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, commit "
+              f"{commit()}, machine {machine()}, store {store.display_url} -->\n\n")
+    (folder / "report.md").write_text(header + markdown_report(store, tables))
+    written.append(folder / "report.md")
+    with open(folder / "report.csv", "w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=["table", *REPORT_COLUMNS], extrasaction="ignore")
+        writer.writeheader()
+        for table in tables.values():
+            for row in comparison_rows(reproductions(store, table)):
+                writer.writerow({"table": table.id, **row})
+    written.append(folder / "report.csv")
+    for table in tables.values():
+        curves = _curves(store, table)
+        if curves:
+            _png(folder / f"{table.id}.png", table, curves)
+            _html(folder / f"{table.id}.html", table, curves)
+            written += [folder / f"{table.id}.png", folder / f"{table.id}.html"]
+    return written
