@@ -124,3 +124,37 @@ def test_a_store_killed_mid_write_opens_at_its_last_commit(tmp_path):
     per_key = [steps_of(store, run_id, key) for key in keys]
     assert len(per_key[0]) > 5 and all(steps == per_key[0] for steps in per_key)  # every commit whole, or absent
     assert per_key[0] == list(range(len(per_key[0])))
+
+
+def test_reproduce_resume_continues_a_killed_paper_row_as_the_same_run(tmp_path, reference, monkeypatch, capsys):
+    """A machine restart mid-row: the run stays 'running' with no process; `reproduce --resume` finds it by its
+    silence and continues it to the same curve as an uninterrupted run."""
+    import yaml
+
+    import db.published as published
+    from training.cli import main
+
+    tables = tmp_path / "published"
+    tables.mkdir()
+    (tables / "toy_figure1.yaml").write_text(yaml.safe_dump(
+        {"paper": "toy", "table": "Figure 1", "metric": "val/loss", "mode": "min",
+         "rows": [{"row": "copy", "task": "copying", "family": "scornn", "value": None, "config": DEMO}]}))
+    monkeypatch.setattr(published, "PUBLISHED_DIR", tables)
+    monkeypatch.setattr(published, "CHECKS_DIR", tmp_path / "no-checks")
+    monkeypatch.setenv("PYTHONPATH", f"{REPO}{os.pathsep}{REPO / 'tests'}")  # faults.SignalAt, in the stored config
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    killed = ortholab(tmp_path, "fit", "--config", DEMO, *RUN, "--db", db, "--tags", '["paper:toy_figure1/copy"]',
+                      "--trainer.callbacks+=faults.SignalAt", "--trainer.callbacks.step=8")
+    assert killed.returncode == -signal.SIGKILL
+    store = Store(db)
+    (run,) = store.list_runs()
+    assert run.status == "running"
+
+    main(["reproduce", "--resume", "--db", db])  # seconds ago: it may still be alive, so it is left alone
+    assert "no unfinished paper rows" in capsys.readouterr().out and store.list_runs()[0].status == "running"
+    main(["reproduce", "--resume", "--stale_minutes", "0", "--db", db])
+    assert f"paper:toy_figure1/copy: run {run.id} finished" in capsys.readouterr().out
+    (after,) = store.list_runs()
+    assert after.id == run.id and after.status == "finished"
+    assert_same_training(store, after, reference)

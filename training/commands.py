@@ -192,6 +192,11 @@ def run_command(argv: list[str]) -> None:
                                                        "steps on CPU, to check every row runs)")
     repro.add_argument("--db", default=None, help="SQLAlchemy URL (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
     repro.add_argument("--json", action="store_true", help="with --list: print JSON")
+    repro.add_argument("--resume", action="store_true",
+                       help="continue every paper row whose run stopped early (interrupted, or killed with the "
+                            "machine) from its last checkpoint, as the same run; then evaluate it")
+    repro.add_argument("--stale_minutes", type=float, default=30.0,
+                       help="with --resume: a 'running' run silent this long counts as stopped (default 30)")
     report = sub.add_parser("report", help="published vs reproduced, as Markdown tables")
     report.add_argument("table", nargs="?", default=None, help="one published table (default: all)")
     report.add_argument("--db", default=None, help="SQLAlchemy URL (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
@@ -220,6 +225,11 @@ def run_command(argv: list[str]) -> None:
         study = run_sweep(args.config, args.space, args.trials, db=args.db, name=args.name, sampler=args.sampler,
                           seed=args.seed, workers=args.workers, extra=extra)
         print(report(study))
+        return
+    if args.command == "reproduce" and args.resume:
+        from training.reproduce import resume_unfinished
+
+        resume_unfinished(args.db, args.stale_minutes * 60, extra)
         return
     if args.command == "reproduce" and not args.list:
         from training.reproduce import reproduce

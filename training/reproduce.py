@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
@@ -72,6 +73,12 @@ def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str]) -> str:
         return f"{row.tag}: fit failed (exit {code})"
     store = Store(db)
     run = max((r for r in store.list_runs() if row.tag in r.tags and r.stage == "fit"), key=lambda r: r.id)
+    return evaluate_row(row, run, config_path, name, tags, store_args, flags, extra, store)
+
+
+def evaluate_row(row: PaperRow, run, config_path: Path, name: str, tags: list[str], store_args: list[str],
+                 flags: list[str], extra: list[str], store: Store) -> str:
+    """After a row's fit: the test run of its best checkpoint and the audio evaluation, where the row asks."""
     if row.metric.startswith("test/"):
         checkpoints = sorted((Path(store.get_run(run.id).run_dir) / "checkpoints").glob("best-step*.ckpt"))
         checkpoint = str(checkpoints[-1]) if checkpoints else "last"
@@ -84,6 +91,47 @@ def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str]) -> str:
         if code:
             return f"{row.tag}: run {run.id} trained; audio evaluation failed (exit {code})"
     return f"{row.tag}: run {run.id} {run.status}"
+
+
+def unfinished_runs(store: Store, stale_after_s: float) -> list[tuple[PaperRow, object]]:
+    """Paper rows whose latest fit stopped before its end: interrupted, or 'running' without a sign of life
+    (no write to the store) for `stale_after_s` seconds, i.e. killed with the machine or by SIGKILL."""
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    found = []
+    runs = store.list_runs()
+    for table in load_tables().values():
+        for row in table.rows:
+            fits = [r for r in runs if row.tag in r.tags and r.stage == "fit"]
+            if not fits:
+                continue
+            fit = max(fits, key=lambda r: r.id)
+            silent = (now - fit.heartbeat_at.replace(tzinfo=None)).total_seconds()
+            if fit.status == "interrupted" or (fit.status == "running" and silent > stale_after_s):
+                found.append((row, fit))
+    return found
+
+
+def resume_unfinished(db: str | None, stale_after_s: float, extra: list[str]) -> list[str]:
+    """`ortholab reproduce --resume`: continue every unfinished row's run from its last checkpoint (the same run
+    id: no point lost or doubled), then evaluate it as `reproduce` would have."""
+    store = Store(db)
+    outcomes = []
+    for row, fit in unfinished_runs(store, stale_after_s):
+        store_args = ["--db", store.url]
+        code = _ortholab("fit", "--resume", str(fit.id), *store_args, *extra)
+        if code:
+            outcome = f"{row.tag}: resuming run {fit.id} failed (exit {code})"
+        else:
+            run = store.get_run(fit.id)
+            tags = ["--tags", json.dumps(list(run.tags))]
+            outcome = evaluate_row(row, run, Path(run.run_dir) / "config.yaml", run.name, tags, store_args, [], extra,
+                                   store)
+        print(outcome, flush=True)
+        outcomes.append(outcome)
+    if not outcomes:
+        print(f"no unfinished paper rows in {store.display_url} (a 'running' run counts as stopped after "
+              f"{stale_after_s / 60:g} minutes without a write)", flush=True)
+    return outcomes
 
 
 def list_rows(db: str | None) -> list[dict]:
