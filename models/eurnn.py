@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch import nn
 
 from models.base import ConfigError
 from models.compiled import supported
-from models.complex_recurrence import complex_modrelu_recurrence
+from models.complex_recurrence import complex_modrelu_recurrence, eunn_modrelu
 from models.givens_kernels import givens_recurrence_features
 from models.operator_recurrence import (FactoredUnitaryLayer, gather_units, interleaved_to_planar,
                                        operator_recurrence_features, planar_to_interleaved)
@@ -41,6 +42,9 @@ STYLES = ("tunable", "fft")
 ROTATIONS = ("code", "paper")
 RECURRENCES = ("auto", "dense", "layers")
 LAYERS_FROM_WIDTH = 52  # auto: the layers when n > 52 (L + 3), the measured crossover above
+# the code's modReLU eps (eunn.py:16) until ba78a68 / 4ef928d (2018-11-20) raised it to 1e-3, then 1e-2: the scoRNN
+# (ICML 2018) and scuRNN (AAAI 2019, submitted before that) papers ran the 1e-5 version
+CODE_MODRELU_EPS = 1e-5
 
 
 def tunable_pairs(n: int, capacity: int) -> list[list[tuple[int, int]]]:
@@ -145,13 +149,17 @@ class EURNN(FactoredUnitaryLayer):
     when n > 52 (L + 3), as measured above; both give the same values and gradients).
     Initialisation as the official code (jingli9111/EUNN-tensorflow): angles, phases and D's phases
     ~ U(-pi, pi), input weights [Re U; Im U] (2n, m) ~ U(-0.01, 0.01), modReLU bias b = 0, zero initial state
-    (fixed). The nonlinearity is scuRNN eq. (5) with eps = 1e-5 (the code: z / (|z| + 1e-5) relu(|z| + 1e-5 + b)).
+    (fixed). The nonlinearity is the code's modReLU, z / (|z| + eps) relu(|z| + eps + b) (eunn.py:15-19), with
+    modrelu_eps = 1e-5 by default: the code until 2018-11-20 (then commit ba78a68 made it 1e-3 and 4ef928d 1e-2,
+    both "finally fixed the bug", after 4fc21f4 "fix bug for nan problem in mnist task"), so the version the scoRNN
+    and scuRNN papers compared against; 0.01 is the code's head. (The other complex families take scuRNN eq. (5),
+    eps inside a root: not the same function for |z| below ~sqrt(eps).)
     The official code reads out only Re h from a complex cell; here, as the other complex families, Re h and Im h.
     Parameter groups: `recurrent` (angles, phases, D's phases), `other` (U, b).
     """
 
     def __init__(self, input_size: int, hidden_size: int, style: str = "tunable", capacity: int = 2,
-                 rotation: str = "code", recurrence: str = "auto"):
+                 rotation: str = "code", recurrence: str = "auto", modrelu_eps: float = CODE_MODRELU_EPS):
         super().__init__(input_size, hidden_size)
         if style not in STYLES:
             raise ConfigError(f"model.family_args.style = {style!r}; choose 'tunable' (capacity L layers) or "
@@ -165,9 +173,14 @@ class EURNN(FactoredUnitaryLayer):
         if recurrence not in RECURRENCES:
             raise ConfigError(f"model.family_args.recurrence = {recurrence!r}; choose 'dense' (W formed once per "
                               f"pass, one product per step), 'layers' (the rotation layers at every step) or 'auto'")
+        if isinstance(modrelu_eps, bool) or not isinstance(modrelu_eps, (int, float)) or not modrelu_eps > 0:
+            raise ConfigError(f"model.family_args.modrelu_eps = {modrelu_eps!r} must be a positive number: the "
+                              f"modReLU divides z by |z| + eps, and z = 0 where h = 0 meets a zero input; 1.0e-5 "
+                              f"(the code the papers ran) or 1.0e-2 (the code's head)")
         n = hidden_size
         self.output_size = 2 * n
         self.style, self.capacity, self.rotation = style, capacity, rotation
+        self.modrelu = eunn_modrelu(float(modrelu_eps))
         layers = tunable_pairs(n, capacity) if style == "tunable" else fft_pairs(n)
         if recurrence == "auto":
             recurrence = "layers" if n > LAYERS_FROM_WIDTH * (len(layers) + 3) else "dense"
@@ -194,7 +207,8 @@ class EURNN(FactoredUnitaryLayer):
 
     def recurrence_for(self, u: torch.Tensor):
         """On the CPU, the compiled loops of models/givens_kernels.py (2-3x faster there); else the torch BPTT."""
-        return givens_recurrence_features if supported(u) else operator_recurrence_features
+        recurrence = givens_recurrence_features if supported(u) else operator_recurrence_features
+        return partial(recurrence, modrelu=self.modrelu)
 
     def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
         if self.recurrence == "dense":
@@ -202,6 +216,6 @@ class EURNN(FactoredUnitaryLayer):
             u = torch.matmul(x.transpose(0, 1), self.input_weight.t())  # (T, B, 2n): [Re | Im] U x_t, all steps
             h0 = interleaved_to_planar(self.h0).expand(x.shape[0], -1)  # the dense recurrence's [Re | Im] layout
             offsets = None if state_offsets is None else interleaved_to_planar(state_offsets.transpose(0, 1))
-            h = complex_modrelu_recurrence(u, w.real, w.imag, self.bias, h0, offsets)
+            h = complex_modrelu_recurrence(u, w.real, w.imag, self.bias, h0, offsets, modrelu=self.modrelu)
             return planar_to_interleaved(h).transpose(0, 1)
         return super().forward(x, state_offsets)  # the layers at every step

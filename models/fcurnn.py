@@ -12,6 +12,16 @@ h0 ~ U[+-sqrt(3 / (2n))], input weights Glorot-uniform over the real [m, 2n] sha
 Haar-random unitary from torch's RNG (QR of a complex Gaussian, with R's diagonal phases moved into Q, Mezzadri
 2007), 'identity' is the code's `identity` option. The code's default (`rand`) is a random product of
 Arjovsky's restricted-capacity factors, which is not reproduced here.
+
+Which gradient W receives (`w_gradient`). The code trains the real 2n x 2n matrix M = [[Re W^T, Im W^T],
+[-Im W^T, Re W^T]] ([Re h | Im h] @ M = [Re(W h) | Im(W h)]) and its optimizer builds G = C + iD from the top
+blocks of dL/dM only (C, D: their transposes; stwisdom/urnn custom_optimizers.py:63-67, optimizations.py:37-41),
+i.e. from the part of dL/dW that flows through Re h_{t-1}: G = sum_t delta_t Re(h_{t-1})^T with
+delta_t = dL/dRe z_t + i dL/dIm z_t, where dL/dW = sum_t delta_t h_{t-1}^H. 'top_blocks' (default) hands W that
+G, so that the Stiefel step is the code's; 'full' hands it dL/dW. G is (dL/dW + sum_t delta_t h_{t-1}^T) / 2,
+another direction and a shorter one: at initialisation (copying T = 100, n = 128; adding T = 200, n = 120) the
+Stiefel directions B of the two had cosine 0.69 / 0.79, and dL/dW's was 1.6x as long, so at one lr 'full' takes
+larger steps than the code. W's .grad is then not dL/dW (a gradient check of W needs 'full').
 """
 from __future__ import annotations
 
@@ -24,6 +34,7 @@ from models.base import ConfigError, RecurrentLayer
 from models.complex_recurrence import complex_modrelu_recurrence
 
 INITS = ("haar", "identity")
+W_GRADIENTS = ("top_blocks", "full")  # what W's .grad holds: the code's G (see above) or dL/dW
 DRIFT_HINT_THRESHOLD = 1e-2  # ||W^H W - I||_F beyond this: the multiplicative updates have left the manifold
 
 
@@ -40,6 +51,7 @@ class FullCapacityURNN(RecurrentLayer):
     """Full-capacity unitary RNN: complex state, dense unitary W stepped on the Stiefel manifold (output_size 2n).
 
     init: 'haar' (a Haar-random unitary) or 'identity' (W = I).
+    w_gradient: 'top_blocks' (W's .grad is the code's G, through Re h only: the code's step) or 'full' (dL/dW).
     Parameter groups: `recurrent` ([W_re, W_im], for optimizer `stiefel_cayley`), `other` (U, b, h0).
     The papers count W as n^2 parameters (the dimension of U(n)); it is stored as 2n^2 real numbers, and
     `param_budget` sizing counts n^2. Unless the config names an optimizer for `recurrent`, W gets the Stiefel
@@ -49,11 +61,15 @@ class FullCapacityURNN(RecurrentLayer):
     supports_state_offsets = True
     default_optimizers = {"recurrent": {"name": "stiefel_cayley", "lr": 1e-3}}
 
-    def __init__(self, input_size: int, hidden_size: int, init: str = "haar"):
+    def __init__(self, input_size: int, hidden_size: int, init: str = "haar", w_gradient: str = "top_blocks"):
         super().__init__(input_size, hidden_size)
         if init not in INITS:
             raise ConfigError(f"model.family_args.init = {init!r} is not an initialisation of W; choose one of "
                               f"{list(INITS)}")
+        if w_gradient not in W_GRADIENTS:
+            raise ConfigError(f"model.family_args.w_gradient = {w_gradient!r}; choose 'top_blocks' (the gradient "
+                              f"through Re h only, the Stiefel step of Wisdom et al.'s code) or 'full' (dL/dW)")
+        self.w_gradient = w_gradient
         n = hidden_size
         self.output_size = 2 * n
         w = haar_unitary(n) if init == "haar" else torch.eye(n, dtype=torch.complex128)
@@ -90,4 +106,6 @@ class FullCapacityURNN(RecurrentLayer):
         u = torch.matmul(x.transpose(0, 1), self.input_weight.t())  # (T, B, 2n): U x_t for all steps at once
         h0 = self.h0.expand(x.shape[0], -1)
         offsets = None if state_offsets is None else state_offsets.transpose(0, 1)
-        return complex_modrelu_recurrence(u, self.w_real, self.w_imag, self.bias, h0, offsets).transpose(0, 1)
+        top_blocks_only = self.w_gradient == "top_blocks"
+        return complex_modrelu_recurrence(u, self.w_real, self.w_imag, self.bias, h0, offsets,
+                                          top_blocks_only=top_blocks_only).transpose(0, 1)

@@ -31,7 +31,8 @@ loop, was slower here: arrays of all steps leave the cache, and the loop's adjoi
 
 sigma_eps is scuRNN eq. (5), h = z s(r), s(r) = relu(r + b) / (r + eps), r = sqrt(|z|^2 + eps), the
 approximate modReLU of the uRNN implementations; its real 2x2 Jacobian per unit is s I + s'(r)/r z z^T with
-s'(r) = (eps - b) / (r + eps)^2 where r + b > 0 (as models/complex_recurrence.py).
+s'(r) = (eps - b) / (r + eps)^2 where r + b > 0 (as models/complex_recurrence.py). `modrelu` (a `ModReLU` of
+that module) puts the eps elsewhere: EURNN takes its code's z / (|z| + eps) relu(|z| + eps + b).
 `offsets` (optional, (T, B, n)) are added to every h_t inside the recurrence; their gradient is the total
 dL/dh_t, which the gradient-norm probe (scoRNN Figure 5) records. `FactoredUnitaryLayer` is the layer both
 families build on: input projection, dense W for the analyses, and the recurrence.
@@ -43,8 +44,7 @@ from typing import Protocol
 import torch
 
 from models.base import RecurrentLayer
-from models.complex_recurrence import MODRELU_EPS
-from models.modrelu import complex_modrelu
+from models.complex_recurrence import SCURNN_MODRELU, ModReLU
 
 
 class UnitaryOperator(Protocol):
@@ -115,11 +115,15 @@ def gather_units(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 
 
 def _modrelu_scale(z: torch.Tensor, b: torch.Tensor, r: torch.Tensor | None = None,
-                   s: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                   s: torch.Tensor | None = None, modrelu: ModReLU = SCURNN_MODRELU
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
     """(r, s) of sigma_eps at z, written into r and s if given: r = sqrt(|z|^2 + eps), s = relu(r + b) / (r + eps)."""
     re, im = z.real, z.imag
-    r = torch.addcmul(z.new_tensor(MODRELU_EPS, dtype=re.dtype), re, re, out=r).addcmul_(im, im).sqrt_()
-    return r, torch.add(r, b, out=s).relu_().div_(r + MODRELU_EPS)  # eq. (5)
+    r = torch.addcmul(z.new_tensor(modrelu.root_eps, dtype=re.dtype), re, re, out=r).addcmul_(im, im).sqrt_()
+    s = torch.add(r, b, out=s)
+    if modrelu.numerator_eps:  # the EUNN code's relu(|z| + eps + b)
+        s.add_(modrelu.numerator_eps)
+    return r, s.relu_().div_(r + modrelu.denominator_eps)  # eq. (5)
 
 
 def refuse_second_backward(ctx, family: str, source: str) -> None:
@@ -151,7 +155,7 @@ def parameter_gradients(operator: UnitaryOperator, params: tuple[torch.Tensor, .
 
 class _OperatorRecurrence(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, operator, u, b, h0, offsets, *params):
+    def forward(ctx, operator, modrelu, u, b, h0, offsets, *params):
         # complex u: (T, B, n) input projections; b: (n,); h0: (B, n); offsets: like u or None
         factors = operator.prepare(*params)
         z, h = torch.empty_like(u), torch.empty_like(u)
@@ -159,12 +163,12 @@ class _OperatorRecurrence(torch.autograd.Function):
         state = h0
         for t, (u_t, z_t, h_t) in enumerate(zip(u.unbind(0), z.unbind(0), h.unbind(0))):
             operator.apply(state, factors, plus=u_t, out=z_t)  # z_t = u_t + W h_{t-1}
-            _modrelu_scale(z_t, b, r, s)
+            _modrelu_scale(z_t, b, r, s, modrelu)
             torch.mul(z_t, s, out=h_t)  # h_t = sigma_eps(z_t, b) = z_t s, eq. (5)
             if offsets is not None:
                 h_t.add_(offsets[t])
             state = h_t
-        ctx.operator = operator
+        ctx.operator, ctx.modrelu = operator, modrelu
         ctx.save_for_backward(b, h0, z, h, *params)  # r and s are recomputed from z: two fewer (T, B, n) arrays
         # the real features, a view of h: through view_as_real's backward, whose contiguous() copies a transposed
         # gradient, the backward would hold one more (T, B, n) array at its peak
@@ -180,21 +184,24 @@ class _OperatorRecurrence(torch.autograd.Function):
         grad_z = z  # dL/dz_t overwrites z_t once step t is done with it: one (T, B, n) array fewer at the peak
         grad_b = torch.zeros_like(z.real[0])  # per row, summed over the batch after the loop
         r, s, inverse, along = (torch.empty_like(grad_b) for _ in range(4))  # one step's scratch, reused
-        wanted = [i for i in range(len(params)) if ctx.needs_input_grad[5 + i]]
+        wanted = [i for i in range(len(params)) if ctx.needs_input_grad[6 + i]]
         grads = operator.gradient_buffers(factors, z.shape[1])  # dL/dfactor, summed over the steps
-        want_total = ctx.needs_input_grad[4]
+        want_total = ctx.needs_input_grad[5]
+        modrelu = ctx.modrelu
+        tiny = torch.finfo(grad_b.dtype).tiny  # r = 0 only at z = 0 (no root eps), where z . dL/dh_t = 0 too
         total = torch.empty_like(z) if want_total else None
         carry = grad_h[-1]
         for t in range(z.shape[0] - 1, -1, -1):
             if want_total:
                 total[t] = carry
             z_t, grad_z_t = z[t], grad_z[t]
-            _modrelu_scale(z_t, b, r, s)
-            torch.add(r, MODRELU_EPS, out=inverse).reciprocal_().masked_fill_(s <= 0, 0.0)  # ds/db where active
+            _modrelu_scale(z_t, b, r, s, modrelu)
+            torch.add(r, modrelu.denominator_eps, out=inverse).reciprocal_().masked_fill_(s <= 0, 0.0)  # ds/db
             torch.mul(z_t.real, carry.real, out=along).addcmul_(z_t.imag, carry.imag)  # z . dL/dh_t per unit
             grad_b.addcmul_(along, inverse)
             # dL/dz_t = s dL/dh_t + s'(r)/r z (z . dL/dh_t), s'(r)/r = (eps - b) / ((r + eps)^2 r)
-            along.mul_(inverse.square_().mul_(MODRELU_EPS - b).div_(r))
+            slope = modrelu.denominator_eps - modrelu.numerator_eps - b  # (den - num - b) in general
+            along.mul_(inverse.square_().mul_(slope)).div_(r if modrelu.root_eps else r.clamp_(min=tiny))
             grad_z_t.mul_(along).addcmul_(carry, s)  # in z_t's place: z_t is not read again
             tape = None
             if wanted:  # the factors' (conjugated) inputs at h_{t-1}, for sum_t <dL/dz_t, dW h_{t-1}>
@@ -204,30 +211,32 @@ class _OperatorRecurrence(torch.autograd.Function):
             carry = back.add_(grad_h[t - 1]) if t else back
         factor_grads = operator.factor_gradients(grads) if wanted else []
         grad_params = parameter_gradients(operator, params, wanted, factor_grads)  # through `prepare`, once
-        return (None, grad_z, grad_b.sum(dim=0), carry, total, *grad_params)
+        return (None, None, grad_z, grad_b.sum(dim=0), carry, total, *grad_params)
 
 
 def operator_recurrence(operator: UnitaryOperator, u: torch.Tensor, b: torch.Tensor, h0: torch.Tensor,
-                        params: tuple[torch.Tensor, ...], offsets: torch.Tensor | None = None) -> torch.Tensor:
+                        params: tuple[torch.Tensor, ...], offsets: torch.Tensor | None = None,
+                        modrelu: ModReLU = SCURNN_MODRELU) -> torch.Tensor:
     """All hidden states h_t (T, B, n), complex, of h_t = sigma_eps(u_t + W h_{t-1}, b) [+ offsets_t], W given by
     `operator` and its trainable `params`; u (T, B, n), h0 (B, n) and offsets (T, B, n) complex, b (n,) real."""
-    return to_complex(operator_recurrence_features(operator, u, b, h0, params, offsets))
+    return to_complex(operator_recurrence_features(operator, u, b, h0, params, offsets, modrelu))
 
 
 def operator_recurrence_features(operator: UnitaryOperator, u: torch.Tensor, b: torch.Tensor, h0: torch.Tensor,
-                                 params: tuple[torch.Tensor, ...], offsets: torch.Tensor | None = None
-                                 ) -> torch.Tensor:
+                                 params: tuple[torch.Tensor, ...], offsets: torch.Tensor | None = None,
+                                 modrelu: ModReLU = SCURNN_MODRELU) -> torch.Tensor:
     """`operator_recurrence`'s states as interleaved real features (T, B, 2n), the layers' output (a view)."""
-    return _OperatorRecurrence.apply(operator, u, b, h0, offsets, *params)
+    return _OperatorRecurrence.apply(operator, modrelu, u, b, h0, offsets, *params)
 
 
 def operator_recurrence_reference(operator: UnitaryOperator, u: torch.Tensor, b: torch.Tensor, h0: torch.Tensor,
-                                  params: tuple[torch.Tensor, ...], offsets: torch.Tensor | None = None):
+                                  params: tuple[torch.Tensor, ...], offsets: torch.Tensor | None = None,
+                                  modrelu: ModReLU = SCURNN_MODRELU):
     """The same recurrence step by step with plain autograd: the oracle the hand-written BPTT is tested against."""
     factors = operator.prepare(*params)
     state, out = h0, []
     for t, u_t in enumerate(u.unbind(0)):
-        state = complex_modrelu(operator.apply(state, factors, plus=u_t), b, MODRELU_EPS)
+        state = modrelu(operator.apply(state, factors, plus=u_t), b)
         if offsets is not None:
             state = state + offsets[t]
         out.append(state)

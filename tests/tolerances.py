@@ -44,3 +44,9 @@ def norm(t: torch.Tensor) -> float:
     """The Frobenius norm of a tensor as a float (the `scale` of a bound); at least the smallest normal number."""
     value = torch.linalg.vector_norm(t.detach().reshape(-1).to(torch.complex128 if t.is_complex() else torch.float64))
     return max(float(value), torch.finfo(torch.float64).tiny)
+
+
+def cond(m: torch.Tensor) -> float:
+    """The 2-norm condition number of a matrix as a float: how much a solve with it amplifies round-off (for the
+    Cayley transform (I + A)^-1 (I - A), cond(I + A) = sqrt(1 + ||A||_2^2) when A is skew)."""
+    return float(torch.linalg.cond(m.detach().to(torch.complex128 if m.is_complex() else torch.float64)))

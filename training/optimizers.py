@@ -50,7 +50,7 @@ class RMSpropTF(_PerParameterOptimizer):
 
 
 class AdagradTF(_PerParameterOptimizer):
-    """acc <- acc + g^2;  p <- p - lr g / sqrt(acc), acc starting at `initial_accumulator` (TF1: 0.1, no epsilon)."""
+    """acc <- acc + g^2;  p <- p - lr g / sqrt(acc), acc from `initial_accumulator` > 0 (TF1: 0.1, no epsilon)."""
 
     def __init__(self, params: Iterable, lr: float = 1e-3, initial_accumulator: float = 0.1):
         super().__init__(params, dict(lr=lr, initial_accumulator=initial_accumulator))
@@ -86,6 +86,34 @@ def check_optimizer_spec(spec: dict, where: str) -> None:
     if unknown:
         raise ConfigError(f"{where}.{unknown[0]} is not an option of optimizer {name!r}; its options are "
                           f"{sorted(accepted)}")
+    _check_accumulator(name, {**_defaults(OPTIMIZERS[name]), **spec}, where)
+
+
+def _defaults(optimizer: type[Optimizer]) -> dict:
+    """The keyword defaults of an optimizer's constructor."""
+    parameters = inspect.signature(optimizer.__init__).parameters.values()
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_accumulator(name: str, options: dict, where: str) -> None:
+    """Refuse the starting accumulators that make lr g / sqrt(acc) 0/0 = NaN wherever a gradient is 0."""
+    start = options.get("initial_accumulator")
+    if name == "adagrad_tf" and not (_number(start) and start > 0):  # TF1's AdagradOptimizer refuses <= 0 too
+        raise ConfigError(f"{where}.initial_accumulator = {start!r} must be a positive number: from 0, acc stays 0 "
+                          f"where a gradient is 0 and lr g / sqrt(acc) is 0/0 = NaN; use TF1's default 0.1")
+    if name == "rmsprop_tf":
+        eps = options["eps"]
+        for key, value in (("initial_accumulator", start), ("eps", eps)):
+            if not (_number(value) and value >= 0):
+                raise ConfigError(f"{where}.{key} = {value!r} must be a number >= 0 (ms + eps under a square root)")
+        if start + eps == 0:  # TF1 cannot get here: its accumulator starts at 1.0 (and eps defaults to 1e-10)
+            raise ConfigError(f"{where}.initial_accumulator = 0 with {where}.eps = 0: lr g / sqrt(ms + eps) is 0/0 = "
+                              f"NaN where a gradient is 0; make one of them positive (the papers' codes: 1.0e-3 and "
+                              f"0, or 0 and 1.0e-8)")
 
 
 def build_optimizer(params: list[torch.nn.Parameter], spec: dict, where: str) -> Optimizer:

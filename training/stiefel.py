@@ -15,8 +15,13 @@ no re-projection, as the paper's code.
 `rms_normalize=True` is the `natGradRMS` option of Wisdom's Keras optimizer (their MNIST and TIMIT runs): each
 real gradient is first divided elementwise by its running RMS, ms = decay ms + (1 - decay) g^2 from 0,
 g / (sqrt(ms) + eps), eps = 1e-8 outside the root. Their copying (memory problem) script steps W by the plain
-gradient, the default here. Their G is read from the top blocks of the real 2n x 2n matrix they train, i.e. only
-the part of dL/dW that flows through Re h; G here is the whole gradient.
+gradient, the default here.
+
+G is the parameters' .grad as the layer's backward leaves it. Their code reads G from the top blocks of the
+gradient of the real 2n x 2n matrix it trains, i.e. only the part of dL/dW that flows through Re h_{t-1}
+(stwisdom/urnn custom_optimizers.py:63-73); only the recurrence can split dL/dW so, hence the choice is the
+layer's: family fcurnn's `w_gradient`, 'top_blocks' (default, the code's G) or 'full' (G = dL/dW, the direction
+of Tagare's Lemma 4 and of the first-order decrease above; models/fcurnn.py compares the two).
 """
 from __future__ import annotations
 
