@@ -18,10 +18,10 @@ MAX_POINTS = 2000  # per trace drawn; smoothing runs on every point first
 
 # x-axis choice -> axis title
 X_AXES = {
-    "step": "step (batches, 0-based)",
+    "step": "step (optimizer steps taken)",
     "epoch": "epoch",
     "wall time": "wall time since run start (s)",
-    "examples seen": "examples seen = (step + 1) × batch size",
+    "examples seen": "examples seen = step × batch size",
 }
 
 
@@ -67,7 +67,7 @@ def x_values(
         origin = start if start is not None and start <= first else first  # clocks disagree: first point
         return wall - origin
     if axis == "examples seen":
-        return None if batch is None else (frame["step"].to_numpy(dtype=float) + 1.0) * batch
+        return None if batch is None else frame["step"].to_numpy(dtype=float) * batch  # the weights at step s saw s batches
     raise ValueError(f"unknown x-axis {axis!r}; choose one of {list(X_AXES)}")
 
 

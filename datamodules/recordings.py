@@ -9,6 +9,7 @@ from pathlib import Path
 import soundfile
 import torch
 
+from datamodules.sphere import sphere_header_problem
 from datamodules.torchaudio_check import torchaudio_transforms
 from models.base import ConfigError
 
@@ -34,6 +35,10 @@ class RecordingReader:
         try:
             samples, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
         except (soundfile.LibsndfileError, RuntimeError) as err:
+            problem = sphere_header_problem(path)  # libsndfile's words name no field: ours do, when we can tell
+            if problem:
+                raise ConfigError(f"{path} cannot be read as audio: its NIST SPHERE header {problem}; the file is "
+                                  f"damaged, replace it ({self.how_to_obtain})") from err
             raise ConfigError(f"{path} cannot be read as audio ({err}); it should be a WAV or NIST SPHERE file: "
                               f"replace it ({self.how_to_obtain})") from err
         if samples.shape[1] != 1:

@@ -15,7 +15,8 @@ class TaskSpec:
     readout: 'every_step' (a prediction per time step) or 'last_step' (one per sequence).
     loss: 'cross_entropy' (targets are class ids) or 'mse'.
     main_metric / main_metric_mode: the logged metric that ranks runs of this task, and whether lower is better.
-    baseline: the main metric of the task's trivial strategy (the papers' dashed line), or None.
+    baseline: the main metric of the task's trivial strategy (the papers' dashed line) on the validation split, or None.
+    test_baseline: the same on the test split, for tasks whose baseline depends on the split (None: `baseline`).
     """
 
     name: str
@@ -28,6 +29,11 @@ class TaskSpec:
     main_metric_mode: str = "min"
     baseline: float | None = None
     description: str = ""
+    test_baseline: float | None = None
+
+    def baseline_for(self, split: str) -> float | None:
+        """The baseline on `split` ('val' or 'test'): each split is compared with its own."""
+        return self.test_baseline if split == "test" and self.test_baseline is not None else self.baseline
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -95,12 +95,28 @@ def timit_root(path: Path) -> tuple[Path, Path]:
     """TIMIT's TRAIN and TEST folders under `path` (or under the one folder below it that holds them)."""
     if not path.is_dir():
         raise ConfigError(f"data.path = {str(path)!r} is not a folder; {TIMIT_HOW_TO_OBTAIN}")
-    for folder in [path, *sorted(p for p in path.iterdir() if p.is_dir())]:
+    subfolders = sorted(p for p in path.iterdir() if p.is_dir())
+    for folder in [path, *subfolders]:
         train, test = _child(folder, "TRAIN"), _child(folder, "TEST")
         if train and test:
             return train, test
     raise ConfigError(f"data.path = {str(path)!r} is not TIMIT's layout: expected TRAIN/ and TEST/ folders (in it or "
-                      f"one level below) holding DR1..DR8/<speaker>/<SA|SI|SX><n>.WAV; {TIMIT_HOW_TO_OBTAIN}")
+                      f"one level below) holding DR1..DR8/<speaker>/<SA|SI|SX><n>.WAV, but "
+                      f"{_timit_parts_missing(path, subfolders)}; {TIMIT_HOW_TO_OBTAIN}")
+
+
+def _timit_parts_missing(path: Path, subfolders: list[Path]) -> str:
+    """Which of TRAIN/ and TEST/ is missing, and where it was looked for."""
+    for folder in [path, *subfolders]:
+        found = [name for name in ("TRAIN", "TEST") if _child(folder, name)]
+        if found:
+            missing = "TEST" if found == ["TRAIN"] else "TRAIN"
+            return f"{folder} has {found[0]}/ but no {missing}/"
+    if not subfolders:
+        return f"neither is in {path}, which has no sub-folders"
+    shown = ", ".join(p.name for p in subfolders[:8]) + (f" and {len(subfolders) - 8} more" if len(subfolders) > 8
+                                                         else "")
+    return f"neither is in {path} nor in its sub-folders {shown}"
 
 
 def _timit_sentences(part: Path) -> list[tuple[str, str, Path]]:

@@ -34,11 +34,12 @@ def test_fit_in_a_subprocess_records_a_run(tmp_path):
     assert (run.name, run.family, run.task, run.status) == ("copying_scornn", "scornn", "copying", "finished")
     assert run.steps == 6 and run.baseline == pytest.approx(10 * 2.0794415 / 25, rel=1e-6)
     assert [p.step for p in store.metric_series(run.id, "train/loss")] == list(range(6))
-    assert [p.step for p in store.metric_series(run.id, "val/loss")] == [2, 5]
+    assert [p.step for p in store.metric_series(run.id, "val/loss")] == [3, 6]
     detail = store.get_run(run.id)
     assert detail.config["model"]["family"] == "scornn" and detail.config["data"]["init_args"]["seq_len"] == 5
     assert detail.params["model.hidden_size"] == 8
     assert detail.info["parameter_counts"] == {"recurrent": 8 * 7 // 2, "other": 10 * 8 + 8 + 8 * 9 + 9}
+    assert detail.info["plan"] == {"total_steps": 6, "steps_per_epoch": 4, "max_epochs": None}  # 40 / 10 a batch
     assert (tmp_path / "runs" / "copying_scornn" / str(run.id) / "config.yaml").is_file()
 
     listed = ortholab("runs", "--json", "--db", db, cwd=tmp_path)
@@ -183,7 +184,51 @@ def test_test_every_validation_logs_the_test_split_beside_each_validation(tmp_pa
     for key in ("loss", "acc"):
         val = store.metric_series(run.id, f"val/{key}")
         test = store.metric_series(run.id, f"test/{key}")
-        assert [p.step for p in test] == [p.step for p in val] == [2, 5]
+        assert [p.step for p in test] == [p.step for p in val] == [3, 6]
     assert [p.value for p in store.metric_series(run.id, "test/loss")] != [
         p.value for p in store.metric_series(run.id, "val/loss")]  # another split, not a copy
     assert not any("dataloader_idx" in key for key in store.metric_keys(run.id))
+
+
+def test_runs_shows_progress_against_the_plan_and_an_eta(tmp_path, capsys):
+    """A running run's steps of its planned total, its epoch of max_epochs, and the remaining time at its pace."""
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    store = Store(db)
+    running = store.create_run(name="long", main_metric="val/acc", main_metric_mode="max")
+    store.update_run(running, info={"plan": {"total_steps": 77_000, "steps_per_epoch": 1_100, "max_epochs": 70}})
+    for step, seconds in ((1_000, 0.9), (2_000, 0.5), (3_000, 0.5), (3_300, 0.6)):  # median of recent paces: 0.5 s
+        store.log_metrics(running, {"time/step_s": seconds}, step=step)
+    done = store.create_run(name="short")
+    store.log_metrics(done, {"train/loss": 1.0}, step=9)
+    store.set_status(done, "finished")
+    main(["runs", "--json", "--db", db])
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert rows["long"]["total_steps"] == 77_000 and rows["long"]["epoch"] == "3/70"
+    assert rows["long"]["eta_s"] == pytest.approx((77_000 - 3_300) * 0.6)  # median of [0.9, 0.5, 0.5, 0.6] → 0.6
+    assert "eta_s" not in rows["short"]
+    main(["runs", "--db", db])
+    table = capsys.readouterr().out
+    assert "3300/77000" in table and "3/70" in table and "12h17m" in table  # 73,700 steps x 0.6 s
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    """`ortholab runs | head`: the reader leaves early; the command stops with exit 0 and nothing on stderr."""
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    store = Store(db)
+    for _ in range(700):  # ~120 KB of table: more than a pipe's 64 KB buffer, so the write after `head` fails
+        store.create_run(name="a-run-with-a-long-name-" + "x" * 60)
+    proc = subprocess.Popen([sys.executable, "-c", "from training.cli import main; main()", "runs", "--db", db],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline().startswith(b"id")
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 0 and err == b"", err.decode()
+
+
+def test_make_clean_keeps_recorded_runs():
+    """`make clean` is what a user types to retry an install; the store under runs/ must survive it."""
+    dry = subprocess.run(["make", "-n", "clean"], cwd=REPO, capture_output=True, text=True)
+    assert dry.returncode == 0 and ".venv" in dry.stdout
+    assert "runs" not in dry.stdout.replace(".pytest_cache", "")
+    explicit = subprocess.run(["make", "-n", "delete-recorded-runs"], cwd=REPO, capture_output=True, text=True)
+    assert explicit.returncode == 0 and "rm -rf runs" in explicit.stdout

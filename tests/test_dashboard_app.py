@@ -222,9 +222,9 @@ def test_curves_x_axes_epoch_wall_time_and_examples_seen(lab, monkeypatch):
 
     at.segmented_control(key="curve_axis").set_value("examples seen")
     drawn = traces(charts(rerun(at))[0])
-    assert np.array_equal(array(drawn[labels["lstm-adding"]]["x"]), (steps + 1) * 50)
+    assert np.array_equal(array(drawn[labels["lstm-adding"]]["x"]), steps * 50)
     real_steps, _, _ = series(store, ids["real-scornn"], "val/loss")
-    assert np.array_equal(array(drawn[labels["real-scornn"]]["x"]), (real_steps + 1) * 10)
+    assert np.array_equal(array(drawn[labels["real-scornn"]]["x"]), real_steps * 10)
     assert labels["scornn-snapshots"] not in drawn  # it recorded no batch size
     assert any(labels["scornn-snapshots"] in n and "no batch size" in n for n in notes(at))
 

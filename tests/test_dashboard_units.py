@@ -171,7 +171,7 @@ def test_x_values_per_axis():
     assert x_values(frame, "epoch").tolist() == [0, 1]
     assert x_values(frame, "wall time", start=100.0).tolist() == [5.0, 10.0]
     assert x_values(frame, "wall time", start=200.0).tolist() == [0.0, 5.0]  # start after the points: first point
-    assert x_values(frame, "examples seen", batch=20).tolist() == [20, 200]
+    assert x_values(frame, "examples seen", batch=20).tolist() == [0, 180]  # the weights at step s have seen s batches
     assert x_values(frame, "examples seen") is None
     assert x_values(frame.assign(epoch=[None, None]), "epoch") is None
     curve = build_curve("r", frame, "step", weight=0.5)
@@ -202,6 +202,7 @@ def test_decode_wav_and_spectrogram_find_the_tone():
     rate = 8000
     tone = 0.5 * np.sin(2 * np.pi * 1000 * np.arange(rate // 2) / rate)
     samples, decoded_rate = decode_wav(wav_bytes(tone, rate))
+    # to one 16-bit step, 1/32767 at the positive full scale (a derived bound: the stored integers' quantisation)
     assert decoded_rate == rate and np.allclose(samples, tone, atol=1 / 32767)
     times, freqs, power = spectrogram(samples, rate)
     assert power.shape == (129, len(times)) and freqs[-1] == rate / 2

@@ -10,6 +10,7 @@ from datamodules import CopyingTask
 from db import Store
 from training.module import RecurrentModule
 from test_cli import DEMO, TINY
+from tolerances import roundoff
 
 REPO = Path(__file__).resolve().parents[1]
 ORTHOLAB = Path(sys.executable).parent / "ortholab"  # DDP relaunches this very command for rank 1
@@ -44,8 +45,10 @@ def test_two_process_ddp_records_one_run_with_synced_metrics(tmp_path):
     with torch.no_grad():
         loss = module.objective.loss(module(inputs), targets)
     last_val = store.metric_series(run.id, "val/loss")[-1]
-    assert torch.load(checkpoint, weights_only=False)["global_step"] == last_val.step + 1
-    assert abs(last_val.value - loss.item()) < 1e-6
+    assert torch.load(checkpoint, weights_only=False)["global_step"] == last_val.step
+    # float32: T = 25 steps through n = 8 units, a readout and a softmax over 9 symbols, the mean of 500 CE terms
+    # (split over two ranks there), relative to the loss
+    assert abs(last_val.value - loss.item()) < roundoff(torch.float32, 8 * 25 + 2 * 9 + 500, scale=loss.item())
 
 
 def test_four_concurrent_runs_share_one_sqlite_file(tmp_path):
@@ -63,4 +66,4 @@ def test_four_concurrent_runs_share_one_sqlite_file(tmp_path):
     for run in recorded:
         assert run.status == "finished"
         assert [p.step for p in store.metric_series(run.id, "train/loss")] == list(range(6))
-        assert [p.step for p in store.metric_series(run.id, "val/loss")] == [2, 5]
+        assert [p.step for p in store.metric_series(run.id, "val/loss")] == [3, 6]

@@ -9,6 +9,8 @@ from datamodules.adding import ADDING_BASELINE, AddingTask, adding_batch
 from datamodules.copying import MARKER, CopyingTask, copying_baseline
 from models.base import ConfigError
 
+from tolerances import roundoff
+
 
 def test_copying_layout():
     task = CopyingTask(seq_len=30, train_size=64, val_size=16, test_size=16)
@@ -35,7 +37,7 @@ def test_copying_baseline_strategy_scores_the_baseline():
     logits[:, :-10, 0] = 0.0
     logits[:, -10:, 1:] = 0.0
     ce = F.cross_entropy(logits.reshape(-1, 9), y.reshape(-1)).item()
-    assert ce == pytest.approx(10 * math.log(8) / 120, rel=1e-6)
+    assert ce == pytest.approx(10 * math.log(8) / 120, rel=roundoff(torch.float32, y.numel()))  # float32 mean of 24,000
     assert task.spec.baseline == pytest.approx(copying_baseline(100)) == pytest.approx(0.17329, abs=1e-5)
 
 

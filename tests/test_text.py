@@ -10,6 +10,8 @@ from datamodules.text import UNKNOWN, CharText
 from standins import write_text_set
 from training.objectives import OBJECTIVES
 
+from tolerances import roundoff
+
 TRAIN = "the cat sat on the mat\nno cat here\nthe end of the text\n"
 VALID = "a cat sat\nzebra\n"
 TEST = "the mat\nthat cat\n"
@@ -70,13 +72,15 @@ def test_bits_per_character_objective():
     torch.manual_seed(0)
     outputs, targets = torch.randn(2, 4, 6), torch.randint(0, 6, (2, 4))
     ce = F.cross_entropy(outputs.reshape(-1, 6), targets.reshape(-1)).item()
-    assert objective.loss(outputs, targets).item() == pytest.approx(ce / math.log(2), rel=1e-5)
+    # float32: a log-sum-exp over 6 symbols, a mean over <= 8 steps, the division by ln 2
+    rel = roundoff(torch.float32, 6 + 8 + 1)
+    assert objective.loss(outputs, targets).item() == pytest.approx(ce / math.log(2), rel=rel)
     mask = torch.tensor([[True, True, True, True], [True, False, False, False]])
     masked = F.cross_entropy(outputs[mask], targets[mask]).item() / math.log(2)
-    assert objective.loss(outputs, targets, mask).item() == pytest.approx(masked, rel=1e-5)
+    assert objective.loss(outputs, targets, mask).item() == pytest.approx(masked, rel=rel)
     metrics = objective.metrics()
     objective.update(metrics, outputs, targets, mask)
-    assert metrics["bpc"].compute().item() == pytest.approx(masked, rel=1e-5)
+    assert metrics["bpc"].compute().item() == pytest.approx(masked, rel=rel)
     expected_acc = (outputs[mask].argmax(-1) == targets[mask]).float().mean().item()
     assert metrics["acc"].compute().item() == pytest.approx(expected_acc)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 from sqlalchemy.engine import make_url
 from lightning.fabric.utilities.exceptions import MisconfigurationException
-from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar, RichProgressBar
+from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
 
@@ -25,6 +25,7 @@ from models import ConfigError
 from training.callbacks import NonFiniteError, default_callbacks
 from training.allocator import reuse_freed_memory
 from training.callbacks.lifecycle import ContinueRun, GracefulInterrupt
+from training.console import StepBudgetProgressBar, quiet_third_party_noise
 from training.module import RecurrentModule
 
 LIGHTNING_SUBCOMMANDS = ("fit", "validate", "test", "predict")
@@ -176,11 +177,12 @@ class OrthoLabCLI(LightningCLI):
         extra = [GracefulInterrupt()]
         if config.trainer.enable_checkpointing is not False and not any(
                 isinstance(c, ModelCheckpoint) for c in configured):
-            spec = self.model.spec  # last and best by the task's main metric, in the run folder
+            spec = self.model.spec  # last and best by the task's main metric, in the run folder; {step}: the optimizer
+            # steps taken, the step of the val point that chose it and of the analyses of those weights
             extra.append(ModelCheckpoint(monitor=spec.main_metric, mode=spec.main_metric_mode, save_last=True,
                                          filename="best-step{step}", auto_insert_metric_name=False))
         if config.trainer.enable_progress_bar is not False and not any(isinstance(c, ProgressBar) for c in configured):
-            extra.append(RichProgressBar())  # Lightning's rich bar (rich is a dependency) instead of its tqdm one
+            extra.append(StepBudgetProgressBar())  # Lightning's rich bar (rich is a dependency), not its tqdm one
         trainer = super().instantiate_trainer(callbacks=configured + extra, **kwargs)
         if self.subcommand == "fit":
             self.datamodule.test_every_validation = bool(config.get("test_every_validation"))
@@ -213,7 +215,8 @@ class OrthoLabCLI(LightningCLI):
             return
         run = logger.store.get_run(logger.run_id)
         if run.best is not None:
-            baseline = f" (task baseline {run.baseline:.4g})" if run.baseline is not None else ""
+            split = run.main_metric.split("/")[0]  # each split against its own baseline
+            baseline = f" (baseline on the {split} split: {run.baseline:.4g})" if run.baseline is not None else ""
             print(f"Best {run.main_metric}: {run.best:.4g}{baseline}")
         print(f"Run {run.id} ({run.name}, {run.status}) recorded in {logger.store.display_url}; "
               f"run folder {logger.log_dir}. List runs with `ortholab runs`.")
@@ -302,6 +305,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if not given and argv[0] in (*LIGHTNING_SUBCOMMANDS, "bench"):  # the console script: a training process
         reuse_freed_memory()
+    quiet_third_party_noise()
     try:
         if argv[0] in ("runs", "list", "dashboard", "db", "sweep", "evaluate-audio", "bench", "reproduce",
                        "report"):
@@ -316,6 +320,9 @@ def main(argv: list[str] | None = None) -> None:
         else:
             raise ConfigError(f"unknown command {argv[0]!r}; use one of fit, validate, test, predict, runs, list, "
                               f"dashboard, db, sweep, evaluate-audio, bench, reproduce, report")
+    except BrokenPipeError:  # the reader went away (`ortholab runs | head`): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        sys.exit(0)
     except Exception as err:  # noqa: BLE001 - a user error anywhere in the chain is reported as one line
         user_error = _user_error(err)
         if user_error is None:

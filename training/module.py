@@ -2,15 +2,19 @@
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Any
 
 import lightning.pytorch as pl
 import torch
+import torchmetrics
+from lightning.pytorch.trainer.states import TrainerFn
 
 from datamodules.spec import TaskSpec
 from models import FAMILIES, ConfigError, SequenceModel
 from models.sequence import input_adapter as build_input_adapter
 from models.stack import build_layers
+from training.callbacks.record import record_metrics
 from training.objectives import OBJECTIVES
 from training.optimizers import build_optimizer, check_optimizer_spec
 
@@ -80,8 +84,17 @@ class RecurrentModule(pl.LightningModule):
                               f"training/objectives.py provides ({sorted(OBJECTIVES)})")
         self.objective = OBJECTIVES[self.spec.loss](self.spec)
         self.stage_metrics = torch.nn.ModuleDict(
-            {f"{stage}_metrics": torch.nn.ModuleDict(self.objective.metrics()) for stage in ("train", "val", "test")})
+            {f"{stage}_metrics": torch.nn.ModuleDict(self._metrics_of(stage)) for stage in ("train", "val", "test")})
         self.grad_clip_norm = grad_clip_norm
+
+    def _metrics_of(self, stage: str) -> dict[str, torchmetrics.Metric]:
+        """The objective's metrics; for an evaluation also its loss, the mean over the terms each batch's loss
+        averages (a masked loss: over valid steps, so a split's loss equals its frame-weighted figure)."""
+        metrics = self.objective.metrics()
+        if stage == "train":  # training logs each batch's loss as it is
+            return metrics
+        # NaN replaced by NaN: a NaN loss shows, not dropped ('disable' would also drop the weights, torchmetrics 1.9)
+        return {"loss": torchmetrics.MeanMetric(nan_strategy=float("nan")), **metrics}
 
     def _resolve_hidden_size(self, hidden_size, param_budget, family, family_args, num_layers) -> int:
         """`hidden_size: auto` with `param_budget: N`: the size whose parameter count is closest to N (the
@@ -154,18 +167,29 @@ class RecurrentModule(pl.LightningModule):
     # the run's description in the store -------------------------------------------------------
     def setup(self, stage: str) -> None:
         counts = self.parameter_counts()
-        main_metric = self.spec.main_metric
-        if stage == "test":  # a test run ranks by the same metric measured on the test split
-            main_metric = main_metric.replace("val/", "test/", 1)
+        main_metric, baseline = self.spec.main_metric, self.spec.baseline
+        if stage == "test":  # a test run ranks by the same metric measured on the test split, against its baseline
+            main_metric, baseline = main_metric.replace("val/", "test/", 1), self.spec.baseline_for("test")
+        self._run_info = {"parameter_counts": counts, "task_spec": self.spec.to_dict(),
+                          "optimizers": self.optimizer_specs}
         for logger in self.loggers:
             if hasattr(logger, "describe_run"):
                 logger.describe_run(
                     family=self.hparams.family, task=self.spec.name, main_metric=main_metric,
-                    main_metric_mode=self.spec.main_metric_mode, baseline=self.spec.baseline,
-                    parameter_count=sum(counts.values()), world_size=self.trainer.world_size,
-                    info={"parameter_counts": counts, "task_spec": self.spec.to_dict(),
-                          "optimizers": self.optimizer_specs},
+                    main_metric_mode=self.spec.main_metric_mode, baseline=baseline,
+                    parameter_count=sum(counts.values()), world_size=self.trainer.world_size, info=self._run_info,
                 )
+
+    def on_train_start(self) -> None:
+        """Record the run's planned length: `ortholab runs` shows progress against it and an ETA."""
+        total = self.trainer.estimated_stepping_batches  # max_steps, or max_epochs x batches per epoch
+        plan = {"total_steps": int(total) if math.isfinite(total) else None,
+                "steps_per_epoch": int(self.trainer.num_training_batches)
+                if math.isfinite(self.trainer.num_training_batches) else None,
+                "max_epochs": self.trainer.max_epochs if (self.trainer.max_epochs or -1) > 0 else None}
+        for logger in self.loggers:
+            if hasattr(logger, "describe_run"):
+                logger.describe_run(info={**getattr(self, "_run_info", {}), "plan": plan})
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         """Refuse, before any weight is copied, a checkpoint of another model (family, size, layers or task)."""
@@ -191,15 +215,27 @@ class RecurrentModule(pl.LightningModule):
         mask = rest[0] if rest else None
         outputs = self(inputs)
         loss = self.objective.loss(outputs, targets, mask)
-        on_step = stage == "train"  # training metrics per batch; evaluation metrics over the whole split
-        self.log(f"{stage}/loss", loss, on_step=on_step, on_epoch=not on_step, prog_bar=True,
-                 batch_size=inputs.shape[0], sync_dist=not on_step, add_dataloader_idx=False)
         metrics = self.stage_metrics[f"{stage}_metrics"]
+        on_step = stage == "train"  # training metrics per batch; evaluation metrics over the whole split
+        if on_step:
+            self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=inputs.shape[0])
+        else:
+            metrics["loss"].update(loss.detach(), self.objective.loss_weight(targets, mask))
         self.objective.update(dict(metrics.items()), outputs.detach(), targets, mask)
+        to_loggers = on_step or self.trainer.state.fn != TrainerFn.FITTING  # fit's: on_validation_epoch_end
         for name, metric in metrics.items():
             self.log(f"{stage}/{name}", metric, on_step=on_step, on_epoch=not on_step, prog_bar=True,
-                     add_dataloader_idx=False)
+                     logger=to_loggers, add_dataloader_idx=False)
         return loss
+
+    def on_validation_epoch_end(self) -> None:
+        """Record fit's evaluation metrics at the global step, the optimizer steps taken (the weights measured; the
+        step of the checkpoint saved on them and of the analyses), where Lightning would record them one lower."""
+        if self.trainer.state.fn != TrainerFn.FITTING or self.trainer.sanity_checking:
+            return
+        values = {f"{stage}/{name}": float(metric.compute()) for stage in ("val", "test")
+                  for name, metric in self.stage_metrics[f"{stage}_metrics"].items() if metric.update_called}
+        record_metrics(self.trainer, values, self.trainer.global_step)  # (test/*: with --test_every_validation)
 
     def training_step(self, batch, batch_idx):
         optimizers = self.optimizers()

@@ -16,12 +16,19 @@ from datamodules.spec import TaskSpec
 
 
 class Objective(nn.Module):
+    averages_valid_steps = False  # True: the loss is a mean over the batch's valid steps (its mask)
+
     def __init__(self, spec: TaskSpec):
         super().__init__()
         self.spec = spec
 
     def loss(self, outputs: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         raise NotImplementedError
+
+    def loss_weight(self, targets: torch.Tensor, mask: torch.Tensor | None = None) -> int | torch.Tensor:
+        """The weight of a batch's loss in its split's loss: how many terms the loss averages, so that a split's
+        loss is the mean over all its terms (its valid steps, or its sequences when every one counts alike)."""
+        return _valid_steps(targets, mask) if self.averages_valid_steps else targets.shape[0]
 
     def metrics(self) -> dict[str, torchmetrics.Metric]:
         """Fresh metrics logged as `<stage>/<name>` next to `<stage>/loss`."""
@@ -56,11 +63,18 @@ def _valid(values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     return values[mask] if mask is not None else values.reshape(-1, *values.shape[2:])
 
 
+def _valid_steps(targets: torch.Tensor, mask: torch.Tensor | None) -> int | torch.Tensor:
+    """How many steps of a batch are valid: the terms a loss averaged over valid steps has (a tensor: no sync)."""
+    return mask.sum() if mask is not None else targets.shape[0] * targets.shape[1]
+
+
 class FrameNLL(Objective):
     """Binary piano-roll frames: NLL per time step = sum over the keys of the Bernoulli NLL, mean over valid steps.
 
     `nll` is the same quantity over a whole split (every valid step weighs the same), as Bai et al.'s evaluation.
     """
+
+    averages_valid_steps = True
 
     def step_nll(self, outputs, targets):
         return F.binary_cross_entropy_with_logits(outputs, targets, reduction="none").sum(dim=-1)
@@ -77,6 +91,8 @@ class FrameNLL(Objective):
 
 class CrossEntropyBits(Objective):
     """Symbol prediction at every valid step: cross-entropy in bits (CE / ln 2), the loss and `bpc` over a split."""
+
+    averages_valid_steps = True
 
     def step_bits(self, outputs, targets):
         return F.cross_entropy(outputs.transpose(1, -1), targets, reduction="none") / math.log(2)
@@ -97,6 +113,8 @@ class NormalizedMSE(Objective):
     """Regression trained on MSE (over valid steps); `nmse` = MSE / variance of the targets over a whole split,
     so predicting the targets' mean scores 1 (torchmetrics' RelativeSquaredError)."""
 
+    averages_valid_steps = True
+
     def loss(self, outputs, targets, mask=None):
         return F.mse_loss(_valid(outputs, mask), _valid(targets, mask))
 
@@ -110,6 +128,8 @@ class NormalizedMSE(Objective):
 class FrameMSE(Objective):
     """Spectral frames at every valid step (speech): squared error summed over valid frames x bins / their count
     (expRNN's corrected masked MSE); the loss and `mse_valid_frames`."""
+
+    averages_valid_steps = True
 
     def loss(self, outputs, targets, mask=None):
         return F.mse_loss(_valid(outputs, mask), _valid(targets, mask))
@@ -125,6 +145,8 @@ class PaddedFrameMSE(FrameMSE):
     """Wisdom et al.'s (and scuRNN's) frame MSE: masked squared error averaged over ALL entries of the padded batch,
     padded steps counting as zero error (the datamodule pads every batch to the split's longest utterance, so
     `mse_with_padding` over a split is their number); `mse_valid_frames` alongside."""
+
+    averages_valid_steps = False  # every padded step counts, and every batch has the split's length
 
     def padded_errors(self, outputs, targets, mask):
         errors = (outputs - targets) ** 2

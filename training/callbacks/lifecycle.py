@@ -3,19 +3,45 @@ from __future__ import annotations
 
 import os
 import signal
+from typing import Any
 
 from lightning.pytorch import Callback
 
 from datamodules.base import ResumableLoader
 
 
+EVALUATION_PREFIXES = ("val/", "test/")  # fit's evaluations, recorded at the step of the weights they measured
+
+
+def evaluation_points(logger, step: int) -> list[tuple[str, Any]]:
+    """(key, point) of the evaluation metrics a store-backed logger holds at `step`."""
+    store, run_id = logger.store, logger.run_id
+    return [(key, point) for key in store.metric_keys(run_id) if key.startswith(EVALUATION_PREFIXES)
+            for point in store.metric_series(run_id, key) if point.step == step]
+
+
+def restore_points(logger, points: list[tuple[str, Any]], step: int) -> None:
+    """Write back points removed by a truncation, with their epoch and wall time."""
+    for key, point in points:
+        logger.store.log_metrics(logger.run_id, {key: point.value}, step=step, epoch=point.epoch,
+                                 wall_time=point.wall_time)
+
+
 class ContinueRun(Callback):
-    """On a resumed fit: tell the loggers the step training restarts from, so re-run steps replace their points."""
+    """On a resumed fit: tell the loggers the step training restarts from, so re-run steps replace their points.
+
+    The evaluation at that very step stays: it measured the checkpoint's weights before the checkpoint was written,
+    and a resumed run does not repeat it (the start-of-training analyses record the step again).
+    """
 
     def on_train_start(self, trainer, pl_module) -> None:
+        if not trainer.is_global_zero:  # only rank zero writes the store
+            return
         for logger in trainer.loggers:
             if hasattr(logger, "continue_from"):
+                kept = evaluation_points(logger, trainer.global_step) if hasattr(logger, "store") else []
                 logger.continue_from(trainer.global_step)
+                restore_points(logger, kept, trainer.global_step)
 
 
 class GracefulInterrupt(Callback):
