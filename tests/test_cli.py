@@ -232,3 +232,16 @@ def test_make_clean_keeps_recorded_runs():
     assert "runs" not in dry.stdout.replace(".pytest_cache", "")
     explicit = subprocess.run(["make", "-n", "delete-recorded-runs"], cwd=REPO, capture_output=True, text=True)
     assert explicit.returncode == 0 and "rm -rf runs" in explicit.stdout
+
+
+def test_a_config_named_as_listed_is_found_from_any_folder(tmp_path, monkeypatch):
+    """`ortholab list configs` names `configs/demo/copying_scornn.yaml`; that name works outside the checkout."""
+    from training.cli import _packaged_configs
+
+    monkeypatch.chdir(tmp_path)
+    argv = _packaged_configs(["fit", "--config", "configs/demo/copying_scornn.yaml", "--config=configs/nope.yaml"])
+    assert argv[2] == DEMO and argv[3] == "--config=configs/nope.yaml"  # a name no config has stays as given
+    (tmp_path / "configs" / "demo").mkdir(parents=True)
+    (tmp_path / "configs" / "demo" / "copying_scornn.yaml").write_text("model: {}\n")
+    assert _packaged_configs(["fit", "--config", "configs/demo/copying_scornn.yaml"])[2] == \
+        "configs/demo/copying_scornn.yaml"  # the user's own file of that name wins

@@ -29,6 +29,7 @@ from training.console import StepBudgetProgressBar, quiet_third_party_noise
 from training.module import RecurrentModule
 
 LIGHTNING_SUBCOMMANDS = ("fit", "validate", "test", "predict")
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the checkout, or site-packages/ortholab: configs/ beside
 
 
 class RecordConfig(SaveConfigCallback):
@@ -234,6 +235,24 @@ def _check_writable_folder(folder: str) -> None:
                           f"folder with --runs_dir") from None
 
 
+def _packaged_configs(argv: list[str]) -> list[str]:
+    """`--config configs/demo/copying_scornn.yaml` (as `ortholab list configs` names it) from any folder: a path
+    that is not a file here is read from the configs installed with OrthoLab, if it names one of them."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        key, eq, value = arg.partition("=")
+        if key != "--config" or (not eq and i + 1 >= len(out)):
+            continue
+        path = value if eq else out[i + 1]
+        installed = PACKAGE_ROOT / path
+        if not Path(path).exists() and Path(path).parts[:1] == ("configs",) and installed.is_file():
+            if eq:
+                out[i] = f"--config={installed}"
+            else:
+                out[i + 1] = str(installed)
+    return out
+
+
 def _resume_arguments(argv: list[str]) -> list[str]:
     """`fit --resume ID [...]`: the run's stored config first (unless --config is given) and its last checkpoint
     (unless --ckpt_path is given), so that a preempted run continues with one short command."""
@@ -313,6 +332,9 @@ def main(argv: list[str] | None = None) -> None:
 
             run_command(argv)
         elif argv[0] in LIGHTNING_SUBCOMMANDS:
+            packaged = _packaged_configs(argv)
+            if packaged != argv:
+                given, argv = True, packaged
             resumed = _resume_arguments(argv)
             if resumed != argv:
                 given, argv = True, resumed
