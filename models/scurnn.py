@@ -1,5 +1,5 @@
-"""scuRNN: h_t = sigma_eps(U x_t + W h_{t-1}, b) with unitary W = (I + A)^-1 (I - A) diag(e^{i theta})
-(Maduranga, Helfrich, Ye 2019)."""
+"""scuRNN: h_t = sigma_eps(U x_t + W h_{t-1}, b) with unitary W built from (I + A)^-1 (I - A) and diag(e^{i theta})
+(Maduranga, Helfrich, Ye 2019): by default W = D K^T, the official code's row-vector W = K D on column vectors."""
 from __future__ import annotations
 
 import torch
@@ -7,7 +7,7 @@ from torch import nn
 
 from models.base import ConfigError, RecurrentLayer
 from models.complex_recurrence import complex_modrelu_recurrence
-from models.unitary import GRADIENTS, INITS, ComplexScaledCayley
+from models.unitary import D_SIDES, GRADIENTS, INITS, ComplexScaledCayley
 
 
 class ScuRNN(RecurrentLayer):
@@ -17,13 +17,17 @@ class ScuRNN(RecurrentLayer):
     (t_j ~ U[0, 2 pi], as scuRNN_adding.py) or 'zeros'; Im A = 0 and theta ~ U[0, 2 pi) in every case.
     a_gradient: 'theorem2' (A is stepped by Theorem 2's dL/dconj(A), as the paper and the official code) or
     'coordinates' (by the plain gradient of A's free real coordinates, twice as large off the diagonal).
+    d_side: 'left' (W = D K^T, K = (I + A)^-1 (I - A): the official code's h_t = h_{t-1} K D in row vectors, so A and
+    theta get the code's gradients and steps) or 'right' (W = K D: eq. (2) read literally, the same functions after
+    relabelling the units by D^H, but other theta gradients).
     Parameter groups: `recurrent` (A's n^2 real coordinates), `scaling` (theta), `other` (U, b, h0).
     """
 
     supports_state_offsets = True
     forms_recurrent_matrix = True
 
-    def __init__(self, input_size: int, hidden_size: int, init: str = "henaff", a_gradient: str = "theorem2"):
+    def __init__(self, input_size: int, hidden_size: int, init: str = "henaff", a_gradient: str = "theorem2",
+                 d_side: str = "left"):
         super().__init__(input_size, hidden_size)
         if init not in INITS:
             raise ConfigError(f"model.family_args.init = {init!r} is not an initialisation of A; choose one of "
@@ -31,13 +35,20 @@ class ScuRNN(RecurrentLayer):
         if a_gradient not in GRADIENTS:
             raise ConfigError(f"model.family_args.a_gradient = {a_gradient!r}; choose 'theorem2' (the paper's and "
                               f"the official code's step) or 'coordinates'")
+        if d_side not in D_SIDES:
+            raise ConfigError(f"model.family_args.d_side = {d_side!r}; choose 'left' (W = D K^T, the official code's "
+                              f"row-vector recurrence and gradients) or 'right' (W = K D, the paper's eq. 2 as "
+                              f"written)")
         n = hidden_size
         self.output_size = 2 * n
-        self.cayley = ComplexScaledCayley(n, init=init, gradient=a_gradient)
+        self.cayley = ComplexScaledCayley(n, init=init, gradient=a_gradient, d_side=d_side)
         # complex U as the real [Re U; Im U] (2n, m), Glorot-uniform over that shape as the code's [m, 2n] variable
         self.input_weight = nn.Parameter(nn.init.xavier_uniform_(torch.empty(2 * n, input_size)))
         self.bias = nn.Parameter(torch.empty(n).uniform_(-0.01, 0.01))  # modReLU bias, one per complex unit
         self.h0 = nn.Parameter(torch.empty(2 * n).uniform_(-0.01, 0.01))  # [Re h0 | Im h0], trainable (paper Sec. 4)
+        # which side D was applied on when these weights were trained: a checkpoint is read the same way
+        # (RecurrentModule.on_load_checkpoint; a checkpoint without it predates d_side: D on the right)
+        self.register_buffer("d_on_left", torch.tensor(d_side == "left"))
 
     def recurrent_matrix(self) -> torch.Tensor:
         return self.cayley()

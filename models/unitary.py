@@ -10,6 +10,13 @@ on skew-Hermitian matrices for the real inner product Re tr(X^H Y): dL = Re tr(G
 coordinates dL/dx = 2 Re Gamma_jk, dL/dy = 2 Im Gamma_jk (j < k) and dL/dz = Im Gamma_jj. The paper and the
 official code step A by Gamma itself, i.e. half the coordinate gradient off the diagonal
 (`gradient="theorem2"`, the default); `gradient="coordinates"` steps by the plain coordinate gradient.
+
+Which side D multiplies (`d_side`): the official code multiplies row vectors, h_t = h_{t-1} W with W = K D
+(scuRNN.py:71, scuRNN_copying.py:199), K = (I + A)^-1 (I - A). A layer that multiplies column vectors applies
+W^T = D K^T: 'left' (the default) forms that, so the stored A and theta receive the code's gradients and an
+optimizer step on them is the code's step. 'right' forms K D, the paper's eq. (2) read literally: the same set
+of functions after relabelling the units by D^H, but with other theta (and A) gradients. Theorem 2 is about
+L(W) for W = K D either way: with 'left' its dL/dW is the transpose of dL/d(the applied matrix).
 """
 from __future__ import annotations
 
@@ -74,6 +81,7 @@ class _ScaleGradient(torch.autograd.Function):
 
 INITS = {"henaff": math.pi / 2, "henaff_2pi": 2 * math.pi, "zeros": None}
 GRADIENTS = ("theorem2", "coordinates")
+D_SIDES = ("left", "right")  # D K^T (the official code's row-vector W = K D, transposed) or K D (paper eq. 2)
 
 
 class ComplexScaledCayley(nn.Module):
@@ -83,17 +91,22 @@ class ComplexScaledCayley(nn.Module):
     'henaff_2pi' (t_j ~ U[0, 2 pi], as scuRNN_adding.py) or 'zeros'; Im A = 0; theta ~ U[0, 2 pi).
     gradient: 'theorem2' (A's parameters receive Theorem 2's dL/dconj(A) entries, the step of the paper and
     the official code) or 'coordinates' (the plain gradient of the free coordinates: 2x off the diagonal).
+    d_side: 'left' (forward returns D K^T, the code's row-vector W = K D as a matrix on column vectors) or
+    'right' (K D); see the module's docstring.
     """
 
     def __init__(self, n: int, init: str = "henaff", gradient: str = "theorem2",
-                 generator: torch.Generator | None = None):
+                 generator: torch.Generator | None = None, d_side: str = "left"):
         super().__init__()
         if init not in INITS:
             raise ValueError(f"unknown A initialisation {init!r}; choose one of {sorted(INITS)}")
         if gradient not in GRADIENTS:
             raise ValueError(f"unknown A gradient {gradient!r}; choose one of {list(GRADIENTS)}")
+        if d_side not in D_SIDES:
+            raise ValueError(f"unknown side of D {d_side!r}; choose one of {list(D_SIDES)}")
         self.n = n
         self.gradient = gradient
+        self.d_side = d_side
         real = torch.zeros(n, n, dtype=torch.float64)
         if INITS[init] is not None:
             real = skew_from_block_angles(block_angles(n, INITS[init], generator), n)
@@ -114,6 +127,10 @@ class ComplexScaledCayley(nn.Module):
         return skew_hermitian(real, imag, self.n)
 
     def forward(self) -> torch.Tensor:
-        """W in complex128, as the official code forms it in numpy, then in the parameters' precision."""
+        """The matrix applied to column vectors h (D K^T for 'left', K D for 'right'), formed in complex128 as the
+        official code forms W in numpy, then returned in the parameters' precision."""
         a = self.skew()
-        return complex_scaled_cayley(a.to(torch.complex128), self.theta.double()).to(a.dtype)
+        w = complex_scaled_cayley(a.to(torch.complex128), self.theta.double())
+        if self.d_side == "left":
+            w = w.transpose(0, 1)  # the code's z = h W (scuRNN.py:71) is W^T h for a column vector h
+        return w.to(a.dtype)

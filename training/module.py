@@ -201,10 +201,25 @@ class RecurrentModule(pl.LightningModule):
                     f"--ckpt_path: the checkpoint holds a model with model.{key} = {theirs!r}, this config builds "
                     f"model.{key} = {ours!r}; use the config the checkpoint was trained with (`ortholab fit --resume "
                     f"RUN_ID` reuses a run's own config) or a checkpoint of this model")
+        self._check_scurnn_side(checkpoint.get("state_dict") or {})
         theirs = (saved.get("task") or {}).get("name")
         if theirs is not None and theirs != self.spec.name:
             raise ConfigError(f"--ckpt_path: the checkpoint was trained on task {theirs!r}, this config's data is "
                               f"task {self.spec.name!r}; give a checkpoint of this task or the matching data config")
+
+    def _check_scurnn_side(self, state: dict) -> None:
+        """scuRNN weights trained with D on one side are another function on the other (models/scurnn.py); a
+        checkpoint from before `d_side` existed has no `d_on_left` and was trained with D on the right."""
+        for key, ours in self.state_dict().items():
+            if not key.endswith("d_on_left"):
+                continue
+            trained_left = bool(state[key]) if key in state else False
+            if trained_left != bool(ours):
+                side = "left" if trained_left else "right"
+                since = "" if key in state else ", the only side before 2026-11-23"
+                raise ConfigError(f"--ckpt_path: this scuRNN checkpoint was trained with D on the {side}{since}; "
+                                  f"load it with model.family_args.d_side: {side}")
+            state.setdefault(key, ours.clone())
 
     # steps ------------------------------------------------------------------------------------
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
