@@ -1,0 +1,59 @@
+"""The run store as pandas DataFrames, for a notebook: the numbers `ortholab runs` and the dashboard show.
+
+    from ortholab.db import frames
+    runs = frames.runs("sqlite:///runs/ortholab.db")             # one row per run, parameters flattened
+    curves = frames.metrics([3, 4], ["val/loss"], db=...)        # long format: run, key, step, epoch, value, ...
+    frames.artifacts(3, kind="eigenvalues", db=...)              # what a run stored besides its metrics
+
+Read only: nothing here writes to the store. `db` is any SQLAlchemy URL (default: $ORTHOLAB_DB, else
+sqlite:///runs/ortholab.db), as for every command.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
+
+from db.store import Store
+
+RUN_COLUMNS = ["id", "name", "stage", "family", "task", "status", "reason", "steps", "main_metric",
+               "main_metric_mode", "best", "last", "baseline", "parameter_count", "tags", "created_at", "ended_at"]
+METRIC_COLUMNS = ["run", "key", "step", "epoch", "value", "wall_time"]
+ARTIFACT_COLUMNS = ["id", "run", "kind", "name", "step", "epoch", "media_type", "meta", "created_at"]
+
+
+def runs(db: str | None = None, params: bool = True) -> pd.DataFrame:
+    """One row per run (newest first, as `ortholab runs`): its summary, and with `params` every recorded config
+    key as a column named `param.<dotted key>` (absent in a run: NaN)."""
+    store = Store(db)
+    rows = []
+    for summary in store.list_runs():
+        row = {column: getattr(summary, column) for column in RUN_COLUMNS}
+        row["tags"] = list(summary.tags)
+        if params:
+            row.update({f"param.{key}": value for key, value in store.get_run(summary.id).params.items()})
+        rows.append(row)
+    frame = pd.DataFrame(rows, columns=None if rows else RUN_COLUMNS)
+    return frame.set_index("id", drop=False).rename_axis(None) if rows else frame
+
+
+def metrics(run_ids: int | Iterable[int], keys: str | Iterable[str] | None = None,
+            db: str | None = None) -> pd.DataFrame:
+    """The metric points of `run_ids` (every key, or `keys`), long format: run, key, step, epoch, value,
+    wall_time (unix seconds), ordered by run, key and step."""
+    store = Store(db)
+    ids = [run_ids] if isinstance(run_ids, int) else list(run_ids)
+    wanted = [keys] if isinstance(keys, str) else (None if keys is None else list(keys))
+    rows = []
+    for run_id in ids:
+        for key in wanted if wanted is not None else store.metric_keys(run_id):
+            rows += [(run_id, key, p.step, p.epoch, p.value, p.wall_time) for p in store.metric_series(run_id, key)]
+    return pd.DataFrame(rows, columns=METRIC_COLUMNS)
+
+
+def artifacts(run_id: int, kind: str | None = None, db: str | None = None) -> pd.DataFrame:
+    """A run's artifacts (eigenvalue snapshots, gradient profiles, audio, ...) without their bytes;
+    `Store(db).artifact_data(id)` reads one's bytes."""
+    records = Store(db).artifacts(run_id, kind)
+    return pd.DataFrame([(a.id, a.run_id, a.kind, a.name, a.step, a.epoch, a.media_type, a.meta, a.created_at)
+                         for a in records], columns=ARTIFACT_COLUMNS)

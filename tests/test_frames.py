@@ -1,0 +1,55 @@
+"""The run store as DataFrames (db/frames.py) against a store written by a real run and `ortholab runs --json`."""
+import json
+
+import pytest
+
+from db import Store, frames
+from test_cli import DEMO, TINY, ortholab
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("frames")
+    db = f"sqlite:///{folder / 'store.db'}"
+    for hidden in ("8", "6"):
+        done = ortholab("fit", "--config", DEMO, *TINY, "--model.hidden_size", hidden, "--db", db, cwd=folder)
+        assert done.returncode == 0, done.stderr
+    return db, folder
+
+
+def test_runs_frame_has_the_listing_and_the_parameters(recorded):
+    db, folder = recorded
+    listed = json.loads(ortholab("runs", "--json", "--db", db, cwd=folder).stdout)
+    frame = frames.runs(db)
+    assert frame["id"].tolist() == [row["id"] for row in listed]
+    for row in listed:
+        got = frame.loc[row["id"]]
+        assert (got["status"], got["steps"], got["family"]) == (row["status"], row["steps"], row["family"])
+        assert got["best"] == pytest.approx(row["best"])
+    assert sorted(frame["param.model.hidden_size"].tolist()) == [6, 8]
+    assert set(frame["param.data.class_path"]) == {"datamodules.CopyingTask"}
+
+
+def test_metrics_frame_is_every_point_in_long_format(recorded):
+    db, _ = recorded
+    store = Store(db)
+    ids = [run.id for run in store.list_runs()]
+    long = frames.metrics(ids, ["val/loss", "train/loss"], db=db)
+    assert list(long.columns) == ["run", "key", "step", "epoch", "value", "wall_time"]
+    for run_id in ids:
+        for key in ("val/loss", "train/loss"):
+            expected = store.metric_series(run_id, key)
+            got = long[(long["run"] == run_id) & (long["key"] == key)]
+            assert got["step"].tolist() == [p.step for p in expected]
+            assert got["value"].tolist() == [p.value for p in expected]
+    every = frames.metrics(ids[0], db=db)
+    assert set(every["key"]) == set(store.metric_keys(ids[0]))
+
+
+def test_artifacts_frame_lists_what_the_run_stored(recorded):
+    db, _ = recorded
+    store = Store(db)
+    run_id = store.list_runs()[0].id
+    table = frames.artifacts(run_id, db=db)
+    assert table["id"].tolist() == [a.id for a in store.artifacts(run_id)] and len(table) > 0
+    assert set(table["kind"]) == {a.kind for a in store.artifacts(run_id)}
