@@ -1,0 +1,49 @@
+"""`ortholab fit` from Python: the same run, recorded in the same store, its id returned.
+
+    from ortholab.training.api import fit
+    run_id = fit("configs/demo/copying_scornn.yaml", {"model.hidden_size": 64, "trainer.max_steps": 200})
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def _flags(overrides: dict[str, Any] | list[str] | None) -> list[str]:
+    """{'model.hidden_size': 64} -> ['--model.hidden_size', '64'] (values as YAML, as on the command line)."""
+    if overrides is None:
+        return []
+    if isinstance(overrides, list):
+        return [str(flag) for flag in overrides]
+    flags = []
+    for key, value in overrides.items():
+        text = value if isinstance(value, str) else yaml.safe_dump(value, default_flow_style=True).strip()
+        flags += [f"--{key}", text.removesuffix("\n...").strip()]
+    return flags
+
+
+def fit(config: str | Path | dict, overrides: dict[str, Any] | list[str] | None = None, *, db: str | None = None,
+        name: str | None = None, runs_dir: str | None = None) -> int:
+    """Train as `ortholab fit --config CONFIG [overrides]` does, in this process; returns the run's id.
+
+    config: a YAML file (or a name `ortholab list configs` shows) or the config as a dict; overrides: dotted keys
+    to values (or raw `--key value` flags); db, name, runs_dir: as the CLI's flags. Bad input raises ConfigError.
+    """
+    from training.cli import OrthoLabCLI, _packaged_configs
+    from training.console import quiet_third_party_noise
+
+    quiet_third_party_noise()
+    with tempfile.TemporaryDirectory() as folder:
+        if isinstance(config, dict):
+            path = Path(folder) / f"{name or 'config'}.yaml"
+            path.write_text(yaml.safe_dump(config, sort_keys=False))
+            config = path
+        argv = _packaged_configs(["fit", "--config", str(config)])
+        for flag, value in (("--db", db), ("--name", name), ("--runs_dir", runs_dir)):
+            if value is not None:
+                argv += [flag, value]
+        cli = OrthoLabCLI(args=argv + _flags(overrides))
+    return int(cli.trainer.loggers[0].version)
