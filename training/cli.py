@@ -165,6 +165,12 @@ class OrthoLabCLI(LightningCLI):
         return self.config[self.subcommand] if self.subcommand else self.config
 
     def before_instantiate_classes(self) -> None:
+        config = self._subconfig()
+        check_run_name(config.name)
+        interval = config.trainer.get("val_check_interval")
+        if interval is not None and not isinstance(interval, bool) and interval <= 0:
+            raise ConfigError(f"trainer.val_check_interval = {interval} must be positive: a number of training steps "
+                              f"(int) or a fraction of an epoch in (0, 1]")
         if rank_zero_only.rank == 0:
             Store(self._subconfig().db)  # fail now, before any training, if the store cannot be written
             _check_writable_folder(self._subconfig().runs_dir)
@@ -223,6 +229,17 @@ class OrthoLabCLI(LightningCLI):
               f"run folder {logger.log_dir}. List runs with `ortholab runs`.")
 
 
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
+
+
+def check_run_name(name: str | None) -> None:
+    """A run's name is a folder under --runs_dir: one path component of letters, digits and ._+-, 100 at most."""
+    if name is not None and not RUN_NAME.fullmatch(name):
+        raise ConfigError(f"--name {name!r}: a run name is one folder name under --runs_dir: letters, digits and "
+                          f"._+- (starting with a letter or digit), at most 100 characters; e.g. --name "
+                          f"{re.sub(r'[^A-Za-z0-9._+-]+', '-', name).strip('.-')[:100] or 'my-run'}")
+
+
 def _check_writable_folder(folder: str) -> None:
     """The run folders' parent exists or can be made, and accepts files (checkpoints go there)."""
     try:
@@ -233,6 +250,32 @@ def _check_writable_folder(folder: str) -> None:
     except OSError as err:
         raise ConfigError(f"--runs_dir {folder}: cannot write run folders there ({err.strerror}); give a writable "
                           f"folder with --runs_dir") from None
+
+
+def check_config_files(argv: list[str]) -> None:
+    """Every existing `--config FILE` is UTF-8 YAML holding a mapping; else one line naming the file and the fix."""
+    for i, arg in enumerate(argv):
+        key, eq, value = arg.partition("=")
+        if key != "--config" or (not eq and i + 1 >= len(argv)):
+            continue
+        path = Path(value if eq else argv[i + 1])
+        if not path.is_file():
+            continue  # jsonargparse reports a missing file itself; a packaged name is resolved later
+        fix = "a config is a YAML mapping of model:, data: and trainer: (see configs/demo/copying_scornn.yaml)"
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            raise ConfigError(f"--config {path}: not a text file (not UTF-8); {fix}") from None
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+            hint = " (YAML indents with spaces, not tabs)" if "\t" in path.read_text(encoding="utf-8") else ""
+            raise ConfigError(f"--config {path}: not valid YAML{where}: {problem}{hint}") from None
+        if loaded is None:
+            raise ConfigError(f"--config {path}: the file is empty; {fix}")
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"--config {path}: holds a {type(loaded).__name__}, not a mapping; {fix}")
 
 
 def _packaged_configs(argv: list[str]) -> list[str]:
@@ -332,6 +375,7 @@ def main(argv: list[str] | None = None) -> None:
 
             run_command(argv)
         elif argv[0] in LIGHTNING_SUBCOMMANDS:
+            check_config_files(argv)
             packaged = _packaged_configs(argv)
             if packaged != argv:
                 given, argv = True, packaged
@@ -362,7 +406,10 @@ def _user_error(err: BaseException | None) -> BaseException | None:
         if isinstance(err, MisconfigurationException):  # Lightning's verdict on the trainer settings
             import torch
 
-            return ConfigError(f"{' '.join(str(err).split())} — check --trainer.accelerator and --trainer.devices "
+            message = " ".join(str(err).split())
+            if not re.search(r"accelerator|device|gpu|cuda|mps|tpu|strategy", message, re.IGNORECASE):
+                return ConfigError(f"{message} (a --trainer.* setting; `ortholab fit --help` lists them)")
+            return ConfigError(f"{message} — check --trainer.accelerator and --trainer.devices "
                                f"(this machine has {torch.cuda.device_count()} CUDA device(s); "
                                f"`--trainer.accelerator cpu` runs anywhere)")
         seen.add(id(err))

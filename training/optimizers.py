@@ -7,6 +7,7 @@ epsilon inside the square root; TF1's Adagrad starts its accumulator at 0.1 with
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Iterable
 
 import torch
@@ -86,6 +87,9 @@ def check_optimizer_spec(spec: dict, where: str) -> None:
     if unknown:
         raise ConfigError(f"{where}.{unknown[0]} is not an option of optimizer {name!r}; its options are "
                           f"{sorted(accepted)}")
+    lr = spec.get("lr", _defaults(OPTIMIZERS[name]).get("lr"))
+    if lr is not None and not (_number(lr) and math.isfinite(lr) and lr > 0):
+        raise ConfigError(f"{where}.lr = {lr!r} must be a positive finite number (e.g. 1.0e-3)")
     _check_accumulator(name, {**_defaults(OPTIMIZERS[name]), **spec}, where)
 
 
