@@ -16,7 +16,8 @@ WORKDIR /app
 
 # torch first, so the project's `torch>=` range is already met by the wanted build
 RUN pip install --index-url "${TORCH_INDEX}" --extra-index-url https://pypi.org/simple "torch==${TORCH_VERSION}"
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
+COPY ortholab ./ortholab
 COPY app ./app
 COPY training ./training
 COPY models ./models

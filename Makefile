@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow bench clean
+.PHONY: install demo test test-slow test-kernels bench clean delete-recorded-runs
 
 install: $(STAMP)
 
@@ -27,8 +27,22 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m slow
 
+# The numerical tests once more off this CPU's fast paths: torch's kernels without AVX2/AVX-512, MKL's compatible
+# code path, one thread. Their bounds (tests/tolerances.py: c n eps scale) must hold on any IEEE 754 CPU.
+KERNEL_TESTS := tests/test_cayley.py tests/test_exprnn.py tests/test_nnrnn.py tests/test_scurnn.py \
+	tests/test_urnn.py tests/test_ornn.py tests/test_eurnn.py tests/test_srnn.py tests/test_recurrence.py \
+	tests/test_fused_recurrences.py tests/test_optimizers.py
+test-kernels: $(STAMP)
+	ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=1 PATH="$(CURDIR)/$(BIN):$$PATH" \
+		$(BIN)/python -m pytest $(KERNEL_TESTS)
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_scornn.py
 
+# `clean` removes what the install and the tests made; recorded runs (runs/, the default store) stay. Deleting
+# them takes the explicitly named target below.
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) .pytest_cache
+
+delete-recorded-runs:
+	rm -rf runs

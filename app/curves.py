@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from app.smoothing import debiased_ema, thin
-from db import RunSummary
+from ortholab.app.smoothing import debiased_ema, thin
+from ortholab.db import RunSummary
 
 BATCH_SIZE_PARAM = "data.init_args.batch_size"
 MAX_POINTS = 2000  # per trace drawn; smoothing runs on every point first

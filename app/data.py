@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from db import ArtifactRecord, RunDetail, RunSummary, Store, default_db_url
-from db import published
-from db.artifacts import array_from_bytes
+from ortholab.db import ArtifactRecord, RunDetail, RunSummary, Store, default_db_url
+from ortholab.db import published
+from ortholab.db.artifacts import array_from_bytes
 
 RUNS_TTL_S = 2.0
 

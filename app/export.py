@@ -15,8 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from db import Store
-from db.published import REPORT_COLUMNS, PaperTable, comparison_rows, markdown_report, reproductions
+from ortholab.db import Store
+from ortholab.db.published import REPORT_COLUMNS, PaperTable, comparison_rows, markdown_report, reproductions
 
 
 def machine() -> str:

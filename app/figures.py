@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative, sample_colorscale
 from plotly.subplots import make_subplots
 
-from app.curves import Baseline, Curve
+from ortholab.app.curves import Baseline, Curve
 
 PALETTE = qualitative.Plotly
 MARKERS_UP_TO = 60  # curves with this few points also show their points (validation every N steps)

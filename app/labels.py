@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from db import RunSummary
+from ortholab.db import RunSummary
 
 
 def run_label(run: RunSummary) -> str:

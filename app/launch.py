@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from db import Store, StoreError, default_db_url
+from ortholab.db import Store, StoreError, default_db_url
 
 APP = Path(__file__).resolve().parent / "main.py"
 DEFAULT_PORT = 8501

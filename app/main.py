@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import data, state
-from db import StoreError
+from ortholab.app import data, state
+from ortholab.db import StoreError
 
 st.set_page_config(page_title="OrthoLab", page_icon=":material/blur_circular:", layout="wide")
 

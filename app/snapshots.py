@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from app.labels import run_label
-from db import ArtifactRecord, RunSummary
+from ortholab.app.labels import run_label
+from ortholab.db import ArtifactRecord, RunSummary
 
 # families whose recurrence is gated: several recurrent matrices, no single W to take eigenvalues of
 GATED_FAMILIES = frozenset({"lstm", "gru"})

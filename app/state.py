@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.labels import run_label
-from app.tables import merge_selection
-from db import RunSummary
+from ortholab.app.labels import run_label
+from ortholab.app.tables import merge_selection
+from ortholab.db import RunSummary
 
 SELECTED = "run"  # session-state key and URL query parameter
 

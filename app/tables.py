@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from app.labels import run_label
-from db import ArtifactRecord, RunDetail, RunSummary
+from ortholab.app.labels import run_label
+from ortholab.db import ArtifactRecord, RunDetail, RunSummary
 
 STALE_AFTER_S = 300.0  # a 'running' run silent this long was probably killed outright (see README: the store)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from db import ArtifactRecord
+from ortholab.db import ArtifactRecord
 
 ROLE_ORDER = ("reference", "reconstruction", "baseline")
 # speech-quality metrics as the scoRNN paper's Table 2 reports them (TIMIT prediction)

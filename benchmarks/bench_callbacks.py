@@ -21,11 +21,11 @@ from pathlib import Path
 import lightning.pytorch as pl
 import torch
 
-from datamodules import AddingTask
-from db import SQLLogger
-from training.callbacks import (EigenvalueSnapshots, GradientNormProfile, HiddenTrajectory, NaNGuard,
+from ortholab.datamodules import AddingTask
+from ortholab.db import SQLLogger
+from ortholab.training.callbacks import (EigenvalueSnapshots, GradientNormProfile, HiddenTrajectory, NaNGuard,
                                 OrthogonalityDrift, Timing)
-from training.module import RecurrentModule
+from ortholab.training.module import RecurrentModule
 
 
 def analysis_callbacks(interval: int, steps: int, names: list[str]) -> list[pl.Callback]:

@@ -23,10 +23,10 @@ import numpy as np
 from sqlalchemy import create_engine, insert
 from streamlit.testing.v1 import AppTest
 
-from app.data import clear_caches
-from db import Store
-from db.artifacts import EIGENVALUES, GRAD_NORMS, NPY_MEDIA_TYPE, array_to_bytes
-from db.schema import Metric
+from ortholab.app.data import clear_caches
+from ortholab.db import Store
+from ortholab.db.artifacts import EIGENVALUES, GRAD_NORMS, NPY_MEDIA_TYPE, array_to_bytes
+from ortholab.db.schema import Metric
 
 APP = str(Path(__file__).resolve().parents[1] / "app" / "main.py")
 PAGES = ["runs", "curves", "eigenvalues", "gradients", "compare"]

@@ -18,12 +18,12 @@ from functools import partial
 
 import torch
 
-from models import SequenceModel
-from models.gated import LSTM, RNN
-from models.householder import compact_wy, householder_product, householder_product_sequential
-from models.ornn import ORNN
-from models.sizing import hidden_size_for_budget, parameter_count
-from models.srnn import SRNN
+from ortholab.models import SequenceModel
+from ortholab.models.gated import LSTM, RNN
+from ortholab.models.householder import compact_wy, householder_product, householder_product_sequential
+from ortholab.models.ornn import ORNN
+from ortholab.models.sizing import hidden_size_for_budget, parameter_count
+from ortholab.models.srnn import SRNN
 
 
 def time_fwd_bwd(model, x) -> float:

@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from models.scornn import ScoRNN
+from ortholab.models.scornn import ScoRNN
 
 
 def time_fwd_bwd(model, x) -> float:

@@ -18,8 +18,8 @@ import time
 import torch
 from torch import nn
 
-from models.complex_recurrence import MODRELU_EPS
-from models.scurnn import ScuRNN
+from ortholab.models.complex_recurrence import MODRELU_EPS
+from ortholab.models.scurnn import ScuRNN
 
 NUM_CLASSES = 10
 

@@ -1,13 +1,13 @@
 """Tasks by name. A new task is one file in datamodules/ plus one line here."""
-from datamodules.adding import AddingTask
-from datamodules.base import TaskDataModule
-from datamodules.copying import CopyingTask
-from datamodules.generation import SequenceGeneration
-from datamodules.mnist import PixelMNIST
-from datamodules.music import PolyphonicMusic
-from datamodules.spec import TaskSpec
-from datamodules.speech import SpeechPrediction
-from datamodules.text import CharText
+from ortholab.datamodules.adding import AddingTask
+from ortholab.datamodules.base import TaskDataModule
+from ortholab.datamodules.copying import CopyingTask
+from ortholab.datamodules.generation import SequenceGeneration
+from ortholab.datamodules.mnist import PixelMNIST
+from ortholab.datamodules.music import PolyphonicMusic
+from ortholab.datamodules.spec import TaskSpec
+from ortholab.datamodules.speech import SpeechPrediction
+from ortholab.datamodules.text import CharText
 
 TASKS: dict[str, type[TaskDataModule]] = {
     "copying": CopyingTask,

@@ -7,8 +7,8 @@ import lightning.pytorch as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from datamodules.spec import TaskSpec
-from models.base import ConfigError
+from ortholab.datamodules.spec import TaskSpec
+from ortholab.models.base import ConfigError
 
 
 def require_positive(value: int, key: str) -> int:

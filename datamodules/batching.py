@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch.utils.data import Dataset
 
-from datamodules.base import TaskDataModule
+from ortholab.datamodules.base import TaskDataModule
 
 Batch = tuple[torch.Tensor, ...]
 

@@ -11,9 +11,9 @@ import math
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from datamodules.base import ResumableLoader, TaskDataModule, require_positive
-from datamodules.spec import TaskSpec
-from models.base import ConfigError
+from ortholab.datamodules.base import ResumableLoader, TaskDataModule, require_positive
+from ortholab.datamodules.spec import TaskSpec
+from ortholab.models.base import ConfigError
 
 BLANK, MARKER = 0, 9
 

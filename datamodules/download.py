@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from models.base import ConfigError
+from ortholab.models.base import ConfigError
 
 # The checksums published with MNIST (also used by torchvision and TensorFlow's loaders).
 MNIST_MD5 = {

@@ -27,10 +27,10 @@ import numpy as np
 import soundfile
 import torch
 
-from datamodules.base import require_positive
-from datamodules.batching import GatheredTaskDataModule
-from datamodules.spec import TaskSpec
-from models.base import ConfigError
+from ortholab.datamodules.base import require_positive
+from ortholab.datamodules.batching import GatheredTaskDataModule
+from ortholab.datamodules.spec import TaskSpec
+from ortholab.models.base import ConfigError
 
 HOW_TO_FIX = ("a demo file: ../shared/data/fsdd/recordings/0_jackson_0.wav (Free Spoken Digit Dataset, 8 kHz mono, "
               "https://github.com/Jakobovski/free-spoken-digit-dataset)")

@@ -39,17 +39,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from datamodules.base import require_positive
-from datamodules.batching import (
+from ortholab.datamodules.base import require_positive
+from ortholab.datamodules.batching import (
     Batch,
     BatchedDataset,
     GatheredTaskDataModule,
     GatheredTensors,
 )
-from datamodules.download import MNIST_MIRRORS, download_verified
-from datamodules.idx import MappedIdx, find_idx_files, idx_shape, load_idx_set
-from datamodules.spec import TaskSpec
-from models.base import ConfigError
+from ortholab.datamodules.download import MNIST_MIRRORS, download_verified
+from ortholab.datamodules.idx import MappedIdx, find_idx_files, idx_shape, load_idx_set
+from ortholab.datamodules.spec import TaskSpec
+from ortholab.models.base import ConfigError
 
 SCORNN_PERMUTATION_SEED = 92916
 DIGITS_TEST_SIZE = 360  # the last 360 of scikit-learn's 1,797 digits

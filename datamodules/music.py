@@ -21,9 +21,9 @@ import numpy as np
 import scipy.io
 import torch
 
-from datamodules.batching import Batch, GatheredTaskDataModule, RaggedSequences
-from datamodules.spec import TaskSpec
-from models.base import ConfigError
+from ortholab.datamodules.batching import Batch, GatheredTaskDataModule, RaggedSequences
+from ortholab.datamodules.spec import TaskSpec
+from ortholab.models.base import ConfigError
 
 KEYS = 88
 LOWEST_NOTE = 21  # MIDI note of the piano's lowest key (A0); the highest is 108 (C8)

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
-from datamodules.torchaudio_check import torchaudio_transforms
-from models.base import ConfigError
+from ortholab.datamodules.torchaudio_check import torchaudio_transforms
+from ortholab.models.base import ConfigError
 
 FRAMINGS = ("wisdom", "centered")
 LOG_SCALES = ("db_power", "log1p_magnitude")

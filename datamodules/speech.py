@@ -30,12 +30,12 @@ import torch
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 from tqdm.auto import tqdm
 
-from datamodules.base import require_positive
-from datamodules.batching import Batch, GatheredTaskDataModule, RaggedSequences
-from datamodules.recordings import RecordingReader
-from datamodules.spec import TaskSpec
-from datamodules.spectral import SpectralFrames
-from datamodules.speech_corpora import (
+from ortholab.datamodules.base import require_positive
+from ortholab.datamodules.batching import Batch, GatheredTaskDataModule, RaggedSequences
+from ortholab.datamodules.recordings import RecordingReader
+from ortholab.datamodules.spec import TaskSpec
+from ortholab.datamodules.spectral import SpectralFrames
+from ortholab.datamodules.speech_corpora import (
     FSDD_HOW_TO_OBTAIN,
     FSDD_SPLITS,
     TIMIT_HOW_TO_OBTAIN,
@@ -45,8 +45,8 @@ from datamodules.speech_corpora import (
     fsdd_splits,
     timit_splits,
 )
-from datamodules.speech_split import SpeechSplit, cache_key
-from models.base import ConfigError
+from ortholab.datamodules.speech_split import SpeechSplit, cache_key
+from ortholab.models.base import ConfigError
 
 DEFAULT_FSDD = "../shared/data/fsdd/recordings"  # relative to the working directory (the repository root)
 CORPORA = ("fsdd", "timit")

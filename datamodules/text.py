@@ -34,10 +34,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from datamodules.base import require_positive
-from datamodules.batching import Batch, GatheredTaskDataModule, RaggedSequences
-from datamodules.spec import TaskSpec
-from models.base import ConfigError
+from ortholab.datamodules.base import require_positive
+from ortholab.datamodules.batching import Batch, GatheredTaskDataModule, RaggedSequences
+from ortholab.datamodules.spec import TaskSpec
+from ortholab.models.base import ConfigError
 
 UNKNOWN = "<unk>"
 LAYOUTS = (  # (train, valid, test) file names looked for in data.path, in this order

@@ -2,8 +2,8 @@
 
 from typing import Any
 
-from db.records import ArtifactRecord, MetricPoint, RunDetail, RunSummary
-from db.store import Store, StoreError, default_db_url
+from ortholab.db.records import ArtifactRecord, MetricPoint, RunDetail, RunSummary
+from ortholab.db.store import Store, StoreError, default_db_url
 
 __all__ = [
     "ArtifactRecord",
@@ -20,7 +20,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # SQLLogger pulls in Lightning (seconds to import); readers such as `ortholab runs` never need it
     if name == "SQLLogger":
-        from db.logger import SQLLogger
+        from ortholab.db.logger import SQLLogger
 
         return SQLLogger
     raise AttributeError(f"module 'db' has no attribute {name!r}")

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from db.store import Store
+from ortholab.db.store import Store
 
 RUN_COLUMNS = ["id", "name", "stage", "family", "task", "status", "reason", "steps", "main_metric",
                "main_metric_mode", "best", "last", "baseline", "parameter_count", "tags", "created_at", "ended_at"]

@@ -17,7 +17,7 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 
-from db.store import Store, StoreError
+from ortholab.db.store import Store, StoreError
 
 OTHER_RANK_VERSION = "pending"  # version on ranks other than zero, which never see the run row
 FINAL_STATUS = {"success": "finished", "failed": "failed"}  # Lightning's finalize() words -> run status

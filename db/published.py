@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from db.records import RunSummary
-from db.store import Store, StoreError
+from ortholab.db.records import RunSummary
+from ortholab.db.store import Store, StoreError
 
 PUBLISHED_DIR = Path(__file__).resolve().parents[1] / "configs" / "papers" / "published"
 CHECKS_DIR = PUBLISHED_DIR.parent / "checks"  # not paper tables: the papers' claims re-checked at CPU scale

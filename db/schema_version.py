@@ -16,7 +16,7 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.schema import CreateIndex, CreateTable
 
-from db.schema import Base
+from ortholab.db.schema import Base
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 OUR_TABLES = frozenset(Base.metadata.tables)

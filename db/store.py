@@ -21,10 +21,10 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from db.schema_version import OUR_TABLES, VERSION_TABLE, SchemaMismatch, ensure_current
-from db.schema_version import upgrade as upgrade_schema
-from db.records import ArtifactRecord, MetricPoint, RunDetail, RunSummary
-from db.schema import (
+from ortholab.db.schema_version import OUR_TABLES, VERSION_TABLE, SchemaMismatch, ensure_current
+from ortholab.db.schema_version import upgrade as upgrade_schema
+from ortholab.db.records import ArtifactRecord, MetricPoint, RunDetail, RunSummary
+from ortholab.db.schema import (
     MODES,
     STAGES,
     STATUSES,

@@ -1,18 +1,18 @@
 """Recurrent families by name. A new family is one file in models/ plus one line here."""
-from models.base import ConfigError, RecurrentLayer
-from models.eurnn import EURNN
-from models.exprnn import ExpRNN
-from models.fcurnn import FullCapacityURNN
-from models.gated import GRU, LSTM, RNN
-from models.nnrnn import NNRNN
-from models.nru import NRU
-from models.ornn import ORNN
-from models.rtransformer import RTransformer
-from models.scornn import ScoRNN
-from models.scurnn import ScuRNN
-from models.sequence import SequenceModel
-from models.srnn import SRNN
-from models.urnn import URNN
+from ortholab.models.base import ConfigError, RecurrentLayer
+from ortholab.models.eurnn import EURNN
+from ortholab.models.exprnn import ExpRNN
+from ortholab.models.fcurnn import FullCapacityURNN
+from ortholab.models.gated import GRU, LSTM, RNN
+from ortholab.models.nnrnn import NNRNN
+from ortholab.models.nru import NRU
+from ortholab.models.ornn import ORNN
+from ortholab.models.rtransformer import RTransformer
+from ortholab.models.scornn import ScoRNN
+from ortholab.models.scurnn import ScuRNN
+from ortholab.models.sequence import SequenceModel
+from ortholab.models.srnn import SRNN
+from ortholab.models.urnn import URNN
 
 FAMILIES: dict[str, type[RecurrentLayer]] = {
     "scornn": ScoRNN,

@@ -31,11 +31,11 @@ from functools import partial
 import torch
 from torch import nn
 
-from models.base import ConfigError
-from models.compiled import supported
-from models.complex_recurrence import complex_modrelu_recurrence, eunn_modrelu
-from models.givens_kernels import givens_recurrence_features
-from models.operator_recurrence import (FactoredUnitaryLayer, gather_units, interleaved_to_planar,
+from ortholab.models.base import ConfigError
+from ortholab.models.compiled import supported
+from ortholab.models.complex_recurrence import complex_modrelu_recurrence, eunn_modrelu
+from ortholab.models.givens_kernels import givens_recurrence_features
+from ortholab.models.operator_recurrence import (FactoredUnitaryLayer, gather_units, interleaved_to_planar,
                                        operator_recurrence_features, planar_to_interleaved)
 
 STYLES = ("tunable", "fft")

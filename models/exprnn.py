@@ -32,10 +32,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from models.base import ConfigError, RecurrentLayer
-from models.cayley import skew_from_upper, upper_from_skew
-from models.matrix_exp import SKEW_INITS, initial_skew, skew_matrix_exp
-from models.recurrence import modrelu_recurrence
+from ortholab.models.base import ConfigError, RecurrentLayer
+from ortholab.models.cayley import skew_from_upper, upper_from_skew
+from ortholab.models.matrix_exp import SKEW_INITS, initial_skew, skew_matrix_exp
+from ortholab.models.recurrence import modrelu_recurrence
 
 TRIVIALIZATIONS = ("static", "dtriv")
 BASE_SIDES = ("right", "left")  # B = exp(A) base (the code's, in column form) or B = base exp(A)

@@ -30,8 +30,8 @@ import math
 import torch
 from torch import nn
 
-from models.base import ConfigError, RecurrentLayer
-from models.complex_recurrence import complex_modrelu_recurrence
+from ortholab.models.base import ConfigError, RecurrentLayer
+from ortholab.models.complex_recurrence import complex_modrelu_recurrence
 
 INITS = ("haar", "identity")
 W_GRADIENTS = ("top_blocks", "full")  # what W's .grad holds: the code's G (see above) or dL/dW

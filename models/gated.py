@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from models.base import ConfigError, RecurrentLayer
+from ortholab.models.base import ConfigError, RecurrentLayer
 
 
 def _stepwise(cell, rnn: nn.RNNBase, x: torch.Tensor, offsets: torch.Tensor, with_cell_state: bool) -> torch.Tensor:

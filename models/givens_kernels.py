@@ -15,9 +15,9 @@ import numba
 import numpy as np
 import torch
 
-from models.compiled import OPTIONS, as_array, match_torch_threads, real_scalar
-from models.complex_recurrence import SCURNN_MODRELU, ModReLU
-from models.operator_recurrence import gradient_as_complex, parameter_gradients, refuse_second_backward
+from ortholab.models.compiled import OPTIONS, as_array, match_torch_threads, real_scalar
+from ortholab.models.complex_recurrence import SCURNN_MODRELU, ModReLU
+from ortholab.models.operator_recurrence import gradient_as_complex, parameter_gradients, refuse_second_backward
 
 
 @numba.njit(**OPTIONS)

@@ -36,7 +36,7 @@ import math
 
 import torch
 
-from models.cayley import skew_from_upper
+from ortholab.models.cayley import skew_from_upper
 
 SKEW_INITS = ("henaff", "henaff_icml", "cayley", "random")
 

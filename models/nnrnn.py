@@ -31,10 +31,10 @@ import math
 import torch
 from torch import nn
 
-from models.base import ConfigError, RecurrentLayer
-from models.cayley import upper_from_skew
-from models.matrix_exp import SKEW_INITS, exp_skew, initial_skew
-from models.recurrence import modrelu_recurrence
+from ortholab.models.base import ConfigError, RecurrentLayer
+from ortholab.models.cayley import upper_from_skew
+from ortholab.models.matrix_exp import SKEW_INITS, exp_skew, initial_skew
+from ortholab.models.recurrence import modrelu_recurrence
 
 
 def strictly_upper(entries: torch.Tensor, n: int) -> torch.Tensor:

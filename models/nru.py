@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from models.base import ConfigError, RecurrentLayer
+from ortholab.models.base import ConfigError, RecurrentLayer
 
 NORM_ORDER = 5  # the write and erase vectors are L5-normalised (torch.nn.functional.normalize(p=5, eps=1e-12))
 NORM_EPS = 1e-12

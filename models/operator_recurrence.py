@@ -43,8 +43,8 @@ from typing import Protocol
 
 import torch
 
-from models.base import RecurrentLayer
-from models.complex_recurrence import SCURNN_MODRELU, ModReLU
+from ortholab.models.base import RecurrentLayer
+from ortholab.models.complex_recurrence import SCURNN_MODRELU, ModReLU
 
 
 class UnitaryOperator(Protocol):

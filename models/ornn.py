@@ -11,9 +11,9 @@ import math
 import torch
 from torch import nn
 
-from models.base import ConfigError, RecurrentLayer, count_from_fraction
-from models.householder import entries_from_tril, householder_product, tril_from_entries
-from models.pointwise_recurrence import ACTIVATIONS, pointwise_recurrence
+from ortholab.models.base import ConfigError, RecurrentLayer, count_from_fraction
+from ortholab.models.householder import entries_from_tril, householder_product, tril_from_entries
+from ortholab.models.pointwise_recurrence import ACTIVATIONS, pointwise_recurrence
 
 
 class ORNN(RecurrentLayer):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from models.modrelu import modrelu
+from ortholab.models.modrelu import modrelu
 
 
 class _ModReLURecurrence(torch.autograd.Function):

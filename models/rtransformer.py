@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from models.base import ConfigError, RecurrentLayer
+from ortholab.models.base import ConfigError, RecurrentLayer
 
 
 class LocalRecurrence(nn.Module):
@@ -81,7 +81,7 @@ class RTransformer(RecurrentLayer):
     def __init__(self, input_size: int, hidden_size: int, cell: str = "gru", cell_args: dict | None = None,
                  window: int = 6, levels: int = 3, local_layers: int = 1, heads: int = 4, dropout: float = 0.1):
         super().__init__(input_size, hidden_size)
-        from models import FAMILIES  # the registry imports this module
+        from ortholab.models import FAMILIES  # the registry imports this module
 
         if cell not in FAMILIES or cell == "rtransformer":
             raise ConfigError(f"model.family_args.cell = {cell!r} is not a recurrent family to use inside windows; "

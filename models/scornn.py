@@ -4,9 +4,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from models.base import RecurrentLayer, count_from_fraction
-from models.cayley import ScaledCayley
-from models.recurrence import modrelu_recurrence
+from ortholab.models.base import RecurrentLayer, count_from_fraction
+from ortholab.models.cayley import ScaledCayley
+from ortholab.models.recurrence import modrelu_recurrence
 
 
 class ScoRNN(RecurrentLayer):

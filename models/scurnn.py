@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from models.base import ConfigError, RecurrentLayer
-from models.complex_recurrence import complex_modrelu_recurrence
-from models.unitary import D_SIDES, GRADIENTS, INITS, ComplexScaledCayley
+from ortholab.models.base import ConfigError, RecurrentLayer
+from ortholab.models.complex_recurrence import complex_modrelu_recurrence
+from ortholab.models.unitary import D_SIDES, GRADIENTS, INITS, ComplexScaledCayley
 
 
 class ScuRNN(RecurrentLayer):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from models.base import ConfigError, RecurrentLayer
+from ortholab.models.base import ConfigError, RecurrentLayer
 
 # model.input_adapter: "default" feeds symbol ids one-hot (unless the family embeds them) and real inputs as
 # they are; "embedding" maps symbol ids through nn.Embedding(vocab, size); "linear" maps real inputs through

@@ -10,9 +10,9 @@ from typing import Any
 
 import torch
 
-from models import FAMILIES
-from models.base import ConfigError
-from models.stack import build_layers
+from ortholab.models import FAMILIES
+from ortholab.models.base import ConfigError
+from ortholab.models.stack import build_layers
 
 
 def parameter_count(family: str, hidden_size: int, input_size: int, output_size: int,

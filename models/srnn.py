@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from models.base import ConfigError, RecurrentLayer
-from models.shift_recurrence import shift_relu_recurrence
+from ortholab.models.base import ConfigError, RecurrentLayer
+from ortholab.models.shift_recurrence import shift_relu_recurrence
 
 
 class SRNN(RecurrentLayer):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from models.base import ConfigError, RecurrentLayer
+from ortholab.models.base import ConfigError, RecurrentLayer
 
 
 class StackedLayers(RecurrentLayer):

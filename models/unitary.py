@@ -25,7 +25,7 @@ import math
 import torch
 from torch import nn
 
-from models.cayley import block_angles, skew_from_block_angles  # noqa: F401 - shared with scoRNN
+from ortholab.models.cayley import block_angles, skew_from_block_angles  # noqa: F401 - shared with scoRNN
 
 
 def skew_hermitian(real_upper: torch.Tensor, imag_upper: torch.Tensor, n: int) -> torch.Tensor:

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from models.compiled import supported
-from models.operator_recurrence import FactoredUnitaryLayer, gather_units, operator_recurrence_features
-from models.urnn_kernels import urnn_recurrence_features
+from ortholab.models.compiled import supported
+from ortholab.models.operator_recurrence import FactoredUnitaryLayer, gather_units, operator_recurrence_features
+from ortholab.models.urnn_kernels import urnn_recurrence_features
 
 
 def fft(x: torch.Tensor) -> torch.Tensor:

@@ -18,9 +18,9 @@ import numba
 import numpy as np
 import torch
 
-from models.compiled import OPTIONS, as_array, match_torch_threads, real_scalar
-from models.complex_recurrence import MODRELU_EPS
-from models.operator_recurrence import gradient_as_complex, parameter_gradients, refuse_second_backward
+from ortholab.models.compiled import OPTIONS, as_array, match_torch_threads, real_scalar
+from ortholab.models.complex_recurrence import MODRELU_EPS
+from ortholab.models.operator_recurrence import gradient_as_complex, parameter_gradients, refuse_second_backward
 
 
 @numba.njit(**OPTIONS)

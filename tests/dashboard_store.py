@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from db import Store
-from db.artifacts import AUDIO, EIGENVALUES, GRAD_NORMS, HIDDEN_TRAJECTORY, NPY_MEDIA_TYPE, PHASES, array_to_bytes
+from ortholab.db import Store
+from ortholab.db.artifacts import AUDIO, EIGENVALUES, GRAD_NORMS, HIDDEN_TRAJECTORY, NPY_MEDIA_TYPE, PHASES, array_to_bytes
 
 REPO = Path(__file__).resolve().parents[1]
 APP_MAIN = str(REPO / "app" / "main.py")
@@ -32,7 +32,7 @@ REAL_FIT = [
 def train_real_run(url: str, runs_dir: Path, name: str = "real-scornn") -> None:
     """A real scoRNN run on copying through `ortholab fit` (6 batches), recorded in `url`."""
     done = subprocess.run(
-        [sys.executable, "-c", "from training.cli import main; main()", "fit",
+        [sys.executable, "-c", "from ortholab.training.cli import main; main()", "fit",
          "--config", str(REPO / "configs" / "demo" / "copying_scornn.yaml"), *REAL_FIT,
          "--db", url, "--name", name, "--runs_dir", str(runs_dir)],
         cwd=runs_dir, capture_output=True, text=True, timeout=300,

@@ -10,7 +10,7 @@ import numpy as np
 import scipy.io
 import soundfile
 
-from datamodules.idx import IDX_FILES
+from ortholab.datamodules.idx import IDX_FILES
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 

@@ -12,10 +12,10 @@ REPO = Path(__file__).resolve().parents[1]
 # allocated again every pass); prints whether the setting took and the page faults of each pass
 PASSES = """
 import resource
-from training.allocator import reuse_freed_memory
+from ortholab.training.allocator import reuse_freed_memory
 took = reuse_freed_memory()
 import torch, torch.nn.functional as F
-from training.bench import build
+from ortholab.training.bench import build
 torch.manual_seed(0)
 model = build("eurnn", 300, "cpu")
 x, y = torch.rand(64, 300, 1), torch.randint(0, 10, (64,))
@@ -52,7 +52,7 @@ def test_a_training_pass_reuses_the_freed_memory_of_the_last_one():
 # still held by the process (glibc's mallinfo2: bytes in free blocks, and the heap's size)?
 BIG_FREED = """
 import ctypes
-from training.allocator import reuse_freed_memory
+from ortholab.training.allocator import reuse_freed_memory
 took = reuse_freed_memory()
 import torch
 class Info(ctypes.Structure):

@@ -6,15 +6,20 @@ import numpy as np
 import pytest
 import torch
 
-from datamodules import AddingTask, CopyingTask
-from db import SQLLogger, Store
-from db.artifacts import EIGENVALUES, GRAD_NORMS, HIDDEN_TRAJECTORY, array_from_bytes
-from training.callbacks import NaNGuard, NonFiniteError
-from training.callbacks.matrix import orthogonality_error
-from training.callbacks.probes import hidden_gradient_norms
-from training.cli import main
-from training.module import RecurrentModule
+from ortholab.datamodules import AddingTask, CopyingTask
+from ortholab.db import SQLLogger, Store
+from ortholab.db.artifacts import EIGENVALUES, GRAD_NORMS, HIDDEN_TRAJECTORY, array_from_bytes
+from ortholab.training.callbacks import NaNGuard, NonFiniteError
+from ortholab.training.callbacks.matrix import orthogonality_error
+from ortholab.training.callbacks.probes import hidden_gradient_norms
+from ortholab.training.cli import main
+from ortholab.training.module import RecurrentModule
 from test_cli import DEMO, TINY
+from tolerances import close, norm, roundoff
+
+# scoRNN's float32 W = Cayley(A) D at n = 8: n eps32 cond(I + A), cond(I + A) <= sqrt(2) at the init (its blocks are
+# tan(t/2) <= 1) and A barely moves in 6 steps of lr 1e-4
+DEMO_W_ROUNDOFF = roundoff(torch.float32, 8, scale=2)
 
 
 def _fit(tmp_path, monkeypatch, *extra):
@@ -35,12 +40,13 @@ def test_default_callbacks_record_drift_eigenvalues_profile_and_timing(tmp_path,
                       "--trainer.callbacks+=training.callbacks.Timing",
                       "--trainer.callbacks.every_n_steps=2")
     drift = store.metric_series(run.id, "analysis/orthogonality")
-    assert [p.step for p in drift] == [0, 2, 4, 6] and all(p.value < 1e-4 for p in drift)
+    assert [p.step for p in drift] == [0, 2, 4, 6] and all(p.value < DEMO_W_ROUNDOFF for p in drift)
 
     eig = store.artifacts(run.id, EIGENVALUES)  # start, end of epoch 0 (4 batches), end of training
     assert [a.step for a in eig] == [0, 4, 6] and eig[0].meta["n"] == 8
     values = array_from_bytes(store.artifact_data(eig[0].id))
-    assert values.dtype == np.complex128 and np.allclose(np.abs(values), 1.0, atol=1e-5)
+    # |lambda| lies between W's extreme singular values, 1 +- ||W^T W - I|| / 2; the float64 eigensolver adds n eps64
+    assert values.dtype == np.complex128 and np.allclose(np.abs(values), 1.0, rtol=0, atol=DEMO_W_ROUNDOFF)
 
     (profile,) = store.artifacts(run.id, GRAD_NORMS)  # default steps 0 and 300: only 0 is reached in 6 steps
     norms = array_from_bytes(store.artifact_data(profile.id))
@@ -69,7 +75,8 @@ def test_lstm_has_no_recurrent_matrix_to_analyse(tmp_path, monkeypatch):
 
 def test_orthogonality_error_sees_a_non_orthogonal_matrix():
     q = torch.linalg.qr(torch.randn(6, 6, dtype=torch.float64))[0]
-    assert orthogonality_error(q) < 1e-13 < 0.1 < orthogonality_error(1.1 * q)
+    # Householder QR, n = 6: n eps in the 2-norm, sqrt(n) times that in the Frobenius norm
+    assert orthogonality_error(q) < roundoff(torch.float64, 6, scale=6 ** 0.5) < 0.1 < orthogonality_error(1.1 * q)
 
 
 def test_gradient_profile_is_the_total_derivative():
@@ -86,7 +93,8 @@ def test_gradient_profile_is_the_total_derivative():
         states.append(h)
     torch.nn.functional.mse_loss(module.model.readout(h), targets).backward()
     expected = torch.stack([torch.linalg.vector_norm(s.grad) for s in states]).double()
-    torch.testing.assert_close(norms, expected, rtol=1e-5, atol=1e-8)
+    # float32 BPTT through a GRU: 3 gates read 2 inputs and 5 units per step, T = 12 steps, relative to the profile
+    torch.testing.assert_close(norms, expected, **close(torch.float32, 3 * (2 + 5) * 12, norm(expected)))
     assert norms[0] > 0
 
 

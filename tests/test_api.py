@@ -1,9 +1,9 @@
 """Training from Python equals training from the command line."""
 import yaml
 
-from db import Store
+from ortholab.db import Store
 from test_cli import DEMO, TINY, ortholab
-from training.api import fit
+from ortholab.training.api import fit
 
 
 def test_fit_from_python_records_the_same_run_as_the_cli(tmp_path, monkeypatch):

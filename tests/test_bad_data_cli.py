@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import scipy.io
 
-from db import Store
+from ortholab.db import Store
 from standins import mnist_standin, write_audio, write_text_set
 from test_cli import DEMO, REPO, TINY
 from test_speech import timit_tree, write_sphere
-from training.cli import main
+from ortholab.training.cli import main
 
 DEMOS = REPO / "configs" / "demo"
 

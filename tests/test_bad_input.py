@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from datamodules import CopyingTask
-from db import Store
-from training.cli import main
+from ortholab.datamodules import CopyingTask
+from ortholab.db import Store
+from ortholab.training.cli import main
 from test_cli import DEMO, TINY
 
 README = Path(__file__).resolve().parents[1] / "README.md"

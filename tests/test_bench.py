@@ -4,11 +4,11 @@ import re
 
 import pytest
 
-import training.bench as bench
-from models import FAMILIES
-from models.sizing import hidden_size_for_budget, parameter_count
-from training.bench import BUDGET_TOLERANCE, BUDGETS, CLASSES
-from training.cli import main
+import ortholab.training.bench as bench
+from ortholab.models import FAMILIES
+from ortholab.models.sizing import hidden_size_for_budget, parameter_count
+from ortholab.training.bench import BUDGET_TOLERANCE, BUDGETS, CLASSES
+from ortholab.training.cli import main
 
 
 def test_quick_bench_reports_ratios_for_each_family(capsys):

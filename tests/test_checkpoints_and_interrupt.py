@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from db import Store
+from ortholab.db import Store
 from test_cli import DEMO
 from test_resume import RUN, ortholab
-from training.cli import main
+from ortholab.training.cli import main
 from tolerances import roundoff
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from db import Store
-from training.cli import main
-from training.commands import NO_DESCRIPTION, config_rows
+from ortholab.db import Store
+from ortholab.training.cli import main
+from ortholab.training.commands import NO_DESCRIPTION, config_rows
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = str(REPO / "configs" / "demo" / "copying_scornn.yaml")
@@ -19,7 +19,7 @@ TINY = ["--model.hidden_size", "8", "--model.family_args", "{rho: 4}", "--data.s
 
 
 def ortholab(*args, cwd):
-    return subprocess.run([sys.executable, "-c", "from training.cli import main; main()", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -137,8 +137,8 @@ def test_hidden_size_auto_sizes_to_the_budget(capsys):
         main(["fit", "--config", DEMO, "--model.hidden_size", "auto", "--model.param_budget", "22000",
               "--print_config"])
     assert "hidden_size: auto" in capsys.readouterr().out
-    from datamodules import CopyingTask
-    from training.module import RecurrentModule
+    from ortholab.datamodules import CopyingTask
+    from ortholab.training.module import RecurrentModule
 
     module = RecurrentModule(CopyingTask().spec, family="scornn", hidden_size="auto", param_budget=22_000,
                              family_args={"rho": 0.5})
@@ -160,9 +160,9 @@ def test_impossible_sizes_are_one_clear_message(extra, message, capsys, tmp_path
 def test_an_auto_sized_model_rebuilds_from_its_saved_hyperparameters():
     # load_from_checkpoint and `ortholab test --ckpt_path` rebuild the module from hparams holding the resolved
     # size beside the budget
-    from datamodules import CopyingTask
-    from models import ConfigError
-    from training.module import RecurrentModule
+    from ortholab.datamodules import CopyingTask
+    from ortholab.models import ConfigError
+    from ortholab.training.module import RecurrentModule
 
     module = RecurrentModule(CopyingTask().spec, family="scornn", hidden_size="auto", param_budget=22_000,
                              family_args={"rho": 0.5})
@@ -217,7 +217,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
     store = Store(db)
     for _ in range(700):  # ~120 KB of table: more than a pipe's 64 KB buffer, so the write after `head` fails
         store.create_run(name="a-run-with-a-long-name-" + "x" * 60)
-    proc = subprocess.Popen([sys.executable, "-c", "from training.cli import main; main()", "runs", "--db", db],
+    proc = subprocess.Popen([sys.executable, "-c", "from ortholab.training.cli import main; main()", "runs", "--db", db],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout.readline().startswith(b"id")
     proc.stdout.close()
@@ -236,7 +236,7 @@ def test_make_clean_keeps_recorded_runs():
 
 def test_a_config_named_as_listed_is_found_from_any_folder(tmp_path, monkeypatch):
     """`ortholab list configs` names `configs/demo/copying_scornn.yaml`; that name works outside the checkout."""
-    from training.cli import _packaged_configs
+    from ortholab.training.cli import _packaged_configs
 
     monkeypatch.chdir(tmp_path)
     argv = _packaged_configs(["fit", "--config", "configs/demo/copying_scornn.yaml", "--config=configs/nope.yaml"])

@@ -18,11 +18,11 @@ from dashboard_store import (
 )
 from streamlit.testing.v1 import AppTest
 
-from app.data import clear_caches
-from app.figures import BASELINE_DASHES
-from app.smoothing import debiased_ema
-from db import Store
-from db.artifacts import AUDIO
+from ortholab.app.data import clear_caches
+from ortholab.app.figures import BASELINE_DASHES
+from ortholab.app.smoothing import debiased_ema
+from ortholab.db import Store
+from ortholab.db.artifacts import AUDIO
 
 REAL_BASELINE = 10 * np.log(8) / (5 + 20)  # the real run's copying task has T = 5
 PAGES = ["runs", "curves", "eigenvalues", "gradients", "audio", "compare"]
@@ -257,7 +257,7 @@ def test_curves_notes_for_missing_metrics_and_empty_selections(lab, monkeypatch)
 
 
 def test_curves_of_a_live_run_pick_up_new_points(tmp_path, monkeypatch):
-    from app import data
+    from ortholab.app import data
 
     store = Store(f"sqlite:///{tmp_path / 'live.db'}")
     run = store.create_run(
@@ -437,7 +437,7 @@ def test_half_written_and_crashed_runs_render_on_every_page(lab, monkeypatch, pa
 def test_papers_page_shows_published_beside_reproduced_with_a_link_to_the_run(tmp_path, monkeypatch):
     import yaml
 
-    import db.published as published
+    import ortholab.db.published as published
 
     tables_dir = tmp_path / "published"
     tables_dir.mkdir()

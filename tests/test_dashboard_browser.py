@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from dashboard_store import REPO, add_hand_written_runs
 
-from db import Store
+from ortholab.db import Store
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(
@@ -54,7 +54,7 @@ def server(tmp_path_factory):
     port = free_port()
     log = open(root / "server.log", "w")
     process = subprocess.Popen(  # the command execs into the streamlit server: this pid is the server
-        [sys.executable, "-c", "from training.cli import main; main()", "dashboard", "--db", url,
+        [sys.executable, "-c", "from ortholab.training.cli import main; main()", "dashboard", "--db", url,
          "--port", str(port)],
         cwd=REPO,
         stdout=log,

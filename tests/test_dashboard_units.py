@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from dashboard_store import wav_bytes
 
-from app import launch
-from app.curves import Baseline, Curve, baselines_for, build_curve, x_values
-from app.figures import EigenPanel, curves_figure, eigenvalue_figure
-from app.smoothing import debiased_ema, thin
-from app.snapshots import at_step, by_step, no_snapshot_note, steps_of
-from app.tables import (
+from ortholab.app import launch
+from ortholab.app.curves import Baseline, Curve, baselines_for, build_curve, x_values
+from ortholab.app.figures import EigenPanel, curves_figure, eigenvalue_figure
+from ortholab.app.smoothing import debiased_ema, thin
+from ortholab.app.snapshots import at_step, by_step, no_snapshot_note, steps_of
+from ortholab.app.tables import (
     ABSENT,
     filter_runs,
     merge_selection,
@@ -23,8 +23,8 @@ from app.tables import (
     params_compare_frame,
     runs_frame,
 )
-from app.wav import clip_metrics, decode_wav, group_clips, spectrogram, speech_metric
-from db import ArtifactRecord, RunDetail, RunSummary
+from ortholab.app.wav import clip_metrics, decode_wav, group_clips, spectrogram, speech_metric
+from ortholab.db import ArtifactRecord, RunDetail, RunSummary
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -293,7 +293,7 @@ def test_run_dashboard_checks_the_database_then_becomes_the_server(tmp_path, mon
 def test_sweeps_and_their_best_trial_follow_the_metric_mode():
     import pandas as pd
 
-    from app.tables import best_run, sweep_names
+    from ortholab.app.tables import best_run, sweep_names
 
     frame = pd.DataFrame({"id": [1, 2, 3], "name": ["a", "b", "c"], "best": [0.9, 0.95, None],
                           "mode": ["max", "max", "max"],

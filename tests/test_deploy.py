@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from training.cli import main
+from ortholab.training.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())

@@ -4,9 +4,9 @@ import hashlib
 import pytest
 from tqdm import tqdm
 
-import datamodules.download as download
-from datamodules.download import download_verified
-from models.base import ConfigError
+import ortholab.datamodules.download as download
+from ortholab.datamodules.download import download_verified
+from ortholab.models.base import ConfigError
 
 NAME = "train-labels-idx1-ubyte.gz"
 

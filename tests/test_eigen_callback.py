@@ -5,11 +5,13 @@ import numpy as np
 import pytest
 import torch
 
-from datamodules import CopyingTask
-from db import SQLLogger, Store
-from db.artifacts import EIGENVALUES, array_from_bytes
-from training.callbacks import EigenvalueSnapshots
-from training.module import RecurrentModule
+from ortholab.datamodules import CopyingTask
+from ortholab.db import SQLLogger, Store
+from ortholab.db.artifacts import EIGENVALUES, array_from_bytes
+from ortholab.training.callbacks import EigenvalueSnapshots
+from ortholab.training.module import RecurrentModule
+
+from tolerances import roundoff
 
 
 def fit(tmp_path, family, family_args, callback, max_steps=6):
@@ -57,7 +59,7 @@ def test_trained_eigenvalues_leave_minus_one_and_the_count_follows(tmp_path):
     assert (first.step, last.step) == (0, 6)
     assert first.meta["near_minus_one"] == 3
     moved = stored(store, last)
-    assert last.meta["near_minus_one"] == int((np.abs(moved + 1) < 1e-9).sum()) < 3
+    assert last.meta["near_minus_one"] == int((np.abs(moved + 1) < last.meta["tolerance"]).sum()) < 3
 
 
 def test_scurnn_stores_its_phases_beside_the_eigenvalues(tmp_path):
@@ -70,7 +72,9 @@ def test_scurnn_stores_its_phases_beside_the_eigenvalues(tmp_path):
     assert last.shape == (8,) and last.dtype == np.float64
     assert np.allclose(last, module.model.layer.cayley.theta.detach().double().numpy())  # D = diag(e^{i theta})
     w_eig = stored(store, eig[0])
-    assert w_eig.dtype == np.complex128 and np.allclose(np.abs(w_eig), 1.0, atol=1e-5)  # unitary W
+    # unitary W: complex64 Cayley transform at n = 8, n eps32 cond(I + A), cond <= sqrt(2) at the init; |lambda|
+    # between W's extreme singular values 1 +- ||W^H W - I|| / 2
+    assert w_eig.dtype == np.complex128 and np.allclose(np.abs(w_eig), 1.0, rtol=0, atol=roundoff(torch.float32, 8, 2))
 
 
 @pytest.mark.parametrize("every_n_steps, steps", [(2, [0, 2, 4, 6]), (3, [0, 3, 6]), (5, [0, 5])])

@@ -4,15 +4,15 @@ import math
 import pytest
 import torch
 
-from datamodules import AddingTask
+from ortholab.datamodules import AddingTask
 from finite_differences import assert_gradients_match_finite_differences
-from models import FAMILIES, ConfigError, SequenceModel
-from models.eurnn import EURNN, fft_pairs, tunable_pairs
-from models.givens_kernels import givens_recurrence_features
-from models.operator_recurrence import (dense_matrix, operator_recurrence, operator_recurrence_features,
+from ortholab.models import FAMILIES, ConfigError, SequenceModel
+from ortholab.models.eurnn import EURNN, fft_pairs, tunable_pairs
+from ortholab.models.givens_kernels import givens_recurrence_features
+from ortholab.models.operator_recurrence import (dense_matrix, operator_recurrence, operator_recurrence_features,
                                        operator_recurrence_reference, to_complex, to_real)
-from models.sizing import parameter_count
-from training.module import RecurrentModule
+from ortholab.models.sizing import parameter_count
+from ortholab.training.module import RecurrentModule
 
 from tolerances import close, norm, roundoff
 

@@ -5,14 +5,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from models import FAMILIES, ConfigError, SequenceModel
-from models.cayley import skew_from_upper, upper_from_skew
-from models.exprnn import ExpRNN
-from models.matrix_exp import (exp_skew, haar_special_orthogonal, initial_skew, log_special_orthogonal,
+from ortholab.models import FAMILIES, ConfigError, SequenceModel
+from ortholab.models.cayley import skew_from_upper, upper_from_skew
+from ortholab.models.exprnn import ExpRNN
+from ortholab.models.matrix_exp import (exp_skew, haar_special_orthogonal, initial_skew, log_special_orthogonal,
                                skew_from_superdiagonal_blocks, skew_matrix_exp)
-from models.modrelu import modrelu
-from models.sizing import hidden_size_for_budget, parameter_count
-from training.module import build_layer
+from ortholab.models.modrelu import modrelu
+from ortholab.models.sizing import hidden_size_for_budget, parameter_count
+from ortholab.training.module import build_layer
 
 from tolerances import close, norm, roundoff
 
@@ -111,7 +111,10 @@ def test_skew_exponential_in_float32_is_nearer_float64_than_torch_matrix_exp():
             errors[name] = (orthogonality_error(b.detach().double()),
                             ((a32.grad.double() - exact_grad).norm() / exact_grad.norm()).item(),
                             (b.detach().double() - exact_b).abs().max().item())
-        assert all(ours <= theirs for ours, theirs in zip(errors["eigh"], errors["pade"])), (case, errors)
+        # no less accurate than Pade, up to one float32 round-off n eps32 (n = 120) of quantities of size 1: at
+        # ||A|| < 2 pi ("turn") both are at round-off, and which is nearer depends on the CPU's code path
+        slack = roundoff(torch.float32, n)
+        assert all(ours <= theirs + slack for ours, theirs in zip(errors["eigh"], errors["pade"])), (case, errors)
 
 
 def test_skew_exponential_stays_in_float32_under_bf16_autocast():
@@ -406,7 +409,7 @@ def test_checkpoint_round_trip_keeps_base_and_counter():
 
 
 def test_training_loop_drives_the_schedule_and_checkpoints_it(tmp_path, monkeypatch):
-    from training.cli import main
+    from ortholab.training.cli import main
 
     monkeypatch.chdir(tmp_path)
     main(["fit", "--model.family", "exprnn", "--model.hidden_size", "6",

@@ -7,17 +7,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from datamodules import CopyingTask
-from db import Store
-from models import FAMILIES, ConfigError, SequenceModel
-from models.cayley import ScaledCayley
-from models.complex_recurrence import complex_modrelu_recurrence_reference
-from models.fcurnn import FullCapacityURNN, haar_unitary
-from models.sizing import parameter_count
-from training.cli import main
-from training.module import RecurrentModule
-from training.optimizers import OPTIMIZERS, build_optimizer, check_optimizer_spec
-from training.stiefel import StiefelCayley, cayley_step, skew_hermitian_direction
+from ortholab.datamodules import CopyingTask
+from ortholab.db import Store
+from ortholab.models import FAMILIES, ConfigError, SequenceModel
+from ortholab.models.cayley import ScaledCayley
+from ortholab.models.complex_recurrence import complex_modrelu_recurrence_reference
+from ortholab.models.fcurnn import FullCapacityURNN, haar_unitary
+from ortholab.models.sizing import parameter_count
+from ortholab.training.cli import main
+from ortholab.training.module import RecurrentModule
+from ortholab.training.optimizers import OPTIMIZERS, build_optimizer, check_optimizer_spec
+from ortholab.training.stiefel import StiefelCayley, cayley_step, skew_hermitian_direction
 
 from tolerances import close, cond, norm, roundoff
 

@@ -18,11 +18,11 @@ import scipy.linalg
 import torch
 from tolerances import close
 
-from datamodules.spec import TaskSpec
-from models import ConfigError
-from models.cayley import skew_from_upper, upper_from_skew
-from models.exprnn import ExpRNN
-from training.module import RecurrentModule
+from ortholab.datamodules.spec import TaskSpec
+from ortholab.models import ConfigError
+from ortholab.models.cayley import skew_from_upper, upper_from_skew
+from ortholab.models.exprnn import ExpRNN
+from ortholab.training.module import RecurrentModule
 
 F64 = torch.float64
 INPUTS, HIDDEN, CLASSES, STEPS_T, BATCH = 3, 7, 4, 6, 5  # HIDDEN odd: henaff leaves a 1x1 zero block

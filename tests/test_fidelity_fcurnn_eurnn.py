@@ -12,15 +12,15 @@ import pytest
 import torch
 import yaml
 
-from models import FAMILIES, ConfigError
-from models.complex_recurrence import SCURNN_MODRELU, ModReLU, eunn_modrelu
-from models.eurnn import EURNN
-from models.fcurnn import FullCapacityURNN, haar_unitary
-from models.givens_kernels import givens_recurrence_features
-from models.operator_recurrence import operator_recurrence_features
+from ortholab.models import FAMILIES, ConfigError
+from ortholab.models.complex_recurrence import SCURNN_MODRELU, ModReLU, eunn_modrelu
+from ortholab.models.eurnn import EURNN
+from ortholab.models.fcurnn import FullCapacityURNN, haar_unitary
+from ortholab.models.givens_kernels import givens_recurrence_features
+from ortholab.models.operator_recurrence import operator_recurrence_features
 from tolerances import close, norm, roundoff
-from training.optimizers import AdagradTF, RMSpropTF, build_optimizer, check_optimizer_spec
-from training.stiefel import StiefelCayley
+from ortholab.training.optimizers import AdagradTF, RMSpropTF, build_optimizer, check_optimizer_spec
+from ortholab.training.stiefel import StiefelCayley
 
 F64 = torch.float64
 REPO = Path(__file__).resolve().parents[1]
@@ -223,7 +223,7 @@ def _eurnn(eps, path, monkeypatch, n=6, m=3):
         layer.input_weight.uniform_(-scale, scale)
         layer.bias.uniform_(-2 * scale, 0.0)  # b <= 0: some units cut off, and sigma is 1-Lipschitz
     if path == "layers (torch)":  # the BPTT the layer takes off the CPU
-        monkeypatch.setattr("models.eurnn.supported", lambda u: False)
+        monkeypatch.setattr("ortholab.models.eurnn.supported", lambda u: False)
     expected_recurrence = {"layers (compiled)": givens_recurrence_features,
                            "layers (torch)": operator_recurrence_features}.get(path)
     if expected_recurrence is not None:

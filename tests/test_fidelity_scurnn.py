@@ -11,12 +11,12 @@ import pytest
 import torch
 from tolerances import close, roundoff
 
-from datamodules.spec import TaskSpec
-from models import ConfigError
-from models.complex_recurrence import complex_modrelu_recurrence
-from models.scurnn import ScuRNN
-from models.unitary import complex_scaled_cayley
-from training.module import RecurrentModule
+from ortholab.datamodules.spec import TaskSpec
+from ortholab.models import ConfigError
+from ortholab.models.complex_recurrence import complex_modrelu_recurrence
+from ortholab.models.scurnn import ScuRNN
+from ortholab.models.unitary import complex_scaled_cayley
+from ortholab.training.module import RecurrentModule
 
 F64 = torch.float64
 INPUTS, HIDDEN, CLASSES, STEPS_T, BATCH = 3, 6, 4, 12, 5

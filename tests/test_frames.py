@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from db import Store, frames
+from ortholab.db import Store, frames
 from test_cli import DEMO, TINY, ortholab
 
 

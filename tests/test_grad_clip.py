@@ -3,8 +3,10 @@ import lightning.pytorch as pl
 import pytest
 import torch
 
-from datamodules import CopyingTask
-from training.module import RecurrentModule
+from ortholab.datamodules import CopyingTask
+from ortholab.training.module import RecurrentModule
+
+from tolerances import roundoff
 
 CLIP = 1.0
 LOSS_SCALE = 1e4  # a huge loss: its gradient's norm is far above CLIP
@@ -41,4 +43,5 @@ def test_grad_clip_norm_bounds_the_gradient_the_optimizer_sees(family, monkeypat
     unclipped = gradient_norm_at_first_step(family, None, monkeypatch)
     clipped = gradient_norm_at_first_step(family, CLIP, monkeypatch)
     assert unclipped > 100 * CLIP  # the huge loss: without the option the step would see this
-    assert clipped <= CLIP * (1 + 1e-5) and clipped > 0.99 * CLIP  # rescaled to the clip norm, not zeroed
+    # float32: the clip's total norm and this one, each over the ~200 gradient entries (n = 8), and the rescaling
+    assert clipped <= CLIP * (1 + roundoff(torch.float32, 2 * 200 + 1)) and clipped > 0.99 * CLIP  # not zeroed

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from db import Store
+from ortholab.db import Store
 from test_cli import DEMO, TINY
 
 
@@ -61,7 +61,7 @@ def test_hostile_input_is_one_line_and_touches_nothing(sentinel, args, expected)
         (folder / name).write_bytes(content)
     before = snapshot(db)
     argv = [a.replace("{folder}", str(folder)) for a in args]
-    done = subprocess.run([sys.executable, "-c", "from training.cli import main; main()", "fit", *argv, "--db", db],
+    done = subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", "fit", *argv, "--db", db],
                           cwd=folder, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     (line,) = [line for line in done.stderr.splitlines() if line.startswith("ortholab: error:")]

@@ -10,7 +10,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_only
 from torch.utils.data import DataLoader, TensorDataset
 
-from db import SQLLogger, Store
+from ortholab.db import SQLLogger, Store
 
 MAX_STEPS = 6  # 4 batches per epoch: steps 0-3 in epoch 0, 4-5 in epoch 1
 

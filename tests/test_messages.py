@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from datamodules.recordings import RecordingReader
-from datamodules.speech_corpora import timit_root
-from datamodules.text import CharText
-from models.base import ConfigError
+from ortholab.datamodules.recordings import RecordingReader
+from ortholab.datamodules.speech_corpora import timit_root
+from ortholab.datamodules.text import CharText
+from ortholab.models.base import ConfigError
 from standins import write_text_set
 from test_speech import write_sphere
 

@@ -8,18 +8,18 @@ import numpy as np
 import pytest
 import torch
 
-from datamodules import CopyingTask
-from datamodules.music import PolyphonicMusic
-from datamodules.text import CharText
-from db import SQLLogger, Store
-from db.artifacts import EIGENVALUES, array_from_bytes
-from models.base import ConfigError
+from ortholab.datamodules import CopyingTask
+from ortholab.datamodules.music import PolyphonicMusic
+from ortholab.datamodules.text import CharText
+from ortholab.db import SQLLogger, Store
+from ortholab.db.artifacts import EIGENVALUES, array_from_bytes
+from ortholab.models.base import ConfigError
 from standins import piano_pieces, roll, write_music_mat, write_text_set
 from test_cli import DEMO, TINY
 from tolerances import close, roundoff
-from training.callbacks.lifecycle import ContinueRun
-from training.cli import main
-from training.module import RecurrentModule
+from ortholab.training.callbacks.lifecycle import ContinueRun
+from ortholab.training.cli import main
+from ortholab.training.module import RecurrentModule
 
 REPO = Path(__file__).resolve().parents[1]
 MUSIC_DEMO = str(REPO / "configs" / "demo" / "music_jsb_lstm.yaml")

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from datamodules.download import download_verified, md5_of
-from datamodules.idx import load_idx_set, read_idx
-from datamodules.mnist import PixelMNIST
-from models.base import ConfigError
+from ortholab.datamodules.download import download_verified, md5_of
+from ortholab.datamodules.idx import load_idx_set, read_idx
+from ortholab.datamodules.mnist import PixelMNIST
+from ortholab.models.base import ConfigError
 from standins import mnist_standin, write_idx
 from tolerances import roundoff
 

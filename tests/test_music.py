@@ -8,11 +8,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from datamodules.music import PolyphonicMusic
-from datamodules.spec import TaskSpec
-from models.base import ConfigError
+from ortholab.datamodules.music import PolyphonicMusic
+from ortholab.datamodules.spec import TaskSpec
+from ortholab.models.base import ConfigError
 from standins import SHARED_DATA, piano_pieces, roll, write_music_mat, write_music_pickle
-from training.objectives import OBJECTIVES
+from ortholab.training.objectives import OBJECTIVES
 
 from tolerances import roundoff
 

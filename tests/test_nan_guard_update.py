@@ -5,11 +5,11 @@ import lightning.pytorch as pl
 import pytest
 import torch
 
-from datamodules import CopyingTask
-from db import SQLLogger, Store
-from training.callbacks import NaNGuard, NonFiniteError
-from training.callbacks.nan_guard import groups_named_in
-from training.module import RecurrentModule
+from ortholab.datamodules import CopyingTask
+from ortholab.db import SQLLogger, Store
+from ortholab.training.callbacks import NaNGuard, NonFiniteError
+from ortholab.training.callbacks.nan_guard import groups_named_in
+from ortholab.training.module import RecurrentModule
 
 OPTIMIZERS = {"recurrent": {"name": "adam", "lr": 1e-3}, "other": {"name": "sgd", "lr": 0.01}}
 

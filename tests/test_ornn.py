@@ -4,11 +4,13 @@ import math
 import pytest
 import torch
 
-from models import FAMILIES, ConfigError, SequenceModel
-from models.householder import (entries_from_tril, householder_factors, householder_product,
+from ortholab.models import FAMILIES, ConfigError, SequenceModel
+from ortholab.models.householder import (entries_from_tril, householder_factors, householder_product,
                                 householder_product_sequential, tril_from_entries)
-from models.ornn import ORNN
-from models.pointwise_recurrence import pointwise_recurrence, pointwise_recurrence_reference
+from ortholab.models.ornn import ORNN
+from ortholab.models.pointwise_recurrence import pointwise_recurrence, pointwise_recurrence_reference
+
+from tolerances import close, norm, roundoff
 
 F64 = torch.float64
 
@@ -27,8 +29,9 @@ def test_product_is_orthogonal_and_equals_the_reflections_one_by_one(n, m, scala
     g = torch.Generator().manual_seed(n * 100 + m)
     u = torch.randn(n, m, generator=g, dtype=F64).tril() * 3.0  # any norms: H(u) only sees the direction
     w = householder_product(u, scalar_last)
-    torch.testing.assert_close(w.t() @ w, _eye(n), rtol=0, atol=1e-13)
-    torch.testing.assert_close(w, householder_product_sequential(u, scalar_last), rtol=0, atol=1e-13)
+    # m reflections, each an inner product of length n (Higham Lemma 19.3), and W^T W's product: (m + 1) n eps
+    torch.testing.assert_close(w.t() @ w, _eye(n), rtol=0, atol=roundoff(F64, (m + 1) * n))
+    torch.testing.assert_close(w, householder_product_sequential(u, scalar_last), rtol=0, atol=roundoff(F64, 2 * m * n))
 
 
 def test_scalar_last_factor_is_the_sign_of_its_entry():
@@ -39,7 +42,8 @@ def test_scalar_last_factor_is_the_sign_of_its_entry():
     # W = H(u_1) ... H(u_{n-1}) diag(1, ..., 1, s): only the last column changes sign, and det W flips
     torch.testing.assert_close(w_minus[:, :-1], w_plus[:, :-1])
     torch.testing.assert_close(w_minus[:, -1], -w_plus[:, -1])
-    assert torch.det(w_plus) * torch.det(w_minus) == pytest.approx(-1.0, abs=1e-12)
+    # each W: 5 reflections of length 5, then LU's n eps: det = +-(1 + O(6 n eps)) for n = 5
+    assert torch.det(w_plus) * torch.det(w_minus) == pytest.approx(-1.0, abs=roundoff(F64, 2 * 6 * 5))
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -50,7 +54,8 @@ def test_theorem_1_recovers_any_orthogonal_matrix_from_its_householder_factors(s
     u = householder_factors(q)
     assert torch.equal(u, u.tril())  # u_k has the paper's support: zero above row k
     assert u[-1, -1].abs() == 1.0  # the scalar factor H_1 = +-1
-    torch.testing.assert_close(householder_product(u, scalar_last=True), q, rtol=0, atol=1e-12)
+    # n = 12: Q's factors (n reflections of length n, as Householder QR) and their product again: 2 n^2 eps
+    torch.testing.assert_close(householder_product(u, scalar_last=True), q, rtol=0, atol=roundoff(F64, 2 * 12 * 12))
 
 
 def test_theorem_1_through_the_layer():
@@ -58,7 +63,7 @@ def test_theorem_1_through_the_layer():
     layer = ORNN(3, 10).double()
     with torch.no_grad():
         layer.reflections.copy_(entries_from_tril(householder_factors(q)))
-    torch.testing.assert_close(layer.recurrent_matrix(), q, rtol=0, atol=1e-12)
+    torch.testing.assert_close(layer.recurrent_matrix(), q, rtol=0, atol=roundoff(F64, 2 * 10 * 10))  # as above, n = 10
 
 
 def test_gradient_steps_from_random_vectors_fit_a_target_orthogonal_matrix():
@@ -86,7 +91,10 @@ def test_gradient_of_each_reflection_vector_is_orthogonal_to_it():
     target = torch.randn(7, 7, dtype=F64)
     (layer.recurrent_matrix() * target).sum().backward()
     u, grad = layer.reflection_vectors().detach(), tril_from_entries(layer.reflections.grad, 7, 5)
-    torch.testing.assert_close((u * grad).sum(dim=0), torch.zeros(5, dtype=F64), rtol=0, atol=1e-13)
+    # the gradient through m = 5 reflections of length n = 7, then the inner product with u_k: (m + 1) n eps |u_k| |g_k|
+    scale = (u.norm(dim=0) * grad.norm(dim=0)).max().item()
+    torch.testing.assert_close((u * grad).sum(dim=0), torch.zeros(5, dtype=F64), rtol=0,
+                               atol=roundoff(F64, 6 * 7, scale))
 
 
 def test_scalar_factor_gets_no_gradient_and_keeps_its_sign():
@@ -123,7 +131,8 @@ def test_initialisation_as_the_official_code():
     assert layer.input_weight.abs().max() <= glorot and layer.input_weight.abs().max() > 0.9 * glorot
     assert torch.equal(layer.bias, torch.zeros(n))
     w = layer.recurrent_matrix()
-    torch.testing.assert_close(w.t() @ w, torch.eye(n), rtol=0, atol=1e-5)
+    # float32, n = 64, m = 32 reflections and W^T W's product: (m + 1) n eps32
+    torch.testing.assert_close(w.t() @ w, torch.eye(n), rtol=0, atol=roundoff(torch.float32, 33 * n))
 
 
 def test_training_forward_renormalises_the_columns_without_changing_w():
@@ -180,11 +189,12 @@ def test_fused_recurrence_matches_plain_autograd(activation, offsets):
     probe = torch.randn(20, 3, 6, dtype=F64)
     out = pointwise_recurrence(*fused[:3], activation, 0.1, *fused[3:])
     expected = pointwise_recurrence_reference(*reference[:3], activation, 0.1, *reference[3:])
-    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+    # T = 20 steps through n = 6 units: n T eps relative to ||h||; the gradients add the sum over T and B = 3
+    torch.testing.assert_close(out, expected, **close(F64, 6 * 20, norm(expected)))
     (out * probe).sum().backward()
     (expected * probe).sum().backward()
     for a, b in zip(fused, reference):
-        torch.testing.assert_close(a.grad, b.grad, rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(a.grad, b.grad, **close(F64, (6 + 3) * 20, norm(b.grad)))
     if activation == "leaky_relu":
         assert (out < 0).any() and (out > 0).any()  # both branches of the leaky ReLU were exercised
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from db import Store
+from ortholab.db import Store
 from postgres import postgres_server, unavailable_reason, wait_until_ready
 from test_cli import DEMO, TINY
 
@@ -40,11 +40,11 @@ def test_store_round_trip_on_postgres(pg_url):
 
 
 def test_cli_fit_and_runs_on_postgres(pg_url, tmp_path, monkeypatch):
-    from training.cli import main
+    from ortholab.training.cli import main
 
     monkeypatch.chdir(tmp_path)
     main(["fit", "--config", DEMO, *TINY, "--db", pg_url, "--name", "on-postgres"])
-    listed = subprocess.run([sys.executable, "-c", "from training.cli import main; main()", "runs", "--json",
+    listed = subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", "runs", "--json",
                              "--db", pg_url], capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0, listed.stderr
     row = next(r for r in json.loads(listed.stdout) if r["name"] == "on-postgres")
@@ -55,7 +55,7 @@ def test_cli_fit_and_runs_on_postgres(pg_url, tmp_path, monkeypatch):
 
 
 def test_unreachable_postgres_is_one_clear_message(capsys):
-    from training.cli import main
+    from ortholab.training.cli import main
 
     with pytest.raises(SystemExit) as exit_info:
         main(["runs", "--db", "postgresql+psycopg://nobody@127.0.0.1:1/none"])
@@ -68,7 +68,7 @@ def test_dashboard_pages_render_from_postgres(pg_url, monkeypatch):
     from dashboard_store import add_hand_written_runs
     from test_dashboard_app import PAGES, charts, open_page
 
-    from app.data import clear_caches
+    from ortholab.app.data import clear_caches
 
     store = Store(pg_url)
     ids = add_hand_written_runs(store)
@@ -88,7 +88,7 @@ def test_the_password_is_stored_nowhere_and_resume_uses_the_real_url(pg_url, tmp
     """A password in ORTHOLAB_DB never reaches the stored config; `--resume ID` then still opens the real store."""
     from pathlib import Path
 
-    from training.cli import _resume_arguments, main
+    from ortholab.training.cli import _resume_arguments, main
 
     url = pg_url.replace("ortholab@", "ortholab:s3cret@")  # the test server trusts any password
     monkeypatch.chdir(tmp_path)

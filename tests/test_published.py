@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from datamodules import TASKS
-from db.published import load_table
-from models import FAMILIES
+from ortholab.datamodules import TASKS
+from ortholab.db.published import load_table
+from ortholab.models import FAMILIES
 
 REPO = Path(__file__).resolve().parents[1]
 PUBLISHED = REPO / "configs" / "papers" / "published"

@@ -5,10 +5,10 @@ import re
 import pytest
 import yaml
 
-import db.published as published
-from db import Store, StoreError
-from db.published import load_table, load_tables, markdown_report, reproductions
-from training.cli import main
+import ortholab.db.published as published
+from ortholab.db import Store, StoreError
+from ortholab.db.published import load_table, load_tables, markdown_report, reproductions
+from ortholab.training.cli import main
 
 TABLE = {"paper": "scornn-icml2018", "table": "Table 9", "title": "a test table", "metric": "test/acc", "mode": "max",
          "scale": 100, "rows": [
@@ -206,7 +206,7 @@ def test_the_export_writes_tables_and_a_curve_plot_per_table(tmp_path):
     import numpy as np
     from matplotlib.image import imread
 
-    from app.export import export_report
+    from ortholab.app.export import export_report
 
     store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
     table = load_table(_write(tmp_path, TABLE))

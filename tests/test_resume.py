@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from db import Store
+from ortholab.db import Store
 from test_cli import DEMO, TINY
 
 REPO = Path(__file__).resolve().parents[1]
@@ -20,7 +20,7 @@ RUN = [*TINY, "--trainer.max_steps", "12", "--data.train_size", "40", "--trainer
 
 def ortholab(cwd, *args):
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
-    return subprocess.run([sys.executable, "-c", "from training.cli import main; main()", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -99,7 +99,7 @@ def test_resuming_an_unknown_run_names_it(tmp_path):
 
 WRITER = """
 import sys
-from db import Store
+from ortholab.db import Store
 store = Store(sys.argv[1])
 run = store.create_run(name="victim")
 print(run, flush=True)
@@ -131,8 +131,8 @@ def test_reproduce_resume_continues_a_killed_paper_row_as_the_same_run(tmp_path,
     silence and continues it to the same curve as an uninterrupted run."""
     import yaml
 
-    import db.published as published
-    from training.cli import main
+    import ortholab.db.published as published
+    from ortholab.training.cli import main
 
     tables = tmp_path / "published"
     tables.mkdir()

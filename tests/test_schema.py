@@ -5,9 +5,9 @@ import pytest
 from alembic import command
 from sqlalchemy import create_engine, inspect, text
 
-from db import Store, StoreError
-from db.schema_version import alembic_config, head_revision
-from training.cli import main
+from ortholab.db import Store, StoreError
+from ortholab.db.schema_version import alembic_config, head_revision
+from ortholab.training.cli import main
 
 
 def _schema(url: str) -> dict:

@@ -4,15 +4,15 @@ import math
 import pytest
 import torch
 
-from datamodules import AddingTask, CopyingTask
-from models import FAMILIES, ConfigError, SequenceModel
-from models.complex_recurrence import complex_modrelu_recurrence, complex_modrelu_recurrence_reference
-from models.modrelu import complex_modrelu
-from models.scurnn import ScuRNN
-from models.unitary import (ComplexScaledCayley, block_angles, complex_scaled_cayley, skew_hermitian,
+from ortholab.datamodules import AddingTask, CopyingTask
+from ortholab.models import FAMILIES, ConfigError, SequenceModel
+from ortholab.models.complex_recurrence import complex_modrelu_recurrence, complex_modrelu_recurrence_reference
+from ortholab.models.modrelu import complex_modrelu
+from ortholab.models.scurnn import ScuRNN
+from ortholab.models.unitary import (ComplexScaledCayley, block_angles, complex_scaled_cayley, skew_hermitian,
                             skew_hermitian_coordinates, theorem2_gradients)
-from training.module import RecurrentModule, build_layer
-from training.optimizers import AdagradTF, RMSpropTF
+from ortholab.training.module import RecurrentModule, build_layer
+from ortholab.training.optimizers import AdagradTF, RMSpropTF
 
 from tolerances import close, cond, norm, roundoff
 

@@ -3,10 +3,10 @@ import pytest
 import torch
 from torch import nn
 
-from models import ConfigError, SequenceModel
-from models.sequence import input_adapter
-from models.sizing import hidden_size_for_budget
-from training.module import RecurrentModule
+from ortholab.models import ConfigError, SequenceModel
+from ortholab.models.sequence import input_adapter
+from ortholab.models.sizing import hidden_size_for_budget
+from ortholab.training.module import RecurrentModule
 
 COPYING = {"name": "copying", "input_size": 10, "output_size": 9, "readout": "every_step", "loss": "cross_entropy",
            "main_metric": "val/loss", "main_metric_mode": "min", "symbolic": True}
@@ -105,9 +105,9 @@ def test_adapter_errors_name_the_key_and_the_fix(kind, size, symbolic, message):
 
 
 def test_the_cli_trains_and_records_an_embedding_adapter(tmp_path, monkeypatch):
-    from db import Store
+    from ortholab.db import Store
     from test_cli import DEMO, TINY
-    from training.cli import main
+    from ortholab.training.cli import main
 
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'runs.db'}"

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from models import FAMILIES, ConfigError, SequenceModel
-from models.sizing import hidden_size_for_budget, parameter_count
+from ortholab.models import FAMILIES, ConfigError, SequenceModel
+from ortholab.models.sizing import hidden_size_for_budget, parameter_count
 
 # (input size, output size, readout) of each task as this project lays it out
 TASKS = {

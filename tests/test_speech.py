@@ -8,14 +8,14 @@ import pytest
 import soundfile
 import torch
 
-from datamodules import TASKS
-from datamodules.recordings import RecordingReader
-from datamodules.spectral import DB_FLOOR, SpectralFrames
-from datamodules.speech import SpeechPrediction
-from datamodules.speech_corpora import TIMIT_CORE_SPEAKERS, TIMIT_DEV_SPEAKERS, fsdd_splits
-from datamodules.torchaudio_check import torchaudio_transforms
-from models.base import ConfigError
-from training.objectives import OBJECTIVES
+from ortholab.datamodules import TASKS
+from ortholab.datamodules.recordings import RecordingReader
+from ortholab.datamodules.spectral import DB_FLOOR, SpectralFrames
+from ortholab.datamodules.speech import SpeechPrediction
+from ortholab.datamodules.speech_corpora import TIMIT_CORE_SPEAKERS, TIMIT_DEV_SPEAKERS, fsdd_splits
+from ortholab.datamodules.torchaudio_check import torchaudio_transforms
+from ortholab.models.base import ConfigError
+from ortholab.training.objectives import OBJECTIVES
 
 from tolerances import roundoff
 

@@ -2,9 +2,11 @@
 import pytest
 import torch
 
-from models import FAMILIES, ConfigError, SequenceModel
-from models.shift_recurrence import shift_relu_recurrence, shift_relu_recurrence_reference
-from models.srnn import SRNN
+from ortholab.models import FAMILIES, ConfigError, SequenceModel
+from ortholab.models.shift_recurrence import shift_relu_recurrence, shift_relu_recurrence_reference
+from ortholab.models.srnn import SRNN
+
+from tolerances import close, norm, roundoff
 
 F64 = torch.float64
 
@@ -25,11 +27,13 @@ def test_fused_recurrence_matches_plain_autograd(shift, offsets):
     probe = torch.randn(30, 4, 7, dtype=F64)
     out = shift_relu_recurrence(*fused[:2], shift, *fused[2:])
     expected = shift_relu_recurrence_reference(*reference[:2], shift, *reference[2:])
-    torch.testing.assert_close(out, expected, rtol=0, atol=1e-13)
+    # no products: T = 30 steps of an addition or two (the offset) each, relative to ||h||; the gradients add the
+    # sum over T and B = 4
+    torch.testing.assert_close(out, expected, **close(F64, 2 * 30, norm(expected)))
     (out * probe).sum().backward()
     (expected * probe).sum().backward()
     for a, b in zip(fused, reference):
-        torch.testing.assert_close(a.grad, b.grad, rtol=1e-12, atol=1e-13)
+        torch.testing.assert_close(a.grad, b.grad, **close(F64, (2 + 4) * 30, norm(b.grad)))
     relu_output = out - fused[2] if offsets else out
     assert (relu_output == 0).any() and (relu_output > 0).any()  # both sides of the ReLU were exercised
 
@@ -117,7 +121,8 @@ def test_gradient_wrt_beta_parameters_does_not_grow_with_t(steps):
     h = layer(x.expand(steps, 3).unsqueeze(0))
     grads = torch.autograd.grad(h[0, -1] @ v / steps, params)
     ratios = [grad.abs() / (bound + 1e-300) for grad, bound in zip(grads, bounds)]
-    assert all((ratio <= 1 + 1e-9).all() for ratio in ratios)
+    # equality is possible: the gradient sums T = steps terms, each bound 16 (its Jacobian column's length)
+    assert all((ratio <= 1 + roundoff(F64, steps + 16)).all() for ratio in ratios)
     assert max(ratio.max() for ratio in ratios) > 0.2  # the bound is nearly met: not satisfied by a dead network
 
 

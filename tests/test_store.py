@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import event
 
-from db import Store, StoreError, default_db_url
+from ortholab.db import Store, StoreError, default_db_url
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -264,7 +264,7 @@ def test_not_a_url(tmp_path, monkeypatch):
 def test_arrays_round_trip_through_artifacts(tmp_path):
     import numpy as np
 
-    from db.artifacts import EIGENVALUES, NPY_MEDIA_TYPE, array_from_bytes, array_to_bytes
+    from ortholab.db.artifacts import EIGENVALUES, NPY_MEDIA_TYPE, array_from_bytes, array_to_bytes
 
     store = Store(f"sqlite:///{tmp_path / 'a.db'}")
     run_id = store.create_run(name="r")

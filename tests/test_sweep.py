@@ -6,7 +6,7 @@ from collections import Counter
 import optuna
 import pytest
 
-from db import Store
+from ortholab.db import Store
 from test_cli import DEMO, TINY
 
 
@@ -15,7 +15,7 @@ def test_two_workers_share_one_grid_sweep(tmp_path):
     space = tmp_path / "space.yaml"
     space.write_text("model.hidden_size: [4, 6]\nmodel.optimizers.other.lr: [0.001, 0.01]\n")
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    done = subprocess.run([sys.executable, "-c", "from training.cli import main; main()", "sweep",
+    done = subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", "sweep",
                            "--config", DEMO, "--space", str(space), "--trials", "4", "--workers", "2",
                            "--sampler", "grid", "--name", "tiny", "--db", db, *TINY, "--analysis", "false"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=900)

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import scipy.io
 
-from datamodules.generation import SequenceGeneration
-from datamodules.idx import read_idx
-from datamodules.mnist import PixelMNIST
-from datamodules.music import PolyphonicMusic
-from datamodules.text import CharText
-from models.base import ConfigError
+from ortholab.datamodules.generation import SequenceGeneration
+from ortholab.datamodules.idx import read_idx
+from ortholab.datamodules.mnist import PixelMNIST
+from ortholab.datamodules.music import PolyphonicMusic
+from ortholab.datamodules.text import CharText
+from ortholab.models.base import ConfigError
 from standins import mnist_standin, write_audio, write_text_set
-from training.cli import main
+from ortholab.training.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -5,9 +5,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from datamodules.adding import ADDING_BASELINE, AddingTask, adding_batch
-from datamodules.copying import MARKER, CopyingTask, copying_baseline
-from models.base import ConfigError
+from ortholab.datamodules.adding import ADDING_BASELINE, AddingTask, adding_batch
+from ortholab.datamodules.copying import MARKER, CopyingTask, copying_baseline
+from ortholab.models.base import ConfigError
 
 from tolerances import roundoff
 
@@ -79,7 +79,7 @@ def test_non_positive_sizes_name_the_key(task_cls, key, value):
 
 
 def test_train_loader_resumes_mid_epoch_with_the_same_batches():
-    from datamodules.base import ResumableLoader
+    from ortholab.datamodules.base import ResumableLoader
 
     for shuffle in (False, True):
         task = AddingTask(seq_len=5, train_size=40, batch_size=10, shuffle=shuffle)

@@ -5,10 +5,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from datamodules.spec import TaskSpec
-from datamodules.text import UNKNOWN, CharText
+from ortholab.datamodules.spec import TaskSpec
+from ortholab.datamodules.text import UNKNOWN, CharText
 from standins import write_text_set
-from training.objectives import OBJECTIVES
+from ortholab.training.objectives import OBJECTIVES
 
 from tolerances import roundoff
 

@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from training.callbacks import timing
+from ortholab.training.callbacks import timing
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status is Linux's")

@@ -32,8 +32,8 @@ def fit(config: str | Path | dict, overrides: dict[str, Any] | list[str] | None 
     config: a YAML file (or a name `ortholab list configs` shows) or the config as a dict; overrides: dotted keys
     to values (or raw `--key value` flags); db, name, runs_dir: as the CLI's flags. Bad input raises ConfigError.
     """
-    from training.cli import OrthoLabCLI, _packaged_configs
-    from training.console import quiet_third_party_noise
+    from ortholab.training.cli import OrthoLabCLI, _packaged_configs
+    from ortholab.training.console import quiet_third_party_noise
 
     quiet_third_party_noise()
     with tempfile.TemporaryDirectory() as folder:

@@ -28,11 +28,11 @@ import numpy as np
 import soundfile
 import torch
 
-from datamodules.speech import SpeechPrediction
-from db.artifacts import AUDIO, AUDIO_SCORES
-from models.base import ConfigError
-from training.reconstruction import METHODS, copy_input_frames, estimated_frames, reconstruct
-from training.speech_quality import Score, metric_names, score_utterance
+from ortholab.datamodules.speech import SpeechPrediction
+from ortholab.db.artifacts import AUDIO, AUDIO_SCORES
+from ortholab.models.base import ConfigError
+from ortholab.training.reconstruction import METHODS, copy_input_frames, estimated_frames, reconstruct
+from ortholab.training.speech_quality import Score, metric_names, score_utterance
 
 JSON_MEDIA_TYPE = "application/json"
 WAV_MEDIA_TYPE = "audio/wav"
@@ -260,8 +260,8 @@ def evaluate_run(db_url: str | None, run_id: int, split: str = "val", utterances
                  checkpoint: str = "best", method: str = "true_phase", per_utterance: bool = True) -> AudioReport:
     """`ortholab evaluate-audio RUN_ID`: score a stored speech run's checkpoint on `split` and record the results
     in that run at the checkpoint's training step (see the module docstring for what is recorded)."""
-    from db import Store
-    from training.module import RecurrentModule
+    from ortholab.db import Store
+    from ortholab.training.module import RecurrentModule
 
     if split not in ("val", "test"):
         raise ConfigError(f"--split {split!r}; audio evaluation runs on 'val' or 'test'")

@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
-from models import FAMILIES, ConfigError, SequenceModel
-from models.sizing import hidden_size_for_budget, parameter_count
-from training.optimizers import build_optimizer
+from ortholab.models import FAMILIES, ConfigError, SequenceModel
+from ortholab.models.sizing import hidden_size_for_budget, parameter_count
+from ortholab.training.optimizers import build_optimizer
 
 BUDGETS = {"16k": 16_000, "69k": 69_000}  # the scoRNN/scuRNN papers' MNIST parameter budgets
 # The hidden sizes the papers' MNIST tables print at these budgets (scoRNN Table 1, scuRNN Table 1, as in
@@ -171,8 +171,8 @@ def measure(families: list[str], budgets: list[str], batch: int, seq_len: int, r
 
 PEAK_SCRIPT = """
 import sys, torch, torch.nn.functional as F
-from training.bench import build, CLASSES
-from training.callbacks.timing import peak_memory_mb
+from ortholab.training.bench import build, CLASSES
+from ortholab.training.callbacks.timing import peak_memory_mb
 family, n, batch, seq_len, device = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 model = build(family, n, device)
 x = torch.rand(batch, seq_len, 1, device=device); y = torch.randint(0, CLASSES, (batch,), device=device)
@@ -230,9 +230,9 @@ def machine() -> str:
 ISOLATED_SCRIPT = """
 import json, sys
 from dataclasses import asdict
-from training.allocator import reuse_freed_memory
+from ortholab.training.allocator import reuse_freed_memory
 reuse_freed_memory()  # as `ortholab fit` trains
-from training.bench import measure
+from ortholab.training.bench import measure
 print(json.dumps([asdict(row) for row in measure(*json.loads(sys.argv[1]))]))
 """
 

@@ -19,14 +19,15 @@ from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
 
-from datamodules import TaskDataModule
-from db import SQLLogger, Store, StoreError, default_db_url
-from models import ConfigError
-from training.callbacks import NonFiniteError, default_callbacks
-from training.allocator import reuse_freed_memory
-from training.callbacks.lifecycle import ContinueRun, GracefulInterrupt
-from training.console import StepBudgetProgressBar, quiet_third_party_noise
-from training.module import RecurrentModule
+from ortholab import aliases
+from ortholab.datamodules import TaskDataModule
+from ortholab.db import SQLLogger, Store, StoreError, default_db_url
+from ortholab.models import ConfigError
+from ortholab.training.callbacks import NonFiniteError, default_callbacks
+from ortholab.training.allocator import reuse_freed_memory
+from ortholab.training.callbacks.lifecycle import ContinueRun, GracefulInterrupt
+from ortholab.training.console import StepBudgetProgressBar, quiet_third_party_noise
+from ortholab.training.module import RecurrentModule
 
 LIGHTNING_SUBCOMMANDS = ("fit", "validate", "test", "predict")
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the checkout, or site-packages/ortholab: configs/ beside
@@ -92,7 +93,7 @@ def explain_parse_error(message: str, parser) -> str:
                 f"its options are {options}")
     missing = re.search(r"given class_path '([\w.]+)':\s*module '[\w.]+' has no attribute", message)
     if missing:
-        from datamodules import TASKS
+        from ortholab.datamodules import TASKS
 
         close = difflib.get_close_matches(missing.group(1), [f"datamodules.{c.__name__}" for c in TASKS.values()], 1)
         hint = f"did you mean {close[0]}? " if close else ""
@@ -100,7 +101,7 @@ def explain_parse_error(message: str, parser) -> str:
                 f"shows them")
     refused = re.search(r"Import path (\S+) does not correspond to a subclass of (\w+)", message)
     if refused:
-        from datamodules import TASKS
+        from ortholab.datamodules import TASKS
 
         tasks = ", ".join(f"datamodules.{cls.__name__}" for cls in TASKS.values())
         return (f"data.class_path = {refused.group(1)!r} is not an OrthoLab task; a config may only name a "
@@ -362,6 +363,7 @@ Train orthogonal/unitary RNNs and record every run in a SQL store.
 def main(argv: list[str] | None = None) -> None:
     given = argv is not None
     argv = list(argv if given else sys.argv[1:])
+    aliases.install()  # configs' short class paths (datamodules.CopyingTask) in this process
     if not argv or argv[0] in ("-h", "--help"):
         print(TOP_HELP)
         return
@@ -371,7 +373,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if argv[0] in ("runs", "list", "dashboard", "db", "sweep", "evaluate-audio", "bench", "reproduce",
                        "report"):
-            from training.commands import run_command
+            from ortholab.training.commands import run_command
 
             run_command(argv)
         elif argv[0] in LIGHTNING_SUBCOMMANDS:

@@ -27,7 +27,7 @@ def _fmt(value) -> str:
 
 # ortholab runs -------------------------------------------------------------------------------------
 def runs_rows(db_url: str | None) -> list[dict]:
-    from db import Store
+    from ortholab.db import Store
 
     store = Store(db_url)
     rows = []
@@ -79,7 +79,7 @@ def _summary(cls) -> str:
 
 
 def family_rows() -> list[dict]:
-    from models import FAMILIES
+    from ortholab.models import FAMILIES
 
     rows = []
     for name, cls in FAMILIES.items():
@@ -92,9 +92,9 @@ def family_rows() -> list[dict]:
 
 
 def task_rows() -> list[dict]:
-    from datamodules import TASKS
+    from ortholab.datamodules import TASKS
 
-    from models import ConfigError
+    from ortholab.models import ConfigError
 
     rows = []
     for name, cls in TASKS.items():
@@ -215,31 +215,31 @@ def run_command(argv: list[str]) -> None:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
 
     if args.command == "dashboard":
-        from app.launch import run_dashboard
+        from ortholab.app.launch import run_dashboard
 
         run_dashboard(args.db, port=args.port, host=args.host)  # replaces this process with the server
         return
     if args.command == "sweep":
-        from training.sweep import report, run_sweep
+        from ortholab.training.sweep import report, run_sweep
 
         study = run_sweep(args.config, args.space, args.trials, db=args.db, name=args.name, sampler=args.sampler,
                           seed=args.seed, workers=args.workers, extra=extra)
         print(report(study))
         return
     if args.command == "reproduce" and args.resume:
-        from training.reproduce import resume_unfinished
+        from ortholab.training.reproduce import resume_unfinished
 
         resume_unfinished(args.db, args.stale_minutes * 60, extra)
         return
     if args.command == "reproduce" and not args.list:
-        from training.reproduce import reproduce
+        from ortholab.training.reproduce import reproduce
 
         reproduce(args.table, args.rows.split(",") if args.rows else None, args.scale, args.db, extra)
         return
     if args.command == "report":
-        from db import Store
-        from db.published import load_tables, markdown_report
-        from models import ConfigError
+        from ortholab.db import Store
+        from ortholab.db.published import load_tables, markdown_report
+        from ortholab.models import ConfigError
 
         tables = load_tables()
         if args.table is not None and args.table not in tables:
@@ -247,20 +247,20 @@ def run_command(argv: list[str]) -> None:
         chosen = {k: v for k, v in tables.items() if args.table in (None, k)}
         print(markdown_report(Store(args.db), chosen))
         if args.export:
-            from app.export import export_report
+            from ortholab.app.export import export_report
 
             for path in export_report(Store(args.db), chosen, args.export):
                 print(f"wrote {path}", file=sys.stderr)
         return
     if args.command == "evaluate-audio":
-        from training.audio_eval import evaluate_run
+        from ortholab.training.audio_eval import evaluate_run
 
         report = evaluate_run(args.db, args.run_id, split=args.split, utterances=args.utterances, clips=args.clips,
                               checkpoint=args.checkpoint, method=args.method)
         print(report.summary())
         return
     if args.command == "bench":
-        from training.bench import run_bench
+        from ortholab.training.bench import run_bench
 
         if args.quick:
             args.seq_len, args.batches, args.repeats, args.sizes, args.memory = 32, "8", 2, "16k", ""
@@ -270,8 +270,8 @@ def run_command(argv: list[str]) -> None:
                   isolate=not (args.quick or args.in_process))
         return
     if args.command == "db":
-        from db import Store, default_db_url
-        from db.schema_version import head_revision
+        from ortholab.db import Store, default_db_url
+        from ortholab.db.schema_version import head_revision
 
         if args.action == "upgrade":
             before, after = Store.upgrade(args.db)
@@ -282,7 +282,7 @@ def run_command(argv: list[str]) -> None:
             print(f"{args.db or default_db_url()}: at {head_revision()}")
         return
     if args.command == "reproduce":  # --list
-        from training.reproduce import list_rows
+        from ortholab.training.reproduce import list_rows
 
         rows, columns = list_rows(args.db), ["table", "row", "family", "task", "published", "config", "status", "run"]
     elif args.command == "runs":

@@ -10,13 +10,13 @@ import torch
 import torchmetrics
 from lightning.pytorch.trainer.states import TrainerFn
 
-from datamodules.spec import TaskSpec
-from models import FAMILIES, ConfigError, SequenceModel
-from models.sequence import input_adapter as build_input_adapter
-from models.stack import build_layers
-from training.callbacks.record import record_metrics
-from training.objectives import OBJECTIVES
-from training.optimizers import build_optimizer, check_optimizer_spec
+from ortholab.datamodules.spec import TaskSpec
+from ortholab.models import FAMILIES, ConfigError, SequenceModel
+from ortholab.models.sequence import input_adapter as build_input_adapter
+from ortholab.models.stack import build_layers
+from ortholab.training.callbacks.record import record_metrics
+from ortholab.training.objectives import OBJECTIVES
+from ortholab.training.optimizers import build_optimizer, check_optimizer_spec
 
 DEFAULT_OPTIMIZERS = {"default": {"name": "adam", "lr": 1e-3}}
 
@@ -114,7 +114,7 @@ class RecurrentModule(pl.LightningModule):
         return self._budget_size(family, family_args, param_budget, num_layers)
 
     def _budget_size(self, family, family_args, param_budget, num_layers) -> int:
-        from models.sizing import hidden_size_for_budget
+        from ortholab.models.sizing import hidden_size_for_budget
 
         check_family(family, family_args)
         if self._adapter_parameters and param_budget <= self._adapter_parameters:

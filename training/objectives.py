@@ -12,7 +12,7 @@ import torch.nn.functional as F
 import torchmetrics
 from torch import nn
 
-from datamodules.spec import TaskSpec
+from ortholab.datamodules.spec import TaskSpec
 
 
 class Objective(nn.Module):

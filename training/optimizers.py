@@ -13,8 +13,8 @@ from typing import Iterable
 import torch
 from torch.optim import Optimizer
 
-from models.base import ConfigError
-from training.stiefel import StiefelCayley
+from ortholab.models.base import ConfigError
+from ortholab.training.stiefel import StiefelCayley
 
 
 class _PerParameterOptimizer(Optimizer):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from datamodules.spectral import SpectralFrames
+from ortholab.datamodules.spectral import SpectralFrames
 
 METHODS = ("true_phase", "griffin_lim")
 

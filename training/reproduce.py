@@ -16,14 +16,15 @@ from pathlib import Path
 
 import yaml
 
-from db import Store
-from db.published import PaperRow, PaperTable, load_tables, reproductions
-from models import ConfigError
+from ortholab.aliases import full_class_path
+from ortholab.db import Store
+from ortholab.db.published import PaperRow, PaperTable, load_tables, reproductions
+from ortholab.models import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCALES = ("full", "cpu-smoke")
 SMOKE_STEPS = 40
-GENERATED_TASKS = ("datamodules.CopyingTask", "datamodules.AddingTask")  # their split sizes are free to shrink
+GENERATED_TASKS = ("ortholab.datamodules.CopyingTask", "ortholab.datamodules.AddingTask")  # their split sizes are free to shrink
 
 
 def smoke_overrides(config: dict) -> list[str]:
@@ -33,7 +34,7 @@ def smoke_overrides(config: dict) -> list[str]:
              "--trainer.limit_val_batches", "4", "--trainer.limit_test_batches", "4",
              "--trainer.accelerator", "cpu", "--trainer.devices", "1", "--trainer.log_every_n_steps", "5"]
     data = config.get("data") or {}
-    if data.get("class_path") in GENERATED_TASKS:
+    if full_class_path(str(data.get("class_path"))) in GENERATED_TASKS:
         batch = int((data.get("init_args") or {}).get("batch_size", 50))
         flags += ["--data.train_size", str(SMOKE_STEPS * batch), "--data.val_size", "200", "--data.test_size", "200"]
     return flags
@@ -54,7 +55,7 @@ def select_rows(tables: dict[str, PaperTable], table: str | None, rows: list[str
 
 
 def _ortholab(*args: str) -> int:
-    return subprocess.run([sys.executable, "-c", "from training.cli import main; main()", *args]).returncode
+    return subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", *args]).returncode
 
 
 def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str]) -> str:

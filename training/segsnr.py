@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from training.active_level import active_level
+from ortholab.training.active_level import active_level
 
 CAP_DB = 100.0  # v_snrseg's snmax
 

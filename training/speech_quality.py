@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from training.segsnr import segsnr_clamped, segsnr_voicebox
+from ortholab.training.segsnr import segsnr_clamped, segsnr_voicebox
 
 
 @dataclass(frozen=True)

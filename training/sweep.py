@@ -23,8 +23,8 @@ from pathlib import Path
 import optuna
 import yaml
 
-from db import Store, default_db_url
-from models import ConfigError
+from ortholab.db import Store, default_db_url
+from ortholab.models import ConfigError
 
 SAMPLERS = ("grid", "random", "tpe")
 
@@ -110,7 +110,7 @@ def fit_trial(config: str, overrides: dict, db: str, run_name: str, tags: list[s
     """Run one trial as `ortholab fit` in its own process; the id of the run it recorded."""
     args = ["fit", "--config", config, "--db", db, "--name", run_name, "--tags", json.dumps(tags), *extra,
             *cli_overrides(config, overrides)]  # the trial's values last: they win over the shared flags
-    done = subprocess.run([sys.executable, "-c", "from training.cli import main; main()", *args],
+    done = subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", *args],
                           capture_output=True, text=True)
     recorded = [r.id for r in Store(db).list_runs() if r.name == run_name and set(tags) <= set(r.tags)]
     if done.returncode != 0 or not recorded:
@@ -130,7 +130,7 @@ def run_sweep(config: str, space_file: str, trials: int, db: str | None = None, 
     if sampler == "grid":
         trials = min(trials, len(grid_points(space)))
     study = open_study(name, db, sampler, space, seed)
-    helpers = [subprocess.Popen([sys.executable, "-c", "from training.cli import main; main()", "sweep",
+    helpers = [subprocess.Popen([sys.executable, "-c", "from ortholab.training.cli import main; main()", "sweep",
                                  "--config", config, "--space", space_file, "--trials", str(trials), "--db", db,
                                  "--name", name, "--sampler", sampler, "--seed", str(seed + k + 1), *extra])
                for k in range(workers - 1)]

@@ -4,12 +4,12 @@ with spectrograms and per-clip metrics; mean SegSNR/STOI/PESQ across runs (the s
 import pandas as pd
 import streamlit as st
 
-from app import data, state
-from app.figures import spectrogram_figure
-from app.labels import run_label
-from app.snapshots import no_snapshot_note, steps_of
-from app.wav import SPEECH_METRICS, clip_metrics, decode_wav, group_clips, spectrogram, speech_metric
-from db.artifacts import AUDIO
+from ortholab.app import data, state
+from ortholab.app.figures import spectrogram_figure
+from ortholab.app.labels import run_label
+from ortholab.app.snapshots import no_snapshot_note, steps_of
+from ortholab.app.wav import SPEECH_METRICS, clip_metrics, decode_wav, group_clips, spectrogram, speech_metric
+from ortholab.db.artifacts import AUDIO
 
 MAX_CLIPS = 8  # per run and step
 

@@ -4,8 +4,8 @@ params with differences highlighted), exportable as CSV, and parallel coordinate
 import pandas as pd
 import streamlit as st
 
-from app import data, state, tables
-from app.figures import parallel_figure
+from ortholab.app import data, state, tables
+from ortholab.app.figures import parallel_figure
 
 reader = data.reader()
 runs = reader.summaries(state.selected_ids())

@@ -2,12 +2,12 @@
 
 import streamlit as st
 
-from app import data, state
-from app.curves import X_AXES, baselines_for, batch_size, build_curve
-from app.figures import curves_figure
-from app.labels import run_label
-from app.smoothing import MAX_WEIGHT
-from app.smoothing import NAME as SMOOTHING_NAME
+from ortholab.app import data, state
+from ortholab.app.curves import X_AXES, baselines_for, batch_size, build_curve
+from ortholab.app.figures import curves_figure
+from ortholab.app.labels import run_label
+from ortholab.app.smoothing import MAX_WEIGHT
+from ortholab.app.smoothing import NAME as SMOOTHING_NAME
 
 REFRESH_S = 5
 

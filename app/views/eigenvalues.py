@@ -5,11 +5,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import data, state
-from app.figures import EigenPanel, eigenvalue_figure, lines_figure, phases_figure
-from app.labels import run_label
-from app.snapshots import at_step, by_step, no_snapshot_note, steps_of
-from db.artifacts import EIGENVALUES, PHASES
+from ortholab.app import data, state
+from ortholab.app.figures import EigenPanel, eigenvalue_figure, lines_figure, phases_figure
+from ortholab.app.labels import run_label
+from ortholab.app.snapshots import at_step, by_step, no_snapshot_note, steps_of
+from ortholab.db.artifacts import EIGENVALUES, PHASES
 
 ORTHOGONALITY = "analysis/orthogonality"
 

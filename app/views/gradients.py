@@ -4,12 +4,12 @@ at one step, and the probe sequence's hidden-state trajectory as a heatmap (the 
 import numpy as np
 import streamlit as st
 
-from app import data, state
-from app.figures import heatmap_figure, lines_figure
-from app.labels import run_label
-from app.smoothing import thin
-from app.snapshots import at_step, by_step, no_snapshot_note, steps_of
-from db.artifacts import GRAD_NORMS, HIDDEN_TRAJECTORY
+from ortholab.app import data, state
+from ortholab.app.figures import heatmap_figure, lines_figure
+from ortholab.app.labels import run_label
+from ortholab.app.smoothing import thin
+from ortholab.app.snapshots import at_step, by_step, no_snapshot_note, steps_of
+from ortholab.db.artifacts import GRAD_NORMS, HIDDEN_TRAJECTORY
 
 MAX_PROFILES = 12  # snapshot lines per run chart
 

@@ -3,8 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from app import data
-from db import published
+from ortholab.app import data
+from ortholab.db import published
 
 reader = data.reader()
 st.title("Papers")

@@ -6,8 +6,8 @@ import pandas as pd
 import streamlit as st
 import yaml
 
-from app import data, state, tables
-from app.labels import run_label
+from ortholab.app import data, state, tables
+from ortholab.app.labels import run_label
 
 reader = data.reader()
 runs = reader.runs()

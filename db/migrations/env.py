@@ -1,7 +1,7 @@
 """Alembic environment for the run store: migrations run on the connection `db.schema_version` hands over."""
 from alembic import context
 
-from db.schema_version import VERSION_TABLE
+from ortholab.db.schema_version import VERSION_TABLE
 
 connection = context.config.attributes["connection"]
 # batch mode: SQLite's ALTER TABLE is limited; our own version table: Optuna keeps `alembic_version` here too

@@ -1,9 +1,9 @@
 """Analysis callbacks that every run gets by default (each configurable, or replaced, in `trainer.callbacks`)."""
-from training.callbacks.audio import AudioEvaluation
-from training.callbacks.matrix import EigenvalueSnapshots, OrthogonalityDrift
-from training.callbacks.nan_guard import NaNGuard, NonFiniteError
-from training.callbacks.probes import GradientNormProfile, HiddenTrajectory
-from training.callbacks.timing import Timing
+from ortholab.training.callbacks.audio import AudioEvaluation
+from ortholab.training.callbacks.matrix import EigenvalueSnapshots, OrthogonalityDrift
+from ortholab.training.callbacks.nan_guard import NaNGuard, NonFiniteError
+from ortholab.training.callbacks.probes import GradientNormProfile, HiddenTrajectory
+from ortholab.training.callbacks.timing import Timing
 
 ANALYSIS_CALLBACKS = (OrthogonalityDrift, EigenvalueSnapshots, GradientNormProfile, Timing, NaNGuard,
                       AudioEvaluation)  # AudioEvaluation acts on speech tasks only

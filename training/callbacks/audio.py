@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from lightning.pytorch import Callback
 
-from datamodules.speech import SpeechPrediction
-from models.base import ConfigError
-from training.audio_eval import evaluate_split, record_report
-from training.callbacks.lifecycle import GracefulInterrupt
-from training.callbacks.record import record_artifact, record_metrics
-from training.reconstruction import METHODS
+from ortholab.datamodules.speech import SpeechPrediction
+from ortholab.models.base import ConfigError
+from ortholab.training.audio_eval import evaluate_split, record_report
+from ortholab.training.callbacks.lifecycle import GracefulInterrupt
+from ortholab.training.callbacks.record import record_artifact, record_metrics
+from ortholab.training.reconstruction import METHODS
 
 
 class TrainerRecorder:

@@ -7,7 +7,7 @@ from typing import Any
 
 from lightning.pytorch import Callback
 
-from datamodules.base import ResumableLoader
+from ortholab.datamodules.base import ResumableLoader
 
 
 EVALUATION_PREFIXES = ("val/", "test/")  # fit's evaluations, recorded at the step of the weights they measured

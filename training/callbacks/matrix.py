@@ -4,8 +4,8 @@ from __future__ import annotations
 import torch
 from lightning.pytorch import Callback
 
-from db.artifacts import EIGENVALUES, NPY_MEDIA_TYPE, array_to_bytes
-from training.callbacks.record import is_due, record_artifact, record_metrics
+from ortholab.db.artifacts import EIGENVALUES, NPY_MEDIA_TYPE, array_to_bytes
+from ortholab.training.callbacks.record import is_due, record_artifact, record_metrics
 
 
 def orthogonality_error(w: torch.Tensor) -> float:

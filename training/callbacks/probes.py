@@ -5,8 +5,8 @@ import torch
 from lightning.pytorch import Callback
 from lightning.pytorch.utilities import rank_zero_warn
 
-from db.artifacts import GRAD_NORMS, HIDDEN_TRAJECTORY, NPY_MEDIA_TYPE, array_to_bytes
-from training.callbacks.record import record_artifact
+from ortholab.db.artifacts import GRAD_NORMS, HIDDEN_TRAJECTORY, NPY_MEDIA_TYPE, array_to_bytes
+from ortholab.training.callbacks.record import record_artifact
 
 
 def hidden_gradient_norms(pl_module, inputs, targets, mask=None) -> tuple[torch.Tensor, torch.Tensor]:

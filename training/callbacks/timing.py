@@ -8,7 +8,7 @@ import time
 import torch
 from lightning.pytorch import Callback
 
-from training.callbacks.record import is_due, record_metrics
+from ortholab.training.callbacks.record import is_due, record_metrics
 
 
 def process_peak_resident_mb() -> float:

@@ -1,0 +1,83 @@
+"""OrthoLab as a wheel in a fresh environment: one top-level name, the CLI and `python -m ortholab` working from a
+folder that holds a researcher's own `models/` and `training/` packages, and the package data travelling along."""
+import shutil
+import site
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+OURS = {"app", "db", "models", "training", "datamodules"}
+
+
+@pytest.fixture(scope="module")
+def wheel_env(tmp_path_factory):
+    """(venv python, venv bin, site-packages) with the wheel built from this checkout installed, and the test
+    runner's own packages (torch, lightning, ...) visible through a .pth file, so nothing is downloaded."""
+    root = tmp_path_factory.mktemp("wheel")
+    source = root / "source"  # what the package is built from, without a checkout's build/ leftovers
+    for part in ("ortholab", "app", "training", "models", "datamodules", "db", "configs"):
+        shutil.copytree(REPO / part, source / part, ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
+    for part in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(REPO / part, source / part)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", str(source),
+                            "-w", str(root / "dist")], capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = (root / "dist").glob("ortholab-*.whl")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True, timeout=120)
+    python = root / "venv" / "bin" / "python"
+    venv_site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                    capture_output=True, text=True, check=True).stdout.strip())
+    # the runner's site-packages as a plain path entry: its .pth files (our editable install) are not executed
+    ours = {sysconfig.get_paths()["purelib"], *site.getsitepackages()}
+    (venv_site / "runner.pth").write_text("\n".join(sorted(ours)) + "\n")
+    installed = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
+                                "--no-index", str(wheel)], capture_output=True, text=True, timeout=600)
+    if installed.returncode != 0 and "no such option: --python" in installed.stderr:
+        pytest.skip("pip too old for --python (needs pip >= 22.3)")
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    return python, python.parent, venv_site, wheel
+
+
+def test_the_wheel_adds_one_top_level_name_and_carries_its_data(wheel_env):
+    _, _, venv_site, wheel = wheel_env
+    names = {n.split("/")[0] for n in zipfile.ZipFile(wheel).namelist()}
+    assert {n for n in names if not n.endswith(".dist-info")} == {"ortholab"}
+    listed = zipfile.ZipFile(wheel).namelist()
+    assert "ortholab/configs/demo/copying_scornn.yaml" in listed
+    assert any(n.startswith("ortholab/configs/papers/published/") for n in listed)
+    assert any(n.startswith("ortholab/db/migrations/versions/") for n in listed)
+    assert not OURS & {p.name for p in venv_site.iterdir()}
+
+
+def test_the_cli_and_imports_work_beside_a_users_own_models_package(wheel_env, tmp_path):
+    python, bin_dir, _, _ = wheel_env
+    for package in ("models", "training"):  # a researcher's project, the folder they run from
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("raise ImportError('the user package was imported')\n")
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+
+    def run(*argv):
+        done = subprocess.run(list(argv), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    assert "scornn" in run(str(bin_dir / "ortholab"), "list", "families")
+    assert "copying" in run(str(python), "-m", "ortholab", "list", "tasks")
+    assert "copying_scornn" in run(str(bin_dir / "ortholab"), "list", "configs")
+    assert "scornn_table1" in run(str(bin_dir / "ortholab"), "reproduce", "--list", "--db",
+                                  f"sqlite:///{tmp_path / 'r.db'}")
+    assert "Table 1" in run(str(bin_dir / "ortholab"), "report", "scornn_table1", "--db", f"sqlite:///{tmp_path / 'r.db'}")
+    out = run(str(python), "-c", "import ortholab, ortholab.models, ortholab.training.cli, sys; "
+                                 "print(ortholab.models.__file__); print(sorted(k for k in sys.modules if k in "
+                                 f"{sorted(OURS)!r}))")
+    assert "site-packages/ortholab/models/__init__.py" in out and out.strip().endswith("[]")
+    # a short class path in a config (datamodules.CopyingTask) trains from the wheel, the user's folders untouched
+    run(str(bin_dir / "ortholab"), "fit", "--config", "configs/demo/copying_scornn.yaml", "--model.hidden_size", "8",
+        "--model.family_args", "{rho: 4}", "--data.seq_len", "5", "--data.train_size", "20", "--data.val_size",
+        "10", "--data.batch_size", "10", "--trainer.max_steps", "2", "--trainer.val_check_interval", "2",
+        "--trainer.enable_progress_bar", "false", "--db", f"sqlite:///{tmp_path / 'r.db'}")
