@@ -30,8 +30,8 @@ test-slow: $(STAMP)
 # The numerical tests once more off this CPU's fast paths: torch's kernels without AVX2/AVX-512, MKL's compatible
 # code path, one thread. Their bounds (tests/tolerances.py: c n eps scale) must hold on any IEEE 754 CPU.
 KERNEL_TESTS := tests/test_cayley.py tests/test_exprnn.py tests/test_nnrnn.py tests/test_scurnn.py \
-	tests/test_urnn.py tests/test_ornn.py tests/test_eurnn.py tests/test_srnn.py tests/test_recurrence.py \
-	tests/test_fused_recurrences.py tests/test_optimizers.py
+	tests/test_fcurnn.py tests/test_urnn.py tests/test_ornn.py tests/test_eurnn.py tests/test_srnn.py \
+	tests/test_nru.py tests/test_recurrence.py tests/test_fused_recurrences.py tests/test_optimizers.py
 test-kernels: $(STAMP)
 	ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=1 PATH="$(CURDIR)/$(BIN):$$PATH" \
 		$(BIN)/python -m pytest $(KERNEL_TESTS)

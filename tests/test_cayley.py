@@ -27,7 +27,7 @@ def test_orthogonal_to_round_off_after_many_updates(dtype):
     w = cayley()
     a = cayley.skew().detach()
     assert a.abs().max() > 0.1  # A moved far from its initialisation
-    # n = 64: the solve with I + A is backward stable, so W errs by n eps cond(I + A) (cond ~ 3 here)
+    # n = 64: the solve with I + A is backward stable, so W errs by n eps cond(I + A) (cond ~ 5 here)
     assert orthogonality_error(w) <= roundoff(dtype, n=64, scale=cond(torch.eye(64, dtype=dtype) + a))
 
 

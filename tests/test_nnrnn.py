@@ -210,7 +210,7 @@ def test_p_gradient_equals_the_codes_frechet_step():
     code_grad = (frechet - frechet.t()).triu(1)
     rows, cols = torch.triu_indices(n, n, offset=1)
     # n = 6 times T = 7 steps of BPTT, then exp's Frechet derivative (conditioned as exp): relative to the gradient
-    # and BPTT through the non-normal W grows an error by ||W||_2 a step (~1.4 here): ||W||^T. The reference's exp
+    # and BPTT through the non-normal W grows an error by ||W||_2 a step (~1.2 here): ||W||^T. The reference's exp
     # of the block is conditioned by 1 + ||block||_2 (~||dL/dP||, ~1e3 here: the scaling and squaring's steps)
     growth = max(1.0, torch.linalg.matrix_norm(p.detach() @ lam_t @ p.detach().t(), 2).item()) ** 7
     block_cond = 1 + torch.linalg.matrix_norm(block, 2).item()

@@ -42,7 +42,7 @@ def test_unitary_to_round_off_after_many_updates(dtype):
     assert a.real.abs().max() > 0.5 and a.imag.abs().max() > 0.5  # A moved far from its initialisation
     w = cayley()
     assert w.dtype == (torch.complex64 if dtype == torch.float32 else torch.complex128)
-    assert unitarity_error(w) <= roundoff(dtype, n=64, scale=_cayley_cond(cayley))  # n = 64, cond(I + A) ~ 5
+    assert unitarity_error(w) <= roundoff(dtype, n=64, scale=_cayley_cond(cayley))  # n = 64, cond(I + A) ~ 7
 
 
 def test_skew_hermitian_from_free_real_coordinates():
@@ -65,7 +65,7 @@ def test_initial_w_is_unitary_with_the_henaff_spectrum(init, max_angle):
     cayley = ComplexScaledCayley(n, init=init, generator=torch.Generator().manual_seed(3)).double()
     angles = block_angles(n, max_angle, torch.Generator().manual_seed(3))
     w = cayley()
-    assert unitarity_error(w) < roundoff(torch.float64, n, scale=_cayley_cond(cayley))  # n = 21, cond(I + A) <= 1.5
+    assert unitarity_error(w) < roundoff(torch.float64, n, scale=_cayley_cond(cayley))  # n = 21, cond(I + A) 1.2 to 5
     assert cayley.imag_upper.abs().max() == 0  # Im A starts at zero
     assert 0 <= cayley.theta.min() and cayley.theta.max() < 2 * math.pi
     k = w * torch.polar(torch.ones(n, dtype=torch.float64), -cayley.theta)

@@ -13,7 +13,10 @@ the time steps of a recurrence), `scale` the size of what is computed (a norm) t
 amplifies a perturbation of it, and c a small constant for the algorithm's own constant. These are worst-case
 rates: rounding errors of random sign grow like √n, so a bound with c = 1 holds with room on any CPU whose
 arithmetic is IEEE 754 (the SIMD width, the BLAS's blocking and the thread count change the order of the
-additions, never the rate). A test states its n and scale in a one-line comment beside the bound.
+additions, never the rate). A test states its n and scale in a one-line comment beside the bound. The
+conditioning that enters `scale`: cond(I + A) for a Cayley transform's solve (`cond`), 1 + ||A|| (or its square
+where A^2 is formed) for an exponential, ||W||^T for T steps through a non-normal W, cond(V) for the eigenvalues
+of a non-normal matrix (Bauer-Fike), and sqrt(n) for an n x n error measured in the Frobenius norm.
 """
 from __future__ import annotations
 
