@@ -80,8 +80,9 @@ def _png(path: Path, table: PaperTable, curves: list[dict]) -> None:
     fig, ax = plt.subplots(figsize=(7.0, 4.2), dpi=150)
     for i, curve in enumerate(curves):
         color = f"C{i % 10}"
+        sparse = len(curve["steps"]) <= 60  # a point per validation: show each one
         ax.plot(curve["steps"], curve["values"], color=color, linewidth=1.4, label=curve["label"],
-                linestyle="-" if i < 10 else "--")
+                linestyle="-" if i < 10 else "--", marker="o" if sparse else None, markersize=3)
         if curve["baseline"] is not None and table.mode == "min":
             ax.axhline(curve["baseline"] * table.scale, color=color, linestyle=":", linewidth=1.0)
         if curve["published"] is not None:
@@ -103,7 +104,8 @@ def _html(path: Path, table: PaperTable, curves: list[dict]) -> None:
 
     fig = go.Figure()
     for curve in curves:
-        fig.add_trace(go.Scatter(x=curve["steps"], y=curve["values"], mode="lines", name=curve["label"]))
+        mode = "lines+markers" if len(curve["steps"]) <= 60 else "lines"
+        fig.add_trace(go.Scatter(x=curve["steps"], y=curve["values"], mode=mode, name=curve["label"]))
         if curve["baseline"] is not None and table.mode == "min":
             fig.add_hline(y=curve["baseline"] * table.scale, line_dash="dot",
                           annotation_text=f"baseline {curve['baseline']:.4g}")
