@@ -5,17 +5,18 @@ gradients over the pre-activations it saved and so backpropagates once per forwa
 gradient of <v, f(x)> once (v random) and compares its projection on directions d (random ones, and each input
 alone) with the central difference <v, f(x + eps d) - f(x - eps d)> / 2 eps.
 
-Its error is round-off plus truncation. <v, f> sums f.numel() products, and each entry of f carries its own
-round-off, at most as many operations again (units times steps <= f.numel()): 2 f.numel() eps sum |v f|, which the
-difference divides by eps. The truncation eps^2 <v, f'''> / 6 is measured: the difference at 2 eps minus the one at
-eps is 3 times it (Richardson).
+Its error is round-off plus truncation. <v, f> sums f.numel() products, and each entry of f carries the
+round-off of the `ops` operations it accumulates (the caller's count: units times steps, and any sum f takes):
+(f.numel() + ops) eps sum |v f|, which the difference divides by eps. The truncation eps^2 <v, f'''> / 6 is
+measured: the difference at 2 eps minus the one at eps is 3 times it (Richardson), and at least the error where a
+kink (a ReLU's) lies within the step.
 """
 import torch
 
 from tolerances import roundoff
 
 
-def assert_gradients_match_finite_differences(f, inputs, directions: int = 8, eps: float = 1e-6,
+def assert_gradients_match_finite_differences(f, inputs, *, ops: int, directions: int = 8, eps: float = 1e-6,
                                               seed: int = 0) -> None:
     g = torch.Generator().manual_seed(seed)
     inputs = [x.detach().clone().requires_grad_() for x in inputs]
@@ -27,7 +28,7 @@ def assert_gradients_match_finite_differences(f, inputs, directions: int = 8, ep
     probes = [[torch.randn(x.shape, generator=g, dtype=x.dtype) for x in inputs] for _ in range(directions)]
     probes += [[torch.randn(x.shape, generator=g, dtype=x.dtype) if i == j else torch.zeros_like(x)
                 for j, x in enumerate(inputs)] for i in range(len(inputs))]
-    rounding = roundoff(torch.float64, n=2 * out.numel(), scale=(v * out).abs().sum().item() / eps)
+    rounding = roundoff(torch.float64, n=out.numel() + ops, scale=(v * out).abs().sum().item() / eps)
 
     def difference(d, step):
         plus = f(*[x + step * dx for x, dx in zip(inputs, d)])

@@ -344,8 +344,10 @@ def test_reprojection_moves_the_base_by_no_more_than_its_drift_and_keeps_the_fun
     layer.project_base_()
     # U V^T is the orthogonal matrix closest to the base: it moves it by about half of ||base^T base - I||
     assert torch.linalg.matrix_norm(layer.base.double() - before).item() < drift
-    # float32 round-off of U V^T, n = 32: U's, V's orthogonality and their product's, n eps32 each
-    assert orthogonality_error(layer.base.double()) < min(drift / 5, roundoff(torch.float32, n=3 * 32))
+    # float32 round-off of U V^T, n = 32: U's, V's orthogonality and their product's, n eps32 each in the 2-norm,
+    # sqrt(n) more in the Frobenius norm
+    projection = roundoff(torch.float32, n=3 * 32, scale=32 ** 0.5)
+    assert orthogonality_error(layer.base.double()) < min(drift / 5, projection)
     torch.manual_seed(11)
     layer = _drifted_dtriv_layer(5, 0.1)  # the drift of a few re-basings: the function stays to float32 precision
     x = torch.randn(5, 30, 4)
@@ -353,7 +355,7 @@ def test_reprojection_moves_the_base_by_no_more_than_its_drift_and_keeps_the_fun
     drift = orthogonality_error(layer.base.double())
     layer.project_base_()
     # the base moves by <= its drift (+ U V^T's round-off); over T = 30 steps h moves by T ||dB|| max ||h_t||
-    moved = drift + roundoff(torch.float32, n=3 * 32)
+    moved = drift + roundoff(torch.float32, n=3 * 32)  # ||dB||_2 moves h: U V^T's round-off in the 2-norm
     assert (layer(x) - before).abs().max() < 30 * moved * before.norm(dim=-1).max()
 
 

@@ -33,7 +33,8 @@ ALLOWED = [
     ("test_nnrnn.py", "pytest.approx(math.pi, abs=0.3)", "mean of 200 U(0, 2 pi) draws: se 0.13, 2.3 se"),
     ("test_nnrnn.py", "rel=0.05)", "std of 12,000 Gaussian draws: relative se 0.0065, 7.7 se"),
     ("test_timing_memory.py", "rel=0.05)", "resident memory against the allocation: the allocator's pages"),
-    ("test_tasks.py", "abs=0.006)", "a sample mean of the adding task's loss: a few standard errors; 1/6 quoted to 4 places"),
+    ("test_tasks.py", "abs=0.006)",
+     "a sample mean of the adding task's loss: a few standard errors; 1/6 quoted to 4 places"),
     # a constant quoted to k digits: one unit in its last place
     ("test_tasks.py", "pytest.approx(0.17329, abs=1e-5)", "quoted to 5 places"),
     ("test_learning.py", "pytest.approx(0.5199, abs=1e-4)", "quoted to 4 places"),
@@ -52,7 +53,8 @@ ALLOWED = [
     ("test_audio_eval.py", "pytest.approx(power_db, abs=0.5)", "P.56 active level of a tone"),
     ("test_audio_eval.py", "abs=0.3)", "P.56 active level of a gated tone"),
     # not round-off: a Taylor remainder, a descent condition, an optimisation's convergence
-    ("test_fcurnn.py", "for lr, rel in [(1e-6, 1e-4), (1e-7, 1e-5)]", "the slope's remainder lr L''/2L' shrinks with lr"),
+    ("test_fcurnn.py", "for lr, rel in [(1e-6, 1e-4), (1e-7, 1e-5)]",
+     "the slope's Taylor remainder lr L''/2L' shrinks with lr"),
     ("test_fcurnn.py", "before.item() + 0.5e-3 * predicted_slope", "Armijo's sufficient-decrease constant"),
     ("test_ornn.py", "(w - q).norm() < 1e-3", "400 Adam steps towards a target: a learning threshold"),
 ]
@@ -112,7 +114,8 @@ def bare_tolerances(path: Path) -> list[tuple[int, str]]:
                         found.add(kw.value.lineno)
             if _name(node.func) == "parametrize" and node.args and isinstance(node.args[0], ast.Constant):
                 names = [n.strip() for n in str(node.args[0].value).split(",")]
-                if any(TOLERANCE_NAME.search(n) for n in names) and len(node.args) > 1 and _small_literals(node.args[1]):
+                tolerances = len(node.args) > 1 and _small_literals(node.args[1])
+                if any(TOLERANCE_NAME.search(n) for n in names) and tolerances:
                     found.add(node.lineno)
         elif isinstance(node, ast.Compare):
             operands = [node.left, *node.comparators]

@@ -222,8 +222,9 @@ def test_hand_written_bptt_matches_plain_autograd(with_offsets, recurrence):
 @RECURRENCES
 def test_hand_written_bptt_matches_finite_differences(recurrence):
     operator, (u, b, h0, offsets), params = _recurrence_inputs(seed=1, t=6, b=2, n=4)
+    # each state entry: T = 6 steps through W's factors (4 n = 16 operations, n = 4)
     assert_gradients_match_finite_differences(
-        lambda u, b, h0, o, *p: _run(recurrence, operator, u, b, h0, p, o), (u, b, h0, offsets, *params))
+        lambda u, b, h0, o, *p: _run(recurrence, operator, u, b, h0, p, o), (u, b, h0, offsets, *params), ops=6 * 16)
 
 
 @RECURRENCES
@@ -258,7 +259,8 @@ def test_layer_gradients_match_finite_differences():
     def loss(*values):
         return (torch.func.functional_call(layer, dict(zip(names, values)), (x,)) ** 2).sum()
 
-    assert_gradients_match_finite_differences(loss, list(layer.parameters()))
+    # the loss sums 3 x 7 x 8 squares of states, each T = 7 steps through W's factors and the input (4 n + 2, n = 4)
+    assert_gradients_match_finite_differences(loss, list(layer.parameters()), ops=3 * 7 * 8 + 7 * (4 * 4 + 2))
 
 
 # the layer in the application ----------------------------------------------------------------------------
