@@ -186,7 +186,7 @@ def _numeric_verdict(row: PaperRow, fit: RunSummary, value: float | None) -> str
 
 def _length(store: Store, fit: RunSummary) -> str:
     """'3300/77000 steps, epoch 3/70' from the run's recorded plan; the steps alone for runs without one."""
-    plan = (store.get_run(fit.id).info or {}).get("plan") or {}
+    plan = store.run_plan(fit.id)
     total, per_epoch, epochs = plan.get("total_steps"), plan.get("steps_per_epoch"), plan.get("max_epochs")
     steps = fit.steps  # the highest step recorded, as `ortholab runs` shows it
     text = f"{steps}/{total} steps" if total else f"{steps} steps"

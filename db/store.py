@@ -326,6 +326,10 @@ class Store:
         decoded = {key: json.loads(value) for key, value in sorted(params)}
         return RunDetail(**_summary_fields(row._mapping), params=decoded)
 
+    def run_plan(self, run_id: int) -> dict[str, Any]:
+        """The run's planned length as recorded at its start (total_steps, steps_per_epoch, max_epochs), or {}."""
+        return (self.get_run(run_id).info or {}).get("plan") or {}
+
     def metric_keys(self, run_id: int) -> list[str]:
         """The names of the run's metrics, sorted."""
         query = select(Metric.key).where(Metric.run_id == run_id).distinct().order_by(Metric.key)

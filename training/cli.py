@@ -253,13 +253,20 @@ def _check_writable_folder(folder: str) -> None:
                           f"folder with --runs_dir") from None
 
 
-def check_config_files(argv: list[str]) -> None:
-    """Every existing `--config FILE` is UTF-8 YAML holding a mapping; else one line naming the file and the fix."""
+def _config_arguments(argv: list[str]):
+    """(index of the value in argv, whether it is `--config=VALUE`, the value) for each `--config` given."""
     for i, arg in enumerate(argv):
         key, eq, value = arg.partition("=")
-        if key != "--config" or (not eq and i + 1 >= len(argv)):
-            continue
-        path = Path(value if eq else argv[i + 1])
+        if key == "--config" and eq:
+            yield i, True, value
+        elif key == "--config" and i + 1 < len(argv):
+            yield i + 1, False, argv[i + 1]
+
+
+def check_config_files(argv: list[str]) -> None:
+    """Every existing `--config FILE` is UTF-8 YAML holding a mapping; else one line naming the file and the fix."""
+    for _, _, value in _config_arguments(argv):
+        path = Path(value)
         if not path.is_file():
             continue  # jsonargparse reports a missing file itself; a packaged name is resolved later
         fix = "a config is a YAML mapping of model:, data: and trainer: (see configs/demo/copying_scornn.yaml)"
@@ -283,17 +290,10 @@ def _packaged_configs(argv: list[str]) -> list[str]:
     """`--config configs/demo/copying_scornn.yaml` (as `ortholab list configs` names it) from any folder: a path
     that is not a file here is read from the configs installed with OrthoLab, if it names one of them."""
     out = list(argv)
-    for i, arg in enumerate(out):
-        key, eq, value = arg.partition("=")
-        if key != "--config" or (not eq and i + 1 >= len(out)):
-            continue
-        path = value if eq else out[i + 1]
+    for i, joined, path in _config_arguments(argv):
         installed = PACKAGE_ROOT / path
         if not Path(path).exists() and Path(path).parts[:1] == ("configs",) and installed.is_file():
-            if eq:
-                out[i] = f"--config={installed}"
-            else:
-                out[i + 1] = str(installed)
+            out[i] = f"--config={installed}" if joined else str(installed)
     return out
 
 

@@ -44,7 +44,7 @@ def runs_rows(db_url: str | None) -> list[dict]:
 
 def run_progress(store, run) -> dict:
     """`total_steps`, `epoch` (k/N), `eta_s` of a running run, from its recorded plan and its step times."""
-    plan = ((store.get_run(run.id).info or {}).get("plan")) or {}
+    plan = store.run_plan(run.id)
     total, per_epoch, epochs = plan.get("total_steps"), plan.get("steps_per_epoch"), plan.get("max_epochs")
     out = {"total_steps": total}
     if per_epoch:
