@@ -2,11 +2,11 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# Installed before the project, so the CPU wheel on disk is used where present (see README).
+# Installed before the project, so the CPU wheel on disk is used where present (see docs/getting-started.md).
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow test-kernels bench clean delete-recorded-runs
+.PHONY: install demo test test-slow test-docker test-kernels bench docs screenshots clean delete-recorded-runs
 
 install: $(STAMP)
 
@@ -27,6 +27,11 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m slow
 
+# The compose stack on a real Docker engine (tests/test_compose_stack.py): one image build, then the stack brought
+# up, trained through and taken down. Skips, saying why, where no engine runs (CI starts one: .ci/run).
+test-docker: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m docker
+
 # The numerical tests once more off this CPU's fast paths: torch's kernels without AVX2/AVX-512, MKL's compatible
 # code path, one thread. Their bounds (tests/tolerances.py: c n eps scale) must hold on any IEEE 754 CPU.
 KERNEL_TESTS := tests/test_cayley.py tests/test_exprnn.py tests/test_nnrnn.py tests/test_scurnn.py \
@@ -39,10 +44,19 @@ test-kernels: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_scornn.py
 
+# The documentation site (mkdocs.yml, docs/) into site/, strictly: a broken link or anchor, a missing page, or a
+# registered family, task or command without its docs page or section fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# docs/images/: one screenshot per dashboard page, from a store of small real runs trained here (headless Chromium)
+screenshots: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python tools/screenshots.py
+
 # `clean` removes what the install and the tests made; recorded runs (runs/, the default store) stay. Deleting
 # them takes the explicitly named target below.
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache site
 
 delete-recorded-runs:
 	rm -rf runs

@@ -3,7 +3,7 @@ Pure functions of the store's records and metric frames (columns step, epoch, va
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +14,10 @@ from ortholab.app.smoothing import debiased_ema, thin
 from ortholab.db import RunSummary
 
 BATCH_SIZE_PARAM = "data.init_args.batch_size"
-MAX_POINTS = 2000  # per trace drawn; smoothing runs on every point first
+MAX_POINTS = 1000  # per trace drawn (about one per pixel of a chart's width); smoothing runs on every point first
+# Curves with fewer points are drawn unsmoothed: an EMA over a few validation points lags far behind them (expRNN
+# copying: 0.02 drawn against a last value of 0.0004), and TensorBoard's users smooth dense training curves.
+SMOOTH_MIN_POINTS = 100
 
 # x-axis choice -> axis title
 X_AXES = {
@@ -34,6 +37,13 @@ class Curve:
     y: np.ndarray
     smoothed: np.ndarray | None
     total_points: int  # before thinning
+    run_id: int = 0  # picks the run's colour, dash and marker (app/style.py)
+    smoothing: float = 0.0  # the weight applied (0: drawn raw)
+
+    @property
+    def last(self) -> tuple[float, float]:
+        """The last raw point (x, y): thinning keeps it, smoothing never moves it."""
+        return float(self.x[-1]), float(self.y[-1])
 
 
 @dataclass(frozen=True)
@@ -50,15 +60,35 @@ def batch_size(params: Mapping[str, Any]) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
+def steps_per_epoch(info: Mapping[str, Any] | None) -> int | None:
+    """The batches per epoch the run planned at its start (info['plan'], see db.Store.run_plan), if recorded."""
+    value = ((info or {}).get("plan") or {}).get("steps_per_epoch")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def one_epoch_note(label: str, frame: pd.DataFrame) -> str | None:
+    """When a run without a recorded plan logged every point in one epoch (a step-bounded run shorter than an
+    epoch), say so: on the epoch axis its curve is a vertical line."""
+    epochs = pd.to_numeric(frame["epoch"], errors="coerce").dropna().unique()
+    if len(frame) > 1 and len(epochs) == 1:
+        return (f"{label}: all {len(frame)} points were logged in epoch {int(epochs[0])} (it stopped within one epoch "
+                "and recorded no steps per epoch), so they share one x; choose step or examples seen.")
+    return None
+
+
 def x_values(
-    frame: pd.DataFrame, axis: str, *, start: float | None = None, batch: int | None = None
+    frame: pd.DataFrame, axis: str, *, start: float | None = None, batch: int | None = None,
+    per_epoch: int | None = None,
 ) -> np.ndarray | None:
     """The x coordinate of every point for the chosen axis, or None when the run lacks what it needs
-    (no epochs recorded, no batch size). Wall time is relative to `start` (the run's creation, unix
-    seconds) unless that comes after the first point, else to the first point."""
+    (no epochs recorded, no batch size). Epochs are step / `per_epoch` (fractional, as W&B draws them) when the
+    run recorded its steps per epoch, else the epoch logged with each point. Wall time is relative to `start`
+    (the run's creation, unix seconds) unless that comes after the first point, else to the first point."""
     if axis == "step":
         return frame["step"].to_numpy(dtype=float)
     if axis == "epoch":
+        if per_epoch:
+            return frame["step"].to_numpy(dtype=float) / per_epoch  # the weights at step s have seen s batches
         epochs = pd.to_numeric(frame["epoch"], errors="coerce")
         return None if epochs.isna().all() else epochs.to_numpy(dtype=float)
     if axis == "wall time":
@@ -78,20 +108,23 @@ def build_curve(
     *,
     start: float | None = None,
     batch: int | None = None,
+    per_epoch: int | None = None,
     weight: float = 0.0,
     max_points: int = MAX_POINTS,
+    run_id: int = 0,
 ) -> Curve | None:
-    """The run's curve on `axis`, smoothed with TensorBoard's debiased EMA when weight > 0, thinned to
-    about `max_points`; None when the axis is unavailable for this run."""
-    x = x_values(frame, axis, start=start, batch=batch)
+    """The run's curve on `axis`, smoothed with TensorBoard's debiased EMA when weight > 0 and the curve has
+    SMOOTH_MIN_POINTS points or more, thinned to about `max_points`; None when the axis is unavailable."""
+    x = x_values(frame, axis, start=start, batch=batch, per_epoch=per_epoch)
     if x is None:
         return None
     y = frame["value"].to_numpy(dtype=float)
     keep = ~np.isnan(x)
     x, y = x[keep], y[keep]
-    smoothed = debiased_ema(y, weight) if weight > 0 else None
+    applied = weight if len(y) >= SMOOTH_MIN_POINTS else 0.0
+    smoothed = debiased_ema(y, applied) if applied > 0 else None
     index = thin(len(y), max_points)
-    return Curve(label, x[index], y[index], None if smoothed is None else smoothed[index], len(y))
+    return Curve(label, x[index], y[index], None if smoothed is None else smoothed[index], len(y), run_id, applied)
 
 
 def metric_name(key: str) -> str:
@@ -112,3 +145,13 @@ def baselines_for(runs: Sequence[RunSummary], metric: str) -> list[Baseline]:
         if task not in tasks:
             tasks.append(task)
     return [Baseline(f"baseline ({', '.join(tasks)}) {shown}", value) for shown, (value, tasks) in lines.items()]
+
+
+CSV_COLUMNS = ["run", "name", "metric", "step", "epoch", "wall_time", "value"]
+
+
+def series_csv(series: Iterable[tuple[int, str, str, pd.DataFrame]]) -> bytes:
+    """(run id, run name, metric, its points) as one long CSV: every point logged, neither smoothed nor thinned."""
+    frames = [points.assign(run=run_id, name=name, metric=metric) for run_id, name, metric, points in series]
+    table = pd.concat(frames)[CSV_COLUMNS] if frames else pd.DataFrame(columns=CSV_COLUMNS)
+    return table.to_csv(index=False).encode()

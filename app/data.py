@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from ortholab.db import ArtifactRecord, RunDetail, RunSummary, Store, default_db_url
-from ortholab.db import published
+from ortholab.app.wav import decode_wav, spectrogram
+from ortholab.db import ArtifactRecord, RunDetail, RunSummary, Store, default_db_url, published
 from ortholab.db.artifacts import array_from_bytes
 
 RUNS_TTL_S = 2.0
@@ -23,7 +23,7 @@ RUNS_TTL_S = 2.0
 
 @st.cache_resource(show_spinner=False)
 def _store(url: str) -> Store:
-    return Store(url)
+    return Store(url, access="read")  # a reader never creates a store, and reads one it cannot write
 
 
 @st.cache_data(ttl=RUNS_TTL_S, show_spinner=False)
@@ -43,8 +43,24 @@ def _metric_keys(url: str, run_id: int, version: str) -> list[str]:
 
 @st.cache_data(max_entries=4096, show_spinner=False)
 def _metric(url: str, run_id: int, key: str, version: str) -> pd.DataFrame:
-    points = _store(url).metric_series(run_id, key)
-    return pd.DataFrame(points, columns=["step", "epoch", "value", "wall_time"])
+    return pd.DataFrame(_store(url).metric_columns(run_id, key), columns=["step", "epoch", "value", "wall_time"])
+
+
+# the Runs page reads every run at once: one query each, cached under the versions of all runs
+@st.cache_data(max_entries=64, show_spinner=False)
+def _params_of(url: str, versions: tuple[tuple[int, str], ...]) -> dict[int, dict]:
+    return _store(url).params_of([run_id for run_id, _ in versions])
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _metric_keys_of(url: str, versions: tuple[tuple[int, str], ...]) -> dict[int, list[str]]:
+    return _store(url).metric_keys_of([run_id for run_id, _ in versions])
+
+
+@st.cache_data(max_entries=512, show_spinner=False)
+def _last_values(url: str, key: str, versions: tuple[tuple[int, str], ...]) -> dict[int, float]:
+    found = _store(url).last_values([run_id for run_id, _ in versions], [key])
+    return {run_id: value for (run_id, _), value in found.items()}
 
 
 @st.cache_data(max_entries=2048, show_spinner=False)
@@ -55,6 +71,18 @@ def _artifacts(url: str, run_id: int, kind: str | None, version: str) -> list[Ar
 @st.cache_data(max_entries=512, show_spinner=False)
 def _artifact_bytes(url: str, artifact_id: int) -> bytes:
     return _store(url).artifact_data(artifact_id)
+
+
+@st.cache_data(max_entries=2048, show_spinner=False)
+def _artifact_array(url: str, artifact_id: int) -> np.ndarray:
+    return array_from_bytes(_artifact_bytes(url, artifact_id))
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _spectrogram(url: str, artifact_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, int]:
+    samples, rate = decode_wav(_artifact_bytes(url, artifact_id))
+    times, freqs, power = spectrogram(samples, rate)
+    return times, freqs, power, samples.size / rate, rate
 
 
 def clear_caches() -> None:
@@ -107,8 +135,45 @@ class Reader:
         return _artifact_bytes(self.url, artifact_id)
 
     def artifact_array(self, artifact_id: int) -> np.ndarray:
-        """An .npy artifact's array (see db/artifacts.py)."""
-        return array_from_bytes(self.artifact_bytes(artifact_id))
+        """An .npy artifact's array (see db/artifacts.py), decoded once per artifact (one run, one step)."""
+        return _artifact_array(self.url, artifact_id)
+
+    def spectrogram(self, artifact_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, int]:
+        """A WAV artifact's spectrogram (times, freqs, power dB; app/wav.py), its length (s) and sample rate;
+        computed once per clip. ValueError when the bytes are no PCM WAV."""
+        return _spectrogram(self.url, artifact_id)
+
+    def params(self, run_id: int) -> dict:
+        """The run's flattened params (dotted keys)."""
+        return self.detail(run_id).params
+
+    def fields(self, run_id: int) -> dict:
+        """What runs are compared and grouped by: family, task and every param."""
+        run = self._by_id[run_id]
+        params = {k: v for k, v in self.params(run_id).items() if k != "model.family"}  # the same as family
+        return {"family": run.family, "task": run.task, **params}
+
+    def _versions(self, run_ids: list[int]) -> tuple[tuple[int, str], ...]:
+        return tuple((i, self._version(i)) for i in run_ids)
+
+    def params_of(self, run_ids: list[int]) -> dict[int, dict]:
+        """The flattened params of many runs (one query, cached until one of them writes)."""
+        return _params_of(self.url, self._versions(run_ids))
+
+    def metric_keys_of(self, run_ids: list[int]) -> dict[int, list[str]]:
+        """The metric names of many runs (one query, cached until one of them writes)."""
+        return _metric_keys_of(self.url, self._versions(run_ids))
+
+    def last_values(self, run_ids: list[int], key: str) -> dict[int, float]:
+        """The metric's value at its highest step, for those of the runs that have it (one query, cached)."""
+        return _last_values(self.url, key, self._versions(run_ids))
+
+    def last_value(self, run_id: int, key: str) -> float | None:
+        """The metric's value at its highest step (the last logged there), None when the run has no such metric."""
+        if key not in self.metric_keys(run_id):
+            return None
+        values = self.metric(run_id, key)["value"]
+        return float(values.iloc[-1]) if len(values) else None
 
 
 def reader() -> Reader:
@@ -116,8 +181,25 @@ def reader() -> Reader:
     return Reader(default_db_url())
 
 
-@st.cache_data(ttl=RUNS_TTL_S, show_spinner=False)
-def paper_comparison(url: str, table_id: str) -> list[dict]:
-    """Published vs reproduced rows of one paper table (db/published.py), re-read as runs come in."""
-    table = published.load_tables()[table_id]
+@st.cache_data(max_entries=8, show_spinner=False)
+def _paper_tables(folders: tuple[str, ...]) -> dict[str, published.PaperTable]:
+    return published.load_tables()
+
+
+def paper_tables() -> dict[str, published.PaperTable]:
+    """The published tables (db/published.py), read from their YAML files once per folder."""
+    return _paper_tables((str(published.PUBLISHED_DIR), str(published.CHECKS_DIR)))
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _paper_comparison(url: str, table_id: str, version: str) -> list[dict]:
+    table = paper_tables()[table_id]
     return published.comparison_rows(published.reproductions(_store(url), table))
+
+
+def paper_comparison(url: str, table_id: str) -> list[dict]:
+    """Published vs reproduced rows of one paper table (db/published.py), re-read when a run is added or writes
+    (the runs list's newest heartbeat and its length key the cache)."""
+    runs = _runs(url)
+    version = f"{len(runs)}:{max((r.heartbeat_at for r in runs), default='')}"
+    return _paper_comparison(url, table_id, version)

@@ -15,8 +15,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ortholab.app.style import run_style
 from ortholab.db import Store
 from ortholab.db.published import REPORT_COLUMNS, PaperTable, comparison_rows, markdown_report, reproductions
+
+
+# plotly's marker symbols (app/style.py) as matplotlib draws them
+MATPLOTLIB_MARKERS = {"circle": "o", "square": "s", "diamond": "D", "triangle-up": "^", "x": "x", "cross": "P",
+                      "star": "*", "triangle-down": "v", "pentagon": "p", "hexagon": "h"}
 
 
 def machine() -> str:
@@ -59,7 +65,7 @@ def _curves(store: Store, table: PaperTable) -> list[dict]:
             points = store.metric_series(item.fit.id, metric)
         if not points:
             continue
-        out.append({"label": f"{item.row.row} (run {item.fit.id}, {metric})", "metric": metric,
+        out.append({"label": f"{item.row.row} (run {item.fit.id}, {metric})", "metric": metric, "run": item.fit.id,
                     "steps": [p.step for p in points], "values": [p.value * item.row.scale for p in points],
                     "baseline": item.fit.baseline, "published": item.row.value})
     return out
@@ -78,11 +84,12 @@ def _png(path: Path, table: PaperTable, curves: list[dict]) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.0, 4.2), dpi=150)
-    for i, curve in enumerate(curves):
-        color = f"C{i % 10}"
+    for curve in curves:
+        style = run_style(curve["run"])  # the run's colour and marker on the dashboard too
+        color = style.color
         sparse = len(curve["steps"]) <= 60  # a point per validation: show each one
         ax.plot(curve["steps"], curve["values"], color=color, linewidth=1.4, label=curve["label"],
-                linestyle="-" if i < 10 else "--", marker="o" if sparse else None, markersize=3)
+                marker=MATPLOTLIB_MARKERS[style.symbol], markersize=3, markevery=None if sparse else 0.1)
         if curve["baseline"] is not None and table.mode == "min":
             ax.axhline(curve["baseline"] * table.scale, color=color, linestyle=":", linewidth=1.0)
         if curve["published"] is not None:
@@ -105,7 +112,9 @@ def _html(path: Path, table: PaperTable, curves: list[dict]) -> None:
     fig = go.Figure()
     for curve in curves:
         mode = "lines+markers" if len(curve["steps"]) <= 60 else "lines"
-        fig.add_trace(go.Scatter(x=curve["steps"], y=curve["values"], mode=mode, name=curve["label"]))
+        style = run_style(curve["run"])
+        fig.add_trace(go.Scatter(x=curve["steps"], y=curve["values"], mode=mode, name=curve["label"],
+                                 line=dict(color=style.color), marker=dict(symbol=style.symbol)))
         if curve["baseline"] is not None and table.mode == "min":
             fig.add_hline(y=curve["baseline"] * table.scale, line_dash="dot",
                           annotation_text=f"baseline {curve['baseline']:.4g}")

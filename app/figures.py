@@ -1,31 +1,68 @@
-"""Plotly figures for the dashboard, built by pure functions from arrays (testable without Streamlit)."""
+"""Plotly figures for the dashboard, built by pure functions from arrays (testable without Streamlit).
+
+Every trace of a run takes the run's colour, dash and marker from app/style.py, so a run looks the same on
+every chart and page. Log axes come from app/logaxis.py: values <= 0 drawn at a floor, full-value ticks.
+Titles sit on the left and the top margin leaves room above panel titles for plotly's toolbar.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
-from plotly.colors import qualitative, sample_colorscale
-from plotly.subplots import make_subplots
+from plotly.colors import sample_colorscale
 
 from ortholab.app.curves import Baseline, Curve
+from ortholab.app.grouping import Aggregate
+from ortholab.app.logaxis import LogScale, lift, log_axis_layout, log_scale
+from ortholab.app.style import group_style, run_style, translucent
 
-PALETTE = qualitative.Plotly
-MARKERS_UP_TO = 60  # curves with this few points also show their points (validation every N steps)
+MARKERS_UP_TO = 60  # curves with this few points show every point (validation every N steps)
 BASELINE_DASHES = ("dash", "dot", "dashdot", "longdash")  # several tasks' baselines stay apart
 RAW_OPACITY = 0.25  # the raw curve behind a smoothed one, faded as in TensorBoard / W&B
+BAND_OPACITY = 0.2
+TOP_MARGIN = 40  # plotly's toolbar is ~30 px tall at the top right
+TITLED_TOP_MARGIN = 72  # a title or panel titles sit below the toolbar
+FLOOR_SYMBOL = "triangle-down-open"  # a value <= 0 drawn at a log axis' floor
+TWO_PI = 2.0 * np.pi
 
 
-def color(i: int) -> str:
-    return PALETTE[i % len(PALETTE)]
-
-
-def _layout(fig: go.Figure, **kwargs) -> go.Figure:
-    fig.update_layout(margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.2), **kwargs)
+def _layout(fig: go.Figure, *, title: str | None = None, titled: bool = False, **kwargs) -> go.Figure:
+    top = TITLED_TOP_MARGIN if title or titled else TOP_MARGIN
+    fig.update_layout(
+        margin=dict(l=10, r=10, t=top, b=10), legend=dict(orientation="h", y=-0.2),
+        title=dict(text=title, x=0.0, xanchor="left", xref="paper", y=1.0, yref="paper", yanchor="bottom",
+                   pad=dict(b=12)) if title else None,
+        **kwargs,
+    )  # fmt: skip
     return fig
+
+
+def _y_axis(fig: go.Figure, title: str, log_y: bool, arrays: Sequence[np.ndarray]) -> LogScale | None:
+    """Set the y axis; on a log axis return the scale (floor, count of values drawn there). Axes are set through
+    fig.layout directly: plotly's update_yaxes walks every subplot and costs ~20 ms a call."""
+    if not log_y:
+        fig.layout.yaxis = dict(title=dict(text=title), type="linear")
+        return None
+    scale = log_scale(arrays)
+    fig.layout.yaxis = dict(title=dict(text=title), **log_axis_layout(scale))
+    return scale
+
+
+def _x_axis(fig: go.Figure, title: str, **settings) -> None:
+    fig.layout.xaxis = dict(title=dict(text=title), **settings)
+
+
+def _floor_marks(x: np.ndarray, low: np.ndarray, floor: float, color: str, label: str) -> go.Scatter:
+    """Markers at the floor for the points whose value is <= 0 (they are on the line too)."""
+    return go.Scatter(
+        x=x[low], y=np.full(int(low.sum()), floor), mode="markers", name=f"{label}: ≤ 0 at the floor",
+        legendgroup=label, showlegend=False, marker=dict(symbol=FLOOR_SYMBOL, size=9, color=color),
+        hovertemplate=f"{label}<br>%{{x}}: value ≤ 0, drawn at the axis floor<extra></extra>",
+    )  # fmt: skip
 
 
 def curves_figure(
@@ -36,48 +73,94 @@ def curves_figure(
     log_y: bool = False,
     baselines: Sequence[Baseline] = (),
     title: str | None = None,
+    aggregates: Sequence[Aggregate] = (),
+    smoothing: float = 0.0,
+    spread: str | None = None,
 ) -> go.Figure:
-    """Overlaid runs of one metric: per run a trace named by its label (the smoothed line, with the raw
-    curve faded behind it and named '<label> (raw)'), and each baseline as a dashed (dotted, ...) horizontal line
-    across the plotted x range."""
+    """Overlaid runs of one metric: per run a trace named by its label in the run's style (a smoothed line with
+    the raw curve faded behind it and named '<label> (raw)'), its last raw point marked (hover: its value);
+    per group of runs its mean with a translucent band (`spread`); each baseline as a dashed (dotted, ...)
+    horizontal line across the plotted x range. layout.meta records the controls the figure was drawn with."""
     fig = go.Figure()
-    for i, curve in enumerate(curves):
+    scale = _y_axis(
+        fig, y_title, log_y,
+        [c.y for c in curves] + [a for g in aggregates for a in (g.low, g.mean, g.high)],
+    )  # fmt: skip
+    floor = scale.floor if scale else None
+
+    def drawn(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return lift(y, floor) if floor is not None else (np.asarray(y, float), np.zeros(len(y), bool))
+
+    for group in aggregates:
+        style = group_style(group.label)
+        low, _ = drawn(group.low)
+        high, _ = drawn(group.high)
+        mean, _ = drawn(group.mean)
+        name = f"{group.label} (mean of {len(group.runs)} runs)"
+        fig.add_trace(go.Scatter(x=group.x, y=high, mode="lines", line=dict(width=0), legendgroup=name,
+                                 showlegend=False, hoverinfo="skip", name=f"{name} upper"))
+        fig.add_trace(go.Scatter(
+            x=group.x, y=low, mode="lines", line=dict(width=0), fill="tonexty", legendgroup=name,
+            fillcolor=translucent(style.color, BAND_OPACITY), showlegend=False, hoverinfo="skip",
+            name=f"{name} {spread or 'band'}",
+        ))  # fmt: skip
+        fig.add_trace(go.Scatter(
+            x=group.x, y=mean, mode="lines", name=name, legendgroup=name, line=style.line(2.5),
+            customdata=np.column_stack([group.low, group.high, group.n]),
+            hovertemplate=(f"{group.label}<br>%{{x}}: mean %{{y:.4g}}, {spread or 'band'} "
+                           "[%{customdata[0]:.4g}, %{customdata[1]:.4g}] over %{customdata[2]} runs<extra></extra>"),
+        ))  # fmt: skip
+
+    faded = bool(aggregates)  # with groups drawn, the runs behind them are context
+    for curve in curves:
+        style = run_style(curve.run_id)
         smoothed = curve.smoothed is not None
-        mode = "lines+markers" if len(curve.x) <= MARKERS_UP_TO else "lines"
+        sparse = len(curve.x) <= MARKERS_UP_TO
+        y, low = drawn(curve.y)
+        value = "customdata" if low.any() else "y"  # the recorded value, where the floor moved the point
         fig.add_trace(
             go.Scatter(
-                x=curve.x,
-                y=curve.y,
-                mode=mode,
+                x=curve.x, y=y, mode="lines" if smoothed else "lines+markers",  # faded behind: no markers
                 name=f"{curve.label} (raw)" if smoothed else curve.label,
-                legendgroup=curve.label,
-                showlegend=not smoothed,
-                opacity=RAW_OPACITY if smoothed else 1.0,
-                line=dict(color=color(i), width=1 if smoothed else 2),
-                marker=dict(size=4),
+                legendgroup=curve.label, showlegend=not smoothed,
+                opacity=RAW_OPACITY if smoothed or faded else 1.0,
+                line=style.line(1 if smoothed else 2), marker=style.marker(5, every_point=sparse),
+                customdata=curve.y if low.any() else None,
+                hovertemplate=f"{curve.label}<br>%{{x}}: %{{{value}:.4g}}<extra></extra>",
             )
         )
         if smoothed:
-            fig.add_trace(
-                go.Scatter(
-                    x=curve.x, y=curve.smoothed, mode=mode, name=curve.label, legendgroup=curve.label,
-                    line=dict(color=color(i), width=2), marker=dict(size=4),
-                )
-            )  # fmt: skip
-    xs = [curve.x for curve in curves if len(curve.x)]
+            smooth_y, _ = drawn(curve.smoothed)
+            fig.add_trace(go.Scatter(
+                x=curve.x, y=smooth_y, mode="lines+markers", name=curve.label, legendgroup=curve.label,
+                line=style.line(2), marker=style.marker(5, every_point=sparse),
+                hovertemplate=f"{curve.label} smoothed<br>%{{x}}: %{{y:.4g}}<extra></extra>",
+            ))  # fmt: skip
+        if low.any():
+            fig.add_trace(_floor_marks(curve.x, low, floor, style.color, curve.label))
+        last_x, last_y = curve.last
+        fig.add_trace(go.Scatter(
+            x=[last_x], y=[drawn(np.array([last_y]))[0][0]], mode="markers", name=f"{curve.label}: last",
+            legendgroup=curve.label, showlegend=False,
+            marker=dict(symbol=style.symbol, size=11, color=style.color, line=dict(color="white", width=1.5)),
+            hovertemplate=f"{curve.label}<br>last raw value {last_y:.4g} at %{{x}}<extra></extra>",
+        ))  # fmt: skip
+
+    xs = [curve.x for curve in curves if len(curve.x)] + [g.x for g in aggregates if len(g.x)]
     if xs:
-        low, high = float(min(x.min() for x in xs)), float(max(x.max() for x in xs))
+        left, right = float(min(x.min() for x in xs)), float(max(x.max() for x in xs))
         for i, baseline in enumerate(baselines):
-            fig.add_trace(
-                go.Scatter(
-                    x=[low, high], y=[baseline.value, baseline.value], mode="lines", name=baseline.label,
-                    line=dict(color="#555555", dash=BASELINE_DASHES[i % len(BASELINE_DASHES)], width=1.5),
-                    hoverinfo="name+y",
-                )
-            )  # fmt: skip
-    fig.update_xaxes(title_text=x_title)
-    fig.update_yaxes(title_text=y_title, type="log" if log_y else "linear")
-    return _layout(fig, title=title, hovermode="closest")
+            if floor is not None and baseline.value <= 0:
+                continue  # a baseline of 0 has no place on a log axis (never happens for the papers' tasks)
+            fig.add_trace(go.Scatter(
+                x=[left, right], y=[baseline.value, baseline.value], mode="lines", name=baseline.label,
+                line=dict(color="#555555", dash=BASELINE_DASHES[i % len(BASELINE_DASHES)], width=1.5),
+                hoverinfo="name+y",
+            ))  # fmt: skip
+    _x_axis(fig, x_title)
+    meta = dict(log_y=log_y, smoothing=smoothing, at_floor=scale.at_floor if scale else 0,
+                floor=floor, groups=len(aggregates), spread=spread)  # fmt: skip
+    return _layout(fig, title=title, hovermode="closest", meta=meta)
 
 
 @dataclass(frozen=True)
@@ -86,47 +169,84 @@ class EigenPanel:
 
     title: str
     values: np.ndarray  # complex
+    run_id: int = 0
 
 
 def _unit_circle(points: int = 361) -> tuple[np.ndarray, np.ndarray]:
-    theta = np.linspace(0.0, 2.0 * np.pi, points)
+    theta = np.linspace(0.0, TWO_PI, points)
     return np.cos(theta), np.sin(theta)
 
 
+def wrap_phase(theta: np.ndarray) -> np.ndarray:
+    """Angles in [0, 2π), the convention scuRNN stores θ in; every phase on the dashboard is shown so."""
+    return np.mod(np.asarray(theta, dtype=float), TWO_PI)
+
+
+def _span(low: float, high: float) -> list[float]:
+    """A domain inside [0, 1] (the sums above round to -1e-17 and 1 + 1e-16)."""
+    return [min(1.0, max(0.0, round(low, 9))), min(1.0, max(0.0, round(high, 9)))]
+
+
+def _grid(count: int, columns: int, titles: Sequence[str]) -> dict:
+    """Layout for `count` panels in rows of `columns` (what plotly's make_subplots builds, which takes ~0.5 s for
+    a dozen panels): axes x/y, x2/y2, ... with their domains, and each panel's title above it."""
+    rows = max(1, -(-count // columns))
+    gap_x, gap_y = 0.08, (0.12 if rows > 1 else 0.0)
+    width, height = (1 - gap_x * (columns - 1)) / columns, (1 - gap_y * (rows - 1)) / rows
+    layout, annotations = {}, []
+    for i in range(count):
+        row, col = divmod(i, columns)
+        left, top = col * (width + gap_x), 1 - row * (height + gap_y)
+        n = "" if i == 0 else str(i + 1)
+        layout[f"xaxis{n}"] = dict(domain=_span(left, left + width), anchor=f"y{n}")
+        layout[f"yaxis{n}"] = dict(domain=_span(top - height, top), anchor=f"x{n}")
+        annotations.append(dict(text=titles[i], x=left + width / 2, y=top, xref="paper", yref="paper",
+                                xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=14)))
+    return dict(layout, annotations=annotations)
+
+
 def eigenvalue_figure(panels: Sequence[EigenPanel], *, columns: int = 3) -> go.Figure:
-    """The complex plane per run, side by side: the unit circle and the eigenvalues, equal axes."""
+    """The complex plane per run, side by side: the unit circle and the eigenvalues (in the run's colour),
+    equal axes; hover gives λ, |λ| and arg λ in [0, 2π)."""
     cols = max(1, min(columns, len(panels)))
     rows = max(1, -(-len(panels) // cols))
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[p.title for p in panels] or None)
+    layout = _grid(len(panels), cols, [p.title for p in panels])
     cx, cy = _unit_circle()
+    traces = []
     for i, panel in enumerate(panels):
-        row, col = divmod(i, cols)
+        n = "" if i == 0 else str(i + 1)
         values = np.asarray(panel.values, dtype=complex)
         reach = max(1.15, 1.05 * float(np.abs(values).max(initial=0.0)))
-        fig.add_trace(
-            go.Scatter(
-                x=cx, y=cy, mode="lines", name="unit circle", legendgroup="unit circle", showlegend=i == 0,
-                line=dict(color="#999999", width=1), hoverinfo="skip",
-            ),
-            row=row + 1, col=col + 1,
-        )  # fmt: skip
-        fig.add_trace(
-            go.Scatter(
-                x=values.real, y=values.imag, mode="markers", name=panel.title, marker=dict(color=color(i), size=6),
-                customdata=np.abs(values), hovertemplate="λ = %{x:.4f} %{y:+.4f}i<br>|λ| = %{customdata:.6f}",
-            ),
-            row=row + 1, col=col + 1,
-        )  # fmt: skip
-        axis = "" if i == 0 else str(i + 1)
-        fig.update_xaxes(range=[-reach, reach], title_text="Re λ", constrain="domain", row=row + 1, col=col + 1)
-        fig.update_yaxes(
-            range=[-reach, reach], title_text="Im λ", scaleanchor=f"x{axis}", scaleratio=1, row=row + 1, col=col + 1
-        )
-    return _layout(fig, height=380 * rows, showlegend=False)
+        style = run_style(panel.run_id)
+        traces.append(dict(
+            type="scatter", x=cx, y=cy, mode="lines", name="unit circle", legendgroup="unit circle",
+            showlegend=i == 0, line=dict(color="#999999", width=1), hoverinfo="skip", xaxis=f"x{n}", yaxis=f"y{n}",
+        ))  # fmt: skip
+        traces.append(dict(
+            type="scatter", x=values.real, y=values.imag, mode="markers", name=panel.title, xaxis=f"x{n}",
+            yaxis=f"y{n}", marker=dict(color=style.color, symbol=style.symbol, size=6),
+            customdata=np.column_stack([np.abs(values), wrap_phase(np.angle(values))]),
+            hovertemplate="λ = %{x:.4f} %{y:+.4f}i<br>|λ| = %{customdata[0]:.6f}<br>"
+                          "arg λ = %{customdata[1]:.4f} rad<extra></extra>",
+        ))  # fmt: skip
+        layout[f"xaxis{n}"].update(range=[-reach, reach], title=dict(text="Re λ"), constrain="domain")
+        layout[f"yaxis{n}"].update(range=[-reach, reach], title=dict(text="Im λ"), scaleanchor=f"x{n}", scaleratio=1)
+    fig = go.Figure(data=traces, layout=layout)
+    return _layout(fig, titled=True, height=400 * rows, showlegend=False)
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of a plain line chart; `run_id` gives it the run's style."""
+
+    label: str
+    x: np.ndarray
+    y: np.ndarray
+    run_id: int | None = None
 
 
 def lines_figure(
-    series: Sequence[tuple[str, np.ndarray, np.ndarray]],
+    series: Sequence[Line],
     *,
     x_title: str,
     y_title: str,
@@ -134,31 +254,50 @@ def lines_figure(
     title: str | None = None,
     sequential: bool = False,
 ) -> go.Figure:
-    """Plain overlaid lines (label, x, y). `sequential` colours them along a scale (e.g. snapshot steps,
-    early = dark, late = bright) instead of one distinct colour per line."""
+    """Plain overlaid lines. Lines of a run take its style; `sequential` colours them along a scale instead
+    (e.g. snapshot steps, early = dark, late = bright). On a log axis values <= 0 sit at the floor, marked."""
     fig = go.Figure()
+    scale = _y_axis(fig, y_title, log_y, [np.asarray(line.y, float) for line in series])
     shades = sample_colorscale("Viridis", np.linspace(0, 0.9, len(series)).tolist()) if sequential and series else []
-    for i, (label, x, y) in enumerate(series):
-        mode = "lines+markers" if len(x) <= MARKERS_UP_TO else "lines"
-        line_color = shades[i] if sequential else color(i)
-        fig.add_trace(go.Scatter(x=x, y=y, mode=mode, name=label, line=dict(color=line_color), marker=dict(size=4)))
-    fig.update_xaxes(title_text=x_title)
-    fig.update_yaxes(title_text=y_title, type="log" if log_y else "linear")
-    return _layout(fig, title=title)
+    for i, line in enumerate(series):
+        x = np.asarray(line.x, dtype=float)
+        sparse = len(x) <= MARKERS_UP_TO
+        if sequential or line.run_id is None:
+            color = shades[i] if sequential else "#444444"
+            line_style, marker = dict(color=color), dict(color=color, size=4)
+        else:
+            style = run_style(line.run_id)
+            color, line_style, marker = style.color, style.line(2), style.marker(5, every_point=sparse)
+        y, low = lift(line.y, scale.floor) if scale else (np.asarray(line.y, float), np.zeros(len(x), bool))
+        value = "customdata" if low.any() else "y"  # the recorded value, where the floor moved the point
+        fig.add_trace(go.Scatter(
+            x=x, y=y, mode="lines+markers" if sparse or not sequential else "lines", name=line.label,
+            line=line_style, marker=marker, customdata=np.asarray(line.y, float) if low.any() else None,
+            hovertemplate=f"{line.label}<br>%{{x}}: %{{{value}:.4g}}<extra></extra>",
+        ))  # fmt: skip
+        if low.any():
+            fig.add_trace(_floor_marks(x, low, scale.floor, color, line.label))
+    _x_axis(fig, x_title)
+    return _layout(fig, title=title, meta=dict(log_y=log_y, at_floor=scale.at_floor if scale else 0,
+                                               floor=scale.floor if scale else None))
 
 
-def phases_figure(panels: Sequence[tuple[str, np.ndarray]], *, bins: int = 36) -> go.Figure:
-    """Histograms of scuRNN's diagonal phases θ in [−π, π], overlaid per run."""
+PI_TICKS = ([0, np.pi / 2, np.pi, 3 * np.pi / 2, TWO_PI], ["0", "π/2", "π", "3π/2", "2π"])
+
+
+def phases_figure(panels: Sequence[tuple[str, np.ndarray, int]], *, bins: int = 36) -> go.Figure:
+    """Histograms of scuRNN's diagonal phases θ, wrapped to [0, 2π) (the convention scuRNN stores them in),
+    overlaid per run in the run's colour; every phase falls in a bin of [0, 2π]."""
     fig = go.Figure()
-    for i, (label, theta) in enumerate(panels):
-        fig.add_trace(
-            go.Histogram(
-                x=np.asarray(theta, dtype=float), name=label, opacity=0.6, marker_color=color(i),
-                xbins=dict(start=-np.pi, end=np.pi, size=2 * np.pi / bins),
-            )
-        )  # fmt: skip
-    fig.update_xaxes(title_text="phase θ (rad)", range=[-np.pi, np.pi])
-    fig.update_yaxes(title_text="count")
+    for label, theta, run_id in panels:
+        style = run_style(run_id)
+        fig.add_trace(go.Histogram(
+            x=wrap_phase(theta), name=label, opacity=0.6, marker=dict(color=style.color),
+            xbins=dict(start=0.0, end=TWO_PI, size=TWO_PI / bins),
+        ))  # fmt: skip
+    _x_axis(fig, "phase θ (rad), wrapped to [0, 2π)", range=[0.0, TWO_PI], tickmode="array", tickvals=PI_TICKS[0],
+            ticktext=PI_TICKS[1])
+    fig.layout.yaxis = dict(title=dict(text="count"))
     return _layout(fig, barmode="overlay")
 
 
@@ -172,22 +311,45 @@ def heatmap_figure(
         colorscale="RdBu_r" if diverging else "Viridis", zmid=0.0 if diverging else None,
     )  # fmt: skip
     fig = go.Figure(trace)
-    fig.update_xaxes(title_text=x_title)
-    fig.update_yaxes(title_text=y_title)
+    _x_axis(fig, x_title)
+    fig.layout.yaxis = dict(title=dict(text=y_title))
     return _layout(fig, title=title)
 
 
 def spectrogram_figure(times: np.ndarray, freqs: np.ndarray, power_db: np.ndarray, *, title: str) -> go.Figure:
     """A power spectrogram (dB) over time and frequency."""
     fig = go.Figure(go.Heatmap(x=times, y=freqs, z=power_db, colorscale="Magma", colorbar=dict(title="dB")))
-    fig.update_xaxes(title_text="time (s)")
-    fig.update_yaxes(title_text="frequency (Hz)")
-    return _layout(fig, title=title, height=260)
+    _x_axis(fig, "time (s)")
+    fig.layout.yaxis = dict(title=dict(text="frequency (Hz)"))
+    return _layout(fig, title=title, height=320)
 
 
-def parallel_figure(frame: pd.DataFrame, *, color_column: str = "best") -> go.Figure:
-    """Parallel coordinates over the numeric columns of `frame`, lines coloured by `color_column`."""
-    dimensions = [dict(label=column, values=frame[column].to_numpy(dtype=float)) for column in frame.columns]
-    colors = frame[color_column].to_numpy(dtype=float) if color_column in frame else None
-    line = dict(color=colors, colorscale="Viridis", showscale=True) if colors is not None else {}
-    return _layout(go.Figure(go.Parcoords(dimensions=dimensions, line=line)))
+@dataclass(frozen=True)
+class Axis:
+    """One axis of parallel coordinates: numbers, or categories (text shown at integer positions)."""
+
+    label: str
+    values: np.ndarray  # float positions; NaN never (missing values have their own position)
+    tickvals: list[float] | None = None
+    ticktext: list[str] | None = None
+    range: tuple[float, float] | None = None
+
+
+def parallel_figure(axes: Sequence[Axis], colour: np.ndarray, colour_title: str) -> go.Figure:
+    """Parallel coordinates: one line per run across `axes`, coloured by `colour` (one value per run, with a
+    colour bar titled `colour_title`). Labels are tilted and the margins wide so none is clipped."""
+    dimensions = []
+    for axis in axes:
+        dimension = dict(label=axis.label, values=axis.values)
+        if axis.tickvals is not None:
+            dimension.update(tickvals=axis.tickvals, ticktext=axis.ticktext)
+        if axis.range is not None:
+            dimension["range"] = list(axis.range)
+        dimensions.append(dimension)
+    line = dict(color=np.asarray(colour, dtype=float), colorscale="Viridis", showscale=True,
+                colorbar=dict(title=dict(text=colour_title, side="right")))
+    longest = max((len(a.label) for a in axes), default=0)
+    top = 60 + min(120, int(5.5 * longest * math.sin(math.radians(30))))
+    fig = go.Figure(go.Parcoords(dimensions=dimensions, line=line, labelangle=-30, labelside="top"))
+    fig.update_layout(margin=dict(l=80, r=90, t=top, b=30), height=460 + top)
+    return fig

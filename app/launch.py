@@ -8,12 +8,16 @@ reading the database named by $ORTHOLAB_DB. `python -m app.launch --db URL --por
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import sys
 from pathlib import Path
 from typing import NoReturn
 
 from ortholab.db import Store, StoreError, default_db_url
+from ortholab.models.base import ConfigError
+from ortholab.training.extras import require_extra
+from ortholab.training.masking import mask_url
 
 APP = Path(__file__).resolve().parent / "main.py"
 DEFAULT_PORT = 8501
@@ -34,6 +38,16 @@ def streamlit_command(port: int = DEFAULT_PORT, host: str = DEFAULT_HOST) -> lis
     ]  # fmt: skip
 
 
+def is_loopback(host: str) -> bool:
+    """Whether `host` is reachable from this machine only (127.0.0.0/8, ::1, localhost)."""
+    if host.lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name or an address of an interface: others can reach it
+
+
 def dashboard_env(db_url: str) -> dict[str, str]:
     """The child's environment: the database URL, and Streamlit's telemetry off."""
     return {**os.environ, "ORTHOLAB_DB": db_url, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
@@ -46,10 +60,18 @@ def run_dashboard(db_url: str | None = None, port: int = DEFAULT_PORT, host: str
     bad --db fails here rather than as an error page. Then this process becomes the Streamlit server
     (exec), so signals reach the server itself and no child is left behind when it is stopped.
     """
+    require_extra("dashboard")  # streamlit and plotly: one line naming the extra, not a server that cannot start
+    if not 0 < port < 65536:
+        raise ConfigError(f"--port {port}: a TCP port is a number from 1 to 65535 (default {DEFAULT_PORT})")
     url = db_url or default_db_url()
     store = Store(url)
     store.close()
-    print(f"OrthoLab dashboard on http://{host}:{port} for {store.display_url}; Ctrl-C stops it.", flush=True)
+    if not is_loopback(host):
+        print(f"warning: --host {host} opens the dashboard to the network, and it has no authentication: anyone who "
+              f"can reach this machine on port {port} can read every run in {mask_url(url)}; put authentication "
+              f"(e.g. a reverse proxy) in front of it, or use --host {DEFAULT_HOST} for this machine only",
+              file=sys.stderr, flush=True)
+    print(f"OrthoLab dashboard on http://{host}:{port} for {mask_url(url)}; Ctrl-C stops it.", flush=True)
     os.execve(sys.executable, streamlit_command(port, host), dashboard_env(url))
 
 
@@ -63,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         run_dashboard(args.db, args.port, args.host)
-    except StoreError as error:
-        print(f"ortholab dashboard: error: {error}", file=sys.stderr)
+    except (StoreError, ConfigError) as error:
+        print(f"ortholab dashboard: error: {mask_url(str(error))}", file=sys.stderr)
         return 2
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ortholab.app import data, state
+from ortholab.app.charts import image_format_control
 from ortholab.db import StoreError
 
 st.set_page_config(page_title="OrthoLab", page_icon=":material/blur_circular:", layout="wide")
@@ -32,5 +33,6 @@ page = st.navigation(
     ]
 )
 state.sidebar_selection(runs)
+image_format_control()
 st.sidebar.caption(f"Store: `{reader.display_url}` · {len(runs)} runs")
 page.run()

@@ -11,6 +11,7 @@ import pandas as pd
 
 from ortholab.app.labels import run_label
 from ortholab.db import ArtifactRecord, RunDetail, RunSummary
+from ortholab.db.published import PaperTable
 
 STALE_AFTER_S = 300.0  # a 'running' run silent this long was probably killed outright (see README: the store)
 
@@ -117,6 +118,36 @@ def filter_runs(
         for word in words:
             keep &= haystack.str.contains(word, regex=False)
     return frame[keep]
+
+
+def typed_column(values: Sequence[Any]) -> pd.Series:
+    """A param or metric as one table column: numbers as floats (missing: NaN), anything else as display text
+    (missing: None), so a column never mixes types (which Arrow, behind st.dataframe, refuses)."""
+    present = [v for v in values if v is not None]
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+        return pd.Series([float("nan") if v is None else float(v) for v in values], dtype=float)
+    return pd.Series([None if v is None else display_value(v) for v in values], dtype=object)
+
+
+def sort_runs(frame: pd.DataFrame, column: str, descending: bool) -> pd.DataFrame:
+    """Rows sorted by `column`, missing values last either way; lists (tags) by their text; ties by id."""
+    if column not in frame:
+        return frame
+    values = frame[column]
+    if values.map(lambda v: isinstance(v, (list, tuple))).any():
+        values = values.map(lambda v: " ".join(v) if isinstance(v, (list, tuple)) else v)
+    key = values if pd.api.types.is_numeric_dtype(values) or pd.api.types.is_datetime64_any_dtype(values) else \
+        values.map(lambda v: None if v is None or (isinstance(v, float) and pd.isna(v)) else str(v).lower())
+    order = pd.DataFrame({"key": key.to_numpy(), "id": frame["id"].to_numpy()}, index=frame.index)
+    order = order.sort_values(["key", "id"], ascending=[not descending, not descending], na_position="last")
+    return frame.loc[order.index]
+
+
+def page_of(frame: pd.DataFrame, page: int, size: int) -> pd.DataFrame:
+    """Rows of the 1-based `page` of `size` rows (the last page when `page` is past the end)."""
+    pages = max(1, -(-len(frame) // size))
+    page = min(max(1, page), pages)
+    return frame.iloc[(page - 1) * size : page * size]
 
 
 def merge_selection(selected: Sequence[int], displayed: Sequence[int], chosen: Sequence[int]) -> list[int]:
@@ -243,3 +274,14 @@ def numeric_params_frame(details: Sequence[RunDetail], keys: Iterable[str]) -> p
     if details and all(d.best is not None for d in details):
         frame["best"] = [d.best for d in details]
     return frame
+
+
+def default_table(tables: Mapping[str, PaperTable], runs: Sequence[RunSummary]) -> str:
+    """The paper table the Papers page opens on: the one with the most reproduced rows (runs tagged
+    paper:<table>/<row>), else the first whose published values are numbers (not statements), else the first."""
+    reproduced = {key: sum(any(tag.startswith(f"paper:{key}/") for tag in run.tags) for run in runs) for key in tables}
+    best = max(tables, key=lambda key: reproduced[key])
+    if reproduced[best]:
+        return best
+    return next((key for key, table in tables.items() if any(row.value is not None for row in table.rows)),
+                next(iter(tables)))

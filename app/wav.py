@@ -15,8 +15,19 @@ import numpy as np
 from ortholab.db import ArtifactRecord
 
 ROLE_ORDER = ("reference", "reconstruction", "baseline")
-# speech-quality metrics as the scoRNN paper's Table 2 reports them (TIMIT prediction)
-SPEECH_METRICS = {"segsnr": "SegSNR (dB)", "stoi": "STOI", "pesq": "PESQ"}
+SCORED_ROLES = ("reconstruction", "baseline")
+# speech scores as training/speech_quality.py records them (the scoRNN paper's Table 2: SegSNR, STOI, PESQ), each
+# labelled with its variant; the last three are for keys written by other tools, whose variant is not recorded
+SPEECH_LABELS = {
+    "segsnr_voicebox": "SegSNR (dB; VOICEBOX v_snrseg 'Vq', 10 ms frames)",
+    "segsnr_clamped_30ms": "SegSNR (dB; 30 ms Hann frames, clamped to [−10, 35])",
+    "snr_global_voicebox": "global SNR (dB; VOICEBOX)",
+    "stoi": "STOI",
+    "pesq_nb_mos_lqo": "PESQ narrow band (MOS-LQO)",
+    "pesq_wb_mos_lqo": "PESQ wide band (MOS-LQO)",
+    "segsnr": "SegSNR (dB; variant not recorded)",
+    "pesq": "PESQ (scale not recorded)",
+}
 
 
 def decode_wav(data: bytes) -> tuple[np.ndarray, int]:
@@ -86,19 +97,53 @@ def group_clips(records: Sequence[ArtifactRecord]) -> list[Clip]:
 
 
 def speech_metric(key: str) -> str | None:
-    """Which Table 2 metric a key (metric key or meta key) reports: 'segsnr', 'stoi', 'pesq' or None."""
-    squashed = re.sub(r"[^a-z]", "", key.lower().rsplit("/", 1)[-1])
-    for name in SPEECH_METRICS:
-        if squashed.startswith(name) or squashed.endswith(name):
-            return name
+    """Which speech score a metric key or meta key reports, by its recorded name ('segsnr_voicebox', 'stoi',
+    'pesq_nb_mos_lqo', ...; see training/speech_quality.py), or for keys of another making 'segsnr', 'stoi' or
+    'pesq' (variant unknown); None for any other key."""
+    name = key.rsplit("/", 1)[-1].lower()
+    if name in SPEECH_LABELS:
+        return name
+    squashed = re.sub(r"[^a-z]", "", name)
+    for short in ("segsnr", "stoi", "pesq"):
+        if squashed.startswith(short) or squashed.endswith(short):
+            return short
     return None
 
 
-def clip_metrics(meta: Mapping[str, Any] | None) -> dict[str, float]:
-    """The speech metrics a reconstruction artifact's meta carries, by SPEECH_METRICS name."""
+def speech_label(name: str) -> str:
+    """The score's label with its variant: 'SegSNR (dB; VOICEBOX v_snrseg 'Vq', 10 ms frames)'."""
+    return SPEECH_LABELS.get(name, name)
+
+
+def speech_key(key: str) -> tuple[str, str, str] | None:
+    """(split, role, score) of a run-level speech metric key: 'test_audio/stoi' -> ('test', 'reconstruction',
+    'stoi'), 'val_audio_baseline/stoi' -> ('val', 'baseline', 'stoi'), 'test/segsnr' -> ('test',
+    'reconstruction', 'segsnr'); None for per-utterance keys and every other key."""
+    head, _, name = key.rpartition("/")
+    score = speech_metric(name) if head and "/" not in head else None
+    if score is None:
+        return None
+    match = re.fullmatch(r"(\w+?)_audio(_baseline)?", head)
+    if match:
+        return match.group(1), "baseline" if match.group(2) else "reconstruction", score
+    return head, "reconstruction", score
+
+
+def clip_scores(meta: Mapping[str, Any] | None) -> dict[str, float]:
+    """The speech scores an audio artifact's meta carries (its 'scores' mapping, else its top-level score keys),
+    by score name."""
+    meta = meta or {}
+    source = meta.get("scores") if isinstance(meta.get("scores"), Mapping) else meta
     found = {}
-    for key, value in (meta or {}).items():
+    for key, value in source.items():
         name = speech_metric(key)
         if name and isinstance(value, (int, float)) and not isinstance(value, bool):
             found[name] = float(value)
     return found
+
+
+def scores_table(by_role: Mapping[str, Mapping[str, float]]) -> list[dict[str, Any]]:
+    """A long table: one row per score (in SPEECH_LABELS' order), a column per role (reconstruction, baseline)."""
+    names = {n for scores in by_role.values() for n in scores}
+    ordered = [n for n in SPEECH_LABELS if n in names] + sorted(names - set(SPEECH_LABELS))
+    return [{"metric": speech_label(n), **{role: by_role[role].get(n) for role in by_role}} for n in ordered]

@@ -123,3 +123,8 @@ class TaskDataModule(pl.LightningDataModule):
 
     def test_dataloader(self) -> DataLoader:
         return self._loader("test", self.eval_batch_size, False)
+
+    predict_split = "test"  # set by `ortholab predict --predict_split` (training/predict.py)
+
+    def predict_dataloader(self) -> DataLoader:
+        return self._loader(self.predict_split, self.eval_batch_size, False)

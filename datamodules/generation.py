@@ -29,11 +29,12 @@ import torch
 
 from ortholab.datamodules.base import require_positive
 from ortholab.datamodules.batching import GatheredTaskDataModule
+from ortholab.datamodules.download import ensure
 from ortholab.datamodules.spec import TaskSpec
 from ortholab.models.base import ConfigError
 
-HOW_TO_FIX = ("a demo file: ../shared/data/fsdd/recordings/0_jackson_0.wav (Free Spoken Digit Dataset, 8 kHz mono, "
-              "https://github.com/Jakobovski/free-spoken-digit-dataset)")
+HOW_TO_FIX = ("a recording of the Free Spoken Digit Dataset (8 kHz mono, https://github.com/Jakobovski/"
+              "free-spoken-digit-dataset) from the data root: data.fsdd_recording: 0_jackson_0.wav")
 
 
 def read_mono(path: Path, sample_rate: int | None) -> np.ndarray:
@@ -58,11 +59,14 @@ def read_mono(path: Path, sample_rate: int | None) -> np.ndarray:
 class SequenceGeneration(GatheredTaskDataModule):
     """Generate audio excerpts sample by sample; normalised MSE. See the module docstring for the options.
 
-    path: the audio file; sample_rate: the rate the file must have (null: any); start: first sample of the
-    first excerpt; excerpt_samples: steps per excerpt (320 = 7.3 ms at 44.1 kHz, Koutnik et al.'s length).
+    path: the audio file; fsdd_recording: when no path is given, a recording of FSDD in the data root (e.g.
+    0_jackson_0.wav; download: true fetches FSDD there first); sample_rate: the rate the file must have (null:
+    any); start: first sample of the first excerpt; excerpt_samples: steps per excerpt (320 = 7.3 ms at 44.1 kHz,
+    Koutnik et al.'s length).
     """
 
-    def __init__(self, path: str | None = None, sample_rate: int | None = None, start: int = 0,
+    def __init__(self, path: str | None = None, fsdd_recording: str | None = None, download: bool = False,
+                 sample_rate: int | None = None, start: int = 0,
                  excerpt_samples: int = 320, num_excerpts: int = 1, inputs: str = "constant",
                  peak_normalize: bool = True, batch_size: int = 1, eval_batch_size: int | None = None,
                  shuffle: bool = False, num_workers: int = 0):
@@ -77,6 +81,8 @@ class SequenceGeneration(GatheredTaskDataModule):
         self.excerpt_samples = require_positive(excerpt_samples, "excerpt_samples")
         self.num_excerpts = require_positive(num_excerpts, "num_excerpts")
         self.inputs = inputs
+        if fsdd_recording is not None and path is None:  # a path given (e.g. on the command line) wins
+            path = str(ensure("fsdd", download) / "recordings" / fsdd_recording)
         self.path = Path(path).expanduser() if path is not None else None
         self.excerpts = None
         if self.path is not None:

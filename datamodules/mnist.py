@@ -11,9 +11,12 @@ Sources (`dataset`):
 - 'sklearn_digits' (default, no download): scikit-learn's 1,797 8x8 digits, 64 steps. Split by position in
   scikit-learn's order: the last 360 images are the test set, the first 1,437 the pool that train and
   validation are taken from (validation: `val_size`, default 180, from the head or tail of the pool).
+- 'mnist', 'fashion-mnist': the four IDX files in the data set's folder of the data root ($ORTHOLAB_DATA, else
+  the per-user cache; `ortholab data list`), or in `path` when given. `download: true` fetches them first
+  (datamodules/download.py: every file's SHA-256 checked); otherwise a missing set is an error saying how to get it.
 - 'idx': the four IDX files (gzipped or not) in the directory `path`: MNIST, Fashion-MNIST or any set in
-  that format. `download: true` fetches MNIST there first, verified by checksum. Pool = the 60,000 training
-  images, test = the 10,000 test images. Validation defaults to the first 5,000 of the pool, as
+  that format. `download: true` fetches MNIST there first, verified by checksum (`mirrors`: other base URLs
+  serving MNIST's .gz archives). Pool = the 60,000 training images, test = the 10,000 test images. Validation defaults to the first 5,000 of the pool, as
   TensorFlow's `read_data_sets` that the scoRNN code uses (55k/5k/10k); SRNN takes the last 10,000
   (`val_size: 10000, val_from: tail`).
 
@@ -33,6 +36,7 @@ Options:
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 
@@ -46,15 +50,17 @@ from ortholab.datamodules.batching import (
     GatheredTaskDataModule,
     GatheredTensors,
 )
-from ortholab.datamodules.download import MNIST_MIRRORS, download_verified
+from ortholab.datamodules import catalog
+from ortholab.datamodules.download import ensure, fetch
 from ortholab.datamodules.idx import MappedIdx, find_idx_files, idx_shape, load_idx_set
 from ortholab.datamodules.spec import TaskSpec
 from ortholab.models.base import ConfigError
 
 SCORNN_PERMUTATION_SEED = 92916
 DIGITS_TEST_SIZE = 360  # the last 360 of scikit-learn's 1,797 digits
-DEFAULT_VAL_SIZE = {"idx": 5_000, "sklearn_digits": 180}
-DEFAULT_PIXEL_MAX = {"idx": 255.0, "sklearn_digits": 16.0}
+DEFAULT_VAL_SIZE = {"idx": 5_000, "mnist": 5_000, "fashion-mnist": 5_000, "sklearn_digits": 180}
+DEFAULT_PIXEL_MAX = {"idx": 255.0, "mnist": 255.0, "fashion-mnist": 255.0, "sklearn_digits": 16.0}
+CATALOG_SETS = ("mnist", "fashion-mnist")  # fetched into the data root (datamodules/catalog.py)
 HISTOGRAM_CHUNK = 10_000  # images per read when measuring the pixel histogram of a streamed split
 
 
@@ -103,7 +109,8 @@ class PixelMNIST(GatheredTaskDataModule):
         super().__init__(batch_size, eval_batch_size, shuffle, num_workers)
         self.seed = seed  # training order: epoch e is shuffled with seed + e
         if dataset not in DEFAULT_VAL_SIZE:
-            raise ConfigError(f"data.dataset = {dataset!r}; choose 'sklearn_digits' (built in) or 'idx' (with data.path)")
+            raise ConfigError(f"data.dataset = {dataset!r}; choose 'sklearn_digits' (built in), 'mnist' or "
+                              f"'fashion-mnist' (from the data root, `ortholab data list`) or 'idx' (with data.path)")
         if dataset == "idx" and path is None:
             raise ConfigError("data.dataset = 'idx' needs data.path: the directory of the four IDX files "
                               "(e.g. /usr/share/datasets/fashion-mnist after `apt-get install dataset-fashion-mnist`)")
@@ -119,9 +126,11 @@ class PixelMNIST(GatheredTaskDataModule):
         if pad < 0:
             raise ConfigError(f"data.pad = {pad} must be 0 or more (14 gives the 56x56 'big' variant)")
         self.dataset_name = dataset
+        if path is None and dataset in CATALOG_SETS:
+            path = str(catalog.get(dataset).path())
         self.path = Path(path).expanduser() if path is not None else None
         self.download = download
-        self.mirrors = list(mirrors) if mirrors is not None else list(MNIST_MIRRORS)
+        self.mirrors = list(mirrors) if mirrors is not None else None
         self.scaling = scaling
         self.pixel_max = float(pixel_max) if pixel_max is not None else DEFAULT_PIXEL_MAX[dataset]
         self.mean, self.std = mean, std
@@ -136,7 +145,9 @@ class PixelMNIST(GatheredTaskDataModule):
         self.random_label_seed = random_label_seed
         self.num_classes = require_positive(num_classes, "num_classes")
         self.memory_map = memory_map
-        if dataset == "idx" and not download:
+        if dataset in CATALOG_SETS and not download and self.path == catalog.get(dataset).path():
+            ensure(dataset, download=False)  # fail now, saying how to fetch it, rather than after the run has started
+        if dataset != "sklearn_digits" and not download:
             find_idx_files(self.path)  # fail now, naming the path, rather than after the run has started
         if dataset == "sklearn_digits" or not download:  # the image side is known: check crop and permutation now
             self.sequence_length()
@@ -151,9 +162,17 @@ class PixelMNIST(GatheredTaskDataModule):
         )
 
     # images ------------------------------------------------------------------------------------
+    def source_set(self) -> catalog.DataSet:
+        """The catalog's entry this task fetches (MNIST for 'idx'), with `mirrors` as its archives' base URLs."""
+        chosen = catalog.get("mnist" if self.dataset_name == "idx" else self.dataset_name)
+        if self.mirrors is None:
+            return chosen
+        files = tuple(replace(f, urls=tuple(m.rstrip("/") + f"/{f.name}.gz" for m in self.mirrors)) for f in chosen.files)
+        return replace(chosen, files=files)
+
     def prepare_data(self) -> None:
-        if self.dataset_name == "idx" and self.download:
-            download_verified(self.path, mirrors=self.mirrors)
+        if self.dataset_name != "sklearn_digits" and self.download:
+            fetch(self.source_set(), folder=self.path)
 
     @cached_property
     def images(self) -> dict[str, np.ndarray]:

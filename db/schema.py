@@ -26,7 +26,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 STATUSES = ("running", "finished", "failed", "interrupted")
 TERMINAL_STATUSES = ("finished", "failed", "interrupted")
-STAGES = ("fit", "validate", "test")
+STAGES = ("fit", "validate", "test", "predict")  # predict: `ortholab predict`, linked to its source in info
 MODES = ("min", "max")
 
 
@@ -96,6 +96,8 @@ class Run(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     ended_at: Mapped[datetime | None]
     heartbeat_at: Mapped[datetime] = mapped_column(default=utcnow)  # bumped on every write
+    lease_owner: Mapped[str | None] = mapped_column(String)  # the process writing the run (db/lease.py), if any
+    lease_expires_at: Mapped[datetime | None]  # its lease holds until then unless renewed
     config: Mapped[dict[str, Any] | None]  # the full resolved YAML config
     main_metric: Mapped[str | None] = mapped_column(String)  # e.g. 'val/loss'
     main_metric_mode: Mapped[str] = mapped_column(String, default="min")
@@ -119,10 +121,13 @@ class Param(Base):
 
 
 class Metric(Base):
-    """One scalar metric value at one step."""
+    """One scalar metric value at one step: at most one per (run, key, step), a re-run step rewrites it."""
 
     __tablename__ = "metrics"
-    __table_args__ = (Index("ix_metrics_run_key_step", "run_id", "key", "step"),)
+    __table_args__ = (
+        Index("ux_metrics_run_key_step", "run_id", "key", "step", unique=True),
+        Index("ix_metrics_run_step", "run_id", "step"),  # a run's last step: one index seek
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
@@ -149,3 +154,13 @@ class Artifact(Base):
     meta: Mapped[dict[str, Any] | None]
     data: Mapped[bytes | None]
     media_type: Mapped[str | None] = mapped_column(String)  # e.g. 'audio/wav'
+
+
+class StoreInfo(Base):
+    """Facts about the store itself: its id (`store_id`, a UUID that run folders carry) and the OrthoLab version
+    that last created or upgraded it (`written_by`)."""
+
+    __tablename__ = "store_info"
+
+    key: Mapped[str] = mapped_column(String, primary_key=True)
+    value: Mapped[str] = mapped_column(Text)

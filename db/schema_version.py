@@ -2,10 +2,14 @@
 
 A new database gets the current tables and the head revision. An existing one must be at the head revision:
 an older store is upgraded by `ortholab db upgrade` (never implicitly, since a shared PostgreSQL store may
-serve several OrthoLab installs), and a store from a newer OrthoLab is refused.
+serve several OrthoLab installs), and a store from a newer OrthoLab is refused, naming the version that wrote it.
+A database holding someone else's tables is neither created in nor upgraded unless the user says so.
 """
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 from alembic import command
@@ -16,16 +20,30 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.schema import CreateIndex, CreateTable
 
-from ortholab.db.schema import Base
+from ortholab.db.schema import Base, StoreInfo
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 OUR_TABLES = frozenset(Base.metadata.tables)
 VERSION_TABLE = "ortholab_schema_version"  # not Alembic's default name: Optuna keeps its own in the same store
 FIRST_REVISION = "0001"
+STORE_INFO = StoreInfo.__tablename__
+
+
+@dataclass(frozen=True)
+class Upgraded:
+    """What `ortholab db upgrade` did."""
+
+    before: str | None
+    after: str
+    duplicate_points_removed: int = 0
 
 
 class SchemaMismatch(Exception):
     """The database holds something this OrthoLab cannot use as it is; the message says what to do."""
+
+
+class NoStore(SchemaMismatch):
+    """The database holds no tables at all, and the caller may not create them (a reader)."""
 
 
 def alembic_config(connection: Connection) -> Config:
@@ -43,13 +61,24 @@ def current_revision(connection: Connection) -> str | None:
     return MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE}).get_current_revision()
 
 
-def ensure_current(connection: Connection) -> None:
-    """Create a new store at the head revision, accept one at head, raise SchemaMismatch otherwise."""
+def ortholab_version() -> str:
+    try:
+        return metadata.version("ortholab")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def ensure_current(connection: Connection, create: bool = True) -> None:
+    """Accept a store at the head revision; create a new one there when `create` (writers); raise SchemaMismatch
+    otherwise, saying what to do."""
     tables = set(inspect(connection).get_table_names())
     if not tables & (OUR_TABLES | {VERSION_TABLE}):  # new, or someone else's (Optuna's tables come after ours)
         if tables:
             raise SchemaMismatch(f"it is not an OrthoLab store (it holds the tables {sorted(tables)}); "
                                  f"give a new file or an empty database")
+        if not create:
+            raise NoStore("it holds no OrthoLab store yet (no runs were recorded there); check the URL, or "
+                                 "record a run there first with `ortholab fit --db URL`")
         _create(connection)
         return
     revision, head = current_revision(connection), head_revision()
@@ -58,18 +87,46 @@ def ensure_current(connection: Connection) -> None:
     if revision is None or revision in _known_revisions():
         raise SchemaMismatch(f"its schema is at revision {revision or 'none (written before versioning)'} and this "
                              f"OrthoLab needs {head}; run `ortholab db upgrade --db URL` once (back it up first)")
-    raise SchemaMismatch(f"it was written by a newer OrthoLab (schema revision {revision}, this one knows up to "
-                         f"{head}); upgrade OrthoLab")
+    raise SchemaMismatch(_newer(connection, revision))
 
 
-def upgrade(connection: Connection) -> tuple[str | None, str]:
-    """Migrate a store to the head revision; (revision before, revision after)."""
+def _newer(connection: Connection, revision: str) -> str:
+    writer = store_facts(connection).get("written_by")
+    version = f"OrthoLab {writer}, " if writer else ""
+    return (f"it was written by a newer OrthoLab ({version}schema revision {revision}; this OrthoLab "
+            f"{ortholab_version()} knows revisions up to {head_revision()}); upgrade OrthoLab to use it")
+
+
+def store_facts(connection: Connection) -> dict[str, str]:
+    """The store_info rows (store_id, written_by); {} for a store without that table."""
+    if STORE_INFO not in inspect(connection).get_table_names():
+        return {}
+    return {key: value for key, value in connection.execute(text(f"SELECT key, value FROM {STORE_INFO}"))}
+
+
+def upgrade(connection: Connection, allow_foreign: bool = False) -> Upgraded:
+    """Migrate a store to the head revision. Refused (SchemaMismatch) for a store from a newer OrthoLab and, unless
+    `allow_foreign`, for a database holding tables but no OrthoLab schema."""
+    tables = set(inspect(connection).get_table_names())
     before = current_revision(connection)
+    if tables and not tables & (OUR_TABLES | {VERSION_TABLE}) and not allow_foreign:
+        raise SchemaMismatch(f"it is not an OrthoLab store (it holds the tables {sorted(tables)}), so there is "
+                             f"nothing to upgrade; to add OrthoLab's tables to this database anyway, run `ortholab "
+                             f"db upgrade --allow-foreign --db URL`")
+    if before is not None and before not in _known_revisions():
+        raise SchemaMismatch(_newer(connection, before))
     config = alembic_config(connection)
-    if before is None and "runs" in inspect(connection).get_table_names():
+    if before is None and "runs" in tables:
         command.stamp(config, FIRST_REVISION)  # a store from before versioning holds the first schema
     command.upgrade(config, "head")
-    return before, current_revision(connection)
+    _record_writer(connection)
+    return Upgraded(before, current_revision(connection), config.attributes.get("duplicate_points_removed", 0))
+
+
+def _record_writer(connection: Connection) -> None:
+    connection.execute(text(f"DELETE FROM {STORE_INFO} WHERE key = 'written_by'"))
+    connection.execute(text(f"INSERT INTO {STORE_INFO} (key, value) VALUES ('written_by', :version)"),
+                       {"version": ortholab_version()})
 
 
 def _create(connection: Connection) -> None:
@@ -82,6 +139,10 @@ def _create(connection: Connection) -> None:
                             f"(version_num VARCHAR(32) NOT NULL PRIMARY KEY)"))
     connection.execute(text(f"INSERT INTO {VERSION_TABLE} (version_num) SELECT :head WHERE NOT EXISTS "
                             f"(SELECT 1 FROM {VERSION_TABLE})"), {"head": head_revision()})
+    for key, value in (("store_id", uuid.uuid4().hex), ("written_by", ortholab_version())):
+        connection.execute(text(f"INSERT INTO {STORE_INFO} (key, value) SELECT :key, :value WHERE NOT EXISTS "
+                                f"(SELECT 1 FROM {STORE_INFO} WHERE key = :present)"),
+                           {"key": key, "value": value, "present": key})  # one use each: PostgreSQL types them
 
 
 def _known_revisions() -> set[str]:

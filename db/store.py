@@ -3,6 +3,10 @@
 Writers (the Lightning logger, the CLI) and readers (`ortholab runs`, the dashboard)
 go through `Store`; nothing else knows the schema. Every call is its own
 transaction, committed before it returns, so other processes see it at once.
+
+Access: `create` (a training run: the store is made if missing), `write` (an existing store only) and `read`
+(readers: never create anything; a SQLite file they cannot write is opened read-only). A process writing a run
+holds its lease (db/lease.py): its writes succeed only while it holds it, so two processes never write one run.
 """
 
 from __future__ import annotations
@@ -10,18 +14,24 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import case, create_engine, delete, event, func, insert, select, update
+from alembic.util import CommandError
+from sqlalchemy import Float, and_, case, create_engine, delete, event, exists, func, insert, or_, select, type_coerce, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from ortholab.db.schema_version import OUR_TABLES, VERSION_TABLE, SchemaMismatch, ensure_current
+from ortholab.db import lease
+from ortholab.db.schema_version import OUR_TABLES, VERSION_TABLE, NoStore, SchemaMismatch, Upgraded, ensure_current
+from ortholab.db.schema_version import store_facts
 from ortholab.db.schema_version import upgrade as upgrade_schema
 from ortholab.db.records import ArtifactRecord, MetricPoint, RunDetail, RunSummary
 from ortholab.db.schema import (
@@ -41,11 +51,28 @@ FIX = f"pass --db URL or set {ENV_VAR} to a writable database"
 SQLITE_PRAGMAS = ("busy_timeout=30000", "foreign_keys=ON", "synchronous=NORMAL")  # wait first
 SQLITE_JOURNAL = "journal_mode=WAL"  # kept by the file: set only on an empty file or an OrthoLab store
 JSON_FIELDS = ("config", "info", "tags")
-RUN_FIELDS = frozenset(Run.__table__.columns.keys()) - {"id"}
+LEASE_FIELDS = frozenset({"lease_owner", "lease_expires_at"})  # written only through leases
+RUN_FIELDS = frozenset(Run.__table__.columns.keys()) - {"id"} - LEASE_FIELDS
+ACCESS = ("create", "write", "read")
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+SQLITE_WAL_HEADER_BYTE = 18  # the file format's write version: 2 in WAL mode
 
 
 class StoreError(RuntimeError):
     """The run database cannot be opened or written, or a request names something absent."""
+
+
+class StoreMissing(StoreError):
+    """There is no store at the URL (no SQLite file, or a database without OrthoLab's tables) and the caller may not
+    create one."""
+
+
+class RunBusy(StoreError):
+    """Another live process holds the run's lease: it is still being written."""
+
+
+class LeaseLost(StoreError):
+    """This process's lease on a run expired and another process took the run over."""
 
 
 def default_db_url() -> str:
@@ -73,12 +100,18 @@ def to_json(value: Any) -> Any:
 class Store:
     """Runs, params, metric points and artifacts in one SQL database (SQLite file or server).
 
-    Opening a Store creates the tables and checks that the database takes writes,
-    so a bad path fails before any training starts.
+    access: 'create' (default) makes a missing store and checks that it takes writes, so a bad path fails
+    before any training starts; 'write' opens an existing store for writing; 'read' opens an existing store
+    without writing anything (a SQLite file this process cannot write is opened read-only).
     """
 
-    def __init__(self, url: str | None = None):
+    def __init__(self, url: str | None = None, *, access: str = "create"):
+        if access not in ACCESS:
+            raise ValueError(f"access must be one of {ACCESS}, not {access!r}")
         self._url = url or default_db_url()
+        self._access = access
+        self._owners: dict[int, str] = {}  # runs this Store writes under a lease: run id -> owner token
+        self._facts: dict[str, str] | None = None
         self._engine = self._open()
         self._sessions = sessionmaker(self._engine, expire_on_commit=False)
 
@@ -90,10 +123,23 @@ class Store:
     @property
     def display_url(self) -> str:
         """The database URL with any password masked, for messages and logs."""
-        try:
-            return make_url(self._url).render_as_string(hide_password=True)
-        except ArgumentError:
-            return self._url
+        return _masked(self._url)
+
+    @property
+    def store_id(self) -> str:
+        """The store's own id (a UUID's 32 hex digits): run folders and checkpoints carry it."""
+        return self._store_facts()["store_id"]
+
+    @property
+    def written_by(self) -> str | None:
+        """The OrthoLab version that created or last upgraded the store."""
+        return self._store_facts().get("written_by")
+
+    def _store_facts(self) -> dict[str, str]:
+        if self._facts is None:
+            with self._engine.connect() as conn:
+                self._facts = store_facts(conn)
+        return self._facts
 
     def __repr__(self) -> str:
         return f"Store({self.display_url!r})"
@@ -105,53 +151,82 @@ class Store:
     # ---- opening -------------------------------------------------------------------
 
     def _open(self) -> Engine:
-        """Create the engine and tables, and prove the database takes writes."""
+        """Create the engine; create the tables (access 'create'); prove the database takes writes (unless 'read')."""
         try:
             url = make_url(self._url)
         except ArgumentError as e:
             raise self._error("it is not a database URL (a file is written sqlite:////abs/path/runs.db)") from e
         is_sqlite = url.get_backend_name() == "sqlite"
+        creator = None
         if is_sqlite and url.database and url.database != ":memory:" and not url.database.startswith("file:"):
             path = Path(url.database).absolute()  # SQLite resolves relative paths from the cwd too
             if path.is_dir():
                 raise self._error(f"{path} is a directory, not a database file")
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                why = "a file is in the way" if isinstance(e, (FileExistsError, NotADirectoryError)) else e.strerror
-                raise self._error(f"cannot create the directory {path.parent} ({why})") from e
+            if self._access == "create":
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                except OSError as e:
+                    why = "a file is in the way" if isinstance(e, (FileExistsError, NotADirectoryError)) else e.strerror
+                    raise self._error(f"cannot create the directory {path.parent} ({why})") from e
+            elif not path.is_file():
+                raise StoreMissing(f"The run database {self.display_url} does not exist ({path}); check --db or "
+                                 f"${ENV_VAR} (a run database is made by the first `ortholab fit` that records there).")
+            else:
+                creator = _sqlite_connector(path, read_only=self._access == "read" and not _can_write(path))
         try:
-            engine = create_engine(url)
+            engine = create_engine(url, creator=creator) if creator else create_engine(url)
         except (ArgumentError, ImportError) as e:  # unknown dialect or driver not installed
             raise self._error(f"no database driver for it ({e})") from e
         if is_sqlite:
-            event.listen(engine, "connect", _set_sqlite_pragmas)
+            event.listen(engine, "connect", _sqlite_pragmas(set_journal=self._access != "read"))
         try:
             with engine.connect() as conn:
-                if is_sqlite:  # one transaction, as pysqlite commits each CREATE TABLE on its own: a store
-                    conn.exec_driver_sql("BEGIN IMMEDIATE")  # opened at once elsewhere is seen whole or not at all
-                ensure_current(conn)
+                if is_sqlite and self._access == "create":  # one transaction, as pysqlite commits each CREATE
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")  # TABLE on its own: a store opened at once elsewhere
+                ensure_current(conn, create=self._access == "create")  # is seen whole or not at all
                 conn.commit()
-            with engine.connect() as conn:  # a write that is rolled back: fails now if read-only
-                conn.execute(insert(Run).values(name="write-probe", hostname=""))
-                conn.rollback()
+            if self._access != "read":
+                with engine.connect() as conn:  # a write that is rolled back: fails now if read-only
+                    conn.execute(insert(Run).values(name="write-probe", hostname=""))
+                    conn.rollback()
         except SchemaMismatch as e:
             engine.dispose()
-            raise StoreError(f"Cannot use the run database {self.display_url}: {e}.") from None
+            error = StoreMissing if isinstance(e, NoStore) else StoreError
+            raise error(f"Cannot use the run database {self.display_url}: {e}.") from None
         except SQLAlchemyError as e:
             engine.dispose()
             raise self._error(_reason(e)) from e
         return engine
 
     @staticmethod
-    def upgrade(url: str | None = None) -> tuple[str | None, str]:
-        """Migrate the store at `url` to this OrthoLab's schema (`ortholab db upgrade`); (before, after)."""
-        engine = create_engine(url or default_db_url())
+    def upgrade(url: str | None = None, allow_foreign: bool = False) -> Upgraded:
+        """Migrate the store at `url` to this OrthoLab's schema (`ortholab db upgrade`). Refused: a SQLite file that
+        does not exist, a store from a newer OrthoLab, and (unless `allow_foreign`) a database of someone else's
+        tables."""
+        url = url or default_db_url()
+        shown = _masked(url)
+        try:
+            parsed = make_url(url)
+        except ArgumentError:
+            raise StoreError(f"Cannot upgrade the run database {shown}: it is not a database URL (a file is written "
+                             f"sqlite:////abs/path/runs.db).") from None
+        database = parsed.database or ""
+        if parsed.get_backend_name() == "sqlite" and database not in ("", ":memory:") and not database.startswith(
+                "file:") and not Path(database).is_file():
+            raise StoreError(f"Cannot upgrade the run database {shown}: {Path(database).absolute()} does not exist, "
+                             f"so there is nothing to upgrade; check --db or ${ENV_VAR}.")
+        try:
+            engine = create_engine(parsed)
+        except (ArgumentError, ImportError) as e:
+            raise StoreError(f"Cannot upgrade the run database {shown}: no database driver for it ({e}).") from None
         try:
             with engine.begin() as conn:
-                return upgrade_schema(conn)
-        except SQLAlchemyError as e:
-            raise StoreError(f"Cannot upgrade the run database {url}: {_reason(e)}.") from e
+                return upgrade_schema(conn, allow_foreign=allow_foreign)
+        except SchemaMismatch as e:
+            raise StoreError(f"Cannot upgrade the run database {shown}: {e}.") from None
+        except (SQLAlchemyError, CommandError) as e:
+            reason = _reason(e) if isinstance(e, SQLAlchemyError) else str(e).splitlines()[0]
+            raise StoreError(f"Cannot upgrade the run database {shown}: {reason}.") from e
         finally:
             engine.dispose()
 
@@ -168,11 +243,26 @@ class Store:
             raise self._error(_reason(e)) from e
 
     def _touch(self, session: Session, run_id: int, **values: Any) -> None:
-        """Update the run's columns and bump its heartbeat; StoreError if there is no such run."""
-        values = {"heartbeat_at": utcnow(), **values}
-        result = session.execute(update(Run).where(Run.id == run_id).values(**values))
-        if result.rowcount == 0:
-            raise StoreError(f"No run with id {run_id} in {self.display_url}; `ortholab runs` lists the runs.")
+        """Update the run's columns and bump its heartbeat (and its lease, for a run written under one); StoreError
+        if there is no such run, LeaseLost if another process took it over."""
+        now = utcnow()
+        values = {"heartbeat_at": now, **values}
+        query = update(Run).where(Run.id == run_id)
+        owner = self._owners.get(run_id)
+        if owner is not None:  # the write and the check of the lease are one statement: no two writers ever
+            query = query.where(Run.lease_owner == owner)
+            values.setdefault("lease_expires_at", now + timedelta(seconds=lease.LEASE_S))
+        if session.execute(query.values(**values)).rowcount == 0:
+            raise self._not_writable(session, run_id, owner)
+
+    def _not_writable(self, session: Session, run_id: int, owner: str | None) -> StoreError:
+        holder = session.execute(select(Run.lease_owner).where(Run.id == run_id)).first()
+        if holder is None or owner is None:
+            return StoreError(f"No run with id {run_id} in {self.display_url}; `ortholab runs` lists the runs.")
+        taker = lease.parse(holder.lease_owner)
+        return LeaseLost(f"Run {run_id} in {self.display_url} was taken over by "
+                         f"{taker.describe() if taker else 'another process'} after this process wrote nothing for "
+                         f"{lease.LEASE_S:.0f} s; this process stops writing it.")
 
     # ---- writing -------------------------------------------------------------------
 
@@ -191,8 +281,10 @@ class Store:
         world_size: int = 1,
         tags: Iterable[str] = (),
         hostname: str | None = None,
+        owner: str | None = None,
     ) -> int:
-        """Record a new run with status 'running' and return its id."""
+        """Record a new run with status 'running' and return its id; with `owner` (a lease token, db/lease.py) the
+        run is written under that owner's lease from the start."""
         _check_choice("stage", stage, STAGES)
         _check_choice("main_metric_mode", main_metric_mode, MODES)
         run = Run(
@@ -209,11 +301,61 @@ class Store:
             world_size=world_size,
             tags=[str(t) for t in tags],
             hostname=hostname or socket.gethostname(),
+            lease_owner=owner,
+            lease_expires_at=utcnow() + timedelta(seconds=lease.LEASE_S) if owner else None,
         )
         with self._session() as session:
             session.add(run)
             session.flush()
-            return run.id
+            run_id = run.id
+        if owner is not None:
+            self._owners[run_id] = owner
+        return run_id
+
+    def acquire_run(self, run_id: int, owner: str) -> None:
+        """Take the run's lease for `owner` (a resume): RunBusy, naming the holder, while another process holds it
+        and is alive; a lease whose holder died on this machine, or which expired, is taken over."""
+        now = utcnow()
+        with self._session() as session:
+            row = session.execute(select(Run.lease_owner, Run.lease_expires_at, Run.heartbeat_at)
+                                  .where(Run.id == run_id)).first()
+            if row is None:
+                raise StoreError(f"No run with id {run_id} in {self.display_url}; `ortholab runs` lists the runs.")
+            free = or_(Run.lease_owner.is_(None), Run.lease_owner == owner, Run.lease_expires_at.is_(None),
+                       Run.lease_expires_at < now)
+            holder = lease.parse(row.lease_owner)
+            if holder is not None and row.lease_owner != owner and lease.is_gone(holder):
+                free = or_(free, Run.lease_owner == row.lease_owner)  # exactly that dead holder's lease
+            taken = session.execute(update(Run).where(Run.id == run_id, free).values(
+                lease_owner=owner, lease_expires_at=now + timedelta(seconds=lease.LEASE_S), heartbeat_at=now))
+            if taken.rowcount == 0:
+                raise RunBusy(self._busy_message(run_id, holder, row.heartbeat_at))
+        self._owners[run_id] = owner
+
+    def lease_holder(self, run_id: int) -> str | None:
+        """Who is writing the run now, as a sentence (RunBusy's), or None when nobody live holds its lease."""
+        with self._session() as session:
+            row = session.execute(select(Run.lease_owner, Run.lease_expires_at, Run.heartbeat_at)
+                                  .where(Run.id == run_id)).first()
+        if row is None or row.lease_owner is None or row.lease_expires_at is None or row.lease_expires_at < utcnow():
+            return None
+        holder = lease.parse(row.lease_owner)
+        if holder is not None and lease.is_gone(holder):
+            return None
+        return self._busy_message(run_id, holder, row.heartbeat_at)
+
+    def _busy_message(self, run_id: int, holder: lease.Owner | None, heartbeat_at) -> str:
+        who = holder.describe() if holder else "another process"
+        kill = f"`kill -TERM {holder.pid}` on {holder.host}" if holder else "SIGTERM"
+        age = max((utcnow() - heartbeat_at).total_seconds(), 0.0)
+        return (f"Run {run_id} in {self.display_url} is still being written by {who} (last heartbeat {age:.0f} s "
+                f"ago); stop it first ({kill} saves a checkpoint), then resume; a run whose process died is taken "
+                f"over {lease.LEASE_S:.0f} s after its last heartbeat, at once on the same machine.")
+
+    def renew(self, run_id: int) -> None:
+        """A heartbeat: bump the run's heartbeat (and its lease, when this Store holds it)."""
+        with self._session() as session:
+            self._touch(session, run_id)
 
     def update_run(self, run_id: int, **fields: Any) -> None:
         """Set any of the run's columns (all but id), e.g. update_run(7, task='copy', parameter_count=1234)."""
@@ -250,6 +392,8 @@ class Store:
         wall_time: float | None = None,
     ) -> None:
         """Record one point per metric at `step`; NaN and infinities are kept as they are."""
+        """Record one point per metric at `step`; NaN and infinities are kept as they are. A (key, step) already
+        recorded is rewritten (a step re-run after a resume), never doubled."""
         wall_time = time.time() if wall_time is None else wall_time
         rows = [
             {"run_id": run_id, "key": key, "step": int(step), "epoch": epoch, "value": float(value), "wall_time": wall_time}
@@ -258,16 +402,22 @@ class Store:
         with self._session() as session:
             self._touch(session, run_id)
             if rows:
-                session.execute(insert(Metric), rows)
+                _upsert_points(session, rows)
 
-    def set_status(self, run_id: int, status: str, reason: str | None = None) -> None:
+    def set_status(self, run_id: int, status: str, reason: str | None = None, *, clear_reason: bool = False,
+                   release: bool = False) -> None:
         """Set the run's status (and why, e.g. the NaN guard's message); a terminal status stamps ended_at,
-        'running' clears it. A reason given once is kept when a later call gives none."""
+        'running' clears it. A reason given once is kept when a later call gives none, unless `clear_reason`;
+        `release` gives up this Store's lease on the run (the run's writer is done)."""
         _check_choice("status", status, STATUSES)
         ended_at = utcnow() if status in TERMINAL_STATUSES else None
-        extra = {"reason": reason} if reason is not None else {}
+        extra: dict[str, Any] = {"reason": reason} if reason is not None or clear_reason else {}
+        if release and run_id in self._owners:
+            extra.update(lease_owner=None, lease_expires_at=None)
         with self._session() as session:
             self._touch(session, run_id, status=status, ended_at=ended_at, **extra)
+        if release:
+            self._owners.pop(run_id, None)
 
     def truncate_run(self, run_id: int, from_step: int) -> int:
         """Delete the run's metric points and artifacts at steps >= from_step (steps about to be re-run after a
@@ -276,6 +426,25 @@ class Store:
             self._touch(session, run_id)
             deleted = session.execute(delete(Metric).where(Metric.run_id == run_id, Metric.step >= from_step))
             session.execute(delete(Artifact).where(Artifact.run_id == run_id, Artifact.step >= from_step))
+        return deleted.rowcount
+
+    def watermark(self, run_id: int) -> dict[str, int]:
+        """The ids of the run's newest metric point and artifact (0 for none): what a checkpoint written now
+        follows. Rows are numbered in the order they are recorded."""
+        with self._session() as session:
+            points = session.scalar(select(func.max(Metric.id)).where(Metric.run_id == run_id))
+            artifacts = session.scalar(select(func.max(Artifact.id)).where(Artifact.run_id == run_id))
+        return {"metrics_upto": int(points or 0), "artifacts_upto": int(artifacts or 0)}
+
+    def rewind_run(self, run_id: int, metrics_upto: int, artifacts_upto: int, step: int) -> int:
+        """Forget what the run recorded after a checkpoint (a resume from it re-runs that): the points and artifacts
+        newer than the checkpoint's watermark, or at steps after its `step`. Return how many points were deleted."""
+        with self._session() as session:
+            self._touch(session, run_id)
+            deleted = session.execute(delete(Metric).where(
+                Metric.run_id == run_id, or_(Metric.id > metrics_upto, Metric.step > step)))
+            session.execute(delete(Artifact).where(
+                Artifact.run_id == run_id, or_(Artifact.id > artifacts_upto, Artifact.step > step)))
         return deleted.rowcount
 
     def add_artifact(
@@ -290,7 +459,8 @@ class Store:
         meta: dict[str, Any] | None = None,
         media_type: str | None = None,
     ) -> int:
-        """Record an artifact (e.g. kind='eigenvalues') with optional bytes and JSON meta; return its id."""
+        """Record an artifact (e.g. kind='eigenvalues') with optional bytes and JSON meta; return its id. One
+        recorded before with the same kind, name and step is replaced (a step re-run after a resume)."""
         artifact = Artifact(
             run_id=run_id,
             kind=kind,
@@ -303,6 +473,9 @@ class Store:
         )
         with self._session() as session:
             self._touch(session, run_id)
+            if step is not None:
+                session.execute(delete(Artifact).where(Artifact.run_id == run_id, Artifact.kind == kind,
+                                                       Artifact.name == name, Artifact.step == step))
             session.add(artifact)
             session.flush()
             return artifact.id
@@ -328,7 +501,16 @@ class Store:
 
     def run_plan(self, run_id: int) -> dict[str, Any]:
         """The run's planned length as recorded at its start (total_steps, steps_per_epoch, max_epochs), or {}."""
-        return (self.get_run(run_id).info or {}).get("plan") or {}
+        with self._session() as session:
+            info = session.scalar(select(Run.info).where(Run.id == run_id))
+        return (info or {}).get("plan") or {}
+
+    def recent_values(self, run_id: int, key: str, count: int) -> list[float]:
+        """The values of a metric's last `count` points, oldest first (one index range read)."""
+        query = (select(Metric.value).where(Metric.run_id == run_id, Metric.key == key)
+                 .order_by(Metric.step.desc()).limit(count))
+        with self._session() as session:
+            return list(reversed(session.scalars(query).all()))
 
     def metric_keys(self, run_id: int) -> list[str]:
         """The names of the run's metrics, sorted."""
@@ -337,14 +519,63 @@ class Store:
             return list(session.scalars(query))
 
     def metric_series(self, run_id: int, key: str) -> list[MetricPoint]:
-        """The points of one metric, ordered by step, then by the order they were logged."""
+        """The points of one metric, ordered by step (one per step)."""
         query = (
             select(Metric.step, Metric.epoch, Metric.value, Metric.wall_time)
             .where(Metric.run_id == run_id, Metric.key == key)
-            .order_by(Metric.step, Metric.id)
+            .order_by(Metric.step)  # one point per step: the unique index's order
         )
         with self._session() as session:
             return [MetricPoint(*row) for row in session.execute(query)]
+
+    # ---- bulk reads (the dashboard: many runs at once, whole series without per-point objects) -------------
+
+    def params_of(self, run_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """The decoded params of several runs, in one query per IN_CHUNK runs: {run id: {dotted key: value}}."""
+        out: dict[int, dict[str, Any]] = {run_id: {} for run_id in run_ids}
+        for ids in _chunks(list(out)):
+            query = select(Param.run_id, Param.key, Param.value).where(Param.run_id.in_(ids)).order_by(Param.key)
+            with self._session() as session:
+                for run_id, key, value in session.execute(query):
+                    out[run_id][key] = json.loads(value)
+        return out
+
+    def metric_keys_of(self, run_ids: Iterable[int]) -> dict[int, list[str]]:
+        """The metric names of several runs, sorted: {run id: [key, ...]}."""
+        out: dict[int, list[str]] = {run_id: [] for run_id in run_ids}
+        for ids in _chunks(list(out)):
+            query = (select(Metric.run_id, Metric.key).where(Metric.run_id.in_(ids)).distinct()
+                     .order_by(Metric.run_id, Metric.key))
+            with self._session() as session:
+                for run_id, key in session.execute(query):
+                    out[run_id].append(key)
+        return out
+
+    def last_values(self, run_ids: Iterable[int], keys: Iterable[str]) -> dict[tuple[int, str], float]:
+        """The value at the highest step of each (run, key) that has points (RunSummary.last's rule)."""
+        keys, out = list(keys), {}
+        for ids in _chunks(list(run_ids)):
+            last = (select(Metric.run_id, Metric.key, func.max(Metric.step).label("step"))
+                    .where(Metric.run_id.in_(ids), Metric.key.in_(keys))
+                    .group_by(Metric.run_id, Metric.key).subquery())
+            query = select(Metric.run_id, Metric.key, Metric.value).join(
+                last, and_(Metric.run_id == last.c.run_id, Metric.key == last.c.key, Metric.step == last.c.step))
+            with self._session() as session:
+                out.update({(run_id, key): value for run_id, key, value in session.execute(query)})
+        return out
+
+    def metric_columns(self, run_id: int, key: str) -> dict[str, Any]:
+        """One metric's points as numpy columns, ordered by step: step (int64), epoch (float64, NaN where none),
+        value (float64, NaN kept), wall_time (float64); read without building a record per point."""
+        import numpy as np
+
+        query = (select(Metric.step, Metric.epoch, type_coerce(Metric.value, Float), Metric.wall_time)
+                 .where(Metric.run_id == run_id, Metric.key == key).order_by(Metric.step))
+        with self._session() as session:
+            rows = session.execute(query).all()
+        table = np.array(rows, dtype=float).reshape(len(rows), 4)  # None (NaN stored as NULL, no epoch) -> nan
+        return {"step": table[:, 0].astype(np.int64), "epoch": table[:, 1], "value": table[:, 2],
+                "wall_time": table[:, 3]}
 
     def artifacts(self, run_id: int, kind: str | None = None) -> list[ArtifactRecord]:
         """The run's artifacts (optionally of one kind) in the order they were added, without their bytes."""
@@ -373,15 +604,25 @@ class Store:
         return bytes(row.data or b"")
 
 
+IN_CHUNK = 500  # ids per IN (...) list: well under every backend's limit on bound parameters
+
+
+def _chunks(ids: list[int]) -> Iterator[list[int]]:
+    for start in range(0, len(ids), IN_CHUNK):
+        yield ids[start:start + IN_CHUNK]
+
+
 def _summary_query(*extra_columns: Any):
-    """SELECT of the RunSummary columns; steps, best and last are correlated aggregates over `metrics`."""
+    """SELECT of the RunSummary columns; steps, best and last are correlated subqueries over `metrics`: steps and
+    last one index seek per run (ix_metrics_run_step, ux_metrics_run_key_step), best a read of the main metric's
+    range of the unique index (an index on (run, key, value) would make it a seek too, at 40% more store size)."""
     of_run = Metric.run_id == Run.id
-    main = of_run & (Metric.key == Run.main_metric)
+    main = and_(of_run, Metric.key == Run.main_metric)
     steps = select(func.max(Metric.step)).where(of_run).scalar_subquery()
-    n_main = select(func.count(Metric.id)).where(main).scalar_subquery()
-    low = select(func.min(Metric.value)).where(main).scalar_subquery()
+    has_main = exists().where(main)
+    low = select(func.min(Metric.value)).where(main).scalar_subquery()  # NULL (NaN) points are never the best
     high = select(func.max(Metric.value)).where(main).scalar_subquery()
-    last = select(Metric.value).where(main).order_by(Metric.step.desc(), Metric.id.desc()).limit(1).scalar_subquery()
+    last = select(Metric.value).where(main).order_by(Metric.step.desc()).limit(1).scalar_subquery()
     return select(
         Run.id,
         Run.name,
@@ -395,7 +636,7 @@ def _summary_query(*extra_columns: Any):
         Run.main_metric_mode,
         case((Run.main_metric_mode == "max", high), else_=low).label("best"),
         last.label("last"),
-        n_main.label("n_main"),
+        has_main.label("n_main"),
         Run.baseline,
         Run.created_at,
         Run.ended_at,
@@ -415,16 +656,87 @@ def _summary_fields(row: Mapping[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def _set_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    """Per-connection SQLite settings: a generous lock wait, and WAL so readers never block the writer (only on a
-    file that is empty or an OrthoLab store: the file keeps its journal mode, and someone else's is refused)."""
-    cursor = dbapi_connection.cursor()
-    for pragma in SQLITE_PRAGMAS:
-        cursor.execute(f"PRAGMA {pragma}")
-    tables = {row[0] for row in cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if not tables or tables & (OUR_TABLES | {VERSION_TABLE}):
-        cursor.execute(f"PRAGMA {SQLITE_JOURNAL}")
-    cursor.close()
+def _sqlite_pragmas(set_journal: bool) -> Callable[[Any, Any], None]:
+    """Per-connection SQLite settings: a generous lock wait, and (writers only) WAL so readers never block the
+    writer, set only on a file that is empty or an OrthoLab store: the file keeps its journal mode, and someone
+    else's is refused."""
+
+    def on_connect(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        for pragma in SQLITE_PRAGMAS:
+            cursor.execute(f"PRAGMA {pragma}")
+        if set_journal:
+            tables = {row[0] for row in cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not tables or tables & (OUR_TABLES | {VERSION_TABLE}):
+                cursor.execute(f"PRAGMA {SQLITE_JOURNAL}")
+        cursor.close()
+
+    return on_connect
+
+
+def _can_write(path: Path) -> bool:
+    """Whether this process may write the SQLite file and make its side files (-wal, -shm) beside it; false on a
+    read-only filesystem even for root (access(2) reports EROFS)."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def _is_wal(path: Path) -> bool:
+    with open(path, "rb") as f:
+        header = f.read(SQLITE_WAL_HEADER_BYTE + 1)
+    return len(header) > SQLITE_WAL_HEADER_BYTE and header[SQLITE_WAL_HEADER_BYTE] == 2
+
+
+def _sqlite_connector(path: Path, read_only: bool) -> Callable[[], sqlite3.Connection]:
+    """Connections to an existing SQLite file that never create it. Read-only: `mode=ro`, which sees a live
+    writer's WAL; a WAL file without side files (no writer has it open) or one on read-only media, where `mode=ro`
+    cannot open it, as `immutable=1`, which creates no -wal or -shm file and reads the main file as it is."""
+    base = path.as_uri()
+    if not read_only:
+        candidates = [f"{base}?mode=rw"]
+    elif any(Path(f"{path}{suffix}").exists() for suffix in SQLITE_SIDE_FILES) or not _is_wal(path):
+        candidates = [f"{base}?mode=ro", f"{base}?immutable=1"]
+    else:
+        candidates = [f"{base}?immutable=1"]
+
+    def connect() -> sqlite3.Connection:
+        error: sqlite3.Error | None = None
+        for uri in candidates:
+            connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            try:
+                connection.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opening is lazy: read now
+                return connection
+            except sqlite3.Error as e:
+                connection.close()
+                error = e
+        raise error
+
+    return connect
+
+
+def _upsert_points(session: Session, rows: list[dict[str, Any]]) -> None:
+    """Insert metric points; one at a (run, key, step) already recorded takes the new value (ON CONFLICT)."""
+    name = session.get_bind().dialect.name
+    dialect = {"sqlite": sqlite, "postgresql": postgresql}.get(name)
+    if dialect is None:  # other backends: delete-then-insert in the same transaction
+        for row in rows:
+            session.execute(delete(Metric).where(Metric.run_id == row["run_id"], Metric.key == row["key"],
+                                                 Metric.step == row["step"]))
+        session.execute(insert(Metric), rows)
+        return
+    statement = dialect.insert(Metric)
+    statement = statement.on_conflict_do_update(
+        index_elements=[Metric.run_id, Metric.key, Metric.step],
+        set_={"epoch": statement.excluded.epoch, "value": statement.excluded.value,
+              "wall_time": statement.excluded.wall_time})
+    session.execute(statement, rows)
+
+
+def _masked(url: str) -> str:
+    """A database URL with its password masked."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
 
 
 def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ortholab.models.precision import autocast_active, autocast_off, first_device_type, to_full_precision
+
 
 class ConfigError(ValueError):
     """A configuration value a user must change; the message names the key and the fix."""
@@ -29,6 +31,10 @@ class RecurrentLayer(nn.Module):
     # Families whose forward forms W = recurrent_matrix() from the parameters once per pass (a Cayley solve, a
     # Householder product, an exponential): `ortholab bench` times that formation against a whole step.
     forms_recurrent_matrix = False
+    # Device types (cpu, cuda) on which the forward may run under torch.autocast (bf16-mixed, 16-mixed): library
+    # layers with low-precision kernels. Elsewhere autocast is off inside the layer and its bf16/fp16 inputs are
+    # cast to float32, so W is formed and the recurrence run in full precision (models/precision.py).
+    autocast_devices: tuple[str, ...] = ()
 
     def __init__(self, input_size: int, hidden_size: int):
         super().__init__()
@@ -37,6 +43,14 @@ class RecurrentLayer(nn.Module):
         self.input_size = input_size
         self.hidden_size = hidden_size
         self.output_size = hidden_size
+
+    def __call__(self, *args, **kwargs):
+        device_type = first_device_type(args)
+        if device_type is None or device_type in self.autocast_devices or not autocast_active(device_type):
+            return super().__call__(*args, **kwargs)
+        with autocast_off(device_type):  # the family's maps and recurrence in full precision, as without autocast
+            return super().__call__(*map(to_full_precision, args),
+                                    **{key: to_full_precision(value) for key, value in kwargs.items()})
 
     def recurrent_matrix(self) -> torch.Tensor | None:
         """The (n, n) matrix W of h_t = f(W h_{t-1} + ...), or None for families without one (LSTM, GRU)."""

@@ -142,11 +142,13 @@ class EURNN(FactoredUnitaryLayer):
     interleaved as models/operator_recurrence.py lays them out).
 
     style: 'tunable' (capacity L layers, default L = 2) or 'fft' (ceil(log2 n) layers; capacity is ignored).
+    capacity: L, the number of rotation layers of the tunable style.
     rotation: 'code' (the official code's 2x2 rotation, default) or 'paper' (the paper's as printed); see above.
     recurrence: 'layers' (the rotation layers at every step: on the CPU the compiled loops of
-    models/givens_kernels.py, elsewhere models/operator_recurrence.py's BPTT),
-    'dense' (W formed once per pass from the layers, then models/complex_recurrence.py) or 'auto' (the layers
-    when n > 52 (L + 3), as measured above; both give the same values and gradients).
+        models/givens_kernels.py, elsewhere models/operator_recurrence.py's BPTT),
+        'dense' (W formed once per pass from the layers, then models/complex_recurrence.py) or 'auto' (the layers
+        when n > 52 (L + 3), as measured above; both give the same values and gradients).
+    modrelu_eps: eps of the code's modReLU below (default 1e-5, the code the papers compared against).
     Initialisation as the official code (jingli9111/EUNN-tensorflow): angles, phases and D's phases
     ~ U(-pi, pi), input weights [Re U; Im U] (2n, m) ~ U(-0.01, 0.01), modReLU bias b = 0, zero initial state
     (fixed). The nonlinearity is the code's modReLU, z / (|z| + eps) relu(|z| + eps + b) (eunn.py:15-19), with
@@ -210,12 +212,13 @@ class EURNN(FactoredUnitaryLayer):
         recurrence = givens_recurrence_features if supported(u) else operator_recurrence_features
         return partial(recurrence, modrelu=self.modrelu)
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
+                initial_state: torch.Tensor | None = None) -> torch.Tensor:
         if self.recurrence == "dense":
             w = self.recurrent_matrix()  # formed once per pass from the layers, differentiably
             u = torch.matmul(x.transpose(0, 1), self.input_weight.t())  # (T, B, 2n): [Re | Im] U x_t, all steps
-            h0 = interleaved_to_planar(self.h0).expand(x.shape[0], -1)  # the dense recurrence's [Re | Im] layout
+            h0 = interleaved_to_planar(self.h0 if initial_state is None else initial_state).expand(x.shape[0], -1)
             offsets = None if state_offsets is None else interleaved_to_planar(state_offsets.transpose(0, 1))
             h = complex_modrelu_recurrence(u, w.real, w.imag, self.bias, h0, offsets, modrelu=self.modrelu)
             return planar_to_interleaved(h).transpose(0, 1)
-        return super().forward(x, state_offsets)  # the layers at every step
+        return super().forward(x, state_offsets, initial_state)  # the layers at every step

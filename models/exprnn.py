@@ -199,9 +199,10 @@ class ExpRNN(RecurrentLayer):
             if self._projects_at_rebasing(steps // self.rebase_every + 1):
                 self.project_base_()
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
+                initial_state: torch.Tensor | None = None) -> torch.Tensor:
         b = self.recurrent_matrix()  # formed once per forward pass, not per step
         u = torch.matmul(x.transpose(0, 1), self.input_weight.t())  # (T, B, n): W_in x_t for all steps at once
-        h0 = u.new_zeros(x.shape[0], self.hidden_size)
+        h0 = u.new_zeros(x.shape[0], self.hidden_size) if initial_state is None else initial_state  # (B, n)
         offsets = None if state_offsets is None else state_offsets.transpose(0, 1)
         return modrelu_recurrence(u, b, self.bias, h0, offsets).transpose(0, 1)

@@ -102,9 +102,10 @@ class FullCapacityURNN(RecurrentLayer):
                     "lower model.optimizers.other.lr")
         return None
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
+                initial_state: torch.Tensor | None = None) -> torch.Tensor:
         u = torch.matmul(x.transpose(0, 1), self.input_weight.t())  # (T, B, 2n): U x_t for all steps at once
-        h0 = self.h0.expand(x.shape[0], -1)
+        h0 = self.h0.expand(x.shape[0], -1) if initial_state is None else initial_state  # (B, 2n) [Re | Im]
         offsets = None if state_offsets is None else state_offsets.transpose(0, 1)
         top_blocks_only = self.w_gradient == "top_blocks"
         return complex_modrelu_recurrence(u, self.w_real, self.w_imag, self.bias, h0, offsets,

@@ -28,7 +28,10 @@ def _stepwise(cell, rnn: nn.RNNBase, x: torch.Tensor, offsets: torch.Tensor, wit
 
 
 class LSTM(RecurrentLayer):
-    """nn.LSTM. forget_bias: initial forget-gate bias (the papers tune it in [-4, 4]); None keeps PyTorch's init."""
+    """nn.LSTM.
+
+    forget_bias: initial forget-gate bias (the papers tune it in [-4, 4]); None keeps PyTorch's init.
+    """
 
     def __init__(self, input_size: int, hidden_size: int, forget_bias: float | None = 1.0):
         super().__init__(input_size, hidden_size)
@@ -39,11 +42,16 @@ class LSTM(RecurrentLayer):
                 self.rnn.bias_hh_l0[hidden_size:2 * hidden_size].zero_()
 
     supports_state_offsets = True
+    autocast_devices = ("cuda",)  # cuDNN's; oneDNN's bfloat16 LSTM raised on a CPU without AVX-512 BF16
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
+                initial_state: tuple[torch.Tensor, torch.Tensor] | None = None, return_state: bool = False):
+        """h_t (B, T, n); initial_state: (h_0, c_0) (B, n) each, else zeros; return_state: also (h_T, c_T)."""
         if state_offsets is not None:
             return _stepwise(torch.lstm_cell, self.rnn, x, state_offsets, with_cell_state=True)
-        return self.rnn(x)[0]
+        hx = None if initial_state is None else tuple(part.unsqueeze(0) for part in initial_state)
+        out, (h, c) = self.rnn(x, hx)
+        return (out, (h[0], c[0])) if return_state else out
 
 
 class GRU(RecurrentLayer):
@@ -54,15 +62,20 @@ class GRU(RecurrentLayer):
         self.rnn = nn.GRU(input_size, hidden_size, batch_first=True)
 
     supports_state_offsets = True
+    autocast_devices = ("cpu", "cuda")  # PyTorch's fused layer under torch.autocast (bf16-mixed, 16-mixed)
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
+                initial_state: torch.Tensor | None = None) -> torch.Tensor:
         if state_offsets is not None:
             return _stepwise(torch.gru_cell, self.rnn, x, state_offsets, with_cell_state=False)
-        return self.rnn(x)[0]
+        return self.rnn(x, None if initial_state is None else initial_state.unsqueeze(0))[0]  # h_0 (B, n) or zeros
 
 
 class RNN(RecurrentLayer):
-    """nn.RNN, h_t = f(W_ih x_t + W_hh h_{t-1} + b); nonlinearity 'tanh' or 'relu'."""
+    """nn.RNN, h_t = f(W_ih x_t + W_hh h_{t-1} + b).
+
+    nonlinearity: f, 'tanh' or 'relu'.
+    """
 
     def __init__(self, input_size: int, hidden_size: int, nonlinearity: str = "tanh"):
         super().__init__(input_size, hidden_size)
@@ -71,12 +84,14 @@ class RNN(RecurrentLayer):
         self.rnn = nn.RNN(input_size, hidden_size, nonlinearity=nonlinearity, batch_first=True)
 
     supports_state_offsets = True
+    autocast_devices = ("cpu", "cuda")  # PyTorch's fused layer under torch.autocast (bf16-mixed, 16-mixed)
 
     def recurrent_matrix(self) -> torch.Tensor:
         return self.rnn.weight_hh_l0
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
+                initial_state: torch.Tensor | None = None) -> torch.Tensor:
         if state_offsets is not None:
             cell = torch.rnn_relu_cell if self.rnn.nonlinearity == "relu" else torch.rnn_tanh_cell
             return _stepwise(cell, self.rnn, x, state_offsets, with_cell_state=False)
-        return self.rnn(x)[0]
+        return self.rnn(x, None if initial_state is None else initial_state.unsqueeze(0))[0]  # h_0 (B, n) or zeros

@@ -144,12 +144,13 @@ class NNRNN(RecurrentLayer):
                 f"model.optimizers.spectrum.lr / non_normal.lr, raise model.optimizers.non_normal.weight_decay or "
                 f"model.family_args.alpha_penalty")
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
+                initial_state: torch.Tensor | None = None) -> torch.Tensor:
         alpha = self.alpha
         if self.alpha_penalty > 0 and torch.is_grad_enabled() and alpha.requires_grad:
             alpha = _AddPenaltyGradient.apply(alpha, self.alpha_penalty)  # the code's delta sum (alpha - 1)^2
         w = self._matrix(alpha)  # formed once per forward pass, not per step
         u = torch.matmul(x.transpose(0, 1), self.input_weight.t())  # (T, B, n): U x_t for all steps at once
-        h0 = u.new_zeros(x.shape[0], self.hidden_size)
+        h0 = u.new_zeros(x.shape[0], self.hidden_size) if initial_state is None else initial_state  # (B, n)
         offsets = None if state_offsets is None else state_offsets.transpose(0, 1)
         return modrelu_recurrence(u, w, self.bias, h0, offsets).transpose(0, 1)

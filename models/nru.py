@@ -67,7 +67,8 @@ def memory_update(memory: torch.Tensor, vectors: torch.Tensor, alpha: torch.Tens
 class NRU(RecurrentLayer):
     """Non-saturating recurrent unit: ReLU state h (the readout's features) beside an unbounded memory m.
 
-    memory_size: M (the port: 256); heads: k write/erase heads (the port: 4). M k must be a perfect square.
+    memory_size: M (the port: 256). M k must be a perfect square.
+    heads: k write/erase heads (the port: 4).
     Parameter groups: `other` (every weight). Its authors train it with Adam 1e-3 and gradient-norm clipping
     at 1 (model.grad_clip_norm: 1.0).
     """
@@ -108,7 +109,9 @@ class NRU(RecurrentLayer):
         heads = (self.write_vectors, self.erase_vectors, self.write_weights, self.erase_weights)
         return torch.cat([head.weight for head in heads]), torch.cat([head.bias for head in heads])
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
+                initial_state: tuple[torch.Tensor, torch.Tensor] | None = None, return_state: bool = False):
+        """The states h_t (B, T, n); initial_state: (h_0, m_0), else zeros; return_state: also (h_T, m_T)."""
         d, m_in = self.hidden_size, self.input_size
         # formed once per forward pass: the split of the state Linear and the stacked heads
         w_state = self.state_layer.weight
@@ -120,8 +123,8 @@ class NRU(RecurrentLayer):
         u = torch.matmul(x.transpose(0, 1), w_x.t()) + self.state_layer.bias  # (T, B, d): W_x x_t + b for all t
         offsets = [None] * u.shape[0] if state_offsets is None else state_offsets.transpose(0, 1).unbind(0)
         batch = x.shape[0]
-        h = u.new_zeros(batch, d)
-        memory = u.new_zeros(batch, self.memory_size)
+        h, memory = (u.new_zeros(batch, d), u.new_zeros(batch, self.memory_size)) if initial_state is None \
+            else initial_state
         states = []
         for u_t, offset_t in zip(u.unbind(0), offsets):
             from_memory = memory @ w_from_memory
@@ -132,4 +135,4 @@ class NRU(RecurrentLayer):
             memory = memory_update(memory, heads[:, :r4], heads[:, r4:r4 + self.heads], heads[:, r4 + self.heads:],
                                    self.heads)
             states.append(h)
-        return torch.stack(states, dim=1)
+        return (torch.stack(states, dim=1), (h, memory)) if return_state else torch.stack(states, dim=1)

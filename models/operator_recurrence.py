@@ -272,10 +272,12 @@ class FactoredUnitaryLayer(RecurrentLayer):
                     "lower model.optimizers.other.lr")
         return None
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
-        """All hidden features (B, T, 2n), W applied factor by factor at every step."""
+    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
+                initial_state: torch.Tensor | None = None) -> torch.Tensor:
+        """All hidden features (B, T, 2n), W applied factor by factor at every step; initial_state: h0 (B, 2n)
+        interleaved, else the layer's own."""
         u = interleaved_input(x, self.input_weight)  # (T, B, n) complex: U x_t for all steps at once
-        h0 = to_complex(self.h0).expand(x.shape[0], -1)
+        h0 = to_complex(self.h0).expand(x.shape[0], -1) if initial_state is None else to_complex(initial_state)
         offsets = None if state_offsets is None else to_complex(state_offsets.transpose(0, 1))  # a view
         recurrence = self.recurrence_for(u)
         return recurrence(self.operator(), u, self.bias, h0, self.recurrent_params(), offsets).transpose(0, 1)

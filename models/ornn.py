@@ -21,7 +21,8 @@ class ORNN(RecurrentLayer):
 
     num_reflections: m, as a count in [1, n] (int) or a fraction of hidden_size (float); None is m = n, where
         the last factor is the paper's scalar +-1 (the sign of its single stored entry; fixed in practice).
-    activation: 'leaky_relu' (the paper's and code's default) or 'tanh'; leaky_slope: leaky ReLU's slope.
+    activation: 'leaky_relu' (the paper's and code's default) or 'tanh'.
+    leaky_slope: the leaky ReLU's slope for negative inputs.
     renormalize: False (the default) keeps the paper's plain parametrisation; True rescales every reflection
         vector to unit norm at the start of each training forward pass, i.e. after each optimizer step, as the
         official code does after its Adam step (the papers' configs under configs/papers/ set it). H(u) only
@@ -78,11 +79,12 @@ class ORNN(RecurrentLayer):
         squares.index_add_(0, self.entry_columns, self.reflections.square())
         self.reflections.div_(squares.sqrt()[self.entry_columns])
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
+                initial_state: torch.Tensor | None = None) -> torch.Tensor:
         if self.training and self.renormalize:
             self.normalize_reflections_()  # the previous optimizer step moved |u_k| off 1
         w = self.recurrent_matrix()  # formed once per forward pass for the whole batch, not per step
         u = torch.matmul(x.transpose(0, 1), self.input_weight.t()) + self.bias  # (T, B, n) for all steps at once
-        h0 = self.h0.expand(x.shape[0], -1)
+        h0 = self.h0.expand(x.shape[0], -1) if initial_state is None else initial_state  # (B, n)
         offsets = None if state_offsets is None else state_offsets.transpose(0, 1)
         return pointwise_recurrence(u, w, h0, self.activation, self.leaky_slope, offsets).transpose(0, 1)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from ortholab.models.triton_recurrence import fused_available, fused_leaky_relu_recurrence
+
 ACTIVATIONS = ("leaky_relu", "tanh")
 
 
@@ -74,6 +76,8 @@ def pointwise_recurrence(u: torch.Tensor, w: torch.Tensor, h0: torch.Tensor, act
     """
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    if fused_available(u, activation):  # CUDA with Triton: one kernel launch per pass (models/triton_recurrence.py)
+        return fused_leaky_relu_recurrence(u, w, h0, slope, offsets)
     return _PointwiseRecurrence.apply(u, w, h0, offsets, activation, slope)
 
 

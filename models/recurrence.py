@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from ortholab.models.modrelu import modrelu
+from ortholab.models.triton_recurrence import fused_available, fused_modrelu_recurrence
 
 
 class _ModReLURecurrence(torch.autograd.Function):
@@ -62,6 +63,8 @@ class _ModReLURecurrence(torch.autograd.Function):
 def modrelu_recurrence(u: torch.Tensor, w: torch.Tensor, b: torch.Tensor, h0: torch.Tensor,
                        offsets: torch.Tensor | None = None) -> torch.Tensor:
     """All hidden states (T, B, n) of h_t = modReLU(u_t + W h_{t-1}, b) [+ offsets_t] from u (T, B, n), h0 (B, n)."""
+    if fused_available(u):  # CUDA with Triton: one kernel launch per pass (models/triton_recurrence.py)
+        return fused_modrelu_recurrence(u, w, b, h0, offsets)
     return _ModReLURecurrence.apply(u, w, b, h0, offsets)
 
 

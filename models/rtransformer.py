@@ -71,12 +71,22 @@ class FeedForward(nn.Sequential):
 
 
 class RTransformer(RecurrentLayer):
-    """hidden_size is d_model. Options: cell (a registered family name), cell_args (its family_args), window,
-    levels, local_layers (LocalRNN sublayers per level), heads, dropout.
+    """hidden_size is d_model.
+
+    cell: the local recurrent cell, a registered family name.
+    cell_args: the cell's own family_args.
+    window: the positions each LocalRNN reads (the code's ksize).
+    levels: the repeated blocks (LocalRNN sublayers, attention, feed-forward).
+    local_layers: LocalRNN sublayers per level.
+    heads: attention heads.
+    dropout: dropout of every residual sublayer.
 
     Parameter groups: the cells' own groups (e.g. scoRNN's `recurrent`), merged across levels, and `other`.
     `recurrent_matrix()` is the first cell's, so the analyses see an orthogonal cell's W.
     """
+
+    # attention and feed-forward under torch.autocast; the local cells are layers that decide for themselves
+    autocast_devices = ("cpu", "cuda")
 
     def __init__(self, input_size: int, hidden_size: int, cell: str = "gru", cell_args: dict | None = None,
                  window: int = 6, levels: int = 3, local_layers: int = 1, heads: int = 4, dropout: float = 0.1):

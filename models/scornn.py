@@ -14,6 +14,7 @@ class ScoRNN(RecurrentLayer):
 
     rho: number of -1 entries of D, as a count (int) or a fraction of hidden_size (float in [0, 1]).
     init: 'henaff' (2x2 blocks, t_j ~ U[0, pi/2], the paper's Section 4.2) or 'zeros' (W = D).
+    input_init_range: U's entries start ~ U(-r, r) (the official code's 0.01).
     Parameter groups: `recurrent` (A's n(n-1)/2 free entries), `other` (U, b).
     """
 
@@ -41,9 +42,10 @@ class ScoRNN(RecurrentLayer):
                     "exploding inputs: lower model.optimizers.other.lr")
         return None
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
+                initial_state: torch.Tensor | None = None) -> torch.Tensor:
         w = self.cayley()  # formed once per forward pass, not per step
         u = torch.matmul(x.transpose(0, 1), self.input_weight.t())  # (T, B, n): U x_t for all steps at once
-        h0 = self.h0.expand(x.shape[0], -1)
+        h0 = self.h0.expand(x.shape[0], -1) if initial_state is None else initial_state  # (B, n)
         offsets = None if state_offsets is None else state_offsets.transpose(0, 1)
         return modrelu_recurrence(u, w, self.bias, h0, offsets).transpose(0, 1)

@@ -67,9 +67,10 @@ class ScuRNN(RecurrentLayer):
         """D's phases theta, stored by the eigenvalue callback as a `phases` artifact."""
         return {"phases": self.cayley.theta}
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
+                initial_state: torch.Tensor | None = None) -> torch.Tensor:
         w = self.cayley()  # formed once per forward pass, not per step
         u = torch.matmul(x.transpose(0, 1), self.input_weight.t())  # (T, B, 2n): U x_t for all steps at once
-        h0 = self.h0.expand(x.shape[0], -1)
+        h0 = self.h0.expand(x.shape[0], -1) if initial_state is None else initial_state  # (B, 2n) [Re | Im]
         offsets = None if state_offsets is None else state_offsets.transpose(0, 1)
         return complex_modrelu_recurrence(u, w.real, w.imag, self.bias, h0, offsets).transpose(0, 1)

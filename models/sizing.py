@@ -46,6 +46,11 @@ def hidden_size_for_budget(family: str, budget: int, input_size: int, output_siz
         except ConfigError:
             return None  # this size is invalid for the family's options
 
+    smallest = smallest_valid_size(count, max_hidden_size)
+    if smallest is not None and budget < count(smallest):  # even the smallest model is over the budget
+        raise ConfigError(f"model.param_budget = {budget} is below the smallest {family!r} model on this task: "
+                          f"hidden_size {smallest} already has {count(smallest)} parameters (layer and readout); "
+                          f"give model.param_budget >= {count(smallest)}")
     low, high, valid_seen = 0, 1, False  # once found: count(low) < budget <= count(high), low invalid or below
     while (c := count(high)) is None or c < budget:
         valid_seen |= c is not None
@@ -65,4 +70,22 @@ def hidden_size_for_budget(family: str, budget: int, input_size: int, output_siz
     below = count(low) if low > 0 else None
     if below is not None and budget - below <= count(high) - budget:
         return low
+    return high
+
+
+def smallest_valid_size(count, max_hidden_size: int) -> int | None:
+    """The smallest hidden size the family accepts (`count` is None below it), or None if none up to the maximum.
+    Doubling, then bisection: sizes a family refuses lie below those it accepts (a fixed rho or reflections)."""
+    high = 1
+    while count(high) is None:
+        high *= 2
+        if high > max_hidden_size:
+            return None
+    low = high // 2  # invalid (or 0)
+    while high - low > 1:
+        mid = (low + high) // 2
+        if count(mid) is None:
+            low = mid
+        else:
+            high = mid
     return high

@@ -80,8 +80,9 @@ class SRNN(RecurrentLayer):
                               "set it to false")
         return x
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
+                initial_state: torch.Tensor | None = None) -> torch.Tensor:
         b = self.beta(self._features(x).transpose(0, 1).contiguous())  # (T, B, n), all steps at once
-        h0 = self.h0.expand(b.shape[1], -1)
+        h0 = self.h0.expand(b.shape[1], -1) if initial_state is None else initial_state  # (B, n)
         offsets = None if state_offsets is None else state_offsets.transpose(0, 1)
         return shift_relu_recurrence(b, h0, self.shift, offsets).transpose(0, 1)

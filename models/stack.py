@@ -28,6 +28,7 @@ class StackedLayers(RecurrentLayer):
         self.embeds_symbols = first.embeds_symbols  # only layer 1 sees symbol ids
         self.supports_state_offsets = last.supports_state_offsets
         self.default_optimizers = first.default_optimizers
+        self.autocast_devices = first.autocast_devices  # each inner layer still decides for itself
 
     def recurrent_matrix(self) -> torch.Tensor | None:
         return self.layers[0].recurrent_matrix()

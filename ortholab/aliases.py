@@ -47,3 +47,87 @@ def install() -> None:
 def full_class_path(path: str) -> str:
     """`datamodules.CopyingTask` -> `ortholab.datamodules.CopyingTask`; full paths unchanged."""
     return f"ortholab.{path}" if path.split(".", 1)[0] in SHORT_NAMES else path
+
+
+# What a config may name (class_path, or a dotted value): classes of these modules only, checked before anything is
+# imported (jsonargparse's import-path policy: a denied path is never imported, so no import side effect runs).
+# Callables are refused: no function is allowed, and LambdaCallback (which calls the functions it is given) is out.
+CONFIG_IMPORTS_ALLOWED = (
+    "ortholab.datamodules", "datamodules", "ortholab.training.callbacks", "training.callbacks",
+    "lightning.pytorch.callbacks", "lightning.pytorch.profilers", "lightning.pytorch.strategies",
+    "lightning.pytorch.plugins", "lightning.pytorch.accelerators",
+    "lightning.pytorch.loggers.CSVLogger", "lightning.pytorch.loggers.csv_logs.CSVLogger",
+    "lightning.pytorch.loggers.TensorBoardLogger", "lightning.pytorch.loggers.tensorboard.TensorBoardLogger",
+)
+CONFIG_IMPORTS_DENIED = (
+    "*",  # everything not allowed above
+    "lightning.pytorch.callbacks.LambdaCallback", "lightning.pytorch.callbacks.lambda_function",
+)
+EXTRA_MODULES_VAR = "ORTHOLAB_CONFIG_MODULES"  # comma-separated modules of the user's own tasks or callbacks
+
+
+def allowed_config_imports() -> tuple[str, ...]:
+    """The allow-list, with the modules the user named in $ORTHOLAB_CONFIG_MODULES (set by the user, never by a
+    config, so a config cannot widen it)."""
+    import os
+
+    extra = [m.strip() for m in os.environ.get(EXTRA_MODULES_VAR, "").split(",") if m.strip()]
+    for module in extra:
+        if not all(part.isidentifier() for part in module.split(".")) or module.split(".")[0] == "jsonargparse":
+            from ortholab.models.base import ConfigError
+
+            raise ConfigError(f"${EXTRA_MODULES_VAR} holds {module!r}; give comma-separated module names "
+                              f"(e.g. {EXTRA_MODULES_VAR}=mytasks,mylab.callbacks)")
+    return (*CONFIG_IMPORTS_ALLOWED, *extra)
+
+
+def restrict_config_imports() -> None:
+    """Make jsonargparse refuse, before importing it, any class path or dotted value outside the allow-list."""
+    from jsonargparse import set_parsing_settings
+
+    set_parsing_settings(import_path_denylist=list(CONFIG_IMPORTS_DENIED),
+                         import_path_allowlist=list(allowed_config_imports()),
+                         instantiate_subclass_spec_in_any=False)  # a {class_path: ...} in family_args stays a dict
+
+
+def config_import_refused(path: str) -> bool:
+    """Whether a config naming `path` is refused (checked on the name alone: nothing is imported)."""
+    from jsonargparse._common import denying_import_path_entry
+
+    restrict_config_imports()
+    return denying_import_path_entry(path) is not None
+
+
+def check_class_path(path: str, key: str) -> None:
+    """The same verdict for a class path read outside the parser (a stored run's config), before importing it."""
+    if not isinstance(path, str) or not all(p.isidentifier() for p in path.split(".")) or config_import_refused(path):
+        from ortholab.models.base import ConfigError
+
+        raise ConfigError(f"{key} = {path!r} is not a class OrthoLab configs may name (its tasks and callbacks, "
+                          f"Lightning's callbacks, loggers and profilers; add your own package to "
+                          f"${EXTRA_MODULES_VAR})")
+
+
+def refuse_callables(config, prefix: str = "") -> None:
+    """A parsed config holds data and class paths only: a function (or any callable object) a value resolved to,
+    e.g. a callback's `lambda_func`, is refused by its key before anything is instantiated or called."""
+    import functools
+    import inspect
+
+    if hasattr(config, "items") and not isinstance(config, type):
+        items = config.items() if not hasattr(config, "__dict__") or isinstance(config, dict) else vars(config).items()
+    elif isinstance(config, (list, tuple)):
+        items = ((str(i), value) for i, value in enumerate(config))
+    else:
+        items = ()
+    for key, value in items:
+        key = f"{prefix}.{key}" if prefix else str(key)
+        if key.startswith("__") or key.rsplit(".", 1)[-1].startswith("__"):
+            continue  # jsonargparse's own bookkeeping (__path__, __default_config__)
+        if inspect.isroutine(value) or isinstance(value, functools.partial):  # (a Path is callable, and is data)
+            from ortholab.models.base import ConfigError
+
+            name = getattr(value, "__qualname__", type(value).__qualname__)
+            raise ConfigError(f"{key} = {getattr(value, '__module__', '?')}.{name}: a config may not name a function "
+                              f"or callable object (it would be called with the run's objects); remove {key}")
+        refuse_callables(value, key)

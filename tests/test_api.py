@@ -24,3 +24,25 @@ def test_fit_from_python_records_the_same_run_as_the_cli(tmp_path, monkeypatch):
     for run_id in (from_python, from_dict):  # same seed, data and config: the same numbers
         assert [p.value for p in store.metric_series(run_id, "train/loss")] == reference
     assert store.get_run(from_dict).name == "as_dict"
+
+
+def test_fit_resolves_the_configs_short_class_paths_in_a_fresh_process(tmp_path):
+    """A notebook's first call: nothing has installed the class-path aliases yet (the CLI's main() does it)."""
+    import subprocess
+    import sys
+
+    code = (f"from ortholab.training.api import fit; print('RUN', fit({DEMO!r}, {TINY!r}, "
+            f"db='sqlite:///{tmp_path / 'store.db'}', runs_dir={str(tmp_path / 'runs')!r}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "RUN 1" in done.stdout
+
+
+def test_fit_raises_the_parsers_error_as_a_config_error(tmp_path):
+    import pytest
+
+    from ortholab.models.base import ConfigError
+
+    with pytest.raises(ConfigError, match="hidden_size"):
+        fit(DEMO, {"model.hidden_size": "many"}, db=f"sqlite:///{tmp_path / 'store.db'}",
+            runs_dir=str(tmp_path / "runs"))

@@ -252,3 +252,32 @@ def test_clips_keep_levels_and_count_what_had_to_be_clipped():
     assert rate == FS and clipped == 4
     # to the 16-bit quantisation step 1/32768 (a derived bound: one step of the stored integers)
     assert np.allclose(decoded, [0.5, -0.25, 32767 / 32768, -1.0, 0.0, 0.0, 0.0], atol=1 / 32768)
+
+
+class _Payload:
+    """Unpickling this would run `touch pwned` (what a crafted checkpoint does under weights_only=False)."""
+
+    def __reduce__(self):
+        import os
+
+        return os.system, ("touch pwned",)
+
+
+def test_a_crafted_checkpoint_is_refused_without_running_its_code(tmp_path, monkeypatch):
+    from ortholab.models.base import ConfigError
+    from ortholab.training.audio_eval import load_checkpoint
+
+    monkeypatch.chdir(tmp_path)
+    crafted = tmp_path / "crafted.ckpt"
+    torch.save({"state_dict": {}, "hyper_parameters": {}, "payload": _Payload()}, crafted)
+    with pytest.raises(ConfigError, match="refused, not run"):
+        load_checkpoint(crafted)
+    assert not (tmp_path / "pwned").exists()
+    (tmp_path / "text.ckpt").write_text("not a checkpoint")
+    with pytest.raises(ConfigError, match="text.ckpt: cannot be read as a checkpoint of weights"):
+        load_checkpoint(tmp_path / "text.ckpt")
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "bare.ckpt")
+    with pytest.raises(ConfigError, match="not a checkpoint written by `ortholab fit`"):
+        load_checkpoint(tmp_path / "bare.ckpt")
+    assert "weights_only=False" not in Path(__import__("ortholab.training.audio_eval",
+                                                       fromlist=["x"]).__file__).read_text()

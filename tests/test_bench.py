@@ -1,11 +1,13 @@
 """`ortholab bench --quick` runs (so the benchmark cannot rot); no timing is asserted."""
 import json
+import math
 import re
 
 import pytest
+import torch
 
 import ortholab.training.bench as bench
-from ortholab.models import FAMILIES
+from ortholab.models import FAMILIES, ConfigError
 from ortholab.models.sizing import hidden_size_for_budget, parameter_count
 from ortholab.training.bench import BUDGET_TOLERANCE, BUDGETS, CLASSES
 from ortholab.training.cli import main
@@ -16,10 +18,15 @@ def test_quick_bench_reports_ratios_for_each_family(capsys):
     captured = capsys.readouterr()
     report = json.loads(captured.out)
     rows = {r["family"]: r for r in report["rows"]}
-    skipped = set(re.findall(r"skipping (\w+) at 16k: its nearest size", captured.err))
+    skipped = set(re.findall(r"skipping (\w+) at 16k: ", captured.err))
     assert set(rows) | skipped == set(FAMILIES) and not set(rows) & skipped and "torch" in report["machine"]
     for family in skipped:  # skipped only because no size comes near the budget (NRU's memory, the R-Transformer)
-        count = parameter_count(family, hidden_size_for_budget(family, BUDGETS["16k"], 1, CLASSES), 1, CLASSES)
+        try:
+            n = hidden_size_for_budget(family, BUDGETS["16k"], 1, CLASSES)
+        except ConfigError as err:  # even hidden size 1 is over the budget
+            assert "is below the smallest" in str(err), family
+            continue
+        count = parameter_count(family, n, 1, CLASSES)
         assert abs(count - BUDGETS["16k"]) > BUDGET_TOLERANCE * BUDGETS["16k"], family
     assert abs(rows["scornn"]["parameters"] - 16_000) < 500 and rows["scornn"]["hidden_size"] == 170  # the paper's n at 16k
     assert rows["lstm"]["vs_lstm"] == 1.0
@@ -59,3 +66,46 @@ def test_a_family_whose_process_dies_is_named_and_the_other_rows_are_kept(capsys
     assert "not measured: scurnn at batch 4 (16k): the measuring process died, killed by SIGKILL" in out
     assert "out-of-memory killer" in out
     assert "not measured: peak memory of scornn (n = 170) at batch 4, T = 16" in out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: the refusal is for machines without")
+def test_bench_on_cuda_without_cuda_says_so_in_one_line(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "--quick", "--device", "cuda"])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and len(err.splitlines()) == 1
+    assert "--device cuda: CUDA is not available on this machine" in err and "--device cpu" in err
+
+
+def _epoch_column(out: str, family: str) -> str:
+    head, *lines = [line for line in out.splitlines() if "family" in line or line.strip().startswith(family)]
+    cells = [re.split(r"\s{2,}", line.strip()) for line in (head, *lines)]
+    return cells[1][cells[0].index("pMNIST epoch")]
+
+
+def test_the_table_estimates_a_pmnist_epoch_from_the_step_time_at_t_784(capsys, monkeypatch):
+    assert bench.pmnist_epoch_seconds(50, 784, 20.0) == 1100 * 0.02  # the paper's batch 50: 1,100 steps of 20 ms
+    assert bench.pmnist_epoch_seconds(50, 783, 20.0) is None  # another length: no estimate
+    main(["bench", "--quick", "--families", "scornn"])  # T = 32
+    assert _epoch_column(capsys.readouterr().out, "scornn") == "-"
+    # the estimate from the measured step, at a length taken for MNIST's here so that the check stays fast
+    # (--in-process, as --quick: the patched length holds in this process only)
+    monkeypatch.setattr(bench, "PMNIST_LENGTH", 16)
+    main(["bench", "--families", "scornn", "--sizes", "16k", "--batches", "4", "--seq-len", "16", "--repeats", "1",
+          "--memory", "", "--in-process", "--json"])
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    assert row["pmnist_epoch_s"] == math.ceil(55_000 / 4) * row["step_ms"] / 1000
+    rendered = bench.table([bench.Row(**row)])
+    assert _epoch_column(rendered, "scornn") == f"{row['pmnist_epoch_s']:.0f} s"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_bench_on_cuda_prints_the_same_table_with_the_epoch_estimate(capsys):
+    main(["bench", "--device", "cuda", "--families", "scornn", "--sizes", "16k", "--batches", "50", "--seq-len",
+          "784", "--repeats", "2", "--memory", "784"])
+    out = capsys.readouterr().out
+    assert torch.cuda.get_device_name() in out
+    epoch = _epoch_column(out, "scornn")
+    assert epoch.endswith(" s") and float(epoch[:-2]) > 0
+    (row,) = [line for line in out.splitlines() if line.strip().startswith("scornn")]
+    assert "170*" in row and row.split()[-1] != "failed"  # the CUDA peak measured in its own process

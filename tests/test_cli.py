@@ -40,7 +40,8 @@ def test_fit_in_a_subprocess_records_a_run(tmp_path):
     assert detail.params["model.hidden_size"] == 8
     assert detail.info["parameter_counts"] == {"recurrent": 8 * 7 // 2, "other": 10 * 8 + 8 + 8 * 9 + 9}
     assert detail.info["plan"] == {"total_steps": 6, "steps_per_epoch": 4, "max_epochs": None}  # 40 / 10 a batch
-    assert (tmp_path / "runs" / "copying_scornn" / str(run.id) / "config.yaml").is_file()
+    folder = tmp_path / "runs" / f"store-{store.store_id[:8]}" / "copying_scornn" / str(run.id)  # the store's own
+    assert detail.run_dir == str(folder) and (folder / "config.yaml").is_file()
 
     listed = ortholab("runs", "--json", "--db", db, cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr

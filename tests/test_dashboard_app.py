@@ -2,9 +2,6 @@
 hand-written runs (tests/dashboard_store.py): the tables' contents, the plotly figures' data, the notes
 shown where a run has nothing to plot, and the filters."""
 
-import base64
-import json
-
 import numpy as np
 import pytest
 import streamlit
@@ -13,6 +10,14 @@ from dashboard_store import (
     APP_MAIN,
     COPYING_BASELINE,
     add_hand_written_runs,
+    add_seed_runs,
+    array,
+    charts,
+    notes,
+    open_page,
+    rerun,
+    scurnn_phases,
+    traces,
     train_real_run,
     unit_circle,
 )
@@ -36,6 +41,7 @@ def lab(tmp_path_factory):
     train_real_run(url, root)
     store = Store(url)
     ids = add_hand_written_runs(store)
+    ids.update(add_seed_runs(store))
     ids["real-scornn"] = next(r.id for r in store.list_runs() if r.name == "real-scornn")
     yield store, ids, {name: f"#{i} {name}" for name, i in ids.items()}
     store.close()
@@ -47,46 +53,6 @@ def fresh_caches():
     clear_caches()
     yield
     clear_caches()
-
-
-def open_page(store, monkeypatch, page, selected=None):
-    monkeypatch.setenv("ORTHOLAB_DB", store.url)
-    at = AppTest.from_file(APP_MAIN, default_timeout=60)
-    if selected is not None:
-        at.session_state["run"] = list(selected)
-    at.run()
-    if page != "runs":
-        at.switch_page(f"views/{page}.py").run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def rerun(at):
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def charts(at):
-    """The plotly figures on the page, as their JSON."""
-    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
-
-
-def array(value):
-    """A plotly data array: a list, or plotly's typed array {dtype, bdata[, shape]}."""
-    if isinstance(value, dict) and "bdata" in value:
-        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
-        shape = value.get("shape")
-        return data.reshape([int(s) for s in str(shape).split(",")]) if shape else data
-    return np.asarray(value, dtype=float)
-
-
-def traces(spec):
-    return {trace.get("name"): trace for trace in spec["data"]}
-
-
-def notes(at):
-    return [element.value for element in [*at.info, *at.caption, *at.warning]]
 
 
 def series(store, run_id, key):
@@ -129,9 +95,9 @@ def test_runs_filters_by_family_task_status_and_text(lab, monkeypatch):
     def names():
         return set(at.dataframe[0].value["name"])
 
-    assert len(names()) == 7
+    assert len(names()) == len(ids) == 13
     at.multiselect(key="filter_family").set_value(["lstm", "gru"])
-    assert rerun(at) and names() == {"lstm-adding", "crashed"}
+    assert rerun(at) and names() == {"lstm-adding", "crashed", "lstm-seed1", "lstm-seed2"}
     at.text_input(key="filter_text").set_value("crash")
     assert rerun(at) and names() == {"crashed"}
     at.multiselect(key="filter_family").set_value([])
@@ -143,7 +109,7 @@ def test_runs_filters_by_family_task_status_and_text(lab, monkeypatch):
     at.multiselect(key="filter_status").set_value([])
     at.multiselect(key="filter_task").set_value(["timit"])
     assert rerun(at) and names() == {"speech"}
-    assert any("1 of 7 runs shown" in n for n in notes(at))
+    assert any("1 of 13 runs match" in n for n in notes(at))
 
 
 def test_run_details_show_config_parameter_groups_artifacts_and_metrics(lab, monkeypatch):
@@ -203,12 +169,22 @@ def test_curves_overlay_each_selected_run_and_the_baselines(lab, monkeypatch):
     assert "baseline (adding) 0.1667" in baselines
 
     at.slider(key="curve_smoothing").set_value(0.6)
-    drawn = traces(charts(rerun(at))[0])
+    at.multiselect(key="curve_metrics").set_value(["val/loss", "train/loss"])
+    val, train = charts(rerun(at))
     _, values, _ = series(store, ids["lstm-adding"], "val/loss")
+    assert np.allclose(array(traces(val)[labels["lstm-adding"]]["y"]), values)  # 5 points: drawn raw
+    assert labels["lstm-adding"] + " (raw)" not in traces(val)
+    assert any(n.startswith("Drawn unsmoothed (fewer than 100 points): ") and f"#{ids['lstm-adding']}," in n + ","
+               for n in notes(at))
+    _, values, _ = series(store, ids["lstm-adding"], "train/loss")  # 125 points: smoothed, the raw curve faded
+    drawn = traces(train)
     assert np.allclose(array(drawn[labels["lstm-adding"]]["y"]), debiased_ema(values, 0.6))
     assert np.allclose(array(drawn[labels["lstm-adding"] + " (raw)"]["y"]), values)
     assert drawn[labels["lstm-adding"] + " (raw)"]["opacity"] < 0.5
+    last = drawn[labels["lstm-adding"] + ": last"]  # the last raw value, never hidden by the smoothed line
+    assert array(last["y"]).tolist() == [values[-1]] and f"last raw value {values[-1]:.4g}" in last["hovertemplate"]
     assert any("debiased exponential moving average" in n for n in notes(at))
+    at.multiselect(key="curve_metrics").set_value(["val/loss"])
 
     at.toggle(key="curve_log").set_value(True)
     assert charts(rerun(at))[0]["layout"]["yaxis"]["type"] == "log"
@@ -245,7 +221,7 @@ def test_curves_notes_for_missing_metrics_and_empty_selections(lab, monkeypatch)
     at.multiselect(key="curve_metrics").set_value(["analysis/orthogonality", "train/loss"])
     specs = charts(rerun(at))
     assert [s["layout"]["title"]["text"] for s in specs] == ["analysis/orthogonality", "train/loss"]
-    assert set(traces(specs[0])) >= {labels["scornn-snapshots"] + " (raw)", labels["scornn-snapshots"]}
+    assert labels["scornn-snapshots"] in traces(specs[0])
     assert f"{labels['lstm-adding']} has no `analysis/orthogonality` points." in notes(at)
     # the adding baseline applies to train/loss too (same quantity as the main metric val/loss)
     assert "baseline (adding) 0.1667" in traces(specs[1])
@@ -322,7 +298,11 @@ def test_eigenvalues_side_by_side_and_scurnn_phases(lab, monkeypatch):
     ]
     assert {t.get("xaxis") for t in plane["data"]} == {"x", "x2"}  # two subplots side by side
     phases = next(s for s in specs if s["data"][0]["type"] == "histogram")
-    assert np.allclose(array(phases["data"][0]["x"]), np.linspace(-np.pi, np.pi, 8, endpoint=False) + 1.0)  # step 100
+    theta = array(phases["data"][0]["x"])
+    assert np.allclose(theta, scurnn_phases(100))  # the latest snapshot, step 100
+    bins = phases["data"][0]["xbins"]
+    assert (bins["start"], bins["end"]) == (0.0, 2 * np.pi) and phases["layout"]["xaxis"]["range"] == [0, 2 * np.pi]
+    assert np.count_nonzero(theta > np.pi) == 58 and np.all((theta >= bins["start"]) & (theta < bins["end"]))
 
 
 # ---- Gradients and states --------------------------------------------------------------------------
@@ -363,17 +343,30 @@ def test_audio_plays_the_stored_wav_bytes_side_by_side(lab, monkeypatch):
 
     monkeypatch.setattr(streamlit, "audio", recording_audio)
     at = open_page(store, monkeypatch, "audio", [ids["speech"], ids["lstm-adding"]])
-    stored = {store.artifact_data(a.id) for a in store.artifacts(ids["speech"], AUDIO)}
-    assert len(played) == len(at.get("audio")) == 4
-    assert {data for data, _ in played} == stored  # the bytes themselves: no re-encoding, no peak normalisation
+    records = store.artifacts(ids["speech"], AUDIO)
+    first = {store.artifact_data(a.id) for a in records if a.meta["utterance"] == "u1"}
+    assert [e.label for e in at.get("expander")] == ["u1 · step 50", "u2 · step 50"]
+    assert len(played) == len(at.get("audio")) == 3  # the open clip only: the second loads when opened
+    assert {data for data, _ in played} == first  # the bytes themselves: no re-encoding, no peak normalisation
     assert {fmt for _, fmt in played} == {"audio/wav"}
-    assert [h.value for h in at.subheader] == ["u1 · step 50", "u2 · step 50"]
-    assert len([s for s in charts(at) if s["data"][0]["type"] == "heatmap"]) == 4  # a spectrogram per clip
-    per_clip = [d.value for d in at.dataframe if "PESQ (reconstruction)" in d.value.columns]
-    assert len(per_clip) == 2 and per_clip[0].iloc[0]["SegSNR (dB) (reconstruction)"] == 5.0
-    table = next(d.value for d in at.dataframe if "run" in d.value.columns)
-    assert table.iloc[0]["run"] == labels["speech"] and table.iloc[0]["SegSNR (dB) [test/segsnr]"] == 6.5
-    assert table.iloc[0]["PESQ [test/pesq]"] == 2.2
+    assert len([s for s in charts(at) if s["data"][0]["type"] == "heatmap"]) == 3  # a spectrogram per role
+
+    at.session_state[f"clip_{ids['speech']}_50_u2"] = True  # open the second clip's panel
+    played.clear()
+    rerun(at)
+    assert {data for data, _ in played} == {store.artifact_data(a.id) for a in records}
+    per_clip = [d.value for d in at.dataframe if "reconstruction" in d.value.columns and "run" not in d.value.columns]
+    assert len(per_clip) == 2 and per_clip[0].set_index("metric").loc["STOI"].tolist() == [0.8, 0.5]
+    assert per_clip[0]["metric"].tolist()[0] == "SegSNR (dB; VOICEBOX v_snrseg 'Vq', 10 ms frames)"
+
+    table = next(d.value for d in at.dataframe if "run" in d.value.columns).set_index("metric")
+    assert list(table.columns) == ["run", "family", "split", "reconstruction", "baseline"]  # long: no column off-screen
+    assert set(table["run"]) == {labels["speech"]} and set(table["split"]) == {"test"}
+    assert table.loc["SegSNR (dB; VOICEBOX v_snrseg 'Vq', 10 ms frames)", ["reconstruction", "baseline"]].tolist() == [
+        6.5, 1.5]
+    assert table.loc["SegSNR (dB; 30 ms Hann frames, clamped to [−10, 35])", "reconstruction"] == 4.0
+    assert table.loc["STOI", ["reconstruction", "baseline"]].tolist() == [0.81, 0.6]
+    assert np.isnan(table.loc["PESQ narrow band (MOS-LQO)", "baseline"])
     assert any(labels["lstm-adding"] in n and "no audio clips recorded" in n for n in notes(at))
 
     at = open_page(store, monkeypatch, "audio", [ids["lstm-adding"]])
@@ -400,8 +393,13 @@ def test_compare_highlights_differing_params_and_exports(lab, monkeypatch):
 
     parallel = charts(at)[0]["data"][0]
     assert parallel["type"] == "parcoords"
-    assert [d["label"] for d in parallel["dimensions"]] == ["model.hidden_size", "best"]
-    assert np.allclose(array(parallel["dimensions"][0]["values"]), [64, 16])
+    dimensions = {d["label"]: d for d in parallel["dimensions"]}
+    assert list(dimensions) == ["family", "task", "data.init_args.batch_size", "model.hidden_size"]
+    assert dimensions["family"]["ticktext"] == ["lstm", "scornn"]  # categorical
+    assert dimensions["data.init_args.batch_size"]["ticktext"][0] == "(missing)"  # scornn-snapshots records none
+    assert np.allclose(array(dimensions["model.hidden_size"]["values"]), [64, 16])
+    best = [store.metric_series(i, "val/loss")[-1].value for i in pair]
+    assert np.allclose(array(parallel["line"]["color"]), best)  # coloured by the chosen metric's last value
 
     at.toggle(key="compare_only_diff").set_value(False)
     params = rerun(at).dataframe[1].value

@@ -23,7 +23,7 @@ from ortholab.app.tables import (
     params_compare_frame,
     runs_frame,
 )
-from ortholab.app.wav import clip_metrics, decode_wav, group_clips, spectrogram, speech_metric
+from ortholab.app.wav import clip_scores, decode_wav, group_clips, spectrogram, speech_metric
 from ortholab.db import ArtifactRecord, RunDetail, RunSummary
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -175,7 +175,7 @@ def test_x_values_per_axis():
     assert x_values(frame, "examples seen") is None
     assert x_values(frame.assign(epoch=[None, None]), "epoch") is None
     curve = build_curve("r", frame, "step", weight=0.5)
-    assert curve.smoothed is not None and curve.total_points == 2
+    assert curve.smoothed is None and curve.total_points == 2  # two points: too few to smooth
 
 
 def test_curves_figure_draws_dashed_baselines_across_the_data():
@@ -187,8 +187,8 @@ def test_curves_figure_draws_dashed_baselines_across_the_data():
         curves, x_title="step", y_title="loss", baselines=[Baseline("baseline (copying) 0.1733", 0.17)]
     )
     names = [t.name for t in figure.data]
-    assert names == ["a", "b", "baseline (copying) 0.1733"]
-    line = figure.data[2]
+    assert names == ["a", "a: last", "b", "b: last", "baseline (copying) 0.1733"]
+    line = figure.data[4]
     assert list(line.x) == [0.0, 20.0] and list(line.y) == [0.17, 0.17] and line.line.dash == "dash"
 
 
@@ -236,13 +236,16 @@ def test_group_clips_by_step_and_utterance_with_roles_in_order():
     clips = group_clips(records)
     assert [(c.utterance, c.step) for c in clips] == [("u1", 5), ("u1", 9), ("loose.wav", 5)]
     assert clips[0].ordered_roles() == ["reference", "reconstruction"]
-    assert clip_metrics(records[0].meta) == {"segsnr": 4.0, "pesq": 2.5}
+    assert clip_scores(records[0].meta) == {"segsnr": 4.0, "pesq": 2.5}  # keys of another making: variant unknown
     assert [speech_metric(k) for k in ("test/segsnr", "val/STOI", "pesq_nb", "val/loss")] == [
         "segsnr",
         "stoi",
         "pesq",
         None,
     ]
+    # the names training/speech_quality.py records keep their variant; a 'scores' mapping wins over top-level keys
+    assert clip_scores({"segsnr_voicebox": 3.0, "scores": {"segsnr_voicebox": 3.0, "segsnr_clamped_30ms": 2.0}}) == {
+        "segsnr_voicebox": 3.0, "segsnr_clamped_30ms": 2.0}
 
 
 def test_snapshot_at_step_takes_the_latest_at_or_before():
@@ -302,3 +305,234 @@ def test_sweeps_and_their_best_trial_follow_the_metric_mode():
     assert best_run(frame)["name"] == "b"  # accuracy: higher is better
     assert best_run(frame.assign(mode="min"))["name"] == "a"
     assert best_run(frame.iloc[2:]) is None
+
+
+# ---- issue 25: pictures that were wrong -------------------------------------------------------------------
+
+
+def test_log_ticks_label_every_tick_with_its_full_value():
+    from ortholab.app.logaxis import log_ticks
+
+    for low, high in [(1e-7, 4e-7), (2e-6, 9e-6), (1e-6, 3e-4), (3e-4, 0.5), (1e-12, 1e12), (0.1234, 0.13)]:
+        values, texts = log_ticks(low, high)
+        assert len(values) >= 2 or low == high
+        for value, text in zip(values, texts, strict=True):
+            assert float(text) == value  # '2e-6', never a bare '2' for 2e-6 (plotly's minor-tick labels)
+    assert log_ticks(2e-6, 9e-6)[1][:3] == ["2e-6", "3e-6", "4e-6"]
+    with pytest.raises(ValueError, match="positive"):
+        log_ticks(0.0, 1.0)
+
+
+def test_a_log_axis_draws_zeros_at_a_labelled_floor():
+    from ortholab.app.logaxis import lift, log_axis_layout, log_scale
+
+    scale = log_scale([np.array([0.0, 0.0, 0.0]), np.array([1.2e-6, 3.5e-6]), np.array([np.nan])])
+    assert (scale.floor, scale.low, scale.at_floor) == (1e-7, 1e-7, 3)  # a decade below the smallest value
+    drawn, low = lift(np.array([0.0, 2e-6, -1.0, np.nan]), scale.floor)
+    assert drawn[:3].tolist() == [1e-7, 2e-6, 1e-7] and np.isnan(drawn[3]) and low.tolist() == [True, False, True,
+                                                                                                 False]
+    axis = log_axis_layout(scale)
+    assert axis["type"] == "log" and axis["tickvals"][0] == 1e-7 and axis["ticktext"][0] == "0"
+    assert axis["range"][0] < -7 < -5.5 < axis["range"][1]
+    assert log_scale([np.array([1e-3, 1e-1])]).low == 1e-3  # nothing at the floor: the axis starts at the data
+
+
+def test_curves_figure_puts_a_zero_run_on_the_log_axis_and_says_so():
+    zero = Curve("#12 srnn", np.array([0.0, 100.0, 200.0]), np.zeros(3), None, 3, run_id=12)
+    drift = Curve("#2 scornn", np.array([0.0, 100.0, 200.0]), np.array([1e-7, 2e-7, 4e-7]), None, 3, run_id=2)
+    figure = curves_figure([zero, drift], x_title="step", y_title="drift", log_y=True)
+    drawn = {t.name: t for t in figure.data}
+    assert list(drawn["#12 srnn"].y) == [1e-8] * 3  # on the axis, at its floor
+    assert drawn["#12 srnn: ≤ 0 at the floor"].marker.symbol == "triangle-down-open"
+    assert figure.layout.yaxis.type == "log" and figure.layout.yaxis.ticktext[0] == "0"
+    assert figure.layout.meta["at_floor"] == 3 and figure.layout.meta["floor"] == 1e-8
+
+
+def test_smoothing_leaves_sparse_curves_raw_and_marks_the_last_raw_value():
+    from ortholab.app.curves import SMOOTH_MIN_POINTS
+
+    import pandas as pd
+
+    def frame(n):
+        return pd.DataFrame({"step": np.arange(n), "epoch": 0, "value": np.geomspace(1, 1e-4, n), "wall_time": 0.0})
+
+    sparse = build_curve("#1 val", frame(12), "step", weight=0.6, run_id=1)
+    dense = build_curve("#2 train", frame(SMOOTH_MIN_POINTS), "step", weight=0.6, run_id=2)
+    assert sparse.smoothed is None and sparse.smoothing == 0.0
+    assert dense.smoothed is not None and dense.smoothing == 0.6
+    assert dense.smoothed[-1] > dense.y[-1]  # the EMA lags behind a falling curve: why the last raw value is marked
+    figure = curves_figure([sparse, dense], x_title="step", y_title="loss", smoothing=0.6)
+    drawn = {t.name: t for t in figure.data}
+    assert set(drawn) >= {"#1 val", "#2 train", "#2 train (raw)", "#1 val: last", "#2 train: last"}
+    last = drawn["#2 train: last"]
+    assert list(last.y) == [1e-4] and "last raw value 0.0001" in last.hovertemplate
+
+
+def test_a_run_looks_the_same_whatever_else_is_selected():
+    from ortholab.app.style import PALETTE, run_style
+
+    a = Curve("#3 a", np.array([0.0, 1.0]), np.array([1.0, 2.0]), None, 2, run_id=3)
+    b = Curve("#7 b", np.array([0.0, 1.0]), np.array([1.0, 2.0]), None, 2, run_id=7)
+    one = {t.name: t.line.color for t in curves_figure([a, b], x_title="x", y_title="y").data}
+    two = {t.name: t.line.color for t in curves_figure([b], x_title="x", y_title="y").data}
+    assert one["#7 b"] == two["#7 b"] == run_style(7).color != one["#3 a"]
+    # 24 colours; ids closer than 144 differ in colour or dash, and neighbours in marker too
+    looks = {(run_style(i).color, run_style(i).dash) for i in range(1, 145)}
+    assert len(PALETTE) == 24 and len(looks) == 144
+    assert all(run_style(i).symbol != run_style(i + 1).symbol for i in range(100))
+
+
+def test_phases_are_wrapped_to_zero_two_pi_and_every_one_is_binned():
+    from ortholab.app.figures import phases_figure, wrap_phase
+
+    theta = np.linspace(0.0, 2 * np.pi, 116, endpoint=False)  # as scuRNN stores them; 58 above pi
+    figure = phases_figure([("#3 scurnn", theta, 3), ("#4 other convention", theta - np.pi, 4)])
+    for trace in figure.data:
+        bins = trace.xbins
+        assert (bins.start, bins.end) == (0.0, 2 * np.pi)
+        assert np.all((np.asarray(trace.x) >= bins.start) & (np.asarray(trace.x) < bins.end))
+    assert tuple(figure.layout.xaxis.range) == (0.0, 2 * np.pi)
+    assert np.allclose(wrap_phase([-np.pi / 2, 2 * np.pi, 7.0]), [1.5 * np.pi, 0.0, 7.0 - 2 * np.pi])
+
+
+def test_titles_leave_room_for_plotlys_toolbar():
+    from ortholab.app.figures import TITLED_TOP_MARGIN, spectrogram_figure
+
+    panels = eigenvalue_figure([EigenPanel("#1 a · step 0", np.array([1j])), EigenPanel("#2 b", np.array([1.0]))])
+    spectrogram = spectrogram_figure(np.arange(3.0), np.arange(2.0), np.zeros((2, 3)), title="reference · 0.5 s")
+    for figure in (panels, spectrogram):
+        assert figure.layout.margin.t >= TITLED_TOP_MARGIN > 30 + 20  # the toolbar, then a line of title text
+    assert spectrogram.layout.title.x == 0.0 and spectrogram.layout.title.xanchor == "left"  # away from the toolbar
+
+
+def test_epochs_from_the_recorded_plan_and_a_note_without_one():
+    import pandas as pd
+
+    from ortholab.app.curves import one_epoch_note, steps_per_epoch
+
+    frame = pd.DataFrame({"step": [0, 50, 150], "epoch": [0, 0, 0], "value": 1.0, "wall_time": 0.0})
+    assert steps_per_epoch({"plan": {"steps_per_epoch": 100}}) == 100 and steps_per_epoch({}) is None
+    assert x_values(frame, "epoch", per_epoch=100).tolist() == [0.0, 0.5, 1.5]
+    assert x_values(frame, "epoch").tolist() == [0, 0, 0]
+    assert "all 3 points were logged in epoch 0" in one_epoch_note("#1 r", frame)
+    assert one_epoch_note("#1 r", frame.assign(epoch=[0, 0, 1])) is None
+
+
+def test_the_papers_page_opens_on_a_table_with_numbers():
+    from ortholab.app.tables import default_table
+    from ortholab.db.published import PaperRow, PaperTable
+
+    def table(key, value):
+        row = PaperRow(table=key, row="r", task="adding", family="scornn", metric="val/loss", mode="min", scale=1.0,
+                       value=value, outcome=None if value is not None else "beats the baseline")
+        return PaperTable(key, "p", key, "t", "val/loss", "min", 1.0, (row,))
+
+    tables = {"a_text": table("a_text", None), "b_numbers": table("b_numbers", 0.5), "c_numbers": table("c", 0.1)}
+    assert default_table(tables, []) == "b_numbers"  # not the first, whose values are statements
+    assert default_table(tables, [summary(1, tags=("paper:c_numbers/r",))]) == "c_numbers"  # reproduced rows first
+
+
+# ---- comparison ------------------------------------------------------------------------------------------
+
+
+def test_metric_names_group_by_prefix_and_fold_per_clip_keys():
+    from ortholab.app.metric_names import groups, split_per_clip
+
+    keys = ["val/loss", "train/loss", "test_audio/stoi", "test_audio/stoi/u1", "test_audio/stoi/u2",
+            "test_audio_baseline/stoi", "test_audio_baseline/stoi/u1", "loss", "analysis/orthogonality"]
+    main, clips = split_per_clip(keys)
+    assert main == ["analysis/orthogonality", "loss", "test_audio/stoi", "test_audio_baseline/stoi", "train/loss",
+                    "val/loss"]
+    assert clips == {"test_audio/stoi": ["test_audio/stoi/u1", "test_audio/stoi/u2"],
+                     "test_audio_baseline/stoi": ["test_audio_baseline/stoi/u1"]}
+    assert list(groups(main)) == ["train", "val", "analysis", "other", "test_audio", "test_audio_baseline"]
+
+
+def test_speech_scores_as_a_long_table_with_segsnrs_variant():
+    from ortholab.app.wav import scores_table, speech_key
+
+    assert speech_key("test_audio/segsnr_voicebox") == ("test", "reconstruction", "segsnr_voicebox")
+    assert speech_key("val_audio_baseline/stoi") == ("val", "baseline", "stoi")
+    assert speech_key("test_audio/stoi/u1") is None and speech_key("test_audio/n_utterances") is None
+    rows = scores_table({"reconstruction": {"stoi": 0.8, "segsnr_clamped_30ms": 2.0, "segsnr_voicebox": 3.0},
+                         "baseline": {"stoi": 0.5}})
+    assert [r["metric"] for r in rows] == ["SegSNR (dB; VOICEBOX v_snrseg 'Vq', 10 ms frames)",
+                                           "SegSNR (dB; 30 ms Hann frames, clamped to [−10, 35])", "STOI"]
+    assert rows[2] == {"metric": "STOI", "reconstruction": 0.8, "baseline": 0.5} and rows[0]["baseline"] is None
+
+
+def test_grouping_takes_mean_and_band_over_seeds_on_the_union_of_their_steps():
+    from ortholab.app.grouping import aggregate, group_runs
+
+    params = {1: {"family": "scornn", "seed": 1}, 2: {"family": "scornn", "seed": 2}, 3: {"family": "lstm"}}
+    assert group_runs(params, ["family"]) == {"family=scornn": [1, 2], "family=lstm": [3]}
+    assert group_runs(params, ["seed"]) == {"seed=1": [1], "seed=2": [2], "seed=(absent)": [3]}
+    curves = {1: (np.array([0.0, 10.0, 20.0]), np.array([1.0, 2.0, 3.0])),
+              2: (np.array([0.0, 20.0]), np.array([3.0, 5.0]))}  # logged at fewer steps: interpolated (10 -> 4)
+    band = aggregate("g", curves, "min–max")
+    assert band.x.tolist() == [0.0, 10.0, 20.0] and band.n.tolist() == [2, 2, 2]
+    assert band.mean.tolist() == [2.0, 3.0, 4.0] and band.low.tolist() == [1.0, 2.0, 3.0]
+    assert band.high.tolist() == [3.0, 4.0, 5.0]
+    std = aggregate("g", curves, "±1 std")
+    assert np.allclose(std.high - std.mean, np.std([[1, 2, 3], [3, 4, 5]], axis=0, ddof=1))
+    short = aggregate("g", {1: curves[1], 2: (np.array([0.0, 10.0]), np.array([3.0, 4.0]))}, "±1 std")
+    assert short.n.tolist() == [2, 2, 1] and short.low[-1] == short.high[-1] == 3.0  # one run covers step 20
+
+
+def test_group_bands_are_drawn_filled_behind_the_mean():
+    from ortholab.app.grouping import aggregate
+
+    band = aggregate("family=scornn", {1: (np.array([0.0, 1.0]), np.array([1.0, 2.0])),
+                                       2: (np.array([0.0, 1.0]), np.array([3.0, 4.0]))}, "min–max")
+    figure = curves_figure([], x_title="step", y_title="loss", aggregates=[band], spread="min–max")
+    upper, lower, mean = figure.data
+    assert list(upper.y) == [3.0, 4.0] and list(lower.y) == [1.0, 2.0] and lower.fill == "tonexty"
+    assert list(mean.y) == [2.0, 3.0] and mean.name == "family=scornn (mean of 2 runs)"
+
+
+def test_parallel_axes_for_mixed_runs():
+    from ortholab.app.parallel import MISSING, differing_fields, parallel_axes
+
+    rows = {
+        1: {"family": "scornn", "task": "copying", "model.hidden_size": 64, "model.family_args.rho": 0.5,
+            "db": "sqlite:///a.db", "seed_everything": 1},
+        2: {"family": "lstm", "task": "adding", "model.hidden_size": 128, "db": "sqlite:///b.db", "seed_everything": 2},
+        3: {"family": "scornn", "task": "adding", "model.hidden_size": "auto"},
+    }
+    fields = differing_fields(rows)
+    assert fields == ["family", "task", "model.family_args.rho", "model.hidden_size", "seed_everything"]  # no db
+    family, task, rho, hidden, _ = parallel_axes(rows, fields, [1, 2, 3])
+    assert family.ticktext == ["lstm", "scornn"] and family.values.tolist() == [1.0, 0.0, 1.0]
+    assert rho.ticktext[0] == MISSING and rho.values[1] == rho.values[2] < 0.5 == rho.values[0]
+    assert hidden.ticktext == ["128", "64", "auto"]  # a number in some runs and text in another: categories
+
+
+def test_runs_table_columns_sort_and_pages():
+    from ortholab.app.tables import page_of, sort_runs, typed_column
+
+    assert typed_column([1, None, 2.5]).tolist()[::2] == [1.0, 2.5] and typed_column([1, "a", None]).tolist() == [
+        "1", "a", None]
+    frame = runs_frame([summary(1, best=0.3), summary(2, best=None), summary(3, best=0.1), summary(4, best=0.3)],
+                       now=NOW)
+    assert sort_runs(frame, "best", descending=False)["id"].tolist() == [3, 1, 4, 2]  # missing last, ties by id
+    assert sort_runs(frame, "best", descending=True)["id"].tolist() == [4, 1, 3, 2]
+    assert sort_runs(frame, "name", descending=False)["id"].tolist() == [1, 2, 3, 4]
+    assert page_of(frame, 2, 3)["id"].tolist() == [4] and page_of(frame, 9, 3)["id"].tolist() == [4]
+
+
+def test_the_full_series_csv_has_every_point():
+    import pandas as pd
+
+    from ortholab.app.curves import series_csv
+
+    points = pd.DataFrame({"step": range(5000), "epoch": 0, "value": np.arange(5000) / 7, "wall_time": 1.5})
+    table = pd.read_csv(io.BytesIO(series_csv([(3, "run a", "train/loss", points)])))
+    assert list(table.columns) == ["run", "name", "metric", "step", "epoch", "wall_time", "value"]
+    assert len(table) == 5000 and table["value"].tolist() == points["value"].tolist()  # neither thinned nor rounded
+
+
+def test_the_report_export_draws_each_run_in_its_dashboard_style():
+    from ortholab.app.export import MATPLOTLIB_MARKERS
+    from ortholab.app.style import SYMBOLS
+
+    assert set(MATPLOTLIB_MARKERS) == set(SYMBOLS)  # every marker a run can have, in matplotlib's words

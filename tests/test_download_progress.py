@@ -1,11 +1,12 @@
-"""The MNIST download shows a progress bar per file, and still verifies each file's checksum."""
+"""A fetch shows one progress bar per data set, advanced chunk by chunk, and still verifies each file's checksum."""
 import hashlib
 
 import pytest
 from tqdm import tqdm
 
 import ortholab.datamodules.download as download
-from ortholab.datamodules.download import download_verified
+from ortholab.datamodules.catalog import DATA_ENV, DataFile, DataSet
+from ortholab.datamodules.download import download_verified, fetch
 from ortholab.models.base import ConfigError
 
 NAME = "train-labels-idx1-ubyte.gz"
@@ -35,42 +36,73 @@ def bars(monkeypatch):
 
 
 @pytest.fixture
-def file_mirror(tmp_path):
-    """A local folder serving one 4,500-byte file through a file:// URL."""
-    served = tmp_path / "served"
-    served.mkdir()
-    payload = bytes(range(256)) * 17 + b"x" * 148
-    (served / NAME).write_bytes(payload)
-    return payload, served.as_uri() + "/"
+def file_mirror(tmp_path, monkeypatch):
+    """A copy of a data root holding two files of the set 'pair' (4,500 and 2,500 bytes), as a file:// URL."""
+    monkeypatch.setenv(DATA_ENV, str(tmp_path / "root"))
+    served = tmp_path / "served" / "pair"
+    served.mkdir(parents=True)
+    payloads = {"a.bin": bytes(range(256)) * 17 + b"x" * 148, "b.bin": b"y" * 2500}
+    for name, payload in payloads.items():
+        (served / name).write_bytes(payload)
+    files = tuple(DataFile(name, hashlib.sha256(p).hexdigest(), len(p), ()) for name, p in payloads.items())
+    return DataSet("pair", "two files", "pair", "none", "", files), served.parent.as_uri()
 
 
-def test_the_bar_advances_through_the_file_and_the_checksum_is_checked(tmp_path, file_mirror, bars):
-    payload, url = file_mirror
-    (path,) = download_verified(tmp_path / "got", files={NAME: hashlib.md5(payload).hexdigest()}, mirrors=[url])
-    assert path.read_bytes() == payload
+def test_one_bar_per_data_set_advances_through_every_file(file_mirror, bars, tmp_path):
+    dataset, url = file_mirror
+    fetch(dataset, mirror=url, workers=1)
     (bar,) = bars
-    assert bar.recorded_total == len(payload) == 4500 and bar.updates == [1000] * 4 + [500]
-    assert NAME in bar.recorded_desc
+    assert bar.recorded_total == 4500 + 2500 and "pair" in bar.recorded_desc
+    assert sorted(bar.updates) == sorted([1000] * 4 + [500] + [1000] * 2 + [500]) and sum(bar.updates) == 7000
+    assert (tmp_path / "root" / "pair" / "a.bin").stat().st_size == 4500
 
 
-def test_a_file_failing_its_checksum_is_refused_after_its_bar(tmp_path, file_mirror, bars):
-    payload, url = file_mirror
-    with pytest.raises(ConfigError, match="fail the MD5 checksum"):
-        download_verified(tmp_path / "got", files={NAME: "0" * 32}, mirrors=[url])
-    assert sum(bars[0].updates) == len(payload) and not (tmp_path / "got" / NAME).exists()
+def test_a_file_failing_its_checksum_is_refused_after_its_bar(file_mirror, bars, tmp_path):
+    dataset, url = file_mirror
+    bad = DataSet("pair", "two files", "pair", "none", "", (DataFile("a.bin", "0" * 64, 4500, ()),))
+    with pytest.raises(ConfigError, match="fail the SHA-256 checksum"):
+        fetch(bad, mirror=url)
+    assert sum(bars[0].updates) == 4500 and not (tmp_path / "root" / "pair" / "a.bin").exists()
 
 
-def test_a_response_without_a_length_still_reads_in_chunks(bars):
-    class Opened:  # a body served without Content-Length: the bar counts bytes with no total
-        headers = {}
+def test_resumed_bytes_count_on_the_bar_once(file_mirror, bars, tmp_path, monkeypatch):
+    """A resumed transfer starts the bar at what the partial file holds (here a server honouring Range is faked)."""
+    dataset, url = file_mirror
+    one = DataSet("pair", "one file", "pair", "none", "", dataset.files[:1])
+    part = tmp_path / "root" / "pair" / "a.bin.part"
+    part.parent.mkdir(parents=True)
+    payload = (tmp_path / "served" / "pair" / "a.bin").read_bytes()
+    part.write_bytes(payload[:3000])
 
-        def __init__(self, body):
-            self.body = body
+    class Ranged:  # the rest of the file, as a 206 response
+        status, headers = 206, {"Content-Length": "1500"}
+
+        def __init__(self, request, timeout):
+            assert request.headers["Range"] == "bytes=3000-"
+            self.body = payload[3000:]
 
         def read(self, size):
             chunk, self.body = self.body[:size], self.body[size:]
             return chunk
 
-    body, digest = download.read_with_progress(Opened(b"a" * 2500), NAME)
-    assert body == b"a" * 2500 and digest == hashlib.md5(body).hexdigest()
-    assert bars[0].recorded_total is None and bars[0].updates == [1000, 1000, 500]
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(download.urllib.request, "urlopen", Ranged)
+    fetch(one, mirror="http://mirror.invalid/")
+    assert bars[0].updates == [3000, 1000, 500] and sum(bars[0].updates) == 4500
+    assert (tmp_path / "root" / "pair" / "a.bin").read_bytes() == payload
+
+
+def test_md5_lists_still_download_with_a_bar(tmp_path, bars):
+    """download_verified: a name -> MD5 list of files at base URLs (MNIST's published MD5s), same transfer."""
+    served = tmp_path / "served"
+    served.mkdir()
+    payload = b"z" * 2500
+    (served / NAME).write_bytes(payload)
+    (path,) = download_verified(tmp_path / "got", files={NAME: hashlib.md5(payload).hexdigest()},
+                                mirrors=[served.as_uri() + "/"])
+    assert path.read_bytes() == payload and bars[0].updates == [1000, 1000, 500] and NAME in bars[0].recorded_desc

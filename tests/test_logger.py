@@ -76,8 +76,9 @@ def test_fit_records_a_finished_run(logger, db_url, tmp_path):
     assert logger.version == str(run.id) and logger.run_id == run.id
     assert (run.name, run.status, run.family, run.task, run.tags) == ("regression", "finished", "linear", "regression", ("test",))
     assert run.ended_at is not None and run.parameter_count == 5
-    assert run.run_dir == os.path.abspath(tmp_path / "runs" / "regression" / str(run.id))
-    assert os.path.isdir(run.run_dir) and logger.log_dir == os.path.join(str(tmp_path / "runs"), "regression", str(run.id))
+    folder = os.path.join(str(tmp_path / "runs"), f"store-{store.store_id[:8]}", "regression", str(run.id))
+    assert run.run_dir == os.path.abspath(folder)  # the store's own folder: another store's run 1 lies elsewhere
+    assert os.path.isdir(run.run_dir) and logger.log_dir == folder
 
     train = store.metric_series(run.id, "train/loss")
     assert [p.step for p in train] == list(range(MAX_STEPS))

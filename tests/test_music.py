@@ -107,3 +107,56 @@ def test_pickle_with_code_is_refused(tmp_path):
     path.write_bytes(pickle.dumps({"train": [[[fractions.Fraction(60)]]], "valid": [], "test": []}))
     with pytest.raises(ConfigError, match="Nottingham.pickle cannot be read as a piano-roll pickle"):
         PolyphonicMusic(dataset="nottingham", path=str(path))
+
+
+# values a piano roll cannot hold (issue 22) ----------------------------------------------------------------------
+def write_float_mat(path, bad_value=None, piece_steps=6):
+    """A .mat of float64 cells (as MATLAB writes them), the first training piece holding `bad_value` at (2, 40)."""
+    import scipy.io
+
+    rng = np.random.default_rng(0)
+    cells = {}
+    for key, count in (("traindata", 3), ("validdata", 2), ("testdata", 2)):
+        cell = np.empty((1, count), dtype=object)
+        for i in range(count):
+            cell[0, i] = (rng.random((piece_steps, 88)) < 0.1).astype(np.float64)
+        cells[key] = cell
+    if bad_value is not None:
+        cells["traindata"][0, 0][2, 40] = bad_value
+    scipy.io.savemat(path, cells)
+    return path
+
+
+@pytest.mark.parametrize("value, shown", [(5.0, "5.0"), (-3.0, "-3.0"), (1e9, "1000000000.0"), (math.nan, "nan"),
+                                          (math.inf, "inf"), (0.5, "0.5")])
+def test_a_piano_roll_value_other_than_0_or_1_is_refused_with_its_place(tmp_path, value, shown):
+    path = write_float_mat(tmp_path / "JSB_Chorales.mat", value)
+    with pytest.raises(ConfigError) as refused:
+        PolyphonicMusic(dataset="jsb", path=str(path))
+    assert f"{path}: traindata piece 0 holds {shown} at step 2, key 40 (1 such values)" in str(refused.value)
+
+
+def test_a_float_roll_of_0_and_1_is_read_as_it_is(tmp_path):
+    task = PolyphonicMusic(dataset="jsb", path=str(write_float_mat(tmp_path / "JSB_Chorales.mat")))
+    assert task.pieces("train") == 3 and task.rolls["train"][0].dtype == torch.bool
+
+
+def test_an_empty_mat_file_is_named(tmp_path):
+    path = tmp_path / "JSB_Chorales.mat"
+    path.write_bytes(b"")
+    with pytest.raises(ConfigError, match=r"JSB_Chorales.mat is empty \(0 bytes\)"):
+        PolyphonicMusic(dataset="jsb", path=str(path))
+    path.write_bytes(b"MATLAB 5.0 MAT-file" + bytes(20))  # a truncated header
+    with pytest.raises(ConfigError, match="cannot be read as a MATLAB file"):
+        PolyphonicMusic(dataset="jsb", path=str(path))
+
+
+@pytest.mark.parametrize("piece, expected", [([[60.5]], "holds the note 60.5"), ([["C4"]], "holds the note 'C4'"),
+                                             ([[True]], "holds the note True"), ([60], "not a list of steps"),
+                                             ([[200]], "holds MIDI note 200")])
+def test_a_pickle_note_that_is_not_a_midi_number_is_refused(tmp_path, piece, expected):
+    path = tmp_path / "JSB Chorales.pickle"
+    with open(path, "wb") as stream:
+        pickle.dump({"train": [piece], "valid": [[[60], [61]]], "test": [[[60], [61]]]}, stream)
+    with pytest.raises(ConfigError, match=expected):
+        PolyphonicMusic(dataset="jsb", path=str(path))

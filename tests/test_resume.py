@@ -18,8 +18,12 @@ RUN = [*TINY, "--trainer.max_steps", "12", "--data.train_size", "40", "--trainer
        "--trainer.check_val_every_n_epoch", "null"]
 
 
-def ortholab(cwd, *args):
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
+FAULT_MODULES = "faults,reliability_faults"  # the tests' fault callbacks, allowed in configs by the user's variable
+
+
+def ortholab(cwd, *args, env=None):
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}", "ORTHOLAB_CONFIG_MODULES": FAULT_MODULES,
+           **(env or {})}
     return subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 
@@ -86,7 +90,7 @@ def test_sigterm_stops_at_a_batch_boundary_with_a_checkpoint_and_an_interrupted_
     resumed = ortholab(tmp_path, "fit", "--resume", str(run.id), "--db", db)
     assert resumed.returncode == 0, resumed.stderr
     (run,) = store.list_runs()
-    assert run.status == "finished"
+    assert (run.status, run.reason) == ("finished", None)  # the SIGTERM's "resume with ..." no longer holds
     assert_same_training(store, run, reference, extra_val_steps=[5])  # Lightning validates the cut-short epoch
 
 
@@ -142,6 +146,7 @@ def test_reproduce_resume_continues_a_killed_paper_row_as_the_same_run(tmp_path,
     monkeypatch.setattr(published, "PUBLISHED_DIR", tables)
     monkeypatch.setattr(published, "CHECKS_DIR", tmp_path / "no-checks")
     monkeypatch.setenv("PYTHONPATH", f"{REPO}{os.pathsep}{REPO / 'tests'}")  # faults.SignalAt, in the stored config
+    monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", FAULT_MODULES)
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     killed = ortholab(tmp_path, "fit", "--config", DEMO, *RUN, "--db", db, "--tags", '["paper:toy_figure1/copy"]',

@@ -13,7 +13,7 @@ from ortholab.training.cli import main
 def _schema(url: str) -> dict:
     inspector = inspect(create_engine(url))
     return {table: ({(c["name"], c["nullable"]) for c in inspector.get_columns(table)},
-                    {tuple(i["column_names"]) for i in inspector.get_indexes(table)})
+                    {(tuple(i["column_names"]), bool(i["unique"])) for i in inspector.get_indexes(table)})
             for table in inspector.get_table_names()}
 
 
@@ -48,9 +48,10 @@ def test_an_older_store_is_upgraded_by_ortholab_db_upgrade_and_keeps_its_runs(tm
 def test_a_store_from_a_newer_ortholab_is_refused(tmp_path):
     url = f"sqlite:///{tmp_path / 'new.db'}"
     Store(url)
-    with create_engine(url).begin() as conn:
+    with create_engine(url).begin() as conn:  # what a newer OrthoLab (9.1.0, revision 9999) leaves
         conn.execute(text("UPDATE ortholab_schema_version SET version_num = '9999'"))
-    with pytest.raises(StoreError, match=r"newer OrthoLab \(schema revision 9999"):
+        conn.execute(text("UPDATE store_info SET value = '9.1.0' WHERE key = 'written_by'"))
+    with pytest.raises(StoreError, match=r"newer OrthoLab \(OrthoLab 9\.1\.0, schema revision 9999; .*upgrade OrthoLab"):
         Store(url)
 
 

@@ -165,8 +165,8 @@ def test_bad_requests_name_the_problem(store):
         store.update_run(run_id, colour="red")
     with pytest.raises(StoreError, match="id"):
         store.update_run(run_id, id=5)
-    with pytest.raises(StoreError, match="predict"):
-        store.update_run(run_id, stage="predict")
+    with pytest.raises(StoreError, match="serve"):  # (predict is a stage: `ortholab predict`)
+        store.update_run(run_id, stage="serve")
     for write in (
         lambda: store.log_metrics(404, {"m": 1.0}, step=0),
         lambda: store.log_params(404, {"a": 1}),
@@ -273,3 +273,28 @@ def test_arrays_round_trip_through_artifacts(tmp_path):
                              meta={"near_minus_one": 0, "tolerance": 1e-3})
     back = array_from_bytes(store.artifact_data(art))
     assert back.dtype == np.complex128 and np.array_equal(back, eig)
+
+
+def test_bulk_reads_match_the_per_run_reads(store):
+    import numpy as np
+
+    a = store.create_run(name="a", main_metric="m")
+    b = store.create_run(name="b", main_metric="m")
+    empty = store.create_run(name="empty")
+    store.log_params(a, {"model": {"hidden_size": 8}, "lr": 0.1})
+    store.log_metrics(a, {"m": 3.0, "n": math.nan}, step=0, epoch=0)
+    store.log_metrics(a, {"m": 2.0}, step=5)
+    store.log_metrics(a, {"m": 2.5}, step=2, epoch=1)  # logged out of step order
+    store.log_metrics(b, {"m": 7.0}, step=1)
+    ids = [a, b, empty]
+    assert store.params_of(ids) == {r: store.get_run(r).params for r in ids}
+    assert store.metric_keys_of(ids) == {r: store.metric_keys(r) for r in ids}
+    last = store.last_values(ids, ["m", "n"])
+    assert last[(a, "m")] == 2.0 == store.get_run(a).last and last[(b, "m")] == 7.0
+    assert math.isnan(last[(a, "n")]) and set(last) == {(a, "m"), (a, "n"), (b, "m")}
+    columns = store.metric_columns(a, "m")
+    series = store.metric_series(a, "m")
+    assert columns["step"].tolist() == [p.step for p in series] == [0, 2, 5]
+    assert columns["value"].tolist() == [p.value for p in series]
+    np.testing.assert_array_equal(columns["epoch"], [0, 1, np.nan])  # no epoch recorded: NaN
+    assert math.isnan(store.metric_columns(a, "n")["value"][0])

@@ -29,3 +29,69 @@ def test_two_workers_share_one_grid_sweep(tmp_path):
     assert grid == {(4, 0.001), (4, 0.01), (6, 0.001), (6, 0.01)}  # the whole grid, each point once
     best = min(runs, key=lambda r: r.best)
     assert f"best run {best.id} " in done.stdout and "4 trials completed" in done.stdout
+
+
+# the space file and the trials' processes, without training (fast) -------------------------------------------
+@pytest.mark.parametrize("text, expected", [
+    ('model.hidden_size: !!python/object/apply:os.system ["touch pwned"]\n', "not valid YAML at line 1"),
+    ("", "holds nothing"),
+    ("- model.hidden_size\n", "holds a list"),
+    ("model.hidden_size: {low: 9, high: 3}\n", "low = 9 above high = 3"),
+    ("model.hidden_size: {low: 1, high: .inf}\n", "model.hidden_size.high = inf must be a finite number"),
+    ("model.hidden_size: {low: 1}\n", "a range has low and high"),
+    ("model.hidden_size: {low: 1, high: 4, lo: 2}\n", "not 'lo'"),
+    ("model.optimizers.other.lr: {low: 0, high: 1, log: true}\n", "log scale from low = 0"),
+    ("model.hidden_size: {low: 1, high: 8, step: -1}\n", "step = -1 must be a positive number"),
+    ("model.hidden_size: []\n", "is an empty list"),
+    ("model.family_args: [{rho: 4}]\n", "sweep its keys: model.family_args.<option>"),
+    ("hidden_size: [4]\n", "'hidden_size' is not a config key"),
+    ("model.hidden_size: 8\n", "give a list of choices"),
+])
+def test_a_bad_space_is_one_line_naming_the_file_and_key(tmp_path, text, expected):
+    from ortholab.models import ConfigError
+    from ortholab.training.sweep import load_space
+
+    path = tmp_path / "space.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as refused:
+        load_space(str(path))
+    assert expected in str(refused.value) and str(path) in str(refused.value) and "\n" not in str(refused.value)
+    assert not (tmp_path / "pwned").exists() and not __import__("pathlib").Path("pwned").exists()
+
+
+def test_a_trial_gets_the_store_through_its_environment_never_its_command_line(tmp_path, monkeypatch):
+    """`ps` shows every local user a process's command line: the store's URL (with its password) goes to the trial's
+    environment instead, and a failed trial's reason comes back masked."""
+    from ortholab.training import sweep
+
+    url = "postgresql+psycopg://ortholab:s3cretpw@db.example:5432/runs"
+    calls = []
+
+    def fake_run(args, **kwargs):
+        calls.append((args, kwargs.get("env") or {}))
+        return subprocess.CompletedProcess(args, 2, "", f"ortholab: error: Cannot use the run database {url}: down\n")
+
+    monkeypatch.setattr(sweep.subprocess, "run", fake_run)
+    monkeypatch.setattr(sweep, "Store", lambda db: type("NoRuns", (), {"list_runs": lambda self: []})())
+    with pytest.raises(sweep.TrialFailed) as failed:
+        sweep.fit_trial(DEMO, {"model.hidden_size": 6}, url, "t0", ["sweep:s"], ["--trainer.max_steps", "2"])
+    (args, env), = calls
+    assert not [a for a in args if "s3cretpw" in a] and "--db" not in args
+    assert env["ORTHOLAB_DB"] == url
+    assert "s3cretpw" not in str(failed.value) and "ortholab:***@db.example" in str(failed.value)
+
+
+def test_a_study_without_a_completed_trial_is_refused_with_the_first_reason(tmp_path):
+    from ortholab.models import ConfigError
+    from ortholab.training.sweep import check_completed
+
+    study = optuna.create_study(study_name="doomed", storage=f"sqlite:///{tmp_path / 'o.db'}")
+    for number in range(2):
+        trial = study.ask()
+        trial.set_user_attr("error", f"trial doomed-t{number} failed: model.hidden_size must be positive")
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    with pytest.raises(ConfigError, match="none of its 2 trials completed; the first failure: trial doomed-t0"):
+        check_completed(study)
+    trial = study.ask()
+    study.tell(trial, 1.0)
+    check_completed(study)  # one completed trial is a result

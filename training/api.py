@@ -5,6 +5,8 @@
 """
 from __future__ import annotations
 
+import contextlib
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -32,9 +34,12 @@ def fit(config: str | Path | dict, overrides: dict[str, Any] | list[str] | None 
     config: a YAML file (or a name `ortholab list configs` shows) or the config as a dict; overrides: dotted keys
     to values (or raw `--key value` flags); db, name, runs_dir: as the CLI's flags. Bad input raises ConfigError.
     """
+    from ortholab import aliases
+    from ortholab.models.base import ConfigError
     from ortholab.training.cli import OrthoLabCLI, _packaged_configs
     from ortholab.training.console import quiet_third_party_noise
 
+    aliases.install()  # the configs' short class paths (datamodules.CopyingTask), as the CLI's main() does
     quiet_third_party_noise()
     with tempfile.TemporaryDirectory() as folder:
         if isinstance(config, dict):
@@ -45,5 +50,34 @@ def fit(config: str | Path | dict, overrides: dict[str, Any] | list[str] | None 
         for flag, value in (("--db", db), ("--name", name), ("--runs_dir", runs_dir)):
             if value is not None:
                 argv += [flag, value]
-        cli = OrthoLabCLI(args=argv + _flags(overrides))
+        stderr = _Tail(sys.stderr)
+        try:
+            with contextlib.redirect_stderr(stderr):
+                cli = OrthoLabCLI(args=argv + _flags(overrides))
+        except SystemExit as stop:  # the argument parser's error: raised here as the ConfigError it reports
+            if stop.code in (0, None):
+                raise
+            message = stderr.last_line() or f"ortholab fit stopped with exit code {stop.code}"
+            raise ConfigError(message.removeprefix("ortholab: error: ")) from None
     return int(cli.trainer.loggers[0].version)
+
+
+class _Tail:
+    """A stream that passes everything on and keeps the last few kilobytes (the parser's one-line error)."""
+
+    def __init__(self, stream, keep: int = 4096):
+        self.stream, self.keep, self.text = stream, keep, ""
+
+    def write(self, text: str) -> int:
+        self.text = (self.text + text)[-self.keep:]
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def __getattr__(self, name):  # isatty, fileno, encoding: the wrapped stream's
+        return getattr(self.stream, name)
+
+    def last_line(self) -> str:
+        lines = [line.strip() for line in self.text.splitlines() if line.strip()]
+        return lines[-1] if lines else ""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -243,12 +244,34 @@ def _checkpoint_of(run_dir: Path, checkpoint: str) -> Path:
     return path
 
 
+def load_checkpoint(path: Path) -> dict:
+    """A checkpoint's contents, read with `weights_only=True` (tensors and plain containers only: a crafted file
+    cannot run code); a file that is not an OrthoLab checkpoint is one ConfigError naming it."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - unpickling refused, not a zip archive, truncated: the same user error
+        if isinstance(err, pickle.UnpicklingError):
+            reason = "it holds Python objects other than tensors and plain values; they were refused, not run"
+        else:
+            reason = f"{err.__class__.__name__}: {' '.join(str(err).split())[:120]}"
+        raise ConfigError(f"--checkpoint {path}: cannot be read as a checkpoint of weights ({reason}); give a .ckpt "
+                          f"file written by `ortholab fit` (--checkpoint best or last)") from None
+    if not isinstance(state, dict) or not {"state_dict", "hyper_parameters"} <= set(state):
+        raise ConfigError(f"--checkpoint {path}: not a checkpoint written by `ortholab fit` (no state_dict and "
+                          f"hyper_parameters); use --checkpoint best or last")
+    return state
+
+
 def _datamodule_from_config(config: dict, run_id: int) -> SpeechPrediction:
     import importlib
 
     data = (config or {}).get("data") or {}
     class_path = data.get("class_path", "")
     module_name, _, class_name = class_path.rpartition(".")
+    if module_name:  # the stored config is checked as a config is: nothing outside the allow-list is imported
+        from ortholab.aliases import check_class_path
+
+        check_class_path(class_path, f"run {run_id}'s data.class_path")
     cls = getattr(importlib.import_module(module_name), class_name, None) if module_name else None
     if cls is None or not issubclass(cls, SpeechPrediction):
         raise ConfigError(f"run {run_id} trained data.class_path = {class_path!r}; audio evaluation needs the speech "
@@ -265,14 +288,18 @@ def evaluate_run(db_url: str | None, run_id: int, split: str = "val", utterances
 
     if split not in ("val", "test"):
         raise ConfigError(f"--split {split!r}; audio evaluation runs on 'val' or 'test'")
+    if utterances is not None and utterances < 1:
+        raise ConfigError(f"--utterances {utterances}: give how many utterances to score, 1 or more")
+    if clips < 0:
+        raise ConfigError(f"--clips {clips}: give how many clips to store, 0 or more")
     store = Store(db_url)
     run = store.get_run(run_id)  # StoreError naming the id when there is none
     if not run.run_dir:
         raise ConfigError(f"run {run_id} has no run folder recorded, so no checkpoint to evaluate")
     path = _checkpoint_of(Path(run.run_dir), checkpoint)
+    state = load_checkpoint(path)  # before any data is read: a file that is not a checkpoint is one line
     datamodule = _datamodule_from_config(run.config, run_id)
-    module = RecurrentModule.load_from_checkpoint(path, map_location="cpu")
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    module = RecurrentModule.load_from_checkpoint(path, map_location="cpu", weights_only=True)
     report = evaluate_split(module, datamodule, split, utterances, clips, method)
     record_report(report, StoreRecorder(store, run_id, state.get("epoch")), int(state.get("global_step", 0)),
                   per_utterance)

@@ -13,6 +13,7 @@ peak allocation on CUDA). A measuring process that dies is named under the table
 from __future__ import annotations
 
 import json
+import math
 import platform
 import signal
 import statistics
@@ -35,6 +36,7 @@ PAPER_SIZES = {"16k": {"scornn": 170, "scurnn": 116, "fcurnn": 116, "urnn": 512}
                "69k": {"scornn": 360, "scurnn": 250, "urnn": 2170, "lstm": 128}}
 CLASSES = 10
 BUDGET_TOLERANCE = 0.25  # a family whose nearest size misses the budget by more is not compared at it (NRU's memory)
+PMNIST_IMAGES, PMNIST_LENGTH = 55_000, 784  # the papers' permuted-MNIST training split (5,000 held out) and T
 
 
 @dataclass
@@ -54,6 +56,14 @@ class Row:
     formation_ms: float | None = None  # forming W from the parameters, forward and backward (once per step)
     formation_share: float | None = None  # formation_ms / step_ms
     peak_mb: dict | None = None
+    pmnist_epoch_s: float | None = None  # ceil(55,000 / batch) steps x step_ms: an epoch of permuted MNIST (T = 784)
+
+
+def pmnist_epoch_seconds(batch: int, seq_len: int, step_ms: float) -> float | None:
+    """A permuted-MNIST epoch at this batch size from the measured step time; None unless T is MNIST's 784."""
+    if seq_len != PMNIST_LENGTH:
+        return None
+    return math.ceil(PMNIST_IMAGES / batch) * step_ms / 1000
 
 
 def build(family: str, hidden_size: int, device: str) -> SequenceModel:
@@ -160,6 +170,7 @@ def measure(families: list[str], budgets: list[str], batch: int, seq_len: int, r
                 continue
             row.fwd_bwd_ms = 1000 * statistics.median(samples[key])
             row.step_ms = 1000 * statistics.median(steps[key])
+            row.pmnist_epoch_s = pmnist_epoch_seconds(batch, seq_len, row.step_ms)
             row.vs_rnn_relu = row.fwd_bwd_ms / (1000 * statistics.median(samples[f"rnn{row.hidden_size}"]))
             row.vs_lstm = row.fwd_bwd_ms / (1000 * lstm) if lstm else None
             if key in formations:
@@ -209,14 +220,15 @@ def peak_memory_mb(family: str, hidden_size: int, batch: int, seq_len: int, devi
 
 def table(rows: list[Row]) -> str:
     head = ["family", "budget", "n", "params", "batch", "T", "fwd+bwd ms", "step ms", "×RNN(relu)", "×LSTM",
-            "form W", "peak MB"]
+            "form W", "pMNIST epoch", "peak MB"]
     lines = [head]
     for r in rows:
         peak = " / ".join("failed" if v is None else f"{v:.0f}" for v in r.peak_mb.values()) if r.peak_mb else "-"
         lines.append([r.family, r.budget, f"{r.hidden_size}{'*' if r.sized_by == 'paper' else ''}",
                       f"{r.parameters:,}", str(r.batch), str(r.seq_len), f"{r.fwd_bwd_ms:.1f}", f"{r.step_ms:.1f}",
                       f"{r.vs_rnn_relu:.2f}", f"{r.vs_lstm:.2f}" if r.vs_lstm else "-",
-                      f"{100 * r.formation_share:.1f}%" if r.formation_share is not None else "-", peak])
+                      f"{100 * r.formation_share:.1f}%" if r.formation_share is not None else "-",
+                      f"{r.pmnist_epoch_s:.0f} s" if r.pmnist_epoch_s is not None else "-", peak])
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     return "\n".join("  ".join(cell.rjust(w) for cell, w in zip(line, widths)) for line in lines)
 
@@ -245,8 +257,22 @@ def measure_isolated(family: str, budgets: list[str], batch: int, seq_len: int, 
     return [Row(**row) for row in json.loads(out)]
 
 
+def check_device(device: str) -> None:
+    """Refuse, in one line, a device this machine does not have (before any measuring process starts)."""
+    try:
+        kind = torch.device(device).type
+    except RuntimeError:
+        raise ConfigError(f"--device {device!r} is not a device; use cpu, cuda or cuda:N") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        why = (f"torch {torch.__version__} is a CPU-only build" if torch.version.cuda is None
+               else f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU")
+        raise ConfigError(f"--device {device}: CUDA is not available on this machine ({why}); run it on a machine "
+                          f"with an NVIDIA GPU, or use --device cpu")
+
+
 def run_bench(families: list[str] | None, sizes: list[str], batches: list[int], seq_len: int, repeats: int,
               device: str, memory_lengths: list[int], as_json: bool, isolate: bool = True) -> None:
+    check_device(device)
     families = families or list(FAMILIES)
     unknown = [f for f in families if f not in FAMILIES]
     if unknown:
@@ -284,7 +310,8 @@ def run_bench(families: list[str] | None, sizes: list[str], batches: list[int], 
         print(f"forward+backward (and a full optimizer step) at T={seq_len}, median of {repeats}; {machine()}")
         print(table(rows))
         print("n*: the hidden size the papers' MNIST tables print at this budget; form W: forming the recurrent "
-              "matrix (forward and backward) as a share of a step")
+              "matrix (forward and backward) as a share of a step; pMNIST epoch: ceil(55,000 / batch) steps at the "
+              "measured step time (only at T = 784), data loading and validation not counted")
         for failure in failures:
             print(f"not measured: {failure}")
     if failures:

@@ -5,17 +5,22 @@ and stores the full resolved config with the run.
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
+import math
 import os
 import re
 import signal
 import sys
+import warnings
 from pathlib import Path
 
 import yaml
 from sqlalchemy.engine import make_url
 from lightning.fabric.utilities.exceptions import MisconfigurationException
+from lightning.fabric.plugins import CheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
+from jsonargparse._actions import _ActionPrintConfig  # noqa: PLC2701 - the one hook of --print_config
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
 
@@ -25,9 +30,16 @@ from ortholab.db import SQLLogger, Store, StoreError, default_db_url
 from ortholab.models import ConfigError
 from ortholab.training.callbacks import NonFiniteError, default_callbacks
 from ortholab.training.allocator import reuse_freed_memory
-from ortholab.training.callbacks.lifecycle import ContinueRun, GracefulInterrupt
+from ortholab.db.logger import RUN_NAME, folder_name
+from ortholab.training.callbacks.checkpoint_io import AtomicCheckpointIO
+from ortholab.training.callbacks.lifecycle import ContinueRun, GracefulInterrupt, StampCheckpoints
+from ortholab.training.callbacks.lifecycle import check_resume_checkpoint
 from ortholab.training.console import StepBudgetProgressBar, quiet_third_party_noise
+from ortholab.training.mapping_flags import merge_deep_mapping_flags
+from ortholab.training.masking import MaskedStream, check_db_url, db_urls_in, known_passwords, mask_secrets, mask_url
 from ortholab.training.module import RecurrentModule
+from ortholab.training.predict import predict_arguments
+from ortholab.training.precision import check_precision
 
 LIGHTNING_SUBCOMMANDS = ("fit", "validate", "test", "predict")
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the checkout, or site-packages/ortholab: configs/ beside
@@ -50,11 +62,25 @@ class RecordConfig(SaveConfigCallback):
 class OrthoLabArgumentParser(LightningArgumentParser):
     """Parse errors as one line that names the key and, for a misspelt key, the nearest valid one."""
 
+    def dump(self, cfg=None, *args, **kwargs):
+        """`--print_config` shows the chosen family's options and each group's optimizer resolved, defaults filled."""
+        model = cfg.get("model") if cfg is not None and _ActionPrintConfig.is_print_config_requested(self) else None
+        if model is not None and model.get("family"):
+            from ortholab.training.family_options import with_resolved_options
+
+            resolved = with_resolved_options({"family": model.family, "hidden_size": model.get("hidden_size"),
+                                              "family_args": model.get("family_args"),
+                                              "optimizers": model.get("optimizers")})
+            cfg = cfg.clone()
+            cfg["model.family_args"], cfg["model.optimizers"] = resolved["family_args"], resolved["optimizers"]
+        return super().dump(cfg, *args, **kwargs)
+
     def error(self, message: str, ex: Exception | None = None):
         if not self.exit_on_error:
             return super().error(message, ex)
         parser = getattr(ex, "subcommand_parser", None) or self
-        print(f"ortholab: error: {explain_parse_error(message, parser)}", file=sys.stderr)
+        print(f"ortholab: error: {mask_secrets(explain_parse_error(message, parser), known_passwords(sys.argv))}",
+              file=sys.stderr)
         self.exit(2)
 
 
@@ -78,6 +104,19 @@ def explain_parse_error(message: str, parser) -> str:
         hint = f"; did you mean {close[0]}?" if close else ""
         return (f"unknown config key {key} (on the command line or in a --config file){hint} "
                 f"`ortholab fit --help` lists every key")
+    config_file = re.search(r'Parser key "config": (File does not exist|Path is not a file): \'(.*)\'', message)
+    if config_file:
+        why = "no such file" if config_file.group(1).startswith("File") else "not a file"
+        return (f"--config {config_file.group(2)}: {why}; give a YAML config (`ortholab list configs` shows the "
+                f"installed ones)")
+    denied = re.search(r"Importing '([\w.]+)' is not allowed", message)
+    if denied:
+        key = re.search(r'Parser key "([^"]+)"', message)
+        where = {"data": "data.class_path"}.get(key.group(1), key.group(1)) if key else "a config value"
+        return (f"{where} names {denied.group(1)!r}, which a config may not "
+                f"import: configs name only OrthoLab's tasks and callbacks and Lightning's callbacks, loggers and "
+                f"profilers, never a function (`ortholab list tasks`; a package of your own: "
+                f"${aliases.EXTRA_MODULES_VAR}=yourpackage)")
     task_option = re.search(r"class_path '([\w.]+)':\s*(?:Option|Key) '([^']+)' is not (?:accepted|expected)", message)
     if task_option:
         import importlib
@@ -106,11 +145,21 @@ def explain_parse_error(message: str, parser) -> str:
         tasks = ", ".join(f"datamodules.{cls.__name__}" for cls in TASKS.values())
         return (f"data.class_path = {refused.group(1)!r} is not an OrthoLab task; a config may only name a "
                 f"registered task ({tasks}; `ortholab list tasks`)")
+    wrong_type = re.search(r'Parser key "([^"]+)":', message)
+    types = [t for t in re.findall(r"Expected an? <class '(\w+)'>", message) if t != "NoneType"]
+    given = re.search(r"(?:Given|Got) value: (.*?)\s*$", message, re.DOTALL)
+    if wrong_type and types and given:
+        key = wrong_type.group(1)
+        names = {"dict": "a mapping such as '{rho: 4}'", "list": "a list such as '[a, b]'", "bool": "true/false"}
+        example = " or ".join(dict.fromkeys(names.get(t, t) for t in types))
+        return (f"{key} = {' '.join(given.group(1).split())[:80]!r}: expected {example} (`ortholab fit --help` "
+                f"describes {key})")
     return " ".join(message.split()) + " (see `ortholab fit --help`)"
 
 
 class OrthoLabCLI(LightningCLI):
     def __init__(self, args=None, run: bool = True):
+        aliases.restrict_config_imports()  # class paths outside the allow-list are refused before any import
         super().__init__(
             RecurrentModule, TaskDataModule, subclass_mode_data=True, parser_class=OrthoLabArgumentParser,
             auto_configure_optimizers=False,  # the model owns its per-group optimizers
@@ -137,13 +186,18 @@ class OrthoLabCLI(LightningCLI):
                             help="fit: also evaluate the test split at every validation, logged as test/* (the "
                                  "scoRNN/scuRNN papers report the best test figure over the epoch ends); the "
                                  "checkpoints are still chosen on the validation split")
-        parser.link_arguments("data", "model.task", apply_on="instantiate", compute_fn=lambda dm: dm.spec.to_dict())
+        parser.add_argument("--predict_split", type=str, default="test",
+                            help="predict: the split whose predictions are written (train, val or test); `ortholab "
+                                 "predict --run ID [--checkpoint best|last|PATH]` takes a recorded run's config and "
+                                 "checkpoint")
+        parser.link_arguments("data", "model.task", apply_on="instantiate", compute_fn=task_spec_of)
 
     def _parse_ckpt_path(self) -> None:
         """Lightning rebuilds the model from the checkpoint's hyperparameters, which would silently override the
         config's model: refuse a checkpoint of another model instead, naming the key that differs."""
         sub = self.config.get("subcommand")
         path = self.config[sub].get("ckpt_path") if sub else None
+        check_ckpt_path(path)
         if path and Path(path).is_file():
             import torch
 
@@ -167,7 +221,14 @@ class OrthoLabCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         config = self._subconfig()
+        aliases.refuse_callables(config)  # a function a value resolved to is never called
         check_run_name(config.name)
+        check_precision(config.trainer.get("precision"), config.trainer.get("accelerator"), config.model.get("family"))
+        clip = config.model.get("grad_clip_norm")
+        if clip is not None and not (isinstance(clip, (int, float)) and not isinstance(clip, bool)
+                                     and math.isfinite(clip) and clip > 0):  # a negative norm would flip gradients
+            raise ConfigError(f"model.grad_clip_norm = {clip!r} must be a positive finite number (e.g. 1.0), or null "
+                              f"for no clipping")
         interval = config.trainer.get("val_check_interval")
         if interval is not None and not isinstance(interval, bool) and interval <= 0:
             raise ConfigError(f"trainer.val_check_interval = {interval} must be positive: a number of training steps "
@@ -178,12 +239,25 @@ class OrthoLabCLI(LightningCLI):
 
     def instantiate_trainer(self, **kwargs):
         config = self._subconfig()
-        name = config.name or _name_from_config_files(config.get("config")) or self.model.hparams.family
+        if rank_zero_only.rank == 0 and self.subcommand == "fit":
+            check_free_space(config.runs_dir, self.model)  # before the run is recorded: a full disk is one line
+        derived = _name_from_config_files(config.get("config")) or self.model.hparams.family
+        name = config.name or folder_name(derived)  # a config file's name may hold anything: as a folder name
         logger = SQLLogger(db_url=config.db, name=name, root_dir=config.runs_dir, stage=self.subcommand or "fit",
                            run_id=config.resume, tags=config.tags)
         configured = list(self._get(self.config_init, "trainer").get("callbacks") or [])
         extra = [GracefulInterrupt()]
-        if config.trainer.enable_checkpointing is not False and not any(
+        if self.subcommand == "predict":  # training/predict.py: the split's predictions into the run folder
+            from ortholab.training.predict import PredictionWriter
+
+            if not config.get("ckpt_path"):
+                raise ConfigError("predict needs trained weights: `ortholab predict --run RUN_ID` (its best "
+                                  "checkpoint) or --ckpt_path FILE with the config it was trained with")
+            self.datamodule.predict_split = config.predict_split
+            extra.append(PredictionWriter(config.predict_split, config.ckpt_path))
+            # predicting restores weights only: the training callbacks Lightning asks for have nothing to restore
+            warnings.filterwarnings("ignore", message="Be aware that when using `ckpt_path`, callbacks used")
+        if config.trainer.enable_checkpointing is not False and self.subcommand != "predict" and not any(
                 isinstance(c, ModelCheckpoint) for c in configured):
             spec = self.model.spec  # last and best by the task's main metric, in the run folder; {step}: the optimizer
             # steps taken, the step of the val point that chose it and of the analyses of those weights
@@ -191,22 +265,41 @@ class OrthoLabCLI(LightningCLI):
                                          filename="best-step{step}", auto_insert_metric_name=False))
         if config.trainer.enable_progress_bar is not False and not any(isinstance(c, ProgressBar) for c in configured):
             extra.append(StepBudgetProgressBar())  # Lightning's rich bar (rich is a dependency), not its tqdm one
-        trainer = super().instantiate_trainer(callbacks=configured + extra, **kwargs)
+        plugins = self._get(self.config_init, "trainer").get("plugins") or []
+        plugins = list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
+        if not any(isinstance(p, CheckpointIO) for p in plugins):  # checkpoints written atomically in their folder
+            plugins.append(AtomicCheckpointIO())
+        trainer = super().instantiate_trainer(callbacks=configured + extra, plugins=plugins, **kwargs)
         if self.subcommand == "fit":
             self.datamodule.test_every_validation = bool(config.get("test_every_validation"))
         trainer.loggers = [logger, *trainer.loggers]
-        first = [ContinueRun()] if config.resume is not None else []  # truncate before anything records again
+        first = [StampCheckpoints()]  # every checkpoint names its store and run, and how far their record went
+        if config.resume is not None:
+            first.append(ContinueRun())  # rewinds the record before anything records again
         if config.analysis:
             first += default_callbacks(trainer.callbacks)
         trainer.callbacks[:0] = first
         return trainer
+
+    def _run_subcommand(self, subcommand: str) -> None:
+        """A run stopped by a user error (a full disk, a bad checkpoint) keeps the one-line reason with its status."""
+        try:
+            super()._run_subcommand(subcommand)
+        except Exception as err:  # noqa: BLE001 - re-raised; main() prints the same line
+            logger = self.trainer.loggers[0] if getattr(self, "trainer", None) and self.trainer.loggers else None
+            user_error = _user_error(err)
+            if (user_error is not None and isinstance(logger, SQLLogger) and not isinstance(user_error, NonFiniteError)
+                    and getattr(logger, "_run_id", None) is not None):  # only a run that exists (no new row)
+                with contextlib.suppress(Exception):  # the original error matters more than its record
+                    logger.record_failure(mask_secrets(" ".join(str(user_error).split())))
+            raise
 
     def after_fit(self) -> None:
         self._print_record()
         interrupt = next((c for c in self.trainer.callbacks if isinstance(c, GracefulInterrupt)), None)
         if interrupt is not None and interrupt.requested:  # the shell's convention: 128 + the signal's number
             store = self.trainer.loggers[0].store
-            where = "" if store.url == default_db_url() else f" --db '{store.display_url}'"
+            where = "" if store.url == default_db_url() else f" --db '{mask_url(store.url)}'"
             print(f"Interrupted by {interrupt.requested}; checkpoint saved, continue with "
                   f"`ortholab fit --resume {self.trainer.loggers[0].version}{where}`.")
             sys.exit(128 + int(getattr(signal, interrupt.requested)))
@@ -215,6 +308,14 @@ class OrthoLabCLI(LightningCLI):
         self._print_record()
 
     def after_test(self) -> None:
+        self._print_record()
+
+    def after_predict(self) -> None:
+        from ortholab.training.predict import PredictionWriter
+
+        writer = next((c for c in self.trainer.callbacks if isinstance(c, PredictionWriter)), None)
+        if writer is not None and writer.path is not None:
+            print(f"Predictions on the {writer.split} split written to {writer.path}")
         self._print_record()
 
     def _print_record(self) -> None:
@@ -226,11 +327,71 @@ class OrthoLabCLI(LightningCLI):
             split = run.main_metric.split("/")[0]  # each split against its own baseline
             baseline = f" (baseline on the {split} split: {run.baseline:.4g})" if run.baseline is not None else ""
             print(f"Best {run.main_metric}: {run.best:.4g}{baseline}")
-        print(f"Run {run.id} ({run.name}, {run.status}) recorded in {logger.store.display_url}; "
+        print(f"Run {run.id} ({run.name}, {run.status}) recorded in {mask_url(logger.store.url)}; "
               f"run folder {logger.log_dir}. List runs with `ortholab runs`.")
 
 
-RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
+CHECKPOINT_OVERHEAD_BYTES = 256 * 1024  # a checkpoint's bytes beyond the tensors (loops, callbacks, hparams): ~10 KiB
+# measured for a tiny scoRNN, with room for the analysis callbacks' state
+
+
+def checkpoint_bytes(model) -> int:
+    """A generous estimate of one checkpoint's size: the weights, up to two optimizer moments of each, overhead."""
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    return 3 * weights + CHECKPOINT_OVERHEAD_BYTES
+
+
+def check_free_space(folder: str, model) -> None:
+    """--runs_dir has room for the run's checkpoints (last, best and the temporary file an atomic write needs),
+    else one line now rather than an OSError and a failed run later."""
+    import shutil
+
+    needed = 3 * checkpoint_bytes(model)
+    free = shutil.disk_usage(folder).free
+    if free < needed:
+        raise ConfigError(f"--runs_dir {folder}: {free / 2**20:.2f} MiB free, and this model's checkpoints (last, best "
+                          f"and a temporary copy) need about {needed / 2**20:.2f} MiB; free space there or give "
+                          f"--runs_dir on another disk")
+
+
+def _disk_full(err: BaseException) -> ConfigError | None:
+    """A write that ran out of space (ENOSPC, EDQUOT) as one line naming the file and the fix."""
+    import errno
+
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        where = f" writing {err.filename}" if err.filename else ""
+        return ConfigError(f"no space left on the device{where} ({err.strerror}); the run stopped and what it recorded "
+                           f"is kept; free space or give --runs_dir on another disk, then continue with `ortholab fit "
+                           f"--resume RUN_ID`")
+    return None
+
+
+def check_ckpt_path(path: str | None) -> None:
+    """--ckpt_path names a checkpoint file (or Lightning's 'last', 'best', 'hpc', or a URL): one line otherwise,
+    before a run is recorded."""
+    if not path or path in ("last", "best", "hpc", "registry") or "://" in str(path) or Path(path).is_file():
+        return
+    if Path(path).is_dir():
+        found = sorted(str(p.relative_to(path)) for pattern in ("*.ckpt", "checkpoints/*.ckpt")
+                       for p in Path(path).glob(pattern))[:3]  # not a deep search: the folder may be huge
+        held = f"it holds {', '.join(found)}" if found else "it holds no .ckpt file"
+        raise ConfigError(f"--ckpt_path {path} is a folder ({held}); give the checkpoint file, e.g. "
+                          f"RUN_FOLDER/checkpoints/last.ckpt")
+    raise ConfigError(f"--ckpt_path {path}: no such file; give a .ckpt file written by `ortholab fit` (a run's "
+                      f"folder holds checkpoints/last.ckpt; `ortholab fit --resume RUN_ID` finds it for you)")
+
+
+def task_spec_of(datamodule) -> dict:
+    """The model's `task`: the datamodule's TaskSpec; a class that describes no task (a base class) is refused."""
+    spec = getattr(datamodule, "spec", None)
+    if spec is None:
+        from ortholab.datamodules import TASKS
+
+        cls = type(datamodule)
+        tasks = ", ".join(f"datamodules.{task.__name__}" for task in TASKS.values())
+        raise ConfigError(f"data.class_path = '{cls.__module__}.{cls.__qualname__}' is a base class, not a task (it "
+                          f"sets no TaskSpec); choose a task: {tasks} (`ortholab list tasks`)")
+    return spec.to_dict()
 
 
 def check_run_name(name: str | None) -> None:
@@ -312,8 +473,11 @@ def _resume_arguments(argv: list[str]) -> list[str]:
         return argv
     if argv[0] != "fit":
         raise ConfigError(f"--resume continues training: use `ortholab fit --resume {known.resume}`")
-    store = Store(known.db)
+    store = Store(known.db, access="write")  # a mistyped --db is not a new, empty store
     run = store.get_run(known.resume)  # StoreError naming the id and the store when it is missing
+    busy = store.lease_holder(run.id)  # its process still runs: two writers would double its points
+    if busy is not None:
+        raise StoreError(busy)
     run_dir = Path(run.run_dir or "")
     config, last = run_dir / "config.yaml", run_dir / "checkpoints" / "last.ckpt"
     extra = []
@@ -326,6 +490,7 @@ def _resume_arguments(argv: list[str]) -> list[str]:
             raise ConfigError(f"run {run.id} has no checkpoint at {last} (it stopped before its first checkpoint); "
                               f"start a new run instead")
         extra += ["--ckpt_path", str(last)]
+    check_resume_checkpoint(Path(known.ckpt_path) if known.ckpt_path else last, store, run.id)
     return [argv[0], *extra, *argv[1:]]
 
 
@@ -340,10 +505,14 @@ Train orthogonal/unitary RNNs and record every run in a SQL store.
 
   fit|validate|test|predict --config FILE [--key value ...] [--db URL]
                          Lightning CLI (see `ortholab fit --help`, `--print_config`)
+  predict --run ID [--checkpoint best|last|PATH] [--predict_split test|val|train]
+                         a recorded run's predictions, written into a predict run linked to it
   runs [--json] [--db URL]
                          list recorded runs
   list families|tasks|configs [--json]
                          what is registered
+  data list [NAME] [--json] | data fetch NAME|all [--mirror URL]
+                         the data sets that can be fetched (license, size, present?) into $ORTHOLAB_DATA
   sweep --config FILE --space SPACE.yaml --trials N [--workers K] [--sampler grid|random|tpe]
                          hyperparameter search; every trial a recorded run tagged with the sweep
   evaluate-audio RUN_ID [--split val|test] [--utterances N] [--checkpoint best|last|PATH]
@@ -370,24 +539,48 @@ def main(argv: list[str] | None = None) -> None:
     if not given and argv[0] in (*LIGHTNING_SUBCOMMANDS, "bench"):  # the console script: a training process
         reuse_freed_memory()
     quiet_third_party_noise()
+    warnings.filterwarnings("ignore", message="LightningCLI's args parameter")  # it prints the args: --db's password
     try:
+        for url in db_urls_in(argv):  # a password that would be misread (and quoted back) is refused first
+            check_db_url(url, "--db" if url != os.environ.get("ORTHOLAB_DB") else "$ORTHOLAB_DB =")
         if argv[0] in ("runs", "list", "dashboard", "db", "sweep", "evaluate-audio", "bench", "reproduce",
                        "report"):
             from ortholab.training.commands import run_command
 
             run_command(argv)
+        elif argv[0] == "data":
+            from ortholab.training.data_command import data_command
+
+            data_command(argv[1:])
+        elif argv[0] in LIGHTNING_SUBCOMMANDS and "--model.family_args.help" in argv:
+            from ortholab.training.family_options import describe_options
+
+            at = argv.index("--model.family_args.help")
+            if at + 1 >= len(argv):
+                raise ConfigError("--model.family_args.help needs a family name, e.g. `ortholab fit "
+                                  "--model.family_args.help scornn` (`ortholab list families` names them)")
+            print(describe_options(argv[at + 1]))
         elif argv[0] in LIGHTNING_SUBCOMMANDS:
             check_config_files(argv)
             packaged = _packaged_configs(argv)
             if packaged != argv:
                 given, argv = True, packaged
-            resumed = _resume_arguments(argv)
+            resumed = _resume_arguments(predict_arguments(argv))
             if resumed != argv:
                 given, argv = True, resumed
-            OrthoLabCLI(args=argv if given else None)  # Lightning reads sys.argv itself
+            merged = merge_deep_mapping_flags(argv)  # --model.optimizers.other.lr: that option, not the group
+            if merged != argv:
+                given, argv = True, merged
+            stdout = sys.stdout
+            if "--print_config" in argv or any(a.startswith("--print_config=") for a in argv):
+                sys.stdout = MaskedStream(stdout, known_passwords([*argv, *sys.argv]))  # it prints db: too
+            try:
+                OrthoLabCLI(args=argv if given else None)  # Lightning reads sys.argv itself
+            finally:
+                sys.stdout = stdout
         else:
             raise ConfigError(f"unknown command {argv[0]!r}; use one of fit, validate, test, predict, runs, list, "
-                              f"dashboard, db, sweep, evaluate-audio, bench, reproduce, report")
+                              f"data, dashboard, db, sweep, evaluate-audio, bench, reproduce, report")
     except BrokenPipeError:  # the reader went away (`ortholab runs | head`): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
         sys.exit(0)
@@ -395,16 +588,31 @@ def main(argv: list[str] | None = None) -> None:
         user_error = _user_error(err)
         if user_error is None:
             raise
-        print(f"ortholab: error: {user_error}", file=sys.stderr)
+        print(f"ortholab: error: {mask_secrets(str(user_error), known_passwords(argv))}", file=sys.stderr)
         sys.exit(2)
 
 
 def _user_error(err: BaseException | None) -> BaseException | None:
     """The user-facing error behind `err` (jsonargparse wraps errors raised while instantiating)."""
+    from ortholab.training.extras import explain_missing_module
+
+    seen, cause = set(), err
+    while cause is not None and id(cause) not in seen:  # an optional package missing: name its extra
+        if (missing := explain_missing_module(cause)) is not None:
+            return missing
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
     seen = set()
     while err is not None and id(err) not in seen:
         if isinstance(err, (ConfigError, StoreError, NonFiniteError)):
             return err
+        if (full := _disk_full(err)) is not None:
+            return full
+        if isinstance(err, RuntimeError) and re.search(r"can't allocate memory|out of memory", str(err), re.I):
+            asked = re.search(r"allocate (\d+) bytes", str(err))
+            size = f" ({int(asked.group(1)) / 2**30:.3g} GiB in one piece)" if asked else ""
+            return ConfigError(f"not enough memory{size}: lower model.hidden_size (or model.num_layers, "
+                               f"data.batch_size, data.seq_len)")
         if isinstance(err, MisconfigurationException):  # Lightning's verdict on the trainer settings
             import torch
 

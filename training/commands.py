@@ -22,14 +22,15 @@ def _fmt(value) -> str:
         return "-"
     if isinstance(value, float):
         return f"{value:.4g}"
-    return str(value)
+    text = str(value)  # a name recorded with a newline or a tab (older OrthoLab) stays on its row, escaped
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
 # ortholab runs -------------------------------------------------------------------------------------
 def runs_rows(db_url: str | None) -> list[dict]:
     from ortholab.db import Store
 
-    store = Store(db_url)
+    store = Store(db_url, access="read")  # a reader: never creates a store, opens a read-only one read-only
     rows = []
     for run in store.list_runs():
         d = run.to_dict()
@@ -49,7 +50,7 @@ def run_progress(store, run) -> dict:
     out = {"total_steps": total}
     if per_epoch:
         out["epoch"] = f"{run.steps // per_epoch}/{epochs}" if epochs else str(run.steps // per_epoch)
-    times = [p.value for p in store.metric_series(run.id, "time/step_s")[-5:]]  # the recent pace
+    times = store.recent_values(run.id, "time/step_s", 5)  # the recent pace
     if total and times:
         out["eta_s"] = max(total - run.steps, 0) * sorted(times)[len(times) // 2]
     return out
@@ -139,8 +140,32 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
+def _positive_ints(text: str, flag: str) -> list[int]:
+    """'50,128' -> [50, 128]; anything else is one line naming the flag."""
+    from ortholab.models import ConfigError
+
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        values = [0]
+    if any(v <= 0 for v in values):
+        raise ConfigError(f"{flag} {text!r}: give comma-separated positive integers, e.g. {flag} 50,128")
+    return values
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's errors as the CLI's one line (no usage block), naming the help to read; exit code 2."""
+
+    def error(self, message: str):
+        from ortholab.training.masking import known_passwords, mask_secrets
+
+        print(f"ortholab: error: {mask_secrets(message, known_passwords(sys.argv))} (see `{self.prog} --help`)",
+              file=sys.stderr)
+        sys.exit(2)
+
+
 def run_command(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="ortholab")
+    parser = OneLineParser(prog="ortholab")
     sub = parser.add_subparsers(dest="command", required=True)
     runs = sub.add_parser("runs", help="list recorded runs")
     runs.add_argument("--db", default=None, help="SQLAlchemy URL (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
@@ -206,20 +231,32 @@ def run_command(argv: list[str]) -> None:
     database.add_argument("action", choices=["upgrade", "version"],
                           help="upgrade: migrate the store to this OrthoLab's schema; version: show revisions")
     database.add_argument("--db", default=None, help="SQLAlchemy URL (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
+    database.add_argument("--allow-foreign", action="store_true",
+                          help="upgrade: add OrthoLab's tables to a database that holds other applications' tables "
+                               "(refused without it)")
     lister = sub.add_parser("list", help="list registered families, tasks or configs")
     lister.add_argument("what", choices=["families", "tasks", "configs"])
     lister.add_argument("--db", default=None, help="accepted for symmetry; listing does not read the store")
     lister.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    lister.add_argument("--family", default=None,
+                        help="with `families`: that family's options (model.family_args) with types and defaults")
     args, extra = parser.parse_known_args(argv)
     if extra and args.command not in ("sweep", "reproduce"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
 
     if args.command == "dashboard":
         from ortholab.app.launch import run_dashboard
+        from ortholab.db import Store
+        from ortholab.training.extras import require_extra
 
+        require_extra("dashboard")  # before the store: a missing part is named first
+        Store(args.db, access="read").close()  # a reader: a mistyped --db is reported, not made into a new store
         run_dashboard(args.db, port=args.port, host=args.host)  # replaces this process with the server
         return
     if args.command == "sweep":
+        from ortholab.training.extras import require_extra
+
+        require_extra("sweeps")
         from ortholab.training.sweep import report, run_sweep
 
         study = run_sweep(args.config, args.space, args.trials, db=args.db, name=args.name, sampler=args.sampler,
@@ -245,11 +282,14 @@ def run_command(argv: list[str]) -> None:
         if args.table is not None and args.table not in tables:
             raise ConfigError(f"no published table {args.table!r}; choose one of {sorted(tables)}")
         chosen = {k: v for k, v in tables.items() if args.table in (None, k)}
-        print(markdown_report(Store(args.db), chosen))
+        from ortholab.training.reproduce import existing_store
+
+        store = existing_store(args.db) if not args.export else Store(args.db, access="read")  # never creates one
+        print(markdown_report(store, chosen))
         if args.export:
             from ortholab.app.export import export_report
 
-            for path in export_report(Store(args.db), chosen, args.export):
+            for path in export_report(store, chosen, args.export):
                 print(f"wrote {path}", file=sys.stderr)
         return
     if args.command == "evaluate-audio":
@@ -262,24 +302,33 @@ def run_command(argv: list[str]) -> None:
     if args.command == "bench":
         from ortholab.training.bench import run_bench
 
+        from ortholab.models import ConfigError
+
+        for flag, value in (("--seq-len", args.seq_len), ("--repeats", args.repeats)):
+            if value <= 0:
+                raise ConfigError(f"{flag} {value}: give a positive integer")
         if args.quick:
             args.seq_len, args.batches, args.repeats, args.sizes, args.memory = 32, "8", 2, "16k", ""
         run_bench(args.families.split(",") if args.families else None, args.sizes.split(","),
-                  [int(b) for b in args.batches.split(",")], args.seq_len, args.repeats, args.device,
-                  [int(t) for t in args.memory.split(",") if t], args.json,
+                  _positive_ints(args.batches, "--batches"), args.seq_len, args.repeats, args.device,
+                  _positive_ints(args.memory, "--memory"), args.json,
                   isolate=not (args.quick or args.in_process))
         return
     if args.command == "db":
         from ortholab.db import Store, default_db_url
         from ortholab.db.schema_version import head_revision
+        from ortholab.training.masking import mask_url
 
+        shown = mask_url(args.db or default_db_url())  # never the password
         if args.action == "upgrade":
-            before, after = Store.upgrade(args.db)
-            print(f"{args.db or default_db_url()}: schema revision {before or 'none'} -> {after}")
+            done = Store.upgrade(args.db, allow_foreign=args.allow_foreign)
+            removed = (f"; {done.duplicate_points_removed} duplicate metric point(s) removed (the last logged of "
+                       f"each kept)") if done.duplicate_points_removed else ""
+            print(f"{shown}: schema revision {done.before or 'none'} -> {done.after}{removed}")
         else:
             print(f"this OrthoLab's schema revision: {head_revision()}")
-            Store(args.db)  # raises, saying what to do, unless the store is at that revision
-            print(f"{args.db or default_db_url()}: at {head_revision()}")
+            Store(args.db, access="read")  # raises, saying what to do, unless the store is at that revision
+            print(f"{shown}: at {head_revision()}")
         return
     if args.command == "reproduce":  # --list
         from ortholab.training.reproduce import list_rows
@@ -293,6 +342,14 @@ def run_command(argv: list[str]) -> None:
             for row in rows:
                 row["started"] = (row["started"] or "")[:19].replace("T", " ")
                 row["steps"], row["eta"] = _progress_cell(row), _duration(row.get("eta_s"))
+    elif args.what == "families" and args.family is not None:
+        from ortholab.training.family_options import describe_options, family_options_rows
+
+        if args.json:
+            print(json.dumps(family_options_rows(args.family), indent=2, default=repr))
+        else:
+            print(describe_options(args.family))
+        return
     elif args.what == "families":
         rows, columns = family_rows(), ["family", "groups", "recurrent_matrix", "summary"]
     elif args.what == "tasks":

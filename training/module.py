@@ -1,7 +1,6 @@
 """The LightningModule: a family's sequence model trained on a task, one optimizer per parameter group."""
 from __future__ import annotations
 
-import inspect
 import math
 from typing import Any
 
@@ -12,27 +11,20 @@ from lightning.pytorch.trainer.states import TrainerFn
 
 from ortholab.datamodules.spec import TaskSpec
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
+from ortholab.models.precision import autocast_off
 from ortholab.models.sequence import input_adapter as build_input_adapter
 from ortholab.models.stack import build_layers
 from ortholab.training.callbacks.record import record_metrics
 from ortholab.training.objectives import OBJECTIVES
-from ortholab.training.optimizers import build_optimizer, check_optimizer_spec
+from ortholab.training.family_options import resolve_family_args
+from ortholab.training.optimizers import DEFAULT_OPTIMIZERS, build_optimizer, check_optimizer_spec
 
-DEFAULT_OPTIMIZERS = {"default": {"name": "adam", "lr": 1e-3}}
 
 
 def check_family(family: str, family_args: dict) -> type:
     """The family's class, once its name and options are known to be valid (errors name the key to change)."""
-    if family not in FAMILIES:
-        raise ConfigError(f"model.family = {family!r} is not a registered family; choose one of "
-                          f"{sorted(FAMILIES)} (see `ortholab list families`)")
-    cls = FAMILIES[family]
-    accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "input_size", "hidden_size"}
-    unknown = sorted(set(family_args) - accepted)
-    if unknown:
-        raise ConfigError(f"model.family_args.{unknown[0]} is not an option of family {family!r}; "
-                          f"its options are {sorted(accepted)}")
-    return cls
+    resolve_family_args(family, family_args)  # names and types checked by the argument parser (family_options.py)
+    return FAMILIES[family]
 
 
 def build_layer(family: str, input_size: int, hidden_size: int, family_args: dict, num_layers: int = 1,
@@ -44,15 +36,25 @@ def build_layer(family: str, input_size: int, hidden_size: int, family_args: dic
 class RecurrentModule(pl.LightningModule):
     """Trains `family` on the task described by `task` (linked from the datamodule's TaskSpec by the CLI).
 
-    optimizers: {group: {name: ..., lr: ..., other kwargs}} for the family's parameter groups
-    (`ortholab list families` shows them); a `default` entry serves every group not named. Each group
-    has its own optimizer, as the papers train A, D's phases and the rest with different methods.
-    grad_clip_norm: clip the gradient of all parameters to this total norm before stepping (None: no
-    clipping, as the papers' scoRNN/scuRNN/oRNN code).
-    num_layers, dropout: stack that many layers of the family, with dropout on the features between them.
-    input_adapter, input_adapter_size: "default" (symbol ids one-hot, real inputs as they are), "embedding"
-    (symbol ids through nn.Embedding(vocab, size)) or "linear" (real inputs through nn.Linear(channels, size));
-    the layer then reads input_adapter_size features (models/sequence.py). Its parameters train in `other`.
+    Args:
+        task: the task's description; the CLI links it from the datamodule, never give it by hand.
+        family: a registered recurrent family (`ortholab list families`).
+        hidden_size: the hidden state's size n, or "auto" to size the model to model.param_budget.
+        family_args: the family's own options, checked against its constructor's types; `ortholab fit
+            --model.family_args.help FAMILY` (or `ortholab list families --family FAMILY`) lists them with types,
+            defaults and one line each.
+        optimizers: {group: {name: ..., lr: ..., other kwargs}} for the family's parameter groups (`ortholab list
+            families` shows them); a `default` entry serves every group not named. Each group has its own
+            optimizer, as the papers train A, D's phases and the rest with different methods.
+        grad_clip_norm: clip the gradient of all parameters to this total norm before stepping (None: no
+            clipping, as the papers' scoRNN/scuRNN/oRNN code).
+        param_budget: a parameter count: with hidden_size "auto", the largest n within it; with a number, a check.
+        num_layers: stack that many layers of the family.
+        dropout: dropout on the features between stacked layers.
+        input_adapter: "default" (symbol ids one-hot, real inputs as they are), "embedding" (symbol ids through
+            nn.Embedding(vocab, size)) or "linear" (real inputs through nn.Linear(channels, size)); its parameters
+            train in `other` (models/sequence.py).
+        input_adapter_size: the features the layer then reads.
     """
 
     def __init__(self, task: dict | TaskSpec | None = None, family: str = "scornn", hidden_size: int | str = 128,
@@ -259,14 +261,34 @@ class RecurrentModule(pl.LightningModule):
         self.last_loss = loss.detach()  # read by the NaN guard after backward
         for opt in optimizers:
             opt.zero_grad()
-        self.manual_backward(loss)
-        if self.grad_clip_norm is not None:  # over all parameters at once, as torch.nn.utils.clip_grad_norm_
-            torch.nn.utils.clip_grad_norm_(self.parameters(), self.grad_clip_norm)
-        optimizers[0].step()  # through Lightning: counts one global step per batch
-        for opt in optimizers[1:]:
-            opt.optimizer.step()  # the raw optimizer, so the other groups do not advance global_step again
-        self.model.layer.after_optimizer_step()
+        # Lightning runs training_step under autocast (bf16-mixed, 16-mixed); backward and the steps run outside
+        # it, as PyTorch's AMP recipe has them: the BPTTs and the Cayley/exp updates keep the parameters' precision
+        with autocast_off(self.device.type):
+            self.manual_backward(loss)
+            self._step_optimizers(optimizers)
+            self.model.layer.after_optimizer_step()
         return loss
+
+    def _step_optimizers(self, optimizers: list) -> None:
+        """Clip, then step every group's optimizer; with 16-mixed's GradScaler, every group through the scaler."""
+        scaler = getattr(self.trainer.precision_plugin, "scaler", None)  # None unless 16-mixed
+        if self.grad_clip_norm is not None:  # over all parameters at once, as torch.nn.utils.clip_grad_norm_
+            # the gradients are still multiplied by the scaler's factor s: clipping them to s * norm clips to norm
+            factor = scaler.get_scale() if scaler is not None else 1.0
+            torch.nn.utils.clip_grad_norm_(self.parameters(), self.grad_clip_norm * factor)
+        if scaler is not None:  # unscaled and stepped (or skipped on inf/NaN) before the first group's step updates s
+            for opt in optimizers[1:]:
+                if any(p.grad is not None for group in opt.optimizer.param_groups for p in group["params"]):
+                    scaler.step(opt.optimizer)  # (the scaler refuses an optimizer without a gradient)
+        optimizers[0].step()  # through Lightning: counts one global step per batch
+        if scaler is None:
+            for opt in optimizers[1:]:
+                opt.optimizer.step()  # the raw optimizer, so the other groups do not advance global_step again
+
+    def predict_step(self, batch, batch_idx, dataloader_idx: int = 0) -> dict:
+        """The raw outputs of a batch with its targets and mask; training/predict.py turns them into predictions."""
+        inputs, targets, *rest = batch
+        return {"outputs": self(inputs), "targets": targets, "mask": rest[0] if rest else None}
 
     def validation_step(self, batch, batch_idx, dataloader_idx: int = 0):
         # a second loader is the test split, evaluated at every validation with `--test_every_validation`

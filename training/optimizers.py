@@ -63,6 +63,8 @@ class AdagradTF(_PerParameterOptimizer):
         p.addcdiv_(grad, acc.sqrt(), value=-group["lr"])
 
 
+DEFAULT_OPTIMIZERS = {"default": {"name": "adam", "lr": 1e-3}}  # model.optimizers when a config names none
+
 OPTIMIZERS: dict[str, type[Optimizer]] = {
     "rmsprop_tf": RMSpropTF,
     "adagrad_tf": AdagradTF,
@@ -91,6 +93,28 @@ def check_optimizer_spec(spec: dict, where: str) -> None:
     if lr is not None and not (_number(lr) and math.isfinite(lr) and lr > 0):
         raise ConfigError(f"{where}.lr = {lr!r} must be a positive finite number (e.g. 1.0e-3)")
     _check_accumulator(name, {**_defaults(OPTIMIZERS[name]), **spec}, where)
+    _check_other_options(name, spec, where)
+
+
+def _check_other_options(name: str, spec: dict, where: str) -> None:
+    """Every numeric option finite (torch's range checks let NaN through), then torch's own checks (betas, eps,
+    momentum, weight_decay, ...) run now on two dummy (2, 2) parameters: a bad value fails before a run is
+    recorded, naming its key, instead of as a traceback when training starts."""
+    options = {key: value for key, value in spec.items() if key != "name"}
+    for key, value in options.items():
+        values = value if isinstance(value, (list, tuple)) else [value]
+        if any(_number(v) and not math.isfinite(v) for v in values):
+            raise ConfigError(f"{where}.{key} = {value!r} must be finite")
+    if name == "rmsprop_tf" and not (_number(options.get("decay", 0.9)) and 0 <= options.get("decay", 0.9) <= 1):
+        raise ConfigError(f"{where}.decay = {options['decay']!r} must lie in [0, 1] (TF1's RMSProp uses 0.9)")
+    probe = [torch.nn.Parameter(torch.zeros(2, 2)), torch.nn.Parameter(torch.zeros(2, 2))]
+    try:
+        OPTIMIZERS[name](probe, **options)
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {err}") from None
+    except (ValueError, TypeError, RuntimeError) as err:
+        raise ConfigError(f"{where} = {spec!r}: optimizer {name!r} refuses it ({' '.join(str(err).split())}); "
+                          f"its options are {sorted(_defaults(OPTIMIZERS[name]))}") from None
 
 
 def _defaults(optimizer: type[Optimizer]) -> dict:
@@ -124,4 +148,33 @@ def build_optimizer(params: list[torch.nn.Parameter], spec: dict, where: str) ->
     """An optimizer from {'name': ..., 'lr': ..., other keyword arguments}; `where` names the config key in errors."""
     check_optimizer_spec(spec, where)
     options = {key: value for key, value in spec.items() if key != "name"}
+    params = list(params)
+    if spec["name"] == "stiefel_cayley" and len(params) > 2 and all(isinstance(p, torch.Tensor) for p in params):
+        params = [{"params": params[i:i + 2]} for i in range(0, len(params), 2)]  # one [W_re, W_im] per layer
     return OPTIMIZERS[spec["name"]](params, **options)
+
+
+def group_specs(groups: dict[str, list], specs: dict[str, dict], family_defaults: dict[str, dict] | None = None,
+                where: str = "model.optimizers") -> dict[str, dict]:
+    """Each group's optimizer spec: its own entry in `specs`, else the family's default for it (the full-capacity
+    uRNN's Stiefel step), else `specs['default']`; checked, errors naming `where`.<group>."""
+    if not isinstance(specs, dict):
+        raise ConfigError(f"{where} must be a mapping {{group: {{name: ..., lr: ...}}}}, got {specs!r}")
+    unknown = sorted(set(specs) - set(groups) - {"default"})
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: there is no parameter group {unknown[0]!r}; the groups are "
+                          f"{sorted(groups)} (or use 'default')")
+    resolved = {}
+    for name in groups:
+        if name in specs:
+            spec, key = specs[name], f"{where}.{name}"
+        elif name in (family_defaults or {}):
+            spec, key = family_defaults[name], f"the family's default for group {name!r}"
+        elif "default" in specs:
+            spec, key = specs["default"], f"{where}.default"
+        else:
+            raise ConfigError(f"{where} has no entry for parameter group {name!r}; add {where}.{name} or "
+                              f"{where}.default")
+        check_optimizer_spec(spec, key)
+        resolved[name] = spec
+    return resolved

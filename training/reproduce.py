@@ -18,6 +18,7 @@ import yaml
 
 from ortholab.aliases import full_class_path
 from ortholab.db import Store
+from ortholab.db.store import StoreMissing
 from ortholab.db.published import PaperRow, PaperTable, load_tables, reproductions
 from ortholab.models import ConfigError
 
@@ -115,7 +116,7 @@ def unfinished_runs(store: Store, stale_after_s: float) -> list[tuple[PaperRow, 
 def resume_unfinished(db: str | None, stale_after_s: float, extra: list[str]) -> list[str]:
     """`ortholab reproduce --resume`: continue every unfinished row's run from its last checkpoint (the same run
     id: no point lost or doubled), then evaluate it as `reproduce` would have."""
-    store = Store(db)
+    store = Store(db, access="write")
     outcomes = []
     for row, fit in unfinished_runs(store, stale_after_s):
         store_args = ["--db", store.url]
@@ -135,9 +136,19 @@ def resume_unfinished(db: str | None, stale_after_s: float, extra: list[str]) ->
     return outcomes
 
 
+def existing_store(db: str | None) -> Store | None:
+    """The store at `db` opened for reading, or None (with a note on stderr) where there is none yet: a paper's
+    rows are listed before any of them has run, and a reader never creates a store."""
+    try:
+        return Store(db, access="read")
+    except StoreMissing as missing:
+        print(f"{missing} Every row is listed as not yet run.", file=sys.stderr)
+        return None
+
+
 def list_rows(db: str | None) -> list[dict]:
-    """Every row with its config and whether the store holds a run of it."""
-    store = Store(db)
+    """Every row with its config and whether the store holds a run of it (no store yet: none has run)."""
+    store = existing_store(db)
     out = []
     for table in load_tables().values():
         for item in reproductions(store, table):

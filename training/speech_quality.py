@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ortholab.training.extras import require_extra
 from ortholab.training.segsnr import segsnr_clamped, segsnr_voicebox
 
 
@@ -63,6 +64,7 @@ def score_utterance(estimate: np.ndarray, reference: np.ndarray, fs: int) -> dic
     from torchmetrics.functional.audio import perceptual_evaluation_speech_quality as pesq
     from torchmetrics.functional.audio import short_time_objective_intelligibility as stoi
 
+    require_extra("speech")  # a missing package is an error naming the extra, never a reason per utterance
     length = min(len(estimate), len(reference))
     estimate = np.asarray(estimate[:length], dtype=np.float64)
     reference = np.asarray(reference[:length], dtype=np.float64)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -25,21 +26,87 @@ import yaml
 
 from ortholab.db import Store, default_db_url
 from ortholab.models import ConfigError
+from ortholab.training.cli import PACKAGE_ROOT, check_config_files
+from ortholab.training.masking import child_env, mask_secrets
 
 SAMPLERS = ("grid", "random", "tpe")
 
 
+TOP_LEVEL_KEYS = ("model", "data", "trainer", "seed_everything", "analysis", "test_every_validation")
+RANGE_KEYS = {"low", "high", "step", "log"}
+SPACE_EXAMPLE = "e.g. model.hidden_size: [64, 128] or model.optimizers.other.lr: {low: 1.0e-4, high: 1.0e-2, log: true}"
+
+
 def load_space(path: str) -> dict:
+    """The space file, checked key by key: one line naming the file, the key and the fix for anything else."""
     try:
-        space = yaml.safe_load(Path(path).read_text())
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as err:
-        raise ConfigError(f"--space {path}: cannot read it ({err.strerror})") from None
+        raise ConfigError(f"--space {path}: cannot read it ({err.strerror}); give a YAML file ({SPACE_EXAMPLE})"
+                          ) from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"--space {path}: not a text file (not UTF-8); give a YAML file ({SPACE_EXAMPLE})") from None
+    try:
+        space = yaml.safe_load(text)  # the safe loader: a !!python tag is refused, never constructed
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = " ".join((getattr(err, "problem", None) or str(err)).split())
+        raise ConfigError(f"--space {path}: not valid YAML{where}: {problem}; a space holds plain YAML values only "
+                          f"({SPACE_EXAMPLE})") from None
     if not isinstance(space, dict) or not space:
-        raise ConfigError(f"--space {path}: expected a mapping of config keys to choices or ranges")
+        held = "nothing" if not space else f"a {type(space).__name__}"
+        raise ConfigError(f"--space {path}: holds {held}; expected a mapping of config keys to choices or ranges "
+                          f"({SPACE_EXAMPLE})")
     for key, value in space.items():
-        if not (isinstance(value, list) and value) and not (isinstance(value, dict) and {"low", "high"} <= set(value)):
-            raise ConfigError(f"--space {path}: {key} must be a list of choices or {{low: .., high: ..}}")
+        check_dimension(path, key, value)
     return space
+
+
+def check_dimension(path: str, key, value) -> None:
+    """One key of a space: a dotted config key with a non-empty list of plain choices or a numeric range."""
+    if not isinstance(key, str) or key.split(".")[0] not in TOP_LEVEL_KEYS:
+        raise ConfigError(f"--space {path}: {key!r} is not a config key; keys are dotted paths under "
+                          f"{', '.join(TOP_LEVEL_KEYS[:3])} ({SPACE_EXAMPLE})")
+    if isinstance(value, list):
+        if not value:
+            raise ConfigError(f"--space {path}: {key} is an empty list; give at least one choice")
+        bad = next((v for v in value if v is not None and not isinstance(v, (bool, int, float, str))), None)
+        if bad is not None:
+            raise ConfigError(f"--space {path}: {key} has the choice {bad!r}; choices are numbers, strings, booleans "
+                              f"or null (for a mapping, sweep its keys: {key}.<option>: [...])")
+        return
+    if not isinstance(value, dict):
+        raise ConfigError(f"--space {path}: {key} = {value!r}; give a list of choices or {{low: .., high: ..}}")
+    unknown = sorted(set(value) - RANGE_KEYS, key=str)
+    if unknown or not {"low", "high"} <= set(value):
+        raise ConfigError(f"--space {path}: {key} = {value!r}; a range has low and high (and optionally step or "
+                          f"log: true), {'not ' + repr(unknown[0]) if unknown else 'both'}")
+    low, high, step, log = value["low"], value["high"], value.get("step"), value.get("log", False)
+    for name, bound in (("low", low), ("high", high)):
+        if not _finite_number(bound):
+            raise ConfigError(f"--space {path}: {key}.{name} = {bound!r} must be a finite number")
+    if low > high:
+        raise ConfigError(f"--space {path}: {key} has low = {low} above high = {high}; swap them")
+    if not isinstance(log, bool):
+        raise ConfigError(f"--space {path}: {key}.log = {log!r} must be true or false")
+    if log and low <= 0:
+        raise ConfigError(f"--space {path}: {key} samples on a log scale from low = {low}; low must be positive")
+    if step is not None and (not _finite_number(step) or step <= 0 or log):
+        raise ConfigError(f"--space {path}: {key}.step = {step!r} must be a positive number, and not with log: true")
+
+
+def _finite_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def resolve_config(config: str) -> Path:
+    """The sweep's --config: a file here, else one installed with OrthoLab (`ortholab list configs` names)."""
+    for candidate in (Path(config), PACKAGE_ROOT / config):
+        if candidate.is_file():
+            return candidate
+    raise ConfigError(f"--config {config}: no such file; give the config every trial starts from (`ortholab list "
+                      f"configs` shows the installed ones)")
 
 
 def suggest(trial: optuna.Trial, space: dict) -> dict:
@@ -107,52 +174,81 @@ def cli_overrides(config: str, overrides: dict) -> list[str]:
 
 
 def fit_trial(config: str, overrides: dict, db: str, run_name: str, tags: list[str], extra: list[str]) -> int:
-    """Run one trial as `ortholab fit` in its own process; the id of the run it recorded."""
-    args = ["fit", "--config", config, "--db", db, "--name", run_name, "--tags", json.dumps(tags), *extra,
+    """Run one trial as `ortholab fit` in its own process; the id of the run it recorded. The store's URL goes to
+    the child through its environment: a password on its command line would be readable by every local user."""
+    args = ["fit", "--config", config, "--name", run_name, "--tags", json.dumps(tags), *extra,
             *cli_overrides(config, overrides)]  # the trial's values last: they win over the shared flags
     done = subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", *args],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=child_env(db))
     recorded = [r.id for r in Store(db).list_runs() if r.name == run_name and set(tags) <= set(r.tags)]
     if done.returncode != 0 or not recorded:
-        last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit code {done.returncode}"
-        raise RuntimeError(f"trial {run_name} failed: {last}")
+        errors = [line for line in done.stderr.splitlines() if line.startswith("ortholab: error:")]
+        last = (errors or done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        raise TrialFailed(f"trial {run_name} failed: {mask_secrets(last.removeprefix('ortholab: error: '))}")
     return recorded[0]
+
+
+class TrialFailed(RuntimeError):
+    """A trial's run could not be trained or recorded; the message is its one-line reason."""
 
 
 def run_sweep(config: str, space_file: str, trials: int, db: str | None = None, name: str | None = None,
               sampler: str = "tpe", seed: int = 0, workers: int = 1, extra: list[str] = ()) -> optuna.Study:
     """Run `trials` trials in all (shared by `workers` processes on this machine, and by any other worker started
-    with the same name and store); the finished study."""
+    with the same name and store); the finished study. ConfigError when no trial of the sweep completed."""
+    if trials < 1 or workers < 1:
+        key, value = ("--trials", trials) if trials < 1 else ("--workers", workers)
+        raise ConfigError(f"{key} {value}: give a positive number")
+    config = str(resolve_config(config))
+    check_config_files(["--config", config])  # a YAML mapping, named in one line otherwise
+    space = load_space(space_file)
     db = db or default_db_url()
     Store(db)  # the run tables first: the store must be OrthoLab's before Optuna adds its own tables
-    space = load_space(space_file)
     name = name or f"{Path(config).stem}-sweep"
     if sampler == "grid":
         trials = min(trials, len(grid_points(space)))
     study = open_study(name, db, sampler, space, seed)
     helpers = [subprocess.Popen([sys.executable, "-c", "from ortholab.training.cli import main; main()", "sweep",
-                                 "--config", config, "--space", space_file, "--trials", str(trials), "--db", db,
-                                 "--name", name, "--sampler", sampler, "--seed", str(seed + k + 1), *extra])
+                                 "--config", config, "--space", space_file, "--trials", str(trials),
+                                 "--name", name, "--sampler", sampler, "--seed", str(seed + k + 1), *extra],
+                                env=child_env(db))  # the store's URL in the environment, not on the command line
                for k in range(workers - 1)]
 
     def objective(trial: optuna.Trial) -> float:  # minimised: a metric to maximise enters negated
         overrides = suggest(trial, space)
-        run_id = fit_trial(config, overrides, db, f"{name}-t{trial.number}",
-                           [f"sweep:{name}", f"trial:{trial.number}"], list(extra))
-        run = Store(db).get_run(run_id)
-        trial.set_user_attr("run_id", run_id)
-        if run.best is None:
-            raise RuntimeError(f"run {run_id} recorded no {run.main_metric}")
+        try:
+            run_id = fit_trial(config, overrides, db, f"{name}-t{trial.number}",
+                               [f"sweep:{name}", f"trial:{trial.number}"], list(extra))
+            run = Store(db).get_run(run_id)
+            trial.set_user_attr("run_id", run_id)
+            if run.best is None:
+                raise TrialFailed(f"trial {name}-t{trial.number}: run {run_id} recorded no {run.main_metric}")
+        except TrialFailed as failure:  # recorded with the trial (every worker sees it); NaN marks it failed
+            trial.set_user_attr("error", str(failure))
+            print(f"ortholab sweep: {failure}", file=sys.stderr, flush=True)
+            return math.nan
         return run.best if run.main_metric_mode == "min" else -run.best
 
     started = tuple(s for s in optuna.trial.TrialState if s != optuna.trial.TrialState.WAITING)
     remaining = trials - len(study.get_trials(deepcopy=False, states=started))
     if remaining > 0:  # the callback stops every worker once `trials` trials have started in the shared study
-        study.optimize(objective, n_trials=remaining, catch=(RuntimeError,),
+        study.optimize(objective, n_trials=remaining,
                        callbacks=[optuna.study.MaxTrialsCallback(trials, states=started)])
     for helper in helpers:
         helper.wait()
+    check_completed(study)
     return study
+
+
+def check_completed(study: optuna.Study) -> None:
+    """Refuse a sweep none of whose trials completed, with the first trial's reason (exit code 2, not 0)."""
+    trials = study.get_trials(deepcopy=False)
+    if any(t.state == optuna.trial.TrialState.COMPLETE for t in trials):
+        return
+    failed = [t for t in trials if t.state == optuna.trial.TrialState.FAIL]
+    reason = next((t.user_attrs["error"] for t in failed if "error" in t.user_attrs), "no reason recorded")
+    raise ConfigError(f"sweep {study.study_name}: none of its {len(trials)} trials completed; the first failure: "
+                      f"{reason}")
 
 
 def report(study: optuna.Study) -> str:

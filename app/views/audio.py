@@ -1,17 +1,20 @@
 """Audio page: per speech run, each stored clip's players (reference, reconstruction, baseline) side by side
-with spectrograms and per-clip metrics; mean SegSNR/STOI/PESQ across runs (the scoRNN paper's Table 2)."""
+with spectrograms and its scores; the runs' speech scores as a long table, score × (reconstruction, baseline)
+(the scoRNN paper's Table 2). A clip's audio and spectrograms are read only when its panel is open."""
 
 import pandas as pd
 import streamlit as st
 
-from ortholab.app import data, state
+from ortholab.app import controls, data, state
+from ortholab.app.charts import show
 from ortholab.app.figures import spectrogram_figure
 from ortholab.app.labels import run_label
 from ortholab.app.snapshots import no_snapshot_note, steps_of
-from ortholab.app.wav import SPEECH_METRICS, clip_metrics, decode_wav, group_clips, spectrogram, speech_metric
+from ortholab.app.wav import SCORED_ROLES, clip_scores, group_clips, scores_table, speech_key, speech_label
 from ortholab.db.artifacts import AUDIO
 
 MAX_CLIPS = 8  # per run and step
+OPEN_CLIPS = 1  # panels open when the page opens (the others load when opened)
 
 reader = data.reader()
 runs = reader.summaries(state.selected_ids())
@@ -22,75 +25,86 @@ if not runs:
 
 st.caption(
     "Clips play exactly as stored (the WAV bytes), so reference and reconstruction keep their relative "
-    "loudness. Spectrograms: 32 ms Hann frames, 16 ms hop (256/128 samples at 8 kHz)."
+    "loudness. Spectrograms: 32 ms Hann frames, 16 ms hop (256/128 samples at 8 kHz). A clip's players and "
+    "spectrograms load when its panel is opened."
 )
-show_spectrograms = st.toggle("Spectrograms", value=True, key="audio_spectrograms")
+show_spectrograms = controls.toggle(st, "Spectrograms", key="audio_spectrograms", default=True)
 recorded = {run.id: reader.artifacts(run.id, AUDIO) for run in runs}
 for run in runs:
     if not recorded[run.id]:
         st.info(no_snapshot_note(run, "audio clips") + " Speech tasks store reference and reconstruction clips.")
 
-clip_means: dict[int, dict[str, float]] = {}
+
+def clip_panel(run, clip) -> None:
+    roles = clip.ordered_roles()
+    for column, role in zip(st.columns(len(roles)), roles, strict=True):
+        record = clip.roles[role]
+        with column:
+            st.markdown(f"**{role}**")
+            st.audio(reader.artifact_bytes(record.id), format=record.media_type or "audio/wav")
+            if show_spectrograms:
+                try:
+                    times, freqs, power, seconds, rate = reader.spectrogram(record.id)
+                except ValueError as error:
+                    st.caption(f"No spectrogram: {error}.")
+                else:
+                    title = f"{role} · {seconds:.2f} s at {rate} Hz"
+                    show(spectrogram_figure(times, freqs, power, title=title), f"spec_{record.id}")
+    by_role = {role: clip_scores(clip.roles[role].meta) for role in SCORED_ROLES if role in clip.roles}
+    table = scores_table(by_role)
+    if table:
+        st.dataframe(pd.DataFrame(table), hide_index=True, key=f"scores_{run.id}_{clip.step}_{clip.utterance}")
+    else:
+        st.caption("No per-clip scores recorded for this clip.")
+
+
 for run in runs:
     records = recorded[run.id]
     if not records:
         continue
     st.header(run_label(run))
     steps = steps_of(records)
-    step = steps[0] if len(steps) == 1 else st.select_slider("Step", steps, value=steps[-1], key=f"audio_step_{run.id}")
+    step = steps[0] if len(steps) == 1 else controls.select_slider(
+        st, "Step", steps, key=f"audio_step_{run.id}", default=steps[-1])  # fmt: skip
     clips = [c for c in group_clips(records) if (c.step if c.step is not None else -1) == step]
-    per_clip = []
-    for clip in clips[:MAX_CLIPS]:
-        st.subheader(f"{clip.utterance} · step {clip.step}")
-        roles = clip.ordered_roles()
-        for column, role in zip(st.columns(len(roles)), roles, strict=True):
-            record = clip.roles[role]
-            wav = reader.artifact_bytes(record.id)
-            with column:
-                st.markdown(f"**{role}**")
-                st.audio(wav, format=record.media_type or "audio/wav")
-                if show_spectrograms:
-                    try:
-                        samples, rate = decode_wav(wav)
-                    except ValueError as error:
-                        st.caption(f"No spectrogram: {error}.")
-                    else:
-                        times, freqs, power = spectrogram(samples, rate)
-                        title = f"{role} · {samples.size / rate:.2f} s at {rate} Hz"
-                        st.plotly_chart(spectrogram_figure(times, freqs, power, title=title), key=f"spec_{record.id}")
-        metrics = {}
-        for role in roles:
-            if role != "reference":
-                metrics.update(
-                    {f"{SPEECH_METRICS[k]} ({role})": v for k, v in clip_metrics(clip.roles[role].meta).items()}
-                )
-        if metrics:
-            st.dataframe(pd.DataFrame([metrics]), hide_index=True)
-            per_clip.append(clip_metrics((clip.roles.get("reconstruction") or clip.roles[roles[-1]]).meta))
-        else:
-            st.caption("No per-clip SegSNR/STOI/PESQ recorded for this clip.")
+    for index, clip in enumerate(clips[:MAX_CLIPS]):
+        key = f"clip_{run.id}_{clip.step}_{clip.utterance}"
+        panel = st.expander(f"{clip.utterance} · step {clip.step}", expanded=index < OPEN_CLIPS, key=key,
+                            on_change="rerun")  # fmt: skip
+        if panel.open:
+            with panel:
+                clip_panel(run, clip)
     if len(clips) > MAX_CLIPS:
         st.caption(f"{MAX_CLIPS} of {len(clips)} clips at this step shown.")
-    if per_clip:
-        frame = pd.DataFrame(per_clip)
-        clip_means[run.id] = frame.mean().to_dict()
 
-# ---- Table 2: mean speech metrics across runs -----------------------------------------------------
-st.header("Speech metrics across runs")
+# ---- Table 2: speech scores across runs, long --------------------------------------------------------------
+st.header("Speech scores across runs")
 rows = []
 for run in runs:
-    row = {}
+    found: dict[tuple[str, str], dict[str, float]] = {}  # (split, score) -> role -> last value
     for key in reader.metric_keys(run.id):
-        name = speech_metric(key)
-        if name:
-            row[f"{SPEECH_METRICS[name]} [{key}]"] = reader.metric(run.id, key)["value"].iloc[-1]
-    if not row and run.id in clip_means:
-        row = {f"{SPEECH_METRICS[k]} [mean of clips shown]": v for k, v in clip_means[run.id].items()}
-    if row:
-        rows.append({"run": run_label(run), "family": run.family, "parameters": run.parameter_count, **row})
+        parsed = speech_key(key)
+        if parsed:
+            split, role, score = parsed
+            found.setdefault((split, score), {})[role] = reader.last_value(run.id, key)
+    for split in sorted({split for split, _ in found}):
+        by_role = {role: {s: v[role] for (sp, s), v in found.items() if sp == split and role in v}
+                   for role in SCORED_ROLES}
+        for row in scores_table({r: v for r, v in by_role.items() if v} or {"reconstruction": {}}):
+            rows.append({"run": run_label(run), "family": run.family, "split": split, **row})
 if rows:
-    st.dataframe(pd.DataFrame(rows), hide_index=True)
-    st.caption("The scoRNN paper's Table 2 view: the last value of each run's SegSNR/STOI/PESQ metrics.")
+    frame = pd.DataFrame(rows)
+    for role in SCORED_ROLES:
+        if role not in frame:
+            frame[role] = None
+    st.dataframe(
+        frame[["run", "family", "split", "metric", *SCORED_ROLES]], hide_index=True,
+        column_config={role: st.column_config.NumberColumn(role, format="%.4g") for role in SCORED_ROLES},
+    )  # fmt: skip
+    st.caption(
+        "The scoRNN paper's Table 2 view: each run's last recorded mean over the scored utterances, for the model's "
+        f"reconstruction and the copy-a-frame baseline. {speech_label('segsnr_voicebox')} is the paper's SegSNR."
+    )
 else:
     st.info(
         "No selected run has recorded SegSNR, STOI or PESQ yet; this table (the scoRNN paper's Table 2 view) "

@@ -5,13 +5,15 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from ortholab.app import data, state
-from ortholab.app.figures import EigenPanel, eigenvalue_figure, lines_figure, phases_figure
+from ortholab.app import controls, data, state
+from ortholab.app.charts import EXPORT_WIDTH, show
+from ortholab.app.figures import EigenPanel, Line, eigenvalue_figure, lines_figure, phases_figure
 from ortholab.app.labels import run_label
 from ortholab.app.snapshots import at_step, by_step, no_snapshot_note, steps_of
 from ortholab.db.artifacts import EIGENVALUES, PHASES
 
 ORTHOGONALITY = "analysis/orthogonality"
+DRIFT = "‖WᴴW − I‖<sub>F</sub>"  # plotly text: HTML subscripts
 
 reader = data.reader()
 runs = reader.summaries(state.selected_ids())
@@ -26,7 +28,7 @@ def step_picker(label: str, steps: list[int], key: str) -> int:
     if len(steps) == 1:
         st.caption(f"One snapshot, at step {steps[0]}.")
         return steps[0]
-    return st.select_slider(label, steps, value=steps[-1], key=key)
+    return controls.select_slider(st, label, steps, key=key, default=steps[-1])
 
 
 # ---- eig(W) in the complex plane ---------------------------------------------------------------
@@ -52,7 +54,7 @@ if with_eigs:
         meta = record.meta or {}
         near = meta.get("near_minus_one")
         title = f"{run_label(run)} · step {record.step}" + (f" · {near} near −1" if near is not None else "")
-        panels.append(EigenPanel(title, values))
+        panels.append(EigenPanel(title, values, run.id))
         rows.append(
             {
                 "run": run_label(run),
@@ -65,7 +67,10 @@ if with_eigs:
             }
         )
     if panels:
-        st.plotly_chart(eigenvalue_figure(panels), key="eig_plane")
+        columns = min(3, len(panels))
+        rows_of_panels = -(-len(panels) // columns)
+        show(eigenvalue_figure(panels, columns=columns), "eig_plane",
+             export_height=int(EXPORT_WIDTH / columns * rows_of_panels) + 60)  # square panels when saved
         st.dataframe(
             pd.DataFrame(rows), hide_index=True,
             column_config={"max ||λ| − 1|": st.column_config.NumberColumn(format="%.2e")},
@@ -84,10 +89,10 @@ if with_eigs:
         ]
         if points:
             steps_, values_ = zip(*points, strict=True)
-            counts.append((run_label(run), np.array(steps_), np.array(values_)))
+            counts.append(Line(run_label(run), np.array(steps_), np.array(values_), run.id))
     st.subheader("Eigenvalues near −1")
     if counts:
-        st.plotly_chart(lines_figure(counts, x_title="step", y_title="eigenvalues near −1"), key="eig_near")
+        show(lines_figure(counts, x_title="step", y_title="eigenvalues near −1"), "eig_near")
     else:
         st.info("No snapshot of the selected runs records a count of eigenvalues near −1 (scoRNN records it).")
 
@@ -101,27 +106,25 @@ if with_phases:
     for run in with_phases:
         record = at_step(phases[run.id], step)
         if record is not None:
-            panels.append((f"{run_label(run)} · step {record.step}", reader.artifact_array(record.id)))
-    st.plotly_chart(phases_figure(panels), key="phases")
+            panels.append((f"{run_label(run)} · step {record.step}", reader.artifact_array(record.id), run.id))
+    show(phases_figure(panels), "phases")
+    st.caption("θ wrapped to [0, 2π), the convention scuRNN stores it in; every phase falls in one of the bins.")
 else:
     st.info("No selected run records phases (scuRNN stores its diagonal phases θ as 'phases' snapshots).")
 
 # ---- orthogonality drift ----------------------------------------------------------------------
-st.subheader("Orthogonality drift ‖WᴴW − I‖_F")
+st.subheader(r"Orthogonality drift $\lVert W^H W - I \rVert_F$")
 drift = []
 for run in runs:
     if ORTHOGONALITY in reader.metric_keys(run.id):
         points = reader.metric(run.id, ORTHOGONALITY)
-        drift.append((run_label(run), points["step"].to_numpy(), points["value"].to_numpy()))
+        drift.append(Line(run_label(run), points["step"].to_numpy(), points["value"].to_numpy(), run.id))
 if drift:
-    positive = all((y > 0).all() for _, _, y in drift)
-    st.plotly_chart(
-        lines_figure(
-            drift, x_title="step", y_title="‖WᴴW − I‖_F", log_y=positive, title="the scoRNN paper's Figure 4 view"
-        ),
-        key="orthogonality",
-    )
-    if not positive:
-        st.caption("Linear scale: some values are 0 (exactly orthogonal), which a log axis cannot show.")
+    figure = lines_figure(drift, x_title="step", y_title=DRIFT, log_y=True, title="the scoRNN paper's Figure 4 view")
+    show(figure, "orthogonality")
+    zeros = [line.label for line in drift if (line.y <= 0).any()]
+    if zeros:
+        st.caption(f"Log scale; values of exactly 0 (exactly orthogonal: {', '.join(zeros)}) are drawn at the floor "
+                   f"{figure.layout.meta['floor']:.0e}, where the axis reads 0, marked ▽.")
 else:
-    st.info(f"No selected run has the metric `{ORTHOGONALITY}` (‖WᴴW − I‖_F during training) yet.")
+    st.info(f"No selected run has the metric `{ORTHOGONALITY}` (‖WᴴW − I‖ during training) yet.")

@@ -4,17 +4,21 @@ import pandas as pd
 import streamlit as st
 
 from ortholab.app import data
+from ortholab.app.tables import default_table
 from ortholab.db import published
 
 reader = data.reader()
 st.title("Papers")
-tables = published.load_tables()
+tables = data.paper_tables()
 if not tables:
     st.info(f"No published tables under `{published.PUBLISHED_DIR}`.")
     st.stop()
 
 labels = {key: f"{t.paper} · {t.table}: {t.title}" for key, t in tables.items()}
-chosen = st.selectbox("Table", list(tables), format_func=labels.get, key="paper_table", persist_state="session")
+chosen = st.selectbox(
+    "Table", list(tables), index=list(tables).index(default_table(tables, reader.runs())), format_func=labels.get,
+    key="paper_table", bind="query-params", persist_state="session",
+)  # fmt: skip
 table = tables[chosen]
 st.caption(
     f"Metric `{table.metric}` ({'higher' if table.mode == 'max' else 'lower'} is better); published = "

@@ -1,4 +1,5 @@
-"""Runs page: every run in a filterable table whose checkboxes edit the shared selection; one run's details."""
+"""Runs page: every run in a filterable, sortable, paged table whose checkboxes edit the shared selection, any
+param or metric as a column (kept in the URL), a filter expression (app/filter_expr.py); one run's details."""
 
 import hashlib
 
@@ -6,8 +7,11 @@ import pandas as pd
 import streamlit as st
 import yaml
 
-from ortholab.app import data, state, tables
+from ortholab.app import data, filter_expr, state, tables
 from ortholab.app.labels import run_label
+from ortholab.app.metric_names import split_per_clip
+
+PAGE_SIZES = [25, 50, 100, 200]
 
 reader = data.reader()
 runs = reader.runs()
@@ -41,6 +45,43 @@ if sweeps:
         help="the trials of one `ortholab sweep`", persist_state="session",
     )
 shown = tables.filter_runs(frame, families=families, tasks=tasks, statuses=statuses, text=text, sweep=sweep)
+
+# ---- params and metrics: as columns, in the filter expression --------------------------------------------
+all_ids = [run.id for run in runs]
+params = reader.params_of(all_ids)
+param_keys = sorted({key for values in params.values() for key in values})
+metric_keys = split_per_clip({key for keys in reader.metric_keys_of(all_ids).values() for key in keys})[0]
+run_fields = [c for c in frame.columns if c not in ("activity", "start")]
+known = list(dict.fromkeys([*run_fields, *param_keys, *metric_keys]))
+
+
+def column_values(name: str, rows: pd.DataFrame) -> pd.Series:
+    """A run field, param or metric (its last value) for the rows' runs, aligned with them."""
+    if name in rows.columns and name in run_fields:
+        return rows[name]
+    ids = rows["id"].astype(int)
+    if name in param_keys:
+        values = [params[i].get(name) for i in ids]
+    else:
+        last = reader.last_values(all_ids, name)
+        values = [last.get(i) for i in ids]
+    return pd.Series(values, index=rows.index, dtype=object)
+
+
+expression = st.text_input(
+    "Filter expression", key="where", bind="query-params", persist_state="session",
+    placeholder='family = "scornn" and rho > 0.3 and val/acc > 0.9',
+    help="Compare run fields (family, task, status, steps, best, ...), params (full dotted name or its last part: "
+    "rho) and metrics (their last value: val/acc) with = != < <= > >= ~ (contains), `in (...)`, joined by and, "
+    "or, not and brackets; text in quotes, names with spaces in backticks; null for a missing value.",
+)  # fmt: skip
+if expression.strip():
+    try:
+        tree = filter_expr.parse(expression)
+        shown = shown[filter_expr.evaluate(tree, shown, known, lambda name: column_values(name, shown))]
+    except filter_expr.FilterError as error:
+        st.error(f"Filter expression not applied: {error}.", icon=":material/filter_alt_off:")
+
 if sweep:
     best = tables.best_run(shown)
     if best is None:
@@ -51,23 +92,56 @@ if sweep:
             f"({len(shown)} trials)"
         )
 
-displayed = [int(i) for i in shown["id"]]
+columns_col, sort_col, order_col, size_col = st.columns([4, 2, 1, 1])
+extra = columns_col.multiselect(
+    "Columns", [*param_keys, *metric_keys], key="cols", bind="query-params", persist_state="session",
+    format_func=lambda name: f"{name} (last)" if name in metric_keys and name not in param_keys else name,
+    placeholder="add params or metrics as columns",
+    help="Any recorded param, or any metric's last value (the value at its highest step); kept in the URL.",
+)  # fmt: skip
+added = {name if name not in run_fields else f"param {name}": tables.typed_column(list(column_values(name, shown)))
+         .set_axis(shown.index) for name in extra}
+if added:  # right after the run's identity, where they are seen without scrolling
+    front = ["id", "name", "family", "task"]
+    shown = pd.concat([shown[front], pd.DataFrame(added, index=shown.index), shown.drop(columns=front)], axis=1)
+sortable = [c for c in shown.columns if c not in ("tags",)]
+if st.session_state.get("sort", "id") not in sortable:  # its column was removed: back to the newest first
+    st.session_state["sort"] = "id"
+sort_by = sort_col.selectbox("Sort by", sortable, index=sortable.index("id"), key="sort", bind="query-params",
+                             persist_state="session")  # fmt: skip
+descending = order_col.toggle("Descending", value=True, key="desc", bind="query-params", persist_state="session")
+size = size_col.selectbox("Rows per page", PAGE_SIZES, index=PAGE_SIZES.index(50), key="page_size",
+                          persist_state="session")  # fmt: skip
+shown = tables.sort_runs(shown, sort_by, descending)
+pages = max(1, -(-len(shown) // size))
+if st.session_state.get("page", 1) > pages:
+    st.session_state["page"] = pages
+page = st.pagination(pages, key="page", persist_state="session") if pages > 1 else 1
+rows = tables.page_of(shown, page, size)
+
+displayed = [int(i) for i in rows["id"]]
 selected = state.selected_ids()
 st.caption(
-    f"{len(shown)} of {len(frame)} runs shown · {len(selected)} selected. Tick rows to select runs for the "
-    "other pages; runs hidden by the filters stay selected. Sort by clicking a column header."
+    f"{len(shown)} of {len(frame)} runs match · rows {(page - 1) * size + 1 if len(rows) else 0}–"
+    f"{(page - 1) * size + len(rows)} shown · {len(selected)} selected. Tick rows to select runs for the other "
+    "pages; runs hidden by the filters or on other pages stay selected. 'Sort by' orders all matching runs; a "
+    "click on a column header sorts this page."
 )
 # a fresh table whenever rows or selection change, so its ticks always mirror the shared selection
-table_key = "runs_table_" + hashlib.sha1(repr((displayed, selected)).encode()).hexdigest()[:12]
+table_key = "runs_table_" + hashlib.sha1(repr((displayed, selected, list(rows.columns))).encode()).hexdigest()[:12]
 
 
 def _on_select() -> None:
-    rows = st.session_state[table_key].selection.rows
-    state.apply_table_choice(displayed, [displayed[r] for r in rows])
+    picked = st.session_state[table_key].selection.rows
+    state.apply_table_choice(displayed, [displayed[r] for r in picked])
 
 
+extra_config = {
+    name: st.column_config.NumberColumn(name, format="%.4g") for name in rows.columns
+    if name not in tables.RUN_COLUMNS and pd.api.types.is_float_dtype(rows[name])
+}
 st.dataframe(
-    shown,
+    rows,
     key=table_key,
     on_select=_on_select,
     selection_mode="multi-row",
@@ -89,6 +163,7 @@ st.dataframe(
         "tags": st.column_config.ListColumn("tags"),
         "reason": st.column_config.TextColumn("reason", help="why the run failed or stopped, when known"),
         "mode": st.column_config.TextColumn("mode", help="whether the main metric is better low (min) or high (max)"),
+        **extra_config,
     },
 )
 

@@ -13,6 +13,7 @@ from ortholab.models.base import ConfigError
 from ortholab.training.audio_eval import evaluate_split, record_report
 from ortholab.training.callbacks.lifecycle import GracefulInterrupt
 from ortholab.training.callbacks.record import record_artifact, record_metrics
+from ortholab.training.extras import require_extra
 from ortholab.training.reconstruction import METHODS
 
 
@@ -36,6 +37,7 @@ class AudioEvaluation(Callback):
 
     def __init__(self, utterances: int | None = 16, clips: int = 3, method: str = "true_phase",
                  per_utterance: bool = True, after_fit: bool = True, after_test: bool = True):
+        require_extra("speech")  # PESQ and STOI: refused now, not after training
         if method not in METHODS:
             raise ConfigError(f"AudioEvaluation method {method!r}; choose one of {list(METHODS)}")
         if utterances is not None and utterances < 1:

@@ -1,20 +1,27 @@
-"""A run's life across interruptions: continue a recorded run after a resume; stop cleanly on SIGTERM/Ctrl-C."""
+"""A run's life across interruptions: stamp checkpoints with their run, continue a recorded run after a resume,
+stop cleanly on SIGTERM/Ctrl-C."""
 from __future__ import annotations
 
 import os
+import re
 import signal
+from pathlib import Path
 from typing import Any
 
 from lightning.pytorch import Callback
 
 from ortholab.datamodules.base import ResumableLoader
+from ortholab.db.logger import STAMP_KEY
+from ortholab.models import ConfigError
+from ortholab.training.callbacks.checkpoint_io import remove_stale_temporaries
 
-
-EVALUATION_PREFIXES = ("val/", "test/")  # fit's evaluations, recorded at the step of the weights they measured
+# Kept at the checkpoint's step by a resume from an unstamped checkpoint (written before stamps existed): recorded
+# before the checkpoint and never again. Fit's evaluations measured its weights; timing closed the step's record.
+EVALUATION_PREFIXES = ("val/", "test/", "time/", "memory/")
 
 
 def evaluation_points(logger, step: int) -> list[tuple[str, Any]]:
-    """(key, point) of the evaluation metrics a store-backed logger holds at `step`."""
+    """(key, point) of the metrics a store-backed logger holds at `step` that a legacy resume keeps."""
     store, run_id = logger.store, logger.run_id
     return [(key, point) for key in store.metric_keys(run_id) if key.startswith(EVALUATION_PREFIXES)
             for point in store.metric_series(run_id, key) if point.step == step]
@@ -27,21 +34,89 @@ def restore_points(logger, points: list[tuple[str, Any]], step: int) -> None:
                                  wall_time=point.wall_time)
 
 
-class ContinueRun(Callback):
-    """On a resumed fit: tell the loggers the step training restarts from, so re-run steps replace their points.
+BEST_CHECKPOINT = re.compile(r"best-step(\d+)(-v\d+)?\.ckpt")  # the CLI's ModelCheckpoint names them so
 
-    The evaluation at that very step stays: it measured the checkpoint's weights before the checkpoint was written,
-    and a resumed run does not repeat it (the start-of-training analyses record the step again).
+
+def remove_abandoned_checkpoints(folder: str, step: int) -> None:
+    """A resume from the checkpoint of `step` re-runs what came after it: the best checkpoints the stopped attempt
+    wrote after that step go (the resumed run writes its own; the checkpoint's ModelCheckpoint state does not know
+    them, so they would stay forever), and so do the temporary files of a write that was killed."""
+    remove_stale_temporaries(folder)
+    for path in Path(folder).glob("best-step*.ckpt"):
+        match = BEST_CHECKPOINT.fullmatch(path.name)
+        if match and int(match.group(1)) > step:
+            path.unlink(missing_ok=True)
+
+
+def check_resume_checkpoint(path: Path, store, run_id: int) -> None:
+    """Before `ortholab fit --resume RUN_ID` changes anything: the checkpoint it would load is readable and, when
+    stamped (db.SQLLogger.checkpoint_stamp), was written by that very run of that very store (two stores writing
+    into one --runs_dir, a checkpoint copied from another run); ConfigError in one line otherwise."""
+    import torch
+
+    try:
+        try:
+            checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)  # tensors stay on disk
+        except RuntimeError:  # a file in torch's legacy format cannot be mapped
+            checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - truncated, not a checkpoint, unreadable: the same user error
+        others = sorted(p.name for p in path.parent.glob("*.ckpt") if p.name != path.name)
+        offer = f"one of {', '.join(others)} in {path.parent}" if others else "a checkpoint of the run"
+        raise ConfigError(f"--resume {run_id}: cannot read the checkpoint {path} ({err.__class__.__name__}: "
+                          f"{str(err).splitlines()[0] if str(err) else 'no detail'}); pass --ckpt_path with "
+                          f"{offer}") from None
+    stamp = checkpoint.get(STAMP_KEY) if isinstance(checkpoint, dict) else None
+    if not isinstance(stamp, dict):
+        return  # written before checkpoints were stamped: nothing to check against
+    theirs_store, theirs_run = str(stamp.get("store_id")), stamp.get("run_id")
+    if theirs_store == store.store_id and theirs_run == run_id:
+        return
+    whose = (f"run {theirs_run} of this store" if theirs_store == store.store_id
+             else f"run {theirs_run} of another store (store id {theirs_store[:8]}, this one is {store.store_id[:8]})")
+    raise ConfigError(f"--resume {run_id}: the checkpoint {path} was written by {whose}, not by run {run_id}; "
+                      f"resume that run with its own --db, or pass --ckpt_path with a checkpoint of run {run_id}")
+
+
+class StampCheckpoints(Callback):
+    """Every checkpoint carries its logger's stamp (db.SQLLogger.checkpoint_stamp): the store and run that wrote
+    it, and how far the run's record went when it was written."""
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+        for logger in trainer.loggers:
+            stamp = logger.checkpoint_stamp() if hasattr(logger, "checkpoint_stamp") else None
+            if stamp is not None:
+                checkpoint[STAMP_KEY] = stamp
+                return
+
+
+class ContinueRun(Callback):
+    """On a resumed fit: the run's record goes back to what it held when the checkpoint was written, so that the
+    re-run steps record their points once, and nothing recorded before the checkpoint is lost.
+
+    With a stamped checkpoint that is exact: points and artifacts newer than its watermark go (db.Store.rewind_run).
+    An unstamped one (older OrthoLab) falls back on steps: what lies at the checkpoint's step or later goes, except
+    the evaluation and timing points at that step, recorded before the checkpoint and not repeated.
     """
+
+    def __init__(self):
+        self._stamp: dict[str, Any] | None = None
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+        self._stamp = checkpoint.get(STAMP_KEY)
 
     def on_train_start(self, trainer, pl_module) -> None:
         if not trainer.is_global_zero:  # only rank zero writes the store
             return
         for logger in trainer.loggers:
-            if hasattr(logger, "continue_from"):
+            if self._stamp is not None and hasattr(logger, "continue_after"):
+                logger.continue_after(self._stamp, trainer.global_step)
+            elif hasattr(logger, "continue_from"):
                 kept = evaluation_points(logger, trainer.global_step) if hasattr(logger, "store") else []
                 logger.continue_from(trainer.global_step)
                 restore_points(logger, kept, trainer.global_step)
+            folder = getattr(logger, "log_dir", None)
+            if folder:
+                remove_abandoned_checkpoints(os.path.join(folder, "checkpoints"), trainer.global_step)
 
 
 class GracefulInterrupt(Callback):

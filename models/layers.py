@@ -1,0 +1,308 @@
+"""Every recurrent family as a drop-in for `torch.nn.RNN`: `(input, h0=None) -> (output, h_n)`.
+
+    from ortholab import nn as onn
+    rnn = onn.ScoRNN(input_size=10, hidden_size=64, num_layers=2, batch_first=True)  # the paper's initialisation
+    output, h_n = rnn(x)                       # x (N, L, 10) -> output (N, L, 64), h_n (2, N, 64)
+    opt = onn.group_optimizer(model, {"recurrent": {"name": "rmsprop_tf", "lr": 1e-4},
+                                      "other": {"name": "rmsprop_tf", "lr": 1e-3}})
+
+A layer wraps the family's own recurrent cells (models/<family>.py, the ones `ortholab fit` trains), stacked as
+`model.num_layers` stacks them: the same parameters, initialisation, recurrence and gradients, so a model built
+on it and trained with the groups it reports (`parameter_groups`) and the same optimizers takes the CLI's steps.
+
+Shapes follow nn.RNN, with H_out = `output_size` features per step: n for the real families, 2n for the complex
+ones (`layout` says how [Re h, Im h] are laid out; `as_complex` turns features into complex states):
+- input (L, N, H_in), or (N, L, H_in) with batch_first, or (L, H_in) unbatched;
+- h0 (num_layers, N, H_out) (unbatched: (num_layers, H_out)); for LSTM the pair (h0, c0) and for NRU the pair
+  (h0, m0) of hidden states and memories (num_layers, N, memory_size); None: each layer's own initial state,
+  the paper's: zeros, or the trained h0 parameter of scuRNN, oRNN, uRNN and the full-capacity uRNN;
+- output: the last layer's hidden features at every step; h_n: every layer's state after the last step, in h0's
+  format, so that passing h_n on as the next h0 continues the sequence.
+rtransformer is refused: its attention reads the whole sequence and its local windows restart from zeros, so it
+carries no state from one call to the next (use `ortholab.models.RTransformer` as a (N, L, H_in) -> (N, L, d)
+module instead).
+"""
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import torch
+import yaml
+from torch import nn
+
+from ortholab.models import FAMILIES
+from ortholab.models.gated import LSTM as LSTMCell
+from ortholab.models.nru import NRU as NRUCell
+from ortholab.models.operator_recurrence import to_complex
+from ortholab.models.stack import StackedLayers, build_layers
+from ortholab.training.optimizers import DEFAULT_OPTIMIZERS, build_optimizer, group_specs
+
+NOT_A_RECURRENCE = {
+    "rtransformer": "its causal attention reads the whole sequence and its local windows restart from zeros, so "
+                    "no state carries from one call to the next and nn.RNN's (input, h0) -> (output, h_n) does not "
+                    "apply; use ortholab.models.RTransformer(input_size, d_model, ...) as a (N, L, H_in) -> "
+                    "(N, L, d_model) module",
+}
+# how the 2n features of a complex family hold h: [Re h | Im h], or (Re h_0, Im h_0, Re h_1, ...)
+COMPLEX_LAYOUTS = {"scurnn": "planar", "fcurnn": "planar", "urnn": "interleaved", "eurnn": "interleaved"}
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the checkout, or site-packages/ortholab: configs/ beside
+
+
+def check_options(family: str, family_args: dict) -> type:
+    """The family's cell class, once `family` is a recurrence and every option is one of its own."""
+    if family in NOT_A_RECURRENCE:
+        raise ValueError(f"family {family!r} has no nn.RNN form: {NOT_A_RECURRENCE[family]}")
+    if family not in FAMILIES:
+        raise ValueError(f"family {family!r} is not a registered family; choose one of "
+                         f"{sorted(set(FAMILIES) - set(NOT_A_RECURRENCE))}")
+    cls = FAMILIES[family]
+    accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "input_size", "hidden_size"}
+    unknown = sorted(set(family_args) - accepted)
+    if unknown:
+        raise ValueError(f"{unknown[0]!r} is not an option of family {family!r}; its options are {sorted(accepted)} "
+                         f"(models/{family}.py explains each)")
+    if family_args.get("embed_symbols"):
+        raise ValueError("embed_symbols: an nn.RNN-style layer reads real features; put nn.Embedding(vocab, hyper) "
+                         "before the layer instead")
+    return cls
+
+
+class FamilyRNN(nn.Module):
+    """`family`'s recurrence with nn.RNN's calling convention (module docstring); `family_args` are the family's
+    options (`ortholab list families`), defaulting to the paper's.
+
+    num_layers, dropout: stack layers with dropout on the features passed between them, as nn.RNN and
+    `model.num_layers` / `model.dropout`. device, dtype: where and in what precision the parameters live (built
+    as `ortholab fit` builds them, then moved). The cells are `self.core` (one cell, or a StackedLayers of them):
+    its state_dict is a CLI checkpoint's `model.layer.*` entries.
+    """
+
+    def __init__(self, family: str, input_size: int, hidden_size: int, num_layers: int = 1, batch_first: bool = False,
+                 dropout: float = 0.0, device: torch.device | str | None = None, dtype: torch.dtype | None = None,
+                 **family_args):
+        super().__init__()
+        cls = check_options(family, family_args)
+        self.family, self.input_size, self.hidden_size = family, input_size, hidden_size
+        self.num_layers, self.batch_first, self.dropout = num_layers, batch_first, dropout
+        self.family_args = dict(family_args)
+        core = build_layers(cls, input_size, hidden_size, dict(family_args), num_layers, dropout)
+        self.core = core.to(device=device, dtype=dtype or torch.get_default_dtype())
+        self.output_size = core.output_size  # H_out: n, or 2n for the complex families
+        self.layout = COMPLEX_LAYOUTS.get(family, "real")
+
+    # the layers ------------------------------------------------------------------------------------------------
+    @property
+    def cells(self) -> list[nn.Module]:
+        """The family's cells, first layer first."""
+        return list(self.core.layers) if isinstance(self.core, StackedLayers) else [self.core]
+
+    @property
+    def state_size(self) -> dict[str, int]:
+        """Features per layer of each part of the state: h (H_out), and LSTM's c or NRU's memory."""
+        cell = self.cells[0]
+        if isinstance(cell, LSTMCell):
+            return {"h": self.hidden_size, "c": self.hidden_size}
+        if isinstance(cell, NRUCell):
+            return {"h": self.hidden_size, "memory": cell.memory_size}
+        return {"h": self.output_size}
+
+    def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
+        """The family's groups (e.g. `recurrent`, `scaling`, `other`), merged across layers: each is trained by its
+        own optimizer (`group_optimizer`), as the papers and `ortholab fit` train them."""
+        return self.core.parameter_groups()
+
+    @property
+    def default_optimizers(self) -> dict[str, dict]:
+        """Optimizers a group needs unless one is named for it (the full-capacity uRNN's Stiefel step)."""
+        return self.core.default_optimizers
+
+    def after_optimizer_step(self) -> None:
+        """What the family does after every optimizer step (expRNN's re-basing); `GroupOptimizer.step` calls it."""
+        self.core.after_optimizer_step()
+
+    def recurrent_matrices(self) -> list[torch.Tensor | None]:
+        """Each layer's W (None for LSTM and GRU), e.g. to check that W stays orthogonal or unitary."""
+        return [cell.recurrent_matrix() for cell in self.cells]
+
+    def as_complex(self, features: torch.Tensor) -> torch.Tensor:
+        """The complex states (..., n) held in a complex family's output or h_n features (..., 2n)."""
+        if self.layout == "planar":
+            return torch.complex(features[..., :self.hidden_size], features[..., self.hidden_size:])
+        if self.layout == "interleaved":
+            return to_complex(features.contiguous())
+        raise ValueError(f"family {self.family!r} has a real state; its features are the state itself")
+
+    # the forward pass --------------------------------------------------------------------------------------------
+    def forward(self, input: torch.Tensor, hx=None):  # noqa: A002 - nn.RNN's argument names
+        if input.dim() not in (2, 3):
+            raise ValueError(f"{type(self).__name__}: input must be (L, H_in), (L, N, H_in) or with batch_first "
+                             f"(N, L, H_in); got shape {tuple(input.shape)}")
+        if not input.is_floating_point() or input.shape[-1] != self.input_size:
+            raise ValueError(f"{type(self).__name__}: input must hold {self.input_size} real features per step "
+                             f"(input_size); got shape {tuple(input.shape)} of {input.dtype}")
+        batched = input.dim() == 3
+        x = input if not batched else (input if self.batch_first else input.transpose(0, 1))
+        x = x if batched else x.unsqueeze(0)  # (N, L, H_in) from here on
+        states = self._initial_states(hx, x.shape[0], batched)
+        finals = []
+        for k, cell in enumerate(self.cells):
+            if k:
+                x = self.core.dropout(x)  # between layers, as StackedLayers
+            x, final = self._run(cell, x, None if states is None else [part[k] for part in states])
+            finals.append(final)
+        h_n = [torch.stack(part) for part in zip(*finals)]  # each (num_layers, N, features)
+        if not batched:
+            x, h_n = x.squeeze(0), [part.squeeze(1) for part in h_n]
+        elif not self.batch_first:
+            x = x.transpose(0, 1)
+        return x, (h_n[0] if len(h_n) == 1 else tuple(h_n))
+
+    def _initial_states(self, hx, batch: int, batched: bool) -> list[torch.Tensor] | None:
+        """h0 as a list of its parts (h, and c or memory), each (num_layers, N, features), checked; or None."""
+        if hx is None:
+            return None
+        sizes = self.state_size
+        parts = list(hx) if isinstance(hx, (tuple, list)) else [hx]
+        if len(parts) != len(sizes):
+            wanted = f"the pair ({', '.join(sizes)})" if len(sizes) > 1 else "one tensor, h"
+            raise ValueError(f"{type(self).__name__}: h0 must be {wanted}; got {len(parts)} tensor(s)")
+        checked = []
+        for (name, size), part in zip(sizes.items(), parts):
+            expected = (self.num_layers, batch, size) if batched else (self.num_layers, size)
+            if tuple(part.shape) != expected:
+                raise ValueError(f"{type(self).__name__}: h0's {name} must have shape {expected} (num_layers, "
+                                 f"{'N, ' if batched else ''}features); got {tuple(part.shape)}")
+            checked.append((part if batched else part.unsqueeze(1)).contiguous())
+        return checked
+
+    @staticmethod
+    def _run(cell: nn.Module, x: torch.Tensor, state: list[torch.Tensor] | None):
+        """One layer over (N, L, H_in) from its initial state (or its own): its features and its final state parts."""
+        if isinstance(cell, (LSTMCell, NRUCell)):  # a state of two parts: (h, c) or (h, memory)
+            out, final = cell(x, initial_state=None if state is None else tuple(state), return_state=True)
+            return out, list(final)
+        out = cell(x, initial_state=None if state is None else state[0])
+        return out, [out[:, -1]]  # the features are the state: h_n is the last step's
+
+    def extra_repr(self) -> str:
+        options = "".join(f", {key}={value!r}" for key, value in self.family_args.items())
+        return (f"family={self.family!r}, {self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, "
+                f"batch_first={self.batch_first}, dropout={self.dropout}{options}")
+
+
+def _family_layer(name: str, family: str, doc: str) -> type[FamilyRNN]:
+    """A FamilyRNN subclass fixed to `family`: Name(input_size, hidden_size, num_layers=1, ...)."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, batch_first: bool = False,
+                 dropout: float = 0.0, device=None, dtype=None, **family_args):
+        FamilyRNN.__init__(self, family, input_size, hidden_size, num_layers, batch_first, dropout, device, dtype,
+                           **family_args)
+
+    return type(name, (FamilyRNN,), {"__init__": __init__, "__doc__": doc, "__module__": __name__})
+
+
+REAL_STATE = "output and h_n hold the real hidden state h (n features)."
+PLANAR = "output and h_n hold the complex state h as [Re h | Im h] (2n features); `as_complex` gives h."
+INTERLEAVED = ("output and h_n hold the complex state h interleaved, (Re h_0, Im h_0, Re h_1, ...) (2n "
+               "features); `as_complex` gives h.")
+ScoRNN = _family_layer("ScoRNN", "scornn", f"scoRNN, W = (I + A)^-1 (I - A) D (Helfrich et al. 2018). {REAL_STATE} "
+                       "Groups: recurrent (A), other. h0 = 0.")
+ScuRNN = _family_layer("ScuRNN", "scurnn", f"scuRNN, W from (I + A)^-1 (I - A) and diag(e^(i theta)) (Maduranga et "
+                       f"al. 2019). {PLANAR} Groups: recurrent (A), scaling (theta), other (with the trained h0).")
+ORNN = _family_layer("ORNN", "ornn", f"oRNN, W a product of Householder reflections (Mhammedi et al. 2017). "
+                     f"{REAL_STATE} Groups: recurrent, other (with the trained h0).")
+SRNN = _family_layer("SRNN", "srnn", f"Shuffling RNN, W a fixed cyclic shift (Rotman and Wolf 2021). {REAL_STATE} "
+                     "Groups: other. h0 = 0.")
+ExpRNN = _family_layer("ExpRNN", "exprnn", f"expRNN, W = exp(A) (Lezcano-Casado and Martinez-Rubio 2019). "
+                       f"{REAL_STATE} Groups: recurrent (A), other. h0 = 0.")
+NNRNN = _family_layer("NNRNN", "nnrnn", f"nnRNN, W = P (Lambda + T) P^T (Kerg et al. 2019). {REAL_STATE} Groups: "
+                      "orthogonal, spectrum, non_normal, other. h0 = 0.")
+URNN = _family_layer("URNN", "urnn", f"Unitary evolution RNN (Arjovsky et al. 2016). {INTERLEAVED} Groups: "
+                     "recurrent, other (with the trained h0).")
+EURNN = _family_layer("EURNN", "eurnn", f"Efficient unitary RNN, Givens-rotation layers (Jing et al. 2017). "
+                      f"{INTERLEAVED} Groups: recurrent, other. h0 = 0.")
+FullCapacityURNN = _family_layer("FullCapacityURNN", "fcurnn", f"Full-capacity uRNN, dense unitary W stepped on the "
+                                 f"Stiefel manifold (Wisdom et al. 2016). {PLANAR} Groups: recurrent (W, Stiefel "
+                                 f"step by default), other (with the trained h0).")
+NRU = _family_layer("NRU", "nru", "Non-saturating recurrent unit (Chandar et al. 2019). output holds h; h0 and h_n "
+                    "are the pair (h, memory). Groups: other. Zero initial state.")
+LSTM = _family_layer("LSTM", "lstm", "nn.LSTM with the papers' forget-gate bias 1 (forget_bias). h0 and h_n are the "
+                     "pair (h, c), as nn.LSTM. Groups: other.")
+GRU = _family_layer("GRU", "gru", "nn.GRU. Groups: other.")
+RNN = _family_layer("RNN", "rnn", "nn.RNN (nonlinearity 'tanh' or 'relu'). Groups: other.")
+LAYERS: dict[str, type[FamilyRNN]] = {
+    "scornn": ScoRNN, "scurnn": ScuRNN, "ornn": ORNN, "srnn": SRNN, "exprnn": ExpRNN, "nnrnn": NNRNN, "urnn": URNN,
+    "eurnn": EURNN, "fcurnn": FullCapacityURNN, "nru": NRU, "lstm": LSTM, "gru": GRU, "rnn": RNN,
+}  # every registered family with a carried state (all but NOT_A_RECURRENCE)
+
+
+# training a model that holds these layers ----------------------------------------------------------------------
+def parameter_groups(model: nn.Module) -> dict[str, list[nn.Parameter]]:
+    """Every parameter of `model` once: its OrthoLab layers' groups merged by name, all others in `other` (as
+    `ortholab fit` puts the readout and input adapter there)."""
+    groups: dict[str, list[nn.Parameter]] = {}
+    seen: set[int] = set()
+    for module in model.modules():
+        if isinstance(module, FamilyRNN):
+            for name, params in module.parameter_groups().items():
+                fresh = [p for p in params if id(p) not in seen]
+                groups.setdefault(name, []).extend(fresh)
+                seen.update(id(p) for p in fresh)
+    groups.setdefault("other", []).extend(p for p in model.parameters() if id(p) not in seen)
+    return groups
+
+
+class GroupOptimizer:
+    """One optimizer per parameter group of `model`, stepped together, then every layer's after-step hook.
+
+    specs: {group: {name: ..., lr: ..., options}} with an optional `default` entry, as `model.optimizers` in a
+    config (names: `ortholab.training.optimizers.OPTIMIZERS`, e.g. the papers' rmsprop_tf, adagrad_tf,
+    stiefel_cayley). `optimizers` maps each group to its torch optimizer (for an LR scheduler, say).
+    """
+
+    def __init__(self, model: nn.Module, specs: dict[str, dict]):
+        groups = parameter_groups(model)
+        self.layers = [module for module in model.modules() if isinstance(module, FamilyRNN)]
+        defaults: dict[str, dict] = {}
+        for layer in self.layers:
+            defaults.update(layer.default_optimizers)
+        self.specs = group_specs(groups, specs, defaults, where="optimizers")
+        self.optimizers = {name: build_optimizer(groups[name], spec, f"optimizers.{name}")
+                           for name, spec in self.specs.items() if groups[name]}
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for optimizer in self.optimizers.values():
+            optimizer.zero_grad(set_to_none=set_to_none)
+
+    def step(self) -> None:
+        for optimizer in self.optimizers.values():
+            optimizer.step()
+        for layer in self.layers:
+            layer.after_optimizer_step()
+
+    def state_dict(self) -> dict:
+        return {name: optimizer.state_dict() for name, optimizer in self.optimizers.items()}
+
+    def load_state_dict(self, state: dict) -> None:
+        for name, optimizer in self.optimizers.items():
+            optimizer.load_state_dict(state[name])
+
+
+def group_optimizer(model: nn.Module, specs: dict[str, dict] | str | Path) -> GroupOptimizer:
+    """`GroupOptimizer(model, specs)`; specs may also be a config (path or name) whose `model.optimizers` to use."""
+    return GroupOptimizer(model, specs if isinstance(specs, dict) else paper_optimizers(specs))
+
+
+def paper_optimizers(config: str | Path) -> dict[str, dict]:
+    """The `model.optimizers` of a config: a YAML path, `configs/papers/<name>.yaml` (installed with OrthoLab) or
+    just <name> (`ortholab list configs` lists them); adam 1e-3 for every group if it names none, as `fit`."""
+    name = str(config)
+    candidates = [Path(name), PACKAGE_ROOT / name] + [PACKAGE_ROOT / "configs" / folder / f"{name}.yaml"
+                                                      for folder in ("papers", "demo")]
+    path = next((c for c in candidates if c.is_file()), None)
+    if path is None:
+        raise ValueError(f"config {name!r} is neither a file nor an installed config; `ortholab list configs` "
+                         f"lists them (e.g. configs/papers/scornn_copying_T1000.yaml)")
+    model = (yaml.safe_load(path.read_text()) or {}).get("model") or {}
+    return model.get("optimizers") or DEFAULT_OPTIMIZERS

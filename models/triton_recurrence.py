@@ -1,0 +1,113 @@
+"""The real recurrences h_t = sigma(u_t + W h_{t-1}) [+ offsets_t] as two fused Triton kernels on CUDA: one launch
+runs the whole forward sequence, one the whole backward sequence (in reversed time), instead of a handful of
+launches per step (models/recurrence.py's and models/pointwise_recurrence.py's loops, which remain the oracle).
+
+sigma: modReLU (scoRNN eq. 4.1: sign(z) relu(|z| + b); scoRNN, expRNN, nnRNN) or leaky ReLU (oRNN's default).
+Both have a derivative that is a function of the output alone (modReLU: 1 where h != 0; leaky ReLU: 1 where h > 0,
+the slope elsewhere), so only the states are saved, as in the torch loops.
+
+Each program owns BLOCK_B rows of the batch for the whole sequence, so no two programs ever need each other's
+states. Per step it forms every output tile z[:, j] = u_t[:, j] + sum_k h_{t-1}[:, k] W^T[k, j] from tiles of
+h_{t-1} read back from the output (L1/L2-resident) and tiles of W (L2-resident: n = 360 is 0.5 MB), then a
+barrier orders step t's stores before step t+1's loads. The products use IEEE float32 (never TF32) so the states
+match the torch loop to float32 round-off. dL/dW, dL/db and dL/dh0 are then one product / reduction over all
+steps in torch, as in the loops.
+
+Triton is optional (`pip install 'ortholab[gpu]'`) and imported only when a CUDA tensor comes by; without it, or
+for other dtypes, devices or sigma = tanh, the torch loop runs. TRITON_INTERPRET=1 runs the same kernels on the
+CPU (tests/test_triton_recurrence.py); they have not yet run on a GPU.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+
+import torch
+
+ACTIVATIONS = {"modrelu": 0, "leaky_relu": 1}
+BLOCK_B, BLOCK_N = 16, 32  # tl.dot's tiles: at least 16 on each side
+DISABLE = "ORTHOLAB_TRITON"  # set to 0 to keep the torch loops on CUDA (e.g. to compare)
+
+
+def triton_installed() -> bool:
+    return importlib.util.find_spec("triton") is not None
+
+
+def interpreting() -> bool:
+    """TRITON_INTERPRET=1: Triton's kernels run in its numpy interpreter, on CPU tensors."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def fused_available(u: torch.Tensor, activation: str = "modrelu") -> bool:
+    """Whether the fused kernels take this recurrence: a CUDA float32/float64 tensor, Triton installed, sigma one
+    of ACTIVATIONS and the kernels not disabled by ORTHOLAB_TRITON=0."""
+    return (u.device.type == "cuda" and u.dtype in (torch.float32, torch.float64) and activation in ACTIVATIONS
+            and os.environ.get(DISABLE, "1") != "0" and triton_installed())
+
+
+@functools.lru_cache(maxsize=2)
+def _kernels(interpret: bool):
+    """The forward and backward kernels, compiled for the interpreter or the GPU: triton.jit reads TRITON_INTERPRET
+    when it decorates, so each mode executes its own copy of models/triton_kernels.py."""
+    spec = importlib.util.find_spec("ortholab.models.triton_kernels")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.forward_kernel, module.backward_kernel
+
+
+def _grid(batch: int) -> tuple[int]:
+    return ((batch + BLOCK_B - 1) // BLOCK_B,)
+
+
+class _FusedRecurrence(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, u, w, b, h0, offsets, activation: str, slope: float):
+        forward_kernel, _ = _kernels(interpreting())
+        u, w, h0 = u.contiguous(), w.contiguous(), h0.contiguous()
+        steps, batch, n = u.shape
+        bias = b.contiguous() if b is not None else u.new_zeros(n)
+        h = torch.empty_like(u)
+        offsets_arg = offsets.contiguous() if offsets is not None else h  # never read without HAS_OFFSETS
+        forward_kernel[_grid(batch)](u, w, bias, h0, offsets_arg, h, steps, batch, n, u.new_full((1,), slope),
+                                     ACTIVATION=ACTIVATIONS[activation], HAS_OFFSETS=offsets is not None,
+                                     BLOCK_B=BLOCK_B, BLOCK_N=BLOCK_N)
+        ctx.activation, ctx.slope, ctx.has_bias = activation, slope, b is not None
+        ctx.save_for_backward(w, h0, h, offsets_arg if offsets is not None else None)
+        return h
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_h):
+        _, backward_kernel = _kernels(interpreting())
+        w, h0, h, offsets = ctx.saved_tensors
+        steps, batch, n = h.shape
+        grad_h = grad_h.contiguous()
+        grad_z = torch.empty_like(h)
+        want_total = ctx.needs_input_grad[4]
+        total = torch.empty_like(h) if want_total else grad_z  # never written without WANT_TOTAL
+        backward_kernel[_grid(batch)](grad_h, w, h, offsets if offsets is not None else h, grad_z, total,
+                                      steps, batch, n, h.new_full((1,), ctx.slope),
+                                      ACTIVATION=ACTIVATIONS[ctx.activation],
+                                      HAS_OFFSETS=offsets is not None, WANT_TOTAL=want_total,
+                                      BLOCK_B=BLOCK_B, BLOCK_N=BLOCK_N)
+        grad_w = grad_z[1:].reshape(-1, n).t() @ h[:-1].reshape(-1, n)  # sum_t dz_t h_{t-1}^T
+        grad_w.addmm_(grad_z[0].t(), h0)
+        grad_h0 = grad_z[0] @ w
+        grad_b = None
+        if ctx.has_bias:  # modReLU: d h/d b = sign(z) = sign(h) where active
+            activation = h if offsets is None else h - offsets
+            grad_b = torch.sign(activation).mul_(grad_z).sum(dim=(0, 1))
+        return grad_z, grad_w, grad_b, grad_h0, (total if want_total else None), None, None
+
+
+def fused_modrelu_recurrence(u: torch.Tensor, w: torch.Tensor, b: torch.Tensor, h0: torch.Tensor,
+                             offsets: torch.Tensor | None = None) -> torch.Tensor:
+    """models/recurrence.py's modrelu_recurrence in two kernel launches (u (T, B, n), w (n, n), b (n,), h0 (B, n))."""
+    return _FusedRecurrence.apply(u, w, b, h0, offsets, "modrelu", 0.0)
+
+
+def fused_leaky_relu_recurrence(u: torch.Tensor, w: torch.Tensor, h0: torch.Tensor, slope: float,
+                                offsets: torch.Tensor | None = None) -> torch.Tensor:
+    """models/pointwise_recurrence.py's leaky-ReLU recurrence in two kernel launches."""
+    return _FusedRecurrence.apply(u, w, None, h0, offsets, "leaky_relu", slope)

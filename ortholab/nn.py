@@ -1,0 +1,17 @@
+"""OrthoLab's recurrent families as torch.nn layers, and the optimizers the papers train them with.
+
+    from ortholab import nn as onn
+    rnn = onn.ScoRNN(10, 64, batch_first=True)       # nn.RNN's calling convention: (input, h0) -> (output, h_n)
+    opt = onn.group_optimizer(model, "scornn_copying_T1000")   # that paper config's optimizer for each group
+
+Everything here lives in ortholab.models.layers and ortholab.training.optimizers; docs/library.md shows it at work.
+"""
+from ortholab.models.layers import (EURNN, GRU, LAYERS, LSTM, NRU, NNRNN, ORNN, RNN, SRNN, URNN, ExpRNN, FamilyRNN,
+                                    FullCapacityURNN, GroupOptimizer, ScoRNN, ScuRNN, group_optimizer,
+                                    paper_optimizers, parameter_groups)
+from ortholab.training.optimizers import OPTIMIZERS, AdagradTF, RMSpropTF, build_optimizer
+from ortholab.training.stiefel import StiefelCayley
+
+__all__ = ["EURNN", "GRU", "LAYERS", "LSTM", "NRU", "NNRNN", "ORNN", "RNN", "SRNN", "URNN", "ExpRNN", "FamilyRNN",
+           "FullCapacityURNN", "GroupOptimizer", "ScoRNN", "ScuRNN", "group_optimizer", "paper_optimizers",
+           "parameter_groups", "OPTIMIZERS", "AdagradTF", "RMSpropTF", "StiefelCayley", "build_optimizer"]

@@ -1,0 +1,78 @@
+"""A family's options and each group's optimizer as the argument parser knows them: typed, defaulted, documented."""
+import inspect
+
+import pytest
+import yaml
+
+from ortholab.models import FAMILIES, ConfigError
+from ortholab.training.family_options import (describe_options, option_help, resolve_family_args,
+                                               resolve_optimizers)
+from test_cli import DEMO, TINY, ortholab
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_every_option_of_every_family_has_a_help_line_and_a_type(family):
+    options = [p for name, p in inspect.signature(FAMILIES[family].__init__).parameters.items()
+               if name not in ("self", "input_size", "hidden_size")]
+    helps = option_help(family)
+    for option in options:
+        assert helps.get(option.name), f"{family}.{option.name} has no `{option.name}: ...` line in its docstring"
+        assert option.annotation is not inspect.Parameter.empty, f"{family}.{option.name} has no type hint"
+    table = describe_options(family)
+    assert all(f"model.family_args.{option.name}" in table for option in options)
+
+
+def test_defaults_are_filled_and_given_values_kept():
+    assert resolve_family_args("scornn", {"rho": 3}) == {"rho": 3, "init": "henaff", "input_init_range": 0.01}
+    assert resolve_family_args("exprnn", {"rebase_every": None})["rebase_every"] is None
+
+
+@pytest.mark.parametrize("family, args, expected", [
+    ("scornn", {"rho": "abc"}, "model.family_args.rho: expected int | float, got 'abc'"),
+    ("scornn", {"init": 3}, "model.family_args.init: expected str, got 3"),
+    ("exprnn", {"rebase_every": "often"}, "model.family_args.rebase_every: expected int | None, got 'often'"),
+    ("ornn", {"renormalize": "perhaps"}, "model.family_args.renormalize: expected bool, got 'perhaps'"),
+    ("scornn", {"rhoo": 3}, "model.family_args.rhoo is not an option of family 'scornn'"),
+])
+def test_a_wrong_type_or_key_is_refused_by_the_parser_with_the_full_key(family, args, expected):
+    with pytest.raises(ConfigError) as error:
+        resolve_family_args(family, args)
+    assert str(error.value).startswith(expected)
+
+
+def test_each_group_gets_its_optimizer_with_the_optimizers_defaults_filled():
+    resolved = resolve_optimizers("scornn", {}, {"recurrent": {"name": "rmsprop_tf", "lr": 1e-4},
+                                                 "default": {"name": "adam", "lr": 1e-3}})
+    assert resolved["recurrent"] == {"name": "rmsprop_tf", "lr": 1e-4, "decay": 0.9, "eps": 1e-10,
+                                     "initial_accumulator": 1.0}
+    assert resolved["other"]["name"] == "adam" and resolved["other"]["lr"] == 1e-3
+    assert resolved["other"]["betas"] == (0.9, 0.999)  # torch.optim.Adam's own default, shown
+    fcurnn = resolve_optimizers("fcurnn", {}, None)  # the family's own default for its unitary W: the Stiefel step
+    assert fcurnn["recurrent"]["name"] == "stiefel_cayley"
+
+
+def test_print_config_shows_the_resolved_family_options_and_optimizers(tmp_path):
+    done = ortholab("fit", "--config", DEMO, "--model.family_args", "{rho: 4}", "--print_config", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    model = yaml.safe_load(done.stdout)["model"]
+    assert model["family_args"] == {"rho": 4, "init": "henaff", "input_init_range": 0.01}
+    assert set(model["optimizers"]) == {"recurrent", "other"}
+    assert model["optimizers"]["recurrent"]["initial_accumulator"] == 1.0
+
+
+def test_help_lists_a_familys_options(tmp_path):
+    done = ortholab("fit", "--model.family_args.help", "eurnn", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "model.family_args.capacity" in done.stdout and "int" in done.stdout
+    listed = ortholab("list", "families", "--family", "eurnn", cwd=tmp_path)
+    assert listed.stdout == done.stdout
+    general = ortholab("fit", "--help", cwd=tmp_path)
+    assert "--model.family_args.help" in general.stdout.replace("\n", " ").replace("  ", " ")
+
+
+def test_a_wrong_type_on_the_command_line_is_one_line_naming_the_key(tmp_path):
+    done = ortholab("fit", "--config", DEMO, *TINY, "--model.family_args", "{rho: abc}",
+                    "--db", f"sqlite:///{tmp_path / 'store.db'}", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert "model.family_args.rho: expected int | float, got 'abc'" in done.stderr

@@ -1,0 +1,280 @@
+"""Every family as an nn.RNN-style layer (models/layers.py, `ortholab.nn`): gradients, state round-trips, a user's
+model, and the same numbers as `ortholab fit`."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ortholab import nn as onn
+from ortholab.datamodules.adding import adding_batch
+from ortholab.datamodules.copying import copying_batch
+from ortholab.db import frames
+from ortholab.models import FAMILIES
+from ortholab.training.api import fit
+from tolerances import close, norm, roundoff
+
+# the tiny options each family needs (NRU: M k a perfect square; SRNN: f_r's width)
+TINY = {"nru": {"memory_size": 4, "heads": 1}, "srnn": {"hyper": 4}}
+# options under which a parameter's .grad is dL/dparameter (the defaults hand some groups the papers' step instead:
+# scuRNN's A Theorem 2's direction, the full-capacity uRNN's W the code's top blocks, nnRNN's alpha a penalty)
+TRUE_GRADIENTS = {"scurnn": {"a_gradient": "coordinates"}, "fcurnn": {"w_gradient": "full"},
+                  "nnrnn": {"alpha_penalty": 0.0}}
+CASES = [(family, {}) for family in onn.LAYERS] + [("eurnn", {"recurrence": "layers"}), ("rnn", {"nonlinearity": "relu"})]
+# gradcheck's full mode takes a backward pass per output entry and two forward passes per input entry; a call of
+# the uRNN's compiled loops costs ~10 ms even at this size, which makes its full check minutes on a shared CPU. By
+# default the uRNN is checked in gradcheck's fast mode (a random projection u^T J v against finite differences),
+# in full under -m slow.
+FULL_MODE_SLOW = ("urnn",)
+# families whose W is orthogonal or unitary by construction, and stays so under training
+ORTHOGONAL = ("scornn", "scurnn", "ornn", "srnn", "exprnn", "urnn", "eurnn", "fcurnn")
+
+
+def _layer(family, input_size, hidden_size, **kwargs):
+    return onn.LAYERS[family](input_size, hidden_size, **{**TINY.get(family, {}), **kwargs})
+
+
+def _parts(state):
+    return list(state) if isinstance(state, tuple) else [state]
+
+
+def _random_state(layer, batch, generator):
+    """A random h0 in the layer's format: (num_layers, N, features) per part of the state."""
+    parts = [torch.randn(layer.num_layers, batch, size, generator=generator, dtype=torch.float64) / 2
+             for size in layer.state_size.values()]
+    return parts[0] if len(parts) == 1 else tuple(parts)
+
+
+def test_every_family_with_a_state_has_a_layer_and_rtransformer_is_refused():
+    assert set(onn.LAYERS) == set(FAMILIES) - {"rtransformer"}
+    with pytest.raises(ValueError, match="rtransformer.*no nn.RNN form.*RTransformer"):
+        onn.FamilyRNN("rtransformer", 3, 8)
+    with pytest.raises(ValueError, match="'rhoo' is not an option of family 'scornn'"):
+        onn.ScoRNN(3, 8, rhoo=4)
+
+
+class _Recomputed(torch.autograd.Function):
+    """f's value; each backward runs f again on fresh copies, so that every one of gradcheck's backward passes has a
+    graph of its own (the uRNN/EURNN recurrences backpropagate once per forward, models/operator_recurrence.py)."""
+
+    @staticmethod
+    def forward(ctx, f, *inputs):
+        ctx.f = f
+        ctx.save_for_backward(*inputs)
+        with torch.no_grad():
+            return f(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        inputs = [x.detach().requires_grad_() for x in ctx.saved_tensors]
+        with torch.enable_grad():
+            grads = torch.autograd.grad(ctx.f(*inputs), inputs, grad, allow_unused=True)
+        return (None, *grads)
+
+
+def _gradcheck_cases():
+    for family, options in CASES:
+        name = f"{family}-{'-'.join(map(str, options.values()))}".strip("-")
+        yield pytest.param(family, options, family in FULL_MODE_SLOW, id=name)
+        if family in FULL_MODE_SLOW:
+            yield pytest.param(family, options, False, id=f"{name}-full", marks=pytest.mark.slow)
+
+
+@pytest.mark.parametrize("family, options, fast_mode", list(_gradcheck_cases()))
+def test_layer_gradcheck_in_float64(family, options, fast_mode):
+    """d(output, h_n) / d(input, h0, every parameter) of a 2-layer stack against finite differences."""
+    torch.manual_seed(3)
+    layer = _layer(family, 2, 3, num_layers=2, dtype=torch.float64, **TRUE_GRADIENTS.get(family, {}), **options)
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(2, 2, 2, generator=g, dtype=torch.float64)  # (L, N, H_in): nn.RNN's default layout
+    state = _parts(_random_state(layer, 2, g))
+    names = [name for name, _ in layer.named_parameters()]
+
+    def run(x, *rest):
+        h0, params = rest[:len(state)], rest[len(state):]
+        output, h_n = torch.func.functional_call(layer, dict(zip(names, params)), (x, h0[0] if len(h0) == 1 else h0))
+        return torch.cat([output.reshape(-1)] + [part.reshape(-1) for part in _parts(h_n)])
+
+    inputs = [t.detach().clone().requires_grad_() for t in (x, *state, *layer.parameters())]
+    assert torch.autograd.gradcheck(lambda *args: _Recomputed.apply(run, *args), inputs, fast_mode=fast_mode)
+
+
+@pytest.mark.parametrize("family", list(onn.LAYERS))
+@pytest.mark.parametrize("given_h0", [False, True], ids=["own_h0", "given_h0"])
+def test_two_halves_with_h_n_passed_on_equal_the_whole(family, given_h0):
+    torch.manual_seed(5)
+    layer = _layer(family, 3, 4, num_layers=2, dtype=torch.float64)
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(7, 2, 3, generator=g, dtype=torch.float64)
+    h0 = _random_state(layer, 2, g) if given_h0 else None
+    whole, h_whole = layer(x, h0)
+    first, h_half = layer(x[:4], h0)
+    second, h_end = layer(x[4:], h_half)
+    # the same operations on the same numbers, but a compiled loop (uRNN's, numba fastmath) may contract a step's
+    # products differently at the call boundary: round-off of 7 steps over 2 layers, each summing 2n + H_in terms
+    bound = close(torch.float64, n=7 * 2 * (8 + 3), scale=norm(whole))
+    torch.testing.assert_close(torch.cat([first, second]), whole, **bound)
+    for got, expected in zip(_parts(h_end), _parts(h_whole)):
+        torch.testing.assert_close(got, expected, **bound)
+    assert tuple(_parts(h_whole)[0].shape) == (2, 2, layer.state_size["h"])
+
+
+@pytest.mark.parametrize("family", ["scornn", "eurnn", "lstm"])
+def test_batch_first_and_unbatched_inputs_as_nn_rnn(family):
+    torch.manual_seed(7)
+    layer = _layer(family, 3, 4)
+    x = torch.randn(5, 2, 3)
+    output, h_n = layer(x)
+    layer.batch_first = True
+    output_bf, h_n_bf = layer(x.transpose(0, 1))
+    torch.testing.assert_close(output_bf.transpose(0, 1), output, rtol=0, atol=0)
+    single, h_single = layer(x[:, 1])  # (L, H_in): one sequence without a batch dimension
+    torch.testing.assert_close(single, output[:, 1], **close(torch.float32, n=5 * 11, scale=norm(output)))
+    for part, whole in zip(_parts(h_single), _parts(h_n)):
+        assert part.shape == whole[:, 1].shape
+        torch.testing.assert_close(part, whole[:, 1], **close(torch.float32, n=5 * 11, scale=norm(whole)))
+    wrong_batch = tuple(part.double() for part in _parts(_random_state(layer, 5, torch.Generator())))
+    with pytest.raises(ValueError, match=r"h0's h must have shape \(1, 2, \d+\) .*got \(1, 5, \d+\)"):
+        layer(x.transpose(0, 1), wrong_batch[0] if len(wrong_batch) == 1 else wrong_batch)
+
+
+def test_complex_families_say_how_their_features_hold_h():
+    torch.manual_seed(8)
+    for family, layout in (("scurnn", "planar"), ("fcurnn", "planar"), ("urnn", "interleaved"),
+                           ("eurnn", "interleaved")):
+        layer = _layer(family, 3, 4, batch_first=True)
+        assert layer.layout == layout and layer.output_size == 8
+        output, h_n = layer(torch.randn(2, 5, 3))
+        h = layer.as_complex(h_n[0])
+        assert h.dtype == torch.complex64 and h.shape == (2, 4)
+        real, imag = (h_n[0][:, :4], h_n[0][:, 4:]) if layout == "planar" else (h_n[0][:, 0::2], h_n[0][:, 1::2])
+        assert torch.equal(h.real, real) and torch.equal(h.imag, imag)
+        assert torch.equal(h_n[0], output[:, -1])  # h_n is the last step's state
+    with pytest.raises(ValueError, match="real state"):
+        _layer("scornn", 3, 4).as_complex(torch.zeros(4))
+
+
+class Summer(nn.Module):
+    """A user's model for the adding problem; swapping nn.RNN for an OrthoLab family is the one changed line."""
+
+    def __init__(self, rnn_class, **options):
+        super().__init__()
+        self.rnn = rnn_class(2, 8, batch_first=True, dtype=torch.float64, **options)  # was nn.RNN(2, 8, ...)
+        self.head = nn.Linear(self.rnn.output_size, 1, dtype=torch.float64)
+
+    def forward(self, x):
+        output, _ = self.rnn(x)
+        return self.head(output[:, -1])
+
+
+@pytest.mark.parametrize("family", list(onn.LAYERS))
+def test_a_user_model_with_the_family_trains_and_w_stays_orthogonal(family):
+    torch.manual_seed(9)
+    model = Summer(onn.LAYERS[family], **TINY.get(family, {}))
+    before = _unitarity_error(model.rnn) if family in ORTHOGONAL else None
+    x, y = adding_batch(16, 10, torch.Generator().manual_seed(10))
+    x, y = x.double(), y.double()
+    optimizer = onn.group_optimizer(model, {"default": {"name": "adam", "lr": 1e-2}})  # fcurnn: W's Stiefel step
+    assert set(optimizer.optimizers) == {name for name, ps in onn.parameter_groups(model).items() if ps}
+    losses = []
+    for _ in range(5):
+        loss = F.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert all(math.isfinite(value) for value in losses) and losses[-1] < losses[0], losses
+    if family in ORTHOGONAL:
+        # forming W (a solve, an exponential, a product of n factors) and W^H W each sum n terms per entry, and the
+        # Stiefel step (fcurnn) adds that much per step: (5 + 2) n^2 roundings, measured over n^2 entries (sqrt(n));
+        # added to W's error at the start (fcurnn stores W itself, drawn in float32 as `ortholab fit` draws it)
+        n = model.rnn.hidden_size
+        assert _unitarity_error(model.rnn) <= before + roundoff(torch.float64, n=7 * n * n, scale=math.sqrt(n))
+
+
+def _unitarity_error(layer) -> float:
+    w = layer.recurrent_matrices()[0].detach()
+    return float(torch.linalg.matrix_norm(w.mH @ w - torch.eye(w.shape[0], dtype=w.dtype)))
+
+
+def test_groups_cover_every_parameter_once_and_papers_optimizers_load():
+    model = Summer(onn.ScuRNN)
+    groups = onn.parameter_groups(model)
+    assert sorted(groups) == ["other", "recurrent", "scaling"]
+    flat = [id(p) for params in groups.values() for p in params]
+    assert sorted(flat) == sorted(id(p) for p in model.parameters())
+    assert {id(p) for p in model.head.parameters()} <= {id(p) for p in groups["other"]}
+    specs = onn.paper_optimizers("scurnn_copying_T1000")
+    optimizer = onn.group_optimizer(model, "scurnn_copying_T1000")
+    for name, spec in specs.items():
+        torch_optimizer = optimizer.optimizers[name]
+        assert isinstance(torch_optimizer, onn.OPTIMIZERS[spec["name"]])
+        assert torch_optimizer.param_groups[0]["lr"] == spec["lr"]
+    with pytest.raises(ValueError, match="optimizers.reccurent: there is no parameter group"):
+        onn.group_optimizer(model, {"reccurent": {"name": "adam"}, "default": {"name": "adam"}})
+    with pytest.raises(ValueError, match="neither a file nor an installed config"):
+        onn.paper_optimizers("no_such_config")
+
+
+def test_stacked_full_capacity_urnn_gets_one_stiefel_step_per_layer():
+    model = Summer(onn.FullCapacityURNN, num_layers=2)
+    optimizer = onn.group_optimizer(model, {"default": {"name": "adam", "lr": 1e-2}})
+    stiefel = optimizer.optimizers["recurrent"]
+    assert isinstance(stiefel, onn.StiefelCayley) and len(stiefel.param_groups) == 2
+
+
+# the same numbers as `ortholab fit` ----------------------------------------------------------------------------
+SEED, DATA_SEED, DELAY, TRAIN, BATCH, STEPS, HIDDEN = 7, 11, 5, 40, 10, 6, 8
+KINDS = {  # one family per kind: real, complex, gated; with the papers' optimizers (TF1 RMSProp) where they have them
+    "scornn": ({"rho": 4}, {"recurrent": {"name": "rmsprop_tf", "lr": 1e-3}, "other": {"name": "rmsprop_tf", "lr": 1e-2}}),
+    "scurnn": ({}, {"recurrent": {"name": "rmsprop_tf", "lr": 1e-3}, "scaling": {"name": "rmsprop_tf", "lr": 1e-3},
+                    "other": {"name": "adam", "lr": 1e-2}}),
+    "lstm": ({}, {"default": {"name": "rmsprop_tf", "lr": 1e-2}}),
+}
+
+
+class Copier(nn.Module):
+    """A user's copying-task model laid out as `ortholab fit` builds one: one-hot symbols, the layer, a readout."""
+
+    def __init__(self, family, family_args):
+        super().__init__()
+        self.rnn = onn.LAYERS[family](10, HIDDEN, batch_first=True, **family_args)
+        self.readout = nn.Linear(self.rnn.output_size, 9)
+        nn.init.xavier_uniform_(self.readout.weight)  # the readout's initialisation in ortholab fit (Glorot, zero bias)
+        nn.init.zeros_(self.readout.bias)
+
+    def forward(self, symbols):
+        return self.readout(self.rnn(F.one_hot(symbols, 10).float())[0])
+
+
+@pytest.mark.parametrize("family", list(KINDS))
+def test_the_layer_in_a_users_loop_reproduces_ortholab_fit(family, tmp_path):
+    family_args, optimizers = KINDS[family]
+    config = {"seed_everything": SEED,
+              "model": {"family": family, "hidden_size": HIDDEN, "family_args": family_args, "optimizers": optimizers},
+              "data": {"class_path": "ortholab.datamodules.CopyingTask",
+                       "init_args": {"seq_len": DELAY, "train_size": TRAIN, "batch_size": BATCH, "val_size": 20,
+                                     "test_size": 20, "seed": DATA_SEED}},
+              "trainer": {"accelerator": "cpu", "max_steps": STEPS, "val_check_interval": 3,
+                          "check_val_every_n_epoch": None, "log_every_n_steps": 1, "enable_progress_bar": False,
+                          "enable_model_summary": False}}
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    run_id = fit(config, db=db, runs_dir=str(tmp_path / "runs"))
+    recorded = frames.metrics(run_id, "train/loss", db=db)["value"].tolist()
+
+    torch.manual_seed(SEED)  # what seed_everything does before the model is built
+    model = Copier(family, family_args)
+    optimizer = onn.group_optimizer(model, optimizers)
+    inputs, targets = copying_batch(TRAIN, DELAY, torch.Generator().manual_seed(DATA_SEED))  # the task's train split
+    losses = []
+    for step in range(STEPS):  # batches in order, from the start again after each epoch (shuffle off)
+        batch = slice(step % (TRAIN // BATCH) * BATCH, (step % (TRAIN // BATCH) + 1) * BATCH)
+        loss = F.cross_entropy(model(inputs[batch]).reshape(-1, 9), targets[batch].reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert len(recorded) == STEPS and losses[-1] != losses[0]
+    # the same operations on the same numbers in the same process: equal to the bit
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(recorded), rtol=0, atol=0)

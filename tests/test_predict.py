@@ -1,0 +1,144 @@
+"""`ortholab predict`: a recorded run's checkpoint on a split in, a predictions file in the predict run's folder
+out, recorded as a run of stage 'predict' linked to its source run."""
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+import torch
+from standins import SHARED_DATA
+from tolerances import roundoff
+
+from ortholab.db import Store
+from ortholab.training.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+DEMOS = REPO / "configs" / "demo"
+QUIET = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
+DIGITS = [*QUIET, "--model.hidden_size", "16", "--model.family_args.rho", "2", "--trainer.max_steps", "4",
+          "--trainer.max_epochs", "null", "--trainer.val_check_interval", "2", "--trainer.check_val_every_n_epoch",
+          "null", "--data.eval_batch_size", "100"]
+
+
+def ortholab(capsys, *args) -> tuple[int, str, str]:
+    capsys.readouterr()
+    try:
+        main([str(a) for a in args])
+        code = 0
+    except SystemExit as done:
+        code = done.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A short recorded fit of scoRNN on the 8x8 digits, shared by the tests: (store URL, its run)."""
+    folder = tmp_path_factory.mktemp("trained")
+    db = f"sqlite:///{folder / 'runs.db'}"
+    main(["fit", "--config", str(DEMOS / "mnist_digits_scornn.yaml"), *DIGITS, "--db", db, "--runs_dir",
+          str(folder / "runs")])
+    (run,) = Store(db).list_runs()
+    return db, Store(db).get_run(run.id)
+
+
+@pytest.fixture
+def fresh(trained, tmp_path):
+    """The trained run in a store of this test's own (a copy), so each test sees only its own predict runs."""
+    db, source = trained
+    copy = tmp_path / "runs.db"
+    with sqlite3.connect(db.removeprefix("sqlite:///")) as original, sqlite3.connect(copy) as duplicate:
+        original.backup(duplicate)  # SQLite's online backup: whatever the journal mode
+    return f"sqlite:///{copy}", source
+
+
+def test_predict_on_a_recorded_run_writes_class_scores_and_records_the_link(fresh, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    db, source = fresh
+    code, out, err = ortholab(capsys, "predict", "--run", source.id, "--db", db)
+    assert code == 0, err
+    store = Store(db)
+    (run,) = [r for r in store.list_runs() if r.stage == "predict"]
+    detail = store.get_run(run.id)
+    link = detail.info["predict"]
+    best = sorted((Path(source.run_dir) / "checkpoints").glob("best-step*.ckpt"))[-1]
+    assert (run.status, run.name, link["source_run"], link["split"]) == ("finished", source.name, source.id, "test")
+    assert link["checkpoint"] == str(best.resolve())
+    path = Path(link["predictions"])
+    assert path.parent == Path(detail.run_dir).resolve() and path.name == "predictions-test.npz"
+    assert f"written to {Path(detail.run_dir) / path.name}" in out or str(path.name) in out
+    saved = np.load(path)
+    scores, labels = saved["predictions"], saved["targets"]
+    assert str(saved["kind"]) == "class_scores" and scores.shape == (360, 10) and link["sequences"] == 360
+    assert np.abs(scores.sum(axis=1) - 1).max() <= roundoff(torch.float32, n=10)  # a softmax over 10 classes
+    assert np.array_equal(saved["predicted_class"], scores.argmax(axis=1))
+    # the same checkpoint through `ortholab test`: its recorded accuracy is the predictions' accuracy
+    code, _, err = ortholab(capsys, "test", "--config", Path(source.run_dir) / "config.yaml", "--db", db,
+                            "--ckpt_path", best, *QUIET)
+    assert code == 0, err
+    (tested,) = [r for r in store.list_runs() if r.stage == "test"]
+    (accuracy,) = [p.value for p in store.metric_series(tested.id, "test/acc")]
+    assert abs(accuracy - float(np.mean(saved["predicted_class"] == labels))) <= roundoff(torch.float32, n=360)
+
+
+def test_the_lightning_form_with_another_split_is_linked_too(fresh, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    db, source = fresh
+    last = Path(source.run_dir) / "checkpoints" / "last.ckpt"
+    code, _, err = ortholab(capsys, "predict", "--config", Path(source.run_dir) / "config.yaml", "--db", db,
+                            "--ckpt_path", last, "--predict_split", "val", "--name", "digits-val", *QUIET)
+    assert code == 0, err
+    store = Store(db)
+    (run,) = [r for r in store.list_runs() if r.stage == "predict"]
+    link = store.get_run(run.id).info["predict"]
+    assert (run.name, link["source_run"], link["split"], link["sequences"]) == ("digits-val", source.id, "val", 180)
+    assert np.load(link["predictions"])["predictions"].shape == (180, 10)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--config", DEMOS / "mnist_digits_scornn.yaml"], "predict needs trained weights"),
+    (["--config", DEMOS / "mnist_digits_scornn.yaml", "--checkpoint", "best"], "give --run ID as well"),
+    (["--run", "99"], "No run with id 99"),
+])
+def test_predict_without_weights_is_one_line(args, words, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = ortholab(capsys, "predict", *args, "--db", f"sqlite:///{tmp_path / 'runs.db'}", *QUIET)
+    (line,) = [line for line in err.splitlines() if line.startswith("ortholab: error:")]
+    assert code == 2 and "Traceback" not in err and words in line
+    assert not [r for r in Store(f"sqlite:///{tmp_path / 'runs.db'}").list_runs() if r.stage == "predict"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (SHARED_DATA / "fsdd").is_dir() or not (SHARED_DATA / "poly_music").is_dir(),
+                    reason="needs ../shared/data (FSDD and JSB Chorales) as the data root")
+def test_music_gives_next_frames_and_speech_gives_reconstructed_audio(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the data root is ../shared/data (tests/conftest.py)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    short = [*QUIET, "--trainer.max_steps", "2", "--trainer.max_epochs", "null", "--trainer.limit_val_batches", "1",
+             "--trainer.val_check_interval", "2", "--trainer.check_val_every_n_epoch", "null", "--db", db]
+    speech = ["--data.max_utterances", "3", "--data.recordings_per_utterance", "2", "--data.batch_size", "2",
+              "--data.cache_dir", "null", "--trainer.callbacks", "[]"]
+    assert ortholab(capsys, "fit", "--config", DEMOS / "music_jsb_lstm.yaml", *short)[0] == 0
+    assert ortholab(capsys, "fit", "--config", DEMOS / "speech_fsdd_scornn.yaml", *short, *speech)[0] == 0
+    store = Store(db)
+    music_run, speech_run = sorted(store.list_runs(), key=lambda r: r.id)
+    for run in (music_run, speech_run):
+        code, _, err = ortholab(capsys, "predict", "--run", run.id, "--db", db, "--checkpoint", "last")
+        assert code == 0, err
+    music_link, speech_link = (store.get_run(r.id).info["predict"] for r in sorted(
+        (r for r in store.list_runs() if r.stage == "predict"), key=lambda r: r.id))
+    music = np.load(music_link["predictions"])
+    assert str(music["kind"]) == "key_probabilities" and music["predictions"].shape[0] == 77  # JSB's test pieces
+    assert music["predictions"].shape[2] == 88 and music["mask"].shape == music["predictions"].shape[:2]
+    assert 0 <= music["predictions"].min() and music["predictions"].max() <= 1
+    assert music_link["source_run"] == music_run.id
+    frames = np.load(speech_link["predictions"])
+    assert str(frames["kind"]) == "values" and frames["predictions"].shape == (3, frames["mask"].shape[1], 129)
+    wavs = sorted((Path(speech_link["predictions"]).parent / "audio").glob("*.wav"))
+    assert len(wavs) == speech_link["audio_files"] == 3
+    for wav, valid in zip(wavs, frames["mask"].sum(axis=1), strict=True):
+        samples, rate = soundfile.read(wav)
+        # the utterance's own length: 'wisdom' framing gives T = 3 + ceil(samples / 128) frames, T - 1 predicted
+        assert rate == 8000 and (valid - 3) * 128 < len(samples) <= (valid - 2) * 128
+        assert np.abs(samples).max() > 0  # a waveform, not silence

@@ -1,0 +1,104 @@
+"""The fused Triton recurrences (models/triton_recurrence.py) against the plain-autograd loops, values and gradients:
+on the CPU through Triton's interpreter (TRITON_INTERPRET=1), on CUDA compiled when the machine has a GPU."""
+import pytest
+import torch
+
+from ortholab.models import triton_recurrence as fused
+from ortholab.models.pointwise_recurrence import pointwise_recurrence_reference
+from ortholab.models.recurrence import modrelu_recurrence, modrelu_recurrence_reference
+
+from tolerances import close, norm
+
+pytest.importorskip("triton", reason="Triton is not installed (pip install 'ortholab[gpu]')")
+
+# T steps and n > BLOCK_N (two column tiles, the second partial), B > BLOCK_B (two row blocks, the second partial)
+T, B, N = 7, 19, 37
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
+                                                                 reason="no CUDA device on this machine"))]
+
+
+@pytest.fixture
+def device(request, monkeypatch):
+    if request.param == "cpu":
+        monkeypatch.setenv("TRITON_INTERPRET", "1")  # the same kernels, run by Triton's numpy interpreter
+    else:
+        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    return request.param
+
+
+def _inputs(dtype, device, with_offsets):
+    g = torch.Generator().manual_seed(7)
+    q = torch.linalg.qr(torch.randn(N, N, generator=g, dtype=torch.float64))[0]
+    tensors = {"u": torch.randn(T, B, N, generator=g, dtype=torch.float64),
+               "w": q, "b": torch.rand(N, generator=g, dtype=torch.float64) * 0.6 - 0.4,  # some units cut off
+               "h0": torch.randn(B, N, generator=g, dtype=torch.float64) * 0.5}
+    if with_offsets:
+        tensors["offsets"] = torch.randn(T, B, N, generator=g, dtype=torch.float64) * 0.1
+    return {k: v.to(device=device, dtype=dtype).requires_grad_() for k, v in tensors.items()}
+
+
+def _compare(run, reference, inputs, dtype):
+    probe = torch.randn(T, B, N, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+    results = []
+    for fn in (run, reference):
+        for tensor in inputs.values():
+            tensor.grad = None
+        out = fn(**inputs)
+        (out * probe.to(out)).sum().backward()
+        results.append((out.detach(), {k: v.grad.clone() for k, v in inputs.items()}))
+    (out, grads), (expected, expected_grads) = results
+    # an orthogonal W: states of size ~1 through T steps of n-term sums; a gradient sums T B terms more
+    torch.testing.assert_close(out, expected, **close(dtype, n=T * N, scale=norm(expected)))
+    for name, grad in grads.items():
+        torch.testing.assert_close(grad, expected_grads[name],
+                                   **close(dtype, n=T * (N + B), scale=norm(expected_grads[name])), msg=name)
+
+
+@pytest.mark.parametrize("device", DEVICES, indirect=True)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("with_offsets", [False, True])
+def test_fused_modrelu_recurrence_matches_the_loop(device, dtype, with_offsets):
+    inputs = _inputs(dtype, device, with_offsets)
+    _compare(fused.fused_modrelu_recurrence, modrelu_recurrence_reference, inputs, dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES, indirect=True)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("with_offsets", [False, True])
+def test_fused_leaky_relu_recurrence_matches_the_loop(device, dtype, with_offsets):
+    inputs = _inputs(dtype, device, with_offsets)
+    del inputs["b"]
+
+    def run(u, w, h0, offsets=None):
+        return fused.fused_leaky_relu_recurrence(u, w, h0, 0.1, offsets)
+
+    def reference(u, w, h0, offsets=None):
+        return pointwise_recurrence_reference(u, w, h0, "leaky_relu", 0.1, offsets)
+    _compare(run, reference, inputs, dtype)
+
+
+def test_the_kernels_are_chosen_only_on_cuda(monkeypatch):
+    cpu = torch.zeros(2, 2, 2)
+    assert not fused.fused_available(cpu)  # the CPU keeps the torch loop, even with the interpreter on
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert not fused.fused_available(cpu)
+    if torch.cuda.is_available():
+        on_gpu = cpu.cuda()
+        assert fused.fused_available(on_gpu) and not fused.fused_available(on_gpu.half())
+        assert not fused.fused_available(on_gpu, "tanh")
+        monkeypatch.setenv(fused.DISABLE, "0")
+        assert not fused.fused_available(on_gpu)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_scornn_on_cuda_takes_the_kernels_and_agrees_with_the_loop(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    inputs = _inputs(torch.float32, "cuda", with_offsets=False)
+    launches = []
+    original = fused._FusedRecurrence.apply
+    monkeypatch.setattr(fused._FusedRecurrence, "apply", lambda *a: launches.append(1) or original(*a))
+    out = modrelu_recurrence(**inputs)
+    assert launches == [1]
+    monkeypatch.setenv(fused.DISABLE, "0")
+    expected = modrelu_recurrence(**inputs)
+    torch.testing.assert_close(out, expected, **close(torch.float32, n=T * N, scale=norm(expected)))

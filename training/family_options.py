@@ -1,0 +1,134 @@
+"""A family's options (`model.family_args`) as an argument parser sees them: typed, defaulted, one line each.
+
+The family's `__init__` signature is the single source: jsonargparse reads its type hints and defaults, and the
+class docstring's `name: text` lines give each option its help. The CLI's `--model.family_args.help NAME`,
+`ortholab list families --family NAME` and `--print_config` all show what this module builds.
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import shutil
+import textwrap
+from functools import cache
+from typing import Any
+
+from jsonargparse import ArgumentParser
+
+from ortholab.models import FAMILIES
+from ortholab.models.base import ConfigError
+
+NOT_OPTIONS = {"self", "input_size", "hidden_size"}  # set by the model (model.hidden_size, the task), not by the user
+
+
+def family_class(family: str) -> type:
+    if family not in FAMILIES:
+        raise ConfigError(f"model.family = {family!r} is not a registered family; choose one of "
+                          f"{sorted(FAMILIES)} (see `ortholab list families`)")
+    return FAMILIES[family]
+
+
+def _parameters(family: str) -> list[inspect.Parameter]:
+    signature = inspect.signature(family_class(family).__init__)
+    return [p for name, p in signature.parameters.items() if name not in NOT_OPTIONS and p.kind is p.POSITIONAL_OR_KEYWORD]
+
+
+@cache
+def options_parser(family: str) -> ArgumentParser:
+    """The parser of one family's options, built from its constructor's signature (types and defaults)."""
+    parser = ArgumentParser(prog=f"model.family_args ({family})", exit_on_error=False, default_env=False)
+    parser.add_class_arguments(family_class(family), skip=NOT_OPTIONS, sub_configs=False, fail_untyped=False)
+    return parser
+
+
+def option_help(family: str) -> dict[str, str]:
+    """Each option's one line, from the class docstring's `name: text` lines (continuation lines joined)."""
+    names = {p.name for p in _parameters(family)}
+    lines, current, help_lines = (inspect.getdoc(family_class(family)) or "").splitlines(), None, {}
+    for line in lines:
+        head, sep, text = line.partition(":")
+        if sep and head.strip() in names and not line.startswith(" "):
+            current = head.strip()
+            help_lines[current] = text.strip()
+        elif current and line.startswith(" ") and line.strip():
+            help_lines[current] += " " + line.strip()
+        else:
+            current = None
+    return help_lines
+
+
+def _type_name(parameter: inspect.Parameter) -> str:
+    annotation = parameter.annotation
+    return annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+
+
+def resolve_family_args(family: str, given: dict[str, Any] | None) -> dict[str, Any]:
+    """The family's options with every default filled in, each given value checked by the parser against the
+    constructor's type hint; a wrong key or type is a ConfigError naming model.family_args.KEY."""
+    given = dict(given or {})
+    parser, parameters = options_parser(family), {p.name: p for p in _parameters(family)}
+    for key, value in given.items():
+        if key not in parameters:
+            raise ConfigError(f"model.family_args.{key} is not an option of family {family!r}; its options are "
+                              f"{sorted(parameters)} (see `ortholab list families --family {family}`)")
+        try:
+            parser.parse_object({key: value})
+        except argparse.ArgumentError:
+            raise ConfigError(f"model.family_args.{key}: expected {_type_name(parameters[key])}, got {value!r}; "
+                              f"see `ortholab list families --family {family}`") from None
+    resolved = {name: p.default for name, p in parameters.items() if p.default is not inspect.Parameter.empty}
+    return resolved | given
+
+
+def family_options_rows(family: str) -> list[dict[str, Any]]:
+    """One row per option: key, type, default (absent when required) and its help line."""
+    helps = option_help(family)
+    return [{"key": f"model.family_args.{p.name}", "type": _type_name(p), "help": helps.get(p.name, "")}
+            | ({} if p.default is p.empty else {"default": p.default}) for p in _parameters(family)]
+
+
+def describe_options(family: str) -> str:
+    """A table of the family's options: key, type, default, one line."""
+    rows = [(row["key"], row["type"], repr(row["default"]) if "default" in row else "required", row["help"])
+            for row in family_options_rows(family)]
+    if not rows:
+        return f"family {family!r} has no options"
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = [f"options of family {family!r} ({family_class(family).__name__}):"]
+    for row in rows:  # key, type and default in columns; the help wrapped beneath, indented
+        lines.append("  " + "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths)).rstrip())
+        lines += textwrap.wrap(row[3], width=max(60, shutil.get_terminal_size().columns - 1),
+                               initial_indent=" " * 6, subsequent_indent=" " * 6)
+    return "\n".join(lines)
+
+
+def _constructor_defaults(cls: type) -> dict[str, Any]:
+    signature = inspect.signature(cls.__init__)
+    return {name: p.default for name, p in signature.parameters.items()
+            if name not in ("self", "params") and p.default is not p.empty and p.kind is p.POSITIONAL_OR_KEYWORD}
+
+
+def resolve_optimizers(family: str, family_args: dict[str, Any] | None, optimizers: dict[str, dict] | None,
+                       hidden_size: int = 4) -> dict[str, dict]:
+    """Each parameter group's optimizer as the run will build it: the group's own entry, the family's default for
+    it, or `default`, with the optimizer's own defaults filled in (what `--print_config` shows)."""
+    from ortholab.training.optimizers import DEFAULT_OPTIMIZERS, OPTIMIZERS, group_specs
+
+    layer = family_class(family)(2, hidden_size, **resolve_family_args(family, family_args))
+    specs = group_specs(layer.parameter_groups(), optimizers or DEFAULT_OPTIMIZERS,
+                        getattr(layer, "default_optimizers", {}))
+    return {group: {"name": spec["name"]} | _constructor_defaults(OPTIMIZERS[spec["name"]]) | spec
+            for group, spec in specs.items()}
+
+
+def with_resolved_options(model: dict[str, Any]) -> dict[str, Any]:
+    """A config's `model` section with family_args and optimizers resolved; unchanged where they are invalid (the
+    run itself then reports the error with its key)."""
+    try:
+        family_args = resolve_family_args(model["family"], model.get("family_args"))
+        size = model.get("hidden_size")
+        optimizers = resolve_optimizers(model["family"], family_args, model.get("optimizers"),
+                                        size if isinstance(size, int) and 0 < size <= 1024 else 4)
+    except (ConfigError, KeyError, TypeError, ValueError):
+        return model
+    return model | {"family_args": family_args, "optimizers": optimizers}

@@ -1,0 +1,192 @@
+"""`ortholab predict`: a trained model's predictions on one split, written into the predict run's folder and
+recorded as a run of stage 'predict' linked to the run whose checkpoint it used.
+
+    ortholab predict --run 7 [--checkpoint best|last|PATH] [--predict_split test]     # a recorded run
+    ortholab predict --config CONFIG --ckpt_path FILE [--predict_split val]          # as LightningCLI
+
+The file `predictions-<split>.npz` (numpy's format) holds, per sequence of the split in order:
+- `predictions`: class scores (softmax probabilities) for classification tasks (copying, MNIST, text), with
+  `predicted_class`; the probability of each key being on at the next step for music (the next frame); the
+  outputs themselves for regression (adding, generation: the samples; speech: the next log-magnitude frames);
+- `targets`, and for sequences of different lengths `mask` (valid steps), padded with zeros to the longest;
+- for speech on val/test, `audio/<index>_<utterance>.wav` beside it: the reconstruction of the predicted frames
+  with the true phase (training/reconstruction.py), 16-bit PCM at the task's sample rate.
+The predict run's info holds {source_run, checkpoint, split, predictions, sequences}.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+from lightning.pytorch import Callback
+
+from ortholab.models.base import ConfigError
+
+PREDICT_SPLITS = ("train", "val", "test")
+# what a task's outputs become, by its loss: (name of the values, the transform)
+CLASSIFICATION = ("cross_entropy", "cross_entropy_bits")
+KINDS = {"cross_entropy": "class_scores", "cross_entropy_bits": "class_scores", "frame_nll": "key_probabilities"}
+
+
+def predictions_of(outputs: torch.Tensor, loss: str) -> torch.Tensor:
+    """Class scores (softmax, eq. of the cross-entropy's model), key probabilities (sigmoid of the Bernoulli
+    logits) or the regression outputs as they are."""
+    if loss in CLASSIFICATION:
+        return outputs.float().softmax(dim=-1)
+    if loss == "frame_nll":
+        return outputs.float().sigmoid()
+    return outputs.float()
+
+
+def _padded(pieces: list[torch.Tensor]) -> np.ndarray:
+    """Batches (B, T_b, ...) joined along the batch, zero-padded to the longest T (or stacked when all agree)."""
+    if pieces[0].dim() < 2 or all(p.shape[1:] == pieces[0].shape[1:] for p in pieces):
+        return torch.cat(pieces).numpy()
+    longest = max(p.shape[1] for p in pieces)
+    return torch.cat([torch.nn.functional.pad(p, (0, 0) * (p.dim() - 2) + (0, longest - p.shape[1]))
+                      for p in pieces]).numpy()
+
+
+def assemble(batches: list[dict], loss: str) -> dict[str, np.ndarray]:
+    """The arrays of the predictions file from the predict steps' outputs, in the split's order."""
+    arrays = {"predictions": _padded([predictions_of(b["outputs"], loss) for b in batches]),
+              "targets": _padded([b["targets"] for b in batches])}
+    if batches[0].get("mask") is not None:
+        arrays["mask"] = _padded([b["mask"] for b in batches])
+    if loss in CLASSIFICATION:
+        arrays["predicted_class"] = arrays["predictions"].argmax(axis=-1)
+    arrays["kind"] = np.array(KINDS.get(loss, "values"))
+    return arrays
+
+
+def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> Path:
+    """np.savez into a temporary file beside `path`, renamed once complete."""
+    part = path.with_name(path.name + ".part")
+    with open(part, "wb") as stream:
+        np.savez(stream, **arrays)
+    os.replace(part, path)
+    return path
+
+
+def write_speech_audio(folder: Path, datamodule, split: str, arrays: dict[str, np.ndarray]) -> int:
+    """The predicted frames of every utterance as a waveform (true phase), one WAV each; how many were written."""
+    from ortholab.datamodules.speech import EVALUATION_SPLITS
+    from ortholab.training.audio_eval import wav_bytes
+    from ortholab.training.reconstruction import estimated_frames, reconstruct
+
+    if split not in EVALUATION_SPLITS:
+        return 0  # the training split keeps no waveforms, so there is no phase to reconstruct with
+    speech = datamodule.speech(split)
+    folder.mkdir(parents=True, exist_ok=True)
+    for index, (values, mask) in enumerate(zip(arrays["predictions"], arrays["mask"], strict=True)):
+        predicted = torch.from_numpy(values[: int(mask.sum())])
+        frames = estimated_frames(speech.frames_of(index), predicted, datamodule.target)
+        waveform = reconstruct(datamodule.frames, frames, speech.waveform(index)).numpy()
+        data, _ = wav_bytes(waveform, speech.sample_rate)
+        (folder / f"{index:04d}_{speech.names[index]}.wav").write_bytes(data)
+    return len(arrays["predictions"])
+
+
+def source_run_of(store, checkpoint: str) -> int | None:
+    """The recorded run whose folder holds `checkpoint` (<runs_dir>/<name>/<run id>/checkpoints/x.ckpt), or None."""
+    from ortholab.db import StoreError
+
+    run_dir = Path(checkpoint).resolve().parent.parent
+    if not run_dir.name.isdigit():
+        return None
+    try:
+        run = store.get_run(int(run_dir.name))
+    except StoreError:
+        return None
+    return run.id if run.run_dir and Path(run.run_dir).resolve() == run_dir else None
+
+
+class PredictionWriter(Callback):
+    """Collects the predict steps' outputs, writes the predictions file into the run folder, records the link."""
+
+    def __init__(self, split: str, checkpoint: str | None):
+        if split not in PREDICT_SPLITS:
+            raise ConfigError(f"--predict_split {split!r}; choose one of {list(PREDICT_SPLITS)}")
+        self.split, self.checkpoint = split, checkpoint
+        self.batches: list[dict] = []
+        self.path: Path | None = None
+
+    def on_predict_start(self, trainer, pl_module) -> None:
+        self.batches = []
+
+    def on_predict_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        self.batches.append({k: v.detach().cpu() if isinstance(v, torch.Tensor) else v for k, v in outputs.items()})
+
+    def on_predict_end(self, trainer, pl_module) -> None:
+        logger = trainer.loggers[0] if trainer.loggers else None
+        if not trainer.is_global_zero or logger is None or not hasattr(logger, "describe_run"):
+            return
+        folder = Path(logger.log_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        arrays = assemble(self.batches, pl_module.spec.loss)
+        self.path = write_npz(folder / f"predictions-{self.split}.npz", arrays)
+        link = {"source_run": source_run_of(logger.store, self.checkpoint) if self.checkpoint else None,
+                "checkpoint": str(Path(self.checkpoint).resolve()) if self.checkpoint else None,
+                "split": self.split, "predictions": str(self.path.resolve()), "sequences": len(arrays["predictions"])}
+        if pl_module.spec.name == "speech":
+            link["audio_files"] = write_speech_audio(folder / "audio", trainer.datamodule, self.split, arrays)
+        info = logger.store.get_run(logger.run_id).info or {}
+        logger.describe_run(info={**info, "predict": link})
+
+
+def predict_arguments(argv: list[str]) -> list[str]:
+    """`predict --run ID [--checkpoint best|last|PATH]`: the run's stored config, its checkpoint, its store and
+    name, as LightningCLI's `predict --config ... --ckpt_path ...` takes them. Other argv is returned as it is."""
+    if not argv or argv[0] != "predict":
+        return argv
+    peek = argparse.ArgumentParser(add_help=False)
+    peek.add_argument("--run", type=int)
+    peek.add_argument("--checkpoint", default=None)
+    peek.add_argument("--db")
+    peek.add_argument("--config", action="append")
+    peek.add_argument("--ckpt_path")
+    peek.add_argument("--name")
+    known, _ = peek.parse_known_args(argv[1:])
+    if known.run is None:
+        if known.checkpoint is not None:
+            raise ConfigError("--checkpoint picks a checkpoint of a recorded run: give --run ID as well, or "
+                              "--ckpt_path FILE")
+        return argv
+    from ortholab.db import Store
+    from ortholab.training.audio_eval import _checkpoint_of
+
+    store = Store(known.db)
+    run = store.get_run(known.run)  # StoreError naming the id and the store when it is missing
+    if not run.run_dir:
+        raise ConfigError(f"run {run.id} has no run folder recorded, so no checkpoint to predict with")
+    run_dir = Path(run.run_dir)
+    rest = _without(argv[1:], ("--run", "--checkpoint"))
+    extra = []
+    if not known.config:
+        config = run_dir / "config.yaml"
+        if not config.is_file():
+            raise ConfigError(f"run {run.id} has no stored config at {config}; pass --config FILE as well")
+        extra += ["--config", str(config), "--db", store.url]  # the stored config's db has its password masked
+    if known.ckpt_path is None:
+        extra += ["--ckpt_path", str(_checkpoint_of(run_dir, known.checkpoint or "best"))]
+    if known.name is None:
+        extra += ["--name", run.name]
+    return ["predict", *extra, *rest]
+
+
+def _without(args: list[str], keys: tuple[str, ...]) -> list[str]:
+    """`args` without the options `keys` and their values (`--key value` or `--key=value`)."""
+    out, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        key = arg.split("=", 1)[0]
+        if key in keys:
+            skip = "=" not in arg
+            continue
+        out.append(arg)
+    return out
