@@ -88,5 +88,5 @@ def log_axis_layout(scale: LogScale) -> dict:
     pad = 0.05 * (math.log10(high) - math.log10(low))
     return dict(
         type="log", range=[math.log10(low) - pad, math.log10(high) + pad], tickmode="array",
-        tickvals=values, ticktext=texts, minor=dict(ticks="outside", showgrid=False),
+        tickvals=values, ticktext=texts,
     )  # fmt: skip

@@ -572,10 +572,10 @@ class Store:
         query = (select(Metric.step, Metric.epoch, type_coerce(Metric.value, Float), Metric.wall_time)
                  .where(Metric.run_id == run_id, Metric.key == key).order_by(Metric.step))
         with self._session() as session:
-            rows = session.execute(query).all()
-        table = np.array(rows, dtype=float).reshape(len(rows), 4)  # None (NaN stored as NULL, no epoch) -> nan
-        return {"step": table[:, 0].astype(np.int64), "epoch": table[:, 1], "value": table[:, 2],
-                "wall_time": table[:, 3]}
+            rows = _driver_rows(session, query)  # plain tuples: building a Row per point costs more than the read
+        steps, epochs, values, wall_times = zip(*rows) if rows else ((), (), (), ())
+        return {"step": np.array(steps, dtype=np.int64), "epoch": np.array(epochs, dtype=float),  # None -> nan
+                "value": np.array(values, dtype=float), "wall_time": np.array(wall_times, dtype=float)}
 
     def artifacts(self, run_id: int, kind: str | None = None) -> list[ArtifactRecord]:
         """The run's artifacts (optionally of one kind) in the order they were added, without their bytes."""
@@ -605,6 +605,20 @@ class Store:
 
 
 IN_CHUNK = 500  # ids per IN (...) list: well under every backend's limit on bound parameters
+
+
+def _driver_rows(session: Session, query: Any) -> list[tuple]:
+    """The rows of a SELECT as the database driver returns them (tuples; no SQLAlchemy type processing: NULL is
+    None), on the session's connection and transaction."""
+    compiled = query.compile(dialect=session.get_bind().dialect)
+    params = compiled.construct_params()
+    arguments = tuple(params[name] for name in compiled.positiontup) if compiled.positional else params
+    cursor = session.connection().connection.cursor()
+    try:
+        cursor.execute(str(compiled), arguments)
+        return cursor.fetchall()
+    finally:
+        cursor.close()
 
 
 def _chunks(ids: list[int]) -> Iterator[list[int]]:

@@ -100,6 +100,21 @@ def test_an_artifact_recorded_again_at_its_step_replaces_the_old_one(url):
     assert store.artifact_data(newer) == b"new" and len(store.artifacts(run)) == 2
 
 
+def test_bulk_reads_agree_with_the_per_run_reads(url):
+    store = Store(url)
+    run = store.create_run(name="r", main_metric="m")
+    store.log_params(run, {"model": {"hidden_size": 8}})
+    for step, value in [(3, 2.0), (1, float("nan")), (2, 1.0)]:
+        store.log_metrics(run, {"m": value}, step=step, epoch=step // 2)
+    columns = store.metric_columns(run, "m")
+    series = store.metric_series(run, "m")
+    assert columns["step"].tolist() == [p.step for p in series] == [1, 2, 3]
+    assert columns["epoch"].tolist() == [p.epoch for p in series]
+    assert str(columns["value"].tolist()) == str([p.value for p in series])  # NaN where NaN was logged
+    assert store.last_values([run], ["m"]) == {(run, "m"): 2.0}
+    assert store.params_of([run]) == {run: {"model.hidden_size": 8}} and store.metric_keys_of([run]) == {run: ["m"]}
+
+
 # leases ------------------------------------------------------------------------------------------------------
 HOLDER = """
 import sys, time

@@ -93,10 +93,13 @@ def test_result_is_the_closest_size(family, budget):
     assert abs(count(n) - budget) <= min(abs(count(n - 1) - budget), abs(count(n + 1) - budget))
 
 
-def test_sizes_the_options_reject_count_as_too_small():
-    # 16 reflections need at least 16 hidden units: the smallest valid size is the closest to a tiny budget
-    assert hidden_size_for_budget("ornn", 10, 2, 1, {"num_reflections": 16}) == 16
-    assert hidden_size_for_budget("scornn", 100, 2, 1, {"rho": 95}) == 95
+def test_a_budget_below_the_smallest_valid_model_is_refused_naming_that_budget():
+    # 16 reflections need at least 16 hidden units (217 parameters here): a budget of 10 cannot hold any model
+    with pytest.raises(ConfigError, match=r"hidden_size 16 already has 217 parameters .*param_budget >= 217"):
+        hidden_size_for_budget("ornn", 10, 2, 1, {"num_reflections": 16})
+    assert hidden_size_for_budget("ornn", 217, 2, 1, {"num_reflections": 16}) == 16  # the smallest budget works
+    with pytest.raises(ConfigError, match="param_budget"):
+        hidden_size_for_budget("scornn", 100, 2, 1, {"rho": 95})  # 95 units alone exceed 100 parameters
 
 
 def test_bad_requests_name_the_key():

@@ -55,8 +55,12 @@ def select_rows(tables: dict[str, PaperTable], table: str | None, rows: list[str
     return chosen
 
 
-def _ortholab(*args: str) -> int:
-    return subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", *args]).returncode
+def _ortholab(*args: str, db: str | None = None) -> int:
+    """A child `ortholab` process; the store's URL travels in its environment, never on its command line (`ps`)."""
+    from ortholab.training.masking import child_env
+
+    return subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", *args],
+                          env=child_env(db) if db else None).returncode
 
 
 def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str]) -> str:
@@ -66,30 +70,28 @@ def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str]) -> str:
     config_path = REPO_ROOT / row.config
     config = yaml.safe_load(config_path.read_text())
     tags = ["--tags", json.dumps([row.tag, f"scale:{scale}"])]
-    store_args = ["--db", db] if db else []
     flags = smoke_overrides(config) if scale == "cpu-smoke" else []
     name = f"{row.table}.{row.row}"
-    code = _ortholab("fit", "--config", str(config_path), "--name", name, *tags, *store_args, *row.args, *flags,
-                     *extra)
+    code = _ortholab("fit", "--config", str(config_path), "--name", name, *tags, *row.args, *flags, *extra, db=db)
     if code:
         return f"{row.tag}: fit failed (exit {code})"
     store = Store(db)
     run = max((r for r in store.list_runs() if row.tag in r.tags and r.stage == "fit"), key=lambda r: r.id)
-    return evaluate_row(row, run, config_path, name, tags, store_args, flags, extra, store)
+    return evaluate_row(row, run, config_path, name, tags, db, flags, extra, store)
 
 
-def evaluate_row(row: PaperRow, run, config_path: Path, name: str, tags: list[str], store_args: list[str],
+def evaluate_row(row: PaperRow, run, config_path: Path, name: str, tags: list[str], db: str | None,
                  flags: list[str], extra: list[str], store: Store) -> str:
     """After a row's fit: the test run of its best checkpoint and the audio evaluation, where the row asks."""
     if row.metric.startswith("test/"):
         checkpoints = sorted((Path(store.get_run(run.id).run_dir) / "checkpoints").glob("best-step*.ckpt"))
         checkpoint = str(checkpoints[-1]) if checkpoints else "last"
-        code = _ortholab("test", "--config", str(config_path), "--name", name, *tags, *store_args, *row.args, *flags,
-                         *extra, "--ckpt_path", checkpoint)
+        code = _ortholab("test", "--config", str(config_path), "--name", name, *tags, *row.args, *flags, *extra,
+                         "--ckpt_path", checkpoint, db=db)
         if code:
             return f"{row.tag}: run {run.id} trained; test failed (exit {code})"
     if row.metric.startswith("audio/"):
-        code = _ortholab("evaluate-audio", str(run.id), "--split", "test", *store_args)
+        code = _ortholab("evaluate-audio", str(run.id), "--split", "test", db=db)
         if code:
             return f"{row.tag}: run {run.id} trained; audio evaluation failed (exit {code})"
     return f"{row.tag}: run {run.id} {run.status}"
@@ -119,14 +121,13 @@ def resume_unfinished(db: str | None, stale_after_s: float, extra: list[str]) ->
     store = Store(db, access="write")
     outcomes = []
     for row, fit in unfinished_runs(store, stale_after_s):
-        store_args = ["--db", store.url]
-        code = _ortholab("fit", "--resume", str(fit.id), *store_args, *extra)
+        code = _ortholab("fit", "--resume", str(fit.id), *extra, db=store.url)
         if code:
             outcome = f"{row.tag}: resuming run {fit.id} failed (exit {code})"
         else:
             run = store.get_run(fit.id)
             tags = ["--tags", json.dumps(list(run.tags))]
-            outcome = evaluate_row(row, run, Path(run.run_dir) / "config.yaml", run.name, tags, store_args, [], extra,
+            outcome = evaluate_row(row, run, Path(run.run_dir) / "config.yaml", run.name, tags, store.url, [], extra,
                                    store)
         print(outcome, flush=True)
         outcomes.append(outcome)
