@@ -77,7 +77,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gave up after {args.wait:.0f} s: {problem}", file=sys.stderr)
         return 2
     if command:
-        os.execvp(command[0], command)  # this process becomes the command: signals reach it, no child is left
+        try:
+            os.execvp(command[0], command)  # this process becomes the command: signals reach it, no child is left
+        except OSError as error:
+            print(f"cannot run {command[0]}: {error.strerror}", file=sys.stderr)
+            return 2
     return 0
 
 

@@ -34,7 +34,7 @@ HEALTHY_WITHIN_S = 240  # the start period (60 s) plus slack for a 2-core machin
 ADDED_LIMIT_BYTES = 1.35e9
 BASE_IMAGE = "python:3.11-slim-bookworm"
 TINY_STEPS = 20
-LONG_STEPS = 600  # enough steps that the run is still training when its first checkpoint (step 20) is seen
+LONG_STEPS = 300  # enough steps that the run is still training when its first checkpoint (step 20) is seen
 
 
 def _compose_tool() -> list[str] | None:

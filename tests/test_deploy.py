@@ -224,3 +224,10 @@ def test_wait_runs_the_command_once_the_store_opens(tmp_path):
                           env={"PATH": "/usr/bin:/bin", "ORTHOLAB_DB": f"sqlite:///{store}"})
     assert done.returncode == 0 and done.stdout.strip() == "the command ran", done.stderr
     assert store.is_file()
+
+
+def test_wait_names_a_command_it_cannot_run_in_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ORTHOLAB_DB", f"sqlite:///{tmp_path / 'runs.db'}")
+    code = health.main(["--wait", "5", "--", str(tmp_path / "no-such-program")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("cannot run ") and err.count("\n") == 1, err

@@ -226,3 +226,18 @@ def test_a_second_resume_of_a_run_being_resumed_is_refused_and_leaves_it_alone(t
     first.log_metrics({"m": 1.0}, step=5)
     first.finalize("success")
     assert Store(url).get_run(1).status == "finished"
+
+
+def test_a_run_recorded_before_store_folders_resumes_in_its_own_folder_spelt_as_before(tmp_path, monkeypatch):
+    """Lightning's ModelCheckpoint restores its best and last files only when the folder is the same string as in
+    the checkpoint: an old run (runs/NAME/ID, a relative --runs_dir) resumes in exactly that spelling."""
+    monkeypatch.chdir(tmp_path)
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    store = Store(url)
+    run = store.create_run(name="old-run")
+    store.update_run(run, run_dir=str(tmp_path / "runs" / "old-run" / str(run)))  # the layout before store folders
+    store.set_status(run, "interrupted", reason="SIGTERM at step 3")
+    resumed = SQLLogger(db_url=url, root_dir="runs", run_id=run)
+    assert resumed.log_dir == os.path.join("runs", "old-run", str(run))
+    assert (resumed.save_dir, resumed.name, resumed.version) == ("runs", "old-run", str(run))
+    resumed.finalize("success")
