@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from ortholab.db import Store, StoreError, default_db_url
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 from ortholab.training.extras import require_extra
 from ortholab.training.masking import mask_url
 

@@ -10,7 +10,7 @@ import torch
 
 from ortholab.datamodules.base import TaskDataModule, require_positive
 from ortholab.datamodules.spec import TaskSpec
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 ADDING_BASELINE = 1.0 / 6.0  # Var(X + Y) for X, Y ~ U[0, 1): the MSE of always answering 1
 

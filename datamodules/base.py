@@ -8,7 +8,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from ortholab.datamodules.spec import TaskSpec
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 
 def require_positive(value: int, key: str) -> int:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 DATA_ENV = "ORTHOLAB_DATA"
 MIRROR_ENV = "ORTHOLAB_DATA_MIRROR"

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from ortholab.datamodules.base import ResumableLoader, TaskDataModule, require_positive
 from ortholab.datamodules.spec import TaskSpec
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 BLANK, MARKER = 0, 9
 

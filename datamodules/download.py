@@ -32,7 +32,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from ortholab.datamodules.catalog import MIRROR_ENV, DataFile, DataSet, data_root, get
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 CHUNK_BYTES = 1 << 16  # read, written and shown on the progress bar this many bytes at a time
 RESUME_ATTEMPTS = 4  # a broken transfer is resumed this many times in a row before giving up

@@ -31,7 +31,7 @@ from ortholab.datamodules.base import require_positive
 from ortholab.datamodules.batching import GatheredTaskDataModule
 from ortholab.datamodules.download import ensure
 from ortholab.datamodules.spec import TaskSpec
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 HOW_TO_FIX = ("a recording of the Free Spoken Digit Dataset (8 kHz mono, https://github.com/Jakobovski/"
               "free-spoken-digit-dataset) from the data root: data.fsdd_recording: 0_jackson_0.wav")

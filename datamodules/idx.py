@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 

@@ -54,7 +54,7 @@ from ortholab.datamodules import catalog
 from ortholab.datamodules.download import ensure, fetch
 from ortholab.datamodules.idx import MappedIdx, find_idx_files, idx_shape, load_idx_set
 from ortholab.datamodules.spec import TaskSpec
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 SCORNN_PERMUTATION_SEED = 92916
 DIGITS_TEST_SIZE = 360  # the last 360 of scikit-learn's 1,797 digits

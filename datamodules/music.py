@@ -26,7 +26,7 @@ import torch
 from ortholab.datamodules.batching import Batch, GatheredTaskDataModule, RaggedSequences
 from ortholab.datamodules.download import ensure
 from ortholab.datamodules.spec import TaskSpec
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 KEYS = 88
 LOWEST_NOTE = 21  # MIDI note of the piano's lowest key (A0); the highest is 108 (C8)

@@ -11,7 +11,7 @@ import torch
 
 from ortholab.datamodules.sphere import sphere_header_problem
 from ortholab.datamodules.torchaudio_check import torchaudio_transforms
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 SUPPORTED_RATES = (8000, 16000)  # the rates PESQ scores (narrow band at 8 kHz, wide band at 16 kHz)
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from ortholab.datamodules.torchaudio_check import torchaudio_transforms
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 FRAMINGS = ("wisdom", "centered")
 LOG_SCALES = ("db_power", "log1p_magnitude")

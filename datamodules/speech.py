@@ -49,7 +49,7 @@ from ortholab.datamodules.speech_corpora import (
 from ortholab.datamodules import catalog
 from ortholab.datamodules.download import ensure
 from ortholab.datamodules.speech_split import SpeechSplit, cache_key
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 CORPORA = ("fsdd", "timit")
 TARGETS = ("next_frame", "previous_frame")

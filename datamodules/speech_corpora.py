@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 TIMIT_HOW_TO_OBTAIN = ("TIMIT (LDC93S1) is licensed by the Linguistic Data Consortium, https://catalog.ldc.upenn.edu/"
                        "LDC93S1; set data.path to the folder holding its TRAIN and TEST folders")

@@ -37,7 +37,7 @@ import torch
 from ortholab.datamodules.base import require_positive
 from ortholab.datamodules.batching import Batch, GatheredTaskDataModule, RaggedSequences
 from ortholab.datamodules.spec import TaskSpec
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 UNKNOWN = "<unk>"
 LAYOUTS = (  # (train, valid, test) file names looked for in data.path, in this order

@@ -12,7 +12,7 @@ import functools
 
 import torch
 
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 INSTALL_HINT = ("install it with `python tools/install_torchaudio.py` (torchaudio 2.11.0 without its compiled "
                 "CUDA extension; see README, 'torchaudio')")

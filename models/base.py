@@ -4,11 +4,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ortholab.errors import ConfigError  # noqa: F401 - re-exported: ortholab.models.ConfigError
 from ortholab.models.precision import autocast_active, autocast_off, first_device_type, to_full_precision
-
-
-class ConfigError(ValueError):
-    """A configuration value a user must change; the message names the key and the fix."""
 
 
 class RecurrentLayer(nn.Module):

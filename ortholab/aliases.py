@@ -74,7 +74,7 @@ def allowed_config_imports() -> tuple[str, ...]:
     extra = [m.strip() for m in os.environ.get(EXTRA_MODULES_VAR, "").split(",") if m.strip()]
     for module in extra:
         if not all(part.isidentifier() for part in module.split(".")) or module.split(".")[0] == "jsonargparse":
-            from ortholab.models.base import ConfigError
+            from ortholab.errors import ConfigError
 
             raise ConfigError(f"${EXTRA_MODULES_VAR} holds {module!r}; give comma-separated module names "
                               f"(e.g. {EXTRA_MODULES_VAR}=mytasks,mylab.callbacks)")
@@ -101,7 +101,7 @@ def config_import_refused(path: str) -> bool:
 def check_class_path(path: str, key: str) -> None:
     """The same verdict for a class path read outside the parser (a stored run's config), before importing it."""
     if not isinstance(path, str) or not all(p.isidentifier() for p in path.split(".")) or config_import_refused(path):
-        from ortholab.models.base import ConfigError
+        from ortholab.errors import ConfigError
 
         raise ConfigError(f"{key} = {path!r} is not a class OrthoLab configs may name (its tasks and callbacks, "
                           f"Lightning's callbacks, loggers and profilers; add your own package to "
@@ -125,7 +125,7 @@ def refuse_callables(config, prefix: str = "") -> None:
         if key.startswith("__") or key.rsplit(".", 1)[-1].startswith("__"):
             continue  # jsonargparse's own bookkeeping (__path__, __default_config__)
         if inspect.isroutine(value) or isinstance(value, functools.partial):  # (a Path is callable, and is data)
-            from ortholab.models.base import ConfigError
+            from ortholab.errors import ConfigError
 
             name = getattr(value, "__qualname__", type(value).__qualname__)
             raise ConfigError(f"{key} = {getattr(value, '__module__', '?')}.{name}: a config may not name a function "

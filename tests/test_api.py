@@ -41,7 +41,7 @@ def test_fit_resolves_the_configs_short_class_paths_in_a_fresh_process(tmp_path)
 def test_fit_raises_the_parsers_error_as_a_config_error(tmp_path):
     import pytest
 
-    from ortholab.models.base import ConfigError
+    from ortholab.errors import ConfigError
 
     with pytest.raises(ConfigError, match="hidden_size"):
         fit(DEMO, {"model.hidden_size": "many"}, db=f"sqlite:///{tmp_path / 'store.db'}",

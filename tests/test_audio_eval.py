@@ -264,7 +264,7 @@ class _Payload:
 
 
 def test_a_crafted_checkpoint_is_refused_without_running_its_code(tmp_path, monkeypatch):
-    from ortholab.models.base import ConfigError
+    from ortholab.errors import ConfigError
     from ortholab.training.audio_eval import load_checkpoint
 
     monkeypatch.chdir(tmp_path)

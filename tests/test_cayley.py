@@ -7,7 +7,7 @@ import torch
 from ortholab.models.cayley import (ScaledCayley, cayley_gradient, block_angles, scaled_cayley, skew_from_upper,
                            upper_from_skew)
 from ortholab.models.scornn import ScoRNN
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 from tolerances import close, cond, norm, roundoff
 

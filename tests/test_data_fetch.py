@@ -14,7 +14,7 @@ from standins import SHARED_DATA
 from ortholab.datamodules import catalog, download
 from ortholab.datamodules.catalog import CATALOG, DataFile, DataSet
 from ortholab.datamodules.download import fetch
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 DEBIAN_FASHION = Path("/usr/share/datasets/fashion-mnist")  # `apt-get install dataset-fashion-mnist` (gzipped)

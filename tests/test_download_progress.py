@@ -7,7 +7,7 @@ from tqdm import tqdm
 import ortholab.datamodules.download as download
 from ortholab.datamodules.catalog import DATA_ENV, DataFile, DataSet
 from ortholab.datamodules.download import download_verified, fetch
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 NAME = "train-labels-idx1-ubyte.gz"
 

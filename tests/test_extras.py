@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 from ortholab.training.cli import main
 from ortholab.training.extras import EXTRAS, MissingExtra, require_extra
 

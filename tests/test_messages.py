@@ -7,7 +7,7 @@ import pytest
 from ortholab.datamodules.recordings import RecordingReader
 from ortholab.datamodules.speech_corpora import timit_root
 from ortholab.datamodules.text import CharText
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 from standins import write_text_set
 from test_speech import write_sphere
 

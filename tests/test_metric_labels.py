@@ -13,7 +13,7 @@ from ortholab.datamodules.music import PolyphonicMusic
 from ortholab.datamodules.text import CharText
 from ortholab.db import SQLLogger, Store
 from ortholab.db.artifacts import EIGENVALUES, array_from_bytes
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 from standins import piano_pieces, roll, write_music_mat, write_text_set
 from test_cli import DEMO, TINY
 from tolerances import close, roundoff

@@ -11,7 +11,7 @@ import torch
 from ortholab.datamodules.download import download_verified, md5_of
 from ortholab.datamodules.idx import load_idx_set, read_idx
 from ortholab.datamodules.mnist import PixelMNIST
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 from standins import mnist_standin, write_idx
 from tolerances import roundoff
 

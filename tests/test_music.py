@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from ortholab.datamodules.music import PolyphonicMusic
 from ortholab.datamodules.spec import TaskSpec
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 from standins import SHARED_DATA, piano_pieces, roll, write_music_mat, write_music_pickle
 from ortholab.training.objectives import OBJECTIVES
 

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 from ortholab.training.optimizers import AdagradTF, RMSpropTF, build_optimizer
 
 from tolerances import roundoff

@@ -14,7 +14,7 @@ from ortholab.datamodules.spectral import DB_FLOOR, SpectralFrames
 from ortholab.datamodules.speech import SpeechPrediction
 from ortholab.datamodules.speech_corpora import TIMIT_CORE_SPEAKERS, TIMIT_DEV_SPEAKERS, fsdd_splits
 from ortholab.datamodules.torchaudio_check import torchaudio_transforms
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 from ortholab.training.objectives import OBJECTIVES
 
 from tolerances import roundoff

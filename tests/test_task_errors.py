@@ -11,7 +11,7 @@ from ortholab.datamodules.idx import read_idx
 from ortholab.datamodules.mnist import PixelMNIST
 from ortholab.datamodules.music import PolyphonicMusic
 from ortholab.datamodules.text import CharText
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 from standins import mnist_standin, write_audio, write_text_set
 from ortholab.training.cli import main
 

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from ortholab.datamodules.adding import ADDING_BASELINE, AddingTask, adding_batch
 from ortholab.datamodules.copying import MARKER, CopyingTask, copying_baseline
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 from tolerances import roundoff
 

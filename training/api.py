@@ -35,7 +35,7 @@ def fit(config: str | Path | dict, overrides: dict[str, Any] | list[str] | None 
     to values (or raw `--key value` flags); db, name, runs_dir: as the CLI's flags. Bad input raises ConfigError.
     """
     from ortholab import aliases
-    from ortholab.models.base import ConfigError
+    from ortholab.errors import ConfigError
     from ortholab.training.cli import OrthoLabCLI, _packaged_configs
     from ortholab.training.console import quiet_third_party_noise
 

@@ -31,7 +31,7 @@ import torch
 
 from ortholab.datamodules.speech import SpeechPrediction
 from ortholab.db.artifacts import AUDIO, AUDIO_SCORES
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 from ortholab.training.reconstruction import METHODS, copy_input_frames, estimated_frames, reconstruct
 from ortholab.training.speech_quality import Score, metric_names, score_utterance
 

@@ -27,7 +27,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from ortholab import aliases
 from ortholab.datamodules import TaskDataModule
 from ortholab.db import SQLLogger, Store, StoreError, default_db_url
-from ortholab.models import ConfigError
+from ortholab.errors import ConfigError
 from ortholab.training.callbacks import NonFiniteError, default_callbacks
 from ortholab.training.allocator import reuse_freed_memory
 from ortholab.db.logger import RUN_NAME, folder_name

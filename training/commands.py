@@ -95,7 +95,7 @@ def family_rows() -> list[dict]:
 def task_rows() -> list[dict]:
     from ortholab.datamodules import TASKS
 
-    from ortholab.models import ConfigError
+    from ortholab.errors import ConfigError
 
     rows = []
     for name, cls in TASKS.items():
@@ -142,7 +142,7 @@ def _cuda() -> bool:
 
 def _positive_ints(text: str, flag: str) -> list[int]:
     """'50,128' -> [50, 128]; anything else is one line naming the flag."""
-    from ortholab.models import ConfigError
+    from ortholab.errors import ConfigError
 
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
@@ -276,7 +276,7 @@ def run_command(argv: list[str]) -> None:
     if args.command == "report":
         from ortholab.db import Store
         from ortholab.db.published import load_tables, markdown_report
-        from ortholab.models import ConfigError
+        from ortholab.errors import ConfigError
 
         tables = load_tables()
         if args.table is not None and args.table not in tables:
@@ -302,7 +302,7 @@ def run_command(argv: list[str]) -> None:
     if args.command == "bench":
         from ortholab.training.bench import run_bench
 
-        from ortholab.models import ConfigError
+        from ortholab.errors import ConfigError
 
         for flag, value in (("--seq-len", args.seq_len), ("--repeats", args.repeats)):
             if value <= 0:

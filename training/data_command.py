@@ -6,7 +6,7 @@ import json
 import os
 
 from ortholab.datamodules.catalog import CATALOG, DATA_ENV, MIRROR_ENV, PATH_ONLY, DataSet, data_root, get
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 
 def _megabytes(size: int) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 EXTRAS = {  # extra -> (what it enables, the modules it installs)
     "postgres": ("a PostgreSQL run store (postgresql+psycopg:// URLs)", ("psycopg",)),

@@ -16,7 +16,7 @@ from typing import Any
 from jsonargparse import ArgumentParser
 
 from ortholab.models import FAMILIES
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 NOT_OPTIONS = {"self", "input_size", "hidden_size"}  # set by the model (model.hidden_size, the task), not by the user
 

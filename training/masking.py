@@ -63,7 +63,7 @@ def check_db_url(url: str, source: str = "--db") -> None:
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
-    from ortholab.models.base import ConfigError
+    from ortholab.errors import ConfigError
 
     match = URL_USERINFO.match(url)
     if match and "@" in match.group("password"):

@@ -13,7 +13,7 @@ from typing import Iterable
 import torch
 from torch.optim import Optimizer
 
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 from ortholab.training.stiefel import StiefelCayley
 
 

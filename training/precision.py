@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 FLOAT16_MIXED = ("16-mixed", "16", 16)  # Lightning reads the last two as 16-mixed
 

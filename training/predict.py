@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from lightning.pytorch import Callback
 
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 PREDICT_SPLITS = ("train", "val", "test")
 # what a task's outputs become, by its loss: (name of the values, the transform)

@@ -20,7 +20,7 @@ from ortholab.aliases import full_class_path
 from ortholab.db import Store
 from ortholab.db.store import StoreMissing
 from ortholab.db.published import PaperRow, PaperTable, load_tables, reproductions
-from ortholab.models import ConfigError
+from ortholab.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCALES = ("full", "cpu-smoke")

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 import torch
 from torch.optim import Optimizer
 
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 
 
 def skew_hermitian_direction(w: torch.Tensor, g: torch.Tensor) -> torch.Tensor:

@@ -25,7 +25,7 @@ import optuna
 import yaml
 
 from ortholab.db import Store, default_db_url
-from ortholab.models import ConfigError
+from ortholab.errors import ConfigError
 from ortholab.training.cli import PACKAGE_ROOT, check_config_files
 from ortholab.training.masking import child_env, mask_secrets
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from lightning.pytorch import Callback
 
 from ortholab.datamodules.speech import SpeechPrediction
-from ortholab.models.base import ConfigError
+from ortholab.errors import ConfigError
 from ortholab.training.audio_eval import evaluate_split, record_report
 from ortholab.training.callbacks.lifecycle import GracefulInterrupt
 from ortholab.training.callbacks.record import record_artifact, record_metrics

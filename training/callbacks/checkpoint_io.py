@@ -22,7 +22,7 @@ from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.fabric.utilities.types import _PATH
 from fsspec.implementations.local import LocalFileSystem
 
-from ortholab.models import ConfigError
+from ortholab.errors import ConfigError
 
 TEMPORARY = re.compile(r"\.(?P<target>.+)\.(?P<pid>\d+)\.[A-Za-z0-9_]+\.tmp")
 

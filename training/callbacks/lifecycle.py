@@ -12,7 +12,7 @@ from lightning.pytorch import Callback
 
 from ortholab.datamodules.base import ResumableLoader
 from ortholab.db.logger import STAMP_KEY
-from ortholab.models import ConfigError
+from ortholab.errors import ConfigError
 from ortholab.training.callbacks.checkpoint_io import remove_stale_temporaries
 
 # Kept at the checkpoint's step by a resume from an unstamped checkpoint (written before stamps existed): recorded
