@@ -72,6 +72,9 @@ def write_config(folder: Path, name: str, config: dict) -> Path:
     return path
 
 
+STEPS = 400  # per run; `--steps` lowers it for a quick check of the pipeline (the tests)
+
+
 def copying_config(family: str, hidden: int, family_args: dict, optimizers: dict) -> dict:
     """Copying at T = 100 (baseline 10 ln 8 / 120): 2,000 training sequences, so an epoch is 100 steps and the
     eigenvalue snapshots (every epoch) and gradient profiles (steps 0 and 300) both land inside 400 steps."""
@@ -80,7 +83,7 @@ def copying_config(family: str, hidden: int, family_args: dict, optimizers: dict
         "model": {"family": family, "hidden_size": hidden, "family_args": family_args, "optimizers": optimizers},
         "data": {"class_path": "datamodules.CopyingTask",
                  "init_args": {"seq_len": 100, "batch_size": 20, "train_size": 2000, "val_size": 200, "test_size": 200}},
-        "trainer": {"accelerator": "cpu", "max_steps": 400, "val_check_interval": 50, "check_val_every_n_epoch": None,
+        "trainer": {"accelerator": "cpu", "max_steps": STEPS, "val_check_interval": max(STEPS // 8, 1), "check_val_every_n_epoch": None,
                     "log_every_n_steps": 10},
     }
 
@@ -92,7 +95,7 @@ def adding_config(family: str, hidden: int, family_args: dict, optimizers: dict)
         "model": {"family": family, "hidden_size": hidden, "family_args": family_args, "optimizers": optimizers},
         "data": {"class_path": "datamodules.AddingTask",
                  "init_args": {"seq_len": 50, "batch_size": 50, "train_size": 20000, "val_size": 1000, "test_size": 1000}},
-        "trainer": {"accelerator": "cpu", "max_steps": 400, "val_check_interval": 50, "check_val_every_n_epoch": None,
+        "trainer": {"accelerator": "cpu", "max_steps": STEPS, "val_check_interval": max(STEPS // 8, 1), "check_val_every_n_epoch": None,
                     "log_every_n_steps": 10},
     }
 
@@ -252,13 +255,16 @@ def take(out: Path, work: Path, reuse: bool = False) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    global STEPS  # the run configs read it
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "images", help="where the PNGs go")
+    parser.add_argument("--steps", type=int, default=STEPS, help=f"training steps per run (default {STEPS})")
     parser.add_argument("--work", type=Path, default=None, help="folder for the store and runs (default: a temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary store and runs")
     parser.add_argument("--reuse", action="store_true", help="with --work: take the pictures from the store a "
                                                              "previous run left there instead of training again")
     args = parser.parse_args(argv)
+    STEPS = args.steps
     if args.reuse and args.work is None:
         parser.error("--reuse needs --work DIR (the folder of a previous run)")
     work = args.work or Path(tempfile.mkdtemp(prefix="ortholab-screenshots-"))
