@@ -53,7 +53,7 @@ def _engine_problem() -> str | None:
     info = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True)
     if info.returncode != 0:
         return (f"no Docker engine answers ({(info.stderr.strip().splitlines() or ['docker info failed'])[-1]}); "
-                f"here `bash ../shared/tools/docker-stand-ins.sh up` starts one")
+                f"start Docker (the project's CI machines: `bash ../shared/tools/docker-stand-ins.sh up`)")
     return None
 
 
@@ -135,7 +135,8 @@ def session(tmp_path_factory):
     configs.mkdir(mode=0o755)
     configs.chmod(0o755)
     for file, config in {"tiny.yaml": _tiny_config(TINY_STEPS, 10, 16),
-                         "long.yaml": _tiny_config(LONG_STEPS, 60, 32)}.items():
+                         "long.yaml": _tiny_config(LONG_STEPS, 60, 32),
+                         "stopped.yaml": _tiny_config(LONG_STEPS, 60, 32)}.items():
         (configs / file).write_text(yaml.safe_dump(config, sort_keys=False))
         (configs / file).chmod(0o644)
     build = {"network": os.environ["ORTHOLAB_DOCKER_BUILD_NETWORK"]} if os.environ.get(
@@ -248,25 +249,53 @@ def _resume(stack: Stack, run_id: int) -> subprocess.CompletedProcess:
         time.sleep(15)
 
 
+def _train_until_first_checkpoint(stack: Stack, config: str) -> str:
+    """A detached `run train` with configs/<config>.yaml, returned (its container's name) once it has checkpointed."""
+    container = f"{stack.project}_{config}"
+    before = _checkpoints(stack)
+    stack.compose("run", "-d", "--name", container, "train", env={"CONFIG": f"configs/{config}.yaml"})
+    deadline = time.monotonic() + 300
+    while not _checkpoints(stack) - before:
+        if time.monotonic() > deadline:
+            subprocess.run(["docker", "rm", "--force", container], capture_output=True)
+            raise AssertionError("no checkpoint after 300 s")
+        time.sleep(1)
+    return container
+
+
+def _resumed_to_the_end(stack: Stack, stopped: dict, lease_left: bool) -> None:
+    assert stopped["status"] != "finished" and 0 < stopped["steps"] < LONG_STEPS, stopped
+    done = _resume(stack, stopped["id"]) if lease_left else stack.compose(
+        "run", "--rm", "-T", "train", "fit", "--resume", str(stopped["id"]), check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    resumed = _run_named(stack, stopped["name"])
+    assert resumed["id"] == stopped["id"] and resumed["status"] == "finished", resumed
+    assert resumed["steps"] == LONG_STEPS, resumed
+
+
 def test_a_training_container_killed_after_its_first_checkpoint_resumes_with_fit_resume(sqlite_stack):
-    container = f"{sqlite_stack.project}_killed"
-    before = _checkpoints(sqlite_stack)
-    sqlite_stack.compose("run", "-d", "--name", container, "train", env={"CONFIG": "configs/long.yaml"})
+    container = _train_until_first_checkpoint(sqlite_stack, "long")
     try:
-        deadline = time.monotonic() + 300
-        while not _checkpoints(sqlite_stack) - before:
-            assert time.monotonic() < deadline, "no checkpoint after 300 s"
-            time.sleep(1)
         subprocess.run(["docker", "kill", container], capture_output=True, check=True)
     finally:
         subprocess.run(["docker", "rm", "--force", container], capture_output=True)
-    killed = _run_named(sqlite_stack, "long")
-    assert killed["status"] != "finished" and 0 < killed["steps"] < LONG_STEPS, killed
-    done = _resume(sqlite_stack, killed["id"])
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    resumed = _run_named(sqlite_stack, "long")
-    assert resumed["id"] == killed["id"] and resumed["status"] == "finished", resumed
-    assert resumed["steps"] == LONG_STEPS, resumed
+    _resumed_to_the_end(sqlite_stack, _run_named(sqlite_stack, "long"), lease_left=True)
+
+
+def test_a_stopped_training_container_records_the_interruption_and_resumes_at_once(sqlite_stack):
+    """`docker stop` sends SIGTERM to `ortholab` itself (the entrypoint execs it): checkpoint, `interrupted`, 143."""
+    container = _train_until_first_checkpoint(sqlite_stack, "stopped")
+    try:
+        subprocess.run(["docker", "stop", "--time", "60", container], capture_output=True, check=True)
+        code = subprocess.run(["docker", "inspect", "--format", "{{.State.ExitCode}}", container],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    finally:
+        subprocess.run(["docker", "rm", "--force", container], capture_output=True)
+    stopped = _run_named(sqlite_stack, "stopped")
+    assert code == "143" and stopped["status"] == "interrupted", (code, stopped)
+    started = time.monotonic()
+    _resumed_to_the_end(sqlite_stack, stopped, lease_left=False)  # a stopped run released its lease
+    print(f"\nstopped run resumed and finished in {time.monotonic() - started:.0f} s")
 
 
 @pytest.fixture(scope="module")

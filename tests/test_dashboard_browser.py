@@ -515,9 +515,14 @@ def test_filter_expression_and_columns_on_the_runs_page(server, browser):
     assert {"scornn-seed1", "scornn-seed2"} <= names and not names & {"scornn-seed3", "scornn-snapshots"}
     assert "where=" in browser.current_url  # the expression is part of the view's address
 
-    add_chip(browser, "Columns", "val/loss (last)")
+    add_chip(browser, "Columns", "val/loss")
     settle(browser, "Runs")
-    assert "cols=val%2Floss" in browser.current_url or "cols=val/loss" in browser.current_url
+    assert re.search(r"cols=val(%2F|/)loss(&|$)", browser.current_url), browser.current_url
+
+    browser.get(f"{base}/?cols=val/loss&sort=val/loss&desc=false&where=steps%20%3E%3D%20300")  # a shared view
+    settle(browser, "Runs")
+    assert chips(browser, "Columns") == ["val/loss"] and "where=" in browser.current_url
+    assert {"scornn-seed1", "lstm-seed1"} <= table_cells(browser)
 
     field = widget(browser, "stTextInput", "Filter expression").find_element(By.CSS_SELECTOR, "input")
     field.send_keys(Keys.CONTROL, "a")

@@ -95,8 +95,7 @@ if sweep:
 columns_col, sort_col, order_col, size_col = st.columns([4, 2, 1, 1])
 extra = columns_col.multiselect(
     "Columns", [*param_keys, *metric_keys], key="cols", bind="query-params", persist_state="session",
-    format_func=lambda name: f"{name} (last)" if name in metric_keys and name not in param_keys else name,
-    placeholder="add params or metrics as columns",
+    placeholder="add params or metrics as columns",  # no format_func: the URL keeps what a bound widget shows
     help="Any recorded param, or any metric's last value (the value at its highest step); kept in the URL.",
 )  # fmt: skip
 added = {name if name not in run_fields else f"param {name}": tables.typed_column(list(column_values(name, shown)))
@@ -137,8 +136,9 @@ def _on_select() -> None:
 
 
 extra_config = {
-    name: st.column_config.NumberColumn(name, format="%.4g") for name in rows.columns
-    if name not in tables.RUN_COLUMNS and pd.api.types.is_float_dtype(rows[name])
+    name: st.column_config.NumberColumn(name, format="%.4g", help="last value (at the highest step)"
+                                        if name in metric_keys else "param")
+    for name in rows.columns if name not in tables.RUN_COLUMNS and pd.api.types.is_float_dtype(rows[name])
 }
 st.dataframe(
     rows,
