@@ -17,7 +17,7 @@ from typing import NoReturn
 from ortholab.db import Store, StoreError, default_db_url
 from ortholab.errors import ConfigError
 from ortholab.training.extras import require_extra
-from ortholab.training.masking import mask_url
+from ortholab.db.masking import mask_url
 
 APP = Path(__file__).resolve().parent / "main.py"
 DEFAULT_PORT = 8501

@@ -34,6 +34,7 @@ from ortholab.db.schema_version import OUR_TABLES, VERSION_TABLE, NoStore, Schem
 from ortholab.db.schema_version import store_facts
 from ortholab.db.schema_version import upgrade as upgrade_schema
 from ortholab.db.records import ArtifactRecord, MetricPoint, RunDetail, RunSummary
+from ortholab.db.masking import mask_url
 from ortholab.db.schema import (
     MODES,
     STAGES,
@@ -156,6 +157,9 @@ class Store:
             url = make_url(self._url)
         except ArgumentError as e:
             raise self._error("it is not a database URL (a file is written sqlite:////abs/path/runs.db)") from e
+        except ValueError as e:  # a port that is not a number
+            raise self._error(f"it is not a database URL ({e}); a server is written "
+                              f"postgresql+psycopg://user@host:5432/runs") from None
         is_sqlite = url.get_backend_name() == "sqlite"
         creator = None
         if is_sqlite and url.database and url.database != ":memory:" and not url.database.startswith("file:"):
@@ -207,7 +211,7 @@ class Store:
         shown = _masked(url)
         try:
             parsed = make_url(url)
-        except ArgumentError:
+        except (ArgumentError, ValueError):  # ValueError: a port that is not a number
             raise StoreError(f"Cannot upgrade the run database {shown}: it is not a database URL (a file is written "
                              f"sqlite:////abs/path/runs.db).") from None
         database = parsed.database or ""
@@ -746,11 +750,8 @@ def _upsert_points(session: Session, rows: list[dict[str, Any]]) -> None:
 
 
 def _masked(url: str) -> str:
-    """A database URL with its password masked."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url
+    """A database URL with its password masked (in the user info, unencoded '@' included, or a query parameter)."""
+    return mask_url(url)
 
 
 def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:

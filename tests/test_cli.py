@@ -246,3 +246,18 @@ def test_a_config_named_as_listed_is_found_from_any_folder(tmp_path, monkeypatch
     (tmp_path / "configs" / "demo" / "copying_scornn.yaml").write_text("model: {}\n")
     assert _packaged_configs(["fit", "--config", "configs/demo/copying_scornn.yaml"])[2] == \
         "configs/demo/copying_scornn.yaml"  # the user's own file of that name wins
+
+
+@pytest.mark.parametrize("command", ["runs", "runs --json", "db version", "report", "reproduce --list", "list configs",
+                                     "--help"])
+def test_readers_start_without_lightning_or_torch(command, tmp_path):
+    """Issue 22: `ortholab runs` took ~7 s because the CLI imported Lightning first; the readers import neither
+    Lightning nor torch (each takes seconds), so they answer in about the time the query takes."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    Store(url)
+    args = command.split() + (["--db", url] if command.split()[0] in ("runs", "db", "report", "reproduce") else [])
+    probe = (f"import sys\nfrom ortholab.training.cli import main\ntry:\n    main({args!r})\nexcept SystemExit as e:\n"
+             f"    assert not e.code, e.code\nprint('IMPORTED', sorted(m for m in ('lightning', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "IMPORTED []" in out.stdout, out.stdout[-500:]

@@ -477,14 +477,14 @@ def test_a_postgres_password_is_in_no_output_and_on_no_command_line(tmp_path):
     ("sqlite:////abs/runs.db and sqlite:///rel.db", "sqlite:////abs/runs.db and sqlite:///rel.db"),
 ])
 def test_every_url_is_printed_with_its_password_masked(text, shown):
-    from ortholab.training.masking import mask_secrets, mask_url, passwords_in
+    from ortholab.db.masking import mask_secrets, mask_url, passwords_in
 
     assert mask_url(text) == shown
     assert any(SECRET in password for password in passwords_in(text)) or SECRET not in text
 
 
 def test_a_known_password_is_masked_wherever_a_message_quotes_it(monkeypatch):
-    from ortholab.training.masking import known_passwords, mask_secrets
+    from ortholab.db.masking import known_passwords, mask_secrets
 
     url = f"postgresql://u:{SECRET}@h/db"
     monkeypatch.setenv("ORTHOLAB_DB", f"postgresql://v:other-secret@h/db")
@@ -498,7 +498,7 @@ def test_a_known_password_is_masked_wherever_a_message_quotes_it(monkeypatch):
     ("postgresql://u:pw@h:port/db", "not a database URL"),
 ])
 def test_a_url_whose_password_would_be_misread_is_refused_masked(url, expected):
-    from ortholab.training.masking import check_db_url
+    from ortholab.db.masking import check_db_url
 
     with pytest.raises(ConfigError) as refused:
         check_db_url(url)
@@ -630,4 +630,4 @@ def test_print_config_masks_the_database_password(capsys):
         main(["fit", "--config", DEMO, "--db", f"postgresql://u:{SECRET}@h/db", "--print_config"])
     out = capsys.readouterr().out
     assert exit_info.value.code == 0 and "db: postgresql://u:***@h/db" in out and SECRET not in out
-    assert not isinstance(sys.stdout, __import__("ortholab.training.masking", fromlist=["x"]).MaskedStream)
+    assert not isinstance(sys.stdout, __import__("ortholab.db.masking", fromlist=["x"]).MaskedStream)

@@ -244,6 +244,19 @@ def test_password_is_masked():
     assert "s3cret" not in str(error.value) and "me:***@localhost" in str(error.value)
 
 
+@pytest.mark.parametrize("url, secret", [
+    ("postgresql+nosuchdriver://me:p@ss@localhost/runs", "ss@localhost"),  # an unencoded '@': all of it hidden
+    ("postgresql+nosuchdriver://me@localhost/runs?password=s3cret", "s3cret"),
+    ("postgresql+psycopg://me:s3cret@localhost:port/runs", "s3cret"),  # a port that is not a number
+])
+def test_store_and_upgrade_errors_never_show_a_password(url, secret):
+    """Library users see the same masked URL as the CLI (issue 22): Store(...), Store.upgrade(...), display_url."""
+    for attempt in (lambda: Store(url), lambda: Store.upgrade(url)):
+        with pytest.raises(StoreError) as error:
+            attempt()
+        assert secret not in str(error.value) and "***" in str(error.value)
+
+
 def test_default_db_url(tmp_path, monkeypatch):
     monkeypatch.setenv("ORTHOLAB_DB", "sqlite:////elsewhere/x.db")
     assert default_db_url() == "sqlite:////elsewhere/x.db"

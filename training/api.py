@@ -36,7 +36,8 @@ def fit(config: str | Path | dict, overrides: dict[str, Any] | list[str] | None 
     """
     from ortholab import aliases
     from ortholab.errors import ConfigError
-    from ortholab.training.cli import OrthoLabCLI, _packaged_configs
+    from ortholab.training.cli import _packaged_configs
+    from ortholab.training.lightning_cli import OrthoLabCLI
     from ortholab.training.console import quiet_third_party_noise
 
     aliases.install()  # the configs' short class paths (datamodules.CopyingTask), as the CLI's main() does

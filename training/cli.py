@@ -1,357 +1,27 @@
-"""`ortholab`: Lightning's CLI for fit/validate/test/predict, plus `runs` and `list`.
+"""`ortholab`: the command line. Dispatches to Lightning's CLI for fit/validate/test/predict (training/lightning_cli.py)
+and to the readers and tools (`runs`, `list`, `data`, `db`, `report`, ...).
 
-Every run is recorded in the SQL store: the CLI puts a `db.SQLLogger` first among the trainer's loggers
-and stores the full resolved config with the run.
+Nothing here imports Lightning or torch: a reader such as `ortholab runs` starts in a fraction of a second, and the
+training commands pay for Lightning's import only when they run.
 """
 from __future__ import annotations
 
-import contextlib
-import difflib
-import math
 import os
 import re
-import signal
 import sys
 import warnings
 from pathlib import Path
 
 import yaml
-from sqlalchemy.engine import make_url
-from lightning.fabric.utilities.exceptions import MisconfigurationException
-from lightning.fabric.plugins import CheckpointIO
-from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
-from jsonargparse._actions import _ActionPrintConfig  # noqa: PLC2701 - the one hook of --print_config
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
-from lightning.pytorch.utilities import rank_zero_only
 
 from ortholab import aliases
-from ortholab.datamodules import TaskDataModule
-from ortholab.db import SQLLogger, Store, StoreError, default_db_url
 from ortholab.errors import ConfigError
-from ortholab.training.callbacks import NonFiniteError, default_callbacks
 from ortholab.training.allocator import reuse_freed_memory
-from ortholab.db.logger import RUN_NAME, folder_name
-from ortholab.training.callbacks.checkpoint_io import AtomicCheckpointIO
-from ortholab.training.callbacks.lifecycle import ContinueRun, GracefulInterrupt, StampCheckpoints
-from ortholab.training.callbacks.lifecycle import check_resume_checkpoint
-from ortholab.training.console import StepBudgetProgressBar, quiet_third_party_noise
-from ortholab.training.mapping_flags import merge_deep_mapping_flags
-from ortholab.training.masking import MaskedStream, check_db_url, db_urls_in, known_passwords, mask_secrets, mask_url
-from ortholab.training.module import RecurrentModule
-from ortholab.training.predict import predict_arguments
-from ortholab.training.precision import check_precision
+from ortholab.training.console import quiet_third_party_noise
+from ortholab.db.masking import MaskedStream, check_db_url, db_urls_in, known_passwords, mask_secrets
 
 LIGHTNING_SUBCOMMANDS = ("fit", "validate", "test", "predict")
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the checkout, or site-packages/ortholab: configs/ beside
-
-
-class RecordConfig(SaveConfigCallback):
-    """Stores the resolved config with the run in the SQL store and as config.yaml in the run folder."""
-
-    def save_config(self, trainer, pl_module, stage: str) -> None:
-        config = yaml.safe_load(self.parser.dump(self.config, skip_none=False))
-        if config.get("db"):  # never store a database password
-            config["db"] = make_url(config["db"]).render_as_string(hide_password=True)
-        for logger in trainer.loggers:
-            if isinstance(logger, SQLLogger):
-                logger.log_config(config)
-                os.makedirs(logger.log_dir, exist_ok=True)
-                Path(logger.log_dir, "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-
-
-class OrthoLabArgumentParser(LightningArgumentParser):
-    """Parse errors as one line that names the key and, for a misspelt key, the nearest valid one."""
-
-    def dump(self, cfg=None, *args, **kwargs):
-        """`--print_config` shows the chosen family's options and each group's optimizer resolved, defaults filled."""
-        model = cfg.get("model") if cfg is not None and _ActionPrintConfig.is_print_config_requested(self) else None
-        if model is not None and model.get("family"):
-            from ortholab.training.family_options import with_resolved_options
-
-            resolved = with_resolved_options({"family": model.family, "hidden_size": model.get("hidden_size"),
-                                              "family_args": model.get("family_args"),
-                                              "optimizers": model.get("optimizers")})
-            cfg = cfg.clone()
-            cfg["model.family_args"], cfg["model.optimizers"] = resolved["family_args"], resolved["optimizers"]
-        return super().dump(cfg, *args, **kwargs)
-
-    def error(self, message: str, ex: Exception | None = None):
-        if not self.exit_on_error:
-            return super().error(message, ex)
-        parser = getattr(ex, "subcommand_parser", None) or self
-        print(f"ortholab: error: {mask_secrets(explain_parse_error(message, parser), known_passwords(sys.argv))}",
-              file=sys.stderr)
-        self.exit(2)
-
-
-def _known_keys(parser) -> list[str]:
-    keys = []
-    for action in parser._actions:
-        keys += [o[2:] for o in action.option_strings if o.startswith("--")]
-        for sub in getattr(action, "choices", None) or {}:  # subcommands: their own options
-            if isinstance(action.choices, dict) and hasattr(action.choices[sub], "_actions"):
-                keys += _known_keys(action.choices[sub])
-    return keys
-
-
-def explain_parse_error(message: str, parser) -> str:
-    """jsonargparse's message rewritten for a user: the unknown key with a suggestion, a refused class path."""
-    unknown = re.search(r"unrecognized arguments: --?(\S+)", message) or re.search(
-        r"does not accept option '([^']+)'", message)
-    if unknown:
-        key = unknown.group(1).split("=")[0]
-        close = difflib.get_close_matches(key, _known_keys(parser), n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        return (f"unknown config key {key} (on the command line or in a --config file){hint} "
-                f"`ortholab fit --help` lists every key")
-    config_file = re.search(r'Parser key "config": (File does not exist|Path is not a file): \'(.*)\'', message)
-    if config_file:
-        why = "no such file" if config_file.group(1).startswith("File") else "not a file"
-        return (f"--config {config_file.group(2)}: {why}; give a YAML config (`ortholab list configs` shows the "
-                f"installed ones)")
-    denied = re.search(r"Importing '([\w.]+)' is not allowed", message)
-    if denied:
-        key = re.search(r'Parser key "([^"]+)"', message)
-        where = {"data": "data.class_path"}.get(key.group(1), key.group(1)) if key else "a config value"
-        return (f"{where} names {denied.group(1)!r}, which a config may not "
-                f"import: configs name only OrthoLab's tasks and callbacks and Lightning's callbacks, loggers and "
-                f"profilers, never a function (`ortholab list tasks`; a package of your own: "
-                f"${aliases.EXTRA_MODULES_VAR}=yourpackage)")
-    task_option = re.search(r"class_path '([\w.]+)':\s*(?:Option|Key) '([^']+)' is not (?:accepted|expected)", message)
-    if task_option:
-        import importlib
-        import inspect
-
-        module, _, name = task_option.group(1).rpartition(".")
-        options = [p for p in inspect.signature(getattr(importlib.import_module(module), name).__init__).parameters
-                   if p != "self"]
-        key = task_option.group(2)
-        close = difflib.get_close_matches(key, options, n=1, cutoff=0.6)
-        hint = f"did you mean data.{close[0]}? " if close else ""
-        return (f"unknown config key data.{key}: {task_option.group(1)} has no option {key!r}; {hint}"
-                f"its options are {options}")
-    missing = re.search(r"given class_path '([\w.]+)':\s*module '[\w.]+' has no attribute", message)
-    if missing:
-        from ortholab.datamodules import TASKS
-
-        close = difflib.get_close_matches(missing.group(1), [f"datamodules.{c.__name__}" for c in TASKS.values()], 1)
-        hint = f"did you mean {close[0]}? " if close else ""
-        return (f"data.class_path = {missing.group(1)!r} is not a registered task; {hint}`ortholab list tasks` "
-                f"shows them")
-    refused = re.search(r"Import path (\S+) does not correspond to a subclass of (\w+)", message)
-    if refused:
-        from ortholab.datamodules import TASKS
-
-        tasks = ", ".join(f"datamodules.{cls.__name__}" for cls in TASKS.values())
-        return (f"data.class_path = {refused.group(1)!r} is not an OrthoLab task; a config may only name a "
-                f"registered task ({tasks}; `ortholab list tasks`)")
-    wrong_type = re.search(r'Parser key "([^"]+)":', message)
-    types = [t for t in re.findall(r"Expected an? <class '(\w+)'>", message) if t != "NoneType"]
-    given = re.search(r"(?:Given|Got) value: (.*?)\s*$", message, re.DOTALL)
-    if wrong_type and types and given:
-        key = wrong_type.group(1)
-        names = {"dict": "a mapping such as '{rho: 4}'", "list": "a list such as '[a, b]'", "bool": "true/false"}
-        example = " or ".join(dict.fromkeys(names.get(t, t) for t in types))
-        return (f"{key} = {' '.join(given.group(1).split())[:80]!r}: expected {example} (`ortholab fit --help` "
-                f"describes {key})")
-    return " ".join(message.split()) + " (see `ortholab fit --help`)"
-
-
-class OrthoLabCLI(LightningCLI):
-    def __init__(self, args=None, run: bool = True):
-        aliases.restrict_config_imports()  # class paths outside the allow-list are refused before any import
-        super().__init__(
-            RecurrentModule, TaskDataModule, subclass_mode_data=True, parser_class=OrthoLabArgumentParser,
-            auto_configure_optimizers=False,  # the model owns its per-group optimizers
-            save_config_callback=RecordConfig, save_config_kwargs={"save_to_log_dir": False},
-            trainer_defaults={"logger": False},  # the SQL logger is added in instantiate_trainer
-            seed_everything_default=5544, args=args, run=run,
-        )
-
-    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        parser.add_argument("--db", type=str | None, default=None,
-                            help="SQLAlchemy URL of the run store (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
-        parser.add_argument("--name", type=str | None, default=None,
-                            help="run name in the store (default: the config file's name)")
-        parser.add_argument("--tags", type=list[str], default=[], help="labels stored with the run")
-        parser.add_argument("--runs_dir", type=str, default="runs",
-                            help="folder for run folders (checkpoints, config.yaml)")
-        parser.add_argument("--resume", type=int | None, default=None,
-                            help="continue the recorded run with this id from its last checkpoint (`ortholab fit "
-                                 "--resume ID` alone reuses the run's stored config)")
-        parser.add_argument("--analysis", type=bool, default=True,
-                            help="add the default analysis callbacks (orthogonality, eigenvalues, gradient "
-                                 "profile, timing, NaN guard) that trainer.callbacks does not already configure")
-        parser.add_argument("--test_every_validation", type=bool, default=False,
-                            help="fit: also evaluate the test split at every validation, logged as test/* (the "
-                                 "scoRNN/scuRNN papers report the best test figure over the epoch ends); the "
-                                 "checkpoints are still chosen on the validation split")
-        parser.add_argument("--predict_split", type=str, default="test",
-                            help="predict: the split whose predictions are written (train, val or test); `ortholab "
-                                 "predict --run ID [--checkpoint best|last|PATH]` takes a recorded run's config and "
-                                 "checkpoint")
-        parser.link_arguments("data", "model.task", apply_on="instantiate", compute_fn=task_spec_of)
-
-    def _parse_ckpt_path(self) -> None:
-        """Lightning rebuilds the model from the checkpoint's hyperparameters, which would silently override the
-        config's model: refuse a checkpoint of another model instead, naming the key that differs."""
-        sub = self.config.get("subcommand")
-        path = self.config[sub].get("ckpt_path") if sub else None
-        check_ckpt_path(path)
-        if path and Path(path).is_file():
-            import torch
-
-            try:
-                saved = torch.load(path, weights_only=True, map_location="cpu").get("hyper_parameters") or {}
-            except Exception as err:  # noqa: BLE001 - any unreadable file is the same user error
-                raise ConfigError(f"--ckpt_path {path}: cannot read it as a checkpoint ({err.__class__.__name__}); "
-                                  f"give a .ckpt file written by `ortholab fit`") from None
-            model = self.config[sub].model
-            for key, default in (("family", None), ("hidden_size", None), ("num_layers", 1)):
-                theirs, ours = saved.get(key, default), model.get(key, default)
-                if theirs is not None and ours != "auto" and theirs != ours:
-                    raise ConfigError(
-                        f"--ckpt_path {path}: the checkpoint holds a model with model.{key} = {theirs!r}, the config "
-                        f"builds model.{key} = {ours!r}; use the config the checkpoint was trained with (`ortholab "
-                        f"fit --resume RUN_ID` reuses a run's own config) or a checkpoint of this model")
-        super()._parse_ckpt_path()
-
-    def _subconfig(self):
-        return self.config[self.subcommand] if self.subcommand else self.config
-
-    def before_instantiate_classes(self) -> None:
-        config = self._subconfig()
-        aliases.refuse_callables(config)  # a function a value resolved to is never called
-        check_run_name(config.name)
-        check_precision(config.trainer.get("precision"), config.trainer.get("accelerator"), config.model.get("family"))
-        clip = config.model.get("grad_clip_norm")
-        if clip is not None and not (isinstance(clip, (int, float)) and not isinstance(clip, bool)
-                                     and math.isfinite(clip) and clip > 0):  # a negative norm would flip gradients
-            raise ConfigError(f"model.grad_clip_norm = {clip!r} must be a positive finite number (e.g. 1.0), or null "
-                              f"for no clipping")
-        interval = config.trainer.get("val_check_interval")
-        if interval is not None and not isinstance(interval, bool) and interval <= 0:
-            raise ConfigError(f"trainer.val_check_interval = {interval} must be positive: a number of training steps "
-                              f"(int) or a fraction of an epoch in (0, 1]")
-        if rank_zero_only.rank == 0:
-            Store(self._subconfig().db)  # fail now, before any training, if the store cannot be written
-            _check_writable_folder(self._subconfig().runs_dir)
-
-    def instantiate_trainer(self, **kwargs):
-        config = self._subconfig()
-        if rank_zero_only.rank == 0 and self.subcommand == "fit":
-            check_free_space(config.runs_dir, self.model)  # before the run is recorded: a full disk is one line
-        derived = _name_from_config_files(config.get("config")) or self.model.hparams.family
-        name = config.name or folder_name(derived)  # a config file's name may hold anything: as a folder name
-        logger = SQLLogger(db_url=config.db, name=name, root_dir=config.runs_dir, stage=self.subcommand or "fit",
-                           run_id=config.resume, tags=config.tags)
-        configured = list(self._get(self.config_init, "trainer").get("callbacks") or [])
-        extra = [GracefulInterrupt()]
-        if self.subcommand == "predict":  # training/predict.py: the split's predictions into the run folder
-            from ortholab.training.predict import PredictionWriter
-
-            if not config.get("ckpt_path"):
-                raise ConfigError("predict needs trained weights: `ortholab predict --run RUN_ID` (its best "
-                                  "checkpoint) or --ckpt_path FILE with the config it was trained with")
-            self.datamodule.predict_split = config.predict_split
-            extra.append(PredictionWriter(config.predict_split, config.ckpt_path))
-            # predicting restores weights only: the training callbacks Lightning asks for have nothing to restore
-            warnings.filterwarnings("ignore", message="Be aware that when using `ckpt_path`, callbacks used")
-        if config.trainer.enable_checkpointing is not False and self.subcommand != "predict" and not any(
-                isinstance(c, ModelCheckpoint) for c in configured):
-            spec = self.model.spec  # last and best by the task's main metric, in the run folder; {step}: the optimizer
-            # steps taken, the step of the val point that chose it and of the analyses of those weights
-            extra.append(ModelCheckpoint(monitor=spec.main_metric, mode=spec.main_metric_mode, save_last=True,
-                                         filename="best-step{step}", auto_insert_metric_name=False))
-        if config.trainer.enable_progress_bar is not False and not any(isinstance(c, ProgressBar) for c in configured):
-            extra.append(StepBudgetProgressBar())  # Lightning's rich bar (rich is a dependency), not its tqdm one
-        plugins = self._get(self.config_init, "trainer").get("plugins") or []
-        plugins = list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
-        if not any(isinstance(p, CheckpointIO) for p in plugins):  # checkpoints written atomically in their folder
-            plugins.append(AtomicCheckpointIO())
-        trainer = super().instantiate_trainer(callbacks=configured + extra, plugins=plugins, **kwargs)
-        if self.subcommand == "fit":
-            self.datamodule.test_every_validation = bool(config.get("test_every_validation"))
-        trainer.loggers = [logger, *trainer.loggers]
-        first = [StampCheckpoints()]  # every checkpoint names its store and run, and how far their record went
-        if config.resume is not None:
-            first.append(ContinueRun())  # rewinds the record before anything records again
-        if config.analysis:
-            first += default_callbacks(trainer.callbacks)
-        trainer.callbacks[:0] = first
-        return trainer
-
-    def _run_subcommand(self, subcommand: str) -> None:
-        """A run stopped by a user error (a full disk, a bad checkpoint) keeps the one-line reason with its status."""
-        try:
-            super()._run_subcommand(subcommand)
-        except Exception as err:  # noqa: BLE001 - re-raised; main() prints the same line
-            logger = self.trainer.loggers[0] if getattr(self, "trainer", None) and self.trainer.loggers else None
-            user_error = _user_error(err)
-            if (user_error is not None and isinstance(logger, SQLLogger) and not isinstance(user_error, NonFiniteError)
-                    and getattr(logger, "_run_id", None) is not None):  # only a run that exists (no new row)
-                with contextlib.suppress(Exception):  # the original error matters more than its record
-                    logger.record_failure(mask_secrets(" ".join(str(user_error).split())))
-            raise
-
-    def after_fit(self) -> None:
-        self._print_record()
-        interrupt = next((c for c in self.trainer.callbacks if isinstance(c, GracefulInterrupt)), None)
-        if interrupt is not None and interrupt.requested:  # the shell's convention: 128 + the signal's number
-            store = self.trainer.loggers[0].store
-            where = "" if store.url == default_db_url() else f" --db '{mask_url(store.url)}'"
-            print(f"Interrupted by {interrupt.requested}; checkpoint saved, continue with "
-                  f"`ortholab fit --resume {self.trainer.loggers[0].version}{where}`.")
-            sys.exit(128 + int(getattr(signal, interrupt.requested)))
-
-    def after_validate(self) -> None:
-        self._print_record()
-
-    def after_test(self) -> None:
-        self._print_record()
-
-    def after_predict(self) -> None:
-        from ortholab.training.predict import PredictionWriter
-
-        writer = next((c for c in self.trainer.callbacks if isinstance(c, PredictionWriter)), None)
-        if writer is not None and writer.path is not None:
-            print(f"Predictions on the {writer.split} split written to {writer.path}")
-        self._print_record()
-
-    def _print_record(self) -> None:
-        logger = self.trainer.loggers[0]
-        if not (self.trainer.is_global_zero and isinstance(logger, SQLLogger)):
-            return
-        run = logger.store.get_run(logger.run_id)
-        if run.best is not None:
-            split = run.main_metric.split("/")[0]  # each split against its own baseline
-            baseline = f" (baseline on the {split} split: {run.baseline:.4g})" if run.baseline is not None else ""
-            print(f"Best {run.main_metric}: {run.best:.4g}{baseline}")
-        print(f"Run {run.id} ({run.name}, {run.status}) recorded in {mask_url(logger.store.url)}; "
-              f"run folder {logger.log_dir}. List runs with `ortholab runs`.")
-
-
-CHECKPOINT_OVERHEAD_BYTES = 256 * 1024  # a checkpoint's bytes beyond the tensors (loops, callbacks, hparams): ~10 KiB
-# measured for a tiny scoRNN, with room for the analysis callbacks' state
-
-
-def checkpoint_bytes(model) -> int:
-    """A generous estimate of one checkpoint's size: the weights, up to two optimizer moments of each, overhead."""
-    weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    return 3 * weights + CHECKPOINT_OVERHEAD_BYTES
-
-
-def check_free_space(folder: str, model) -> None:
-    """--runs_dir has room for the run's checkpoints (last, best and the temporary file an atomic write needs),
-    else one line now rather than an OSError and a failed run later."""
-    import shutil
-
-    needed = 3 * checkpoint_bytes(model)
-    free = shutil.disk_usage(folder).free
-    if free < needed:
-        raise ConfigError(f"--runs_dir {folder}: {free / 2**20:.2f} MiB free, and this model's checkpoints (last, best "
-                          f"and a temporary copy) need about {needed / 2**20:.2f} MiB; free space there or give "
-                          f"--runs_dir on another disk")
 
 
 def _disk_full(err: BaseException) -> ConfigError | None:
@@ -364,54 +34,6 @@ def _disk_full(err: BaseException) -> ConfigError | None:
                            f"is kept; free space or give --runs_dir on another disk, then continue with `ortholab fit "
                            f"--resume RUN_ID`")
     return None
-
-
-def check_ckpt_path(path: str | None) -> None:
-    """--ckpt_path names a checkpoint file (or Lightning's 'last', 'best', 'hpc', or a URL): one line otherwise,
-    before a run is recorded."""
-    if not path or path in ("last", "best", "hpc", "registry") or "://" in str(path) or Path(path).is_file():
-        return
-    if Path(path).is_dir():
-        found = sorted(str(p.relative_to(path)) for pattern in ("*.ckpt", "checkpoints/*.ckpt")
-                       for p in Path(path).glob(pattern))[:3]  # not a deep search: the folder may be huge
-        held = f"it holds {', '.join(found)}" if found else "it holds no .ckpt file"
-        raise ConfigError(f"--ckpt_path {path} is a folder ({held}); give the checkpoint file, e.g. "
-                          f"RUN_FOLDER/checkpoints/last.ckpt")
-    raise ConfigError(f"--ckpt_path {path}: no such file; give a .ckpt file written by `ortholab fit` (a run's "
-                      f"folder holds checkpoints/last.ckpt; `ortholab fit --resume RUN_ID` finds it for you)")
-
-
-def task_spec_of(datamodule) -> dict:
-    """The model's `task`: the datamodule's TaskSpec; a class that describes no task (a base class) is refused."""
-    spec = getattr(datamodule, "spec", None)
-    if spec is None:
-        from ortholab.datamodules import TASKS
-
-        cls = type(datamodule)
-        tasks = ", ".join(f"datamodules.{task.__name__}" for task in TASKS.values())
-        raise ConfigError(f"data.class_path = '{cls.__module__}.{cls.__qualname__}' is a base class, not a task (it "
-                          f"sets no TaskSpec); choose a task: {tasks} (`ortholab list tasks`)")
-    return spec.to_dict()
-
-
-def check_run_name(name: str | None) -> None:
-    """A run's name is a folder under --runs_dir: one path component of letters, digits and ._+-, 100 at most."""
-    if name is not None and not RUN_NAME.fullmatch(name):
-        raise ConfigError(f"--name {name!r}: a run name is one folder name under --runs_dir: letters, digits and "
-                          f"._+- (starting with a letter or digit), at most 100 characters; e.g. --name "
-                          f"{re.sub(r'[^A-Za-z0-9._+-]+', '-', name).strip('.-')[:100] or 'my-run'}")
-
-
-def _check_writable_folder(folder: str) -> None:
-    """The run folders' parent exists or can be made, and accepts files (checkpoints go there)."""
-    try:
-        os.makedirs(folder, exist_ok=True)
-        probe = Path(folder, f".ortholab-write-check-{os.getpid()}")
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as err:
-        raise ConfigError(f"--runs_dir {folder}: cannot write run folders there ({err.strerror}); give a writable "
-                          f"folder with --runs_dir") from None
 
 
 def _config_arguments(argv: list[str]):
@@ -463,6 +85,9 @@ def _resume_arguments(argv: list[str]) -> list[str]:
     (unless --ckpt_path is given), so that a preempted run continues with one short command."""
     import argparse
 
+    from ortholab.db import Store, StoreError
+    from ortholab.training.callbacks.lifecycle import check_resume_checkpoint
+
     peek = argparse.ArgumentParser(add_help=False)
     peek.add_argument("--resume", type=int)
     peek.add_argument("--db")
@@ -492,11 +117,6 @@ def _resume_arguments(argv: list[str]) -> list[str]:
         extra += ["--ckpt_path", str(last)]
     check_resume_checkpoint(Path(known.ckpt_path) if known.ckpt_path else last, store, run.id)
     return [argv[0], *extra, *argv[1:]]
-
-
-def _name_from_config_files(paths) -> str | None:
-    paths = [p for p in (paths or []) if p is not None]
-    return Path(str(paths[-1])).stem if paths else None
 
 
 TOP_HELP = """usage: ortholab {fit,validate,test,predict,runs,list,reproduce,report,...} ...
@@ -561,6 +181,10 @@ def main(argv: list[str] | None = None) -> None:
                                   "--model.family_args.help scornn` (`ortholab list families` names them)")
             print(describe_options(argv[at + 1]))
         elif argv[0] in LIGHTNING_SUBCOMMANDS:
+            from ortholab.training.lightning_cli import OrthoLabCLI
+            from ortholab.training.predict import predict_arguments
+            from ortholab.training.mapping_flags import merge_deep_mapping_flags
+
             check_config_files(argv)
             packaged = _packaged_configs(argv)
             if packaged != argv:
@@ -592,6 +216,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
 
 
+def _loaded(module: str, name: str) -> type | None:
+    """A class from a module already imported, else None: an error of a class never imported was never raised, and
+    importing it (Lightning, the store) only to test for it would cost seconds."""
+    return getattr(sys.modules.get(module), name, None)
+
+
 def _user_error(err: BaseException | None) -> BaseException | None:
     """The user-facing error behind `err` (jsonargparse wraps errors raised while instantiating)."""
     from ortholab.training.extras import explain_missing_module
@@ -602,9 +232,12 @@ def _user_error(err: BaseException | None) -> BaseException | None:
             return missing
         seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__
+    reported = tuple(c for c in (ConfigError, _loaded("ortholab.db.store", "StoreError"),
+                                 _loaded("ortholab.training.callbacks.nan_guard", "NonFiniteError")) if c is not None)
+    misconfigured = _loaded("lightning.fabric.utilities.exceptions", "MisconfigurationException")
     seen = set()
     while err is not None and id(err) not in seen:
-        if isinstance(err, (ConfigError, StoreError, NonFiniteError)):
+        if isinstance(err, reported):
             return err
         if (full := _disk_full(err)) is not None:
             return full
@@ -613,7 +246,7 @@ def _user_error(err: BaseException | None) -> BaseException | None:
             size = f" ({int(asked.group(1)) / 2**30:.3g} GiB in one piece)" if asked else ""
             return ConfigError(f"not enough memory{size}: lower model.hidden_size (or model.num_layers, "
                                f"data.batch_size, data.seq_len)")
-        if isinstance(err, MisconfigurationException):  # Lightning's verdict on the trainer settings
+        if misconfigured is not None and isinstance(err, misconfigured):  # Lightning's verdict on the trainer settings
             import torch
 
             message = " ".join(str(err).split())

@@ -157,7 +157,7 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse's errors as the CLI's one line (no usage block), naming the help to read; exit code 2."""
 
     def error(self, message: str):
-        from ortholab.training.masking import known_passwords, mask_secrets
+        from ortholab.db.masking import known_passwords, mask_secrets
 
         print(f"ortholab: error: {mask_secrets(message, known_passwords(sys.argv))} (see `{self.prog} --help`)",
               file=sys.stderr)
@@ -195,16 +195,25 @@ def run_command(argv: list[str]) -> None:
     audio.add_argument("--clips", type=int, default=3, help="how many of them to store as audio clips")
     audio.add_argument("--checkpoint", default="best", help="'best', 'last' or a checkpoint path")
     audio.add_argument("--method", choices=["true_phase", "griffin_lim"], default="true_phase")
-    bench = sub.add_parser("bench", help="time every family against nn.RNN(relu) and nn.LSTM (one process)")
+    from ortholab.training.bench_suites.settings import SUITES, help_text
+
+    bench = sub.add_parser("bench", help="time every family against nn.RNN(relu) and nn.LSTM (one process)",
+                           epilog=help_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    bench.add_argument("--suite", choices=["families", *SUITES], default="families",
+                       help="what to measure (default: families, the main table; the suites are listed below)")
     bench.add_argument("--families", default=None, help="comma-separated families (default: all)")
-    bench.add_argument("--sizes", default="16k,69k", help="parameter budgets: 16k, 69k")
-    bench.add_argument("--batches", default="50,128", help="batch sizes")
-    bench.add_argument("--seq-len", type=int, default=784)
-    bench.add_argument("--repeats", type=int, default=5)
-    bench.add_argument("--device", default="cuda" if _cuda() else "cpu")
-    bench.add_argument("--memory", default="784,3136", help="sequence lengths for peak memory ('' to skip)")
+    bench.add_argument("--sizes", default=None, help="parameter budgets: 16k, 69k (default: both)")
+    bench.add_argument("--batches", default=None, help="batch sizes (default: 50,128; a suite: its own)")
+    bench.add_argument("--seq-len", type=int, default=None, help="sequence length (default: 784; a suite: its own)")
+    bench.add_argument("--repeats", type=int, default=None,
+                       help="repetitions, the median reported (default: 5; a suite: its own)")
+    bench.add_argument("--device", default=None, help="cpu or cuda (default: cuda where available; a suite: "
+                                                       "cpu)")
+    bench.add_argument("--memory", default=None, help="sequence lengths for peak memory (default: 784,3136; '' "
+                                                      "to skip)")
+    bench.add_argument("--param", action="append", metavar="KEY=VALUE", help="a suite's own setting (repeatable)")
     bench.add_argument("--quick", action="store_true", help="T=32, batch 8, 2 repeats, 16k only, no memory: "
-                                                            "a smoke run for CI")
+                                                            "a smoke run for CI (a suite: its quickest form)")
     bench.add_argument("--in-process", action="store_true", help="measure every family in this process instead "
                                                                   "of one process per family (--quick does)")
     bench.add_argument("--json", action="store_true")
@@ -299,25 +308,15 @@ def run_command(argv: list[str]) -> None:
                               checkpoint=args.checkpoint, method=args.method)
         print(report.summary())
         return
-    if args.command == "bench":
-        from ortholab.training.bench import run_bench
+    if args.command == "bench":  # torch imported only here: `runs` starts fast
+        from ortholab.training.bench import bench_command
 
-        from ortholab.errors import ConfigError
-
-        for flag, value in (("--seq-len", args.seq_len), ("--repeats", args.repeats)):
-            if value <= 0:
-                raise ConfigError(f"{flag} {value}: give a positive integer")
-        if args.quick:
-            args.seq_len, args.batches, args.repeats, args.sizes, args.memory = 32, "8", 2, "16k", ""
-        run_bench(args.families.split(",") if args.families else None, args.sizes.split(","),
-                  _positive_ints(args.batches, "--batches"), args.seq_len, args.repeats, args.device,
-                  _positive_ints(args.memory, "--memory"), args.json,
-                  isolate=not (args.quick or args.in_process))
+        bench_command(args)
         return
     if args.command == "db":
         from ortholab.db import Store, default_db_url
         from ortholab.db.schema_version import head_revision
-        from ortholab.training.masking import mask_url
+        from ortholab.db.masking import mask_url
 
         shown = mask_url(args.db or default_db_url())  # never the password
         if args.action == "upgrade":

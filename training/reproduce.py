@@ -57,7 +57,7 @@ def select_rows(tables: dict[str, PaperTable], table: str | None, rows: list[str
 
 def _ortholab(*args: str, db: str | None = None) -> int:
     """A child `ortholab` process; the store's URL travels in its environment, never on its command line (`ps`)."""
-    from ortholab.training.masking import child_env
+    from ortholab.db.masking import child_env
 
     return subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", *args],
                           env=child_env(db) if db else None).returncode

@@ -27,7 +27,7 @@ import yaml
 from ortholab.db import Store, default_db_url
 from ortholab.errors import ConfigError
 from ortholab.training.cli import PACKAGE_ROOT, check_config_files
-from ortholab.training.masking import child_env, mask_secrets
+from ortholab.db.masking import child_env, mask_secrets
 
 SAMPLERS = ("grid", "random", "tpe")
 

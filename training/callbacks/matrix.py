@@ -65,7 +65,9 @@ class EigenvalueSnapshots(_MatrixCallback):
 
     def on_train_start(self, trainer, pl_module) -> None:
         self._last_step = None
-        if trainer.is_global_zero:  # always: the initial spectrum is the reference every later one is read against
+        # the initial spectrum is the reference every later one is read against; a resumed run has it already, and
+        # one more at the restart step would be a snapshot an uninterrupted run never took
+        if trainer.is_global_zero and trainer.global_step == 0:
             with torch.no_grad():
                 self.snapshot(trainer, pl_module.model.layer, trainer.global_step)
 
