@@ -41,8 +41,11 @@ test-kernels: $(STAMP)
 	ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=1 PATH="$(CURDIR)/$(BIN):$$PATH" \
 		$(BIN)/python -m pytest $(KERNEL_TESTS)
 
+# Speed as ratios (docs/benchmarks.md): scoRNN at the paper's n = 170 against nn.RNN(relu) at that n and nn.LSTM at
+# its 16k budget, T = 784, batch 128. Other measurements: `make bench BENCH="--suite callbacks"`, `ortholab bench --help`.
+BENCH ?= --families scornn --sizes 16k --batches 128 --repeats 7 --memory ""
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_scornn.py
+	$(BIN)/ortholab bench $(BENCH)
 
 # The documentation site (mkdocs.yml, docs/) into site/, strictly: a broken link or anchor, a missing page, or a
 # registered family, task or command without its docs page or section fails the build.

@@ -13,7 +13,7 @@ from ortholab.app.labels import run_label
 from ortholab.db import ArtifactRecord, RunDetail, RunSummary
 from ortholab.db.published import PaperTable
 
-STALE_AFTER_S = 300.0  # a 'running' run silent this long was probably killed outright (see README: the store)
+STALE_AFTER_S = 300.0  # a 'running' run silent this long was probably killed outright (see docs/dashboard.md: Runs)
 
 RUN_COLUMNS = [
     "id", "name", "family", "task", "status", "activity", "steps", "main metric", "best", "last",

@@ -15,7 +15,7 @@ import torch
 from ortholab.errors import ConfigError
 
 INSTALL_HINT = ("install it with `python tools/install_torchaudio.py` (torchaudio 2.11.0 without its compiled "
-                "CUDA extension; see README, 'torchaudio')")
+                "CUDA extension; see docs/troubleshooting.md (torchaudio))")
 
 
 @functools.cache

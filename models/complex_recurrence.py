@@ -3,7 +3,7 @@
 Complex vectors are real tensors laid out as [Re | Im] (2n features, the layout the readout sees), and the
 complex product W h is one real product with the 2n x 2n block matrix [[Re W^T, Im W^T], [-Im W^T, Re W^T]]
 (row convention: [Re h | Im h] @ M = [Re(W h) | Im(W h)]). This ran about 1.3x faster than torch's
-complex dtypes here (benchmarks/bench_scurnn.py --compare-complex).
+complex dtypes here (`ortholab bench --suite scurnn-complex`).
 
 sigma_eps (scuRNN eq. 5): h = z s(r), s(r) = relu(r + b) / (r + eps), r = sqrt(|z|^2 + eps). Its real 2x2
 Jacobian per unit is s I + s'(r)/r z z^T, with s'(r) = (eps - b) / (r + eps)^2 where r + b > 0, else 0

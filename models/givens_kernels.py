@@ -7,7 +7,7 @@ z_t = u_t + d * x and h_t = sigma(z_t, b) (a `ModReLU` of models/complex_recurre
 the layers' inputs from h_{t-1}, writes dL/dz_t over z_t (so, as there, it runs once per forward), and adds
 dL/dc1, dL/dc2, dL/dd per batch row. In torch each step is some twenty small kernels over (B, n) arrays, forward
 and backward; here a row's state stays in the cache for all T steps. Measured by `ortholab bench --families
-eurnn` (README, Speed).
+eurnn` (docs/benchmarks.md).
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ close, as F = sinc(s) sinc(d)/2 and K = (sinc(s) cos(d) - cos(s) sinc(d)) / (2 t
 s, d = (theta_j +- theta_k)/2, or g's power series when both are near zero. The official code computes the same
 gradient with its own Pade approximant (srnn-exprnn-facts 3.1), torch.linalg.matrix_exp's backward with a
 2n x 2n block exponential. On the CPU this costs less than either, and less than the complex Hermitian
-eigendecomposition of iA it replaced (n = 360: ~13 ms forward+backward against ~20; README, exprnn). A float32
+eigendecomposition of iA it replaced (n = 360: ~13 ms forward+backward against ~20; docs/families/exprnn.md). A float32
 eigendecomposition of A^2 errs by about eps ||A||^2, which beyond one turn (||A||_2 > 2 pi) loses to the Pade
 approximant: there M is formed and decomposed again in float64.
 On a GPU, matrix_exp's products are cheap and the eigensolver waits on the host, so there skew_matrix_exp keeps

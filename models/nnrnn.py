@@ -74,8 +74,8 @@ class _AddPenaltyGradient(torch.autograd.Function):
 class NNRNN(RecurrentLayer):
     """Non-normal RNN: W = P (Lambda + T) P^T, P = exp(L - L^T), Lambda = blocks alpha_i R(theta_i).
 
-    init: the initial skew L - L^T of P: 'cayley' (default, the code's default and every nnRNN row of its
-        README), 'henaff' (U(-pi, pi)), 'henaff_icml' (U(-pi, 0), the nnRNN code's henaff) or 'random' (log of
+    init: the initial skew L - L^T of P: 'cayley' (default, the code's default and every nnRNN row of that
+        code's README), 'henaff' (U(-pi, pi)), 'henaff_icml' (U(-pi, 0), the nnRNN code's henaff) or 'random' (log of
         a Haar SO(n) matrix); see models/matrix_exp.py. Block-diagonal P (cayley, henaff) commutes with Lambda,
         so the initial W = Lambda there.
     alpha_penalty: delta of the code's loss term delta * sum_i (alpha_i - 1)^2, applied to alpha's gradient

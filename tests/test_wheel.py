@@ -51,6 +51,10 @@ def test_the_wheel_adds_one_top_level_name_and_carries_its_data(wheel_env):
     assert "ortholab/configs/demo/copying_scornn.yaml" in listed
     assert any(n.startswith("ortholab/configs/papers/published/") for n in listed)
     assert any(n.startswith("ortholab/db/migrations/versions/") for n in listed)
+    # every module of the checkout travels (a new subpackage missing from pyproject's list would not)
+    sources = {f"ortholab/{part if part != 'ortholab' else ''}/{py.relative_to(REPO / part)}".replace("//", "/")
+               for part in ("ortholab", *OURS) for py in (REPO / part).rglob("*.py") if "__pycache__" not in py.parts}
+    assert sources - set(listed) == set(), "modules missing from the wheel: add their package to pyproject.toml"
     assert not OURS & {p.name for p in venv_site.iterdir()}
 
 

@@ -2,7 +2,7 @@
 
 On CPU, tensors come from glibc's malloc, which hands blocks over 32 MB (a recurrence's (T, B, n) buffers) and
 the free top of its heap back to the kernel at once. A training step allocates the same buffers every time, so
-each step then faults every page of them in again: on the 2-core VM of README's bench about a million page
+each step then faults every page of them in again: on the 2-core VM of docs/benchmarks.md about a million page
 faults (~2 s) per forward+backward of the uRNN/EURNN at T = 784, batch 128. `reuse_freed_memory()` asks glibc
 to serve every block from its heap and never trim it: freed buffers are reused by the next step without faults,
 and the process's resident memory stays at its peak (as on a GPU). Set ORTHOLAB_MALLOC=system to keep glibc's

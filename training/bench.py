@@ -76,29 +76,29 @@ def plain_rnn(hidden_size: int, device: str) -> SequenceModel:
     return SequenceModel(FAMILIES["rnn"](1, hidden_size, nonlinearity="relu"), CLASSES, readout="last_step").to(device)
 
 
-def _sync(device: str) -> None:
+def sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
 
 
 def time_fwd_bwd(model: SequenceModel, x: torch.Tensor, y: torch.Tensor, device: str) -> float:
-    _sync(device)
+    sync(device)
     start = time.perf_counter()
     F.cross_entropy(model(x), y).backward()
-    _sync(device)
+    sync(device)
     return time.perf_counter() - start
 
 
 def time_step(model: SequenceModel, optimizers: list, x: torch.Tensor, y: torch.Tensor, device: str) -> float:
     """zero_grad, forward, backward and every group's optimizer step (the recurrent matrix formed in forward)."""
-    _sync(device)
+    sync(device)
     start = time.perf_counter()
     for opt in optimizers:
         opt.zero_grad()
     F.cross_entropy(model(x), y).backward()
     for opt in optimizers:
         opt.step()
-    _sync(device)
+    sync(device)
     return time.perf_counter() - start
 
 
@@ -106,10 +106,10 @@ def time_formation(model: SequenceModel, device: str) -> float:
     """Forming W = recurrent_matrix() and its backward, as every step of a family that forms W does once."""
     w = model.layer.recurrent_matrix()
     upstream = torch.randn_like(w)
-    _sync(device)
+    sync(device)
     start = time.perf_counter()
     model.layer.recurrent_matrix().backward(upstream)
-    _sync(device)
+    sync(device)
     return time.perf_counter() - start
 
 
@@ -316,3 +316,36 @@ def run_bench(families: list[str] | None, sizes: list[str], batches: list[int], 
             print(f"not measured: {failure}")
     if failures:
         raise SystemExit(1)
+
+
+QUICK = {"seq_len": 32, "batches": "8", "repeats": 2, "sizes": "16k", "memory": ""}  # --quick: a smoke run for CI
+DEFAULTS = {"sizes": "16k,69k", "batches": "50,128", "seq_len": 784, "repeats": 5, "memory": "784,3136"}
+
+
+def bench_command(args) -> None:
+    """`ortholab bench` from its parsed flags: the main table, or with --suite one of training/bench_suites."""
+    from ortholab.training.commands import _positive_ints
+
+    for flag, value in (("--seq-len", args.seq_len), ("--repeats", args.repeats)):
+        if value is not None and value <= 0:
+            raise ConfigError(f"{flag} {value}: give a positive integer")
+    if args.suite != "families":
+        from ortholab.training.bench_suites import run_suite
+
+        for flag, given in (("--memory", args.memory is not None), ("--in-process", args.in_process)):
+            if given:
+                raise ConfigError(f"{flag} is the main table's (--suite families), not --suite {args.suite}'s")
+        flags = {name: getattr(args, name) for name in ("families", "sizes", "batches", "seq_len", "repeats",
+                                                         "device")}
+        run_suite(args.suite, flags, args.param, args.quick, args.json)
+        return
+    if args.param:
+        raise ConfigError(f"--param {args.param[0]}: the main table takes no --param; a --suite does (see --help)")
+    values = {name: getattr(args, name) for name in DEFAULTS}
+    values = {name: DEFAULTS[name] if value is None else value for name, value in values.items()}
+    if args.quick:
+        values.update(QUICK)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    run_bench(args.families.split(",") if args.families else None, values["sizes"].split(","),
+              _positive_ints(values["batches"], "--batches"), values["seq_len"], values["repeats"], device,
+              _positive_ints(values["memory"], "--memory"), args.json, isolate=not (args.quick or args.in_process))

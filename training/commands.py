@@ -134,12 +134,6 @@ def config_rows(root: Path | None = None) -> list[dict]:
     return rows
 
 
-def _cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
 def _positive_ints(text: str, flag: str) -> list[int]:
     """'50,128' -> [50, 128]; anything else is one line naming the flag."""
     from ortholab.errors import ConfigError
@@ -201,7 +195,7 @@ def run_command(argv: list[str]) -> None:
                            epilog=help_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
     bench.add_argument("--suite", choices=["families", *SUITES], default="families",
                        help="what to measure (default: families, the main table; the suites are listed below)")
-    bench.add_argument("--families", default=None, help="comma-separated families (default: all)")
+    bench.add_argument("--families", default=None, help="comma-separated families (default: all; a suite: one)")
     bench.add_argument("--sizes", default=None, help="parameter budgets: 16k, 69k (default: both)")
     bench.add_argument("--batches", default=None, help="batch sizes (default: 50,128; a suite: its own)")
     bench.add_argument("--seq-len", type=int, default=None, help="sequence length (default: 784; a suite: its own)")
