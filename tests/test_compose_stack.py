@@ -4,8 +4,8 @@ One image is built per session (the module's fixture) with the project's Dockerf
 small override file, written here, only names a per-session image tag and, where the machine needs it, the build
 network. Each stack runs under its own compose project name and is taken down with its volumes at the end.
 
-Where no engine runs, these tests skip and say why; with ORTHOLAB_REQUIRE_DOCKER=1 (CI, after
-`../shared/tools/docker-stand-ins.sh up` succeeded) they fail instead. ORTHOLAB_DOCKER_TORCH_INDEX and
+Where no engine runs, these tests skip and say why; with ORTHOLAB_REQUIRE_DOCKER=1 (.ci/run sets it where it
+ran `../shared/tools/docker-stand-ins.sh up`) they fail instead. ORTHOLAB_DOCKER_TORCH_INDEX and
 ORTHOLAB_DOCKER_BUILD_NETWORK pass the build a local torch index and `host` networking (the stand-ins' CPU
 wheel); without them the build uses the Dockerfile's defaults, as on a user's machine.
 """
@@ -34,7 +34,7 @@ HEALTHY_WITHIN_S = 240  # the start period (60 s) plus slack for a 2-core machin
 ADDED_LIMIT_BYTES = 1.35e9
 BASE_IMAGE = "python:3.11-slim-bookworm"
 TINY_STEPS = 20
-LONG_STEPS = 300  # enough steps that the run is still training when its first checkpoint (step 20) is seen
+LONG_STEPS = 200  # about 20 s here: still training when its first checkpoint (step 20) is seen, 2 s after it
 
 
 def _compose_tool() -> list[str] | None:
@@ -135,8 +135,8 @@ def session(tmp_path_factory):
     configs.mkdir(mode=0o755)
     configs.chmod(0o755)
     for file, config in {"tiny.yaml": _tiny_config(TINY_STEPS, 10, 16),
-                         "long.yaml": _tiny_config(LONG_STEPS, 60, 32),
-                         "stopped.yaml": _tiny_config(LONG_STEPS, 60, 32)}.items():
+                         "long.yaml": _tiny_config(LONG_STEPS, 10, 16),
+                         "stopped.yaml": _tiny_config(LONG_STEPS, 10, 16)}.items():
         (configs / file).write_text(yaml.safe_dump(config, sort_keys=False))
         (configs / file).chmod(0o644)
     build = {"network": os.environ["ORTHOLAB_DOCKER_BUILD_NETWORK"]} if os.environ.get(
