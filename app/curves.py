@@ -1,20 +1,22 @@
-"""Metric curves for the Curves page: x-axis choices, smoothing, thinning and the analytic baselines.
+"""Metric curves for the Curves page: x-axis choices, smoothing, decimation and the analytic baselines.
 Pure functions of the store's records and metric frames (columns step, epoch, value, wall_time)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ortholab.app.smoothing import debiased_ema, thin
+from ortholab.app.smoothing import debiased_ema, decimate
 from ortholab.db import RunSummary
 
 BATCH_SIZE_PARAM = "data.init_args.batch_size"
-MAX_POINTS = 1000  # per trace drawn (about one per pixel of a chart's width); smoothing runs on every point first
+# per trace drawn (about one per pixel of a chart's width): each stretch's min and max are kept (min-max decimation,
+# app/smoothing.py); smoothing runs on every point first, and the CSV download keeps every point
+MAX_POINTS = 1000
 # Curves with fewer points are drawn unsmoothed: an EMA over a few validation points lags far behind them (expRNN
 # copying: 0.02 drawn against a last value of 0.0004), and TensorBoard's users smooth dense training curves.
 SMOOTH_MIN_POINTS = 100
@@ -36,13 +38,15 @@ class Curve:
     x: np.ndarray
     y: np.ndarray
     smoothed: np.ndarray | None
-    total_points: int  # before thinning
+    total_points: int  # before decimation
     run_id: int = 0  # picks the run's colour, dash and marker (app/style.py)
     smoothing: float = 0.0  # the weight applied (0: drawn raw)
+    every_x: np.ndarray | None = field(default=None, repr=False, compare=False)  # every raw point, undecimated:
+    every_y: np.ndarray | None = field(default=None, repr=False, compare=False)  # what group means are taken over
 
     @property
     def last(self) -> tuple[float, float]:
-        """The last raw point (x, y): thinning keeps it, smoothing never moves it."""
+        """The last raw point (x, y): decimation keeps it, smoothing never moves it."""
         return float(self.x[-1]), float(self.y[-1])
 
 
@@ -90,7 +94,7 @@ def x_values(
         if per_epoch:
             return frame["step"].to_numpy(dtype=float) / per_epoch  # the weights at step s have seen s batches
         epochs = pd.to_numeric(frame["epoch"], errors="coerce")
-        return None if epochs.isna().all() else epochs.to_numpy(dtype=float)
+        return None if epochs.isna().all() else epochs.to_numpy(dtype=float, na_value=np.nan)  # <NA>: NaN
     if axis == "wall time":
         wall = frame["wall_time"].to_numpy(dtype=float)
         first = wall.min() if wall.size else 0.0
@@ -114,7 +118,8 @@ def build_curve(
     run_id: int = 0,
 ) -> Curve | None:
     """The run's curve on `axis`, smoothed with TensorBoard's debiased EMA when weight > 0 and the curve has
-    SMOOTH_MIN_POINTS points or more, thinned to about `max_points`; None when the axis is unavailable."""
+    SMOOTH_MIN_POINTS points or more, decimated to about `max_points` keeping the first, last, smallest and largest
+    point of every stretch of the raw values (app/smoothing.py); None when the axis is unavailable."""
     x = x_values(frame, axis, start=start, batch=batch, per_epoch=per_epoch)
     if x is None:
         return None
@@ -123,8 +128,9 @@ def build_curve(
     x, y = x[keep], y[keep]
     applied = weight if len(y) >= SMOOTH_MIN_POINTS else 0.0
     smoothed = debiased_ema(y, applied) if applied > 0 else None
-    index = thin(len(y), max_points)
-    return Curve(label, x[index], y[index], None if smoothed is None else smoothed[index], len(y), run_id, applied)
+    index = decimate(y, max_points)
+    return Curve(label, x[index], y[index], None if smoothed is None else smoothed[index], len(y), run_id, applied,
+                 x, y)
 
 
 def metric_name(key: str) -> str:

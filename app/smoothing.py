@@ -39,6 +39,34 @@ def debiased_ema(values: np.ndarray | list[float], weight: float) -> np.ndarray:
     return np.where(finite, averaged, raw)
 
 
+def decimate(y: np.ndarray, max_points: int) -> np.ndarray:
+    """Indices of at most `max_points` + 2 points of `y` to draw in its place (min-max decimation): `y` is cut into
+    max_points // 2 runs of consecutive points and each run's smallest and largest value are kept, in order, with
+    the first and last point; so every spike, the global minimum and maximum and both ends survive, which an even
+    stride can step over. NaN points are never chosen over a number of their run (a run of NaN keeps its first)."""
+    y = np.asarray(y, dtype=float)
+    n = y.size
+    if n <= max_points:
+        return np.arange(n)
+    buckets = max(1, max_points // 2)
+    starts = np.linspace(0, n, buckets + 1).astype(int)[:-1]  # runs of n // buckets or one more points
+    up, down = np.where(np.isnan(y), np.inf, y), np.where(np.isnan(y), -np.inf, y)  # NaN loses to any number
+    low, high = np.minimum.reduceat(up, starts), np.maximum.reduceat(down, starts)
+    run_of = np.repeat(np.arange(buckets), np.diff(np.append(starts, n)))
+    first_low = _first_where(up == low[run_of], run_of, starts)
+    first_high = _first_where(down == high[run_of], run_of, starts)
+    return np.unique(np.concatenate([[0, n - 1], first_low, first_high]))
+
+
+def _first_where(hit: np.ndarray, run_of: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per run, the index of its first hit (its start when it has none)."""
+    first = starts.copy()
+    index = np.flatnonzero(hit)
+    runs, where = np.unique(run_of[index], return_index=True)
+    first[runs] = index[where]
+    return first
+
+
 def thin(n: int, max_points: int) -> np.ndarray:
     """Indices of at most about `max_points` evenly strided points out of n, always keeping the last one."""
     if n <= max_points:

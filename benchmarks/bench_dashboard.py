@@ -17,6 +17,10 @@ the slowest printed). A time runs from the click until the page's script has fin
 indicator gone) and its charts are drawn, so it includes the browser's drawing; Streamlit's own start is
 excluded (the server is started and a first page loaded before timing).
 Requires Debian's chromium and chromium-driver.
+
+A script, not an `ortholab bench --suite`: it needs a browser and its driver (neither is a dependency of the
+package) and starts a Streamlit server of its own; it prints times in seconds against the issue's targets (1 s an
+interaction, 2 s a page), since there is no in-process reference to take a ratio against.
 """
 
 from __future__ import annotations
@@ -294,7 +298,7 @@ def main() -> None:
     base = f"http://127.0.0.1:{port}"
     pages = [("runs", "", "Runs", False), ("curves", "curves", "Curves", True),
              ("eigenvalues", "eigenvalues", "Eigenvalues", True), ("gradients", "gradients", "Gradients and states", True),
-             ("audio", "audio", "Audio", True), ("compare", "compare", "Compare", False),
+             ("audio", "audio", "Audio", True), ("compare", "compare", "Compare", True),
              ("papers", "papers", "Papers", False)]  # fmt: skip
     try:
         driver.get(f"{base}/papers")  # Streamlit's own start and imports, out of the measurement
@@ -313,6 +317,8 @@ def main() -> None:
             print(f"{'open ' + name + ' by URL (first: cold caches)':<44} {seconds:>10.2f} {seconds:>8.2f}")
         for name, times in results.items():
             print(f"{name:<44} {statistics.median(times):>10.2f} {max(times):>8.2f}")
+        print(f"load average {os.getloadavg()[0]:.2f} at the end (2 cores: above 2, other processes share the CPU "
+              "and every time above is inflated)")
     finally:
         driver.quit()
         os.killpg(server.pid, signal.SIGTERM)

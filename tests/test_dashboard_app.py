@@ -391,14 +391,29 @@ def test_compare_highlights_differing_params_and_exports(lab, monkeypatch):
     assert params.loc["data.init_args.batch_size"].tolist() == ["50", "(absent)"]
     assert len(at.get("download_button")) == 1
 
-    parallel = charts(at)[0]["data"][0]
+    best = [store.metric_series(i, "val/loss")[-1].value for i in pair]
+    axes = ["family", "task", "data.init_args.batch_size", "model.hidden_size"]
+    # by default plain SVG lines (fast in a browser without a GPU): one per run, scaled to each axis' range
+    lines = charts(at)[0]
+    assert lines["layout"]["meta"]["axes"] == axes
+    runs_drawn = {t["meta"]["run_id"]: t for t in lines["data"] if "run_id" in (t.get("meta") or {})}
+    assert sorted(runs_drawn) == sorted(pair)
+    assert np.allclose([runs_drawn[i]["meta"]["colour"] for i in pair], best)  # coloured by the last val/loss
+    # lstm-adding: family lstm (first category), adding (first task), batch 50 (top), hidden 64 (the larger)
+    assert np.allclose(array(runs_drawn[ids["lstm-adding"]]["y"]), [0, 0, 1, 1])
+    assert np.allclose(array(runs_drawn[ids["scornn-snapshots"]]["y"]), [1, 1, 0, 0])  # batch size (missing)
+    assert "(missing)" in {a["text"] for a in lines["layout"]["annotations"]}
+    assert f"{labels['lstm-adding']}<br>family: lstm<br>task: adding<br>data.init_args.batch_size: 50" in \
+        runs_drawn[ids["lstm-adding"]]["hovertemplate"]
+
+    at.toggle(key="parallel_webgl").set_value(True)  # plotly's parcoords, with brushing
+    parallel = charts(rerun(at))[0]["data"][0]
     assert parallel["type"] == "parcoords"
     dimensions = {d["label"]: d for d in parallel["dimensions"]}
-    assert list(dimensions) == ["family", "task", "data.init_args.batch_size", "model.hidden_size"]
+    assert list(dimensions) == axes
     assert dimensions["family"]["ticktext"] == ["lstm", "scornn"]  # categorical
     assert dimensions["data.init_args.batch_size"]["ticktext"][0] == "(missing)"  # scornn-snapshots records none
     assert np.allclose(array(dimensions["model.hidden_size"]["values"]), [64, 16])
-    best = [store.metric_series(i, "val/loss")[-1].value for i in pair]
     assert np.allclose(array(parallel["line"]["color"]), best)  # coloured by the chosen metric's last value
 
     at.toggle(key="compare_only_diff").set_value(False)

@@ -161,7 +161,23 @@ def test_every_page_renders_in_chromium(server, browser, shots):
                 f"run names missing from the table: {hand_written - table_cells(browser)}"
             )
         assert not toolbar_overlaps(browser), f"{title}: plotly's toolbar covers {toolbar_overlaps(browser)}"
+        assert not grown_margins(browser), f"{title}: plotly widened these charts' margins: {grown_margins(browser)}"
         screenshot(browser, shots, title.lower().replace(" ", "-"))
+
+
+GROWN_JS = """
+return [...document.querySelectorAll('.js-plotly-plot')].filter(gd => gd._fullLayout).map(gd => {
+  const m = gd._fullLayout.margin, s = gd._fullLayout._size;
+  const grown = ['l', 'r', 't', 'b'].filter(k => s[k] > m[k] + 0.5).map(k => `${k} ${m[k]} -> ${Math.round(s[k])}`);
+  return grown.length ? `${(gd._fullLayout.title || {}).text || ''}: ${grown.join(', ')}` : null;
+}).filter(x => x);
+"""
+
+
+def grown_margins(driver):
+    """Charts whose margins plotly's automargin had to widen (tick labels, titles, legend or colour bar did not
+    fit), which makes plotly draw the chart a second time: app/figures.py sets margins that hold them."""
+    return driver.execute_script(GROWN_JS)
 
 
 OVERLAPS_JS = """

@@ -85,6 +85,57 @@ def test_thin_strides_and_keeps_the_last_point():
     assert np.all(np.diff(index) > 0)
 
 
+def test_decimation_keeps_the_first_last_smallest_and_largest_points():
+    from ortholab.app.smoothing import decimate
+
+    rng = np.random.default_rng(5)
+    y = rng.standard_normal(10_001)
+    y[[17, 4_321, 9_876]] = [-50.0, 40.0, 60.0]  # one-point spikes an even stride of 10 would step over
+    y[2_000:2_040] = np.nan  # a gap in the logging
+    index = decimate(y, 1000)
+    assert index[0] == 0 and index[-1] == 10_000  # both ends
+    assert len(index) <= 1002 and np.all(np.diff(index) > 0)  # at most max_points + 2, in order, no repeats
+    assert {17, 4_321, 9_876} <= set(index.tolist())  # every spike, and so the global min and max
+    # every stretch of consecutive points keeps its own smallest and largest value
+    starts = np.linspace(0, y.size, 500 + 1).astype(int)
+    for low, high in zip(starts[:-1], starts[1:], strict=True):
+        stretch = y[low:high]
+        if np.isfinite(stretch).any():
+            kept = y[index[(index >= low) & (index < high)]]
+            assert np.nanmin(kept) == np.nanmin(stretch) and np.nanmax(kept) == np.nanmax(stretch)
+    assert decimate(y[:50], 1000).tolist() == list(range(50))  # short series: every point
+    assert len(decimate(np.full(3000, np.nan), 100)) <= 102  # all NaN: still bounded
+
+
+def test_a_group_band_drawn_decimated_keeps_its_extremes():
+    from ortholab.app.grouping import aggregate, decimated
+
+    x = np.arange(8000.0)
+    runs = {1: (x, np.sin(x / 50)), 2: (x, np.cos(x / 70)), 3: (x, np.sin(x / 30) + (x == 5555) * 9)}
+    group = aggregate("g", runs, "min–max")
+    drawn = decimated(group, 1000)
+    assert len(drawn.x) <= 1000 + 6 and drawn.x[0] == 0 and drawn.x[-1] == 7999
+    assert 5555 in drawn.x and drawn.high.max() == group.high.max() > 8  # the one-point spike stays drawn
+    assert drawn.low.min() == group.low.min()
+    assert drawn.mean.max() == group.mean.max() and drawn.mean.min() == group.mean.min()
+    assert decimated(aggregate("g", {1: (x[:100], x[:100])}, "min–max"), 1000).x.size == 100  # short: unchanged
+
+
+def test_curves_are_drawn_decimated_but_grouped_over_every_point():
+    import pandas as pd
+
+    from ortholab.app.curves import build_curve
+
+    steps = np.arange(8000)
+    values = np.exp(-steps / 2000.0)
+    values[3333] = 5.0  # one bad batch
+    frame = pd.DataFrame({"step": steps, "epoch": 0, "value": values, "wall_time": 0.0})
+    curve = build_curve("#1 r", frame, "step", weight=0.6, max_points=1000)
+    assert len(curve.x) <= 1002 and curve.total_points == 8000
+    assert 5.0 in curve.y and curve.last == (7999.0, values[-1])  # the spike and the last raw point drawn
+    assert len(curve.every_x) == 8000 and np.array_equal(curve.every_y, values)  # group means use every point
+
+
 def test_runs_frame_summarises_and_flags_stale_running_runs():
     runs = [
         summary(1),

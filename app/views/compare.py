@@ -6,7 +6,7 @@ import streamlit as st
 
 from ortholab.app import controls, data, state, tables
 from ortholab.app.charts import show
-from ortholab.app.figures import parallel_figure
+from ortholab.app.figures import parallel_figure, parallel_lines_figure
 from ortholab.app.labels import run_label
 from ortholab.app.metric_names import split_per_clip
 from ortholab.app.parallel import differing_fields, parallel_axes
@@ -60,7 +60,7 @@ metrics = sorted({key for run in runs for key in keys[run.id]})
 if len(runs) < 2 or not candidates or not metrics:
     st.info("Parallel coordinates need two or more runs that differ in some field and report a metric.")
     st.stop()
-axis_col, colour_col = st.columns([3, 1])
+axis_col, colour_col, brush_col = st.columns([3, 1, 1])
 chosen = controls.multiselect(
     axis_col, "Axes", candidates, key="parallel_axes", default=candidates[:DEFAULT_AXES],
     help="Any field that differs between the selected runs: family, task and every param (numbers on numeric "
@@ -69,6 +69,11 @@ chosen = controls.multiselect(
 default_metric = next((run.main_metric for run in runs if run.main_metric in metrics), metrics[0])
 colour = controls.selectbox(colour_col, "Colour by", metrics, key="parallel_colour", default=default_metric,
                             help="The metric's last value; only runs that report it are drawn.")  # fmt: skip
+brushing = controls.toggle(
+    brush_col, "Brushing (WebGL)", key="parallel_webgl", default=False,
+    help="Plotly's parcoords: drag along an axis to keep only the runs inside the range. Drawn by WebGL, which "
+    "takes a second or more where the browser has no GPU; the default lines draw fast and name a run on hover.",
+)  # fmt: skip
 reporting = [run for run in runs if last_values[run.id].get(colour) is not None]
 left_out = [run_label(run) for run in runs if run not in reporting]
 if not chosen:
@@ -78,6 +83,11 @@ elif len(reporting) < 2:
 else:
     drawn = [run.id for run in reporting]
     axes = parallel_axes(fields, chosen, drawn)
-    show(parallel_figure(axes, [last_values[i][colour] for i in drawn], colour), "parallel", export_height=520)
+    values = [last_values[i][colour] for i in drawn]
+    if brushing:
+        figure = parallel_figure(axes, values, colour)
+    else:
+        figure = parallel_lines_figure(axes, values, colour, [run_label(run) for run in reporting], drawn)
+    show(figure, "parallel", export_height=520)
     st.caption(f"One line per run ({len(reporting)}), coloured by the last `{colour}`."
                + (f" Left out (no `{colour}`): {', '.join(left_out)}." if left_out else ""))

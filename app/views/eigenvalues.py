@@ -7,8 +7,10 @@ import streamlit as st
 
 from ortholab.app import controls, data, state
 from ortholab.app.charts import EXPORT_WIDTH, show
+from ortholab.app.curves import MAX_POINTS
 from ortholab.app.figures import EigenPanel, Line, eigenvalue_figure, lines_figure, phases_figure
 from ortholab.app.labels import run_label
+from ortholab.app.smoothing import decimate
 from ortholab.app.snapshots import at_step, by_step, no_snapshot_note, steps_of
 from ortholab.db.artifacts import EIGENVALUES, PHASES
 
@@ -118,7 +120,9 @@ drift = []
 for run in runs:
     if ORTHOGONALITY in reader.metric_keys(run.id):
         points = reader.metric(run.id, ORTHOGONALITY)
-        drift.append(Line(run_label(run), points["step"].to_numpy(), points["value"].to_numpy(), run.id))
+        values = points["value"].to_numpy(dtype=float)
+        index = decimate(values, MAX_POINTS)  # each stretch's min and max drawn (app/smoothing.py)
+        drift.append(Line(run_label(run), points["step"].to_numpy()[index], values[index], run.id))
 if drift:
     figure = lines_figure(drift, x_title="step", y_title=DRIFT, log_y=True, title="the scoRNN paper's Figure 4 view")
     show(figure, "orthogonality")
