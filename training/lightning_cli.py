@@ -17,7 +17,6 @@ import warnings
 from pathlib import Path
 
 import yaml
-from sqlalchemy.engine import make_url
 from lightning.fabric.plugins import CheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
 from jsonargparse._actions import _ActionPrintConfig  # noqa: PLC2701 - the one hook of --print_config
@@ -45,7 +44,7 @@ class RecordConfig(SaveConfigCallback):
     def save_config(self, trainer, pl_module, stage: str) -> None:
         config = yaml.safe_load(self.parser.dump(self.config, skip_none=False))
         if config.get("db"):  # never store a database password
-            config["db"] = make_url(config["db"]).render_as_string(hide_password=True)
+            config["db"] = mask_url(config["db"])
         for logger in trainer.loggers:
             if isinstance(logger, SQLLogger):
                 logger.log_config(config)
