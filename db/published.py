@@ -148,6 +148,17 @@ def _metric_value(store: Store, run: RunSummary, metric: str, mode: str) -> floa
     return min(points) if mode == "min" else max(points)
 
 
+def _test_at_best_validation(store: Store, run: RunSummary, metric: str, mode: str) -> float | None:
+    """Before a test run exists: the test point logged beside the first best validation point (the checkpoint
+    that validation would choose, measured at the same step), or None."""
+    validation = [p for p in store.metric_series(run.id, metric.replace("test/", "val/", 1)) if math.isfinite(p.value)]
+    if not validation:
+        return None
+    best = (min if mode == "min" else max)(p.value for p in validation)
+    step = next(p.step for p in validation if p.value == best)
+    return next((p.value for p in store.metric_series(run.id, metric) if p.step == step), None)
+
+
 def reproduction(store: Store, row: PaperRow, runs: list[RunSummary]) -> Reproduction:
     tagged = [r for r in runs if row.tag in r.tags]
     fits = [r for r in tagged if r.stage == "fit"]
@@ -160,8 +171,9 @@ def reproduction(store: Store, row: PaperRow, runs: list[RunSummary]) -> Reprodu
     for run, metric in ((fit, row.metric), (evaluation, row.metric), (fit, row.metric.replace("test/", "val/", 1))):
         if run is not None and (found := _metric_value(store, run, metric, row.mode)) is not None:
             value, measured_as = found * row.scale, metric
-            if run is fit and evaluation is not None and metric.startswith("test/"):
-                found = _metric_value(store, evaluation, metric, row.mode)
+            if run is fit and metric.startswith("test/"):
+                found = _metric_value(store, evaluation, metric, row.mode) if evaluation is not None else \
+                    _test_at_best_validation(store, fit, metric, row.mode)
                 selected = None if found is None else found * row.scale
             break
     if row.value is None and fit is not None and fit.best is not None and fit.baseline:

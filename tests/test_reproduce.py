@@ -185,12 +185,15 @@ def test_the_papers_protocol_value_sits_beside_the_validation_selected_one_with_
     item = reproductions(store, table)[0]
     assert item.value == pytest.approx(97.9) and item.measured_as == "test/acc"  # max over the epoch ends
     assert item.verdict == "not finished" and item.length == "199/300 steps, epoch 1/3"
+    assert item.selected == pytest.approx(97.6)  # still running: the test point beside the best validation (step 199)
+    store.log_metrics(fit, {"val/acc": 0.98, "test/acc": 0.978}, step=299)  # a tie: validation keeps the first best
+    assert reproductions(store, table)[0].selected == pytest.approx(97.6)
     store.set_status(fit, "finished")
     test_run = store.create_run(name="a", stage="test", family="scornn", task="mnist", tags=[mnist.tag])
-    store.log_metrics(test_run, {"test/acc": 0.976}, step=199)
+    store.log_metrics(test_run, {"test/acc": 0.975}, step=199)  # the checkpoint's own test run, once it exists
     store.set_status(test_run, "finished")
     item = reproductions(store, table)[0]
-    assert item.value == pytest.approx(97.9) and item.selected == pytest.approx(97.6)
+    assert item.value == pytest.approx(97.9) and item.selected == pytest.approx(97.5)
     assert item.verdict == "below"  # 97.9 against 98.1 printed to 0.1: more than half a unit (0.05) away
 
 
