@@ -11,13 +11,13 @@ import csv
 import datetime as dt
 import os
 import platform
-import subprocess
 import sys
 from pathlib import Path
 
 from ortholab.app.style import run_style
 from ortholab.db import Store
 from ortholab.db.published import REPORT_COLUMNS, PaperTable, comparison_rows, markdown_report, reproductions
+from ortholab.provenance import code_version, describe
 
 
 # plotly's marker symbols (app/style.py) as matplotlib draws them
@@ -34,21 +34,6 @@ def machine() -> str:
     except (OSError, StopIteration):
         pass
     return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}"
-
-
-def commit() -> str:
-    """The checkout's commit (with '+changes' when the tree differs from it), or the installed version."""
-    here = Path(__file__).resolve().parents[1]
-    try:
-        head = subprocess.run(["git", "-C", str(here), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True).stdout.strip()
-        return head + ("+changes" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        from importlib.metadata import version
-
-        return f"ortholab {version('ortholab')}"
 
 
 def _curves(store: Store, table: PaperTable) -> list[dict]:
@@ -132,8 +117,12 @@ def export_report(store: Store, tables: dict[str, PaperTable], folder: str | Pat
     written = []
     command = "ortholab " + " ".join(sys.argv[1:]) if sys.argv and "ortholab" in Path(sys.argv[0]).name else \
         "ortholab report --export"
+    fits = {item.fit.id for table in tables.values() for item in reproductions(store, table) if item.fit is not None}
+    codes = [code for run_id in fits for code in (store.get_run(run_id).info or {}).get("code", [])]  # per start
+    trained_by = sorted({describe(code) for code in codes})
     header = (f"<!-- written by `{command}` on {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, commit "
-              f"{commit()}, machine {machine()}, store {store.display_url} -->\n\n")
+              f"{describe(code_version())}, machine {machine()}, store {store.display_url}; runs trained by "
+              f"{', '.join(trained_by) or 'code that did not record its commit'} -->\n\n")
     (folder / "report.md").write_text(header + markdown_report(store, tables))
     written.append(folder / "report.md")
     with open(folder / "report.csv", "w", newline="") as out:

@@ -213,7 +213,13 @@ class SQLLogger(Logger):
 
     @rank_zero_only
     def describe_run(self, **fields: Any) -> None:
-        """Set run columns such as family, task, main_metric, main_metric_mode, baseline, parameter_count, info."""
+        """Set run columns such as family, task, main_metric, main_metric_mode, baseline, parameter_count, info.
+        info['code'] (the code starting this process) is added to the code already recorded when it differs, so a
+        run resumed by other code lists both, in order."""
+        info = fields.get("info")
+        if info and "code" in info:
+            before = (self.store.get_run(self.run_id).info or {}).get("code", [])
+            fields["info"] = {**info, "code": before + [c for c in info["code"] if c not in before[-1:]]}
         self.store.update_run(self.run_id, **fields)
 
     @rank_zero_only

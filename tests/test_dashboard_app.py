@@ -116,6 +116,9 @@ def test_run_details_show_config_parameter_groups_artifacts_and_metrics(lab, mon
     store, ids, labels = lab
     at = open_page(store, monkeypatch, "runs", [ids["real-scornn"]])
     assert "family: scornn" in at.code[0].value
+    code = store.get_run(ids["real-scornn"]).info["code"][0]
+    assert f"Code: {code['commit'] or 'ortholab ' + code['ortholab']} (torch {code['torch']}" in \
+        " ".join(m.value for m in at.markdown)
     frames = [d.value for d in at.dataframe]
     groups = next(f for f in frames if "optimizer" in f.columns).set_index("group")
     info = store.get_run(ids["real-scornn"]).info

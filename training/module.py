@@ -14,6 +14,7 @@ from ortholab.models import FAMILIES, ConfigError, SequenceModel
 from ortholab.models.precision import autocast_off
 from ortholab.models.sequence import input_adapter as build_input_adapter
 from ortholab.models.stack import build_layers
+from ortholab.provenance import code_version
 from ortholab.training.callbacks.record import record_metrics
 from ortholab.training.objectives import OBJECTIVES
 from ortholab.training.family_options import resolve_family_args
@@ -173,7 +174,7 @@ class RecurrentModule(pl.LightningModule):
         if stage == "test":  # a test run ranks by the same metric measured on the test split, against its baseline
             main_metric, baseline = main_metric.replace("val/", "test/", 1), self.spec.baseline_for("test")
         self._run_info = {"parameter_counts": counts, "task_spec": self.spec.to_dict(),
-                          "optimizers": self.optimizer_specs}
+                          "optimizers": self.optimizer_specs, "code": [code_version()]}  # the store keeps each start's
         for logger in self.loggers:
             if hasattr(logger, "describe_run"):
                 logger.describe_run(

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 import yaml
 
+from ortholab import provenance
 from ortholab.app import data, filter_expr, state, tables
 from ortholab.app.labels import run_label
 from ortholab.app.metric_names import split_per_clip
@@ -199,6 +200,9 @@ with overview:
         f"world size {detail.world_size}, host `{detail.hostname}`"
         + (f", run folder `{detail.run_dir}`." if detail.run_dir else ".")
     )
+    codes = (detail.info or {}).get("code") or []
+    st.write("Code: " + ("; resumed by ".join(provenance.details(code) for code in codes) if codes else
+                         "not recorded (a run of OrthoLab before it recorded its commit)") + ".")
 
 with config_tab:
     if detail.config:

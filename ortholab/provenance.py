@@ -1,0 +1,52 @@
+"""Which code made a run or a report: the checkout's commit and the versions of the libraries that compute."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parents[1]  # the repository root when running from a checkout
+
+
+def commit() -> str | None:
+    """The checkout's short commit, with '+changes' when a tracked file differs from it; None outside a checkout
+    (an installed wheel)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(CHECKOUT), *args], capture_output=True, text=True, check=True,
+                              timeout=10).stdout.strip()
+
+    try:
+        if Path(git("rev-parse", "--show-toplevel")).resolve() != CHECKOUT:  # e.g. a venv inside another project
+            return None
+        head = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+changes" if dirty else "")
+
+
+def _version(package: str) -> str | None:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
+
+
+def code_version() -> dict[str, str | None]:
+    """What a run records as the code that trained it (run info 'code'): OrthoLab's version and commit, Python,
+    torch and Lightning."""
+    return {"ortholab": _version("ortholab"), "commit": commit(), "python": platform.python_version(),
+            "torch": _version("torch"), "lightning": _version("lightning")}
+
+
+def describe(code: dict) -> str:
+    """One line: the commit where there is one, else the version (e.g. 'c11ecd7' or 'ortholab 0.1.0')."""
+    return code.get("commit") or f"ortholab {code.get('ortholab')}"
+
+
+def details(code: dict) -> str:
+    """The commit (or version) with the library versions, for a run's details page."""
+    return (f"{describe(code)} (torch {code.get('torch')}, Lightning {code.get('lightning')}, "
+            f"Python {code.get('python')})")

@@ -1,0 +1,50 @@
+"""A run records the code that trained it (and each other code that resumed it); the report export names them
+(tests/test_reproduce.py)."""
+import subprocess
+from pathlib import Path
+
+import torch
+
+from ortholab import provenance
+from ortholab.db import SQLLogger, Store
+from ortholab.training.cli import main
+from test_cli import DEMO, TINY
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _git(folder: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_the_commit_is_this_checkouts_and_none_elsewhere(tmp_path, monkeypatch):
+    found = provenance.commit()
+    if (REPO / ".git").exists():  # a checkout (CI's clean clone too); from an installed wheel there is none
+        assert found.removesuffix("+changes") == _git(REPO, "rev-parse", "--short", "HEAD")
+    monkeypatch.setattr(provenance, "CHECKOUT", tmp_path)  # not a repository
+    assert provenance.commit() is None
+    _git(tmp_path, "init", "-q")
+    monkeypatch.setattr(provenance, "CHECKOUT", tmp_path / "venv" / "site-packages")  # inside another project's
+    (tmp_path / "venv" / "site-packages").mkdir(parents=True)
+    assert provenance.commit() is None
+
+
+def test_a_fit_records_the_code_that_trained_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    main(["fit", "--config", DEMO, *TINY, "--db", db])
+    store = Store(db)
+    (run,) = store.list_runs()
+    (code,) = store.get_run(run.id).info["code"]
+    assert code == provenance.code_version() and code["torch"] == torch.__version__ and code["ortholab"]
+
+
+def test_a_run_resumed_by_other_code_lists_both_in_order(tmp_path, monkeypatch):
+    logger = SQLLogger(db_url=f"sqlite:///{tmp_path / 'runs.db'}", name="r", root_dir=str(tmp_path / "runs"))
+    first, second = {"commit": "aaaaaaa", "ortholab": "0.1.0"}, {"commit": "bbbbbbb", "ortholab": "0.1.0"}
+    logger.describe_run(info={"plan": 1, "code": [first]})
+    logger.describe_run(info={"plan": 2, "code": [first]})  # the same start describing the run again
+    assert logger.store.get_run(logger.run_id).info == {"plan": 2, "code": [first]}
+    logger.describe_run(info={"plan": 2, "code": [second]})  # resumed by other code
+    logger.describe_run(info={"plan": 3, "code": [second]})
+    assert logger.store.get_run(logger.run_id).info["code"] == [first, second]
