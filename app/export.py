@@ -2,8 +2,9 @@
 
 Writes report.md and report.csv (every row of the chosen tables, the columns of `ortholab report`), and for
 each table with a recorded run `<table>.png` (matplotlib, for documents) and `<table>.html` (plotly,
-interactive): per row its run's curve of the table's metric over training steps, the task's baseline dashed
-and the published value dotted. report.md opens with the command, the commit and the machine that made it.
+interactive): per row its run's curve of the row's metric over training steps, the task's baseline dotted
+and the published value dash-dotted, one panel per setting and metric (scoRNN Figure 1: T = 1000 left,
+T = 2000 right). report.md opens with the command, the commit and the machine that made it.
 """
 from __future__ import annotations
 
@@ -52,14 +53,29 @@ def _curves(store: Store, table: PaperTable) -> list[dict]:
             continue
         out.append({"label": f"{item.row.row} (run {item.fit.id}, {metric})", "metric": metric, "run": item.fit.id,
                     "steps": [p.step for p in points], "values": [p.value * item.row.scale for p in points],
-                    "baseline": item.fit.baseline, "published": item.row.value})
+                    "baseline": item.fit.baseline, "published": item.row.value, "mode": item.row.mode,
+                    "scale": item.row.scale, "panel": " · ".join(filter(None, [item.row.setting, metric]))})
     return out
 
 
-def _log_axis(table: PaperTable, curves: list[dict]) -> bool:
+def _panels(curves: list[dict]) -> dict[str, list[dict]]:
+    """The curves by panel: one per setting and metric (the papers' T = 1000 left, T = 2000 right), in row order."""
+    panels: dict[str, list[dict]] = {}
+    for curve in curves:
+        panels.setdefault(curve["panel"], []).append(curve)
+    return panels
+
+
+def _log_axis(curves: list[dict]) -> bool:
     """Losses that fall by orders of magnitude (copying) read on a log axis; accuracies on a linear one."""
     values = [v for c in curves for v in c["values"] if v > 0]
-    return table.mode == "min" and bool(values) and max(values) / min(values) > 100
+    return all(c["mode"] == "min" for c in curves) and bool(values) and max(values) / min(values) > 100
+
+
+def _grid(count: int) -> tuple[int, int]:
+    """Rows and columns for `count` panels, two side by side at most."""
+    columns = min(count, 2)
+    return -(-count // columns), columns
 
 
 def _png(path: Path, table: PaperTable, curves: list[dict]) -> None:
@@ -68,24 +84,31 @@ def _png(path: Path, table: PaperTable, curves: list[dict]) -> None:
     matplotlib.use("Agg")  # no display: files only
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.0, 4.2), dpi=150)
-    for curve in curves:
-        style = run_style(curve["run"])  # the run's colour and marker on the dashboard too
-        color = style.color
-        sparse = len(curve["steps"]) <= 60  # a point per validation: show each one
-        ax.plot(curve["steps"], curve["values"], color=color, linewidth=1.4, label=curve["label"],
-                marker=MATPLOTLIB_MARKERS[style.symbol], markersize=3, markevery=None if sparse else 0.1)
-        if curve["baseline"] is not None and table.mode == "min":
-            ax.axhline(curve["baseline"] * table.scale, color=color, linestyle=":", linewidth=1.0)
-        if curve["published"] is not None:
-            ax.axhline(curve["published"], color=color, linestyle="-.", linewidth=1.0)
-    if _log_axis(table, curves):
-        ax.set_yscale("log")
-    ax.set_xlabel("training step")
-    ax.set_ylabel(f"{curves[0]['metric']} (x{table.scale:g})" if table.scale != 1 else curves[0]["metric"])
-    ax.set_title(f"{table.paper} {table.table}", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, title="dotted: task baseline; dash-dot: published", title_fontsize=7)
+    panels = _panels(curves)
+    rows, columns = _grid(len(panels))
+    fig, axes = plt.subplots(rows, columns, figsize=(7.0 * columns, 4.2 * rows), dpi=150 if columns == 1 else 110,
+                             squeeze=False)  # fmt: skip
+    for ax, (name, group) in zip(axes.flat, panels.items()):
+        for curve in group:
+            style = run_style(curve["run"])  # the run's colour and marker on the dashboard too
+            sparse = len(curve["steps"]) <= 60  # a point per validation: show each one
+            ax.plot(curve["steps"], curve["values"], color=style.color, linewidth=1.4, label=curve["label"],
+                    marker=MATPLOTLIB_MARKERS[style.symbol], markersize=3, markevery=None if sparse else 0.1)
+            if curve["baseline"] is not None and curve["mode"] == "min":
+                ax.axhline(curve["baseline"] * curve["scale"], color=style.color, linestyle=":", linewidth=1.0)
+            if curve["published"] is not None:
+                ax.axhline(curve["published"], color=style.color, linestyle="-.", linewidth=1.0)
+        if _log_axis(group):
+            ax.set_yscale("log")
+        ax.set_xlabel("training step")
+        metric = group[0]["metric"]
+        ax.set_ylabel(f"{metric} (x{group[0]['scale']:g})" if group[0]["scale"] != 1 else metric)
+        ax.set_title(name, fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, title="dotted: task baseline; dash-dot: published", title_fontsize=7)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle(f"{table.paper} {table.table}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -93,20 +116,27 @@ def _png(path: Path, table: PaperTable, curves: list[dict]) -> None:
 
 def _html(path: Path, table: PaperTable, curves: list[dict]) -> None:
     import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
 
-    fig = go.Figure()
-    for curve in curves:
-        mode = "lines+markers" if len(curve["steps"]) <= 60 else "lines"
-        style = run_style(curve["run"])
-        fig.add_trace(go.Scatter(x=curve["steps"], y=curve["values"], mode=mode, name=curve["label"],
-                                 line=dict(color=style.color), marker=dict(symbol=style.symbol)))
-        if curve["baseline"] is not None and table.mode == "min":
-            fig.add_hline(y=curve["baseline"] * table.scale, line_dash="dot",
-                          annotation_text=f"baseline {curve['baseline']:.4g}")
-        if curve["published"] is not None:
-            fig.add_hline(y=curve["published"], line_dash="dashdot", annotation_text=f"published {curve['published']}")
-    fig.update_layout(title=f"{table.paper} {table.table}: {table.title}", xaxis_title="training step",
-                      yaxis_title=curves[0]["metric"], yaxis_type="log" if _log_axis(table, curves) else "linear")
+    panels = _panels(curves)
+    rows, columns = _grid(len(panels))
+    fig = make_subplots(rows=rows, cols=columns, subplot_titles=list(panels))
+    for index, group in enumerate(panels.values()):
+        at = dict(row=index // columns + 1, col=index % columns + 1)
+        for curve in group:
+            mode = "lines+markers" if len(curve["steps"]) <= 60 else "lines"
+            style = run_style(curve["run"])
+            fig.add_trace(go.Scatter(x=curve["steps"], y=curve["values"], mode=mode, name=curve["label"],
+                                     line=dict(color=style.color), marker=dict(symbol=style.symbol)), **at)
+            if curve["baseline"] is not None and curve["mode"] == "min":
+                fig.add_hline(y=curve["baseline"] * curve["scale"], line_dash="dot",
+                              annotation_text=f"baseline {curve['baseline']:.4g}", **at)
+            if curve["published"] is not None:
+                fig.add_hline(y=curve["published"], line_dash="dashdot", annotation_text=f"published "
+                              f"{curve['published']}", **at)  # fmt: skip
+        fig.update_xaxes(title_text="training step", **at)
+        fig.update_yaxes(title_text=group[0]["metric"], type="log" if _log_axis(group) else "linear", **at)
+    fig.update_layout(title=f"{table.paper} {table.table}: {table.title}", height=450 * rows)
     fig.write_html(path, include_plotlyjs="cdn")
 
 

@@ -235,3 +235,24 @@ def test_the_export_writes_tables_and_a_curve_plot_per_table(tmp_path):
     assert pixels.shape[0] > 300 and float(np.std(pixels[..., :3])) > 0.05  # drawn, not a blank canvas
     html = (tmp_path / "out" / "demo_table9.html").read_text()
     assert "mnist_scornn_n8 (run 1, test" in html and "copy_lstm (run 2, val" in html  # JSON escapes the slash
+    assert '"xaxis2"' in html and '"xaxis3"' not in html  # a panel for the accuracy row, one for the loss row
+
+
+def test_the_export_draws_one_panel_per_setting_as_the_papers_figures(tmp_path):
+    from ortholab.app.export import export_report
+
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    rows = [{"row": f"copying-T{t}_{family}", "task": "copying", "family": family, "setting": f"T={t}",
+             "value": None, "outcome": "-", "expect": "below_baseline"} for t in (1000, 2000) for family in ("a", "b")]
+    table = load_table(_write(tmp_path, {**TABLE, "metric": "val/loss", "mode": "min", "scale": 1, "rows": rows}))
+    for row in table.rows:
+        run = store.create_run(name=row.row, tags=[row.tag], main_metric="val/loss", baseline=0.02)
+        for step, loss in enumerate([0.5, 0.02, 1e-4]):
+            store.log_metrics(run, {"val/loss": loss}, step=step * 100)
+    export_report(store, {"fig": table}, tmp_path / "out")
+    html = (tmp_path / "out" / "demo_table9.html").read_text()
+    assert '"xaxis2"' in html and '"xaxis3"' not in html  # T = 1000 left, T = 2000 right
+    assert html.index("T=1000") < html.index("T=2000") and '"type":"log"' in html  # losses over 3 decades
+    export_report(store, {"fig": load_table(_write(tmp_path, {**TABLE, "metric": "val/loss", "mode": "min",
+                                                               "scale": 1, "rows": rows[:2]}))}, tmp_path / "one")
+    assert '"xaxis2"' not in (tmp_path / "one" / "demo_table9.html").read_text()  # one setting: one panel
