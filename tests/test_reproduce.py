@@ -256,3 +256,40 @@ def test_the_export_draws_one_panel_per_setting_as_the_papers_figures(tmp_path):
     export_report(store, {"fig": load_table(_write(tmp_path, {**TABLE, "metric": "val/loss", "mode": "min",
                                                                "scale": 1, "rows": rows[:2]}))}, tmp_path / "one")
     assert '"xaxis2"' not in (tmp_path / "one" / "demo_table9.html").read_text()  # one setting: one panel
+
+
+def test_workers_run_rows_at_the_same_time_each_with_a_share_of_the_threads(tmp_path, monkeypatch, capsys):
+    """`reproduce --workers 2`: both rows train at once (each run starts before the other ends), both finish,
+    each child told to use half of the CPU's threads."""
+    import subprocess
+
+    from test_cli import DEMO, TINY
+
+    import ortholab.training.reproduce as reproduce
+
+    tables = tmp_path / "published"
+    tables.mkdir()
+    (tables / "toy_figure1.yaml").write_text(yaml.safe_dump(
+        {"paper": "toy", "table": "Figure 1", "metric": "val/loss", "mode": "min",
+         "rows": [{"row": name, "task": "copying", "family": "scornn", "value": None, "config": DEMO}
+                  for name in ("first", "second")]}))  # fmt: skip
+    monkeypatch.setattr(published, "PUBLISHED_DIR", tables)
+    monkeypatch.setattr(published, "CHECKS_DIR", tmp_path / "no-checks")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(reproduce.os, "cpu_count", lambda: 8)
+    threads = []
+    real_run = subprocess.run
+    monkeypatch.setattr(reproduce.subprocess, "run", lambda cmd, env: threads.append(env.get("OMP_NUM_THREADS")) or
+                        real_run(cmd, env=env))  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    main(["reproduce", "toy_figure1", "--workers", "2", "--db", db, *TINY])
+    out = capsys.readouterr().out
+    runs = Store(db).list_runs()
+    assert sorted(r.name for r in runs) == ["toy_figure1.first", "toy_figure1.second"], out
+    assert all(r.status == "finished" for r in runs), out
+    assert max(r.created_at for r in runs) < min(r.ended_at for r in runs)  # trained at the same time
+    assert threads == ["4", "4"] and reproduce._child_threads is None
+    with pytest.raises(SystemExit):
+        main(["reproduce", "toy_figure1", "--workers", "0", "--db", db])
+    assert "--workers 0: give a positive number" in capsys.readouterr().err

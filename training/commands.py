@@ -223,6 +223,9 @@ def run_command(argv: list[str]) -> None:
     repro.add_argument("--resume", action="store_true",
                        help="continue every paper row whose run stopped early (interrupted, or killed with the "
                             "machine) from its last checkpoint, as the same run; then evaluate it")
+    repro.add_argument("--workers", type=int, default=1,
+                       help="rows run at a time, each in its own process with cpu_count / workers threads unless "
+                            "OMP_NUM_THREADS is set (default 1: one after another)")
     repro.add_argument("--stale_minutes", type=float, default=30.0,
                        help="with --resume: a 'running' run silent this long counts as stopped (default 30)")
     report = sub.add_parser("report", help="published vs reproduced, as Markdown tables")
@@ -269,12 +272,12 @@ def run_command(argv: list[str]) -> None:
     if args.command == "reproduce" and args.resume:
         from ortholab.training.reproduce import resume_unfinished
 
-        resume_unfinished(args.db, args.stale_minutes * 60, extra)
+        resume_unfinished(args.db, args.stale_minutes * 60, extra, args.workers)
         return
     if args.command == "reproduce" and not args.list:
         from ortholab.training.reproduce import reproduce
 
-        reproduce(args.table, args.rows.split(",") if args.rows else None, args.scale, args.db, extra)
+        reproduce(args.table, args.rows.split(",") if args.rows else None, args.scale, args.db, extra, args.workers)
         return
     if args.command == "report":
         from ortholab.db import Store

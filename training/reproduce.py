@@ -4,13 +4,17 @@ Each row is one `ortholab fit` in its own process (a failing row is reported and
 `paper:<table>/<row>` and `scale:<scale>`; when the row's metric is measured on the test split, an
 `ortholab test` of the best checkpoint follows, and for audio metrics `ortholab evaluate-audio` on the test
 split. `--scale cpu-smoke` keeps every row's model and task but trains a few dozen steps on small generated
-splits, so that every row's path runs on a CPU in minutes; its numbers are not the paper's.
+splits, so that every row's path runs on a CPU in minutes; its numbers are not the paper's. `--workers N` runs N
+rows at a time (with --resume too), each process given an equal share of the CPU's threads unless
+OMP_NUM_THREADS is set.
 """
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -55,12 +59,38 @@ def select_rows(tables: dict[str, PaperTable], table: str | None, rows: list[str
     return chosen
 
 
+_child_threads: int | None = None  # OMP_NUM_THREADS of the child processes while several rows run at a time
+
+
 def _ortholab(*args: str, db: str | None = None) -> int:
     """A child `ortholab` process; the store's URL travels in its environment, never on its command line (`ps`)."""
     from ortholab.db.masking import child_env
 
+    env = child_env(db) if db else dict(os.environ)
+    if _child_threads is not None:
+        env["OMP_NUM_THREADS"] = str(_child_threads)
     return subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", *args],
-                          env=child_env(db) if db else None).returncode
+                          env=env).returncode
+
+
+def _each(work, items: list, workers: int) -> list[str]:
+    """work(item) for every item, `workers` at a time (each a child process, so threads suffice here); every
+    outcome printed as it comes. Several workers share the CPU: each child gets cpu_count / workers threads
+    (OMP_NUM_THREADS, read by torch at its start) unless the user has set it."""
+    if workers < 1:
+        raise ConfigError(f"--workers {workers}: give a positive number of rows to run at a time")
+    global _child_threads
+    _child_threads = None if workers == 1 or "OMP_NUM_THREADS" in os.environ else \
+        max(1, (os.cpu_count() or 1) // workers)
+    outcomes = []
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for future in as_completed([pool.submit(work, item) for item in items]):
+                outcomes.append(future.result())
+                print(outcomes[-1], flush=True)
+    finally:
+        _child_threads = None
+    return outcomes
 
 
 def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str]) -> str:
@@ -115,22 +145,21 @@ def unfinished_runs(store: Store, stale_after_s: float) -> list[tuple[PaperRow, 
     return found
 
 
-def resume_unfinished(db: str | None, stale_after_s: float, extra: list[str]) -> list[str]:
+def resume_unfinished(db: str | None, stale_after_s: float, extra: list[str], workers: int = 1) -> list[str]:
     """`ortholab reproduce --resume`: continue every unfinished row's run from its last checkpoint (the same run
-    id: no point lost or doubled), then evaluate it as `reproduce` would have."""
+    id: no point lost or doubled), `workers` at a time, then evaluate it as `reproduce` would have."""
     store = Store(db, access="write")
-    outcomes = []
-    for row, fit in unfinished_runs(store, stale_after_s):
+
+    def resume(found) -> str:
+        row, fit = found
         code = _ortholab("fit", "--resume", str(fit.id), *extra, db=store.url)
         if code:
-            outcome = f"{row.tag}: resuming run {fit.id} failed (exit {code})"
-        else:
-            run = store.get_run(fit.id)
-            tags = ["--tags", json.dumps(list(run.tags))]
-            outcome = evaluate_row(row, run, Path(run.run_dir) / "config.yaml", run.name, tags, store.url, [], extra,
-                                   store)
-        print(outcome, flush=True)
-        outcomes.append(outcome)
+            return f"{row.tag}: resuming run {fit.id} failed (exit {code})"
+        run = store.get_run(fit.id)
+        tags = ["--tags", json.dumps(list(run.tags))]
+        return evaluate_row(row, run, Path(run.run_dir) / "config.yaml", run.name, tags, store.url, [], extra, store)
+
+    outcomes = _each(resume, unfinished_runs(store, stale_after_s), workers)
     if not outcomes:
         print(f"no unfinished paper rows in {store.display_url} (a 'running' run counts as stopped after "
               f"{stale_after_s / 60:g} minutes without a write)", flush=True)
@@ -160,13 +189,9 @@ def list_rows(db: str | None) -> list[dict]:
     return out
 
 
-def reproduce(table: str | None, rows: list[str] | None, scale: str, db: str | None, extra: list[str]) -> list[str]:
+def reproduce(table: str | None, rows: list[str] | None, scale: str, db: str | None, extra: list[str],
+              workers: int = 1) -> list[str]:
     if scale not in SCALES:
         raise ConfigError(f"--scale {scale!r}; choose one of {SCALES}")
     chosen = select_rows(load_tables(), table, rows)
-    outcomes = []
-    for row in chosen:
-        outcome = run_row(row, scale, db, extra)
-        print(outcome, flush=True)
-        outcomes.append(outcome)
-    return outcomes
+    return _each(lambda row: run_row(row, scale, db, extra), chosen, workers)
