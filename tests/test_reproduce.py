@@ -293,3 +293,33 @@ def test_workers_run_rows_at_the_same_time_each_with_a_share_of_the_threads(tmp_
     with pytest.raises(SystemExit):
         main(["reproduce", "toy_figure1", "--workers", "0", "--db", db])
     assert "--workers 0: give a positive number" in capsys.readouterr().err
+
+
+def test_resume_runs_the_evaluation_a_finished_fit_never_got(tmp_path, monkeypatch, capsys):
+    """A row's fit finished but its test run never ran (stopped between the two, or the fit resumed by hand):
+    `reproduce --resume` tests the best checkpoint without training again, once."""
+    from test_cli import DEMO, TINY
+
+    tables = tmp_path / "published"
+    tables.mkdir()
+    (tables / "toy_figure1.yaml").write_text(yaml.safe_dump(
+        {"paper": "toy", "table": "Figure 1", "metric": "test/loss", "mode": "min",
+         "rows": [{"row": "copy", "task": "copying", "family": "scornn", "value": None, "config": DEMO}]}))
+    monkeypatch.setattr(published, "PUBLISHED_DIR", tables)
+    monkeypatch.setattr(published, "CHECKS_DIR", tmp_path / "no-checks")
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    main(["fit", "--config", DEMO, *TINY, "--db", db, "--tags", '["paper:toy_figure1/copy"]'])
+    store = Store(db)
+    (fit,) = store.list_runs()
+    assert fit.status == "finished"
+    capsys.readouterr()
+    main(["reproduce", "--resume", "--db", db])
+    assert f"paper:toy_figure1/copy: run {fit.id} finished" in capsys.readouterr().out
+    runs = store.list_runs()
+    assert sorted((r.stage, r.status) for r in runs) == [("fit", "finished"), ("test", "finished")]
+    assert store.get_run(fit.id).steps == fit.steps  # not trained again
+    test_run = next(r for r in runs if r.stage == "test")
+    assert "paper:toy_figure1/copy" in test_run.tags and store.metric_keys(test_run.id)
+    main(["reproduce", "--resume", "--db", db])
+    assert "no unfinished paper rows" in capsys.readouterr().out

@@ -129,7 +129,8 @@ def evaluate_row(row: PaperRow, run, config_path: Path, name: str, tags: list[st
 
 def unfinished_runs(store: Store, stale_after_s: float) -> list[tuple[PaperRow, object]]:
     """Paper rows whose latest fit stopped before its end: interrupted, or 'running' without a sign of life
-    (no write to the store) for `stale_after_s` seconds, i.e. killed with the machine or by SIGKILL."""
+    (no write to the store) for `stale_after_s` seconds, i.e. killed with the machine or by SIGKILL; and rows
+    whose fit finished but whose evaluation never did (stopped between the two, or the fit resumed by hand)."""
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     found = []
     runs = store.list_runs()
@@ -140,19 +141,31 @@ def unfinished_runs(store: Store, stale_after_s: float) -> list[tuple[PaperRow, 
                 continue
             fit = max(fits, key=lambda r: r.id)
             silent = (now - fit.heartbeat_at.replace(tzinfo=None)).total_seconds()
-            if fit.status == "interrupted" or (fit.status == "running" and silent > stale_after_s):
+            if fit.status == "interrupted" or (fit.status == "running" and silent > stale_after_s) or \
+                    (fit.status == "finished" and not _evaluated(store, row, fit, runs)):
                 found.append((row, fit))
     return found
 
 
+def _evaluated(store: Store, row: PaperRow, fit, runs: list) -> bool:
+    """Whether the evaluation `reproduce` runs after this row's fit exists: a finished test run of the row after
+    the fit (test/ metrics), the audio metric in the fit itself (audio/ metrics); nothing to run otherwise."""
+    if row.metric.startswith("test/"):
+        return any(row.tag in r.tags and r.stage == "test" and r.status == "finished" and r.id > fit.id for r in runs)
+    if row.metric.startswith("audio/"):
+        return row.metric in store.metric_keys(fit.id)
+    return True
+
+
 def resume_unfinished(db: str | None, stale_after_s: float, extra: list[str], workers: int = 1) -> list[str]:
     """`ortholab reproduce --resume`: continue every unfinished row's run from its last checkpoint (the same run
-    id: no point lost or doubled), `workers` at a time, then evaluate it as `reproduce` would have."""
+    id: no point lost or doubled), `workers` at a time, then evaluate it as `reproduce` would have (only that,
+    where the fit had finished)."""
     store = Store(db, access="write")
 
     def resume(found) -> str:
         row, fit = found
-        code = _ortholab("fit", "--resume", str(fit.id), *extra, db=store.url)
+        code = 0 if fit.status == "finished" else _ortholab("fit", "--resume", str(fit.id), *extra, db=store.url)
         if code:
             return f"{row.tag}: resuming run {fit.id} failed (exit {code})"
         run = store.get_run(fit.id)
