@@ -197,8 +197,8 @@ def paper_tables() -> dict[str, published.PaperTable]:
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def _paper_comparison(url: str, table_id: str, version: str) -> list[dict]:
-    table = paper_tables()[table_id]
-    return published.comparison_rows(published.reproductions(_store(url), table))
+    tables = paper_tables()
+    return published.comparison_rows(published.reproductions(_store(url), tables[table_id], tables))
 
 
 def paper_comparison(url: str, table_id: str) -> list[dict]:

@@ -17,7 +17,14 @@ from pathlib import Path
 
 from ortholab.app.style import run_style
 from ortholab.db import Store
-from ortholab.db.published import REPORT_COLUMNS, PaperTable, comparison_rows, markdown_report, reproductions
+from ortholab.db.published import (
+    REPORT_COLUMNS,
+    PaperTable,
+    comparison_rows,
+    load_tables,
+    markdown_report,
+    reproductions,
+)
 from ortholab.provenance import code_version, describe
 
 
@@ -37,11 +44,11 @@ def machine() -> str:
     return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}"
 
 
-def _curves(store: Store, table: PaperTable) -> list[dict]:
+def _curves(store: Store, table: PaperTable, every: dict[str, PaperTable]) -> list[dict]:
     """Per row with a run: its label, steps and values of the row's metric (the val/ twin if the test/ one is
     missing), the run's baseline and the published value."""
     out = []
-    for item in reproductions(store, table):
+    for item in reproductions(store, table, every):
         if item.fit is None:
             continue
         metric = item.row.metric
@@ -147,7 +154,8 @@ def export_report(store: Store, tables: dict[str, PaperTable], folder: str | Pat
     written = []
     command = "ortholab " + " ".join(sys.argv[1:]) if sys.argv and "ortholab" in Path(sys.argv[0]).name else \
         "ortholab report --export"
-    fits = {item.fit.id for table in tables.values() for item in reproductions(store, table) if item.fit is not None}
+    every = load_tables()  # where twin rows are looked up, read once
+    fits = {item.fit.id for table in tables.values() for item in reproductions(store, table, every) if item.fit}
     codes = [code for run_id in fits for code in (store.get_run(run_id).info or {}).get("code", [])]  # per start
     trained_by = sorted({describe(code) for code in codes})
     header = (f"<!-- written by `{command}` on {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, commit "
@@ -159,11 +167,11 @@ def export_report(store: Store, tables: dict[str, PaperTable], folder: str | Pat
         writer = csv.DictWriter(out, fieldnames=["table", *REPORT_COLUMNS], extrasaction="ignore")
         writer.writeheader()
         for table in tables.values():
-            for row in comparison_rows(reproductions(store, table)):
+            for row in comparison_rows(reproductions(store, table, every)):
                 writer.writerow({"table": table.id, **row})
     written.append(folder / "report.csv")
     for table in tables.values():
-        curves = _curves(store, table)
+        curves = _curves(store, table, every)
         if curves:
             _png(folder / f"{table.id}.png", table, curves)
             _html(folder / f"{table.id}.html", table, curves)

@@ -135,6 +135,7 @@ class Reproduction:
     selected: float | None = None  # the test metric of the checkpoint chosen on validation, beside `value` when
     # the fit measured the test split at every validation (the papers' protocol: best test over the epochs)
     length: str | None = None  # how long the fit ran: steps of the plan, epochs
+    recorded_for: str | None = None  # the runs were recorded for this other table's row of the same config
 
     @property
     def status(self) -> str:
@@ -159,8 +160,21 @@ def _test_at_best_validation(store: Store, run: RunSummary, metric: str, mode: s
     return next((p.value for p in store.metric_series(run.id, metric) if p.step == step), None)
 
 
-def reproduction(store: Store, row: PaperRow, runs: list[RunSummary]) -> Reproduction:
-    tagged = [r for r in runs if row.tag in r.tags]
+def twins(row: PaperRow, tables: dict[str, PaperTable]) -> list[PaperRow]:
+    """The other tables' rows that run the same experiment: the same config with the same flags (e.g. the LSTM of
+    scoRNN's Figure 1 and of scuRNN's Figure 4), whose runs reproduce this row too."""
+    return [other for table in tables.values() for other in table.rows
+            if row.config and (other.config, other.args) == (row.config, row.args) and other.tag != row.tag]
+
+
+def reproduction(store: Store, row: PaperRow, runs: list[RunSummary], same: tuple[PaperRow, ...] = ()) -> Reproduction:
+    """The row's latest runs: those tagged with the row, else those of the first twin row (`same`) that has one."""
+    for source in (row, *same):
+        tagged = [r for r in runs if source.tag in r.tags]
+        if any(r.stage == "fit" for r in tagged):
+            break
+    else:
+        source, tagged = row, []
     fits = [r for r in tagged if r.stage == "fit"]
     tests = [r for r in tagged if r.stage == "test" and r.status == "finished"]
     fit = max(fits, key=lambda r: r.id, default=None)
@@ -184,7 +198,8 @@ def reproduction(store: Store, row: PaperRow, runs: list[RunSummary]) -> Reprodu
     elif row.value is not None and fit is not None:
         verdict = _numeric_verdict(row, fit, value)
     return Reproduction(row, fit, evaluation, value, measured_as, verdict, selected,
-                        _length(store, fit) if fit is not None else None)
+                        _length(store, fit) if fit is not None else None,
+                        None if source is row else source.tag.removeprefix("paper:"))
 
 
 def _numeric_verdict(row: PaperRow, fit: RunSummary, value: float | None) -> str:
@@ -207,12 +222,15 @@ def _length(store: Store, fit: RunSummary) -> str:
     return text
 
 
-def reproductions(store: Store | None, table: PaperTable) -> list[Reproduction]:
-    """One Reproduction per row of `table` (all 'not yet run' without a store)."""
+def reproductions(store: Store | None, table: PaperTable,
+                  tables: dict[str, PaperTable] | None = None) -> list[Reproduction]:
+    """One Reproduction per row of `table` (all 'not yet run' without a store); a row without runs of its own
+    shows those of a twin row in `tables` (default: every table, `load_tables()`)."""
     if store is None:
         return [Reproduction(row, None, None, None, None, None) for row in table.rows]
     runs = store.list_runs()
-    return [reproduction(store, row, runs) for row in table.rows]
+    tables = load_tables() if tables is None else tables
+    return [reproduction(store, row, runs, tuple(twins(row, tables))) for row in table.rows]
 
 
 def _number(value: float | None) -> str:
@@ -242,24 +260,26 @@ def comparison_rows(items: list[Reproduction]) -> list[dict[str, Any]]:
                      "selected_on_val": _number(item.selected) if item.selected is not None else None,
                      "length": item.length, "verdict": item.verdict if row.value is not None else None,
                      "status": item.status, "scale": scale, "run": item.fit.id if item.fit else None,
+                     "recorded_for": item.recorded_for,
                      "test_run": item.evaluation.id if item.evaluation else None, "config": row.config})
     return rows
 
 
 REPORT_COLUMNS = ["row", "setting", "family", "n", "params", "published", "reproduced", "selected_on_val", "length",
-                  "verdict", "status", "scale", "run"]
+                  "verdict", "status", "scale", "run", "recorded_for"]
 
 
 def markdown_report(store: Store | None, tables: dict[str, PaperTable]) -> str:
     """Published vs reproduced, one Markdown table per paper table."""
     out = []
     columns = REPORT_COLUMNS
+    every = load_tables()  # where twin rows are looked up, read once
     for table in tables.values():
         out.append(f"### {table.paper} {table.table}: {table.title}\n")
         out.append(f"metric: `{table.metric}` ({table.mode}), published = {table.scale:g} x OrthoLab value\n")
         out.append("| " + " | ".join(columns) + " |")
         out.append("|" + "---|" * len(columns))
-        for row in comparison_rows(reproductions(store, table)):
+        for row in comparison_rows(reproductions(store, table, every)):
             out.append("| " + " | ".join("-" if row[c] is None else str(row[c]) for c in columns) + " |")
         out.append("")
     return "\n".join(out)

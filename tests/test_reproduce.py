@@ -7,7 +7,7 @@ import yaml
 
 import ortholab.db.published as published
 from ortholab.db import Store, StoreError
-from ortholab.db.published import load_table, load_tables, markdown_report, reproductions
+from ortholab.db.published import comparison_rows, load_table, load_tables, markdown_report, reproductions
 from ortholab.training.cli import main
 
 TABLE = {"paper": "scornn-icml2018", "table": "Table 9", "title": "a test table", "metric": "test/acc", "mode": "max",
@@ -323,3 +323,33 @@ def test_resume_runs_the_evaluation_a_finished_fit_never_got(tmp_path, monkeypat
     assert "paper:toy_figure1/copy" in test_run.tags and store.metric_keys(test_run.id)
     main(["reproduce", "--resume", "--db", db])
     assert "no unfinished paper rows" in capsys.readouterr().out
+
+
+def test_a_row_shows_the_run_of_its_twin_in_another_table(tmp_path, monkeypatch):
+    """scoRNN's Figure 1 and scuRNN's Figure 4 both run the LSTM copying config: one run reproduces both rows,
+    and the report says for which row it was recorded; a row with other flags is not a twin."""
+    tables = tmp_path / "published"
+    tables.mkdir()
+    rows = [{"row": "lstm", "task": "copying", "family": "lstm", "value": None, "config": "configs/x.yaml"},
+            {"row": "lstm_T2000", "task": "copying", "family": "lstm", "value": None, "config": "configs/x.yaml",
+             "args": ["--data.seq_len", "2000"]}]  # fmt: skip
+    for name in ("first_figure1", "second_figure4"):
+        (tables / f"{name}.yaml").write_text(yaml.safe_dump(
+            {"paper": name, "table": "Figure", "metric": "val/loss", "mode": "min", "rows": rows}))
+    monkeypatch.setattr(published, "PUBLISHED_DIR", tables)
+    monkeypatch.setattr(published, "CHECKS_DIR", tmp_path / "no-checks")
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    run = store.create_run(name="a", family="lstm", task="copying", tags=["paper:first_figure1/lstm"],
+                           main_metric="val/loss", baseline=0.02)
+    store.log_metrics(run, {"val/loss": 0.0201}, step=100)
+    every = load_tables()
+    first, second = (comparison_rows(reproductions(store, every[t], every)) for t in ("first_figure1", "second_figure4"))
+    assert (first[0]["run"], first[0]["recorded_for"]) == (run, None)
+    assert (second[0]["run"], second[0]["recorded_for"]) == (run, "first_figure1/lstm")
+    assert second[0]["reproduced"].startswith("at baseline")
+    assert second[1]["run"] is None and second[1]["status"] == "not yet run"  # other flags: another experiment
+    assert "| first_figure1/lstm |" in markdown_report(store, {"second_figure4": every["second_figure4"]})
+    own = store.create_run(name="b", family="lstm", task="copying", tags=["paper:second_figure4/lstm"],
+                           main_metric="val/loss", baseline=0.02)
+    store.log_metrics(own, {"val/loss": 0.001}, step=100)
+    assert comparison_rows(reproductions(store, every["second_figure4"], every))[0]["run"] == own  # its own first

@@ -193,8 +193,9 @@ def list_rows(db: str | None) -> list[dict]:
     """Every row with its config and whether the store holds a run of it (no store yet: none has run)."""
     store = existing_store(db)
     out = []
-    for table in load_tables().values():
-        for item in reproductions(store, table):
+    every = load_tables()
+    for table in every.values():
+        for item in reproductions(store, table, every):
             out.append({"table": table.id, "row": item.row.row, "family": item.row.family, "task": item.row.task,
                         "published": item.row.value if item.row.value is not None else item.row.outcome,
                         "config": item.row.config or "-", "status": item.status,
