@@ -296,31 +296,36 @@ def test_workers_run_rows_at_the_same_time_each_with_a_share_of_the_threads(tmp_
 
 
 def test_resume_runs_the_evaluation_a_finished_fit_never_got(tmp_path, monkeypatch, capsys):
-    """A row's fit finished but its test run never ran (stopped between the two, or the fit resumed by hand):
-    `reproduce --resume` tests the best checkpoint without training again, once."""
+    """Two rows' fits finished but their test runs never ran (stopped between the two, or the fits resumed by
+    hand): `reproduce --resume --workers 2` tests each best checkpoint, at the same time, without training again,
+    once."""
     from test_cli import DEMO, TINY
 
     tables = tmp_path / "published"
     tables.mkdir()
     (tables / "toy_figure1.yaml").write_text(yaml.safe_dump(
         {"paper": "toy", "table": "Figure 1", "metric": "test/loss", "mode": "min",
-         "rows": [{"row": "copy", "task": "copying", "family": "scornn", "value": None, "config": DEMO}]}))
+         "rows": [{"row": name, "task": "copying", "family": "scornn", "value": None, "config": DEMO}
+                  for name in ("copy", "copy2")]}))  # fmt: skip
     monkeypatch.setattr(published, "PUBLISHED_DIR", tables)
     monkeypatch.setattr(published, "CHECKS_DIR", tmp_path / "no-checks")
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    main(["fit", "--config", DEMO, *TINY, "--db", db, "--tags", '["paper:toy_figure1/copy"]'])
+    for name in ("copy", "copy2"):
+        main(["fit", "--config", DEMO, *TINY, "--db", db, "--tags", f'["paper:toy_figure1/{name}"]'])
     store = Store(db)
-    (fit,) = store.list_runs()
-    assert fit.status == "finished"
+    fits = store.list_runs()
+    assert [r.status for r in fits] == ["finished", "finished"]
     capsys.readouterr()
-    main(["reproduce", "--resume", "--db", db])
-    assert f"paper:toy_figure1/copy: run {fit.id} finished" in capsys.readouterr().out
+    main(["reproduce", "--resume", "--workers", "2", "--db", db])
+    out = capsys.readouterr().out
+    assert all(f"paper:toy_figure1/{r.tags[0].rsplit('/', 1)[1]}: run {r.id} finished" in out for r in fits), out
     runs = store.list_runs()
-    assert sorted((r.stage, r.status) for r in runs) == [("fit", "finished"), ("test", "finished")]
-    assert store.get_run(fit.id).steps == fit.steps  # not trained again
-    test_run = next(r for r in runs if r.stage == "test")
-    assert "paper:toy_figure1/copy" in test_run.tags and store.metric_keys(test_run.id)
+    assert sorted((r.stage, r.status) for r in runs) == [("fit", "finished")] * 2 + [("test", "finished")] * 2
+    assert [store.get_run(r.id).steps for r in fits] == [r.steps for r in fits]  # not trained again
+    tests = [r for r in runs if r.stage == "test"]
+    assert sorted(r.tags[0] for r in tests) == ["paper:toy_figure1/copy", "paper:toy_figure1/copy2"]
+    assert all(store.metric_keys(r.id) for r in tests)
     main(["reproduce", "--resume", "--db", db])
     assert "no unfinished paper rows" in capsys.readouterr().out
 
