@@ -25,7 +25,7 @@ from ortholab.db.published import (
     markdown_report,
     reproductions,
 )
-from ortholab.provenance import code_version, describe
+from ortholab.provenance import UNRECORDED, code_version, describe
 
 
 # plotly's marker symbols (app/style.py) as matplotlib draws them
@@ -156,11 +156,11 @@ def export_report(store: Store, tables: dict[str, PaperTable], folder: str | Pat
         "ortholab report --export"
     every = load_tables()  # where twin rows are looked up, read once
     fits = {item.fit.id for table in tables.values() for item in reproductions(store, table, every) if item.fit}
-    codes = [code for run_id in fits for code in (store.get_run(run_id).info or {}).get("code", [])]  # per start
-    trained_by = sorted({describe(code) for code in codes})
+    codes = [code for run_id in fits for code in (store.get_run(run_id).info or {}).get("code") or [UNRECORDED]]
+    trained_by = sorted({describe(code) for code in codes})  # every start's (a resume by other code adds one)
     header = (f"<!-- written by `{command}` on {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, commit "
               f"{describe(code_version())}, machine {machine()}, store {store.display_url}; runs trained by "
-              f"{', '.join(trained_by) or 'code that did not record its commit'} -->\n\n")
+              f"{', '.join(trained_by) or '-'} -->\n\n")
     (folder / "report.md").write_text(header + markdown_report(store, tables))
     written.append(folder / "report.md")
     with open(folder / "report.csv", "w", newline="") as out:

@@ -24,6 +24,7 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 
+from ortholab import provenance
 from ortholab.db import lease
 from ortholab.db.store import LeaseLost, RunBusy, Store, StoreError
 
@@ -219,6 +220,8 @@ class SQLLogger(Logger):
         info = fields.get("info")
         if info and "code" in info:
             before = (self.store.get_run(self.run_id).info or {}).get("code", [])
+            if not before and self._resume_id is not None:  # trained so far by an OrthoLab that did not say
+                before = [provenance.UNRECORDED]
             fields["info"] = {**info, "code": before + [c for c in info["code"] if c not in before[-1:]]}
         self.store.update_run(self.run_id, **fields)
 

@@ -41,12 +41,19 @@ def code_version() -> dict[str, str | None]:
             "torch": _version("torch"), "lightning": _version("lightning")}
 
 
+UNRECORDED = {"ortholab": None, "commit": None}  # the first entry of a run trained by an OrthoLab that recorded no code
+
+
 def describe(code: dict) -> str:
     """One line: the commit where there is one, else the version (e.g. 'c11ecd7' or 'ortholab 0.1.0')."""
-    return code.get("commit") or f"ortholab {code.get('ortholab')}"
+    if code.get("commit") or code.get("ortholab"):
+        return code.get("commit") or f"ortholab {code['ortholab']}"
+    return "an OrthoLab that did not record its code"
 
 
 def details(code: dict) -> str:
     """The commit (or version) with the library versions, for a run's details page."""
+    if not code.get("torch"):
+        return describe(code)
     return (f"{describe(code)} (torch {code.get('torch')}, Lightning {code.get('lightning')}, "
             f"Python {code.get('python')})")

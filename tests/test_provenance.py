@@ -48,3 +48,19 @@ def test_a_run_resumed_by_other_code_lists_both_in_order(tmp_path, monkeypatch):
     logger.describe_run(info={"plan": 2, "code": [second]})  # resumed by other code
     logger.describe_run(info={"plan": 3, "code": [second]})
     assert logger.store.get_run(logger.run_id).info["code"] == [first, second]
+
+
+def test_a_run_resumed_by_recording_code_keeps_the_unrecorded_start(tmp_path):
+    """A run trained by an OrthoLab that recorded no code, resumed by one that does: its code list starts with
+    the unrecorded part, so the resuming commit is not taken for the whole run's."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    store = Store(url)
+    old = store.create_run(name="old")
+    store.update_run(old, info={"plan": 1})  # as written by the earlier OrthoLab
+    resumed = SQLLogger(db_url=url, run_id=old, root_dir=str(tmp_path / "runs"))
+    later = {"commit": "ccccccc", "ortholab": "0.1.0", "torch": "2.13.0"}
+    resumed.describe_run(info={"plan": 1, "code": [later]})
+    codes = store.get_run(old).info["code"]
+    assert codes == [provenance.UNRECORDED, later]
+    assert [provenance.describe(c) for c in codes] == ["an OrthoLab that did not record its code", "ccccccc"]
+    assert provenance.details(codes[1]).startswith("ccccccc (torch 2.13.0")

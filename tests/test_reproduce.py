@@ -227,7 +227,8 @@ def test_the_export_writes_tables_and_a_curve_plot_per_table(tmp_path):
     assert sorted(p.name for p in written) == ["demo_table9.html", "demo_table9.png", "report.csv", "report.md"]
     markdown = (tmp_path / "out" / "report.md").read_text()
     assert markdown.startswith("<!-- written by") and "commit" in markdown and "| mnist_scornn_n8 |" in markdown
-    assert "runs trained by abc1234, ortholab 0.2.0 -->" in markdown.splitlines()[0]
+    assert "runs trained by abc1234, an OrthoLab that did not record its code, ortholab 0.2.0 -->" in \
+        markdown.splitlines()[0]  # the copying run recorded no code
     csv_rows = (tmp_path / "out" / "report.csv").read_text().splitlines()
     assert csv_rows[0].startswith("table,row,setting") and len(csv_rows) == 1 + len(table.rows)
     assert any(line.startswith("demo_table9,mnist_scornn_n8,") and ",94," in line for line in csv_rows)
