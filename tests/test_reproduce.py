@@ -359,3 +359,36 @@ def test_a_row_shows_the_run_of_its_twin_in_another_table(tmp_path, monkeypatch)
                            main_metric="val/loss", baseline=0.02)
     store.log_metrics(own, {"val/loss": 0.001}, step=100)
     assert comparison_rows(reproductions(store, every["second_figure4"], every))[0]["run"] == own  # its own first
+
+
+def test_estimate_times_a_step_plan_and_an_epoch_plan_without_touching_the_store(tmp_path, monkeypatch, capsys):
+    """`reproduce --estimate`: a row planned in steps is timed over a stretch holding two validations, a row planned
+    in epochs over 50 steps and one evaluation; the hours follow from the plan; the user's store is never made."""
+    from test_cli import DEMO
+
+    small = ["--model.hidden_size", "8", "--model.family_args", "{rho: 4}", "--data.seq_len", "5",
+             "--data.train_size", "800", "--data.batch_size", "10", "--data.val_size", "20",
+             "--data.eval_batch_size", "20"]  # fmt: skip
+    tables = tmp_path / "published"
+    tables.mkdir()
+    (tables / "toy_figure1.yaml").write_text(yaml.safe_dump(
+        {"paper": "toy", "table": "Figure 1", "metric": "val/loss", "mode": "min", "rows": [
+            {"row": "steps", "task": "copying", "family": "scornn", "value": None, "config": DEMO,
+             "args": ["--trainer.max_steps", "40", "--trainer.val_check_interval", "10"]},
+            {"row": "epochs", "task": "copying", "family": "scornn", "value": None, "config": DEMO,
+             "args": ["--trainer.max_steps", "-1", "--trainer.max_epochs", "3", "--trainer.val_check_interval", "1.0"]},
+            {"row": "none", "task": "adding", "family": "srnn", "value": None}]}))  # fmt: skip
+    monkeypatch.setattr(published, "PUBLISHED_DIR", tables)
+    monkeypatch.setattr(published, "CHECKS_DIR", tmp_path / "no-checks")
+    monkeypatch.chdir(tmp_path)
+    main(["reproduce", "toy_figure1", "--estimate", "--db", f"sqlite:///{tmp_path / 'mine.db'}", *small])
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("toy_figure1/")}
+    steps, epochs = lines["toy_figure1/steps"], lines["toy_figure1/epochs"]
+    assert " ".join(steps[1:6]) == "40 steps, validation every 10" and steps[7] == "s" and steps[8] == "-"
+    assert float(steps[-1]) == pytest.approx(40 * float(steps[6]) / 3600, abs=0.006)  # printed to 0.01 h
+    assert " ".join(epochs[1:6]) == "3 epochs x 80 steps"  # 800 / 10 batches an epoch, of which 50 are timed
+    step_s, evaluation_s = float(epochs[6]), float(epochs[8])
+    assert evaluation_s >= 0 and float(epochs[-1]) == pytest.approx(3 * (80 * step_s + evaluation_s) / 3600, abs=0.006)
+    assert "paper:toy_figure1/none: no config" in out
+    assert not (tmp_path / "mine.db").exists() and not (tmp_path / "runs").exists()  # nothing recorded

@@ -223,6 +223,9 @@ def run_command(argv: list[str]) -> None:
     repro.add_argument("--resume", action="store_true",
                        help="continue every paper row whose run stopped early (interrupted, or killed with the "
                             "machine) from its last checkpoint, as the same run; then evaluate it")
+    repro.add_argument("--estimate", action="store_true",
+                       help="time each chosen row briefly (a temporary store; nothing recorded) and print the hours "
+                            "it would take here")
     repro.add_argument("--workers", type=int, default=1,
                        help="rows run at a time, each in its own process with cpu_count / workers threads unless "
                             "OMP_NUM_THREADS is set (default 1: one after another)")
@@ -273,6 +276,11 @@ def run_command(argv: list[str]) -> None:
         from ortholab.training.reproduce import resume_unfinished
 
         resume_unfinished(args.db, args.stale_minutes * 60, extra, args.workers)
+        return
+    if args.command == "reproduce" and args.estimate:
+        from ortholab.training.reproduce import estimate
+
+        estimate(args.table, args.rows.split(",") if args.rows else None, extra)
         return
     if args.command == "reproduce" and not args.list:
         from ortholab.training.reproduce import reproduce

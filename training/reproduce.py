@@ -73,6 +73,29 @@ def _ortholab(*args: str, db: str | None = None) -> int:
                           env=env).returncode
 
 
+def estimate(table: str | None, rows: list[str] | None, extra: list[str]) -> list:
+    """`reproduce --estimate`: time every chosen row briefly, one at a time, and print the hours each would take."""
+    from ortholab.db.masking import child_env
+    from ortholab.training.estimate import estimate_row, render
+
+    def run_fit(args: list[str], db: str) -> int:  # quiet: its output only where it failed
+        done = subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", "fit", *args],
+                              env=child_env(db), capture_output=True, text=True)
+        if done.returncode:
+            print(done.stderr[-2000:], file=sys.stderr)
+        return done.returncode
+
+    results = []
+    for row in select_rows(load_tables(), table, rows):
+        if row.config is None:
+            results.append(f"{row.tag}: no config (family {row.family!r}: {row.notes or 'not available'})")
+            continue
+        print(f"timing {row.tag} ...", file=sys.stderr, flush=True)
+        results.append(estimate_row(row, REPO_ROOT / row.config, extra, run_fit))
+    print(render(results), flush=True)
+    return results
+
+
 def _each(work, items: list, workers: int) -> list[str]:
     """work(item) for every item, `workers` at a time (each a child process, so threads suffice here); every
     outcome printed as it comes. Several workers share the CPU: each child gets cpu_count / workers threads

@@ -1,0 +1,104 @@
+"""`ortholab reproduce TABLE --estimate`: how long each row would take here, measured, before running it.
+
+Each row trains briefly in its own process on a temporary store (nothing is recorded in yours): a row planned in
+steps with a validation every k steps trains 2k + 10 steps, so that two validations fall inside the timed stretch
+(the `train/loss` wall times from step 9 on); a row planned in epochs trains 50 steps with a validation after the
+50th (test too where the config measures it at every validation), timing the steps and the evaluation apart. The
+estimate is the plan's steps times a step, plus the epochs times an evaluation; the other flags given (e.g.
+`--data.path`) apply as they would to the row's run. Threads: torch's default, or OMP_NUM_THREADS.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from ortholab.db import Store
+from ortholab.db.published import PaperRow
+
+LOG_EVERY = 10  # train/loss every 10 steps: the timed stretch runs from step 9 to the last logged step
+EPOCH_STEPS = 50  # training steps timed for a row planned in epochs, then one evaluation
+
+
+@dataclass
+class Estimate:
+    row: PaperRow
+    plan: str  # e.g. '10000 steps, validation every 50' or '70 epochs x 1100 steps'
+    step_s: float  # one training step; for step plans the validations inside the stretch included
+    evaluation_s: float | None  # one epoch-end evaluation, for epoch plans
+    hours: float
+
+
+def setting(config: dict, flags: list[str], key: str):
+    """A dotted `key` (e.g. trainer.max_steps) as the row's run would get it: its last `--key value` flag, else the
+    config file's value."""
+    given = [flags[i + 1] for i, flag in enumerate(flags[:-1]) if flag == f"--{key}"]
+    if given:
+        return yaml.safe_load(given[-1])
+    value = config
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _timed_steps(store: Store, run_id: int) -> tuple[list[int], list[float]]:
+    points = [p for p in store.metric_series(run_id, "train/loss") if p.step >= LOG_EVERY - 1]
+    return [p.step for p in points], [p.wall_time for p in points]
+
+
+def estimate_row(row: PaperRow, config_path: Path, extra: list[str], run_fit) -> Estimate | str:
+    """Measure one row (`run_fit(args, db)` runs `ortholab fit` in a child process, returning its exit code)."""
+    config = yaml.safe_load(config_path.read_text()) or {}
+    flags = [*row.args, *extra]
+    max_steps = setting(config, flags, "trainer.max_steps") or -1
+    interval = setting(config, flags, "trainer.val_check_interval")
+    by_steps = max_steps > 0 and isinstance(interval, int)
+    measure = (["--trainer.max_steps", str(min(max_steps, 2 * interval + LOG_EVERY))] if by_steps else
+               ["--trainer.max_steps", str(EPOCH_STEPS), "--trainer.val_check_interval", str(EPOCH_STEPS),
+                "--trainer.check_val_every_n_epoch", "null"])  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="ortholab-estimate-") as folder:
+        db = f"sqlite:///{Path(folder) / 'estimate.db'}"
+        code = run_fit(["--config", str(config_path), *flags, *measure, "--trainer.log_every_n_steps", str(LOG_EVERY),
+                        "--trainer.num_sanity_val_steps", "0", "--trainer.enable_progress_bar", "false",
+                        "--trainer.enable_model_summary", "false", "--runs_dir", str(Path(folder) / "runs")], db)
+        if code:
+            return f"{row.tag}: the timing run failed (exit {code})"
+        store = Store(db)
+        (run,) = store.list_runs()
+        steps, walls = _timed_steps(store, run.id)
+        if len(steps) < 2:
+            return f"{row.tag}: too few steps logged to time"
+        step_s = (walls[-1] - walls[0]) / (steps[-1] - steps[0])
+        if by_steps:
+            return Estimate(row, f"{max_steps} steps, validation every {interval}", step_s, None,
+                            max_steps * step_s / 3600)
+        plan = store.run_plan(run.id)
+        epochs, per_epoch = setting(config, flags, "trainer.max_epochs"), plan.get("steps_per_epoch")
+        evaluated = [p.wall_time for key in store.metric_keys(run.id) if key.startswith(("val/", "test/"))
+                     for p in store.metric_series(run.id, key)]  # validation, and test where measured beside it
+        store.close()
+    if not (epochs and epochs > 0 and per_epoch and evaluated):
+        return f"{row.tag}: no epoch plan (trainer.max_epochs) or no validation to time"
+    evaluation_s = max(0.0, max(evaluated) - walls[-1])  # from the last training step's log to the evaluation's end
+    return Estimate(row, f"{epochs} epochs x {per_epoch} steps", step_s, evaluation_s,
+                    epochs * (per_epoch * step_s + evaluation_s) / 3600)
+
+
+def render(estimates: list[Estimate | str]) -> str:
+    """The estimates as a table, then the rows that could not be timed."""
+    threads = os.environ.get("OMP_NUM_THREADS")
+    load = f", load average {os.getloadavg()[0]:.2f} (other work slows the rows alike)" if hasattr(os, "getloadavg") \
+        else ""
+    lines = [f"measured here ({f'OMP_NUM_THREADS={threads}' if threads else 'torch default threads'}), "
+             f"{os.cpu_count()} cores{load}; one row at a time",
+             f"{'row':<52} {'plan':<36} {'a step':>9} {'eval/epoch':>10} {'hours':>7}"]
+    for item in estimates:
+        if isinstance(item, Estimate):
+            evaluation = "-" if item.evaluation_s is None else f"{item.evaluation_s:.2f} s"
+            lines.append(f"{item.row.tag.removeprefix('paper:'):<52} {item.plan:<36} {item.step_s:>7.3f} s "
+                         f"{evaluation:>10} {item.hours:>7.2f}")
+    lines += [item for item in estimates if isinstance(item, str)]
+    return "\n".join(lines)
