@@ -392,3 +392,7 @@ def test_estimate_times_a_step_plan_and_an_epoch_plan_without_touching_the_store
     assert evaluation_s >= 0 and float(epochs[-1]) == pytest.approx(3 * (80 * step_s + evaluation_s) / 3600, abs=0.006)
     assert "paper:toy_figure1/none: no config" in out
     assert not (tmp_path / "mine.db").exists() and not (tmp_path / "runs").exists()  # nothing recorded
+    for other in (["--resume"], ["--scale", "cpu-smoke"]):
+        with pytest.raises(SystemExit):
+            main(["reproduce", "toy_figure1", "--estimate", *other])
+        assert "--estimate times the rows at the paper's settings" in capsys.readouterr().err

@@ -139,7 +139,7 @@ Train orthogonal/unitary RNNs and record every run in a SQL store.
                          SegSNR, STOI and PESQ of a speech run's reconstructions, recorded in the run
   bench [--families ...] [--sizes 16k,69k] [--batches 50,128] [--quick] [--json]
                          speed of every family against nn.RNN(relu) and nn.LSTM
-  reproduce [TABLE] [--rows a,b] [--scale full|cpu-smoke] [--workers N] | reproduce --list
+  reproduce [TABLE] [--rows a,b] [--scale full|cpu-smoke] [--workers N] [--estimate] | reproduce --list
                          run the papers' table rows, each a recorded run tagged with its row
   report [TABLE]         published vs reproduced, as Markdown tables
   db upgrade|version [--db URL]

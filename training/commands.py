@@ -272,6 +272,11 @@ def run_command(argv: list[str]) -> None:
                           seed=args.seed, workers=args.workers, extra=extra)
         print(report(study))
         return
+    if args.command == "reproduce" and args.estimate and (args.scale != "full" or args.resume or args.list):
+        from ortholab.errors import ConfigError
+
+        raise ConfigError("--estimate times the rows at the paper's settings (--scale full); it takes no "
+                          "--scale cpu-smoke, --resume or --list")
     if args.command == "reproduce" and args.resume:
         from ortholab.training.reproduce import resume_unfinished
 
