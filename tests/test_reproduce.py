@@ -24,6 +24,24 @@ def _write(tmp_path, data, name="demo_table9.yaml"):
     return path
 
 
+def _use_tables(tmp_path, monkeypatch, **tables) -> None:
+    """Make these table files (stem -> content) the only published tables."""
+    folder = tmp_path / "published"
+    folder.mkdir()
+    for stem, data in tables.items():
+        (folder / f"{stem}.yaml").write_text(yaml.safe_dump(data))
+    monkeypatch.setattr(published, "PUBLISHED_DIR", folder)
+    monkeypatch.setattr(published, "CHECKS_DIR", tmp_path / "no-checks")
+
+
+def _toy(metric: str, rows: list[dict]) -> dict:
+    return {"paper": "toy", "table": "Figure 1", "metric": metric, "mode": "min", "rows": rows}
+
+
+def _copying_rows(config: str, *names: str) -> list[dict]:
+    return [{"row": name, "task": "copying", "family": "scornn", "value": None, "config": config} for name in names]
+
+
 @pytest.mark.parametrize("change,message", [
     (lambda t: t.pop("metric"), "missing key `metric`"),
     (lambda t: t["rows"].append(dict(t["rows"][0])), "appears twice"),
@@ -268,14 +286,7 @@ def test_workers_run_rows_at_the_same_time_each_with_a_share_of_the_threads(tmp_
 
     import ortholab.training.reproduce as reproduce
 
-    tables = tmp_path / "published"
-    tables.mkdir()
-    (tables / "toy_figure1.yaml").write_text(yaml.safe_dump(
-        {"paper": "toy", "table": "Figure 1", "metric": "val/loss", "mode": "min",
-         "rows": [{"row": name, "task": "copying", "family": "scornn", "value": None, "config": DEMO}
-                  for name in ("first", "second")]}))  # fmt: skip
-    monkeypatch.setattr(published, "PUBLISHED_DIR", tables)
-    monkeypatch.setattr(published, "CHECKS_DIR", tmp_path / "no-checks")
+    _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("val/loss", _copying_rows(DEMO, "first", "second")))
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(reproduce.os, "cpu_count", lambda: 8)
     threads = []
@@ -302,14 +313,7 @@ def test_resume_runs_the_evaluation_a_finished_fit_never_got(tmp_path, monkeypat
     once."""
     from test_cli import DEMO, TINY
 
-    tables = tmp_path / "published"
-    tables.mkdir()
-    (tables / "toy_figure1.yaml").write_text(yaml.safe_dump(
-        {"paper": "toy", "table": "Figure 1", "metric": "test/loss", "mode": "min",
-         "rows": [{"row": name, "task": "copying", "family": "scornn", "value": None, "config": DEMO}
-                  for name in ("copy", "copy2")]}))  # fmt: skip
-    monkeypatch.setattr(published, "PUBLISHED_DIR", tables)
-    monkeypatch.setattr(published, "CHECKS_DIR", tmp_path / "no-checks")
+    _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("test/loss", _copying_rows(DEMO, "copy", "copy2")))
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     for name in ("copy", "copy2"):
@@ -334,16 +338,9 @@ def test_resume_runs_the_evaluation_a_finished_fit_never_got(tmp_path, monkeypat
 def test_a_row_shows_the_run_of_its_twin_in_another_table(tmp_path, monkeypatch):
     """scoRNN's Figure 1 and scuRNN's Figure 4 both run the LSTM copying config: one run reproduces both rows,
     and the report says for which row it was recorded; a row with other flags is not a twin."""
-    tables = tmp_path / "published"
-    tables.mkdir()
-    rows = [{"row": "lstm", "task": "copying", "family": "lstm", "value": None, "config": "configs/x.yaml"},
-            {"row": "lstm_T2000", "task": "copying", "family": "lstm", "value": None, "config": "configs/x.yaml",
-             "args": ["--data.seq_len", "2000"]}]  # fmt: skip
-    for name in ("first_figure1", "second_figure4"):
-        (tables / f"{name}.yaml").write_text(yaml.safe_dump(
-            {"paper": name, "table": "Figure", "metric": "val/loss", "mode": "min", "rows": rows}))
-    monkeypatch.setattr(published, "PUBLISHED_DIR", tables)
-    monkeypatch.setattr(published, "CHECKS_DIR", tmp_path / "no-checks")
+    rows = _copying_rows("configs/x.yaml", "lstm", "lstm_T2000")
+    rows[1]["args"] = ["--data.seq_len", "2000"]
+    _use_tables(tmp_path, monkeypatch, first_figure1=_toy("val/loss", rows), second_figure4=_toy("val/loss", rows))
     store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
     run = store.create_run(name="a", family="lstm", task="copying", tags=["paper:first_figure1/lstm"],
                            main_metric="val/loss", baseline=0.02)
@@ -369,17 +366,10 @@ def test_estimate_times_a_step_plan_and_an_epoch_plan_without_touching_the_store
     small = ["--model.hidden_size", "8", "--model.family_args", "{rho: 4}", "--data.seq_len", "5",
              "--data.train_size", "800", "--data.batch_size", "10", "--data.val_size", "20",
              "--data.eval_batch_size", "20"]  # fmt: skip
-    tables = tmp_path / "published"
-    tables.mkdir()
-    (tables / "toy_figure1.yaml").write_text(yaml.safe_dump(
-        {"paper": "toy", "table": "Figure 1", "metric": "val/loss", "mode": "min", "rows": [
-            {"row": "steps", "task": "copying", "family": "scornn", "value": None, "config": DEMO,
-             "args": ["--trainer.max_steps", "40", "--trainer.val_check_interval", "10"]},
-            {"row": "epochs", "task": "copying", "family": "scornn", "value": None, "config": DEMO,
-             "args": ["--trainer.max_steps", "-1", "--trainer.max_epochs", "3", "--trainer.val_check_interval", "1.0"]},
-            {"row": "none", "task": "adding", "family": "srnn", "value": None}]}))  # fmt: skip
-    monkeypatch.setattr(published, "PUBLISHED_DIR", tables)
-    monkeypatch.setattr(published, "CHECKS_DIR", tmp_path / "no-checks")
+    rows = _copying_rows(DEMO, "steps", "epochs") + [{"row": "none", "task": "adding", "family": "srnn", "value": None}]
+    rows[0]["args"] = ["--trainer.max_steps", "40", "--trainer.val_check_interval", "10"]
+    rows[1]["args"] = ["--trainer.max_steps", "-1", "--trainer.max_epochs", "3", "--trainer.val_check_interval", "1.0"]
+    _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("val/loss", rows))
     monkeypatch.chdir(tmp_path)
     main(["reproduce", "toy_figure1", "--estimate", "--db", f"sqlite:///{tmp_path / 'mine.db'}", *small])
     out = capsys.readouterr().out
