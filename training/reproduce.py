@@ -102,18 +102,19 @@ def _each(work, items: list, workers: int) -> list[str]:
     (OMP_NUM_THREADS, read by torch at its start) unless the user has set it."""
     if workers < 1:
         raise ConfigError(f"--workers {workers}: give a positive number of rows to run at a time")
+    def printed(outcome: str) -> str:
+        print(outcome, flush=True)
+        return outcome
+
+    if workers == 1:  # in this thread: Ctrl-C reaches the one child as it always did
+        return [printed(work(item)) for item in items]
     global _child_threads
-    _child_threads = None if workers == 1 or "OMP_NUM_THREADS" in os.environ else \
-        max(1, (os.cpu_count() or 1) // workers)
-    outcomes = []
-    try:
+    _child_threads = None if "OMP_NUM_THREADS" in os.environ else max(1, (os.cpu_count() or 1) // workers)
+    try:  # Ctrl-C in a terminal reaches every child too (one process group): each stops as `interrupted`
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            for future in as_completed([pool.submit(work, item) for item in items]):
-                outcomes.append(future.result())
-                print(outcomes[-1], flush=True)
+            return [printed(done.result()) for done in as_completed([pool.submit(work, item) for item in items])]
     finally:
         _child_threads = None
-    return outcomes
 
 
 def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str]) -> str:
