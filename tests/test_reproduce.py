@@ -386,3 +386,11 @@ def test_estimate_times_a_step_plan_and_an_epoch_plan_without_touching_the_store
         with pytest.raises(SystemExit):
             main(["reproduce", "toy_figure1", "--estimate", *other])
         assert "--estimate times the rows at the paper's settings" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("interval, every, expected", [(None, None, 1), (1.0, None, 1), (0.25, None, 4), (1.0, 2, 0.5),
+                                                       (300, None, 3), (5000, 1, 1), (0.5, "null", 2)])
+def test_evaluations_an_epoch_follow_lightnings_schedule(interval, every, expected):
+    from ortholab.training.estimate import evaluations_per_epoch
+
+    assert evaluations_per_epoch(interval, every, steps_per_epoch=1100) == expected  # counts: exact

@@ -28,7 +28,7 @@ class Estimate:
     row: PaperRow
     plan: str  # e.g. '10000 steps, validation every 50' or '70 epochs x 1100 steps'
     step_s: float  # one training step; for step plans the validations inside the stretch included
-    evaluation_s: float | None  # one epoch-end evaluation, for epoch plans
+    evaluation_s: float | None  # one evaluation (validation, test where measured beside it), for epoch plans
     hours: float
 
 
@@ -47,6 +47,16 @@ def setting(config: dict, flags: list[str], key: str):
 def _timed_steps(store: Store, run_id: int) -> tuple[list[int], list[float]]:
     points = [p for p in store.metric_series(run_id, "train/loss") if p.step >= LOG_EVERY - 1]
     return [p.step for p in points], [p.wall_time for p in points]
+
+
+def evaluations_per_epoch(interval, every_n_epochs, steps_per_epoch: int) -> float:
+    """Validations an epoch as Lightning schedules them: every `interval` batches (an int), 1 / interval times (a
+    fraction of an epoch) or once; on every `every_n_epochs`-th epoch only."""
+    if isinstance(interval, int) and interval > 0:
+        count = max(1, steps_per_epoch // interval)
+    else:
+        count = round(1 / interval) if isinstance(interval, float) and 0 < interval < 1 else 1
+    return count / (every_n_epochs if isinstance(every_n_epochs, int) and every_n_epochs > 0 else 1)
 
 
 def estimate_row(row: PaperRow, config_path: Path, extra: list[str], run_fit) -> Estimate | str:
@@ -69,22 +79,22 @@ def estimate_row(row: PaperRow, config_path: Path, extra: list[str], run_fit) ->
         store = Store(db)
         (run,) = store.list_runs()
         steps, walls = _timed_steps(store, run.id)
-        if len(steps) < 2:
-            return f"{row.tag}: too few steps logged to time"
-        step_s = (walls[-1] - walls[0]) / (steps[-1] - steps[0])
-        if by_steps:
-            return Estimate(row, f"{max_steps} steps, validation every {interval}", step_s, None,
-                            max_steps * step_s / 3600)
-        plan = store.run_plan(run.id)
-        epochs, per_epoch = setting(config, flags, "trainer.max_epochs"), plan.get("steps_per_epoch")
+        per_epoch = store.run_plan(run.id).get("steps_per_epoch")
         evaluated = [p.wall_time for key in store.metric_keys(run.id) if key.startswith(("val/", "test/"))
                      for p in store.metric_series(run.id, key)]  # validation, and test where measured beside it
         store.close()
+    if len(steps) < 2:
+        return f"{row.tag}: too few steps logged to time"
+    step_s = (walls[-1] - walls[0]) / (steps[-1] - steps[0])  # for a step plan, its validations included
+    if by_steps:
+        return Estimate(row, f"{max_steps} steps, validation every {interval}", step_s, None, max_steps * step_s / 3600)
+    epochs = setting(config, flags, "trainer.max_epochs")
     if not (epochs and epochs > 0 and per_epoch and evaluated):
         return f"{row.tag}: no epoch plan (trainer.max_epochs) or no validation to time"
     evaluation_s = max(0.0, max(evaluated) - walls[-1])  # from the last training step's log to the evaluation's end
+    evaluations = evaluations_per_epoch(interval, setting(config, flags, "trainer.check_val_every_n_epoch"), per_epoch)
     return Estimate(row, f"{epochs} epochs x {per_epoch} steps", step_s, evaluation_s,
-                    epochs * (per_epoch * step_s + evaluation_s) / 3600)
+                    epochs * (per_epoch * step_s + evaluations * evaluation_s) / 3600)
 
 
 def render(estimates: list[Estimate | str]) -> str:
@@ -94,7 +104,7 @@ def render(estimates: list[Estimate | str]) -> str:
         else ""
     lines = [f"measured here ({f'OMP_NUM_THREADS={threads}' if threads else 'torch default threads'}), "
              f"{os.cpu_count()} cores{load}; one row at a time",
-             f"{'row':<52} {'plan':<36} {'a step':>9} {'eval/epoch':>10} {'hours':>7}"]
+             f"{'row':<52} {'plan':<36} {'a step':>9} {'evaluation':>10} {'hours':>7}"]
     for item in estimates:
         if isinstance(item, Estimate):
             evaluation = "-" if item.evaluation_s is None else f"{item.evaluation_s:.2f} s"
