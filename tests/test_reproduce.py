@@ -1,6 +1,7 @@
 """Published numbers beside reproduced runs: the table files, the report, and `ortholab reproduce` end to end."""
 import json
 import re
+import time
 
 import pytest
 import yaml
@@ -278,8 +279,8 @@ def test_the_export_draws_one_panel_per_setting_as_the_papers_figures(tmp_path):
 
 
 def test_workers_run_rows_at_the_same_time_each_with_a_share_of_the_threads(tmp_path, monkeypatch, capsys):
-    """`reproduce --workers 2`: both rows train at once (each run starts before the other ends), both finish,
-    each child told to use half of the CPU's threads."""
+    """`reproduce --workers 2`: both rows' processes run at once (each starts before the other ends), both runs
+    finish, each child told to use half of the CPU's threads."""
     import subprocess
 
     from test_cli import DEMO, TINY
@@ -289,10 +290,17 @@ def test_workers_run_rows_at_the_same_time_each_with_a_share_of_the_threads(tmp_
     _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("val/loss", _copying_rows(DEMO, "first", "second")))
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(reproduce.os, "cpu_count", lambda: 8)
-    threads = []
+    threads, spans = [], []
     real_run = subprocess.run
-    monkeypatch.setattr(reproduce.subprocess, "run", lambda cmd, env: threads.append(env.get("OMP_NUM_THREADS")) or
-                        real_run(cmd, env=env))  # fmt: skip
+
+    def run(cmd, env):  # each child: the threads it is told to use, and when it started and ended
+        threads.append(env.get("OMP_NUM_THREADS"))
+        start = time.monotonic()
+        done = real_run(cmd, env=env)
+        spans.append((start, time.monotonic()))
+        return done
+
+    monkeypatch.setattr(reproduce.subprocess, "run", run)
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     main(["reproduce", "toy_figure1", "--workers", "2", "--db", db, *TINY])
@@ -300,7 +308,7 @@ def test_workers_run_rows_at_the_same_time_each_with_a_share_of_the_threads(tmp_
     runs = Store(db).list_runs()
     assert sorted(r.name for r in runs) == ["toy_figure1.first", "toy_figure1.second"], out
     assert all(r.status == "finished" for r in runs), out
-    assert max(r.created_at for r in runs) < min(r.ended_at for r in runs)  # trained at the same time
+    assert len(spans) == 2 and max(start for start, _ in spans) < min(end for _, end in spans)  # at the same time
     assert threads == ["4", "4"] and reproduce._child_threads is None
     with pytest.raises(SystemExit):
         main(["reproduce", "toy_figure1", "--workers", "0", "--db", db])
