@@ -20,6 +20,7 @@ from ortholab.db import Store
 from ortholab.db.published import (
     REPORT_COLUMNS,
     PaperTable,
+    Reproduction,
     comparison_rows,
     load_tables,
     markdown_report,
@@ -44,11 +45,11 @@ def machine() -> str:
     return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}"
 
 
-def _curves(store: Store, table: PaperTable, every: dict[str, PaperTable]) -> list[dict]:
+def _curves(store: Store, items: list[Reproduction]) -> list[dict]:
     """Per row with a run: its label, steps and values of the row's metric (the val/ twin if the test/ one is
     missing), the run's baseline and the published value."""
     out = []
-    for item in reproductions(store, table, every):
+    for item in items:
         if item.fit is None:
             continue
         metric = item.row.metric
@@ -154,24 +155,25 @@ def export_report(store: Store, tables: dict[str, PaperTable], folder: str | Pat
     written = []
     command = "ortholab " + " ".join(sys.argv[1:]) if sys.argv and "ortholab" in Path(sys.argv[0]).name else \
         "ortholab report --export"
-    every = load_tables()  # where twin rows are looked up, read once
-    fits = {item.fit.id for table in tables.values() for item in reproductions(store, table, every) if item.fit}
+    every = load_tables()  # where twin rows are looked up
+    found = {table.id: reproductions(store, table, every) for table in tables.values()}  # read once, used 4 times
+    fits = {item.fit.id for items in found.values() for item in items if item.fit}
     codes = [code for run_id in fits for code in (store.get_run(run_id).info or {}).get("code") or [UNRECORDED]]
     trained_by = sorted({describe(code) for code in codes})  # every start's (a resume by other code adds one)
     header = (f"<!-- written by `{command}` on {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, commit "
               f"{describe(code_version())}, machine {machine()}, store {store.display_url}; runs trained by "
               f"{', '.join(trained_by) or '-'} -->\n\n")
-    (folder / "report.md").write_text(header + markdown_report(store, tables))
+    (folder / "report.md").write_text(header + markdown_report(store, tables, found))
     written.append(folder / "report.md")
     with open(folder / "report.csv", "w", newline="") as out:
         writer = csv.DictWriter(out, fieldnames=["table", *REPORT_COLUMNS], extrasaction="ignore")
         writer.writeheader()
         for table in tables.values():
-            for row in comparison_rows(reproductions(store, table, every)):
+            for row in comparison_rows(found[table.id]):
                 writer.writerow({"table": table.id, **row})
     written.append(folder / "report.csv")
     for table in tables.values():
-        curves = _curves(store, table, every)
+        curves = _curves(store, found[table.id])
         if curves:
             _png(folder / f"{table.id}.png", table, curves)
             _html(folder / f"{table.id}.html", table, curves)

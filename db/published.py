@@ -269,17 +269,20 @@ REPORT_COLUMNS = ["row", "setting", "family", "n", "params", "published", "repro
                   "verdict", "status", "scale", "run", "recorded_for"]
 
 
-def markdown_report(store: Store | None, tables: dict[str, PaperTable]) -> str:
-    """Published vs reproduced, one Markdown table per paper table."""
+def markdown_report(store: Store | None, tables: dict[str, PaperTable],
+                    found: dict[str, list[Reproduction]] | None = None) -> str:
+    """Published vs reproduced, one Markdown table per paper table (`found`: their reproductions, if read already)."""
     out = []
     columns = REPORT_COLUMNS
-    every = load_tables()  # where twin rows are looked up, read once
+    if found is None:
+        every = load_tables()  # where twin rows are looked up, read once
+        found = {table.id: reproductions(store, table, every) for table in tables.values()}
     for table in tables.values():
         out.append(f"### {table.paper} {table.table}: {table.title}\n")
         out.append(f"metric: `{table.metric}` ({table.mode}), published = {table.scale:g} x OrthoLab value\n")
         out.append("| " + " | ".join(columns) + " |")
         out.append("|" + "---|" * len(columns))
-        for row in comparison_rows(reproductions(store, table, every)):
+        for row in comparison_rows(found[table.id]):
             out.append("| " + " | ".join("-" if row[c] is None else str(row[c]) for c in columns) + " |")
         out.append("")
     return "\n".join(out)
