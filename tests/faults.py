@@ -29,3 +29,12 @@ class SaveRecurrentMatrix(Callback):
 
         self.folder.mkdir(parents=True, exist_ok=True)
         torch.save(pl_module.model.layer.recurrent_matrix().detach(), self.folder / f"rank{trainer.global_rank}.pt")
+
+
+class FreezeWeights(Callback):
+    """Every learning rate set to 0 as training starts: the weights, and so every validation metric, never change."""
+
+    def on_train_start(self, trainer, pl_module):
+        for optimizer in trainer.optimizers:
+            for group in optimizer.param_groups:
+                group["lr"] = 0.0

@@ -26,10 +26,28 @@ def test_fit_writes_the_best_checkpoint_by_the_main_metric(tmp_path, monkeypatch
     (path,) = (Path(run.run_dir) / "checkpoints").glob("best-step*.ckpt")
     saved = torch.load(path, weights_only=False)
     assert saved["global_step"] == best.step and path.name == f"best-step{best.step}.ckpt"
-    (state,) = [s for key, s in saved["callbacks"].items() if key.startswith("ModelCheckpoint")]
+    (state,) = [s for key, s in saved["callbacks"].items() if key.startswith("ModelCheckpoint{'monitor': 'val/loss'")]
     # the checkpoint keeps the score as Lightning's float32 tensor: one rounding
     assert float(state["best_model_score"]) == pytest.approx(best.value, rel=roundoff(torch.float32))
     assert (Path(run.run_dir) / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_last_checkpoint_follows_every_validation_when_the_metric_stops_improving(tmp_path, monkeypatch):
+    """With frozen weights the main metric never improves on its first value: the best checkpoint stays at the
+    first validation, but last.ckpt must hold the last one, or a killed run resumes from that first best."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", "faults")
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    main(["fit", "--config", DEMO, *RUN, "--trainer.callbacks+=faults.FreezeWeights", "--db", db])
+    store = Store(db)
+    (summary,) = store.list_runs()
+    run = store.get_run(summary.id)
+    assert [p.step for p in store.metric_series(run.id, "val/loss")] == [3, 6, 9, 12]
+    folder = Path(run.run_dir) / "checkpoints"
+    assert sorted(p.name for p in folder.glob("*.ckpt")) == ["best-step3.ckpt", "last.ckpt"]
+    last = torch.load(folder / "last.ckpt", weights_only=False)
+    assert last["global_step"] == 12
+    assert last["loops"]["fit_loop"]["epoch_loop.batch_progress"]["total"]["completed"] == 12
 
 
 def test_ctrl_c_stops_with_exit_130_an_interrupted_run_and_a_checkpoint(tmp_path):

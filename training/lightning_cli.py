@@ -252,10 +252,13 @@ class OrthoLabCLI(LightningCLI):
             warnings.filterwarnings("ignore", message="Be aware that when using `ckpt_path`, callbacks used")
         if config.trainer.enable_checkpointing is not False and self.subcommand != "predict" and not any(
                 isinstance(c, ModelCheckpoint) for c in configured):
-            spec = self.model.spec  # last and best by the task's main metric, in the run folder; {step}: the optimizer
+            spec = self.model.spec  # best by the task's main metric, in the run folder; {step}: the optimizer
             # steps taken, the step of the val point that chose it and of the analyses of those weights
-            extra.append(ModelCheckpoint(monitor=spec.main_metric, mode=spec.main_metric_mode, save_last=True,
+            extra.append(ModelCheckpoint(monitor=spec.main_metric, mode=spec.main_metric_mode,
                                          filename="best-step{step}", auto_insert_metric_name=False))
+            # last.ckpt at every validation, improved or not: Lightning's save_last writes it only beside a new best,
+            # so a run whose metric plateaus would resume from its last best, hours back
+            extra.append(ModelCheckpoint(filename="last", enable_version_counter=False))
         if config.trainer.enable_progress_bar is not False and not any(isinstance(c, ProgressBar) for c in configured):
             extra.append(StepBudgetProgressBar())  # Lightning's rich bar (rich is a dependency), not its tqdm one
         plugins = self._get(self.config_init, "trainer").get("plugins") or []
