@@ -271,16 +271,17 @@ class SQLLogger(Logger):
         return {"store_id": self.store.store_id, "run_id": self.run_id, **self.store.watermark(self.run_id)}
 
     @rank_zero_only
-    def continue_after(self, stamp: Mapping[str, Any], step: int) -> None:
+    def continue_after(self, stamp: Mapping[str, Any], step: int) -> int:
         """A resume from a checkpoint with this stamp at `step`: forget what the run recorded after the checkpoint
-        was written (it is re-run and recorded again); everything recorded before it stays."""
-        self.store.rewind_run(self.run_id, int(stamp["metrics_upto"]), int(stamp["artifacts_upto"]), step)
+        was written (it is re-run and recorded again); everything recorded before it stays. Returns the number of
+        metric points forgotten."""
+        return self.store.rewind_run(self.run_id, int(stamp["metrics_upto"]), int(stamp["artifacts_upto"]), step)
 
     @rank_zero_only
-    def continue_from(self, step: int) -> None:
+    def continue_from(self, step: int) -> int:
         """Drop what was recorded at steps >= `step` (a resume from a checkpoint without a stamp, written before
-        stamps existed): a resumed run re-runs them (they replace, never duplicate)."""
-        self.store.truncate_run(self.run_id, step)
+        stamps existed): a resumed run re-runs them (they replace, never duplicate). Returns the points dropped."""
+        return self.store.truncate_run(self.run_id, step)
 
     @rank_zero_only
     def mark_interrupted(self, reason: str) -> None:

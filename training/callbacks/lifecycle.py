@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from lightning.pytorch import Callback
+from lightning.pytorch.utilities import rank_zero_info
 
 from ortholab.datamodules.base import ResumableLoader
 from ortholab.db.logger import STAMP_KEY
@@ -108,12 +109,17 @@ class ContinueRun(Callback):
         if not trainer.is_global_zero:  # only rank zero writes the store
             return
         for logger in trainer.loggers:
+            forgotten = 0
             if self._stamp is not None and hasattr(logger, "continue_after"):
-                logger.continue_after(self._stamp, trainer.global_step)
+                forgotten = logger.continue_after(self._stamp, trainer.global_step) or 0
             elif hasattr(logger, "continue_from"):
                 kept = evaluation_points(logger, trainer.global_step) if hasattr(logger, "store") else []
-                logger.continue_from(trainer.global_step)
+                forgotten = (logger.continue_from(trainer.global_step) or 0) - len(kept)
                 restore_points(logger, kept, trainer.global_step)
+            if forgotten:  # training after the checkpoint is lost with the process: say how much is re-run
+                rank_zero_info(f"Run {getattr(logger, 'run_id', '')} continues from its checkpoint at step "
+                               f"{trainer.global_step}: the {forgotten} metric points recorded after it are "
+                               f"recorded again as those steps re-run")
             folder = getattr(logger, "log_dir", None)
             if folder:
                 remove_abandoned_checkpoints(os.path.join(folder, "checkpoints"), trainer.global_step)
