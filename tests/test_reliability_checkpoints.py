@@ -5,6 +5,7 @@ import gc
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from ortholab.db import SQLLogger, Store
 from ortholab.db.logger import STAMP_KEY
 from ortholab.db.store import RunBusy
-from ortholab.training.callbacks.checkpoint_io import AtomicCheckpointIO, CheckpointWriteError
+from ortholab.training.callbacks.checkpoint_io import AtomicCheckpointIO, CheckpointWriteError, atomic_torch_save
 from ortholab.training.callbacks.lifecycle import ContinueRun
 from ortholab.training.cli import main
 from reliability_faults import SIMULATE_EXDEV_VAR
@@ -241,3 +242,18 @@ def test_a_run_recorded_before_store_folders_resumes_in_its_own_folder_spelt_as_
     assert resumed.log_dir == os.path.join("runs", "old-run", str(run))
     assert (resumed.save_dir, resumed.name, resumed.version) == ("runs", "old-run", str(run))
     resumed.finalize("success")
+
+
+def test_an_atomic_checkpoint_gets_the_permissions_of_a_plain_write(tmp_path):
+    """mkstemp makes 0600 files; the renamed checkpoint must carry what open() under the umask gives, so another
+    user of a shared volume (the dashboard's container, a colleague's predict) can read it."""
+    if os.name != "posix":
+        pytest.skip("POSIX permissions")
+    previous = os.umask(0o022)
+    try:
+        atomic_torch_save({"w": torch.zeros(2)}, tmp_path / "last.ckpt")
+        (tmp_path / "plain").write_bytes(b"")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "last.ckpt").stat().st_mode) == stat.S_IMODE((tmp_path / "plain").stat().st_mode)
+    assert stat.S_IMODE((tmp_path / "last.ckpt").stat().st_mode) == 0o644

@@ -64,6 +64,13 @@ def _fsync_folder(folder: Path) -> None:
             os.close(fd)
 
 
+def _umask() -> int:
+    """The process's umask (reading it means setting it: put straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
     """torch.save(obj, path) such that `path` holds either its old content or all of the new, never a part."""
     path = Path(path)
@@ -72,6 +79,7 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
     remove_stale_temporaries(folder)
     fd, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
     try:
+        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp's 0600 would hide it from the dashboard's user on a volume
         with os.fdopen(fd, "wb") as f:
             torch.save(obj, f)
             f.flush()
