@@ -101,10 +101,12 @@ class TaskDataModule(pl.LightningDataModule):
                           num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
 
     def fit_progress(self) -> tuple[int, int]:
-        """(current epoch, batches of it completed) of the trainer this datamodule serves."""
+        """(current epoch, batches of it trained on) of the trainer this datamodule serves. `processed`, not
+        `completed`: a checkpoint written in on_train_batch_end (Lightning counts the batch completed only after it)
+        has trained on the batch, and a resume must not train on it again."""
         if self.trainer is None:
             return 0, 0
-        return self.trainer.current_epoch, self.trainer.fit_loop.epoch_loop.batch_progress.current.completed
+        return self.trainer.current_epoch, self.trainer.fit_loop.epoch_loop.batch_progress.current.processed
 
     def train_dataloader(self) -> DataLoader:
         data = self.dataset("train")  # a dataset may finish its batches itself (`collate`, datamodules/batching.py)

@@ -441,14 +441,18 @@ class Store:
         return {"metrics_upto": int(points or 0), "artifacts_upto": int(artifacts or 0)}
 
     def rewind_run(self, run_id: int, metrics_upto: int, artifacts_upto: int, step: int) -> int:
-        """Forget what the run recorded after a checkpoint (a resume from it re-runs that): the points and artifacts
-        newer than the checkpoint's watermark, or at steps after its `step`. Return how many points were deleted."""
+        """Forget what the run recorded after a checkpoint written at optimizer step `step` (a resume from it re-runs
+        that): the points and artifacts at later steps, and those at `step` newer than the checkpoint's watermark.
+        A point of an earlier step recorded after the watermark stays: it belongs to a batch the checkpoint had
+        already trained on (Lightning records a batch's training loss after on_train_batch_end, where an interrupt
+        writes its checkpoint), and the resume does not train on that batch again. Return how many points went."""
         with self._session() as session:
             self._touch(session, run_id)
-            deleted = session.execute(delete(Metric).where(
-                Metric.run_id == run_id, or_(Metric.id > metrics_upto, Metric.step > step)))
-            session.execute(delete(Artifact).where(
-                Artifact.run_id == run_id, or_(Artifact.id > artifacts_upto, Artifact.step > step)))
+            deleted = session.execute(delete(Metric).where(Metric.run_id == run_id, or_(
+                Metric.step > step, and_(Metric.step == step, Metric.id > metrics_upto))))
+            session.execute(delete(Artifact).where(Artifact.run_id == run_id, or_(  # no step: by the watermark alone
+                Artifact.step > step, and_(or_(Artifact.step == step, Artifact.step.is_(None)),
+                                           Artifact.id > artifacts_upto))))
         return deleted.rowcount
 
     def add_artifact(

@@ -11,7 +11,6 @@ from typing import Any
 from lightning.pytorch import Callback
 from lightning.pytorch.utilities import rank_zero_info
 
-from ortholab.datamodules.base import ResumableLoader
 from ortholab.db.logger import STAMP_KEY
 from ortholab.errors import ConfigError
 from ortholab.training.callbacks.checkpoint_io import remove_stale_temporaries
@@ -94,7 +93,8 @@ class ContinueRun(Callback):
     """On a resumed fit: the run's record goes back to what it held when the checkpoint was written, so that the
     re-run steps record their points once, and nothing recorded before the checkpoint is lost.
 
-    With a stamped checkpoint that is exact: points and artifacts newer than its watermark go (db.Store.rewind_run).
+    With a stamped checkpoint that is exact: points and artifacts of later steps, and those of its step newer than
+    its watermark, go (db.Store.rewind_run).
     An unstamped one (older OrthoLab) falls back on steps: what lies at the checkpoint's step or later goes, except
     the evaluation and timing points at that step, recorded before the checkpoint and not repeated.
     """
@@ -127,7 +127,13 @@ class ContinueRun(Callback):
 
 class GracefulInterrupt(Callback):
     """SIGTERM (a scheduler's preemption) or a first Ctrl-C stop training at the end of the current batch, write
-    `checkpoints/last.ckpt` and leave the run `interrupted`; a second Ctrl-C interrupts at once."""
+    `checkpoints/last.ckpt` and leave the run `interrupted`; a second Ctrl-C interrupts at once.
+
+    The checkpoint is written in on_train_batch_end, which Lightning resumes natively (it counts the batch as
+    completed on restart; the loaders' state counts batches processed). A request during an epoch's last batch
+    waits one batch, so the epoch's end (its validation and checkpoint) runs whole and the stop falls inside the
+    next epoch. Once stopped, no other checkpoint of that step is written: Lightning validates the cut-short epoch
+    and ends it, and a checkpoint of that state would resume in the next epoch, skipping the rest of this one."""
 
     def __init__(self):
         self.requested: str | None = None
@@ -147,30 +153,17 @@ class GracefulInterrupt(Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         requested = trainer.strategy.broadcast(self.requested)  # every rank stops at the same batch
-        if requested is None:
+        if requested is None or trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
             return
         folder = trainer.loggers[0].log_dir if trainer.loggers else trainer.default_root_dir
         trainer.save_checkpoint(os.path.join(folder, "checkpoints", "last.ckpt"))
+        for callback in trainer.checkpoint_callbacks:  # Lightning's own "already saved at this step"
+            callback._last_global_step_saved = trainer.global_step
         for logger in trainer.loggers:
             if hasattr(logger, "mark_interrupted"):
                 logger.mark_interrupted(f"{requested} at step {trainer.global_step}; resume with "
                                         f"`ortholab fit --resume {getattr(logger, 'run_id', '<run id>')}`")
         trainer.should_stop = True
-
-    def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
-        """Checkpoints written once a stop is requested (ours in on_train_batch_end, ModelCheckpoint's as the epoch
-        is cut short) must say exactly where training stands, or a resumed run repeats or skips a batch: Lightning
-        counts a batch as completed only after on_train_batch_end, and drops the loader state at a cut-short epoch.
-        The weights hold every processed batch's update, so the loop state is set to match them."""
-        if self.requested is None:
-            return
-        loop = checkpoint["loops"]["fit_loop"]
-        progress = loop["epoch_loop.batch_progress"]
-        for counts in (progress["current"], progress["total"]):
-            counts["ready"] = counts["started"] = counts["completed"] = counts["processed"]
-        loop["epoch_loop.state_dict"]["_batches_that_stepped"] = trainer.global_step  # one counted step per batch
-        if isinstance(trainer.train_dataloader, ResumableLoader):  # batches of this pass already trained on
-            loop["combined_loader"] = [{"completed": progress["current"]["completed"] % len(trainer.train_dataloader)}]
 
     def teardown(self, trainer, pl_module, stage: str) -> None:
         for sig, handler in self._previous.items():
