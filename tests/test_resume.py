@@ -135,6 +135,17 @@ def test_sigterm_in_an_epoch_bounded_run_resumes_into_the_same_epochs(tmp_path, 
     assert all(torch.equal(ours[k], theirs[k]) for k in theirs)
 
 
+def test_sigterm_at_the_last_batch_of_training_lets_the_run_finish(tmp_path):
+    """The stop waits out an epoch's last batch; when that batch ends training, the run simply finishes."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    done = ortholab(tmp_path, "fit", "--config", DEMO, *RUN, "--db", db, "--trainer.callbacks+=faults.SignalAt",
+                    "--trainer.callbacks.step=12", "--trainer.callbacks.signal_name=SIGTERM")
+    assert done.returncode == 0, done.stderr
+    assert "Interrupted" not in done.stdout
+    (run,) = Store(db).list_runs()
+    assert (run.status, run.reason) == ("finished", None)
+
+
 def test_resuming_an_unknown_run_names_it(tmp_path):
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     Store(db)

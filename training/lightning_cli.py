@@ -293,7 +293,7 @@ class OrthoLabCLI(LightningCLI):
     def after_fit(self) -> None:
         self._print_record()
         interrupt = next((c for c in self.trainer.callbacks if isinstance(c, GracefulInterrupt)), None)
-        if interrupt is not None and interrupt.requested:  # the shell's convention: 128 + the signal's number
+        if interrupt is not None and interrupt.stopped_at is not None:  # the shell's convention: 128 + the signal
             store = self.trainer.loggers[0].store
             where = "" if store.url == default_db_url() else f" --db '{mask_url(store.url)}'"
             print(f"Interrupted by {interrupt.requested}; checkpoint saved, continue with "

@@ -137,6 +137,7 @@ class GracefulInterrupt(Callback):
 
     def __init__(self):
         self.requested: str | None = None
+        self.stopped_at: int | None = None  # the step training stopped at (None: a request training outran)
         self._previous = {}
 
     def _request(self, signum, frame) -> None:
@@ -144,7 +145,7 @@ class GracefulInterrupt(Callback):
         signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C is not graceful
 
     def on_train_start(self, trainer, pl_module) -> None:
-        self.requested = None
+        self.requested, self.stopped_at = None, None
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
                 self._previous[sig] = signal.signal(sig, self._request)
@@ -153,7 +154,7 @@ class GracefulInterrupt(Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         requested = trainer.strategy.broadcast(self.requested)  # every rank stops at the same batch
-        if requested is None or trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
+        if requested is None or self.stopped_at is not None or trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
             return
         folder = trainer.loggers[0].log_dir if trainer.loggers else trainer.default_root_dir
         trainer.save_checkpoint(os.path.join(folder, "checkpoints", "last.ckpt"))
@@ -164,6 +165,7 @@ class GracefulInterrupt(Callback):
                 logger.mark_interrupted(f"{requested} at step {trainer.global_step}; resume with "
                                         f"`ortholab fit --resume {getattr(logger, 'run_id', '<run id>')}`")
         trainer.should_stop = True
+        self.stopped_at = trainer.global_step
 
     def teardown(self, trainer, pl_module, stage: str) -> None:
         for sig, handler in self._previous.items():
