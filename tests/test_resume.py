@@ -146,6 +146,17 @@ def test_sigterm_at_the_last_batch_of_training_lets_the_run_finish(tmp_path):
     assert (run.status, run.reason) == ("finished", None)
 
 
+def test_sigterm_with_one_batch_an_epoch_stops_one_batch_later(tmp_path):
+    """Every batch is its epoch's last: the stop waits out one of them, not all."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    stopped = ortholab(tmp_path, "fit", "--config", DEMO, *RUN, "--data.train_size", "10", "--db", db,
+                       "--trainer.callbacks+=faults.SignalAt", "--trainer.callbacks.step=2",
+                       "--trainer.callbacks.signal_name=SIGTERM")
+    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr
+    (run,) = Store(db).list_runs()
+    assert run.status == "interrupted" and run.reason.startswith("SIGTERM at step 3")
+
+
 def test_resuming_an_unknown_run_names_it(tmp_path):
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     Store(db)

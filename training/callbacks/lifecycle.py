@@ -131,13 +131,14 @@ class GracefulInterrupt(Callback):
 
     The checkpoint is written in on_train_batch_end, which Lightning resumes natively (it counts the batch as
     completed on restart; the loaders' state counts batches processed). A request during an epoch's last batch
-    waits one batch, so the epoch's end (its validation and checkpoint) runs whole and the stop falls inside the
+    waits one batch (once), so the epoch's end (its validation and checkpoint) runs whole and the stop falls inside the
     next epoch. Once stopped, no other checkpoint of that step is written: Lightning validates the cut-short epoch
     and ends it, and a checkpoint of that state would resume in the next epoch, skipping the rest of this one."""
 
     def __init__(self):
         self.requested: str | None = None
         self.stopped_at: int | None = None  # the step training stopped at (None: a request training outran)
+        self._waited = False  # the stop waited out an epoch's last batch
         self._previous = {}
 
     def _request(self, signum, frame) -> None:
@@ -145,7 +146,7 @@ class GracefulInterrupt(Callback):
         signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C is not graceful
 
     def on_train_start(self, trainer, pl_module) -> None:
-        self.requested, self.stopped_at = None, None
+        self.requested, self.stopped_at, self._waited = None, None, False
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
                 self._previous[sig] = signal.signal(sig, self._request)
@@ -154,7 +155,10 @@ class GracefulInterrupt(Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         requested = trainer.strategy.broadcast(self.requested)  # every rank stops at the same batch
-        if requested is None or self.stopped_at is not None or trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
+        if requested is None or self.stopped_at is not None:
+            return
+        if trainer.fit_loop.epoch_loop.batch_progress.is_last_batch and not self._waited:
+            self._waited = True  # once: with one batch an epoch every batch is the last
             return
         folder = trainer.loggers[0].log_dir if trainer.loggers else trainer.default_root_dir
         trainer.save_checkpoint(os.path.join(folder, "checkpoints", "last.ckpt"))
