@@ -36,15 +36,18 @@ def steps_of(store, run_id, key="train/loss"):
     return [p.step for p in store.metric_series(run_id, key)]
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    """The same run without faults: (store, run)."""
-    clean = tmp_path_factory.mktemp("clean")
-    done = ortholab(clean, "fit", "--config", DEMO, *RUN, "--db", f"sqlite:///{clean / 'runs.db'}")
+def uninterrupted(folder, flags):
+    """A run of `flags` without faults: (store, run)."""
+    done = ortholab(folder, "fit", "--config", DEMO, *flags, "--db", f"sqlite:///{folder / 'runs.db'}")
     assert done.returncode == 0, done.stderr
-    store = Store(f"sqlite:///{clean / 'runs.db'}")
+    store = Store(f"sqlite:///{folder / 'runs.db'}")
     (run,) = store.list_runs()
     return store, run
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    return uninterrupted(tmp_path_factory.mktemp("clean"), RUN)
 
 
 def assert_same_training(store, run, reference):
@@ -104,12 +107,7 @@ EPOCHS = [*TINY, "--trainer.max_steps", "-1", "--trainer.max_epochs", "3", "--da
 
 @pytest.fixture(scope="module")
 def epoch_reference(tmp_path_factory):
-    clean = tmp_path_factory.mktemp("epochs")
-    done = ortholab(clean, "fit", "--config", DEMO, *EPOCHS, "--db", f"sqlite:///{clean / 'runs.db'}")
-    assert done.returncode == 0, done.stderr
-    store = Store(f"sqlite:///{clean / 'runs.db'}")
-    (run,) = store.list_runs()
-    return store, run
+    return uninterrupted(tmp_path_factory.mktemp("epochs"), EPOCHS)
 
 
 @pytest.mark.parametrize("step", [5, 4], ids=["inside-an-epoch", "at-an-epochs-last-batch"])
