@@ -123,8 +123,8 @@ def load_tables(root: Path | None = None) -> dict[str, PaperTable]:
 
 @dataclass(frozen=True)
 class Reproduction:
-    """What the store holds for one row: its latest training run and, where the row's metric is measured
-    on the test split, the latest test run of that checkpoint."""
+    """What the store holds for one row: its latest finished training run (else its latest) and, where the row's
+    metric is measured on the test split, the test run of that run's checkpoint."""
 
     row: PaperRow
     fit: RunSummary | None
@@ -136,10 +136,13 @@ class Reproduction:
     # the fit measured the test split at every validation (the papers' protocol: best test over the epochs)
     length: str | None = None  # how long the fit ran: steps of the plan, epochs
     recorded_for: str | None = None  # the runs were recorded for this other table's row of the same config
+    newer: RunSummary | None = None  # a later fit of the row not finished (a rerun training, or stopped)
 
     @property
     def status(self) -> str:
-        return "not yet run" if self.fit is None else self.fit.status
+        if self.fit is None:
+            return "not yet run"
+        return self.fit.status + (f"; rerun {self.newer.id} {self.newer.status}" if self.newer else "")
 
 
 def _metric_value(store: Store, run: RunSummary, metric: str, mode: str) -> float | None:
@@ -168,16 +171,21 @@ def twins(row: PaperRow, tables: dict[str, PaperTable]) -> list[PaperRow]:
 
 
 def reproduction(store: Store, row: PaperRow, runs: list[RunSummary], same: tuple[PaperRow, ...] = ()) -> Reproduction:
-    """The row's latest runs: those tagged with the row, else those of the first twin row (`same`) that has one."""
+    """The row's runs (those tagged with the row, else those of the first twin row in `same` that has one): its
+    latest finished fit, else its latest fit; a later unfinished fit (a rerun) is named beside it."""
     for source in (row, *same):
         tagged = [r for r in runs if source.tag in r.tags]
         if any(r.stage == "fit" for r in tagged):
             break
     else:
         source, tagged = row, []
-    fits = [r for r in tagged if r.stage == "fit"]
-    tests = [r for r in tagged if r.stage == "test" and r.status == "finished"]
-    fit = max(fits, key=lambda r: r.id, default=None)
+    fits = sorted((r for r in tagged if r.stage == "fit"), key=lambda r: r.id)
+    finished = [r for r in fits if r.status == "finished"]
+    fit = (finished or fits or [None])[-1]
+    newer = fits[-1] if fit is not None and fits[-1].id > fit.id else None
+    after = [r.id for r in fits if fit is not None and r.id > fit.id]  # a test run belongs to the fit before it
+    tests = [r for r in tagged if r.stage == "test" and r.status == "finished" and fit is not None
+             and fit.id < r.id < min(after, default=math.inf)]
     evaluation = max(tests, key=lambda r: r.id, default=None)
     value = measured_as = verdict = selected = None
     # the fit's own test points first (measured at every validation, as the papers did), then the test run of the
@@ -199,7 +207,7 @@ def reproduction(store: Store, row: PaperRow, runs: list[RunSummary], same: tupl
         verdict = _numeric_verdict(row, fit, value)
     return Reproduction(row, fit, evaluation, value, measured_as, verdict, selected,
                         _length(store, fit) if fit is not None else None,
-                        None if source is row else source.tag.removeprefix("paper:"))
+                        None if source is row else source.tag.removeprefix("paper:"), newer)
 
 
 def _numeric_verdict(row: PaperRow, fit: RunSummary, value: float | None) -> str:

@@ -216,6 +216,36 @@ def test_the_papers_protocol_value_sits_beside_the_validation_selected_one_with_
     assert item.verdict == "below"  # 97.9 against 98.1 printed to 0.1: more than half a unit (0.05) away
 
 
+def test_a_rerun_in_progress_leaves_the_finished_run_in_the_report_and_is_named_beside_it(tmp_path):
+    """A row's finished result stays shown (with its own test run) while a later fit of the row trains or stops."""
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    mnist = load_table(_write(tmp_path, TABLE)).rows[0]
+    table = load_table(tmp_path / "demo_table9.yaml")
+
+    def fit_and_test(best: float, tested: float | None):
+        fit = store.create_run(name="a", family="scornn", task="mnist", tags=[mnist.tag], main_metric="val/acc",
+                               main_metric_mode="max")
+        store.log_metrics(fit, {"val/acc": best, "test/acc": best}, step=99)
+        if tested is not None:
+            store.set_status(fit, "finished")
+            test = store.create_run(name="a", stage="test", family="scornn", task="mnist", tags=[mnist.tag])
+            store.log_metrics(test, {"test/acc": tested}, step=99)
+            store.set_status(test, "finished")
+        return fit
+
+    first = fit_and_test(0.97, 0.965)
+    rerun = fit_and_test(0.50, None)  # a rerun, one epoch in
+    item = reproductions(store, table)[0]
+    assert item.fit.id == first and item.value == pytest.approx(97.0) and item.selected == pytest.approx(96.5)
+    assert item.status == f"finished; rerun {rerun} running" and item.verdict == "below"
+    store.set_status(rerun, "interrupted")
+    assert reproductions(store, table)[0].status == f"finished; rerun {rerun} interrupted"
+    store.set_status(rerun, "finished")  # finished, but its test run not yet made: the fit's own test points
+    item = reproductions(store, table)[0]
+    assert item.fit.id == rerun and item.evaluation is None and item.status == "finished"
+    assert item.value == pytest.approx(50.0)
+
+
 @pytest.mark.parametrize("value, spread, tolerance", [(0.943, None, 0.0005), (98.1, None, 0.05), (3.22, None, 0.005),
                                                       (5.3, 0.4, 0.4), (2e-05, None, 5e-06), (12, None, 0.5)])
 def test_a_published_value_agrees_within_its_spread_or_half_its_last_printed_digit(value, spread, tolerance):
