@@ -2,6 +2,7 @@
 import json
 import re
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -371,6 +372,32 @@ def test_resume_runs_the_evaluation_a_finished_fit_never_got(tmp_path, monkeypat
     assert all(store.metric_keys(r.id) for r in tests)
     main(["reproduce", "--resume", "--db", db])
     assert "no unfinished paper rows" in capsys.readouterr().out
+
+
+def test_a_resumed_rows_evaluation_is_a_test_run_of_its_own(tmp_path, monkeypatch, capsys):
+    """A fit continued by `reproduce --resume` is tested as a new test run: its run folder's config.yaml (written by
+    the resume) does not name the fit, so the test points do not land in the fit's record at step 0."""
+    from test_cli import DEMO, TINY
+
+    _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("test/loss", _copying_rows(DEMO, "copy")))
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    main(["fit", "--config", DEMO, *TINY, "--trainer.max_steps", "3", "--db", db, "--tags",
+          '["paper:toy_figure1/copy"]'])
+    store = Store(db)
+    fit = store.list_runs()[0]
+    store.set_status(fit.id, "interrupted")  # as a stop between two validations leaves it
+    with pytest.raises(SystemExit):  # argparse reads a pass-through option's value as the table: one clear line
+        main(["reproduce", "--resume", "--db", db, "--trainer.max_steps", "6"])
+    assert "takes no table, got '6'" in capsys.readouterr().err
+    main(["reproduce", "--resume", "--db", db, "--trainer.max_steps=6"])
+    assert f"run {fit.id} finished" in capsys.readouterr().out
+    runs = store.list_runs()
+    assert sorted((r.stage, r.status) for r in runs) == [("fit", "finished"), ("test", "finished")]
+    assert store.get_run(fit.id).steps == 6 and "test/loss" not in store.metric_keys(fit.id)
+    assert "test/loss" in store.metric_keys(next(r.id for r in runs if r.stage == "test"))
+    stored = yaml.safe_load((Path(store.get_run(fit.id).run_dir) / "config.yaml").read_text())
+    assert "resume" not in stored and stored["trainer"]["max_steps"] == 6  # the fit's own config, not the test's
 
 
 def test_a_row_shows_the_run_of_its_twin_in_another_table(tmp_path, monkeypatch):

@@ -277,6 +277,12 @@ def run_command(argv: list[str]) -> None:
 
         raise ConfigError("--estimate times the rows at the paper's settings (--scale full); it takes no "
                           "--scale cpu-smoke, --resume or --list")
+    if args.command == "reproduce" and args.resume and args.table:
+        from ortholab.errors import ConfigError
+
+        raise ConfigError(f"reproduce --resume continues every unfinished row and takes no table, got "
+                          f"{args.table!r}; if that is the value of an option passed on to the runs, write it as "
+                          f"--key=value (e.g. --data.path=DIR)")
     if args.command == "reproduce" and args.resume:
         from ortholab.training.reproduce import resume_unfinished
 

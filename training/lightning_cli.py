@@ -45,6 +45,8 @@ class RecordConfig(SaveConfigCallback):
         config = yaml.safe_load(self.parser.dump(self.config, skip_none=False))
         if config.get("db"):  # never store a database password
             config["db"] = mask_url(config["db"])
+        config.pop("resume", None)  # which record to continue, not the run's configuration: `test --config` of
+        # the run folder's config.yaml must not record into the run it was trained as
         for logger in trainer.loggers:
             if isinstance(logger, SQLLogger):
                 logger.log_config(config)
@@ -236,8 +238,10 @@ class OrthoLabCLI(LightningCLI):
             check_free_space(config.runs_dir, self.model)  # before the run is recorded: a full disk is one line
         derived = _name_from_config_files(config.get("config")) or self.model.hparams.family
         name = config.name or folder_name(derived)  # a config file's name may hold anything: as a folder name
+        resume = config.resume if self.subcommand == "fit" else None  # only training continues a recorded run:
+        # testing with a run folder's config.yaml (older resumes wrote `resume: ID` into it) records a run of its own
         logger = SQLLogger(db_url=config.db, name=name, root_dir=config.runs_dir, stage=self.subcommand or "fit",
-                           run_id=config.resume, tags=config.tags)
+                           run_id=resume, tags=config.tags)
         configured = list(self._get(self.config_init, "trainer").get("callbacks") or [])
         extra = [GracefulInterrupt()]
         if self.subcommand == "predict":  # training/predict.py: the split's predictions into the run folder
@@ -270,7 +274,7 @@ class OrthoLabCLI(LightningCLI):
             self.datamodule.test_every_validation = bool(config.get("test_every_validation"))
         trainer.loggers = [logger, *trainer.loggers]
         first = [StampCheckpoints()]  # every checkpoint names its store and run, and how far their record went
-        if config.resume is not None:
+        if resume is not None:
             first.append(ContinueRun())  # rewinds the record before anything records again
         if config.analysis:
             first += default_callbacks(trainer.callbacks)
