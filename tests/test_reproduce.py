@@ -374,6 +374,33 @@ def test_resume_runs_the_evaluation_a_finished_fit_never_got(tmp_path, monkeypat
     assert "no unfinished paper rows" in capsys.readouterr().out
 
 
+def test_resume_with_rows_continues_only_those_rows(tmp_path, monkeypatch, capsys):
+    """Two cores, three stopped rows: `reproduce --resume --rows NAME` continues that row alone and leaves the
+    others stopped; a row id no table has is one clear error before anything runs; a row with nothing to resume
+    is named, with the rows that have."""
+    from test_cli import DEMO, TINY
+
+    _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("test/loss", _copying_rows(DEMO, "copy", "copy2")))
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    for name in ("copy", "copy2"):
+        main(["fit", "--config", DEMO, *TINY, "--db", db, "--tags", f'["paper:toy_figure1/{name}"]'])
+    store = Store(db)
+    second = max(store.list_runs(), key=lambda r: r.id)
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["reproduce", "--resume", "--rows", "copy3", "--db", db])
+    assert "no published row is called 'copy3'" in capsys.readouterr().err
+    main(["reproduce", "--resume", "--rows", "copy2", "--db", db])
+    assert f"paper:toy_figure1/copy2: run {second.id} finished" in capsys.readouterr().out
+    tests = [r for r in store.list_runs() if r.stage == "test"]
+    assert [r.tags[0] for r in tests] == ["paper:toy_figure1/copy2"]  # the other row was left alone
+    main(["reproduce", "--resume", "--rows", "copy2", "--db", db])
+    captured = capsys.readouterr()
+    assert "nothing to resume for copy2" in captured.err and "(unfinished rows: copy)" in captured.err, captured.err
+    assert len([r for r in store.list_runs() if r.stage == "test"]) == 1
+
+
 def test_a_resumed_rows_evaluation_is_a_test_run_of_its_own(tmp_path, monkeypatch, capsys):
     """A fit continued by `reproduce --resume` is tested as a new test run: its run folder's config.yaml (written by
     the resume) does not name the fit, so the test points do not land in the fit's record at step 0."""

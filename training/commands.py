@@ -215,14 +215,15 @@ def run_command(argv: list[str]) -> None:
                                              "other --key value flags apply to every row (e.g. --data.path)")
     repro.add_argument("table", nargs="?", default=None, help="a published table (`ortholab reproduce --list`)")
     repro.add_argument("--list", action="store_true", help="show every row, its config and whether it has been run")
-    repro.add_argument("--rows", default=None, help="comma-separated row ids of the table (default: all)")
+    repro.add_argument("--rows", default=None, help="comma-separated row ids of the table (default: all); with "
+                                                      "--resume, of any table: resume only those rows")
     repro.add_argument("--scale", default="full", help="full (the paper's settings) or cpu-smoke (a few dozen "
                                                        "steps on CPU, to check every row runs)")
     repro.add_argument("--db", default=None, help="SQLAlchemy URL (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
     repro.add_argument("--json", action="store_true", help="with --list: print JSON")
     repro.add_argument("--resume", action="store_true",
                        help="continue every paper row whose run stopped early (interrupted, or killed with the "
-                            "machine) from its last checkpoint, as the same run; then evaluate it")
+                            "machine; --rows: only those) from its last checkpoint, as the same run; then evaluate it")
     repro.add_argument("--estimate", action="store_true",
                        help="time each chosen row briefly (a temporary store; nothing recorded) and print the hours "
                             "it would take here")
@@ -286,7 +287,8 @@ def run_command(argv: list[str]) -> None:
     if args.command == "reproduce" and args.resume:
         from ortholab.training.reproduce import resume_unfinished
 
-        resume_unfinished(args.db, args.stale_minutes * 60, extra, args.workers)
+        resume_unfinished(args.db, args.stale_minutes * 60, extra, args.workers,
+                          args.rows.split(",") if args.rows else None)
         return
     if args.command == "reproduce" and args.estimate:
         from ortholab.training.reproduce import estimate

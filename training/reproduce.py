@@ -181,10 +181,16 @@ def _evaluated(store: Store, row: PaperRow, fit, runs: list) -> bool:
     return True
 
 
-def resume_unfinished(db: str | None, stale_after_s: float, extra: list[str], workers: int = 1) -> list[str]:
-    """`ortholab reproduce --resume`: continue every unfinished row's run from its last checkpoint (the same run
-    id: no point lost or doubled), `workers` at a time, then evaluate it as `reproduce` would have (only that,
-    where the fit had finished)."""
+def resume_unfinished(db: str | None, stale_after_s: float, extra: list[str], workers: int = 1,
+                      rows: list[str] | None = None) -> list[str]:
+    """`ortholab reproduce --resume`: continue every unfinished row's run (or those of the row ids in `rows`, of
+    any table) from its last checkpoint (the same run id: no point lost or doubled), `workers` at a time, then
+    evaluate it as `reproduce` would have (only that, where the fit had finished)."""
+    if rows:
+        known = {row.row for table in load_tables().values() for row in table.rows}
+        if unknown := [name for name in rows if name not in known]:
+            raise ConfigError(f"--rows: no published row is called {', '.join(map(repr, unknown))}; "
+                              f"`ortholab reproduce --list` shows every row id")
     store = Store(db, access="write")
 
     def resume(found) -> str:
@@ -196,7 +202,15 @@ def resume_unfinished(db: str | None, stale_after_s: float, extra: list[str], wo
         tags = ["--tags", json.dumps(list(run.tags))]
         return evaluate_row(row, run, Path(run.run_dir) / "config.yaml", run.name, tags, store.url, [], extra, store)
 
-    outcomes = _each(resume, unfinished_runs(store, stale_after_s), workers)
+    found = unfinished_runs(store, stale_after_s)
+    if rows:
+        chosen = [(row, fit) for row, fit in found if row.row in rows]
+        if idle := [name for name in rows if all(row.row != name for row, _ in chosen)]:
+            others = sorted({row.row for row, _ in found} - set(rows))
+            print(f"nothing to resume for {', '.join(idle)}: not stopped early, still running, or never started"
+                  + (f" (unfinished rows: {', '.join(others)})" if others else ""), file=sys.stderr, flush=True)
+        found = chosen
+    outcomes = _each(resume, found, workers)
     if not outcomes:
         print(f"no unfinished paper rows in {store.display_url} (a 'running' run counts as stopped after "
               f"{stale_after_s / 60:g} minutes without a write)", flush=True)
