@@ -56,12 +56,17 @@ class RecurrentModule(pl.LightningModule):
             nn.Embedding(vocab, size)) or "linear" (real inputs through nn.Linear(channels, size)); its parameters
             train in `other` (models/sequence.py).
         input_adapter_size: the features the layer then reads.
+        loss_reduction: "mean" (the objective's average, the default) or "sum": backpropagate the training loss
+            summed over the terms it averages (the valid steps of a frame-wise loss), as the R-Transformer and TCN
+            music scripts do; with plain SGD it sets the step size, so their learning rates assume it. Logged and
+            evaluated losses stay means either way.
     """
 
     def __init__(self, task: dict | TaskSpec | None = None, family: str = "scornn", hidden_size: int | str = 128,
                  family_args: dict[str, Any] | None = None, optimizers: dict[str, dict[str, Any]] | None = None,
                  grad_clip_norm: float | None = None, param_budget: int | None = None, num_layers: int = 1,
-                 dropout: float = 0.0, input_adapter: str = "default", input_adapter_size: int | None = None):
+                 dropout: float = 0.0, input_adapter: str = "default", input_adapter_size: int | None = None,
+                 loss_reduction: str = "mean"):
         super().__init__()
         if task is None:
             raise ConfigError("model.task is missing: it comes from the datamodule (give `data:` in the config)")
@@ -75,7 +80,8 @@ class RecurrentModule(pl.LightningModule):
                                    "family_args": dict(family_args or {}),
                                    "optimizers": optimizers or DEFAULT_OPTIMIZERS, "grad_clip_norm": grad_clip_norm,
                                    "param_budget": param_budget, "num_layers": num_layers, "dropout": dropout,
-                                   "input_adapter": input_adapter, "input_adapter_size": input_adapter_size})
+                                   "input_adapter": input_adapter, "input_adapter_size": input_adapter_size,
+                                   "loss_reduction": loss_reduction})
         self.automatic_optimization = False  # several optimizer types, one per parameter group
         layer = build_layer(family, self._layer_input_size, hidden_size, dict(family_args or {}), num_layers,
                             dropout)
@@ -86,6 +92,12 @@ class RecurrentModule(pl.LightningModule):
             raise ConfigError(f"task {self.spec.name!r} asks for loss {self.spec.loss!r}, which no objective in "
                               f"training/objectives.py provides ({sorted(OBJECTIVES)})")
         self.objective = OBJECTIVES[self.spec.loss](self.spec)
+        if loss_reduction not in ("mean", "sum"):
+            raise ConfigError(f"model.loss_reduction = {loss_reduction!r}; give 'mean' or 'sum'")
+        if loss_reduction == "sum" and not self.objective.averages_valid_steps:
+            raise ConfigError(f"model.loss_reduction: sum applies to losses averaged over valid steps; task "
+                              f"{self.spec.name!r}'s loss {self.spec.loss!r} is not one: use 'mean'")
+        self.loss_reduction = loss_reduction
         self.stage_metrics = torch.nn.ModuleDict(
             {f"{stage}_metrics": torch.nn.ModuleDict(self._metrics_of(stage)) for stage in ("train", "val", "test")})
         self.grad_clip_norm = grad_clip_norm
@@ -260,12 +272,16 @@ class RecurrentModule(pl.LightningModule):
         optimizers = optimizers if isinstance(optimizers, list) else [optimizers]
         loss = self._shared_step(batch, "train")
         self.last_loss = loss.detach()  # read by the NaN guard after backward
+        to_backpropagate = loss
+        if self.loss_reduction == "sum":  # the mean times its term count: the sum the music scripts backpropagate
+            _, targets, *rest = batch
+            to_backpropagate = loss * self.objective.loss_weight(targets, rest[0] if rest else None)
         for opt in optimizers:
             opt.zero_grad()
         # Lightning runs training_step under autocast (bf16-mixed, 16-mixed); backward and the steps run outside
         # it, as PyTorch's AMP recipe has them: the BPTTs and the Cayley/exp updates keep the parameters' precision
         with autocast_off(self.device.type):
-            self.manual_backward(loss)
+            self.manual_backward(to_backpropagate)
             self._step_optimizers(optimizers)
             self.model.layer.after_optimizer_step()
         return loss
