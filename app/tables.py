@@ -11,9 +11,9 @@ import pandas as pd
 
 from ortholab.app.labels import run_label
 from ortholab.db import ArtifactRecord, RunDetail, RunSummary
+from ortholab.db.lease import silence
 from ortholab.db.published import PaperTable
 
-STALE_AFTER_S = 300.0  # a 'running' run silent this long was probably killed outright (see docs/dashboard.md: Runs)
 
 RUN_COLUMNS = [
     "id", "name", "family", "task", "status", "activity", "steps", "main metric", "best", "last",
@@ -31,11 +31,7 @@ def activity(run: RunSummary, now: datetime) -> str:
     """For a running run, how recently it wrote: 'live (3 s ago)' or 'silent 2.1 h: killed?'; '' otherwise."""
     if run.status != "running":
         return ""
-    age = max(0.0, _seconds(now, run.heartbeat_at) or 0.0)
-    if age < STALE_AFTER_S:
-        return f"live ({age:.0f} s ago)"
-    text = f"{age / 60:.0f} min" if age < 3600 else f"{age / 3600:.1f} h"
-    return f"silent {text}: killed?"
+    return silence(run.heartbeat_at, now) or f"live ({max(0.0, _seconds(now, run.heartbeat_at)):.0f} s ago)"
 
 
 def beats_baseline(run: RunSummary) -> bool | None:

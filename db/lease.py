@@ -15,6 +15,15 @@ from dataclasses import dataclass
 LEASE_S = 60.0  # a lease lasts this long after the holder's last write or heartbeat
 HEARTBEAT_S = LEASE_S / 4  # how often a live holder renews it
 SEPARATOR = "|"
+SILENT_AFTER_S = 300.0  # a 'running' run without a write or heartbeat this long was probably killed outright
+
+
+def silence(heartbeat_at, now) -> str | None:
+    """How long a running run has been silent, as 'silent 31 min: killed?', or None while it is live."""
+    age = max(0.0, (now - heartbeat_at).total_seconds())
+    if age < SILENT_AFTER_S:
+        return None
+    return f"silent {age / 60:.0f} min: killed?" if age < 3600 else f"silent {age / 3600:.1f} h: killed?"
 
 
 @dataclass(frozen=True)

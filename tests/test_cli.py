@@ -1,5 +1,6 @@
 """`ortholab` end to end: a recorded run from a subprocess, the listings, and bad input as one clear message."""
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -210,6 +211,34 @@ def test_runs_shows_progress_against_the_plan_and_an_eta(tmp_path, capsys):
     main(["runs", "--db", db])
     table = capsys.readouterr().out
     assert "3300/77000" in table and "3/70" in table and "12h17m" in table  # 73,700 steps x 0.6 s
+    assert "silent" not in table  # just written: live
+
+
+def test_runs_marks_a_running_run_that_went_silent_and_drops_its_eta(tmp_path, capsys, monkeypatch):
+    """A run killed outright (SIGKILL, the machine gone) still reads 'running': its silence says so, and no ETA."""
+    import datetime as dt
+
+    from ortholab.training import commands
+
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    store = Store(db)
+    run = store.create_run(name="killed", main_metric="val/acc", main_metric_mode="max")
+    store.update_run(run, info={"plan": {"total_steps": 1_000, "steps_per_epoch": 100, "max_epochs": 10}})
+    store.log_metrics(run, {"time/step_s": 0.5}, step=200)
+
+    class TwoHoursLater(dt.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return dt.datetime.now(tz) + dt.timedelta(hours=2)
+
+    monkeypatch.setattr(commands, "datetime", TwoHoursLater)
+    main(["runs", "--json", "--db", db])
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["status"] == "running" and row["silent"] == "silent 2.0 h: killed?" and "eta_s" not in row
+    assert row["epoch"] == "2/10"  # where it stopped: `ortholab reproduce --resume` goes on from there
+    main(["runs", "--db", db])
+    line = capsys.readouterr().out.splitlines()[2]
+    assert "running (silent 2.0 h: killed?)" in line and re.search(r"200/1000\s+2/10\s+-\s", line), line  # eta: -
 
 
 def test_a_closed_pipe_ends_quietly(tmp_path):

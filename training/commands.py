@@ -5,6 +5,7 @@ import argparse
 import inspect
 import json
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -29,9 +30,10 @@ def _fmt(value) -> str:
 # ortholab runs -------------------------------------------------------------------------------------
 def runs_rows(db_url: str | None) -> list[dict]:
     from ortholab.db import Store
+    from ortholab.db.lease import silence
 
     store = Store(db_url, access="read")  # a reader: never creates a store, opens a read-only one read-only
-    rows = []
+    rows, now = [], datetime.now(timezone.utc)
     for run in store.list_runs():
         d = run.to_dict()
         row = {"id": d["id"], "name": d["name"], "stage": d["stage"], "family": d["family"], "task": d["task"],
@@ -39,6 +41,10 @@ def runs_rows(db_url: str | None) -> list[dict]:
                "best": d["best"], "baseline": d["baseline"], "started": d["created_at"]}
         if run.status == "running":  # the only rows whose progress changes: one more read each
             row.update(run_progress(store, run))
+            silent = silence(run.heartbeat_at, now)
+            if silent:  # killed outright (a machine's end, SIGKILL): no ETA; `ortholab reproduce --resume` goes on
+                row["silent"] = silent
+                row.pop("eta_s", None)
         rows.append(row)
     return rows
 
@@ -359,6 +365,7 @@ def run_command(argv: list[str]) -> None:
             for row in rows:
                 row["started"] = (row["started"] or "")[:19].replace("T", " ")
                 row["steps"], row["eta"] = _progress_cell(row), _duration(row.get("eta_s"))
+                row["status"] = f"{row['status']} ({row['silent']})" if row.get("silent") else row["status"]
     elif args.what == "families" and args.family is not None:
         from ortholab.training.family_options import describe_options, family_options_rows
 
