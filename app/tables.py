@@ -14,7 +14,6 @@ from ortholab.db import ArtifactRecord, RunDetail, RunSummary
 from ortholab.db.lease import silence
 from ortholab.db.published import PaperTable
 
-
 RUN_COLUMNS = [
     "id", "name", "family", "task", "status", "activity", "steps", "main metric", "best", "last",
     "baseline", "beats baseline", "parameters", "start", "duration (s)", "tags", "reason", "mode",
