@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from ortholab.db.lease import silence
 from ortholab.db.records import RunSummary
 from ortholab.db.store import Store, StoreError
 
@@ -142,7 +144,13 @@ class Reproduction:
     def status(self) -> str:
         if self.fit is None:
             return "not yet run"
-        return self.fit.status + (f"; rerun {self.newer.id} {self.newer.status}" if self.newer else "")
+        return _status(self.fit) + (f"; rerun {self.newer.id} {_status(self.newer)}" if self.newer else "")
+
+
+def _status(run: RunSummary) -> str:
+    """The run's status; a 'running' run that stopped writing says so ('running (silent 2.0 h: killed?)')."""
+    quiet = silence(run.heartbeat_at, datetime.now(timezone.utc)) if run.status == "running" else None
+    return f"{run.status} ({quiet})" if quiet else run.status
 
 
 def _metric_value(store: Store, run: RunSummary, metric: str, mode: str) -> float | None:

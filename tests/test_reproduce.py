@@ -247,6 +247,28 @@ def test_a_rerun_in_progress_leaves_the_finished_run_in_the_report_and_is_named_
     assert item.value == pytest.approx(50.0)
 
 
+def test_a_running_row_that_stopped_writing_says_so(tmp_path, monkeypatch):
+    """A fit killed outright (its machine gone) stays 'running' in the store; the report names its silence."""
+    import datetime as dt
+
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    mnist = load_table(_write(tmp_path, TABLE)).rows[0]
+    table = load_table(tmp_path / "demo_table9.yaml")
+    fit = store.create_run(name="a", family="scornn", task="mnist", tags=[mnist.tag], main_metric="val/acc",
+                           main_metric_mode="max")
+    store.log_metrics(fit, {"val/acc": 0.5}, step=99)
+    assert reproductions(store, table)[0].status == "running"  # just written
+
+    class ThreeHoursLater(dt.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return dt.datetime.now(tz) + dt.timedelta(hours=3)
+
+    monkeypatch.setattr(published, "datetime", ThreeHoursLater)
+    item = reproductions(store, table)[0]
+    assert item.status == "running (silent 3.0 h: killed?)" and item.verdict == "not finished"
+
+
 @pytest.mark.parametrize("value, spread, tolerance", [(0.943, None, 0.0005), (98.1, None, 0.05), (3.22, None, 0.005),
                                                       (5.3, 0.4, 0.4), (2e-05, None, 5e-06), (12, None, 0.5)])
 def test_a_published_value_agrees_within_its_spread_or_half_its_last_printed_digit(value, spread, tolerance):
