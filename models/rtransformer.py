@@ -8,10 +8,12 @@ is one sequence of a single batched call, so there is no loop over t. The SRNN p
 swaps the official GRU cell for SRNN (d_model 160, f_r one hidden layer of 160).
 
 Defaults are the official polyphonic-music script's (DSE-MSU/R-transformer audio/experiment.py): d_model 160,
-window (ksize) 6, 3 levels, 1 LocalRNN per level, 4 heads, dropout 0.1, GRU cell. Differences from that code:
-torch's LayerNorm (the code divides by the unbiased std + 1e-6), no unused Linear+ReLU beside each local RNN
-(the code creates one and never calls it), and attention through `nn.MultiheadAttention` (the same four d x d
-projections with biases).
+window (ksize) 6, 3 levels, 1 LocalRNN per level, 4 heads, dropout 0.1, GRU cell; and its models/RTransformer.py
+layers: a LayerNorm dividing by the unbiased std + 1e-6, attention projections initialised as nn.Linear
+(weights and biases uniform in +-1/sqrt(d)). `torch_layers=True` uses torch's nn.LayerNorm and
+nn.MultiheadAttention's own initialisation (Xavier weights, zero biases) instead, with the same parameters, so
+checkpoints load either way. The one difference left: no unused Linear+ReLU beside each local RNN (the code
+creates one and never calls it).
 """
 from __future__ import annotations
 
@@ -39,12 +41,24 @@ class LocalRecurrence(nn.Module):
         return self.project(last).view(batch, steps, -1)
 
 
+class UnbiasedLayerNorm(nn.LayerNorm):
+    """The official code's LayerNorm: weight * (x - mean) / (std + eps) + bias, std with Bessel's correction."""
+
+    def __init__(self, width: int, eps: float = 1e-6):
+        super().__init__(width, eps=eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        centred = x - x.mean(-1, keepdim=True)
+        return self.weight * centred / (x.std(-1, keepdim=True) + self.eps) + self.bias
+
+
 class PreNormResidual(nn.Module):
     """x + dropout(sublayer(LayerNorm(x))), the official code's SublayerConnection."""
 
-    def __init__(self, width: int, sublayer: nn.Module, dropout: float):
+    def __init__(self, width: int, sublayer: nn.Module, dropout: float, torch_layers: bool = False):
         super().__init__()
-        self.norm, self.sublayer, self.dropout = nn.LayerNorm(width), sublayer, nn.Dropout(dropout)
+        norm = nn.LayerNorm(width) if torch_layers else UnbiasedLayerNorm(width)
+        self.norm, self.sublayer, self.dropout = norm, sublayer, nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.dropout(self.sublayer(self.norm(x)))
@@ -53,9 +67,14 @@ class PreNormResidual(nn.Module):
 class CausalSelfAttention(nn.Module):
     """Multi-head attention in which position t attends to positions <= t (the code's 'MHPooling')."""
 
-    def __init__(self, width: int, heads: int, dropout: float):
+    def __init__(self, width: int, heads: int, dropout: float, torch_layers: bool = False):
         super().__init__()
         self.attention = nn.MultiheadAttention(width, heads, dropout=dropout, batch_first=True)
+        if not torch_layers:  # the official code's four nn.Linear(d, d): weights and biases uniform in +-1/sqrt(d)
+            bound = width ** -0.5
+            for tensor in (self.attention.in_proj_weight, self.attention.in_proj_bias,
+                           self.attention.out_proj.weight, self.attention.out_proj.bias):
+                nn.init.uniform_(tensor, -bound, bound)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         steps = x.shape[1]
@@ -80,6 +99,7 @@ class RTransformer(RecurrentLayer):
     local_layers: LocalRNN sublayers per level.
     heads: attention heads.
     dropout: dropout of every residual sublayer.
+    torch_layers: torch's LayerNorm and attention initialisation instead of the official code's (see above).
 
     Parameter groups: the cells' own groups (e.g. scoRNN's `recurrent`), merged across levels, and `other`.
     `recurrent_matrix()` is the first cell's, so the analyses see an orthogonal cell's W.
@@ -89,7 +109,8 @@ class RTransformer(RecurrentLayer):
     autocast_devices = ("cpu", "cuda")
 
     def __init__(self, input_size: int, hidden_size: int, cell: str = "gru", cell_args: dict | None = None,
-                 window: int = 6, levels: int = 3, local_layers: int = 1, heads: int = 4, dropout: float = 0.1):
+                 window: int = 6, levels: int = 3, local_layers: int = 1, heads: int = 4, dropout: float = 0.1,
+                 torch_layers: bool = False):
         super().__init__(input_size, hidden_size)
         from ortholab.models import FAMILIES  # the registry imports this module
 
@@ -102,6 +123,8 @@ class RTransformer(RecurrentLayer):
         if hidden_size % heads:
             raise ConfigError(f"model.hidden_size = {hidden_size} must be divisible by model.family_args.heads = "
                               f"{heads} (each head gets hidden_size / heads features)")
+        if not isinstance(torch_layers, bool):
+            raise ConfigError(f"model.family_args.torch_layers = {torch_layers!r} must be true or false")
         if not 0.0 <= dropout < 1.0:
             raise ConfigError(f"model.family_args.dropout = {dropout!r} must be a probability in [0, 1)")
         width = hidden_size
@@ -111,9 +134,10 @@ class RTransformer(RecurrentLayer):
             sublayers = []
             for _ in range(local_layers):
                 local = LocalRecurrence(FAMILIES[cell](width, width, **(cell_args or {})), width, window)
-                sublayers.append(PreNormResidual(width, local, dropout))
-            sublayers.append(PreNormResidual(width, CausalSelfAttention(width, heads, dropout), dropout))
-            sublayers.append(PreNormResidual(width, FeedForward(width, dropout), dropout))
+                sublayers.append(PreNormResidual(width, local, dropout, torch_layers))
+            attention = CausalSelfAttention(width, heads, dropout, torch_layers)
+            sublayers.append(PreNormResidual(width, attention, dropout, torch_layers))
+            sublayers.append(PreNormResidual(width, FeedForward(width, dropout), dropout, torch_layers))
             levels_list.append(nn.Sequential(*sublayers))
         self.levels = nn.Sequential(*levels_list)
 

@@ -1,9 +1,11 @@
 """R-Transformer: local recurrent windows, causal attention, any registered family as the local cell."""
 import pytest
 import torch
+from torch import nn
 
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
-from ortholab.models.rtransformer import LocalRecurrence, RTransformer
+from ortholab.models.rtransformer import (CausalSelfAttention, LocalRecurrence, RTransformer,
+                                          UnbiasedLayerNorm)
 
 from tolerances import cond, roundoff
 
@@ -73,9 +75,59 @@ def test_official_music_width_parameter_count():
     assert sum(p.numel() for p in layer.parameters()) == 88 * 160 + 160 + 3 * (gru + attention + feed_forward + norms)
 
 
+def test_layer_norm_is_the_official_codes():
+    # DSE-MSU/R-transformer models/RTransformer.py lines 11-22: a_2 * (x - mean) / (x.std(-1) + 1e-6) + b_2
+    torch.manual_seed(0)
+    norm = UnbiasedLayerNorm(6)
+    with torch.no_grad():
+        norm.weight.normal_(), norm.bias.normal_()
+    x = torch.randn(4, 5, 6, dtype=torch.float64) * 3 + 1
+    norm = norm.double()
+    official = norm.weight * (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + 1e-6) + norm.bias
+    torch.testing.assert_close(norm(x), official, rtol=0, atol=0)
+    # torch's LayerNorm divides by the biased std: sqrt(6/5) apart on 6 features, which this test must see
+    assert not torch.allclose(nn.LayerNorm(6).double()(x), (x - x.mean(-1, keepdim=True)) / x.std(-1, keepdim=True),
+                              atol=1e-3)
+
+
+def _attention_tensors(layer):
+    attention = [m.attention for m in layer.modules() if isinstance(m, CausalSelfAttention)]
+    assert attention
+    return [(a.in_proj_weight, a.in_proj_bias, a.out_proj.weight, a.out_proj.bias) for a in attention]
+
+
+def test_attention_is_initialised_as_the_official_linears_and_torch_layers_keeps_torchs():
+    # official: four nn.Linear(d, d), weights and biases uniform in +-1/sqrt(d) (std bound/sqrt(3));
+    # nn.MultiheadAttention: Xavier in_proj (bound sqrt(6/(d+3d)) per the stacked 3d x d matrix), zero biases
+    torch.manual_seed(0)
+    width = 160
+    bound = width ** -0.5
+    for tensors in _attention_tensors(RTransformer(88, width)):
+        weights = torch.cat([t.detach().flatten() for t in tensors])
+        assert weights.abs().max() <= bound
+        # 4d(d+1) = 103,040 uniform samples: the sample std is within 1% of bound/sqrt(3) (its relative
+        # standard error is sqrt(0.8/4N) ~ 0.14%), while torch's pooled init differs by more than 10%
+        assert abs(weights.std().item() / (bound / 3 ** 0.5) - 1) < 0.01
+        assert tensors[1].abs().min() > 0 and tensors[3].abs().min() > 0
+    torch.manual_seed(0)
+    for tensors in _attention_tensors(RTransformer(88, width, torch_layers=True)):
+        assert tensors[1].abs().max() == 0 and tensors[3].abs().max() == 0
+        xavier = (6 / (width + 3 * width)) ** 0.5
+        assert abs(tensors[0].detach().std().item() / (xavier / 3 ** 0.5) - 1) < 0.01
+
+
+def test_torch_layers_change_no_parameter_so_checkpoints_load_either_way():
+    official, torch_layers = RTransformer(5, 8, heads=2), RTransformer(5, 8, heads=2, torch_layers=True)
+    assert isinstance(official.levels[0][0].norm, UnbiasedLayerNorm)
+    assert type(torch_layers.levels[0][0].norm) is nn.LayerNorm
+    torch_layers.load_state_dict(official.state_dict())  # strict: same names and shapes
+    x = torch.randn(2, 4, 5)
+    assert not torch.allclose(official.eval()(x), torch_layers.eval()(x))  # the norm's formula differs
+
+
 @pytest.mark.parametrize("options,key", [({"cell": "nope"}, "cell"), ({"cell": "rtransformer"}, "cell"),
                                          ({"heads": 3}, "heads"), ({"window": 0}, "window"),
-                                         ({"dropout": 1.5}, "dropout")])
+                                         ({"dropout": 1.5}, "dropout"), ({"torch_layers": "yes"}, "torch_layers")])
 def test_bad_options_name_the_key(options, key):
     with pytest.raises(ConfigError, match=key):
         RTransformer(2, 8, **options)
