@@ -39,10 +39,14 @@ def test_fit_in_a_subprocess_records_a_run(tmp_path):
     detail = store.get_run(run.id)
     assert detail.config["model"]["family"] == "scornn" and detail.config["data"]["init_args"]["seq_len"] == 5
     assert detail.params["model.hidden_size"] == 8
+    # the family's options as they ran, its defaults included (a resume under a later version keeps them)
+    assert detail.config["model"]["family_args"] == {"rho": 4, "init": "henaff", "input_init_range": 0.01}
+    assert detail.params["model.family_args.init"] == "henaff"
     assert detail.info["parameter_counts"] == {"recurrent": 8 * 7 // 2, "other": 10 * 8 + 8 + 8 * 9 + 9}
     assert detail.info["plan"] == {"total_steps": 6, "steps_per_epoch": 4, "max_epochs": None}  # 40 / 10 a batch
     folder = tmp_path / "runs" / f"store-{store.store_id[:8]}" / "copying_scornn" / str(run.id)  # the store's own
     assert detail.run_dir == str(folder) and (folder / "config.yaml").is_file()
+    assert "input_init_range: 0.01" in (folder / "config.yaml").read_text()
 
     listed = ortholab("runs", "--json", "--db", db, cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
