@@ -7,7 +7,7 @@ from ortholab.models import FAMILIES, ConfigError, SequenceModel
 from ortholab.models.rtransformer import (CausalSelfAttention, LocalRecurrence, RTransformer,
                                           UnbiasedLayerNorm)
 
-from tolerances import cond, roundoff
+from tolerances import close, cond, roundoff
 
 
 def test_local_recurrence_reads_exactly_the_window_ending_at_t():
@@ -85,9 +85,11 @@ def test_layer_norm_is_the_official_codes():
     norm = norm.double()
     official = norm.weight * (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + 1e-6) + norm.bias
     torch.testing.assert_close(norm(x), official, rtol=0, atol=0)
-    # torch's LayerNorm divides by the biased std: sqrt(6/5) apart on 6 features, which this test must see
-    assert not torch.allclose(nn.LayerNorm(6).double()(x), (x - x.mean(-1, keepdim=True)) / x.std(-1, keepdim=True),
-                              atol=1e-3)
+    # what the option changes: torch's LayerNorm divides by the biased std, a factor sqrt(n/(n-1)) = sqrt(6/5) larger;
+    # float64, a mean and a std over n = 6 features of a unit-size result: n eps64 of round-off
+    biased = nn.LayerNorm(6, eps=0.0).double()(x)
+    unbiased = (x - x.mean(-1, keepdim=True)) / x.std(-1, keepdim=True)
+    torch.testing.assert_close(biased, unbiased * (6 / 5) ** 0.5, **close(torch.float64, 6))
 
 
 def _attention_tensors(layer):
