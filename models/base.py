@@ -32,6 +32,10 @@ class RecurrentLayer(nn.Module):
     # layers with low-precision kernels. Elsewhere autocast is off inside the layer and its bf16/fp16 inputs are
     # cast to float32, so W is formed and the recurrence run in full precision (models/precision.py).
     autocast_devices: tuple[str, ...] = ()
+    # How SequenceModel initialises the linear readout: "glorot" (Glorot-uniform weights, zero bias, tf.layers.dense:
+    # the TensorFlow codes of scoRNN, scuRNN, EURNN) or "torch" (nn.Linear's own, weights and bias uniform in
+    # +-1/sqrt(fan_in): the PyTorch codes whose readout is a default nn.Linear).
+    readout_init = "glorot"
 
     def __init__(self, input_size: int, hidden_size: int):
         super().__init__()

@@ -107,6 +107,7 @@ class RTransformer(RecurrentLayer):
 
     # attention and feed-forward under torch.autocast; the local cells are layers that decide for themselves
     autocast_devices = ("cpu", "cuda")
+    readout_init = "torch"  # the official music model reads out with a default nn.Linear(d_model, 88)
 
     def __init__(self, input_size: int, hidden_size: int, cell: str = "gru", cell_args: dict | None = None,
                  window: int = 6, levels: int = 3, local_layers: int = 1, heads: int = 4, dropout: float = 0.1,

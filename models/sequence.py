@@ -57,9 +57,10 @@ class SequenceModel(nn.Module):
         self.adapter = adapter
         self.layer = layer
         self.readout_at = readout
-        self.readout = nn.Linear(layer.output_size, output_size)
-        nn.init.xavier_uniform_(self.readout.weight)  # Glorot kernel, zero bias, as tf.layers.dense
-        nn.init.zeros_(self.readout.bias)
+        self.readout = nn.Linear(layer.output_size, output_size)  # "torch": nn.Linear's own initialisation
+        if layer.readout_init == "glorot":  # Glorot kernel, zero bias, as tf.layers.dense
+            nn.init.xavier_uniform_(self.readout.weight)
+            nn.init.zeros_(self.readout.bias)
 
     def encode(self, inputs: torch.Tensor) -> torch.Tensor:
         """What the recurrent layer reads: the adapter's features, else one-hot vectors for symbol ids (unless

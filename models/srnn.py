@@ -29,6 +29,7 @@ class SRNN(RecurrentLayer):
     """
 
     embeds_symbols = True  # receives symbol ids for symbolic tasks; embeds or one-hots them itself
+    readout_init = "torch"  # the official end_fc is a default nn.Linear(d_h, d_out) (srnn-exprnn-facts 1.2)
     supports_state_offsets = True
     first_layer_options = ("embed_symbols",)
 

@@ -29,6 +29,7 @@ class StackedLayers(RecurrentLayer):
         self.supports_state_offsets = last.supports_state_offsets
         self.default_optimizers = first.default_optimizers
         self.autocast_devices = first.autocast_devices  # each inner layer still decides for itself
+        self.readout_init = last.readout_init
 
     def recurrent_matrix(self) -> torch.Tensor | None:
         return self.layers[0].recurrent_matrix()

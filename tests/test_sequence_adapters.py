@@ -6,7 +6,7 @@ from torch import nn
 from ortholab.models import ConfigError, SequenceModel
 from ortholab.models.sequence import input_adapter
 from ortholab.models.sizing import hidden_size_for_budget
-from ortholab.training.module import RecurrentModule
+from ortholab.training.module import RecurrentModule, build_layer
 
 COPYING = {"name": "copying", "input_size": 10, "output_size": 9, "readout": "every_step", "loss": "cross_entropy",
            "main_metric": "val/loss", "main_metric_mode": "min", "symbolic": True}
@@ -119,3 +119,26 @@ def test_the_cli_trains_and_records_an_embedding_adapter(tmp_path, monkeypatch):
     assert detail.params["model.input_adapter"] == "embedding" and detail.params["model.input_adapter_size"] == 4
     other = 10 * 4 + 4 * 8 + 8 + 8 * 9 + 9  # the embedding, scoRNN's V (8 x 4) and b, the readout
     assert detail.info["parameter_counts"]["other"] == other
+
+
+@pytest.mark.parametrize("family,args,init", [("scornn", {"rho": 8}, "glorot"), ("lstm", {}, "glorot"),
+                                              ("srnn", {"hyper": 8}, "torch"), ("rtransformer", {"heads": 2}, "torch")])
+@pytest.mark.parametrize("num_layers", [1, 2])
+def test_the_readout_is_initialised_as_the_familys_official_code(family, args, init, num_layers):
+    # TensorFlow codes (scoRNN, scuRNN, EURNN): tf.layers.dense, Glorot-uniform weights in +-sqrt(6/(fan_in+fan_out))
+    # and zero bias; PyTorch codes (SRNN's end_fc, the R-Transformer's linear): nn.Linear's U(+-1/sqrt(fan_in)) both
+    torch.manual_seed(0)
+    hidden, classes = 16, 64
+    layer = build_layer(family, 3, hidden, args, num_layers=num_layers)
+    readout = SequenceModel(layer, classes).readout
+    weight, bias = readout.weight.detach(), readout.bias.detach()
+    glorot, default = (6 / (layer.output_size + classes)) ** 0.5, layer.output_size ** -0.5
+    bound = glorot if init == "glorot" else default
+    assert weight.abs().max() <= bound
+    # 64 x 16 = 1,024 uniform samples: the largest lies within 1 % of the bound but for a chance of 0.99^1024 ~ 3e-5
+    # (the seed is fixed), which tells the two bounds apart (sqrt(6/80) = 0.274 against 1/4)
+    assert weight.abs().max() > 0.99 * bound
+    if init == "glorot":
+        assert bias.abs().max() == 0
+    else:
+        assert 0 < bias.abs().max() <= default
