@@ -32,9 +32,9 @@ class RecurrentLayer(nn.Module):
     # layers with low-precision kernels. Elsewhere autocast is off inside the layer and its bf16/fp16 inputs are
     # cast to float32, so W is formed and the recurrence run in full precision (models/precision.py).
     autocast_devices: tuple[str, ...] = ()
-    # How SequenceModel initialises the linear readout: "glorot" (Glorot-uniform weights, zero bias, tf.layers.dense:
-    # the TensorFlow codes of scoRNN, scuRNN, EURNN) or "torch" (nn.Linear's own, weights and bias uniform in
-    # +-1/sqrt(fan_in): the PyTorch codes whose readout is a default nn.Linear).
+    # How SequenceModel initialises the linear readout unless model.readout_init says: "glorot" (Glorot-uniform
+    # weights, zero bias, tf.layers.dense: the TensorFlow codes of scoRNN, scuRNN, EURNN), "torch" (nn.Linear's own,
+    # the PyTorch codes whose readout is a default nn.Linear), ... (models/sequence.py READOUT_INITS).
     readout_init = "glorot"
 
     def __init__(self, input_size: int, hidden_size: int):

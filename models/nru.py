@@ -9,8 +9,8 @@ paper's port of the authors' code runs it (rotmanmi/SRNN models/nrucell.py; srnn
 
 No saturating function acts on the memory m (M = memory_size, k = heads): it can grow without bound, which is
 the paper's point. The port's choices are kept: 1 layer, no layer norm, no ReLU on alpha, beta or the vectors,
-zero h_0 and m_0, PyTorch's default Linear initialisation. The port's own output head W_h2o is xavier_normal;
-here the SequenceModel's readout (Glorot uniform, zero bias) reads h_t; the parameter count is the same.
+zero h_0 and m_0, PyTorch's default Linear initialisation. The port's own output head W_h2o is xavier_normal with
+zero bias; here the SequenceModel's readout, initialised so (readout_init), reads h_t; the parameter count is the same.
 For symbol inputs (copying) the port embeds each symbol into d_h numbers (nn.Embedding(vocab, d_h)); here
 they arrive one-hot, so the first Linear reads vocab columns instead of d_h (and the count differs there).
 
@@ -73,6 +73,7 @@ class NRU(RecurrentLayer):
     at 1 (model.grad_clip_norm: 1.0).
     """
 
+    readout_init = "xavier_normal"  # the port's W_h2o: Xavier-normal, zero bias
     supports_state_offsets = True
 
     def __init__(self, input_size: int, hidden_size: int, memory_size: int = 256, heads: int = 4):

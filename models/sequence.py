@@ -39,6 +39,27 @@ def input_adapter(kind: str, input_size: int, symbolic: bool, size: int | None) 
     return nn.Linear(input_size, size)  # PyTorch's initialisation
 
 
+def _zero_bias(init_weight):
+    def initialise(linear: nn.Linear) -> None:
+        init_weight(linear.weight)
+        nn.init.zeros_(linear.bias)
+    return initialise
+
+
+READOUT_INITS = {  # how the linear readout starts, as the code a family or a paper's baseline comes from
+    "glorot": _zero_bias(nn.init.xavier_uniform_),  # tf.layers.dense: scoRNN, scuRNN, EURNN (TensorFlow)
+    "torch": lambda linear: None,  # nn.Linear's own, weights and bias uniform in +-1/sqrt(fan_in): SRNN's repository
+    "xavier_normal": _zero_bias(nn.init.xavier_normal_),  # NRU's W_h2o
+    "kaiming_normal": _zero_bias(lambda w: nn.init.kaiming_normal_(w, nonlinearity="relu")),  # expRNN's copying head
+}
+
+
+def initialise_readout(linear: nn.Linear, how: str) -> None:
+    if how not in READOUT_INITS:
+        raise ConfigError(f"model.readout_init = {how!r}; give one of {sorted(READOUT_INITS)} or null (the family's)")
+    READOUT_INITS[how](linear)
+
+
 class SequenceModel(nn.Module):
     """inputs -> adapter -> recurrent layer -> linear readout at every step or at the last step.
 
@@ -46,10 +67,11 @@ class SequenceModel(nn.Module):
     inputs (B, T, input_size).
     adapter: a module mapping the inputs to the layer's input_size features (see `input_adapter`); None keeps
     the one-hot / as-is layout above.
+    readout_init: one of READOUT_INITS; None: the layer's `readout_init` (its family's code).
     """
 
     def __init__(self, layer: RecurrentLayer, output_size: int, readout: str = "every_step",
-                 vocab_size: int | None = None, adapter: nn.Module | None = None):
+                 vocab_size: int | None = None, adapter: nn.Module | None = None, readout_init: str | None = None):
         super().__init__()
         if readout not in ("every_step", "last_step"):
             raise ValueError(f"readout must be 'every_step' or 'last_step', got {readout!r}")
@@ -57,10 +79,8 @@ class SequenceModel(nn.Module):
         self.adapter = adapter
         self.layer = layer
         self.readout_at = readout
-        self.readout = nn.Linear(layer.output_size, output_size)  # "torch": nn.Linear's own initialisation
-        if layer.readout_init == "glorot":  # Glorot kernel, zero bias, as tf.layers.dense
-            nn.init.xavier_uniform_(self.readout.weight)
-            nn.init.zeros_(self.readout.bias)
+        self.readout = nn.Linear(layer.output_size, output_size)
+        initialise_readout(self.readout, readout_init or layer.readout_init)
 
     def encode(self, inputs: torch.Tensor) -> torch.Tensor:
         """What the recurrent layer reads: the adapter's features, else one-hot vectors for symbol ids (unless

@@ -142,3 +142,46 @@ def test_the_readout_is_initialised_as_the_familys_official_code(family, args, i
         assert bias.abs().max() == 0
     else:
         assert 0 < bias.abs().max() <= default
+
+
+@pytest.mark.parametrize("how,family", [("kaiming_normal", "exprnn"), ("xavier_normal", None), ("glorot", "srnn"),
+                                        ("torch", "lstm")])
+def test_model_readout_init_overrides_the_familys(how, family):
+    # a 256 x 256 readout: 65,536 normal samples, whose std is within 2 % of the target (standard error
+    # 1/sqrt(2N) = 0.28 %); Kaiming (ReLU gain) std sqrt(2/256), Xavier-normal sqrt(2/512): a factor sqrt(2) apart
+    torch.manual_seed(0)
+    task = dict(COPYING, input_size=3, output_size=256, symbolic=False)
+    module = RecurrentModule(task=task, family=family or "nru", hidden_size=256, readout_init=None if family is None
+                             else how, family_args={"memory_size": 16} if family is None else None)
+    weight, bias = module.model.readout.weight.detach(), module.model.readout.bias.detach()
+    if how == "torch":
+        assert 0 < bias.abs().max() <= 256 ** -0.5 and weight.abs().max() <= 256 ** -0.5
+    else:
+        assert bias.abs().max() == 0
+    expected_std = {"kaiming_normal": (2 / 256) ** 0.5, "xavier_normal": (2 / 512) ** 0.5,
+                    "glorot": (2 / 512) ** 0.5, "torch": (1 / 256 / 3) ** 0.5}[how]  # uniform: bound / sqrt(3)
+    assert abs(weight.std().item() / expected_std - 1) < 0.02
+    if how in ("kaiming_normal", "xavier_normal"):  # normal, not uniform: tails beyond the uniform's bound sqrt(3) std
+        assert weight.abs().max() > 3 ** 0.5 * expected_std * 1.5
+
+
+def test_a_bad_readout_init_names_the_key_and_the_choices():
+    with pytest.raises(ConfigError, match=r"model.readout_init = 'he'; give one of \['glorot', 'kaiming_normal'"):
+        RecurrentModule(task=COPYING, family="lstm", hidden_size=4, readout_init="he")
+
+
+def test_the_srnn_papers_baselines_read_out_as_its_code():
+    # the SRNN repository's LSTM/GRU/RNN/uRNN heads are default nn.Linear (srnn-exprnn-facts 2): every config of
+    # those baselines (the SRNN code's seed 1234 and the SRNN paper named) says so
+    import yaml
+    from pathlib import Path
+
+    configs = Path(__file__).resolve().parents[1] / "configs" / "papers"
+    baselines = []
+    for path in sorted(configs.glob("*.yaml")):
+        text = path.read_text()
+        config = yaml.safe_load(text)
+        if (config.get("seed_everything") == 1234 and "SRNN" in text.splitlines()[0]
+                and config["model"]["family"] in ("lstm", "gru", "rnn", "urnn")):
+            baselines.append((path.name, config["model"].get("readout_init")))
+    assert len(baselines) >= 60 and all(how == "torch" for _, how in baselines), baselines

@@ -60,13 +60,16 @@ class RecurrentModule(pl.LightningModule):
             summed over the terms it averages (the valid steps of a frame-wise loss), as the R-Transformer and TCN
             music scripts do; with plain SGD it sets the step size, so their learning rates assume it. Logged and
             evaluated losses stay means either way.
+        readout_init: how the linear readout starts: "glorot" (Glorot-uniform, zero bias: tf.layers.dense),
+            "torch" (nn.Linear's own), "xavier_normal" or "kaiming_normal" (zero bias each); null: the family's
+            code's (models/sequence.py READOUT_INITS). The SRNN paper's baselines set "torch", as its code.
     """
 
     def __init__(self, task: dict | TaskSpec | None = None, family: str = "scornn", hidden_size: int | str = 128,
                  family_args: dict[str, Any] | None = None, optimizers: dict[str, dict[str, Any]] | None = None,
                  grad_clip_norm: float | None = None, param_budget: int | None = None, num_layers: int = 1,
                  dropout: float = 0.0, input_adapter: str = "default", input_adapter_size: int | None = None,
-                 loss_reduction: str = "mean"):
+                 loss_reduction: str = "mean", readout_init: str | None = None):
         super().__init__()
         if task is None:
             raise ConfigError("model.task is missing: it comes from the datamodule (give `data:` in the config)")
@@ -81,12 +84,13 @@ class RecurrentModule(pl.LightningModule):
                                    "optimizers": optimizers or DEFAULT_OPTIMIZERS, "grad_clip_norm": grad_clip_norm,
                                    "param_budget": param_budget, "num_layers": num_layers, "dropout": dropout,
                                    "input_adapter": input_adapter, "input_adapter_size": input_adapter_size,
-                                   "loss_reduction": loss_reduction})
+                                   "loss_reduction": loss_reduction, "readout_init": readout_init})
         self.automatic_optimization = False  # several optimizer types, one per parameter group
         layer = build_layer(family, self._layer_input_size, hidden_size, dict(family_args or {}), num_layers,
                             dropout)
         self.model = SequenceModel(layer, self.spec.output_size, readout=self.spec.readout,
-                                   vocab_size=self.spec.input_size if self.spec.symbolic else None, adapter=adapter)
+                                   vocab_size=self.spec.input_size if self.spec.symbolic else None, adapter=adapter,
+                                   readout_init=readout_init)
         self.optimizer_specs = self._optimizer_specs(optimizers or DEFAULT_OPTIMIZERS)
         if self.spec.loss not in OBJECTIVES:
             raise ConfigError(f"task {self.spec.name!r} asks for loss {self.spec.loss!r}, which no objective in "
