@@ -1,11 +1,12 @@
 """The LightningDataModule every task derives from: seeded in-memory tensors served in fixed order."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Literal
 
 import lightning.pytorch as pl
+import numpy as np
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, Sampler, TensorDataset
 
 from ortholab.datamodules.spec import TaskSpec
 from ortholab.errors import ConfigError
@@ -50,6 +51,26 @@ class ResumableLoader(DataLoader):
         return iterator
 
 
+class NumpyScriptOrder(Sampler[int]):
+    """Epoch e's order as a script that calls `np.random.seed(seed)` once and `np.random.shuffle(np.arange(n))` at
+    the start of every epoch, drawing nothing else from numpy (the R-Transformer music script, audio/experiment.py
+    lines 32 and 104). numpy's legacy RandomState stream is frozen (NEP 19): the same order on any numpy and CPU.
+    The epoch comes from `progress`, so a resumed run replays the shuffles before it."""
+
+    def __init__(self, size: int, seed: int, progress: Callable[[], tuple[int, int]]):
+        self.size, self.seed, self.progress = size, seed, progress
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self):
+        rng, order = np.random.RandomState(self.seed), None
+        for _ in range(self.progress()[0] + 1):  # the script's shuffles of epochs 0..e, each of a fresh arange
+            order = np.arange(self.size, dtype="int32")
+            rng.shuffle(order)
+        return iter(order.tolist())
+
+
 def check_finite(dataset, where: str):
     """The dataset, once its tensors are known to hold no NaN or infinity (checked once per split, not per batch)."""
     names = ("inputs", "targets", "mask")
@@ -73,11 +94,15 @@ class TaskDataModule(pl.LightningDataModule):
 
     spec: TaskSpec
 
-    def __init__(self, batch_size: int, eval_batch_size: int | None = None, shuffle: bool = False,
-                 num_workers: int = 0):
+    def __init__(self, batch_size: int, eval_batch_size: int | None = None,
+                 shuffle: bool | Literal["numpy"] = False, num_workers: int = 0):
         super().__init__()
         self.batch_size = require_positive(batch_size, "batch_size")
         self.eval_batch_size = require_positive(eval_batch_size or batch_size, "eval_batch_size")
+        if not (isinstance(shuffle, bool) or shuffle == "numpy"):
+            raise ConfigError(f"data.shuffle = {shuffle!r}; choose true (a torch generator seeded with seed + epoch), "
+                              f"false (the stored order) or numpy (a script's np.random.seed(seed) and one "
+                              f"np.random.shuffle per epoch)")
         self.shuffle = shuffle
         self.num_workers = num_workers
         self._splits: dict[str, TensorDataset] = {}
@@ -110,6 +135,11 @@ class TaskDataModule(pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         data = self.dataset("train")  # a dataset may finish its batches itself (`collate`, datamodules/batching.py)
+        if self.shuffle == "numpy":
+            order = NumpyScriptOrder(len(data), getattr(self, "seed", 0), self.fit_progress)
+            return ResumableLoader(data, batch_size=self.batch_size, sampler=order,
+                                   collate_fn=getattr(data, "collate", None), num_workers=self.num_workers,
+                                   persistent_workers=self.num_workers > 0, progress=self.fit_progress)
         return ResumableLoader(data, batch_size=self.batch_size, shuffle=self.shuffle,
                                collate_fn=getattr(data, "collate", None), num_workers=self.num_workers,
                                persistent_workers=self.num_workers > 0, progress=self.fit_progress,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import scipy.io
@@ -200,15 +201,17 @@ class PolyphonicMusic(GatheredTaskDataModule):
     The file's split sizes tell the four sets apart: a dataset that contradicts them is refused, and with no
     dataset the file's is taken (from its sizes, else its usual name).
 
-    Batches shuffle the training pieces each epoch (shuffle: true) as Bai et al.'s code; their code trains on
-    one piece at a time (batch_size: 1).
+    Batches shuffle the training pieces each epoch (shuffle: true: a torch generator seeded with seed + epoch) as
+    Bai et al.'s code; their code trains on one piece at a time (batch_size: 1). shuffle: numpy gives their script's
+    own order (np.random.seed(seed), one np.random.shuffle per epoch; with seed 1111, its default).
     """
 
     def __init__(self, dataset: str | None = None, path: str | None = None, download: bool = False,
-                 batch_size: int = 1, eval_batch_size: int | None = 64, shuffle: bool = True, num_workers: int = 0,
+                 batch_size: int = 1, eval_batch_size: int | None = 64, shuffle: bool | Literal["numpy"] = True,
+                 num_workers: int = 0,
                  seed: int = 5544):
         super().__init__(batch_size, eval_batch_size, shuffle, num_workers)
-        self.seed = seed  # training order: epoch e is shuffled with seed + e
+        self.seed = seed  # training order: epoch e is shuffled with seed + e (or the numpy script order from seed)
         if dataset is not None and dataset not in FILES:
             raise ConfigError(f"data.dataset = {dataset!r}; choose one of {sorted(FILES)} (or leave it out: the "
                               f"file tells)")

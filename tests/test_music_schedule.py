@@ -1,5 +1,6 @@
 """The R-Transformer music script's training semantics: the summed frame NLL it backpropagates
-(model.loss_reduction: sum) and its learning-rate drop when validation stalls (DropLearningRateOnStall)."""
+(model.loss_reduction: sum), its learning-rate drop when validation stalls (DropLearningRateOnStall) and its
+piece order (data.shuffle: numpy)."""
 import copy
 import types
 
@@ -129,3 +130,46 @@ def test_a_missing_metric_names_the_ones_there():
                                     callback_metrics={"val/nll": torch.tensor(1.0), "val/loss": torch.tensor(1.0)})
     with pytest.raises(ConfigError, match=r"no metric 'val/nl'.*\['val/loss', 'val/nll'\]"):
         callback.on_validation_end(trainer, None)
+
+
+def _script_orders(seed: int, size: int, epochs: int) -> list[list[int]]:
+    """The R-Transformer music script's piece order, transcribed: np.random.seed(args.seed) once (line 32), then at
+    every epoch `train_idx_list = np.arange(len(X_train), dtype="int32"); np.random.shuffle(train_idx_list)`."""
+    saved = np.random.get_state()
+    try:
+        np.random.seed(seed)
+        orders = []
+        for _ in range(epochs):
+            train_idx_list = np.arange(size, dtype="int32")
+            np.random.shuffle(train_idx_list)
+            orders.append(train_idx_list.tolist())
+        return orders
+    finally:
+        np.random.set_state(saved)
+
+
+def test_numpy_shuffle_serves_the_scripts_piece_order_and_resumes_it(tmp_path):
+    pieces = {"train": piano_pieces(13, 0), "valid": piano_pieces(2, 1), "test": piano_pieces(2, 2)}
+    path = str(write_music_pickle(tmp_path / "n.pickle", pieces))
+    stored = PolyphonicMusic(dataset="nottingham", path=path, shuffle=False)
+    stored.fit_progress = lambda: (0, 0)
+    by_index = [batch[0] for batch in stored.train_dataloader()]  # piece i is batch i of the stored order
+    task = PolyphonicMusic(dataset="nottingham", path=path, shuffle="numpy", seed=1111)
+    expected = _script_orders(1111, 13, 4)
+    assert len({tuple(order) for order in expected}) == 4  # every epoch its own order
+    for epoch in range(4):
+        task.fit_progress = lambda: (epoch, 0)
+        served = [batch[0] for batch in task.train_dataloader()]
+        assert all(torch.equal(got, by_index[i]) for got, i in zip(served, expected[epoch], strict=True))
+    task.fit_progress = lambda: (2, 5)  # a checkpoint after 5 pieces of the third epoch
+    resumed = task.train_dataloader()
+    resumed.load_state_dict(resumed.state_dict())
+    rest = [batch[0] for batch in resumed]
+    assert all(torch.equal(got, by_index[i]) for got, i in zip(rest, expected[2][5:], strict=True))
+
+
+def test_an_unknown_shuffle_names_the_key_and_the_choices(tmp_path):
+    pieces = {"train": piano_pieces(3, 0), "valid": piano_pieces(2, 1), "test": piano_pieces(2, 2)}
+    with pytest.raises(ConfigError, match=r"data\.shuffle = 'random'.*numpy"):
+        PolyphonicMusic(dataset="nottingham", path=str(write_music_pickle(tmp_path / "n.pickle", pieces)),
+                        shuffle="random")
