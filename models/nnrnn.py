@@ -89,6 +89,7 @@ class NNRNN(RecurrentLayer):
 
     supports_state_offsets = True
     forms_recurrent_matrix = True
+    readout_init = "torch"  # the SRNN repository's nnRNN end_fc and the nnRNN code's sMNIST head: a default nn.Linear
 
     def __init__(self, input_size: int, hidden_size: int, init: str = "cayley", alpha_penalty: float = 1e-4):
         super().__init__(input_size, hidden_size)

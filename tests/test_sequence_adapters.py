@@ -122,7 +122,8 @@ def test_the_cli_trains_and_records_an_embedding_adapter(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("family,args,init", [("scornn", {"rho": 8}, "glorot"), ("lstm", {}, "glorot"),
-                                              ("srnn", {"hyper": 8}, "torch"), ("rtransformer", {"heads": 2}, "torch")])
+                                              ("srnn", {"hyper": 8}, "torch"), ("rtransformer", {"heads": 2}, "torch"),
+                                              ("nnrnn", {}, "torch")])
 @pytest.mark.parametrize("num_layers", [1, 2])
 def test_the_readout_is_initialised_as_the_familys_official_code(family, args, init, num_layers):
     # TensorFlow codes (scoRNN, scuRNN, EURNN): tf.layers.dense, Glorot-uniform weights in +-sqrt(6/(fan_in+fan_out))
@@ -171,8 +172,8 @@ def test_a_bad_readout_init_names_the_key_and_the_choices():
 
 
 def test_the_srnn_papers_baselines_read_out_as_its_code():
-    # the SRNN repository's LSTM/GRU/RNN/uRNN heads are default nn.Linear (srnn-exprnn-facts 2): every config of
-    # those baselines (the SRNN code's seed 1234 and the SRNN paper named) says so
+    # the SRNN repository's LSTM/GRU/RNN/uRNN/nnRNN heads are default nn.Linear (srnn-exprnn-facts 2; models/SRNN.py
+    # nnRNN.end_fc): every config of those baselines (the SRNN code's seed 1234 and the SRNN paper named) says so
     import yaml
     from pathlib import Path
 
@@ -182,6 +183,6 @@ def test_the_srnn_papers_baselines_read_out_as_its_code():
         text = path.read_text()
         config = yaml.safe_load(text)
         if (config.get("seed_everything") == 1234 and "SRNN" in text.splitlines()[0]
-                and config["model"]["family"] in ("lstm", "gru", "rnn", "urnn")):
+                and config["model"]["family"] in ("lstm", "gru", "rnn", "urnn", "nnrnn")):
             baselines.append((path.name, config["model"].get("readout_init")))
     assert len(baselines) >= 60 and all(how == "torch" for _, how in baselines), baselines
