@@ -120,10 +120,17 @@ class TaskDataModule(pl.LightningDataModule):
             self._splits[split] = check_finite(self.make_dataset(split), f"{type(self).__name__} ({split} split)")
         return self._splits[split]
 
-    def _loader(self, split: str, batch_size: int, shuffle: bool) -> DataLoader:
+    # evaluate sequences of different lengths in batches of similar length (val and test; predict keeps the stored
+    # order its outputs are indexed by): a batch pads to its longest, so the split's order sets the padded work and
+    # leaves the metrics, means over every valid step of the split, unchanged
+    evaluate_by_length = False
+
+    def _loader(self, split: str, batch_size: int, shuffle: bool, by_length: bool = False) -> DataLoader:
         data = self.dataset(split)
-        return DataLoader(data, batch_size=batch_size, shuffle=shuffle, collate_fn=getattr(data, "collate", None),
-                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
+        order = data.lengths.argsort(stable=True).tolist() if by_length and self.evaluate_by_length else None
+        return DataLoader(data, batch_size=batch_size, shuffle=shuffle, sampler=order,
+                          collate_fn=getattr(data, "collate", None), num_workers=self.num_workers,
+                          persistent_workers=self.num_workers > 0)
 
     def fit_progress(self) -> tuple[int, int]:
         """(current epoch, batches of it trained on) of the trainer this datamodule serves. `processed`, not
@@ -150,11 +157,11 @@ class TaskDataModule(pl.LightningDataModule):
     test_every_validation = False
 
     def val_dataloader(self) -> DataLoader | list[DataLoader]:
-        val = self._loader("val", self.eval_batch_size, False)
+        val = self._loader("val", self.eval_batch_size, False, by_length=True)
         return [val, self.test_dataloader()] if self.test_every_validation else val
 
     def test_dataloader(self) -> DataLoader:
-        return self._loader("test", self.eval_batch_size, False)
+        return self._loader("test", self.eval_batch_size, False, by_length=True)
 
     predict_split = "test"  # set by `ortholab predict --predict_split` (training/predict.py)
 

@@ -160,3 +160,21 @@ def test_a_pickle_note_that_is_not_a_midi_number_is_refused(tmp_path, piece, exp
         pickle.dump({"train": [piece], "valid": [[[60], [61]]], "test": [[[60], [61]]]}, stream)
     with pytest.raises(ConfigError, match=expected):
         PolyphonicMusic(dataset="jsb", path=str(path))
+
+
+def test_evaluation_batches_group_pieces_of_similar_length_and_predict_keeps_the_stored_order(tmp_path):
+    pieces = {"train": piano_pieces(3, 0), "valid": piano_pieces(11, 1), "test": piano_pieces(9, 2)}
+    task = PolyphonicMusic(dataset="nottingham", path=str(write_music_pickle(tmp_path / "n.pickle", pieces)),
+                           eval_batch_size=3)
+    for split, loader in (("valid", task.val_dataloader()), ("test", task.test_dataloader())):
+        batches = list(loader)
+        valid_steps = [mask.sum(dim=1).tolist() for _, _, mask in batches]
+        served = [n for steps in valid_steps for n in steps]
+        assert sorted(served) == sorted(len(p) - 1 for p in pieces[split])  # every piece once
+        assert served == sorted(served)  # each batch's longest is at most the next batch's shortest
+        rolls = sorted((roll(p) for p in pieces[split]), key=len)  # stable: stored order among equal lengths
+        for (inputs, _, mask), first in zip(batches, range(0, len(rolls), 3)):
+            for row, full in zip(range(len(inputs)), rolls[first:first + 3]):
+                assert torch.equal(inputs[row, :len(full) - 1], torch.from_numpy(full[:-1]).float())
+    predicted = [mask.sum(dim=1).tolist() for _, _, mask in task.predict_dataloader()]
+    assert [n for steps in predicted for n in steps] == [len(p) - 1 for p in pieces["test"]]
