@@ -11,7 +11,7 @@ from ortholab.training.bench_suites import SUITES
 from ortholab.training.bench_suites.complex_dtype_recurrence import ComplexDtypeScuRNN
 from ortholab.training.bench_suites.ornn_variants import shapes, step_maps
 from ortholab.training.cli import main
-from tolerances import close, norm
+from tolerances import close, norm, roundoff
 
 # the ratios each suite prints at its quick settings (settings.QUICK)
 EXPECTED_RATIOS = {
@@ -22,6 +22,7 @@ EXPECTED_RATIOS = {
                       "forming W, compact WY / one reflection at a time (n=16, m=16)"],
     "callbacks": ["training with callbacks / training without callbacks"],
     "runs-listing": ["listing (runs_rows) / the 1 s target", "listing (runs_rows) / summary query (Store.list_runs)"],
+    "music-eval": ["file order / by length", "one piece at a time / by length"],
 }
 
 
@@ -119,3 +120,16 @@ def test_the_two_ways_of_applying_the_ornns_w_agree():
     dense, factored = maps["dense W per step"](h), maps["WY factors per step"](h)
     torch.testing.assert_close(factored, dense, **close(torch.float64, 12, scale=norm(dense)))  # n-term products
     assert shapes("128x16,170x170") == [(128, 16), (170, 170)]
+
+
+def test_music_eval_batchings_give_the_same_nll(capsys):
+    import re
+
+    report = run_suite(capsys, "--suite", "music-eval", "--quick")
+    (note,) = [n for n in report["notes"] if "NLL per step" in n]
+    values = [float(v) for v in re.findall(r"(?:file order|by length|one piece) (\d+\.\d+)", note)]
+    assert len(values) == 3
+    # float32: an LSTM (n = 8) over at most 39 steps of 88 inputs, 88 keys summed, a mean over ~250 valid steps
+    # batched differently (the BLAS sums in another order); the note prints 6 decimals (half a unit: 5e-7)
+    bound = roundoff(torch.float32, 39 * (88 + 8) + 88 + 250, scale=values[1]) + 5e-7
+    assert max(values) - min(values) <= bound, values

@@ -79,14 +79,29 @@ class RunsListing:
     repeats: int = 5
 
 
+@dataclass
+class MusicEval:
+    """a validation pass over a music split in batches of the file's order, in batches of similar length (the
+    default) and one piece at a time; the data set's file from the data root unless path or synthetic is given."""
+    family: str = "rtransformer"
+    hidden: int = 160  # the R-Transformer music script's d_model
+    batch: int = 64
+    repeats: int = 3
+    device: str = "cpu"
+    dataset: str = "nottingham"
+    path: str = ""  # the .mat/.pickle file or its folder ('': the data set's file in the data root)
+    synthetic: int = 0  # > 0: that many random pieces of 3 to 40 steps per split instead of a file
+
+
 SUITES = {"scurnn-complex": ScurnnComplex, "ornn-srnn": OrnnSrnn, "ornn-variants": OrnnVariants,
-          "callbacks": Callbacks, "runs-listing": RunsListing}
+          "callbacks": Callbacks, "runs-listing": RunsListing, "music-eval": MusicEval}
 QUICK = {  # the quickest form of each suite, as `--quick` and the tests run it
     "scurnn-complex": {"hidden": 8, "batch": 4, "seq_len": 16, "repeats": 1},
     "ornn-srnn": {"batch": 4, "seq_len": 16, "repeats": 1},
     "ornn-variants": {"shapes": "16x4,16x16", "batch": 4, "seq_len": 16, "repeats": 1},
     "callbacks": {"hidden": 8, "batch": 5, "seq_len": 10, "steps": 4, "interval": 2, "repeats": 1},
     "runs-listing": {"runs": 4, "points": 40, "keys": 2, "process": 0, "repeats": 1},
+    "music-eval": {"family": "lstm", "hidden": 8, "batch": 4, "synthetic": 12, "repeats": 1},
 }
 
 
