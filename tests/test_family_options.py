@@ -5,8 +5,8 @@ import pytest
 import yaml
 
 from ortholab.models import FAMILIES, ConfigError
-from ortholab.training.family_options import (describe_options, option_help, resolve_family_args,
-                                               resolve_optimizers)
+from ortholab.training.family_options import (describe_options, option_help, recorded_family_args,
+                                               resolve_family_args, resolve_optimizers)
 from test_cli import DEMO, TINY, ortholab
 
 
@@ -25,6 +25,18 @@ def test_every_option_of_every_family_has_a_help_line_and_a_type(family):
 def test_defaults_are_filled_and_given_values_kept():
     assert resolve_family_args("scornn", {"rho": 3}) == {"rho": 3, "init": "henaff", "input_init_range": 0.01}
     assert resolve_family_args("exprnn", {"rebase_every": None})["rebase_every"] is None
+
+
+def test_a_run_records_the_options_of_a_family_built_inside_another():
+    # the R-Transformer builds its local cell from `cell` and `cell_args`: both levels are recorded with defaults
+    srnn_inside = recorded_family_args("rtransformer", {"cell": "srnn", "cell_args": {"hyper": 160}})
+    assert srnn_inside["cell_args"] == resolve_family_args("srnn", {"hyper": 160})
+    assert srnn_inside["cell_args"]["hyper"] == 160 and "gate" in srnn_inside["cell_args"]
+    assert {k: v for k, v in srnn_inside.items() if k != "cell_args"} == \
+        {k: v for k, v in resolve_family_args("rtransformer", {"cell": "srnn"}).items() if k != "cell_args"}
+    default_cell = recorded_family_args("rtransformer", None)
+    assert default_cell["cell"] == "gru" and default_cell["cell_args"] == resolve_family_args("gru", None)
+    assert recorded_family_args("scornn", {"rho": 3}) == resolve_family_args("scornn", {"rho": 3})
 
 
 @pytest.mark.parametrize("family, args, expected", [

@@ -80,6 +80,15 @@ def resolve_family_args(family: str, given: dict[str, Any] | None) -> dict[str, 
     return resolved | given
 
 
+def recorded_family_args(family: str, given: dict[str, Any] | None) -> dict[str, Any]:
+    """`resolve_family_args`, and where the family builds another family inside it (the R-Transformer's `cell` with
+    its `cell_args`), that family's options filled in too: what a run records as the values it ran with."""
+    resolved = resolve_family_args(family, given)
+    if isinstance(resolved.get("cell"), str) and "cell_args" in resolved:
+        resolved["cell_args"] = resolve_family_args(resolved["cell"], resolved["cell_args"])
+    return resolved
+
+
 def family_options_rows(family: str) -> list[dict[str, Any]]:
     """One row per option: key, type, default (absent when required) and its help line."""
     helps = option_help(family)

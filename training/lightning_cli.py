@@ -33,7 +33,7 @@ from ortholab.training.callbacks.checkpoint_io import AtomicCheckpointIO
 from ortholab.training.callbacks.lifecycle import ContinueRun, GracefulInterrupt, StampCheckpoints
 from ortholab.training.cli import _user_error
 from ortholab.db.masking import known_passwords, mask_secrets, mask_url
-from ortholab.training.family_options import resolve_family_args
+from ortholab.training.family_options import recorded_family_args
 from ortholab.training.module import RecurrentModule
 from ortholab.training.precision import check_precision
 from ortholab.training.progress import StepBudgetProgressBar
@@ -51,7 +51,7 @@ class RecordConfig(SaveConfigCallback):
         model = config.get("model") or {}
         if model.get("family"):  # every family option with the value it ran with, defaults included: a resume or a
             # side-by-side comparison does not depend on the defaults of the OrthoLab version that reads it
-            model["family_args"] = resolve_family_args(model["family"], model.get("family_args"))
+            model["family_args"] = recorded_family_args(model["family"], model.get("family_args"))
         for logger in trainer.loggers:
             if isinstance(logger, SQLLogger):
                 logger.log_config(config)
