@@ -60,7 +60,7 @@ def run(settings: MusicEval) -> SuiteResult:
     seconds = alternating_medians(batchings, evaluate, settings.repeats)
     names = list(batchings)
     notes = [f"{task.pieces('val')} validation pieces; {settings.family} at hidden size {settings.hidden}; NLL per step "
-             + ", ".join(f"{name} {value:.6f}" for name, value in nll.items())]
+             + ", ".join(f"{name} {value:.9g}" for name, value in nll.items())]  # 9 digits: a float32 exactly
     result = SuiteResult("music-eval", machine(), asdict(settings), seconds, {}, notes)
     result.ratio(names[0], names[1], "file order / by length")
     result.ratio(names[2], names[1], "one piece at a time / by length")
