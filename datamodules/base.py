@@ -142,15 +142,12 @@ class TaskDataModule(pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         data = self.dataset("train")  # a dataset may finish its batches itself (`collate`, datamodules/batching.py)
-        if self.shuffle == "numpy":
-            order = NumpyScriptOrder(len(data), getattr(self, "seed", 0), self.fit_progress)
-            return ResumableLoader(data, batch_size=self.batch_size, sampler=order,
-                                   collate_fn=getattr(data, "collate", None), num_workers=self.num_workers,
-                                   persistent_workers=self.num_workers > 0, progress=self.fit_progress)
-        return ResumableLoader(data, batch_size=self.batch_size, shuffle=self.shuffle,
-                               collate_fn=getattr(data, "collate", None), num_workers=self.num_workers,
-                               persistent_workers=self.num_workers > 0, progress=self.fit_progress,
-                               seed=getattr(self, "seed", 0))
+        seed = getattr(self, "seed", 0)
+        order = dict(sampler=NumpyScriptOrder(len(data), seed, self.fit_progress)) if self.shuffle == "numpy" \
+            else dict(shuffle=self.shuffle, seed=seed)
+        return ResumableLoader(data, batch_size=self.batch_size, collate_fn=getattr(data, "collate", None),
+                               num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
+                               progress=self.fit_progress, **order)
 
     # set by `ortholab fit --test_every_validation`: the test split is evaluated with every validation, as the
     # scoRNN/scuRNN papers report the best test figure over the epoch ends (logged as test/*)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import scipy.io
@@ -207,7 +206,7 @@ class PolyphonicMusic(GatheredTaskDataModule):
     """
 
     def __init__(self, dataset: str | None = None, path: str | None = None, download: bool = False,
-                 batch_size: int = 1, eval_batch_size: int | None = 64, shuffle: bool | Literal["numpy"] = True,
+                 batch_size: int = 1, eval_batch_size: int | None = 64, shuffle: bool | str = True,
                  num_workers: int = 0,
                  seed: int = 5544):
         super().__init__(batch_size, eval_batch_size, shuffle, num_workers)
