@@ -127,6 +127,65 @@ def test_torch_layers_change_no_parameter_so_checkpoints_load_either_way():
     assert not torch.allclose(official.eval()(x), torch_layers.eval()(x))  # the norm's formula differs
 
 
+def _official_forward(layer: RTransformer, x: torch.Tensor, window: int, heads: int) -> torch.Tensor:
+    """DSE-MSU/R-transformer's RT forward up to its readout (audio/model.py l.17-19), written from the equations of
+    its models/RTransformer.py with this layer's weights: no module of ours runs, only its parameters are read."""
+    def norm(module, v):  # LayerNorm, l.11-22: unbiased std, eps added to the std
+        return module.weight * (v - v.mean(-1, keepdim=True)) / (v.std(-1, keepdim=True) + 1e-6) + module.bias
+
+    def gru_last_state(gru, seq):  # nn.GRU's equations from h_0 = 0, one window at a time
+        w_ir, w_iz, w_in = gru.weight_ih_l0.chunk(3)
+        w_hr, w_hz, w_hn = gru.weight_hh_l0.chunk(3)
+        b_ir, b_iz, b_in = gru.bias_ih_l0.chunk(3)
+        b_hr, b_hz, b_hn = gru.bias_hh_l0.chunk(3)
+        h = seq.new_zeros(seq.shape[0], gru.hidden_size)
+        for v in seq.unbind(1):
+            r = torch.sigmoid(v @ w_ir.T + b_ir + h @ w_hr.T + b_hr)
+            z = torch.sigmoid(v @ w_iz.T + b_iz + h @ w_hz.T + b_hz)
+            candidate = torch.tanh(v @ w_in.T + b_in + r * (h @ w_hn.T + b_hn))
+            h = (1 - z) * candidate + z * h
+        return h
+
+    batch, steps, _ = x.shape
+    h = x @ layer.encoder.weight.T + layer.encoder.bias  # RT.encoder
+    for local, pooling, feed_forward in layer.levels:  # Block.forward, l.172-178
+        # LocalRNN, l.130-145: position t reads the normed inputs t-ksize+1..t, zeros before the start
+        v = torch.cat([h.new_zeros(batch, window - 1, h.shape[-1]), norm(local.norm, h)], dim=1)
+        h = h + torch.stack([gru_last_state(local.sublayer.cell.rnn, v[:, t:t + window]) for t in range(steps)], 1)
+        # MHPooling, l.73-107: four linears, scores / sqrt(d_k), future positions filled with -1e9
+        a, v = pooling.sublayer.attention, norm(pooling.norm, h)
+        d_k = h.shape[-1] // heads
+        q, k, val = (
+            (v @ w.T + b).view(batch, steps, heads, d_k).transpose(1, 2)
+            for w, b in zip(a.in_proj_weight.chunk(3), a.in_proj_bias.chunk(3)))
+        scores = (q @ k.transpose(-2, -1) / d_k ** 0.5).masked_fill(
+            torch.ones(steps, steps, dtype=torch.bool).triu(1), -1e9)
+        pooled = (scores.softmax(-1) @ val).transpose(1, 2).reshape(batch, steps, -1)
+        h = h + pooled @ a.out_proj.weight.T + a.out_proj.bias
+        # PositionwiseFeedForward, l.38-49
+        w_1, w_2 = feed_forward.sublayer[0], feed_forward.sublayer[3]
+        h = h + torch.relu(norm(feed_forward.norm, h) @ w_1.weight.T + w_1.bias) @ w_2.weight.T + w_2.bias
+    return h
+
+
+def test_the_whole_layer_is_the_official_forward_in_float64():
+    torch.manual_seed(0)
+    width, window, heads, levels = 8, 3, 2, 2
+    layer = RTransformer(5, width, window=window, heads=heads, levels=levels).double().eval()
+    with torch.no_grad():  # norms away from (1, 0), so a norm read from the wrong place shows
+        for module in layer.modules():
+            if isinstance(module, UnbiasedLayerNorm):
+                module.weight.uniform_(0.5, 1.5), module.bias.normal_(0.0, 0.3)
+    x = torch.randn(2, 9, 5, dtype=torch.float64)
+    expected = _official_forward(layer, x, window, heads)
+    # float64, two orders of the same sums: an entry accumulates inner products of length <= 4 width through
+    # `levels` x 3 sublayers and `window` recurrent steps, n = 4 width * 3 levels * window, on outputs of size ~1
+    torch.testing.assert_close(layer(x), expected, **close(torch.float64, 4 * width * 3 * levels * window))
+    layer_torch = RTransformer(5, width, window=window, heads=heads, levels=levels, torch_layers=True).double().eval()
+    layer_torch.load_state_dict(layer.state_dict())
+    assert not torch.allclose(layer_torch(x), expected)  # the control: torch's LayerNorm is not the official one
+
+
 @pytest.mark.parametrize("options,key", [({"cell": "nope"}, "cell"), ({"cell": "rtransformer"}, "cell"),
                                          ({"heads": 3}, "heads"), ({"window": 0}, "window"),
                                          ({"dropout": 1.5}, "dropout"), ({"torch_layers": "yes"}, "torch_layers")])
