@@ -1,4 +1,7 @@
 """R-Transformer: local recurrent windows, causal attention, any registered family as the local cell."""
+import importlib.util
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
@@ -127,18 +130,48 @@ def test_torch_layers_change_no_parameter_so_checkpoints_load_either_way():
     assert not torch.allclose(official.eval()(x), torch_layers.eval()(x))  # the norm's formula differs
 
 
-def _official_forward(layer: RTransformer, x: torch.Tensor, window: int, heads: int) -> torch.Tensor:
-    """DSE-MSU/R-transformer's RT forward up to its readout (audio/model.py l.17-19), written from the equations of
-    its models/RTransformer.py with this layer's weights: no module of ours runs, only its parameters are read."""
-    def norm(module, v):  # LayerNorm, l.11-22: unbiased std, eps added to the std
-        return module.weight * (v - v.mean(-1, keepdim=True)) / (v.std(-1, keepdim=True) + 1e-6) + module.bias
+def _official_weights(inputs: int, width: int, levels: int, outputs: int) -> dict[str, torch.Tensor]:
+    """A random state_dict of DSE-MSU/R-transformer's music model RT (audio/model.py) with a GRU LocalRNN: its names
+    and shapes, the unused LocalRNN `output` and RTransformer `norm`/`feed_forward` included, as torch.save writes."""
+    shapes = {"encoder.weight": (width, inputs), "encoder.bias": (width,), "linear.weight": (outputs, width),
+              "linear.bias": (outputs,), "rt.norm.a_2": (width,), "rt.norm.b_2": (width,),
+              "rt.feed_forward.w_1.weight": (4 * width, width), "rt.feed_forward.w_1.bias": (4 * width,),
+              "rt.feed_forward.w_2.weight": (width, 4 * width), "rt.feed_forward.w_2.bias": (width,)}
+    for level in range(levels):
+        block = f"rt.forward_net.{level}."
+        local = block + "layers.0."
+        shapes.update({local + "local_rnn.rnn.weight_ih_l0": (3 * width, width),
+                       local + "local_rnn.rnn.weight_hh_l0": (3 * width, width),
+                       local + "local_rnn.rnn.bias_ih_l0": (3 * width,), local + "local_rnn.rnn.bias_hh_l0": (3 * width,),
+                       local + "local_rnn.output.0.weight": (width, width), local + "local_rnn.output.0.bias": (width,),
+                       block + "feed_forward.w_1.weight": (4 * width, width), block + "feed_forward.w_1.bias": (4 * width,),
+                       block + "feed_forward.w_2.weight": (width, 4 * width), block + "feed_forward.w_2.bias": (width,)})
+        for norm in (local + "connection.norm.", block + "connections.0.norm.", block + "connections.1.norm."):
+            shapes.update({norm + "a_2": (width,), norm + "b_2": (width,)})
+        for j in range(4):
+            shapes.update({f"{block}pooling.linears.{j}.weight": (width, width), f"{block}pooling.linears.{j}.bias": (width,)})
+    weights = {name: 0.4 * torch.randn(shape, dtype=torch.float64) for name, shape in shapes.items()}
+    for name in weights:  # norm gains near 1, so no layer's output vanishes
+        if name.endswith("a_2"):
+            weights[name] += 1.0
+    return weights
 
-    def gru_last_state(gru, seq):  # nn.GRU's equations from h_0 = 0, one window at a time
-        w_ir, w_iz, w_in = gru.weight_ih_l0.chunk(3)
-        w_hr, w_hz, w_hn = gru.weight_hh_l0.chunk(3)
-        b_ir, b_iz, b_in = gru.bias_ih_l0.chunk(3)
-        b_hr, b_hz, b_hn = gru.bias_hh_l0.chunk(3)
-        h = seq.new_zeros(seq.shape[0], gru.hidden_size)
+
+def _official_forward(w: dict[str, torch.Tensor], x: torch.Tensor, window: int, heads: int) -> torch.Tensor:
+    """RT.forward up to its readout (audio/model.py l.17-19), written from the equations of DSE-MSU/R-transformer's
+    models/RTransformer.py over its named weights: no module of OrthoLab's runs."""
+    def norm(prefix, v):  # LayerNorm, l.11-22: unbiased std, eps added to the std
+        return w[prefix + "a_2"] * (v - v.mean(-1, keepdim=True)) / (v.std(-1, keepdim=True) + 1e-6) + w[prefix + "b_2"]
+
+    def linear(prefix, v):
+        return v @ w[prefix + "weight"].T + w[prefix + "bias"]
+
+    def gru_last_state(prefix, seq):  # nn.GRU's equations from h_0 = 0, over one window
+        w_ir, w_iz, w_in = w[prefix + "weight_ih_l0"].chunk(3)
+        w_hr, w_hz, w_hn = w[prefix + "weight_hh_l0"].chunk(3)
+        b_ir, b_iz, b_in = w[prefix + "bias_ih_l0"].chunk(3)
+        b_hr, b_hz, b_hn = w[prefix + "bias_hh_l0"].chunk(3)
+        h = seq.new_zeros(seq.shape[0], w_hr.shape[1])
         for v in seq.unbind(1):
             r = torch.sigmoid(v @ w_ir.T + b_ir + h @ w_hr.T + b_hr)
             z = torch.sigmoid(v @ w_iz.T + b_iz + h @ w_hz.T + b_hz)
@@ -147,43 +180,61 @@ def _official_forward(layer: RTransformer, x: torch.Tensor, window: int, heads: 
         return h
 
     batch, steps, _ = x.shape
-    h = x @ layer.encoder.weight.T + layer.encoder.bias  # RT.encoder
-    for local, pooling, feed_forward in layer.levels:  # Block.forward, l.172-178
+    h = linear("encoder.", x)
+    levels = len({name.split(".")[2] for name in w if name.startswith("rt.forward_net.")})
+    for level in range(levels):  # Block.forward, l.172-178
+        block = f"rt.forward_net.{level}."
         # LocalRNN, l.130-145: position t reads the normed inputs t-ksize+1..t, zeros before the start
-        v = torch.cat([h.new_zeros(batch, window - 1, h.shape[-1]), norm(local.norm, h)], dim=1)
-        h = h + torch.stack([gru_last_state(local.sublayer.cell.rnn, v[:, t:t + window]) for t in range(steps)], 1)
-        # MHPooling, l.73-107: four linears, scores / sqrt(d_k), future positions filled with -1e9
-        a, v = pooling.sublayer.attention, norm(pooling.norm, h)
+        v = torch.cat([h.new_zeros(batch, window - 1, h.shape[-1]), norm(block + "layers.0.connection.norm.", h)], 1)
+        h = h + torch.stack([gru_last_state(block + "layers.0.local_rnn.rnn.", v[:, t:t + window])
+                             for t in range(steps)], 1)
+        # MHPooling, l.73-107: query, key, value linears, scores / sqrt(d_k), future positions filled with -1e9
+        v = norm(block + "connections.0.norm.", h)
         d_k = h.shape[-1] // heads
-        q, k, val = (
-            (v @ w.T + b).view(batch, steps, heads, d_k).transpose(1, 2)
-            for w, b in zip(a.in_proj_weight.chunk(3), a.in_proj_bias.chunk(3)))
+        q, k, val = (linear(f"{block}pooling.linears.{j}.", v).view(batch, steps, heads, d_k).transpose(1, 2)
+                     for j in range(3))
         scores = (q @ k.transpose(-2, -1) / d_k ** 0.5).masked_fill(
             torch.ones(steps, steps, dtype=torch.bool).triu(1), -1e9)
         pooled = (scores.softmax(-1) @ val).transpose(1, 2).reshape(batch, steps, -1)
-        h = h + pooled @ a.out_proj.weight.T + a.out_proj.bias
+        h = h + linear(block + "pooling.linears.3.", pooled)
         # PositionwiseFeedForward, l.38-49
-        w_1, w_2 = feed_forward.sublayer[0], feed_forward.sublayer[3]
-        h = h + torch.relu(norm(feed_forward.norm, h) @ w_1.weight.T + w_1.bias) @ w_2.weight.T + w_2.bias
+        v = norm(block + "connections.1.norm.", h)
+        h = h + linear(block + "feed_forward.w_2.", torch.relu(linear(block + "feed_forward.w_1.", v)))
     return h
 
 
-def test_the_whole_layer_is_the_official_forward_in_float64():
+def _load_tool():
+    path = Path(__file__).resolve().parents[1] / "tools" / "official_rtransformer_weights.py"
+    spec = importlib.util.spec_from_file_location("official_rtransformer_weights", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_official_weights_in_this_layer_give_the_official_forward_in_float64():
     torch.manual_seed(0)
-    width, window, heads, levels = 8, 3, 2, 2
-    layer = RTransformer(5, width, window=window, heads=heads, levels=levels).double().eval()
-    with torch.no_grad():  # norms away from (1, 0), so a norm read from the wrong place shows
-        for module in layer.modules():
-            if isinstance(module, UnbiasedLayerNorm):
-                module.weight.uniform_(0.5, 1.5), module.bias.normal_(0.0, 0.3)
-    x = torch.randn(2, 9, 5, dtype=torch.float64)
-    expected = _official_forward(layer, x, window, heads)
+    inputs, width, window, heads, levels, outputs = 5, 8, 3, 2, 2, 4
+    official = _official_weights(inputs, width, levels, outputs)
+    converted = _load_tool().ortholab_state_dict(official)
+    layer = RTransformer(inputs, width, window=window, heads=heads, levels=levels).double().eval()
+    layer_weights = {k.removeprefix("model.layer."): v for k, v in converted.items() if k.startswith("model.layer.")}
+    layer.load_state_dict(layer_weights)  # strict: every tensor of the layer comes from the official dict
+    assert torch.equal(converted["model.readout.weight"], official["linear.weight"])
+    x = torch.randn(2, 9, inputs, dtype=torch.float64)
+    expected = _official_forward(official, x, window, heads)
     # float64, two orders of the same sums: an entry accumulates inner products of length <= 4 width through
     # `levels` x 3 sublayers and `window` recurrent steps, n = 4 width * 3 levels * window, on outputs of size ~1
     torch.testing.assert_close(layer(x), expected, **close(torch.float64, 4 * width * 3 * levels * window))
-    layer_torch = RTransformer(5, width, window=window, heads=heads, levels=levels, torch_layers=True).double().eval()
-    layer_torch.load_state_dict(layer.state_dict())
-    assert not torch.allclose(layer_torch(x), expected)  # the control: torch's LayerNorm is not the official one
+    torch_layers = RTransformer(inputs, width, window=window, heads=heads, levels=levels, torch_layers=True)
+    torch_layers.double().eval().load_state_dict(layer_weights)
+    assert not torch.allclose(torch_layers(x), expected)  # the control: torch's LayerNorm is not the official one
+
+
+def test_an_official_tensor_with_no_place_is_named():
+    official = _official_weights(5, 8, 1, 4)
+    official["rt.forward_net.0.extra.weight"] = torch.zeros(2)
+    with pytest.raises(KeyError, match="rt.forward_net.0.extra.weight"):
+        _load_tool().ortholab_state_dict(official)
 
 
 @pytest.mark.parametrize("options,key", [({"cell": "nope"}, "cell"), ({"cell": "rtransformer"}, "cell"),
