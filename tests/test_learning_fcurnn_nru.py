@@ -23,12 +23,13 @@ def test_fcurnn_solves_copying_at_t20(tmp_path, monkeypatch):
 
 def test_nru_learns_copying_at_t20(tmp_path, monkeypatch):
     # SRNN paper Figure 2: NRU (d_h = 128, Adam 1e-3, clipping at 1) is among the methods that solve copying at
-    # T = 100, over ~10^5 training sequences. Its per-step loop allows ~1,500 batches of 20 here. Measured: CE 0.39
-    # (0.75 x baseline) after 1,000 steps, 0.27 (0.51 x) after 1,500, 0.064 (0.12 x) after 3,000, still falling;
-    # so this asserts learning well under way below the memoryless baseline, not the full solve.
+    # T = 100, over ~10^5 training sequences. Its per-step loop allows ~2,500 batches of 20 here (95 s). Measured
+    # on an AMD EPYC with the port's Xavier-normal readout (2026-11-26, seeds 5544 (the default), 1 and 2): CE/baseline
+    # 0.68, 0.66, 0.64 after 1,500 steps, 0.35, 0.34, 0.41 after 2,500, 0.22, 0.21, 0.29 after 3,000, still falling
+    # smoothly; a model that does not learn stays at 1.0. So this asserts learning well under way, not the full solve.
     run = fit_recorded(tmp_path, monkeypatch, [
         "--model.family", "nru", "--model.hidden_size", "128", "--model.grad_clip_norm", "1.0",
         "--model.optimizers", "{other: {name: adam, lr: 1.0e-3}}",
-        *COPYING_T20, "--data.val_size", "200", "--trainer.max_steps", "1500", "--trainer.val_check_interval", "500"])
+        *COPYING_T20, "--data.val_size", "200", "--trainer.max_steps", "2500", "--trainer.val_check_interval", "500"])
     assert run.baseline == pytest.approx(0.5199, abs=1e-4)
-    assert run.best < 0.65 * run.baseline
+    assert run.best < 0.6 * run.baseline
