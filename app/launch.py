@@ -78,7 +78,8 @@ def run_dashboard(db_url: str | None = None, port: int = DEFAULT_PORT, host: str
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app.launch", description="Serve the OrthoLab dashboard.")
     parser.add_argument(
-        "--db", default=None, help="SQLAlchemy URL of the run store (default: $ORTHOLAB_DB, else ./runs/ortholab.db)"
+        "--db", default=None,
+        help="SQLAlchemy URL of the run store (default: $ORTHOLAB_DB, else ortholab.db in $ORTHOLAB_RUNS, else in ./runs)",
     )
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--host", default=DEFAULT_HOST, help="address to bind (default: localhost only)")

@@ -3,7 +3,7 @@
 from typing import Any
 
 from ortholab.db.records import ArtifactRecord, MetricPoint, RunDetail, RunSummary
-from ortholab.db.store import Store, StoreError, default_db_url
+from ortholab.db.store import Store, StoreError, default_db_url, runs_root
 
 __all__ = [
     "ArtifactRecord",
@@ -14,6 +14,7 @@ __all__ = [
     "Store",
     "StoreError",
     "default_db_url",
+    "runs_root",
 ]
 
 

@@ -48,6 +48,7 @@ from ortholab.db.schema import (
 )
 
 ENV_VAR = "ORTHOLAB_DB"
+RUNS_ENV_VAR = "ORTHOLAB_RUNS"  # the folder that holds the default store and the run folders (default ./runs)
 FIX = f"pass --db URL or set {ENV_VAR} to a writable database"
 SQLITE_PRAGMAS = ("busy_timeout=30000", "foreign_keys=ON", "synchronous=NORMAL")  # wait first
 SQLITE_JOURNAL = "journal_mode=WAL"  # kept by the file: set only on an empty file or an OrthoLab store
@@ -76,9 +77,17 @@ class LeaseLost(StoreError):
     """This process's lease on a run expired and another process took the run over."""
 
 
+def runs_root() -> Path:
+    """`$ORTHOLAB_RUNS` if set (`~` expanded), else ./runs: where the default store and the run folders live.
+    Set it to a folder outside any checkout (e.g. ~/ortholab-runs) so a fresh clone finds the same runs."""
+    root = os.environ.get(RUNS_ENV_VAR)
+    return Path(root).expanduser() if root else Path("runs")
+
+
 def default_db_url() -> str:
-    """`$ORTHOLAB_DB` if set, else the SQLite file ./runs/ortholab.db (absolute, from the current directory)."""
-    return os.environ.get(ENV_VAR) or f"sqlite:///{Path.cwd() / 'runs' / 'ortholab.db'}"
+    """`$ORTHOLAB_DB` if set, else the SQLite file ortholab.db in runs_root() (absolute, from the current
+    directory)."""
+    return os.environ.get(ENV_VAR) or f"sqlite:///{Path.cwd() / runs_root() / 'ortholab.db'}"
 
 
 def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -173,8 +182,8 @@ class Store:
                     why = "a file is in the way" if isinstance(e, (FileExistsError, NotADirectoryError)) else e.strerror
                     raise self._error(f"cannot create the directory {path.parent} ({why})") from e
             elif not path.is_file():
-                raise StoreMissing(f"The run database {self.display_url} does not exist ({path}); check --db or "
-                                 f"${ENV_VAR} (a run database is made by the first `ortholab fit` that records there).")
+                raise StoreMissing(f"The run database {self.display_url} does not exist ({path}); check --db, "
+                                 f"${ENV_VAR} or ${RUNS_ENV_VAR} (a run database is made by the first `ortholab fit` that records there).")
             else:
                 creator = _sqlite_connector(path, read_only=self._access == "read" and not _can_write(path))
         try:

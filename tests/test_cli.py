@@ -1,5 +1,6 @@
 """`ortholab` end to end: a recorded run from a subprocess, the listings, and bad input as one clear message."""
 import json
+import os
 import re
 import subprocess
 import sys
@@ -19,9 +20,9 @@ TINY = ["--model.hidden_size", "8", "--model.family_args", "{rho: 4}", "--data.s
         "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
 
 
-def ortholab(*args, cwd):
+def ortholab(*args, cwd, env=None):
     return subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, env=env)
 
 
 def test_fit_in_a_subprocess_records_a_run(tmp_path):
@@ -54,6 +55,24 @@ def test_fit_in_a_subprocess_records_a_run(tmp_path):
     assert row["id"] == run.id and row["status"] == "finished" and row["best"] == pytest.approx(run.best)
     table = ortholab("runs", "--db", db, cwd=tmp_path)
     assert "copying_scornn" in table.stdout and "finished" in table.stdout
+
+
+def test_runs_root_keeps_store_and_run_folders_outside_the_checkout(tmp_path):
+    """With $ORTHOLAB_RUNS and no --db/--runs_dir, the store and the run folder go to that root, nothing to the
+    working directory, and a fresh checkout elsewhere lists the same run (issue 24)."""
+    root, checkout, fresh = tmp_path / "home" / "ortholab-runs", tmp_path / "checkout", tmp_path / "fresh-clone"
+    checkout.mkdir()
+    fresh.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "ORTHOLAB_DB"} | {"ORTHOLAB_RUNS": str(root)}
+    done = ortholab("fit", "--config", DEMO, *TINY, cwd=checkout, env=env)
+    assert done.returncode == 0, done.stderr
+    assert not (checkout / "runs").exists()
+    store = Store(f"sqlite:///{root / 'ortholab.db'}")
+    (run,) = store.list_runs()
+    assert Path(store.get_run(run.id).run_dir) == root / f"store-{store.store_id[:8]}" / "copying_scornn" / str(run.id)
+    listed = ortholab("runs", "--json", cwd=fresh, env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert [row["id"] for row in json.loads(listed.stdout)] == [run.id]
 
 
 def test_print_config_resolves_the_demo(capsys):

@@ -508,3 +508,24 @@ def test_evaluations_an_epoch_follow_lightnings_schedule(interval, every, expect
     from ortholab.training.estimate import evaluations_per_epoch
 
     assert evaluations_per_epoch(interval, every, steps_per_epoch=1100) == expected  # counts: exact
+
+
+def test_full_scale_runs_inside_a_checkout_get_a_note_on_where_to_keep_them(tmp_path, monkeypatch):
+    """Hours of runs in ./runs of a git checkout are lost to a fresh clone: reproduce names $ORTHOLAB_RUNS then,
+    and is silent once a store or a runs root outside is named."""
+    from ortholab.training.reproduce import checkout_hint
+
+    checkout = tmp_path / "clone"
+    (checkout / ".git").mkdir(parents=True)
+    (checkout / "sub").mkdir()
+    monkeypatch.delenv("ORTHOLAB_DB", raising=False)
+    monkeypatch.delenv("ORTHOLAB_RUNS", raising=False)
+    monkeypatch.chdir(checkout / "sub")
+    assert "ORTHOLAB_RUNS" in checkout_hint(None, []) and str(checkout / "sub" / "runs") in checkout_hint(None, [])
+    assert checkout_hint("sqlite:////elsewhere/x.db", []) is None
+    assert checkout_hint(None, ["--runs_dir", "/elsewhere"]) is None
+    monkeypatch.setenv("ORTHOLAB_RUNS", str(tmp_path / "kept"))
+    assert checkout_hint(None, []) is None
+    monkeypatch.delenv("ORTHOLAB_RUNS")
+    monkeypatch.chdir(tmp_path)  # not a checkout
+    assert checkout_hint(None, []) is None

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import event
 
-from ortholab.db import Store, StoreError, default_db_url
+from ortholab.db import Store, StoreError, default_db_url, runs_root
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -265,6 +265,23 @@ def test_default_db_url(tmp_path, monkeypatch):
     assert default_db_url() == f"sqlite:///{tmp_path}/runs/ortholab.db"
     Store().close()
     assert (tmp_path / "runs" / "ortholab.db").is_file()
+
+
+def test_default_db_url_under_the_runs_root(tmp_path, monkeypatch):
+    """$ORTHOLAB_RUNS moves the default store out of the working directory (issue 24: a fresh checkout keeps the
+    runs); `~` expands; $ORTHOLAB_DB, when set, still names the store."""
+    monkeypatch.delenv("ORTHOLAB_DB", raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ORTHOLAB_RUNS", str(tmp_path / "kept"))
+    assert runs_root() == tmp_path / "kept"
+    assert default_db_url() == f"sqlite:///{tmp_path}/kept/ortholab.db"
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ORTHOLAB_RUNS", "~/ortholab-runs")
+    assert default_db_url() == f"sqlite:///{tmp_path}/home/ortholab-runs/ortholab.db"
+    monkeypatch.setenv("ORTHOLAB_RUNS", "relative/root")  # relative to the working directory, as ./runs is
+    assert default_db_url() == f"sqlite:///{tmp_path}/relative/root/ortholab.db"
+    monkeypatch.setenv("ORTHOLAB_DB", "sqlite:////elsewhere/x.db")
+    assert default_db_url() == "sqlite:////elsewhere/x.db"
 
 
 def test_not_a_url(tmp_path, monkeypatch):

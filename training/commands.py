@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+DB_HELP = "SQLAlchemy URL (default: $ORTHOLAB_DB, else the SQLite file ortholab.db in $ORTHOLAB_RUNS, else in ./runs)"
 
 
 def _table(rows: list[dict], columns: list[str]) -> str:
@@ -168,10 +169,10 @@ def run_command(argv: list[str]) -> None:
     parser = OneLineParser(prog="ortholab")
     sub = parser.add_subparsers(dest="command", required=True)
     runs = sub.add_parser("runs", help="list recorded runs")
-    runs.add_argument("--db", default=None, help="SQLAlchemy URL (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
+    runs.add_argument("--db", default=None, help=DB_HELP)
     runs.add_argument("--json", action="store_true", help="print JSON instead of a table")
     board = sub.add_parser("dashboard", help="start the Streamlit dashboard on the run store")
-    board.add_argument("--db", default=None, help="SQLAlchemy URL (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
+    board.add_argument("--db", default=None, help=DB_HELP)
     board.add_argument("--port", type=int, default=8501)
     board.add_argument("--host", default="127.0.0.1",
                        help="address to listen on; 0.0.0.0 exposes the dashboard to the network (put "
@@ -185,11 +186,11 @@ def run_command(argv: list[str]) -> None:
     sweep.add_argument("--sampler", choices=["grid", "random", "tpe"], default="tpe")
     sweep.add_argument("--name", default=None, help="the sweep's name; workers with the same name and store join it")
     sweep.add_argument("--seed", type=int, default=0)
-    sweep.add_argument("--db", default=None, help="SQLAlchemy URL (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
+    sweep.add_argument("--db", default=None, help=DB_HELP)
     audio = sub.add_parser("evaluate-audio", help="score a stored speech run's checkpoint: SegSNR, STOI, PESQ "
                                                   "of reconstructed audio, recorded in that run")
     audio.add_argument("run_id", type=int)
-    audio.add_argument("--db", default=None, help="SQLAlchemy URL (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
+    audio.add_argument("--db", default=None, help=DB_HELP)
     audio.add_argument("--split", choices=["val", "test"], default="val")
     audio.add_argument("--utterances", type=int, default=16, help="how many utterances to score (in order)")
     audio.add_argument("--clips", type=int, default=3, help="how many of them to store as audio clips")
@@ -225,7 +226,7 @@ def run_command(argv: list[str]) -> None:
                                                       "--resume, of any table: resume only those rows")
     repro.add_argument("--scale", default="full", help="full (the paper's settings) or cpu-smoke (a few dozen "
                                                        "steps on CPU, to check every row runs)")
-    repro.add_argument("--db", default=None, help="SQLAlchemy URL (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
+    repro.add_argument("--db", default=None, help=DB_HELP)
     repro.add_argument("--json", action="store_true", help="with --list: print JSON")
     repro.add_argument("--resume", action="store_true",
                        help="continue every paper row whose run stopped early (interrupted, or killed with the "
@@ -240,13 +241,13 @@ def run_command(argv: list[str]) -> None:
                        help="with --resume: a 'running' run silent this long counts as stopped (default 30)")
     report = sub.add_parser("report", help="published vs reproduced, as Markdown tables")
     report.add_argument("table", nargs="?", default=None, help="one published table (default: all)")
-    report.add_argument("--db", default=None, help="SQLAlchemy URL (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
+    report.add_argument("--db", default=None, help=DB_HELP)
     report.add_argument("--export", default=None, metavar="DIR",
                         help="also write report.md, report.csv and per table a curve plot (PNG and HTML) into DIR")
     database = sub.add_parser("db", help="manage the run store's schema")
     database.add_argument("action", choices=["upgrade", "version"],
                           help="upgrade: migrate the store to this OrthoLab's schema; version: show revisions")
-    database.add_argument("--db", default=None, help="SQLAlchemy URL (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
+    database.add_argument("--db", default=None, help=DB_HELP)
     database.add_argument("--allow-foreign", action="store_true",
                           help="upgrade: add OrthoLab's tables to a database that holds other applications' tables "
                                "(refused without it)")

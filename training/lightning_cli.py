@@ -25,7 +25,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from ortholab import aliases
 from ortholab.datamodules import TaskDataModule
-from ortholab.db import SQLLogger, Store, default_db_url
+from ortholab.db import SQLLogger, Store, default_db_url, runs_root
 from ortholab.db.logger import RUN_NAME, folder_name
 from ortholab.errors import ConfigError
 from ortholab.training.callbacks import NonFiniteError, default_callbacks
@@ -170,12 +170,14 @@ class OrthoLabCLI(LightningCLI):
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_argument("--db", type=str | None, default=None,
-                            help="SQLAlchemy URL of the run store (default: $ORTHOLAB_DB or sqlite:///runs/ortholab.db)")
+                            help="SQLAlchemy URL of the run store (default: $ORTHOLAB_DB, else the SQLite file "
+                                 "ortholab.db in $ORTHOLAB_RUNS, else in ./runs)")
         parser.add_argument("--name", type=str | None, default=None,
                             help="run name in the store (default: the config file's name)")
         parser.add_argument("--tags", type=list[str], default=[], help="labels stored with the run")
-        parser.add_argument("--runs_dir", type=str, default="runs",
-                            help="folder for run folders (checkpoints, config.yaml)")
+        parser.add_argument("--runs_dir", type=str, default=str(runs_root()),
+                            help="folder for run folders (checkpoints, config.yaml); default: $ORTHOLAB_RUNS, "
+                                 "else ./runs")
         parser.add_argument("--resume", type=int | None, default=None,
                             help="continue the recorded run with this id from its last checkpoint (`ortholab fit "
                                  "--resume ID` alone reuses the run's stored config)")

@@ -246,4 +246,20 @@ def reproduce(table: str | None, rows: list[str] | None, scale: str, db: str | N
     if scale not in SCALES:
         raise ConfigError(f"--scale {scale!r}; choose one of {SCALES}")
     chosen = select_rows(load_tables(), table, rows)
+    if scale == "full" and (hint := checkout_hint(db, extra)):
+        print(hint, file=sys.stderr, flush=True)
     return _each(lambda row: run_row(row, scale, db, extra), chosen, workers)
+
+
+def checkout_hint(db: str | None, extra: list[str]) -> str | None:
+    """A note when hours of runs would go to ./runs inside a git checkout (no --db, $ORTHOLAB_DB, --runs_dir or
+    $ORTHOLAB_RUNS), where a fresh clone would not find them; None otherwise."""
+    if db or os.environ.get("ORTHOLAB_DB") or os.environ.get("ORTHOLAB_RUNS") or any(
+            arg.split("=")[0] == "--runs_dir" for arg in extra):
+        return None
+    here = Path.cwd().resolve()
+    if not any((folder / ".git").exists() for folder in (here, *here.parents)):
+        return None
+    return (f"note: the store and run folders go to {here / 'runs'}, inside a git checkout; to keep long runs "
+            f"where a fresh clone finds them, stop this and `export ORTHOLAB_RUNS=~/ortholab-runs` (or give --db "
+            f"and --runs_dir)")
