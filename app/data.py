@@ -8,6 +8,7 @@ cached by id. The database URL is `$ORTHOLAB_DB` (set by `app.launch`), else the
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from functools import cached_property
 
 import numpy as np
@@ -17,6 +18,7 @@ import streamlit as st
 from ortholab.app.wav import decode_wav, spectrogram
 from ortholab.db import ArtifactRecord, RunDetail, RunSummary, Store, default_db_url, published
 from ortholab.db.artifacts import array_from_bytes
+from ortholab.db.progress import run_progress
 
 RUNS_TTL_S = 2.0
 
@@ -111,6 +113,12 @@ class Reader:
     @cached_property
     def _by_id(self) -> dict[int, RunSummary]:
         return {run.id: run for run in self._all}
+
+    def progress(self) -> dict[int, dict]:
+        """Every running run's steps of its plan, epoch and ETA, or its silence (db/progress.py), by id: read
+        afresh on each rerun (two small queries a running run), as an ETA and a silence change with the clock."""
+        now = datetime.now(timezone.utc)
+        return {run.id: run_progress(_store(self.url), run, now) for run in self._all if run.status == "running"}
 
     def summaries(self, run_ids: list[int]) -> list[RunSummary]:
         """The runs with these ids that exist, in the order given."""

@@ -12,11 +12,12 @@ import pandas as pd
 from ortholab.app.labels import run_label
 from ortholab.db import ArtifactRecord, RunDetail, RunSummary
 from ortholab.db.lease import silence
+from ortholab.db.progress import duration, steps_of_plan
 from ortholab.db.published import PaperTable
 
 RUN_COLUMNS = [
-    "id", "name", "family", "task", "status", "activity", "steps", "main metric", "best", "last",
-    "baseline", "beats baseline", "parameters", "start", "duration (s)", "tags", "reason", "mode",
+    "id", "name", "family", "task", "status", "activity", "steps", "of plan", "epoch", "ETA", "main metric", "best",
+    "last", "baseline", "beats baseline", "parameters", "start", "duration (s)", "tags", "reason", "mode",
 ]  # fmt: skip
 
 
@@ -40,9 +41,12 @@ def beats_baseline(run: RunSummary) -> bool | None:
     return run.best > run.baseline if run.main_metric_mode == "max" else run.best < run.baseline
 
 
-def runs_frame(runs: Sequence[RunSummary], now: datetime | None = None) -> pd.DataFrame:
-    """One row per run with the columns of the Runs page (RUN_COLUMNS), in the order given."""
+def runs_frame(runs: Sequence[RunSummary], now: datetime | None = None,
+               progress: Mapping[int, Mapping[str, Any]] | None = None) -> pd.DataFrame:
+    """One row per run with the columns of the Runs page (RUN_COLUMNS), in the order given; `progress` holds the
+    running runs' db.progress.run_progress (steps of the plan, epoch, ETA), by run id."""
     now = now or datetime.now(timezone.utc)
+    progress = progress or {}
     rows = [
         {
             "id": r.id,
@@ -52,6 +56,7 @@ def runs_frame(runs: Sequence[RunSummary], now: datetime | None = None) -> pd.Da
             "status": r.status,
             "activity": activity(r, now),
             "steps": r.steps,
+            **_progress_cells(r.steps, progress.get(r.id, {})),
             "main metric": r.main_metric,
             "best": r.best,
             "last": r.last,
@@ -67,6 +72,12 @@ def runs_frame(runs: Sequence[RunSummary], now: datetime | None = None) -> pd.Da
         for r in runs
     ]
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+def _progress_cells(steps: int, progress: Mapping[str, Any]) -> dict[str, str]:
+    """'700/10000', '3/70' and '1h26m' for a running run with a plan and a pace; '' where unknown or not running."""
+    return {"of plan": steps_of_plan(steps, progress["total_steps"]) if progress.get("total_steps") else "",
+            "epoch": progress.get("epoch", ""), "ETA": duration(progress.get("eta_s")) or ""}
 
 
 SWEEP_TAG = "sweep:"  # `ortholab sweep` tags every trial's run sweep:<name>

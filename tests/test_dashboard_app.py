@@ -501,3 +501,21 @@ def test_runs_filter_by_sweep_and_show_its_best_trial(tmp_path, monkeypatch):
     at = rerun(at)
     assert sorted(at.dataframe[0].value["name"]) == ["t0", "t1", "t2"]
     assert any("Best of sweep 'rho': #2 t1, val/loss = 0.05 (3 trials)" in s.value for s in at.success)
+
+
+def test_runs_table_shows_a_running_runs_progress_of_its_plan_and_an_eta(tmp_path, monkeypatch):
+    """Issue 24: a long run's progress without the terminal, as `ortholab runs` shows it (steps of the plan, the
+    epoch of max_epochs, the time left at the median of its last five step times); finished runs leave them blank."""
+    store = Store(f"sqlite:///{tmp_path / 'long.db'}")
+    running = store.create_run(name="long", family="scornn", task="mnist", main_metric="val/acc",
+                               main_metric_mode="max")
+    store.update_run(running, info={"plan": {"total_steps": 77_000, "steps_per_epoch": 1_100, "max_epochs": 70}})
+    for step, seconds in ((1_000, 0.9), (2_000, 0.5), (3_000, 0.5), (3_300, 0.6)):  # median 0.6 s
+        store.log_metrics(running, {"time/step_s": seconds}, step=step)
+    done = store.create_run(name="short", family="lstm", task="copying", main_metric="val/loss")
+    store.log_metrics(done, {"val/loss": 0.1}, step=9)
+    store.set_status(done, "finished")
+    table = open_page(store, monkeypatch, "runs").dataframe[0].value.set_index("name")
+    assert (table.loc["long", "of plan"], table.loc["long", "epoch"]) == ("3300/77000", "3/70")
+    assert table.loc["long", "ETA"] == "12h17m"  # 73,700 steps x 0.6 s
+    assert (table.loc["short", "of plan"], table.loc["short", "epoch"], table.loc["short", "ETA"]) == ("", "", "")

@@ -149,6 +149,18 @@ def test_runs_frame_summarises_and_flags_stale_running_runs():
     assert frame.loc[2, "tags"] == ["a", "b"]
 
 
+def test_runs_frame_shows_progress_only_where_it_is_known():
+    """Steps of the plan, epoch and ETA from db.progress.run_progress, blank where a piece is unknown: no plan, no
+    pace yet, or silent (killed: no ETA)."""
+    runs = [summary(1, status="running", steps=700), summary(2, status="running", steps=40), summary(3)]
+    progress = {1: {"total_steps": 10_000, "epoch": "7/100", "eta_s": 5_580.0},
+                2: {"total_steps": None, "silent": "silent 2.0 h: killed?"}}
+    frame = runs_frame(runs, now=NOW, progress=progress).set_index("id")
+    assert frame.loc[1, ["of plan", "epoch", "ETA"]].tolist() == ["700/10000", "7/100", "1h33m"]
+    assert frame.loc[2, ["of plan", "epoch", "ETA"]].tolist() == ["", "", ""]
+    assert frame.loc[3, ["of plan", "epoch", "ETA"]].tolist() == ["", "", ""]
+
+
 def test_runs_beat_a_max_mode_baseline_by_being_above_it():
     frame = runs_frame([summary(1, main_metric_mode="max", best=0.9, baseline=0.5)], now=NOW)
     assert frame.loc[0, "beats baseline"]

@@ -31,7 +31,7 @@ def _fmt(value) -> str:
 # ortholab runs -------------------------------------------------------------------------------------
 def runs_rows(db_url: str | None) -> list[dict]:
     from ortholab.db import Store
-    from ortholab.db.lease import silence
+    from ortholab.db.progress import run_progress
 
     store = Store(db_url, access="read")  # a reader: never creates a store, opens a read-only one read-only
     rows, now = [], datetime.now(timezone.utc)
@@ -40,39 +40,9 @@ def runs_rows(db_url: str | None) -> list[dict]:
         row = {"id": d["id"], "name": d["name"], "stage": d["stage"], "family": d["family"], "task": d["task"],
                "status": d["status"], "steps": d["steps"], "main_metric": d["main_metric"],
                "best": d["best"], "baseline": d["baseline"], "started": d["created_at"]}
-        if run.status == "running":  # the only rows whose progress changes: one more read each
-            row.update(run_progress(store, run))
-            silent = silence(run.heartbeat_at, now)
-            if silent:  # killed outright (a machine's end, SIGKILL): no ETA; `ortholab reproduce --resume` goes on
-                row["silent"] = silent
-                row.pop("eta_s", None)
+        row.update(run_progress(store, run, now))  # running runs only: the only rows whose progress changes
         rows.append(row)
     return rows
-
-
-def run_progress(store, run) -> dict:
-    """`total_steps`, `epoch` (k/N), `eta_s` of a running run, from its recorded plan and its step times."""
-    plan = store.run_plan(run.id)
-    total, per_epoch, epochs = plan.get("total_steps"), plan.get("steps_per_epoch"), plan.get("max_epochs")
-    out = {"total_steps": total}
-    if per_epoch:
-        out["epoch"] = f"{run.steps // per_epoch}/{epochs}" if epochs else str(run.steps // per_epoch)
-    times = store.recent_values(run.id, "time/step_s", 5)  # the recent pace
-    if total and times:
-        out["eta_s"] = max(total - run.steps, 0) * sorted(times)[len(times) // 2]
-    return out
-
-
-def _progress_cell(row: dict) -> str:
-    """'700/10000' for a run with a known plan, else the steps so far."""
-    return f"{row['steps']}/{row['total_steps']}" if row.get("total_steps") else str(row["steps"])
-
-
-def _duration(seconds: float | None) -> str | None:
-    if seconds is None:
-        return None
-    minutes = round(seconds / 60)
-    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
 
 
 # ortholab list -------------------------------------------------------------------------------------
@@ -359,13 +329,16 @@ def run_command(argv: list[str]) -> None:
 
         rows, columns = list_rows(args.db), ["table", "row", "family", "task", "published", "config", "status", "run"]
     elif args.command == "runs":
+        from ortholab.db.progress import duration, steps_of_plan
+
         rows = runs_rows(args.db)
         columns = ["id", "name", "stage", "family", "task", "status", "steps", "epoch", "eta", "main_metric", "best",
                    "baseline", "started"]
         if not args.json:  # the table shows UTC start times to the second; JSON keeps full ISO strings
             for row in rows:
                 row["started"] = (row["started"] or "")[:19].replace("T", " ")
-                row["steps"], row["eta"] = _progress_cell(row), _duration(row.get("eta_s"))
+                row["steps"] = steps_of_plan(row["steps"], row.get("total_steps"))
+                row["eta"] = duration(row.get("eta_s"))
                 row["status"] = f"{row['status']} ({row['silent']})" if row.get("silent") else row["status"]
     elif args.what == "families" and args.family is not None:
         from ortholab.training.family_options import describe_options, family_options_rows

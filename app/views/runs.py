@@ -24,7 +24,7 @@ if not runs:
     )
     st.stop()
 
-frame = tables.runs_frame(runs)
+frame = tables.runs_frame(runs, progress=reader.progress())
 family_col, task_col, status_col, text_col = st.columns([1, 1, 1, 2])
 families = family_col.multiselect(
     "Family", sorted(frame["family"].dropna().unique()), key="filter_family", persist_state="session"
@@ -52,7 +52,7 @@ all_ids = [run.id for run in runs]
 params = reader.params_of(all_ids)
 param_keys = sorted({key for values in params.values() for key in values})
 metric_keys = split_per_clip({key for keys in reader.metric_keys_of(all_ids).values() for key in keys})[0]
-run_fields = [c for c in frame.columns if c not in ("activity", "start")]
+run_fields = [c for c in frame.columns if c not in ("activity", "of plan", "epoch", "ETA", "start")]
 known = list(dict.fromkeys([*run_fields, *param_keys, *metric_keys]))
 
 
@@ -161,6 +161,11 @@ st.dataframe(
         "start": st.column_config.DatetimeColumn("start", format="YYYY-MM-DD HH:mm:ss"),
         "duration (s)": st.column_config.NumberColumn("duration (s)", format="%.1f"),
         "activity": st.column_config.TextColumn("activity", help="running runs: time since their last write"),
+        "of plan": st.column_config.TextColumn("of plan", help="running runs: steps done of the steps planned"),
+        "epoch": st.column_config.TextColumn("epoch", help="running runs: the epoch, of the epochs planned"),
+        "ETA": st.column_config.TextColumn(
+            "ETA", help="running runs: time left at the median pace of their last 5 steps (none once silent)"
+        ),
         "tags": st.column_config.ListColumn("tags"),
         "reason": st.column_config.TextColumn("reason", help="why the run failed or stopped, when known"),
         "mode": st.column_config.TextColumn("mode", help="whether the main metric is better low (min) or high (max)"),

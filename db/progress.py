@@ -1,0 +1,44 @@
+"""A running run's progress as `ortholab runs` and the dashboard's Runs page show it: steps of its plan, the epoch
+and an ETA from its recent step times."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from ortholab.db.lease import silence
+
+PACE_POINTS = 5  # the ETA uses the median of the last five recorded step times (`time/step_s`)
+
+
+def run_progress(store, run, now: datetime) -> dict:
+    """`total_steps`, `epoch` ('k/N', or 'k' without an epoch budget) and `eta_s` of a running run, from the plan
+    recorded at its start (Store.run_plan) and its recent pace; a run silent for minutes (killed with its machine)
+    gets `silent` instead of an ETA. {} for a run that is not running."""
+    if run.status != "running":
+        return {}
+    plan = store.run_plan(run.id)
+    total, per_epoch, epochs = plan.get("total_steps"), plan.get("steps_per_epoch"), plan.get("max_epochs")
+    out = {"total_steps": total}
+    if per_epoch:
+        out["epoch"] = f"{run.steps // per_epoch}/{epochs}" if epochs else str(run.steps // per_epoch)
+    silent = silence(run.heartbeat_at, now)
+    if silent:  # killed outright (a machine's end, SIGKILL): no ETA; `ortholab reproduce --resume` goes on
+        out["silent"] = silent
+        return out
+    times = store.recent_values(run.id, "time/step_s", PACE_POINTS)
+    if total and times:
+        out["eta_s"] = max(total - run.steps, 0) * sorted(times)[len(times) // 2]
+    return out
+
+
+def steps_of_plan(steps: int, total: int | None) -> str:
+    """'700/10000' for a run with a known plan, else the steps so far."""
+    return f"{steps}/{total}" if total else str(steps)
+
+
+def duration(seconds: float | None) -> str | None:
+    """'1h26m' or '7m' (rounded to the minute); None stays None."""
+    if seconds is None:
+        return None
+    minutes = round(seconds / 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
