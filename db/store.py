@@ -49,7 +49,7 @@ from ortholab.db.schema import (
 
 ENV_VAR = "ORTHOLAB_DB"
 RUNS_ENV_VAR = "ORTHOLAB_RUNS"  # the folder that holds the default store and the run folders (default ./runs)
-FIX = f"pass --db URL or set {ENV_VAR} to a writable database"
+FIX = f"pass --db URL, or set {ENV_VAR} to a writable database or {RUNS_ENV_VAR} to a writable folder"
 SQLITE_PRAGMAS = ("busy_timeout=30000", "foreign_keys=ON", "synchronous=NORMAL")  # wait first
 SQLITE_JOURNAL = "journal_mode=WAL"  # kept by the file: set only on an empty file or an OrthoLab store
 JSON_FIELDS = ("config", "info", "tags")
@@ -183,7 +183,8 @@ class Store:
                     raise self._error(f"cannot create the directory {path.parent} ({why})") from e
             elif not path.is_file():
                 raise StoreMissing(f"The run database {self.display_url} does not exist ({path}); check --db, "
-                                 f"${ENV_VAR} or ${RUNS_ENV_VAR} (a run database is made by the first `ortholab fit` that records there).")
+                                   f"${ENV_VAR} or ${RUNS_ENV_VAR} (a run database is made by the first `ortholab fit` "
+                                   f"that records there).")
             else:
                 creator = _sqlite_connector(path, read_only=self._access == "read" and not _can_write(path))
         try:

@@ -22,7 +22,7 @@ import yaml
 
 from ortholab.aliases import full_class_path
 from ortholab.db import Store
-from ortholab.db.store import StoreMissing
+from ortholab.db.store import ENV_VAR as DB_ENV_VAR, RUNS_ENV_VAR, StoreMissing
 from ortholab.db.published import PaperRow, PaperTable, load_tables, reproductions
 from ortholab.errors import ConfigError
 
@@ -254,7 +254,7 @@ def reproduce(table: str | None, rows: list[str] | None, scale: str, db: str | N
 def checkout_hint(db: str | None, extra: list[str]) -> str | None:
     """A note when hours of runs would go to ./runs inside a git checkout (no --db, $ORTHOLAB_DB, --runs_dir or
     $ORTHOLAB_RUNS), where a fresh clone would not find them; None otherwise."""
-    if db or os.environ.get("ORTHOLAB_DB") or os.environ.get("ORTHOLAB_RUNS") or any(
+    if db or os.environ.get(DB_ENV_VAR) or os.environ.get(RUNS_ENV_VAR) or any(
             arg.split("=")[0] == "--runs_dir" for arg in extra):
         return None
     here = Path.cwd().resolve()
