@@ -145,6 +145,9 @@ def test_row_config(name, row):
     config = yaml.safe_load(text)
     assert config["model"]["family"] == row["family"], f"{where}: {row['config']} trains {config['model']['family']}"
     class_name = config["data"]["class_path"].rsplit(".", 1)[-1]
+    data_path = str(config["data"].get("init_args", {}).get("path") or "")
+    assert not data_path.startswith(".."), \
+        f"{row['config']}: data.path {data_path!r} exists only beside a checkout; null (the data root) works from a wheel"
     assert TASK_OF_CLASS.get(class_name) == row["task"], f"{where}: {row['config']} is task {class_name}"
     hidden = config["model"].get("hidden_size")
     if isinstance(hidden, int) and row["hidden_size"] is not None:
