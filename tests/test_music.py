@@ -2,16 +2,20 @@
 import fractions
 import math
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+import yaml
 
 from ortholab.datamodules.music import PolyphonicMusic
 from ortholab.datamodules.spec import TaskSpec
+from ortholab.db import Store
 from ortholab.errors import ConfigError
 from standins import SHARED_DATA, piano_pieces, roll, write_music_mat, write_music_pickle
+from ortholab.training.cli import main
 from ortholab.training.objectives import OBJECTIVES
 
 from tolerances import roundoff
@@ -178,3 +182,25 @@ def test_evaluation_batches_group_pieces_of_similar_length_and_predict_keeps_the
                 assert torch.equal(inputs[row, :len(full) - 1], torch.from_numpy(full[:-1]).float())
     predicted = [mask.sum(dim=1).tolist() for _, _, mask in task.predict_dataloader()]
     assert [n for steps in predicted for n in steps] == [len(p) - 1 for p in pieces["test"]]
+
+
+def test_a_data_path_relative_to_the_start_folder_is_recorded_absolute_so_the_run_reads_it_from_anywhere(
+        tmp_path, monkeypatch, capsys):
+    """`fit --data.path rolls.mat` in one folder; the run's config.yaml names the file absolutely, so a resume or
+    `test --config` of it from another folder reads the same pieces."""
+    start, elsewhere = tmp_path / "start", tmp_path / "elsewhere"
+    start.mkdir(), elsewhere.mkdir()
+    write_music_mat(start / "rolls.mat", splits())
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    quiet = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
+    monkeypatch.chdir(start)
+    main(["fit", "--model.family", "lstm", "--model.hidden_size", "8", "--data", "PolyphonicMusic",
+          "--data.dataset", "jsb", "--data.path", "rolls.mat", "--data.batch_size", "3", "--trainer.max_steps", "2",
+          "--trainer.accelerator", "cpu", "--db", db, "--runs_dir", str(tmp_path / "runs"), *quiet])
+    config = Path(Store(db).get_run(1).run_dir) / "config.yaml"
+    assert yaml.safe_load(config.read_text())["data"]["init_args"]["path"] == str(start / "rolls.mat")
+    monkeypatch.chdir(elsewhere)
+    main(["test", "--config", str(config), "--db", db, *quiet])
+    capsys.readouterr()
+    tested = [run for run in Store(db).list_runs() if run.stage == "test"]
+    assert len(tested) == 1 and tested[0].status == "finished"
