@@ -1,13 +1,17 @@
 """Character text: file layouts and formats, vocabulary with <unk>, windows and lines, shift, bits per character."""
 import math
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+import yaml
 
 from ortholab.datamodules.spec import TaskSpec
 from ortholab.datamodules.text import UNKNOWN, CharText
+from ortholab.db import Store
 from standins import write_text_set
+from ortholab.training.cli import main
 from ortholab.training.objectives import OBJECTIVES
 
 from tolerances import roundoff
@@ -98,3 +102,23 @@ def test_explicit_files(tmp_path):
     task = CharText(train_file=str(tmp_path / "a.txt"), val_file=str(tmp_path / "b.txt"),
                     test_file=str(tmp_path / "c.txt"), seq_len=4)
     assert task.files["val"].name == "b.txt"
+
+
+def test_text_files_given_one_by_one_relative_to_the_start_folder_are_recorded_absolute(tmp_path, monkeypatch):
+    """data.train_file / val_file / test_file (relative to the folder a run starts in, not to data.path) are
+    recorded absolute like data.path; data.layout, a word that ends in neither _file nor _dir, stays as given."""
+    start = tmp_path / "start"
+    start.mkdir()
+    for name in ("tr.txt", "va.txt", "te.txt"):
+        (start / name).write_text("the quick brown fox jumps over the lazy dog\n" * 20)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    monkeypatch.chdir(start)
+    main(["fit", "--config", str(Path(__file__).resolve().parents[1] / "configs" / "demo" / "text_tiny_lstm.yaml"),
+          "--data.train_file", "tr.txt", "--data.val_file", "va.txt", "--data.test_file", "te.txt",
+          "--model.hidden_size", "8", "--trainer.max_steps", "1", "--trainer.limit_val_batches", "1",
+          "--db", db, "--runs_dir", str(tmp_path / "runs"), "--trainer.enable_progress_bar", "false",
+          "--trainer.enable_model_summary", "false"])
+    data = yaml.safe_load((Path(Store(db).get_run(1).run_dir) / "config.yaml").read_text())["data"]["init_args"]
+    assert [data[f"{split}_file"] for split in ("train", "val", "test")] == \
+        [str(start / name) for name in ("tr.txt", "va.txt", "te.txt")]
+    assert data["layout"] == "windows" and data["path"] is None

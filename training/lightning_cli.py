@@ -49,10 +49,11 @@ class RecordConfig(SaveConfigCallback):
         config.pop("resume", None)  # which record to continue, not the run's configuration: `test --config` of
         # the run folder's config.yaml must not record into the run it was trained as
         data_args = (config.get("data") or {}).get("init_args") or {}
-        if isinstance(data_args.get("path"), str) and not data_args["path"].startswith("~"):
-            # a path relative to the folder the run started in is recorded absolute: `fit --resume` and
-            # `reproduce --resume` read this config from any folder
-            data_args["path"] = str(Path(data_args["path"]).absolute())
+        for key, value in data_args.items():  # data.path, data.train_file, data.cache_dir, ...: a path relative to
+            # the folder the run started in is recorded absolute, so `fit --resume` and `reproduce --resume` read
+            # this config from any folder
+            if (key == "path" or key.endswith(("_file", "_dir"))) and isinstance(value, str) and value[:1] != "~":
+                data_args[key] = str(Path(value).absolute())
         model = config.get("model") or {}
         if model.get("family"):  # every family option with the value it ran with, defaults included: a resume or a
             # side-by-side comparison does not depend on the defaults of the OrthoLab version that reads it
