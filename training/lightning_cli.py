@@ -52,7 +52,8 @@ class RecordConfig(SaveConfigCallback):
         for key, value in data_args.items():  # data.path, data.train_file, data.cache_dir, ...: a path relative to
             # the folder the run started in is recorded absolute, so `fit --resume` and `reproduce --resume` read
             # this config from any folder
-            if (key == "path" or key.endswith(("_file", "_dir"))) and isinstance(value, str) and value[:1] != "~":
+            is_path = key == "path" or key.endswith(("_file", "_dir"))
+            if is_path and isinstance(value, str) and value[:1] not in ("", "~"):  # "~/..." and "" stay as given
                 data_args[key] = str(Path(value).absolute())
         model = config.get("model") or {}
         if model.get("family"):  # every family option with the value it ran with, defaults included: a resume or a
