@@ -12,4 +12,4 @@ os.environ.pop("ORTHOLAB_DB", None)
 os.environ.pop("ORTHOLAB_RUNS", None)
 # the tests' own callbacks and fault injectors (faults.SignalAt, ...) that configs name by class path: the
 # allow-list of config modules admits them only through this variable, as a user admits their own packages
-os.environ["ORTHOLAB_CONFIG_MODULES"] = "faults,hostile_faults,test_bad_input"
+os.environ["ORTHOLAB_CONFIG_MODULES"] = "faults,hostile_faults,test_bad_input,map_probe"

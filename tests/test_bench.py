@@ -12,6 +12,8 @@ from ortholab.models.sizing import hidden_size_for_budget, parameter_count
 from ortholab.training.bench import BUDGET_TOLERANCE, BUDGETS, CLASSES
 from ortholab.training.cli import main
 
+from devices import needs_cuda
+
 
 def test_quick_bench_reports_ratios_for_each_family(capsys):
     main(["bench", "--quick", "--json"])  # every registered family (the default)
@@ -99,7 +101,7 @@ def test_the_table_estimates_a_pmnist_epoch_from_the_step_time_at_t_784(capsys, 
     assert _epoch_column(rendered, "scornn") == f"{row['pmnist_epoch_s']:.0f} s"
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+@needs_cuda
 def test_bench_on_cuda_prints_the_same_table_with_the_epoch_estimate(capsys):
     main(["bench", "--device", "cuda", "--families", "scornn", "--sizes", "16k", "--batches", "50", "--seq-len",
           "784", "--repeats", "2", "--memory", "784"])

@@ -14,6 +14,7 @@ from ortholab.models.modrelu import modrelu
 from ortholab.models.sizing import hidden_size_for_budget, parameter_count
 from ortholab.training.module import build_layer
 
+from devices import needs_cuda
 from tolerances import close, norm, roundoff
 
 F64 = torch.float64
@@ -135,7 +136,7 @@ def test_skew_exponential_stays_in_float32_under_bf16_autocast():
     torch.testing.assert_close(a.grad, expected_grad)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+@needs_cuda
 def test_skew_exponential_on_cuda_matches_the_cpu():
     g = torch.Generator().manual_seed(5)
     a = skew_cases(30, g)["large"].requires_grad_()

@@ -9,6 +9,7 @@ trajectory, theta's gradients included; 'right' (W = K D) must not, and must sti
 """
 import pytest
 import torch
+from devices import DEVICES
 from tolerances import close, roundoff
 
 from ortholab.datamodules.spec import TaskSpec
@@ -29,8 +30,6 @@ ORTHOLAB_OPTIMIZERS = {
     "scaling": {"name": "adagrad_tf", "lr": LR_THETA},
     "other": {"name": "rmsprop_tf", "lr": LR_OTHER},
 }
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
-                                                                 reason="no CUDA device on this machine"))]
 
 
 # the official code, transcribed ---------------------------------------------------------------------------------

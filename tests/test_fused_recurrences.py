@@ -22,6 +22,7 @@ from ortholab.models.shift_recurrence import shift_relu_recurrence, shift_relu_r
 from ortholab.models.urnn import URNN
 from ortholab.models.urnn_kernels import urnn_recurrence_features
 
+from devices import DEVICES, needs_cuda
 from tolerances import close, norm
 
 T, B, N = 12, 3, 6
@@ -29,8 +30,6 @@ T, B, N = 12, 3, 6
 # T steps for the states, and the sum over T and B for a weight's gradient
 STATE_OPS, GRADIENT_OPS = 8 * N * T, (8 * N + B) * T
 F64 = torch.float64
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
-                                                                 reason="no CUDA device on this machine"))]
 
 
 def _real(*shape, scale=1.0):
@@ -148,7 +147,7 @@ def _host_syncs(family: str, seq_len: int) -> int:
     return sum("synchronizing" in str(w.message) for w in caught)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+@needs_cuda
 @pytest.mark.parametrize("family", [f for f in FAMILIES if f != "rtransformer"])
 def test_no_host_sync_per_time_step_on_cuda(family):
     # a sync inside the time loop would make the count grow with T; forming W may sync once (a solve's checks)

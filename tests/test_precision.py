@@ -16,6 +16,7 @@ from ortholab.training.cli import main
 from ortholab.training.module import RecurrentModule
 from ortholab.training.optimizers import OPTIMIZERS
 
+from devices import needs_cuda
 from test_cli import DEMO, TINY
 from tolerances import cond, roundoff
 
@@ -116,9 +117,9 @@ def test_each_family_trains_under_bf16_mixed_with_its_map_in_float32(family):
         assert unitarity_error(w) <= bound, (unitarity_error(w), bound)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+@needs_cuda
 @pytest.mark.parametrize("precision", ["16-mixed", "bf16-mixed"])
-@pytest.mark.parametrize("family", ["scornn", "nnrnn", "fcurnn", "ornn", "lstm"])
+@pytest.mark.parametrize("family", sorted(FAMILIES))  # every family, every optimizer of PLAN
 def test_mixed_precision_on_cuda(family, precision):
     module, before, losses = train(family, precision, accelerator="gpu")
     assert len(losses) == STEPS and all(math.isfinite(loss) for loss in losses), losses

@@ -7,14 +7,13 @@ from ortholab.models import triton_recurrence as fused
 from ortholab.models.pointwise_recurrence import pointwise_recurrence_reference
 from ortholab.models.recurrence import modrelu_recurrence, modrelu_recurrence_reference
 
+from devices import DEVICES, needs_cuda
 from tolerances import close, norm
 
 pytest.importorskip("triton", reason="Triton is not installed (pip install 'ortholab[gpu]')")
 
 # T steps and n > BLOCK_N (two column tiles, the second partial), B > BLOCK_B (two row blocks, the second partial)
 T, B, N = 7, 19, 37
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
-                                                                 reason="no CUDA device on this machine"))]
 
 
 @pytest.fixture
@@ -90,7 +89,7 @@ def test_the_kernels_are_chosen_only_on_cuda(monkeypatch):
         assert not fused.fused_available(on_gpu)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+@needs_cuda
 def test_scornn_on_cuda_takes_the_kernels_and_agrees_with_the_loop(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     inputs = _inputs(torch.float32, "cuda", with_offsets=False)

@@ -1,0 +1,475 @@
+"""`make gpu-check`: every open GPU question in one call, each stage in a process of its own with its own time limit.
+
+    python3 tools/gpu_check.py                         # on the lent GPU machine (docs/gpus.md gives the device call)
+    python3 tools/gpu_check.py --device cpu --tiny     # the CPU rehearsal (tests/test_gpu_check.py runs it)
+
+Stages: 0 env (GPU, driver, versions), 1 tests (`pytest -m cuda`: every CUDA case of the suite, then nothing may
+skip), 2 kernels (tools/gpu_timing.py: the Triton kernels, the torch loop and cuDNN, CUDA-event medians), 3 bench
+(`ortholab bench --device cuda`, one process per family, each with its own limit), 4 epoch (one permuted-MNIST
+epoch of scoRNN n = 170 through `ortholab fit`, float32 and bf16-mixed, capped by time and reported as a rate if
+cut). A failing stage is recorded and the next one runs. The summary table is printed last; everything is written
+under --out ($OUT on the device machine): summary.md, summary.json, speed.md, log.txt, epoch.db (at most 8 files
+come back from there).
+
+The device image has no SQLAlchemy, Alembic, jsonargparse, soundfile or platformdirs and no network: the wheels
+that `bash tools/gpu_wheels.sh` put in .whl/ are installed into a folder of the work directory, and the checkout is
+made importable as `ortholab` (its folders linked under one package, as pyproject's package-dir maps them), so
+nothing here needs an install. Only the standard library is imported in this process.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TOOLS = REPO / "tools"
+# pyproject's package-dir: the top-level folders that install as ortholab's subpackages
+SUBPACKAGES = ("app", "training", "models", "datamodules", "db", "configs")
+# what OrthoLab imports that the device image lacks (docs/gpus.md); tools/gpu_wheels.sh carries their wheels
+MISSING_ON_DEVICE = ("sqlalchemy", "alembic", "jsonargparse", "docstring_parser", "typeshed_client", "soundfile",
+                     "platformdirs")
+STAGES = ("env", "tests", "kernels", "bench", "epoch")
+# seconds per stage on the GPU (about 6 minutes in all, so that a fix and a second call fit in 15 minutes of GPU time)
+LIMITS = {"env": 30, "tests": 120, "kernels": 60, "bench": 100, "epoch": 125}
+BENCH_FAMILY_LIMIT_S = {"cuda": 25, "cpu": 60}  # one family's `ortholab bench` process, its imports included
+EPOCH_CAP_S = 50  # one precision's epoch, training time; cut there and reported as a rate
+PMNIST_STEPS = 1_100  # 55,000 images at batch 50
+FAST_EPOCH_S = 6.0  # at or under this, the next call trains scoRNN Table 1's permuted-MNIST row (70 epochs)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument("--tiny", action="store_true", help="tiny sizes: the CPU rehearsal of every stage")
+    parser.add_argument("--out", default=os.environ.get("OUT") or str(REPO / "gpu-check-out"),
+                        help="where the summary, the logs and the epoch's store go (default: $OUT, else ./gpu-check-out)")
+    parser.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated, of {', '.join(STAGES)}")
+    parser.add_argument("--families", default=None, help="the bench stage's families (default: every family; "
+                        "with --tiny: scornn,ornn,lstm)")
+    parser.add_argument("--mnist", default=None, help="the folder of MNIST's four IDX files, gzipped or not (default: "
+                        ".gpu-data/mnist, else $ORTHOLAB_DATA/mnist, else ../shared/data/mnist)")
+    parser.add_argument("--work", default="/tmp/ortholab-gpu-check", help="scratch folder (wheels, runs)")
+    parser.add_argument("--run-stage", default=None, help=argparse.SUPPRESS)  # a stage, in the child process
+    args = parser.parse_args(argv)
+    stages = args.stages.split(",")
+    unknown = [s for s in stages if s not in STAGES]
+    if unknown:
+        parser.error(f"--stages: {unknown[0]!r} is not a stage; choose from {', '.join(STAGES)}")
+    args.stages = stages
+    return args
+
+
+# the environment the stages run in -------------------------------------------------------------------------------
+
+def _missing(modules, env) -> list[str]:
+    probe = "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))"
+    done = subprocess.run([sys.executable, "-c", probe, *modules], env=env, capture_output=True, text=True)
+    return done.stdout.split()
+
+
+def prepare(work: Path, log) -> dict[str, str]:
+    """The environment of every stage: the carried wheels installed and the checkout importable where needed."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    missing = _missing(MISSING_ON_DEVICE, env)
+    wheels = sorted((REPO / ".whl").glob("*.whl"))
+    if missing and wheels:
+        site = work / "site"
+        log(f"prepare: {', '.join(missing)} missing; installing {len(wheels)} wheels from .whl/ into {site}")
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                        "--upgrade", "--target", str(site), *map(str, wheels)], check=True)
+        paths.insert(0, str(site))
+    elif missing:
+        log(f"prepare: {', '.join(missing)} missing and no .whl/ here: run `bash tools/gpu_wheels.sh` and carry .whl")
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    if _missing(["ortholab.training"], env):  # not installed: link the checkout's folders under one package
+        source = work / "src" / "ortholab"
+        shutil.rmtree(source.parent, ignore_errors=True)
+        shutil.copytree(REPO / "ortholab", source)
+        for name in SUBPACKAGES:
+            (source / name).symlink_to(REPO / name, target_is_directory=True)
+        paths.insert(0, str(source.parent))
+        log(f"prepare: the checkout linked as the package ortholab under {source.parent}")
+    paths.append(str(REPO / "tests"))  # the suite's helpers (tolerances), as pytest's pythonpath has them
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    if shutil.which("ortholab", path=env.get("PATH")) is None:  # the console script, for tests that call it
+        bin_dir = work / "bin"
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        script = bin_dir / "ortholab"
+        script.write_text(f"#!{sys.executable}\nfrom ortholab.training.cli import main\nmain()\n")
+        script.chmod(0o755)
+        env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def run_process(cmd: list[str], env: dict, limit: float, stdout, stderr=subprocess.STDOUT) -> tuple[int | None, float]:
+    """(exit code, or None when killed at `limit` seconds; wall seconds). The whole process group is killed at the
+    limit (a bench process starts measuring processes of its own)."""
+    start = time.perf_counter()
+    print(f"\n$ {' '.join(cmd)}", file=sys.stdout if stderr is None else stdout, flush=True)
+    process = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=stdout, stderr=stderr, start_new_session=True)
+    try:
+        code = process.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        code = None
+        print(f"[killed after {limit:.0f} s]", file=sys.stdout if stderr is None else stdout, flush=True)
+    return code, time.perf_counter() - start
+
+
+# the stages (each runs in a child process: `--run-stage NAME`) ------------------------------------------------------
+
+def stage_env(args) -> dict:
+    import importlib.metadata as metadata
+    import platform
+
+    import torch
+
+    facts = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
+             "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None}
+    for name in ("lightning", "pytorch-lightning", "torchmetrics", "triton", "numba", "numpy", "sqlalchemy",
+                 "jsonargparse", "alembic"):
+        try:
+            facts[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            facts[name] = None
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit(f"no CUDA device: torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU")
+        props = torch.cuda.get_device_properties(0)
+        facts.update(gpu=props.name, gpu_memory_gib=round(props.total_memory / 2**30, 1),
+                     multiprocessors=props.multi_processor_count)
+        smi = shutil.which("nvidia-smi")
+        if smi:
+            query = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+                                   capture_output=True, text=True)
+            facts["driver"] = query.stdout.strip() or None
+    else:
+        facts.update(gpu=None, cpu=platform.processor() or platform.machine(), threads=torch.get_num_threads())
+    import ortholab.training.cli  # noqa: F401  the package imports with what this machine has
+
+    return facts
+
+
+def stage_tests(args, work: Path) -> dict:
+    """`pytest -m cuda` (on the CPU these skip, and the Triton kernels run through the interpreter instead)."""
+    import importlib.util
+
+    results = {}
+    runs = [("cuda", ["-m", "cuda"])]
+    if args.device == "cpu":
+        runs.append(("interpreter", ["-m", "not slow", "tests/test_triton_recurrence.py", "-k", "cpu"]))
+    for name, selection in runs:
+        junit = work / f"junit-{name}.xml"
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs", f"--junitxml={junit}",
+               *selection]
+        if args.device == "cuda" and importlib.util.find_spec("xdist"):
+            cmd += ["-n", "4"]  # four workers on one GPU: these are correctness checks, not timings
+        subprocess.run(cmd, cwd=REPO)
+        results[name] = junit_counts(junit)
+    return results
+
+
+def junit_counts(path: Path) -> dict:
+    if not path.exists():
+        return {"error": "pytest wrote no report (see log.txt)"}
+    root = ElementTree.parse(path).getroot()
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    counts = {key: int(suite.get(key, 0)) for key in ("tests", "failures", "errors", "skipped")}
+    counts["failed"] = [f"{case.get('classname')}::{case.get('name')}" for case in suite.iter("testcase")
+                        if case.find("failure") is not None or case.find("error") is not None][:20]
+    return counts
+
+
+def stage_kernels(args, work: Path) -> dict:
+    sys.path.insert(0, str(TOOLS))
+    import gpu_timing
+
+    return gpu_timing.measure_all(args.device, args.tiny)
+
+
+def bench_families(args) -> list[str]:
+    if args.families:
+        return args.families.split(",")
+    if args.tiny:
+        return ["scornn", "ornn", "lstm"]
+    # the issue's targets first, so that a stage cut by its limit has measured those
+    first = ["scornn", "ornn", "exprnn", "urnn", "eurnn", "scurnn", "fcurnn", "lstm"]
+    from ortholab.models import FAMILIES
+
+    return first + [f for f in FAMILIES if f not in first]
+
+
+def stage_bench(args, work: Path, env: dict) -> dict:
+    """`ortholab bench --device D --families F --json`, one process per family, each cut at its own limit."""
+    flags = (["--seq-len", "16", "--batches", "4", "--repeats", "1"] if args.tiny
+             else ["--seq-len", "784", "--batches", "50", "--repeats", "3"])
+    deadline = time.monotonic() + LIMITS["bench"] - 5
+    rows, failed, not_reached = [], {}, []
+    for family in bench_families(args):
+        left = deadline - time.monotonic()
+        if left < 3:
+            not_reached.append(family)
+            continue
+        out = work / f"bench-{family}.json"
+        limit = min(BENCH_FAMILY_LIMIT_S[args.device], left)
+        cmd = [sys.executable, "-c", "import sys; from ortholab.training.cli import main; main()",
+               "bench", "--device", args.device, "--families", family, "--sizes", "16k", "--memory", "",
+               "--json", *flags]
+        with open(out, "w") as stdout:  # the JSON; its notes and errors go to stderr, the log
+            code, _ = run_process(cmd, env, limit, stdout, stderr=None)
+        if code == 0:
+            rows += json.loads(out.read_text())["rows"]
+        else:
+            failed[family] = f"killed at its limit of {limit:.0f} s" if code is None else f"exit code {code}"
+    return {"rows": rows, "failed": failed, "not_reached": not_reached}
+
+
+def find_mnist(args) -> Path:
+    candidates = [args.mnist] if args.mnist else [REPO / ".gpu-data" / "mnist",
+                                                  Path(os.environ.get("ORTHOLAB_DATA", "/nonexistent")) / "mnist",
+                                                  REPO.parent / "shared" / "data" / "mnist"]
+    for candidate in map(Path, candidates):
+        if candidate.is_dir() and any(candidate.glob("train-images-idx3-ubyte*")):
+            return candidate
+    raise SystemExit(f"no MNIST IDX files in {', '.join(map(str, candidates))}: run `make gpu-pack` and carry "
+                     f".gpu-data, or give --mnist DIR")
+
+
+def stage_epoch(args, work: Path, env: dict) -> dict:
+    """One permuted-MNIST epoch of scoRNN n = 170 (the paper's config) through `ortholab fit`, per precision."""
+    mnist = find_mnist(args)
+    db = work / "epoch.db"
+    db.unlink(missing_ok=True)
+    every = 1 if args.tiny else 50
+    overrides = work / "epoch-overrides.yaml"
+    overrides.write_text(json.dumps({"trainer": {"callbacks": [
+        {"class_path": "training.callbacks.Timing", "init_args": {"every_n_steps": every}}]}}))
+    results = {}
+    cap = 20 if args.tiny else EPOCH_CAP_S
+    for precision in ("32-true", "bf16-mixed"):
+        cmd = [sys.executable, "-c", "import sys; from ortholab.training.cli import main; main()", "fit",
+               "--config", str(REPO / "configs/papers/scornn_pmnist_n170.yaml"), "--config", str(overrides),
+               "--db", f"sqlite:///{db}", "--runs_dir", str(work / "runs"), "--name", f"pmnist-epoch-{precision}",
+               "--data.init_args.path", str(mnist), "--data.init_args.download", "false",
+               "--trainer.accelerator", "gpu" if args.device == "cuda" else "cpu", "--trainer.devices", "1",
+               "--trainer.precision", precision, "--trainer.max_epochs", "1", "--trainer.log_every_n_steps", str(every),
+               "--trainer.max_time", f"00:00:00:{cap:02d}", "--trainer.limit_val_batches", "0",
+               "--trainer.num_sanity_val_steps", "0", "--test_every_validation", "false",
+               "--trainer.enable_progress_bar", "false"]
+        if args.tiny:
+            cmd += ["--trainer.limit_train_batches", "4"]
+        code, wall = run_process(cmd, env, cap + 60, sys.stdout)
+        results[precision] = {"exit_code": code, "process_s": round(wall, 1)}
+    results.update(read_epoch_store(db, env))
+    return results
+
+
+READ_STORE = """
+import json, sys, statistics
+from ortholab.db import Store
+store = Store.open_existing(sys.argv[1]) if hasattr(Store, "open_existing") else Store(sys.argv[1])
+out = {}
+for run in store.list_runs():
+    step_s = [p.value for p in store.metric_series(run.id, "time/step_s")]
+    epoch_s = [p.value for p in store.metric_series(run.id, "time/epoch_s")]
+    points = store.metric_series(run.id, "train/loss")
+    out[run.name] = {"run": run.id, "status": run.status, "steps": run.steps,
+                     "step_ms": 1000 * statistics.fmean(step_s) if step_s else None,
+                     "epoch_s": epoch_s[-1] if epoch_s else None,
+                     "last_loss": points[-1].value if points else None}
+print(json.dumps(out))
+"""
+
+
+def read_epoch_store(db: Path, env: dict) -> dict:
+    if not db.exists():
+        return {"store": "no store was written (log.txt)"}
+    done = subprocess.run([sys.executable, "-c", READ_STORE, f"sqlite:///{db}"], env=env, capture_output=True,
+                          text=True, cwd=REPO)
+    if done.returncode:
+        return {"store": f"could not read the store: {done.stderr.strip().splitlines()[-1:]}"}
+    runs = json.loads(done.stdout)
+    for run in runs.values():  # the paper's 1,100 steps at the measured rate where the epoch was cut by time
+        full = run["steps"] >= PMNIST_STEPS and run["epoch_s"] is not None
+        run["epoch_full"] = full
+        run["epoch_estimate_s"] = (run["epoch_s"] if full else
+                                   PMNIST_STEPS * run["step_ms"] / 1000 if run["step_ms"] else None)
+    return {"runs": runs}
+
+
+STAGE_FUNCTIONS = {"env": lambda a, w, e: stage_env(a), "tests": lambda a, w, e: stage_tests(a, w),
+                   "kernels": lambda a, w, e: stage_kernels(a, w), "bench": stage_bench, "epoch": stage_epoch}
+
+
+# verdicts and the summary ---------------------------------------------------------------------------------------
+
+def verdict(stage: str, result: dict, device: str) -> tuple[bool, str]:
+    """(passed, the key numbers in one line)."""
+    if stage == "env":
+        return True, ", ".join(f"{k} {v}" for k, v in result.items() if k in ("gpu", "driver", "torch", "triton",
+                                                                                "lightning", "python", "cpu"))
+    if stage == "tests":
+        parts, ok = [], True
+        for name, c in result.items():
+            if "error" in c:
+                return False, f"{name}: {c['error']}"
+            bad = c["failures"] + c["errors"]
+            # on the GPU no CUDA case may skip; on the CPU they all do
+            ok &= bad == 0 and c["tests"] > 0 and (device != "cuda" or c["skipped"] == 0)
+            parts.append(f"{name}: {c['tests']} run, {bad} failed, {c['skipped']} skipped")
+            parts += [f"failed {f}" for f in c["failed"][:3]]
+        return ok, "; ".join(parts)
+    if stage == "kernels":
+        ratios = [f"{r['what']} B={r['batch']} n={r['n']}: {r['ms']:.1f} ms" +
+                  (f" ({r['vs_rnn_relu']:.2f}x RNN(relu))" if r.get("vs_rnn_relu") else "")
+                  for r in result["rows"] if r["what"].startswith("scornn")]
+        return bool(result["rows"]), "; ".join(ratios[:4])
+    if stage == "bench":
+        lost = [f"{f} ({why})" for f, why in result["failed"].items()] + \
+               [f"{f} (not reached)" for f in result["not_reached"]]
+        text = f"{len(result['rows'])} families measured"
+        if result["rows"]:
+            text += ": " + ", ".join(f"{r['family']} {r['vs_lstm']:.2f}x LSTM" for r in result["rows"]
+                                     if r.get("vs_lstm"))
+        if lost:
+            text += "; not measured: " + ", ".join(lost)
+        return bool(result["rows"]) and not lost, text
+    if stage == "epoch":
+        runs = result.get("runs")
+        if not runs:
+            return False, str(result.get("store"))
+        parts, ok = [], True
+        for name, run in runs.items():
+            estimate = run["epoch_estimate_s"]
+            ok &= run["status"] in ("finished", "interrupted") and estimate is not None and \
+                run["last_loss"] is not None and run["last_loss"] == run["last_loss"]
+            kind = "epoch" if run["epoch_full"] else f"{run['steps']} steps, epoch at that rate"
+            parts.append(f"{name}: {kind} {estimate:.1f} s" if estimate else f"{name}: {run['status']}, no timing")
+        return ok, "; ".join(parts)
+    return False, "unknown stage"
+
+
+def render_summary(results: dict, args) -> str:
+    lines = ["| stage | result | seconds | key numbers |", "| --- | --- | --- | --- |"]
+    for stage, entry in results.items():
+        lines.append(f"| {stage} | {entry['status']} | {entry['seconds']:.0f} | {entry['summary']} |")
+    text = "\n".join(lines)
+    runs = results.get("epoch", {}).get("result", {}).get("runs", {})
+    fast = [r for r in runs.values() if r.get("epoch_estimate_s") and r["epoch_estimate_s"] <= FAST_EPOCH_S]
+    if fast and args.device == "cuda" and not args.tiny:
+        text += ("\n\nThe epoch took 6 s or less: the next call trains scoRNN Table 1's permuted-MNIST n = 170 row "
+                 "for its 70 epochs (docs/gpus.md, `ortholab reproduce scornn_table1 --rows pmnist-n170`).")
+    return text
+
+
+def speed_markdown(results: dict) -> str:
+    out = []
+    kernels = results.get("kernels", {}).get("result")
+    if kernels:
+        out += [f"## Kernels: forward+backward, T = {kernels['seq_len']}, median of {kernels['repeats']} "
+                f"({kernels['timer']})", "", "| what | batch | n | params | ms | x RNN(relu) | x LSTM |",
+                "| --- | --- | --- | --- | --- | --- | --- |"]
+        for r in kernels["rows"]:
+            ratio = lambda key: f"{r[key]:.2f}" if r.get(key) else "-"  # noqa: E731
+            out.append(f"| {r['what']} | {r['batch']} | {r['n']} | {r.get('params', '-')} | {r['ms']:.2f} | "
+                       f"{ratio('vs_rnn_relu')} | {ratio('vs_lstm')} |")
+    bench = results.get("bench", {}).get("result")
+    if bench:
+        out += ["", "## `ortholab bench` at the 16k budget", "",
+                "| family | n | batch | T | fwd+bwd ms | step ms | x RNN(relu) | x LSTM | pMNIST epoch s |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for r in bench["rows"]:
+            epoch = f"{r['pmnist_epoch_s']:.1f}" if r.get("pmnist_epoch_s") else "-"
+            out.append(f"| {r['family']} | {r['hidden_size']} | {r['batch']} | {r['seq_len']} | {r['fwd_bwd_ms']:.1f} "
+                       f"| {r['step_ms']:.1f} | {r['vs_rnn_relu']:.2f} | "
+                       f"{r['vs_lstm']:.2f} | {epoch} |" if r.get("vs_lstm") else
+                       f"| {r['family']} | {r['hidden_size']} | {r['batch']} | {r['seq_len']} | {r['fwd_bwd_ms']:.1f} "
+                       f"| {r['step_ms']:.1f} | {r['vs_rnn_relu']:.2f} | - | {epoch} |")
+        for family, why in bench["failed"].items():
+            out.append(f"\nnot measured: {family}: {why}")
+        for family in bench["not_reached"]:
+            out.append(f"\nnot measured: {family}: the stage's time ran out before it")
+    return "\n".join(out) + "\n"
+
+
+def child(args) -> None:
+    """`--run-stage NAME`: run one stage here and write its result as JSON."""
+    work = Path(args.work)
+    env = dict(os.environ)
+    result = STAGE_FUNCTIONS[args.run_stage](args, work, env)
+    (work / f"stage-{args.run_stage}.json").write_text(json.dumps(result, indent=1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    work = Path(args.work)
+    if args.run_stage:
+        child(args)
+        return 0
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    log_path = out / "log.txt"
+    results: dict[str, dict] = {}
+    with open(log_path, "w") as log_file:
+        def log(line: str) -> None:
+            print(line, flush=True)
+            log_file.write(line + "\n")
+            log_file.flush()
+
+        log(f"gpu-check: device {args.device}{', tiny' if args.tiny else ''}; stages {', '.join(args.stages)}; "
+            f"out {out}")
+        env = prepare(work, log)
+        if args.device == "cpu":
+            env.setdefault("TRITON_INTERPRET", "0")
+        for stage in args.stages:
+            limit = LIMITS[stage] + (30 if args.device == "cpu" else 0)  # the CPU rehearsal: slower imports
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--run-stage", stage, "--device", args.device,
+                   "--work", str(work), "--out", str(out), *(["--tiny"] if args.tiny else []),
+                   *(["--families", args.families] if args.families else []),
+                   *(["--mnist", args.mnist] if args.mnist else [])]
+            code, seconds = run_process(cmd, env, limit, log_file)
+            result_file = work / f"stage-{stage}.json"
+            if code == 0 and result_file.exists():
+                result = json.loads(result_file.read_text())
+                passed, summary = verdict(stage, result, args.device)
+            else:
+                result = None
+                passed = False
+                why = f"killed at its limit of {limit} s" if code is None else f"exit code {code}"
+                summary = f"{why}: {last_error(log_path)}"
+            results[stage] = {"status": "pass" if passed else "FAIL", "seconds": seconds, "summary": summary,
+                              "result": result}
+            log(f"{stage}: {results[stage]['status']} in {seconds:.0f} s: {summary}")
+        if (work / "epoch.db").exists():
+            shutil.copy(work / "epoch.db", out / "epoch.db")
+    summary = render_summary(results, args)
+    (out / "summary.md").write_text(f"# gpu-check ({args.device}{', tiny' if args.tiny else ''})\n\n{summary}\n")
+    (out / "summary.json").write_text(json.dumps({"device": args.device, "tiny": args.tiny, "stages": results},
+                                                 indent=1, default=str))
+    (out / "speed.md").write_text(speed_markdown(results))
+    print("\n" + summary)
+    return 0 if all(entry["status"] == "pass" for entry in results.values()) else 1
+
+
+def last_error(log_path: Path) -> str:
+    """The last line of the log that reads like an error, for the summary."""
+    lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
+    errors = [line for line in lines if re.search(r"Error|error:|FAILED|Traceback|no MNIST|no CUDA", line)]
+    return (errors or lines or ["(no output)"])[-1][:300]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

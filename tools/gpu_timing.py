@@ -1,0 +1,135 @@
+"""The GPU check's kernel stage (tools/gpu_check.py): forward+backward times of the fused Triton recurrences against
+the torch loop (ORTHOLAB_TRITON=0) and PyTorch's cuDNN `nn.RNN(relu)` at the same n and `nn.LSTM` at the same
+parameter budget, at the papers' pixel-MNIST setting (T = 784, batch 50 and 128, n = 170 and 360, float32).
+
+Two levels: the whole model as `ortholab bench` builds it (input projection, W formed from its parameters, the
+recurrence, the readout: what a training step pays), and the bare recurrence h_t = modReLU(u_t + W h_{t-1}) (the
+kernel alone). On CUDA each time is the median of CUDA-event timings after warm-up passes; on the CPU (the
+rehearsal, --tiny) it is wall time, and the kernels run through Triton's interpreter at tiny sizes, so the numbers
+there only prove that the stage runs.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+FULL = {"seq_len": 784, "batches": (50, 128), "sizes": (170, 360), "warmup": 3, "repeats": 10}
+TINY = {"seq_len": 16, "batches": (4,), "sizes": (8,), "warmup": 1, "repeats": 3}
+
+
+@contextlib.contextmanager
+def environment(**values: str | None):
+    """Environment variables set (None: removed) for the block, restored after it."""
+    saved = {key: os.environ.get(key) for key in values}
+    for key, value in values.items():
+        os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
+
+
+def median_ms(run, device: str, warmup: int, repeats: int) -> float:
+    """Median milliseconds of run() after `warmup` untimed calls: CUDA events on a GPU, wall time on the CPU."""
+    for _ in range(warmup):
+        run()
+    times = []
+    for _ in range(repeats):
+        if device == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            run()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            begin = time.perf_counter()
+            run()
+            times.append(1000 * (time.perf_counter() - begin))
+    return statistics.median(times)
+
+
+def count(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def model_pass(model, x, y):
+    def run():
+        model.zero_grad(set_to_none=True)
+        F.cross_entropy(model(x), y).backward()
+    return run
+
+
+def measure_all(device: str, tiny: bool) -> dict:
+    from ortholab.models.sizing import hidden_size_for_budget
+    from ortholab.training.bench import build, plain_rnn
+
+    setting = TINY if tiny else FULL
+    seq_len, warmup, repeats = setting["seq_len"], setting["warmup"], setting["repeats"]
+    interpreter = "1" if device == "cpu" else None  # on the CPU only the interpreter runs Triton's kernels
+    rows = []
+    for batch in setting["batches"]:
+        torch.manual_seed(0)
+        x = torch.rand(batch, seq_len, 1, device=device)
+        y = torch.randint(0, 10, (batch,), device=device)
+        for n in setting["sizes"]:
+            timed = {}
+            for family in ("scornn", "ornn"):
+                model = build(family, n, device)
+                for kernel, switch in (("triton", "1"), ("torch loop", "0")):
+                    with environment(ORTHOLAB_TRITON=switch):
+                        timed[f"{family} ({kernel})"] = (median_ms(model_pass(model, x, y), device, warmup, repeats),
+                                                         count(model))
+            rnn = plain_rnn(n, device)
+            timed["nn.RNN(relu) (cuDNN)" if device == "cuda" else "nn.RNN(relu)"] = (
+                median_ms(model_pass(rnn, x, y), device, warmup, repeats), count(rnn))
+            scornn_params = timed["scornn (triton)"][1]
+            lstm_n = hidden_size_for_budget("lstm", scornn_params, 1, 10)
+            lstm = build("lstm", lstm_n, device)
+            lstm_key = f"nn.LSTM n={lstm_n} (same budget)"
+            timed[lstm_key] = (median_ms(model_pass(lstm, x, y), device, warmup, repeats), count(lstm))
+            rnn_ms = next(ms for key, (ms, _) in timed.items() if key.startswith("nn.RNN"))
+            for what, (ms, params) in timed.items():
+                rows.append({"what": what, "batch": batch, "n": n, "params": params, "ms": ms,
+                             "vs_rnn_relu": ms / rnn_ms, "vs_lstm": ms / timed[lstm_key][0]})
+            rows += recurrence_rows(batch, n, seq_len, device, warmup, repeats, interpreter)
+    timer = "CUDA events" if device == "cuda" else "wall time, CPU rehearsal"
+    note = None if device == "cuda" else ("on the CPU the layers never take the kernels: both model rows of a family "
+                                          "run the torch loop; only the recurrence rows run a kernel (interpreted)")
+    return {"seq_len": seq_len, "repeats": repeats, "timer": timer, "rows": rows, "note": note,
+            "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu"}
+
+
+def recurrence_rows(batch, n, seq_len, device, warmup, repeats, interpreter) -> list[dict]:
+    """The bare modReLU recurrence: the fused kernel against the torch loop (models/recurrence.py)."""
+    from ortholab.models import triton_recurrence as fused
+    from ortholab.models.recurrence import modrelu_recurrence
+
+    g = torch.Generator().manual_seed(1)
+    w = torch.linalg.qr(torch.randn(n, n, generator=g))[0]
+    tensors = [torch.randn(seq_len, batch, n, generator=g), w, torch.rand(n, generator=g) * 0.2 - 0.1,
+               torch.zeros(batch, n)]
+    u, w, b, h0 = (t.to(device).requires_grad_() for t in tensors)
+    probe = torch.randn(seq_len, batch, n, device=device)
+
+    def run(fn):
+        def go():
+            for t in (u, w, b, h0):
+                t.grad = None
+            (fn(u, w, b, h0) * probe).sum().backward()
+        return go
+
+    rows = []
+    with environment(TRITON_INTERPRET=interpreter):
+        kernel_ms = median_ms(run(fused.fused_modrelu_recurrence), device, warmup, repeats)
+    with environment(ORTHOLAB_TRITON="0"):
+        loop_ms = median_ms(run(modrelu_recurrence), device, warmup, repeats)
+    for what, ms in (("recurrence (triton kernel)", kernel_ms), ("recurrence (torch loop)", loop_ms)):
+        rows.append({"what": what, "batch": batch, "n": n, "ms": ms, "vs_torch_loop": ms / loop_ms})
+    return rows
