@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow test-docker test-kernels bench docs screenshots clean delete-recorded-runs
+.PHONY: install demo test test-slow test-docker test-kernels bench docs screenshots gpu-pack gpu-check clean delete-recorded-runs
 
 install: $(STAMP)
 
@@ -46,6 +46,20 @@ test-kernels: $(STAMP)
 BENCH ?= --families scornn --sizes 16k --batches 128 --repeats 7 --memory ""
 bench: $(STAMP)
 	$(BIN)/ortholab bench $(BENCH)
+
+# The GPU check (docs/gpus.md): `make gpu-pack` here puts what the GPU machine lacks into ignored folders (.whl: the
+# wheels of tools/gpu_wheels.sh; .gpu-data/mnist: MNIST gzipped, about 11 MB), which the device call carries; there
+# `python3 tools/gpu_check.py` runs. `make gpu-check GPU_CHECK_ARGS="--device cpu --tiny"` rehearses it on this CPU.
+GPU_CHECK_ARGS ?=
+MNIST_DIR ?= $(firstword $(wildcard $(ORTHOLAB_DATA)/mnist) ../shared/data/mnist)
+gpu-pack: $(STAMP)
+	PYTHON=$(BIN)/python bash tools/gpu_wheels.sh .whl
+	mkdir -p .gpu-data/mnist
+	for f in $(MNIST_DIR)/*-ubyte; do gzip -9 -c "$$f" > ".gpu-data/mnist/$$(basename "$$f").gz"; done
+	du -sh .whl .gpu-data
+
+gpu-check: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python tools/gpu_check.py $(GPU_CHECK_ARGS)
 
 # The documentation site (mkdocs.yml, docs/) into site/, strictly: a broken link or anchor, a missing page, or a
 # registered family, task or command without its docs page or section fails the build.

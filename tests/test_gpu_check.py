@@ -1,0 +1,122 @@
+"""The GPU check (tools/gpu_check.py, docs/gpus.md) stays ready for the first GPU machine lent: its CPU rehearsal runs
+every stage, its verdicts fail what must fail, and the wheels it carries hold everything the device image lacks."""
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+REPO = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("gpu_check", REPO / "tools" / "gpu_check.py")
+gpu_check = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gpu_check)
+
+# the device machine's interpreter, for evaluating the wheels' requirement markers there
+DEVICE_PYTHON = {**default_environment(), "python_version": "3.12", "python_full_version": "3.12.3",
+                 "platform_system": "Linux", "sys_platform": "linux", "platform_machine": "x86_64",
+                 "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+
+
+def image_packages() -> set[str]:
+    lines = (REPO / "tools" / "gpu_image_packages.txt").read_text().splitlines()
+    return {canonicalize_name(line) for line in lines if line.strip() and not line.startswith("#")}
+
+
+def pyproject() -> dict:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
+def test_a_cuda_stage_with_a_skipped_case_fails_and_the_cpu_rehearsal_may_skip():
+    counts = {"cuda": {"tests": 89, "failures": 0, "errors": 0, "skipped": 1, "failed": []}}
+    assert gpu_check.verdict("tests", counts, "cuda")[0] is False  # on the GPU nothing may skip
+    assert gpu_check.verdict("tests", counts, "cpu")[0] is True
+    counts["cuda"].update(skipped=0, failures=1, failed=["tests.test_x::test_y"])
+    passed, summary = gpu_check.verdict("tests", counts, "cuda")
+    assert not passed and "tests.test_x::test_y" in summary
+
+
+def test_a_stage_past_its_limit_is_killed_with_its_children(tmp_path):
+    # a bench process starts measuring processes of its own: the whole group goes at the limit
+    marker = tmp_path / "child-alive"
+    grandchild = f"import pathlib, time; time.sleep(3); pathlib.Path({str(marker)!r}).touch()"
+    script = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {grandchild!r}]); time.sleep(30)"
+    with open(tmp_path / "log", "w") as log:
+        code, seconds = gpu_check.run_process([sys.executable, "-c", script], dict(os.environ), 1.0, log)
+    assert code is None and seconds < 10
+    subprocess.run([sys.executable, "-c", "import time; time.sleep(3.5)"])
+    assert not marker.exists()  # the grandchild died with the group
+    assert "[killed after 1 s]" in (tmp_path / "log").read_text()
+
+
+def test_the_rehearsal_hides_every_optional_package_the_device_image_lacks():
+    extras = pyproject()["project"]["optional-dependencies"]
+    optional = {canonicalize_name(Requirement(r).name) for name in ("postgres", "sweeps", "speech", "dashboard")
+                for r in extras[name]}
+    hidden = {canonicalize_name(name) for name in gpu_check.NOT_ON_DEVICE}
+    assert optional - image_packages() <= hidden, optional - image_packages() - hidden
+
+
+def test_the_wheels_carry_every_distribution_the_device_image_lacks(tmp_path):
+    """tools/gpu_wheels.sh downloads (from PyPI); the closure of pyproject's dependencies over the wheels' own
+    requirements, evaluated for CPython 3.12 on Linux, lies in the image or in the wheels."""
+    done = subprocess.run(["bash", "tools/gpu_wheels.sh", str(tmp_path)], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "PYTHON": sys.executable})
+    assert done.returncode == 0, done.stderr[-2000:]
+    wheels = {}
+    for wheel in tmp_path.glob("*.whl"):
+        with zipfile.ZipFile(wheel) as archive:
+            metadata = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+            text = archive.read(metadata).decode()
+        name = canonicalize_name(re.search(r"^Name: (.+)$", text, re.M).group(1).strip())
+        assert re.search(r"(py3|cp312|abi3)", wheel.name) and ("none-any" in wheel.name or "x86_64" in wheel.name)
+        wheels[name] = [Requirement(line.split(":", 1)[1].strip())
+                        for line in text.splitlines() if line.startswith("Requires-Dist:")]
+    available = image_packages() | set(wheels)
+    required = [Requirement(r) for r in pyproject()["project"]["dependencies"]]
+    required += [Requirement(f"{name}") for name in ("docstring-parser", "typeshed-client")]  # jsonargparse[signatures]
+    seen = set()
+    while required:
+        requirement = required.pop()
+        name = canonicalize_name(requirement.name)
+        if requirement.marker and not requirement.marker.evaluate({**DEVICE_PYTHON, "extra": ""}):
+            continue
+        assert name in available, f"{name} is neither on the device image nor among the wheels"
+        if name in wheels and name not in seen:
+            required += wheels[name]
+        seen.add(name)
+    assert set(wheels) <= seen, set(wheels) - seen  # nothing carried that nothing needs
+    docs = (REPO / "docs" / "gpus.md").read_text()
+    assert all(name in docs.lower() for name in wheels), "docs/gpus.md names every carried distribution"
+
+
+@pytest.mark.slow
+def test_the_cpu_rehearsal_runs_every_stage(tmp_path):
+    """`make gpu-check GPU_CHECK_ARGS="--device cpu --tiny"`: every stage runs and passes at tiny sizes, hiding the
+    packages the device image lacks, and writes the files a device call brings back."""
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "tools/gpu_check.py", "--device", "cpu", "--tiny", "--out", str(out),
+                           "--work", str(tmp_path / "work")], cwd=REPO, capture_output=True, text=True, timeout=900)
+    table = done.stdout[done.stdout.index("| stage |"):]
+    for stage in gpu_check.STAGES:
+        assert re.search(rf"^\| {stage} \| pass \|", table, re.M), (stage, table, done.stdout[-3000:])
+    assert done.returncode == 0
+    assert sorted(p.name for p in out.iterdir()) == ["epoch.db", "log.txt", "speed.md", "summary.json", "summary.md"]
+    stages = json.loads((out / "summary.json").read_text())["stages"]
+    assert stages["tests"]["result"]["cuda"]["tests"] > 50  # every CUDA case collected (and skipped here)
+    assert stages["tests"]["result"]["interpreter"]["failures"] == 0
+    assert {r["what"] for r in stages["kernels"]["result"]["rows"]} >= {"scornn (triton)", "scornn (torch loop)",
+                                                                         "recurrence (triton kernel)"}
+    assert [r["family"] for r in stages["bench"]["result"]["rows"]] == ["scornn", "ornn", "lstm"]
+    runs = stages["epoch"]["result"]["runs"]
+    assert set(runs) == {"pmnist-epoch-32-true", "pmnist-epoch-bf16-mixed"}
+    assert all(run["steps"] == 4 and run["epoch_estimate_s"] > 0 for run in runs.values())
+    assert "| scornn (triton) |" in (out / "speed.md").read_text()
