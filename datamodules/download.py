@@ -3,9 +3,13 @@ SHA-256, written atomically, a broken transfer resumed, one progress bar per dat
 
 - Each file is received into `<name>.part` beside its final place and renamed only once its checksum is right;
   a file failing its checksum is deleted, so nothing half-written ever looks complete.
-- A transfer that breaks is resumed where it stopped (HTTP Range, `bytes=N-`), a few times in a row; when the
-  server ignores Range the file is received again from its start. A `.part` left by an interrupted fetch is
-  resumed the same way by the next one.
+- A transfer that breaks (an error, or fewer bytes than its Content-Length) is resumed where it stopped (HTTP Range,
+  `bytes=N-`), a few times in a row; when the server ignores Range the file is received again from its start. A
+  response that ends cleanly is complete and checked, however short. A `.part` left by an interrupted fetch is
+  resumed the same way by the next one, and received again from the start if the whole then fails its checksum.
+- Hostile sources: no more than a file's known size is read (a source sending more is refused at once), and a
+  transfer slower than MIN_RATE_BPS on average after RATE_GRACE_S seconds stops (its `.part` kept).
+- A full disk: the `.part` being written is deleted and the error says so.
 - Sources: with a mirror (`--mirror` or $ORTHOLAB_DATA_MIRROR, a URL holding the data root's layout) only the
   mirror; otherwise each file's public URLs in order (gzip archives for MNIST and Fashion-MNIST, whose own
   SHA-256 is checked before they are decompressed).
@@ -14,6 +18,7 @@ SHA-256, written atomically, a broken transfer resumed, one progress bar per dat
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import hashlib
 import http.client
@@ -21,23 +26,27 @@ import os
 import shutil
 import sys
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 
 from tqdm.auto import tqdm
 
-from ortholab.datamodules.catalog import MIRROR_ENV, DataFile, DataSet, data_root, get
+from ortholab.datamodules.catalog import DATA_ENV, MIRROR_ENV, DataFile, DataSet, data_root, get
 from ortholab.errors import ConfigError
 
 CHUNK_BYTES = 1 << 16  # read, written and shown on the progress bar this many bytes at a time
 RESUME_ATTEMPTS = 4  # a broken transfer is resumed this many times in a row before giving up
 WORKERS = 8  # files received at once (FSDD has 3,000 small ones)
 TIMEOUT_S = 30.0
+MIN_RATE_BPS = 1024  # a file's transfer averaging fewer bytes a second than this (after RATE_GRACE_S) is stopped
+RATE_GRACE_S = 60.0
+SCHEMES = ("file", "http", "https")  # what a mirror URL may start with
 LOCK_NAME = ".ortholab-fetch.lock"  # in the data set's folder while a fetch writes there
 USER_AGENT = "ortholab-data-fetch"
 
@@ -52,6 +61,10 @@ class NotServed(Exception):
 
 class Broken(Exception):
     """The transfer started but could not be completed; the `.part` file keeps what was received."""
+
+
+class TooLong(Exception):
+    """The source sends more bytes than the file has: not this file (nothing past the file's size is read)."""
 
 
 @dataclass(frozen=True)
@@ -95,14 +108,34 @@ def _reason(err: BaseException) -> str:
     return " ".join(str(reason).split()) or type(reason).__name__
 
 
+def _too_slow(url: str, counted: int, began: float) -> None:
+    """Broken when the transfer of `url` averages less than MIN_RATE_BPS after RATE_GRACE_S (a dripping source)."""
+    elapsed = time.monotonic() - began
+    if elapsed > RATE_GRACE_S and counted < MIN_RATE_BPS * elapsed:
+        raise Broken(f"{url}: too slow, {counted:,} bytes in {elapsed:.0f} s, below the minimum of {MIN_RATE_BPS:,} "
+                     f"bytes/s a fetch waits for after its first {RATE_GRACE_S:g} s; another mirror may be faster")
+
+
+def _disk_full(err: OSError, path: Path, done: str) -> ConfigError | None:
+    """A write that ran out of space as one line naming the file, what was done with it and the fix; else None."""
+    if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+        return None
+    return ConfigError(f"no space left on the device writing {path} ({err.strerror}); {done}; free space there, or "
+                       f"set ${DATA_ENV} to a folder on another disk, and fetch again")
+
+
 def transfer(url: str, part: Path, bar: SharedBar, size: int | None = None, timeout: float = TIMEOUT_S) -> None:
     """Receive `url` into `part`, continuing from the bytes `part` already holds when the server honours Range.
 
-    Raises Unreachable when no connection is made at all, Broken when the transfer cannot be completed (what was
-    received stays in `part` for the next attempt to resume).
+    Raises Unreachable when no connection is made at all, Broken when the transfer cannot be completed or is too
+    slow (what was received stays in `part` for the next attempt to resume), TooLong when the source sends more than
+    `size` bytes, ConfigError when the disk is full (`part` is deleted).
     """
-    reason, received = "no attempt", 0
+    if part.is_symlink():  # never written through: a link left there may point anywhere
+        part.unlink()
+    reason, received, counted, began = "no attempt", 0, 0, time.monotonic()
     for attempt in range(RESUME_ATTEMPTS):
+        _too_slow(url, counted, began)
         start = part.stat().st_size if part.exists() else 0
         if size is not None and start > size:  # not a prefix of this file: start again
             part.unlink()
@@ -130,25 +163,37 @@ def transfer(url: str, part: Path, bar: SharedBar, size: int | None = None, time
             if start and not resumed:  # the server ignores Range (or a file:// URL): receive it all again
                 start = 0
             length = response.headers.get("Content-Length")
-            expected = size if size is not None else (start + int(length) if length and length.isdigit() else None)
+            declared = start + int(length) if length and length.isdigit() else None  # where this response ends
+            too_long = f"{url}: it sends more than the file's {size:,} bytes" if size is not None else ""
+            if size is not None and declared is not None and declared > size:
+                raise TooLong(too_long)
             received = start
             if resumed:
                 bar.update(start)
+            read = getattr(response, "read1", response.read)  # what has arrived: a dripping source is timed
             try:
                 with open(part, "ab" if resumed else "wb") as out:
-                    for chunk in iter(lambda: response.read(CHUNK_BYTES), b""):
+                    while chunk := read(CHUNK_BYTES if size is None else max(1, min(CHUNK_BYTES, size + 1 - received))):
+                        if size is not None and received + len(chunk) > size:
+                            raise TooLong(too_long)  # nothing past the file's size is read or written
                         out.write(chunk)
                         received += len(chunk)
+                        counted += len(chunk)
                         bar.update(len(chunk))
+                        _too_slow(url, counted, began)
             except (OSError, http.client.HTTPException) as err:
+                if isinstance(err, OSError) and (full := _disk_full(err, part, "the partial file was deleted to "
+                                                                     "free the space")) is not None:
+                    part.unlink(missing_ok=True)
+                    raise full from None
                 bar.update(-received)  # what this attempt counted is counted again by the next
                 reason = f"{_reason(err)} after {received:,} bytes"
                 continue
-            if expected is not None and received < expected:
+            if declared is not None and received < declared:  # cut before its Content-Length: resumed
                 bar.update(-received)
-                reason = f"the connection closed after {received:,} of {expected:,} bytes"
+                reason = f"the connection closed after {received:,} of {declared:,} bytes"
                 continue
-            return
+            return  # ended cleanly: complete, however short; the checksum decides
     raise Broken(f"{url}: the transfer broke ({reason})")
 
 
@@ -167,11 +212,19 @@ def _sources(dataset: DataSet, file: DataFile, folder: Path, mirror: str | None)
     return sources
 
 
-def _checksum_line(name: str, source: Source, got: str, folder: Path) -> str:
+def _checksum_line(name: str, source: Source, got: str | None, folder: Path) -> str:
     kind = {"sha256": "SHA-256", "md5": "MD5"}.get(source.algorithm, source.algorithm)
-    return (f"{name}: the copy at {source.url} is damaged or another file (its bytes fail the {kind} checksum: got "
-            f"{got}, expected {source.digest}); it was deleted and nothing was written to {folder}. Fetch again, or "
-            f"from another mirror (--mirror URL or ${MIRROR_ENV})")
+    why = (f"its bytes fail the {kind} checksum: got {got}, expected {source.digest}" if got is not None else
+           f"it sends more than the file's {source.size:,} bytes, so they fail the {kind} checksum; no more was read")
+    return (f"{name}: the copy at {source.url} is damaged or another file ({why}); it was deleted and nothing was "
+            f"written to {folder}. Fetch again, or from another mirror (--mirror URL or ${MIRROR_ENV})")
+
+
+def _unwritable(path: Path, err: OSError, fix: str) -> ConfigError:
+    """One line for a folder that cannot be created or written: the path, why (a file in the way?) and `fix`."""
+    blocker = next((p for p in (path, *path.parents) if os.path.lexists(p) and not os.path.isdir(p)), None)
+    why = f"{blocker} is a file, not a folder" if blocker is not None else (err.strerror or _reason(err))
+    return ConfigError(f"cannot write the data into {path}: {why}; {fix}")
 
 
 def fetch_file(name: str, target: Path, sources: Sequence[Source], bar: SharedBar, stored_sha256: str | None = None,
@@ -181,27 +234,48 @@ def fetch_file(name: str, target: Path, sources: Sequence[Source], bar: SharedBa
     Raises Unreachable (no source could be reached), NotServed (no source serves it), Broken (a transfer could
     not be completed) or ConfigError (every copy received fails its checksum; nothing is left behind).
     """
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise _unwritable(target.parent, err, "give a writable folder") from None
     unreachable, absent, failed = [], [], []
     for source in sources:
         part = target.with_name(target.name + (".gz.part" if source.gunzip else ".part"))
+        earlier = part.stat().st_size if part.is_file() and not part.is_symlink() else 0  # left by an earlier fetch
         try:
             transfer(source.url, part, bar, source.size, timeout)
+            got = digest_of(part, source.algorithm)
+            if got != source.digest and earlier:  # the earlier bytes may be the wrong ones: once more from the start
+                bar.update(-part.stat().st_size)
+                part.unlink()
+                transfer(source.url, part, bar, source.size, timeout)
+                got = digest_of(part, source.algorithm)
         except Unreachable as err:
             unreachable.append(str(err))
             continue
         except NotServed as err:
             absent.append(str(err))
             continue
-        got = digest_of(part, source.algorithm)
+        except TooLong:
+            part.unlink(missing_ok=True)
+            failed.append(_checksum_line(name, source, None, target.parent))
+            continue
         if got != source.digest:
             part.unlink()
             failed.append(_checksum_line(name, source, got, target.parent))
             continue
         if source.gunzip:
             stored = target.with_name(target.name + ".part")
-            with gzip.open(part, "rb") as packed, open(stored, "wb") as out:
-                shutil.copyfileobj(packed, out, CHUNK_BYTES)
+            stored.unlink(missing_ok=True)  # whatever an earlier fetch left there (a link: never written through)
+            try:
+                with gzip.open(part, "rb") as packed, open(stored, "wb") as out:
+                    shutil.copyfileobj(packed, out, CHUNK_BYTES)
+            except OSError as err:
+                if (full := _disk_full(err, stored, f"the partial file was deleted; the verified archive {part} is "
+                                                    f"kept, so the next fetch only decompresses it")) is None:
+                    raise
+                stored.unlink(missing_ok=True)
+                raise full from None
             part.unlink()
             got = digest_of(stored)
             if stored_sha256 is not None and got != stored_sha256:
@@ -232,34 +306,87 @@ def _by_hand(dataset: DataSet, folder: Path) -> str:
             f"folder holding {dataset.folder}/, or ${MIRROR_ENV} to a copy of a data root")
 
 
+def check_mirror(url: str, key: str = "mirror") -> str:
+    """`url` when it is a file://, http:// or https:// URL; else a ConfigError naming `key` (the flag or variable)."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme in SCHEMES and (scheme == "file" or parts.netloc):
+        return url
+    hint = f" (for a folder give {Path(url).expanduser().absolute().as_uri()})" if url and len(scheme) <= 1 else ""
+    raise ConfigError(f"{key} = {url!r} is not a file://, http:// or https:// URL{hint}; give the URL of a copy of a "
+                      f"data root, e.g. file:///srv/ortholab-data or https://host/ortholab-data")
+
+
+def check_names(dataset: DataSet) -> None:
+    """ValueError naming a folder or file name of `dataset` that would lead out of its folder in the data root."""
+    for kind, name in (("folder", dataset.folder), *(("file name", f.name) for f in dataset.files)):
+        path = PureWindowsPath(name)  # both separators, drives and roots, on every platform
+        if not path.parts or path.anchor or ".." in path.parts:
+            raise ValueError(f"data set {dataset.name!r}: {kind} {name!r} leaves the data root (or names no file); "
+                             f"give a relative path without '..'")
+
+
 def fetch(dataset: DataSet | str, root: Path | None = None, mirror: str | None = None, timeout: float = TIMEOUT_S,
           workers: int = WORKERS, folder: Path | None = None) -> Path:
     """Every file of `dataset` in its folder of the data root (or in `folder`), verified; files already there
-    intact are kept. Returns the folder. Errors are ConfigErrors of one line."""
+    intact are kept. Returns the folder. Errors are ConfigErrors of one line (ValueError for a crafted `dataset`
+    whose names leave its folder)."""
     dataset = get(dataset) if isinstance(dataset, str) else dataset
-    mirror = mirror if mirror is not None else os.environ.get(MIRROR_ENV) or None
+    check_names(dataset)
+    if mirror:
+        check_mirror(mirror)
+    elif mirror is None and os.environ.get(MIRROR_ENV):
+        mirror = check_mirror(os.environ[MIRROR_ENV], f"${MIRROR_ENV}")
+    given = os.environ.get(DATA_ENV) if folder is None and root is None else None
+    fix = (f"set ${DATA_ENV} (now {given}) to a writable folder, e.g. ~/ortholab-data" if given else
+           f"set ${DATA_ENV} to a writable folder" if folder is None and root is None else "give a writable folder")
     folder = Path(folder) if folder is not None else dataset.path(root)
     if all(_intact(folder / f.name, f) for f in dataset.files):  # stops at the first file missing
         return folder
-    folder.mkdir(parents=True, exist_ok=True)
-    with _exclusive(folder / LOCK_NAME):  # one fetch per folder at a time (e.g. the processes of a DDP run)
+    with contextlib.ExitStack() as held:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            held.enter_context(_exclusive(folder / LOCK_NAME))  # one fetch per folder at once (DDP's processes)
+        except OSError as err:  # read-only, a file in the way, no permission, disk full
+            raise _unwritable(folder, err, fix) from None
         return _fetch_into(dataset, folder, mirror, timeout, workers)
 
 
 @contextlib.contextmanager
 def _exclusive(path: Path):
-    """An exclusive advisory lock on `path` (POSIX flock; nothing where fcntl is missing)."""
+    """An exclusive advisory lock on `path` (POSIX flock; nothing where fcntl is missing), deleted when released.
+
+    A lock file left by a process that died holds no lock: it is taken over. A waiter whose file was deleted by
+    the holder meanwhile opens the new one (so two never hold the lock at once); a symlink there is replaced."""
     try:
         import fcntl
     except ImportError:  # Windows: no lock
         yield
         return
-    with open(path, "a") as handle:
+    while True:
+        try:
+            handle = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        except OSError as err:
+            if err.errno != errno.ELOOP:
+                raise
+            path.unlink()  # a symlink: never followed
+            continue
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            held = os.fstat(handle)
+            now = os.stat(path, follow_symlinks=False)
+            if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino):
+                break
+        except FileNotFoundError:
+            pass
+        os.close(handle)  # the holder deleted this file while we waited: open the current one
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()  # while still held: a waiter then finds its file gone
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        os.close(handle)
 
 
 def _fetch_into(dataset: DataSet, folder: Path, mirror: str | None, timeout: float, workers: int) -> Path:

@@ -62,8 +62,10 @@ def print_list(name: str | None, as_json: bool) -> None:
 
 
 def fetch_command(name: str, mirror: str | None) -> None:
-    from ortholab.datamodules.download import fetch
+    from ortholab.datamodules.download import check_mirror, fetch
 
+    if mirror is not None:  # before anything is fetched: a path or gopher:// is no mirror
+        check_mirror(mirror, "--mirror")
     chosen = list(CATALOG.values()) if name == "all" else [get(name)]
     for dataset in chosen:
         before = len(dataset.missing())
