@@ -18,7 +18,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-FULL = {"seq_len": 784, "batches": (50, 128), "sizes": (170, 360), "warmup": 3, "repeats": 10}
+FULL = {"seq_len": 784, "batches": (50, 128), "sizes": (170, 360), "warmup": 3, "repeats": 7}
 TINY = {"seq_len": 16, "batches": (4,), "sizes": (8,), "warmup": 1, "repeats": 3}
 
 
@@ -99,10 +99,14 @@ def measure_all(device: str, tiny: bool) -> dict:
                 rows.append({"what": what, "batch": batch, "n": n, "params": params, "ms": ms,
                              "vs_rnn_relu": ms / rnn_ms, "vs_lstm": ms / timed[lstm_key][0]})
             rows += recurrence_rows(batch, n, seq_len, device, warmup, repeats, interpreter)
+    # on the CPU the capture is a stand-in that returns the model (graphs need a GPU): the rest of the code runs
+    graphs = graph_rows(device, setting, torch.cuda.make_graphed_callables if device == "cuda" else
+                        lambda model, args: model)
     timer = "CUDA events" if device == "cuda" else "wall time, CPU rehearsal"
-    note = None if device == "cuda" else ("on the CPU the layers never take the kernels: both model rows of a family "
-                                          "run the torch loop; only the recurrence rows run a kernel (interpreted)")
-    return {"seq_len": seq_len, "repeats": repeats, "timer": timer, "rows": rows, "note": note,
+    note = None if device == "cuda" else ("CPU rehearsal: the layers never take the kernels, so both model rows of a "
+                                          "family run the torch loop, only the recurrence rows run a kernel "
+                                          "(interpreted), and the 'graphed' runs are the eager model (no capture)")
+    return {"seq_len": seq_len, "repeats": repeats, "timer": timer, "rows": rows, "note": note, "graphs": graphs,
             "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu"}
 
 
@@ -133,3 +137,40 @@ def recurrence_rows(batch, n, seq_len, device, warmup, repeats, interpreter) -> 
     for what, ms in (("recurrence (triton kernel)", kernel_ms), ("recurrence (torch loop)", loop_ms)):
         rows.append({"what": what, "batch": batch, "n": n, "ms": ms, "vs_torch_loop": ms / loop_ms})
     return rows
+
+
+GRAPH_FAMILIES = ("scurnn", "urnn", "eurnn", "srnn")  # the recurrences Triton does not fuse (docs/gpus.md)
+
+
+def graph_rows(device: str, setting: dict, capture) -> dict:
+    """Where Triton is not the answer: each unfused family's forward+backward eager against the same captured in
+    CUDA graphs (torch.cuda.make_graphed_callables: one replay per pass instead of a launch per operation), at the
+    16k budget and the first batch size. A capture that fails is named with its error."""
+    from ortholab.training.bench import BUDGETS, CLASSES, PAPER_SIZES, build
+    from ortholab.models.sizing import hidden_size_for_budget
+
+    batch, seq_len = setting["batches"][0], setting["seq_len"]
+    x = torch.rand(batch, seq_len, 1, device=device)
+    y = torch.randint(0, CLASSES, (batch,), device=device)
+    out = {}
+    for family in GRAPH_FAMILIES:
+        n = PAPER_SIZES["16k"].get(family) or hidden_size_for_budget(family, BUDGETS["16k"], 1, CLASSES)
+        if setting is TINY:
+            n = 8
+        model = build(family, n, device)
+        eager = median_ms(model_pass(model, x, y), device, setting["warmup"], setting["repeats"])
+        try:
+            graphed = capture(model, (x,))
+            ms = median_ms(model_pass_with(model, graphed, x, y), device, setting["warmup"], setting["repeats"])
+            out[family] = {"n": n, "batch": batch, "eager_ms": eager, "graphed_ms": ms, "graphed_vs_eager": ms / eager}
+        except Exception as err:  # noqa: BLE001  reported, not raised: the answer is which families capture
+            out[family] = {"n": n, "batch": batch, "eager_ms": eager,
+                           "capture_failed": f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"}
+    return out
+
+
+def model_pass_with(model, graphed, x, y):
+    def run():
+        model.zero_grad(set_to_none=True)
+        F.cross_entropy(graphed(x), y).backward()
+    return run
