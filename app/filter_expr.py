@@ -16,7 +16,8 @@ Grammar (case-insensitive keywords):
     literal    := NUMBER | "text" | 'text' | true | false | null
 
 A NAME is letters, digits and _ . / : - (starting with a letter or _), or any text in backticks. A value
-that a run lacks is null: it equals only null, and every other comparison with it is false.
+that a run lacks is null: it equals only null, and every other comparison with it is false. An expression is at
+most MAX_LENGTH characters, its brackets and "not"s nested at most MAX_DEPTH deep (the URL's ?where= is anyone's).
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
 }  # fmt: skip
 KEYWORDS = {"and", "or", "not", "in", "true", "false", "null", "none"}
-TOKEN = re.compile(
+MAX_LENGTH = 2000  # characters of an expression
+MAX_DEPTH = 50  # brackets and "not"s nested in one another
+TOKEN = re.compile(  # each alternative matches one way only: a failed match backtracks linearly, not quadratically
     r"""\s*(?:
-    (?P<number>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w.]))
+    (?P<number>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\w.]))
   | (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
   | (?P<quoted>`[^`]+`)
   | (?P<name>[A-Za-z_][\w./:-]*)
@@ -89,10 +92,8 @@ Node = Compare | Logic
 
 
 def tokenize(text: str) -> list[Token]:
-    tokens, position = [], 0
-    while position < len(text):
-        if text[position:].strip() == "":
-            break
+    tokens, position, end = [], 0, len(text.rstrip())
+    while position < end:
         match = TOKEN.match(text, position)
         if match is None or match.end() == position:
             start = len(text) - len(text[position:].lstrip())
@@ -123,7 +124,7 @@ def _shown(token: Token) -> str:
 class _Parser:
     def __init__(self, text: str):
         self.tokens = tokenize(text)
-        self.i = 0
+        self.i = self.depth = 0
 
     def peek(self) -> Token:
         return self.tokens[self.i]
@@ -157,14 +158,21 @@ class _Parser:
         return terms[0] if len(terms) == 1 else Logic("and", tuple(terms))
 
     def unary(self) -> Node:
-        if self.keyword("not"):
-            return Logic("not", (self.unary(),))
-        if self.peek().kind == "punct" and self.peek().value == "(":
-            self.take()
+        token = self.peek()
+        if (token.kind, token.value) not in (("keyword", "not"), ("punct", "(")):
+            return self.comparison()
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise FilterError(f"at column {token.at}: brackets and 'not's nest more than {MAX_DEPTH} deep; "
+                              "write the expression flatter")
+        self.take()
+        if token.value == "not":
+            inner = Logic("not", (self.unary(),))
+        else:
             inner = self.expression()
             self.expect("punct", ")", "')' closing the bracket")
-            return inner
-        return self.comparison()
+        self.depth -= 1
+        return inner
 
     def operand(self) -> Name | Literal:
         token = self.take()
@@ -209,6 +217,8 @@ class _Parser:
 
 def parse(text: str) -> Node | None:
     """The expression's tree, or None for an empty text; FilterError naming the column of a mistake."""
+    if len(text) > MAX_LENGTH:
+        raise FilterError(f"the expression is {len(text):,} characters long; at most {MAX_LENGTH:,} are read")
     parser = _Parser(text)
     if parser.peek().kind == "end":
         return None

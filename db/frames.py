@@ -7,10 +7,12 @@
 
 Read only: nothing here writes to the store, nor creates one (a missing store is a StoreError saying so; a file
 this process cannot write is opened read-only). `db` is any SQLAlchemy URL (default: $ORTHOLAB_DB, else
-sqlite:///runs/ortholab.db), as for every command.
+sqlite:///runs/ortholab.db), as for every command. A run id is an int (numpy's too); one the store does not
+hold is a StoreError naming it.
 """
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable
 
 import pandas as pd
@@ -43,7 +45,8 @@ def metrics(run_ids: int | Iterable[int], keys: str | Iterable[str] | None = Non
     """The metric points of `run_ids` (every key, or `keys`), long format: run, key, step, epoch, value,
     wall_time (unix seconds), ordered by run, key and step."""
     store = Store(db, access="read")
-    ids = [run_ids] if isinstance(run_ids, int) else list(run_ids)
+    single = isinstance(run_ids, numbers.Integral) or not isinstance(run_ids, Iterable) or isinstance(run_ids, str)
+    ids = [_run_id(store, r, "run_ids") for r in ([run_ids] if single else list(run_ids))]
     wanted = [keys] if isinstance(keys, str) else (None if keys is None else list(keys))
     rows = []
     for run_id in ids:
@@ -55,6 +58,16 @@ def metrics(run_ids: int | Iterable[int], keys: str | Iterable[str] | None = Non
 def artifacts(run_id: int, kind: str | None = None, db: str | None = None) -> pd.DataFrame:
     """A run's artifacts (eigenvalue snapshots, gradient profiles, audio, ...) without their bytes;
     `Store(db).artifact_data(id)` reads one's bytes."""
-    records = Store(db, access="read").artifacts(run_id, kind)
+    store = Store(db, access="read")
+    records = store.artifacts(_run_id(store, run_id, "run_id"), kind)
     return pd.DataFrame([(a.id, a.run_id, a.kind, a.name, a.step, a.epoch, a.media_type, a.meta, a.created_at)
                          for a in records], columns=ARTIFACT_COLUMNS)
+
+
+def _run_id(store: Store, value, argument: str) -> int:
+    """`value` as the id of a run in `store`: TypeError unless an int, StoreError (the store's) unless it exists."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        several = " or a list of them" if argument == "run_ids" else ""
+        raise TypeError(f"{argument} must be a run id (int){several}, got {value!r} ({type(value).__name__})")
+    store.get_run(int(value))  # StoreError: no run with this id
+    return int(value)

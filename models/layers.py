@@ -25,6 +25,7 @@ module instead).
 from __future__ import annotations
 
 import inspect
+import numbers
 from pathlib import Path
 
 import torch
@@ -35,6 +36,7 @@ from ortholab.models import FAMILIES
 from ortholab.models.gated import LSTM as LSTMCell
 from ortholab.models.nru import NRU as NRUCell
 from ortholab.models.operator_recurrence import to_complex
+from ortholab.models.precision import LOW_PRECISION, autocast_active
 from ortholab.models.stack import StackedLayers, build_layers
 from ortholab.training.optimizers import DEFAULT_OPTIMIZERS, build_optimizer, group_specs
 
@@ -68,6 +70,15 @@ def check_options(family: str, family_args: dict) -> type:
     return cls
 
 
+def check_count(owner: str, key: str, value) -> int:
+    """`value` as a positive int; TypeError or ValueError naming `key` otherwise, as nn.RNN checks its sizes."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{owner}: {key} should be of type int, got {value!r} ({type(value).__name__})")
+    if value <= 0:
+        raise ValueError(f"{owner}: {key} must be greater than zero, got {value}")
+    return int(value)
+
+
 class FamilyRNN(nn.Module):
     """`family`'s recurrence with nn.RNN's calling convention (module docstring); `family_args` are the family's
     options (`ortholab list families`), defaulting to the paper's.
@@ -82,6 +93,9 @@ class FamilyRNN(nn.Module):
                  dropout: float = 0.0, device: torch.device | str | None = None, dtype: torch.dtype | None = None,
                  **family_args):
         super().__init__()
+        owner = type(self).__name__
+        input_size, hidden_size, num_layers = (check_count(owner, key, value) for key, value in (
+            ("input_size", input_size), ("hidden_size", hidden_size), ("num_layers", num_layers)))
         cls = check_options(family, family_args)
         self.family, self.input_size, self.hidden_size = family, input_size, hidden_size
         self.num_layers, self.batch_first, self.dropout = num_layers, batch_first, dropout
@@ -135,13 +149,19 @@ class FamilyRNN(nn.Module):
 
     # the forward pass --------------------------------------------------------------------------------------------
     def forward(self, input: torch.Tensor, hx=None):  # noqa: A002 - nn.RNN's argument names
+        if not isinstance(input, torch.Tensor):
+            raise TypeError(f"{type(self).__name__}: input must be a tensor, got {type(input).__name__}")
         if input.dim() not in (2, 3):
             raise ValueError(f"{type(self).__name__}: input must be (L, H_in), (L, N, H_in) or with batch_first "
                              f"(N, L, H_in); got shape {tuple(input.shape)}")
         if not input.is_floating_point() or input.shape[-1] != self.input_size:
             raise ValueError(f"{type(self).__name__}: input must hold {self.input_size} real features per step "
                              f"(input_size); got shape {tuple(input.shape)} of {input.dtype}")
+        self._check_like_parameters("input", input)
         batched = input.dim() == 3
+        if input.shape[1 if batched and self.batch_first else 0] == 0:
+            raise ValueError(f"{type(self).__name__}: input must have at least one time step; got shape "
+                             f"{tuple(input.shape)}")
         x = input if not batched else (input if self.batch_first else input.transpose(0, 1))
         x = x if batched else x.unsqueeze(0)  # (N, L, H_in) from here on
         states = self._initial_states(hx, x.shape[0], batched)
@@ -169,12 +189,29 @@ class FamilyRNN(nn.Module):
             raise ValueError(f"{type(self).__name__}: h0 must be {wanted}; got {len(parts)} tensor(s)")
         checked = []
         for (name, size), part in zip(sizes.items(), parts):
+            if not isinstance(part, torch.Tensor):
+                raise TypeError(f"{type(self).__name__}: h0's {name} must be a tensor, got {type(part).__name__}")
             expected = (self.num_layers, batch, size) if batched else (self.num_layers, size)
             if tuple(part.shape) != expected:
                 raise ValueError(f"{type(self).__name__}: h0's {name} must have shape {expected} (num_layers, "
                                  f"{'N, ' if batched else ''}features); got {tuple(part.shape)}")
+            self._check_like_parameters("h0" if len(sizes) == 1 else f"h0's {name}", part)
             checked.append((part if batched else part.unsqueeze(1)).contiguous())
         return checked
+
+    def _check_like_parameters(self, key: str, tensor: torch.Tensor) -> None:
+        """`tensor` (input or h0) of the parameters' dtype and on their device, as nn.RNN checks; under torch.autocast
+        bfloat16/float16 pass, as the cells cast them themselves (models/precision.py)."""
+        parameter = next((p for p in self.core.parameters() if p.is_floating_point()), None)
+        if parameter is None:
+            return
+        if tensor.device != parameter.device:
+            raise ValueError(f"{type(self).__name__}: {key} is on {tensor.device} but the layer's parameters are on "
+                             f"{parameter.device}; move one of them with .to()")
+        if tensor.dtype != parameter.dtype and not (tensor.dtype in LOW_PRECISION
+                                                    and autocast_active(tensor.device.type)):
+            raise ValueError(f"{type(self).__name__}: {key} must have the type {parameter.dtype}, got type "
+                             f"{tensor.dtype}")
 
     @staticmethod
     def _run(cell: nn.Module, x: torch.Tensor, state: list[torch.Tensor] | None):

@@ -18,13 +18,26 @@ def _flags(overrides: dict[str, Any] | list[str] | None) -> list[str]:
     """{'model.hidden_size': 64} -> ['--model.hidden_size', '64'] (values as YAML, as on the command line)."""
     if overrides is None:
         return []
-    if isinstance(overrides, list):
+    if isinstance(overrides, (list, tuple)):
         return [str(flag) for flag in overrides]
+    if not isinstance(overrides, dict):
+        raise TypeError(f"overrides must be a dict of dotted keys to values ({{'model.hidden_size': 64}}) or a list of "
+                        f"flags, got {overrides!r} ({type(overrides).__name__})")
     flags = []
     for key, value in overrides.items():
-        text = value if isinstance(value, str) else yaml.safe_dump(value, default_flow_style=True).strip()
-        flags += [f"--{key}", text.removesuffix("\n...").strip()]
+        text = value if isinstance(value, str) else _yaml(value, f"overrides[{key!r}]", default_flow_style=True)
+        flags += [f"--{key}", text.strip().removesuffix("\n...").strip()]
     return flags
+
+
+def _yaml(value: Any, where: str, **options) -> str:
+    """`value` as YAML; TypeError naming `where` when it holds something YAML cannot write (an object, a tensor)."""
+    try:
+        return yaml.safe_dump(value, **options)
+    except yaml.representer.RepresenterError as error:
+        bad = error.args[1] if len(error.args) > 1 else value
+        raise TypeError(f"{where} holds {bad!r} ({type(bad).__name__}), which YAML cannot write; use str, int, "
+                        f"float, bool, None, and lists and dicts of them") from None
 
 
 def fit(config: str | Path | dict, overrides: dict[str, Any] | list[str] | None = None, *, db: str | None = None,
@@ -32,8 +45,10 @@ def fit(config: str | Path | dict, overrides: dict[str, Any] | list[str] | None 
     """Train as `ortholab fit --config CONFIG [overrides]` does, in this process; returns the run's id.
 
     config: a YAML file (or a name `ortholab list configs` shows) or the config as a dict; overrides: dotted keys
-    to values (or raw `--key value` flags); db, name, runs_dir: as the CLI's flags. Bad input raises ConfigError.
+    to values (or raw `--key value` flags); db, name, runs_dir: as the CLI's flags. Bad input raises ConfigError;
+    overrides that are not a dict or list, or a value YAML cannot write, raise TypeError.
     """
+    flags = _flags(overrides)  # before the imports: a mistake in them is reported at once
     from ortholab import aliases
     from ortholab.errors import ConfigError
     from ortholab.training.cli import _packaged_configs
@@ -45,7 +60,7 @@ def fit(config: str | Path | dict, overrides: dict[str, Any] | list[str] | None 
     with tempfile.TemporaryDirectory() as folder:
         if isinstance(config, dict):
             path = Path(folder) / f"{name or 'config'}.yaml"
-            path.write_text(yaml.safe_dump(config, sort_keys=False))
+            path.write_text(_yaml(config, "config", sort_keys=False))
             config = path
         argv = _packaged_configs(["fit", "--config", str(config)])
         for flag, value in (("--db", db), ("--name", name), ("--runs_dir", runs_dir)):
@@ -54,7 +69,7 @@ def fit(config: str | Path | dict, overrides: dict[str, Any] | list[str] | None 
         stderr = _Tail(sys.stderr)
         try:
             with contextlib.redirect_stderr(stderr):
-                cli = OrthoLabCLI(args=argv + _flags(overrides))
+                cli = OrthoLabCLI(args=argv + flags)
         except SystemExit as stop:  # the argument parser's error: raised here as the ConfigError it reports
             if stop.code in (0, None):
                 raise
