@@ -621,6 +621,39 @@ class Store:
             raise StoreError(f"No artifact with id {artifact_id} in {self.display_url}.")
         return bytes(row.data or b"")
 
+    def copy_runs(self, run_ids: Iterable[int], target: "Store", keep: Callable[[str, int], Iterable[int]] | None = None,
+                  with_artifacts: bool = False) -> None:
+        """Copy runs (their rows, params and metric points, artifacts with `with_artifacts`) into `target`, under
+        the same ids, in one transaction there. `keep(key, n)` gives the indices (in step order) of a series' n
+        points to copy (default: all); a copied run holds no lease."""
+        ids = sorted(set(int(i) for i in run_ids))
+        runs = {c.name: c for c in Run.__table__.columns}
+        with self._engine.connect() as source, target._engine.begin() as sink:
+            for chunk in _chunks(ids):
+                rows = [dict(r._mapping) for r in source.execute(select(Run.__table__).where(Run.id.in_(chunk)))]
+                missing = set(chunk) - {r["id"] for r in rows}
+                if missing:
+                    raise StoreError(f"No run with id {min(missing)} in {self.display_url}.")
+                for row in rows:
+                    row.update(lease_owner=None, lease_expires_at=None)
+                sink.execute(insert(Run.__table__), [{k: v for k, v in r.items() if k in runs} for r in rows])
+                params = [dict(r._mapping) for r in source.execute(select(Param.__table__).where(Param.run_id.in_(chunk)))]
+                if params:
+                    sink.execute(insert(Param.__table__), params)
+                if with_artifacts:
+                    for artifact in source.execute(select(Artifact.__table__).where(Artifact.run_id.in_(chunk))):
+                        sink.execute(insert(Artifact.__table__), [dict(artifact._mapping)])
+            for run_id in ids:
+                keys = source.execute(select(Metric.key).where(Metric.run_id == run_id).distinct()).scalars()
+                for key in sorted(keys):
+                    points = [dict(r._mapping) for r in source.execute(
+                        select(Metric.__table__).where(Metric.run_id == run_id, Metric.key == key).order_by(Metric.step))]
+                    chosen = points if keep is None else [points[i] for i in keep(key, len(points))]
+                    for point in chosen:
+                        point.pop("id")
+                    if chosen:
+                        sink.execute(insert(Metric.__table__), chosen)
+
 
 IN_CHUNK = 500  # ids per IN (...) list: well under every backend's limit on bound parameters
 

@@ -1,0 +1,51 @@
+"""The runs behind an export as a store of their own (`ortholab report TABLE --export DIR` writes DIR/runs.db): the
+chosen runs under their own ids, their params and metric points (artifacts on request), in one SQLite file that a
+reader opens read-only, also in a read-only folder (no WAL beside it).
+
+Very long series are thinned so that a committed store stays small: a series of more than `max_points` points keeps
+`max_points` of them, evenly spaced over its steps, first and last included. Validation and test series (`val/*`,
+`test/*`), which the report reads, are always kept whole.
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+
+from ortholab.db.store import Store
+
+MAX_POINTS = 2_000  # points kept per thinned series
+WHOLE = ("val/", "test/")  # never thinned
+
+
+def thinned(key: str, n: int, max_points: int = MAX_POINTS) -> list[int]:
+    """The indices of a series' n points to keep: all of them, or `max_points` evenly spaced (first and last)."""
+    if n <= max_points or key.startswith(WHOLE):
+        return list(range(n))
+    return sorted({round(i * (n - 1) / (max_points - 1)) for i in range(max_points)})
+
+
+def write_run_store(source: Store, run_ids: Iterable[int], path: str | Path, *, with_artifacts: bool = False,
+                    max_points: int = MAX_POINTS) -> Path:
+    """`run_ids` of `source` into a new SQLite store at `path` (replaced whole, never half-written); returns it."""
+    if max_points < 2:
+        raise ValueError(f"max_points must be at least 2 (the first and the last point), got {max_points}")
+    path = Path(path)
+    part = path.with_name(path.name + ".part")
+    for leftover in (part, part.with_name(part.name + "-wal"), part.with_name(part.name + "-shm")):
+        leftover.unlink(missing_ok=True)
+    target = Store(f"sqlite:///{part.absolute()}")
+    try:
+        source.copy_runs(run_ids, target, keep=lambda key, n: thinned(key, n, max_points),
+                         with_artifacts=with_artifacts)
+    finally:
+        target.close()
+    with sqlite3.connect(part) as connection:  # one self-contained file: readable where nothing can be written
+        connection.execute("PRAGMA journal_mode=DELETE")
+    connection.close()
+    with sqlite3.connect(part) as connection:
+        connection.execute("VACUUM")
+    connection.close()
+    os.replace(part, path)
+    return path
