@@ -285,20 +285,69 @@ REPORT_COLUMNS = ["row", "setting", "family", "n", "params", "published", "repro
                   "verdict", "status", "scale", "run", "recorded_for"]
 
 
+def clip(text: str, width: int) -> str:
+    """`text` cut to `width` characters, its last one an ellipsis where it was cut."""
+    return text if len(text) <= width else text[:max(width - 1, 0)] + "…"
+
+
+def shrink_to_fit(widths: list[int], room: int, first: tuple[int, ...] = (), keep: tuple[int, ...] = (),
+                  least: int = 8) -> list[int]:
+    """Column widths summing to at most `room` where they can: the columns in `first` are cut first, in order, then
+    the widest one at a time, none below `least` characters; the columns in `keep` (ids to type back) never."""
+    widths = list(widths)
+    for i in first:
+        if (over := sum(widths) - room) > 0:
+            widths[i] = max(min(widths[i], least), widths[i] - over)
+    cut = [i for i in range(len(widths)) if i not in keep]
+    while cut and (over := sum(widths) - room) > 0:
+        widest = max(cut, key=lambda i: widths[i])
+        if widths[widest] <= least:
+            break
+        runner_up = max((widths[i] for i in cut if i != widest), default=least)
+        widths[widest] = max(least, runner_up, widths[widest] - over) if widths[widest] > runner_up else \
+            widths[widest] - 1
+    return widths
+
+
+def _markdown_line(cells: list[str], width: int | None, first: tuple[int, ...] = (),
+                   keep: tuple[int, ...] = ()) -> str:
+    """One Markdown table line; with `width`, its cells cut (those in `first` first, those in `keep` never) to fit."""
+    if width is not None:
+        room = width - 4 - 3 * (len(cells) - 1)  # "| " and " |" around, " | " between
+        cells = [clip(c, w) for c, w in zip(cells, shrink_to_fit([len(c) for c in cells], room, first, keep))]
+    return "| " + " | ".join(cells) + " |"
+
+
 def markdown_report(store: Store | None, tables: dict[str, PaperTable],
-                    found: dict[str, list[Reproduction]] | None = None) -> str:
-    """Published vs reproduced, one Markdown table per paper table (`found`: their reproductions, if read already)."""
-    out = []
-    columns = REPORT_COLUMNS
+                    found: dict[str, list[Reproduction]] | None = None, recorded_only: bool = False,
+                    width: int | None = None) -> str:
+    """Published vs reproduced, one Markdown table per paper table (`found`: their reproductions, if read already).
+    `recorded_only`: only the rows with a run (a table without one is left out, a last line counts the others);
+    `width`: lines fit it (columns empty in every row left out, the published text cut first, with …)."""
+    out, hidden, total = [], 0, 0
     if found is None:
         every = load_tables()  # where twin rows are looked up, read once
         found = {table.id: reproductions(store, table, every) for table in tables.values()}
     for table in tables.values():
-        out.append(f"### {table.paper} {table.table}: {table.title}\n")
+        rows = comparison_rows(found[table.id])
+        total += len(rows)
+        if recorded_only:
+            rows = [row for row in rows if row["run"] is not None]
+            hidden += len(found[table.id]) - len(rows)
+            if not rows:
+                continue
+        columns = REPORT_COLUMNS if width is None else [
+            c for c in REPORT_COLUMNS if c == "row" or any(row[c] not in (None, "-") for row in rows)]
+        first = tuple(columns.index(c) for c in ("published",) if c in columns)
+        keep = tuple(columns.index(c) for c in ("row", "run") if c in columns)  # ids a user types back
+        title = f"### {table.paper} {table.table}: {table.title}"
+        out.append((title if width is None else clip(title, width)) + "\n")
         out.append(f"metric: `{table.metric}` ({table.mode}), published = {table.scale:g} x OrthoLab value\n")
-        out.append("| " + " | ".join(columns) + " |")
+        out.append(_markdown_line(columns, width, keep=keep))
         out.append("|" + "---|" * len(columns))
-        for row in comparison_rows(found[table.id]):
-            out.append("| " + " | ".join("-" if row[c] is None else str(row[c]) for c in columns) + " |")
+        for row in rows:
+            out.append(_markdown_line(["-" if row[c] is None else str(row[c]) for c in columns], width, first, keep))
         out.append("")
+    if hidden:
+        out.append(f"{hidden} of {total} rows not yet run are not shown (--all shows every row)")
     return "\n".join(out)

@@ -49,6 +49,18 @@ def test_an_unknown_key_suggests_the_nearest_valid_one(tmp_path, monkeypatch, ca
     assert expected in fails(tmp_path, monkeypatch, capsys, *args)
 
 
+def test_a_tasks_listed_name_is_its_class_on_the_command_line_and_one_line_in_a_file(tmp_path, monkeypatch, capsys):
+    """Issue 49: `--data.class_path mnist` (the name `ortholab list tasks` prints) gave jsonargparse's raw Union
+    message; on the command line it now names the task's class, in a config file it gets a did-you-mean."""
+    for args in (["--data.class_path", "mnist"], ["--data.class_path=mnist"], ["--data", "mnist"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["fit", "--config", DEMO, *args, "--print_config"])
+        assert exit_info.value.code == 0 and "class_path: datamodules.PixelMNIST" in capsys.readouterr().out
+    (tmp_path / "short.yaml").write_text("data:\n  class_path: mnist\n")
+    line = fails(tmp_path, monkeypatch, capsys, "--config", str(tmp_path / "short.yaml"))
+    assert "data.class_path = 'mnist' is not a task's class path; did you mean datamodules.PixelMNIST?" in line
+
+
 def test_a_misspelt_key_in_a_config_file_is_named_too(tmp_path, monkeypatch, capsys):
     (tmp_path / "typo.yaml").write_text("model:\n  famliy: lstm\n")
     line = fails(tmp_path, monkeypatch, capsys, "--config", str(tmp_path / "typo.yaml"))

@@ -136,6 +136,45 @@ def test_bad_input_is_one_clear_message(extra, message, capsys, tmp_path, monkey
     assert "Traceback" not in err
 
 
+def test_tags_are_comma_separated_or_a_list_as_the_docs_say(capsys, tmp_path, monkeypatch):
+    """Issue 49: docs/cli.md showed `--tags a b`, which failed, and `--tags a,b` failed too."""
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    for tags in ("a,b", "[a, b]", "solo"):
+        main(["fit", "--config", DEMO, *TINY, "--db", db, "--tags", tags])
+    assert [list(run.tags) for run in sorted(Store(db).list_runs(), key=lambda r: r.id)] == [["a", "b"], ["a", "b"],
+                                                                                          ["solo"]]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--config", DEMO, *TINY, "--db", db, "--tags", "a", "b"])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert exit_info.value.code == 2 and "unexpected value 'b'" in line and "--tags a,b" in line
+    documented = (REPO / "docs" / "cli.md").read_text()
+    assert "`--tags a,b`" in documented and "--tags '[a, b]'" in documented and "--tags a b" not in documented
+
+
+def test_swapping_the_task_names_the_dropped_options_and_the_run_after_its_task(capsys, tmp_path, monkeypatch):
+    """Issue 49: `--data.class_path datamodules.PixelMNIST` on the copying config dropped seq_len, train_size and
+    test_size silently and recorded an MNIST run named copying_scornn; `mnist` (as `list tasks` names it) works."""
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    tiny = ["--model.hidden_size", "8", "--model.family_args", "{rho: 4}", "--data.batch_size", "10",
+            "--trainer.max_steps", "2", "--trainer.val_check_interval", "2", "--trainer.limit_val_batches", "1",
+            "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false", "--db", db]
+    main(["fit", "--config", DEMO, *tiny, "--data.class_path", "datamodules.PixelMNIST"])
+    (note,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: data.class_path")]
+    assert "its options seq_len, train_size, test_size do not apply to PixelMNIST and were dropped" in note
+    assert "the run is named mnist_scornn" in note
+    main(["fit", "--config", DEMO, *tiny, "--data.class_path", "mnist", "--name", "mine"])
+    assert "the run is named" not in capsys.readouterr().err  # --name given: the user's name stands
+    main(["fit", "--config", DEMO, *TINY, "--db", db])
+    assert "note: data.class_path" not in capsys.readouterr().err  # the config's own task: nothing to say
+    runs = sorted(Store(db).list_runs(), key=lambda r: r.id)
+    assert [(r.name, r.task, r.status) for r in runs] == [("mnist_scornn", "mnist", "finished"),
+                                                          ("mine", "mnist", "finished"),
+                                                          ("copying_scornn", "copying", "finished")]
+
+
 def test_unwritable_db_path_names_the_path(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "afile").write_text("not a folder")

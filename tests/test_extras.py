@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ortholab.db import Store
 from ortholab.errors import ConfigError
 from ortholab.training.cli import main
 from ortholab.training.extras import EXTRAS, MissingExtra, require_extra
@@ -70,6 +71,19 @@ def test_speech_metrics_without_their_packages_name_the_extra(module, capsys, mo
                                  "--db", f"sqlite:///{tmp_path}/s.db", "--runs_dir", str(tmp_path / "runs")])
     assert code == 2 and "pip install 'ortholab[speech]'" in one_error_line(err)
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("*.ckpt"))
+    assert not (tmp_path / "s.db").exists() or Store(f"sqlite:///{tmp_path}/s.db").list_runs() == []  # no run row
+
+
+def test_a_bare_install_without_the_speech_packages_trains_a_copying_run(capsys, monkeypatch, tmp_path):
+    """`pip install ortholab` with no extras: the audio evaluation (a default callback) waits for a speech task."""
+    from test_cli import DEMO, TINY
+
+    for module in ("pesq", "pystoi"):
+        monkeypatch.setitem(sys.modules, module, None)
+    db = f"sqlite:///{tmp_path}/s.db"
+    main(["fit", "--config", DEMO, *TINY, "--db", db, "--runs_dir", str(tmp_path / "runs")])
+    (run,) = Store(db).list_runs()
+    assert (run.task, run.status, run.steps) == ("copying", "finished", 6)
 
 
 def test_the_dashboard_without_streamlit_names_the_extra_in_a_fresh_process(tmp_path):

@@ -82,6 +82,18 @@ def test_help_lists_a_familys_options(tmp_path):
     assert "--model.family_args.help" in general.stdout.replace("\n", " ").replace("  ", " ")
 
 
+def test_the_command_line_page_says_which_commands_list_a_familys_options():
+    """Issue 49: docs/cli.md said `ortholab list` shows each family's options; it shows the groups, and the two
+    commands that do show them (tested above) were on no prose page."""
+    from test_cli import REPO
+
+    page = (REPO / "docs" / "cli.md").read_text()
+    section = page.split("## `ortholab list`", 1)[1].split("\n## ", 1)[0]
+    assert "parameter groups and options" not in page
+    assert "`ortholab list families --family NAME`" in section
+    assert "`ortholab fit --model.family_args.help NAME`" in section
+
+
 def test_a_wrong_type_on_the_command_line_is_one_line_naming_the_key(tmp_path):
     done = ortholab("fit", "--config", DEMO, *TINY, "--model.family_args", "{rho: abc}",
                     "--db", f"sqlite:///{tmp_path / 'store.db'}", cwd=tmp_path)

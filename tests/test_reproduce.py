@@ -125,7 +125,7 @@ def test_reproduce_runs_a_row_in_cpu_smoke_tags_it_and_reports_it(tmp_path, monk
     assert run.status == "finished" and set(run.tags) == {"paper:toy_figure1/copy_T5_scornn", "scale:cpu-smoke"}
     assert run.steps == 40 and run.name == "toy_figure1.copy_T5_scornn"  # the smoke scale's 40 steps
 
-    main(["report", "toy_figure1", "--db", db])
+    main(["report", "toy_figure1", "--db", db, "--wide"])  # every column, the empty ones too
     report = capsys.readouterr().out
     assert "| copy_T5_scornn | - | scornn | - | - | - |" in report and f"| cpu-smoke | {run.id} |" in report
 
@@ -143,6 +143,40 @@ def test_unknown_table_or_row_is_one_clear_message(tmp_path, monkeypatch, capsys
         with pytest.raises(SystemExit) as exit_:
             main([*argv, "--db", f"sqlite:///{tmp_path / 'x.db'}"])
         assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_tables_list_and_the_report_show_what_was_asked_in_lines_of_120_columns(tmp_path, monkeypatch, capsys):
+    """Issue 49: `reproduce scornn_table1 --list` printed every table's rows in lines of up to 300 characters and
+    `report` on a store without paper runs printed hundreds of lines of 'not yet run'."""
+    long = "stays at the baseline for the first few thousand steps, then falls well below it " * 3
+    row = {"task": "copying", "family": "scornn", "value": None, "outcome": long}
+    _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("val/loss", [{**row, "row": "ran", "config": "c.yaml"},
+                                                                     {**row, "row": "never_ran"}]),
+                other_table2=_toy("val/loss", [{**row, "row": "elsewhere"}]))
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    store = Store(db)
+    run = store.create_run(name="a", family="scornn", task="copying", tags=["paper:toy_figure1/ran"],
+                           main_metric="val/loss", baseline=0.5)
+    store.log_metrics(run, {"val/loss": 0.1}, step=0)
+    store.set_status(run, "finished")
+
+    def out(*argv):
+        main([*argv, "--db", db])
+        return capsys.readouterr().out
+
+    def widest(text):
+        return max(len(line) for line in text.splitlines())
+
+    listed = out("reproduce", "toy_figure1", "--list")
+    assert "never_ran" in listed and "elsewhere" not in listed and "…" in listed and widest(listed) <= 120
+    assert long.strip() in out("reproduce", "toy_figure1", "--list", "--wide")
+    report = out("report")
+    assert "| ran |" in report and "never_ran" not in report and "elsewhere" not in report
+    assert "2 of 3 rows not yet run are not shown (--all shows every row)" in report
+    assert "…" in report and widest(report) <= 120
+    every = out("report", "--all")
+    assert "| never_ran |" in every and "| elsewhere |" in every and widest(every) <= 120
+    assert long.strip() in out("report", "--wide")
 
 
 def test_the_repositorys_tables_load_and_their_configs_exist():

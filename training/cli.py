@@ -129,8 +129,8 @@ Train orthogonal/unitary RNNs and record every run in a SQL store.
                          a recorded run's predictions, written into a predict run linked to it
   runs [--json] [--db URL]
                          list recorded runs
-  list families|tasks|configs [--json]
-                         what is registered
+  list families|tasks|configs [--json] | list families --family NAME
+                         what is registered; one family's options (model.family_args)
   data list [NAME] [--json] | data fetch NAME|all [--mirror URL]
                          the data sets that can be fetched (license, size, present?) into $ORTHOLAB_DATA
   sweep --config FILE --space SPACE.yaml --trials N [--workers K] [--sampler grid|random|tpe]
@@ -139,9 +139,10 @@ Train orthogonal/unitary RNNs and record every run in a SQL store.
                          SegSNR, STOI and PESQ of a speech run's reconstructions, recorded in the run
   bench [--families ...] [--sizes 16k,69k] [--batches 50,128] [--quick] [--json]
                          speed of every family against nn.RNN(relu) and nn.LSTM
-  reproduce [TABLE] [--rows a,b] [--scale full|cpu-smoke] [--workers N] [--estimate] | reproduce --list
+  reproduce [TABLE] [--rows a,b] [--scale full|cpu-smoke] [--workers N] [--estimate] | reproduce [TABLE] --list
                          run the papers' table rows, each a recorded run tagged with its row
-  report [TABLE]         published vs reproduced, as Markdown tables
+  report [TABLE] [--all] [--wide]
+                         published vs reproduced, as Markdown tables (the rows run; --all: every row)
   db upgrade|version [--db URL]
                          migrate a store written by an older OrthoLab / show schema revisions
   dashboard [--db URL] [--port 8501] [--host 127.0.0.1]
@@ -181,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
                                   "--model.family_args.help scornn` (`ortholab list families` names them)")
             print(describe_options(argv[at + 1]))
         elif argv[0] in LIGHTNING_SUBCOMMANDS:
-            from ortholab.training.lightning_cli import OrthoLabCLI
+            from ortholab.training.lightning_cli import OrthoLabCLI, task_short_names
             from ortholab.training.predict import predict_arguments
             from ortholab.training.mapping_flags import merge_deep_mapping_flags
 
@@ -192,7 +193,8 @@ def main(argv: list[str] | None = None) -> None:
             resumed = _resume_arguments(predict_arguments(argv))
             if resumed != argv:
                 given, argv = True, resumed
-            merged = merge_deep_mapping_flags(argv)  # --model.optimizers.other.lr: that option, not the group
+            merged = merge_deep_mapping_flags(task_short_names(argv))  # --data.class_path mnist: the task's class;
+            # --model.optimizers.other.lr: that option, not the whole group
             if merged != argv:
                 given, argv = True, merged
             stdout = sys.stdout

@@ -12,10 +12,20 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DB_HELP = "SQLAlchemy URL (default: $ORTHOLAB_DB, else the SQLite file ortholab.db in $ORTHOLAB_RUNS, else in ./runs)"
 
 
-def _table(rows: list[dict], columns: list[str]) -> str:
+LINE_WIDTH = 120  # tables printed for a terminal fit this many columns (their --wide flags show every character)
+
+
+def _table(rows: list[dict], columns: list[str], width: int | None = None) -> str:
+    """Aligned columns; with `width`, long text and then the widest columns are cut (ending in …) to fit it."""
+    from ortholab.db.published import clip, shrink_to_fit
+
     cells = [[_fmt(r.get(c)) for c in columns] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(columns)]
-    line = lambda values: "  ".join(v.ljust(w) for v, w in zip(values, widths)).rstrip()
+    if width is not None:  # long text is cut first; ids a user types back never
+        first = tuple(columns.index(c) for c in ("published", "config", "description") if c in columns)
+        keep = tuple(i for i, c in enumerate(columns) if c in ("id", "table", "row", "run"))
+        widths = shrink_to_fit(widths, width - 2 * (len(widths) - 1), first, keep)
+    line = lambda values: "  ".join(clip(v, w).ljust(w) for v, w in zip(values, widths)).rstrip()
     return "\n".join([line(columns), line(["-" * w for w in widths]), *map(line, cells)])
 
 
@@ -191,13 +201,16 @@ def run_command(argv: list[str]) -> None:
     repro = sub.add_parser("reproduce", help="run the papers' table rows from their configs, tagged with the row; "
                                              "other --key value flags apply to every row (e.g. --data.path)")
     repro.add_argument("table", nargs="?", default=None, help="a published table (`ortholab reproduce --list`)")
-    repro.add_argument("--list", action="store_true", help="show every row, its config and whether it has been run")
+    repro.add_argument("--list", action="store_true", help="show every row (of TABLE, if given), its config and "
+                                                           "whether it has been run")
     repro.add_argument("--rows", default=None, help="comma-separated row ids of the table (default: all); with "
                                                       "--resume, of any table: resume only those rows")
     repro.add_argument("--scale", default="full", help="full (the paper's settings) or cpu-smoke (a few dozen "
                                                        "steps on CPU, to check every row runs)")
     repro.add_argument("--db", default=None, help=DB_HELP)
     repro.add_argument("--json", action="store_true", help="with --list: print JSON")
+    repro.add_argument("--wide", action="store_true", help=f"with --list: every column in full (default: lines fit "
+                                                           f"{LINE_WIDTH} columns, long text cut with …)")
     repro.add_argument("--resume", action="store_true",
                        help="continue every paper row whose run stopped early (interrupted, or killed with the "
                             "machine; --rows: only those) from its last checkpoint, as the same run; then evaluate it")
@@ -211,6 +224,11 @@ def run_command(argv: list[str]) -> None:
                        help="with --resume: a 'running' run silent this long counts as stopped (default 30)")
     report = sub.add_parser("report", help="published vs reproduced, as Markdown tables")
     report.add_argument("table", nargs="?", default=None, help="one published table (default: all)")
+    report.add_argument("--all", action="store_true", help="every row of the tables (default: only the rows with a "
+                                                           "recorded run)")
+    report.add_argument("--wide", action="store_true", help=f"every column and text in full (default: lines fit "
+                                                            f"{LINE_WIDTH} columns: empty columns left out, long text "
+                                                            f"cut with …)")
     report.add_argument("--db", default=None, help=DB_HELP)
     report.add_argument("--export", default=None, metavar="DIR",
                         help="also write report.md, report.csv and per table a curve plot (PNG and HTML) into DIR")
@@ -288,8 +306,9 @@ def run_command(argv: list[str]) -> None:
         chosen = {k: v for k, v in tables.items() if args.table in (None, k)}
         from ortholab.training.reproduce import existing_store
 
-        store = existing_store(args.db) if not args.export else Store(args.db, access="read")  # never creates one
-        print(markdown_report(store, chosen))
+        absent = "Every row is listed as not yet run." if args.all else "No row has a recorded run."
+        store = existing_store(args.db, absent) if not args.export else Store(args.db, access="read")  # never creates
+        print(markdown_report(store, chosen, recorded_only=not args.all, width=None if args.wide else LINE_WIDTH))
         if args.export:
             from ortholab.app.export import export_report
 
@@ -327,7 +346,9 @@ def run_command(argv: list[str]) -> None:
     if args.command == "reproduce":  # --list
         from ortholab.training.reproduce import list_rows
 
-        rows, columns = list_rows(args.db), ["table", "row", "family", "task", "published", "config", "status", "run"]
+        rows = list_rows(args.db, args.table)
+        columns = ["row", "family", "task", "published", "config", "status", "run"]
+        columns = columns if args.table else ["table", *columns]  # one table: its name on every line says nothing
     elif args.command == "runs":
         from ortholab.db.progress import duration, steps_of_plan
 
@@ -363,4 +384,5 @@ def run_command(argv: list[str]) -> None:
     elif not rows:
         print("no runs recorded yet" if args.command == "runs" else "nothing registered")
     else:
-        print(_table(rows, columns))
+        wide = args.command != "reproduce" or args.wide  # `reproduce --list` fits LINE_WIDTH unless --wide
+        print(_table(rows, columns, None if wide else LINE_WIDTH))

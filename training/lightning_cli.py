@@ -24,11 +24,11 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveCon
 from lightning.pytorch.utilities import rank_zero_only
 
 from ortholab import aliases
-from ortholab.datamodules import TaskDataModule
+from ortholab.datamodules import TASKS, TaskDataModule
 from ortholab.db import SQLLogger, Store, default_db_url, runs_root
 from ortholab.db.logger import RUN_NAME, folder_name
 from ortholab.errors import ConfigError
-from ortholab.training.callbacks import NonFiniteError, default_callbacks
+from ortholab.training.callbacks import AudioEvaluation, NonFiniteError, default_callbacks
 from ortholab.training.callbacks.checkpoint_io import AtomicCheckpointIO
 from ortholab.training.callbacks.lifecycle import ContinueRun, GracefulInterrupt, StampCheckpoints
 from ortholab.training.cli import _user_error
@@ -111,6 +111,10 @@ def explain_parse_error(message: str, parser) -> str:
         hint = f"; did you mean {close[0]}?" if close else ""
         return (f"unknown config key {key} (on the command line or in a --config file){hint} "
                 f"`ortholab fit --help` lists every key")
+    stray = re.search(r"unrecognized arguments: ([^-\s]\S*)", message)
+    if stray:  # `--tags a b`: a second value where a flag takes one
+        return (f"unexpected value {stray.group(1)!r} on the command line: each --key takes one value (several tags: "
+                f"--tags a,b; a value holding spaces goes in quotes)")
     config_file = re.search(r'Parser key "config": (File does not exist|Path is not a file): \'(.*)\'', message)
     if config_file:
         why = "no such file" if config_file.group(1).startswith("File") else "not a file"
@@ -145,6 +149,16 @@ def explain_parse_error(message: str, parser) -> str:
         hint = f"did you mean {close[0]}? " if close else ""
         return (f"data.class_path = {missing.group(1)!r} is not a registered task; {hint}`ortholab list tasks` "
                 f"shows them")
+    undotted = re.search(r"Expected a dot import path string: (\S+)", message)
+    if undotted and 'Parser key "data"' in message:  # a task's short name in a config file (task_short_names maps
+        # it on the command line)
+        from ortholab.datamodules import TASKS
+
+        paths = {name: f"datamodules.{cls.__name__}" for name, cls in TASKS.items()}
+        close = difflib.get_close_matches(undotted.group(1), [*paths, *paths.values()], 1)
+        hint = f"did you mean {paths.get(close[0], close[0])}? " if close else ""
+        return (f"data.class_path = {undotted.group(1)!r} is not a task's class path; {hint}`ortholab list tasks` "
+                f"names the tasks, each class path is datamodules.<class>")
     refused = re.search(r"Import path (\S+) does not correspond to a subclass of (\w+)", message)
     if refused:
         from ortholab.datamodules import TASKS
@@ -164,6 +178,21 @@ def explain_parse_error(message: str, parser) -> str:
     return " ".join(message.split()) + " (see `ortholab fit --help`)"
 
 
+def task_short_names(argv: list[str]) -> list[str]:
+    """`--data.class_path mnist` (the name `ortholab list tasks` prints) as that task's class path."""
+    out = list(argv)
+    for i, arg in enumerate(argv):
+        key, eq, value = arg.partition("=")
+        if key not in ("--data.class_path", "--data"):
+            continue
+        if not eq and i + 1 < len(argv):
+            value = argv[i + 1]
+        if value in TASKS:
+            path = f"datamodules.{TASKS[value].__name__}"
+            out[i if eq else i + 1] = f"{key}={path}" if eq else path
+    return out
+
+
 class OrthoLabCLI(LightningCLI):
     def __init__(self, args=None, run: bool = True):
         aliases.restrict_config_imports()  # class paths outside the allow-list are refused before any import
@@ -181,7 +210,9 @@ class OrthoLabCLI(LightningCLI):
                                  "ortholab.db in $ORTHOLAB_RUNS, else in ./runs)")
         parser.add_argument("--name", type=str | None, default=None,
                             help="run name in the store (default: the config file's name)")
-        parser.add_argument("--tags", type=list[str], default=[], help="labels stored with the run")
+        parser.add_argument("--tags", type=list[str] | str, default=[],
+                            help="labels stored with the run: --tags a,b (comma-separated) or --tags '[a, b]' (a "
+                                 "YAML list); in a config file, tags: [a, b]")
         parser.add_argument("--runs_dir", type=str, default=str(runs_root()),
                             help="folder for run folders (checkpoints, config.yaml); default: $ORTHOLAB_RUNS, "
                                  "else ./runs")
@@ -231,7 +262,9 @@ class OrthoLabCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         config = self._subconfig()
         aliases.refuse_callables(config)  # a function a value resolved to is never called
+        config.tags = tag_list(config.tags)
         check_run_name(config.name)
+        self._task_swap = swapped_task(config)  # (the note, the run's name) when the command line swapped the task
         check_precision(config.trainer.get("precision"), config.trainer.get("accelerator"), config.model.get("family"))
         clip = config.model.get("grad_clip_norm")
         if clip is not None and not (isinstance(clip, (int, float)) and not isinstance(clip, bool)
@@ -250,7 +283,10 @@ class OrthoLabCLI(LightningCLI):
         config = self._subconfig()
         if rank_zero_only.rank == 0 and self.subcommand == "fit":
             check_free_space(config.runs_dir, self.model)  # before the run is recorded: a full disk is one line
-        derived = _name_from_config_files(config.get("config")) or self.model.hparams.family
+        note, swapped_name = getattr(self, "_task_swap", None) or (None, None)
+        if note and rank_zero_only.rank == 0:  # once the task is built: a task refused says only why
+            print(note, file=sys.stderr)
+        derived = swapped_name or _name_from_config_files(config.get("config")) or self.model.hparams.family
         name = config.name or folder_name(derived)  # a config file's name may hold anything: as a folder name
         resume = config.resume if self.subcommand == "fit" else None  # only training continues a recorded run:
         # testing with a run folder's config.yaml (older resumes wrote `resume: ID` into it) records a run of its own
@@ -293,6 +329,9 @@ class OrthoLabCLI(LightningCLI):
         if config.analysis:
             first += default_callbacks(trainer.callbacks)
         trainer.callbacks[:0] = first
+        for callback in trainer.callbacks:  # a speech task without PESQ/STOI: one line before the run is recorded
+            if isinstance(callback, AudioEvaluation):
+                callback.check_task(self.datamodule)
         return trainer
 
     def _run_subcommand(self, subcommand: str) -> None:
@@ -396,6 +435,15 @@ def task_spec_of(datamodule) -> dict:
     return spec.to_dict()
 
 
+def tag_list(tags) -> list[str]:
+    """--tags as given: comma-separated labels (a,b) or a list; a text opening a list that did not parse is refused."""
+    if not isinstance(tags, str):
+        return list(tags or [])
+    if tags.lstrip().startswith("["):
+        raise ConfigError(f"tags = {tags!r}: expected a list such as '[a, b]', or comma-separated labels: --tags a,b")
+    return [tag.strip() for tag in tags.split(",") if tag.strip()]
+
+
 def check_run_name(name: str | None) -> None:
     """A run's name is a folder under --runs_dir: one path component of letters, digits and ._+-, 100 at most."""
     if name is not None and not RUN_NAME.fullmatch(name):
@@ -414,6 +462,36 @@ def _check_writable_folder(folder: str) -> None:
     except OSError as err:
         raise ConfigError(f"--runs_dir {folder}: cannot write run folders there ({err.strerror}); give a writable "
                           f"folder with --runs_dir") from None
+
+
+def swapped_task(config) -> tuple[str, str | None] | None:
+    """When data.class_path names another task than the --config files do: a one-line note naming the options of
+    theirs that the task dropped, and the run's name after the task it runs (None with --name); None: no swap."""
+    given, options = None, {}
+    for path in [p for p in (config.get("config") or []) if p is not None]:
+        try:
+            data = (yaml.safe_load(Path(os.fspath(path)).read_text()) or {}).get("data")
+        except (OSError, AttributeError, yaml.YAMLError):  # a file the parser read already; nothing to compare
+            continue
+        if not isinstance(data, dict):
+            continue
+        if data.get("class_path") and data["class_path"] != given:
+            given, options = data["class_path"], {}
+        options.update({k: v for k, v in data.items() if k not in ("class_path", "init_args")})
+        options.update(data.get("init_args") or {})
+    chosen = str(config.data.get("class_path") or "") if config.get("data") else ""
+    if given is None or not chosen or given.rsplit(".", 1)[-1] == chosen.rsplit(".", 1)[-1]:
+        return None
+    kept = config.data.get("init_args")
+    kept = set(kept.keys()) if kept is not None else set()
+    dropped = [key for key in options if key not in kept]
+    cls_name = chosen.rsplit(".", 1)[-1]
+    task = next((name for name, cls in TASKS.items() if cls.__name__ == cls_name), cls_name.lower())
+    name = None if config.name else f"{task}_{config.model.get('family')}"
+    what = (f"its options {', '.join(dropped)} do not apply to {cls_name} and were dropped" if dropped else
+            "all of its options apply")
+    named = f"; the run is named {name} (--name sets another)" if name else ""
+    return f"note: data.class_path {chosen} replaces the config's {given}: {what}{named}", name
 
 
 def _name_from_config_files(paths) -> str | None:

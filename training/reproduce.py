@@ -217,24 +217,26 @@ def resume_unfinished(db: str | None, stale_after_s: float, extra: list[str], wo
     return outcomes
 
 
-def existing_store(db: str | None) -> Store | None:
-    """The store at `db` opened for reading, or None (with a note on stderr) where there is none yet: a paper's
-    rows are listed before any of them has run, and a reader never creates a store."""
+def existing_store(db: str | None, absent: str = "Every row is listed as not yet run.") -> Store | None:
+    """The store at `db` opened for reading, or None (with a note on stderr ending in `absent`) where there is none
+    yet: a paper's rows are listed before any of them has run, and a reader never creates a store."""
     try:
         return Store(db, access="read")
     except StoreMissing as missing:
-        print(f"{missing} Every row is listed as not yet run.", file=sys.stderr)
+        print(f"{missing} {absent}", file=sys.stderr)
         return None
 
 
-def list_rows(db: str | None) -> list[dict]:
-    """Every row with its config and whether the store holds a run of it (no store yet: none has run)."""
+def list_rows(db: str | None, table: str | None = None) -> list[dict]:
+    """Every row (of `table`, else of every table) with its config and whether the store holds a run of it (no store
+    yet: none has run)."""
+    every = load_tables()
+    select_rows(every, table, None)  # an unknown table is one line naming the tables
     store = existing_store(db)
     out = []
-    every = load_tables()
-    for table in every.values():
-        for item in reproductions(store, table, every):
-            out.append({"table": table.id, "row": item.row.row, "family": item.row.family, "task": item.row.task,
+    for paper in [t for t in every.values() if table in (None, t.id)]:
+        for item in reproductions(store, paper, every):
+            out.append({"table": paper.id, "row": item.row.row, "family": item.row.family, "task": item.row.task,
                         "published": item.row.value if item.row.value is not None else item.row.outcome,
                         "config": item.row.config or "-", "status": item.status,
                         "run": item.fit.id if item.fit else None})

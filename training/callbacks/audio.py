@@ -2,7 +2,8 @@
 
 See training/audio_eval.py for what is reconstructed, scored and recorded. Runs on global rank zero only, with
 the weights the model has at that moment (after fit: the last ones), recorded at the trainer's global step.
-Skipped for tasks other than speech and when training was stopped by a signal (the job is being preempted).
+Skipped for tasks other than speech and when training was stopped by a signal (the job is being preempted). PESQ and
+STOI (the `speech` extra) are required only when the callback meets a speech task: a bare install trains the others.
 """
 from __future__ import annotations
 
@@ -37,13 +38,20 @@ class AudioEvaluation(Callback):
 
     def __init__(self, utterances: int | None = 16, clips: int = 3, method: str = "true_phase",
                  per_utterance: bool = True, after_fit: bool = True, after_test: bool = True):
-        require_extra("speech")  # PESQ and STOI: refused now, not after training
         if method not in METHODS:
             raise ConfigError(f"AudioEvaluation method {method!r}; choose one of {list(METHODS)}")
         if utterances is not None and utterances < 1:
             raise ConfigError(f"AudioEvaluation utterances = {utterances}; give 1 or more (null: all)")
         self.utterances, self.clips, self.method = utterances, clips, method
         self.per_utterance, self.after_fit, self.after_test = per_utterance, after_fit, after_test
+
+    def check_task(self, datamodule) -> None:
+        """A speech task without PESQ and STOI installed is refused here, before training; other tasks need neither."""
+        if isinstance(datamodule, SpeechPrediction):
+            require_extra("speech")
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        self.check_task(trainer.datamodule)  # the CLI checked already; a Trainer built by hand is checked here
 
     def on_fit_end(self, trainer, pl_module) -> None:
         interrupted = any(isinstance(c, GracefulInterrupt) and c.requested for c in trainer.callbacks)
