@@ -36,7 +36,7 @@ from ortholab.db.masking import known_passwords, mask_secrets, mask_url
 from ortholab.training.family_options import recorded_family_args
 from ortholab.training.module import RecurrentModule
 from ortholab.training.precision import check_precision
-from ortholab.training.progress import StepBudgetProgressBar
+from ortholab.training.progress import PlainProgress, StepBudgetProgressBar
 
 
 class RecordConfig(SaveConfigCallback):
@@ -314,7 +314,8 @@ class OrthoLabCLI(LightningCLI):
             # so a run whose metric plateaus would resume from its last best, hours back
             extra.append(ModelCheckpoint(filename="last", enable_version_counter=False))
         if config.trainer.enable_progress_bar is not False and not any(isinstance(c, ProgressBar) for c in configured):
-            extra.append(StepBudgetProgressBar())  # Lightning's rich bar (rich is a dependency), not its tqdm one
+            # Lightning's rich bar on a terminal (rich is a dependency); plain lines in a log file or a scheduler's
+            extra.append(StepBudgetProgressBar() if sys.stdout.isatty() else PlainProgress())
         plugins = self._get(self.config_init, "trainer").get("plugins") or []
         plugins = list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
         if not any(isinstance(p, CheckpointIO) for p in plugins):  # checkpoints written atomically in their folder

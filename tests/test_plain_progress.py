@@ -1,0 +1,43 @@
+"""Progress where stdout is no terminal (a log file, a job scheduler, `docker logs`): plain lines, not a bar that
+shows nothing until the run ends."""
+import re
+
+from ortholab.db import Store
+from ortholab.training.cli import main
+from ortholab.training.progress import PlainProgress, _clock
+
+from test_cli import DEMO, TINY
+
+LINE = re.compile(r"^step (\d+)/6 · loss [\d.e+-]+ · [\d.e+-]+ steps/s · (ETA \S+|training ended after \S+)$")
+
+
+def _fit(tmp_path, *extra):
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    at = TINY.index("--trainer.enable_progress_bar")
+    flags = TINY[:at] + TINY[at + 2:]  # the default: a progress view
+    main(["fit", "--config", DEMO, *flags, "--db", db, "--runs_dir", str(tmp_path / "runs"), *extra])
+    return Store(db)
+
+
+def test_a_run_without_a_terminal_prints_plain_lines(tmp_path, capsys):
+    _fit(tmp_path)  # captured stdout is no terminal
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("step ")]
+    assert len(lines) >= 2 and all(LINE.match(line) for line in lines), lines
+    assert LINE.match(lines[0]).group(1) == "1" and "ETA" in lines[0]  # at once after the first step
+    assert lines[-1].startswith("step 6/6") and "training ended after" in lines[-1]
+
+
+def test_every_n_steps_adds_lines_and_bad_intervals_are_named():
+    progress = PlainProgress(every_s=3600, every_n_steps=2)
+    assert progress.every_n_steps == 2
+    for bad in ({"every_s": -1}, {"every_n_steps": 0}):
+        try:
+            PlainProgress(**bad)
+        except ValueError as err:
+            assert "every_s" in str(err)
+        else:
+            raise AssertionError(bad)
+
+
+def test_the_clock_reads_as_a_person_would():
+    assert [_clock(s) for s in (7, 756, 3720)] == ["7s", "12m36s", "1h02m"]
