@@ -22,6 +22,7 @@ import yaml
 
 from ortholab.db.lease import silence
 from ortholab.db.records import RunSummary
+from ortholab.db.seeds import SEED_TAG, SeedRun, Spread, baseline_crossing, seed_of, spread
 from ortholab.db.store import Store, StoreError
 
 PUBLISHED_DIR = Path(__file__).resolve().parents[1] / "configs" / "papers" / "published"
@@ -139,6 +140,9 @@ class Reproduction:
     length: str | None = None  # how long the fit ran: steps of the plan, epochs
     recorded_for: str | None = None  # the runs were recorded for this other table's row of the same config
     newer: RunSummary | None = None  # a later fit of the row not finished (a rerun training, or stopped)
+    seeds: tuple[SeedRun, ...] = ()  # per seed its latest finished fit (else latest), in seed order
+    spread: Spread | None = None  # the seeds' values against the published one (db/seeds.py)
+    selected_spread: Spread | None = None  # the same of the values selected on validation
 
     @property
     def status(self) -> str:
@@ -195,17 +199,8 @@ def reproduction(store: Store, row: PaperRow, runs: list[RunSummary], same: tupl
     tests = [r for r in tagged if r.stage == "test" and r.status == "finished" and fit is not None
              and fit.id < r.id < min(after, default=math.inf)]
     evaluation = max(tests, key=lambda r: r.id, default=None)
-    value = measured_as = verdict = selected = None
-    # the fit's own test points first (measured at every validation, as the papers did), then the test run of the
-    # checkpoint chosen on validation, then the validation metric when nothing was measured on the test split
-    for run, metric in ((fit, row.metric), (evaluation, row.metric), (fit, row.metric.replace("test/", "val/", 1))):
-        if run is not None and (found := _metric_value(store, run, metric, row.mode)) is not None:
-            value, measured_as = found * row.scale, metric
-            if run is fit and metric.startswith("test/"):
-                found = _metric_value(store, evaluation, metric, row.mode) if evaluation is not None else \
-                    _test_at_best_validation(store, fit, metric, row.mode)
-                selected = None if found is None else found * row.scale
-            break
+    value, measured_as, selected = _row_value(store, row, fit, evaluation)
+    verdict = None
     if row.value is None and fit is not None and fit.best is not None and fit.baseline:
         if fit.main_metric_mode == "min":  # losses: better is below
             verdict = "below_baseline" if fit.best < (1 - BEYOND_BASELINE) * fit.baseline else "at_baseline"
@@ -213,9 +208,54 @@ def reproduction(store: Store, row: PaperRow, runs: list[RunSummary], same: tupl
             verdict = "above_baseline" if fit.best > (1 + BEYOND_BASELINE) * fit.baseline else "at_baseline"
     elif row.value is not None and fit is not None:
         verdict = _numeric_verdict(row, fit, value)
+    seeds = _seed_runs(store, row, tagged, fit, evaluation)
     return Reproduction(row, fit, evaluation, value, measured_as, verdict, selected,
                         _length(store, fit) if fit is not None else None,
-                        None if source is row else source.tag.removeprefix("paper:"), newer)
+                        None if source is row else source.tag.removeprefix("paper:"), newer, seeds,
+                        spread([s.value for s in seeds], row.value) if seeds else None,
+                        spread([s.selected for s in seeds], row.value) if seeds else None)
+
+
+def _row_value(store: Store, row: PaperRow, fit: RunSummary | None,
+               evaluation: RunSummary | None) -> tuple[float | None, str | None, float | None]:
+    """(value in the paper's units, the metric it was read from, the value selected on validation): the fit's own
+    test points first (measured at every validation, as the papers did), then the test run of the checkpoint
+    chosen on validation, then the validation metric when nothing was measured on the test split."""
+    for run, metric in ((fit, row.metric), (evaluation, row.metric), (fit, row.metric.replace("test/", "val/", 1))):
+        if run is not None and (found := _metric_value(store, run, metric, row.mode)) is not None:
+            selected = None
+            if run is fit and metric.startswith("test/"):
+                found_selected = _metric_value(store, evaluation, metric, row.mode) if evaluation is not None else \
+                    _test_at_best_validation(store, fit, metric, row.mode)
+                selected = None if found_selected is None else found_selected * row.scale
+            return found * row.scale, metric, selected
+    return None, None, None
+
+
+def _seed_runs(store: Store, row: PaperRow, tagged: list[RunSummary], fit: RunSummary | None,
+               evaluation: RunSummary | None) -> tuple[SeedRun, ...]:
+    """Per seed of the row's fits, its latest finished fit (else its latest) with its value; its test run is the
+    latest finished one tagged with the same seed after it (for the row's chosen fit: `evaluation`)."""
+    fits = sorted((r for r in tagged if r.stage == "fit"), key=lambda r: r.id)
+    if not fits:
+        return ()
+    params = store.params_of([r.id for r in fits if not any(t.startswith(SEED_TAG) for t in r.tags)])
+    groups: dict[int | None, list[RunSummary]] = {}
+    for run in fits:
+        groups.setdefault(seed_of(run, params.get(run.id, {})), []).append(run)
+    out = []
+    for seed, runs in sorted(groups.items(), key=lambda item: (item[0] is None, item[0] or 0)):
+        chosen = ([r for r in runs if r.status == "finished"] or runs)[-1]
+        if chosen is fit:
+            test = evaluation
+        else:
+            tests = [r for r in tagged if r.stage == "test" and r.status == "finished" and r.id > chosen.id
+                     and f"{SEED_TAG}{seed}" in r.tags]
+            test = max(tests, key=lambda r: r.id, default=None)
+        value, _, selected = _row_value(store, row, chosen, test)
+        crossed, beyond = baseline_crossing(store, chosen, BEYOND_BASELINE) if row.value is None else (None, None)
+        out.append(SeedRun(seed, chosen, test, value, selected, crossed, beyond))
+    return tuple(out)
 
 
 def _numeric_verdict(row: PaperRow, fit: RunSummary, value: float | None) -> str:
@@ -273,6 +313,7 @@ def comparison_rows(items: list[Reproduction]) -> list[dict[str, Any]]:
         scale = next((t[6:] for t in (item.fit.tags if item.fit else ()) if t.startswith("scale:")), None)
         rows.append({"row": row.row, "setting": row.setting, "family": row.family, "n": row.hidden_size,
                      "params": row.parameters, "published": published, "reproduced": reproduced,
+                     "seeds": seeds_text(item),
                      "selected_on_val": _number(item.selected) if item.selected is not None else None,
                      "length": item.length, "verdict": item.verdict if row.value is not None else None,
                      "status": item.status, "scale": scale, "run": item.fit.id if item.fit else None,
@@ -281,7 +322,30 @@ def comparison_rows(items: list[Reproduction]) -> list[dict[str, Any]]:
     return rows
 
 
-REPORT_COLUMNS = ["row", "setting", "family", "n", "params", "published", "reproduced", "selected_on_val", "length",
+def seeds_text(item: Reproduction) -> str | None:
+    """'1 seed'; '3 seeds: 0.9412 ± 0.0021 (0.939–0.944), within'; for a baseline row '2/3 seeds beyond the
+    baseline (first at steps 1200, 3400)'."""
+    seeds = item.seeds
+    if not seeds:
+        return None
+    n = len(seeds)
+    if item.row.value is None:  # judged against the baseline
+        judged = [s for s in seeds if s.ends_beyond is not None]
+        if not judged:
+            return f"{n} seed{'s' * (n > 1)}"
+        steps = ", ".join("-" if s.crossed_at is None else str(s.crossed_at) for s in judged)
+        return (f"{sum(bool(s.ends_beyond) for s in judged)}/{len(judged)} seed{'s' * (len(judged) > 1)} end beyond "
+                f"the baseline (first beyond at step{'s' * (len(judged) > 1)} {steps})")
+    spread = item.spread
+    if spread is None or spread.n == 0:
+        return f"{n} seed{'s' * (n > 1)}, none measured"
+    if spread.n == 1:
+        return "1 seed"
+    return (f"{spread.n} seeds: {_number(spread.mean)} ± {spread.std:.2g} ({_number(spread.low)}–"
+            f"{_number(spread.high)}), {spread.verdict}")
+
+
+REPORT_COLUMNS = ["row", "setting", "family", "n", "params", "published", "reproduced", "seeds", "selected_on_val", "length",
                   "verdict", "status", "scale", "run", "recorded_for"]
 
 

@@ -91,7 +91,7 @@ def test_the_report_reads_test_runs_falls_back_to_val_and_judges_qualitative_row
     items = reproductions(store, table)
     assert items[0].value == pytest.approx(92.5) and items[0].measured_as == "test/acc"
     report = markdown_report(store, {"demo_table9": table})
-    assert "| mnist_scornn_n8 | - | scornn | 8 | - | 98.1 | 92.5 | - | 2 steps | below | finished | full | 1 |" in report
+    assert "| mnist_scornn_n8 | - | scornn | 8 | - | 98.1 | 92.5 | 1 seed | - | 2 steps | below | finished | full | 1 |" in report
     assert "at baseline (val/loss 0.48) ✓" in report and "not yet run" in report
 
 
@@ -121,8 +121,10 @@ def test_reproduce_runs_a_row_in_cpu_smoke_tags_it_and_reports_it(tmp_path, monk
     main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--db", db])
     out = capsys.readouterr().out
     assert "paper:toy_figure1/pending: skipped, no config" in out
+    assert out.strip().splitlines()[-1] == "reproduce: 1 done, 0 failed, 1 skipped"  # the line scripts read
     (run,) = Store(db).list_runs()
-    assert run.status == "finished" and set(run.tags) == {"paper:toy_figure1/copy_T5_scornn", "scale:cpu-smoke"}
+    assert run.status == "finished" and set(run.tags) == {"paper:toy_figure1/copy_T5_scornn", "scale:cpu-smoke",
+                                                          "seed:5544"}  # the config's seed
     assert run.steps == 40 and run.name == "toy_figure1.copy_T5_scornn"  # the smoke scale's 40 steps
 
     main(["report", "toy_figure1", "--db", db, "--wide"])  # every column, the empty ones too

@@ -220,6 +220,9 @@ def run_command(argv: list[str]) -> None:
     repro.add_argument("--workers", type=int, default=1,
                        help="rows run at a time, each in its own process with cpu_count / workers threads unless "
                             "OMP_NUM_THREADS is set (default 1: one after another)")
+    repro.add_argument("--seeds", default=None, help="train each row once per seed: a count (3: the config's seed and "
+                                                       "the next two) or a list (1,2,3); with --estimate: the hours "
+                                                       "for all of them")
     repro.add_argument("--stale_minutes", type=float, default=30.0,
                        help="with --resume: a 'running' run silent this long counts as stopped (default 30)")
     report = sub.add_parser("report", help="published vs reproduced, as Markdown tables")
@@ -279,21 +282,31 @@ def run_command(argv: list[str]) -> None:
         raise ConfigError(f"reproduce --resume continues every unfinished row and takes no table, got "
                           f"{args.table!r}; if that is the value of an option passed on to the runs, write it as "
                           f"--key=value (e.g. --data.path=DIR)")
+    if args.command == "reproduce":
+        from ortholab.training.reproduce import finish_reproduce, parse_seeds
+
+        if args.seeds is not None and (args.resume or args.list):
+            from ortholab.errors import ConfigError
+
+            raise ConfigError("--seeds chooses the runs to train; --resume continues every seed's unfinished run and "
+                              "--list lists them: leave --seeds out there")
     if args.command == "reproduce" and args.resume:
         from ortholab.training.reproduce import resume_unfinished
 
-        resume_unfinished(args.db, args.stale_minutes * 60, extra, args.workers,
-                          args.rows.split(",") if args.rows else None)
+        outcomes = resume_unfinished(args.db, args.stale_minutes * 60, extra, args.workers,
+                                     args.rows.split(",") if args.rows else None)
+        finish_reproduce(outcomes)
         return
     if args.command == "reproduce" and args.estimate:
         from ortholab.training.reproduce import estimate
 
-        estimate(args.table, args.rows.split(",") if args.rows else None, extra)
+        estimate(args.table, args.rows.split(",") if args.rows else None, extra, parse_seeds(args.seeds))
         return
     if args.command == "reproduce" and not args.list:
         from ortholab.training.reproduce import reproduce
 
-        reproduce(args.table, args.rows.split(",") if args.rows else None, args.scale, args.db, extra, args.workers)
+        finish_reproduce(reproduce(args.table, args.rows.split(",") if args.rows else None, args.scale, args.db,
+                                   extra, args.workers, parse_seeds(args.seeds)))
         return
     if args.command == "report":
         from ortholab.db import Store
@@ -306,8 +319,12 @@ def run_command(argv: list[str]) -> None:
         chosen = {k: v for k, v in tables.items() if args.table in (None, k)}
         from ortholab.training.reproduce import existing_store
 
-        absent = "Every row is listed as not yet run." if args.all else "No row has a recorded run."
-        store = existing_store(args.db, absent) if not args.export else Store(args.db, access="read")  # never creates
+        from ortholab.db.store import StoreMissing
+
+        try:  # --all lists the rows before any run; without it, no store is a refusal: nothing recorded to report
+            store = existing_store(args.db) if args.all and not args.export else Store(args.db, access="read")
+        except StoreMissing as missing:
+            raise StoreMissing(f"{missing} `ortholab report --all` lists the papers' rows before any has run.") from None
         print(markdown_report(store, chosen, recorded_only=not args.all, width=None if args.wide else LINE_WIDTH))
         if args.export:
             from ortholab.app.export import export_report

@@ -1,12 +1,14 @@
 """`ortholab reproduce`: run the papers' table rows from their configs, recorded as normal runs tagged with the row.
 
 Each row is one `ortholab fit` in its own process (a failing row is reported and the next one runs), tagged
-`paper:<table>/<row>` and `scale:<scale>`; when the row's metric is measured on the test split, an
+`paper:<table>/<row>`, `scale:<scale>` and `seed:<seed>`; when the row's metric is measured on the test split, an
 `ortholab test` of the best checkpoint follows, and for audio metrics `ortholab evaluate-audio` on the test
 split. `--scale cpu-smoke` keeps every row's model and task but trains a few dozen steps on small generated
 splits, so that every row's path runs on a CPU in minutes; its numbers are not the paper's. `--workers N` runs N
 rows at a time (with --resume too), each process given an equal share of the CPU's threads unless
-OMP_NUM_THREADS is set.
+OMP_NUM_THREADS is set. `--seeds 3` trains each row with its config's seed and the next two (`--seeds 1,2,3`:
+those seeds), one run per seed. It ends with one line a script can read, `reproduce: N done, N failed, N skipped`,
+and exits 1 when a row failed.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -30,6 +33,51 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SCALES = ("full", "cpu-smoke")
 SMOKE_STEPS = 40
 GENERATED_TASKS = ("ortholab.datamodules.CopyingTask", "ortholab.datamodules.AddingTask")  # their split sizes are free to shrink
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one row (and seed): its line, and whether it is done, failed or skipped."""
+
+    line: str
+    state: str = "done"
+
+
+def finish_reproduce(outcomes: list[Outcome]) -> None:
+    """The summary line last; exit 1 when a row failed (0 when every row is done or skipped)."""
+    print(summary(outcomes), flush=True)
+    if any(o.state == "failed" for o in outcomes):
+        raise SystemExit(1)
+
+
+def summary(outcomes: list[Outcome], what: str = "reproduce") -> str:
+    """The last line a script reads: 'reproduce: 3 done, 1 failed, 0 skipped'."""
+    counts = {state: sum(o.state == state for o in outcomes) for state in ("done", "failed", "skipped")}
+    return f"{what}: {counts['done']} done, {counts['failed']} failed, {counts['skipped']} skipped"
+
+
+def parse_seeds(text: str | None) -> int | list[int] | None:
+    """--seeds: a count ('3': the config's seed and the next ones) or a comma-separated list ('1,2,3')."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        values = []
+    if not values or ("," not in str(text) and values[0] < 1):
+        raise ConfigError(f"--seeds {text!r}: give a count (--seeds 3: the config's seed and the next two) or "
+                          f"seeds separated by commas (--seeds 1,2,3; one seed: --seeds 7,)")
+    return values[0] if "," not in str(text) else list(dict.fromkeys(values))
+
+
+def row_seeds(config: dict, seeds: int | list[int] | None) -> list[int]:
+    """The seeds a row trains with: its config's seed (seed_everything, else 0) and the next ones, or those given."""
+    first = config.get("seed_everything")
+    first = int(first) if isinstance(first, int) and not isinstance(first, bool) else 0
+    if isinstance(seeds, list):
+        return seeds
+    return [first + k for k in range(seeds or 1)]
 
 
 def smoke_overrides(config: dict) -> list[str]:
@@ -73,10 +121,12 @@ def _ortholab(*args: str, db: str | None = None) -> int:
                           env=env).returncode
 
 
-def estimate(table: str | None, rows: list[str] | None, extra: list[str]) -> list:
-    """`reproduce --estimate`: time every chosen row briefly, one at a time, and print the hours each would take."""
+def estimate(table: str | None, rows: list[str] | None, extra: list[str],
+             seeds: int | list[int] | None = None) -> list:
+    """`reproduce --estimate`: time every chosen row briefly, one at a time, and print the hours each would take
+    (with `seeds`, in all for its seeds); exit 1 when a row's timing run failed."""
     from ortholab.db.masking import child_env
-    from ortholab.training.estimate import estimate_row, render
+    from ortholab.training.estimate import Estimate, estimate_row, render
 
     def run_fit(args: list[str], db: str) -> int:  # quiet: its output only where it failed
         done = subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", "fit", *args],
@@ -93,17 +143,25 @@ def estimate(table: str | None, rows: list[str] | None, extra: list[str]) -> lis
         print(f"timing {row.tag} ...", file=sys.stderr, flush=True)
         results.append(estimate_row(row, REPO_ROOT / row.config, extra, run_fit))
     print(render(results), flush=True)
+    timed = [item for item in results if isinstance(item, Estimate)]
+    if seeds is not None and timed:
+        per_row = len(seeds) if isinstance(seeds, list) else seeds
+        print(f"with {per_row} seed{'s' * (per_row > 1)} per row: {per_row * sum(e.hours for e in timed):.2f} hours "
+              f"in all, one run at a time", flush=True)
+    failed = [item for item in results if isinstance(item, str) and "failed" in item]
+    outcomes = [Outcome("", "done")] * len(timed) + [Outcome("", "failed")] * len(failed)
+    finish_reproduce(outcomes + [Outcome("", "skipped")] * (len(results) - len(timed) - len(failed)))
     return results
 
 
-def _each(work, items: list, workers: int) -> list[str]:
+def _each(work, items: list, workers: int) -> list[Outcome]:
     """work(item) for every item, `workers` at a time (each a child process, so threads suffice here); every
     outcome printed as it comes. Several workers share the CPU: each child gets cpu_count / workers threads
     (OMP_NUM_THREADS, read by torch at its start) unless the user has set it."""
     if workers < 1:
         raise ConfigError(f"--workers {workers}: give a positive number of rows to run at a time")
-    def printed(outcome: str) -> str:
-        print(outcome, flush=True)
+    def printed(outcome: Outcome) -> Outcome:
+        print(outcome.line, flush=True)
         return outcome
 
     if workers == 1:  # in this thread: Ctrl-C reaches the one child as it always did
@@ -117,38 +175,45 @@ def _each(work, items: list, workers: int) -> list[str]:
         _child_threads = None
 
 
-def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str]) -> str:
-    """Train (and evaluate) one row; returns a one-line outcome."""
+def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str], seed: int | None = None) -> Outcome:
+    """Train (and evaluate) one row with `seed` (default: its config's); returns its outcome."""
     if row.config is None:
-        return f"{row.tag}: skipped, no config (family {row.family!r}: {row.notes or 'not available'})"
+        return Outcome(f"{row.tag}: skipped, no config (family {row.family!r}: {row.notes or 'not available'})",
+                       "skipped")
     config_path = REPO_ROOT / row.config
     config = yaml.safe_load(config_path.read_text())
-    tags = ["--tags", json.dumps([row.tag, f"scale:{scale}"])]
+    seed = row_seeds(config, None)[0] if seed is None else seed
+    seed_tag = f"seed:{seed}"
+    tags = ["--tags", json.dumps([row.tag, f"scale:{scale}", seed_tag])]
     flags = smoke_overrides(config) if scale == "cpu-smoke" else []
     name = f"{row.table}.{row.row}"
-    code = _ortholab("fit", "--config", str(config_path), "--name", name, *tags, *row.args, *flags, *extra, db=db)
+    label = f"{row.tag} (seed {seed})"
+    code = _ortholab("fit", "--config", str(config_path), "--name", name, *tags, *row.args, *flags, *extra,
+                     "--seed_everything", str(seed), db=db)
     if code:
-        return f"{row.tag}: fit failed (exit {code})"
+        return Outcome(f"{label}: fit failed (exit {code})", "failed")
     store = Store(db)
-    run = max((r for r in store.list_runs() if row.tag in r.tags and r.stage == "fit"), key=lambda r: r.id)
-    return evaluate_row(row, run, config_path, name, tags, db, flags, extra, store)
+    run = max((r for r in store.list_runs() if row.tag in r.tags and seed_tag in r.tags and r.stage == "fit"),
+              key=lambda r: r.id)
+    return evaluate_row(row, run, config_path, name, tags, db, flags, extra, store, label)
 
 
 def evaluate_row(row: PaperRow, run, config_path: Path, name: str, tags: list[str], db: str | None,
-                 flags: list[str], extra: list[str], store: Store) -> str:
+                 flags: list[str], extra: list[str], store: Store, label: str | None = None) -> Outcome:
     """After a row's fit: the test run of its best checkpoint and the audio evaluation, where the row asks."""
+    label = label or row.tag
     if row.metric.startswith("test/"):
         checkpoints = sorted((Path(store.get_run(run.id).run_dir) / "checkpoints").glob("best-step*.ckpt"))
         checkpoint = str(checkpoints[-1]) if checkpoints else "last"
         code = _ortholab("test", "--config", str(config_path), "--name", name, *tags, *row.args, *flags, *extra,
                          "--ckpt_path", checkpoint, db=db)
         if code:
-            return f"{row.tag}: run {run.id} trained; test failed (exit {code})"
+            return Outcome(f"{label}: run {run.id} trained; test failed (exit {code})", "failed")
     if row.metric.startswith("audio/"):
         code = _ortholab("evaluate-audio", str(run.id), "--split", "test", db=db)
         if code:
-            return f"{row.tag}: run {run.id} trained; audio evaluation failed (exit {code})"
-    return f"{row.tag}: run {run.id} {run.status}"
+            return Outcome(f"{label}: run {run.id} trained; audio evaluation failed (exit {code})", "failed")
+    return Outcome(f"{label}: run {run.id} {run.status}", "done" if run.status == "finished" else "failed")
 
 
 def unfinished_runs(store: Store, stale_after_s: float) -> list[tuple[PaperRow, object]]:
@@ -160,32 +225,39 @@ def unfinished_runs(store: Store, stale_after_s: float) -> list[tuple[PaperRow, 
     runs = store.list_runs()
     for table in load_tables().values():
         for row in table.rows:
-            fits = [r for r in runs if row.tag in r.tags and r.stage == "fit"]
-            if not fits:
-                continue
-            fit = max(fits, key=lambda r: r.id)
-            silent = (now - fit.heartbeat_at.replace(tzinfo=None)).total_seconds()
-            if fit.status == "interrupted" or (fit.status == "running" and silent > stale_after_s) or \
-                    (fit.status == "finished" and not _evaluated(store, row, fit, runs)):
-                found.append((row, fit))
+            by_seed: dict[str | None, list] = {}  # each seed of the row on its own (runs before seeds: None)
+            for run in (r for r in runs if row.tag in r.tags and r.stage == "fit"):
+                by_seed.setdefault(next((t for t in run.tags if t.startswith("seed:")), None), []).append(run)
+            for fits in by_seed.values():
+                fit = max(fits, key=lambda r: r.id)
+                silent = (now - fit.heartbeat_at.replace(tzinfo=None)).total_seconds()
+                if fit.status == "interrupted" or (fit.status == "running" and silent > stale_after_s) or \
+                        (fit.status == "finished" and not _evaluated(store, row, fit, runs)):
+                    found.append((row, fit))
     return found
 
 
 def _evaluated(store: Store, row: PaperRow, fit, runs: list) -> bool:
-    """Whether the evaluation `reproduce` runs after this row's fit exists: a finished test run of the row after
-    the fit (test/ metrics), the audio metric in the fit itself (audio/ metrics); nothing to run otherwise."""
+    """Whether the evaluation `reproduce` runs after this row's fit exists: a finished test run of the row (and of
+    the fit's seed) after the fit (test/ metrics), the audio metric in the fit itself (audio/ metrics); nothing to
+    run otherwise."""
     if row.metric.startswith("test/"):
-        return any(row.tag in r.tags and r.stage == "test" and r.status == "finished" and r.id > fit.id for r in runs)
+        seed = [t for t in fit.tags if t.startswith("seed:")]
+        return any(row.tag in r.tags and all(t in r.tags for t in seed) and r.stage == "test"
+                   and r.status == "finished" and r.id > fit.id for r in runs)
     if row.metric.startswith("audio/"):
         return row.metric in store.metric_keys(fit.id)
     return True
 
 
 def resume_unfinished(db: str | None, stale_after_s: float, extra: list[str], workers: int = 1,
-                      rows: list[str] | None = None) -> list[str]:
+                      rows: list[str] | None = None) -> list[Outcome]:
     """`ortholab reproduce --resume`: continue every unfinished row's run (or those of the row ids in `rows`, of
     any table) from its last checkpoint (the same run id: no point lost or doubled), `workers` at a time, then
     evaluate it as `reproduce` would have (only that, where the fit had finished)."""
+    if stale_after_s < 0:
+        raise ConfigError(f"--stale_minutes {stale_after_s / 60:g}: give a number of minutes >= 0 after which a "
+                          f"silent 'running' run counts as stopped (default 30)")
     if rows:
         known = {row.row for table in load_tables().values() for row in table.rows}
         if unknown := [name for name in rows if name not in known]:
@@ -193,11 +265,11 @@ def resume_unfinished(db: str | None, stale_after_s: float, extra: list[str], wo
                               f"`ortholab reproduce --list` shows every row id")
     store = Store(db, access="write")
 
-    def resume(found) -> str:
+    def resume(found) -> Outcome:
         row, fit = found
         code = 0 if fit.status == "finished" else _ortholab("fit", "--resume", str(fit.id), *extra, db=store.url)
         if code:
-            return f"{row.tag}: resuming run {fit.id} failed (exit {code})"
+            return Outcome(f"{row.tag}: resuming run {fit.id} failed (exit {code})", "failed")
         run = store.get_run(fit.id)
         tags = ["--tags", json.dumps(list(run.tags))]
         return evaluate_row(row, run, Path(run.run_dir) / "config.yaml", run.name, tags, store.url, [], extra, store)
@@ -244,13 +316,16 @@ def list_rows(db: str | None, table: str | None = None) -> list[dict]:
 
 
 def reproduce(table: str | None, rows: list[str] | None, scale: str, db: str | None, extra: list[str],
-              workers: int = 1) -> list[str]:
+              workers: int = 1, seeds: int | list[int] | None = None) -> list[Outcome]:
+    """Every chosen row, once per seed (`seeds`: a count from the config's seed, or a list; default its seed)."""
     if scale not in SCALES:
         raise ConfigError(f"--scale {scale!r}; choose one of {SCALES}")
     chosen = select_rows(load_tables(), table, rows)
     if scale == "full" and (hint := checkout_hint(db, extra)):
         print(hint, file=sys.stderr, flush=True)
-    return _each(lambda row: run_row(row, scale, db, extra), chosen, workers)
+    items = [(row, seed) for row in chosen for seed in
+             (row_seeds(yaml.safe_load((REPO_ROOT / row.config).read_text()) or {}, seeds) if row.config else [None])]
+    return _each(lambda item: run_row(item[0], scale, db, extra, item[1]), items, workers)
 
 
 def checkout_hint(db: str | None, extra: list[str]) -> str | None:

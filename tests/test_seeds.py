@@ -1,0 +1,140 @@
+"""Several seeds per paper row (issue 48): `reproduce --seeds` records one run per seed under the row; the report
+aggregates them (n, mean, sample std, min, max) and judges the published value against their spread; baseline rows
+say how many seeds end beyond the baseline and where each first crossed it. Exit codes scripts can trust."""
+import json
+
+import numpy as np
+import pytest
+import yaml
+
+from ortholab.db import Store, published
+from ortholab.db.published import load_table, markdown_report, reproductions
+from ortholab.db.seeds import spread
+from ortholab.errors import ConfigError
+from ortholab.training.cli import main
+
+from test_reproduce import TABLE, _write
+
+
+def _fits(store, row, values, metric="val/acc", mode="max", baseline=None):
+    """One finished fit per seed (tagged seed:N), its metric series ending at `values[seed]`."""
+    for seed, series in values.items():
+        run = store.create_run(name="r", family=row.family, task=row.task, tags=[row.tag, f"seed:{seed}"],
+                               main_metric=metric, main_metric_mode=mode, baseline=baseline)
+        for step, value in enumerate(series):
+            store.log_metrics(run, {metric: value}, step=step * 100)
+        store.set_status(run, "finished")
+
+
+def test_the_verdict_against_the_seeds_spread():
+    assert spread([0.9], 0.95).verdict == "1 seed"
+    assert spread([0.93, 0.95, 0.94], 0.945).verdict == "within"
+    above = spread([0.96, 0.97, 0.98], 0.94)  # mean 0.97, sd 0.01: 3.0 sd above the published value
+    assert above.verdict == "above by 3.0 sd" and above.n == 3
+    assert spread([0.90, 0.91, 0.92], 0.94).verdict == "below by 3.0 sd"
+    assert spread([], 0.9).n == 0 and spread([0.9, 0.9], 0.8).verdict == "above (all seeds equal)"
+
+
+def test_the_report_aggregates_a_rows_seeds_as_numpy_does(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    table = load_table(_write(tmp_path, {**TABLE, "metric": "val/acc"}))
+    mnist = table.rows[0]
+    values = {1: [0.5, 0.931], 2: [0.6, 0.962], 3: [0.4, 0.948]}  # best of each: its last
+    _fits(store, mnist, values)
+    item = reproductions(store, table)[0]
+    best = np.array([100 * max(v) for v in values.values()])  # the table's scale: percent
+    assert [s.seed for s in item.seeds] == [1, 2, 3]
+    assert item.spread.n == 3 and item.spread.mean == pytest.approx(best.mean())
+    assert item.spread.std == pytest.approx(best.std(ddof=1)) and (item.spread.low, item.spread.high) == (
+        pytest.approx(best.min()), pytest.approx(best.max()))
+    # published 98.1 lies above all three: the seeds' mean is below it by (98.1 - mean) / sd
+    assert item.spread.verdict == f"below by {(98.1 - best.mean()) / best.std(ddof=1):.1f} sd"
+    report = markdown_report(store, {"demo_table9": table})
+    assert f"3 seeds: {best.mean():.4g} ± {best.std(ddof=1):.2g} ({best.min():.4g}–{best.max():.4g})" in report
+
+
+def test_baseline_rows_count_the_seeds_that_end_beyond_it(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    table = load_table(_write(tmp_path, TABLE))
+    copy = table.rows[1]
+    # baseline 0.5: beyond is below 0.45 (10% better); seed 1 crosses at step 200 and stays, seed 2 never, seed 3
+    # crosses at step 100 and ends back at the baseline
+    _fits(store, copy, {1: [0.5, 0.48, 0.3, 0.2], 2: [0.5, 0.49, 0.5], 3: [0.5, 0.4, 0.5]}, "val/loss", "min", 0.5)
+    item = reproductions(store, table)[1]
+    assert [(s.seed, s.crossed_at, s.ends_beyond) for s in item.seeds] == [(1, 200, True), (2, None, False),
+                                                                            (3, 100, False)]
+    assert "1/3 seeds end beyond the baseline (first beyond at steps 200, -, 100)" in markdown_report(
+        store, {"demo_table9": table}, width=None)
+
+
+def _toy_table(tmp_path, monkeypatch, config_extra=None):
+    config = yaml.safe_load(open(published.PUBLISHED_DIR.parents[1] / "demo" / "copying_scornn.yaml"))
+    config["model"]["hidden_size"], config["model"]["family_args"] = 8, {"rho": 4}
+    config["data"]["init_args"].update(seq_len=5, batch_size=10, eval_batch_size=50)
+    config["trainer"].update(enable_progress_bar=False, enable_model_summary=False)
+    config.update(config_extra or {})
+    config_path = tmp_path / "row.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    table = {"paper": "scornn-icml2018", "table": "Figure 1", "title": "copying", "metric": "val/loss",
+             "mode": "min", "rows": [{"row": "copy_T5_scornn", "task": "copying", "family": "scornn",
+                                      "value": None, "expect": "below_baseline", "config": str(config_path)}]}
+    folder = tmp_path / "published"
+    folder.mkdir()
+    _write(folder, table, "toy_figure1.yaml")
+    monkeypatch.setattr(published, "PUBLISHED_DIR", folder)
+    monkeypatch.setattr(published, "CHECKS_DIR", tmp_path / "no-checks")
+    monkeypatch.chdir(tmp_path)
+    return f"sqlite:///{tmp_path / 'runs.db'}"
+
+
+def test_three_seeds_of_a_row_are_three_runs_under_it(tmp_path, monkeypatch, capsys):
+    db = _toy_table(tmp_path, monkeypatch)
+    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "3", "--db", db])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1] == "reproduce: 3 done, 0 failed, 0 skipped"
+    runs = sorted(Store(db).list_runs(), key=lambda r: r.id)
+    assert [sorted(t for t in r.tags if t.startswith("seed:")) for r in runs] == [["seed:5544"], ["seed:5545"],
+                                                                                 ["seed:5546"]]
+    params = Store(db).params_of([r.id for r in runs])
+    assert [params[r.id]["seed_everything"] for r in runs] == [5544, 5545, 5546]  # each trained with its seed
+    assert all("paper:toy_figure1/copy_T5_scornn" in r.tags for r in runs)
+    (item,) = reproductions(Store(db, access="read"), published.load_tables()["toy_figure1"])
+    assert [s.seed for s in item.seeds] == [5544, 5545, 5546]
+    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "7,9", "--db", db, "--rows",
+          "copy_T5_scornn"])
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "reproduce: 2 done, 0 failed, 0 skipped"
+    (item,) = reproductions(Store(db, access="read"), published.load_tables()["toy_figure1"])
+    assert [s.seed for s in item.seeds] == [7, 9, 5544, 5545, 5546]
+
+
+def test_a_failing_row_exits_1_after_its_summary_line(tmp_path, monkeypatch, capsys):
+    db = _toy_table(tmp_path, monkeypatch, {"model": {"family": "scornn", "hidden_size": -3}})  # refused by fit
+    with pytest.raises(SystemExit) as stop:
+        main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--db", db])
+    assert stop.value.code == 1
+    out = capsys.readouterr().out.strip().splitlines()
+    assert "fit failed (exit 2)" in out[0] and out[-1] == "reproduce: 0 done, 1 failed, 0 skipped"
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--seeds", "0"], "--seeds '0'"), (["--seeds", "two"], "--seeds 'two'"),
+    (["--resume", "--seeds", "3"], "--seeds chooses the runs to train"),
+    (["--resume", "--stale_minutes", "-5"], "--stale_minutes -5"),
+])
+def test_bad_seed_and_resume_flags_are_one_line(tmp_path, capsys, flags, says):
+    with pytest.raises(SystemExit) as stop:
+        main(["reproduce", *flags, "--db", f"sqlite:///{tmp_path / 'runs.db'}"])
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and len(err.splitlines()) == 1 and says in err, err
+    assert not (tmp_path / "runs.db").exists()
+
+
+def test_parse_seeds_reads_a_count_or_a_list():
+    from ortholab.training.reproduce import parse_seeds, row_seeds
+
+    assert parse_seeds("3") == 3 and parse_seeds("1,2,3") == [1, 2, 3] and parse_seeds("7,") == [7]
+    assert row_seeds({"seed_everything": 10}, 3) == [10, 11, 12] and row_seeds({}, None) == [0]
+    assert row_seeds({"seed_everything": 10}, [4, 5]) == [4, 5]
+    with pytest.raises(ConfigError):
+        parse_seeds("-1")
+    assert json.dumps(parse_seeds("2,2,3")) == "[2, 3]"
