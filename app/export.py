@@ -1,15 +1,20 @@
 """`ortholab report --export DIR`: the published-vs-reproduced tables and one curve plot per paper table/figure.
 
-Writes report.md and report.csv (every row of the chosen tables, the columns of `ortholab report`), and for
-each table with a recorded run `<table>.png` (matplotlib, for documents) and `<table>.html` (plotly,
-interactive): per row its run's curve of the row's metric over training steps, the task's baseline dotted
-and the published value dash-dotted, one panel per setting and metric (scoRNN Figure 1: T = 1000 left,
-T = 2000 right). report.md opens with the command, the commit and the machine that made it.
+Writes report.md (the tables of `ortholab report`), report.csv (per row one `row` line with the seeds' aggregate
+and one `seed` line per seed, each with its run, the commit, machine and command that trained it), for each table
+with a recorded run `<table>.png` (matplotlib, for documents) and `<table>.html` (plotly, interactive, with
+plotly.min.js beside it so that it opens offline): per row its run's curve of the row's metric over training steps
+(several seeds: their mean, min-max band and each seed thin), the task's baseline dotted and the published value
+dash-dotted, one panel per setting and metric (scoRNN Figure 1: T = 1000 left, T = 2000 right); runs.db, the
+runs behind the numbers as a store of their own (db/extract.py), from which the same report.md and report.csv are
+written again; and export.txt: the command, date, commit, machine and store that wrote them. Every file is written
+under a temporary name and renamed, so none looks complete unless it is.
 """
 from __future__ import annotations
 
 import csv
 import datetime as dt
+import errno
 import os
 import platform
 import sys
@@ -17,6 +22,7 @@ from pathlib import Path
 
 from ortholab.app.style import run_style
 from ortholab.db import Store
+from ortholab.db.extract import MAX_POINTS, write_run_store
 from ortholab.db.published import (
     REPORT_COLUMNS,
     PaperTable,
@@ -26,6 +32,7 @@ from ortholab.db.published import (
     markdown_report,
     reproductions,
 )
+from ortholab.errors import ConfigError
 from ortholab.provenance import UNRECORDED, code_version, describe
 
 
@@ -45,24 +52,42 @@ def machine() -> str:
     return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}"
 
 
+def _series(store: Store, run_id: int, metric: str) -> tuple[str, list]:
+    """The run's points of `metric` (of its val/ twin where the test/ one is missing) and the metric read."""
+    points = store.metric_series(run_id, metric)
+    if not points and metric.startswith("test/"):
+        metric = metric.replace("test/", "val/", 1)
+        points = store.metric_series(run_id, metric)
+    return metric, points
+
+
 def _curves(store: Store, items: list[Reproduction]) -> list[dict]:
-    """Per row with a run: its label, steps and values of the row's metric (the val/ twin if the test/ one is
-    missing), the run's baseline and the published value."""
+    """Per row with a run: its label, steps and values of the row's metric, the run's baseline and the published
+    value; a row of several seeds: each seed's curve (`seeds`) and their mean with its min-max band over the steps
+    every seed logged (`band`)."""
     out = []
     for item in items:
         if item.fit is None:
             continue
-        metric = item.row.metric
-        points = store.metric_series(item.fit.id, metric)
-        if not points and metric.startswith("test/"):
-            metric = metric.replace("test/", "val/", 1)
-            points = store.metric_series(item.fit.id, metric)
+        metric, points = _series(store, item.fit.id, item.row.metric)
         if not points:
             continue
-        out.append({"label": f"{item.row.row} (run {item.fit.id}, {metric})", "metric": metric, "run": item.fit.id,
-                    "steps": [p.step for p in points], "values": [p.value * item.row.scale for p in points],
-                    "baseline": item.fit.baseline, "published": item.row.value, "mode": item.row.mode,
-                    "scale": item.row.scale, "panel": " · ".join(filter(None, [item.row.setting, metric]))})
+        curve = {"label": f"{item.row.row} (run {item.fit.id}, {metric})", "metric": metric, "run": item.fit.id,
+                 "steps": [p.step for p in points], "values": [p.value * item.row.scale for p in points],
+                 "baseline": item.fit.baseline, "published": item.row.value, "mode": item.row.mode,
+                 "scale": item.row.scale, "panel": " · ".join(filter(None, [item.row.setting, metric]))}
+        if len(item.seeds) > 1:
+            seeds = [(seed, {p.step: p.value * item.row.scale for p in _series(store, seed.fit.id, metric)[1]})
+                     for seed in item.seeds]
+            curve["seeds"] = [{"label": f"seed {seed.seed} (run {seed.fit.id})", "steps": list(values),
+                               "values": list(values.values())} for seed, values in seeds]
+            common = sorted(set.intersection(*(set(values) for _, values in seeds)))
+            at = [[values[step] for _, values in seeds] for step in common]
+            curve["band"] = {"steps": common, "mean": [sum(v) / len(v) for v in at], "low": [min(v) for v in at],
+                             "high": [max(v) for v in at]}
+            curve.update(label=f"{item.row.row} (mean of {len(seeds)} seeds, {metric})", steps=common,
+                         values=curve["band"]["mean"])
+        out.append(curve)
     return out
 
 
@@ -102,6 +127,11 @@ def _png(path: Path, table: PaperTable, curves: list[dict]) -> None:
             sparse = len(curve["steps"]) <= 60  # a point per validation: show each one
             ax.plot(curve["steps"], curve["values"], color=style.color, linewidth=1.4, label=curve["label"],
                     marker=MATPLOTLIB_MARKERS[style.symbol], markersize=3, markevery=None if sparse else 0.1)
+            if "band" in curve:  # the seeds: each a thin line, their min-max a band around the mean
+                band = curve["band"]
+                ax.fill_between(band["steps"], band["low"], band["high"], color=style.color, alpha=0.15, linewidth=0)
+                for seed in curve["seeds"]:
+                    ax.plot(seed["steps"], seed["values"], color=style.color, linewidth=0.5, alpha=0.6)
             if curve["baseline"] is not None and curve["mode"] == "min":
                 ax.axhline(curve["baseline"] * curve["scale"], color=style.color, linestyle=":", linewidth=1.0)
             if curve["published"] is not None:
@@ -113,12 +143,15 @@ def _png(path: Path, table: PaperTable, curves: list[dict]) -> None:
         ax.set_ylabel(f"{metric} (x{group[0]['scale']:g})" if group[0]["scale"] != 1 else metric)
         ax.set_title(name, fontsize=9)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, title="dotted: task baseline; dash-dot: published", title_fontsize=7)
+        keys = [k for k, drawn in (("dotted: task baseline", any(c["baseline"] is not None and c["mode"] == "min"
+                                                                  for c in group)),
+                                   ("dash-dot: published", any(c["published"] is not None for c in group))) if drawn]
+        ax.legend(fontsize=7, title="; ".join(keys) or None, title_fontsize=7)  # only the lines drawn
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
     fig.suptitle(f"{table.paper} {table.table}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, format="png")
     plt.close(fig)
 
 
@@ -136,6 +169,14 @@ def _html(path: Path, table: PaperTable, curves: list[dict]) -> None:
             style = run_style(curve["run"])
             fig.add_trace(go.Scatter(x=curve["steps"], y=curve["values"], mode=mode, name=curve["label"],
                                      line=dict(color=style.color), marker=dict(symbol=style.symbol)), **at)
+            if "band" in curve:  # the seeds' min-max band and each seed as a thin line
+                band = curve["band"]
+                fig.add_trace(go.Scatter(x=band["steps"] + band["steps"][::-1], y=band["high"] + band["low"][::-1],
+                                         fill="toself", fillcolor=style.color, opacity=0.15, line=dict(width=0),
+                                         name=f"{curve['label']}: min-max of the seeds", hoverinfo="skip"), **at)
+                for seed in curve["seeds"]:
+                    fig.add_trace(go.Scatter(x=seed["steps"], y=seed["values"], mode="lines", name=seed["label"],
+                                             line=dict(color=style.color, width=0.7), opacity=0.6), **at)
             if curve["baseline"] is not None and curve["mode"] == "min":
                 fig.add_hline(y=curve["baseline"] * curve["scale"], line_dash="dot",
                               annotation_text=f"baseline {curve['baseline']:.4g}", **at)
@@ -145,37 +186,122 @@ def _html(path: Path, table: PaperTable, curves: list[dict]) -> None:
         fig.update_xaxes(title_text="training step", **at)
         fig.update_yaxes(title_text=group[0]["metric"], type="log" if _log_axis(group) else "linear", **at)
     fig.update_layout(title=f"{table.paper} {table.table}: {table.title}", height=450 * rows)
-    fig.write_html(path, include_plotlyjs="cdn")
+    fig.write_html(path, include_plotlyjs="directory")  # plotly.min.js beside it, once: it opens offline
 
 
-def export_report(store: Store, tables: dict[str, PaperTable], folder: str | Path) -> list[Path]:
-    """Write the report's files into `folder` (created); returns the paths written."""
+CSV_COLUMNS = ["table", "kind", *REPORT_COLUMNS, "seed", "value", "selected", "n", "mean", "std", "min", "max",
+               "spread_verdict", "commit", "machine", "command"]
+UNKNOWN_COMMIT = "unknown: trained by an OrthoLab that did not record its commit"
+
+
+def _provenance(store: Store, run_id: int) -> dict[str, str]:
+    """The commit that trained a run (its first start), the machine and the command, as recorded."""
+    detail = store.get_run(run_id)
+    info = detail.info or {}
+    codes = info.get("code") or [UNRECORDED]
+    commit = describe(codes[0]) if (codes[0].get("commit") or codes[0].get("ortholab")) else UNKNOWN_COMMIT
+    return {"commit": commit, "machine": detail.hostname or "-", "command": info.get("command") or "not recorded"}
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else repr(float(value))
+
+
+def csv_lines(store: Store, tables: dict[str, PaperTable], found: dict[str, list[Reproduction]]) -> list[dict]:
+    """Per row one `row` line (the report's columns and the seeds' aggregate) and one `seed` line per seed (its run,
+    value, the commit, machine and command that trained it)."""
+    lines = []
+    for table in tables.values():
+        for item, columns in zip(found[table.id], comparison_rows(found[table.id])):
+            spread = item.spread
+            aggregate = {} if spread is None else {
+                "n": spread.n, "mean": _number(spread.mean), "std": _number(spread.std), "min": _number(spread.low),
+                "max": _number(spread.high), "spread_verdict": spread.verdict or ""}
+            lines.append({"table": table.id, "kind": "row", **columns, **aggregate,
+                          **(_provenance(store, item.fit.id) if item.fit else {})})
+            for seed in item.seeds:
+                lines.append({"table": table.id, "kind": "seed", "row": item.row.row, "run": seed.fit.id,
+                              "test_run": seed.evaluation.id if seed.evaluation else None, "status": seed.fit.status,
+                              "seed": "" if seed.seed is None else seed.seed, "value": _number(seed.value),
+                              "selected": _number(seed.selected), **_provenance(store, seed.fit.id)})
+    return lines
+
+
+def runs_behind(found: dict[str, list[Reproduction]]) -> set[int]:
+    """Every run an export's numbers come from: each seed's fit and test run, the rows' chosen fits and tests."""
+    ids = set()
+    for items in found.values():
+        for item in items:
+            ids |= {r.id for r in (item.fit, item.evaluation) if r is not None}
+            ids |= {r.id for seed in item.seeds for r in (seed.fit, seed.evaluation) if r is not None}
+    return ids
+
+
+def _write_atomically(path: Path, write) -> Path:
+    """write(temporary path), then the file renamed into place: an interrupted export leaves no file that looks
+    whole (its temporary is removed)."""
+    part = path.with_name(path.name + ".part")
+    try:
+        write(part)
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)
+    return path
+
+
+def _folder_error(folder: Path, err: OSError) -> ConfigError:
+    blocker = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        why = "no space left on the device; the files written before it are whole, the one being written was removed"
+    elif blocker is not None:
+        why = f"{blocker} is a file, not a folder"
+    else:
+        why = err.strerror or str(err)
+    return ConfigError(f"--export {folder}: cannot write the report there ({why}); give a writable folder")
+
+
+def export_report(store: Store, tables: dict[str, PaperTable], folder: str | Path,
+                  with_artifacts: bool = False) -> list[Path]:
+    """Write the report's files into `folder` (created), each complete or not at all; returns the paths written.
+    runs.db holds the runs behind the numbers, so `ortholab report --db sqlite:///DIR/runs.db --export DIR2`
+    writes the same report.md and report.csv again; export.txt says who wrote them, when, where and from what."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        return _export(store, tables, folder, with_artifacts)
+    except OSError as err:
+        raise _folder_error(folder, err) from None
+
+
+def _export(store: Store, tables: dict[str, PaperTable], folder: Path, with_artifacts: bool) -> list[Path]:
     command = "ortholab " + " ".join(sys.argv[1:]) if sys.argv and "ortholab" in Path(sys.argv[0]).name else \
         "ortholab report --export"
     every = load_tables()  # where twin rows are looked up
-    found = {table.id: reproductions(store, table, every) for table in tables.values()}  # read once, used 4 times
-    fits = {item.fit.id for items in found.values() for item in items if item.fit}
-    codes = [code for run_id in fits for code in (store.get_run(run_id).info or {}).get("code") or [UNRECORDED]]
+    found = {table.id: reproductions(store, table, every) for table in tables.values()}  # read once
+    behind = runs_behind(found)
+    codes = [code for run_id in behind for code in (store.get_run(run_id).info or {}).get("code") or [UNRECORDED]]
     trained_by = sorted({describe(code) for code in codes})  # every start's (a resume by other code adds one)
-    header = (f"<!-- written by `{command}` on {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, commit "
-              f"{describe(code_version())}, machine {machine()}, store {store.display_url}; runs trained by "
-              f"{', '.join(trained_by) or '-'} -->\n\n")
-    (folder / "report.md").write_text(header + markdown_report(store, tables, found))
-    written.append(folder / "report.md")
-    with open(folder / "report.csv", "w", newline="") as out:
-        writer = csv.DictWriter(out, fieldnames=["table", *REPORT_COLUMNS], extrasaction="ignore")
-        writer.writeheader()
-        for table in tables.values():
-            for row in comparison_rows(found[table.id]):
-                writer.writerow({"table": table.id, **row})
-    written.append(folder / "report.csv")
+    header = (f"<!-- the runs behind these numbers: runs.db beside this file (`ortholab report --db "
+              f"sqlite:///runs.db`, `ortholab dashboard --db sqlite:///runs.db`), trained by "
+              f"{', '.join(trained_by) or '-'}; who wrote this file, when and where: export.txt -->\n\n")
+    written = [_write_atomically(folder / "report.md", lambda p: p.write_text(
+        header + markdown_report(store, tables, found)))]
+
+    def write_csv(path: Path) -> None:
+        with open(path, "w", newline="") as out:
+            writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(csv_lines(store, tables, found))
+    written.append(_write_atomically(folder / "report.csv", write_csv))
     for table in tables.values():
         curves = _curves(store, found[table.id])
         if curves:
-            _png(folder / f"{table.id}.png", table, curves)
-            _html(folder / f"{table.id}.html", table, curves)
-            written += [folder / f"{table.id}.png", folder / f"{table.id}.html"]
+            written.append(_write_atomically(folder / f"{table.id}.png", lambda p: _png(p, table, curves)))
+            written.append(_write_atomically(folder / f"{table.id}.html", lambda p: _html(p, table, curves)))
+    written.append(write_run_store(store, behind, folder / "runs.db", with_artifacts=with_artifacts))
+    provenance = (f"written by `{command}` on {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC\n"
+                  f"commit {describe(code_version())}\nmachine {machine()}\nfrom the store {store.display_url}\n"
+                  f"runs: {', '.join(map(str, sorted(behind))) or '-'} (in runs.db; long training series thinned to "
+                  f"at most {MAX_POINTS:,} points each, validation and test series whole)\n")
+    written.append(_write_atomically(folder / "export.txt", lambda p: p.write_text(provenance)))
     return written

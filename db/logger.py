@@ -30,16 +30,24 @@ from ortholab.db.store import LeaseLost, RunBusy, Store, StoreError
 
 OTHER_RANK_VERSION = "pending"  # version on ranks other than zero, which never see the run row
 FINAL_STATUS = {"success": "finished", "failed": "failed"}  # Lightning's finalize() words -> run status
-RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")  # one folder name: no separator, no '..', no newline
+# one folder name any file system takes: a letter or digit of any script first (no '..', no hidden folder, no
+# option), then no separator, space, control character or character Windows refuses (<>:"|?*)
+RUN_NAME = re.compile(r'[^\W_][^\s/\\<>:"|?*\x00-\x1f\x7f-\x9f]{0,99}')
+MAX_NAME_BYTES = 255  # a folder name's limit in bytes (UTF-8) on ext4, APFS, NTFS
 STORE_FOLDER_DIGITS = 8  # of the store id, in the folder that holds that store's runs
 STAMP_KEY = "ortholab"  # a checkpoint's stamp: which store and run wrote it, and how far the run's record went
 
 
+def is_run_name(name: str) -> bool:
+    """Whether `name` can be a run's folder name as it is (RUN_NAME, printable, at most MAX_NAME_BYTES)."""
+    return bool(RUN_NAME.fullmatch(name)) and name.isprintable() and len(name.encode()) <= MAX_NAME_BYTES
+
+
 def folder_name(name: str) -> str:
     """`name` as one folder name: itself when it is a valid run name (RUN_NAME), else a slug of it."""
-    if RUN_NAME.fullmatch(name):
+    if is_run_name(name):
         return name
-    return re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip(".-+_")[:100].rstrip(".-+_") or "run"
+    return re.sub(r"[^\w.+-]+", "-", name).strip(".-+_")[:100].rstrip(".-+_") or "run"
 
 
 class SQLLogger(Logger):
@@ -219,10 +227,13 @@ class SQLLogger(Logger):
         run resumed by other code lists both, in order."""
         info = fields.get("info")
         if info and "code" in info:
-            before = (self.store.get_run(self.run_id).info or {}).get("code", [])
+            recorded = self.store.get_run(self.run_id).info or {}
+            before = recorded.get("code", [])
             if not before and self._resume_id is not None:  # trained so far by an OrthoLab that did not say
                 before = [provenance.UNRECORDED]
             fields["info"] = {**info, "code": before + [c for c in info["code"] if c not in before[-1:]]}
+            if recorded.get("command"):  # the command that started the run, not the one that resumed it
+                fields["info"]["command"] = recorded["command"]
         self.store.update_run(self.run_id, **fields)
 
     @rank_zero_only

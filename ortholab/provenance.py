@@ -41,6 +41,19 @@ def code_version() -> dict[str, str | None]:
             "torch": _version("torch"), "lightning": _version("lightning")}
 
 
+def command_line(argv: list[str] | None = None) -> str:
+    """This process's command as a user would type it ('ortholab fit --config X ...'), passwords in URLs masked."""
+    import shlex
+    import sys
+
+    from ortholab.db.masking import mask_secrets
+
+    argv = list(sys.argv if argv is None else argv)
+    program = "ortholab" if argv and (argv[0] in ("-c", "-m") or Path(argv[0]).name in ("ortholab", "__main__.py")) \
+        else Path(argv[0]).name if argv else "python"
+    return " ".join([program, *(shlex.quote(mask_secrets(arg)) for arg in argv[1:])])
+
+
 UNRECORDED = {"ortholab": None, "commit": None}  # the first entry of a run trained by an OrthoLab that recorded no code
 
 

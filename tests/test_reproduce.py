@@ -332,14 +332,21 @@ def test_the_export_writes_tables_and_a_curve_plot_per_table(tmp_path):
         store.log_metrics(copy_run, {"val/loss": loss}, step=step * 100)
     store.update_run(fit, info={"code": [{"commit": "abc1234"}, {"commit": None, "ortholab": "0.2.0"}]})  # resumed
     written = export_report(store, {"demo_table9": table}, tmp_path / "out")
-    assert sorted(p.name for p in written) == ["demo_table9.html", "demo_table9.png", "report.csv", "report.md"]
+    assert sorted(p.name for p in written) == ["demo_table9.html", "demo_table9.png", "export.txt", "report.csv",
+                                               "report.md", "runs.db"]
+    assert (tmp_path / "out" / "plotly.min.js").stat().st_size > 1e6  # the HTML opens offline
     markdown = (tmp_path / "out" / "report.md").read_text()
-    assert markdown.startswith("<!-- written by") and "commit" in markdown and "| mnist_scornn_n8 |" in markdown
-    assert "runs trained by abc1234, an OrthoLab that did not record its code, ortholab 0.2.0 -->" in \
+    assert markdown.startswith("<!-- the runs behind these numbers: runs.db") and "| mnist_scornn_n8 |" in markdown
+    assert "trained by abc1234, an OrthoLab that did not record its code, ortholab 0.2.0;" in \
         markdown.splitlines()[0]  # the copying run recorded no code
+    provenance = (tmp_path / "out" / "export.txt").read_text()
+    assert provenance.startswith("written by `") and "\ncommit " in provenance and "runs: 1, 2 " in provenance
     csv_rows = (tmp_path / "out" / "report.csv").read_text().splitlines()
-    assert csv_rows[0].startswith("table,row,setting") and len(csv_rows) == 1 + len(table.rows)
-    assert any(line.startswith("demo_table9,mnist_scornn_n8,") and ",94," in line for line in csv_rows)
+    assert csv_rows[0].startswith("table,kind,row,setting") and len(csv_rows) == 1 + len(table.rows) + 2  # 2 seeds
+    assert any(line.startswith("demo_table9,row,mnist_scornn_n8,") and ",94," in line for line in csv_rows)
+    assert any(line.startswith("demo_table9,seed,mnist_scornn_n8,") and ",abc1234," in line for line in csv_rows)
+    assert any(line.startswith("demo_table9,seed,copy_lstm,") and "unknown: trained by an OrthoLab" in line
+               for line in csv_rows)
     pixels = imread(tmp_path / "out" / "demo_table9.png")
     assert pixels.shape[0] > 300 and float(np.std(pixels[..., :3])) > 0.05  # drawn, not a blank canvas
     html = (tmp_path / "out" / "demo_table9.html").read_text()

@@ -234,7 +234,10 @@ def run_command(argv: list[str]) -> None:
                                                             f"cut with …)")
     report.add_argument("--db", default=None, help=DB_HELP)
     report.add_argument("--export", default=None, metavar="DIR",
-                        help="also write report.md, report.csv and per table a curve plot (PNG and HTML) into DIR")
+                        help="also write report.md, report.csv, per table a curve plot (PNG and HTML), runs.db (the "
+                             "runs behind the numbers) and export.txt into DIR")
+    report.add_argument("--with-artifacts", action="store_true",
+                        help="with --export: runs.db also holds the runs' artifacts (eigenvalues, audio: larger)")
     database = sub.add_parser("db", help="manage the run store's schema")
     database.add_argument("action", choices=["upgrade", "version"],
                           help="upgrade: migrate the store to this OrthoLab's schema; version: show revisions")
@@ -329,7 +332,7 @@ def run_command(argv: list[str]) -> None:
         if args.export:
             from ortholab.app.export import export_report
 
-            for path in export_report(store, chosen, args.export):
+            for path in export_report(store, chosen, args.export, with_artifacts=args.with_artifacts):
                 print(f"wrote {path}", file=sys.stderr)
         return
     if args.command == "evaluate-audio":

@@ -14,7 +14,7 @@ from ortholab.models import FAMILIES, ConfigError, SequenceModel
 from ortholab.models.precision import autocast_off
 from ortholab.models.sequence import input_adapter as build_input_adapter
 from ortholab.models.stack import build_layers
-from ortholab.provenance import code_version
+from ortholab.provenance import code_version, command_line
 from ortholab.training.callbacks.record import record_metrics
 from ortholab.training.objectives import OBJECTIVES
 from ortholab.training.family_options import resolve_family_args
@@ -61,8 +61,9 @@ class RecurrentModule(pl.LightningModule):
             music scripts do; with plain SGD it sets the step size, so their learning rates assume it. Logged and
             evaluated losses stay means either way.
         readout_init: how the linear readout starts: "glorot" (Glorot-uniform, zero bias: tf.layers.dense),
-            "torch" (nn.Linear's own), "xavier_normal" or "kaiming_normal" (zero bias each); null: the family's
-            code's (models/sequence.py READOUT_INITS). The SRNN paper's baselines set "torch", as its code.
+            "torch" (nn.Linear's own), "xavier_normal", "kaiming_normal" or "lecun_normal" (flax's nn.Dense, the
+            LRU's code) (zero bias each); null: the family's code's (models/sequence.py READOUT_INITS). The SRNN
+            paper's baselines set "torch", as its code.
     """
 
     def __init__(self, task: dict | TaskSpec | None = None, family: str = "scornn", hidden_size: int | str = 128,
@@ -190,7 +191,8 @@ class RecurrentModule(pl.LightningModule):
         if stage == "test":  # a test run ranks by the same metric measured on the test split, against its baseline
             main_metric, baseline = main_metric.replace("val/", "test/", 1), self.spec.baseline_for("test")
         self._run_info = {"parameter_counts": counts, "task_spec": self.spec.to_dict(),
-                          "optimizers": self.optimizer_specs, "code": [code_version()]}  # the store keeps each start's
+                          "optimizers": self.optimizer_specs, "code": [code_version()],  # the store keeps each start's
+                          "command": command_line()}  # the first start's is kept (db/logger.py)
         for logger in self.loggers:
             if hasattr(logger, "describe_run"):
                 logger.describe_run(

@@ -1,0 +1,131 @@
+"""The evidence ships with the numbers (issue 48): `report --export DIR` writes DIR/runs.db, from which the same
+report.md and report.csv are written again byte for byte, and which the dashboard opens without writing to it;
+the export's files are whole or absent (issue 47)."""
+import errno
+import hashlib
+import os
+import pathlib
+import stat
+
+import pytest
+
+from ortholab.db import Store, published
+from ortholab.training.cli import main
+
+from test_reproduce import TABLE, _write
+
+
+def _store(tmp_path, monkeypatch):
+    """Two seeds of the MNIST row (with a test run each), one run of the copying row."""
+    folder = tmp_path / "published"
+    folder.mkdir()
+    _write(folder, TABLE)
+    monkeypatch.setattr(published, "PUBLISHED_DIR", folder)
+    monkeypatch.setattr(published, "CHECKS_DIR", tmp_path / "no-checks")
+    table = published.load_tables()["demo_table9"]
+    mnist, copy, _ = table.rows
+    db = f"sqlite:///{tmp_path / 'source.db'}"
+    store = Store(db)
+    for seed, accs in ((1, [0.5, 0.93, 0.95]), (2, [0.6, 0.94, 0.92])):
+        fit = store.create_run(name="m", family="scornn", task="mnist", tags=[mnist.tag, f"seed:{seed}"],
+                               main_metric="val/acc", main_metric_mode="max")
+        store.update_run(fit, info={"code": [{"commit": "abc1234"}], "command": f"ortholab reproduce --seeds {seed},"})
+        for step, acc in enumerate(accs):
+            store.log_metrics(fit, {"val/acc": acc, "train/loss": 1 - acc}, step=step * 100)
+        store.set_status(fit, "finished")
+        test = store.create_run(name="m", stage="test", tags=[mnist.tag, f"seed:{seed}"], main_metric="test/acc")
+        store.log_metrics(test, {"test/acc": accs[-1] - 0.01}, step=200)
+        store.set_status(test, "finished")
+    other = store.create_run(name="unrelated", family="lstm", task="mnist")  # not behind any number
+    store.set_status(other, "finished")
+    run = store.create_run(name="c", family="lstm", task="copying", tags=[copy.tag], main_metric="val/loss",
+                           baseline=0.5)
+    store.log_metrics(run, {"val/loss": 0.3}, step=0)
+    store.set_status(run, "finished")
+    return db
+
+
+def _digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_the_exported_store_writes_the_same_report_again(tmp_path, monkeypatch, capsys):
+    db = _store(tmp_path, monkeypatch)
+    main(["report", "demo_table9", "--db", db, "--export", str(tmp_path / "one")])
+    exported = tmp_path / "one" / "runs.db"
+    copy = Store(f"sqlite:///{exported}", access="read")
+    assert sorted(r.id for r in copy.list_runs()) == [1, 2, 3, 4, 6]  # the runs behind the numbers, not run 5
+    copy.close()
+    main(["report", "demo_table9", "--db", f"sqlite:///{exported}", "--export", str(tmp_path / "two")])
+    for name in ("report.md", "report.csv"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes(), name
+    report = (tmp_path / "one" / "report.md").read_text()
+    assert "2 seeds: 92.5 ± 2.1 (91–94)" in report  # each seed's test run: 94 and 91, in percent
+    lines = (tmp_path / "one" / "report.csv").read_text().splitlines()
+    seeds = [line for line in lines if ",seed,mnist_scornn_n8," in line]
+    assert len(seeds) == 2 and all("abc1234" in line and "ortholab reproduce --seeds" in line for line in seeds)
+
+
+def test_the_dashboard_reads_the_exported_store_in_a_read_only_folder_without_writing(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from test_dashboard_app import APP_MAIN
+
+    db = _store(tmp_path, monkeypatch)
+    main(["report", "demo_table9", "--db", db, "--export", str(tmp_path / "out")])
+    folder = tmp_path / "out"
+    before = {p.name: _digest(p) for p in folder.iterdir()}
+    folder.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        monkeypatch.setenv("ORTHOLAB_DB", f"sqlite:///{folder / 'runs.db'}")
+        at = AppTest.from_file(APP_MAIN, default_timeout=60)
+        at.run()
+        assert not at.exception and not at.error, (at.exception, at.error)
+        assert {p.name: _digest(p) for p in folder.iterdir()} == before  # nothing written, nothing added
+    finally:
+        folder.chmod(stat.S_IRWXU)
+
+
+@pytest.mark.parametrize("where, says", [
+    ("file", "is a file, not a folder"), ("under-file", "is a file, not a folder"), ("read-only", "ermission denied"),
+])
+def test_an_export_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys, where, says):
+    db = _store(tmp_path, monkeypatch)
+    if where == "read-only" and os.geteuid() == 0:  # root writes into read-only folders: the refusal it would get
+        original = pathlib.Path.mkdir
+
+        def refused(self, *args, **kwargs):
+            if self.parent == tmp_path / "ro":
+                raise PermissionError(errno.EACCES, "Permission denied", str(self))
+            return original(self, *args, **kwargs)
+        monkeypatch.setattr(pathlib.Path, "mkdir", refused)
+    target = {"file": tmp_path / "afile", "under-file": tmp_path / "afile" / "sub", "read-only": tmp_path / "ro" / "x"}
+    (tmp_path / "afile").write_text("keep me")
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "ro").chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        with pytest.raises(SystemExit) as stop:
+            main(["report", "demo_table9", "--db", db, "--export", str(target[where])])
+    finally:
+        (tmp_path / "ro").chmod(stat.S_IRWXU)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(err) == 1 and says in err[0] and "--export" in err[0], err
+    assert (tmp_path / "afile").read_text() == "keep me"
+
+
+def test_a_full_disk_leaves_no_file_that_looks_whole(tmp_path, monkeypatch, capsys):
+    import ortholab.app.export as export
+
+    db = _store(tmp_path, monkeypatch)
+    original = export._png
+
+    def full(path, table, curves):  # the disk fills while the figure is written
+        original(path, table, curves)
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(export, "_png", full)
+    with pytest.raises(SystemExit) as stop:
+        main(["report", "demo_table9", "--db", db, "--export", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(err) == 1 and "no space left" in err[0]
+    names = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert names == ["report.csv", "report.md"]  # written whole before it; no .part, no half figure
