@@ -7,8 +7,8 @@ parameters, value (null for a qualitative row), outcome, expect (below_baseline 
 args (extra command-line flags) and notes; a row may override metric, mode and scale. A run reproduces a
 row when it carries the tag `paper:<table file stem>/<row>`; `ortholab reproduce` adds it. Read only: the
 dashboard's Papers page and `ortholab report` both build their tables here. A qualitative row is judged
-below (losses) or above (accuracies) the task's baseline when its run's best main metric is 10% better than
-the baseline, else at the baseline.
+below or above the task's baseline when its run's best main metric lies more than 10% below or above it, else at
+the baseline (a loss above it is worse than the baseline, not at it).
 """
 from __future__ import annotations
 
@@ -202,10 +202,9 @@ def reproduction(store: Store, row: PaperRow, runs: list[RunSummary], same: tupl
     value, measured_as, selected = _row_value(store, row, fit, evaluation)
     verdict = None
     if row.value is None and fit is not None and fit.best is not None and fit.baseline:
-        if fit.main_metric_mode == "min":  # losses: better is below
-            verdict = "below_baseline" if fit.best < (1 - BEYOND_BASELINE) * fit.baseline else "at_baseline"
-        else:  # accuracies: better is above
-            verdict = "above_baseline" if fit.best > (1 + BEYOND_BASELINE) * fit.baseline else "at_baseline"
+        # 10% either side of the baseline is at it; a loss above it (an accuracy below) is worse than chance
+        low, high = (1 - BEYOND_BASELINE) * fit.baseline, (1 + BEYOND_BASELINE) * fit.baseline
+        verdict = "below_baseline" if fit.best < low else "above_baseline" if fit.best > high else "at_baseline"
     elif row.value is not None and fit is not None:
         verdict = _numeric_verdict(row, fit, value)
     seeds = _seed_runs(store, row, tagged, fit, evaluation)

@@ -138,3 +138,21 @@ def test_parse_seeds_reads_a_count_or_a_list():
     with pytest.raises(ConfigError):
         parse_seeds("-1")
     assert json.dumps(parse_seeds("2,2,3")) == "[2, 3]"
+
+
+def test_a_loss_far_above_the_baseline_is_not_called_at_it(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    table = load_table(_write(tmp_path, TABLE))
+    copy = table.rows[1]
+    _fits(store, copy, {1: [0.5, 1.85]}, "val/loss", "min", 0.5)
+    item = reproductions(store, table)[1]
+    assert item.verdict == "at_baseline"  # its best, 0.5, is the baseline itself
+    _fits(store, copy, {2: [1.85, 1.9]}, "val/loss", "min", 0.5)  # best 1.85: 3.7 times the baseline
+    item = reproductions(store, table)[1]
+    assert item.fit.best == 1.85 and item.verdict == "above_baseline"
+
+
+def test_the_cpu_checks_title_names_itself_once():
+    table = published.load_tables()["cpu_checks"]
+    title = f"{table.paper} {table.table}"
+    assert title.count("CPU checks") == 1, title
