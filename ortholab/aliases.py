@@ -58,6 +58,8 @@ CONFIG_IMPORTS_ALLOWED = (
     "lightning.pytorch.plugins", "lightning.pytorch.accelerators",
     "lightning.pytorch.loggers.CSVLogger", "lightning.pytorch.loggers.csv_logs.CSVLogger",
     "lightning.pytorch.loggers.TensorBoardLogger", "lightning.pytorch.loggers.tensorboard.TensorBoardLogger",
+    "lightning.pytorch.loggers.MLFlowLogger", "lightning.pytorch.loggers.mlflow.MLFlowLogger",
+    "lightning.pytorch.loggers.WandbLogger", "lightning.pytorch.loggers.wandb.WandbLogger",
 )
 CONFIG_IMPORTS_DENIED = (
     "*",  # everything not allowed above

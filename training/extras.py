@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 from ortholab.errors import ConfigError
 
@@ -15,7 +16,14 @@ EXTRAS = {  # extra -> (what it enables, the modules it installs)
     "speech": ("the speech metrics PESQ and STOI (audio evaluation)", ("pesq", "pystoi")),
     "dashboard": ("`ortholab dashboard` and the HTML figures of `report --export`", ("streamlit", "plotly")),
 }
-EXTRA_OF_MODULE = {module: extra for extra, (_, modules) in EXTRAS.items() for module in modules}
+# Lightning's own loggers beside the run store (trainer.logger), each its own extra, not in `all`: the trackers'
+# packages are large and a user wants one of them
+TRACKERS = {
+    "tensorboard": ("Lightning's TensorBoardLogger", ("tensorboard",)),
+    "mlflow": ("Lightning's MLFlowLogger", ("mlflow",)),
+    "wandb": ("Lightning's WandbLogger (offline or online)", ("wandb",)),
+}
+EXTRA_OF_MODULE = {module: extra for extra, (_, modules) in {**EXTRAS, **TRACKERS}.items() for module in modules}
 
 
 class MissingExtra(ConfigError):
@@ -23,14 +31,14 @@ class MissingExtra(ConfigError):
 
 
 def missing_extra_message(extra: str, module: str) -> str:
-    feature = EXTRAS[extra][0]
-    return (f"{feature} needs the optional package {module!r}, which is not installed: "
-            f"pip install 'ortholab[{extra}]' (or 'ortholab[all]' for every optional part)")
+    feature = {**EXTRAS, **TRACKERS}[extra][0]
+    every = " (or 'ortholab[all]' for every optional part)" if extra in EXTRAS else ""
+    return f"{feature} needs the optional package {module!r}, which is not installed: pip install 'ortholab[{extra}]'{every}"
 
 
 def require_extra(extra: str) -> None:
     """Import every module of `extra` now; MissingExtra naming the extra if one is absent."""
-    for module in EXTRAS[extra][1]:
+    for module in {**EXTRAS, **TRACKERS}[extra][1]:
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as err:
@@ -46,3 +54,18 @@ def explain_missing_module(err: BaseException) -> MissingExtra | None:
     module = (err.name or "").split(".")[0]
     extra = EXTRA_OF_MODULE.get(module)
     return MissingExtra(missing_extra_message(extra, module)) if extra else None
+
+
+LOGGER_EXTRAS = {"TensorBoardLogger": "tensorboard", "MLFlowLogger": "mlflow", "WandbLogger": "wandb"}
+
+
+def check_logger_extras(loggers) -> None:
+    """Each Lightning logger the trainer config names (trainer.logger: one, a list, or true/false) with its
+    tracker's package installed, before anything is recorded; MissingExtra naming the extra otherwise."""
+    for item in loggers if isinstance(loggers, (list, tuple)) else [loggers]:
+        path = item.get("class_path") if hasattr(item, "get") else getattr(item, "class_path", None)
+        extra = LOGGER_EXTRAS.get(str(path or "").rsplit(".", 1)[-1])
+        if extra == "tensorboard" and importlib.util.find_spec("tensorboardX") is not None:
+            continue  # Lightning's TensorBoardLogger writes through tensorboardX as well
+        if extra is not None:
+            require_extra(extra)

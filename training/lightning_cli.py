@@ -26,7 +26,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from ortholab import aliases
 from ortholab.datamodules import TASKS, TaskDataModule
 from ortholab.db import SQLLogger, Store, default_db_url, runs_root
-from ortholab.db.logger import RUN_NAME, folder_name
+from ortholab.db.logger import folder_name, is_run_name
 from ortholab.errors import ConfigError
 from ortholab.training.callbacks import AudioEvaluation, NonFiniteError, default_callbacks
 from ortholab.training.callbacks.checkpoint_io import AtomicCheckpointIO
@@ -34,6 +34,8 @@ from ortholab.training.callbacks.lifecycle import ContinueRun, GracefulInterrupt
 from ortholab.training.cli import _user_error
 from ortholab.db.masking import known_passwords, mask_secrets, mask_url
 from ortholab.training.family_options import recorded_family_args
+from ortholab.training.extras import check_logger_extras
+from ortholab.training.limits import check_model_limits, check_trainer_devices
 from ortholab.training.module import RecurrentModule
 from ortholab.training.precision import check_precision
 from ortholab.training.progress import PlainProgress, StepBudgetProgressBar
@@ -266,6 +268,9 @@ class OrthoLabCLI(LightningCLI):
         check_run_name(config.name)
         self._task_swap = swapped_task(config)  # (the note, the run's name) when the command line swapped the task
         check_precision(config.trainer.get("precision"), config.trainer.get("accelerator"), config.model.get("family"))
+        check_model_limits(config.model)  # a stack of 10^8 layers, 64 processes on 2 cores: refused, not started
+        check_trainer_devices(config.trainer)
+        check_logger_extras(config.trainer.get("logger"))  # MLFlowLogger without mlflow: one line, not a traceback
         clip = config.model.get("grad_clip_norm")
         if clip is not None and not (isinstance(clip, (int, float)) and not isinstance(clip, bool)
                                      and math.isfinite(clip) and clip > 0):  # a negative norm would flip gradients
@@ -446,11 +451,12 @@ def tag_list(tags) -> list[str]:
 
 
 def check_run_name(name: str | None) -> None:
-    """A run's name is a folder under --runs_dir: one path component of letters, digits and ._+-, 100 at most."""
-    if name is not None and not RUN_NAME.fullmatch(name):
-        raise ConfigError(f"--name {name!r}: a run name is one folder name under --runs_dir: letters, digits and "
-                          f"._+- (starting with a letter or digit), at most 100 characters; e.g. --name "
-                          f"{re.sub(r'[^A-Za-z0-9._+-]+', '-', name).strip('.-')[:100] or 'my-run'}")
+    """A run's name is a folder under --runs_dir: one path component (letters of any script), 100 at most."""
+    if name is not None and not is_run_name(name):
+        example = re.sub(r"[^\w.+-]+", "-", name).strip(".-_")[:100] or "my-run"
+        raise ConfigError(f"--name {name!r}: a run name is one folder name under --runs_dir: letters and digits of any "
+                          f"script and punctuation, starting with a letter or digit, without spaces, control "
+                          f"characters or /\\<>:\"|?*, at most 100 characters; e.g. --name {example}")
 
 
 def _check_writable_folder(folder: str) -> None:
