@@ -4,10 +4,12 @@ from ortholab.models.eurnn import EURNN
 from ortholab.models.exprnn import ExpRNN
 from ortholab.models.fcurnn import FullCapacityURNN
 from ortholab.models.gated import GRU, LSTM, RNN
+from ortholab.models.lru import LRU
 from ortholab.models.nnrnn import NNRNN
 from ortholab.models.nru import NRU
 from ortholab.models.ornn import ORNN
 from ortholab.models.rtransformer import RTransformer
+from ortholab.models.s4d import S4D
 from ortholab.models.scornn import ScoRNN
 from ortholab.models.scurnn import ScuRNN
 from ortholab.models.sequence import SequenceModel
@@ -29,6 +31,8 @@ FAMILIES: dict[str, type[RecurrentLayer]] = {
     "fcurnn": FullCapacityURNN,
     "nru": NRU,
     "rtransformer": RTransformer,
+    "lru": LRU,
+    "s4d": S4D,
 }
 
 __all__ = ["FAMILIES", "ConfigError", "RecurrentLayer", "SequenceModel"]

@@ -57,6 +57,15 @@ class RecurrentLayer(nn.Module):
         """The (n, n) matrix W of h_t = f(W h_{t-1} + ...), or None for families without one (LSTM, GRU)."""
         return None
 
+    def eigenvalues(self) -> torch.Tensor | None:
+        """The recurrence's eigenvalues in complex128 (the eigenvalue snapshots store them): eig(W) of
+        `recurrent_matrix()`, or None without one. A diagonal recurrence (LRU, S4D) returns its diagonal instead,
+        with no matrix formed."""
+        w = self.recurrent_matrix()
+        if w is None:
+            return None
+        return torch.linalg.eigvals(w.detach().to(torch.complex128 if w.is_complex() else torch.float64))
+
     def nonfinite_hint(self) -> str | None:
         """The family's likely explanation when training hits a NaN/Inf (shown by the NaN guard), or None."""
         return None

@@ -14,8 +14,10 @@ Shapes follow nn.RNN, with H_out = `output_size` features per step: n for the re
 ones (`layout` says how [Re h, Im h] are laid out; `as_complex` turns features into complex states):
 - input (L, N, H_in), or (N, L, H_in) with batch_first, or (L, H_in) unbatched;
 - h0 (num_layers, N, H_out) (unbatched: (num_layers, H_out)); for LSTM the pair (h0, c0) and for NRU the pair
-  (h0, m0) of hidden states and memories (num_layers, N, memory_size); None: each layer's own initial state,
-  the paper's: zeros, or the trained h0 parameter of scuRNN, oRNN, uRNN and the full-capacity uRNN;
+  (h0, m0) of hidden states and memories (num_layers, N, memory_size); for LRU and S4D each layer's complex
+  recurrence state x as [Re x | Im x] (num_layers, N, `state_size['h']`), apart from the features it outputs;
+  None: each layer's own initial state, the paper's: zeros, or the trained h0 parameter of scuRNN, oRNN, uRNN
+  and the full-capacity uRNN;
 - output: the last layer's hidden features at every step; h_n: every layer's state after the last step, in h0's
   format, so that passing h_n on as the next h0 continues the sequence.
 rtransformer is refused: its attention reads the whole sequence and its local windows restart from zeros, so it
@@ -37,6 +39,7 @@ from ortholab.models.gated import LSTM as LSTMCell
 from ortholab.models.nru import NRU as NRUCell
 from ortholab.models.operator_recurrence import to_complex
 from ortholab.models.precision import LOW_PRECISION, autocast_active
+from ortholab.models.ssm_block import DiagonalStateSpaceLayer
 from ortholab.models.stack import StackedLayers, build_layers
 from ortholab.training.optimizers import DEFAULT_OPTIMIZERS, build_optimizer, group_specs
 
@@ -119,6 +122,8 @@ class FamilyRNN(nn.Module):
             return {"h": self.hidden_size, "c": self.hidden_size}
         if isinstance(cell, NRUCell):
             return {"h": self.hidden_size, "memory": cell.memory_size}
+        if isinstance(cell, DiagonalStateSpaceLayer):  # LRU, S4D: the complex state x apart from the features
+            return {"h": cell.state_features}
         return {"h": self.output_size}
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
@@ -219,6 +224,9 @@ class FamilyRNN(nn.Module):
         if isinstance(cell, (LSTMCell, NRUCell)):  # a state of two parts: (h, c) or (h, memory)
             out, final = cell(x, initial_state=None if state is None else tuple(state), return_state=True)
             return out, list(final)
+        if isinstance(cell, DiagonalStateSpaceLayer):  # the recurrence's state [Re x | Im x], not the features
+            out, final = cell(x, initial_state=None if state is None else state[0], return_state=True)
+            return out, [final]
         out = cell(x, initial_state=None if state is None else state[0])
         return out, [out[:, -1]]  # the features are the state: h_n is the last step's
 
@@ -268,9 +276,16 @@ LSTM = _family_layer("LSTM", "lstm", "nn.LSTM with the papers' forget-gate bias 
                      "pair (h, c), as nn.LSTM. Groups: other.")
 GRU = _family_layer("GRU", "gru", "nn.GRU. Groups: other.")
 RNN = _family_layer("RNN", "rnn", "nn.RNN (nonlinearity 'tanh' or 'relu'). Groups: other.")
+SSM_STATE = ("output holds each step's block features (n); h0 and h_n hold each layer's complex recurrence state x "
+             "as [Re x | Im x] (state_features).")
+LRU = _family_layer("LRU", "lru", f"Linear Recurrent Unit blocks (Orvieto et al. 2023), one per layer. {SSM_STATE} "
+                    "Groups: recurrent (nu, theta, gamma; Adam 5e-4 by default), other. Zero initial state.")
+S4D = _family_layer("S4D", "s4d", f"S4D blocks, diagonal SSMs by zero-order hold (Gu et al. 2022), one per layer. "
+                    f"{SSM_STATE} Groups: recurrent (dt, A; Adam 1e-3 by default), other. Zero initial state.")
 LAYERS: dict[str, type[FamilyRNN]] = {
     "scornn": ScoRNN, "scurnn": ScuRNN, "ornn": ORNN, "srnn": SRNN, "exprnn": ExpRNN, "nnrnn": NNRNN, "urnn": URNN,
     "eurnn": EURNN, "fcurnn": FullCapacityURNN, "nru": NRU, "lstm": LSTM, "gru": GRU, "rnn": RNN,
+    "lru": LRU, "s4d": S4D,
 }  # every registered family with a carried state (all but NOT_A_RECURRENCE)
 
 

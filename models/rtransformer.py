@@ -102,7 +102,7 @@ class RTransformer(RecurrentLayer):
     torch_layers: torch's LayerNorm and attention initialisation instead of the official code's (see above).
 
     Parameter groups: the cells' own groups (e.g. scoRNN's `recurrent`), merged across levels, and `other`.
-    `recurrent_matrix()` is the first cell's, so the analyses see an orthogonal cell's W.
+    `recurrent_matrix()` and `eigenvalues()` are the first cell's, so the analyses see an orthogonal cell's W.
     """
 
     # attention and feed-forward under torch.autocast; the local cells are layers that decide for themselves
@@ -149,6 +149,9 @@ class RTransformer(RecurrentLayer):
 
     def recurrent_matrix(self) -> torch.Tensor | None:
         return self.cells[0].recurrent_matrix()
+
+    def eigenvalues(self) -> torch.Tensor | None:
+        return self.cells[0].eigenvalues()
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
         groups: dict[str, list[nn.Parameter]] = {}

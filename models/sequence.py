@@ -46,11 +46,19 @@ def _zero_bias(init_weight):
     return initialise
 
 
+def lecun_normal_(weight: torch.Tensor) -> None:
+    """flax's default Dense kernel (flax/linen/linear.py: `default_kernel_init = initializers.lecun_normal()`):
+    jax's variance_scaling(1, fan_in, 'truncated_normal'), a normal cut at 2 std, its std sqrt(1/fan_in) / .8796."""
+    std = (1.0 / weight.shape[1]) ** 0.5 / 0.87962566103423978  # the truncated normal's std restored to sqrt(1/fan_in)
+    nn.init.trunc_normal_(weight, 0.0, std, -2 * std, 2 * std)
+
+
 READOUT_INITS = {  # how the linear readout starts, as the code a family or a paper's baseline comes from
     "glorot": _zero_bias(nn.init.xavier_uniform_),  # tf.layers.dense: scoRNN, scuRNN, EURNN (TensorFlow)
     "torch": lambda linear: None,  # nn.Linear's own, weights and bias uniform in +-1/sqrt(fan_in): SRNN's repository
     "xavier_normal": _zero_bias(nn.init.xavier_normal_),  # NRU's W_h2o
     "kaiming_normal": _zero_bias(lambda w: nn.init.kaiming_normal_(w, nonlinearity="relu")),  # expRNN's copying head
+    "lecun_normal": _zero_bias(lecun_normal_),  # flax's nn.Dense: the LRU code's decoder (minimal-LRU lru/model.py:191)
 }
 
 

@@ -15,8 +15,8 @@ from ortholab.models.base import ConfigError, RecurrentLayer
 class StackedLayers(RecurrentLayer):
     """`layers` applied in turn; parameter groups merged by name, so one optimizer trains a group across layers.
 
-    The analyses look at the first layer: `recurrent_matrix()` and `snapshot_arrays()` are layer 1's. The
-    gradient-norm probe's offsets go to the last layer, whose states the readout sees.
+    The analyses look at the first layer: `recurrent_matrix()`, `eigenvalues()` and `snapshot_arrays()` are layer
+    1's. The gradient-norm probe's offsets go to the last layer, whose states the readout sees.
     """
 
     def __init__(self, layers: list[RecurrentLayer], dropout: float = 0.0):
@@ -33,6 +33,9 @@ class StackedLayers(RecurrentLayer):
 
     def recurrent_matrix(self) -> torch.Tensor | None:
         return self.layers[0].recurrent_matrix()
+
+    def eigenvalues(self) -> torch.Tensor | None:
+        return self.layers[0].eigenvalues()
 
     def snapshot_arrays(self) -> dict[str, torch.Tensor]:
         return getattr(self.layers[0], "snapshot_arrays", dict)()

@@ -6,12 +6,12 @@
 
 Everything here lives in ortholab.models.layers and ortholab.training.optimizers; docs/library.md shows it at work.
 """
-from ortholab.models.layers import (EURNN, GRU, LAYERS, LSTM, NRU, NNRNN, ORNN, RNN, SRNN, URNN, ExpRNN, FamilyRNN,
-                                    FullCapacityURNN, GroupOptimizer, ScoRNN, ScuRNN, group_optimizer,
+from ortholab.models.layers import (EURNN, GRU, LAYERS, LRU, LSTM, NRU, NNRNN, ORNN, RNN, S4D, SRNN, URNN, ExpRNN,
+                                    FamilyRNN, FullCapacityURNN, GroupOptimizer, ScoRNN, ScuRNN, group_optimizer,
                                     paper_optimizers, parameter_groups)
 from ortholab.training.optimizers import OPTIMIZERS, AdagradTF, RMSpropTF, build_optimizer
 from ortholab.training.stiefel import StiefelCayley
 
-__all__ = ["EURNN", "GRU", "LAYERS", "LSTM", "NRU", "NNRNN", "ORNN", "RNN", "SRNN", "URNN", "ExpRNN", "FamilyRNN",
-           "FullCapacityURNN", "GroupOptimizer", "ScoRNN", "ScuRNN", "group_optimizer", "paper_optimizers",
+__all__ = ["EURNN", "GRU", "LAYERS", "LRU", "LSTM", "NRU", "NNRNN", "ORNN", "RNN", "S4D", "SRNN", "URNN", "ExpRNN",
+           "FamilyRNN", "FullCapacityURNN", "GroupOptimizer", "ScoRNN", "ScuRNN", "group_optimizer", "paper_optimizers",
            "parameter_groups", "OPTIMIZERS", "AdagradTF", "RMSpropTF", "StiefelCayley", "build_optimizer"]

@@ -15,8 +15,9 @@ from ortholab.models import FAMILIES
 from ortholab.training.api import fit
 from tolerances import close, norm, roundoff
 
-# the tiny options each family needs (NRU: M k a perfect square; SRNN: f_r's width)
-TINY = {"nru": {"memory_size": 4, "heads": 1}, "srnn": {"hyper": 4}}
+# the tiny options each family needs (NRU: M k a perfect square; SRNN: f_r's width; LRU, S4D: the state's size)
+TINY = {"nru": {"memory_size": 4, "heads": 1}, "srnn": {"hyper": 4}, "lru": {"state_size": 3},
+        "s4d": {"state_size": 4}}
 # options under which a parameter's .grad is dL/dparameter (the defaults hand some groups the papers' step instead:
 # scuRNN's A Theorem 2's direction, the full-capacity uRNN's W the code's top blocks, nnRNN's alpha a penalty)
 TRUE_GRADIENTS = {"scurnn": {"a_gradient": "coordinates"}, "fcurnn": {"w_gradient": "full"},

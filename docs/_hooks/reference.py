@@ -130,7 +130,12 @@ def family_reference(name: str) -> str:
         if len(listed) > 400:  # deep stacks (the R-Transformer): name the tensors' count instead
             listed = f"{len(params)} tensors"
         groups.append(f"| `{group}` | {listed} | {sum(p.numel() for p in params):,} |")
-    matrix = "yes" if layer.recurrent_matrix() is not None else "no (the matrix analyses skip it)"
+    if layer.recurrent_matrix() is not None:
+        matrix = "yes"
+    elif layer.eigenvalues() is not None:  # a diagonal recurrence (LRU, S4D): its eigenvalues without a matrix
+        matrix = "no, a diagonal recurrence (its eigenvalues are recorded; the orthogonality drift skips it)"
+    else:
+        matrix = "no (the matrix analyses skip it)"
     return "\n".join([
         f"`model.family: {name}` · class `{cls.__module__}.{cls.__qualname__}` · one recurrent matrix: {matrix}",
         "", "#### Parameter groups", "",

@@ -51,7 +51,8 @@ class OrthogonalityDrift(_MatrixCallback):
 
 
 class EigenvalueSnapshots(_MatrixCallback):
-    """Stores eig(W) (an `eigenvalues` artifact) at the start, every epoch and every `every_n_steps` steps.
+    """Stores eig(W) (an `eigenvalues` artifact) at the start, every epoch and every `every_n_steps` steps; for a
+    diagonal recurrence (LRU, S4D) its diagonal, the layer's `eigenvalues()`.
 
     meta["near_minus_one"] counts eigenvalues within `tolerance` of -1 (scoRNN's D puts some there); a family's
     `snapshot_arrays()` (e.g. scuRNN's phases theta) is stored alongside, one artifact per entry.
@@ -77,14 +78,16 @@ class EigenvalueSnapshots(_MatrixCallback):
                 self.snapshot(trainer, pl_module.model.layer, trainer.global_step)
 
     def snapshot(self, trainer, layer, step: int) -> None:
-        w = layer.recurrent_matrix()
-        if w is None or step == self._last_step:
+        if step == self._last_step:
+            return
+        eig = layer.eigenvalues()  # eig(W), or a diagonal recurrence's diagonal (LRU, S4D) read without forming W
+        if eig is None:
             return
         self._last_step = step
-        eig = torch.linalg.eigvals(w.detach().to(torch.complex128 if w.is_complex() else torch.float64)).cpu()
+        eig = eig.detach().to(torch.complex128).cpu()
         near = int(((eig + 1).abs() < self.tolerance).sum())
         record_artifact(trainer, EIGENVALUES, "W", step, data=array_to_bytes(eig.numpy()), media_type=NPY_MEDIA_TYPE,
-                        meta={"near_minus_one": near, "tolerance": self.tolerance, "n": int(w.shape[-1])})
+                        meta={"near_minus_one": near, "tolerance": self.tolerance, "n": int(eig.numel())})
         for kind, values in getattr(layer, "snapshot_arrays", dict)().items():
             record_artifact(trainer, kind, kind, step, data=array_to_bytes(values.detach().cpu().double().numpy()),
                             media_type=NPY_MEDIA_TYPE, meta={})

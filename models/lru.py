@@ -1,0 +1,134 @@
+"""LRU: the Linear Recurrent Unit (Orvieto, Smith, Gu, Fernando, Gulcehre, Pascanu, De 2023, "Resurrecting Recurrent
+Neural Networks for Long Sequences", ICML), in the deep state-space block of models/ssm_block.py.
+
+    x_k = Λ x_{k-1} + γ ⊙ (B u_k),   y_k = Re(C x_k) + D u_k,   Λ = diag(exp(-exp(ν) + i exp(θ))),   γ > 0
+
+x is complex (state_size N), u and y real (hidden_size H). Λ's moduli exp(-exp(ν)) lie below 1 for every ν, and the
+initialisation draws Λ uniformly on the ring r_min <= |λ| <= r_max with phases in [0, max_phase]; γ starts at
+sqrt(1 - |λ|^2), which keeps E|x_k|^2 = E|B u_k|^2 for white inputs. The recurrence runs as a parallel scan
+(models/linear_scan.py). Defaults and initialisation are the paper's Appendix A code, as reproduced by
+NicolasZucchet/minimal-LRU (lru/model.py, commit bbd71b1), cited line by line below.
+"""
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+from torch import nn
+
+from ortholab.models.base import ConfigError
+from ortholab.models.linear_scan import linear_scan
+from ortholab.models.sequence import lecun_normal_
+from ortholab.models.ssm_block import (DiagonalStateSpaceLayer, FeatureBatchNorm, choice, positive_int,
+                                       real_number)
+
+
+def ring_eigenvalues(nu_log: torch.Tensor, theta_log: torch.Tensor) -> torch.Tensor:
+    """λ = exp(-exp(ν) + i exp(θ)) (the paper's Appendix A, lru/model.py:84), strictly inside the unit circle in
+    floating point for every ν and θ.
+
+    ν is clamped to [log(8 eps), log(-log tiny)] of the dtype: below, exp(-exp(ν)) would round to exactly 1 (a
+    memory beyond 10^6 steps in float32, 10^14 in float64); above, exp(ν) would overflow and |λ| is below the
+    smallest normal number anyway. θ is clamped below log(max / 4) so that the phase exp(θ) stays finite. The clamps
+    leave the gradient 0 beyond them, where the formula's own is 0 or NaN.
+    """
+    info = torch.finfo(nu_log.dtype)
+    nu = nu_log.clamp(min=math.log(8 * info.eps), max=math.log(-math.log(info.tiny)))
+    phase = theta_log.clamp(max=math.log(info.max / 4)).exp()  # arg λ = exp(θ); / 4: log(max) rounds up in float32
+    return torch.polar(torch.exp(-nu.exp()), phase)  # |λ| = exp(-exp(ν)) < 1
+
+
+class LinearRecurrentUnit(nn.Module):
+    """x_k = Λ x_{k-1} + γ ⊙ (B u_k), y_k = Re(C x_k) + D u_k over (B, T, H) inputs (module docstring).
+
+    Parameters as the reference code names them: nu_log, theta_log (Λ), gamma_log (γ), B_re, B_im (N, H),
+    C_re, C_im (H, N), D (H,).
+    """
+
+    def __init__(self, width: int, state_size: int, r_min: float, r_max: float, max_phase: float):
+        super().__init__()
+        self.state_count = state_size
+        # Λ uniform on the ring r_min <= |λ| <= r_max: |λ|^2 = u (r_max^2 - r_min^2) + r_min^2 (lru/model.py:22-24)
+        tiny = torch.finfo(torch.get_default_dtype()).tiny  # U[0, 1) may draw 0: its log would make ν or θ infinite
+        u1, u2 = torch.rand(state_size).clamp(min=tiny), torch.rand(state_size).clamp(min=tiny)
+        self.nu_log = nn.Parameter(torch.log(-0.5 * torch.log(u1 * (r_max ** 2 - r_min ** 2) + r_min ** 2)))
+        self.theta_log = nn.Parameter(torch.log(max_phase * u2))  # phase uniform in [0, max_phase] (lru/model.py:27-29)
+        with torch.no_grad():  # γ = sqrt(1 - |λ|^2), the normalisation (lru/model.py:32-35, 57)
+            modulus = ring_eigenvalues(self.nu_log, self.theta_log).abs()
+            self.gamma_log = nn.Parameter(torch.log(torch.sqrt(1 - modulus ** 2)))
+        # B ~ N(0, 1/(2H)) in each of its real and imaginary parts (lru/model.py:59-69)
+        self.B_re = nn.Parameter(torch.randn(state_size, width) / math.sqrt(2 * width))
+        self.B_im = nn.Parameter(torch.randn(state_size, width) / math.sqrt(2 * width))
+        # C ~ N(0, 1/N) in each part (lru/model.py:70-79); D ~ N(0, 1) (lru/model.py:80)
+        self.C_re = nn.Parameter(torch.randn(width, state_size) / math.sqrt(state_size))
+        self.C_im = nn.Parameter(torch.randn(width, state_size) / math.sqrt(state_size))
+        self.D = nn.Parameter(torch.randn(width))
+
+    def eigenvalues(self) -> torch.Tensor:
+        """Λ's diagonal (N,), complex."""
+        return ring_eigenvalues(self.nu_log, self.theta_log)
+
+    def recurrent_parameters(self) -> list[nn.Parameter]:
+        """ν, θ, γ: the paper trains them with a smaller learning rate and no weight decay."""
+        return [self.nu_log, self.theta_log, self.gamma_log]
+
+    def forward(self, u: torch.Tensor, state: torch.Tensor | None = None,
+                want_final: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """y (B, T, H) and the last state x_{T-1} (B, N) from u (B, T, H) and x_{-1} = `state` (B, N) or zeros (the
+        scan has every state: the last one costs nothing, want_final or not)."""
+        gamma = self.gamma_log.exp().unsqueeze(-1)
+        # γ ⊙ (B u_k) for every k at once, its real and imaginary parts as two real products (lru/model.py:85, 89)
+        inputs = torch.complex(u @ (gamma * self.B_re).t(), u @ (gamma * self.B_im).t())
+        x = linear_scan(self.eigenvalues(), inputs, state)  # x_k = Λ x_{k-1} + γ ⊙ (B u_k) (lru/model.py:91)
+        y = x.real @ self.C_re.t() - x.imag @ self.C_im.t() + self.D * u  # Re(C x_k) + D u_k (lru/model.py:93)
+        return y, x[:, -1]
+
+
+class LRU(DiagonalStateSpaceLayer):
+    """Linear Recurrent Unit block: diagonal complex linear recurrence |λ| < 1, then GELU, GLU, skip (H = hidden_size).
+
+    One layer is one block of models/ssm_block.py, [LayerNorm] -> LRU -> GELU -> GLU -> skip.
+
+    state_size: N, the complex state's size (minimal-LRU run_train.py:44's d_hidden 128).
+    r_min: smallest |λ| of the ring initialisation (lru/model.py:46, the paper's Appendix A: 0).
+    r_max: largest |λ| of the ring, at most 1 (lru/model.py:47: 1).
+    max_phase: phases θ drawn in [0, max_phase] (lru/model.py:48: 6.28).
+    norm: 'layer' (LayerNorm, lru/model.py:104) or 'batch' (BatchNorm over the batch and the steps, as
+        run_train.py:57 for the LRA runs; it mixes sequences, so h_n carries on exactly only in eval mode).
+    prenorm: normalise before the LRU (true, run_train.py:58) or after the skip sum.
+    block_dropout: dropout after the GELU and after the GLU, whole features per sequence (lru/model.py:103: 0).
+    Parameter groups: `recurrent` (ν, θ, γ: by default Adam at half the base rate, no weight decay, as
+    run_train.py:69-71 and train_helpers.py:91-99), `other` (B, C, D, the GLU, the norm, the encoder).
+    """
+
+    # the reference's 'ssm' group: Adam (no weight decay) at lr_factor 0.5 x lr_base 1e-3 (run_train.py:69, 71;
+    # train_helpers.py:97-99); its other parameters take AdamW 1e-3 with weight decay 0.05 (run_train.py:79)
+    default_optimizers = {"recurrent": {"name": "adam", "lr": 5e-4}}
+    readout_init = "lecun_normal"  # the decoder is a flax nn.Dense (lru/model.py:191)
+
+    def __init__(self, input_size: int, hidden_size: int, state_size: int = 128, r_min: float = 0.0,
+                 r_max: float = 1.0, max_phase: float = 6.28, norm: Literal["layer", "batch"] = "layer",
+                 prenorm: bool = True, block_dropout: float = 0.0):
+        state_size = positive_int("state_size", state_size)
+        r_min, r_max = real_number("r_min", r_min), real_number("r_max", r_max)
+        max_phase = real_number("max_phase", max_phase)
+        if not 0.0 <= r_min <= r_max <= 1.0:
+            raise ConfigError(f"model.family_args.r_min = {r_min} and r_max = {r_max} must satisfy "
+                              f"0 <= r_min <= r_max <= 1 (the ring |λ| is drawn on)")
+        if not max_phase > 0.0:
+            raise ConfigError(f"model.family_args.max_phase = {max_phase} must be positive (phases are drawn in "
+                              f"[0, max_phase])")
+        norm = choice("norm", norm, ("layer", "batch"))
+        if norm == "layer":
+            normalisation = nn.LayerNorm(hidden_size, eps=1e-6)  # flax.linen.LayerNorm's epsilon 1e-6
+        else:  # flax.linen.BatchNorm: momentum 0.99 (torch's 0.01), epsilon 1e-5 (flax/linen/normalization.py)
+            normalisation = FeatureBatchNorm(hidden_size, eps=1e-5, momentum=0.01)
+        recurrence = LinearRecurrentUnit(hidden_size, state_size, r_min, r_max, max_phase)
+        # flax's nn.gelu is the tanh approximation (jax.nn.gelu's approximate=True), lru/model.py:126
+        super().__init__(input_size, hidden_size, recurrence, normalisation, prenorm, block_dropout,
+                         nn.GELU(approximate="tanh"))
+        for linear in (self.encoder, self.block.glu):  # flax nn.Dense: lecun-normal kernel, zero bias
+            if isinstance(linear, nn.Linear):  # lru/model.py:111-112 (GLU), 147 (encoder)
+                lecun_normal_(linear.weight)
+                nn.init.zeros_(linear.bias)
