@@ -242,7 +242,7 @@ def bench_families(args) -> list[str]:
     if args.tiny:
         return ["scornn", "ornn", "lstm"]
     # the targets first, so that a stage cut by its limit has measured those
-    first = ["scornn", "ornn", "exprnn", "urnn", "eurnn", "scurnn", "fcurnn", "lstm"]
+    first = ["scornn", "ornn", "exprnn", "urnn", "eurnn", "scurnn", "fcurnn", "lstm", "lru", "s4d"]
     from ortholab.models import FAMILIES
 
     return first + [f for f in FAMILIES if f not in first]
