@@ -491,7 +491,7 @@ def test_an_unreachable_store_is_one_error_on_the_page(monkeypatch):
 def test_runs_filter_by_sweep_and_show_its_best_trial(tmp_path, monkeypatch):
     store = Store(f"sqlite:///{tmp_path / 'sweep.db'}")
     for name, best, tags in (("t0", 0.30, ["sweep:rho", "trial:0"]), ("t1", 0.05, ["sweep:rho", "trial:1"]),
-                             ("t2", 0.20, ["sweep:rho", "trial:2"]), ("other", 0.01, ["sweep:lr", "trial:0"]),
+                             ("t2", 0.20, ["sweep:rho", "trial:2", "pruned"]), ("other", 0.01, ["sweep:lr", "trial:0"]),
                              ("alone", 0.001, [])):
         run = store.create_run(name=name, family="scornn", task="adding", main_metric="val/loss", tags=tags)
         store.log_metrics(run, {"val/loss": best}, step=1)
@@ -500,7 +500,8 @@ def test_runs_filter_by_sweep_and_show_its_best_trial(tmp_path, monkeypatch):
     at.selectbox(key="filter_sweep").set_value("rho")
     at = rerun(at)
     assert sorted(at.dataframe[0].value["name"]) == ["t0", "t1", "t2"]
-    assert any("Best of sweep 'rho': #2 t1, val/loss = 0.05 (3 trials)" in s.value for s in at.success)
+    assert any("Best of sweep 'rho': #2 t1, val/loss = 0.05 (3 trials, 1 pruned: stopped early" in s.value
+               for s in at.success)
 
 
 def test_runs_table_shows_a_running_runs_progress_of_its_plan_and_an_eta(tmp_path, monkeypatch):

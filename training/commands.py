@@ -166,6 +166,9 @@ def run_command(argv: list[str]) -> None:
     sweep.add_argument("--sampler", choices=["grid", "random", "tpe"], default="tpe")
     sweep.add_argument("--name", default=None, help="the sweep's name; workers with the same name and store join it")
     sweep.add_argument("--seed", type=int, default=0)
+    sweep.add_argument("--pruner", choices=["median", "none"], default="median",
+                       help="stop a trial whose validation is worse than the median of the completed trials' at the "
+                            "same step, once 5 have completed (Optuna's MedianPruner; default), or none")
     sweep.add_argument("--db", default=None, help=DB_HELP)
     audio = sub.add_parser("evaluate-audio", help="score a stored speech run's checkpoint: SegSNR, STOI, PESQ "
                                                   "of reconstructed audio, recorded in that run")
@@ -271,7 +274,7 @@ def run_command(argv: list[str]) -> None:
         from ortholab.training.sweep import report, run_sweep
 
         study = run_sweep(args.config, args.space, args.trials, db=args.db, name=args.name, sampler=args.sampler,
-                          seed=args.seed, workers=args.workers, extra=extra)
+                          seed=args.seed, workers=args.workers, extra=extra, pruner=args.pruner)
         print(report(study))
         return
     if args.command == "reproduce" and args.estimate and (args.scale != "full" or args.resume or args.list):

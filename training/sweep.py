@@ -5,6 +5,12 @@ several machines pointed at one PostgreSQL store join one sweep. Each trial is a
 own process, recorded as a run tagged `sweep:<name>` and `trial:<number>`; the trial's value is the run's
 best main metric.
 
+Pruning (`--pruner median`, the default, as Optuna's own): while a trial trains, its validation points of the main
+metric are read from the store and reported to Optuna; once at least PRUNE_STARTUP trials have completed, a trial
+whose best so far is worse than the median of the completed trials' at the same step is stopped (SIGTERM: a
+checkpoint, status interrupted), tagged `pruned`, and recorded as pruned in the study. `--pruner none` runs every
+trial to its end.
+
 A space file maps dotted config keys to what to try:
 
     model.hidden_size: [64, 128]                              # choices (grid or sampled)
@@ -17,8 +23,10 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import optuna
@@ -30,6 +38,10 @@ from ortholab.training.cli import PACKAGE_ROOT, check_config_files
 from ortholab.db.masking import child_env, mask_secrets
 
 SAMPLERS = ("grid", "random", "tpe")
+PRUNERS = ("median", "none")
+PRUNE_STARTUP = 5  # completed trials before any is pruned (Optuna's MedianPruner default)
+POLL_S = 2.0  # how often a running trial's validation points are read from the store
+PRUNED_TAG = "pruned"
 
 
 TOP_LEVEL_KEYS = ("model", "data", "trainer", "seed_everything", "analysis", "test_every_validation")
@@ -130,14 +142,23 @@ def grid_points(space: dict) -> list[dict]:
     return [dict(zip(space, values)) for values in itertools.product(*space.values())]
 
 
-def open_study(name: str, db: str, kind: str, space: dict, seed: int) -> optuna.Study:
+def make_pruner(kind: str) -> optuna.pruners.BasePruner:
+    if kind not in PRUNERS:
+        raise ConfigError(f"--pruner {kind!r}: choose one of {', '.join(PRUNERS)}")
+    return optuna.pruners.MedianPruner(n_startup_trials=PRUNE_STARTUP) if kind == "median" else \
+        optuna.pruners.NopPruner()
+
+
+def open_study(name: str, db: str, kind: str, space: dict, seed: int, pruner: str = "median") -> optuna.Study:
     """Create the study, or join it. Its creator enqueues a grid's points, so that concurrent workers take each
     point exactly once (Optuna's GridSampler may repeat points across workers)."""
     sampler = optuna.samplers.TPESampler(seed=seed) if kind == "tpe" else optuna.samplers.RandomSampler(seed=seed)
+    chosen = make_pruner(pruner)
     try:
-        study = optuna.create_study(study_name=name, storage=db, sampler=sampler, direction="minimize")
+        study = optuna.create_study(study_name=name, storage=db, sampler=sampler, pruner=chosen,
+                                    direction="minimize")
     except optuna.exceptions.DuplicatedStudyError:
-        return optuna.load_study(study_name=name, storage=db, sampler=sampler)
+        return optuna.load_study(study_name=name, storage=db, sampler=sampler, pruner=chosen)
     if kind == "grid":
         for point in grid_points(space):
             study.enqueue_trial(point)
@@ -173,19 +194,59 @@ def cli_overrides(config: str, overrides: dict) -> list[str]:
     return flags
 
 
-def fit_trial(config: str, overrides: dict, db: str, run_name: str, tags: list[str], extra: list[str]) -> int:
+def fit_trial(config: str, overrides: dict, db: str, run_name: str, tags: list[str], extra: list[str],
+              trial: optuna.Trial | None = None) -> int:
     """Run one trial as `ortholab fit` in its own process; the id of the run it recorded. The store's URL goes to
-    the child through its environment: a password on its command line would be readable by every local user."""
+    the child through its environment: a password on its command line would be readable by every local user.
+    With `trial`, its validation points are reported to the study as they come, and a trial the pruner stops
+    raises optuna.TrialPruned after its run is stopped and tagged `pruned`."""
     args = ["fit", "--config", config, "--name", run_name, "--tags", json.dumps(tags), *extra,
             *cli_overrides(config, overrides)]  # the trial's values last: they win over the shared flags
-    done = subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", *args],
-                          capture_output=True, text=True, env=child_env(db))
+    with _scratch() as errors_file:
+        child = subprocess.Popen([sys.executable, "-c", "from ortholab.training.cli import main; main()", *args],
+                                 stdout=subprocess.DEVNULL, stderr=errors_file, env=child_env(db))
+        pruned = _watch(child, db, run_name, tags, trial) if trial is not None else False
+        code = child.wait()
+        errors_file.seek(0)
+        stderr = errors_file.read()
     recorded = [r.id for r in Store(db).list_runs() if r.name == run_name and set(tags) <= set(r.tags)]
-    if done.returncode != 0 or not recorded:
-        errors = [line for line in done.stderr.splitlines() if line.startswith("ortholab: error:")]
-        last = (errors or done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+    if pruned and recorded:
+        store = Store(db, access="write")
+        store.update_run(recorded[0], tags=[*store.get_run(recorded[0]).tags, PRUNED_TAG])
+        raise optuna.TrialPruned(f"trial {run_name}: pruned at step {pruned}")
+    if code != 0 or not recorded:
+        errors = [line for line in stderr.splitlines() if line.startswith("ortholab: error:")]
+        last = (errors or stderr.strip().splitlines() or [f"exit code {code}"])[-1]
         raise TrialFailed(f"trial {run_name} failed: {mask_secrets(last.removeprefix('ortholab: error: '))}")
     return recorded[0]
+
+
+def _scratch():
+    import tempfile
+
+    return tempfile.TemporaryFile("w+")  # the child's stderr: a pipe left unread could fill and stall it
+
+
+def _watch(child: subprocess.Popen, db: str, run_name: str, tags: list[str], trial: optuna.Trial) -> int | bool:
+    """Report the trial's validation points to the study while it trains; stop it when the pruner says so. The
+    step it was stopped at, or False when it ran to its end."""
+    reported: set[int] = set()
+    while child.poll() is None:
+        time.sleep(POLL_S)
+        store = Store(db, access="read")
+        runs = [r for r in store.list_runs() if r.name == run_name and set(tags) <= set(r.tags)]
+        if not runs or not runs[0].main_metric:
+            continue
+        run = runs[0]
+        sign = 1.0 if run.main_metric_mode == "min" else -1.0  # the study minimises
+        for point in store.metric_series(run.id, run.main_metric):
+            if point.step not in reported and math.isfinite(point.value):
+                reported.add(point.step)
+                trial.report(sign * point.value, point.step)
+        if reported and trial.should_prune():
+            child.send_signal(signal.SIGTERM)  # a checkpoint, then status interrupted (training/callbacks)
+            return max(reported)
+    return False
 
 
 class TrialFailed(RuntimeError):
@@ -193,7 +254,8 @@ class TrialFailed(RuntimeError):
 
 
 def run_sweep(config: str, space_file: str, trials: int, db: str | None = None, name: str | None = None,
-              sampler: str = "tpe", seed: int = 0, workers: int = 1, extra: list[str] = ()) -> optuna.Study:
+              sampler: str = "tpe", seed: int = 0, workers: int = 1, extra: list[str] = (),
+              pruner: str = "median") -> optuna.Study:
     """Run `trials` trials in all (shared by `workers` processes on this machine, and by any other worker started
     with the same name and store); the finished study. ConfigError when no trial of the sweep completed."""
     if trials < 1 or workers < 1:
@@ -207,10 +269,11 @@ def run_sweep(config: str, space_file: str, trials: int, db: str | None = None, 
     name = name or f"{Path(config).stem}-sweep"
     if sampler == "grid":
         trials = min(trials, len(grid_points(space)))
-    study = open_study(name, db, sampler, space, seed)
+    study = open_study(name, db, sampler, space, seed, pruner)
     helpers = [subprocess.Popen([sys.executable, "-c", "from ortholab.training.cli import main; main()", "sweep",
                                  "--config", config, "--space", space_file, "--trials", str(trials),
-                                 "--name", name, "--sampler", sampler, "--seed", str(seed + k + 1), *extra],
+                                 "--name", name, "--sampler", sampler, "--seed", str(seed + k + 1),
+                                 "--pruner", pruner, *extra],
                                 env=child_env(db))  # the store's URL in the environment, not on the command line
                for k in range(workers - 1)]
 
@@ -218,7 +281,7 @@ def run_sweep(config: str, space_file: str, trials: int, db: str | None = None, 
         overrides = suggest(trial, space)
         try:
             run_id = fit_trial(config, overrides, db, f"{name}-t{trial.number}",
-                               [f"sweep:{name}", f"trial:{trial.number}"], list(extra))
+                               [f"sweep:{name}", f"trial:{trial.number}"], list(extra), trial)
             run = Store(db).get_run(run_id)
             trial.set_user_attr("run_id", run_id)
             if run.best is None:
@@ -247,16 +310,28 @@ def check_completed(study: optuna.Study) -> None:
         return
     failed = [t for t in trials if t.state == optuna.trial.TrialState.FAIL]
     reason = next((t.user_attrs["error"] for t in failed if "error" in t.user_attrs), "no reason recorded")
+    print(summary_line(study), flush=True)  # the script-friendly last line of stdout, as after a sweep that ran
     raise ConfigError(f"sweep {study.study_name}: none of its {len(trials)} trials completed; the first failure: "
                       f"{reason}")
+
+
+def summary_line(study: optuna.Study) -> str:
+    """`sweep: N trials done, N failed, N pruned`: the line a script reads (the last of the command's output)."""
+    states = [t.state for t in study.get_trials(deepcopy=False)]
+    count = lambda state: sum(s == state for s in states)
+    State = optuna.trial.TrialState
+    return f"sweep: {count(State.COMPLETE)} trials done, {count(State.FAIL)} failed, {count(State.PRUNED)} pruned"
 
 
 def report(study: optuna.Study) -> str:
     done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     if not done:
-        return f"sweep {study.study_name}: no trial completed"
+        return f"sweep {study.study_name}: no trial completed\n{summary_line(study)}"
     best = min(done, key=lambda t: t.value)
     params = ", ".join(f"{k}={v}" for k, v in best.params.items())
-    failed = len(study.trials) - len(done)
+    failed = sum(t.state == optuna.trial.TrialState.FAIL for t in study.trials)
+    pruned = sum(t.state == optuna.trial.TrialState.PRUNED for t in study.trials)
     return (f"sweep {study.study_name}: {len(done)} trials completed" + (f", {failed} failed" if failed else "") +
-            f"; best run {best.user_attrs['run_id']} (trial {best.number}, objective {best.value:.4g}) with {params}")
+            (f", {pruned} pruned" if pruned else "") +
+            f"; best run {best.user_attrs['run_id']} (trial {best.number}, objective {best.value:.4g}) with {params}"
+            f"\n{summary_line(study)}")

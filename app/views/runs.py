@@ -88,9 +88,10 @@ if sweep:
     if best is None:
         st.info(f"No trial of sweep {sweep!r} has recorded its main metric yet.")
     else:
+        pruned = int(shown["tags"].map(lambda tags: "pruned" in tags).sum())  # `ortholab sweep --pruner median`
         st.success(
             f"Best of sweep {sweep!r}: #{best['id']} {best['name']}, {best['main metric']} = {best['best']:.4g} "
-            f"({len(shown)} trials)"
+            f"({len(shown)} trials" + (f", {pruned} pruned: stopped early, tagged 'pruned')" if pruned else ")")
         )
 
 columns_col, sort_col, order_col, size_col = st.columns([4, 2, 1, 1])

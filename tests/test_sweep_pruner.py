@@ -1,0 +1,34 @@
+"""Sweeps prune hopeless trials (issue 49): Optuna's median pruner fed from each trial's validation points as the
+store records them; a pruned trial's run is stopped, tagged `pruned`, and the study counts it as pruned."""
+import optuna
+import pytest
+
+import ortholab.training.sweep as sweep
+from ortholab.db import Store
+from ortholab.training.cli import main
+
+from test_cli import DEMO, TINY
+
+
+@pytest.mark.slow  # two trials of 200 steps: about a minute
+def test_a_trial_worse_than_the_completed_ones_is_pruned(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sweep, "PRUNE_STARTUP", 1)  # prune from the second trial on (Optuna's default: 5)
+    monkeypatch.setattr(sweep, "POLL_S", 0.2)
+    space = tmp_path / "space.yaml"
+    space.write_text("model.optimizers.other.lr: [0.05, 1.0e-12]\n")  # the second cannot learn its readout
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    steps = ["--trainer.max_steps", "200", "--trainer.val_check_interval", "20", "--data.train_size", "2000"]
+    flags = [*TINY, *steps]  # the later flags win: a trial long enough to be watched
+    main(["sweep", "--config", DEMO, "--space", str(space), "--trials", "2", "--sampler", "grid", "--name", "p",
+          "--db", db, *flags, "--analysis", "false"])
+    study = optuna.load_study(study_name="p", storage=db)
+    states = {t.params["model.optimizers.other.lr"]: t.state for t in study.trials}
+    assert states == {0.05: optuna.trial.TrialState.COMPLETE, 1e-12: optuna.trial.TrialState.PRUNED}, states
+    (pruned,) = [r for r in Store(db).list_runs() if "pruned" in r.tags]
+    assert pruned.status == "interrupted" and pruned.steps < 200  # stopped early, resumable
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "sweep: 1 trials done, 0 failed, 1 pruned"
+
+
+def test_no_pruner_runs_every_trial_to_its_end():
+    assert isinstance(sweep.make_pruner("none"), optuna.pruners.NopPruner)
+    assert isinstance(sweep.make_pruner("median"), optuna.pruners.MedianPruner)
