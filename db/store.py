@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sqlite3
 import time
@@ -58,6 +59,9 @@ RUN_FIELDS = frozenset(Run.__table__.columns.keys()) - {"id"} - LEASE_FIELDS
 ACCESS = ("create", "write", "read")
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 SQLITE_WAL_HEADER_BYTE = 18  # the file format's write version: 2 in WAL mode
+DAMAGED = "the file is damaged (SQLite found bytes that are not text where its schema or a text value belongs)"
+DAMAGED_WORDS = re.compile(r"damaged|malformed|not a database|Could not decode to UTF-8|disk image")
+DAMAGED_FIX = "nothing was changed; restore it from a backup (`sqlite3 FILE .recover` salvages what it can)"
 
 
 class StoreError(RuntimeError):
@@ -210,6 +214,9 @@ class Store:
         except SQLAlchemyError as e:
             engine.dispose()
             raise self._error(_reason(e)) from e
+        except UnicodeDecodeError:  # SQLite's own error message quotes the damaged bytes
+            engine.dispose()
+            raise self._error(DAMAGED) from None
         return engine
 
     @staticmethod
@@ -233,6 +240,8 @@ class Store:
             engine = create_engine(parsed)
         except (ArgumentError, ImportError) as e:
             raise StoreError(f"Cannot upgrade the run database {shown}: no database driver for it ({e}).") from None
+        if parsed.get_backend_name() == "sqlite":  # wait for another upgrade's lock, as writers do
+            event.listen(engine, "connect", _sqlite_pragmas(set_journal=False))
         try:
             with engine.begin() as conn:
                 return upgrade_schema(conn, allow_foreign=allow_foreign)
@@ -245,7 +254,8 @@ class Store:
             engine.dispose()
 
     def _error(self, reason: str) -> StoreError:
-        return StoreError(f"Cannot use the run database {self.display_url}: {reason}; {FIX}.")
+        fix = DAMAGED_FIX if DAMAGED_WORDS.search(reason) else FIX  # a damaged file is not a wrong --db
+        return StoreError(f"Cannot use the run database {self.display_url}: {reason}; {fix}.")
 
     @contextmanager
     def _session(self) -> Iterator[Session]:
@@ -255,6 +265,8 @@ class Store:
                 yield session
         except SQLAlchemyError as e:
             raise self._error(_reason(e)) from e
+        except UnicodeDecodeError:
+            raise self._error(DAMAGED) from None
 
     def _touch(self, session: Session, run_id: int, **values: Any) -> None:
         """Update the run's columns and bump its heartbeat (and its lease, for a run written under one); StoreError
@@ -654,6 +666,26 @@ class Store:
                     if chosen:
                         sink.execute(insert(Metric.__table__), chosen)
 
+    def set_tags(self, run_id: int, add: Iterable[str] = (), remove: Iterable[str] = ()) -> tuple[str, ...]:
+        """Add and remove labels of a run (`ortholab runs tag/untag`); its tags afterwards, in order."""
+        tags = [t for t in self.get_run(run_id).tags if t not in set(remove)]
+        tags += [t for t in dict.fromkeys(add) if t not in tags]
+        with self._session() as session:  # labels only: no heartbeat, no lease (a running run may be tagged)
+            session.execute(update(Run).where(Run.id == run_id).values(tags=tags))
+        return tuple(tags)
+
+    def delete_run(self, run_id: int) -> None:
+        """Remove a run's row, params, metric points and artifacts in one transaction; StoreError if it is being
+        written (its lease is held and not expired) or does not exist."""
+        self.get_run(run_id)  # StoreError naming a run that does not exist
+        busy = self.lease_holder(run_id)
+        if busy is not None:  # its message says who writes it and how to stop it
+            raise StoreError(busy.replace(", then resume;", ", then delete it;"))
+        with self._session() as session:
+            for table in (Metric, Param, Artifact):
+                session.execute(delete(table).where(table.run_id == run_id))
+            session.execute(delete(Run).where(Run.id == run_id))
+
 
 IN_CHUNK = 500  # ids per IN (...) list: well under every backend's limit on bound parameters
 
@@ -770,7 +802,7 @@ def _sqlite_connector(path: Path, read_only: bool) -> Callable[[], sqlite3.Conne
             try:
                 connection.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opening is lazy: read now
                 return connection
-            except sqlite3.Error as e:
+            except (sqlite3.Error, UnicodeDecodeError) as e:  # a damaged schema's message may not decode
                 connection.close()
                 error = e
         raise error

@@ -49,7 +49,7 @@ def runs_rows(db_url: str | None) -> list[dict]:
         d = run.to_dict()
         row = {"id": d["id"], "name": d["name"], "stage": d["stage"], "family": d["family"], "task": d["task"],
                "status": d["status"], "steps": d["steps"], "main_metric": d["main_metric"],
-               "best": d["best"], "baseline": d["baseline"], "started": d["created_at"]}
+               "best": d["best"], "baseline": d["baseline"], "started": d["created_at"], "tags": d["tags"]}
         row.update(run_progress(store, run, now))  # running runs only: the only rows whose progress changes
         rows.append(row)
     return rows
@@ -148,9 +148,17 @@ class OneLineParser(argparse.ArgumentParser):
 def run_command(argv: list[str]) -> None:
     parser = OneLineParser(prog="ortholab")
     sub = parser.add_subparsers(dest="command", required=True)
-    runs = sub.add_parser("runs", help="list recorded runs")
+    runs = sub.add_parser("runs", help="list recorded runs (filtered); tag, untag or delete runs")
+    runs.add_argument("action", nargs="?", choices=["tag", "untag", "delete"], default=None,
+                      help="tag ID... LABEL / untag ID... LABEL: add or remove a label; delete ID...: remove runs, "
+                           "their points, artifacts and run folders (asks first; --yes for scripts)")
+    runs.add_argument("targets", nargs="*", help="run ids (then the label, for tag and untag)")
     runs.add_argument("--db", default=None, help=DB_HELP)
     runs.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    for key in ("family", "task", "status", "tag"):
+        runs.add_argument(f"--{key}", default=None, help=f"only the runs of this {key}")
+    runs.add_argument("--name", default=None, help="only the runs whose name holds this text (any case)")
+    runs.add_argument("--yes", action="store_true", help="delete: without asking")
     board = sub.add_parser("dashboard", help="start the Streamlit dashboard on the run store")
     board.add_argument("--db", default=None, help=DB_HELP)
     board.add_argument("--port", type=int, default=8501)
@@ -372,10 +380,19 @@ def run_command(argv: list[str]) -> None:
         rows = list_rows(args.db, args.table)
         columns = ["row", "family", "task", "published", "config", "status", "run"]
         columns = columns if args.table else ["table", *columns]  # one table: its name on every line says nothing
+    elif args.command == "runs" and args.action:
+        from ortholab.training.runs_command import manage
+
+        manage(args.action, args.targets, args.db, yes=args.yes)
+        return
     elif args.command == "runs":
         from ortholab.db.progress import duration, steps_of_plan
+        from ortholab.training.runs_command import filter_rows
 
-        rows = runs_rows(args.db)
+        if args.targets:
+            parser.error(f"runs: unexpected {args.targets[0]!r}; filter with --family, --task, --status, --tag or "
+                         f"--name, or give an action: tag, untag, delete")
+        rows = filter_rows(runs_rows(args.db), args.family, args.task, args.status, args.tag, args.name)
         columns = ["id", "name", "stage", "family", "task", "status", "steps", "epoch", "eta", "main_metric", "best",
                    "baseline", "started"]
         if not args.json:  # the table shows UTC start times to the second; JSON keeps full ISO strings
@@ -405,7 +422,9 @@ def run_command(argv: list[str]) -> None:
     if args.json:
         print(json.dumps(rows, indent=2, default=str))
     elif not rows:
-        print("no runs recorded yet" if args.command == "runs" else "nothing registered")
+        filtered = args.command == "runs" and any(getattr(args, k) for k in ("family", "task", "status", "tag", "name"))
+        print("no recorded run matches the filters" if filtered else
+              "no runs recorded yet" if args.command == "runs" else "nothing registered")
     else:
         wide = args.command != "reproduce" or args.wide  # `reproduce --list` fits LINE_WIDTH unless --wide
         print(_table(rows, columns, None if wide else LINE_WIDTH))

@@ -1,0 +1,107 @@
+"""Run management from the command line (issue 49): `ortholab runs` filters and keeps JSON; `runs tag/untag`;
+`runs delete` removes a run's rows, points, artifacts and folder after a confirmation, refuses a run being
+written, and leaves every other run untouched; on SQLite and on a real PostgreSQL server."""
+import json
+
+import pytest
+
+from ortholab.db import Store
+from ortholab.db.lease import current_owner
+from ortholab.training.cli import main
+
+from postgres import postgres_server, unavailable_reason, wait_until_ready
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request, tmp_path):
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'runs.db'}"
+        return
+    if unavailable_reason():
+        pytest.skip(unavailable_reason())
+    with postgres_server() as url:
+        wait_until_ready(url)
+        yield url
+
+
+def _runs(db, tmp_path) -> list[int]:
+    store = Store(db)
+    ids = []
+    for name, family, task in (("a", "scornn", "copy"), ("b", "lstm", "copy"), ("c", "scornn", "adding")):
+        run_dir = tmp_path / "runs" / name
+        run = store.create_run(name=name, family=family, task=task, tags=["x"], run_dir=None)
+        folder = run_dir / str(run)
+        folder.mkdir(parents=True)
+        (folder / "config.yaml").write_text("seed_everything: 1\n")
+        store.update_run(run, run_dir=str(folder))
+        store.log_params(run, {"model.hidden_size": 8})
+        store.log_metrics(run, {"val/loss": 0.5}, step=1)
+        store.add_artifact(run, "eigenvalues", "eig", data=b"1", step=0)
+        store.set_status(run, "finished")
+        ids.append(run)
+    return ids
+
+
+def _fingerprint(store: Store, run_id: int) -> tuple:
+    run = store.get_run(run_id)
+    return (run.name, run.tags, store.params_of([run_id])[run_id], [(p.step, p.value) for p in
+                                                                     store.metric_series(run_id, "val/loss")],
+            [a.name for a in store.artifacts(run_id)])
+
+
+def test_filters_and_json(db, tmp_path, capsys):
+    a, b, c = _runs(db, tmp_path)
+    main(["runs", "--db", db, "--family", "scornn", "--json"])
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)] == sorted([a, c], reverse=True)
+    main(["runs", "--db", db, "--task", "copy", "--name", "B", "--json"])
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)] == [b]
+    main(["runs", "--db", db, "--status", "running"])
+    assert capsys.readouterr().out.strip() == "no recorded run matches the filters"
+
+
+def test_tag_untag_and_filter_by_tag(db, tmp_path, capsys):
+    a, b, c = _runs(db, tmp_path)
+    main(["runs", "tag", str(a), str(c), "best", "--db", db])
+    assert capsys.readouterr().out.splitlines() == [f"run {a}: tags x, best", f"run {c}: tags x, best"]
+    main(["runs", "--db", db, "--tag", "best", "--json"])
+    assert sorted(r["id"] for r in json.loads(capsys.readouterr().out)) == [a, c]
+    main(["runs", "untag", str(a), "best", "--db", db])
+    assert Store(db).get_run(a).tags == ("x",) and Store(db).get_run(c).tags == ("x", "best")
+
+
+def test_delete_removes_one_run_and_its_folder_and_nothing_else(db, tmp_path, capsys, monkeypatch):
+    a, b, c = _runs(db, tmp_path)
+    store = Store(db)
+    others = {run_id: _fingerprint(store, run_id) for run_id in (a, c)}
+    folder = store.get_run(b).run_dir
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt: "n")
+    main(["runs", "delete", str(b), "--db", db])  # asked, and answered no
+    assert "nothing deleted" in capsys.readouterr().out and store.get_run(b).name == "b"
+    main(["runs", "delete", str(b), "--db", db, "--yes"])
+    assert f"deleted run {b} (b) and its folder" in capsys.readouterr().out
+    assert sorted(r.id for r in store.list_runs()) == [a, c] and not __import__("os").path.exists(folder)
+    assert {run_id: _fingerprint(store, run_id) for run_id in (a, c)} == others  # untouched
+    assert store.metric_series(b, "val/loss") == [] and store.artifacts(b) == []
+
+
+def test_delete_refuses_a_run_being_written_and_asks_where_it_cannot(db, tmp_path, capsys, monkeypatch):
+    a, b, c = _runs(db, tmp_path)
+    writer = Store(db)
+    owner = current_owner().token
+    writer.acquire_run(a, owner)  # a live process writes run a
+    with pytest.raises(SystemExit) as stop:
+        main(["runs", "delete", str(a), str(c), "--db", db, "--yes"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(err) == 1 and "still being written" in err[0] and "delete it" in err[0]
+    assert sorted(r.id for r in Store(db).list_runs()) == [a, b, c]  # nothing deleted, c included
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    with pytest.raises(SystemExit) as stop:
+        main(["runs", "delete", str(c), "--db", db])
+    assert stop.value.code == 2 and "add --yes" in capsys.readouterr().err
+    for argv, says in ((["runs", "delete", "x1"], "'x1' is not a run id"), (["runs", "tag", "3"], "then the label"),
+                       (["runs", "delete", "99", "--yes"], "No run with id 99")):
+        with pytest.raises(SystemExit) as stop:
+            main([*argv, "--db", db])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert stop.value.code == 2 and len(err) == 1 and says in err[0], err
