@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from ortholab.datamodules.base import TaskDataModule, require_positive
+from ortholab.datamodules.base import TaskDataModule, require_batch_size, require_positive, require_split_memory
 from ortholab.datamodules.spec import TaskSpec
 from ortholab.errors import ConfigError
 
@@ -42,6 +42,9 @@ class AddingTask(TaskDataModule):
         self.train_size = require_positive(train_size, "train_size")
         self.val_size = require_positive(val_size, "val_size")
         self.test_size = require_positive(test_size, "test_size")
+        require_batch_size(batch_size, "batch_size", train_size, "train_size")
+        require_split_memory({"train_size": train_size, "val_size": val_size, "test_size": test_size},
+                             16 * seq_len + 4)  # values, markers and their stack (float32), the target
         self.seed = seed
         self.spec = TaskSpec(
             name="adding", input_size=2, output_size=1, readout="last_step", loss="mse",

@@ -12,9 +12,47 @@ from ortholab.datamodules.spec import TaskSpec
 from ortholab.errors import ConfigError
 
 
+MAX_BATCH_SIZE = 2**20  # sequences in one batch: far above any paper's (1000), far below what memory refuses
+
+
 def require_positive(value: int, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ConfigError(f"data.{key} must be a positive integer, got {value!r}; set --data.{key} to 1 or more")
+    return value
+
+
+def require_batch_size(value: int, key: str, split_size: int | None = None, split_key: str = "") -> int:
+    """A positive batch size no larger than MAX_BATCH_SIZE nor (when known) the split it is drawn from."""
+    require_positive(value, key)
+    if value > MAX_BATCH_SIZE:
+        raise ConfigError(f"data.{key} = {value} sequences in one batch is beyond any memory; set --data.{key} to at "
+                          f"most {MAX_BATCH_SIZE} (the papers use 20 to 1000)")
+    if split_size is not None and value > split_size:
+        raise ConfigError(f"data.{key} = {value} is larger than the split it batches (data.{split_key} = "
+                          f"{split_size}); set --data.{key} to at most {split_size}, or raise --data.{split_key}")
+    return value
+
+
+def require_split_memory(sizes: dict[str, int], bytes_each: int) -> None:
+    """Each split built in memory (data.<key> sequences of `bytes_each` bytes) fits in this machine's memory; else
+    one line naming the key, before anything is built or recorded."""
+    import os
+
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not a POSIX system: no bound known
+        return
+    for key, size in sizes.items():
+        if size * bytes_each > memory:
+            raise ConfigError(f"data.{key} = {size} sequences need {size * bytes_each / 2**30:.3g} GiB of memory "
+                              f"({bytes_each} bytes each), more than this machine's {memory / 2**30:.3g} GiB; lower "
+                              f"--data.{key} to at most {memory // bytes_each}")
+
+
+def require_workers(value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"data.num_workers must be 0 (load in the training process) or a positive number of loader "
+                          f"processes, got {value!r}; set --data.num_workers 0")
     return value
 
 
@@ -97,14 +135,14 @@ class TaskDataModule(pl.LightningDataModule):
     def __init__(self, batch_size: int, eval_batch_size: int | None = None,
                  shuffle: bool | Literal["numpy"] = False, num_workers: int = 0):
         super().__init__()
-        self.batch_size = require_positive(batch_size, "batch_size")
-        self.eval_batch_size = require_positive(eval_batch_size or batch_size, "eval_batch_size")
+        self.batch_size = require_batch_size(batch_size, "batch_size")
+        self.eval_batch_size = require_batch_size(eval_batch_size or batch_size, "eval_batch_size")
         if not (isinstance(shuffle, bool) or shuffle == "numpy"):
             raise ConfigError(f"data.shuffle = {shuffle!r}; choose true (a torch generator seeded with seed + epoch), "
                               f"false (the stored order) or numpy (a script's np.random.seed(seed) and one "
                               f"np.random.shuffle per epoch)")
         self.shuffle = shuffle
-        self.num_workers = num_workers
+        self.num_workers = require_workers(num_workers)
         self._splits: dict[str, TensorDataset] = {}
 
     def make_split(self, split: str) -> tuple[torch.Tensor, ...]:

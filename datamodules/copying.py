@@ -11,7 +11,8 @@ import math
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from ortholab.datamodules.base import ResumableLoader, TaskDataModule, require_positive
+from ortholab.datamodules.base import (ResumableLoader, TaskDataModule, require_batch_size, require_positive,
+                                       require_split_memory)
 from ortholab.datamodules.spec import TaskSpec
 from ortholab.errors import ConfigError
 
@@ -75,6 +76,9 @@ class CopyingTask(TaskDataModule):
         self.train_size = require_positive(train_size, "train_size")
         self.val_size = require_positive(val_size, "val_size")
         self.test_size = require_positive(test_size, "test_size")
+        require_batch_size(batch_size, "batch_size", train_size, "train_size")
+        built = {"val_size": val_size, "test_size": test_size, **({} if fresh_batches else {"train_size": train_size})}
+        require_split_memory(built, 16 * (seq_len + 2 * copy_len) + 8 * copy_len)  # inputs and targets, int64
         self.fresh_batches = fresh_batches
         self.seed = seed
         self.spec = TaskSpec(

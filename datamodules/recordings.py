@@ -41,6 +41,9 @@ class RecordingReader:
                                   f"damaged, replace it ({self.how_to_obtain})") from err
             raise ConfigError(f"{path} cannot be read as audio ({err}); it should be a WAV or NIST SPHERE file: "
                               f"replace it ({self.how_to_obtain})") from err
+        if samples.shape[0] == 0:  # a header and no audio: an utterance of nothing would train on empty frames
+            raise ConfigError(f"{path} holds no samples (0 frames of audio); remove it from data.path's folder or "
+                              f"replace it ({self.how_to_obtain})")
         if samples.shape[1] != 1:
             raise ConfigError(f"{path} has {samples.shape[1]} channels; the speech task reads mono recordings "
                               f"({self.how_to_obtain})")

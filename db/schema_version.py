@@ -27,6 +27,7 @@ OUR_TABLES = frozenset(Base.metadata.tables)
 VERSION_TABLE = "ortholab_schema_version"  # not Alembic's default name: Optuna keeps its own in the same store
 FIRST_REVISION = "0001"
 STORE_INFO = StoreInfo.__tablename__
+MIGRATION_LOCK_KEY = 0x6F72_7468_6F6C  # PostgreSQL advisory lock id of `ortholab db upgrade` ("orthol")
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,9 @@ def store_facts(connection: Connection) -> dict[str, str]:
 
 def upgrade(connection: Connection, allow_foreign: bool = False) -> Upgraded:
     """Migrate a store to the head revision. Refused (SchemaMismatch) for a store from a newer OrthoLab and, unless
-    `allow_foreign`, for a database holding tables but no OrthoLab schema."""
+    `allow_foreign`, for a database holding tables but no OrthoLab schema. Call it first in a transaction: it takes
+    the migration lock, so two upgrades at once run one after the other and the whole upgrade commits or none."""
+    _lock_for_migration(connection)
     tables = set(inspect(connection).get_table_names())
     before = current_revision(connection)
     if tables and not tables & (OUR_TABLES | {VERSION_TABLE}) and not allow_foreign:
@@ -121,6 +124,15 @@ def upgrade(connection: Connection, allow_foreign: bool = False) -> Upgraded:
     command.upgrade(config, "head")
     _record_writer(connection)
     return Upgraded(before, current_revision(connection), config.attributes.get("duplicate_points_removed", 0))
+
+
+def _lock_for_migration(connection: Connection) -> None:
+    """Serialise migrations: SQLite's write lock for the whole upgrade (one transaction, DDL included), or
+    PostgreSQL's transaction-scoped advisory lock; the second upgrade then finds the store already at head."""
+    if connection.dialect.name == "sqlite":
+        connection.exec_driver_sql("BEGIN IMMEDIATE")  # pysqlite would run each DDL statement on its own
+    elif connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
 
 
 def _record_writer(connection: Connection) -> None:

@@ -223,7 +223,8 @@ HOSTILE = [  # (id, argv, parts of the error line)
     ("pickle-fractional-note", [*MUSIC_FIT, "--data.path", "{folder}/notes.pickle"],
      ["notes.pickle holds the note 60.5"]),
     # the run: names, tags, resume, folders -----------------------------------------------------------------------
-    ("unicode-name", [*FIT, "--name", "ünïcödé"], ["--name 'ünïcödé': a run name is one folder name"]),
+    ("unicode-name-with-separator", [*FIT, "--name", "ünï/cödé"],  # letters of any script are a name (issue 47)
+     ["--name 'ünï/cödé': a run name is one folder name"]),
     ("tags-not-json", [*FIT, "--tags", "[unclosed"], ["tags = '[unclosed': expected a list"]),
     ("resume-unknown-id", ["fit", "--resume", "999", "--db", "{db}"], ["No run with id 999"]),
     ("resume-not-fit", ["validate", "--resume", "{run}", "--db", "{db}"], ["use `ortholab fit --resume"]),

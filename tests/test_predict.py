@@ -103,6 +103,7 @@ def test_the_lightning_form_with_another_split_is_linked_too(fresh, tmp_path, ca
 ])
 def test_predict_without_weights_is_one_line(args, words, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    Store(f"sqlite:///{tmp_path / 'runs.db'}")  # an empty store: `predict --run` never creates one
     code, _, err = ortholab(capsys, "predict", *args, "--db", f"sqlite:///{tmp_path / 'runs.db'}", *QUIET)
     (line,) = [line for line in err.splitlines() if line.startswith("ortholab: error:")]
     assert code == 2 and "Traceback" not in err and words in line

@@ -292,7 +292,7 @@ def evaluate_run(db_url: str | None, run_id: int, split: str = "val", utterances
         raise ConfigError(f"--utterances {utterances}: give how many utterances to score, 1 or more")
     if clips < 0:
         raise ConfigError(f"--clips {clips}: give how many clips to store, 0 or more")
-    store = Store(db_url)
+    store = Store(db_url, access="write")  # records into an existing run: a mistyped --db is never made a store
     run = store.get_run(run_id)  # StoreError naming the id when there is none
     if not run.run_dir:
         raise ConfigError(f"run {run_id} has no run folder recorded, so no checkpoint to evaluate")

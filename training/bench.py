@@ -268,6 +268,10 @@ def check_device(device: str) -> None:
                else f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU")
         raise ConfigError(f"--device {device}: CUDA is not available on this machine ({why}); run it on a machine "
                           f"with an NVIDIA GPU, or use --device cpu")
+    index, count = torch.device(device).index, torch.cuda.device_count() if kind == "cuda" else 0
+    if kind == "cuda" and index is not None and index >= count:
+        raise ConfigError(f"--device {device}: this machine has {count} CUDA device(s) (cuda:0 to cuda:{count - 1}); "
+                          f"use one of them, or --device cpu")
 
 
 def run_bench(families: list[str] | None, sizes: list[str], batches: list[int], seq_len: int, repeats: int,

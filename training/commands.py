@@ -338,7 +338,8 @@ def run_command(argv: list[str]) -> None:
         try:  # --all lists the rows before any run; without it, no store is a refusal: nothing recorded to report
             store = existing_store(args.db) if args.all and not args.export else Store(args.db, access="read")
         except StoreMissing as missing:
-            raise StoreMissing(f"{missing} `ortholab report --all` lists the papers' rows before any has run.") from None
+            hint = "`ortholab report --all` lists the papers' rows before any has run."
+            raise StoreMissing(f"{missing} {hint}") from None
         print(markdown_report(store, chosen, recorded_only=not args.all, width=None if args.wide else LINE_WIDTH))
         if args.export:
             from ortholab.app.export import export_report

@@ -16,7 +16,9 @@ The predict run's info holds {source_run, checkpoint, split, predictions, sequen
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -65,9 +67,17 @@ def assemble(batches: list[dict], loss: str) -> dict[str, np.ndarray]:
 def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> Path:
     """np.savez into a temporary file beside `path`, renamed once complete."""
     part = path.with_name(path.name + ".part")
-    with open(part, "wb") as stream:
-        np.savez(stream, **arrays)
-    os.replace(part, path)
+    try:
+        with open(part, "wb") as stream:
+            np.savez(stream, **arrays)
+        os.replace(part, path)
+    except OSError as err:
+        part.unlink(missing_ok=True)  # no half-written file left behind
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise ConfigError(f"no space left on the device writing {path} ({err.strerror}); nothing was written there "
+                          f"and the runs already recorded are kept; free space (or give --runs_dir on another disk) "
+                          f"and run `ortholab predict` again") from None
     return path
 
 
@@ -158,11 +168,17 @@ def predict_arguments(argv: list[str]) -> list[str]:
     from ortholab.db import Store
     from ortholab.training.audio_eval import _checkpoint_of
 
-    store = Store(known.db)
+    store = Store(known.db, access="read")  # a reader: a mistyped --db is reported, never made into a new store
     run = store.get_run(known.run)  # StoreError naming the id and the store when it is missing
     if not run.run_dir:
         raise ConfigError(f"run {run.id} has no run folder recorded, so no checkpoint to predict with")
     run_dir = Path(run.run_dir)
+    choice = known.checkpoint or "best"
+    if choice == "best" and known.ckpt_path is None and store.lease_holder(run.id) is not None:
+        # training deletes a best-step file whenever a better one is saved; last.ckpt is replaced atomically
+        choice = "last"
+        print(f"note: run {run.id} is still being written (training deletes its best-step checkpoints as better ones "
+              f"are saved); predicting with its last.ckpt, which stays", file=sys.stderr)
     rest = _without(argv[1:], ("--run", "--checkpoint"))
     extra = []
     if not known.config:
@@ -171,7 +187,7 @@ def predict_arguments(argv: list[str]) -> list[str]:
             raise ConfigError(f"run {run.id} has no stored config at {config}; pass --config FILE as well")
         extra += ["--config", str(config), "--db", store.url]  # the stored config's db has its password masked
     if known.ckpt_path is None:
-        extra += ["--ckpt_path", str(_checkpoint_of(run_dir, known.checkpoint or "best"))]
+        extra += ["--ckpt_path", str(_checkpoint_of(run_dir, choice))]
     if known.name is None:
         extra += ["--name", run.name]
     return ["predict", *extra, *rest]

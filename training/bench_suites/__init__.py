@@ -15,6 +15,10 @@ def run_suite(name: str, flags: dict, params: list[str] | None, quick: bool, as_
     from ortholab.training.bench_suites.common import render
 
     settings = resolve(name, flags, params, quick)
+    if getattr(settings, "device", None):  # a device this machine lacks: one line before anything is measured
+        from ortholab.training.bench import check_device
+
+        check_device(settings.device)
     module = importlib.import_module(f"ortholab.training.bench_suites.{name.replace('-', '_')}")
     print(render(module.run(settings), as_json))
 

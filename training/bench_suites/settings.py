@@ -153,7 +153,24 @@ def resolve(suite: str, flags: dict, params: list[str] | None, quick: bool):
         if not equals or key not in kinds or key in FLAG_FIELDS.values():
             raise ConfigError(f"--param {pair!r}: --suite {suite} takes {takes(suite)}")
         values[key] = _convert(f"--param {key}=", text, kinds[key], suite)
+    given = {pair.partition("=")[0] for pair in params or []}
+    if "path" in given:
+        _check_data_path(values["path"], suite)
+        if "synthetic" in given and values.get("synthetic"):
+            raise ConfigError(f"--param path={values['path']} and --param synthetic={values['synthetic']}: --suite "
+                              f"{suite} reads one of them; drop one")
+        if "synthetic" in values:
+            values["synthetic"] = 0  # a file given is measured, whatever --quick's stand-in would be
     return cls(**values)
+
+
+def _check_data_path(path: str, suite: str) -> None:
+    """A data file or folder given to a suite exists (else it would silently measure something else)."""
+    from pathlib import Path
+
+    if path and not Path(path).expanduser().exists():
+        raise ConfigError(f"--param path={path}: no such file or folder; give the data set's .mat/.pickle file or its "
+                          f"folder, or leave path out for the data set's file in the data root (--suite {suite})")
 
 
 def help_text() -> str:

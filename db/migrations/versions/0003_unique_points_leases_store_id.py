@@ -41,8 +41,10 @@ def upgrade() -> None:
     indexes = {i["name"] for i in inspector.get_indexes("metrics")}
     if "ix_metrics_run_key_step" in indexes:
         op.drop_index("ix_metrics_run_key_step", table_name="metrics")
-    op.create_index("ux_metrics_run_key_step", "metrics", ["run_id", "key", "step"], unique=True)
-    op.create_index("ix_metrics_run_step", "metrics", ["run_id", "step"])
+    if "ux_metrics_run_key_step" not in indexes:  # idempotent: a store half-migrated by an older OrthoLab has it
+        op.create_index("ux_metrics_run_key_step", "metrics", ["run_id", "key", "step"], unique=True)
+    if "ix_metrics_run_step" not in indexes:
+        op.create_index("ix_metrics_run_step", "metrics", ["run_id", "step"])
 
 
 def downgrade() -> None:

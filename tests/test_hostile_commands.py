@@ -1,0 +1,428 @@
+"""Hostile input to the commands (issue 47): each case ends with exit code 2 and one `ortholab: error:` line naming
+the file, key or value and the fix; no traceback; readers create and change no store; what is recorded stays.
+
+Cases that would hang or exhaust memory without their check (a YAML alias bomb, 10^8 layers, more CPU processes
+than cores) run as their own CLI process under a time and memory bound; the rest call `main([...])` here."""
+import errno
+import functools
+import os
+import resource
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+from alembic import command
+from sqlalchemy import create_engine, inspect, text
+
+from ortholab.db import Store
+from ortholab.db.lease import current_owner
+from ortholab.db.schema_version import alembic_config, head_revision
+from ortholab.training.cli import main
+from test_cli import DEMO, REPO, TINY
+from test_hostile_input import refusal, sentinel, snapshot  # noqa: F401 - sentinel: the shared store fixture
+
+QUIET = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
+
+
+def cli(capsys, *args) -> tuple[int, str, str]:
+    """`ortholab ARGS` in this process: (exit code, stdout, stderr)."""
+    capsys.readouterr()
+    try:
+        main([str(a) for a in args])
+        code = 0
+    except SystemExit as done:
+        code = done.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line(code, err, *expected) -> str:
+    """The one error line of a refused command, after checking exit code 2, no traceback and the parts expected."""
+    assert code == 2 and "Traceback" not in err, err[-3000:]
+    (line,) = [line for line in err.splitlines() if line.startswith("ortholab: error:")]
+    assert all(part in line for part in expected), line
+    return line
+
+
+def bounded(args, cwd, timeout=240, memory_gib=8):
+    """`ortholab ARGS` as its own process (and process group) under a memory and time bound; a process still
+    running at the timeout is killed with its children and reported as exit code None."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (memory_gib * 2**30, memory_gib * 2**30))
+
+    process = subprocess.Popen([sys.executable, "-c", "from ortholab.training.cli import main; main()", *args],
+                               cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=limit, start_new_session=True)
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # the group this test started: DDP workers included
+        out, err = process.communicate()
+        return subprocess.CompletedProcess(args, None, out, err + f"\n(still running after {timeout} s)")
+    return subprocess.CompletedProcess(args, process.returncode, out, err)
+
+
+def written(folder: Path) -> list[Path]:
+    """The files under `folder` (none where it does not exist)."""
+    return [p for p in folder.rglob("*") if p.is_file()] if folder.exists() else []
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# A recorded run to predict with (a copy of its store per test).
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("trained")
+    db = f"sqlite:///{folder / 'runs.db'}"
+    main(["fit", "--config", DEMO, *TINY, "--db", db, "--runs_dir", str(folder / "runs"), "--name", "kept"])
+    (run,) = Store(db).list_runs()
+    return db, Store(db).get_run(run.id)
+
+
+@pytest.fixture
+def fresh(trained, tmp_path):
+    db, source = trained
+    copy = tmp_path / "runs.db"
+    with sqlite3.connect(db.removeprefix("sqlite:///")) as original, sqlite3.connect(copy) as duplicate:
+        original.backup(duplicate)
+    return f"sqlite:///{copy}", source
+
+
+# readers never create a store ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("command", [["predict", "--run", "2"], ["evaluate-audio", "1"], ["report"]])
+def test_a_reader_on_a_mistyped_store_says_it_does_not_exist_and_creates_nothing(tmp_path, monkeypatch, capsys,
+                                                                                command):
+    monkeypatch.chdir(tmp_path)
+    typo = tmp_path / "rnus" / "ortholab.db"
+    line = one_line(*cli(capsys, *command, "--db", f"sqlite:///{typo}")[::2], "does not exist", str(typo))
+    assert "--db" in line
+    assert list(tmp_path.iterdir()) == []  # no store, no folder
+
+
+def test_report_without_a_store_names_the_way_to_list_the_rows_anyway(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    line = one_line(*cli(capsys, "report", "--db", f"sqlite:///{tmp_path / 'none.db'}")[::2], "does not exist")
+    assert "ortholab report --all" in line and list(tmp_path.iterdir()) == []
+
+
+# predict ------------------------------------------------------------------------------------------------------------
+def test_predict_on_a_run_still_training_uses_its_last_checkpoint(fresh, tmp_path, monkeypatch, capsys):
+    """Training deletes best-step files as better ones are saved: here the moment predict starts."""
+    import lightning.pytorch as pl
+
+    monkeypatch.chdir(tmp_path)
+    db, source = fresh
+    writer = Store(db)
+    writer.acquire_run(source.id, current_owner().token)  # a live process (this one) holds the run's lease
+    writer.update_run(source.id, status="running")
+    checkpoints = Path(source.run_dir) / "checkpoints"
+    moved = []
+    real_predict = pl.Trainer.predict
+
+    @functools.wraps(real_predict)  # its signature: LightningCLI reads predict's options from it
+    def predict_after_a_better_checkpoint(self, *args, **kwargs):
+        for best in checkpoints.glob("best-step*.ckpt"):  # as training does when it saves a better one
+            moved.append((best, best.rename(tmp_path / best.name)))
+        return real_predict(self, *args, **kwargs)
+
+    monkeypatch.setattr(pl.Trainer, "predict", predict_after_a_better_checkpoint)
+    try:
+        code, out, err = cli(capsys, "predict", "--run", source.id, "--db", db, *QUIET)
+    finally:
+        for original, aside in moved:  # the shared run folder, as it was
+            aside.rename(original)
+    assert code == 0, err[-3000:]
+    assert f"run {source.id} is still being written" in err and "last.ckpt" in err
+    (run,) = [r for r in Store(db).list_runs() if r.stage == "predict"]
+    link = Store(db).get_run(run.id).info["predict"]
+    assert link["checkpoint"] == str((checkpoints / "last.ckpt").resolve()) and Path(link["predictions"]).is_file()
+
+
+def test_a_full_disk_while_writing_predictions_is_one_line_for_predict_and_leaves_no_part_file(fresh, tmp_path,
+                                                                                              monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    db, source = fresh
+    before = snapshot(db)
+
+    def save_half_then_fail(stream, **arrays):
+        stream.write(b"PK\x03\x04" + bytes(4096))
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(np, "savez", save_half_then_fail)
+    code, _, err = cli(capsys, "predict", "--run", source.id, "--db", db, "--runs_dir", tmp_path / "runs", *QUIET)
+    line = one_line(code, err, "no space left on the device writing", "predictions-test.npz", "ortholab predict")
+    assert "--resume" not in line and "ortholab fit" not in line  # not the remedy of a training run
+    assert [p for p in tmp_path.rglob("*") if p.name.endswith(".part")] == []
+    after = snapshot(db)
+    assert {run: after[run] for run in before} == before  # what was recorded is kept
+
+
+def damaged_store(folder: Path) -> tuple[str, Path]:
+    """A store holding one run whose schema text carries a byte that is not UTF-8 (a flipped bit on disk)."""
+    path = folder / "damaged.db"
+    store = Store(f"sqlite:///{path}")
+    store.create_run(name="kept")
+    store.close()
+    with sqlite3.connect(path) as connection:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(path.read_bytes())
+    at = data.index(b"(", data.index(b"CREATE TABLE runs"))
+    data[at] = 0xFF
+    path.write_bytes(bytes(data))
+    return f"sqlite:///{path}", path
+
+
+@pytest.mark.parametrize("command", [["predict", "--run", "1"], ["runs"], ["evaluate-audio", "1"]])
+def test_a_store_with_damaged_bytes_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys, command):
+    monkeypatch.chdir(tmp_path)
+    url, path = damaged_store(tmp_path)
+    content = path.read_bytes()
+    line = one_line(*cli(capsys, *command, "--db", url)[::2], str(path), "damaged", "backup")
+    assert "UnicodeDecodeError" not in line and path.read_bytes() == content  # nothing written into it
+
+
+# bench -------------------------------------------------------------------------------------------------------------
+def test_bench_refuses_a_missing_data_file_instead_of_measuring_stand_ins(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    missing = tmp_path / "JSB_Chorales.mat"
+    code, out, err = cli(capsys, "bench", "--suite", "music-eval", "--param", f"path={missing}", "--quick")
+    one_line(code, err, f"--param path={missing}: no such file or folder")
+    assert "validation pieces" not in out  # nothing was measured
+
+
+def test_bench_refuses_a_device_the_machine_lacks_for_a_suite(capsys):
+    code, out, err = cli(capsys, "bench", "--suite", "scurnn-complex", "--device", "cuda:99", "--quick")
+    one_line(code, err, "--device cuda:99", "--device cpu")
+
+
+# db upgrade -------------------------------------------------------------------------------------------------------
+def store_at_0001(url: str) -> None:
+    """A store as OrthoLab wrote it at schema revision 0001, holding a run and its points."""
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        command.upgrade(alembic_config(connection), "0001")
+        connection.execute(text("INSERT INTO runs (name, status, stage, created_at, heartbeat_at, main_metric_mode, "
+                                "hostname, world_size, tags) VALUES ('old', 'finished', 'fit', '2026-01-01', "
+                                "'2026-01-01', 'min', 'h', 1, '[]')"))
+        for step, value in [(0, 3.0), (1, 2.0)]:
+            connection.execute(text("INSERT INTO metrics (run_id, key, step, value, wall_time) VALUES "
+                                    "(1, 'val/loss', :s, :v, 0)"), {"s": step, "v": value})
+    engine.dispose()
+
+
+def upgrade_twice_at_once(url: str) -> list:
+    """Two `ortholab db upgrade` at once: each is held, once it reads the store's revision, until the other has
+    read it too (or 3 s passed: a migration lock keeps the second waiting before it reads anything)."""
+    import ortholab.db.schema_version as schema_version
+
+    barrier, real_upgrade, codes = threading.Barrier(2), schema_version.command.upgrade, []
+
+    def upgrade_together(config, revision, *args, **kwargs):
+        try:
+            barrier.wait(timeout=3)
+        except threading.BrokenBarrierError:
+            pass
+        return real_upgrade(config, revision, *args, **kwargs)
+
+    def one():
+        try:
+            main(["db", "upgrade", "--db", url])
+            codes.append(0)
+        except SystemExit as done:
+            codes.append(done.code)
+        except Exception as err:  # noqa: BLE001 - a traceback would be printed: recorded as a failure
+            codes.append(repr(err))
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(schema_version.command, "upgrade", upgrade_together)
+        threads = [threading.Thread(target=one) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+    return codes
+
+
+def check_upgraded(url: str, capsys) -> None:
+    store = Store(url)  # opens: at head, whole
+    assert [(p.step, p.value) for p in store.metric_series(1, "val/loss")] == [(0, 3.0), (1, 2.0)]
+    run = store.create_run(name="after")
+    store.log_metrics(run, {"val/loss": 1.0}, step=0)
+    capsys.readouterr()
+    main(["db", "upgrade", "--db", url])  # and a later upgrade has nothing left to do
+    assert f"{head_revision()} -> {head_revision()}" in capsys.readouterr().out
+
+
+def test_two_upgrades_at_once_migrate_a_sqlite_store_once(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    store_at_0001(url)
+    codes = upgrade_twice_at_once(url)
+    out, err = capsys.readouterr()
+    assert codes == [0, 0], err[-3000:]
+    assert out.count(f"0001 -> {head_revision()}") == 1 and out.count(f"{head_revision()} -> {head_revision()}") == 1
+    check_upgraded(url, capsys)
+
+
+def test_two_upgrades_at_once_migrate_a_postgres_store_once(capsys):
+    from postgres import postgres_server, unavailable_reason, wait_until_ready
+
+    if unavailable_reason():
+        pytest.skip(unavailable_reason())
+    with postgres_server() as url:
+        wait_until_ready(url)
+        store_at_0001(url)
+        codes = upgrade_twice_at_once(url)
+        out, err = capsys.readouterr()
+        assert codes == [0, 0], err[-3000:]
+        assert out.count(f"0001 -> {head_revision()}") == 1
+        check_upgraded(url, capsys)
+
+
+def test_a_store_left_half_migrated_by_an_older_upgrade_is_upgraded(tmp_path, capsys):
+    """What two racing upgrades left before the migration lock: revision 0001 with 0002's column and 0003's index."""
+    url = f"sqlite:///{tmp_path / 'half.db'}"
+    store_at_0001(url)
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(text("ALTER TABLE runs ADD COLUMN reason TEXT"))
+        connection.execute(text("CREATE UNIQUE INDEX ux_metrics_run_key_step ON metrics (run_id, key, step)"))
+    engine.dispose()
+    code, out, err = cli(capsys, "db", "upgrade", "--db", url)
+    assert code == 0 and f"0001 -> {head_revision()}" in out, err[-3000:]
+    assert "ux_metrics_run_key_step" in {i["name"] for i in inspect(create_engine(url)).get_indexes("metrics")}
+    check_upgraded(url, capsys)
+
+
+# configs -----------------------------------------------------------------------------------------------------------
+def alias_bomb(path: Path) -> Path:
+    """'Billion laughs': nine aliases of nine aliases ... 9^9 strings from a few hundred bytes."""
+    lines = ["a: &a [" + ", ".join(['"lol"'] * 9) + "]"]
+    for previous, name in zip("abcdefgh", "bcdefghi"):
+        lines.append(f"{name}: &{name} [" + ", ".join([f"*{previous}"] * 9) + "]")
+    path.write_text("\n".join(lines) + "\nmodel:\n  hidden_size: 8\n")
+    return path
+
+
+def test_a_yaml_alias_bomb_is_refused_before_it_is_expanded(sentinel, tmp_path):
+    db, _ = sentinel
+    before = snapshot(db)
+    bomb = alias_bomb(tmp_path / "laughs.yaml")
+    done = bounded(["fit", "--config", str(bomb), "--db", db], tmp_path, timeout=300)
+    refusal(done, f"--config {bomb}: its YAML aliases (*name) expand to more than", "write the values out")
+    assert snapshot(db) == before
+
+
+def test_an_alias_that_holds_itself_is_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loop.yaml").write_text("model: &m\n  family_args: *m\n")
+    one_line(*cli(capsys, "fit", "--config", tmp_path / "loop.yaml")[::2], "loop.yaml", "the alias *m refers to")
+
+
+# settings beyond the machine -----------------------------------------------------------------------------------
+HUGE = 10**12
+SETTINGS = [  # (the flags, parts of the error line)
+    (["--data.num_workers", "-1"], ["data.num_workers", "-1", "--data.num_workers 0"]),
+    (["--data.batch_size", str(HUGE)], [f"data.batch_size = {HUGE}", "set --data.batch_size to at most"]),
+    (["--data.batch_size", "41"], ["data.batch_size = 41 is larger than the split", "data.train_size = 40"]),
+    (["--data.eval_batch_size", str(HUGE)], [f"data.eval_batch_size = {HUGE}"]),
+    (["--data.train_size", str(HUGE)], [f"data.train_size = {HUGE} sequences need", "lower --data.train_size"]),
+    (["--data.val_size", str(HUGE)], [f"data.val_size = {HUGE} sequences need", "lower --data.val_size"]),
+]
+
+
+@pytest.mark.parametrize("flags, expected", SETTINGS, ids=[s[0][0] + "=" + s[0][1][:6] for s in SETTINGS])
+def test_a_setting_beyond_the_machine_is_one_line_naming_the_key(sentinel, tmp_path, monkeypatch, capsys, flags,
+                                                                 expected):
+    db, _ = sentinel
+    before = snapshot(db)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = cli(capsys, "fit", "--config", DEMO, *TINY, *flags, "--db", db, "--runs_dir", tmp_path / "runs")
+    line = one_line(code, err, *expected)
+    assert "hidden_size" not in line  # the key that asked for it, not another
+    assert snapshot(db) == before and written(tmp_path / "runs") == []
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--model.num_layers", "100000000"], ["model.num_layers = 100000000", "at most 1024"]),
+    (["--trainer.accelerator", "cpu", "--trainer.devices", str((os.cpu_count() or 1) + 1)],
+     [f"trainer.devices = {(os.cpu_count() or 1) + 1} starts", f"this machine has {os.cpu_count() or 1} CPU core",
+      f"--trainer.devices {os.cpu_count() or 1} or fewer"]),
+], ids=["layers", "cpu-processes"])
+def test_a_setting_that_would_hang_is_refused_before_anything_starts(sentinel, tmp_path, flags, expected):
+    db, _ = sentinel
+    before = snapshot(db)
+    done = bounded(["fit", "--config", DEMO, *TINY, *flags, "--db", db, "--runs_dir", str(tmp_path / "runs")],
+                   tmp_path, timeout=120)
+    refusal(done, *expected)
+    assert snapshot(db) == before and written(tmp_path / "runs") == []
+
+
+def test_a_speech_recording_without_samples_is_named(sentinel, tmp_path, monkeypatch, capsys):
+    from test_speech import fsdd_tree
+
+    db, _ = sentinel
+    before = snapshot(db)
+    root = fsdd_tree(tmp_path / "recordings", speakers=("ann", "bob"))
+    empty = root / "3_ann_10.wav"  # a training recording (FSDD indices 10-49)
+    soundfile.write(str(empty), np.zeros(0, dtype=np.float32), 8000, subtype="PCM_16")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = cli(capsys, "fit", "--config", REPO / "configs" / "demo" / "speech_fsdd_scornn.yaml", "--db", db,
+                       "--data.path", root, "--data.download", "false", "--data.cache_dir", "null",
+                       "--data.recordings_per_utterance", "2",
+                       "--model.hidden_size", "8", "--model.family_args.rho", "2", "--trainer.max_steps", "1",
+                       "--trainer.callbacks", "[]", "--runs_dir", tmp_path / "runs", *QUIET)
+    line = one_line(code, err, f"{empty} holds no samples", "remove it")
+    after = snapshot(db)
+    assert {run: after[run] for run in before} == before  # what was recorded is kept
+    for run in set(after) - set(before):  # audio is read once the run exists: it ends failed, with this reason
+        assert Store(db).get_run(run).status == "failed" and "holds no samples" in Store(db).get_run(run).reason, line
+
+
+# run names ----------------------------------------------------------------------------------------------------------
+def test_a_run_name_in_any_script_is_a_folder_name(sentinel, tmp_path, monkeypatch, capsys):
+    db, _ = sentinel
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli(capsys, "fit", "--config", DEMO, *TINY, "--name", "ρ-rün-✓", "--db", db,
+                         "--runs_dir", tmp_path / "runs")
+    assert code == 0, err[-3000:]
+    (run,) = [r for r in Store(db).list_runs() if r.name == "ρ-rün-✓"]
+    assert Path(Store(db).get_run(run.id).run_dir).parent.name == "ρ-rün-✓"
+
+
+@pytest.mark.parametrize("name", ["ρ/rün", "..", "tab\tname", "a b", "_ρ", "é" * 101])
+def test_a_run_name_that_is_not_one_folder_name_is_still_refused(tmp_path, monkeypatch, capsys, name):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = cli(capsys, "fit", "--config", DEMO, *TINY, "--name", name, "--db", f"sqlite:///{tmp_path}/s.db")
+    one_line(code, err, "a run name is one folder name")
+    assert not (tmp_path / "s.db").exists() or Store(f"sqlite:///{tmp_path}/s.db").list_runs() == []
+
+
+# exit codes and summary lines ---------------------------------------------------------------------------------------
+def test_the_docs_list_every_commands_exit_codes():
+    from ortholab.training.cli import TOP_HELP
+
+    docs = (REPO / "docs" / "troubleshooting.md").read_text()
+    assert "## Exit codes" in docs
+    section = docs.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    commands = {word for line in TOP_HELP.splitlines() if line.startswith("  ") and not line.startswith("   ")
+                for word in line.split()[0].split("|")}
+    assert commands >= {"fit", "predict", "runs", "sweep", "reproduce", "report", "db", "bench", "dashboard"}
+    assert [c for c in commands if f"`{c}`" not in section] == []
+    for code in ("| 0 |", "| 1 |", "| 2 |"):
+        assert code in section
+    assert "`sweep: N trials done, N failed, N pruned`" in section
+    assert "`reproduce: N done, N failed, N skipped`" in section  # training/reproduce.py's summary()
+
+
+def test_a_sweep_ends_with_a_summary_line_a_script_reads(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "space.yaml").write_text("model.hidden_size: [6]\n")
+    code, out, err = cli(capsys, "sweep", "--config", DEMO, "--space", tmp_path / "space.yaml", "--trials", "1",
+                         "--db", f"sqlite:///{tmp_path / 's.db'}", *TINY)
+    assert code == 0, err[-3000:]
+    assert out.strip().splitlines()[-1] == "sweep: 1 trials done, 0 failed, 0 pruned"
