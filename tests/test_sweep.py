@@ -67,11 +67,15 @@ def test_a_trial_gets_the_store_through_its_environment_never_its_command_line(t
     url = "postgresql+psycopg://ortholab:s3cretpw@db.example:5432/runs"
     calls = []
 
-    def fake_run(args, **kwargs):
-        calls.append((args, kwargs.get("env") or {}))
-        return subprocess.CompletedProcess(args, 2, "", f"ortholab: error: Cannot use the run database {url}: down\n")
+    class FakeChild:  # the trial's process: it writes its one error line to the stderr file it was given
+        def __init__(self, args, **kwargs):
+            calls.append((args, kwargs.get("env") or {}))
+            kwargs["stderr"].write(f"ortholab: error: Cannot use the run database {url}: down\n")
 
-    monkeypatch.setattr(sweep.subprocess, "run", fake_run)
+        def wait(self):
+            return 2
+
+    monkeypatch.setattr(sweep.subprocess, "Popen", FakeChild)
     monkeypatch.setattr(sweep, "Store", lambda db: type("NoRuns", (), {"list_runs": lambda self: []})())
     with pytest.raises(sweep.TrialFailed) as failed:
         sweep.fit_trial(DEMO, {"model.hidden_size": 6}, url, "t0", ["sweep:s"], ["--trainer.max_steps", "2"])
