@@ -476,6 +476,7 @@ def test_papers_page_shows_published_beside_reproduced_with_a_link_to_the_run(tm
     assert list(frame["row"]) == ["adding_scornn", "adding_lstm"]
     assert list(frame["published"]) == ["0.002", "0.01"]
     assert list(frame["reproduced"]) == ["0.03", "not yet run"]
+    assert frame["seeds"][0] is not None and "seed" in frame["seeds"][0]  # the seeds' aggregate, as the report
     assert frame["run"][0] == f"curves?run={run}" and frame["scale"][0] == "cpu-smoke"
     assert any("1 of 2 rows not yet run" in n for n in notes(at))
 

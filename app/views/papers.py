@@ -37,6 +37,8 @@ st.dataframe(
         "test_run": st.column_config.NumberColumn("test run", format="%d"),
         "n": st.column_config.NumberColumn("n", format="%d"),
         "params": st.column_config.NumberColumn("params", format="%d"),
+        "seeds": st.column_config.TextColumn("seeds", help="the row's seeds: n, mean ± sample sd (min–max) and the "
+                                             "published value against that spread (`reproduce --seeds`)"),
     },
 )
 missing = int((frame["status"] == "not yet run").sum())
