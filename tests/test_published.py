@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from ortholab.datamodules import TASKS
-from ortholab.db.published import load_table
+from ortholab.db.published import load_table, twins
 from ortholab.models import FAMILIES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -192,10 +192,30 @@ def on_table_line(row: dict, lines: list[str]) -> bool:
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_values_are_printed_in_the_paper(path):
     doc = load(path)
+    numbered = [row for row in doc["rows"] if row["value"] is not None]
+    if not numbered:  # outcomes only, no paper text (comparison_2026: its numbers stay in the papers' tables)
+        return
     lines = paper_text(doc["paper"]).splitlines()
-    for row in doc["rows"]:
-        if row["value"] is not None:
-            assert on_table_line(row, lines), f"{path.name}: {row['row']} = {row['value']} is not printed so"
+    for row in numbered:
+        assert on_table_line(row, lines), f"{path.name}: {row['row']} = {row['value']} is not printed so"
+
+
+def test_the_2026_comparison_sets_every_family_side_by_side():
+    """LRU and S4D at both budgets on each task, and every other row a twin of a paper table's row (its runs)."""
+    rows = load(PUBLISHED / "comparison_2026.yaml")["rows"]
+    tasks = {row["row"].split("_")[0] for row in rows}
+    assert tasks == {"copying-T1000", "copying-T2000", "adding-T750", "mnist", "pmnist"}
+    for task in tasks:
+        for family in ("lru", "s4d"):
+            counts = sorted(row["parameters"] for row in rows
+                            if row["row"].startswith(task + "_") and row["family"] == family)
+            assert len(counts) == 2 and abs(counts[0] / 16_000 - 1) < 0.05 and abs(counts[1] / 69_000 - 1) < 0.05, \
+                f"{task}: {family} at the 16k and 69k budgets, got {counts}"
+        assert len({row["family"] for row in rows if row["row"].startswith(task + "_")}) >= 7, task
+    tables = {path.stem: load_table(path) for path in FILES}
+    for row in load_table(PUBLISHED / "comparison_2026.yaml").rows:
+        if row.family not in ("lru", "s4d", "exprnn"):
+            assert twins(row, tables), f"{row.row}: no paper table runs {row.config} {row.args}"
 
 
 def column_pairs():
