@@ -53,11 +53,13 @@ def fresh(trained, tmp_path):
     return f"sqlite:///{copy}", source
 
 
-def test_predict_on_a_recorded_run_writes_class_scores_and_records_the_link(fresh, tmp_path, capsys, monkeypatch):
+def test_predict_on_a_recorded_run_writes_class_scores_and_records_the_link(fresh, tmp_path, capsys, monkeypatch,
+                                                                            recwarn):
     monkeypatch.chdir(tmp_path)
     db, source = fresh
     code, out, err = ortholab(capsys, "predict", "--run", source.id, "--db", db)
     assert code == 0, err
+    assert not [w for w in recwarn if "dirpath has changed" in str(w.message)]  # nothing for the user to act on
     store = Store(db)
     (run,) = [r for r in store.list_runs() if r.stage == "predict"]
     detail = store.get_run(run.id)

@@ -309,6 +309,9 @@ class OrthoLabCLI(LightningCLI):
             extra.append(PredictionWriter(config.predict_split, config.ckpt_path))
             # predicting restores weights only: the training callbacks Lightning asks for have nothing to restore
             warnings.filterwarnings("ignore", message="Be aware that when using `ckpt_path`, callbacks used")
+            # nor the checkpoint callback's state: a prediction saves no checkpoint, so the training run's folder
+            # differing from this run's changes nothing (Lightning warns that it will not reload best_k_models)
+            warnings.filterwarnings("ignore", message="The dirpath has changed from")
         if config.trainer.enable_checkpointing is not False and self.subcommand != "predict" and not any(
                 isinstance(c, ModelCheckpoint) for c in configured):
             spec = self.model.spec  # best by the task's main metric, in the run folder; {step}: the optimizer
