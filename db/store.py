@@ -60,7 +60,7 @@ ACCESS = ("create", "write", "read")
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 SQLITE_WAL_HEADER_BYTE = 18  # the file format's write version: 2 in WAL mode
 DAMAGED = "the file is damaged (SQLite found bytes that are not text where its schema or a text value belongs)"
-DAMAGED_WORDS = re.compile(r"damaged|malformed|not a database|Could not decode to UTF-8|disk image")
+DAMAGED_WORDS = re.compile(r"damaged|malformed|file is not a database|Could not decode to UTF-8|disk image")
 DAMAGED_FIX = "nothing was changed; restore it from a backup (`sqlite3 FILE .recover` salvages what it can)"
 
 
