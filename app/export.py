@@ -189,7 +189,7 @@ def _html(path: Path, table: PaperTable, curves: list[dict]) -> None:
     fig.write_html(path, include_plotlyjs="directory")  # plotly.min.js beside it, once: it opens offline
 
 
-CSV_COLUMNS = ["table", "kind", *REPORT_COLUMNS, "seed", "value", "selected", "n", "mean", "std", "min", "max",
+CSV_COLUMNS = ["table", "kind", *REPORT_COLUMNS, "seed", "value", "selected", "seeds_n", "mean", "std", "min", "max",
                "spread_verdict", "commit", "machine", "command"]
 UNKNOWN_COMMIT = "unknown: trained by an OrthoLab that did not record its commit"
 
@@ -215,7 +215,7 @@ def csv_lines(store: Store, tables: dict[str, PaperTable], found: dict[str, list
         for item, columns in zip(found[table.id], comparison_rows(found[table.id])):
             spread = item.spread
             aggregate = {} if spread is None else {
-                "n": spread.n, "mean": _number(spread.mean), "std": _number(spread.std), "min": _number(spread.low),
+                "seeds_n": spread.n, "mean": _number(spread.mean), "std": _number(spread.std), "min": _number(spread.low),
                 "max": _number(spread.high), "spread_verdict": spread.verdict or ""}
             lines.append({"table": table.id, "kind": "row", **columns, **aggregate,
                           **(_provenance(store, item.fit.id) if item.fit else {})})

@@ -1,6 +1,7 @@
 """The evidence ships with the numbers (issue 48): `report --export DIR` writes DIR/runs.db, from which the same
 report.md and report.csv are written again byte for byte, and which the dashboard opens without writing to it;
 the export's files are whole or absent (issue 47)."""
+import csv
 import errno
 import hashlib
 import os
@@ -62,6 +63,8 @@ def test_the_exported_store_writes_the_same_report_again(tmp_path, monkeypatch, 
     report = (tmp_path / "one" / "report.md").read_text()
     assert "2 seeds: 92.5 ± 2.1 (91–94)" in report  # each seed's test run: 94 and 91, in percent
     lines = (tmp_path / "one" / "report.csv").read_text().splitlines()
+    (row,) = [r for r in csv.DictReader(lines) if r["kind"] == "row" and r["row"] == "mnist_scornn_n8"]
+    assert row["n"] == "8" and row["seeds_n"] == "2"  # the hidden size, and the number of seeds
     seeds = [line for line in lines if ",seed,mnist_scornn_n8," in line]
     assert len(seeds) == 2 and all("abc1234" in line and "ortholab reproduce --seeds" in line for line in seeds)
 
