@@ -1,12 +1,15 @@
 """Training across machines, rehearsed on this one: two "nodes" over gloo on localhost through the console script,
 launched by torchrun and by SLURM's environment (as `srun` sets it; Lightning's SLURMEnvironment reads it). Each
-records one run of world size 2 with one point per step (docs/gpus.md, several machines)."""
+records one run of world size 2 with one point per step (docs/gpus.md, several machines). About 20 s each: behind
+the slow marker, which CI runs."""
 import os
 import random
 import socket
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from ortholab.db import Store
 
@@ -37,6 +40,7 @@ def assert_one_run_of_two(db: str) -> None:
     assert [p.step for p in store.metric_series(run.id, "train/loss")] == list(range(6))  # one point per step
 
 
+@pytest.mark.slow
 def test_two_nodes_through_torchrun(tmp_path):
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     port = free_port()
@@ -47,6 +51,7 @@ def test_two_nodes_through_torchrun(tmp_path):
     assert_one_run_of_two(db)
 
 
+@pytest.mark.slow
 def test_two_nodes_in_slurms_environment(tmp_path):
     # what `srun --nodes 2 --ntasks-per-node 1 ortholab fit ...` gives each task; Lightning derives the master's
     # address from SLURM_NODELIST and its port from the job id
