@@ -156,3 +156,12 @@ def test_the_cpu_checks_title_names_itself_once():
     table = published.load_tables()["cpu_checks"]
     title = f"{table.paper} {table.table}"
     assert title.count("CPU checks") == 1, title
+
+
+def test_an_estimate_whose_timing_run_fails_exits_1(tmp_path, monkeypatch, capsys):
+    _toy_table(tmp_path, monkeypatch, {"model": {"family": "scornn", "hidden_size": -3}})  # refused by fit
+    with pytest.raises(SystemExit) as stop:
+        main(["reproduce", "toy_figure1", "--estimate"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert stop.value.code == 1 and out[-1] == "reproduce: 0 done, 1 failed, 0 skipped"
+    assert any("the timing run failed" in line for line in out)
