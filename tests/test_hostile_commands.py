@@ -26,20 +26,9 @@ from ortholab.db.schema_version import alembic_config, head_revision
 from ortholab.training.cli import main
 from test_cli import DEMO, REPO, TINY
 from test_hostile_input import refusal, sentinel, snapshot  # noqa: F401 - sentinel: the shared store fixture
+from test_predict import ortholab as cli  # `ortholab ARGS` in this process: (exit code, stdout, stderr)
 
 QUIET = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
-
-
-def cli(capsys, *args) -> tuple[int, str, str]:
-    """`ortholab ARGS` in this process: (exit code, stdout, stderr)."""
-    capsys.readouterr()
-    try:
-        main([str(a) for a in args])
-        code = 0
-    except SystemExit as done:
-        code = done.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def one_line(code, err, *expected) -> str:

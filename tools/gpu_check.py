@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -414,7 +415,7 @@ def verdict(stage: str, result: dict, device: str) -> tuple[bool, str]:
         for name, run in runs.items():
             estimate = run["epoch_estimate_s"]
             ok &= run["status"] in ("finished", "interrupted") and estimate is not None and \
-                run["last_loss"] is not None and run["last_loss"] == run["last_loss"]
+                run["last_loss"] is not None and math.isfinite(run["last_loss"])
             kind = "epoch" if run["epoch_full"] else f"{run['steps']} steps, epoch at that rate"
             parts.append(f"{name}: {kind} {estimate:.1f} s" if estimate else f"{name}: {run['status']}, no timing")
         return ok, "; ".join(parts)
@@ -459,11 +460,9 @@ def speed_markdown(results: dict) -> str:
                 "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in bench["rows"]:
             epoch = f"{r['pmnist_epoch_s']:.1f}" if r.get("pmnist_epoch_s") else "-"
+            lstm = f"{r['vs_lstm']:.2f}" if r.get("vs_lstm") else "-"
             out.append(f"| {r['family']} | {r['hidden_size']} | {r['batch']} | {r['seq_len']} | {r['fwd_bwd_ms']:.1f} "
-                       f"| {r['step_ms']:.1f} | {r['vs_rnn_relu']:.2f} | "
-                       f"{r['vs_lstm']:.2f} | {epoch} |" if r.get("vs_lstm") else
-                       f"| {r['family']} | {r['hidden_size']} | {r['batch']} | {r['seq_len']} | {r['fwd_bwd_ms']:.1f} "
-                       f"| {r['step_ms']:.1f} | {r['vs_rnn_relu']:.2f} | - | {epoch} |")
+                       f"| {r['step_ms']:.1f} | {r['vs_rnn_relu']:.2f} | {lstm} | {epoch} |")
         for family, why in bench["failed"].items():
             out.append(f"\nnot measured: {family}: {why}")
         for family in bench["not_reached"]:

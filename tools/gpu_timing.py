@@ -26,13 +26,19 @@ TINY = {"seq_len": 16, "batches": (4,), "sizes": (8,), "warmup": 1, "repeats": 3
 def environment(**values: str | None):
     """Environment variables set (None: removed) for the block, restored after it."""
     saved = {key: os.environ.get(key) for key in values}
-    for key, value in values.items():
-        os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
+    _set(values)
     try:
         yield
     finally:
-        for key, value in saved.items():
-            os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
+        _set(saved)
+
+
+def _set(values: dict[str, str | None]) -> None:
+    for key, value in values.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 def median_ms(run, device: str, warmup: int, repeats: int) -> float:

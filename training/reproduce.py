@@ -148,9 +148,8 @@ def estimate(table: str | None, rows: list[str] | None, extra: list[str],
         per_row = len(seeds) if isinstance(seeds, list) else seeds
         print(f"with {per_row} seed{'s' * (per_row > 1)} per row: {per_row * sum(e.hours for e in timed):.2f} hours "
               f"in all, one run at a time", flush=True)
-    failed = [item for item in results if isinstance(item, str) and "failed" in item]
-    outcomes = [Outcome("", "done")] * len(timed) + [Outcome("", "failed")] * len(failed)
-    finish_reproduce(outcomes + [Outcome("", "skipped")] * (len(results) - len(timed) - len(failed)))
+    finish_reproduce([Outcome(str(item), "done" if isinstance(item, Estimate) else
+                              "failed" if "failed" in item else "skipped") for item in results])
     return results
 
 

@@ -231,9 +231,9 @@ def _watch(child: subprocess.Popen, db: str, run_name: str, tags: list[str], tri
     """Report the trial's validation points to the study while it trains; stop it when the pruner says so. The
     step it was stopped at, or False when it ran to its end."""
     reported: set[int] = set()
+    store = Store(db, access="read")  # one reader for the trial's whole life, not an engine per poll
     while child.poll() is None:
         time.sleep(POLL_S)
-        store = Store(db, access="read")
         runs = [r for r in store.list_runs() if r.name == run_name and set(tags) <= set(r.tags)]
         if not runs or not runs[0].main_metric:
             continue
@@ -245,7 +245,9 @@ def _watch(child: subprocess.Popen, db: str, run_name: str, tags: list[str], tri
                 trial.report(sign * point.value, point.step)
         if reported and trial.should_prune():
             child.send_signal(signal.SIGTERM)  # a checkpoint, then status interrupted (training/callbacks)
+            store.close()
             return max(reported)
+    store.close()
     return False
 
 
