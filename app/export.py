@@ -33,7 +33,7 @@ from ortholab.db.published import (
     reproductions,
 )
 from ortholab.errors import ConfigError
-from ortholab.provenance import UNRECORDED, code_version, describe
+from ortholab.db.provenance import UNRECORDED, code_version, describe
 
 
 # plotly's marker symbols (app/style.py) as matplotlib draws them

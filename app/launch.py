@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from ortholab.db import Store, StoreError, default_db_url
 from ortholab.errors import ConfigError
-from ortholab.training.extras import require_extra
+from ortholab.extras import require_extra
 from ortholab.db.masking import mask_url
 
 APP = Path(__file__).resolve().parent / "main.py"

@@ -24,7 +24,7 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 
-from ortholab import provenance
+from ortholab.db import provenance
 from ortholab.db import lease
 from ortholab.db.store import LeaseLost, RunBusy, Store, StoreError
 

@@ -2,7 +2,7 @@
 (Wisdom, Powers, Hershey, Le Roux, Atlas, NeurIPS 2016).
 
 W is any unitary matrix, stored as its real and imaginary parts, and is trained by the multiplicative Cayley
-step on the Stiefel manifold (training/stiefel.py, optimizer `stiefel_cayley`), not through a parametrisation.
+step on the Stiefel manifold (models/stiefel.py, optimizer `stiefel_cayley`), not through a parametrisation.
 The hidden state is complex, laid out [Re h | Im h] (2n features for the readout), with the modReLU of their
 code, relu(r + b) / (r + 1e-5) z, r = sqrt(|z|^2 + 1e-5): scuRNN's eq. (5), so the fused recurrence of
 models/complex_recurrence.py serves both families.

@@ -41,7 +41,7 @@ from ortholab.models.operator_recurrence import to_complex
 from ortholab.models.precision import LOW_PRECISION, autocast_active
 from ortholab.models.ssm_block import DiagonalStateSpaceLayer
 from ortholab.models.stack import StackedLayers, build_layers
-from ortholab.training.optimizers import DEFAULT_OPTIMIZERS, build_optimizer, group_specs
+from ortholab.models.optimizers import DEFAULT_OPTIMIZERS, build_optimizer, group_specs
 
 NOT_A_RECURRENCE = {
     "rtransformer": "its causal attention reads the whole sequence and its local windows restart from zeros, so "
@@ -309,7 +309,7 @@ class GroupOptimizer:
     """One optimizer per parameter group of `model`, stepped together, then every layer's after-step hook.
 
     specs: {group: {name: ..., lr: ..., options}} with an optional `default` entry, as `model.optimizers` in a
-    config (names: `ortholab.training.optimizers.OPTIMIZERS`, e.g. the papers' rmsprop_tf, adagrad_tf,
+    config (names: `ortholab.models.optimizers.OPTIMIZERS`, e.g. the papers' rmsprop_tf, adagrad_tf,
     stiefel_cayley). `optimizers` maps each group to its torch optimizer (for an LR scheduler, say).
     """
 

@@ -4,13 +4,13 @@
     rnn = onn.ScoRNN(10, 64, batch_first=True)       # nn.RNN's calling convention: (input, h0) -> (output, h_n)
     opt = onn.group_optimizer(model, "scornn_copying_T1000")   # that paper config's optimizer for each group
 
-Everything here lives in ortholab.models.layers and ortholab.training.optimizers; docs/library.md shows it at work.
+Everything here lives in ortholab.models.layers and ortholab.models.optimizers; docs/library.md shows it at work.
 """
 from ortholab.models.layers import (EURNN, GRU, LAYERS, LRU, LSTM, NRU, NNRNN, ORNN, RNN, S4D, SRNN, URNN, ExpRNN,
                                     FamilyRNN, FullCapacityURNN, GroupOptimizer, ScoRNN, ScuRNN, group_optimizer,
                                     paper_optimizers, parameter_groups)
-from ortholab.training.optimizers import OPTIMIZERS, AdagradTF, RMSpropTF, build_optimizer
-from ortholab.training.stiefel import StiefelCayley
+from ortholab.models.optimizers import OPTIMIZERS, AdagradTF, RMSpropTF, build_optimizer
+from ortholab.models.stiefel import StiefelCayley
 
 __all__ = ["EURNN", "GRU", "LAYERS", "LRU", "LSTM", "NRU", "NNRNN", "ORNN", "RNN", "S4D", "SRNN", "URNN", "ExpRNN",
            "FamilyRNN", "FullCapacityURNN", "GroupOptimizer", "ScoRNN", "ScuRNN", "group_optimizer", "paper_optimizers",

@@ -12,7 +12,7 @@ import pytest
 from ortholab.db import Store
 from ortholab.errors import ConfigError
 from ortholab.training.cli import main
-from ortholab.training.extras import EXTRAS, MissingExtra, require_extra
+from ortholab.extras import EXTRAS, MissingExtra, require_extra
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -16,8 +16,8 @@ from ortholab.models.fcurnn import FullCapacityURNN, haar_unitary
 from ortholab.models.sizing import parameter_count
 from ortholab.training.cli import main
 from ortholab.training.module import RecurrentModule
-from ortholab.training.optimizers import OPTIMIZERS, build_optimizer, check_optimizer_spec
-from ortholab.training.stiefel import StiefelCayley, cayley_step, skew_hermitian_direction
+from ortholab.models.optimizers import OPTIMIZERS, build_optimizer, check_optimizer_spec
+from ortholab.models.stiefel import StiefelCayley, cayley_step, skew_hermitian_direction
 
 from tolerances import close, cond, norm, roundoff
 

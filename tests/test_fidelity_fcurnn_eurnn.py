@@ -19,8 +19,8 @@ from ortholab.models.fcurnn import FullCapacityURNN, haar_unitary
 from ortholab.models.givens_kernels import givens_recurrence_features
 from ortholab.models.operator_recurrence import operator_recurrence_features
 from tolerances import close, norm, roundoff
-from ortholab.training.optimizers import AdagradTF, RMSpropTF, build_optimizer, check_optimizer_spec
-from ortholab.training.stiefel import StiefelCayley
+from ortholab.models.optimizers import AdagradTF, RMSpropTF, build_optimizer, check_optimizer_spec
+from ortholab.models.stiefel import StiefelCayley
 
 F64 = torch.float64
 REPO = Path(__file__).resolve().parents[1]

@@ -537,7 +537,7 @@ def test_a_deep_optimizer_flag_changes_that_option_and_keeps_the_group(capsys):
 
 @pytest.mark.parametrize("value", [-0.01, 0, math.nan, math.inf, "fast", True, [1e-3]])
 def test_every_optimizer_refuses_a_bad_learning_rate_by_its_key(value):
-    from ortholab.training.optimizers import OPTIMIZERS, check_optimizer_spec
+    from ortholab.models.optimizers import OPTIMIZERS, check_optimizer_spec
 
     for name in OPTIMIZERS:
         with pytest.raises(ConfigError, match=r"model\.optimizers\.other\.lr = .* must be a positive finite"):
@@ -553,7 +553,7 @@ def test_every_optimizer_refuses_a_bad_learning_rate_by_its_key(value):
     ({"name": "adamw", "weight_decay": -1}, "Invalid weight_decay value"),
 ])
 def test_an_optimizer_option_torch_refuses_is_named_before_training(spec, expected):
-    from ortholab.training.optimizers import check_optimizer_spec
+    from ortholab.models.optimizers import check_optimizer_spec
 
     with pytest.raises(ConfigError) as refused:
         check_optimizer_spec(spec, "model.optimizers.g")

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from ortholab.errors import ConfigError
-from ortholab.training.optimizers import AdagradTF, RMSpropTF, build_optimizer
+from ortholab.models.optimizers import AdagradTF, RMSpropTF, build_optimizer
 
 from tolerances import roundoff
 

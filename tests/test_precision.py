@@ -14,7 +14,7 @@ from ortholab.models import FAMILIES
 from ortholab.models.cayley import skew_from_upper
 from ortholab.training.cli import main
 from ortholab.training.module import RecurrentModule
-from ortholab.training.optimizers import OPTIMIZERS
+from ortholab.models.optimizers import OPTIMIZERS
 
 from devices import needs_cuda
 from test_cli import DEMO, TINY

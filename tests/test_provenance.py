@@ -5,7 +5,7 @@ from pathlib import Path
 
 import torch
 
-from ortholab import provenance
+from ortholab.db import provenance
 from ortholab.db import SQLLogger, Store
 from ortholab.training.cli import main
 from test_cli import DEMO, TINY

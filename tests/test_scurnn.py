@@ -12,7 +12,7 @@ from ortholab.models.scurnn import ScuRNN
 from ortholab.models.unitary import (ComplexScaledCayley, block_angles, complex_scaled_cayley, skew_hermitian,
                             skew_hermitian_coordinates, theorem2_gradients)
 from ortholab.training.module import RecurrentModule, build_layer
-from ortholab.training.optimizers import AdagradTF, RMSpropTF
+from ortholab.models.optimizers import AdagradTF, RMSpropTF
 
 from tolerances import close, cond, norm, roundoff
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ortholab.training.extras import EXTRAS
+from ortholab.extras import EXTRAS
 
 REPO = Path(__file__).resolve().parents[1]
 OURS = {"app", "db", "models", "training", "datamodules"}
@@ -83,7 +83,7 @@ def test_the_cli_and_imports_work_beside_a_users_own_models_package(wheel_env, t
     assert "Table 1" in run(str(bin_dir / "ortholab"), "report", "scornn_table1", "--all", "--db",
                             f"sqlite:///{tmp_path / 'r.db'}")
     assert "pip install 'ortholab[speech]'" in subprocess.run(  # no extras here: the speech metrics are absent
-        [str(python), "-c", "from ortholab.training.extras import require_extra; require_extra('speech')"],
+        [str(python), "-c", "from ortholab.extras import require_extra; require_extra('speech')"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300).stderr
     out = run(str(python), "-c", "import ortholab, ortholab.models, ortholab.training.cli, sys; "
                                  "print(ortholab.models.__file__); print(sorted(k for k in sys.modules if k in "

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
 from ortholab.models.sizing import hidden_size_for_budget, parameter_count
-from ortholab.training.optimizers import build_optimizer
+from ortholab.models.optimizers import build_optimizer
 
 BUDGETS = {"16k": 16_000, "69k": 69_000}  # the scoRNN/scuRNN papers' MNIST parameter budgets
 # The hidden sizes the papers' MNIST tables print at these budgets (scoRNN Table 1, scuRNN Table 1, as in

@@ -266,7 +266,7 @@ def _loaded(module: str, name: str) -> type | None:
 
 def _user_error(err: BaseException | None) -> BaseException | None:
     """The user-facing error behind `err` (jsonargparse wraps errors raised while instantiating)."""
-    from ortholab.training.extras import explain_missing_module
+    from ortholab.extras import explain_missing_module
 
     seen, cause = set(), err
     while cause is not None and id(cause) not in seen:  # an optional package missing: name its extra

@@ -269,14 +269,14 @@ def run_command(argv: list[str]) -> None:
     if args.command == "dashboard":
         from ortholab.app.launch import run_dashboard
         from ortholab.db import Store
-        from ortholab.training.extras import require_extra
+        from ortholab.extras import require_extra
 
         require_extra("dashboard")  # before the store: a missing part is named first
         Store(args.db, access="read").close()  # a reader: a mistyped --db is reported, not made into a new store
         run_dashboard(args.db, port=args.port, host=args.host)  # replaces this process with the server
         return
     if args.command == "sweep":
-        from ortholab.training.extras import require_extra
+        from ortholab.extras import require_extra
 
         require_extra("sweeps")
         from ortholab.training.sweep import report, run_sweep

@@ -121,7 +121,7 @@ def resolve_optimizers(family: str, family_args: dict[str, Any] | None, optimize
                        hidden_size: int = 4) -> dict[str, dict]:
     """Each parameter group's optimizer as the run will build it: the group's own entry, the family's default for
     it, or `default`, with the optimizer's own defaults filled in (what `--print_config` shows)."""
-    from ortholab.training.optimizers import DEFAULT_OPTIMIZERS, OPTIMIZERS, group_specs
+    from ortholab.models.optimizers import DEFAULT_OPTIMIZERS, OPTIMIZERS, group_specs
 
     layer = family_class(family)(2, hidden_size, **resolve_family_args(family, family_args))
     specs = group_specs(layer.parameter_groups(), optimizers or DEFAULT_OPTIMIZERS,

@@ -34,7 +34,7 @@ from ortholab.training.callbacks.lifecycle import ContinueRun, GracefulInterrupt
 from ortholab.training.cli import _user_error
 from ortholab.db.masking import known_passwords, mask_secrets, mask_url
 from ortholab.training.family_options import recorded_family_args
-from ortholab.training.extras import check_logger_extras
+from ortholab.extras import check_logger_extras
 from ortholab.training.limits import check_model_limits, check_trainer_devices
 from ortholab.training.module import RecurrentModule
 from ortholab.training.precision import check_precision

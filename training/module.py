@@ -14,11 +14,11 @@ from ortholab.models import FAMILIES, ConfigError, SequenceModel
 from ortholab.models.precision import autocast_off
 from ortholab.models.sequence import input_adapter as build_input_adapter
 from ortholab.models.stack import build_layers
-from ortholab.provenance import code_version, command_line
+from ortholab.db.provenance import code_version, command_line
 from ortholab.training.callbacks.record import record_metrics
 from ortholab.training.objectives import OBJECTIVES
 from ortholab.training.family_options import resolve_family_args
-from ortholab.training.optimizers import DEFAULT_OPTIMIZERS, build_optimizer, check_optimizer_spec
+from ortholab.models.optimizers import DEFAULT_OPTIMIZERS, build_optimizer, check_optimizer_spec
 
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ortholab.training.extras import require_extra
+from ortholab.extras import require_extra
 from ortholab.training.segsnr import segsnr_clamped, segsnr_voicebox
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 import yaml
 
-from ortholab import provenance
+from ortholab.db import provenance
 from ortholab.app import data, filter_expr, state, tables
 from ortholab.app.labels import run_label
 from ortholab.app.metric_names import split_per_clip

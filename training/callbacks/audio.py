@@ -14,7 +14,7 @@ from ortholab.errors import ConfigError
 from ortholab.training.audio_eval import evaluate_split, record_report
 from ortholab.training.callbacks.lifecycle import GracefulInterrupt
 from ortholab.training.callbacks.record import record_artifact, record_metrics
-from ortholab.training.extras import require_extra
+from ortholab.extras import require_extra
 from ortholab.training.reconstruction import METHODS
 
 

@@ -14,7 +14,7 @@ import torch
 from torch.optim import Optimizer
 
 from ortholab.errors import ConfigError
-from ortholab.training.stiefel import StiefelCayley
+from ortholab.models.stiefel import StiefelCayley
 
 
 class _PerParameterOptimizer(Optimizer):
