@@ -2,7 +2,7 @@
 per-clip keys folded under the metric they break down. Pure.
 
 A per-clip key is `<metric>/<clip>` where `<metric>` is itself a recorded key: a speech run records the mean
-`test_audio/stoi` and `test_audio/stoi/<utterance>` for each of its utterances (training/audio_eval.py), ~130
+`test_audio/stoi` and `test_audio/stoi/<utterance>` for each of its utterances (ortholab/evaluation/audio.py), ~130
 keys that would otherwise flood the list with one-point charts.
 """
 

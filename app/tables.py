@@ -264,24 +264,6 @@ def summary_compare_frame(
     return frame
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def numeric_params_frame(details: Sequence[RunDetail], keys: Iterable[str]) -> pd.DataFrame:
-    """For parallel coordinates: one row per run (indexed by label) with the given params that are numbers
-    in every run (others are left out), then 'best' (the main metric) when every run has one."""
-    numeric = [k for k in keys if all(_is_number(d.params.get(k)) for d in details)]
-    frame = pd.DataFrame(
-        [[float(d.params[k]) for k in numeric] for d in details],
-        index=[run_label(d) for d in details],
-        columns=numeric,
-    )
-    if details and all(d.best is not None for d in details):
-        frame["best"] = [d.best for d in details]
-    return frame
-
-
 def default_table(tables: Mapping[str, PaperTable], runs: Sequence[RunSummary]) -> str:
     """The paper table the Papers page opens on: the one with the most reproduced rows (runs tagged
     paper:<table>/<row>), else the first whose published values are numbers (not statements), else the first."""

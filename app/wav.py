@@ -16,7 +16,7 @@ from ortholab.db import ArtifactRecord
 
 ROLE_ORDER = ("reference", "reconstruction", "baseline")
 SCORED_ROLES = ("reconstruction", "baseline")
-# speech scores as training/speech_quality.py records them (the scoRNN paper's Table 2: SegSNR, STOI, PESQ), each
+# speech scores as ortholab/evaluation/speech_quality.py records them (the scoRNN paper's Table 2: SegSNR, STOI, PESQ), each
 # labelled with its variant; the last three are for keys written by other tools, whose variant is not recorded
 SPEECH_LABELS = {
     "segsnr_voicebox": "SegSNR (dB; VOICEBOX v_snrseg 'Vq', 10 ms frames)",
@@ -98,7 +98,7 @@ def group_clips(records: Sequence[ArtifactRecord]) -> list[Clip]:
 
 def speech_metric(key: str) -> str | None:
     """Which speech score a metric key or meta key reports, by its recorded name ('segsnr_voicebox', 'stoi',
-    'pesq_nb_mos_lqo', ...; see training/speech_quality.py), or for keys of another making 'segsnr', 'stoi' or
+    'pesq_nb_mos_lqo', ...; see ortholab/evaluation/speech_quality.py), or for keys of another making 'segsnr', 'stoi' or
     'pesq' (variant unknown); None for any other key."""
     name = key.rsplit("/", 1)[-1].lower()
     if name in SPEECH_LABELS:

@@ -198,7 +198,7 @@ class TaskDataModule(pl.LightningDataModule):
     def test_dataloader(self) -> DataLoader:
         return self._loader("test", self.eval_batch_size, False, by_length=True)
 
-    predict_split = "test"  # set by `ortholab predict --predict_split` (training/predict.py)
+    predict_split = "test"  # set by `ortholab predict --predict_split` (training/callbacks/predictions.py)
 
     def predict_dataloader(self) -> DataLoader:
         return self._loader(self.predict_split, self.eval_batch_size, False)

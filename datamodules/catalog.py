@@ -172,8 +172,3 @@ def get(name: str) -> DataSet:
     if name in PATH_ONLY:
         raise ConfigError(f"{name} cannot be fetched: {PATH_ONLY[name]}")
     raise ConfigError(f"no data set {name!r}; choose one of {', '.join(CATALOG)} or 'all' (`ortholab data list`)")
-
-
-def by_file_name(file_name: str) -> DataSet | None:
-    """The single-file data set stored under this file name (the piano rolls), or None."""
-    return next((d for d in CATALOG.values() if len(d.files) == 1 and d.files[0].name == file_name), None)

@@ -3,7 +3,7 @@ and an ETA from its recent step times."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 
 from ortholab.db.lease import silence
 
@@ -42,3 +42,19 @@ def duration(seconds: float | None) -> str | None:
         return None
     minutes = round(seconds / 60)
     return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
+
+
+def runs_rows(db_url: str | None) -> list[dict]:
+    """Every run of the store at `db_url` as a row of `ortholab runs` (a running run with its progress)."""
+    from ortholab.db import Store
+
+    store = Store(db_url, access="read")  # a reader: never creates a store, opens a read-only one read-only
+    rows, now = [], datetime.now(timezone.utc)
+    for run in store.list_runs():
+        d = run.to_dict()
+        row = {"id": d["id"], "name": d["name"], "stage": d["stage"], "family": d["family"], "task": d["task"],
+               "status": d["status"], "steps": d["steps"], "main_metric": d["main_metric"],
+               "best": d["best"], "baseline": d["baseline"], "started": d["created_at"], "tags": d["tags"]}
+        row.update(run_progress(store, run, now))  # running runs only: the only rows whose progress changes
+        rows.append(row)
+    return rows

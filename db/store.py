@@ -417,7 +417,6 @@ class Store:
         epoch: int | None = None,
         wall_time: float | None = None,
     ) -> None:
-        """Record one point per metric at `step`; NaN and infinities are kept as they are."""
         """Record one point per metric at `step`; NaN and infinities are kept as they are. A (key, step) already
         recorded is rewritten (a step re-run after a resume), never doubled."""
         wall_time = time.time() if wall_time is None else wall_time

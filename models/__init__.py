@@ -34,5 +34,7 @@ FAMILIES: dict[str, type[RecurrentLayer]] = {
     "lru": LRU,
     "s4d": S4D,
 }
+# the R-Transformer runs any other family inside its windows: handed the registry here, it need not import it
+RTransformer.cell_families = {name: cls for name, cls in FAMILIES.items() if cls is not RTransformer}
 
 __all__ = ["FAMILIES", "ConfigError", "RecurrentLayer", "SequenceModel"]

@@ -2,9 +2,14 @@
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 from torch import nn
+
+from ortholab.models.choices import checks_choices
+
+CayleyInit = Literal["henaff", "zeros"]  # A's start: 2x2 blocks (the paper's Section 4.2) or A = 0 (scoRNN's `init`)
 
 
 def skew_from_upper(upper: torch.Tensor, n: int) -> torch.Tensor:
@@ -68,14 +73,14 @@ class ScaledCayley(nn.Module):
     (reference-impl-facts 1.3) and makes the parameter count n(n-1)/2 honestly.
     """
 
-    def __init__(self, n: int, num_negative: int, init: str = "henaff", generator: torch.Generator | None = None):
+    @checks_choices(key_prefix="ScaledCayley: ")
+    def __init__(self, n: int, num_negative: int, init: CayleyInit = "henaff",
+                 generator: torch.Generator | None = None):
         super().__init__()
         if init == "henaff":
             a0 = skew_from_block_angles(block_angles(n, generator=generator), n)
-        elif init == "zeros":
+        else:  # "zeros"
             a0 = torch.zeros(n, n, dtype=torch.float64)
-        else:
-            raise ValueError(f"unknown A initialisation {init!r}; choose 'henaff' or 'zeros'")
         self.n = n
         self.upper = nn.Parameter(upper_from_skew(a0).float())
         self.register_buffer("d", scaling_diagonal(n, num_negative))

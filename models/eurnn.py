@@ -27,20 +27,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import partial
+from typing import Literal
 
 import torch
 from torch import nn
 
 from ortholab.models.base import ConfigError
+from ortholab.models.choices import checks_choices
 from ortholab.models.compiled import supported
 from ortholab.models.complex_recurrence import complex_modrelu_recurrence, eunn_modrelu
 from ortholab.models.givens_kernels import givens_recurrence_features
 from ortholab.models.operator_recurrence import (FactoredUnitaryLayer, gather_units, interleaved_to_planar,
                                        operator_recurrence_features, planar_to_interleaved)
 
-STYLES = ("tunable", "fft")
-ROTATIONS = ("code", "paper")
-RECURRENCES = ("auto", "dense", "layers")
 LAYERS_FROM_WIDTH = 52  # auto: the layers when n > 52 (L + 3), the measured crossover above
 # the code's modReLU eps (eunn.py:16) until ba78a68 / 4ef928d (2018-11-20) raised it to 1e-3, then 1e-2: the scoRNN
 # (ICML 2018) and scuRNN (AAAI 2019, submitted before that) papers ran the 1e-5 version
@@ -160,21 +159,14 @@ class EURNN(FactoredUnitaryLayer):
     Parameter groups: `recurrent` (angles, phases, D's phases), `other` (U, b).
     """
 
-    def __init__(self, input_size: int, hidden_size: int, style: str = "tunable", capacity: int = 2,
-                 rotation: str = "code", recurrence: str = "auto", modrelu_eps: float = CODE_MODRELU_EPS):
+    @checks_choices
+    def __init__(self, input_size: int, hidden_size: int, style: Literal["tunable", "fft"] = "tunable",
+                 capacity: int = 2, rotation: Literal["code", "paper"] = "code",
+                 recurrence: Literal["auto", "dense", "layers"] = "auto", modrelu_eps: float = CODE_MODRELU_EPS):
         super().__init__(input_size, hidden_size)
-        if style not in STYLES:
-            raise ConfigError(f"model.family_args.style = {style!r}; choose 'tunable' (capacity L layers) or "
-                              f"'fft' (log2 n butterfly layers)")
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise ConfigError(f"model.family_args.capacity = {capacity!r} must be a positive int (the number of "
                               f"rotation layers of the tunable style; the papers use 2)")
-        if rotation not in ROTATIONS:
-            raise ConfigError(f"model.family_args.rotation = {rotation!r}; choose 'code' (the official code's "
-                              f"rotation, phase on an input) or 'paper' (the paper's matrix, phase on an output)")
-        if recurrence not in RECURRENCES:
-            raise ConfigError(f"model.family_args.recurrence = {recurrence!r}; choose 'dense' (W formed once per "
-                              f"pass, one product per step), 'layers' (the rotation layers at every step) or 'auto'")
         if isinstance(modrelu_eps, bool) or not isinstance(modrelu_eps, (int, float)) or not modrelu_eps > 0:
             raise ConfigError(f"model.family_args.modrelu_eps = {modrelu_eps!r} must be a positive number: the "
                               f"modReLU divides z by |z| + eps, and z = 0 where h = 0 meets a zero input; 1.0e-5 "

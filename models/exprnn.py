@@ -29,24 +29,16 @@ calling update_base between steps). No issue or comment of the authors about it 
 """
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import nn
 
 from ortholab.models.base import ConfigError, RecurrentLayer
 from ortholab.models.cayley import skew_from_upper, upper_from_skew
-from ortholab.models.matrix_exp import SKEW_INITS, initial_skew, skew_matrix_exp
+from ortholab.models.choices import checks_choices
+from ortholab.models.matrix_exp import SkewInit, initial_skew, skew_matrix_exp
 from ortholab.models.recurrence import modrelu_recurrence
-
-TRIVIALIZATIONS = ("static", "dtriv")
-BASE_SIDES = ("right", "left")  # B = exp(A) base (the code's, in column form) or B = base exp(A)
-REBASE_GRADIENTS = ("code", "new_base")
-
-
-def _choice(value, choices: tuple[str, ...], key: str) -> str:
-    if value not in choices:
-        raise ConfigError(f"model.family_args.{key} = {value!r}; choose one of {list(choices)} "
-                          f"(models/exprnn.py explains each)")
-    return value
 
 
 def _fill_missing_stale_state(module, state_dict, prefix, *_) -> None:
@@ -105,20 +97,16 @@ class ExpRNN(RecurrentLayer):
     supports_state_offsets = True
     forms_recurrent_matrix = True
 
-    def __init__(self, input_size: int, hidden_size: int, trivialization: str = "static", init: str = "henaff",
-                 rebase_every: int | None = 100, project_every: int | None = 100, base_side: str = "right",
-                 rebase_gradient: str = "code"):
+    @checks_choices
+    def __init__(self, input_size: int, hidden_size: int, trivialization: Literal["static", "dtriv"] = "static",
+                 init: SkewInit = "henaff", rebase_every: int | None = 100, project_every: int | None = 100,
+                 base_side: Literal["right", "left"] = "right", rebase_gradient: Literal["code", "new_base"] = "code"):
         super().__init__(input_size, hidden_size)
-        if trivialization not in TRIVIALIZATIONS:
-            raise ConfigError(f"model.family_args.trivialization = {trivialization!r}; choose 'static' (expRNN, "
-                              f"ICML 2019) or 'dtriv' (dynamic trivialisation, NeurIPS 2019)")
-        if init not in SKEW_INITS:
-            raise ConfigError(f"model.family_args.init = {init!r}; choose one of {list(SKEW_INITS)}")
         self.trivialization = trivialization
         self.rebase_every = _optional_positive_int(rebase_every, "rebase_every")
         self.project_every = _optional_positive_int(project_every, "project_every")
-        self.base_side = _choice(base_side, BASE_SIDES, "base_side")
-        self.rebase_gradient = _choice(rebase_gradient, REBASE_GRADIENTS, "rebase_gradient")
+        self.base_side = base_side  # 'right': B = exp(A) base (the code's, in column form); 'left': B = base exp(A)
+        self.rebase_gradient = rebase_gradient
         n = hidden_size
         a0 = initial_skew(n, init)
         dynamic = trivialization == "dtriv"

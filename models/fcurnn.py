@@ -26,15 +26,15 @@ larger steps than the code. W's .grad is then not dL/dW (a gradient check of W n
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 from torch import nn
 
-from ortholab.models.base import ConfigError, RecurrentLayer
+from ortholab.models.base import RecurrentLayer
+from ortholab.models.choices import checks_choices
 from ortholab.models.complex_recurrence import complex_modrelu_recurrence
 
-INITS = ("haar", "identity")
-W_GRADIENTS = ("top_blocks", "full")  # what W's .grad holds: the code's G (see above) or dL/dW
 DRIFT_HINT_THRESHOLD = 1e-2  # ||W^H W - I||_F beyond this: the multiplicative updates have left the manifold
 
 
@@ -61,15 +61,11 @@ class FullCapacityURNN(RecurrentLayer):
     supports_state_offsets = True
     default_optimizers = {"recurrent": {"name": "stiefel_cayley", "lr": 1e-3}}
 
-    def __init__(self, input_size: int, hidden_size: int, init: str = "haar", w_gradient: str = "top_blocks"):
+    @checks_choices
+    def __init__(self, input_size: int, hidden_size: int, init: Literal["haar", "identity"] = "haar",
+                 w_gradient: Literal["top_blocks", "full"] = "top_blocks"):
         super().__init__(input_size, hidden_size)
-        if init not in INITS:
-            raise ConfigError(f"model.family_args.init = {init!r} is not an initialisation of W; choose one of "
-                              f"{list(INITS)}")
-        if w_gradient not in W_GRADIENTS:
-            raise ConfigError(f"model.family_args.w_gradient = {w_gradient!r}; choose 'top_blocks' (the gradient "
-                              f"through Re h only, the Stiefel step of Wisdom et al.'s code) or 'full' (dL/dW)")
-        self.w_gradient = w_gradient
+        self.w_gradient = w_gradient  # what W's .grad holds: the code's G (see above) or dL/dW
         n = hidden_size
         self.output_size = 2 * n
         w = haar_unitary(n) if init == "haar" else torch.eye(n, dtype=torch.complex128)

@@ -5,10 +5,13 @@ PyTorch's cell functions, adding offsets_t to h_t, so that their gradient is the
 """
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import nn
 
-from ortholab.models.base import ConfigError, RecurrentLayer
+from ortholab.models.base import RecurrentLayer
+from ortholab.models.choices import checks_choices
 
 
 def _stepwise(cell, rnn: nn.RNNBase, x: torch.Tensor, offsets: torch.Tensor, with_cell_state: bool) -> torch.Tensor:
@@ -77,10 +80,9 @@ class RNN(RecurrentLayer):
     nonlinearity: f, 'tanh' or 'relu'.
     """
 
-    def __init__(self, input_size: int, hidden_size: int, nonlinearity: str = "tanh"):
+    @checks_choices
+    def __init__(self, input_size: int, hidden_size: int, nonlinearity: Literal["tanh", "relu"] = "tanh"):
         super().__init__(input_size, hidden_size)
-        if nonlinearity not in ("tanh", "relu"):
-            raise ConfigError(f"model.family_args.nonlinearity = {nonlinearity!r}; choose 'tanh' or 'relu'")
         self.rnn = nn.RNN(input_size, hidden_size, nonlinearity=nonlinearity, batch_first=True)
 
     supports_state_offsets = True

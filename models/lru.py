@@ -18,10 +18,10 @@ import torch
 from torch import nn
 
 from ortholab.models.base import ConfigError
+from ortholab.models.choices import checks_choices
 from ortholab.models.linear_scan import linear_scan
 from ortholab.models.sequence import lecun_normal_
-from ortholab.models.ssm_block import (DiagonalStateSpaceLayer, FeatureBatchNorm, choice, positive_int,
-                                       real_number)
+from ortholab.models.ssm_block import DiagonalStateSpaceLayer, FeatureBatchNorm, positive_int, real_number
 
 
 def ring_eigenvalues(nu_log: torch.Tensor, theta_log: torch.Tensor) -> torch.Tensor:
@@ -107,6 +107,7 @@ class LRU(DiagonalStateSpaceLayer):
     default_optimizers = {"recurrent": {"name": "adam", "lr": 5e-4}}
     readout_init = "lecun_normal"  # the decoder is a flax nn.Dense (lru/model.py:191)
 
+    @checks_choices
     def __init__(self, input_size: int, hidden_size: int, state_size: int = 128, r_min: float = 0.0,
                  r_max: float = 1.0, max_phase: float = 6.28, norm: Literal["layer", "batch"] = "layer",
                  prenorm: bool = True, block_dropout: float = 0.0):
@@ -119,7 +120,6 @@ class LRU(DiagonalStateSpaceLayer):
         if not max_phase > 0.0:
             raise ConfigError(f"model.family_args.max_phase = {max_phase} must be positive (phases are drawn in "
                               f"[0, max_phase])")
-        norm = choice("norm", norm, ("layer", "batch"))
         if norm == "layer":
             normalisation = nn.LayerNorm(hidden_size, eps=1e-6)  # flax.linen.LayerNorm's epsilon 1e-6
         else:  # flax.linen.BatchNorm: momentum 0.99 (torch's 0.01), epsilon 1e-5 (flax/linen/normalization.py)

@@ -33,12 +33,14 @@ diagonal, i.e. the value s_i at the first-superdiagonal positions (0, 1), (2, 3)
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 
 from ortholab.models.cayley import skew_from_upper
+from ortholab.models.choices import checks_choices
 
-SKEW_INITS = ("henaff", "henaff_icml", "cayley", "random")
+SkewInit = Literal["henaff", "henaff_icml", "cayley", "random"]  # expRNN's and nnRNN's `init` options
 
 
 # beyond this spectral norm a float32 eigendecomposition of A^2 is less accurate than a Pade approximant
@@ -159,8 +161,9 @@ def log_special_orthogonal(q: torch.Tensor) -> torch.Tensor:
     return (a - a.transpose(0, 1)) / 2  # exactly skew, removing round-off
 
 
-def initial_skew(n: int, init: str, generator: torch.Generator | None = None) -> torch.Tensor:
-    """The (n, n) float64 skew-symmetric A0 of an initialisation in SKEW_INITS (see the module docstring)."""
+@checks_choices(key_prefix="initial_skew: ")
+def initial_skew(n: int, init: SkewInit, generator: torch.Generator | None = None) -> torch.Tensor:
+    """The (n, n) float64 skew-symmetric A0 of an initialisation in SkewInit (see the module docstring)."""
     blocks = n // 2
     if init == "henaff":
         values = (torch.rand(blocks, generator=generator, dtype=torch.float64) * 2 - 1) * math.pi
@@ -169,8 +172,6 @@ def initial_skew(n: int, init: str, generator: torch.Generator | None = None) ->
     elif init == "cayley":
         angles = torch.rand(blocks, generator=generator, dtype=torch.float64) * (math.pi / 2)
         values = -torch.tan(angles / 2)  # the code's -sqrt((1 - cos t) / (1 + cos t))
-    elif init == "random":
+    else:  # "random"
         return log_special_orthogonal(haar_special_orthogonal(n, generator))
-    else:
-        raise ValueError(f"unknown initialisation {init!r}; choose one of {list(SKEW_INITS)}")
     return skew_from_superdiagonal_blocks(values, n)

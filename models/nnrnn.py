@@ -32,8 +32,9 @@ import torch
 from torch import nn
 
 from ortholab.models.base import ConfigError, RecurrentLayer
+from ortholab.models.choices import checks_choices
 from ortholab.models.cayley import upper_from_skew
-from ortholab.models.matrix_exp import SKEW_INITS, exp_skew, initial_skew
+from ortholab.models.matrix_exp import SkewInit, exp_skew, initial_skew
 from ortholab.models.recurrence import modrelu_recurrence
 
 
@@ -91,10 +92,9 @@ class NNRNN(RecurrentLayer):
     forms_recurrent_matrix = True
     readout_init = "torch"  # the SRNN repository's nnRNN end_fc and the nnRNN code's sMNIST head: a default nn.Linear
 
-    def __init__(self, input_size: int, hidden_size: int, init: str = "cayley", alpha_penalty: float = 1e-4):
+    @checks_choices
+    def __init__(self, input_size: int, hidden_size: int, init: SkewInit = "cayley", alpha_penalty: float = 1e-4):
         super().__init__(input_size, hidden_size)
-        if init not in SKEW_INITS:
-            raise ConfigError(f"model.family_args.init = {init!r}; choose one of {list(SKEW_INITS)}")
         if isinstance(alpha_penalty, bool) or not isinstance(alpha_penalty, (int, float)) or alpha_penalty < 0:
             raise ConfigError(f"model.family_args.alpha_penalty = {alpha_penalty!r} must be a number >= 0 "
                               f"(the code's delta, 1e-4; 0 turns the penalty off)")

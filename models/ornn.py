@@ -12,8 +12,9 @@ import torch
 from torch import nn
 
 from ortholab.models.base import ConfigError, RecurrentLayer, count_from_fraction
+from ortholab.models.choices import checks_choices
 from ortholab.models.householder import entries_from_tril, householder_product, tril_from_entries
-from ortholab.models.pointwise_recurrence import ACTIVATIONS, pointwise_recurrence
+from ortholab.models.pointwise_recurrence import Activation, pointwise_recurrence
 
 
 class ORNN(RecurrentLayer):
@@ -37,16 +38,15 @@ class ORNN(RecurrentLayer):
     supports_state_offsets = True
     forms_recurrent_matrix = True
 
+    @checks_choices
     def __init__(self, input_size: int, hidden_size: int, num_reflections: int | float | None = None,
-                 activation: str = "leaky_relu", leaky_slope: float = 0.1, renormalize: bool = False):
+                 activation: Activation = "leaky_relu", leaky_slope: float = 0.1, renormalize: bool = False):
         super().__init__(input_size, hidden_size)
         n = hidden_size
         m = n if num_reflections is None else count_from_fraction(num_reflections, n, "num_reflections")
         if m < 1:
             raise ConfigError(f"model.family_args.num_reflections = {num_reflections} gives no reflection; "
                               f"use between 1 and hidden_size = {n}")
-        if activation not in ACTIVATIONS:
-            raise ConfigError(f"model.family_args.activation = {activation!r}; choose one of {list(ACTIVATIONS)}")
         if not 0 <= leaky_slope < 1:
             raise ConfigError(f"model.family_args.leaky_slope = {leaky_slope} must lie in [0, 1)")
         self.num_reflections = m

@@ -7,11 +7,14 @@ for all steps before, and dL/dW is one matrix product over all steps after the b
 """
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 
+from ortholab.models.choices import checks_choices
 from ortholab.models.triton_recurrence import fused_available, fused_leaky_relu_recurrence
 
-ACTIVATIONS = ("leaky_relu", "tanh")
+Activation = Literal["leaky_relu", "tanh"]  # sigma: oRNN's `activation` option takes its choices from here
 
 
 def _activate_(z: torch.Tensor, activation: str, slope: float) -> torch.Tensor:
@@ -67,15 +70,14 @@ class _PointwiseRecurrence(torch.autograd.Function):
         return grad_z, grad_w, grad_h0, (total if want_total else None), None, None
 
 
-def pointwise_recurrence(u: torch.Tensor, w: torch.Tensor, h0: torch.Tensor, activation: str = "leaky_relu",
+@checks_choices(key_prefix="pointwise_recurrence: ")
+def pointwise_recurrence(u: torch.Tensor, w: torch.Tensor, h0: torch.Tensor, activation: Activation = "leaky_relu",
                          slope: float = 0.1, offsets: torch.Tensor | None = None) -> torch.Tensor:
     """All hidden states (T, B, n) of h_t = sigma(u_t + W h_{t-1}) [+ offsets_t] from u (T, B, n) and h0 (B, n).
 
     `offsets` are added to every h_t inside the recurrence: their gradient is the total dL/dh_t through all
     later steps, which the gradient-norm probe (scoRNN Figure 5) records.
     """
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
     if fused_available(u, activation):  # CUDA with Triton: one kernel launch per pass (models/triton_recurrence.py)
         return fused_leaky_relu_recurrence(u, w, h0, slope, offsets)
     return _PointwiseRecurrence.apply(u, w, h0, offsets, activation, slope)

@@ -17,6 +17,8 @@ creates one and never calls it).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 from torch import nn
 
@@ -108,16 +110,17 @@ class RTransformer(RecurrentLayer):
     # attention and feed-forward under torch.autocast; the local cells are layers that decide for themselves
     autocast_devices = ("cpu", "cuda")
     readout_init = "torch"  # the official music model reads out with a default nn.Linear(d_model, 88)
+    # the families a window can run, by name: every registered one but this. The registry (models/__init__.py)
+    # fills it in, so that this module, which the registry imports, does not import the registry back
+    cell_families: Mapping[str, type[RecurrentLayer]] = {}
 
     def __init__(self, input_size: int, hidden_size: int, cell: str = "gru", cell_args: dict | None = None,
                  window: int = 6, levels: int = 3, local_layers: int = 1, heads: int = 4, dropout: float = 0.1,
                  torch_layers: bool = False):
         super().__init__(input_size, hidden_size)
-        from ortholab.models import FAMILIES  # the registry imports this module
-
-        if cell not in FAMILIES or cell == "rtransformer":
+        if cell not in self.cell_families:
             raise ConfigError(f"model.family_args.cell = {cell!r} is not a recurrent family to use inside windows; "
-                              f"choose one of {sorted(set(FAMILIES) - {'rtransformer'})}")
+                              f"choose one of {sorted(self.cell_families)}")
         for key, value in (("window", window), ("levels", levels), ("local_layers", local_layers), ("heads", heads)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"model.family_args.{key} = {value!r} must be a positive integer")
@@ -134,7 +137,7 @@ class RTransformer(RecurrentLayer):
         for _ in range(levels):
             sublayers = []
             for _ in range(local_layers):
-                local = LocalRecurrence(FAMILIES[cell](width, width, **(cell_args or {})), width, window)
+                local = LocalRecurrence(self.cell_families[cell](width, width, **(cell_args or {})), width, window)
                 sublayers.append(PreNormResidual(width, local, dropout, torch_layers))
             attention = CausalSelfAttention(width, heads, dropout, torch_layers)
             sublayers.append(PreNormResidual(width, attention, dropout, torch_layers))

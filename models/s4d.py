@@ -22,8 +22,9 @@ import torch
 from torch import nn
 
 from ortholab.models.base import ConfigError
+from ortholab.models.choices import checks_choices
 from ortholab.models.linear_scan import linear_scan
-from ortholab.models.ssm_block import DiagonalStateSpaceLayer, choice, positive_int, real_number
+from ortholab.models.ssm_block import DiagonalStateSpaceLayer, positive_int, real_number
 
 
 def imaginary_parts(init: str, state_size: int, width: int) -> torch.Tensor:
@@ -136,6 +137,7 @@ class S4D(DiagonalStateSpaceLayer):
     default_optimizers = {"recurrent": {"name": "adam", "lr": 1e-3}}
     readout_init = "torch"  # the example's decoder is a default nn.Linear (example.py:183)
 
+    @checks_choices
     def __init__(self, input_size: int, hidden_size: int, state_size: int = 64, init: Literal["lin", "inv"] = "lin",
                  dt_min: float = 0.001, dt_max: float = 0.1,
                  mode: Literal["convolution", "recurrence"] = "convolution", prenorm: bool = False,
@@ -144,8 +146,6 @@ class S4D(DiagonalStateSpaceLayer):
         if state_size % 2:
             raise ConfigError(f"model.family_args.state_size = {state_size} must be even: S4D keeps N/2 complex "
                               f"modes, one of each conjugate pair")
-        init = choice("init", init, ("lin", "inv"))
-        mode = choice("mode", mode, ("convolution", "recurrence"))
         dt_min, dt_max = real_number("dt_min", dt_min), real_number("dt_max", dt_max)
         if not 0.0 < dt_min <= dt_max:
             raise ConfigError(f"model.family_args.dt_min = {dt_min} and dt_max = {dt_max} must satisfy "

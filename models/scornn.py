@@ -5,7 +5,8 @@ import torch
 from torch import nn
 
 from ortholab.models.base import RecurrentLayer, count_from_fraction
-from ortholab.models.cayley import ScaledCayley
+from ortholab.models.cayley import CayleyInit, ScaledCayley
+from ortholab.models.choices import checks_choices
 from ortholab.models.recurrence import modrelu_recurrence
 
 
@@ -21,7 +22,8 @@ class ScoRNN(RecurrentLayer):
     supports_state_offsets = True
     forms_recurrent_matrix = True
 
-    def __init__(self, input_size: int, hidden_size: int, rho: int | float = 0.5, init: str = "henaff",
+    @checks_choices
+    def __init__(self, input_size: int, hidden_size: int, rho: int | float = 0.5, init: CayleyInit = "henaff",
                  input_init_range: float = 0.01):
         super().__init__(input_size, hidden_size)
         self.rho = count_from_fraction(rho, hidden_size, "rho")

@@ -5,40 +5,32 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ortholab.models.base import ConfigError, RecurrentLayer
+from ortholab.models.base import RecurrentLayer
+from ortholab.models.choices import checks_choices
 from ortholab.models.complex_recurrence import complex_modrelu_recurrence
-from ortholab.models.unitary import D_SIDES, GRADIENTS, INITS, ComplexScaledCayley
+from ortholab.models.unitary import CayleyGradient, ComplexScaledCayley, DSide, UnitaryInit
 
 
 class ScuRNN(RecurrentLayer):
     """Scaled Cayley unitary RNN: complex hidden state, real readout of [Re h, Im h] (output_size = 2n).
 
     init: 'henaff' (Re A in 2x2 blocks, t_j ~ U[0, pi/2]: the paper, and the copying/MNIST code), 'henaff_2pi'
-    (t_j ~ U[0, 2 pi], as scuRNN_adding.py) or 'zeros'; Im A = 0 and theta ~ U[0, 2 pi) in every case.
+        (t_j ~ U[0, 2 pi], as scuRNN_adding.py) or 'zeros'; Im A = 0 and theta ~ U[0, 2 pi) in every case.
     a_gradient: 'theorem2' (A is stepped by Theorem 2's dL/dconj(A), as the paper and the official code) or
-    'coordinates' (by the plain gradient of A's free real coordinates, twice as large off the diagonal).
-    d_side: 'left' (W = D K^T, K = (I + A)^-1 (I - A): the official code's h_t = h_{t-1} K D in row vectors, so A and
-    theta get the code's gradients and steps) or 'right' (W = K D: eq. (2) read literally, the same functions after
-    relabelling the units by D^H, but other theta gradients).
+        'coordinates' (by the plain gradient of A's free real coordinates, twice as large off the diagonal).
+    d_side: 'left' (W = D K^T, K = (I + A)^-1 (I - A): the official code's h_t = h_{t-1} K D in row vectors, so A
+        and theta get the code's gradients and steps) or 'right' (W = K D: eq. (2) read literally, the same
+        functions after relabelling the units by D^H, but other theta gradients).
     Parameter groups: `recurrent` (A's n^2 real coordinates), `scaling` (theta), `other` (U, b, h0).
     """
 
     supports_state_offsets = True
     forms_recurrent_matrix = True
 
-    def __init__(self, input_size: int, hidden_size: int, init: str = "henaff", a_gradient: str = "theorem2",
-                 d_side: str = "left"):
+    @checks_choices
+    def __init__(self, input_size: int, hidden_size: int, init: UnitaryInit = "henaff",
+                 a_gradient: CayleyGradient = "theorem2", d_side: DSide = "left"):
         super().__init__(input_size, hidden_size)
-        if init not in INITS:
-            raise ConfigError(f"model.family_args.init = {init!r} is not an initialisation of A; choose one of "
-                              f"{sorted(INITS)}")
-        if a_gradient not in GRADIENTS:
-            raise ConfigError(f"model.family_args.a_gradient = {a_gradient!r}; choose 'theorem2' (the paper's and "
-                              f"the official code's step) or 'coordinates'")
-        if d_side not in D_SIDES:
-            raise ConfigError(f"model.family_args.d_side = {d_side!r}; choose 'left' (W = D K^T, the official code's "
-                              f"row-vector recurrence and gradients) or 'right' (W = K D, the paper's eq. 2 as "
-                              f"written)")
         n = hidden_size
         self.output_size = 2 * n
         self.cayley = ComplexScaledCayley(n, init=init, gradient=a_gradient, d_side=d_side)

@@ -1,25 +1,27 @@
 """A recurrent layer between the input adapter and the readout a task needs."""
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import nn
 
 from ortholab.models.base import ConfigError, RecurrentLayer
+from ortholab.models.choices import check_choice, checks_choices
 
 # model.input_adapter: "default" feeds symbol ids one-hot (unless the family embeds them) and real inputs as
 # they are; "embedding" maps symbol ids through nn.Embedding(vocab, size); "linear" maps real inputs through
 # nn.Linear(input_size, size). With either of the last two the recurrent layer reads `size` features.
-INPUT_ADAPTERS = ("default", "embedding", "linear")
+InputAdapter = Literal["default", "embedding", "linear"]
 
 
-def input_adapter(kind: str, input_size: int, symbolic: bool, size: int | None) -> nn.Module | None:
+def input_adapter(kind: InputAdapter, input_size: int, symbolic: bool, size: int | None) -> nn.Module | None:
     """The adapter module of `model.input_adapter` (None for "default"), checked against the task's inputs.
 
     input_size: the task's input channels, or its vocabulary size when the inputs are symbol ids (`symbolic`).
     size: `model.input_adapter_size`, the features the recurrent layer then reads.
     """
-    if kind not in INPUT_ADAPTERS:
-        raise ConfigError(f"model.input_adapter = {kind!r}; choose one of {list(INPUT_ADAPTERS)}")
+    check_choice("model.input_adapter", kind, InputAdapter)
     if kind == "default":
         if size is not None:
             raise ConfigError(f"model.input_adapter_size = {size!r} only applies with model.input_adapter: "
@@ -78,11 +80,11 @@ class SequenceModel(nn.Module):
     readout_init: one of READOUT_INITS; None: the layer's `readout_init` (its family's code).
     """
 
-    def __init__(self, layer: RecurrentLayer, output_size: int, readout: str = "every_step",
-                 vocab_size: int | None = None, adapter: nn.Module | None = None, readout_init: str | None = None):
+    @checks_choices(key_prefix="SequenceModel: ")
+    def __init__(self, layer: RecurrentLayer, output_size: int,
+                 readout: Literal["every_step", "last_step"] = "every_step", vocab_size: int | None = None,
+                 adapter: nn.Module | None = None, readout_init: str | None = None):
         super().__init__()
-        if readout not in ("every_step", "last_step"):
-            raise ValueError(f"readout must be 'every_step' or 'last_step', got {readout!r}")
         self.vocab_size = vocab_size
         self.adapter = adapter
         self.layer = layer

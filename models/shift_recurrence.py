@@ -8,7 +8,13 @@ dL/dh_0 = roll(dL/dz_1, -shift). Only the hidden states are saved (ReLU's deriva
 """
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
+
+from ortholab.models.choices import checks_choices
+
+Shift = Literal[1, -1]  # +1: the official code's roll; -1: the paper's eq. 4 (SRNN's `shift` option)
 
 
 def _shift_add_(out: torch.Tensor, h: torch.Tensor, b: torch.Tensor, shift: int) -> torch.Tensor:
@@ -56,15 +62,14 @@ class _ShiftReLURecurrence(torch.autograd.Function):
         return grad_z, grad_h0, (total if want_total else None), None
 
 
-def shift_relu_recurrence(b: torch.Tensor, h0: torch.Tensor, shift: int = 1,
+@checks_choices(key_prefix="shift_relu_recurrence: ")
+def shift_relu_recurrence(b: torch.Tensor, h0: torch.Tensor, shift: Shift = 1,
                           offsets: torch.Tensor | None = None) -> torch.Tensor:
     """All hidden states (T, B, n) of h_t = ReLU(roll(h_{t-1}, shift) + b_t) [+ offsets_t] from b (T, B, n), h0 (B, n).
 
     `offsets` are added to every h_t inside the recurrence: their gradient is the total dL/dh_t through all
     later steps, which the gradient-norm probe records.
     """
-    if shift not in (1, -1):
-        raise ValueError(f"shift must be +1 (official code) or -1 (paper's eq. 4), got {shift!r}")
     return _ShiftReLURecurrence.apply(b, h0, offsets, shift)
 
 

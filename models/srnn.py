@@ -12,7 +12,8 @@ import torch
 from torch import nn
 
 from ortholab.models.base import ConfigError, RecurrentLayer
-from ortholab.models.shift_recurrence import shift_relu_recurrence
+from ortholab.models.choices import checks_choices
+from ortholab.models.shift_recurrence import Shift, shift_relu_recurrence
 
 
 class SRNN(RecurrentLayer):
@@ -33,15 +34,14 @@ class SRNN(RecurrentLayer):
     supports_state_offsets = True
     first_layer_options = ("embed_symbols",)
 
+    @checks_choices
     def __init__(self, input_size: int, hidden_size: int, hyper: int = 64, n_layers: int = 1, gate: bool = True,
-                 shift: int = 1, embed_symbols: bool = False):
+                 shift: Shift = 1, embed_symbols: bool = False):
         super().__init__(input_size, hidden_size)
         if hyper < 1:
             raise ConfigError(f"model.family_args.hyper = {hyper} must be a positive width")
         if n_layers < 1:
             raise ConfigError(f"model.family_args.n_layers = {n_layers}; f_r needs at least 1 hidden layer")
-        if shift not in (1, -1):
-            raise ConfigError(f"model.family_args.shift = {shift!r}; use 1 (official code) or -1 (paper's eq. 4)")
         self.shift, self.embed_symbols = shift, embed_symbols
         features = hyper if embed_symbols else input_size
         self.embedding = nn.Embedding(input_size, hyper) if embed_symbols else None

@@ -39,13 +39,6 @@ def real_number(key: str, value) -> float:
     return float(value)
 
 
-def choice(key: str, value, choices: tuple[str, ...]) -> str:
-    """An option with named choices: ConfigError naming the key and the choices otherwise."""
-    if value not in choices:
-        raise ConfigError(f"model.family_args.{key} = {value!r}; choose one of {list(choices)}")
-    return value
-
-
 class FeatureBatchNorm(nn.BatchNorm1d):
     """BatchNorm over the batch and the time steps of (B, T, H) features, one mean and variance per feature."""
 

@@ -21,11 +21,13 @@ L(W) for W = K D either way: with 'left' its dL/dW is the transpose of dL/d(the 
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 from torch import nn
 
 from ortholab.models.cayley import block_angles, skew_from_block_angles  # noqa: F401 - shared with scoRNN
+from ortholab.models.choices import checks_choices
 
 
 def skew_hermitian(real_upper: torch.Tensor, imag_upper: torch.Tensor, n: int) -> torch.Tensor:
@@ -79,9 +81,11 @@ class _ScaleGradient(torch.autograd.Function):
         return grad * scale, None
 
 
-INITS = {"henaff": math.pi / 2, "henaff_2pi": 2 * math.pi, "zeros": None}
-GRADIENTS = ("theorem2", "coordinates")
-D_SIDES = ("left", "right")  # D K^T (the official code's row-vector W = K D, transposed) or K D (paper eq. 2)
+# the choices of scuRNN's `init`, `a_gradient` and `d_side` options (models/scurnn.py), checked where they are taken
+UnitaryInit = Literal["henaff", "henaff_2pi", "zeros"]
+CayleyGradient = Literal["theorem2", "coordinates"]
+DSide = Literal["left", "right"]  # D K^T (the official code's row-vector W = K D, transposed) or K D (paper eq. 2)
+HENAFF_SPANS = {"henaff": math.pi / 2, "henaff_2pi": 2 * math.pi}  # t_j ~ U[0, span] of each henaff init
 
 
 class ComplexScaledCayley(nn.Module):
@@ -95,21 +99,16 @@ class ComplexScaledCayley(nn.Module):
     'right' (K D); see the module's docstring.
     """
 
-    def __init__(self, n: int, init: str = "henaff", gradient: str = "theorem2",
-                 generator: torch.Generator | None = None, d_side: str = "left"):
+    @checks_choices(key_prefix="ComplexScaledCayley: ")
+    def __init__(self, n: int, init: UnitaryInit = "henaff", gradient: CayleyGradient = "theorem2",
+                 generator: torch.Generator | None = None, d_side: DSide = "left"):
         super().__init__()
-        if init not in INITS:
-            raise ValueError(f"unknown A initialisation {init!r}; choose one of {sorted(INITS)}")
-        if gradient not in GRADIENTS:
-            raise ValueError(f"unknown A gradient {gradient!r}; choose one of {list(GRADIENTS)}")
-        if d_side not in D_SIDES:
-            raise ValueError(f"unknown side of D {d_side!r}; choose one of {list(D_SIDES)}")
         self.n = n
         self.gradient = gradient
         self.d_side = d_side
         real = torch.zeros(n, n, dtype=torch.float64)
-        if INITS[init] is not None:
-            real = skew_from_block_angles(block_angles(n, INITS[init], generator), n)
+        if init in HENAFF_SPANS:  # else 'zeros'
+            real = skew_from_block_angles(block_angles(n, HENAFF_SPANS[init], generator), n)
         real_upper, imag_upper = skew_hermitian_coordinates(torch.complex(real, torch.zeros_like(real)))
         self.real_upper = nn.Parameter(real_upper.float())
         self.imag_upper = nn.Parameter(imag_upper.float())

@@ -1,5 +1,5 @@
 """`python -m ortholab ...`: the same as the `ortholab` command."""
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 
 if __name__ == "__main__":
     main()

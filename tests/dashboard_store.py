@@ -36,7 +36,7 @@ REAL_FIT = [
 def train_real_run(url: str, runs_dir: Path, name: str = "real-scornn") -> None:
     """A real scoRNN run on copying through `ortholab fit` (6 batches), recorded in `url`."""
     done = subprocess.run(
-        [sys.executable, "-c", "from ortholab.training.cli import main; main()", "fit",
+        [sys.executable, "-c", "from ortholab.cli.main import main; main()", "fit",
          "--config", str(REPO / "configs" / "demo" / "copying_scornn.yaml"), *REAL_FIT,
          "--db", url, "--name", name, "--runs_dir", str(runs_dir)],
         cwd=runs_dir, capture_output=True, text=True, timeout=300,
@@ -148,7 +148,7 @@ def add_hand_written_runs(store: Store) -> dict[str, int]:
         npy(store, run, PHASES, step, scurnn_phases(step))
     store.set_status(run, "finished")
 
-    # a speech run as training/audio_eval.py records one: per split the mean score of the model's reconstruction
+    # a speech run as ortholab/evaluation/audio.py records one: per split the mean score of the model's reconstruction
     # and of the baseline, per utterance its own key, and clips with their scores in meta
     run = ids["speech"] = store.create_run(name="speech", family="scornn", task="timit", main_metric="val/loss")
     store.log_metrics(run, {"val/loss": 1.2, **SPEECH_POINTS}, step=50, epoch=0, wall_time=t0)

@@ -1,6 +1,6 @@
 """The shared pattern of the slow learning checks: one `ortholab fit` in-process, its recorded run back."""
 from ortholab.db import Store
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 
 QUIET = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
          "--trainer.check_val_every_n_epoch", "null", "--trainer.accelerator", "cpu"]

@@ -15,7 +15,7 @@ import resource
 from ortholab.training.allocator import reuse_freed_memory
 took = reuse_freed_memory()
 import torch, torch.nn.functional as F
-from ortholab.training.bench import build
+from ortholab.bench.families import build
 torch.manual_seed(0)
 model = build("eurnn", 300, "cpu")
 x, y = torch.rand(64, 300, 1), torch.randint(0, 10, (64,))

@@ -12,7 +12,7 @@ from ortholab.db.artifacts import EIGENVALUES, GRAD_NORMS, HIDDEN_TRAJECTORY, ar
 from ortholab.training.callbacks import NaNGuard, NonFiniteError
 from ortholab.training.callbacks.matrix import orthogonality_error
 from ortholab.training.callbacks.probes import hidden_gradient_norms
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 from ortholab.training.module import RecurrentModule
 from test_cli import DEMO, TINY
 from tolerances import close, norm, roundoff

@@ -14,12 +14,12 @@ from standins import SHARED_DATA
 from ortholab.datamodules.spectral import SpectralFrames
 from ortholab.db import Store
 from ortholab.db.artifacts import AUDIO
-from ortholab.training.active_level import active_level
-from ortholab.training.audio_eval import AUDIO_SCORES, AudioReport, UtteranceScores
-from ortholab.training.cli import main
-from ortholab.training.reconstruction import copy_input_frames, estimated_frames, reconstruct
-from ortholab.training.segsnr import segsnr_clamped, segsnr_voicebox
-from ortholab.training.speech_quality import Score, metric_names, score_utterance
+from ortholab.evaluation.active_level import active_level
+from ortholab.evaluation.audio import AUDIO_SCORES, AudioReport, UtteranceScores
+from ortholab.cli.main import main
+from ortholab.evaluation.reconstruction import copy_input_frames, estimated_frames, reconstruct
+from ortholab.evaluation.segsnr import segsnr_clamped, segsnr_voicebox
+from ortholab.evaluation.speech_quality import Score, metric_names, score_utterance
 
 from tolerances import roundoff
 
@@ -244,7 +244,7 @@ def test_fit_test_and_evaluate_run_on_fsdd_record_scores_and_clips(tmp_path, mon
 
 
 def test_clips_keep_levels_and_count_what_had_to_be_clipped():
-    from ortholab.training.audio_eval import wav_bytes
+    from ortholab.evaluation.audio import wav_bytes
 
     samples = np.array([0.5, -0.25, 1.5, -2.0, np.inf, np.nan, 0.0])
     data, clipped = wav_bytes(samples, FS)
@@ -265,7 +265,7 @@ class _Payload:
 
 def test_a_crafted_checkpoint_is_refused_without_running_its_code(tmp_path, monkeypatch):
     from ortholab.errors import ConfigError
-    from ortholab.training.audio_eval import load_checkpoint
+    from ortholab.cli.evaluate_audio import load_checkpoint
 
     monkeypatch.chdir(tmp_path)
     crafted = tmp_path / "crafted.ckpt"
@@ -279,5 +279,5 @@ def test_a_crafted_checkpoint_is_refused_without_running_its_code(tmp_path, monk
     torch.save({"weights": torch.zeros(2)}, tmp_path / "bare.ckpt")
     with pytest.raises(ConfigError, match="not a checkpoint written by `ortholab fit`"):
         load_checkpoint(tmp_path / "bare.ckpt")
-    assert "weights_only=False" not in Path(__import__("ortholab.training.audio_eval",
+    assert "weights_only=False" not in Path(__import__("ortholab.evaluation.audio",
                                                        fromlist=["x"]).__file__).read_text()

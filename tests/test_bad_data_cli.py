@@ -10,7 +10,7 @@ from ortholab.db import Store
 from standins import mnist_standin, write_audio, write_text_set
 from test_cli import DEMO, REPO, TINY
 from test_speech import timit_tree, write_sphere
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 
 DEMOS = REPO / "configs" / "demo"
 

@@ -9,7 +9,7 @@ import torch
 
 from ortholab.datamodules import CopyingTask
 from ortholab.db import Store
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 from test_cli import DEMO, TINY
 
 TROUBLESHOOTING = Path(__file__).resolve().parents[1] / "docs" / "troubleshooting.md"

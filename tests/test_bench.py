@@ -6,11 +6,11 @@ import re
 import pytest
 import torch
 
-import ortholab.training.bench as bench
+import ortholab.bench.families as bench
 from ortholab.models import FAMILIES, ConfigError
 from ortholab.models.sizing import hidden_size_for_budget, parameter_count
-from ortholab.training.bench import BUDGET_TOLERANCE, BUDGETS, CLASSES
-from ortholab.training.cli import main
+from ortholab.bench.families import BUDGET_TOLERANCE, BUDGETS, CLASSES
+from ortholab.cli.main import main
 
 from devices import needs_cuda
 

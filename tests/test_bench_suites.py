@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from ortholab.models.scurnn import ScuRNN
-from ortholab.training.bench_suites import SUITES
-from ortholab.training.bench_suites.complex_dtype_recurrence import ComplexDtypeScuRNN
-from ortholab.training.bench_suites.ornn_variants import shapes, step_maps
-from ortholab.training.cli import main
+from ortholab.bench.suites import SUITES
+from ortholab.bench.suites.complex_dtype_recurrence import ComplexDtypeScuRNN
+from ortholab.bench.suites.ornn_variants import shapes, step_maps
+from ortholab.cli.main import main
 from tolerances import close, norm, roundoff
 
 # the ratios each suite prints at its quick settings (settings.QUICK)

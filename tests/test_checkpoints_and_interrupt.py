@@ -8,7 +8,7 @@ import torch
 from ortholab.db import Store
 from test_cli import DEMO
 from test_resume import RUN, ortholab
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 from tolerances import roundoff
 
 

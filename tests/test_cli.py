@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ortholab.db import Store
-from ortholab.training.cli import main
-from ortholab.training.commands import NO_DESCRIPTION, config_rows
+from ortholab.cli.main import main
+from ortholab.cli.listing import NO_DESCRIPTION, config_rows
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = str(REPO / "configs" / "demo" / "copying_scornn.yaml")
@@ -21,7 +21,7 @@ TINY = ["--model.hidden_size", "8", "--model.family_args", "{rho: 4}", "--data.s
 
 
 def ortholab(*args, cwd, env=None):
-    return subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-c", "from ortholab.cli.main import main; main()", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=300, env=env)
 
 
@@ -280,7 +280,7 @@ def test_runs_marks_a_running_run_that_went_silent_and_drops_its_eta(tmp_path, c
     """A run killed outright (SIGKILL, the machine gone) still reads 'running': its silence says so, and no ETA."""
     import datetime as dt
 
-    from ortholab.training import commands
+    from ortholab.db import progress as commands
 
     db = f"sqlite:///{tmp_path / 'store.db'}"
     store = Store(db)
@@ -309,7 +309,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
     store = Store(db)
     for _ in range(700):  # ~120 KB of table: more than a pipe's 64 KB buffer, so the write after `head` fails
         store.create_run(name="a-run-with-a-long-name-" + "x" * 60)
-    proc = subprocess.Popen([sys.executable, "-c", "from ortholab.training.cli import main; main()", "runs", "--db", db],
+    proc = subprocess.Popen([sys.executable, "-c", "from ortholab.cli.main import main; main()", "runs", "--db", db],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout.readline().startswith(b"id")
     proc.stdout.close()
@@ -328,7 +328,7 @@ def test_make_clean_keeps_recorded_runs():
 
 def test_a_config_named_as_listed_is_found_from_any_folder(tmp_path, monkeypatch):
     """`ortholab list configs` names `configs/demo/copying_scornn.yaml`; that name works outside the checkout."""
-    from ortholab.training.cli import _packaged_configs
+    from ortholab.training.config_files import packaged_configs as _packaged_configs
 
     monkeypatch.chdir(tmp_path)
     argv = _packaged_configs(["fit", "--config", "configs/demo/copying_scornn.yaml", "--config=configs/nope.yaml"])
@@ -347,7 +347,7 @@ def test_readers_start_without_lightning_or_torch(command, tmp_path):
     url = f"sqlite:///{tmp_path / 'store.db'}"
     Store(url)
     args = command.split() + (["--db", url] if command.split()[0] in ("runs", "db", "report", "reproduce") else [])
-    probe = (f"import sys\nfrom ortholab.training.cli import main\ntry:\n    main({args!r})\nexcept SystemExit as e:\n"
+    probe = (f"import sys\nfrom ortholab.cli.main import main\ntry:\n    main({args!r})\nexcept SystemExit as e:\n"
              f"    assert not e.code, e.code\nprint('IMPORTED', sorted(m for m in ('lightning', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr

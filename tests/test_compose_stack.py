@@ -190,7 +190,7 @@ def test_the_image_is_lean_has_no_compiler_and_finds_its_packaged_configs(sessio
     assert _docker_run(image, "-c", "command -v gcc cc || true", entrypoint="sh").stdout.strip() == ""
     probe = _docker_run(image, "-c", (
         "import json, torch, importlib.metadata as m, pesq, pystoi, optuna, psycopg, streamlit, pyarrow.parquet; "
-        "from ortholab.db.published import load_tables; from ortholab.training.commands import config_rows; "
+        "from ortholab.db.published import load_tables; from ortholab.cli.listing import config_rows; "
         "d = m.distribution('ortholab'); u = d.read_text('direct_url.json'); "
         "print(json.dumps({'editable': bool(u and json.loads(u).get('dir_info', {}).get('editable')), "
         "'location': str(d.locate_file('ortholab')), 'cuda': torch.version.cuda, 'tables': len(load_tables()), "

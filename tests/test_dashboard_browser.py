@@ -62,7 +62,7 @@ def server(tmp_path_factory):
     port = free_port()
     log = open(root / "server.log", "w")
     process = subprocess.Popen(  # the command execs into the streamlit server: this pid is the server
-        [sys.executable, "-c", "from ortholab.training.cli import main; main()", "dashboard", "--db", url,
+        [sys.executable, "-c", "from ortholab.cli.main import main; main()", "dashboard", "--db", url,
          "--port", str(port)],
         cwd=REPO,
         stdout=log,

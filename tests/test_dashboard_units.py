@@ -306,7 +306,7 @@ def test_group_clips_by_step_and_utterance_with_roles_in_order():
         "pesq",
         None,
     ]
-    # the names training/speech_quality.py records keep their variant; a 'scores' mapping wins over top-level keys
+    # the names ortholab/evaluation/speech_quality.py records keep their variant; a 'scores' mapping wins over top-level keys
     assert clip_scores({"segsnr_voicebox": 3.0, "scores": {"segsnr_voicebox": 3.0, "segsnr_clamped_30ms": 2.0}}) == {
         "segsnr_voicebox": 3.0, "segsnr_clamped_30ms": 2.0}
 

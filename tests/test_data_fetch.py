@@ -143,7 +143,7 @@ def test_a_fetch_waits_while_another_writes_the_same_folder(own_data_root, tmp_p
 
 def ortholab(capsys, *args: str) -> tuple[int, str, str]:
     """`ortholab ARGS` in this process: (exit code, stdout, stderr)."""
-    from ortholab.training.cli import main
+    from ortholab.cli.main import main
 
     try:
         main(list(args))

@@ -55,7 +55,7 @@ def test_two_process_ddp_records_one_run_with_synced_metrics(tmp_path):
 def test_four_concurrent_runs_share_one_sqlite_file(tmp_path):
     # several training processes writing one store at once: no "database is locked", no lost metric point
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    runs = [subprocess.Popen([sys.executable, "-c", "from ortholab.training.cli import main; main()", "fit", "--config", DEMO,
+    runs = [subprocess.Popen([sys.executable, "-c", "from ortholab.cli.main import main; main()", "fit", "--config", DEMO,
                               *TINY, "--db", db, "--name", f"concurrent-{k}", "--trainer.log_every_n_steps", "1"],
                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             for k in range(4)]

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from ortholab.app import health
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())

@@ -11,7 +11,7 @@ import stat
 import pytest
 
 from ortholab.db import Store, published
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 
 from test_reproduce import TABLE, _write
 

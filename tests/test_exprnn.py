@@ -412,7 +412,7 @@ def test_checkpoint_round_trip_keeps_base_and_counter():
 
 
 def test_training_loop_drives_the_schedule_and_checkpoints_it(tmp_path, monkeypatch):
-    from ortholab.training.cli import main
+    from ortholab.cli.main import main
 
     monkeypatch.chdir(tmp_path)
     main(["fit", "--model.family", "exprnn", "--model.hidden_size", "6",

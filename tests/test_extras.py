@@ -11,7 +11,7 @@ import pytest
 
 from ortholab.db import Store
 from ortholab.errors import ConfigError
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 from ortholab.extras import EXTRAS, MissingExtra, require_extra
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,7 +60,7 @@ def test_a_sweep_without_optuna_names_the_extra(capsys, monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("module", ["pesq", "pystoi"])
 def test_speech_metrics_without_their_packages_name_the_extra(module, capsys, monkeypatch, tmp_path):
-    from ortholab.training.speech_quality import score_utterance
+    from ortholab.evaluation.speech_quality import score_utterance
 
     monkeypatch.setitem(sys.modules, module, None)
     signal = np.sin(np.arange(8000) / 5.0)
@@ -89,7 +89,7 @@ def test_a_bare_install_without_the_speech_packages_trains_a_copying_run(capsys,
 def test_the_dashboard_without_streamlit_names_the_extra_in_a_fresh_process(tmp_path):
     """In a new interpreter, so that nothing imported streamlit before the check."""
     script = ("import sys; sys.modules['streamlit'] = None\n"
-              "from ortholab.training.cli import main\n"
+              "from ortholab.cli.main import main\n"
               f"main(['dashboard', '--db', 'sqlite:///{tmp_path}/runs.db', '--port', '8599'])\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     line = one_error_line(done.stderr)
@@ -98,7 +98,7 @@ def test_the_dashboard_without_streamlit_names_the_extra_in_a_fresh_process(tmp_
 
 
 def test_report_export_without_plotly_names_the_extra(monkeypatch):
-    from ortholab.training.cli import _user_error
+    from ortholab.user_errors import user_error as _user_error
 
     monkeypatch.setitem(sys.modules, "plotly", None)
     monkeypatch.delitem(sys.modules, "plotly.graph_objects", raising=False)

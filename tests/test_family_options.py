@@ -41,7 +41,7 @@ def test_a_run_records_the_options_of_a_family_built_inside_another():
 
 @pytest.mark.parametrize("family, args, expected", [
     ("scornn", {"rho": "abc"}, "model.family_args.rho: expected int | float, got 'abc'"),
-    ("scornn", {"init": 3}, "model.family_args.init: expected str, got 3"),
+    ("scornn", {"init": 3}, "model.family_args.init = 3; choose one of ['henaff', 'zeros']"),
     ("exprnn", {"rebase_every": "often"}, "model.family_args.rebase_every: expected int | None, got 'often'"),
     ("ornn", {"renormalize": "perhaps"}, "model.family_args.renormalize: expected bool, got 'perhaps'"),
     ("scornn", {"rhoo": 3}, "model.family_args.rhoo is not an option of family 'scornn'"),

@@ -14,7 +14,7 @@ from ortholab.models.cayley import ScaledCayley
 from ortholab.models.complex_recurrence import complex_modrelu_recurrence_reference
 from ortholab.models.fcurnn import FullCapacityURNN, haar_unitary
 from ortholab.models.sizing import parameter_count
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 from ortholab.training.module import RecurrentModule
 from ortholab.models.optimizers import OPTIMIZERS, build_optimizer, check_optimizer_spec
 from ortholab.models.stiefel import StiefelCayley, cayley_step, skew_hermitian_direction

@@ -9,7 +9,7 @@ import torch
 
 from ortholab.db import Store
 from ortholab.models import FAMILIES
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 
 from devices import DEVICES
 from map_probe import LastModule

@@ -23,7 +23,7 @@ from sqlalchemy import create_engine, inspect, text
 from ortholab.db import Store
 from ortholab.db.lease import current_owner
 from ortholab.db.schema_version import alembic_config, head_revision
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 from test_cli import DEMO, REPO, TINY
 from test_hostile_input import refusal, sentinel, snapshot  # noqa: F401 - sentinel: the shared store fixture
 from test_predict import ortholab as cli  # `ortholab ARGS` in this process: (exit code, stdout, stderr)
@@ -45,7 +45,7 @@ def bounded(args, cwd, timeout=240, memory_gib=8):
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (memory_gib * 2**30, memory_gib * 2**30))
 
-    process = subprocess.Popen([sys.executable, "-c", "from ortholab.training.cli import main; main()", *args],
+    process = subprocess.Popen([sys.executable, "-c", "from ortholab.cli.main import main; main()", *args],
                                cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                preexec_fn=limit, start_new_session=True)
     try:
@@ -393,19 +393,18 @@ def test_a_run_name_that_is_not_one_folder_name_is_still_refused(tmp_path, monke
 
 # exit codes and summary lines ---------------------------------------------------------------------------------------
 def test_the_docs_list_every_commands_exit_codes():
-    from ortholab.training.cli import TOP_HELP
+    from ortholab.cli import COMMANDS
 
     docs = (REPO / "docs" / "troubleshooting.md").read_text()
     assert "## Exit codes" in docs
     section = docs.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
-    commands = {word for line in TOP_HELP.splitlines() if line.startswith("  ") and not line.startswith("   ")
-                for word in line.split()[0].split("|")}
+    commands = set(COMMANDS)
     assert commands >= {"fit", "predict", "runs", "sweep", "reproduce", "report", "db", "bench", "dashboard"}
     assert [c for c in commands if f"`{c}`" not in section] == []
     for code in ("| 0 |", "| 1 |", "| 2 |"):
         assert code in section
     assert "`sweep: N trials done, N failed, N pruned`" in section
-    assert "`reproduce: N done, N failed, N skipped`" in section  # training/reproduce.py's summary()
+    assert "`reproduce: N done, N failed, N skipped`" in section  # ortholab/cli/reproduce.py's summary()
 
 
 def test_a_sweep_ends_with_a_summary_line_a_script_reads(tmp_path, monkeypatch, capsys):

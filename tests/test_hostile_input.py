@@ -84,7 +84,7 @@ def test_hostile_input_is_one_line_and_touches_nothing(sentinel, args, expected)
         (folder / name).write_bytes(content)
     before = snapshot(db)
     argv = [a.replace("{folder}", str(folder)) for a in args]
-    done = subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", "fit", *argv, "--db", db],
+    done = subprocess.run([sys.executable, "-c", "from ortholab.cli.main import main; main()", "fit", *argv, "--db", db],
                           cwd=folder, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     (line,) = [line for line in done.stderr.splitlines() if line.startswith("ortholab: error:")]
@@ -98,7 +98,7 @@ def test_hostile_input_is_one_line_and_touches_nothing(sentinel, args, expected)
 # ---------------------------------------------------------------------------------------------------------------------
 # More hostile input, each a CLI process of its own (slow): the remaining cases and our own.
 def ortholab(args, cwd, env=None, timeout=300):
-    return subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-c", "from ortholab.cli.main import main; main()", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
@@ -338,7 +338,7 @@ def test_a_nearly_full_disk_is_refused_before_the_run(trained, tmp_path, monkeyp
             subprocess.run(["umount", str(tiny)])
         line = refusal(done, f"--runs_dir {tiny}: 0.06 MiB free", "free space there or give --runs_dir")
     else:  # no mount here: the same check in this process, the disk's free space simulated
-        from ortholab.training.cli import main
+        from ortholab.cli.main import main
 
         monkeypatch.setattr("shutil.disk_usage", lambda path: type("Usage", (), {"free": 65536})())
         monkeypatch.chdir(folder)
@@ -403,7 +403,7 @@ def test_the_dashboard_on_all_interfaces_warns_that_it_has_no_authentication(tra
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-c", "from ortholab.training.cli import main; main()", "dashboard",
+    server = subprocess.Popen([sys.executable, "-c", "from ortholab.cli.main import main; main()", "dashboard",
                                "--host", "0.0.0.0", "--port", str(port), "--db", db], cwd=folder,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     import threading
@@ -507,7 +507,7 @@ def test_a_url_whose_password_would_be_misread_is_refused_masked(url, expected):
 
 
 def test_db_version_prints_the_url_masked(tmp_path, monkeypatch, capsys):
-    from ortholab.training.cli import main
+    from ortholab.cli.main import main
 
     monkeypatch.chdir(tmp_path)
     url = f"sqlite:///{tmp_path / 's.db'}?password={SECRET}"  # SQLite ignores it; the masking must not
@@ -519,8 +519,8 @@ def test_db_version_prints_the_url_masked(tmp_path, monkeypatch, capsys):
 
 
 def test_a_deep_optimizer_flag_changes_that_option_and_keeps_the_group(capsys):
-    from ortholab.training.cli import main
-    from ortholab.training.mapping_flags import merge_deep_mapping_flags
+    from ortholab.cli.main import main
+    from ortholab.cli.mapping_flags import merge_deep_mapping_flags
 
     argv = ["fit", "--config", DEMO, "--model.optimizers.other.lr", "0.01", "--model.family_args.rho", "4"]
     merged = merge_deep_mapping_flags(argv)
@@ -562,7 +562,7 @@ def test_an_optimizer_option_torch_refuses_is_named_before_training(spec, expect
 
 def test_a_class_path_outside_the_allow_list_is_refused_before_its_module_is_imported(tmp_path, monkeypatch, capsys):
     from ortholab.aliases import check_class_path, config_import_refused
-    from ortholab.training.cli import main
+    from ortholab.cli.main import main
 
     sys.modules.pop("this", None)  # `import this` prints the Zen of Python: an import side effect to watch for
     assert config_import_refused("this.Zen") and config_import_refused("builtins.print")
@@ -625,7 +625,7 @@ def test_the_dashboard_warns_when_it_listens_beyond_this_machine(sentinel, monke
 
 
 def test_print_config_masks_the_database_password(capsys):
-    from ortholab.training.cli import main
+    from ortholab.cli.main import main
 
     with pytest.raises(SystemExit) as exit_info:
         main(["fit", "--config", DEMO, "--db", f"postgresql://u:{SECRET}@h/db", "--print_config"])

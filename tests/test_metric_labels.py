@@ -18,7 +18,7 @@ from standins import piano_pieces, roll, write_music_mat, write_text_set
 from test_cli import DEMO, TINY
 from tolerances import close, roundoff
 from ortholab.training.callbacks.lifecycle import ContinueRun
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 from ortholab.training.module import RecurrentModule
 
 REPO = Path(__file__).resolve().parents[1]

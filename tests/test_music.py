@@ -15,7 +15,7 @@ from ortholab.datamodules.spec import TaskSpec
 from ortholab.db import Store
 from ortholab.errors import ConfigError
 from standins import SHARED_DATA, piano_pieces, roll, write_music_mat, write_music_pickle
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 from ortholab.training.objectives import OBJECTIVES
 
 from tolerances import roundoff

@@ -299,7 +299,7 @@ def test_sequence_model_meta_device_and_hint():
 
 def test_the_cli_trains_nnrnn_with_the_codes_optimizer_layout(tmp_path, monkeypatch):
     from ortholab.db import Store
-    from ortholab.training.cli import main
+    from ortholab.cli.main import main
 
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'runs.db'}"

@@ -10,7 +10,7 @@ from torch.nn import functional as F
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
 from ortholab.models.nru import NRU, memory_update
 from ortholab.models.sizing import parameter_count
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 
 from tolerances import close, norm, roundoff
 

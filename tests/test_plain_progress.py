@@ -3,7 +3,7 @@ shows nothing until the run ends."""
 import re
 
 from ortholab.db import Store
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 from ortholab.training.progress import PlainProgress, _clock
 
 from test_cli import DEMO, TINY

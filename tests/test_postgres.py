@@ -40,11 +40,11 @@ def test_store_round_trip_on_postgres(pg_url):
 
 
 def test_cli_fit_and_runs_on_postgres(pg_url, tmp_path, monkeypatch):
-    from ortholab.training.cli import main
+    from ortholab.cli.main import main
 
     monkeypatch.chdir(tmp_path)
     main(["fit", "--config", DEMO, *TINY, "--db", pg_url, "--name", "on-postgres"])
-    listed = subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", "runs", "--json",
+    listed = subprocess.run([sys.executable, "-c", "from ortholab.cli.main import main; main()", "runs", "--json",
                              "--db", pg_url], capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0, listed.stderr
     row = next(r for r in json.loads(listed.stdout) if r["name"] == "on-postgres")
@@ -55,7 +55,7 @@ def test_cli_fit_and_runs_on_postgres(pg_url, tmp_path, monkeypatch):
 
 
 def test_unreachable_postgres_is_one_clear_message(capsys):
-    from ortholab.training.cli import main
+    from ortholab.cli.main import main
 
     with pytest.raises(SystemExit) as exit_info:
         main(["runs", "--db", "postgresql+psycopg://nobody@127.0.0.1:1/none"])
@@ -88,7 +88,8 @@ def test_the_password_is_stored_nowhere_and_resume_uses_the_real_url(pg_url, tmp
     """A password in ORTHOLAB_DB never reaches the stored config; `--resume ID` then still opens the real store."""
     from pathlib import Path
 
-    from ortholab.training.cli import _resume_arguments, main
+    from ortholab.cli.main import main
+    from ortholab.cli.train import resume_arguments as _resume_arguments
 
     url = pg_url.replace("ortholab@", "ortholab:s3cret@")  # the test server trusts any password
     monkeypatch.chdir(tmp_path)

@@ -12,7 +12,7 @@ from ortholab.datamodules import CopyingTask
 from ortholab.db import Store
 from ortholab.models import FAMILIES
 from ortholab.models.cayley import skew_from_upper
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 from ortholab.training.module import RecurrentModule
 from ortholab.models.optimizers import OPTIMIZERS
 

@@ -11,7 +11,7 @@ from standins import SHARED_DATA
 from tolerances import roundoff
 
 from ortholab.db import Store
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
 DEMOS = REPO / "configs" / "demo"

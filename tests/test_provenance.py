@@ -7,7 +7,7 @@ import torch
 
 from ortholab.db import provenance
 from ortholab.db import SQLLogger, Store
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 from test_cli import DEMO, TINY
 
 REPO = Path(__file__).resolve().parents[1]

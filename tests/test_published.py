@@ -29,7 +29,7 @@ ROW_OPTIONAL = {"metric", "mode", "scale", "args"}  # per-row overrides of the f
 EXPECTS = {None, "below_baseline", "above_baseline", "at_baseline"}
 # families the rows may name before OrthoLab has them (their rows carry config: null, "family pending: <name>")
 PENDING_FAMILIES = {"urnn", "fcurnn", "eurnn", "exprnn", "nru", "nnrnn", "rtransformer"}
-# what each task logs per evaluation split (training/objectives.py; speech: datamodules/speech.py, training/audio_eval.py)
+# what each task logs per evaluation split (training/objectives.py; speech: datamodules/speech.py, ortholab/evaluation/audio.py)
 SPLIT_METRICS = {
     "copying": {"loss", "acc"},
     "adding": {"loss"},

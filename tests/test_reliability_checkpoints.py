@@ -20,7 +20,7 @@ from ortholab.db.logger import STAMP_KEY
 from ortholab.db.store import RunBusy
 from ortholab.training.callbacks.checkpoint_io import AtomicCheckpointIO, CheckpointWriteError, atomic_torch_save
 from ortholab.training.callbacks.lifecycle import ContinueRun
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 from reliability_faults import SIMULATE_EXDEV_VAR
 from test_cli import DEMO
 

@@ -23,7 +23,7 @@ from ortholab.db import frames
 from ortholab.db.lease import LEASE_S, current_owner
 from ortholab.db.schema_version import alembic_config, head_revision
 from ortholab.db.store import LeaseLost, RunBusy
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 from postgres import postgres_server, unavailable_reason, wait_until_ready
 
 REPO = Path(__file__).resolve().parents[1]

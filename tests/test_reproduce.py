@@ -10,7 +10,7 @@ import yaml
 import ortholab.db.published as published
 from ortholab.db import Store, StoreError
 from ortholab.db.published import comparison_rows, load_table, load_tables, markdown_report, reproductions
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 
 TABLE = {"paper": "scornn-icml2018", "table": "Table 9", "title": "a test table", "metric": "test/acc", "mode": "max",
          "scale": 100, "rows": [
@@ -381,7 +381,7 @@ def test_workers_run_rows_at_the_same_time_each_with_a_share_of_the_threads(tmp_
 
     from test_cli import DEMO, TINY
 
-    import ortholab.training.reproduce as reproduce
+    import ortholab.cli.reproduce as reproduce
 
     _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("val/loss", _copying_rows(DEMO, "first", "second")))
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
@@ -481,7 +481,7 @@ def test_a_resumed_rows_evaluation_is_a_test_run_of_its_own(tmp_path, monkeypatc
     store.set_status(fit.id, "interrupted")  # as a stop between two validations leaves it
     with pytest.raises(SystemExit):  # argparse reads a pass-through option's value as the table: one clear line
         main(["reproduce", "--resume", "--db", db, "--trainer.max_steps", "6"])
-    assert "takes no table, got '6'" in capsys.readouterr().err
+    assert "no published table '6'" in (err := capsys.readouterr().err) and "write it as --key=value" in err
     main(["reproduce", "--resume", "--db", db, "--trainer.max_steps=6"])
     assert f"run {fit.id} finished" in capsys.readouterr().out
     runs = store.list_runs()
@@ -548,7 +548,7 @@ def test_estimate_times_a_step_plan_and_an_epoch_plan_without_touching_the_store
 @pytest.mark.parametrize("interval, every, expected", [(None, None, 1), (1.0, None, 1), (0.25, None, 4), (1.0, 2, 0.5),
                                                        (300, None, 3), (5000, 1, 1), (0.5, "null", 2)])
 def test_evaluations_an_epoch_follow_lightnings_schedule(interval, every, expected):
-    from ortholab.training.estimate import evaluations_per_epoch
+    from ortholab.cli.estimate import evaluations_per_epoch
 
     assert evaluations_per_epoch(interval, every, steps_per_epoch=1100) == expected  # counts: exact
 
@@ -556,7 +556,7 @@ def test_evaluations_an_epoch_follow_lightnings_schedule(interval, every, expect
 def test_full_scale_runs_inside_a_checkout_get_a_note_on_where_to_keep_them(tmp_path, monkeypatch):
     """Hours of runs in ./runs of a git checkout are lost to a fresh clone: reproduce names $ORTHOLAB_RUNS then,
     and is silent once a store or a runs root outside is named."""
-    from ortholab.training.reproduce import checkout_hint
+    from ortholab.cli.reproduce import checkout_hint
 
     checkout = tmp_path / "clone"
     (checkout / ".git").mkdir(parents=True)

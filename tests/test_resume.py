@@ -24,7 +24,7 @@ FAULT_MODULES = "faults,reliability_faults"  # the tests' fault callbacks, allow
 def ortholab(cwd, *args, env=None):
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}", "ORTHOLAB_CONFIG_MODULES": FAULT_MODULES,
            **(env or {})}
-    return subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-c", "from ortholab.cli.main import main; main()", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -197,7 +197,7 @@ def test_reproduce_resume_continues_a_killed_paper_row_as_the_same_run(tmp_path,
     import yaml
 
     import ortholab.db.published as published
-    from ortholab.training.cli import main
+    from ortholab.cli.main import main
 
     tables = tmp_path / "published"
     tables.mkdir()

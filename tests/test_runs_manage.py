@@ -7,7 +7,7 @@ import pytest
 
 from ortholab.db import Store
 from ortholab.db.lease import current_owner
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 
 from postgres import postgres_server, unavailable_reason, wait_until_ready
 

@@ -7,7 +7,7 @@ from sqlalchemy import create_engine, inspect, text
 
 from ortholab.db import Store, StoreError
 from ortholab.db.schema_version import alembic_config, head_revision
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 
 
 def _schema(url: str) -> dict:

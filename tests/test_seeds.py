@@ -11,7 +11,7 @@ from ortholab.db import Store, published
 from ortholab.db.published import load_table, markdown_report, reproductions
 from ortholab.db.seeds import spread
 from ortholab.errors import ConfigError
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 
 from test_reproduce import TABLE, _write
 
@@ -107,6 +107,33 @@ def test_three_seeds_of_a_row_are_three_runs_under_it(tmp_path, monkeypatch, cap
     assert [s.seed for s in item.seeds] == [7, 9, 5544, 5545, 5546]
 
 
+def test_seeds_already_finished_are_skipped_unless_again(tmp_path, monkeypatch, capsys):
+    """Running the same `--seeds` command after a stop trains only the missing seeds; `--again` trains anew."""
+    db = _toy_table(tmp_path, monkeypatch)
+    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "5544", "--db", db])
+    capsys.readouterr()
+    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "2", "--db", db])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert "(seed 5544): skipped, run 1 finished" in out[0] and out[-1] == "reproduce: 1 done, 0 failed, 1 skipped"
+    assert sorted(r.id for r in Store(db).list_runs()) == [1, 2]
+    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "5545", "--again", "--db", db])
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "reproduce: 1 done, 0 failed, 0 skipped"
+    assert len(Store(db).list_runs()) == 3
+
+
+def test_resume_of_one_table_leaves_the_other_tables_rows(tmp_path, monkeypatch, capsys):
+    db = _toy_table(tmp_path, monkeypatch)
+    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--db", db])
+    store = Store(db)
+    store.set_status(store.list_runs()[0].id, "interrupted")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        main(["reproduce", "no_such_table", "--resume", "--db", db])
+    assert stop.value.code == 2 and "no_such_table" in capsys.readouterr().err
+    main(["reproduce", "toy_figure1", "--resume", "--db", db])
+    assert "run 1 finished" in capsys.readouterr().out
+
+
 def test_a_failing_row_exits_1_after_its_summary_line(tmp_path, monkeypatch, capsys):
     db = _toy_table(tmp_path, monkeypatch, {"model": {"family": "scornn", "hidden_size": -3}})  # refused by fit
     with pytest.raises(SystemExit) as stop:
@@ -130,7 +157,7 @@ def test_bad_seed_and_resume_flags_are_one_line(tmp_path, capsys, flags, says):
 
 
 def test_parse_seeds_reads_a_count_or_a_list():
-    from ortholab.training.reproduce import parse_seeds, row_seeds
+    from ortholab.cli.reproduce import parse_seeds, row_seeds
 
     assert parse_seeds("3") == 3 and parse_seeds("1,2,3") == [1, 2, 3] and parse_seeds("7,") == [7]
     assert row_seeds({"seed_everything": 10}, 3) == [10, 11, 12] and row_seeds({}, None) == [0]

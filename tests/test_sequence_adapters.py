@@ -107,7 +107,7 @@ def test_adapter_errors_name_the_key_and_the_fix(kind, size, symbolic, message):
 def test_the_cli_trains_and_records_an_embedding_adapter(tmp_path, monkeypatch):
     from ortholab.db import Store
     from test_cli import DEMO, TINY
-    from ortholab.training.cli import main
+    from ortholab.cli.main import main
 
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'runs.db'}"

@@ -103,7 +103,7 @@ def test_after_optimizer_step_reaches_every_layer():
 
 def test_the_cli_trains_and_records_a_stacked_model(tmp_path, monkeypatch):
     from ortholab.db import Store
-    from ortholab.training.cli import main
+    from ortholab.cli.main import main
     from test_cli import DEMO, TINY
 
     monkeypatch.chdir(tmp_path)

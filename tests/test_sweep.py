@@ -15,7 +15,7 @@ def test_two_workers_share_one_grid_sweep(tmp_path):
     space = tmp_path / "space.yaml"
     space.write_text("model.hidden_size: [4, 6]\nmodel.optimizers.other.lr: [0.001, 0.01]\n")
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    done = subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", "sweep",
+    done = subprocess.run([sys.executable, "-c", "from ortholab.cli.main import main; main()", "sweep",
                            "--config", DEMO, "--space", str(space), "--trials", "4", "--workers", "2",
                            "--sampler", "grid", "--name", "tiny", "--db", db, *TINY, "--analysis", "false"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=900)
@@ -49,7 +49,7 @@ def test_two_workers_share_one_grid_sweep(tmp_path):
 ])
 def test_a_bad_space_is_one_line_naming_the_file_and_key(tmp_path, text, expected):
     from ortholab.models import ConfigError
-    from ortholab.training.sweep import load_space
+    from ortholab.cli.sweep_study import load_space
 
     path = tmp_path / "space.yaml"
     path.write_text(text)
@@ -62,7 +62,7 @@ def test_a_bad_space_is_one_line_naming_the_file_and_key(tmp_path, text, expecte
 def test_a_trial_gets_the_store_through_its_environment_never_its_command_line(tmp_path, monkeypatch):
     """`ps` shows every local user a process's command line: the store's URL (with its password) goes to the trial's
     environment instead, and a failed trial's reason comes back masked."""
-    from ortholab.training import sweep
+    from ortholab.cli import sweep_study as sweep
 
     url = "postgresql+psycopg://ortholab:s3cretpw@db.example:5432/runs"
     calls = []
@@ -87,7 +87,7 @@ def test_a_trial_gets_the_store_through_its_environment_never_its_command_line(t
 
 def test_a_study_without_a_completed_trial_is_refused_with_the_first_reason(tmp_path):
     from ortholab.models import ConfigError
-    from ortholab.training.sweep import check_completed
+    from ortholab.cli.sweep_study import check_completed
 
     study = optuna.create_study(study_name="doomed", storage=f"sqlite:///{tmp_path / 'o.db'}")
     for number in range(2):

@@ -3,9 +3,9 @@ store records them; a pruned trial's run is stopped, tagged `pruned`, and the st
 import optuna
 import pytest
 
-import ortholab.training.sweep as sweep
+import ortholab.cli.sweep_study as sweep
 from ortholab.db import Store
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 
 from test_cli import DEMO, TINY
 

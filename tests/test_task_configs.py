@@ -6,7 +6,7 @@ import yaml
 from standins import SHARED_DATA, write_text_set
 
 from ortholab.db import Store
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = sorted(str(path.relative_to(REPO / "configs")) for folder in ("demo", "papers")

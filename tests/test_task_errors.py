@@ -13,7 +13,7 @@ from ortholab.datamodules.music import PolyphonicMusic
 from ortholab.datamodules.text import CharText
 from ortholab.errors import ConfigError
 from standins import mnist_standin, write_audio, write_text_set
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
 

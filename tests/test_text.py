@@ -11,7 +11,7 @@ from ortholab.datamodules.spec import TaskSpec
 from ortholab.datamodules.text import UNKNOWN, CharText
 from ortholab.db import Store
 from standins import write_text_set
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 from ortholab.training.objectives import OBJECTIVES
 
 from tolerances import roundoff

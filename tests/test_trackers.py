@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from ortholab.db import Store
-from ortholab.training.cli import main
+from ortholab.cli.main import main
 
 from test_cli import DEMO, TINY
 from tolerances import roundoff

@@ -85,7 +85,7 @@ def test_the_cli_and_imports_work_beside_a_users_own_models_package(wheel_env, t
     assert "pip install 'ortholab[speech]'" in subprocess.run(  # no extras here: the speech metrics are absent
         [str(python), "-c", "from ortholab.extras import require_extra; require_extra('speech')"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300).stderr
-    out = run(str(python), "-c", "import ortholab, ortholab.models, ortholab.training.cli, sys; "
+    out = run(str(python), "-c", "import ortholab, ortholab.models, ortholab.cli.main, sys; "
                                  "print(ortholab.models.__file__); print(sorted(k for k in sys.modules if k in "
                                  f"{sorted(OURS)!r}))")
     assert "site-packages/ortholab/models/__init__.py" in out and out.strip().endswith("[]")

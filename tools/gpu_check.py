@@ -139,7 +139,7 @@ def prepare(work: Path, log, hide: bool) -> dict[str, str]:
     bin_dir = work / "bin"  # the console script, for tests that call `ortholab`
     bin_dir.mkdir(parents=True, exist_ok=True)
     script = bin_dir / "ortholab"
-    script.write_text(f"#!{sys.executable}\nfrom ortholab.training.cli import main\nmain()\n")
+    script.write_text(f"#!{sys.executable}\nfrom ortholab.cli.main import main\nmain()\n")
     script.chmod(0o755)
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     return env
@@ -190,7 +190,7 @@ def stage_env(args) -> dict:
             facts["driver"] = query.stdout.strip() or None
     else:
         facts.update(gpu=None, cpu=platform.processor() or platform.machine(), threads=torch.get_num_threads())
-    import ortholab.training.cli  # the package imports with what this machine has
+    import ortholab.cli.main  # the package imports with what this machine has
 
     facts["ortholab_from"] = str(Path(ortholab.__file__).parent)  # the linked checkout (prepare)
     return facts
@@ -262,7 +262,7 @@ def stage_bench(args, work: Path, env: dict) -> dict:
             continue
         out = work / f"bench-{family}.json"
         limit = min(BENCH_FAMILY_LIMIT_S[args.device], left)
-        cmd = [sys.executable, "-c", "import sys; from ortholab.training.cli import main; main()",
+        cmd = [sys.executable, "-c", "import sys; from ortholab.cli.main import main; main()",
                "bench", "--device", args.device, "--families", family, "--sizes", "16k", "--memory", "",
                "--json", *flags]
         with open(out, "w") as stdout:  # the JSON; its notes and errors go to stderr, the log
@@ -297,7 +297,7 @@ def stage_epoch(args, work: Path, env: dict) -> dict:
     results = {}
     cap = 90 if args.tiny else EPOCH_CAP_S  # the rehearsal's batches must all run, also on a loaded CPU
     for precision in ("32-true", "bf16-mixed"):
-        cmd = [sys.executable, "-c", "import sys; from ortholab.training.cli import main; main()", "fit",
+        cmd = [sys.executable, "-c", "import sys; from ortholab.cli.main import main; main()", "fit",
                "--config", str(REPO / "configs/papers/scornn_pmnist_n170.yaml"), "--config", str(overrides),
                "--db", f"sqlite:///{db}", "--runs_dir", str(work / "runs"), "--name", f"pmnist-epoch-{precision}",
                "--data.init_args.path", str(mnist), "--data.init_args.download", "false",
@@ -320,7 +320,7 @@ def stage_row(args, work: Path, env: dict) -> dict:
     sqlite:///row.db --export DIR`); cut at the stage's limit, the run stays interrupted and resumable."""
     mnist = find_mnist(args)
     db = work / "row.db"
-    cmd = [sys.executable, "-c", "import sys; from ortholab.training.cli import main; main()", "fit",
+    cmd = [sys.executable, "-c", "import sys; from ortholab.cli.main import main; main()", "fit",
            "--config", str(REPO / "configs/papers/scornn_pmnist_n170.yaml"), "--db", f"sqlite:///{db}",
            "--runs_dir", str(work / "runs"), "--data.init_args.path", str(mnist), "--data.init_args.download", "false",
            "--trainer.accelerator", "gpu" if args.device == "cuda" else "cpu", "--trainer.devices", "1",

@@ -74,7 +74,7 @@ def model_pass(model, x, y):
 
 def measure_all(device: str, tiny: bool) -> dict:
     from ortholab.models.sizing import hidden_size_for_budget
-    from ortholab.training.bench import build, plain_rnn
+    from ortholab.bench.families import build, plain_rnn
 
     setting = TINY if tiny else FULL
     seq_len, warmup, repeats = setting["seq_len"], setting["warmup"], setting["repeats"]
@@ -152,7 +152,7 @@ def graph_rows(device: str, setting: dict, capture) -> dict:
     """Where Triton is not the answer: each unfused family's forward+backward eager against the same captured in
     CUDA graphs (torch.cuda.make_graphed_callables: one replay per pass instead of a launch per operation), at the
     16k budget and the first batch size. A capture that fails is named with its error."""
-    from ortholab.training.bench import BUDGETS, CLASSES, PAPER_SIZES, build
+    from ortholab.bench.families import BUDGETS, CLASSES, PAPER_SIZES, build
     from ortholab.models.sizing import hidden_size_for_budget
 
     batch, seq_len = setting["batches"][0], setting["seq_len"]

@@ -59,7 +59,7 @@ def dashboard_pages(main: Path = APP_MAIN) -> list[dict]:
 
 
 def ortholab(*args: str, cwd: Path) -> None:
-    command = [sys.executable, "-c", "from ortholab.training.cli import main; main()", *args]
+    command = [sys.executable, "-c", "from ortholab.cli.main import main; main()", *args]
     print("$ ortholab " + " ".join(args), flush=True)
     done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
     if done.returncode != 0:
@@ -145,7 +145,7 @@ def serve(url: str, work: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     log = open(work / "dashboard.log", "w")
     server = subprocess.Popen(
-        [sys.executable, "-c", "from ortholab.training.cli import main; main()", "dashboard", "--db", url,
+        [sys.executable, "-c", "from ortholab.cli.main import main; main()", "dashboard", "--db", url,
          "--port", str(port)], cwd=work, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90

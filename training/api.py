@@ -51,7 +51,7 @@ def fit(config: str | Path | dict, overrides: dict[str, Any] | list[str] | None 
     flags = _flags(overrides)  # before the imports: a mistake in them is reported at once
     from ortholab import aliases
     from ortholab.errors import ConfigError
-    from ortholab.training.cli import _packaged_configs
+    from ortholab.training.config_files import packaged_configs
     from ortholab.training.lightning_cli import OrthoLabCLI
     from ortholab.training.console import quiet_third_party_noise
 
@@ -62,7 +62,7 @@ def fit(config: str | Path | dict, overrides: dict[str, Any] | list[str] | None 
             path = Path(folder) / f"{name or 'config'}.yaml"
             path.write_text(_yaml(config, "config", sort_keys=False))
             config = path
-        argv = _packaged_configs(["fit", "--config", str(config)])
+        argv = packaged_configs(["fit", "--config", str(config)])
         for flag, value in (("--db", db), ("--name", name), ("--runs_dir", runs_dir)):
             if value is not None:
                 argv += [flag, value]

@@ -1,8 +1,10 @@
 """A family's options (`model.family_args`) as an argument parser sees them: typed, defaulted, one line each.
 
 The family's `__init__` signature is the single source: jsonargparse reads its type hints and defaults, and the
-class docstring's `name: text` lines give each option its help. The CLI's `--model.family_args.help NAME`,
-`ortholab list families --family NAME` and `--print_config` all show what this module builds.
+class docstring's `name: text` lines give each option its help. An option typed `Literal[...]` has named choices:
+models/choices.py checks a given value against them, the check the constructor makes when called directly. The
+CLI's `--model.family_args.help NAME`, `ortholab list families --family NAME` and `--print_config` all show what
+this module builds.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import Any
 from jsonargparse import ArgumentParser
 
 from ortholab.models import FAMILIES
+from ortholab.models.choices import check_choices, option_choices
 from ortholab.errors import ConfigError
 
 NOT_OPTIONS = {"self", "input_size", "hidden_size"}  # set by the model (model.hidden_size, the task), not by the user
@@ -57,7 +60,15 @@ def option_help(family: str) -> dict[str, str]:
     return help_lines
 
 
-def _type_name(parameter: inspect.Parameter) -> str:
+def _choices_text(choices: tuple) -> str:
+    """A Literal option's type as the table shows it: its choices, as YAML would give them ('a' | 'b', 1 | -1)."""
+    return " | ".join("null" if choice is None else repr(choice) for choice in choices)
+
+
+def _type_name(family: str, parameter: inspect.Parameter) -> str:
+    choices = option_choices(family_class(family)).get(parameter.name)
+    if choices is not None:
+        return _choices_text(choices)
     annotation = parameter.annotation
     return annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
 
@@ -71,11 +82,14 @@ def resolve_family_args(family: str, given: dict[str, Any] | None) -> dict[str, 
         if key not in parameters:
             raise ConfigError(f"model.family_args.{key} is not an option of family {family!r}; its options are "
                               f"{sorted(parameters)} (see `ortholab list families --family {family}`)")
+        # a Literal option: `KEY = VALUE; choose one of [...]`, as the constructor itself refuses it
+        check_choices(family_class(family), {key: value},
+                      explained_by=f"`ortholab list families --family {family}`")
         try:
             parser.parse_object({key: value})
         except argparse.ArgumentError:
-            raise ConfigError(f"model.family_args.{key}: expected {_type_name(parameters[key])}, got {value!r}; "
-                              f"see `ortholab list families --family {family}`") from None
+            raise ConfigError(f"model.family_args.{key}: expected {_type_name(family, parameters[key])}, got "
+                              f"{value!r}; see `ortholab list families --family {family}`") from None
     resolved = {name: p.default for name, p in parameters.items() if p.default is not inspect.Parameter.empty}
     return resolved | given
 
@@ -90,14 +104,17 @@ def recorded_family_args(family: str, given: dict[str, Any] | None) -> dict[str,
 
 
 def family_options_rows(family: str) -> list[dict[str, Any]]:
-    """One row per option: key, type, default (absent when required) and its help line."""
-    helps = option_help(family)
-    return [{"key": f"model.family_args.{p.name}", "type": _type_name(p), "help": helps.get(p.name, "")}
-            | ({} if p.default is p.empty else {"default": p.default}) for p in _parameters(family)]
+    """One row per option: key, type, default (absent when required), its help line, and for an option with named
+    choices (a Literal) the list of them."""
+    helps, choices = option_help(family), option_choices(family_class(family))
+    return [{"key": f"model.family_args.{p.name}", "type": _type_name(family, p), "help": helps.get(p.name, "")}
+            | ({} if p.default is p.empty else {"default": p.default})
+            | ({"choices": list(choices[p.name])} if p.name in choices else {}) for p in _parameters(family)]
 
 
 def describe_options(family: str) -> str:
-    """A table of the family's options: key, type, default, one line."""
+    """A table of the family's options: key, type (an option's choices, where it has named ones), default, one
+    line."""
     rows = [(row["key"], row["type"], repr(row["default"]) if "default" in row else "required", row["help"])
             for row in family_options_rows(family)]
     if not rows:

@@ -2,7 +2,7 @@
 
 Every run is recorded: the CLI puts a `db.SQLLogger` first among the trainer's loggers and stores the full resolved
 config with the run. Imported only by the training commands (Lightning takes seconds to import); `ortholab runs`,
-`list`, `db` and the other readers start from training/cli.py without it.
+`list`, `db` and the other readers start from ortholab/cli/main.py without it.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from ortholab.errors import ConfigError
 from ortholab.training.callbacks import AudioEvaluation, NonFiniteError, default_callbacks
 from ortholab.training.callbacks.checkpoint_io import AtomicCheckpointIO
 from ortholab.training.callbacks.lifecycle import ContinueRun, GracefulInterrupt, StampCheckpoints
-from ortholab.training.cli import _user_error
+from ortholab.user_errors import user_error
 from ortholab.db.masking import known_passwords, mask_secrets, mask_url
 from ortholab.training.family_options import recorded_family_args
 from ortholab.extras import check_logger_extras
@@ -299,8 +299,8 @@ class OrthoLabCLI(LightningCLI):
                            run_id=resume, tags=config.tags)
         configured = list(self._get(self.config_init, "trainer").get("callbacks") or [])
         extra = [GracefulInterrupt()]
-        if self.subcommand == "predict":  # training/predict.py: the split's predictions into the run folder
-            from ortholab.training.predict import PredictionWriter
+        if self.subcommand == "predict":  # training/callbacks/predictions.py: the split's predictions into the run folder
+            from ortholab.training.callbacks.predictions import PredictionWriter
 
             if not config.get("ckpt_path"):
                 raise ConfigError("predict needs trained weights: `ortholab predict --run RUN_ID` (its best "
@@ -349,11 +349,11 @@ class OrthoLabCLI(LightningCLI):
             super()._run_subcommand(subcommand)
         except Exception as err:  # noqa: BLE001 - re-raised; main() prints the same line
             logger = self.trainer.loggers[0] if getattr(self, "trainer", None) and self.trainer.loggers else None
-            user_error = _user_error(err)
-            if (user_error is not None and isinstance(logger, SQLLogger) and not isinstance(user_error, NonFiniteError)
+            reported = user_error(err)
+            if (reported is not None and isinstance(logger, SQLLogger) and not isinstance(reported, NonFiniteError)
                     and getattr(logger, "_run_id", None) is not None):  # only a run that exists (no new row)
                 with contextlib.suppress(Exception):  # the original error matters more than its record
-                    logger.record_failure(mask_secrets(" ".join(str(user_error).split())))
+                    logger.record_failure(mask_secrets(" ".join(str(reported).split())))
             raise
 
     def after_fit(self) -> None:
@@ -373,7 +373,7 @@ class OrthoLabCLI(LightningCLI):
         self._print_record()
 
     def after_predict(self) -> None:
-        from ortholab.training.predict import PredictionWriter
+        from ortholab.training.callbacks.predictions import PredictionWriter
 
         writer = next((c for c in self.trainer.callbacks if isinstance(c, PredictionWriter)), None)
         if writer is not None and writer.path is not None:

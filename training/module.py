@@ -309,7 +309,7 @@ class RecurrentModule(pl.LightningModule):
                 opt.optimizer.step()  # the raw optimizer, so the other groups do not advance global_step again
 
     def predict_step(self, batch, batch_idx, dataloader_idx: int = 0) -> dict:
-        """The raw outputs of a batch with its targets and mask; training/predict.py turns them into predictions."""
+        """The raw outputs of a batch with its targets and mask; training/callbacks/predictions.py turns them into predictions."""
         inputs, targets, *rest = batch
         return {"outputs": self(inputs), "targets": targets, "mask": rest[0] if rest else None}
 

@@ -5,10 +5,11 @@ with spectrograms and its scores; the runs' speech scores as a long table, score
 import pandas as pd
 import streamlit as st
 
-from ortholab.app import controls, data, state
+from ortholab.app import controls
 from ortholab.app.charts import show
 from ortholab.app.figures import spectrogram_figure
 from ortholab.app.labels import run_label
+from ortholab.app.page import selected_runs_page
 from ortholab.app.snapshots import no_snapshot_note, steps_of
 from ortholab.app.wav import SCORED_ROLES, clip_scores, group_clips, scores_table, speech_key, speech_label
 from ortholab.db.artifacts import AUDIO
@@ -16,12 +17,7 @@ from ortholab.db.artifacts import AUDIO
 MAX_CLIPS = 8  # per run and step
 OPEN_CLIPS = 1  # panels open when the page opens (the others load when opened)
 
-reader = data.reader()
-runs = reader.summaries(state.selected_ids())
-st.title("Audio")
-if not runs:
-    st.info("No runs selected: pick runs in the sidebar or tick them on the Runs page.")
-    st.stop()
+reader, runs = selected_runs_page("Audio")
 
 st.caption(
     "Clips play exactly as stored (the WAV bytes), so reference and reconstruction keep their relative "

@@ -4,21 +4,17 @@ params with differences highlighted), exportable as CSV, and parallel coordinate
 import pandas as pd
 import streamlit as st
 
-from ortholab.app import controls, data, state, tables
+from ortholab.app import controls, tables
 from ortholab.app.charts import show
 from ortholab.app.figures import parallel_figure, parallel_lines_figure
 from ortholab.app.labels import run_label
 from ortholab.app.metric_names import split_per_clip
+from ortholab.app.page import selected_runs_page
 from ortholab.app.parallel import differing_fields, parallel_axes
 
 DEFAULT_AXES = 10  # axes shown before the user picks
 
-reader = data.reader()
-runs = reader.summaries(state.selected_ids())
-st.title("Compare")
-if not runs:
-    st.info("No runs selected: pick runs in the sidebar or tick them on the Runs page.")
-    st.stop()
+reader, runs = selected_runs_page("Compare")
 if len(runs) == 1:
     st.info("Only one run selected: select two or more to see what differs between them.")
 

@@ -5,11 +5,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from ortholab.app import controls, data, state
+from ortholab.app import controls
 from ortholab.app.charts import EXPORT_WIDTH, show
 from ortholab.app.curves import MAX_POINTS
 from ortholab.app.figures import EigenPanel, Line, eigenvalue_figure, lines_figure, phases_figure
 from ortholab.app.labels import run_label
+from ortholab.app.page import selected_runs_page
 from ortholab.app.smoothing import decimate
 from ortholab.app.snapshots import at_step, by_step, no_snapshot_note, steps_of
 from ortholab.db.artifacts import EIGENVALUES, PHASES
@@ -17,12 +18,7 @@ from ortholab.db.artifacts import EIGENVALUES, PHASES
 ORTHOGONALITY = "analysis/orthogonality"
 DRIFT = "‖WᴴW − I‖<sub>F</sub>"  # plotly text: HTML subscripts
 
-reader = data.reader()
-runs = reader.summaries(state.selected_ids())
-st.title("Eigenvalues")
-if not runs:
-    st.info("No runs selected: pick runs in the sidebar or tick them on the Runs page.")
-    st.stop()
+reader, runs = selected_runs_page("Eigenvalues")
 
 
 def step_picker(label: str, steps: list[int], key: str) -> int:

@@ -4,10 +4,11 @@ at one step, and the probe sequence's hidden-state trajectory as a heatmap (the 
 import numpy as np
 import streamlit as st
 
-from ortholab.app import controls, data, state
+from ortholab.app import controls
 from ortholab.app.charts import show
 from ortholab.app.figures import Line, heatmap_figure, lines_figure
 from ortholab.app.labels import run_label
+from ortholab.app.page import selected_runs_page
 from ortholab.app.smoothing import thin
 from ortholab.app.snapshots import at_step, by_step, no_snapshot_note, steps_of
 from ortholab.db.artifacts import GRAD_NORMS, HIDDEN_TRAJECTORY
@@ -15,12 +16,7 @@ from ortholab.db.artifacts import GRAD_NORMS, HIDDEN_TRAJECTORY
 MAX_PROFILES = 12  # snapshot lines per run chart
 GRADIENT = "‖∂L/∂h<sub>t</sub>‖"  # plotly text: HTML subscripts
 
-reader = data.reader()
-runs = reader.summaries(state.selected_ids())
-st.title("Gradients and states")
-if not runs:
-    st.info("No runs selected: pick runs in the sidebar or tick them on the Runs page.")
-    st.stop()
+reader, runs = selected_runs_page("Gradients and states")
 
 # ---- ‖∂L/∂h_t‖ profiles ------------------------------------------------------------------------
 st.header(r"$\lVert \partial L / \partial h_t \rVert$ over $t$")

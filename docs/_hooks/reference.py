@@ -37,15 +37,10 @@ def tasks() -> dict:
 
 
 def commands() -> list[str]:
-    """The commands `ortholab --help` lists (fit|validate|test|predict count as four)."""
-    from ortholab.training.cli import TOP_HELP
+    """The commands of the registry (ortholab/cli/__init__.py), which `ortholab --help` lists."""
+    from ortholab.cli import COMMANDS
 
-    names = []
-    for line in TOP_HELP.splitlines():
-        match = re.match(r"^  ([a-z][a-z|-]*)(\s|$)", line)
-        if match:
-            names += match.group(1).split("|")
-    return names
+    return list(COMMANDS)
 
 
 def _paragraphs(doc: str) -> list[str]:
@@ -158,7 +153,7 @@ def task_reference(name: str) -> str:
 
 @cache
 def command_help(command: str) -> str:
-    from ortholab.training.cli import main
+    from ortholab.cli.main import main
 
     out = io.StringIO()
     previous = os.environ.get("COLUMNS")
@@ -178,7 +173,7 @@ def command_help(command: str) -> str:
 
 
 def configs_table() -> str:
-    from ortholab.training.commands import config_rows
+    from ortholab.cli.listing import config_rows
 
     rows = ["| config | description |", "|---|---|"]
     rows += [f"| `{r['config']}` | {_cell(r['description'])} |" for r in config_rows()]

@@ -1,6 +1,6 @@
 """Audio evaluation of speech runs at the end of `fit` (on the validation split) and of `test` (on the test split).
 
-See training/audio_eval.py for what is reconstructed, scored and recorded. Runs on global rank zero only, with
+See ortholab/evaluation/audio.py for what is reconstructed, scored and recorded. Runs on global rank zero only, with
 the weights the model has at that moment (after fit: the last ones), recorded at the trainer's global step.
 Skipped for tasks other than speech and when training was stopped by a signal (the job is being preempted). PESQ and
 STOI (the `speech` extra) are required only when the callback meets a speech task: a bare install trains the others.
@@ -11,11 +11,11 @@ from lightning.pytorch import Callback
 
 from ortholab.datamodules.speech import SpeechPrediction
 from ortholab.errors import ConfigError
-from ortholab.training.audio_eval import evaluate_split, record_report
+from ortholab.evaluation.audio import evaluate_split, record_report
 from ortholab.training.callbacks.lifecycle import GracefulInterrupt
 from ortholab.training.callbacks.record import record_artifact, record_metrics
 from ortholab.extras import require_extra
-from ortholab.training.reconstruction import METHODS
+from ortholab.evaluation.reconstruction import METHODS
 
 
 class TrainerRecorder:

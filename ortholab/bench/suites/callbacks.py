@@ -14,9 +14,9 @@ from functools import partial
 from pathlib import Path
 
 from ortholab.errors import ConfigError
-from ortholab.training.bench import machine
-from ortholab.training.bench_suites.common import SuiteResult, alternating_medians
-from ortholab.training.bench_suites.settings import Callbacks
+from ortholab.bench.families import machine
+from ortholab.bench.suites.common import SuiteResult, alternating_medians
+from ortholab.bench.suites.settings import Callbacks
 
 WITHOUT, WITH = "training without callbacks", "training with callbacks"
 

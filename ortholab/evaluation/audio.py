@@ -2,8 +2,8 @@
 log-magnitudes, score them against the original, store the scores and a few clips with the run.
 
 For the first N utterances of a split (in order), the model's predictions and the "copy the input frame" baseline
-are turned into waveforms (training/reconstruction.py) and scored against the original waveform
-(training/speech_quality.py). What is recorded, at the training step of the weights evaluated:
+are turned into waveforms (ortholab/evaluation/reconstruction.py) and scored against the original waveform
+(ortholab/evaluation/speech_quality.py). What is recorded, at the training step of the weights evaluated:
 - metric points `<split>_audio/<metric>`: the mean over the utterances that could be scored, and
   `<split>_audio/n_failed_<metric>_utterances` how many could not (their reasons are in the scores artifact);
   `<split>_audio/n_utterances`; the baseline's means as `<split>_audio_baseline/<metric>`;
@@ -20,7 +20,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -32,8 +31,8 @@ import torch
 from ortholab.datamodules.speech import SpeechPrediction
 from ortholab.db.artifacts import AUDIO, AUDIO_SCORES
 from ortholab.errors import ConfigError
-from ortholab.training.reconstruction import METHODS, copy_input_frames, estimated_frames, reconstruct
-from ortholab.training.speech_quality import Score, metric_names, score_utterance
+from ortholab.evaluation.reconstruction import METHODS, copy_input_frames, estimated_frames, reconstruct
+from ortholab.evaluation.speech_quality import Score, metric_names, score_utterance
 
 JSON_MEDIA_TYPE = "application/json"
 WAV_MEDIA_TYPE = "audio/wav"
@@ -228,7 +227,7 @@ def record_report(report: AudioReport, recorder: Recorder, step: int, per_uttera
 
 
 # a stored run ------------------------------------------------------------------------------------------------
-def _checkpoint_of(run_dir: Path, checkpoint: str) -> Path:
+def checkpoint_of(run_dir: Path, checkpoint: str) -> Path:
     """The run's checkpoint: 'last', 'best' (the best-step file ModelCheckpoint kept), or a path."""
     folder = run_dir / "checkpoints"
     if checkpoint == "last":
@@ -244,63 +243,3 @@ def _checkpoint_of(run_dir: Path, checkpoint: str) -> Path:
     return path
 
 
-def load_checkpoint(path: Path) -> dict:
-    """A checkpoint's contents, read with `weights_only=True` (tensors and plain containers only: a crafted file
-    cannot run code); a file that is not an OrthoLab checkpoint is one ConfigError naming it."""
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - unpickling refused, not a zip archive, truncated: the same user error
-        if isinstance(err, pickle.UnpicklingError):
-            reason = "it holds Python objects other than tensors and plain values; they were refused, not run"
-        else:
-            reason = f"{err.__class__.__name__}: {' '.join(str(err).split())[:120]}"
-        raise ConfigError(f"--checkpoint {path}: cannot be read as a checkpoint of weights ({reason}); give a .ckpt "
-                          f"file written by `ortholab fit` (--checkpoint best or last)") from None
-    if not isinstance(state, dict) or not {"state_dict", "hyper_parameters"} <= set(state):
-        raise ConfigError(f"--checkpoint {path}: not a checkpoint written by `ortholab fit` (no state_dict and "
-                          f"hyper_parameters); use --checkpoint best or last")
-    return state
-
-
-def _datamodule_from_config(config: dict, run_id: int) -> SpeechPrediction:
-    import importlib
-
-    data = (config or {}).get("data") or {}
-    class_path = data.get("class_path", "")
-    module_name, _, class_name = class_path.rpartition(".")
-    if module_name:  # the stored config is checked as a config is: nothing outside the allow-list is imported
-        from ortholab.aliases import check_class_path
-
-        check_class_path(class_path, f"run {run_id}'s data.class_path")
-    cls = getattr(importlib.import_module(module_name), class_name, None) if module_name else None
-    if cls is None or not issubclass(cls, SpeechPrediction):
-        raise ConfigError(f"run {run_id} trained data.class_path = {class_path!r}; audio evaluation needs the speech "
-                          f"task (datamodules.SpeechPrediction)")
-    return cls(**(data.get("init_args") or {}))
-
-
-def evaluate_run(db_url: str | None, run_id: int, split: str = "val", utterances: int | None = 16, clips: int = 3,
-                 checkpoint: str = "best", method: str = "true_phase", per_utterance: bool = True) -> AudioReport:
-    """`ortholab evaluate-audio RUN_ID`: score a stored speech run's checkpoint on `split` and record the results
-    in that run at the checkpoint's training step (see the module docstring for what is recorded)."""
-    from ortholab.db import Store
-    from ortholab.training.module import RecurrentModule
-
-    if split not in ("val", "test"):
-        raise ConfigError(f"--split {split!r}; audio evaluation runs on 'val' or 'test'")
-    if utterances is not None and utterances < 1:
-        raise ConfigError(f"--utterances {utterances}: give how many utterances to score, 1 or more")
-    if clips < 0:
-        raise ConfigError(f"--clips {clips}: give how many clips to store, 0 or more")
-    store = Store(db_url, access="write")  # records into an existing run: a mistyped --db is never made a store
-    run = store.get_run(run_id)  # StoreError naming the id when there is none
-    if not run.run_dir:
-        raise ConfigError(f"run {run_id} has no run folder recorded, so no checkpoint to evaluate")
-    path = _checkpoint_of(Path(run.run_dir), checkpoint)
-    state = load_checkpoint(path)  # before any data is read: a file that is not a checkpoint is one line
-    datamodule = _datamodule_from_config(run.config, run_id)
-    module = RecurrentModule.load_from_checkpoint(path, map_location="cpu", weights_only=True)
-    report = evaluate_split(module, datamodule, split, utterances, clips, method)
-    record_report(report, StoreRecorder(store, run_id, state.get("epoch")), int(state.get("global_step", 0)),
-                  per_utterance)
-    return report

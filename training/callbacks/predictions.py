@@ -1,4 +1,4 @@
-"""`ortholab predict`: a trained model's predictions on one split, written into the predict run's folder and
+"""The PredictionWriter callback of `ortholab predict` (its shortcuts: ortholab/cli/train.py): a trained model's predictions on one split, written into the predict run's folder and
 recorded as a run of stage 'predict' linked to the run whose checkpoint it used.
 
     ortholab predict --run 7 [--checkpoint best|last|PATH] [--predict_split test]     # a recorded run
@@ -10,15 +10,13 @@ The file `predictions-<split>.npz` (numpy's format) holds, per sequence of the s
   outputs themselves for regression (adding, generation: the samples; speech: the next log-magnitude frames);
 - `targets`, and for sequences of different lengths `mask` (valid steps), padded with zeros to the longest;
 - for speech on val/test, `audio/<index>_<utterance>.wav` beside it: the reconstruction of the predicted frames
-  with the true phase (training/reconstruction.py), 16-bit PCM at the task's sample rate.
+  with the true phase (ortholab/evaluation/reconstruction.py), 16-bit PCM at the task's sample rate.
 The predict run's info holds {source_run, checkpoint, split, predictions, sequences}.
 """
 from __future__ import annotations
 
-import argparse
 import errno
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -84,8 +82,8 @@ def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> Path:
 def write_speech_audio(folder: Path, datamodule, split: str, arrays: dict[str, np.ndarray]) -> int:
     """The predicted frames of every utterance as a waveform (true phase), one WAV each; how many were written."""
     from ortholab.datamodules.speech import EVALUATION_SPLITS
-    from ortholab.training.audio_eval import wav_bytes
-    from ortholab.training.reconstruction import estimated_frames, reconstruct
+    from ortholab.evaluation.audio import wav_bytes
+    from ortholab.evaluation.reconstruction import estimated_frames, reconstruct
 
     if split not in EVALUATION_SPLITS:
         return 0  # the training split keeps no waveforms, so there is no phase to reconstruct with
@@ -147,62 +145,3 @@ class PredictionWriter(Callback):
         logger.describe_run(info={**info, "predict": link})
 
 
-def predict_arguments(argv: list[str]) -> list[str]:
-    """`predict --run ID [--checkpoint best|last|PATH]`: the run's stored config, its checkpoint, its store and
-    name, as LightningCLI's `predict --config ... --ckpt_path ...` takes them. Other argv is returned as it is."""
-    if not argv or argv[0] != "predict":
-        return argv
-    peek = argparse.ArgumentParser(add_help=False)
-    peek.add_argument("--run", type=int)
-    peek.add_argument("--checkpoint", default=None)
-    peek.add_argument("--db")
-    peek.add_argument("--config", action="append")
-    peek.add_argument("--ckpt_path")
-    peek.add_argument("--name")
-    known, _ = peek.parse_known_args(argv[1:])
-    if known.run is None:
-        if known.checkpoint is not None:
-            raise ConfigError("--checkpoint picks a checkpoint of a recorded run: give --run ID as well, or "
-                              "--ckpt_path FILE")
-        return argv
-    from ortholab.db import Store
-    from ortholab.training.audio_eval import _checkpoint_of
-
-    store = Store(known.db, access="read")  # a reader: a mistyped --db is reported, never made into a new store
-    run = store.get_run(known.run)  # StoreError naming the id and the store when it is missing
-    if not run.run_dir:
-        raise ConfigError(f"run {run.id} has no run folder recorded, so no checkpoint to predict with")
-    run_dir = Path(run.run_dir)
-    choice = known.checkpoint or "best"
-    if choice == "best" and known.ckpt_path is None and store.lease_holder(run.id) is not None:
-        # training deletes a best-step file whenever a better one is saved; last.ckpt is replaced atomically
-        choice = "last"
-        print(f"note: run {run.id} is still being written (training deletes its best-step checkpoints as better ones "
-              f"are saved); predicting with its last.ckpt, which stays", file=sys.stderr)
-    rest = _without(argv[1:], ("--run", "--checkpoint"))
-    extra = []
-    if not known.config:
-        config = run_dir / "config.yaml"
-        if not config.is_file():
-            raise ConfigError(f"run {run.id} has no stored config at {config}; pass --config FILE as well")
-        extra += ["--config", str(config), "--db", store.url]  # the stored config's db has its password masked
-    if known.ckpt_path is None:
-        extra += ["--ckpt_path", str(_checkpoint_of(run_dir, choice))]
-    if known.name is None:
-        extra += ["--name", run.name]
-    return ["predict", *extra, *rest]
-
-
-def _without(args: list[str], keys: tuple[str, ...]) -> list[str]:
-    """`args` without the options `keys` and their values (`--key value` or `--key=value`)."""
-    out, skip = [], False
-    for arg in args:
-        if skip:
-            skip = False
-            continue
-        key = arg.split("=", 1)[0]
-        if key in keys:
-            skip = "=" not in arg
-            continue
-        out.append(arg)
-    return out

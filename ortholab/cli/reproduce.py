@@ -24,12 +24,16 @@ from pathlib import Path
 import yaml
 
 from ortholab.aliases import full_class_path
+from ortholab.cli.common import DB_HELP, LINE_WIDTH, table as text_table
 from ortholab.db import Store
-from ortholab.db.store import ENV_VAR as DB_ENV_VAR, RUNS_ENV_VAR, StoreMissing
 from ortholab.db.published import PaperRow, PaperTable, load_tables, reproductions
+from ortholab.db.store import ENV_VAR as DB_ENV_VAR, RUNS_ENV_VAR, StoreMissing
 from ortholab.errors import ConfigError
+from ortholab.training.config_files import PACKAGE_ROOT as REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+USAGE = "reproduce [TABLE] [--rows a,b] [--seeds 3] [--workers N] [--estimate] [--resume] | reproduce [TABLE] --list"
+HELP = "run the papers' table rows, each a recorded run tagged with its row (and seed)"
+EXTRA_FLAGS = True  # other --key value flags apply to every row (e.g. --data.path)
 SCALES = ("full", "cpu-smoke")
 SMOKE_STEPS = 40
 GENERATED_TASKS = ("ortholab.datamodules.CopyingTask", "ortholab.datamodules.AddingTask")  # their split sizes are free to shrink
@@ -41,6 +45,63 @@ class Outcome:
 
     line: str
     state: str = "done"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("table", nargs="?", default=None, help="a published table (`ortholab reproduce --list`)")
+    parser.add_argument("--list", action="store_true", help="show every row (of TABLE, if given), its config and "
+                                                            "whether it has been run")
+    parser.add_argument("--rows", default=None, help="comma-separated row ids of the table (default: all); with "
+                                                       "--resume, of any table: resume only those rows")
+    parser.add_argument("--scale", default="full", help="full (the paper's settings) or cpu-smoke (a few dozen "
+                                                        "steps on CPU, to check every row runs)")
+    parser.add_argument("--db", default=None, help=DB_HELP)
+    parser.add_argument("--json", action="store_true", help="with --list: print JSON")
+    parser.add_argument("--wide", action="store_true", help=f"with --list: every column in full (default: lines fit "
+                                                            f"{LINE_WIDTH} columns, long text cut with …)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue every paper row (of TABLE, if given; --rows: only those) whose run stopped "
+                             "early (interrupted, or killed with the machine) from its last checkpoint, as the same "
+                             "run; then evaluate it")
+    parser.add_argument("--estimate", action="store_true",
+                        help="time each chosen row briefly (a temporary store; nothing recorded) and print the hours "
+                             "it would take here")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="rows run at a time, each in its own process with cpu_count / workers threads unless "
+                             "OMP_NUM_THREADS is set (default 1: one after another)")
+    parser.add_argument("--seeds", default=None, help="train each row once per seed: a count (3: the config's seed "
+                                                       "and the next two) or a list (1,2,3); with --estimate: the "
+                                                       "hours for all of them")
+    parser.add_argument("--again", action="store_true",
+                        help="train a row (and seed) again although it already has a finished run (default: skipped)")
+    parser.add_argument("--stale_minutes", type=float, default=30.0,
+                        help="with --resume: a 'running' run silent this long counts as stopped (default 30)")
+
+
+def run(args, extra: list[str]) -> None:
+    rows = args.rows.split(",") if args.rows else None
+    if args.table is not None and extra and args.table not in load_tables():  # `--trainer.max_steps 6`: 6 read as TABLE
+        raise ConfigError(f"no published table {args.table!r}; if it is the value of an option passed on to the runs, "
+                          f"write it as --key=value (e.g. --trainer.max_steps=6)")
+    if args.estimate and (args.scale != "full" or args.resume or args.list):
+        raise ConfigError("--estimate times the rows at the paper's settings (--scale full); it takes no "
+                          "--scale cpu-smoke, --resume or --list")
+    if args.seeds is not None and (args.resume or args.list):
+        raise ConfigError("--seeds chooses the runs to train; --resume continues every seed's unfinished run and "
+                          "--list lists them: leave --seeds out there")
+    if args.resume:
+        finish_reproduce(resume_unfinished(args.db, args.stale_minutes * 60, extra, args.workers, rows, args.table))
+    elif args.estimate:
+        estimate(args.table, rows, extra, parse_seeds(args.seeds))
+    elif args.list:
+        listed = list_rows(args.db, args.table)
+        columns = ["row", "family", "task", "published", "config", "status", "run"]
+        columns = columns if args.table else ["table", *columns]  # one table: its name on every line says nothing
+        print(json.dumps(listed, indent=2, default=str) if args.json else
+              text_table(listed, columns, None if args.wide else LINE_WIDTH) if listed else "nothing registered")
+    else:
+        finish_reproduce(reproduce(args.table, rows, args.scale, args.db, extra, args.workers,
+                                   parse_seeds(args.seeds), again=args.again))
 
 
 def finish_reproduce(outcomes: list[Outcome]) -> None:
@@ -117,7 +178,7 @@ def _ortholab(*args: str, db: str | None = None) -> int:
     env = child_env(db) if db else dict(os.environ)
     if _child_threads is not None:
         env["OMP_NUM_THREADS"] = str(_child_threads)
-    return subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", *args],
+    return subprocess.run([sys.executable, "-c", "from ortholab.cli.main import main; main()", *args],
                           env=env).returncode
 
 
@@ -126,10 +187,10 @@ def estimate(table: str | None, rows: list[str] | None, extra: list[str],
     """`reproduce --estimate`: time every chosen row briefly, one at a time, and print the hours each would take
     (with `seeds`, in all for its seeds); exit 1 when a row's timing run failed."""
     from ortholab.db.masking import child_env
-    from ortholab.training.estimate import Estimate, estimate_row, render
+    from ortholab.cli.estimate import Estimate, estimate_row, render
 
     def run_fit(args: list[str], db: str) -> int:  # quiet: its output only where it failed
-        done = subprocess.run([sys.executable, "-c", "from ortholab.training.cli import main; main()", "fit", *args],
+        done = subprocess.run([sys.executable, "-c", "from ortholab.cli.main import main; main()", "fit", *args],
                               env=child_env(db), capture_output=True, text=True)
         if done.returncode:
             print(done.stderr[-2000:], file=sys.stderr)
@@ -250,9 +311,9 @@ def _evaluated(store: Store, row: PaperRow, fit, runs: list) -> bool:
 
 
 def resume_unfinished(db: str | None, stale_after_s: float, extra: list[str], workers: int = 1,
-                      rows: list[str] | None = None) -> list[Outcome]:
-    """`ortholab reproduce --resume`: continue every unfinished row's run (or those of the row ids in `rows`, of
-    any table) from its last checkpoint (the same run id: no point lost or doubled), `workers` at a time, then
+                      rows: list[str] | None = None, table: str | None = None) -> list[Outcome]:
+    """`ortholab reproduce [TABLE] --resume`: continue every unfinished row's run (of `table`, if given; or those of
+    the row ids in `rows`) from its last checkpoint (the same run id: no point lost or doubled), `workers` at a time, then
     evaluate it as `reproduce` would have (only that, where the fit had finished)."""
     if stale_after_s < 0:
         raise ConfigError(f"--stale_minutes {stale_after_s / 60:g}: give a number of minutes >= 0 after which a "
@@ -273,7 +334,9 @@ def resume_unfinished(db: str | None, stale_after_s: float, extra: list[str], wo
         tags = ["--tags", json.dumps(list(run.tags))]
         return evaluate_row(row, run, Path(run.run_dir) / "config.yaml", run.name, tags, store.url, [], extra, store)
 
-    found = unfinished_runs(store, stale_after_s)
+    if table is not None:
+        select_rows(load_tables(), table, None)  # an unknown table: one line naming the tables
+    found = [(row, fit) for row, fit in unfinished_runs(store, stale_after_s) if table in (None, row.table)]
     if rows:
         chosen = [(row, fit) for row, fit in found if row.row in rows]
         if idle := [name for name in rows if all(row.row != name for row, _ in chosen)]:
@@ -315,8 +378,10 @@ def list_rows(db: str | None, table: str | None = None) -> list[dict]:
 
 
 def reproduce(table: str | None, rows: list[str] | None, scale: str, db: str | None, extra: list[str],
-              workers: int = 1, seeds: int | list[int] | None = None) -> list[Outcome]:
-    """Every chosen row, once per seed (`seeds`: a count from the config's seed, or a list; default its seed)."""
+              workers: int = 1, seeds: int | list[int] | None = None, again: bool = False) -> list[Outcome]:
+    """Every chosen row, once per seed (`seeds`: a count from the config's seed, or a list; default its seed); a row
+    and seed whose run finished (and was evaluated) at this scale, or is being trained now, is skipped unless
+    `again`."""
     if scale not in SCALES:
         raise ConfigError(f"--scale {scale!r}; choose one of {SCALES}")
     chosen = select_rows(load_tables(), table, rows)
@@ -324,7 +389,39 @@ def reproduce(table: str | None, rows: list[str] | None, scale: str, db: str | N
         print(hint, file=sys.stderr, flush=True)
     items = [(row, seed) for row in chosen for seed in
              (row_seeds(yaml.safe_load((REPO_ROOT / row.config).read_text()) or {}, seeds) if row.config else [None])]
-    return _each(lambda item: run_row(item[0], scale, db, extra, item[1]), items, workers)
+    done = {} if again else recorded_seeds(db, scale)
+    outcomes = [Outcome(f"{row.tag} (seed {seed}): skipped, {done[row.tag, seed]}", "skipped")
+                for row, seed in items if (row.tag, seed) in done]
+    for outcome in outcomes:
+        print(outcome.line, flush=True)
+    todo = [(row, seed) for row, seed in items if (row.tag, seed) not in done]
+    return outcomes + _each(lambda item: run_row(item[0], scale, db, extra, item[1]), todo, workers)
+
+
+def recorded_seeds(db: str | None, scale: str) -> dict[tuple[str, int], str]:
+    """(row tag, seed) -> why it needs no new run: its latest fit at `scale` finished and was evaluated, or another
+    process is training it now. Nothing where there is no store yet."""
+    try:
+        store = Store(db, access="read")
+    except StoreMissing:
+        return {}
+    try:  # closed before the runs start: an open reader would hold the SQLite file
+        runs = store.list_runs()
+        latest: dict[tuple[str, int], object] = {}
+        for run in sorted((r for r in runs if r.stage == "fit" and f"scale:{scale}" in r.tags), key=lambda r: r.id):
+            seed = next((int(t.split(":", 1)[1]) for t in run.tags if t.startswith("seed:")), None)
+            for tag in (t for t in run.tags if t.startswith("paper:")):
+                latest[tag, seed] = run
+        rows = {row.tag: row for table in load_tables().values() for row in table.rows}
+        found = {}
+        for (tag, seed), run in latest.items():
+            if tag in rows and run.status == "finished" and _evaluated(store, rows[tag], run, runs):
+                found[tag, seed] = f"run {run.id} finished (--again trains it anew)"
+            elif run.status == "running" and store.lease_holder(run.id) is not None:
+                found[tag, seed] = f"run {run.id} is being trained by another process"
+        return found
+    finally:
+        store.close()
 
 
 def checkout_hint(db: str | None, extra: list[str]) -> str | None:

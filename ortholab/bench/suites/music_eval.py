@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 
 from ortholab.datamodules.music import PolyphonicMusic
-from ortholab.training.bench import machine
-from ortholab.training.bench_suites.common import SuiteResult, alternating_medians
-from ortholab.training.bench_suites.settings import MusicEval
+from ortholab.bench.families import machine
+from ortholab.bench.suites.common import SuiteResult, alternating_medians
+from ortholab.bench.suites.settings import MusicEval
 
 
 def _task(settings: MusicEval, folder: Path) -> PolyphonicMusic:

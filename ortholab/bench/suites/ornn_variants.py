@@ -12,9 +12,9 @@ import torch
 from ortholab.errors import ConfigError
 from ortholab.models.householder import compact_wy, householder_product, householder_product_sequential
 from ortholab.models.ornn import ORNN
-from ortholab.training.bench import machine, sync
-from ortholab.training.bench_suites.common import SuiteResult, alternating_medians
-from ortholab.training.bench_suites.settings import OrnnVariants
+from ortholab.bench.families import machine, sync
+from ortholab.bench.suites.common import SuiteResult, alternating_medians
+from ortholab.bench.suites.settings import OrnnVariants
 
 LEAKY_SLOPE = 0.1  # the oRNN's default leaky ReLU
 

@@ -7,10 +7,10 @@ from functools import partial
 import torch
 
 from ortholab.models.scurnn import ScuRNN
-from ortholab.training.bench import machine
-from ortholab.training.bench_suites.common import SuiteResult, alternating_medians, time_fwd_bwd
-from ortholab.training.bench_suites.complex_dtype_recurrence import ComplexDtypeScuRNN
-from ortholab.training.bench_suites.settings import ScurnnComplex
+from ortholab.bench.families import machine
+from ortholab.bench.suites.common import SuiteResult, alternating_medians, time_fwd_bwd
+from ortholab.bench.suites.complex_dtype_recurrence import ComplexDtypeScuRNN
+from ortholab.bench.suites.settings import ScurnnComplex
 
 REAL, COMPLEX = "scurnn [Re | Im] layout", "scurnn complex dtypes"
 

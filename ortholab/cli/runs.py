@@ -3,13 +3,59 @@ label; `runs delete ID...` removes runs (their rows, metric points, artifacts an
 (`--yes` for scripts), never a run that is being written, never another run."""
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
 
+from ortholab.cli.common import DB_HELP, table
+from ortholab.db.progress import runs_rows
 from ortholab.errors import ConfigError
 
 ACTIONS = ("tag", "untag", "delete")
+USAGE = "runs [--family F] [--task T] [--status S] [--tag T] [--json] | runs tag|untag|delete ID... [LABEL]"
+HELP = "list recorded runs (filtered); tag, untag or delete runs"
+COLUMNS = ["id", "name", "stage", "family", "task", "status", "steps", "epoch", "eta", "main_metric", "best",
+           "baseline", "started"]
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("action", nargs="?", choices=ACTIONS, default=None,
+                        help="tag ID... LABEL / untag ID... LABEL: add or remove a label; delete ID...: remove runs, "
+                             "their points, artifacts and run folders (asks first; --yes for scripts)")
+    parser.add_argument("targets", nargs="*", help="run ids (then the label, for tag and untag)")
+    parser.add_argument("--db", default=None, help=DB_HELP)
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    for key in ("family", "task", "status", "tag"):
+        parser.add_argument(f"--{key}", default=None, help=f"only the runs of this {key}")
+    parser.add_argument("--name", default=None, help="only the runs whose name holds this text (any case)")
+    parser.add_argument("--yes", action="store_true", help="delete: without asking")
+
+
+def run(args, extra: list[str]) -> None:
+    if args.action:
+        manage(args.action, args.targets, args.db, yes=args.yes)
+        return
+    if args.targets:
+        raise ConfigError(f"runs: unexpected {args.targets[0]!r}; filter with --family, --task, --status, --tag or "
+                          f"--name, or give an action: tag, untag, delete")
+    rows = filter_rows(runs_rows(args.db), args.family, args.task, args.status, args.tag, args.name)
+    if args.json:  # full ISO start times
+        print(json.dumps(rows, indent=2, default=str))
+    elif rows:
+        print(table([shown(row) for row in rows], COLUMNS))
+    else:
+        filtered = any(getattr(args, k) for k in ("family", "task", "status", "tag", "name"))
+        print("no recorded run matches the filters" if filtered else "no runs recorded yet")
+
+
+def shown(row: dict) -> dict:
+    """A row as the table shows it: UTC start to the second, steps of the plan, ETA, how long a run was silent."""
+    from ortholab.db.progress import duration, steps_of_plan
+
+    return {**row, "started": (row["started"] or "")[:19].replace("T", " "),
+            "steps": steps_of_plan(row["steps"], row.get("total_steps")), "eta": duration(row.get("eta_s")),
+            "status": f"{row['status']} ({row['silent']})" if row.get("silent") else row["status"]}
 
 
 def filter_rows(rows: list[dict], family: str | None = None, task: str | None = None, status: str | None = None,

@@ -34,7 +34,7 @@ import yaml
 
 from ortholab.db import Store, default_db_url
 from ortholab.errors import ConfigError
-from ortholab.training.cli import PACKAGE_ROOT, check_config_files
+from ortholab.training.config_files import PACKAGE_ROOT, check_config_files
 from ortholab.db.masking import child_env, mask_secrets
 
 SAMPLERS = ("grid", "random", "tpe")
@@ -203,7 +203,7 @@ def fit_trial(config: str, overrides: dict, db: str, run_name: str, tags: list[s
     args = ["fit", "--config", config, "--name", run_name, "--tags", json.dumps(tags), *extra,
             *cli_overrides(config, overrides)]  # the trial's values last: they win over the shared flags
     with _scratch() as errors_file:
-        child = subprocess.Popen([sys.executable, "-c", "from ortholab.training.cli import main; main()", *args],
+        child = subprocess.Popen([sys.executable, "-c", "from ortholab.cli.main import main; main()", *args],
                                  stdout=subprocess.DEVNULL, stderr=errors_file, env=child_env(db))
         pruned = _watch(child, db, run_name, tags, trial) if trial is not None else False
         code = child.wait()
@@ -272,7 +272,7 @@ def run_sweep(config: str, space_file: str, trials: int, db: str | None = None, 
     if sampler == "grid":
         trials = min(trials, len(grid_points(space)))
     study = open_study(name, db, sampler, space, seed, pruner)
-    helpers = [subprocess.Popen([sys.executable, "-c", "from ortholab.training.cli import main; main()", "sweep",
+    helpers = [subprocess.Popen([sys.executable, "-c", "from ortholab.cli.main import main; main()", "sweep",
                                  "--config", config, "--space", space_file, "--trials", str(trials),
                                  "--name", name, "--sampler", sampler, "--seed", str(seed + k + 1),
                                  "--pruner", pruner, *extra],

@@ -3,7 +3,7 @@
 
 Each run has `keys` metrics (val/loss is the main one) over points/keys steps; 1 % of the runs are still running
 (the listing also reads their plan and recent step times). Timed: the listing as `ortholab runs` computes it
-(`training.commands.runs_rows`: one summary query plus the running runs' progress), the summary query alone
+(`ortholab.db.progress.runs_rows`: one summary query plus the running runs' progress), the summary query alone
 (`Store.list_runs`) and, with process=1, a whole `ortholab runs` process (interpreter start-up included); each is
 the median of `repeats` calls (of `repeats` // 2 for the process), wall and CPU time. The ratios are wall times.
 """
@@ -21,9 +21,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ortholab.errors import ConfigError
-from ortholab.training.bench import machine
-from ortholab.training.bench_suites.common import SuiteResult
-from ortholab.training.bench_suites.settings import RunsListing
+from ortholab.bench.families import machine
+from ortholab.bench.suites.common import SuiteResult
+from ortholab.bench.suites.settings import RunsListing
 
 CHUNK = 50_000  # metric rows per INSERT
 METRICS = ["val/loss", "train/loss", "val/acc", "time/step_s", "memory/peak_mb", "analysis/orthogonality",
@@ -81,7 +81,7 @@ def run(settings: RunsListing) -> SuiteResult:
 
     from ortholab.db import Store
     from ortholab.db.schema import Metric, Run
-    from ortholab.training.commands import runs_rows
+    from ortholab.db.progress import runs_rows
 
     if settings.keys > len(METRICS):
         raise ConfigError(f"--param keys={settings.keys}: at most {len(METRICS)} metrics per run")
@@ -103,7 +103,7 @@ def run(settings: RunsListing) -> SuiteResult:
         timed = {LISTING: median_seconds(lambda: runs_rows(url), settings.repeats),
                  SUMMARY: median_seconds(store.list_runs, settings.repeats)}
         if settings.process:  # a few seconds each, nearly all of it importing torch and Lightning
-            command = [sys.executable, "-c", "from ortholab.training.cli import main; main()", "runs", "--db", url]
+            command = [sys.executable, "-c", "from ortholab.cli.main import main; main()", "runs", "--db", url]
             timed[PROCESS] = median_seconds(lambda: subprocess.run(command, capture_output=True, check=True),
                                             max(settings.repeats // 2, 1))
         store.close()

@@ -1,6 +1,6 @@
 """Per-utterance speech scores of an estimate against its reference, each either a value or the reason it failed.
 
-- `segsnr_voicebox`, `snr_global_voicebox`: VOICEBOX v_snrseg, mode 'Vq', 10 ms frames (training/segsnr.py), dB.
+- `segsnr_voicebox`, `snr_global_voicebox`: VOICEBOX v_snrseg, mode 'Vq', 10 ms frames (ortholab/evaluation/segsnr.py), dB.
 - `segsnr_clamped_30ms`: 30 ms Hann frames, 75 % overlap, clamped to [-10, 35] dB (Loizou / pysepm), dB.
 - `stoi`: short-time objective intelligibility (Taal et al. 2011) through torchmetrics' functional (pystoi), 0-1.
 - `pesq_nb_mos_lqo`: PESQ narrow band (ITU-T P.862) through torchmetrics' functional (the `pesq` package, one
@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ortholab.extras import require_extra
-from ortholab.training.segsnr import segsnr_clamped, segsnr_voicebox
+from ortholab.evaluation.segsnr import segsnr_clamped, segsnr_voicebox
 
 
 @dataclass(frozen=True)

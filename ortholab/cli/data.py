@@ -1,12 +1,17 @@
 """`ortholab data list [NAME]` and `ortholab data fetch NAME|all`: the data sets of the catalog in the data root."""
 from __future__ import annotations
 
-import argparse
 import json
 import os
+from typing import TYPE_CHECKING
 
-from ortholab.datamodules.catalog import CATALOG, DATA_ENV, MIRROR_ENV, PATH_ONLY, DataSet, data_root, get
 from ortholab.errors import ConfigError
+
+if TYPE_CHECKING:
+    from ortholab.datamodules.catalog import DataSet
+
+USAGE = "data list [NAME] [--json] | data fetch NAME|all [--mirror URL]"
+HELP = "the data sets that can be fetched (license, size, present?) into $ORTHOLAB_DATA"
 
 
 def _megabytes(size: int) -> str:
@@ -22,6 +27,8 @@ def _state(dataset: DataSet) -> str:
 
 
 def dataset_rows() -> list[dict]:
+    from ortholab.datamodules.catalog import CATALOG, PATH_ONLY
+
     rows = [{"name": d.name, "license": d.license, "size": d.size, "files": len(d.files), "state": _state(d),
              "path": str(d.path()), "title": d.title} for d in CATALOG.values()]
     rows += [{"name": name, "license": "LDC licence", "size": None, "files": None, "state": "path only",
@@ -35,6 +42,8 @@ def _table(rows: list[list[str]]) -> str:
 
 
 def print_list(name: str | None, as_json: bool) -> None:
+    from ortholab.datamodules.catalog import DATA_ENV, data_root, get
+
     if name is not None:  # one data set: every file with its checksum and where it comes from
         dataset = get(name)
         files = [{"name": f.name, "sha256": f.sha256, "size": f.size, "urls": list(f.urls),
@@ -62,6 +71,7 @@ def print_list(name: str | None, as_json: bool) -> None:
 
 
 def fetch_command(name: str, mirror: str | None) -> None:
+    from ortholab.datamodules.catalog import CATALOG, get
     from ortholab.datamodules.download import check_mirror, fetch
 
     if mirror is not None:  # before anything is fetched: a path or gopher:// is no mirror
@@ -74,9 +84,9 @@ def fetch_command(name: str, mirror: str | None) -> None:
         print(f"{dataset.name}: {state} in {folder}")
 
 
-def data_command(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="ortholab data", description="the data sets that can be fetched, in the "
-                                     f"data root (${DATA_ENV}, default the per-user cache folder)")
+def add_arguments(parser) -> None:
+    from ortholab.datamodules.catalog import CATALOG, DATA_ENV, MIRROR_ENV
+
     sub = parser.add_subparsers(dest="action", required=True)
     lister = sub.add_parser("list", help="each data set: license, size, whether it is present")
     lister.add_argument("name", nargs="?", default=None, help="one data set: list its files and their SHA-256")
@@ -86,7 +96,11 @@ def data_command(argv: list[str]) -> None:
     fetcher.add_argument("--mirror", default=None,
                          help=f"a URL holding a copy of a data root (file:// or http(s)://); default ${MIRROR_ENV}, "
                               f"else each file's public location")
-    args = parser.parse_args(argv)
+
+
+def run(args, extra: list[str]) -> None:
+    from ortholab.datamodules.catalog import CATALOG, get
+
     if args.action == "list":
         print_list(args.name, args.json)
     elif args.name != "all" and args.name not in CATALOG:

@@ -35,7 +35,7 @@ def alternating_medians(items: dict[str, Any], run: Callable[[Any], float], repe
 
 def time_fwd_bwd(model, x, device: str) -> float:
     """Seconds of one forward and backward (of the output's sum) of a layer or model, the device synchronised."""
-    from ortholab.training.bench import sync
+    from ortholab.bench.families import sync
 
     sync(device)
     start = time.perf_counter()

@@ -182,7 +182,7 @@ def measure(families: list[str], budgets: list[str], batch: int, seq_len: int, r
 
 PEAK_SCRIPT = """
 import sys, torch, torch.nn.functional as F
-from ortholab.training.bench import build, CLASSES
+from ortholab.bench.families import build, CLASSES
 from ortholab.training.callbacks.timing import peak_memory_mb
 family, n, batch, seq_len, device = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 model = build(family, n, device)
@@ -244,7 +244,7 @@ import json, sys
 from dataclasses import asdict
 from ortholab.training.allocator import reuse_freed_memory
 reuse_freed_memory()  # as `ortholab fit` trains
-from ortholab.training.bench import measure
+from ortholab.bench.families import measure
 print(json.dumps([asdict(row) for row in measure(*json.loads(sys.argv[1]))]))
 """
 
@@ -322,34 +322,3 @@ def run_bench(families: list[str] | None, sizes: list[str], batches: list[int], 
         raise SystemExit(1)
 
 
-QUICK = {"seq_len": 32, "batches": "8", "repeats": 2, "sizes": "16k", "memory": ""}  # --quick: a smoke run for CI
-DEFAULTS = {"sizes": "16k,69k", "batches": "50,128", "seq_len": 784, "repeats": 5, "memory": "784,3136"}
-
-
-def bench_command(args) -> None:
-    """`ortholab bench` from its parsed flags: the main table, or with --suite one of training/bench_suites."""
-    from ortholab.training.commands import _positive_ints
-
-    for flag, value in (("--seq-len", args.seq_len), ("--repeats", args.repeats)):
-        if value is not None and value <= 0:
-            raise ConfigError(f"{flag} {value}: give a positive integer")
-    if args.suite != "families":
-        from ortholab.training.bench_suites import run_suite
-
-        for flag, given in (("--memory", args.memory is not None), ("--in-process", args.in_process)):
-            if given:
-                raise ConfigError(f"{flag} is the main table's (--suite families), not --suite {args.suite}'s")
-        flags = {name: getattr(args, name) for name in ("families", "sizes", "batches", "seq_len", "repeats",
-                                                         "device")}
-        run_suite(args.suite, flags, args.param, args.quick, args.json)
-        return
-    if args.param:
-        raise ConfigError(f"--param {args.param[0]}: the main table takes no --param; a --suite does (see --help)")
-    values = {name: getattr(args, name) for name in DEFAULTS}
-    values = {name: DEFAULTS[name] if value is None else value for name, value in values.items()}
-    if args.quick:
-        values.update(QUICK)
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    run_bench(args.families.split(",") if args.families else None, values["sizes"].split(","),
-              _positive_ints(values["batches"], "--batches"), values["seq_len"], values["repeats"], device,
-              _positive_ints(values["memory"], "--memory"), args.json, isolate=not (args.quick or args.in_process))

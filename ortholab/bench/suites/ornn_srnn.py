@@ -10,9 +10,9 @@ import torch
 from ortholab.errors import ConfigError
 from ortholab.models import FAMILIES, SequenceModel
 from ortholab.models.sizing import hidden_size_for_budget, parameter_count
-from ortholab.training.bench import BUDGETS, CLASSES, machine
-from ortholab.training.bench_suites.common import SuiteResult, alternating_medians, time_fwd_bwd
-from ortholab.training.bench_suites.settings import OrnnSrnn
+from ortholab.bench.families import BUDGETS, CLASSES, machine
+from ortholab.bench.suites.common import SuiteResult, alternating_medians, time_fwd_bwd
+from ortholab.bench.suites.settings import OrnnSrnn
 
 
 def _model(family: str, n: int, device: str, **options) -> SequenceModel:

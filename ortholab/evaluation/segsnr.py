@@ -10,7 +10,7 @@ reimplemented from their definitions (VOICEBOX is GPL; nothing is copied).
   kept): this removes misalignments of up to one sample. Frames start at the second sample and end one sample
   before the end so both neighbours exist;
 - 'V': only frames whose samples are more than half active in the reference (ITU-T P.56 activity, see
-  training/active_level.py) are averaged. `mode='wz'` averages all frames without alignment;
+  ortholab/evaluation/active_level.py) are averaged. `mode='wz'` averages all frames without alignment;
 - SegSNR = mean of the kept frame SNRs; the global SNR = 10 log10(sum r^2 / sum error^2) over the kept frames.
 Identical signals give +100 dB (the definition's cap); a reference with no active frame has no SegSNR (NaN).
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ortholab.training.active_level import active_level
+from ortholab.evaluation.active_level import active_level
 
 CAP_DB = 100.0  # v_snrseg's snmax
 

@@ -1,0 +1,56 @@
+"""What every command shares: the --db help, one-line argparse errors, and aligned tables that fit a terminal."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+DB_HELP = "SQLAlchemy URL (default: $ORTHOLAB_DB, else the SQLite file ortholab.db in $ORTHOLAB_RUNS, else in ./runs)"
+LINE_WIDTH = 120  # tables printed for a terminal fit this many columns (their --wide flags show every character)
+
+
+def table(rows: list[dict], columns: list[str], width: int | None = None) -> str:
+    """Aligned columns; with `width`, long text and then the widest columns are cut (ending in …) to fit it."""
+    from ortholab.db.published import clip, shrink_to_fit
+
+    cells = [[fmt(r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(columns)]
+    if width is not None:  # long text is cut first; ids a user types back never
+        first = tuple(columns.index(c) for c in ("published", "config", "description") if c in columns)
+        keep = tuple(i for i, c in enumerate(columns) if c in ("id", "table", "row", "run"))
+        widths = shrink_to_fit(widths, width - 2 * (len(widths) - 1), first, keep)
+    line = lambda values: "  ".join(clip(v, w).ljust(w) for v, w in zip(values, widths)).rstrip()
+    return "\n".join([line(columns), line(["-" * w for w in widths]), *map(line, cells)])
+
+
+def fmt(value) -> str:
+    """A table cell: '-' for none, 4 significant digits for a float, control characters escaped."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    text = str(value)  # a name recorded with a newline or a tab (older OrthoLab) stays on its row, escaped
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
+def positive_ints(text: str, flag: str) -> list[int]:
+    """'50,128' -> [50, 128]; anything else is one line naming the flag."""
+    from ortholab.errors import ConfigError
+
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        values = [0]
+    if any(v <= 0 for v in values):
+        raise ConfigError(f"{flag} {text!r}: give comma-separated positive integers, e.g. {flag} 50,128")
+    return values
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's errors as the CLI's one line (no usage block), naming the help to read; exit code 2."""
+
+    def error(self, message: str):
+        from ortholab.db.masking import known_passwords, mask_secrets
+
+        print(f"ortholab: error: {mask_secrets(message, known_passwords(sys.argv))} (see `{self.prog} --help`)",
+              file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,109 @@
+"""`ortholab list families|tasks|configs`: what is registered; `list families --family NAME`: one family's options."""
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+
+from ortholab.cli.common import table
+from ortholab.training.config_files import PACKAGE_ROOT
+
+USAGE = "list families|tasks|configs [--json] | list families --family NAME"
+HELP = "what is registered; one family's options (model.family_args)"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("what", choices=["families", "tasks", "configs"])
+    parser.add_argument("--db", default=None, help="accepted for symmetry; listing does not read the store")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--family", default=None,
+                        help="with `families`: that family's options (model.family_args) with types and defaults")
+
+
+def run(args, extra: list[str]) -> None:
+    if args.what == "families" and args.family is not None:
+        from ortholab.training.family_options import describe_options, family_options_rows
+
+        print(json.dumps(family_options_rows(args.family), indent=2, default=repr) if args.json
+              else describe_options(args.family))
+        return
+    if args.what == "families":
+        rows, columns = family_rows(), ["family", "groups", "recurrent_matrix", "summary"]
+    elif args.what == "tasks":
+        rows, columns = task_rows(), ["task", "loss", "readout", "baseline", "summary"]
+        for row in rows:
+            spec = row["spec"] or {}
+            row.update(loss=spec.get("loss"), readout=spec.get("readout"), baseline=spec.get("baseline"))
+    else:
+        rows, columns = config_rows(), ["config", "description"]
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+    else:
+        print(table(rows, columns) if rows else "nothing registered")
+
+
+def _options(cls, skip: set[str]) -> dict:
+    params = inspect.signature(cls.__init__).parameters.values()
+    return {p.name: (None if p.default is inspect.Parameter.empty else p.default)
+            for p in params if p.name not in skip and p.kind is not inspect.Parameter.VAR_KEYWORD}
+
+
+def _summary(cls) -> str:
+    return (inspect.getdoc(cls) or "").splitlines()[0]
+
+
+def family_rows() -> list[dict]:
+    from ortholab.models import FAMILIES
+
+    rows = []
+    for name, cls in FAMILIES.items():
+        layer = cls(2, 4)
+        rows.append({"family": name, "class": f"{cls.__module__}.{cls.__qualname__}",
+                     "groups": sorted(layer.parameter_groups()), "options": _options(cls, {"self", "input_size",
+                                                                                        "hidden_size"}),
+                     "recurrent_matrix": layer.recurrent_matrix() is not None, "summary": _summary(cls)})
+    return rows
+
+
+def task_rows() -> list[dict]:
+    from ortholab.datamodules import TASKS
+
+    from ortholab.errors import ConfigError
+
+    rows = []
+    for name, cls in TASKS.items():
+        try:
+            spec = cls().spec.to_dict()
+        except ConfigError:  # the task needs its data to describe itself (text: the vocabulary of its files)
+            spec = None
+        rows.append({"task": name, "class": f"{cls.__module__}.{cls.__qualname__}", "spec": spec,
+                     "options": _options(cls, {"self"}), "summary": _summary(inspect.getmodule(cls))})
+    return rows
+
+
+# Folders under configs/ holding data, not trainable configs: the papers' published tables and the CPU checks
+NOT_TRAINABLE = (Path("papers", "published"), Path("papers", "checks"))
+
+
+NO_DESCRIPTION = "(no description: add a first comment line to this config)"
+
+
+def config_description(path: Path) -> str:
+    """The config's first comment line, read before any YAML content; NO_DESCRIPTION when it has none."""
+    for line in path.read_text().splitlines():
+        if line.startswith("#") and line.lstrip("# ").strip():
+            return line.lstrip("# ").strip()
+        if line.strip() and not line.startswith("#"):
+            break
+    return NO_DESCRIPTION
+
+
+def config_rows(root: Path | None = None) -> list[dict]:
+    """Every trainable config under `root` (default: ./configs, else the repository's) with its description."""
+    root = root or (Path.cwd() / "configs" if (Path.cwd() / "configs").is_dir() else PACKAGE_ROOT / "configs")
+    rows = []
+    for path in sorted(root.rglob("*.yaml")):
+        if any(path.relative_to(root).is_relative_to(folder) for folder in NOT_TRAINABLE):
+            continue
+        rows.append({"config": str(path.relative_to(root.parent)), "description": config_description(path)})
+    return rows

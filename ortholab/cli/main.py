@@ -1,0 +1,84 @@
+"""`ortholab`: finds the command's module in the registry (ortholab/cli/__init__.py), parses its arguments and runs
+it; any user error becomes one line on stderr and exit code 2.
+
+Nothing here imports Lightning or torch: a reader such as `ortholab runs` starts in a fraction of a second, and the
+training commands pay for Lightning's import only when they run.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import warnings
+from types import ModuleType
+
+from ortholab import aliases
+from ortholab.cli import COMMANDS
+from ortholab.cli.common import OneLineParser
+from ortholab.db.masking import check_db_url, db_urls_in, known_passwords, mask_secrets
+from ortholab.errors import ConfigError
+from ortholab.user_errors import user_error
+from ortholab.training.allocator import reuse_freed_memory
+from ortholab.training.console import quiet_third_party_noise
+
+HEADER = """usage: ortholab {fit,validate,test,predict,runs,list,reproduce,report,...} ...
+
+Train orthogonal/unitary RNNs and record every run in a SQL store.
+"""
+
+
+def command_module(name: str) -> ModuleType:
+    """The module of command `name` (only that one is imported); one line naming the commands if there is none."""
+    if name not in COMMANDS:
+        raise ConfigError(f"unknown command {name!r}; use one of {', '.join(COMMANDS)}")
+    return importlib.import_module(f"ortholab.cli.{COMMANDS[name]}")
+
+
+def top_help() -> str:
+    """`ortholab --help`: each command's usage line and, indented below it, its one sentence."""
+    lines = [HEADER]
+    for module_name in dict.fromkeys(COMMANDS.values()):  # each module once, in the registry's order
+        module = importlib.import_module(f"ortholab.cli.{module_name}")
+        for usage, summary in getattr(module, "HELP_ENTRIES", None) or [(module.USAGE, module.HELP)]:
+            lines.append(f"  {usage}\n{' ' * 25}{summary}")
+    return "\n".join(lines) + "\n"
+
+
+def run_parsed(module: ModuleType, argv: list[str]) -> None:
+    """argparse for one command: its own parser (errors as one line), then its run(args, extra)."""
+    parser = OneLineParser(prog=f"ortholab {argv[0]}", description=module.HELP)
+    module.add_arguments(parser)
+    args, extra = parser.parse_known_args(argv[1:])
+    if extra and not getattr(module, "EXTRA_FLAGS", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    module.run(args, extra)
+
+
+def main(argv: list[str] | None = None) -> None:
+    given = argv is not None
+    argv = list(argv if given else sys.argv[1:])
+    aliases.install()  # configs' short class paths (datamodules.CopyingTask) in this process
+    if not argv or argv[0] in ("-h", "--help"):
+        print(top_help())
+        return
+    if not given and COMMANDS.get(argv[0]) in ("train", "bench"):  # the console script: a training process
+        reuse_freed_memory()
+    quiet_third_party_noise()
+    warnings.filterwarnings("ignore", message="LightningCLI's args parameter")  # it prints the args: --db's password
+    try:
+        for url in db_urls_in(argv):  # a password that would be misread (and quoted back) is refused first
+            check_db_url(url, "--db" if url != os.environ.get("ORTHOLAB_DB") else "$ORTHOLAB_DB =")
+        module = command_module(argv[0])
+        if COMMANDS[argv[0]] == "train":
+            module.main(argv, given)
+        else:
+            run_parsed(module, argv)
+    except BrokenPipeError:  # the reader went away (`ortholab runs | head`): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        sys.exit(0)
+    except Exception as err:  # noqa: BLE001 - a user error anywhere in the chain is reported as one line
+        reported = user_error(err)
+        if reported is None:
+            raise
+        print(f"ortholab: error: {mask_secrets(str(reported), known_passwords(argv))}", file=sys.stderr)
+        sys.exit(2)

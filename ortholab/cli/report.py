@@ -1,0 +1,49 @@
+"""`ortholab report [TABLE]`: published against reproduced, as Markdown tables; `--export DIR` also writes the CSV,
+the figures, the runs behind the numbers (runs.db) and export.txt (ortholab/app/export.py)."""
+from __future__ import annotations
+
+import sys
+
+from ortholab.cli.common import DB_HELP, LINE_WIDTH
+
+USAGE = "report [TABLE] [--all] [--wide] [--export DIR]"
+HELP = "published vs reproduced, as Markdown tables (the rows run; --all: every row)"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("table", nargs="?", default=None, help="one published table (default: all)")
+    parser.add_argument("--all", action="store_true", help="every row of the tables (default: only the rows with a "
+                                                           "recorded run)")
+    parser.add_argument("--wide", action="store_true", help=f"every column and text in full (default: lines fit "
+                                                            f"{LINE_WIDTH} columns: empty columns left out, long text "
+                                                            f"cut with …)")
+    parser.add_argument("--db", default=None, help=DB_HELP)
+    parser.add_argument("--export", default=None, metavar="DIR",
+                        help="also write report.md, report.csv, per table a curve plot (PNG and HTML), runs.db (the "
+                             "runs behind the numbers) and export.txt into DIR")
+    parser.add_argument("--with-artifacts", action="store_true",
+                        help="with --export: runs.db also holds the runs' artifacts (eigenvalues, audio: larger)")
+
+
+def run(args, extra: list[str]) -> None:
+    from ortholab.cli.reproduce import existing_store
+    from ortholab.db import Store
+    from ortholab.db.published import load_tables, markdown_report
+    from ortholab.db.store import StoreMissing
+    from ortholab.errors import ConfigError
+
+    tables = load_tables()
+    if args.table is not None and args.table not in tables:
+        raise ConfigError(f"no published table {args.table!r}; choose one of {sorted(tables)}")
+    chosen = {k: v for k, v in tables.items() if args.table in (None, k)}
+    try:  # --all lists the rows before any run; without it, no store is a refusal: nothing recorded to report
+        store = existing_store(args.db) if args.all and not args.export else Store(args.db, access="read")
+    except StoreMissing as missing:
+        hint = "`ortholab report --all` lists the papers' rows before any has run."
+        raise StoreMissing(f"{missing} {hint}") from None
+    print(markdown_report(store, chosen, recorded_only=not args.all, width=None if args.wide else LINE_WIDTH))
+    if args.export:
+        from ortholab.app.export import export_report
+
+        for path in export_report(store, chosen, args.export, with_artifacts=args.with_artifacts):
+            print(f"wrote {path}", file=sys.stderr)

@@ -1,0 +1,34 @@
+"""`ortholab sweep`: a hyperparameter search through Optuna (ortholab/cli/sweep_study.py), every trial a recorded
+run tagged with the sweep; several workers, on one machine or several, join a sweep through the store."""
+from __future__ import annotations
+
+from ortholab.cli.common import DB_HELP
+
+USAGE = "sweep --config FILE --space SPACE.yaml --trials N [--workers K] [--sampler grid|random|tpe]"
+HELP = "hyperparameter search; every trial a recorded run tagged with the sweep"
+EXTRA_FLAGS = True  # other --key value flags apply to every trial (e.g. --trainer.max_steps)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--config", required=True, help="the config every trial starts from")
+    parser.add_argument("--space", required=True, help="YAML: config keys -> list of choices or {low, high[, log]}")
+    parser.add_argument("--trials", type=int, required=True, help="trials in all, over every worker")
+    parser.add_argument("--workers", type=int, default=1, help="processes on this machine working on the sweep")
+    parser.add_argument("--sampler", choices=["grid", "random", "tpe"], default="tpe")
+    parser.add_argument("--name", default=None, help="the sweep's name; workers with the same name and store join it")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pruner", choices=["median", "none"], default="median",
+                        help="stop a trial whose validation is worse than the median of the completed trials' at the "
+                             "same step, once 5 have completed (Optuna's MedianPruner; default), or none")
+    parser.add_argument("--db", default=None, help=DB_HELP)
+
+
+def run(args, extra: list[str]) -> None:
+    from ortholab.extras import require_extra
+
+    require_extra("sweeps")
+    from ortholab.cli.sweep_study import report, run_sweep
+
+    study = run_sweep(args.config, args.space, args.trials, db=args.db, name=args.name, sampler=args.sampler,
+                      seed=args.seed, workers=args.workers, extra=extra, pruner=args.pruner)
+    print(report(study))

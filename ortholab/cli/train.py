@@ -1,0 +1,146 @@
+"""`ortholab fit|validate|test|predict`: Lightning's CLI (ortholab/training/lightning_cli.py) after the shortcuts a
+user types: `configs/...` names from any folder, `fit --resume ID`, `predict --run ID`, task short names
+(`--data.class_path mnist`), `--model.optimizers.other.lr` as one key, and `--model.family_args.help NAME`."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ortholab.db.masking import MaskedStream, known_passwords
+from ortholab.errors import ConfigError
+
+HELP_ENTRIES = (
+    ("fit|validate|test|predict --config FILE [--key value ...] [--db URL]",
+     "Lightning CLI (see `ortholab fit --help`, `--print_config`)"),
+    ("predict --run ID [--checkpoint best|last|PATH] [--predict_split test|val|train]",
+     "a recorded run's predictions, written into a predict run linked to it"),
+)
+USAGE, HELP = HELP_ENTRIES[0]
+
+
+def main(argv: list[str], given: bool) -> None:
+    """Run Lightning's CLI on `argv` (`given`: argv did not come from sys.argv, so it is passed on explicitly)."""
+    if "--model.family_args.help" in argv:
+        from ortholab.training.family_options import describe_options
+
+        at = argv.index("--model.family_args.help")
+        if at + 1 >= len(argv):
+            raise ConfigError("--model.family_args.help needs a family name, e.g. `ortholab fit "
+                              "--model.family_args.help scornn` (`ortholab list families` names them)")
+        print(describe_options(argv[at + 1]))
+        return
+    from ortholab.cli.mapping_flags import merge_deep_mapping_flags
+    from ortholab.training.config_files import check_config_files, packaged_configs
+    from ortholab.training.lightning_cli import OrthoLabCLI, task_short_names
+
+    check_config_files(argv)
+    prepared = merge_deep_mapping_flags(task_short_names(resume_arguments(predict_arguments(packaged_configs(argv)))))
+    # --data.class_path mnist: the task's class; --model.optimizers.other.lr: that option, not the whole group
+    if prepared != argv:
+        given, argv = True, prepared
+    stdout = sys.stdout
+    if "--print_config" in argv or any(a.startswith("--print_config=") for a in argv):
+        sys.stdout = MaskedStream(stdout, known_passwords([*argv, *sys.argv]))  # it prints db: too
+    try:
+        OrthoLabCLI(args=argv if given else None)  # Lightning reads sys.argv itself
+    finally:
+        sys.stdout = stdout
+
+
+def resume_arguments(argv: list[str]) -> list[str]:
+    """`fit --resume ID [...]`: the run's stored config first (unless --config is given) and its last checkpoint
+    (unless --ckpt_path is given), so that a preempted run continues with one short command."""
+    from ortholab.db import Store, StoreError
+    from ortholab.training.callbacks.lifecycle import check_resume_checkpoint
+
+    peek = argparse.ArgumentParser(add_help=False)
+    peek.add_argument("--resume", type=int)
+    peek.add_argument("--db")
+    peek.add_argument("--config", action="append")
+    peek.add_argument("--ckpt_path")
+    known, _ = peek.parse_known_args(argv[1:])
+    if known.resume is None:
+        return argv
+    if argv[0] != "fit":
+        raise ConfigError(f"--resume continues training: use `ortholab fit --resume {known.resume}`")
+    store = Store(known.db, access="write")  # a mistyped --db is not a new, empty store
+    run = store.get_run(known.resume)  # StoreError naming the id and the store when it is missing
+    busy = store.lease_holder(run.id)  # its process still runs: two writers would double its points
+    if busy is not None:
+        raise StoreError(busy)
+    run_dir = Path(run.run_dir or "")
+    config, last = run_dir / "config.yaml", run_dir / "checkpoints" / "last.ckpt"
+    extra = []
+    if not known.config:
+        if not config.is_file():
+            raise ConfigError(f"run {run.id} has no stored config at {config}; pass --config FILE as well")
+        extra += ["--config", str(config), "--db", store.url]  # the stored config's db has its password masked
+    if known.ckpt_path is None:
+        if not last.is_file():
+            raise ConfigError(f"run {run.id} has no checkpoint at {last} (it stopped before its first checkpoint); "
+                              f"start a new run instead")
+        extra += ["--ckpt_path", str(last)]
+    check_resume_checkpoint(Path(known.ckpt_path) if known.ckpt_path else last, store, run.id)
+    return [argv[0], *extra, *argv[1:]]
+
+
+def predict_arguments(argv: list[str]) -> list[str]:
+    """`predict --run ID [--checkpoint best|last|PATH]`: the run's stored config, its checkpoint, its store and
+    name, as LightningCLI's `predict --config ... --ckpt_path ...` takes them. Other argv is returned as it is."""
+    if not argv or argv[0] != "predict":
+        return argv
+    peek = argparse.ArgumentParser(add_help=False)
+    peek.add_argument("--run", type=int)
+    peek.add_argument("--checkpoint", default=None)
+    peek.add_argument("--db")
+    peek.add_argument("--config", action="append")
+    peek.add_argument("--ckpt_path")
+    peek.add_argument("--name")
+    known, _ = peek.parse_known_args(argv[1:])
+    if known.run is None:
+        if known.checkpoint is not None:
+            raise ConfigError("--checkpoint picks a checkpoint of a recorded run: give --run ID as well, or "
+                              "--ckpt_path FILE")
+        return argv
+    from ortholab.db import Store
+    from ortholab.evaluation.audio import checkpoint_of
+
+    store = Store(known.db, access="read")  # a reader: a mistyped --db is reported, never made into a new store
+    run = store.get_run(known.run)  # StoreError naming the id and the store when it is missing
+    if not run.run_dir:
+        raise ConfigError(f"run {run.id} has no run folder recorded, so no checkpoint to predict with")
+    run_dir = Path(run.run_dir)
+    choice = known.checkpoint or "best"
+    if choice == "best" and known.ckpt_path is None and store.lease_holder(run.id) is not None:
+        # training deletes a best-step file whenever a better one is saved; last.ckpt is replaced atomically
+        choice = "last"
+        print(f"note: run {run.id} is still being written (training deletes its best-step checkpoints as better ones "
+              f"are saved); predicting with its last.ckpt, which stays", file=sys.stderr)
+    rest = without_options(argv[1:], ("--run", "--checkpoint"))
+    extra = []
+    if not known.config:
+        config = run_dir / "config.yaml"
+        if not config.is_file():
+            raise ConfigError(f"run {run.id} has no stored config at {config}; pass --config FILE as well")
+        extra += ["--config", str(config), "--db", store.url]  # the stored config's db has its password masked
+    if known.ckpt_path is None:
+        extra += ["--ckpt_path", str(checkpoint_of(run_dir, choice))]
+    if known.name is None:
+        extra += ["--name", run.name]
+    return ["predict", *extra, *rest]
+
+
+def without_options(args: list[str], keys: tuple[str, ...]) -> list[str]:
+    """`args` without the options `keys` and their values (`--key value` or `--key=value`)."""
+    out, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        key = arg.split("=", 1)[0]
+        if key in keys:
+            skip = "=" not in arg
+            continue
+        out.append(arg)
+    return out

@@ -1,0 +1,95 @@
+"""Config files before Lightning reads them: each `--config FILE` checked to be a YAML mapping (one line naming the
+file otherwise), and `configs/...` names resolved to the configs installed with OrthoLab from any folder."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from ortholab.errors import ConfigError
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the checkout, or site-packages/ortholab: configs/ beside
+
+
+def config_arguments(argv: list[str]):
+    """(index of the value in argv, whether it is `--config=VALUE`, the value) for each `--config` given."""
+    for i, arg in enumerate(argv):
+        key, eq, value = arg.partition("=")
+        if key == "--config" and eq:
+            yield i, True, value
+        elif key == "--config" and i + 1 < len(argv):
+            yield i + 1, False, argv[i + 1]
+
+
+MAX_EXPANDED_VALUES = 100_000  # a config's values with every YAML alias (*name) written out; real configs: hundreds
+
+
+def check_alias_expansion(path: Path, text: str) -> None:
+    """Count the values `text` holds once its aliases are expanded, from YAML's events (nothing is built), and
+    refuse a document whose aliases multiply it past MAX_EXPANDED_VALUES ("billion laughs") or refer to themselves."""
+    sizes: dict[str, int] = {}  # anchor -> the values its node expands to
+    open_nodes: list[list] = []  # [anchor, values so far] of each collection being read
+    total = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            if any(anchor == event.anchor for anchor, _ in open_nodes):
+                raise ConfigError(f"--config {path}: the alias *{event.anchor} refers to the value that holds it (a "
+                                  f"value without end); write the value out instead of the alias")
+            count = sizes.get(event.anchor, 0)  # an undefined alias: safe_load names it next
+        elif isinstance(event, (yaml.ScalarEvent, yaml.CollectionStartEvent)):
+            count = 1
+            if isinstance(event, yaml.ScalarEvent) and event.anchor:
+                sizes[event.anchor] = 1
+        elif isinstance(event, yaml.CollectionEndEvent) and open_nodes:
+            anchor, count = open_nodes.pop()
+            if anchor:
+                sizes[anchor] = count
+            if open_nodes:
+                open_nodes[-1][1] += count
+            continue
+        else:
+            continue
+        total += count
+        if total > MAX_EXPANDED_VALUES:
+            raise ConfigError(f"--config {path}: its YAML aliases (*name) expand to more than {MAX_EXPANDED_VALUES:,} "
+                              f"values (a 'billion laughs' document), refused before expanding them; write the "
+                              f"values out, or use fewer aliases")
+        if isinstance(event, yaml.CollectionStartEvent):
+            open_nodes.append([event.anchor, 1])
+        elif open_nodes:
+            open_nodes[-1][1] += count
+
+
+def check_config_files(argv: list[str]) -> None:
+    """Every existing `--config FILE` is UTF-8 YAML holding a mapping; else one line naming the file and the fix."""
+    for _, _, value in config_arguments(argv):
+        path = Path(value)
+        if not path.is_file():
+            continue  # jsonargparse reports a missing file itself; a packaged name is resolved later
+        fix = "a config is a YAML mapping of model:, data: and trainer: (see configs/demo/copying_scornn.yaml)"
+        try:
+            check_alias_expansion(path, path.read_text(encoding="utf-8"))  # before anything expands the aliases
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            raise ConfigError(f"--config {path}: not a text file (not UTF-8); {fix}") from None
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+            hint = " (YAML indents with spaces, not tabs)" if "\t" in path.read_text(encoding="utf-8") else ""
+            raise ConfigError(f"--config {path}: not valid YAML{where}: {problem}{hint}") from None
+        if loaded is None:
+            raise ConfigError(f"--config {path}: the file is empty; {fix}")
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"--config {path}: holds a {type(loaded).__name__}, not a mapping; {fix}")
+
+
+def packaged_configs(argv: list[str]) -> list[str]:
+    """`--config configs/demo/copying_scornn.yaml` (as `ortholab list configs` names it) from any folder: a path
+    that is not a file here is read from the configs installed with OrthoLab, if it names one of them."""
+    out = list(argv)
+    for i, joined, path in config_arguments(argv):
+        installed = PACKAGE_ROOT / path
+        if not Path(path).exists() and Path(path).parts[:1] == ("configs",) and installed.is_file():
+            out[i] = f"--config={installed}" if joined else str(installed)
+    return out
