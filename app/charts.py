@@ -22,18 +22,28 @@ PNG_SCALE = 3  # 2100 px wide: 300 dpi at 7 in
 def image_format_control() -> str:
     """The sidebar's download format (PNG or SVG), remembered in the URL and for the session."""
     chosen = st.sidebar.segmented_control(
-        "Chart downloads", IMAGE_FORMATS, default=IMAGE_FORMATS[0], key=IMAGE_FORMAT, bind="query-params",
-        persist_state="session", help="The format of every chart's camera button (in its toolbar), saved at "
+        "Chart downloads",
+        IMAGE_FORMATS,
+        default=IMAGE_FORMATS[0],
+        key=IMAGE_FORMAT,
+        bind="query-params",
+        persist_state="session",
+        help="The format of every chart's camera button (in its toolbar), saved at "
         f"publication size: {EXPORT_WIDTH / 100:g} in wide; PNG at {PNG_SCALE * 100} dpi, SVG as vectors.",
-    )  # fmt: skip
+    )
     return chosen or IMAGE_FORMATS[0]
 
 
 def export_config(key: str, height: int | None = None) -> dict:
     """plotly's config: the camera button saves `<key>.png` or `.svg` at publication size."""
     fmt = (st.session_state.get(IMAGE_FORMAT) or IMAGE_FORMATS[0]).lower()
-    options = dict(format=fmt, filename=re.sub(r"[^\w.-]+", "_", key), width=EXPORT_WIDTH,
-                   height=height or EXPORT_HEIGHT, scale=PNG_SCALE if fmt == "png" else 1)  # fmt: skip
+    options = dict(
+        format=fmt,
+        filename=re.sub(r"[^\w.-]+", "_", key),
+        width=EXPORT_WIDTH,
+        height=height or EXPORT_HEIGHT,
+        scale=PNG_SCALE if fmt == "png" else 1,
+    )
     return dict(toImageButtonOptions=options, displaylogo=False)
 
 

@@ -26,8 +26,7 @@ def seed(key: str, default: Any) -> Any:
 
 def multiselect(where, label: str, options: Sequence[Any], *, key: str, default: Sequence[Any] = (), **kwargs):
     chosen = list(seed(key, list(default)))
-    return where.multiselect(label, list(dict.fromkeys([*options, *chosen])), key=key, persist_state=PERSIST,
-                             **kwargs)
+    return where.multiselect(label, list(dict.fromkeys([*options, *chosen])), key=key, persist_state=PERSIST, **kwargs)
 
 
 def toggle(where, label: str, *, key: str, default: bool = False, **kwargs) -> bool:

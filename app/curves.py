@@ -75,13 +75,19 @@ def one_epoch_note(label: str, frame: pd.DataFrame) -> str | None:
     epoch), say so: on the epoch axis its curve is a vertical line."""
     epochs = pd.to_numeric(frame["epoch"], errors="coerce").dropna().unique()
     if len(frame) > 1 and len(epochs) == 1:
-        return (f"{label}: all {len(frame)} points were logged in epoch {int(epochs[0])} (it stopped within one epoch "
-                "and recorded no steps per epoch), so they share one x; choose step or examples seen.")
+        return (
+            f"{label}: all {len(frame)} points were logged in epoch {int(epochs[0])} (it stopped within one epoch "
+            "and recorded no steps per epoch), so they share one x; choose step or examples seen."
+        )
     return None
 
 
 def x_values(
-    frame: pd.DataFrame, axis: str, *, start: float | None = None, batch: int | None = None,
+    frame: pd.DataFrame,
+    axis: str,
+    *,
+    start: float | None = None,
+    batch: int | None = None,
     per_epoch: int | None = None,
 ) -> np.ndarray | None:
     """The x coordinate of every point for the chosen axis, or None when the run lacks what it needs
@@ -101,7 +107,9 @@ def x_values(
         origin = start if start is not None and start <= first else first  # clocks disagree: first point
         return wall - origin
     if axis == "examples seen":
-        return None if batch is None else frame["step"].to_numpy(dtype=float) * batch  # the weights at step s saw s batches
+        return (
+            None if batch is None else frame["step"].to_numpy(dtype=float) * batch
+        )  # the weights at step s saw s batches
     raise ValueError(f"unknown x-axis {axis!r}; choose one of {list(X_AXES)}")
 
 
@@ -129,8 +137,9 @@ def build_curve(
     applied = weight if len(y) >= SMOOTH_MIN_POINTS else 0.0
     smoothed = debiased_ema(y, applied) if applied > 0 else None
     index = decimate(y, max_points)
-    return Curve(label, x[index], y[index], None if smoothed is None else smoothed[index], len(y), run_id, applied,
-                 x, y)
+    return Curve(
+        label, x[index], y[index], None if smoothed is None else smoothed[index], len(y), run_id, applied, x, y
+    )
 
 
 def metric_name(key: str) -> str:

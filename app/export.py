@@ -10,6 +10,7 @@ runs behind the numbers as a store of their own (db/extract.py), from which the 
 written again; and export.txt: the command, date, commit, machine and store that wrote them. Every file is written
 under a temporary name and renamed, so none looks complete unless it is.
 """
+
 from __future__ import annotations
 
 import csv
@@ -18,11 +19,13 @@ import errno
 import os
 import platform
 import sys
+from functools import partial
 from pathlib import Path
 
 from ortholab.app.style import run_style
 from ortholab.db import Store
 from ortholab.db.extract import MAX_POINTS, write_run_store
+from ortholab.db.provenance import UNRECORDED, code_version, describe
 from ortholab.db.published import (
     REPORT_COLUMNS,
     PaperTable,
@@ -33,12 +36,20 @@ from ortholab.db.published import (
     reproductions,
 )
 from ortholab.errors import ConfigError
-from ortholab.db.provenance import UNRECORDED, code_version, describe
-
 
 # plotly's marker symbols (app/style.py) as matplotlib draws them
-MATPLOTLIB_MARKERS = {"circle": "o", "square": "s", "diamond": "D", "triangle-up": "^", "x": "x", "cross": "P",
-                      "star": "*", "triangle-down": "v", "pentagon": "p", "hexagon": "h"}
+MATPLOTLIB_MARKERS = {
+    "circle": "o",
+    "square": "s",
+    "diamond": "D",
+    "triangle-up": "^",
+    "x": "x",
+    "cross": "P",
+    "star": "*",
+    "triangle-down": "v",
+    "pentagon": "p",
+    "hexagon": "h",
+}
 
 
 def machine() -> str:
@@ -72,21 +83,44 @@ def _curves(store: Store, items: list[Reproduction]) -> list[dict]:
         metric, points = _series(store, item.fit.id, item.row.metric)
         if not points:
             continue
-        curve = {"label": f"{item.row.row} (run {item.fit.id}, {metric})", "metric": metric, "run": item.fit.id,
-                 "steps": [p.step for p in points], "values": [p.value * item.row.scale for p in points],
-                 "baseline": item.fit.baseline, "published": item.row.value, "mode": item.row.mode,
-                 "scale": item.row.scale, "panel": " · ".join(filter(None, [item.row.setting, metric]))}
+        curve = {
+            "label": f"{item.row.row} (run {item.fit.id}, {metric})",
+            "metric": metric,
+            "run": item.fit.id,
+            "steps": [p.step for p in points],
+            "values": [p.value * item.row.scale for p in points],
+            "baseline": item.fit.baseline,
+            "published": item.row.value,
+            "mode": item.row.mode,
+            "scale": item.row.scale,
+            "panel": " · ".join(filter(None, [item.row.setting, metric])),
+        }
         if len(item.seeds) > 1:
-            seeds = [(seed, {p.step: p.value * item.row.scale for p in _series(store, seed.fit.id, metric)[1]})
-                     for seed in item.seeds]
-            curve["seeds"] = [{"label": f"seed {seed.seed} (run {seed.fit.id})", "steps": list(values),
-                               "values": list(values.values())} for seed, values in seeds]
+            seeds = [
+                (seed, {p.step: p.value * item.row.scale for p in _series(store, seed.fit.id, metric)[1]})
+                for seed in item.seeds
+            ]
+            curve["seeds"] = [
+                {
+                    "label": f"seed {seed.seed} (run {seed.fit.id})",
+                    "steps": list(values),
+                    "values": list(values.values()),
+                }
+                for seed, values in seeds
+            ]
             common = sorted(set.intersection(*(set(values) for _, values in seeds)))
             at = [[values[step] for _, values in seeds] for step in common]
-            curve["band"] = {"steps": common, "mean": [sum(v) / len(v) for v in at], "low": [min(v) for v in at],
-                             "high": [max(v) for v in at]}
-            curve.update(label=f"{item.row.row} (mean of {len(seeds)} seeds, {metric})", steps=common,
-                         values=curve["band"]["mean"])
+            curve["band"] = {
+                "steps": common,
+                "mean": [sum(v) / len(v) for v in at],
+                "low": [min(v) for v in at],
+                "high": [max(v) for v in at],
+            }
+            curve.update(
+                label=f"{item.row.row} (mean of {len(seeds)} seeds, {metric})",
+                steps=common,
+                values=curve["band"]["mean"],
+            )
         out.append(curve)
     return out
 
@@ -119,14 +153,23 @@ def _png(path: Path, table: PaperTable, curves: list[dict]) -> None:
 
     panels = _panels(curves)
     rows, columns = _grid(len(panels))
-    fig, axes = plt.subplots(rows, columns, figsize=(7.0 * columns, 4.2 * rows), dpi=150 if columns == 1 else 110,
-                             squeeze=False)  # fmt: skip
+    fig, axes = plt.subplots(
+        rows, columns, figsize=(7.0 * columns, 4.2 * rows), dpi=150 if columns == 1 else 110, squeeze=False
+    )
     for ax, (name, group) in zip(axes.flat, panels.items()):
         for curve in group:
             style = run_style(curve["run"])  # the run's colour and marker on the dashboard too
             sparse = len(curve["steps"]) <= 60  # a point per validation: show each one
-            ax.plot(curve["steps"], curve["values"], color=style.color, linewidth=1.4, label=curve["label"],
-                    marker=MATPLOTLIB_MARKERS[style.symbol], markersize=3, markevery=None if sparse else 0.1)
+            ax.plot(
+                curve["steps"],
+                curve["values"],
+                color=style.color,
+                linewidth=1.4,
+                label=curve["label"],
+                marker=MATPLOTLIB_MARKERS[style.symbol],
+                markersize=3,
+                markevery=None if sparse else 0.1,
+            )
             if "band" in curve:  # the seeds: each a thin line, their min-max a band around the mean
                 band = curve["band"]
                 ax.fill_between(band["steps"], band["low"], band["high"], color=style.color, alpha=0.15, linewidth=0)
@@ -143,11 +186,16 @@ def _png(path: Path, table: PaperTable, curves: list[dict]) -> None:
         ax.set_ylabel(f"{metric} (x{group[0]['scale']:g})" if group[0]["scale"] != 1 else metric)
         ax.set_title(name, fontsize=9)
         ax.grid(alpha=0.3)
-        keys = [k for k, drawn in (("dotted: task baseline", any(c["baseline"] is not None and c["mode"] == "min"
-                                                                  for c in group)),
-                                   ("dash-dot: published", any(c["published"] is not None for c in group))) if drawn]
+        keys = [
+            k
+            for k, drawn in (
+                ("dotted: task baseline", any(c["baseline"] is not None and c["mode"] == "min" for c in group)),
+                ("dash-dot: published", any(c["published"] is not None for c in group)),
+            )
+            if drawn
+        ]
         ax.legend(fontsize=7, title="; ".join(keys) or None, title_fontsize=7)  # only the lines drawn
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
     fig.suptitle(f"{table.paper} {table.table}", fontsize=10)
     fig.tight_layout()
@@ -167,30 +215,78 @@ def _html(path: Path, table: PaperTable, curves: list[dict]) -> None:
         for curve in group:
             mode = "lines+markers" if len(curve["steps"]) <= 60 else "lines"
             style = run_style(curve["run"])
-            fig.add_trace(go.Scatter(x=curve["steps"], y=curve["values"], mode=mode, name=curve["label"],
-                                     line=dict(color=style.color), marker=dict(symbol=style.symbol)), **at)
+            fig.add_trace(
+                go.Scatter(
+                    x=curve["steps"],
+                    y=curve["values"],
+                    mode=mode,
+                    name=curve["label"],
+                    line=dict(color=style.color),
+                    marker=dict(symbol=style.symbol),
+                ),
+                **at,
+            )
             if "band" in curve:  # the seeds' min-max band and each seed as a thin line
                 band = curve["band"]
-                fig.add_trace(go.Scatter(x=band["steps"] + band["steps"][::-1], y=band["high"] + band["low"][::-1],
-                                         fill="toself", fillcolor=style.color, opacity=0.15, line=dict(width=0),
-                                         name=f"{curve['label']}: min-max of the seeds", hoverinfo="skip"), **at)
+                fig.add_trace(
+                    go.Scatter(
+                        x=band["steps"] + band["steps"][::-1],
+                        y=band["high"] + band["low"][::-1],
+                        fill="toself",
+                        fillcolor=style.color,
+                        opacity=0.15,
+                        line=dict(width=0),
+                        name=f"{curve['label']}: min-max of the seeds",
+                        hoverinfo="skip",
+                    ),
+                    **at,
+                )
                 for seed in curve["seeds"]:
-                    fig.add_trace(go.Scatter(x=seed["steps"], y=seed["values"], mode="lines", name=seed["label"],
-                                             line=dict(color=style.color, width=0.7), opacity=0.6), **at)
+                    fig.add_trace(
+                        go.Scatter(
+                            x=seed["steps"],
+                            y=seed["values"],
+                            mode="lines",
+                            name=seed["label"],
+                            line=dict(color=style.color, width=0.7),
+                            opacity=0.6,
+                        ),
+                        **at,
+                    )
             if curve["baseline"] is not None and curve["mode"] == "min":
-                fig.add_hline(y=curve["baseline"] * curve["scale"], line_dash="dot",
-                              annotation_text=f"baseline {curve['baseline']:.4g}", **at)
+                fig.add_hline(
+                    y=curve["baseline"] * curve["scale"],
+                    line_dash="dot",
+                    annotation_text=f"baseline {curve['baseline']:.4g}",
+                    **at,
+                )
             if curve["published"] is not None:
-                fig.add_hline(y=curve["published"], line_dash="dashdot", annotation_text=f"published "
-                              f"{curve['published']}", **at)  # fmt: skip
+                fig.add_hline(
+                    y=curve["published"], line_dash="dashdot", annotation_text=f"published {curve['published']}", **at
+                )
         fig.update_xaxes(title_text="training step", **at)
         fig.update_yaxes(title_text=group[0]["metric"], type="log" if _log_axis(group) else "linear", **at)
     fig.update_layout(title=f"{table.paper} {table.table}: {table.title}", height=450 * rows)
     fig.write_html(path, include_plotlyjs="directory")  # plotly.min.js beside it, once: it opens offline
 
 
-CSV_COLUMNS = ["table", "kind", *REPORT_COLUMNS, "seed", "value", "selected", "seeds_n", "mean", "std", "min", "max",
-               "spread_verdict", "commit", "machine", "command"]
+CSV_COLUMNS = [
+    "table",
+    "kind",
+    *REPORT_COLUMNS,
+    "seed",
+    "value",
+    "selected",
+    "seeds_n",
+    "mean",
+    "std",
+    "min",
+    "max",
+    "spread_verdict",
+    "commit",
+    "machine",
+    "command",
+]
 UNKNOWN_COMMIT = "unknown: trained by an OrthoLab that did not record its commit"
 
 
@@ -214,16 +310,42 @@ def csv_lines(store: Store, tables: dict[str, PaperTable], found: dict[str, list
     for table in tables.values():
         for item, columns in zip(found[table.id], comparison_rows(found[table.id])):
             spread = item.spread
-            aggregate = {} if spread is None else {
-                "seeds_n": spread.n, "mean": _number(spread.mean), "std": _number(spread.std), "min": _number(spread.low),
-                "max": _number(spread.high), "spread_verdict": spread.verdict or ""}
-            lines.append({"table": table.id, "kind": "row", **columns, **aggregate,
-                          **(_provenance(store, item.fit.id) if item.fit else {})})
+            aggregate = (
+                {}
+                if spread is None
+                else {
+                    "seeds_n": spread.n,
+                    "mean": _number(spread.mean),
+                    "std": _number(spread.std),
+                    "min": _number(spread.low),
+                    "max": _number(spread.high),
+                    "spread_verdict": spread.verdict or "",
+                }
+            )
+            lines.append(
+                {
+                    "table": table.id,
+                    "kind": "row",
+                    **columns,
+                    **aggregate,
+                    **(_provenance(store, item.fit.id) if item.fit else {}),
+                }
+            )
             for seed in item.seeds:
-                lines.append({"table": table.id, "kind": "seed", "row": item.row.row, "run": seed.fit.id,
-                              "test_run": seed.evaluation.id if seed.evaluation else None, "status": seed.fit.status,
-                              "seed": "" if seed.seed is None else seed.seed, "value": _number(seed.value),
-                              "selected": _number(seed.selected), **_provenance(store, seed.fit.id)})
+                lines.append(
+                    {
+                        "table": table.id,
+                        "kind": "seed",
+                        "row": item.row.row,
+                        "run": seed.fit.id,
+                        "test_run": seed.evaluation.id if seed.evaluation else None,
+                        "status": seed.fit.status,
+                        "seed": "" if seed.seed is None else seed.seed,
+                        "value": _number(seed.value),
+                        "selected": _number(seed.selected),
+                        **_provenance(store, seed.fit.id),
+                    }
+                )
     return lines
 
 
@@ -260,8 +382,9 @@ def _folder_error(folder: Path, err: OSError) -> ConfigError:
     return ConfigError(f"--export {folder}: cannot write the report there ({why}); give a writable folder")
 
 
-def export_report(store: Store, tables: dict[str, PaperTable], folder: str | Path,
-                  with_artifacts: bool = False) -> list[Path]:
+def export_report(
+    store: Store, tables: dict[str, PaperTable], folder: str | Path, with_artifacts: bool = False
+) -> list[Path]:
     """Write the report's files into `folder` (created), each complete or not at all; returns the paths written.
     runs.db holds the runs behind the numbers, so `ortholab report --db sqlite:///DIR/runs.db --export DIR2`
     writes the same report.md and report.csv again; export.txt says who wrote them, when, where and from what."""
@@ -274,34 +397,43 @@ def export_report(store: Store, tables: dict[str, PaperTable], folder: str | Pat
 
 
 def _export(store: Store, tables: dict[str, PaperTable], folder: Path, with_artifacts: bool) -> list[Path]:
-    command = "ortholab " + " ".join(sys.argv[1:]) if sys.argv and "ortholab" in Path(sys.argv[0]).name else \
-        "ortholab report --export"
+    command = (
+        "ortholab " + " ".join(sys.argv[1:])
+        if sys.argv and "ortholab" in Path(sys.argv[0]).name
+        else "ortholab report --export"
+    )
     every = load_tables()  # where twin rows are looked up
     found = {table.id: reproductions(store, table, every) for table in tables.values()}  # read once
     behind = runs_behind(found)
     codes = [code for run_id in behind for code in (store.get_run(run_id).info or {}).get("code") or [UNRECORDED]]
     trained_by = sorted({describe(code) for code in codes})  # every start's (a resume by other code adds one)
-    header = (f"<!-- the runs behind these numbers: runs.db beside this file (`ortholab report --db "
-              f"sqlite:///runs.db`, `ortholab dashboard --db sqlite:///runs.db`), trained by "
-              f"{', '.join(trained_by) or '-'}; who wrote this file, when and where: export.txt -->\n\n")
-    written = [_write_atomically(folder / "report.md", lambda p: p.write_text(
-        header + markdown_report(store, tables, found)))]
+    header = (
+        f"<!-- the runs behind these numbers: runs.db beside this file (`ortholab report --db "
+        f"sqlite:///runs.db`, `ortholab dashboard --db sqlite:///runs.db`), trained by "
+        f"{', '.join(trained_by) or '-'}; who wrote this file, when and where: export.txt -->\n\n"
+    )
+    written = [
+        _write_atomically(folder / "report.md", lambda p: p.write_text(header + markdown_report(store, tables, found)))
+    ]
 
     def write_csv(path: Path) -> None:
         with open(path, "w", newline="") as out:
             writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, extrasaction="ignore")
             writer.writeheader()
             writer.writerows(csv_lines(store, tables, found))
+
     written.append(_write_atomically(folder / "report.csv", write_csv))
     for table in tables.values():
         curves = _curves(store, found[table.id])
         if curves:
-            written.append(_write_atomically(folder / f"{table.id}.png", lambda p: _png(p, table, curves)))
-            written.append(_write_atomically(folder / f"{table.id}.html", lambda p: _html(p, table, curves)))
+            written.append(_write_atomically(folder / f"{table.id}.png", partial(_png, table=table, curves=curves)))
+            written.append(_write_atomically(folder / f"{table.id}.html", partial(_html, table=table, curves=curves)))
     written.append(write_run_store(store, behind, folder / "runs.db", with_artifacts=with_artifacts))
-    provenance = (f"written by `{command}` on {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC\n"
-                  f"commit {describe(code_version())}\nmachine {machine()}\nfrom the store {store.display_url}\n"
-                  f"runs: {', '.join(map(str, sorted(behind))) or '-'} (in runs.db; long training series thinned to "
-                  f"at most {MAX_POINTS:,} points each, validation and test series whole)\n")
+    provenance = (
+        f"written by `{command}` on {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC\n"
+        f"commit {describe(code_version())}\nmachine {machine()}\nfrom the store {store.display_url}\n"
+        f"runs: {', '.join(map(str, sorted(behind))) or '-'} (in runs.db; long training series thinned to "
+        f"at most {MAX_POINTS:,} points each, validation and test series whole)\n"
+    )
     written.append(_write_atomically(folder / "export.txt", lambda p: p.write_text(provenance)))
     return written

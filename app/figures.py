@@ -65,19 +65,27 @@ def _margins(fig: go.Figure, top: int, height: int, legend: bool | None) -> dict
     rows = _legend_rows(fig, legend)
     if rows:  # the legend's top sits LEGEND_Y of the plot area's height below it: b >= 0.2 (h - t - b) + legend
         bottom = max(bottom, math.ceil((-LEGEND_Y * (height - top) + rows * LEGEND_ROW + 16) / (1 - LEGEND_Y)))
-    return dict(l=LEFT_MARGIN_HEATMAP if heatmap else LEFT_MARGIN, r=COLORBAR_MARGIN if heatmap else RIGHT_MARGIN,
-                t=top, b=bottom)
+    return dict(
+        l=LEFT_MARGIN_HEATMAP if heatmap else LEFT_MARGIN,
+        r=COLORBAR_MARGIN if heatmap else RIGHT_MARGIN,
+        t=top,
+        b=bottom,
+    )
 
 
 def _layout(fig: go.Figure, *, title: str | None = None, titled: bool = False, **kwargs) -> go.Figure:
     top = TITLED_TOP_MARGIN if title or titled else TOP_MARGIN
     margin = _margins(fig, top, kwargs.get("height") or DEFAULT_HEIGHT, kwargs.get("showlegend"))
     fig.update_layout(
-        margin=margin, legend=dict(orientation="h", y=LEGEND_Y, traceorder="normal"),  # grouped: a row per group
-        title=dict(text=title, x=0.0, xanchor="left", xref="paper", y=1.0, yref="paper", yanchor="bottom",
-                   pad=dict(b=12)) if title else None,
+        margin=margin,
+        legend=dict(orientation="h", y=LEGEND_Y, traceorder="normal"),  # grouped: a row per group
+        title=dict(
+            text=title, x=0.0, xanchor="left", xref="paper", y=1.0, yref="paper", yanchor="bottom", pad=dict(b=12)
+        )
+        if title
+        else None,
         **kwargs,
-    )  # fmt: skip
+    )
     return fig
 
 
@@ -102,10 +110,15 @@ def _floor_marks(x: np.ndarray, low: np.ndarray, floor: float, color: str, label
     count = int(low.sum())
     few = {} if count <= MARKERS_UP_TO else dict(maxdisplayed=MARKERS_UP_TO)
     return go.Scatter(
-        x=x[low], y=np.full(count, floor), mode="markers", name=f"{label}: ≤ 0 at the floor",
-        legendgroup=label, showlegend=False, marker=dict(symbol=FLOOR_SYMBOL, size=9, color=color, **few),
+        x=x[low],
+        y=np.full(count, floor),
+        mode="markers",
+        name=f"{label}: ≤ 0 at the floor",
+        legendgroup=label,
+        showlegend=False,
+        marker=dict(symbol=FLOOR_SYMBOL, size=9, color=color, **few),
         hovertemplate=f"{label}<br>%{{x}}: value ≤ 0, drawn at the axis floor<extra></extra>",
-    )  # fmt: skip
+    )
 
 
 def curves_figure(
@@ -126,9 +139,11 @@ def curves_figure(
     horizontal line across the plotted x range. layout.meta records the controls the figure was drawn with."""
     fig = go.Figure()
     scale = _y_axis(
-        fig, y_title, log_y,
+        fig,
+        y_title,
+        log_y,
         [c.y for c in curves] + [a for g in aggregates for a in (g.low, g.mean, g.high)],
-    )  # fmt: skip
+    )
     floor = scale.floor if scale else None
 
     def drawn(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -140,19 +155,47 @@ def curves_figure(
         high, _ = drawn(group.high)
         mean, _ = drawn(group.mean)
         name = f"{group.label} (mean of {len(group.runs)} runs)"
-        fig.add_trace(go.Scatter(x=group.x, y=high, mode="lines", line=dict(width=0), legendgroup=name,
-                                 showlegend=False, hoverinfo="skip", name=f"{name} upper"))
-        fig.add_trace(go.Scatter(
-            x=group.x, y=low, mode="lines", line=dict(width=0), fill="tonexty", legendgroup=name,
-            fillcolor=translucent(style.color, BAND_OPACITY), showlegend=False, hoverinfo="skip",
-            name=f"{name} {spread or 'band'}",
-        ))  # fmt: skip
-        fig.add_trace(go.Scatter(
-            x=group.x, y=mean, mode="lines", name=name, legendgroup=name, line=style.line(2.5),
-            customdata=np.column_stack([group.low, group.high, group.n]),
-            hovertemplate=(f"{group.label}<br>%{{x}}: mean %{{y:.4g}}, {spread or 'band'} "
-                           "[%{customdata[0]:.4g}, %{customdata[1]:.4g}] over %{customdata[2]} runs<extra></extra>"),
-        ))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=group.x,
+                y=high,
+                mode="lines",
+                line=dict(width=0),
+                legendgroup=name,
+                showlegend=False,
+                hoverinfo="skip",
+                name=f"{name} upper",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=group.x,
+                y=low,
+                mode="lines",
+                line=dict(width=0),
+                fill="tonexty",
+                legendgroup=name,
+                fillcolor=translucent(style.color, BAND_OPACITY),
+                showlegend=False,
+                hoverinfo="skip",
+                name=f"{name} {spread or 'band'}",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=group.x,
+                y=mean,
+                mode="lines",
+                name=name,
+                legendgroup=name,
+                line=style.line(2.5),
+                customdata=np.column_stack([group.low, group.high, group.n]),
+                hovertemplate=(
+                    f"{group.label}<br>%{{x}}: mean %{{y:.4g}}, {spread or 'band'} "
+                    "[%{customdata[0]:.4g}, %{customdata[1]:.4g}] over %{customdata[2]} runs<extra></extra>"
+                ),
+            )
+        )
 
     faded = bool(aggregates)  # with groups drawn, the runs behind them are context
     for curve in curves:
@@ -163,31 +206,48 @@ def curves_figure(
         value = "customdata" if low.any() else "y"  # the recorded value, where the floor moved the point
         fig.add_trace(
             go.Scatter(
-                x=curve.x, y=y, mode="lines" if smoothed else "lines+markers",  # faded behind: no markers
+                x=curve.x,
+                y=y,
+                mode="lines" if smoothed else "lines+markers",  # faded behind: no markers
                 name=f"{curve.label} (raw)" if smoothed else curve.label,
-                legendgroup=curve.label, showlegend=not smoothed,
+                legendgroup=curve.label,
+                showlegend=not smoothed,
                 opacity=RAW_OPACITY if smoothed or faded else 1.0,
-                line=style.line(1 if smoothed else 2), marker=style.marker(5, every_point=sparse),
+                line=style.line(1 if smoothed else 2),
+                marker=style.marker(5, every_point=sparse),
                 customdata=curve.y if low.any() else None,
                 hovertemplate=f"{curve.label}<br>%{{x}}: %{{{value}:.4g}}<extra></extra>",
             )
         )
         if smoothed:
             smooth_y, _ = drawn(curve.smoothed)
-            fig.add_trace(go.Scatter(
-                x=curve.x, y=smooth_y, mode="lines+markers", name=curve.label, legendgroup=curve.label,
-                line=style.line(2), marker=style.marker(5, every_point=sparse),
-                hovertemplate=f"{curve.label} smoothed<br>%{{x}}: %{{y:.4g}}<extra></extra>",
-            ))  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=curve.x,
+                    y=smooth_y,
+                    mode="lines+markers",
+                    name=curve.label,
+                    legendgroup=curve.label,
+                    line=style.line(2),
+                    marker=style.marker(5, every_point=sparse),
+                    hovertemplate=f"{curve.label} smoothed<br>%{{x}}: %{{y:.4g}}<extra></extra>",
+                )
+            )
         if low.any():
             fig.add_trace(_floor_marks(curve.x, low, floor, style.color, curve.label))
         last_x, last_y = curve.last
-        fig.add_trace(go.Scatter(
-            x=[last_x], y=[drawn(np.array([last_y]))[0][0]], mode="markers", name=f"{curve.label}: last",
-            legendgroup=curve.label, showlegend=False,
-            marker=dict(symbol=style.symbol, size=11, color=style.color, line=dict(color="white", width=1.5)),
-            hovertemplate=f"{curve.label}<br>last raw value {last_y:.4g} at %{{x}}<extra></extra>",
-        ))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=[last_x],
+                y=[drawn(np.array([last_y]))[0][0]],
+                mode="markers",
+                name=f"{curve.label}: last",
+                legendgroup=curve.label,
+                showlegend=False,
+                marker=dict(symbol=style.symbol, size=11, color=style.color, line=dict(color="white", width=1.5)),
+                hovertemplate=f"{curve.label}<br>last raw value {last_y:.4g} at %{{x}}<extra></extra>",
+            )
+        )
 
     xs = [curve.x for curve in curves if len(curve.x)] + [g.x for g in aggregates if len(g.x)]
     if xs:
@@ -195,14 +255,25 @@ def curves_figure(
         for i, baseline in enumerate(baselines):
             if floor is not None and baseline.value <= 0:
                 continue  # a baseline of 0 has no place on a log axis (never happens for the papers' tasks)
-            fig.add_trace(go.Scatter(
-                x=[left, right], y=[baseline.value, baseline.value], mode="lines", name=baseline.label,
-                line=dict(color="#555555", dash=BASELINE_DASHES[i % len(BASELINE_DASHES)], width=1.5),
-                hoverinfo="name+y",
-            ))  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=[left, right],
+                    y=[baseline.value, baseline.value],
+                    mode="lines",
+                    name=baseline.label,
+                    line=dict(color="#555555", dash=BASELINE_DASHES[i % len(BASELINE_DASHES)], width=1.5),
+                    hoverinfo="name+y",
+                )
+            )
     _x_axis(fig, x_title)
-    meta = dict(log_y=log_y, smoothing=smoothing, at_floor=scale.at_floor if scale else 0,
-                floor=floor, groups=len(aggregates), spread=spread)  # fmt: skip
+    meta = dict(
+        log_y=log_y,
+        smoothing=smoothing,
+        at_floor=scale.at_floor if scale else 0,
+        floor=floor,
+        groups=len(aggregates),
+        spread=spread,
+    )
     return _layout(fig, title=title, hovermode="closest", meta=meta)
 
 
@@ -243,8 +314,19 @@ def _grid(count: int, columns: int, titles: Sequence[str]) -> dict:
         n = "" if i == 0 else str(i + 1)
         layout[f"xaxis{n}"] = dict(domain=_span(left, left + width), anchor=f"y{n}")
         layout[f"yaxis{n}"] = dict(domain=_span(top - height, top), anchor=f"x{n}")
-        annotations.append(dict(text=titles[i], x=left + width / 2, y=top, xref="paper", yref="paper",
-                                xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=14)))
+        annotations.append(
+            dict(
+                text=titles[i],
+                x=left + width / 2,
+                y=top,
+                xref="paper",
+                yref="paper",
+                xanchor="center",
+                yanchor="bottom",
+                showarrow=False,
+                font=dict(size=14),
+            )
+        )
     return dict(layout, annotations=annotations)
 
 
@@ -261,17 +343,36 @@ def eigenvalue_figure(panels: Sequence[EigenPanel], *, columns: int = 3) -> go.F
         values = np.asarray(panel.values, dtype=complex)
         reach = max(1.15, 1.05 * float(np.abs(values).max(initial=0.0)))
         style = run_style(panel.run_id)
-        traces.append(dict(
-            type="scatter", x=cx, y=cy, mode="lines", name="unit circle", legendgroup="unit circle",
-            showlegend=i == 0, line=dict(color="#999999", width=1), hoverinfo="skip", xaxis=f"x{n}", yaxis=f"y{n}",
-        ))  # fmt: skip
-        traces.append(dict(
-            type="scatter", x=values.real, y=values.imag, mode="markers", name=panel.title, xaxis=f"x{n}",
-            yaxis=f"y{n}", marker=dict(color=style.color, symbol=style.symbol, size=6),
-            customdata=np.column_stack([np.abs(values), wrap_phase(np.angle(values))]),
-            hovertemplate="λ = %{x:.4f} %{y:+.4f}i<br>|λ| = %{customdata[0]:.6f}<br>"
-                          "arg λ = %{customdata[1]:.4f} rad<extra></extra>",
-        ))  # fmt: skip
+        traces.append(
+            dict(
+                type="scatter",
+                x=cx,
+                y=cy,
+                mode="lines",
+                name="unit circle",
+                legendgroup="unit circle",
+                showlegend=i == 0,
+                line=dict(color="#999999", width=1),
+                hoverinfo="skip",
+                xaxis=f"x{n}",
+                yaxis=f"y{n}",
+            )
+        )
+        traces.append(
+            dict(
+                type="scatter",
+                x=values.real,
+                y=values.imag,
+                mode="markers",
+                name=panel.title,
+                xaxis=f"x{n}",
+                yaxis=f"y{n}",
+                marker=dict(color=style.color, symbol=style.symbol, size=6),
+                customdata=np.column_stack([np.abs(values), wrap_phase(np.angle(values))]),
+                hovertemplate="λ = %{x:.4f} %{y:+.4f}i<br>|λ| = %{customdata[0]:.6f}<br>"
+                "arg λ = %{customdata[1]:.4f} rad<extra></extra>",
+            )
+        )
         layout[f"xaxis{n}"].update(range=[-reach, reach], title=dict(text="Re λ"), constrain="domain")
         layout[f"yaxis{n}"].update(range=[-reach, reach], title=dict(text="Im λ"), scaleanchor=f"x{n}", scaleratio=1)
     fig = go.Figure(data=traces, layout=layout)
@@ -313,17 +414,27 @@ def lines_figure(
             color, line_style, marker = style.color, style.line(2), style.marker(5, every_point=sparse)
         y, low = lift(line.y, scale.floor) if scale else (np.asarray(line.y, float), np.zeros(len(x), bool))
         value = "customdata" if low.any() else "y"  # the recorded value, where the floor moved the point
-        fig.add_trace(go.Scatter(
-            x=x, y=y, mode="lines+markers" if sparse or not sequential else "lines", name=line.label,
-            legendgroup=line.label, line=line_style, marker=marker,
-            customdata=np.asarray(line.y, float) if low.any() else None,
-            hovertemplate=f"{line.label}<br>%{{x}}: %{{{value}:.4g}}<extra></extra>",
-        ))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=y,
+                mode="lines+markers" if sparse or not sequential else "lines",
+                name=line.label,
+                legendgroup=line.label,
+                line=line_style,
+                marker=marker,
+                customdata=np.asarray(line.y, float) if low.any() else None,
+                hovertemplate=f"{line.label}<br>%{{x}}: %{{{value}:.4g}}<extra></extra>",
+            )
+        )
         if low.any():
             fig.add_trace(_floor_marks(x, low, scale.floor, color, line.label))
     _x_axis(fig, x_title)
-    return _layout(fig, title=title, meta=dict(log_y=log_y, at_floor=scale.at_floor if scale else 0,
-                                               floor=scale.floor if scale else None))
+    return _layout(
+        fig,
+        title=title,
+        meta=dict(log_y=log_y, at_floor=scale.at_floor if scale else 0, floor=scale.floor if scale else None),
+    )
 
 
 PI_TICKS = ([0, np.pi / 2, np.pi, 3 * np.pi / 2, TWO_PI], ["0", "π/2", "π", "3π/2", "2π"])
@@ -335,12 +446,23 @@ def phases_figure(panels: Sequence[tuple[str, np.ndarray, int]], *, bins: int = 
     fig = go.Figure()
     for label, theta, run_id in panels:
         style = run_style(run_id)
-        fig.add_trace(go.Histogram(
-            x=wrap_phase(theta), name=label, opacity=0.6, marker=dict(color=style.color),
-            xbins=dict(start=0.0, end=TWO_PI, size=TWO_PI / bins),
-        ))  # fmt: skip
-    _x_axis(fig, "phase θ (rad), wrapped to [0, 2π)", range=[0.0, TWO_PI], tickmode="array", tickvals=PI_TICKS[0],
-            ticktext=PI_TICKS[1])
+        fig.add_trace(
+            go.Histogram(
+                x=wrap_phase(theta),
+                name=label,
+                opacity=0.6,
+                marker=dict(color=style.color),
+                xbins=dict(start=0.0, end=TWO_PI, size=TWO_PI / bins),
+            )
+        )
+    _x_axis(
+        fig,
+        "phase θ (rad), wrapped to [0, 2π)",
+        range=[0.0, TWO_PI],
+        tickmode="array",
+        tickvals=PI_TICKS[0],
+        ticktext=PI_TICKS[1],
+    )
     fig.layout.yaxis = dict(title=dict(text="count"))
     return _layout(fig, barmode="overlay")
 
@@ -351,9 +473,12 @@ def heatmap_figure(
     """A matrix as a heatmap, z[y, x]; diverging colours centred on 0 for signed data."""
     z = np.asarray(z, dtype=float)
     trace = go.Heatmap(
-        z=z, x=np.arange(z.shape[1]), y=np.arange(z.shape[0]),
-        colorscale="RdBu_r" if diverging else "Viridis", zmid=0.0 if diverging else None,
-    )  # fmt: skip
+        z=z,
+        x=np.arange(z.shape[1]),
+        y=np.arange(z.shape[0]),
+        colorscale="RdBu_r" if diverging else "Viridis",
+        zmid=0.0 if diverging else None,
+    )
     fig = go.Figure(trace)
     _x_axis(fig, x_title)
     fig.layout.yaxis = dict(title=dict(text=y_title))
@@ -382,16 +507,18 @@ class Axis:
 PARALLEL_COLORSCALE = "Viridis"
 
 
-def parallel_lines_figure(axes: Sequence[Axis], colour: np.ndarray, colour_title: str, labels: Sequence[str],
-                          run_ids: Sequence[int]) -> go.Figure:
+def parallel_lines_figure(
+    axes: Sequence[Axis], colour: np.ndarray, colour_title: str, labels: Sequence[str], run_ids: Sequence[int]
+) -> go.Figure:
     """Parallel coordinates drawn as plain lines (SVG): one line per run across `axes` (each axis scaled to its
     range), coloured by `colour` along Viridis with a colour bar titled `colour_title`; hover names the run and
     its value on every axis. parallel_figure's WebGL parcoords adds brushing but takes ~1.5 s to draw in a browser
     rendering WebGL without a GPU; these lines take ~0.2 s."""
     colour = np.asarray(colour, dtype=float)
     low, high = float(np.nanmin(colour)), float(np.nanmax(colour))
-    shades = sample_colorscale(PARALLEL_COLORSCALE, ((colour - low) / (high - low) if high > low else
-                                                     np.full(colour.size, 0.5)).tolist())  # fmt: skip
+    shades = sample_colorscale(
+        PARALLEL_COLORSCALE, ((colour - low) / (high - low) if high > low else np.full(colour.size, 0.5)).tolist()
+    )
     count = len(axes)
     xs = np.arange(count, dtype=float)
 
@@ -404,39 +531,98 @@ def parallel_lines_figure(axes: Sequence[Axis], colour: np.ndarray, colour_title
             return str(axis.ticktext[axis.tickvals.index(value)])
         return f"{value:.4g}"
 
-    traces = [dict(type="scatter", x=np.repeat(xs, 3), y=np.tile([0.0, 1.0, np.nan], count), mode="lines",
-                   line=dict(color="#888888", width=1), hoverinfo="skip", showlegend=False, name="axes")]
+    traces = [
+        dict(
+            type="scatter",
+            x=np.repeat(xs, 3),
+            y=np.tile([0.0, 1.0, np.nan], count),
+            mode="lines",
+            line=dict(color="#888888", width=1),
+            hoverinfo="skip",
+            showlegend=False,
+            name="axes",
+        )
+    ]
     for row, (label, run_id) in enumerate(zip(labels, run_ids, strict=True)):
         values = [float(axis.values[row]) for axis in axes]
         text = "<br>".join(f"{axis.label}: {shown(axis, v)}" for axis, v in zip(axes, values, strict=True))
-        traces.append(dict(
-            type="scatter", x=xs, y=[float(scaled(a, v)) for a, v in zip(axes, values, strict=True)],
-            mode="lines+markers", name=label, showlegend=False, line=dict(color=shades[row], width=2),
-            marker=dict(color=shades[row], size=6), meta=dict(run_id=int(run_id), colour=float(colour[row])),
-            hovertemplate=f"{label}<br>{text}<br>{colour_title}: {colour[row]:.4g}<extra></extra>",
-        ))  # fmt: skip
-    traces.append(dict(  # the colour bar: one invisible marker carrying the scale
-        type="scatter", x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip", name=colour_title,
-        marker=dict(color=[low], cmin=low, cmax=high if high > low else low + 1, colorscale=PARALLEL_COLORSCALE,
-                    showscale=True, colorbar=dict(title=dict(text=colour_title, side="right"))),
-    ))  # fmt: skip
+        traces.append(
+            dict(
+                type="scatter",
+                x=xs,
+                y=[float(scaled(a, v)) for a, v in zip(axes, values, strict=True)],
+                mode="lines+markers",
+                name=label,
+                showlegend=False,
+                line=dict(color=shades[row], width=2),
+                marker=dict(color=shades[row], size=6),
+                meta=dict(run_id=int(run_id), colour=float(colour[row])),
+                hovertemplate=f"{label}<br>{text}<br>{colour_title}: {colour[row]:.4g}<extra></extra>",
+            )
+        )
+    traces.append(
+        dict(  # the colour bar: one invisible marker carrying the scale
+            type="scatter",
+            x=[None],
+            y=[None],
+            mode="markers",
+            showlegend=False,
+            hoverinfo="skip",
+            name=colour_title,
+            marker=dict(
+                color=[low],
+                cmin=low,
+                cmax=high if high > low else low + 1,
+                colorscale=PARALLEL_COLORSCALE,
+                showscale=True,
+                colorbar=dict(title=dict(text=colour_title, side="right")),
+            ),
+        )
+    )
     annotations = []
     for i, axis in enumerate(axes):
-        annotations.append(dict(x=i, y=1.04, xref="x", yref="y", text=axis.label, showarrow=False, textangle=-30,
-                                xanchor="left", yanchor="bottom", font=dict(size=12)))  # fmt: skip
+        annotations.append(
+            dict(
+                x=i,
+                y=1.04,
+                xref="x",
+                yref="y",
+                text=axis.label,
+                showarrow=False,
+                textangle=-30,
+                xanchor="left",
+                yanchor="bottom",
+                font=dict(size=12),
+            )
+        )
         ticks = axis.tickvals if axis.tickvals is not None else [float(v) for v in _nice_ends(axis)]
         texts = axis.ticktext if axis.ticktext is not None else [f"{v:.3g}" for v in ticks]
         for tick, text in zip(scaled(axis, ticks), texts, strict=True):
-            annotations.append(dict(x=i, y=float(tick), xref="x", yref="y", text=str(text), showarrow=False,
-                                    xanchor="right", xshift=-4, font=dict(size=10, color="#444444"),
-                                    bgcolor="rgba(255, 255, 255, 0.85)"))  # fmt: skip
+            annotations.append(
+                dict(
+                    x=i,
+                    y=float(tick),
+                    xref="x",
+                    yref="y",
+                    text=str(text),
+                    showarrow=False,
+                    xanchor="right",
+                    xshift=-4,
+                    font=dict(size=10, color="#444444"),
+                    bgcolor="rgba(255, 255, 255, 0.85)",
+                )
+            )
     longest = max((len(a.label) for a in axes), default=0)
     top = 60 + min(120, int(5.5 * longest * math.sin(math.radians(30))))
     layout = dict(
-        annotations=annotations, height=460 + top, margin=dict(l=80, r=140, t=top, b=30), hovermode="closest",
-        xaxis=dict(visible=False, range=[-0.6, count - 0.6]), yaxis=dict(visible=False, range=[-0.05, 1.05]),
+        annotations=annotations,
+        height=460 + top,
+        margin=dict(l=80, r=140, t=top, b=30),
+        hovermode="closest",
+        xaxis=dict(visible=False, range=[-0.6, count - 0.6]),
+        yaxis=dict(visible=False, range=[-0.05, 1.05]),
         meta=dict(kind="parallel lines", axes=[a.label for a in axes]),
-    )  # fmt: skip
+    )
     return go.Figure(data=traces, layout=layout)
 
 
@@ -456,8 +642,12 @@ def parallel_figure(axes: Sequence[Axis], colour: np.ndarray, colour_title: str)
         if axis.range is not None:
             dimension["range"] = list(axis.range)
         dimensions.append(dimension)
-    line = dict(color=np.asarray(colour, dtype=float), colorscale="Viridis", showscale=True,
-                colorbar=dict(title=dict(text=colour_title, side="right")))
+    line = dict(
+        color=np.asarray(colour, dtype=float),
+        colorscale="Viridis",
+        showscale=True,
+        colorbar=dict(title=dict(text=colour_title, side="right")),
+    )
     longest = max((len(a.label) for a in axes), default=0)
     top = 60 + min(120, int(5.5 * longest * math.sin(math.radians(30))))
     fig = go.Figure(go.Parcoords(dimensions=dimensions, line=line, labelangle=-30, labelside="top"))

@@ -33,9 +33,14 @@ from typing import Any
 import pandas as pd
 
 COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
-    "=": operator.eq, "==": operator.eq, "!=": operator.ne,
-    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-}  # fmt: skip
+    "=": operator.eq,
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
 KEYWORDS = {"and", "or", "not", "in", "true", "false", "null", "none"}
 MAX_LENGTH = 2000  # characters of an expression
 MAX_DEPTH = 50  # brackets and "not"s nested in one another
@@ -97,8 +102,10 @@ def tokenize(text: str) -> list[Token]:
         match = TOKEN.match(text, position)
         if match is None or match.end() == position:
             start = len(text) - len(text[position:].lstrip())
-            raise FilterError(f"at column {start + 1}: cannot read {text[start:start + 12]!r}; quote text values "
-                              '("scornn") and put names with spaces in backticks (`duration (s)`)')
+            raise FilterError(
+                f"at column {start + 1}: cannot read {text[start : start + 12]!r}; quote text values "
+                '("scornn") and put names with spaces in backticks (`duration (s)`)'
+            )
         kind = match.lastgroup
         raw = match.group(kind)
         at = match.start(kind) + 1
@@ -163,8 +170,10 @@ class _Parser:
             return self.comparison()
         self.depth += 1
         if self.depth > MAX_DEPTH:
-            raise FilterError(f"at column {token.at}: brackets and 'not's nest more than {MAX_DEPTH} deep; "
-                              "write the expression flatter")
+            raise FilterError(
+                f"at column {token.at}: brackets and 'not's nest more than {MAX_DEPTH} deep; "
+                "write the expression flatter"
+            )
         self.take()
         if token.value == "not":
             inner = Logic("not", (self.unary(),))
@@ -210,8 +219,10 @@ class _Parser:
         token = self.take()
         if token.kind != "op":
             subject = left.name if isinstance(left, Name) else repr(left.value)
-            raise FilterError(f"at column {token.at}: expected a comparison (= != < <= > >= ~ in) after {subject!r}, "
-                              f"found {_shown(token)}")
+            raise FilterError(
+                f"at column {token.at}: expected a comparison (= != < <= > >= ~ in) after {subject!r}, "
+                f"found {_shown(token)}"
+            )
         return Compare(token.value, left, self.operand(), token.at)
 
 
@@ -246,7 +257,7 @@ def resolve(name: str, known: Sequence[str]) -> str:
     lowered = {k.lower(): k for k in known}
     if name.lower() in lowered:
         return lowered[name.lower()]
-    endings = [k for k in known if re.split(r"[./]", k)[-len(re.split(r"[./]", name)):] == re.split(r"[./]", name)]
+    endings = [k for k in known if re.split(r"[./]", k)[-len(re.split(r"[./]", name)) :] == re.split(r"[./]", name)]
     if len(endings) == 1:
         return endings[0]
     if endings:
@@ -254,7 +265,7 @@ def resolve(name: str, known: Sequence[str]) -> str:
     by_tail = {re.split(r"[./]", k)[-1]: k for k in known}  # a misspelt short name (rhoo) finds its param too
     close = [by_tail.get(c, c) for c in difflib.get_close_matches(name, [*known, *by_tail], n=3, cutoff=0.6)]
     close = list(dict.fromkeys(close))
-    hint = f"; did you mean {' or '.join(close)}?" if close else "; text values need quotes (family = \"scornn\")"
+    hint = f"; did you mean {' or '.join(close)}?" if close else '; text values need quotes (family = "scornn")'
     raise FilterError(f"no run field, param or metric is called {name!r}{hint}")
 
 
@@ -272,8 +283,11 @@ def _compatible(a: Any, b: Any) -> bool:
 
 def _compare(op: str, a: Any, b: Any) -> bool:
     if b is None or a is None:  # null on either side: equality with null only
-        return {"=": _missing(a) == _missing(b), "==": _missing(a) == _missing(b),
-                "!=": _missing(a) != _missing(b)}.get(op, False)  # fmt: skip
+        return {
+            "=": _missing(a) == _missing(b),
+            "==": _missing(a) == _missing(b),
+            "!=": _missing(a) != _missing(b),
+        }.get(op, False)
     if _missing(a) or _missing(b):
         return False
     if op == "~":
@@ -291,14 +305,22 @@ def _check_types(node: Compare, column: pd.Series, literal: Any, name: str) -> N
         return
     present = [v for v in column if not _missing(v)]
     if present and not any(_compatible(v, literal) or isinstance(v, (list, tuple)) for v in present):
-        kind = "numbers" if all(_number(v) for v in present) else "text" if all(isinstance(v, str) for v in present) \
+        kind = (
+            "numbers"
+            if all(_number(v) for v in present)
+            else "text"
+            if all(isinstance(v, str) for v in present)
             else "values"
-        raise FilterError(f"at column {node.at}: {name} holds {kind} (e.g. {present[0]!r}), compared with {literal!r}"
-                          + ("; drop the quotes" if kind == "numbers" and isinstance(literal, str) else ""))
+        )
+        raise FilterError(
+            f"at column {node.at}: {name} holds {kind} (e.g. {present[0]!r}), compared with {literal!r}"
+            + ("; drop the quotes" if kind == "numbers" and isinstance(literal, str) else "")
+        )
 
 
-def evaluate(node: Node | None, frame: pd.DataFrame, known: Sequence[str],
-             column: Callable[[str], pd.Series]) -> pd.Series:
+def evaluate(
+    node: Node | None, frame: pd.DataFrame, known: Sequence[str], column: Callable[[str], pd.Series]
+) -> pd.Series:
     """Which rows of `frame` satisfy the expression. `known` lists the names that can be used and `column(name)`
     returns one of them as a Series aligned with `frame` (read only for the names the expression uses)."""
     if node is None:
@@ -330,8 +352,9 @@ def evaluate(node: Node | None, frame: pd.DataFrame, known: Sequence[str],
                 _check_types(node, series, other, resolved[operand.name])
         lefts = left if isinstance(left, pd.Series) else pd.Series([left] * len(frame), index=frame.index)
         rights = right if isinstance(right, pd.Series) else pd.Series([right] * len(frame), index=frame.index)
-        return pd.Series([_compare(node.op, a, b) for a, b in zip(lefts, rights, strict=True)], index=frame.index,
-                         dtype=bool)
+        return pd.Series(
+            [_compare(node.op, a, b) for a, b in zip(lefts, rights, strict=True)], index=frame.index, dtype=bool
+        )
 
     return run(node)
 

@@ -91,7 +91,10 @@ def decimated(group: Aggregate, max_points: int) -> Aggregate:
     (app/smoothing.py) of its mean, lower and upper edge together, so the band's extremes stay drawn."""
     if group.x.size <= max_points:
         return group
-    index = np.union1d(decimate(group.mean, max_points // 2),
-                       np.union1d(decimate(group.low, max_points // 4), decimate(group.high, max_points // 4)))
-    return Aggregate(group.label, group.x[index], group.mean[index], group.low[index], group.high[index],
-                     group.n[index], group.runs)
+    index = np.union1d(
+        decimate(group.mean, max_points // 2),
+        np.union1d(decimate(group.low, max_points // 4), decimate(group.high, max_points // 4)),
+    )
+    return Aggregate(
+        group.label, group.x[index], group.mean[index], group.low[index], group.high[index], group.n[index], group.runs
+    )

@@ -61,11 +61,16 @@ def wait_for_store(timeout_s: float, url: str | None = None, say=print) -> str |
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    command = argv[argv.index("--") + 1:] if "--" in argv else []
+    command = argv[argv.index("--") + 1 :] if "--" in argv else []
     parser = argparse.ArgumentParser(prog="python -m ortholab.app.health", description=__doc__.splitlines()[0])
-    parser.add_argument("--wait", type=float, default=None, metavar="SECONDS",
-                        help="wait up to SECONDS for the store ($ORTHOLAB_DB) to open, then exec the command "
-                             "after --, if any; without --wait: the dashboard's healthcheck")
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="wait up to SECONDS for the store ($ORTHOLAB_DB) to open, then exec the command "
+        "after --, if any; without --wait: the dashboard's healthcheck",
+    )
     parser.add_argument("--port", type=int, default=DASHBOARD_PORT, help="the dashboard's port in this container")
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     if args.wait is None:

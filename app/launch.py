@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import NoReturn
 
 from ortholab.db import Store, StoreError, default_db_url
+from ortholab.db.masking import mask_url
 from ortholab.errors import ConfigError
 from ortholab.extras import require_extra
-from ortholab.db.masking import mask_url
 
 APP = Path(__file__).resolve().parent / "main.py"
 DEFAULT_PORT = 8501
@@ -27,15 +27,26 @@ DEFAULT_HOST = "127.0.0.1"
 def streamlit_command(port: int = DEFAULT_PORT, host: str = DEFAULT_HOST) -> list[str]:
     """The `streamlit run` command line for the dashboard with its server settings."""
     return [
-        sys.executable, "-m", "streamlit", "run", str(APP),
-        "--server.port", str(port),
-        "--server.address", host,
-        "--server.headless", "true",  # never try to open a browser
-        "--browser.gatherUsageStats", "false",  # no telemetry
-        "--server.fileWatcherType", "none",  # an installed app does not reload on source changes
-        "--server.runOnSave", "false",
-        "--client.toolbarMode", "viewer",  # no developer menu or Deploy button
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP),
+        "--server.port",
+        str(port),
+        "--server.address",
+        host,
+        "--server.headless",
+        "true",  # never try to open a browser
+        "--browser.gatherUsageStats",
+        "false",  # no telemetry
+        "--server.fileWatcherType",
+        "none",  # an installed app does not reload on source changes
+        "--server.runOnSave",
+        "false",
+        "--client.toolbarMode",
+        "viewer",  # no developer menu or Deploy button
+    ]
 
 
 def is_loopback(host: str) -> bool:
@@ -67,10 +78,13 @@ def run_dashboard(db_url: str | None = None, port: int = DEFAULT_PORT, host: str
     store = Store(url)
     store.close()
     if not is_loopback(host):
-        print(f"warning: --host {host} opens the dashboard to the network, and it has no authentication: anyone who "
-              f"can reach this machine on port {port} can read every run in {mask_url(url)}; put authentication "
-              f"(e.g. a reverse proxy) in front of it, or use --host {DEFAULT_HOST} for this machine only",
-              file=sys.stderr, flush=True)
+        print(
+            f"warning: --host {host} opens the dashboard to the network, and it has no authentication: anyone who "
+            f"can reach this machine on port {port} can read every run in {mask_url(url)}; put authentication "
+            f"(e.g. a reverse proxy) in front of it, or use --host {DEFAULT_HOST} for this machine only",
+            file=sys.stderr,
+            flush=True,
+        )
     print(f"OrthoLab dashboard on http://{host}:{port} for {mask_url(url)}; Ctrl-C stops it.", flush=True)
     os.execve(sys.executable, streamlit_command(port, host), dashboard_env(url))
 
@@ -78,8 +92,10 @@ def run_dashboard(db_url: str | None = None, port: int = DEFAULT_PORT, host: str
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app.launch", description="Serve the OrthoLab dashboard.")
     parser.add_argument(
-        "--db", default=None,
-        help="SQLAlchemy URL of the run store (default: $ORTHOLAB_DB, else ortholab.db in $ORTHOLAB_RUNS, else in ./runs)",
+        "--db",
+        default=None,
+        help="SQLAlchemy URL of the run store (default: $ORTHOLAB_DB, else ortholab.db in $ORTHOLAB_RUNS, "
+        "else in ./runs)",
     )
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--host", default=DEFAULT_HOST, help="address to bind (default: localhost only)")

@@ -87,6 +87,9 @@ def log_axis_layout(scale: LogScale) -> dict:
         values, texts = [scale.floor, *(v for v, _ in kept)], ["0", *(t for _, t in kept)]
     pad = 0.05 * (math.log10(high) - math.log10(low))
     return dict(
-        type="log", range=[math.log10(low) - pad, math.log10(high) + pad], tickmode="array",
-        tickvals=values, ticktext=texts,
-    )  # fmt: skip
+        type="log",
+        range=[math.log10(low) - pad, math.log10(high) + pad],
+        tickmode="array",
+        tickvals=values,
+        ticktext=texts,
+    )

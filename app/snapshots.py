@@ -43,6 +43,8 @@ def no_snapshot_note(run: RunSummary, what: str) -> str:
     if run.family in GATED_FAMILIES and what.startswith("eigenvalue"):
         return f"{run_label(run)}: the {run.family} family has no single recurrent matrix, so no eigenvalues."
     if run.family == "rtransformer" and what.startswith("eigenvalue"):
-        return (f"{run_label(run)}: no {what} recorded; an R-Transformer has a single recurrent matrix only when "
-                f"its local cell has one (not with the default GRU cell).")
+        return (
+            f"{run_label(run)}: no {what} recorded; an R-Transformer has a single recurrent matrix only when "
+            f"its local cell has one (not with the default GRU cell)."
+        )
     return f"{run_label(run)}: no {what} recorded for this run."

@@ -16,9 +16,28 @@ from ortholab.db.progress import duration, steps_of_plan
 from ortholab.db.published import PaperTable
 
 RUN_COLUMNS = [
-    "id", "name", "family", "task", "status", "activity", "steps", "of plan", "epoch", "ETA", "main metric", "best",
-    "last", "baseline", "beats baseline", "parameters", "start", "duration (s)", "tags", "reason", "mode",
-]  # fmt: skip
+    "id",
+    "name",
+    "family",
+    "task",
+    "status",
+    "activity",
+    "steps",
+    "of plan",
+    "epoch",
+    "ETA",
+    "main metric",
+    "best",
+    "last",
+    "baseline",
+    "beats baseline",
+    "parameters",
+    "start",
+    "duration (s)",
+    "tags",
+    "reason",
+    "mode",
+]
 
 
 def _seconds(later: datetime | None, earlier: datetime | None) -> float | None:
@@ -41,8 +60,9 @@ def beats_baseline(run: RunSummary) -> bool | None:
     return run.best > run.baseline if run.main_metric_mode == "max" else run.best < run.baseline
 
 
-def runs_frame(runs: Sequence[RunSummary], now: datetime | None = None,
-               progress: Mapping[int, Mapping[str, Any]] | None = None) -> pd.DataFrame:
+def runs_frame(
+    runs: Sequence[RunSummary], now: datetime | None = None, progress: Mapping[int, Mapping[str, Any]] | None = None
+) -> pd.DataFrame:
     """One row per run with the columns of the Runs page (RUN_COLUMNS), in the order given; `progress` holds the
     running runs' db.progress.run_progress (steps of the plan, epoch, ETA), by run id."""
     now = now or datetime.now(timezone.utc)
@@ -76,8 +96,11 @@ def runs_frame(runs: Sequence[RunSummary], now: datetime | None = None,
 
 def _progress_cells(steps: int, progress: Mapping[str, Any]) -> dict[str, str]:
     """'700/10000', '3/70' and '1h26m' for a running run with a plan and a pace; '' where unknown or not running."""
-    return {"of plan": steps_of_plan(steps, progress["total_steps"]) if progress.get("total_steps") else "",
-            "epoch": progress.get("epoch", ""), "ETA": duration(progress.get("eta_s")) or ""}
+    return {
+        "of plan": steps_of_plan(steps, progress["total_steps"]) if progress.get("total_steps") else "",
+        "epoch": progress.get("epoch", ""),
+        "ETA": duration(progress.get("eta_s")) or "",
+    }
 
 
 SWEEP_TAG = "sweep:"  # `ortholab sweep` tags every trial's run sweep:<name>
@@ -85,7 +108,7 @@ SWEEP_TAG = "sweep:"  # `ortholab sweep` tags every trial's run sweep:<name>
 
 def sweep_names(frame: pd.DataFrame) -> list[str]:
     """The sweeps whose trials are among the runs, by name."""
-    return sorted({tag[len(SWEEP_TAG):] for tags in frame["tags"] for tag in tags if tag.startswith(SWEEP_TAG)})
+    return sorted({tag[len(SWEEP_TAG) :] for tags in frame["tags"] for tag in tags if tag.startswith(SWEEP_TAG)})
 
 
 def best_run(frame: pd.DataFrame) -> pd.Series | None:
@@ -118,9 +141,17 @@ def filter_runs(
     words = text.lower().split()
     if words:
         haystack = (
-            "#" + frame["id"].astype(str) + " " + frame["name"].fillna("") + " " + frame["family"].fillna("")
-            + " " + frame["task"].fillna("") + " " + frame["tags"].map(" ".join)
-        ).str.lower()  # fmt: skip
+            "#"
+            + frame["id"].astype(str)
+            + " "
+            + frame["name"].fillna("")
+            + " "
+            + frame["family"].fillna("")
+            + " "
+            + frame["task"].fillna("")
+            + " "
+            + frame["tags"].map(" ".join)
+        ).str.lower()
         for word in words:
             keep &= haystack.str.contains(word, regex=False)
     return frame[keep]
@@ -142,8 +173,11 @@ def sort_runs(frame: pd.DataFrame, column: str, descending: bool) -> pd.DataFram
     values = frame[column]
     if values.map(lambda v: isinstance(v, (list, tuple))).any():
         values = values.map(lambda v: " ".join(v) if isinstance(v, (list, tuple)) else v)
-    key = values if pd.api.types.is_numeric_dtype(values) or pd.api.types.is_datetime64_any_dtype(values) else \
-        values.map(lambda v: None if v is None or (isinstance(v, float) and pd.isna(v)) else str(v).lower())
+    key = (
+        values
+        if pd.api.types.is_numeric_dtype(values) or pd.api.types.is_datetime64_any_dtype(values)
+        else values.map(lambda v: None if v is None or (isinstance(v, float) and pd.isna(v)) else str(v).lower())
+    )
     order = pd.DataFrame({"key": key.to_numpy(), "id": frame["id"].to_numpy()}, index=frame.index)
     order = order.sort_values(["key", "id"], ascending=[not descending, not descending], na_position="last")
     return frame.loc[order.index]
@@ -271,5 +305,6 @@ def default_table(tables: Mapping[str, PaperTable], runs: Sequence[RunSummary]) 
     best = max(tables, key=lambda key: reproduced[key])
     if reproduced[best]:
         return best
-    return next((key for key, table in tables.items() if any(row.value is not None for row in table.rows)),
-                next(iter(tables)))
+    return next(
+        (key for key, table in tables.items() if any(row.value is not None for row in table.rows)), next(iter(tables))
+    )

@@ -16,8 +16,8 @@ from ortholab.db import ArtifactRecord
 
 ROLE_ORDER = ("reference", "reconstruction", "baseline")
 SCORED_ROLES = ("reconstruction", "baseline")
-# speech scores as ortholab/evaluation/speech_quality.py records them (the scoRNN paper's Table 2: SegSNR, STOI, PESQ), each
-# labelled with its variant; the last three are for keys written by other tools, whose variant is not recorded
+# speech scores as ortholab/evaluation/speech_quality.py records them (the scoRNN paper's Table 2: SegSNR, STOI, PESQ),
+# each labelled with its variant; the last three are for keys written by other tools, whose variant is not recorded
 SPEECH_LABELS = {
     "segsnr_voicebox": "SegSNR (dB; VOICEBOX v_snrseg 'Vq', 10 ms frames)",
     "segsnr_clamped_30ms": "SegSNR (dB; 30 ms Hann frames, clamped to [−10, 35])",
@@ -98,8 +98,8 @@ def group_clips(records: Sequence[ArtifactRecord]) -> list[Clip]:
 
 def speech_metric(key: str) -> str | None:
     """Which speech score a metric key or meta key reports, by its recorded name ('segsnr_voicebox', 'stoi',
-    'pesq_nb_mos_lqo', ...; see ortholab/evaluation/speech_quality.py), or for keys of another making 'segsnr', 'stoi' or
-    'pesq' (variant unknown); None for any other key."""
+    'pesq_nb_mos_lqo', ...; see ortholab/evaluation/speech_quality.py), or for keys of another making 'segsnr', 'stoi'
+    or 'pesq' (variant unknown); None for any other key."""
     name = key.rsplit("/", 1)[-1].lower()
     if name in SPEECH_LABELS:
         return name

@@ -12,13 +12,13 @@ through db.Store; the metric points are bulk-inserted (one executemany instead o
 First the Curves page is opened by URL in the new browser profile, with as many other runs: the first chart a
 browser profile draws waits for it to compile Streamlit's plotly.js bundle (4.7 MB), which later pages reuse, so
 that time is printed on a line of its own. Then every page is opened by its URL with `--selected` runs (two of
-them speech runs) while the store has not been read yet (cold caches); then, `--repeat` times, every page through the sidebar's links as a user moves
-between them, and the interactions of the issue: ticking a row of the Runs table, a filter expression,
-turning the Runs table's page, adding a metric, switching the log scale, grouping by family (the median and
-the slowest printed). A time runs from the click (for a multiselect: the click on the option, after its name was
-typed into the box; the typing is timed on a line of its own) until the page's script has finished (Streamlit's running
-indicator gone) and its charts are drawn, so it includes the browser's drawing; Streamlit's own start is
-excluded (the server is started and a first page loaded before timing).
+them speech runs) while the store has not been read yet (cold caches); then, `--repeat` times, every page through
+the sidebar's links as a user moves between them, and the interactions of the issue: ticking a row of the Runs
+table, a filter expression, turning the Runs table's page, adding a metric, switching the log scale, grouping by
+family (the median and the slowest printed). A time runs from the click (for a multiselect: the click on the option,
+after its name was typed into the box; the typing is timed on a line of its own) until the page's script has finished
+(Streamlit's running indicator gone) and its charts are drawn, so it includes the browser's drawing; Streamlit's own
+start is excluded (the server is started and a first page loaded before timing).
 Requires Debian's chromium and chromium-driver.
 
 A script, not an `ortholab bench --suite`: it needs a browser and its driver (neither is a dependency of the
@@ -58,9 +58,17 @@ TASKS = ("copying", "adding", "mnist", "timit")
 SPEECH_METRICS = ("segsnr_voicebox", "snr_global_voicebox", "segsnr_clamped_30ms", "stoi", "pesq_nb_mos_lqo")
 UTTERANCES = 12  # per speech run: 5 metrics x (model, baseline) x 12 = 120 per-utterance keys
 CHROMIUM_FLAGS = [
-    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync", "--window-size=1600,1000",
-]  # fmt: skip
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1600,1000",
+]
 
 
 def _wav(samples: np.ndarray, rate: int = 8000) -> bytes:
@@ -84,15 +92,21 @@ def generate(url: str, runs: int = 100, points: int = 10_000, seed: int = 0) -> 
         hidden = (64, 128)[(i // 40) % 2]
         speech, classifier = task == "timit", task == "mnist"
         run = store.create_run(
-            name=f"{task}_{family}_n{hidden}_s{run_seed}", family=family, task=task,
-            main_metric="val/acc" if classifier else "val/loss", baseline=0.1 if classifier else 0.17,
-            config={"model": {"family": family, "hidden_size": hidden}}, tags=["bench", f"seed:{run_seed}"],
-        )  # fmt: skip
+            name=f"{task}_{family}_n{hidden}_s{run_seed}",
+            family=family,
+            task=task,
+            main_metric="val/acc" if classifier else "val/loss",
+            baseline=0.1 if classifier else 0.17,
+            config={"model": {"family": family, "hidden_size": hidden}},
+            tags=["bench", f"seed:{run_seed}"],
+        )
         params = {
-            "seed_everything": run_seed, "model": {"family": family, "hidden_size": hidden},
-            "model.optimizers.recurrent.lr": 1e-4 * (1 + i % 3), "data": {"init_args": {"batch_size": 20}},
+            "seed_everything": run_seed,
+            "model": {"family": family, "hidden_size": hidden},
+            "model.optimizers.recurrent.lr": 1e-4 * (1 + i % 3),
+            "data": {"init_args": {"batch_size": 20}},
             "trainer": {"max_steps": points},
-        }  # fmt: skip
+        }
         if family == "scornn":
             params["model"]["family_args"] = {"rho": round(0.1 * (1 + (i // 5) % 5), 1)}
         store.log_params(run, params)
@@ -112,42 +126,93 @@ def generate(url: str, runs: int = 100, points: int = 10_000, seed: int = 0) -> 
             drift = np.zeros(sparse) if family == "srnn" else 1e-6 * (1 + rng.uniform(0, 1, sparse))
             series["analysis/orthogonality"] = (val_steps, drift)
         for key, (xs, ys) in series.items():
-            rows += [{"run_id": run, "key": key, "step": int(s), "epoch": int(s) // max(1, points // 4),
-                      "value": float(v), "wall_time": t0 + 0.01 * int(s)} for s, v in zip(xs, ys, strict=True)]
+            rows += [
+                {
+                    "run_id": run,
+                    "key": key,
+                    "step": int(s),
+                    "epoch": int(s) // max(1, points // 4),
+                    "value": float(v),
+                    "wall_time": t0 + 0.01 * int(s),
+                }
+                for s, v in zip(xs, ys, strict=True)
+            ]
         last = int(val_steps[-1])
         if speech:
             for who in ("test_audio", "test_audio_baseline"):
                 for metric in SPEECH_METRICS:
                     values = rng.uniform(0.5, 5.0, UTTERANCES)
-                    rows.append({"run_id": run, "key": f"{who}/{metric}", "step": last, "epoch": 0,
-                                 "value": float(values.mean()), "wall_time": t0})
-                    rows += [{"run_id": run, "key": f"{who}/{metric}/utt{u:02d}", "step": last, "epoch": 0,
-                              "value": float(v), "wall_time": t0} for u, v in enumerate(values)]
+                    rows.append(
+                        {
+                            "run_id": run,
+                            "key": f"{who}/{metric}",
+                            "step": last,
+                            "epoch": 0,
+                            "value": float(values.mean()),
+                            "wall_time": t0,
+                        }
+                    )
+                    rows += [
+                        {
+                            "run_id": run,
+                            "key": f"{who}/{metric}/utt{u:02d}",
+                            "step": last,
+                            "epoch": 0,
+                            "value": float(v),
+                            "wall_time": t0,
+                        }
+                        for u, v in enumerate(values)
+                    ]
             for u in range(3):
                 tone = 0.3 * np.sin(2 * np.pi * (200 + 50 * u) * np.arange(8000) / 8000)
                 for role, gain in (("reference", 1.0), ("reconstruction", 0.8), ("baseline", 0.5)):
                     meta = {"utterance": f"utt{u:02d}", "role": role, "sample_rate": 8000}
                     if role != "reference":
                         meta.update({"segsnr_voicebox": 3.0 * gain, "stoi": 0.7 * gain, "pesq_nb_mos_lqo": 2 * gain})
-                    store.add_artifact(run, AUDIO, f"test/utt{u:02d}/{role}", step=last, data=_wav(gain * tone),
-                                       meta=meta, media_type="audio/wav")
+                    store.add_artifact(
+                        run,
+                        AUDIO,
+                        f"test/utt{u:02d}/{role}",
+                        step=last,
+                        data=_wav(gain * tone),
+                        meta=meta,
+                        media_type="audio/wav",
+                    )
         if family not in ("lstm",):
             for k, step in enumerate((0, last // 2, last)):
                 eig = np.exp(1j * rng.uniform(0, 2 * np.pi, hidden))
-                store.add_artifact(run, EIGENVALUES, "W", step=step, data=array_to_bytes(eig),
-                                   meta={"near_minus_one": k, "tolerance": 0.01, "n": hidden},
-                                   media_type=NPY_MEDIA_TYPE)
-                store.add_artifact(run, GRAD_NORMS, "dL/dh_t", step=step,
-                                   data=array_to_bytes(rng.uniform(0.1, 1, 120)), media_type=NPY_MEDIA_TYPE)
+                store.add_artifact(
+                    run,
+                    EIGENVALUES,
+                    "W",
+                    step=step,
+                    data=array_to_bytes(eig),
+                    meta={"near_minus_one": k, "tolerance": 0.01, "n": hidden},
+                    media_type=NPY_MEDIA_TYPE,
+                )
+                store.add_artifact(
+                    run,
+                    GRAD_NORMS,
+                    "dL/dh_t",
+                    step=step,
+                    data=array_to_bytes(rng.uniform(0.1, 1, 120)),
+                    media_type=NPY_MEDIA_TYPE,
+                )
                 if family == "scurnn":  # theta in [0, 2 pi), as scuRNN stores it
-                    store.add_artifact(run, PHASES, "phases", step=step,
-                                       data=array_to_bytes(rng.uniform(0, 2 * np.pi, 116)), media_type=NPY_MEDIA_TYPE)
+                    store.add_artifact(
+                        run,
+                        PHASES,
+                        "phases",
+                        step=step,
+                        data=array_to_bytes(rng.uniform(0, 2 * np.pi, 116)),
+                        media_type=NPY_MEDIA_TYPE,
+                    )
         store.set_status(run, "finished")
         ids.append(run)
     engine = create_engine(url)
     with engine.begin() as connection:
         for first in range(0, len(rows), 200_000):
-            connection.execute(insert(Metric), rows[first:first + 200_000])
+            connection.execute(insert(Metric), rows[first : first + 200_000])
     engine.dispose()
     store.close()
     return ids
@@ -165,10 +230,26 @@ def free_port() -> int:
 def start_server(url: str, port: int, log: Path) -> subprocess.Popen:
     env = {**os.environ, "ORTHOLAB_DB": url, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(REPO / "app" / "main.py"), "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true", "--server.fileWatcherType", "none"],
-        env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(REPO / "app" / "main.py"),
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+            "--server.fileWatcherType",
+            "none",
+        ],
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         try:
@@ -202,10 +283,11 @@ def settled(driver, title: str, charts: bool, timeout: float = 120.0) -> float:
         busy = driver.execute_script(
             "return document.querySelector('[data-testid=\"stStatusWidget\"]') !== null"
             " || document.querySelector('[data-stale=\"true\"]') !== null"
-        )  # fmt: skip
+        )
         titles = [h.text for h in driver.find_elements(By.CSS_SELECTOR, "h1")]
-        drawn = not charts or driver.execute_script("return document.querySelectorAll('.js-plotly-plot .main-svg')"
-                                                    ".length > 0")
+        drawn = not charts or driver.execute_script(
+            "return document.querySelectorAll('.js-plotly-plot .main-svg').length > 0"
+        )
         errors = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
         if errors:
             raise SystemExit(f"page {title!r} raised: {errors[0].text[:500]}")
@@ -260,9 +342,11 @@ def type_option(driver, label: str, option: str):
     while time.monotonic() < deadline:
         options = [o for o in driver.find_elements(By.CSS_SELECTOR, '[role="option"]') if o.text.strip() == option]
         if options:
-            def choose():
-                options[0].click()
+
+            def choose(first=options[0]):
+                first.click()
                 field.send_keys(Keys.ESCAPE)
+
             return choose
         time.sleep(0.05)
     raise SystemExit(f"{label!r} offers no option {option!r}")
@@ -274,8 +358,12 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=10_000, help="metric points per run")
     parser.add_argument("--selected", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--db", default=None, help="SQLAlchemy URL to generate into (default: a temporary file); a "
-                        "store that already holds runs (from an earlier run) is timed as it is")
+    parser.add_argument(
+        "--db",
+        default=None,
+        help="SQLAlchemy URL to generate into (default: a temporary file); a "
+        "store that already holds runs (from an earlier run) is timed as it is",
+    )
     parser.add_argument("--port", type=int, default=None)
     args = parser.parse_args()
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
@@ -291,22 +379,29 @@ def main() -> None:
         ids = generate(url, args.runs, args.points)
         print(f"generated {args.runs} runs x {args.points:,} points in {time.perf_counter() - start:.1f} s into {url}")
     load = os.getloadavg()[0]
-    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average {load:.2f} at start; "
-          f"{args.selected} runs selected; median of {args.repeat}")
+    print(
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average {load:.2f} at start; "
+        f"{args.selected} runs selected; median of {args.repeat}"
+    )
 
     speech = [i for k, i in enumerate(ids) if TASKS[(k // 5) % 4] == "timit"]
     others = [i for i in ids if i not in speech]
-    chosen = others[-(args.selected - 2):] + speech[-2:]  # a mix of families and tasks, two of them speech runs
+    chosen = others[-(args.selected - 2) :] + speech[-2:]  # a mix of families and tasks, two of them speech runs
     selected = "&".join(f"run={i}" for i in chosen)
     first_use = [i for i in others[: args.selected - 2] + speech[:2] if i not in chosen]  # as many, not selected
     port = args.port or free_port()
     server = start_server(url, port, folder / "server.log")
     driver = browser()
     base = f"http://127.0.0.1:{port}"
-    pages = [("runs", "", "Runs", False), ("curves", "curves", "Curves", True),
-             ("eigenvalues", "eigenvalues", "Eigenvalues", True), ("gradients", "gradients", "Gradients and states", True),
-             ("audio", "audio", "Audio", True), ("compare", "compare", "Compare", True),
-             ("papers", "papers", "Papers", False)]  # fmt: skip
+    pages = [
+        ("runs", "", "Runs", False),
+        ("curves", "curves", "Curves", True),
+        ("eigenvalues", "eigenvalues", "Eigenvalues", True),
+        ("gradients", "gradients", "Gradients and states", True),
+        ("audio", "audio", "Audio", True),
+        ("compare", "compare", "Compare", True),
+        ("papers", "papers", "Papers", False),
+    ]
     try:
         driver.get(f"{base}/papers")  # Streamlit's own start and imports, out of the measurement
         settled(driver, "Papers", False)
@@ -322,18 +417,23 @@ def main() -> None:
         for _ in range(args.repeat):
             for name, path, title, charts in pages:  # as a user moves between pages: the sidebar's links
                 results.setdefault(f"open {name} (sidebar link)", []).append(
-                    timed(driver, lambda p=path: navigate(driver, p), title, charts))
+                    timed(driver, lambda p=path: navigate(driver, p), title, charts)
+                )
             interactions(driver, base, selected, results)
         print(f"{'what':<44} {'median (s)':>10} {'max (s)':>8}")
-        print(f"{'open curves by URL, new browser profile':<44} {first_chart:>10.2f} {first_chart:>8.2f}  "
-              f"(other {len(first_use)} runs, cold caches; includes compiling Streamlit's plotly.js, once per "
-              "browser profile)")
+        print(
+            f"{'open curves by URL, new browser profile':<44} {first_chart:>10.2f} {first_chart:>8.2f}  "
+            f"(other {len(first_use)} runs, cold caches; includes compiling Streamlit's plotly.js, once per "
+            "browser profile)"
+        )
         for name, seconds in cold.items():
             print(f"{'open ' + name + ' by URL (first: cold caches)':<44} {seconds:>10.2f} {seconds:>8.2f}")
         for name, times in results.items():
             print(f"{name:<44} {statistics.median(times):>10.2f} {max(times):>8.2f}")
-        print(f"load average {os.getloadavg()[0]:.2f} at the end (2 cores: above 2, other processes share the CPU "
-              "and every time above is inflated)")
+        print(
+            f"load average {os.getloadavg()[0]:.2f} at the end (2 cores: above 2, other processes share the CPU "
+            "and every time above is inflated)"
+        )
     finally:
         driver.quit()
         os.killpg(server.pid, signal.SIGTERM)
@@ -352,8 +452,17 @@ def interactions(driver, base: str, selected: str, results: dict[str, list[float
     settled(driver, "Runs", False)
     canvas = driver.find_element(By.CSS_SELECTOR, '[data-testid="stDataFrame"] canvas')
     height = canvas.rect["height"]
-    record("tick a row of the Runs table", lambda: ActionChains(driver).move_to_element_with_offset(
-        canvas, -canvas.rect["width"] / 2 + 17, -height / 2 + 35 * 3 + 17).click().perform(), "Runs", False)
+    record(
+        "tick a row of the Runs table",
+        lambda: (
+            ActionChains(driver)
+            .move_to_element_with_offset(canvas, -canvas.rect["width"] / 2 + 17, -height / 2 + 35 * 3 + 17)
+            .click()
+            .perform()
+        ),
+        "Runs",
+        False,
+    )
     expression = widget(driver, "stTextInput", "Filter expression").find_element(By.CSS_SELECTOR, "input")
 
     def type_filter():
@@ -376,8 +485,12 @@ def interactions(driver, base: str, selected: str, results: dict[str, list[float
     choose = type_option(driver, "Metrics (one chart each)", "train/loss")
     results.setdefault("(typing 'train/loss' into Metrics; no rerun)", []).append(time.monotonic() - start)
     record("add a metric (Curves), from its click", choose, "Curves", True)
-    record("log scale on (Curves)", lambda: widget(driver, "stCheckbox", "Log scale").find_element(
-        By.CSS_SELECTOR, "label").click(), "Curves", True)
+    record(
+        "log scale on (Curves)",
+        lambda: widget(driver, "stCheckbox", "Log scale").find_element(By.CSS_SELECTOR, "label").click(),
+        "Curves",
+        True,
+    )
     choose = type_option(driver, "Group runs by", "family")
     record("group by family (Curves), from its click", choose, "Curves", True)
 

@@ -1,4 +1,5 @@
 """Tasks by name. A new task is one file in datamodules/ plus one line here."""
+
 from ortholab.datamodules.adding import AddingTask
 from ortholab.datamodules.base import TaskDataModule
 from ortholab.datamodules.copying import CopyingTask

@@ -4,6 +4,7 @@ Two input channels over T steps: values from U[0, 1) and a marker channel with t
 uniform in {0..h-1} and the second in {h..T-1}, h = floor((T - 1) / 2). The target is the sum of the two
 marked values, predicted at the last step; predicting 1 always gives MSE 1/6 = 0.167, the baseline.
 """
+
 from __future__ import annotations
 
 import torch
@@ -32,9 +33,18 @@ def adding_batch(size: int, seq_len: int, generator: torch.Generator) -> tuple[t
 class AddingTask(TaskDataModule):
     """seq_len is T (at least 3). Sets are drawn once from seeds seed (train), seed + 1 (val), seed + 2 (test)."""
 
-    def __init__(self, seq_len: int = 200, train_size: int = 100_000, val_size: int = 10_000,
-                 test_size: int = 10_000, seed: int = 5544, batch_size: int = 50,
-                 eval_batch_size: int | None = 1_000, shuffle: bool = False, num_workers: int = 0):
+    def __init__(
+        self,
+        seq_len: int = 200,
+        train_size: int = 100_000,
+        val_size: int = 10_000,
+        test_size: int = 10_000,
+        seed: int = 5544,
+        batch_size: int = 50,
+        eval_batch_size: int | None = 1_000,
+        shuffle: bool = False,
+        num_workers: int = 0,
+    ):
         super().__init__(batch_size, eval_batch_size, shuffle, num_workers)
         self.seq_len = require_positive(seq_len, "seq_len")
         if seq_len < 3:
@@ -43,12 +53,18 @@ class AddingTask(TaskDataModule):
         self.val_size = require_positive(val_size, "val_size")
         self.test_size = require_positive(test_size, "test_size")
         require_batch_size(batch_size, "batch_size", train_size, "train_size")
-        require_split_memory({"train_size": train_size, "val_size": val_size, "test_size": test_size},
-                             16 * seq_len + 4)  # values, markers and their stack (float32), the target
+        require_split_memory(
+            {"train_size": train_size, "val_size": val_size, "test_size": test_size}, 16 * seq_len + 4
+        )  # values, markers and their stack (float32), the target
         self.seed = seed
         self.spec = TaskSpec(
-            name="adding", input_size=2, output_size=1, readout="last_step", loss="mse",
-            baseline=ADDING_BASELINE, description=f"sum of two marked values among T={seq_len} (scoRNN code layout)",
+            name="adding",
+            input_size=2,
+            output_size=1,
+            readout="last_step",
+            loss="mse",
+            baseline=ADDING_BASELINE,
+            description=f"sum of two marked values among T={seq_len} (scoRNN code layout)",
         )
 
     def make_split(self, split: str) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,4 +1,5 @@
 """The LightningDataModule every task derives from: seeded in-memory tensors served in fixed order."""
+
 from __future__ import annotations
 
 from typing import Callable, Literal
@@ -10,7 +11,6 @@ from torch.utils.data import DataLoader, Sampler, TensorDataset
 
 from ortholab.datamodules.spec import TaskSpec
 from ortholab.errors import ConfigError
-
 
 MAX_BATCH_SIZE = 2**20  # sequences in one batch: far above any paper's (1000), far below what memory refuses
 
@@ -25,11 +25,15 @@ def require_batch_size(value: int, key: str, split_size: int | None = None, spli
     """A positive batch size no larger than MAX_BATCH_SIZE nor (when known) the split it is drawn from."""
     require_positive(value, key)
     if value > MAX_BATCH_SIZE:
-        raise ConfigError(f"data.{key} = {value} sequences in one batch is beyond any memory; set --data.{key} to at "
-                          f"most {MAX_BATCH_SIZE} (the papers use 20 to 1000)")
+        raise ConfigError(
+            f"data.{key} = {value} sequences in one batch is beyond any memory; set --data.{key} to at "
+            f"most {MAX_BATCH_SIZE} (the papers use 20 to 1000)"
+        )
     if split_size is not None and value > split_size:
-        raise ConfigError(f"data.{key} = {value} is larger than the split it batches (data.{split_key} = "
-                          f"{split_size}); set --data.{key} to at most {split_size}, or raise --data.{split_key}")
+        raise ConfigError(
+            f"data.{key} = {value} is larger than the split it batches (data.{split_key} = "
+            f"{split_size}); set --data.{key} to at most {split_size}, or raise --data.{split_key}"
+        )
     return value
 
 
@@ -44,15 +48,19 @@ def require_split_memory(sizes: dict[str, int], bytes_each: int) -> None:
         return
     for key, size in sizes.items():
         if size * bytes_each > memory:
-            raise ConfigError(f"data.{key} = {size} sequences need {size * bytes_each / 2**30:.3g} GiB of memory "
-                              f"({bytes_each} bytes each), more than this machine's {memory / 2**30:.3g} GiB; lower "
-                              f"--data.{key} to at most {memory // bytes_each}")
+            raise ConfigError(
+                f"data.{key} = {size} sequences need {size * bytes_each / 2**30:.3g} GiB of memory "
+                f"({bytes_each} bytes each), more than this machine's {memory / 2**30:.3g} GiB; lower "
+                f"--data.{key} to at most {memory // bytes_each}"
+            )
 
 
 def require_workers(value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"data.num_workers must be 0 (load in the training process) or a positive number of loader "
-                          f"processes, got {value!r}; set --data.num_workers 0")
+        raise ConfigError(
+            f"data.num_workers must be 0 (load in the training process) or a positive number of loader "
+            f"processes, got {value!r}; set --data.num_workers 0"
+        )
     return value
 
 
@@ -122,8 +130,10 @@ def check_finite(dataset, where: str):
         if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not bool(tensor.isfinite().all()):
             bad = ~torch.isfinite(tensor)
             first = int(bad.reshape(len(tensor), -1).any(dim=1).nonzero()[0])
-            raise ConfigError(f"{where}: the {name} hold {int(bad.sum())} NaN/infinite values (first in sample "
-                              f"{first}); clean or impute the data source before training")
+            raise ConfigError(
+                f"{where}: the {name} hold {int(bad.sum())} NaN/infinite values (first in sample "
+                f"{first}); clean or impute the data source before training"
+            )
     return dataset
 
 
@@ -132,15 +142,22 @@ class TaskDataModule(pl.LightningDataModule):
 
     spec: TaskSpec
 
-    def __init__(self, batch_size: int, eval_batch_size: int | None = None,
-                 shuffle: bool | Literal["numpy"] = False, num_workers: int = 0):
+    def __init__(
+        self,
+        batch_size: int,
+        eval_batch_size: int | None = None,
+        shuffle: bool | Literal["numpy"] = False,
+        num_workers: int = 0,
+    ):
         super().__init__()
         self.batch_size = require_batch_size(batch_size, "batch_size")
         self.eval_batch_size = require_batch_size(eval_batch_size or batch_size, "eval_batch_size")
         if not (isinstance(shuffle, bool) or shuffle == "numpy"):
-            raise ConfigError(f"data.shuffle = {shuffle!r}; choose true (a torch generator seeded with seed + epoch), "
-                              f"false (the stored order) or numpy (a script's np.random.seed(seed) and one "
-                              f"np.random.shuffle per epoch)")
+            raise ConfigError(
+                f"data.shuffle = {shuffle!r}; choose true (a torch generator seeded with seed + epoch), "
+                f"false (the stored order) or numpy (a script's np.random.seed(seed) and one "
+                f"np.random.shuffle per epoch)"
+            )
         self.shuffle = shuffle
         self.num_workers = require_workers(num_workers)
         self._splits: dict[str, TensorDataset] = {}
@@ -166,9 +183,15 @@ class TaskDataModule(pl.LightningDataModule):
     def _loader(self, split: str, batch_size: int, shuffle: bool, by_length: bool = False) -> DataLoader:
         data = self.dataset(split)
         order = data.lengths.argsort(stable=True).tolist() if by_length and self.evaluate_by_length else None
-        return DataLoader(data, batch_size=batch_size, shuffle=shuffle, sampler=order,
-                          collate_fn=getattr(data, "collate", None), num_workers=self.num_workers,
-                          persistent_workers=self.num_workers > 0)
+        return DataLoader(
+            data,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            sampler=order,
+            collate_fn=getattr(data, "collate", None),
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+        )
 
     def fit_progress(self) -> tuple[int, int]:
         """(current epoch, batches of it trained on) of the trainer this datamodule serves. `processed`, not
@@ -181,11 +204,20 @@ class TaskDataModule(pl.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         data = self.dataset("train")  # a dataset may finish its batches itself (`collate`, datamodules/batching.py)
         seed = getattr(self, "seed", 0)
-        order = dict(sampler=NumpyScriptOrder(len(data), seed, self.fit_progress)) if self.shuffle == "numpy" \
+        order = (
+            dict(sampler=NumpyScriptOrder(len(data), seed, self.fit_progress))
+            if self.shuffle == "numpy"
             else dict(shuffle=self.shuffle, seed=seed)
-        return ResumableLoader(data, batch_size=self.batch_size, collate_fn=getattr(data, "collate", None),
-                               num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
-                               progress=self.fit_progress, **order)
+        )
+        return ResumableLoader(
+            data,
+            batch_size=self.batch_size,
+            collate_fn=getattr(data, "collate", None),
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+            progress=self.fit_progress,
+            **order,
+        )
 
     # set by `ortholab fit --test_every_validation`: the test split is evaluated with every validation, as the
     # scoRNN/scuRNN papers report the best test figure over the epoch ends (logged as test/*)

@@ -6,6 +6,7 @@ them all at once and its `collate` (the DataLoader's collate_fn) finishes the ga
 the model sees (uint8 -> scaled float, ids -> int64). Lightning's distributed sampler replaces the sampler
 as usual; the gather and the finishing stay the same.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -87,8 +88,14 @@ class RaggedSequences(BatchedDataset):
     A batch is zero-padded to its longest member by one gather, with a (B, T) bool mask of valid steps.
     """
 
-    def __init__(self, steps: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor, shift: int = 1,
-                 finish: Callable[[Batch], Batch] = _unchanged):
+    def __init__(
+        self,
+        steps: torch.Tensor,
+        starts: torch.Tensor,
+        lengths: torch.Tensor,
+        shift: int = 1,
+        finish: Callable[[Batch], Batch] = _unchanged,
+    ):
         if bool((lengths <= shift).any()):
             raise ValueError(f"every sequence needs more than shift = {shift} steps")
         self.steps, self.starts, self.lengths, self.shift = steps, starts, lengths, shift
@@ -125,4 +132,3 @@ class GatheredTaskDataModule(TaskDataModule):
 
     def make_dataset(self, split: str) -> BatchedDataset:
         return GatheredTensors(*self.make_split(split), finish=self.finish_batch)
-

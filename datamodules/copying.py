@@ -4,6 +4,7 @@ Input (T + 20 steps): 10 symbols from {1..8}, T - 1 blanks (0), the marker 9, 10
 Target: T + 10 blanks, then the 10 symbols. Cross-entropy is averaged over all T + 20 steps, so the
 strategy "blank until the marker, then guess" scores 10 ln 8 / (T + 20): the task's baseline.
 """
+
 from __future__ import annotations
 
 import math
@@ -11,16 +12,22 @@ import math
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from ortholab.datamodules.base import (ResumableLoader, TaskDataModule, require_batch_size, require_positive,
-                                       require_split_memory)
+from ortholab.datamodules.base import (
+    ResumableLoader,
+    TaskDataModule,
+    require_batch_size,
+    require_positive,
+    require_split_memory,
+)
 from ortholab.datamodules.spec import TaskSpec
 from ortholab.errors import ConfigError
 
 BLANK, MARKER = 0, 9
 
 
-def copying_batch(size: int, delay: int, generator: torch.Generator, copy_len: int = 10,
-                  num_symbols: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
+def copying_batch(
+    size: int, delay: int, generator: torch.Generator, copy_len: int = 10, num_symbols: int = 8
+) -> tuple[torch.Tensor, torch.Tensor]:
     """`size` sequences (inputs, targets), each (size, delay + 2 * copy_len) of symbol ids."""
     length = delay + 2 * copy_len
     data = torch.randint(1, num_symbols + 1, (size, copy_len), generator=generator)
@@ -63,10 +70,21 @@ class CopyingTask(TaskDataModule):
     instead, train_size // batch_size batches per epoch.
     """
 
-    def __init__(self, seq_len: int = 100, copy_len: int = 10, num_symbols: int = 8, train_size: int = 20_000,
-                 val_size: int = 1_000, test_size: int = 1_000, fresh_batches: bool = False, seed: int = 5544,
-                 batch_size: int = 20, eval_batch_size: int | None = 100, shuffle: bool = False,
-                 num_workers: int = 0):
+    def __init__(
+        self,
+        seq_len: int = 100,
+        copy_len: int = 10,
+        num_symbols: int = 8,
+        train_size: int = 20_000,
+        val_size: int = 1_000,
+        test_size: int = 1_000,
+        fresh_batches: bool = False,
+        seed: int = 5544,
+        batch_size: int = 20,
+        eval_batch_size: int | None = 100,
+        shuffle: bool = False,
+        num_workers: int = 0,
+    ):
         super().__init__(batch_size, eval_batch_size, shuffle, num_workers)
         self.seq_len = require_positive(seq_len, "seq_len")
         self.copy_len = require_positive(copy_len, "copy_len")
@@ -82,8 +100,13 @@ class CopyingTask(TaskDataModule):
         self.fresh_batches = fresh_batches
         self.seed = seed
         self.spec = TaskSpec(
-            name="copying", input_size=10, output_size=9, readout="every_step", loss="cross_entropy",
-            symbolic=True, baseline=copying_baseline(seq_len, copy_len, num_symbols),
+            name="copying",
+            input_size=10,
+            output_size=9,
+            readout="every_step",
+            loss="cross_entropy",
+            symbolic=True,
+            baseline=copying_baseline(seq_len, copy_len, num_symbols),
             description=f"copy {copy_len} symbols after a delay of T={seq_len} (scoRNN code layout)",
         )
 

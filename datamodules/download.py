@@ -15,6 +15,7 @@ SHA-256, written atomically, a broken transfer resumed, one progress bar per dat
   SHA-256 is checked before they are decompressed).
 - No source reachable: one line saying the machine seems to have no network and where to put the files by hand.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -112,16 +113,20 @@ def _too_slow(url: str, counted: int, began: float) -> None:
     """Broken when the transfer of `url` averages less than MIN_RATE_BPS after RATE_GRACE_S (a dripping source)."""
     elapsed = time.monotonic() - began
     if elapsed > RATE_GRACE_S and counted < MIN_RATE_BPS * elapsed:
-        raise Broken(f"{url}: too slow, {counted:,} bytes in {elapsed:.0f} s, below the minimum of {MIN_RATE_BPS:,} "
-                     f"bytes/s a fetch waits for after its first {RATE_GRACE_S:g} s; another mirror may be faster")
+        raise Broken(
+            f"{url}: too slow, {counted:,} bytes in {elapsed:.0f} s, below the minimum of {MIN_RATE_BPS:,} "
+            f"bytes/s a fetch waits for after its first {RATE_GRACE_S:g} s; another mirror may be faster"
+        )
 
 
 def _disk_full(err: OSError, path: Path, done: str) -> ConfigError | None:
     """A write that ran out of space as one line naming the file, what was done with it and the fix; else None."""
     if err.errno not in (errno.ENOSPC, errno.EDQUOT):
         return None
-    return ConfigError(f"no space left on the device writing {path} ({err.strerror}); {done}; free space there, or "
-                       f"set ${DATA_ENV} to a folder on another disk, and fetch again")
+    return ConfigError(
+        f"no space left on the device writing {path} ({err.strerror}); {done}; free space there, or "
+        f"set ${DATA_ENV} to a folder on another disk, and fetch again"
+    )
 
 
 def transfer(url: str, part: Path, bar: SharedBar, size: int | None = None, timeout: float = TIMEOUT_S) -> None:
@@ -145,7 +150,7 @@ def transfer(url: str, part: Path, bar: SharedBar, size: int | None = None, time
         headers = {"User-Agent": USER_AGENT, **({"Range": f"bytes={start}-"} if start else {})}
         try:
             request = urllib.request.Request(url, headers=headers)
-            response = urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 - http(s) and file:// only
+            response = urllib.request.urlopen(request, timeout=timeout)  # http(s) and file:// only
         except urllib.error.HTTPError as err:
             if err.code == 416 and start:  # the range lies past the end: the partial file is not a prefix
                 part.unlink()
@@ -182,8 +187,10 @@ def transfer(url: str, part: Path, bar: SharedBar, size: int | None = None, time
                         bar.update(len(chunk))
                         _too_slow(url, counted, began)
             except (OSError, http.client.HTTPException) as err:
-                if isinstance(err, OSError) and (full := _disk_full(err, part, "the partial file was deleted to "
-                                                                     "free the space")) is not None:
+                if (
+                    isinstance(err, OSError)
+                    and (full := _disk_full(err, part, "the partial file was deleted to free the space")) is not None
+                ):
                     part.unlink(missing_ok=True)
                     raise full from None
                 bar.update(-received)  # what this attempt counted is counted again by the next
@@ -214,10 +221,15 @@ def _sources(dataset: DataSet, file: DataFile, folder: Path, mirror: str | None)
 
 def _checksum_line(name: str, source: Source, got: str | None, folder: Path) -> str:
     kind = {"sha256": "SHA-256", "md5": "MD5"}.get(source.algorithm, source.algorithm)
-    why = (f"its bytes fail the {kind} checksum: got {got}, expected {source.digest}" if got is not None else
-           f"it sends more than the file's {source.size:,} bytes, so they fail the {kind} checksum; no more was read")
-    return (f"{name}: the copy at {source.url} is damaged or another file ({why}); it was deleted and nothing was "
-            f"written to {folder}. Fetch again, or from another mirror (--mirror URL or ${MIRROR_ENV})")
+    why = (
+        f"its bytes fail the {kind} checksum: got {got}, expected {source.digest}"
+        if got is not None
+        else f"it sends more than the file's {source.size:,} bytes, so they fail the {kind} checksum; no more was read"
+    )
+    return (
+        f"{name}: the copy at {source.url} is damaged or another file ({why}); it was deleted and nothing was "
+        f"written to {folder}. Fetch again, or from another mirror (--mirror URL or ${MIRROR_ENV})"
+    )
 
 
 def _unwritable(path: Path, err: OSError, fix: str) -> ConfigError:
@@ -227,8 +239,14 @@ def _unwritable(path: Path, err: OSError, fix: str) -> ConfigError:
     return ConfigError(f"cannot write the data into {path}: {why}; {fix}")
 
 
-def fetch_file(name: str, target: Path, sources: Sequence[Source], bar: SharedBar, stored_sha256: str | None = None,
-               timeout: float = TIMEOUT_S) -> Path:
+def fetch_file(
+    name: str,
+    target: Path,
+    sources: Sequence[Source],
+    bar: SharedBar,
+    stored_sha256: str | None = None,
+    timeout: float = TIMEOUT_S,
+) -> Path:
     """`target`, received from the first source that serves it intact, then renamed into place.
 
     Raises Unreachable (no source could be reached), NotServed (no source serves it), Broken (a transfer could
@@ -271,8 +289,14 @@ def fetch_file(name: str, target: Path, sources: Sequence[Source], bar: SharedBa
                 with gzip.open(part, "rb") as packed, open(stored, "wb") as out:
                     shutil.copyfileobj(packed, out, CHUNK_BYTES)
             except OSError as err:
-                if (full := _disk_full(err, stored, f"the partial file was deleted; the verified archive {part} is "
-                                                    f"kept, so the next fetch only decompresses it")) is None:
+                if (
+                    full := _disk_full(
+                        err,
+                        stored,
+                        f"the partial file was deleted; the verified archive {part} is "
+                        f"kept, so the next fetch only decompresses it",
+                    )
+                ) is None:
                     raise
                 stored.unlink(missing_ok=True)
                 raise full from None
@@ -280,8 +304,11 @@ def fetch_file(name: str, target: Path, sources: Sequence[Source], bar: SharedBa
             got = digest_of(stored)
             if stored_sha256 is not None and got != stored_sha256:
                 stored.unlink()
-                failed.append(_checksum_line(name, Source(source.url + " (decompressed)", stored_sha256, None), got,
-                                             target.parent))
+                failed.append(
+                    _checksum_line(
+                        name, Source(source.url + " (decompressed)", stored_sha256, None), got, target.parent
+                    )
+                )
                 continue
             part = stored
         os.replace(part, target)
@@ -301,9 +328,11 @@ def _intact(path: Path, file: DataFile) -> bool:
 
 
 def _by_hand(dataset: DataSet, folder: Path) -> str:
-    return (f"copy the files by hand into {folder} (from {dataset.homepage}, or any copy with the same SHA-256: "
-            f"`ortholab data list {dataset.name}` lists each file's checksum and URL), or set $ORTHOLAB_DATA to a "
-            f"folder holding {dataset.folder}/, or ${MIRROR_ENV} to a copy of a data root")
+    return (
+        f"copy the files by hand into {folder} (from {dataset.homepage}, or any copy with the same SHA-256: "
+        f"`ortholab data list {dataset.name}` lists each file's checksum and URL), or set $ORTHOLAB_DATA to a "
+        f"folder holding {dataset.folder}/, or ${MIRROR_ENV} to a copy of a data root"
+    )
 
 
 def check_mirror(url: str, key: str = "mirror") -> str:
@@ -313,8 +342,10 @@ def check_mirror(url: str, key: str = "mirror") -> str:
     if scheme in SCHEMES and (scheme == "file" or parts.netloc):
         return url
     hint = f" (for a folder give {Path(url).expanduser().absolute().as_uri()})" if url and len(scheme) <= 1 else ""
-    raise ConfigError(f"{key} = {url!r} is not a file://, http:// or https:// URL{hint}; give the URL of a copy of a "
-                      f"data root, e.g. file:///srv/ortholab-data or https://host/ortholab-data")
+    raise ConfigError(
+        f"{key} = {url!r} is not a file://, http:// or https:// URL{hint}; give the URL of a copy of a "
+        f"data root, e.g. file:///srv/ortholab-data or https://host/ortholab-data"
+    )
 
 
 def check_names(dataset: DataSet) -> None:
@@ -322,12 +353,20 @@ def check_names(dataset: DataSet) -> None:
     for kind, name in (("folder", dataset.folder), *(("file name", f.name) for f in dataset.files)):
         path = PureWindowsPath(name)  # both separators, drives and roots, on every platform
         if not path.parts or path.anchor or ".." in path.parts:
-            raise ValueError(f"data set {dataset.name!r}: {kind} {name!r} leaves the data root (or names no file); "
-                             f"give a relative path without '..'")
+            raise ValueError(
+                f"data set {dataset.name!r}: {kind} {name!r} leaves the data root (or names no file); "
+                f"give a relative path without '..'"
+            )
 
 
-def fetch(dataset: DataSet | str, root: Path | None = None, mirror: str | None = None, timeout: float = TIMEOUT_S,
-          workers: int = WORKERS, folder: Path | None = None) -> Path:
+def fetch(
+    dataset: DataSet | str,
+    root: Path | None = None,
+    mirror: str | None = None,
+    timeout: float = TIMEOUT_S,
+    workers: int = WORKERS,
+    folder: Path | None = None,
+) -> Path:
     """Every file of `dataset` in its folder of the data root (or in `folder`), verified; files already there
     intact are kept. Returns the folder. Errors are ConfigErrors of one line (ValueError for a crafted `dataset`
     whose names leave its folder)."""
@@ -338,8 +377,13 @@ def fetch(dataset: DataSet | str, root: Path | None = None, mirror: str | None =
     elif mirror is None and os.environ.get(MIRROR_ENV):
         mirror = check_mirror(os.environ[MIRROR_ENV], f"${MIRROR_ENV}")
     given = os.environ.get(DATA_ENV) if folder is None and root is None else None
-    fix = (f"set ${DATA_ENV} (now {given}) to a writable folder, e.g. ~/ortholab-data" if given else
-           f"set ${DATA_ENV} to a writable folder" if folder is None and root is None else "give a writable folder")
+    fix = (
+        f"set ${DATA_ENV} (now {given}) to a writable folder, e.g. ~/ortholab-data"
+        if given
+        else f"set ${DATA_ENV} to a writable folder"
+        if folder is None and root is None
+        else "give a writable folder"
+    )
     folder = Path(folder) if folder is not None else dataset.path(root)
     if all(_intact(folder / f.name, f) for f in dataset.files):  # stops at the first file missing
         return folder
@@ -394,8 +438,11 @@ def _fetch_into(dataset: DataSet, folder: Path, mirror: str | None, timeout: flo
     if not todo:
         return folder
     jobs = [(f, _sources(dataset, f, (folder / f.name).parent, mirror)) for f in todo]
-    print(f"fetching {dataset.name} ({dataset.license}): {len(todo)} file(s), {sum(f.size for f in todo) / 1e6:.1f} MB "
-          f"into {folder}{f' from {mirror}' if mirror else ''}", file=sys.stderr)
+    print(
+        f"fetching {dataset.name} ({dataset.license}): {len(todo)} file(s), {sum(f.size for f in todo) / 1e6:.1f} MB "
+        f"into {folder}{f' from {mirror}' if mirror else ''}",
+        file=sys.stderr,
+    )
     bar = SharedBar(sum(sources[0].size or 0 for _, sources in jobs), f"fetch {dataset.name}")
 
     def one(job) -> Path:
@@ -412,14 +459,19 @@ def _fetch_into(dataset: DataSet, folder: Path, mirror: str | None, timeout: flo
                 for future in done:
                     future.result()  # the first error, if any
     except Unreachable as err:
-        raise ConfigError(f"cannot fetch {dataset.name}: no source could be reached ({err}), so this machine seems "
-                          f"to have no network access; {_by_hand(dataset, folder)}") from None
+        raise ConfigError(
+            f"cannot fetch {dataset.name}: no source could be reached ({err}), so this machine seems "
+            f"to have no network access; {_by_hand(dataset, folder)}"
+        ) from None
     except NotServed as err:
-        raise ConfigError(f"cannot fetch {dataset.name}: no source serves its files ({err}); "
-                          f"{_by_hand(dataset, folder)}") from None
+        raise ConfigError(
+            f"cannot fetch {dataset.name}: no source serves its files ({err}); {_by_hand(dataset, folder)}"
+        ) from None
     except Broken as err:
-        raise ConfigError(f"cannot fetch {dataset.name}: {err}; what was received is kept as .part files in "
-                          f"{folder}: run `ortholab data fetch {dataset.name}` again to resume") from None
+        raise ConfigError(
+            f"cannot fetch {dataset.name}: {err}; what was received is kept as .part files in "
+            f"{folder}: run `ortholab data fetch {dataset.name}` again to resume"
+        ) from None
     finally:
         bar.close()
     return folder
@@ -434,10 +486,12 @@ def ensure(name: str, download: bool = False, key: str = "data.download") -> Pat
         return folder
     if download:
         return fetch(dataset)
-    raise ConfigError(f"{dataset.name} is not in the data root: {folder} lacks {len(missing)} of its "
-                      f"{len(dataset.files)} files (e.g. {missing[0].name}); fetch it with `ortholab data fetch "
-                      f"{dataset.name}` or {key}: true, or set $ORTHOLAB_DATA to the folder holding "
-                      f"{dataset.folder}/ (now {data_root()})")
+    raise ConfigError(
+        f"{dataset.name} is not in the data root: {folder} lacks {len(missing)} of its "
+        f"{len(dataset.files)} files (e.g. {missing[0].name}); fetch it with `ortholab data fetch "
+        f"{dataset.name}` or {key}: true, or set $ORTHOLAB_DATA to the folder holding "
+        f"{dataset.folder}/ (now {data_root()})"
+    )
 
 
 # A list of files with MD5 checksums at base URLs (MNIST's published MD5s): the same verified, atomic transfer.
@@ -453,8 +507,12 @@ MNIST_MIRRORS = (
 )
 
 
-def download_verified(directory: Path, files: Mapping[str, str] = MNIST_MD5,
-                      mirrors: Sequence[str] = MNIST_MIRRORS, timeout: float = TIMEOUT_S) -> list[Path]:
+def download_verified(
+    directory: Path,
+    files: Mapping[str, str] = MNIST_MD5,
+    mirrors: Sequence[str] = MNIST_MIRRORS,
+    timeout: float = TIMEOUT_S,
+) -> list[Path]:
     """Each file of `files` (name -> MD5) into `directory`, from the first of `mirrors` that serves it intact;
     files already present with the right checksum are kept."""
     directory = Path(directory)
@@ -467,10 +525,12 @@ def download_verified(directory: Path, files: Mapping[str, str] = MNIST_MD5,
             try:
                 fetch_file(name, target, sources, bar, timeout=timeout)
             except (Unreachable, NotServed) as err:
-                raise ConfigError(f"cannot download {name} into {directory}: no mirror could be reached ({err}), "
-                                  f"this machine seems to have no network access. Copy the files into {directory} "
-                                  f"by hand and keep data.download: false, or use data.dataset: sklearn_digits, "
-                                  f"which needs no download") from None
+                raise ConfigError(
+                    f"cannot download {name} into {directory}: no mirror could be reached ({err}), "
+                    f"this machine seems to have no network access. Copy the files into {directory} "
+                    f"by hand and keep data.download: false, or use data.dataset: sklearn_digits, "
+                    f"which needs no download"
+                ) from None
             except Broken as err:
                 raise ConfigError(f"cannot download {name}: {err}; run again to resume") from None
             finally:

@@ -8,8 +8,8 @@ target samples over the split), so 1.0 is the score of outputting the mean and t
 What the network reads at each step (`inputs`):
 - 'constant' (default): the value 1 at every step. The network receives nothing about the signal and has to
   encode the excerpt in its weights: the setting of Koutnik et al. (a network generating the signal without
-  reading it) that the oRNN paper follows. A constant 1 rather than 0 lets families with a zero initial state and no bias in the
-  recurrence (scoRNN) leave the zero state; its input weights act as a bias.
+  reading it) that the oRNN paper follows. A constant 1 rather than 0 lets families with a zero initial state and no
+  bias in the recurrence (scoRNN) leave the zero state; its input weights act as a bias.
 - 'previous_sample': the previous sample (0 before each excerpt's first), teacher forcing: one-step-ahead
   prediction.
 
@@ -19,6 +19,7 @@ network per excerpt (five consecutive excerpts, separate runs): vary `start`, or
 on several at once (then NMSE pools their samples). `peak_normalize` scales the excerpts so that their largest
 magnitude is 1 (NMSE does not depend on it). The file is read once when the DataModule is built.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -33,25 +34,35 @@ from ortholab.datamodules.download import ensure
 from ortholab.datamodules.spec import TaskSpec
 from ortholab.errors import ConfigError
 
-HOW_TO_FIX = ("a recording of the Free Spoken Digit Dataset (8 kHz mono, https://github.com/Jakobovski/"
-              "free-spoken-digit-dataset) from the data root: data.fsdd_recording: 0_jackson_0.wav")
+HOW_TO_FIX = (
+    "a recording of the Free Spoken Digit Dataset (8 kHz mono, https://github.com/Jakobovski/"
+    "free-spoken-digit-dataset) from the data root: data.fsdd_recording: 0_jackson_0.wav"
+)
 
 
 def read_mono(path: Path, sample_rate: int | None) -> np.ndarray:
     """The samples of a mono audio file as float32 in [-1, 1], checked against the expected sample rate."""
     if not path.is_file():
-        raise ConfigError(f"data.path = {str(path)!r} is not an audio file; give a mono WAV/FLAC file, e.g. {HOW_TO_FIX}")
+        raise ConfigError(
+            f"data.path = {str(path)!r} is not an audio file; give a mono WAV/FLAC file, e.g. {HOW_TO_FIX}"
+        )
     try:
         info = soundfile.info(str(path))
     except (RuntimeError, soundfile.LibsndfileError) as err:
-        raise ConfigError(f"{path} cannot be read as audio ({err}); give a WAV or FLAC file, e.g. {HOW_TO_FIX}") from err
+        raise ConfigError(
+            f"{path} cannot be read as audio ({err}); give a WAV or FLAC file, e.g. {HOW_TO_FIX}"
+        ) from err
     if info.channels != 1:
-        raise ConfigError(f"{path} has {info.channels} channels; the task needs a mono file: mix it down first "
-                          f"(e.g. `sox {path.name} -c 1 mono.wav` or `ffmpeg -i {path.name} -ac 1 mono.wav`)")
+        raise ConfigError(
+            f"{path} has {info.channels} channels; the task needs a mono file: mix it down first "
+            f"(e.g. `sox {path.name} -c 1 mono.wav` or `ffmpeg -i {path.name} -ac 1 mono.wav`)"
+        )
     if sample_rate is not None and info.samplerate != sample_rate:
-        raise ConfigError(f"{path} is sampled at {info.samplerate} Hz, not data.sample_rate = {sample_rate} Hz: "
-                          f"resample it (e.g. `sox {path.name} -r {sample_rate} out.wav`) or set "
-                          f"data.sample_rate: {info.samplerate} (or null to accept any rate)")
+        raise ConfigError(
+            f"{path} is sampled at {info.samplerate} Hz, not data.sample_rate = {sample_rate} Hz: "
+            f"resample it (e.g. `sox {path.name} -r {sample_rate} out.wav`) or set "
+            f"data.sample_rate: {info.samplerate} (or null to accept any rate)"
+        )
     samples, _ = soundfile.read(str(path), dtype="float32", always_2d=True)
     return samples[:, 0]
 
@@ -65,15 +76,28 @@ class SequenceGeneration(GatheredTaskDataModule):
     Koutnik et al.'s length).
     """
 
-    def __init__(self, path: str | None = None, fsdd_recording: str | None = None, download: bool = False,
-                 sample_rate: int | None = None, start: int = 0,
-                 excerpt_samples: int = 320, num_excerpts: int = 1, inputs: str = "constant",
-                 peak_normalize: bool = True, batch_size: int = 1, eval_batch_size: int | None = None,
-                 shuffle: bool = False, num_workers: int = 0):
+    def __init__(
+        self,
+        path: str | None = None,
+        fsdd_recording: str | None = None,
+        download: bool = False,
+        sample_rate: int | None = None,
+        start: int = 0,
+        excerpt_samples: int = 320,
+        num_excerpts: int = 1,
+        inputs: str = "constant",
+        peak_normalize: bool = True,
+        batch_size: int = 1,
+        eval_batch_size: int | None = None,
+        shuffle: bool = False,
+        num_workers: int = 0,
+    ):
         super().__init__(batch_size, eval_batch_size, shuffle, num_workers)
         if inputs not in ("constant", "previous_sample"):
-            raise ConfigError(f"data.inputs = {inputs!r}; choose 'constant' (no information, Koutnik et al.) or "
-                              f"'previous_sample' (teacher forcing)")
+            raise ConfigError(
+                f"data.inputs = {inputs!r}; choose 'constant' (no information, Koutnik et al.) or "
+                f"'previous_sample' (teacher forcing)"
+            )
         if start < 0:
             raise ConfigError(f"data.start = {start} must be 0 or more (a sample index)")
         if sample_rate is not None:
@@ -89,17 +113,25 @@ class SequenceGeneration(GatheredTaskDataModule):
             self.excerpts = self._cut(read_mono(self.path, sample_rate), start, peak_normalize)
         source = self.path.name if self.path is not None else "set data.path"
         self.spec = TaskSpec(
-            name="generation", input_size=1, output_size=1, readout="every_step", loss="nmse",
-            main_metric="val/nmse", main_metric_mode="min", baseline=1.0,
+            name="generation",
+            input_size=1,
+            output_size=1,
+            readout="every_step",
+            loss="nmse",
+            main_metric="val/nmse",
+            main_metric_mode="min",
+            baseline=1.0,
             description=f"generate {num_excerpts} excerpt(s) of {excerpt_samples} samples of {source} ({inputs} "
-                        f"inputs); NMSE (1 = outputting the mean)",
+            f"inputs); NMSE (1 = outputting the mean)",
         )
 
     def _cut(self, samples: np.ndarray, start: int, peak_normalize: bool) -> torch.Tensor:
         needed = start + self.num_excerpts * self.excerpt_samples
         if needed > len(samples):
-            raise ConfigError(f"{self.path} has {len(samples)} samples; data.start + data.num_excerpts x "
-                              f"data.excerpt_samples = {needed}: lower them or give a longer file")
+            raise ConfigError(
+                f"{self.path} has {len(samples)} samples; data.start + data.num_excerpts x "
+                f"data.excerpt_samples = {needed}: lower them or give a longer file"
+            )
         excerpts = torch.from_numpy(samples[start:needed].copy()).view(self.num_excerpts, self.excerpt_samples)
         peak = float(excerpts.abs().max())
         if peak == 0.0:

@@ -6,6 +6,7 @@ a big-endian uint32, then the values in C order. Fashion-MNIST, KMNIST and other
 Uncompressed files can be memory-mapped (`MappedIdx`): indexing reads only the rows asked for, so a set larger
 than memory is streamed from disk. A gzipped file has no random access: it is decompressed into memory whole.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -29,9 +30,11 @@ IDX_FILES = {
     "test_labels": "t10k-labels-idx1-ubyte",
 }
 
-HOW_TO_OBTAIN = ("MNIST: set data.download: true (fetches the four files with checksums) or copy them from "
-                 "https://ossci-datasets.s3.amazonaws.com/mnist/; Fashion-MNIST on Debian: "
-                 "`apt-get install dataset-fashion-mnist` puts them in /usr/share/datasets/fashion-mnist")
+HOW_TO_OBTAIN = (
+    "MNIST: set data.download: true (fetches the four files with checksums) or copy them from "
+    "https://ossci-datasets.s3.amazonaws.com/mnist/; Fashion-MNIST on Debian: "
+    "`apt-get install dataset-fashion-mnist` puts them in /usr/share/datasets/fashion-mnist"
+)
 
 
 def read_idx(path: Path) -> np.ndarray:
@@ -44,8 +47,9 @@ def read_idx(path: Path) -> np.ndarray:
         else:
             raw = path.read_bytes()
     except (OSError, EOFError, zlib.error) as err:  # a cut gzip stream raises EOFError
-        raise ConfigError(f"{path} cannot be read ({err}); the file is damaged or incomplete: replace it. "
-                          f"{HOW_TO_OBTAIN}") from err
+        raise ConfigError(
+            f"{path} cannot be read ({err}); the file is damaged or incomplete: replace it. {HOW_TO_OBTAIN}"
+        ) from err
     header, shape, dtype = parse_header(path, raw, len(raw))
     return np.frombuffer(raw, dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
 
@@ -53,8 +57,10 @@ def read_idx(path: Path) -> np.ndarray:
 def parse_header(path: Path, head: bytes, size: int) -> tuple[int, tuple[int, ...], np.dtype]:
     """(header length, shape, stored dtype) from a file's first bytes `head`, checked against its `size` in bytes."""
     if len(head) < 4 or head[0] != 0 or head[1] != 0 or head[2] not in IDX_TYPES:
-        raise ConfigError(f"{path} is not an IDX file (its first bytes are not 00 00 <type> <ndim>); "
-                          f"give the original MNIST-format files. {HOW_TO_OBTAIN}")
+        raise ConfigError(
+            f"{path} is not an IDX file (its first bytes are not 00 00 <type> <ndim>); "
+            f"give the original MNIST-format files. {HOW_TO_OBTAIN}"
+        )
     ndim = head[3]
     header = 4 + 4 * ndim
     if len(head) < header:
@@ -64,8 +70,10 @@ def parse_header(path: Path, head: bytes, size: int) -> tuple[int, tuple[int, ..
     expected = header + math.prod(shape) * dtype.itemsize
     if size != expected:
         state = "truncated" if size < expected else "longer than its header says"
-        raise ConfigError(f"{path} is {state}: {size:,} bytes, its header {shape} needs {expected:,}; "
-                          f"replace the file. {HOW_TO_OBTAIN}")
+        raise ConfigError(
+            f"{path} is {state}: {size:,} bytes, its header {shape} needs {expected:,}; "
+            f"replace the file. {HOW_TO_OBTAIN}"
+        )
     return header, shape, dtype
 
 
@@ -115,11 +123,13 @@ def idx_shape(path: Path) -> tuple[int, ...]:
     """The shape in an IDX file's header, reading only the header."""
     path = Path(path)
     try:
-        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as stream:
+        with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as stream:
             head = stream.read(4)
             if len(head) < 4 or head[0] != 0 or head[1] != 0 or head[2] not in IDX_TYPES:
-                raise ConfigError(f"{path} is not an IDX file (its first bytes are not 00 00 <type> <ndim>); "
-                                  f"give the original MNIST-format files. {HOW_TO_OBTAIN}")
+                raise ConfigError(
+                    f"{path} is not an IDX file (its first bytes are not 00 00 <type> <ndim>); "
+                    f"give the original MNIST-format files. {HOW_TO_OBTAIN}"
+                )
             dims = stream.read(4 * head[3])
     except (OSError, EOFError, zlib.error) as err:
         raise ConfigError(f"{path} cannot be read ({err}); replace it. {HOW_TO_OBTAIN}") from err
@@ -132,8 +142,10 @@ def find_idx_files(directory: Path, key: str = "data.path") -> dict[str, Path]:
     """The four files of an MNIST-style set in `directory`, by role (see IDX_FILES)."""
     directory = Path(directory)
     if not directory.is_dir():
-        raise ConfigError(f"{key} = {str(directory)!r} is not a directory; give the folder holding the four IDX "
-                          f"files ({', '.join(IDX_FILES.values())}, gzipped or not). {HOW_TO_OBTAIN}")
+        raise ConfigError(
+            f"{key} = {str(directory)!r} is not a directory; give the folder holding the four IDX "
+            f"files ({', '.join(IDX_FILES.values())}, gzipped or not). {HOW_TO_OBTAIN}"
+        )
     found, missing = {}, []
     for role, stem in IDX_FILES.items():
         dotted = stem.replace("-idx", ".idx")
@@ -153,11 +165,15 @@ def load_idx_set(directory: Path, key: str = "data.path", memory_map: bool = Fal
 
     memory_map: uncompressed image files become `MappedIdx` (rows read on demand); labels are always read whole.
     """
-    arrays = {role: open_idx(path, memory_map and role.endswith("images"))
-              for role, path in find_idx_files(directory, key).items()}
+    arrays = {
+        role: open_idx(path, memory_map and role.endswith("images"))
+        for role, path in find_idx_files(directory, key).items()
+    }
     for part in ("train", "test"):
         images, labels = arrays[f"{part}_images"], arrays[f"{part}_labels"]
         if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
-            raise ConfigError(f"{directory}: the {part} files hold images {images.shape} and labels {labels.shape}; "
-                              f"expected (N, H, W) images and N labels. {HOW_TO_OBTAIN}")
+            raise ConfigError(
+                f"{directory}: the {part} files hold images {images.shape} and labels {labels.shape}; "
+                f"expected (N, H, W) images and N labels. {HOW_TO_OBTAIN}"
+            )
     return arrays

@@ -16,9 +16,9 @@ Sources (`dataset`):
   (datamodules/download.py: every file's SHA-256 checked); otherwise a missing set is an error saying how to get it.
 - 'idx': the four IDX files (gzipped or not) in the directory `path`: MNIST, Fashion-MNIST or any set in
   that format. `download: true` fetches MNIST there first, verified by checksum (`mirrors`: other base URLs
-  serving MNIST's .gz archives). Pool = the 60,000 training images, test = the 10,000 test images. Validation defaults to the first 5,000 of the pool, as
-  TensorFlow's `read_data_sets` that the scoRNN code uses (55k/5k/10k); SRNN takes the last 10,000
-  (`val_size: 10000, val_from: tail`).
+  serving MNIST's .gz archives). Pool = the 60,000 training images, test = the 10,000 test images. Validation
+  defaults to the first 5,000 of the pool, as TensorFlow's `read_data_sets` that the scoRNN code uses (55k/5k/10k);
+  SRNN takes the last 10,000 (`val_size: 10000, val_from: tail`).
 
 Options:
 - scaling 'unit': pixel / pixel_max (pixel_max 255 for IDX files, as scoRNN and expRNN; 16 for the digits;
@@ -34,6 +34,7 @@ Options:
   drawn by shuffling all training labels once (np.random.RandomState(random_label_seed)); validation and
   test serve the same N samples, so val/acc is the accuracy on the training samples.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -43,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ortholab.datamodules import catalog
 from ortholab.datamodules.base import require_positive
 from ortholab.datamodules.batching import (
     Batch,
@@ -50,7 +52,6 @@ from ortholab.datamodules.batching import (
     GatheredTaskDataModule,
     GatheredTensors,
 )
-from ortholab.datamodules import catalog
 from ortholab.datamodules.download import ensure, fetch
 from ortholab.datamodules.idx import MappedIdx, find_idx_files, idx_shape, load_idx_set
 from ortholab.datamodules.spec import TaskSpec
@@ -98,25 +99,50 @@ def pixel_histogram(data: BatchedDataset) -> torch.Tensor:
 class PixelMNIST(GatheredTaskDataModule):
     """Sequential (pixel-by-pixel) image classification; see the module docstring for every option."""
 
-    def __init__(self, dataset: str = "sklearn_digits", path: str | None = None, download: bool = False,
-                 mirrors: list[str] | None = None, scaling: str = "unit", pixel_max: float | None = None,
-                 mean: float | None = None, std: float | None = None, permute: bool = False,
-                 permutation_seed: int = SCORNN_PERMUTATION_SEED, permutation_file: str | None = None,
-                 val_size: int | None = None, val_from: str = "head", pad: int = 0, crop: int | None = None,
-                 random_labels: int | None = None, random_label_seed: int = 1234, num_classes: int = 10,
-                 memory_map: bool = True, batch_size: int = 50, eval_batch_size: int | None = 1_000, shuffle: bool = True,
-                 num_workers: int = 0, seed: int = 5544):
+    def __init__(
+        self,
+        dataset: str = "sklearn_digits",
+        path: str | None = None,
+        download: bool = False,
+        mirrors: list[str] | None = None,
+        scaling: str = "unit",
+        pixel_max: float | None = None,
+        mean: float | None = None,
+        std: float | None = None,
+        permute: bool = False,
+        permutation_seed: int = SCORNN_PERMUTATION_SEED,
+        permutation_file: str | None = None,
+        val_size: int | None = None,
+        val_from: str = "head",
+        pad: int = 0,
+        crop: int | None = None,
+        random_labels: int | None = None,
+        random_label_seed: int = 1234,
+        num_classes: int = 10,
+        memory_map: bool = True,
+        batch_size: int = 50,
+        eval_batch_size: int | None = 1_000,
+        shuffle: bool = True,
+        num_workers: int = 0,
+        seed: int = 5544,
+    ):
         super().__init__(batch_size, eval_batch_size, shuffle, num_workers)
         self.seed = seed  # training order: epoch e is shuffled with seed + e
         if dataset not in DEFAULT_VAL_SIZE:
-            raise ConfigError(f"data.dataset = {dataset!r}; choose 'sklearn_digits' (built in), 'mnist' or "
-                              f"'fashion-mnist' (from the data root, `ortholab data list`) or 'idx' (with data.path)")
+            raise ConfigError(
+                f"data.dataset = {dataset!r}; choose 'sklearn_digits' (built in), 'mnist' or "
+                f"'fashion-mnist' (from the data root, `ortholab data list`) or 'idx' (with data.path)"
+            )
         if dataset == "idx" and path is None:
-            raise ConfigError("data.dataset = 'idx' needs data.path: the directory of the four IDX files "
-                              "(e.g. /usr/share/datasets/fashion-mnist after `apt-get install dataset-fashion-mnist`)")
+            raise ConfigError(
+                "data.dataset = 'idx' needs data.path: the directory of the four IDX files "
+                "(e.g. /usr/share/datasets/fashion-mnist after `apt-get install dataset-fashion-mnist`)"
+            )
         if scaling not in ("unit", "standard"):
-            raise ConfigError(f"data.scaling = {scaling!r}; choose 'unit' (pixel / pixel_max) or 'standard' "
-                              f"((pixel / pixel_max - mean) / std)")
+            raise ConfigError(
+                f"data.scaling = {scaling!r}; choose 'unit' (pixel / pixel_max) or 'standard' "
+                f"((pixel / pixel_max - mean) / std)"
+            )
         if val_from not in ("head", "tail"):
             raise ConfigError(f"data.val_from = {val_from!r}; choose 'head' (TF/scoRNN) or 'tail' (SRNN)")
         if std is not None and std <= 0:
@@ -152,12 +178,27 @@ class PixelMNIST(GatheredTaskDataModule):
         if dataset == "sklearn_digits" or not download:  # the image side is known: check crop and permutation now
             self.sequence_length()
             self.permutation()
-        variant = ", ".join([f"{'permuted ' if permute else ''}pixel {dataset}"] + [
-            text for text, used in ((f"pad {pad}", pad), (f"centre crop {crop}", crop),
-                                    (f"{random_labels} random labels", random_labels)) if used])
+        variant = ", ".join(
+            [f"{'permuted ' if permute else ''}pixel {dataset}"]
+            + [
+                text
+                for text, used in (
+                    (f"pad {pad}", pad),
+                    (f"centre crop {crop}", crop),
+                    (f"{random_labels} random labels", random_labels),
+                )
+                if used
+            ]
+        )
         self.spec = TaskSpec(
-            name="mnist", input_size=1, output_size=num_classes, readout="last_step", loss="cross_entropy",
-            main_metric="val/acc", main_metric_mode="max", baseline=1.0 / num_classes,
+            name="mnist",
+            input_size=1,
+            output_size=num_classes,
+            readout="last_step",
+            loss="cross_entropy",
+            main_metric="val/acc",
+            main_metric_mode="max",
+            baseline=1.0 / num_classes,
             description=f"{variant}: one pixel per step, class from the last step (chance = 1/{num_classes})",
         )
 
@@ -167,7 +208,9 @@ class PixelMNIST(GatheredTaskDataModule):
         chosen = catalog.get("mnist" if self.dataset_name == "idx" else self.dataset_name)
         if self.mirrors is None:
             return chosen
-        files = tuple(replace(f, urls=tuple(m.rstrip("/") + f"/{f.name}.gz" for m in self.mirrors)) for f in chosen.files)
+        files = tuple(
+            replace(f, urls=tuple(m.rstrip("/") + f"/{f.name}.gz" for m in self.mirrors)) for f in chosen.files
+        )
         return replace(chosen, files=files)
 
     def prepare_data(self) -> None:
@@ -183,8 +226,12 @@ class PixelMNIST(GatheredTaskDataModule):
             digits = load_digits()
             pixels, labels = digits.images.astype(np.uint8), digits.target.astype(np.int64)
             cut = len(pixels) - DIGITS_TEST_SIZE
-            found = {"train_images": pixels[:cut], "train_labels": labels[:cut],
-                     "test_images": pixels[cut:], "test_labels": labels[cut:]}
+            found = {
+                "train_images": pixels[:cut],
+                "train_labels": labels[:cut],
+                "test_images": pixels[cut:],
+                "test_labels": labels[cut:],
+            }
         else:
             if self.download:
                 self.prepare_data()
@@ -194,8 +241,10 @@ class PixelMNIST(GatheredTaskDataModule):
         for part in ("train", "test"):
             labels = found[f"{part}_labels"]
             if labels.min() < 0 or labels.max() >= self.num_classes:
-                raise ConfigError(f"the {part} labels of {self.path or self.dataset_name} lie in [{labels.min()}, "
-                                  f"{labels.max()}]; set data.num_classes to at least {labels.max() + 1}")
+                raise ConfigError(
+                    f"the {part} labels of {self.path or self.dataset_name} lie in [{labels.min()}, "
+                    f"{labels.max()}]; set data.num_classes to at least {labels.max() + 1}"
+                )
         return found
 
     def image_side(self) -> int:
@@ -231,13 +280,17 @@ class PixelMNIST(GatheredTaskDataModule):
             else:
                 order = np.loadtxt(self.permutation_file, dtype=np.int64)
         except (OSError, ValueError) as err:
-            raise ConfigError(f"data.permutation_file = {str(self.permutation_file)!r} cannot be read ({err}); give a "
-                              f".npy file or a text file of {length} whitespace-separated integers") from err
+            raise ConfigError(
+                f"data.permutation_file = {str(self.permutation_file)!r} cannot be read ({err}); give a "
+                f".npy file or a text file of {length} whitespace-separated integers"
+            ) from err
         order = np.asarray(order).reshape(-1)
         if len(order) != length or not np.array_equal(np.sort(order), np.arange(length)):
-            raise ConfigError(f"data.permutation_file = {str(self.permutation_file)!r} is not a permutation of "
-                              f"0..{length - 1} (the sequence has {length} steps); save one with "
-                              f"np.save(file, np.random.permutation({length}))")
+            raise ConfigError(
+                f"data.permutation_file = {str(self.permutation_file)!r} is not a permutation of "
+                f"0..{length - 1} (the sequence has {length} steps); save one with "
+                f"np.save(file, np.random.permutation({length}))"
+            )
         return order.astype(np.int64)
 
     @cached_property
@@ -291,8 +344,13 @@ class PixelMNIST(GatheredTaskDataModule):
         """Memory-mapped images: streamed batch by batch; otherwise the split's sequences kept in memory."""
         images, rows, labels = self.split_rows(split)
         if isinstance(images, MappedIdx):
-            return StreamedImages(images, np.arange(len(images))[rows], torch.from_numpy(np.ascontiguousarray(labels)),
-                                  self.to_sequences, self.finish_batch)
+            return StreamedImages(
+                images,
+                np.arange(len(images))[rows],
+                torch.from_numpy(np.ascontiguousarray(labels)),
+                self.to_sequences,
+                self.finish_batch,
+            )
         return GatheredTensors(*self.make_split(split), finish=self.finish_batch)
 
     @cached_property
@@ -313,4 +371,3 @@ class PixelMNIST(GatheredTaskDataModule):
             mean, std = self.standardization
             inputs = inputs.sub_(mean).div_(std)
         return inputs.unsqueeze(-1), labels
-

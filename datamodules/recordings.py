@@ -1,6 +1,7 @@
 """Recordings read into waveforms at the task's sample rate: soundfile to read (WAV, FLAC, NIST SPHERE), torchaudio
 to resample (its windowed-sinc Resample with default settings: Hann window, 6 zero crossings, rolloff 0.99; Wisdom
 et al. used MATLAB's resample, a Kaiser-windowed FIR, so resampled samples differ slightly from theirs)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -25,8 +26,10 @@ class RecordingReader:
 
     def __init__(self, sample_rate: int, how_to_obtain: str):
         if sample_rate not in SUPPORTED_RATES:
-            raise ConfigError(f"data.sample_rate = {sample_rate} is not supported; choose one of "
-                              f"{list(SUPPORTED_RATES)} (8000 as the papers; PESQ scores only these rates)")
+            raise ConfigError(
+                f"data.sample_rate = {sample_rate} is not supported; choose one of "
+                f"{list(SUPPORTED_RATES)} (8000 as the papers; PESQ scores only these rates)"
+            )
         self.sample_rate = sample_rate
         self.how_to_obtain = how_to_obtain
         self._resamplers: dict[int, torch.nn.Module] = {}
@@ -37,20 +40,29 @@ class RecordingReader:
         except (soundfile.LibsndfileError, RuntimeError) as err:
             problem = sphere_header_problem(path)  # libsndfile's words name no field: ours do, when we can tell
             if problem:
-                raise ConfigError(f"{path} cannot be read as audio: its NIST SPHERE header {problem}; the file is "
-                                  f"damaged, replace it ({self.how_to_obtain})") from err
-            raise ConfigError(f"{path} cannot be read as audio ({err}); it should be a WAV or NIST SPHERE file: "
-                              f"replace it ({self.how_to_obtain})") from err
+                raise ConfigError(
+                    f"{path} cannot be read as audio: its NIST SPHERE header {problem}; the file is "
+                    f"damaged, replace it ({self.how_to_obtain})"
+                ) from err
+            raise ConfigError(
+                f"{path} cannot be read as audio ({err}); it should be a WAV or NIST SPHERE file: "
+                f"replace it ({self.how_to_obtain})"
+            ) from err
         if samples.shape[0] == 0:  # a header and no audio: an utterance of nothing would train on empty frames
-            raise ConfigError(f"{path} holds no samples (0 frames of audio); remove it from data.path's folder or "
-                              f"replace it ({self.how_to_obtain})")
+            raise ConfigError(
+                f"{path} holds no samples (0 frames of audio); remove it from data.path's folder or "
+                f"replace it ({self.how_to_obtain})"
+            )
         if samples.shape[1] != 1:
-            raise ConfigError(f"{path} has {samples.shape[1]} channels; the speech task reads mono recordings "
-                              f"({self.how_to_obtain})")
+            raise ConfigError(
+                f"{path} has {samples.shape[1]} channels; the speech task reads mono recordings ({self.how_to_obtain})"
+            )
         if rate < self.sample_rate:
-            raise ConfigError(f"{path} is sampled at {rate} Hz, below data.sample_rate = {self.sample_rate} Hz; "
-                              f"upsampling cannot restore the missing band: use recordings at {self.sample_rate} Hz or "
-                              f"more (TIMIT is 16 kHz, FSDD 8 kHz)")
+            raise ConfigError(
+                f"{path} is sampled at {rate} Hz, below data.sample_rate = {self.sample_rate} Hz; "
+                f"upsampling cannot restore the missing band: use recordings at {self.sample_rate} Hz or "
+                f"more (TIMIT is 16 kHz, FSDD 8 kHz)"
+            )
         waveform = torch.from_numpy(samples[:, 0])
         if rate != self.sample_rate:
             if rate not in self._resamplers:

@@ -1,4 +1,5 @@
 """What a task tells the model and the training loop: shapes, what is predicted, the loss, the baseline."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass

@@ -15,6 +15,7 @@ log_scale:
 - 'log1p_magnitude': ln(1 + |X|). Inverse: |X| = max(e^y − 1, 0).
 |X| is the unnormalised DFT of the windowed frame of samples in [−1, 1] (int16 / 32768), as librosa's.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -61,8 +62,14 @@ class SpectralFrames:
         before, after = self._padding(waveform.shape[-1])
         padded = torch.nn.functional.pad(waveform, (before, after))
         transforms = torchaudio_transforms()
-        spectrogram = transforms.Spectrogram(n_fft=self.n_fft, hop_length=self.hop, power=None, center=True,
-                                             pad_mode="constant", window_fn=torch.hann_window)
+        spectrogram = transforms.Spectrogram(
+            n_fft=self.n_fft,
+            hop_length=self.hop,
+            power=None,
+            center=True,
+            pad_mode="constant",
+            window_fn=torch.hann_window,
+        )
         return spectrogram(padded).transpose(-1, -2)
 
     def frame_count(self, length: int) -> int:
@@ -73,26 +80,32 @@ class SpectralFrames:
         """`stft` of each waveform, computed as one batch: zero-padding a waveform at its end changes none of its
         own frames, so each keeps the first `frame_count(its length)` frames of the batch's STFT."""
         frames = self.stft(torch.nn.utils.rnn.pad_sequence(waveforms, batch_first=True))
-        return [f[:self.frame_count(len(w))] for f, w in zip(frames, waveforms, strict=True)]
+        return [f[: self.frame_count(len(w))] for f, w in zip(frames, waveforms, strict=True)]
 
     def waveform(self, frames: torch.Tensor, length: int) -> torch.Tensor:
         """The (length,) waveform of complex frames (frames, bins): the exact inverse of `stft`."""
         before, after = self._padding(length)
-        inverse = torchaudio_transforms().InverseSpectrogram(n_fft=self.n_fft, hop_length=self.hop, center=True,
-                                                             pad_mode="constant", window_fn=torch.hann_window)
-        return inverse(frames.transpose(-1, -2), length=before + length + after)[..., before:before + length]
+        inverse = torchaudio_transforms().InverseSpectrogram(
+            n_fft=self.n_fft, hop_length=self.hop, center=True, pad_mode="constant", window_fn=torch.hann_window
+        )
+        return inverse(frames.transpose(-1, -2), length=before + length + after)[..., before : before + length]
 
     def griffin_lim(self, magnitude: torch.Tensor, length: int, iterations: int = 32, seed: int = 0) -> torch.Tensor:
         """A (length,) waveform whose STFT magnitude approximates `magnitude` (frames, bins), with no phase given
         (Griffin and Lim 1984, torchaudio's fast variant with momentum 0.99, random initial phase from `seed`)."""
         before, after = self._padding(length)
-        griffin_lim = torchaudio_transforms().GriffinLim(n_fft=self.n_fft, hop_length=self.hop, n_iter=iterations,
-                                                         power=1.0, length=before + length + after,
-                                                         window_fn=torch.hann_window)
+        griffin_lim = torchaudio_transforms().GriffinLim(
+            n_fft=self.n_fft,
+            hop_length=self.hop,
+            n_iter=iterations,
+            power=1.0,
+            length=before + length + after,
+            window_fn=torch.hann_window,
+        )
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             samples = griffin_lim(magnitude.transpose(-1, -2).contiguous())
-        return samples[..., before:before + length]
+        return samples[..., before : before + length]
 
     # magnitude <-> features ---------------------------------------------------------------------------
     def features(self, frames: torch.Tensor) -> torch.Tensor:

@@ -23,6 +23,7 @@ than 3 s) and, with `cache_dir` set, saved there as `speech-<corpus>-<split>-<ha
 setting that shapes the features and each recording's path, size and modification time, so a changed file or
 setting computes afresh. The val and test splits also keep each utterance's waveform for audio evaluation.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,8 +32,10 @@ import torch
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 from tqdm.auto import tqdm
 
+from ortholab.datamodules import catalog
 from ortholab.datamodules.base import require_positive
 from ortholab.datamodules.batching import Batch, GatheredTaskDataModule, RaggedSequences
+from ortholab.datamodules.download import ensure
 from ortholab.datamodules.recordings import RecordingReader
 from ortholab.datamodules.spec import TaskSpec
 from ortholab.datamodules.spectral import SpectralFrames
@@ -46,15 +49,15 @@ from ortholab.datamodules.speech_corpora import (
     fsdd_splits,
     timit_splits,
 )
-from ortholab.datamodules import catalog
-from ortholab.datamodules.download import ensure
 from ortholab.datamodules.speech_split import SpeechSplit, cache_key
 from ortholab.errors import ConfigError
 
 CORPORA = ("fsdd", "timit")
 TARGETS = ("next_frame", "previous_frame")
-MSE_DEFINITIONS = {"valid_frames": ("frame_mse", "mse_valid_frames"),
-                   "with_padding": ("frame_mse_padded", "mse_with_padding")}  # -> (objective, logged metric)
+MSE_DEFINITIONS = {
+    "valid_frames": ("frame_mse", "mse_valid_frames"),
+    "with_padding": ("frame_mse_padded", "mse_with_padding"),
+}  # -> (objective, logged metric)
 EVALUATION_SPLITS = ("val", "test")
 FEATURE_BATCH = 64  # utterances whose STFTs are computed as one batch
 
@@ -72,18 +75,39 @@ class SpeechPrediction(GatheredTaskDataModule):
     features are saved (null: memory only). seed: FSDD's grouping and the training order.
     """
 
-    def __init__(self, corpus: str = "fsdd", path: str | None = None, download: bool = False,
-                 timit_naming: str = "wisdom",
-                 timit_train: str = "no_sa", fsdd_split: str = "index", fsdd_val_speakers: list[str] | None = None,
-                 fsdd_test_speakers: list[str] | None = None, recordings_per_utterance: int = 8,
-                 sample_rate: int = 8000, framing: str = "wisdom", log_scale: str = "db_power",
-                 target: str = "next_frame", mse: str = "valid_frames", max_utterances: int | None = None,
-                 cache_dir: str | None = None, seed: int = 5544, batch_size: int = 28,
-                 eval_batch_size: int | None = None, shuffle: bool = True, num_workers: int = 0):
+    def __init__(
+        self,
+        corpus: str = "fsdd",
+        path: str | None = None,
+        download: bool = False,
+        timit_naming: str = "wisdom",
+        timit_train: str = "no_sa",
+        fsdd_split: str = "index",
+        fsdd_val_speakers: list[str] | None = None,
+        fsdd_test_speakers: list[str] | None = None,
+        recordings_per_utterance: int = 8,
+        sample_rate: int = 8000,
+        framing: str = "wisdom",
+        log_scale: str = "db_power",
+        target: str = "next_frame",
+        mse: str = "valid_frames",
+        max_utterances: int | None = None,
+        cache_dir: str | None = None,
+        seed: int = 5544,
+        batch_size: int = 28,
+        eval_batch_size: int | None = None,
+        shuffle: bool = True,
+        num_workers: int = 0,
+    ):
         super().__init__(batch_size, eval_batch_size, shuffle, num_workers)
-        choices = {"corpus": (corpus, CORPORA), "target": (target, TARGETS), "mse": (mse, tuple(MSE_DEFINITIONS)),
-                   "timit_naming": (timit_naming, TIMIT_NAMINGS), "timit_train": (timit_train, TIMIT_TRAIN_SETS),
-                   "fsdd_split": (fsdd_split, FSDD_SPLITS)}
+        choices = {
+            "corpus": (corpus, CORPORA),
+            "target": (target, TARGETS),
+            "mse": (mse, tuple(MSE_DEFINITIONS)),
+            "timit_naming": (timit_naming, TIMIT_NAMINGS),
+            "timit_train": (timit_train, TIMIT_TRAIN_SETS),
+            "fsdd_split": (fsdd_split, FSDD_SPLITS),
+        }
         for key, (value, allowed) in choices.items():
             if value not in allowed:
                 raise ConfigError(f"data.{key} = {value!r}; choose one of {list(allowed)}")
@@ -110,10 +134,16 @@ class SpeechPrediction(GatheredTaskDataModule):
         objective, metric = MSE_DEFINITIONS[mse]
         source = corpus.upper() if self.path is not None else f"{corpus.upper()} (set data.path)"
         self.spec = TaskSpec(
-            name="speech", input_size=self.frames.bins, output_size=self.frames.bins, readout="every_step",
-            loss=objective, main_metric=f"val/{metric}", main_metric_mode="min", baseline=None,
+            name="speech",
+            input_size=self.frames.bins,
+            output_size=self.frames.bins,
+            readout="every_step",
+            loss=objective,
+            main_metric=f"val/{metric}",
+            main_metric_mode="min",
+            baseline=None,
             description=f"{source} speech: predict the {target.replace('_', ' ')}'s {self.frames.bins} log-magnitudes "
-                        f"({log_scale}); MSE over {mse.replace('_', ' ')}",
+            f"({log_scale}); MSE over {mse.replace('_', ' ')}",
         )
 
     @property
@@ -135,18 +165,32 @@ class SpeechPrediction(GatheredTaskDataModule):
                 splits, expected = timit_splits(self.path, self.timit_naming, self.timit_train)
                 found = {split: len(utterances) for split, utterances in splits.items()}
                 if found != expected:
-                    rank_zero_warn(f"TIMIT at {self.path}: {found} utterances per split, where the complete corpus "
-                                   f"gives {expected}; is the copy complete?")
+                    rank_zero_warn(
+                        f"TIMIT at {self.path}: {found} utterances per split, where the complete corpus "
+                        f"gives {expected}; is the copy complete?"
+                    )
             else:
-                splits = fsdd_splits(self.path, self.fsdd_split, tuple(self.fsdd_val_speakers),
-                                     tuple(self.fsdd_test_speakers), self.recordings_per_utterance, self.seed)
-            self._sources = {split: utterances[:self.max_utterances] for split, utterances in splits.items()}
+                splits = fsdd_splits(
+                    self.path,
+                    self.fsdd_split,
+                    tuple(self.fsdd_val_speakers),
+                    tuple(self.fsdd_test_speakers),
+                    self.recordings_per_utterance,
+                    self.seed,
+                )
+            self._sources = {split: utterances[: self.max_utterances] for split, utterances in splits.items()}
         return self._sources
 
     # features ------------------------------------------------------------------------------------------
     def _settings(self, split: str) -> dict:
-        return {"corpus": self.corpus, "split": split, "frames": self.frames.__dict__, "rate": self.sample_rate,
-                "names": [u.name for u in self.sources()[split]], "keep_audio": split in EVALUATION_SPLITS}
+        return {
+            "corpus": self.corpus,
+            "split": split,
+            "frames": self.frames.__dict__,
+            "rate": self.sample_rate,
+            "names": [u.name for u in self.sources()[split]],
+            "keep_audio": split in EVALUATION_SPLITS,
+        }
 
     def speech(self, split: str) -> SpeechSplit:
         """The split's features (and, for val/test, waveforms): computed once, from the cache file when present."""
@@ -164,15 +208,22 @@ class SpeechPrediction(GatheredTaskDataModule):
 
     def _compute(self, split: str, utterances: list[UtteranceSource]) -> SpeechSplit:
         waveforms, features = [], []
-        with tqdm(total=len(utterances), desc=f"speech features ({self.corpus} {split})", unit="utt", delay=3,
-                  disable=None) as progress:
+        with tqdm(
+            total=len(utterances), desc=f"speech features ({self.corpus} {split})", unit="utt", delay=3, disable=None
+        ) as progress:
             for first in range(0, len(utterances), FEATURE_BATCH):
-                chunk = [self.reader.join(u.files) for u in utterances[first:first + FEATURE_BATCH]]
+                chunk = [self.reader.join(u.files) for u in utterances[first : first + FEATURE_BATCH]]
                 waveforms += chunk
                 features += [self.frames.features(frames) for frames in self.frames.stft_many(chunk)]
                 progress.update(len(chunk))
-        return SpeechSplit.build([u.name for u in utterances], [[f.name for f in u.files] for u in utterances],
-                                 features, waveforms, self.sample_rate, keep_audio=split in EVALUATION_SPLITS)
+        return SpeechSplit.build(
+            [u.name for u in utterances],
+            [[f.name for f in u.files] for u in utterances],
+            features,
+            waveforms,
+            self.sample_rate,
+            keep_audio=split in EVALUATION_SPLITS,
+        )
 
     # batches ---------------------------------------------------------------------------------------------
     def make_dataset(self, split: str) -> RaggedSequences:

@@ -5,6 +5,7 @@ Features of all utterances lie end to end in one (total frames, bins) float32 te
 and length, the layout `RaggedSequences` batches from. A split can be saved to and loaded from a cache file
 (torch.save of tensors, strings and integers only; loaded with weights_only=True).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -35,22 +36,36 @@ class SpeechSplit:
 
     def frames_of(self, index: int) -> torch.Tensor:
         start, length = int(self.starts[index]), int(self.lengths[index])
-        return self.features[start:start + length]
+        return self.features[start : start + length]
 
     def waveform(self, index: int) -> torch.Tensor:
         if self.audio is None:
             raise ValueError("this split keeps no waveforms (only val and test do)")
         start = int(self.audio_starts[index])
-        return self.audio[start:start + int(self.samples[index])]
+        return self.audio[start : start + int(self.samples[index])]
 
     @classmethod
-    def build(cls, names: Sequence[str], sources: Sequence[Sequence[str]], features: Iterable[torch.Tensor],
-              waveforms: Sequence[torch.Tensor], sample_rate: int, keep_audio: bool) -> SpeechSplit:
+    def build(
+        cls,
+        names: Sequence[str],
+        sources: Sequence[Sequence[str]],
+        features: Iterable[torch.Tensor],
+        waveforms: Sequence[torch.Tensor],
+        sample_rate: int,
+        keep_audio: bool,
+    ) -> SpeechSplit:
         features = list(features)
         lengths = torch.tensor([len(f) for f in features], dtype=torch.long)
         samples = torch.tensor([len(w) for w in waveforms], dtype=torch.long)
-        split = cls(list(names), [list(s) for s in sources], torch.cat(features), torch.cumsum(lengths, 0) - lengths,
-                    lengths, samples, sample_rate)
+        split = cls(
+            list(names),
+            [list(s) for s in sources],
+            torch.cat(features),
+            torch.cumsum(lengths, 0) - lengths,
+            lengths,
+            samples,
+            sample_rate,
+        )
         if keep_audio:
             split.audio = torch.cat(list(waveforms))
             split.audio_starts = torch.cumsum(samples, 0) - samples

@@ -4,6 +4,7 @@ incomplete" or "Unspecified internal error").
 A SPHERE file starts with a 1024-byte (or larger) ASCII header: `NIST_1A`, the header size, then one field a line
 as `name -type value` (`-i` integer, `-r` real, `-sN` string of N characters) up to `end_head`.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

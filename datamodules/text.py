@@ -27,6 +27,7 @@ are not streamed, because the vocabulary needs the whole training text and the e
 memory (there is no encoded file to memory-map); Penn Treebank's ~5 M training characters take ~20 MB of ids.
 A batch is one gather from the ids (windows are views of them; lines are gathered and padded in one indexing).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -45,9 +46,11 @@ LAYOUTS = (  # (train, valid, test) file names looked for in data.path, in this 
     ("ptb.train.txt", "ptb.valid.txt", "ptb.test.txt"),
     ("train.txt", "valid.txt", "test.txt"),
 )
-HOW_TO_OBTAIN = ("Penn Treebank character data: ptb.char.*.txt of Mikolov's simple-examples archive "
-                 "(http://www.fit.vutbr.cz/~imikolov/rnnlm/simple-examples.tgz, folder data/); any UTF-8 text "
-                 "files work with file_format: plain")
+HOW_TO_OBTAIN = (
+    "Penn Treebank character data: ptb.char.*.txt of Mikolov's simple-examples archive "
+    "(http://www.fit.vutbr.cz/~imikolov/rnnlm/simple-examples.tgz, folder data/); any UTF-8 text "
+    "files work with file_format: plain"
+)
 SPLITS = ("train", "val", "test")
 FILE_KEYS = "data.train_file, data.val_file and data.test_file"
 SPLIT_EXAMPLE = "data.split: [0.9, 0.05, 0.05]"
@@ -55,11 +58,16 @@ SPLIT_EXAMPLE = "data.split: [0.9, 0.05, 0.05]"
 
 def check_fractions(split) -> tuple[float, float, float]:
     """data.split: three positive fractions (train, val, test) that sum to 1."""
-    fine = isinstance(split, (list, tuple)) and len(split) == 3 and all(
-        isinstance(f, (int, float)) and not isinstance(f, bool) and f > 0 for f in split)
+    fine = (
+        isinstance(split, (list, tuple))
+        and len(split) == 3
+        and all(isinstance(f, (int, float)) and not isinstance(f, bool) and f > 0 for f in split)
+    )
     if not fine or abs(sum(split) - 1) > 1e-6:  # fractions as written in a config: 1e-6 forgives their rounding
-        raise ConfigError(f"data.split = {split!r}; give three positive fractions of the file for train, val and "
-                          f"test that sum to 1, e.g. {SPLIT_EXAMPLE}")
+        raise ConfigError(
+            f"data.split = {split!r}; give three positive fractions of the file for train, val and "
+            f"test that sum to 1, e.g. {SPLIT_EXAMPLE}"
+        )
     return tuple(float(f) for f in split)
 
 
@@ -73,20 +81,24 @@ def contiguous_chunks(items, fractions: tuple[float, ...]) -> list:
 def find_single_file(path: str | None, given: dict[str, str | None]) -> dict[str, Path]:
     """With data.split: the one file `path` that every split is cut from."""
     if any(given.values()):
-        raise ConfigError(f"data.split cuts the one file data.path into train/val/test; with {FILE_KEYS} given, "
-                          f"leave data.split out")
+        raise ConfigError(
+            f"data.split cuts the one file data.path into train/val/test; with {FILE_KEYS} given, leave data.split out"
+        )
     if path is None:
         raise ConfigError(f"data.split is set but data.path is not: give the one text file to cut. {HOW_TO_OBTAIN}")
     file = Path(path).expanduser()
     if not file.is_file():
         state = "is a folder" if file.is_dir() else "does not exist"
-        raise ConfigError(f"data.path = {path!r} {state}; data.split cuts one text file, so give that file (or "
-                          f"leave data.split out to read a folder's train/valid/test files)")
+        raise ConfigError(
+            f"data.path = {path!r} {state}; data.split cuts one text file, so give that file (or "
+            f"leave data.split out to read a folder's train/valid/test files)"
+        )
     return {split: file for split in SPLITS}
 
 
-def find_text_files(path: str | None, train_file: str | None, val_file: str | None,
-                    test_file: str | None, single: bool = False) -> dict[str, Path]:
+def find_text_files(
+    path: str | None, train_file: str | None, val_file: str | None, test_file: str | None, single: bool = False
+) -> dict[str, Path]:
     """The train / val / test files: given one by one, found in the folder `path`, or (`single`) `path` itself."""
     given = {"train": train_file, "val": val_file, "test": test_file}
     if single:
@@ -97,23 +109,31 @@ def find_text_files(path: str | None, train_file: str | None, val_file: str | No
         missing = [f"data.{split}_file" for split, name in given.items() if not name]
         raise ConfigError(f"give all three text files or none (then data.path); missing {', '.join(missing)}")
     elif path is None:
-        raise ConfigError(f"data.path is not set: give the folder of the train/valid/test text files "
-                          f"(or {FILE_KEYS}). {HOW_TO_OBTAIN}")
+        raise ConfigError(
+            f"data.path is not set: give the folder of the train/valid/test text files "
+            f"(or {FILE_KEYS}). {HOW_TO_OBTAIN}"
+        )
     else:
         folder = Path(path).expanduser()
         if folder.is_file():
-            raise ConfigError(f"data.path = {path!r} is one file, not a folder of train/valid/test files; cut it in "
-                              f"order with {SPLIT_EXAMPLE} (train, val, test fractions), or give the three files as "
-                              f"{FILE_KEYS}")
+            raise ConfigError(
+                f"data.path = {path!r} is one file, not a folder of train/valid/test files; cut it in "
+                f"order with {SPLIT_EXAMPLE} (train, val, test fractions), or give the three files as "
+                f"{FILE_KEYS}"
+            )
         if not folder.is_dir():
-            raise ConfigError(f"data.path = {path!r} is not a directory (nothing is there); give the folder of the "
-                              f"train/valid/test text files, the three files as {FILE_KEYS}, or one file with "
-                              f"{SPLIT_EXAMPLE}. {HOW_TO_OBTAIN}")
+            raise ConfigError(
+                f"data.path = {path!r} is not a directory (nothing is there); give the folder of the "
+                f"train/valid/test text files, the three files as {FILE_KEYS}, or one file with "
+                f"{SPLIT_EXAMPLE}. {HOW_TO_OBTAIN}"
+            )
         names = next((names for names in LAYOUTS if all((folder / n).is_file() for n in names)), None)
         if names is None:
             expected = "; ".join(", ".join(names) for names in LAYOUTS)
-            raise ConfigError(f"data.path = {path!r} holds none of the usual file sets ({expected}); give the files "
-                              f"with {FILE_KEYS}. {HOW_TO_OBTAIN}")
+            raise ConfigError(
+                f"data.path = {path!r} holds none of the usual file sets ({expected}); give the files "
+                f"with {FILE_KEYS}. {HOW_TO_OBTAIN}"
+            )
         files = dict(zip(SPLITS, (folder / n for n in names)))
     for split, file in files.items():
         if not file.is_file():
@@ -134,8 +154,10 @@ def read_lines(path: Path, file_format: str) -> list[str]:
         tokens = [line.split() for line in lines]
         long_token = next((t for line in tokens for t in line if len(t) > 1), None)
         if long_token is not None:
-            raise ConfigError(f"{path} is not in the space-separated character format (it holds the token "
-                              f"{long_token!r}); set data.file_format: plain")
+            raise ConfigError(
+                f"{path} is not in the space-separated character format (it holds the token "
+                f"{long_token!r}); set data.file_format: plain"
+            )
         lines = ["".join(line).replace("_", " ") for line in tokens]
     return lines
 
@@ -181,10 +203,23 @@ class CharText(GatheredTaskDataModule):
     split: with `path` one file, the fractions [train, val, test] it is cut into, in order (module docstring).
     """
 
-    def __init__(self, path: str | None = None, train_file: str | None = None, val_file: str | None = None,
-                 test_file: str | None = None, file_format: str = "auto", layout: str = "windows",
-                 seq_len: int = 100, shift: int = 1, batch_size: int = 32, eval_batch_size: int | None = 256,
-                 shuffle: bool = True, num_workers: int = 0, seed: int = 5544, split: list[float] | None = None):
+    def __init__(
+        self,
+        path: str | None = None,
+        train_file: str | None = None,
+        val_file: str | None = None,
+        test_file: str | None = None,
+        file_format: str = "auto",
+        layout: str = "windows",
+        seq_len: int = 100,
+        shift: int = 1,
+        batch_size: int = 32,
+        eval_batch_size: int | None = 256,
+        shuffle: bool = True,
+        num_workers: int = 0,
+        seed: int = 5544,
+        split: list[float] | None = None,
+    ):
         super().__init__(batch_size, eval_batch_size, shuffle, num_workers)
         self.seed = seed  # training order: epoch e is shuffled with seed + e
         if file_format not in ("auto", "char", "plain"):
@@ -203,18 +238,30 @@ class CharText(GatheredTaskDataModule):
         texts, lines = self._read_texts(file_format)
         self.vocabulary = Vocabulary(texts["train"])
         self.ids = {split: self.vocabulary.encode(text) for split, text in texts.items()}
-        self.lengths = {split: torch.tensor([len(line) for line in split_lines], dtype=torch.long)
-                        for split, split_lines in lines.items()} if layout == "lines" else None
+        self.lengths = (
+            {
+                split: torch.tensor([len(line) for line in split_lines], dtype=torch.long)
+                for split, split_lines in lines.items()
+            }
+            if layout == "lines"
+            else None
+        )
         for split in self.files:
             self._check_not_too_short(split)
         size = len(self.vocabulary)
         self.spec = TaskSpec(
-            name="text", input_size=size, output_size=size, readout="every_step", loss="cross_entropy_bits",
-            symbolic=True, main_metric="val/bpc", main_metric_mode="min",
+            name="text",
+            input_size=size,
+            output_size=size,
+            readout="every_step",
+            loss="cross_entropy_bits",
+            symbolic=True,
+            main_metric="val/bpc",
+            main_metric_mode="min",
             baseline=unigram_bits(self.ids["train"], self.ids["val"], size),
             test_baseline=unigram_bits(self.ids["train"], self.ids["test"], size),  # each split its own baseline
             description=f"characters of {self.files['train'].name} ({size} symbols incl. <unk>), predict {shift} "
-                        f"step(s) ahead, {layout}; bits per character (baseline: training frequencies)",
+            f"step(s) ahead, {layout}; bits per character (baseline: training frequencies)",
         )
 
     def _read_texts(self, file_format: str) -> tuple[dict[str, str], dict[str, list[str]] | None]:
@@ -239,11 +286,15 @@ class CharText(GatheredTaskDataModule):
 
     def _check_not_too_short(self, split: str) -> None:
         if self.layout == "windows" and len(self.ids[split]) < self.seq_len + self.shift:
-            raise ConfigError(f"{self.source(split)} has {len(self.ids[split])} characters, fewer than data.seq_len + "
-                              f"data.shift = {self.seq_len + self.shift}; lower data.seq_len or give a longer text")
+            raise ConfigError(
+                f"{self.source(split)} has {len(self.ids[split])} characters, fewer than data.seq_len + "
+                f"data.shift = {self.seq_len + self.shift}; lower data.seq_len or give a longer text"
+            )
         if self.layout == "lines" and not bool((self.lengths[split] >= self.shift + 2).any()):
-            raise ConfigError(f"{self.source(split)} has no line of {self.shift + 2} characters or more; "
-                              f"use data.layout: windows or a longer text")
+            raise ConfigError(
+                f"{self.source(split)} has no line of {self.shift + 2} characters or more; "
+                f"use data.layout: windows or a longer text"
+            )
 
     def make_dataset(self, split: str):
         if self.layout == "windows":

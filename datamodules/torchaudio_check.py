@@ -6,6 +6,7 @@ files are absent, and the transforms the speech task uses (Spectrogram, InverseS
 Resample) are plain PyTorch. `tools/install_torchaudio.py` installs it that way; this module checks the result
 on first use and says how to fix it when it does not work.
 """
+
 from __future__ import annotations
 
 import functools
@@ -14,8 +15,10 @@ import torch
 
 from ortholab.errors import ConfigError
 
-INSTALL_HINT = ("install it with `python tools/install_torchaudio.py` (torchaudio 2.11.0 without its compiled "
-                "CUDA extension; see docs/troubleshooting.md (torchaudio))")
+INSTALL_HINT = (
+    "install it with `python tools/install_torchaudio.py` (torchaudio 2.11.0 without its compiled "
+    "CUDA extension; see docs/troubleshooting.md (torchaudio))"
+)
 
 
 @functools.cache

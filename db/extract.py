@@ -6,6 +6,7 @@ Very long series are thinned so that a committed store stays small: a series of 
 `max_points` of them, evenly spaced over its steps, first and last included. Validation and test series (`val/*`,
 `test/*`), which the report reads, are always kept whole.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,14 @@ def thinned(key: str, n: int, max_points: int = MAX_POINTS) -> list[int]:
     return sorted({round(i * (n - 1) / (max_points - 1)) for i in range(max_points)})
 
 
-def write_run_store(source: Store, run_ids: Iterable[int], path: str | Path, *, with_artifacts: bool = False,
-                    max_points: int = MAX_POINTS) -> Path:
+def write_run_store(
+    source: Store,
+    run_ids: Iterable[int],
+    path: str | Path,
+    *,
+    with_artifacts: bool = False,
+    max_points: int = MAX_POINTS,
+) -> Path:
     """`run_ids` of `source` into a new SQLite store at `path` (replaced whole, never half-written); returns it."""
     if max_points < 2:
         raise ValueError(f"max_points must be at least 2 (the first and the last point), got {max_points}")
@@ -37,8 +44,9 @@ def write_run_store(source: Store, run_ids: Iterable[int], path: str | Path, *, 
         leftover.unlink(missing_ok=True)
     target = Store(f"sqlite:///{part.absolute()}")
     try:
-        source.copy_runs(run_ids, target, keep=lambda key, n: thinned(key, n, max_points),
-                         with_artifacts=with_artifacts)
+        source.copy_runs(
+            run_ids, target, keep=lambda key, n: thinned(key, n, max_points), with_artifacts=with_artifacts
+        )
     finally:
         target.close()
     with sqlite3.connect(part) as connection:  # one self-contained file: readable where nothing can be written

@@ -10,6 +10,7 @@ this process cannot write is opened read-only). `db` is any SQLAlchemy URL (defa
 sqlite:///runs/ortholab.db), as for every command. A run id is an int (numpy's too); one the store does not
 hold is a StoreError naming it.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -19,8 +20,25 @@ import pandas as pd
 
 from ortholab.db.store import Store
 
-RUN_COLUMNS = ["id", "name", "stage", "family", "task", "status", "reason", "steps", "main_metric",
-               "main_metric_mode", "best", "last", "baseline", "parameter_count", "tags", "created_at", "ended_at"]
+RUN_COLUMNS = [
+    "id",
+    "name",
+    "stage",
+    "family",
+    "task",
+    "status",
+    "reason",
+    "steps",
+    "main_metric",
+    "main_metric_mode",
+    "best",
+    "last",
+    "baseline",
+    "parameter_count",
+    "tags",
+    "created_at",
+    "ended_at",
+]
 METRIC_COLUMNS = ["run", "key", "step", "epoch", "value", "wall_time"]
 ARTIFACT_COLUMNS = ["id", "run", "kind", "name", "step", "epoch", "media_type", "meta", "created_at"]
 
@@ -40,8 +58,9 @@ def runs(db: str | None = None, params: bool = True) -> pd.DataFrame:
     return frame.set_index("id", drop=False).rename_axis(None) if rows else frame
 
 
-def metrics(run_ids: int | Iterable[int], keys: str | Iterable[str] | None = None,
-            db: str | None = None) -> pd.DataFrame:
+def metrics(
+    run_ids: int | Iterable[int], keys: str | Iterable[str] | None = None, db: str | None = None
+) -> pd.DataFrame:
     """The metric points of `run_ids` (every key, or `keys`), long format: run, key, step, epoch, value,
     wall_time (unix seconds), ordered by run, key and step."""
     store = Store(db, access="read")
@@ -60,8 +79,10 @@ def artifacts(run_id: int, kind: str | None = None, db: str | None = None) -> pd
     `Store(db).artifact_data(id)` reads one's bytes."""
     store = Store(db, access="read")
     records = store.artifacts(_run_id(store, run_id, "run_id"), kind)
-    return pd.DataFrame([(a.id, a.run_id, a.kind, a.name, a.step, a.epoch, a.media_type, a.meta, a.created_at)
-                         for a in records], columns=ARTIFACT_COLUMNS)
+    return pd.DataFrame(
+        [(a.id, a.run_id, a.kind, a.name, a.step, a.epoch, a.media_type, a.meta, a.created_at) for a in records],
+        columns=ARTIFACT_COLUMNS,
+    )
 
 
 def _run_id(store: Store, value, argument: str) -> int:

@@ -6,6 +6,7 @@ expired, or when its holder ran on this machine and is gone (a crash is recovere
 The owner token names the holder: host, boot, PID namespace, PID and the process's start time (so a reused PID is
 not mistaken for the holder).
 """
+
 from __future__ import annotations
 
 import os
@@ -74,8 +75,9 @@ def _pid_namespace() -> str:
 def current_owner() -> Owner:
     """This process as a lease holder."""
     host = socket.gethostname().replace(SEPARATOR, "_")
-    return Owner(host, _read("/proc/sys/kernel/random/boot_id"), _pid_namespace(), os.getpid(),
-                 _start_time(os.getpid()))
+    return Owner(
+        host, _read("/proc/sys/kernel/random/boot_id"), _pid_namespace(), os.getpid(), _start_time(os.getpid())
+    )
 
 
 def parse(token: str | None) -> Owner | None:

@@ -24,8 +24,7 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 
-from ortholab.db import provenance
-from ortholab.db import lease
+from ortholab.db import lease, provenance
 from ortholab.db.store import LeaseLost, RunBusy, Store, StoreError
 
 OTHER_RANK_VERSION = "pending"  # version on ranks other than zero, which never see the run row
@@ -184,7 +183,7 @@ class SQLLogger(Logger):
         """The run folder: root_dir/store-<id>/<name>/<run id>, or the recorded folder of a resumed run."""
         if rank_zero_only.rank != 0:
             return os.path.join(self._root_dir, folder_name(self._name), OTHER_RANK_VERSION)
-        self.run_id
+        self.run_id  # noqa: B018 - the property creates the run (and its folder) on first use
         return self._folder
 
     # ---- the lease -------------------------------------------------------------
@@ -266,12 +265,28 @@ class SQLLogger(Logger):
         self.store.log_metrics(self.run_id, values, step=step, epoch=epoch, wall_time=time.time())
 
     @rank_zero_only
-    def log_artifact(self, kind: str, name: str, *, step: int | None = None, epoch: int | None = None,
-                     data: bytes | None = None, meta: Mapping[str, Any] | None = None,
-                     media_type: str | None = None) -> None:
+    def log_artifact(
+        self,
+        kind: str,
+        name: str,
+        *,
+        step: int | None = None,
+        epoch: int | None = None,
+        data: bytes | None = None,
+        meta: Mapping[str, Any] | None = None,
+        media_type: str | None = None,
+    ) -> None:
         """Store an artifact of the run (kinds and encodings: db/artifacts.py)."""
-        self.store.add_artifact(self.run_id, kind, name, step=step, epoch=epoch, data=data,
-                                meta=dict(meta) if meta is not None else None, media_type=media_type)
+        self.store.add_artifact(
+            self.run_id,
+            kind,
+            name,
+            step=step,
+            epoch=epoch,
+            data=data,
+            meta=dict(meta) if meta is not None else None,
+            media_type=media_type,
+        )
 
     def checkpoint_stamp(self) -> dict[str, Any] | None:
         """What a checkpoint written now records about the run (rank zero; None elsewhere): the store's id and the

@@ -1,5 +1,6 @@
 """Database passwords never in clear: masked wherever a URL is printed, handed to child processes through the
 environment (readable by their owner only, never on a command line that `ps` shows every local user)."""
+
 from __future__ import annotations
 
 import os
@@ -23,7 +24,8 @@ def passwords_in(url: str | None) -> list[str]:
     if not url:
         return []
     found = [m.group("password") for m in URL_USERINFO.finditer(url)] + [
-        m.group("value") for m in QUERY_PASSWORD.finditer(url)]
+        m.group("value") for m in QUERY_PASSWORD.finditer(url)
+    ]
     return [p for p in found if p]
 
 
@@ -42,7 +44,7 @@ def db_urls_in(argv: Iterable[str]) -> list[str]:
     argv, urls = list(argv), [os.environ.get(ENV_VAR, "")]
     for i, arg in enumerate(argv):
         if arg.startswith("--db="):
-            urls.append(arg[len("--db="):])
+            urls.append(arg[len("--db=") :])
         elif arg == "--db" and i + 1 < len(argv):
             urls.append(argv[i + 1])
     return [u for u in urls if u]
@@ -67,16 +69,20 @@ def check_db_url(url: str, source: str = "--db") -> None:
 
     match = URL_USERINFO.match(url)
     if match and "@" in match.group("password"):
-        raise ConfigError(f"{source} {mask_url(url)}: the password holds an '@'; percent-encode it as %40 "
-                          f"(and ':' as %3A, '/' as %2F)")
+        raise ConfigError(
+            f"{source} {mask_url(url)}: the password holds an '@'; percent-encode it as %40 "
+            f"(and ':' as %3A, '/' as %2F)"
+        )
     try:
         make_url(url)
     except ArgumentError:
         return  # not a URL at all: the Store says so, with the form a URL takes
     except ValueError as err:  # a port that is not a number
-        raise ConfigError(f"{source} {mask_url(url)}: not a database URL ({err}); e.g. "
-                          f"postgresql+psycopg://user@host:5432/runs (a password after the user, ':'-separated) or "
-                          f"sqlite:////abs/path/runs.db") from None
+        raise ConfigError(
+            f"{source} {mask_url(url)}: not a database URL ({err}); e.g. "
+            f"postgresql+psycopg://user@host:5432/runs (a password after the user, ':'-separated) or "
+            f"sqlite:////abs/path/runs.db"
+        ) from None
 
 
 class MaskedStream:

@@ -52,9 +52,20 @@ def runs_rows(db_url: str | None) -> list[dict]:
     rows, now = [], datetime.now(timezone.utc)
     for run in store.list_runs():
         d = run.to_dict()
-        row = {"id": d["id"], "name": d["name"], "stage": d["stage"], "family": d["family"], "task": d["task"],
-               "status": d["status"], "steps": d["steps"], "main_metric": d["main_metric"],
-               "best": d["best"], "baseline": d["baseline"], "started": d["created_at"], "tags": d["tags"]}
+        row = {
+            "id": d["id"],
+            "name": d["name"],
+            "stage": d["stage"],
+            "family": d["family"],
+            "task": d["task"],
+            "status": d["status"],
+            "steps": d["steps"],
+            "main_metric": d["main_metric"],
+            "best": d["best"],
+            "baseline": d["baseline"],
+            "started": d["created_at"],
+            "tags": d["tags"],
+        }
         row.update(run_progress(store, run, now))  # running runs only: the only rows whose progress changes
         rows.append(row)
     return rows

@@ -13,9 +13,11 @@ CHECKOUT = Path(__file__).resolve().parents[1]  # the repository root when runni
 def commit() -> str | None:
     """The checkout's short commit, with '+changes' when a tracked file differs from it; None outside a checkout
     (an installed wheel)."""
+
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(CHECKOUT), *args], capture_output=True, text=True, check=True,
-                              timeout=10).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(CHECKOUT), *args], capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
 
     try:
         if Path(git("rev-parse", "--show-toplevel")).resolve() != CHECKOUT:  # e.g. a venv inside another project
@@ -37,8 +39,13 @@ def _version(package: str) -> str | None:
 def code_version() -> dict[str, str | None]:
     """What a run records as the code that trained it (run info 'code'): OrthoLab's version and commit, Python,
     torch and Lightning."""
-    return {"ortholab": _version("ortholab"), "commit": commit(), "python": platform.python_version(),
-            "torch": _version("torch"), "lightning": _version("lightning")}
+    return {
+        "ortholab": _version("ortholab"),
+        "commit": commit(),
+        "python": platform.python_version(),
+        "torch": _version("torch"),
+        "lightning": _version("lightning"),
+    }
 
 
 def command_line(argv: list[str] | None = None) -> str:
@@ -49,8 +56,13 @@ def command_line(argv: list[str] | None = None) -> str:
     from ortholab.db.masking import mask_secrets
 
     argv = list(sys.argv if argv is None else argv)
-    program = "ortholab" if argv and (argv[0] in ("-c", "-m") or Path(argv[0]).name in ("ortholab", "__main__.py")) \
-        else Path(argv[0]).name if argv else "python"
+    program = (
+        "ortholab"
+        if argv and (argv[0] in ("-c", "-m") or Path(argv[0]).name in ("ortholab", "__main__.py"))
+        else Path(argv[0]).name
+        if argv
+        else "python"
+    )
     return " ".join([program, *(shlex.quote(mask_secrets(arg)) for arg in argv[1:])])
 
 
@@ -68,5 +80,6 @@ def details(code: dict) -> str:
     """The commit (or version) with the library versions, for a run's details page."""
     if not code.get("torch"):
         return describe(code)
-    return (f"{describe(code)} (torch {code.get('torch')}, Lightning {code.get('lightning')}, "
-            f"Python {code.get('python')})")
+    return (
+        f"{describe(code)} (torch {code.get('torch')}, Lightning {code.get('lightning')}, Python {code.get('python')})"
+    )

@@ -10,6 +10,7 @@ dashboard's Papers page and `ortholab report` both build their tables here. A qu
 below or above the task's baseline when its run's best main metric lies more than 10% below or above it, else at
 the baseline (a loss above it is worse than the baseline, not at it).
 """
+
 from __future__ import annotations
 
 import math
@@ -62,7 +63,7 @@ class PaperRow:
         text = repr(float(self.value))  # YAML's 0.943 reads back as the shortest repr, the digits as printed
         mantissa, _, exponent = text.partition("e")
         decimals = len(mantissa.partition(".")[2].rstrip("0")) - int(exponent or 0)
-        return 0.5 * 10.0 ** -decimals
+        return 0.5 * 10.0**-decimals
 
     @property
     def tag(self) -> str:
@@ -111,11 +112,26 @@ def load_table(path: Path) -> PaperTable:
         args = raw.get("args") or []
         if not isinstance(args, list):
             raise _fail(path, f"row {raw['row']!r}: args must be a list of command-line flags")
-        rows.append(PaperRow(table=path.stem, metric=raw.get("metric", data["metric"]), mode=mode,
-                             scale=float(raw.get("scale", data.get("scale", 1))), args=tuple(map(str, args)),
-                             **{k: v for k, v in raw.items() if k in known}))
-    return PaperTable(id=path.stem, paper=data["paper"], table=data["table"], title=data.get("title", ""),
-                      metric=data["metric"], mode=data["mode"], scale=float(data.get("scale", 1)), rows=tuple(rows))
+        rows.append(
+            PaperRow(
+                table=path.stem,
+                metric=raw.get("metric", data["metric"]),
+                mode=mode,
+                scale=float(raw.get("scale", data.get("scale", 1))),
+                args=tuple(map(str, args)),
+                **{k: v for k, v in raw.items() if k in known},
+            )
+        )
+    return PaperTable(
+        id=path.stem,
+        paper=data["paper"],
+        table=data["table"],
+        title=data.get("title", ""),
+        metric=data["metric"],
+        mode=data["mode"],
+        scale=float(data.get("scale", 1)),
+        rows=tuple(rows),
+    )
 
 
 def load_tables(root: Path | None = None) -> dict[str, PaperTable]:
@@ -178,8 +194,12 @@ def _test_at_best_validation(store: Store, run: RunSummary, metric: str, mode: s
 def twins(row: PaperRow, tables: dict[str, PaperTable]) -> list[PaperRow]:
     """The other tables' rows that run the same experiment: the same config with the same flags (e.g. the LSTM of
     scoRNN's Figure 1 and of scuRNN's Figure 4), whose runs reproduce this row too."""
-    return [other for table in tables.values() for other in table.rows
-            if row.config and (other.config, other.args) == (row.config, row.args) and other.tag != row.tag]
+    return [
+        other
+        for table in tables.values()
+        for other in table.rows
+        if row.config and (other.config, other.args) == (row.config, row.args) and other.tag != row.tag
+    ]
 
 
 def reproduction(store: Store, row: PaperRow, runs: list[RunSummary], same: tuple[PaperRow, ...] = ()) -> Reproduction:
@@ -196,8 +216,14 @@ def reproduction(store: Store, row: PaperRow, runs: list[RunSummary], same: tupl
     fit = (finished or fits or [None])[-1]
     newer = fits[-1] if fit is not None and fits[-1].id > fit.id else None
     after = [r.id for r in fits if fit is not None and r.id > fit.id]  # a test run belongs to the fit before it
-    tests = [r for r in tagged if r.stage == "test" and r.status == "finished" and fit is not None
-             and fit.id < r.id < min(after, default=math.inf)]
+    tests = [
+        r
+        for r in tagged
+        if r.stage == "test"
+        and r.status == "finished"
+        and fit is not None
+        and fit.id < r.id < min(after, default=math.inf)
+    ]
     evaluation = max(tests, key=lambda r: r.id, default=None)
     value, measured_as, selected = _row_value(store, row, fit, evaluation)
     verdict = None
@@ -208,15 +234,26 @@ def reproduction(store: Store, row: PaperRow, runs: list[RunSummary], same: tupl
     elif row.value is not None and fit is not None:
         verdict = _numeric_verdict(row, fit, value)
     seeds = _seed_runs(store, row, tagged, fit, evaluation)
-    return Reproduction(row, fit, evaluation, value, measured_as, verdict, selected,
-                        _length(store, fit) if fit is not None else None,
-                        None if source is row else source.tag.removeprefix("paper:"), newer, seeds,
-                        spread([s.value for s in seeds], row.value) if seeds else None,
-                        spread([s.selected for s in seeds], row.value) if seeds else None)
+    return Reproduction(
+        row,
+        fit,
+        evaluation,
+        value,
+        measured_as,
+        verdict,
+        selected,
+        _length(store, fit) if fit is not None else None,
+        None if source is row else source.tag.removeprefix("paper:"),
+        newer,
+        seeds,
+        spread([s.value for s in seeds], row.value) if seeds else None,
+        spread([s.selected for s in seeds], row.value) if seeds else None,
+    )
 
 
-def _row_value(store: Store, row: PaperRow, fit: RunSummary | None,
-               evaluation: RunSummary | None) -> tuple[float | None, str | None, float | None]:
+def _row_value(
+    store: Store, row: PaperRow, fit: RunSummary | None, evaluation: RunSummary | None
+) -> tuple[float | None, str | None, float | None]:
     """(value in the paper's units, the metric it was read from, the value selected on validation): the fit's own
     test points first (measured at every validation, as the papers did), then the test run of the checkpoint
     chosen on validation, then the validation metric when nothing was measured on the test split."""
@@ -224,15 +261,19 @@ def _row_value(store: Store, row: PaperRow, fit: RunSummary | None,
         if run is not None and (found := _metric_value(store, run, metric, row.mode)) is not None:
             selected = None
             if run is fit and metric.startswith("test/"):
-                found_selected = _metric_value(store, evaluation, metric, row.mode) if evaluation is not None else \
-                    _test_at_best_validation(store, fit, metric, row.mode)
+                found_selected = (
+                    _metric_value(store, evaluation, metric, row.mode)
+                    if evaluation is not None
+                    else _test_at_best_validation(store, fit, metric, row.mode)
+                )
                 selected = None if found_selected is None else found_selected * row.scale
             return found * row.scale, metric, selected
     return None, None, None
 
 
-def _seed_runs(store: Store, row: PaperRow, tagged: list[RunSummary], fit: RunSummary | None,
-               evaluation: RunSummary | None) -> tuple[SeedRun, ...]:
+def _seed_runs(
+    store: Store, row: PaperRow, tagged: list[RunSummary], fit: RunSummary | None, evaluation: RunSummary | None
+) -> tuple[SeedRun, ...]:
     """Per seed of the row's fits, its latest finished fit (else its latest) with its value; its test run is the
     latest finished one tagged with the same seed after it (for the row's chosen fit: `evaluation`)."""
     fits = sorted((r for r in tagged if r.stage == "fit"), key=lambda r: r.id)
@@ -248,8 +289,11 @@ def _seed_runs(store: Store, row: PaperRow, tagged: list[RunSummary], fit: RunSu
         if chosen is fit:
             test = evaluation
         else:
-            tests = [r for r in tagged if r.stage == "test" and r.status == "finished" and r.id > chosen.id
-                     and f"{SEED_TAG}{seed}" in r.tags]
+            tests = [
+                r
+                for r in tagged
+                if r.stage == "test" and r.status == "finished" and r.id > chosen.id and f"{SEED_TAG}{seed}" in r.tags
+            ]
             test = max(tests, key=lambda r: r.id, default=None)
         value, _, selected = _row_value(store, row, chosen, test)
         crossed, beyond = baseline_crossing(store, chosen, BEYOND_BASELINE) if row.value is None else (None, None)
@@ -277,8 +321,9 @@ def _length(store: Store, fit: RunSummary) -> str:
     return text
 
 
-def reproductions(store: Store | None, table: PaperTable,
-                  tables: dict[str, PaperTable] | None = None) -> list[Reproduction]:
+def reproductions(
+    store: Store | None, table: PaperTable, tables: dict[str, PaperTable] | None = None
+) -> list[Reproduction]:
     """One Reproduction per row of `table` (all 'not yet run' without a store); a row without runs of its own
     shows those of a twin row in `tables` (default: every table, `load_tables()`)."""
     if store is None:
@@ -310,14 +355,27 @@ def comparison_rows(items: list[Reproduction]) -> list[dict[str, Any]]:
             if item.measured_as and item.measured_as != row.metric:
                 reproduced += f" ({item.measured_as})"
         scale = next((t[6:] for t in (item.fit.tags if item.fit else ()) if t.startswith("scale:")), None)
-        rows.append({"row": row.row, "setting": row.setting, "family": row.family, "n": row.hidden_size,
-                     "params": row.parameters, "published": published, "reproduced": reproduced,
-                     "seeds": seeds_text(item),
-                     "selected_on_val": _number(item.selected) if item.selected is not None else None,
-                     "length": item.length, "verdict": item.verdict if row.value is not None else None,
-                     "status": item.status, "scale": scale, "run": item.fit.id if item.fit else None,
-                     "recorded_for": item.recorded_for,
-                     "test_run": item.evaluation.id if item.evaluation else None, "config": row.config})
+        rows.append(
+            {
+                "row": row.row,
+                "setting": row.setting,
+                "family": row.family,
+                "n": row.hidden_size,
+                "params": row.parameters,
+                "published": published,
+                "reproduced": reproduced,
+                "seeds": seeds_text(item),
+                "selected_on_val": _number(item.selected) if item.selected is not None else None,
+                "length": item.length,
+                "verdict": item.verdict if row.value is not None else None,
+                "status": item.status,
+                "scale": scale,
+                "run": item.fit.id if item.fit else None,
+                "recorded_for": item.recorded_for,
+                "test_run": item.evaluation.id if item.evaluation else None,
+                "config": row.config,
+            }
+        )
     return rows
 
 
@@ -333,28 +391,48 @@ def seeds_text(item: Reproduction) -> str | None:
         if not judged:
             return f"{n} seed{'s' * (n > 1)}"
         steps = ", ".join("-" if s.crossed_at is None else str(s.crossed_at) for s in judged)
-        return (f"{sum(bool(s.ends_beyond) for s in judged)}/{len(judged)} seed{'s' * (len(judged) > 1)} end beyond "
-                f"the baseline (first beyond at step{'s' * (len(judged) > 1)} {steps})")
+        return (
+            f"{sum(bool(s.ends_beyond) for s in judged)}/{len(judged)} seed{'s' * (len(judged) > 1)} end beyond "
+            f"the baseline (first beyond at step{'s' * (len(judged) > 1)} {steps})"
+        )
     spread = item.spread
     if spread is None or spread.n == 0:
         return f"{n} seed{'s' * (n > 1)}, none measured"
     if spread.n == 1:
         return "1 seed"
-    return (f"{spread.n} seeds: {_number(spread.mean)} ± {spread.std:.2g} ({_number(spread.low)}–"
-            f"{_number(spread.high)}), {spread.verdict}")
+    return (
+        f"{spread.n} seeds: {_number(spread.mean)} ± {spread.std:.2g} ({_number(spread.low)}–"
+        f"{_number(spread.high)}), {spread.verdict}"
+    )
 
 
-REPORT_COLUMNS = ["row", "setting", "family", "n", "params", "published", "reproduced", "seeds", "selected_on_val", "length",
-                  "verdict", "status", "scale", "run", "recorded_for"]
+REPORT_COLUMNS = [
+    "row",
+    "setting",
+    "family",
+    "n",
+    "params",
+    "published",
+    "reproduced",
+    "seeds",
+    "selected_on_val",
+    "length",
+    "verdict",
+    "status",
+    "scale",
+    "run",
+    "recorded_for",
+]
 
 
 def clip(text: str, width: int) -> str:
     """`text` cut to `width` characters, its last one an ellipsis where it was cut."""
-    return text if len(text) <= width else text[:max(width - 1, 0)] + "…"
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
-def shrink_to_fit(widths: list[int], room: int, first: tuple[int, ...] = (), keep: tuple[int, ...] = (),
-                  least: int = 8) -> list[int]:
+def shrink_to_fit(
+    widths: list[int], room: int, first: tuple[int, ...] = (), keep: tuple[int, ...] = (), least: int = 8
+) -> list[int]:
     """Column widths summing to at most `room` where they can: the columns in `first` are cut first, in order, then
     the widest one at a time, none below `least` characters; the columns in `keep` (ids to type back) never."""
     widths = list(widths)
@@ -367,13 +445,13 @@ def shrink_to_fit(widths: list[int], room: int, first: tuple[int, ...] = (), kee
         if widths[widest] <= least:
             break
         runner_up = max((widths[i] for i in cut if i != widest), default=least)
-        widths[widest] = max(least, runner_up, widths[widest] - over) if widths[widest] > runner_up else \
-            widths[widest] - 1
+        widths[widest] = (
+            max(least, runner_up, widths[widest] - over) if widths[widest] > runner_up else widths[widest] - 1
+        )
     return widths
 
 
-def _markdown_line(cells: list[str], width: int | None, first: tuple[int, ...] = (),
-                   keep: tuple[int, ...] = ()) -> str:
+def _markdown_line(cells: list[str], width: int | None, first: tuple[int, ...] = (), keep: tuple[int, ...] = ()) -> str:
     """One Markdown table line; with `width`, its cells cut (those in `first` first, those in `keep` never) to fit."""
     if width is not None:
         room = width - 4 - 3 * (len(cells) - 1)  # "| " and " |" around, " | " between
@@ -381,9 +459,13 @@ def _markdown_line(cells: list[str], width: int | None, first: tuple[int, ...] =
     return "| " + " | ".join(cells) + " |"
 
 
-def markdown_report(store: Store | None, tables: dict[str, PaperTable],
-                    found: dict[str, list[Reproduction]] | None = None, recorded_only: bool = False,
-                    width: int | None = None) -> str:
+def markdown_report(
+    store: Store | None,
+    tables: dict[str, PaperTable],
+    found: dict[str, list[Reproduction]] | None = None,
+    recorded_only: bool = False,
+    width: int | None = None,
+) -> str:
     """Published vs reproduced, one Markdown table per paper table (`found`: their reproductions, if read already).
     `recorded_only`: only the rows with a run (a table without one is left out, a last line counts the others);
     `width`: lines fit it (columns empty in every row left out, the published text cut first, with …)."""
@@ -399,8 +481,11 @@ def markdown_report(store: Store | None, tables: dict[str, PaperTable],
             hidden += len(found[table.id]) - len(rows)
             if not rows:
                 continue
-        columns = REPORT_COLUMNS if width is None else [
-            c for c in REPORT_COLUMNS if c == "row" or any(row[c] not in (None, "-") for row in rows)]
+        columns = (
+            REPORT_COLUMNS
+            if width is None
+            else [c for c in REPORT_COLUMNS if c == "row" or any(row[c] not in (None, "-") for row in rows)]
+        )
         first = tuple(columns.index(c) for c in ("published",) if c in columns)
         keep = tuple(columns.index(c) for c in ("row", "run") if c in columns)  # ids a user types back
         title = f"### {table.paper} {table.table}: {table.title}"

@@ -5,6 +5,7 @@ an older store is upgraded by `ortholab db upgrade` (never implicitly, since a s
 serve several OrthoLab installs), and a store from a newer OrthoLab is refused, naming the version that wrote it.
 A database holding someone else's tables is neither created in nor upgraded unless the user says so.
 """
+
 from __future__ import annotations
 
 import uuid
@@ -75,27 +76,35 @@ def ensure_current(connection: Connection, create: bool = True) -> None:
     tables = set(inspect(connection).get_table_names())
     if not tables & (OUR_TABLES | {VERSION_TABLE}):  # new, or someone else's (Optuna's tables come after ours)
         if tables:
-            raise SchemaMismatch(f"it is not an OrthoLab store (it holds the tables {sorted(tables)}); "
-                                 f"give a new file or an empty database")
+            raise SchemaMismatch(
+                f"it is not an OrthoLab store (it holds the tables {sorted(tables)}); "
+                f"give a new file or an empty database"
+            )
         if not create:
-            raise NoStore("it holds no OrthoLab store yet (no runs were recorded there); check the URL, or "
-                                 "record a run there first with `ortholab fit --db URL`")
+            raise NoStore(
+                "it holds no OrthoLab store yet (no runs were recorded there); check the URL, or "
+                "record a run there first with `ortholab fit --db URL`"
+            )
         _create(connection)
         return
     revision, head = current_revision(connection), head_revision()
     if revision == head:
         return
     if revision is None or revision in _known_revisions():
-        raise SchemaMismatch(f"its schema is at revision {revision or 'none (written before versioning)'} and this "
-                             f"OrthoLab needs {head}; run `ortholab db upgrade --db URL` once (back it up first)")
+        raise SchemaMismatch(
+            f"its schema is at revision {revision or 'none (written before versioning)'} and this "
+            f"OrthoLab needs {head}; run `ortholab db upgrade --db URL` once (back it up first)"
+        )
     raise SchemaMismatch(_newer(connection, revision))
 
 
 def _newer(connection: Connection, revision: str) -> str:
     writer = store_facts(connection).get("written_by")
     version = f"OrthoLab {writer}, " if writer else ""
-    return (f"it was written by a newer OrthoLab ({version}schema revision {revision}; this OrthoLab "
-            f"{ortholab_version()} knows revisions up to {head_revision()}); upgrade OrthoLab to use it")
+    return (
+        f"it was written by a newer OrthoLab ({version}schema revision {revision}; this OrthoLab "
+        f"{ortholab_version()} knows revisions up to {head_revision()}); upgrade OrthoLab to use it"
+    )
 
 
 def store_facts(connection: Connection) -> dict[str, str]:
@@ -113,9 +122,11 @@ def upgrade(connection: Connection, allow_foreign: bool = False) -> Upgraded:
     tables = set(inspect(connection).get_table_names())
     before = current_revision(connection)
     if tables and not tables & (OUR_TABLES | {VERSION_TABLE}) and not allow_foreign:
-        raise SchemaMismatch(f"it is not an OrthoLab store (it holds the tables {sorted(tables)}), so there is "
-                             f"nothing to upgrade; to add OrthoLab's tables to this database anyway, run `ortholab "
-                             f"db upgrade --allow-foreign --db URL`")
+        raise SchemaMismatch(
+            f"it is not an OrthoLab store (it holds the tables {sorted(tables)}), so there is "
+            f"nothing to upgrade; to add OrthoLab's tables to this database anyway, run `ortholab "
+            f"db upgrade --allow-foreign --db URL`"
+        )
     if before is not None and before not in _known_revisions():
         raise SchemaMismatch(_newer(connection, before))
     config = alembic_config(connection)
@@ -137,8 +148,9 @@ def _lock_for_migration(connection: Connection) -> None:
 
 def _record_writer(connection: Connection) -> None:
     connection.execute(text(f"DELETE FROM {STORE_INFO} WHERE key = 'written_by'"))
-    connection.execute(text(f"INSERT INTO {STORE_INFO} (key, value) VALUES ('written_by', :version)"),
-                       {"version": ortholab_version()})
+    connection.execute(
+        text(f"INSERT INTO {STORE_INFO} (key, value) VALUES ('written_by', :version)"), {"version": ortholab_version()}
+    )
 
 
 def _create(connection: Connection) -> None:
@@ -147,14 +159,23 @@ def _create(connection: Connection) -> None:
         connection.execute(CreateTable(table, if_not_exists=True))
         for index in table.indexes:
             connection.execute(CreateIndex(index, if_not_exists=True))
-    connection.execute(text(f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} "
-                            f"(version_num VARCHAR(32) NOT NULL PRIMARY KEY)"))
-    connection.execute(text(f"INSERT INTO {VERSION_TABLE} (version_num) SELECT :head WHERE NOT EXISTS "
-                            f"(SELECT 1 FROM {VERSION_TABLE})"), {"head": head_revision()})
+    connection.execute(
+        text(f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (version_num VARCHAR(32) NOT NULL PRIMARY KEY)")
+    )
+    connection.execute(
+        text(
+            f"INSERT INTO {VERSION_TABLE} (version_num) SELECT :head WHERE NOT EXISTS (SELECT 1 FROM {VERSION_TABLE})"
+        ),
+        {"head": head_revision()},
+    )
     for key, value in (("store_id", uuid.uuid4().hex), ("written_by", ortholab_version())):
-        connection.execute(text(f"INSERT INTO {STORE_INFO} (key, value) SELECT :key, :value WHERE NOT EXISTS "
-                                f"(SELECT 1 FROM {STORE_INFO} WHERE key = :present)"),
-                           {"key": key, "value": value, "present": key})  # one use each: PostgreSQL types them
+        connection.execute(
+            text(
+                f"INSERT INTO {STORE_INFO} (key, value) SELECT :key, :value WHERE NOT EXISTS "
+                f"(SELECT 1 FROM {STORE_INFO} WHERE key = :present)"
+            ),
+            {"key": key, "value": value, "present": key},
+        )  # one use each: PostgreSQL types them
 
 
 def _known_revisions() -> set[str]:

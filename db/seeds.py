@@ -6,6 +6,7 @@ above or below it by so many sample standard deviations; one seed has no spread 
 against a task's baseline (copying, adding), each seed also says whether its last main-metric value is beyond
 the baseline and at which step it first was (beyond: 10% better, as the qualitative verdict reads it).
 """
+
 from __future__ import annotations
 
 import math
@@ -42,8 +43,8 @@ class Spread:
 def seed_of(run: RunSummary, params: dict) -> int | None:
     """The run's seed: its `seed:N` tag, else the `seed_everything` it recorded."""
     for tag in run.tags:
-        if tag.startswith(SEED_TAG) and tag[len(SEED_TAG):].lstrip("-").isdigit():
-            return int(tag[len(SEED_TAG):])
+        if tag.startswith(SEED_TAG) and tag[len(SEED_TAG) :].lstrip("-").isdigit():
+            return int(tag[len(SEED_TAG) :])
     seed = params.get("seed_everything")
     return int(seed) if isinstance(seed, (int, float)) and not isinstance(seed, bool) else None
 

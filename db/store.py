@@ -24,18 +24,29 @@ from pathlib import Path
 from typing import Any
 
 from alembic.util import CommandError
-from sqlalchemy import Float, and_, case, create_engine, delete, event, exists, func, insert, or_, select, type_coerce, update
+from sqlalchemy import (
+    Float,
+    and_,
+    case,
+    create_engine,
+    delete,
+    event,
+    exists,
+    func,
+    insert,
+    or_,
+    select,
+    type_coerce,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from ortholab.db import lease
-from ortholab.db.schema_version import OUR_TABLES, VERSION_TABLE, NoStore, SchemaMismatch, Upgraded, ensure_current
-from ortholab.db.schema_version import store_facts
-from ortholab.db.schema_version import upgrade as upgrade_schema
-from ortholab.db.records import ArtifactRecord, MetricPoint, RunDetail, RunSummary
 from ortholab.db.masking import mask_url
+from ortholab.db.records import ArtifactRecord, MetricPoint, RunDetail, RunSummary
 from ortholab.db.schema import (
     MODES,
     STAGES,
@@ -47,6 +58,16 @@ from ortholab.db.schema import (
     Run,
     utcnow,
 )
+from ortholab.db.schema_version import (
+    OUR_TABLES,
+    VERSION_TABLE,
+    NoStore,
+    SchemaMismatch,
+    Upgraded,
+    ensure_current,
+    store_facts,
+)
+from ortholab.db.schema_version import upgrade as upgrade_schema
 
 ENV_VAR = "ORTHOLAB_DB"
 RUNS_ENV_VAR = "ORTHOLAB_RUNS"  # the folder that holds the default store and the run folders (default ./runs)
@@ -171,8 +192,9 @@ class Store:
         except ArgumentError as e:
             raise self._error("it is not a database URL (a file is written sqlite:////abs/path/runs.db)") from e
         except ValueError as e:  # a port that is not a number
-            raise self._error(f"it is not a database URL ({e}); a server is written "
-                              f"postgresql+psycopg://user@host:5432/runs") from None
+            raise self._error(
+                f"it is not a database URL ({e}); a server is written postgresql+psycopg://user@host:5432/runs"
+            ) from None
         is_sqlite = url.get_backend_name() == "sqlite"
         creator = None
         if is_sqlite and url.database and url.database != ":memory:" and not url.database.startswith("file:"):
@@ -186,9 +208,11 @@ class Store:
                     why = "a file is in the way" if isinstance(e, (FileExistsError, NotADirectoryError)) else e.strerror
                     raise self._error(f"cannot create the directory {path.parent} ({why})") from e
             elif not path.is_file():
-                raise StoreMissing(f"The run database {self.display_url} does not exist ({path}); check --db, "
-                                   f"${ENV_VAR} or ${RUNS_ENV_VAR} (a run database is made by the first `ortholab fit` "
-                                   f"that records there).")
+                raise StoreMissing(
+                    f"The run database {self.display_url} does not exist ({path}); check --db, "
+                    f"${ENV_VAR} or ${RUNS_ENV_VAR} (a run database is made by the first `ortholab fit` "
+                    f"that records there)."
+                )
             else:
                 creator = _sqlite_connector(path, read_only=self._access == "read" and not _can_write(path))
         try:
@@ -229,13 +253,21 @@ class Store:
         try:
             parsed = make_url(url)
         except (ArgumentError, ValueError):  # ValueError: a port that is not a number
-            raise StoreError(f"Cannot upgrade the run database {shown}: it is not a database URL (a file is written "
-                             f"sqlite:////abs/path/runs.db).") from None
+            raise StoreError(
+                f"Cannot upgrade the run database {shown}: it is not a database URL (a file is written "
+                f"sqlite:////abs/path/runs.db)."
+            ) from None
         database = parsed.database or ""
-        if parsed.get_backend_name() == "sqlite" and database not in ("", ":memory:") and not database.startswith(
-                "file:") and not Path(database).is_file():
-            raise StoreError(f"Cannot upgrade the run database {shown}: {Path(database).absolute()} does not exist, "
-                             f"so there is nothing to upgrade; check --db or ${ENV_VAR}.")
+        if (
+            parsed.get_backend_name() == "sqlite"
+            and database not in ("", ":memory:")
+            and not database.startswith("file:")
+            and not Path(database).is_file()
+        ):
+            raise StoreError(
+                f"Cannot upgrade the run database {shown}: {Path(database).absolute()} does not exist, "
+                f"so there is nothing to upgrade; check --db or ${ENV_VAR}."
+            )
         try:
             engine = create_engine(parsed)
         except (ArgumentError, ImportError) as e:
@@ -286,9 +318,11 @@ class Store:
         if holder is None or owner is None:
             return StoreError(f"No run with id {run_id} in {self.display_url}; `ortholab runs` lists the runs.")
         taker = lease.parse(holder.lease_owner)
-        return LeaseLost(f"Run {run_id} in {self.display_url} was taken over by "
-                         f"{taker.describe() if taker else 'another process'} after this process wrote nothing for "
-                         f"{lease.LEASE_S:.0f} s; this process stops writing it.")
+        return LeaseLost(
+            f"Run {run_id} in {self.display_url} was taken over by "
+            f"{taker.describe() if taker else 'another process'} after this process wrote nothing for "
+            f"{lease.LEASE_S:.0f} s; this process stops writing it."
+        )
 
     # ---- writing -------------------------------------------------------------------
 
@@ -343,17 +377,25 @@ class Store:
         and is alive; a lease whose holder died on this machine, or which expired, is taken over."""
         now = utcnow()
         with self._session() as session:
-            row = session.execute(select(Run.lease_owner, Run.lease_expires_at, Run.heartbeat_at)
-                                  .where(Run.id == run_id)).first()
+            row = session.execute(
+                select(Run.lease_owner, Run.lease_expires_at, Run.heartbeat_at).where(Run.id == run_id)
+            ).first()
             if row is None:
                 raise StoreError(f"No run with id {run_id} in {self.display_url}; `ortholab runs` lists the runs.")
-            free = or_(Run.lease_owner.is_(None), Run.lease_owner == owner, Run.lease_expires_at.is_(None),
-                       Run.lease_expires_at < now)
+            free = or_(
+                Run.lease_owner.is_(None),
+                Run.lease_owner == owner,
+                Run.lease_expires_at.is_(None),
+                Run.lease_expires_at < now,
+            )
             holder = lease.parse(row.lease_owner)
             if holder is not None and row.lease_owner != owner and lease.is_gone(holder):
                 free = or_(free, Run.lease_owner == row.lease_owner)  # exactly that dead holder's lease
-            taken = session.execute(update(Run).where(Run.id == run_id, free).values(
-                lease_owner=owner, lease_expires_at=now + timedelta(seconds=lease.LEASE_S), heartbeat_at=now))
+            taken = session.execute(
+                update(Run)
+                .where(Run.id == run_id, free)
+                .values(lease_owner=owner, lease_expires_at=now + timedelta(seconds=lease.LEASE_S), heartbeat_at=now)
+            )
             if taken.rowcount == 0:
                 raise RunBusy(self._busy_message(run_id, holder, row.heartbeat_at))
         self._owners[run_id] = owner
@@ -361,8 +403,9 @@ class Store:
     def lease_holder(self, run_id: int) -> str | None:
         """Who is writing the run now, as a sentence (RunBusy's), or None when nobody live holds its lease."""
         with self._session() as session:
-            row = session.execute(select(Run.lease_owner, Run.lease_expires_at, Run.heartbeat_at)
-                                  .where(Run.id == run_id)).first()
+            row = session.execute(
+                select(Run.lease_owner, Run.lease_expires_at, Run.heartbeat_at).where(Run.id == run_id)
+            ).first()
         if row is None or row.lease_owner is None or row.lease_expires_at is None or row.lease_expires_at < utcnow():
             return None
         holder = lease.parse(row.lease_owner)
@@ -374,9 +417,11 @@ class Store:
         who = holder.describe() if holder else "another process"
         kill = f"`kill -TERM {holder.pid}` on {holder.host}" if holder else "SIGTERM"
         age = max((utcnow() - heartbeat_at).total_seconds(), 0.0)
-        return (f"Run {run_id} in {self.display_url} is still being written by {who} (last heartbeat {age:.0f} s "
-                f"ago); stop it first ({kill} saves a checkpoint), then resume; a run whose process died is taken "
-                f"over {lease.LEASE_S:.0f} s after its last heartbeat, at once on the same machine.")
+        return (
+            f"Run {run_id} in {self.display_url} is still being written by {who} (last heartbeat {age:.0f} s "
+            f"ago); stop it first ({kill} saves a checkpoint), then resume; a run whose process died is taken "
+            f"over {lease.LEASE_S:.0f} s after its last heartbeat, at once on the same machine."
+        )
 
     def renew(self, run_id: int) -> None:
         """A heartbeat: bump the run's heartbeat (and its lease, when this Store holds it)."""
@@ -421,7 +466,14 @@ class Store:
         recorded is rewritten (a step re-run after a resume), never doubled."""
         wall_time = time.time() if wall_time is None else wall_time
         rows = [
-            {"run_id": run_id, "key": key, "step": int(step), "epoch": epoch, "value": float(value), "wall_time": wall_time}
+            {
+                "run_id": run_id,
+                "key": key,
+                "step": int(step),
+                "epoch": epoch,
+                "value": float(value),
+                "wall_time": wall_time,
+            }
             for key, value in metrics.items()
         ]
         with self._session() as session:
@@ -429,8 +481,9 @@ class Store:
             if rows:
                 _upsert_points(session, rows)
 
-    def set_status(self, run_id: int, status: str, reason: str | None = None, *, clear_reason: bool = False,
-                   release: bool = False) -> None:
+    def set_status(
+        self, run_id: int, status: str, reason: str | None = None, *, clear_reason: bool = False, release: bool = False
+    ) -> None:
         """Set the run's status (and why, e.g. the NaN guard's message); a terminal status stamps ended_at,
         'running' clears it. A reason given once is kept when a later call gives none, unless `clear_reason`;
         `release` gives up this Store's lease on the run (the run's writer is done)."""
@@ -469,11 +522,21 @@ class Store:
         writes its checkpoint), and the resume does not train on that batch again. Return how many points went."""
         with self._session() as session:
             self._touch(session, run_id)
-            deleted = session.execute(delete(Metric).where(Metric.run_id == run_id, or_(
-                Metric.step > step, and_(Metric.step == step, Metric.id > metrics_upto))))
-            session.execute(delete(Artifact).where(Artifact.run_id == run_id, or_(  # no step: by the watermark alone
-                Artifact.step > step, and_(or_(Artifact.step == step, Artifact.step.is_(None)),
-                                           Artifact.id > artifacts_upto))))
+            deleted = session.execute(
+                delete(Metric).where(
+                    Metric.run_id == run_id,
+                    or_(Metric.step > step, and_(Metric.step == step, Metric.id > metrics_upto)),
+                )
+            )
+            session.execute(
+                delete(Artifact).where(
+                    Artifact.run_id == run_id,
+                    or_(  # no step: by the watermark alone
+                        Artifact.step > step,
+                        and_(or_(Artifact.step == step, Artifact.step.is_(None)), Artifact.id > artifacts_upto),
+                    ),
+                )
+            )
         return deleted.rowcount
 
     def add_artifact(
@@ -503,8 +566,11 @@ class Store:
         with self._session() as session:
             self._touch(session, run_id)
             if step is not None:
-                session.execute(delete(Artifact).where(Artifact.run_id == run_id, Artifact.kind == kind,
-                                                       Artifact.name == name, Artifact.step == step))
+                session.execute(
+                    delete(Artifact).where(
+                        Artifact.run_id == run_id, Artifact.kind == kind, Artifact.name == name, Artifact.step == step
+                    )
+                )
             session.add(artifact)
             session.flush()
             return artifact.id
@@ -536,8 +602,12 @@ class Store:
 
     def recent_values(self, run_id: int, key: str, count: int) -> list[float]:
         """The values of a metric's last `count` points, oldest first (one index range read)."""
-        query = (select(Metric.value).where(Metric.run_id == run_id, Metric.key == key)
-                 .order_by(Metric.step.desc()).limit(count))
+        query = (
+            select(Metric.value)
+            .where(Metric.run_id == run_id, Metric.key == key)
+            .order_by(Metric.step.desc())
+            .limit(count)
+        )
         with self._session() as session:
             return list(reversed(session.scalars(query).all()))
 
@@ -573,8 +643,12 @@ class Store:
         """The metric names of several runs, sorted: {run id: [key, ...]}."""
         out: dict[int, list[str]] = {run_id: [] for run_id in run_ids}
         for ids in _chunks(list(out)):
-            query = (select(Metric.run_id, Metric.key).where(Metric.run_id.in_(ids)).distinct()
-                     .order_by(Metric.run_id, Metric.key))
+            query = (
+                select(Metric.run_id, Metric.key)
+                .where(Metric.run_id.in_(ids))
+                .distinct()
+                .order_by(Metric.run_id, Metric.key)
+            )
             with self._session() as session:
                 for run_id, key in session.execute(query):
                     out[run_id].append(key)
@@ -584,11 +658,15 @@ class Store:
         """The value at the highest step of each (run, key) that has points (RunSummary.last's rule)."""
         keys, out = list(keys), {}
         for ids in _chunks(list(run_ids)):
-            last = (select(Metric.run_id, Metric.key, func.max(Metric.step).label("step"))
-                    .where(Metric.run_id.in_(ids), Metric.key.in_(keys))
-                    .group_by(Metric.run_id, Metric.key).subquery())
+            last = (
+                select(Metric.run_id, Metric.key, func.max(Metric.step).label("step"))
+                .where(Metric.run_id.in_(ids), Metric.key.in_(keys))
+                .group_by(Metric.run_id, Metric.key)
+                .subquery()
+            )
             query = select(Metric.run_id, Metric.key, Metric.value).join(
-                last, and_(Metric.run_id == last.c.run_id, Metric.key == last.c.key, Metric.step == last.c.step))
+                last, and_(Metric.run_id == last.c.run_id, Metric.key == last.c.key, Metric.step == last.c.step)
+            )
             with self._session() as session:
                 out.update({(run_id, key): value for run_id, key, value in session.execute(query)})
         return out
@@ -598,13 +676,20 @@ class Store:
         value (float64, NaN kept), wall_time (float64); read without building a record per point."""
         import numpy as np
 
-        query = (select(Metric.step, Metric.epoch, type_coerce(Metric.value, Float), Metric.wall_time)
-                 .where(Metric.run_id == run_id, Metric.key == key).order_by(Metric.step))
+        query = (
+            select(Metric.step, Metric.epoch, type_coerce(Metric.value, Float), Metric.wall_time)
+            .where(Metric.run_id == run_id, Metric.key == key)
+            .order_by(Metric.step)
+        )
         with self._session() as session:
             rows = _driver_rows(session, query)  # plain tuples: building a Row per point costs more than the read
         steps, epochs, values, wall_times = zip(*rows) if rows else ((), (), (), ())
-        return {"step": np.array(steps, dtype=np.int64), "epoch": np.array(epochs, dtype=float),  # None -> nan
-                "value": np.array(values, dtype=float), "wall_time": np.array(wall_times, dtype=float)}
+        return {
+            "step": np.array(steps, dtype=np.int64),
+            "epoch": np.array(epochs, dtype=float),  # None -> nan
+            "value": np.array(values, dtype=float),
+            "wall_time": np.array(wall_times, dtype=float),
+        }
 
     def artifacts(self, run_id: int, kind: str | None = None) -> list[ArtifactRecord]:
         """The run's artifacts (optionally of one kind) in the order they were added, without their bytes."""
@@ -632,8 +717,13 @@ class Store:
             raise StoreError(f"No artifact with id {artifact_id} in {self.display_url}.")
         return bytes(row.data or b"")
 
-    def copy_runs(self, run_ids: Iterable[int], target: "Store", keep: Callable[[str, int], Iterable[int]] | None = None,
-                  with_artifacts: bool = False) -> None:
+    def copy_runs(
+        self,
+        run_ids: Iterable[int],
+        target: "Store",
+        keep: Callable[[str, int], Iterable[int]] | None = None,
+        with_artifacts: bool = False,
+    ) -> None:
         """Copy runs (their rows, params and metric points, artifacts with `with_artifacts`) into `target`, under
         the same ids, in one transaction there. `keep(key, n)` gives the indices (in step order) of a series' n
         points to copy (default: all); a copied run holds no lease."""
@@ -648,7 +738,9 @@ class Store:
                 for row in rows:
                     row.update(lease_owner=None, lease_expires_at=None)
                 sink.execute(insert(Run.__table__), [{k: v for k, v in r.items() if k in runs} for r in rows])
-                params = [dict(r._mapping) for r in source.execute(select(Param.__table__).where(Param.run_id.in_(chunk)))]
+                params = [
+                    dict(r._mapping) for r in source.execute(select(Param.__table__).where(Param.run_id.in_(chunk)))
+                ]
                 if params:
                     sink.execute(insert(Param.__table__), params)
                 if with_artifacts:
@@ -657,8 +749,14 @@ class Store:
             for run_id in ids:
                 keys = source.execute(select(Metric.key).where(Metric.run_id == run_id).distinct()).scalars()
                 for key in sorted(keys):
-                    points = [dict(r._mapping) for r in source.execute(
-                        select(Metric.__table__).where(Metric.run_id == run_id, Metric.key == key).order_by(Metric.step))]
+                    points = [
+                        dict(r._mapping)
+                        for r in source.execute(
+                            select(Metric.__table__)
+                            .where(Metric.run_id == run_id, Metric.key == key)
+                            .order_by(Metric.step)
+                        )
+                    ]
                     chosen = points if keep is None else [points[i] for i in keep(key, len(points))]
                     for point in chosen:
                         point.pop("id")
@@ -705,7 +803,7 @@ def _driver_rows(session: Session, query: Any) -> list[tuple]:
 
 def _chunks(ids: list[int]) -> Iterator[list[int]]:
     for start in range(0, len(ids), IN_CHUNK):
-        yield ids[start:start + IN_CHUNK]
+        yield ids[start : start + IN_CHUNK]
 
 
 def _summary_query(*extra_columns: Any):
@@ -815,15 +913,22 @@ def _upsert_points(session: Session, rows: list[dict[str, Any]]) -> None:
     dialect = {"sqlite": sqlite, "postgresql": postgresql}.get(name)
     if dialect is None:  # other backends: delete-then-insert in the same transaction
         for row in rows:
-            session.execute(delete(Metric).where(Metric.run_id == row["run_id"], Metric.key == row["key"],
-                                                 Metric.step == row["step"]))
+            session.execute(
+                delete(Metric).where(
+                    Metric.run_id == row["run_id"], Metric.key == row["key"], Metric.step == row["step"]
+                )
+            )
         session.execute(insert(Metric), rows)
         return
     statement = dialect.insert(Metric)
     statement = statement.on_conflict_do_update(
         index_elements=[Metric.run_id, Metric.key, Metric.step],
-        set_={"epoch": statement.excluded.epoch, "value": statement.excluded.value,
-              "wall_time": statement.excluded.wall_time})
+        set_={
+            "epoch": statement.excluded.epoch,
+            "value": statement.excluded.value,
+            "wall_time": statement.excluded.wall_time,
+        },
+    )
     session.execute(statement, rows)
 
 

@@ -1,4 +1,5 @@
 """Recurrent families by name. A new family is one file in models/ plus one line here."""
+
 from ortholab.models.base import ConfigError, RecurrentLayer
 from ortholab.models.eurnn import EURNN
 from ortholab.models.exprnn import ExpRNN

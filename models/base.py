@@ -1,10 +1,11 @@
 """What every recurrent family provides, so the sequence model, optimizers and analyses treat them alike."""
+
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from ortholab.errors import ConfigError  # noqa: F401 - re-exported: ortholab.models.ConfigError
+from ortholab.errors import ConfigError
 from ortholab.models.precision import autocast_active, autocast_off, first_device_type, to_full_precision
 
 
@@ -50,8 +51,9 @@ class RecurrentLayer(nn.Module):
         if device_type is None or device_type in self.autocast_devices or not autocast_active(device_type):
             return super().__call__(*args, **kwargs)
         with autocast_off(device_type):  # the family's maps and recurrence in full precision, as without autocast
-            return super().__call__(*map(to_full_precision, args),
-                                    **{key: to_full_precision(value) for key, value in kwargs.items()})
+            return super().__call__(
+                *map(to_full_precision, args), **{key: to_full_precision(value) for key, value in kwargs.items()}
+            )
 
     def recurrent_matrix(self) -> torch.Tensor | None:
         """The (n, n) matrix W of h_t = f(W h_{t-1} + ...), or None for families without one (LSTM, GRU)."""
@@ -89,10 +91,13 @@ def count_from_fraction(value: int | float, n: int, key: str) -> int:
         raise ConfigError(f"model.family_args.{key} must be an int count or a float fraction, got {value!r}")
     if isinstance(value, float):
         if not 0.0 <= value <= 1.0:
-            raise ConfigError(f"model.family_args.{key} = {value} as a fraction must lie in [0, 1]; "
-                              f"give an int for a count")
+            raise ConfigError(
+                f"model.family_args.{key} = {value} as a fraction must lie in [0, 1]; give an int for a count"
+            )
         return int(round(value * n))
     if not 0 <= value <= n:
-        raise ConfigError(f"model.family_args.{key} = {value} must lie between 0 and hidden_size = {n}; "
-                          f"lower it or raise model.hidden_size")
+        raise ConfigError(
+            f"model.family_args.{key} = {value} must lie between 0 and hidden_size = {n}; "
+            f"lower it or raise model.hidden_size"
+        )
     return value

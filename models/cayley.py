@@ -1,4 +1,5 @@
 """The scaled Cayley transform W = (I + A)^-1 (I - A) D (scoRNN paper, Section 3)."""
+
 from __future__ import annotations
 
 import math
@@ -34,7 +35,8 @@ def scaled_cayley(a: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
 
 
 def inverse_scaled_cayley(w: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-    """A = (I + W D)^-1 (I - W D): the skew matrix whose scaled Cayley transform with D is W (needs WD without -1 eigenvalues)."""
+    """A = (I + W D)^-1 (I - W D): the skew matrix whose scaled Cayley transform with D is W (needs WD without -1
+    eigenvalues)."""
     eye = torch.eye(w.shape[-1], dtype=w.dtype, device=w.device)
     wd = w * d  # W D (D is its own inverse)
     return torch.linalg.solve(eye + wd, eye - wd)
@@ -44,7 +46,7 @@ def scaling_diagonal(n: int, num_negative: int, dtype=torch.float32) -> torch.Te
     """D's diagonal: +1 then `num_negative` entries of -1 at the end, as the official scoRNN code."""
     d = torch.ones(n, dtype=dtype)
     if num_negative:
-        d[n - num_negative:] = -1.0
+        d[n - num_negative :] = -1.0
     return d
 
 
@@ -74,8 +76,9 @@ class ScaledCayley(nn.Module):
     """
 
     @checks_choices(key_prefix="ScaledCayley: ")
-    def __init__(self, n: int, num_negative: int, init: CayleyInit = "henaff",
-                 generator: torch.Generator | None = None):
+    def __init__(
+        self, n: int, num_negative: int, init: CayleyInit = "henaff", generator: torch.Generator | None = None
+    ):
         super().__init__()
         if init == "henaff":
             a0 = skew_from_block_angles(block_angles(n, generator=generator), n)

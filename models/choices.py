@@ -8,6 +8,7 @@
 against the same annotations before anything is built (training/family_options.py, for `model.family_args`).
 Both raise ConfigError (a ValueError) naming the key, the value given and the choices, on one line.
 """
+
 from __future__ import annotations
 
 import functools
@@ -51,8 +52,11 @@ def option_choices(fn_or_cls: Callable) -> dict[str, tuple]:
     the annotations resolved with typing.get_type_hints (so `from __future__ import annotations` strings and
     aliases such as `SkewInit = Literal[...]` imported into the defining module both work)."""
     hints = typing.get_type_hints(_function(fn_or_cls))
-    return {name: choices for name, hint in hints.items()
-            if name != "return" and (choices := literal_choices(hint)) is not None}
+    return {
+        name: choices
+        for name, hint in hints.items()
+        if name != "return" and (choices := literal_choices(hint)) is not None
+    }
 
 
 def is_choice(value: Any, choices: tuple) -> bool:
@@ -82,15 +86,15 @@ def _owner(fn: Callable) -> str:
     return f"{fn.__module__}.{qualname}"
 
 
-def check_choices(fn_or_cls: Callable, values: Mapping[str, Any], key_prefix: str = FAMILY_KEY,
-                  explained_by: str | None = None) -> None:
+def check_choices(
+    fn_or_cls: Callable, values: Mapping[str, Any], key_prefix: str = FAMILY_KEY, explained_by: str | None = None
+) -> None:
     """Every value in `values` whose parameter of `fn_or_cls` is Literal-typed is one of its choices; otherwise a
     ConfigError naming `key_prefix` + the parameter, the value given and the choices. `explained_by` says where the
     choices are explained (default: the class or function itself)."""
     for name, choices in option_choices(fn_or_cls).items():
         if name in values and not is_choice(values[name], choices):
-            raise choice_error(key_prefix + name, values[name], choices,
-                               explained_by or _owner(_function(fn_or_cls)))
+            raise choice_error(key_prefix + name, values[name], choices, explained_by or _owner(_function(fn_or_cls)))
 
 
 def checks_choices(fn: Callable | None = None, *, key_prefix: str = FAMILY_KEY) -> Callable:

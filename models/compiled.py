@@ -1,5 +1,6 @@
 """What the compiled CPU loops (models/*_kernels.py, numba) share: their compile options, the tensors they take,
 and their thread count."""
+
 from __future__ import annotations
 
 import numba
@@ -8,8 +9,13 @@ import torch
 
 # parallel: batch rows over threads; cache: compiled once, then loaded from __pycache__ (or numba's user cache);
 # fastmath without "nnan"/"ninf": sums may be reordered, but non-finite values still propagate for the NaN guard
-OPTIONS = {"parallel": True, "cache": True, "error_model": "numpy", "nogil": True,
-           "fastmath": {"reassoc", "contract", "arcp", "nsz"}}
+OPTIONS = {
+    "parallel": True,
+    "cache": True,
+    "error_model": "numpy",
+    "nogil": True,
+    "fastmath": {"reassoc", "contract", "arcp", "nsz"},
+}
 
 
 def supported(u: torch.Tensor) -> bool:

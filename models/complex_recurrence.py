@@ -14,6 +14,7 @@ the backward pass forms s'/r once for the whole sequence and loops only over the
 `offsets` (optional, (T, B, 2n)) are added to every h_t inside the recurrence; their gradient is the total
 dL/dh_t through all later steps, which is what the gradient-norm probe (scoRNN Figure 5) measures.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -72,8 +73,9 @@ class _ComplexModReLURecurrence(torch.autograd.Function):
         z, h = torch.empty_like(u), torch.empty_like(u)
         r, s = u.new_empty(steps, batch, n), u.new_empty(steps, batch, n)  # r and s(r) of every step, for backward
         prev = h0
-        for t, (u_t, z_t, h_t, r_t, s_t) in enumerate(zip(u.unbind(0), z.unbind(0), h.unbind(0), r.unbind(0),
-                                                         s.unbind(0))):
+        for t, (u_t, z_t, h_t, r_t, s_t) in enumerate(
+            zip(u.unbind(0), z.unbind(0), h.unbind(0), r.unbind(0), s.unbind(0))
+        ):
             torch.addmm(u_t, prev, m, out=z_t)  # z_t = u_t + W h_{t-1}
             pair = z_t.view(batch, 2, n)
             re, im = pair.unbind(1)
@@ -118,8 +120,9 @@ class _ComplexModReLURecurrence(torch.autograd.Function):
             torch.sum(torch.mul(pairs[t], g, out=gz), dim=1, out=along[t])
             torch.mul(g, s[t].unsqueeze(1), out=gz).addcmul_(radial[t], along[t].unsqueeze(1))
             if t:  # dL/dh_{t-1}: direct + through z_t = u_t + W h_{t-1}
-                carry = torch.addmm(grad_h[t - 1], grad_z[t], mt,
-                                    out=total[t - 1] if ctx.needs_input_grad[5] else total[t % 2])
+                carry = torch.addmm(
+                    grad_h[t - 1], grad_z[t], mt, out=total[t - 1] if ctx.needs_input_grad[5] else total[t % 2]
+                )
         grad_h0 = grad_z[0] @ mt
         grad_m = h[:-1].reshape(-1, width).t() @ grad_z[1:].reshape(-1, width)  # sum_t h_{t-1}^T dL/dz_t
         grad_m.addmm_(h0.t(), grad_z[0])
@@ -129,13 +132,28 @@ class _ComplexModReLURecurrence(torch.autograd.Function):
             grad_w_real = (grad_m[:n, :n] + grad_m[n:, n:]).t()
             grad_w_imag = (grad_m[:n, n:] - grad_m[n:, :n]).t()
         grad_b = torch.where(active, along / denominator, 0.0).sum(dim=(0, 1))  # d s/d b = 1 / (r + eps) where active
-        return (grad_z, grad_w_real, grad_w_imag, grad_b, grad_h0, (total if ctx.needs_input_grad[5] else None),
-                None, None)
+        return (
+            grad_z,
+            grad_w_real,
+            grad_w_imag,
+            grad_b,
+            grad_h0,
+            (total if ctx.needs_input_grad[5] else None),
+            None,
+            None,
+        )
 
 
-def complex_modrelu_recurrence(u: torch.Tensor, w_real: torch.Tensor, w_imag: torch.Tensor, b: torch.Tensor,
-                               h0: torch.Tensor, offsets: torch.Tensor | None = None,
-                               modrelu: ModReLU = SCURNN_MODRELU, top_blocks_only: bool = False) -> torch.Tensor:
+def complex_modrelu_recurrence(
+    u: torch.Tensor,
+    w_real: torch.Tensor,
+    w_imag: torch.Tensor,
+    b: torch.Tensor,
+    h0: torch.Tensor,
+    offsets: torch.Tensor | None = None,
+    modrelu: ModReLU = SCURNN_MODRELU,
+    top_blocks_only: bool = False,
+) -> torch.Tensor:
     """All hidden states (T, B, 2n) = [Re h_t | Im h_t] of h_t = sigma_eps(u_t + W h_{t-1}, b) [+ offsets_t],
     W = w_real + i w_imag, sigma_eps = `modrelu`. top_blocks_only: w_real and w_imag receive, in place of dL/dW,
     the top blocks of dL/dM (M the block matrix above): the part of dL/dW that flows through Re h_{t-1}, the

@@ -22,6 +22,7 @@ once per pass from the layers and one (2n x 2n) real product per step (models/co
     tunable L = 4, n = 512: 417 / 590;  FFT (9 layers), n = 512: 653 / 560;  FFT (10), n = 1024: 1476 / 2276
 so `recurrence='auto'` takes the layers when n > 52 (L + 3), the dense W otherwise.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,8 +38,13 @@ from ortholab.models.choices import checks_choices
 from ortholab.models.compiled import supported
 from ortholab.models.complex_recurrence import complex_modrelu_recurrence, eunn_modrelu
 from ortholab.models.givens_kernels import givens_recurrence_features
-from ortholab.models.operator_recurrence import (FactoredUnitaryLayer, gather_units, interleaved_to_planar,
-                                       operator_recurrence_features, planar_to_interleaved)
+from ortholab.models.operator_recurrence import (
+    FactoredUnitaryLayer,
+    gather_units,
+    interleaved_to_planar,
+    operator_recurrence_features,
+    planar_to_interleaved,
+)
 
 LAYERS_FROM_WIDTH = 52  # auto: the layers when n > 52 (L + 3), the measured crossover above
 # the code's modReLU eps (eunn.py:16) until ba78a68 / 4ef928d (2018-11-20) raised it to 1e-3, then 1e-2: the scoRNN
@@ -73,8 +79,10 @@ def layer_indices(layers: list[list[tuple[int, int]]], n: int) -> tuple[torch.Te
             partner[k][i], partner[k][j] = j, i
             source[k][i], source[k][j] = r, total + r
             r += 1
-    return (torch.tensor(partner, dtype=torch.long).view(len(layers), n),
-            torch.tensor(source, dtype=torch.long).view(len(layers), n))
+    return (
+        torch.tensor(partner, dtype=torch.long).view(len(layers), n),
+        torch.tensor(source, dtype=torch.long).view(len(layers), n),
+    )
 
 
 @dataclass(frozen=True)
@@ -103,8 +111,15 @@ class GivensLayers:
         d = torch.polar(torch.ones_like(omega), omega)
         return c1, c2, d, *(f.conj().resolve_conj() for f in (c1, c2, d))
 
-    def apply(self, x: torch.Tensor, factors: tuple, plus: torch.Tensor | None = None,
-              tape: list | None = None, out: torch.Tensor | None = None, conjugate: bool = False) -> torch.Tensor:
+    def apply(
+        self,
+        x: torch.Tensor,
+        factors: tuple,
+        plus: torch.Tensor | None = None,
+        tape: list | None = None,
+        out: torch.Tensor | None = None,
+        conjugate: bool = False,
+    ) -> torch.Tensor:
         c1, c2, d = factors[3:] if conjugate else factors[:3]  # conj(W) = conj(D) conj(F_L) ... conj(F_1)
         for k in range(c1.shape[0]):
             swapped = gather_units(x, self.partner[k])
@@ -121,8 +136,9 @@ class GivensLayers:
     def factor_gradients(self, buffers: list[torch.Tensor]) -> list[torch.Tensor]:
         return [b.sum(dim=-2) for b in buffers]
 
-    def adjoint(self, g: torch.Tensor, factors: tuple, tape: list | None = None,
-                grads: list | None = None) -> torch.Tensor:
+    def adjoint(
+        self, g: torch.Tensor, factors: tuple, tape: list | None = None, grads: list | None = None
+    ) -> torch.Tensor:
         c1_conj, c2_conj, d_conj = factors[3:]  # F_k^H g = conj(c1) g + (conj(c2) g)[partner]
         if tape is not None:  # y = c * x elementwise: dL/dc = conj(x) G, per batch row (tape: conj(x))
             grads[2].addcmul_(tape[-1], g)
@@ -160,17 +176,28 @@ class EURNN(FactoredUnitaryLayer):
     """
 
     @checks_choices
-    def __init__(self, input_size: int, hidden_size: int, style: Literal["tunable", "fft"] = "tunable",
-                 capacity: int = 2, rotation: Literal["code", "paper"] = "code",
-                 recurrence: Literal["auto", "dense", "layers"] = "auto", modrelu_eps: float = CODE_MODRELU_EPS):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        style: Literal["tunable", "fft"] = "tunable",
+        capacity: int = 2,
+        rotation: Literal["code", "paper"] = "code",
+        recurrence: Literal["auto", "dense", "layers"] = "auto",
+        modrelu_eps: float = CODE_MODRELU_EPS,
+    ):
         super().__init__(input_size, hidden_size)
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-            raise ConfigError(f"model.family_args.capacity = {capacity!r} must be a positive int (the number of "
-                              f"rotation layers of the tunable style; the papers use 2)")
+            raise ConfigError(
+                f"model.family_args.capacity = {capacity!r} must be a positive int (the number of "
+                f"rotation layers of the tunable style; the papers use 2)"
+            )
         if isinstance(modrelu_eps, bool) or not isinstance(modrelu_eps, (int, float)) or not modrelu_eps > 0:
-            raise ConfigError(f"model.family_args.modrelu_eps = {modrelu_eps!r} must be a positive number: the "
-                              f"modReLU divides z by |z| + eps, and z = 0 where h = 0 meets a zero input; 1.0e-5 "
-                              f"(the code the papers ran) or 1.0e-2 (the code's head)")
+            raise ConfigError(
+                f"model.family_args.modrelu_eps = {modrelu_eps!r} must be a positive number: the "
+                f"modReLU divides z by |z| + eps, and z = 0 where h = 0 meets a zero input; 1.0e-5 "
+                f"(the code the papers ran) or 1.0e-2 (the code's head)"
+            )
         n = hidden_size
         self.output_size = 2 * n
         self.style, self.capacity, self.rotation = style, capacity, rotation
@@ -204,8 +231,9 @@ class EURNN(FactoredUnitaryLayer):
         recurrence = givens_recurrence_features if supported(u) else operator_recurrence_features
         return partial(recurrence, modrelu=self.modrelu)
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
-                initial_state: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, state_offsets: torch.Tensor | None = None, initial_state: torch.Tensor | None = None
+    ) -> torch.Tensor:
         if self.recurrence == "dense":
             w = self.recurrent_matrix()  # formed once per pass from the layers, differentiably
             u = torch.matmul(x.transpose(0, 1), self.input_weight.t())  # (T, B, 2n): [Re | Im] U x_t, all steps

@@ -27,6 +27,7 @@ one at the new base (Dexp*_0 = identity). rebase_gradient 'code' (default) repro
 derivative at S = 0, the algorithm as the paper writes it (and as geotorch, the author's later library, does by
 calling update_base between steps). No issue or comment of the authors about it was found.
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -47,8 +48,10 @@ def _fill_missing_stale_state(module, state_dict, prefix, *_) -> None:
     if prefix + "stale_pending" in state_dict:
         return
     if module.trivialization == "dtriv" and module.base_side != "left":
-        raise ConfigError("this expRNN checkpoint predates model.family_args.base_side and was trained with "
-                          "B = base exp(A): resume it with model.family_args.base_side: left")
+        raise ConfigError(
+            "this expRNN checkpoint predates model.family_args.base_side and was trained with "
+            "B = base exp(A): resume it with model.family_args.base_side: left"
+        )
     state_dict[prefix + "stale_upper"] = torch.zeros_like(module.stale_upper)
     state_dict[prefix + "stale_pending"] = torch.zeros_like(module.stale_pending)
 
@@ -57,8 +60,9 @@ def _optional_positive_int(value, key: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"model.family_args.{key} = {value!r} must be a positive integer number of steps, "
-                          f"or null for never")
+        raise ConfigError(
+            f"model.family_args.{key} = {value!r} must be a positive integer number of steps, or null for never"
+        )
     return value
 
 
@@ -98,9 +102,17 @@ class ExpRNN(RecurrentLayer):
     forms_recurrent_matrix = True
 
     @checks_choices
-    def __init__(self, input_size: int, hidden_size: int, trivialization: Literal["static", "dtriv"] = "static",
-                 init: SkewInit = "henaff", rebase_every: int | None = 100, project_every: int | None = 100,
-                 base_side: Literal["right", "left"] = "right", rebase_gradient: Literal["code", "new_base"] = "code"):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        trivialization: Literal["static", "dtriv"] = "static",
+        init: SkewInit = "henaff",
+        rebase_every: int | None = 100,
+        project_every: int | None = 100,
+        base_side: Literal["right", "left"] = "right",
+        rebase_gradient: Literal["code", "new_base"] = "code",
+    ):
         super().__init__(input_size, hidden_size)
         self.trivialization = trivialization
         self.rebase_every = _optional_positive_int(rebase_every, "rebase_every")
@@ -153,8 +165,10 @@ class ExpRNN(RecurrentLayer):
         return {"recurrent": [self.upper], "other": [self.input_weight, self.bias]}
 
     def nonfinite_hint(self) -> str | None:
-        return ("B is orthogonal by construction, so a non-finite value comes from the input weights, modReLU "
-                "biases or the readout: lower model.optimizers.other.lr (the papers use 10x the recurrent lr)")
+        return (
+            "B is orthogonal by construction, so a non-finite value comes from the input weights, modReLU "
+            "biases or the readout: lower model.optimizers.other.lr (the papers use 10x the recurrent lr)"
+        )
 
     @torch.no_grad()
     def rebase_(self) -> None:
@@ -187,8 +201,9 @@ class ExpRNN(RecurrentLayer):
             if self._projects_at_rebasing(steps // self.rebase_every + 1):
                 self.project_base_()
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
-                initial_state: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, state_offsets: torch.Tensor | None = None, initial_state: torch.Tensor | None = None
+    ) -> torch.Tensor:
         b = self.recurrent_matrix()  # formed once per forward pass, not per step
         u = torch.matmul(x.transpose(0, 1), self.input_weight.t())  # (T, B, n): W_in x_t for all steps at once
         h0 = u.new_zeros(x.shape[0], self.hidden_size) if initial_state is None else initial_state  # (B, n)

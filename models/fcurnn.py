@@ -23,6 +23,7 @@ another direction and a shorter one: at initialisation (copying T = 100, n = 128
 Stiefel directions B of the two had cosine 0.69 / 0.79, and dL/dW's was 1.6x as long, so at one lr 'full' takes
 larger steps than the code. W's .grad is then not dL/dW (a gradient check of W needs 'full').
 """
+
 from __future__ import annotations
 
 import math
@@ -40,8 +41,10 @@ DRIFT_HINT_THRESHOLD = 1e-2  # ||W^H W - I||_F beyond this: the multiplicative u
 
 def haar_unitary(n: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """A Haar-distributed (n, n) unitary in complex128: Q of a complex Gaussian's QR times diag(R_jj / |R_jj|)."""
-    z = torch.complex(torch.randn(n, n, generator=generator, dtype=torch.float64),
-                      torch.randn(n, n, generator=generator, dtype=torch.float64))
+    z = torch.complex(
+        torch.randn(n, n, generator=generator, dtype=torch.float64),
+        torch.randn(n, n, generator=generator, dtype=torch.float64),
+    )
     q, r = torch.linalg.qr(z)
     d = torch.diagonal(r)
     return q * (d / d.abs())  # fixes the phases, so that Q is Haar and not biased by the QR convention
@@ -62,8 +65,13 @@ class FullCapacityURNN(RecurrentLayer):
     default_optimizers = {"recurrent": {"name": "stiefel_cayley", "lr": 1e-3}}
 
     @checks_choices
-    def __init__(self, input_size: int, hidden_size: int, init: Literal["haar", "identity"] = "haar",
-                 w_gradient: Literal["top_blocks", "full"] = "top_blocks"):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        init: Literal["haar", "identity"] = "haar",
+        w_gradient: Literal["top_blocks", "full"] = "top_blocks",
+    ):
         super().__init__(input_size, hidden_size)
         self.w_gradient = w_gradient  # what W's .grad holds: the code's G (see above) or dL/dW
         n = hidden_size
@@ -84,25 +92,31 @@ class FullCapacityURNN(RecurrentLayer):
         return {"recurrent": [self.w_real, self.w_imag], "other": [self.input_weight, self.bias, self.h0]}
 
     def redundant_parameter_count(self) -> int:
-        return self.hidden_size ** 2  # 2n^2 stored reals for the n^2-dimensional unitary group
+        return self.hidden_size**2  # 2n^2 stored reals for the n^2-dimensional unitary group
 
     def nonfinite_hint(self) -> str | None:
         w = self.recurrent_matrix().detach()
         drift = torch.linalg.matrix_norm(w.mH @ w - torch.eye(w.shape[0], dtype=w.dtype, device=w.device))
         if not bool(drift <= DRIFT_HINT_THRESHOLD):
-            return (f"W is no longer unitary (||W^H W - I||_F = {float(drift):.3g}): W must be trained by the "
-                    f"Stiefel step, model.optimizers.recurrent: {{name: stiefel_cayley, lr: ...}}; with it, "
-                    f"lower that lr")
+            return (
+                f"W is no longer unitary (||W^H W - I||_F = {float(drift):.3g}): W must be trained by the "
+                f"Stiefel step, model.optimizers.recurrent: {{name: stiefel_cayley, lr: ...}}; with it, "
+                f"lower that lr"
+            )
         if bool((self.bias > 0).any()):
-            return ("modReLU biases b > 0 with small |z| give derivatives up to ~b / sqrt(eps) (scuRNN Theorem 4): "
-                    "lower model.optimizers.other.lr")
+            return (
+                "modReLU biases b > 0 with small |z| give derivatives up to ~b / sqrt(eps) (scuRNN Theorem 4): "
+                "lower model.optimizers.other.lr"
+            )
         return None
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
-                initial_state: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, state_offsets: torch.Tensor | None = None, initial_state: torch.Tensor | None = None
+    ) -> torch.Tensor:
         u = torch.matmul(x.transpose(0, 1), self.input_weight.t())  # (T, B, 2n): U x_t for all steps at once
         h0 = self.h0.expand(x.shape[0], -1) if initial_state is None else initial_state  # (B, 2n) [Re | Im]
         offsets = None if state_offsets is None else state_offsets.transpose(0, 1)
         top_blocks_only = self.w_gradient == "top_blocks"
-        return complex_modrelu_recurrence(u, self.w_real, self.w_imag, self.bias, h0, offsets,
-                                          top_blocks_only=top_blocks_only).transpose(0, 1)
+        return complex_modrelu_recurrence(
+            u, self.w_real, self.w_imag, self.bias, h0, offsets, top_blocks_only=top_blocks_only
+        ).transpose(0, 1)

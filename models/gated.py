@@ -3,6 +3,7 @@
 With `state_offsets` (only the gradient-norm probe passes them) the same weights run step by step through
 PyTorch's cell functions, adding offsets_t to h_t, so that their gradient is the total dL/dh_t.
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -41,14 +42,19 @@ class LSTM(RecurrentLayer):
         self.rnn = nn.LSTM(input_size, hidden_size, batch_first=True)
         if forget_bias is not None:
             with torch.no_grad():  # gates are ordered (input, forget, cell, output); the two biases add up
-                self.rnn.bias_ih_l0[hidden_size:2 * hidden_size].fill_(forget_bias)
-                self.rnn.bias_hh_l0[hidden_size:2 * hidden_size].zero_()
+                self.rnn.bias_ih_l0[hidden_size : 2 * hidden_size].fill_(forget_bias)
+                self.rnn.bias_hh_l0[hidden_size : 2 * hidden_size].zero_()
 
     supports_state_offsets = True
     autocast_devices = ("cuda",)  # cuDNN's; oneDNN's bfloat16 LSTM raised on a CPU without AVX-512 BF16
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
-                initial_state: tuple[torch.Tensor, torch.Tensor] | None = None, return_state: bool = False):
+    def forward(
+        self,
+        x: torch.Tensor,
+        state_offsets: torch.Tensor | None = None,
+        initial_state: tuple[torch.Tensor, torch.Tensor] | None = None,
+        return_state: bool = False,
+    ):
         """h_t (B, T, n); initial_state: (h_0, c_0) (B, n) each, else zeros; return_state: also (h_T, c_T)."""
         if state_offsets is not None:
             return _stepwise(torch.lstm_cell, self.rnn, x, state_offsets, with_cell_state=True)
@@ -67,8 +73,9 @@ class GRU(RecurrentLayer):
     supports_state_offsets = True
     autocast_devices = ("cpu", "cuda")  # PyTorch's fused layer under torch.autocast (bf16-mixed, 16-mixed)
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
-                initial_state: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, state_offsets: torch.Tensor | None = None, initial_state: torch.Tensor | None = None
+    ) -> torch.Tensor:
         if state_offsets is not None:
             return _stepwise(torch.gru_cell, self.rnn, x, state_offsets, with_cell_state=False)
         return self.rnn(x, None if initial_state is None else initial_state.unsqueeze(0))[0]  # h_0 (B, n) or zeros
@@ -91,8 +98,9 @@ class RNN(RecurrentLayer):
     def recurrent_matrix(self) -> torch.Tensor:
         return self.rnn.weight_hh_l0
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
-                initial_state: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, state_offsets: torch.Tensor | None = None, initial_state: torch.Tensor | None = None
+    ) -> torch.Tensor:
         if state_offsets is not None:
             cell = torch.rnn_relu_cell if self.rnn.nonlinearity == "relu" else torch.rnn_tanh_cell
             return _stepwise(cell, self.rnn, x, state_offsets, with_cell_state=False)

@@ -9,6 +9,7 @@ dL/dc1, dL/dc2, dL/dd per batch row. In torch each step is some twenty small ker
 and backward; here a row's state stays in the cache for all T steps. Measured by `ortholab bench --families
 eurnn` (docs/benchmarks.md).
 """
+
 from __future__ import annotations
 
 import numba
@@ -21,8 +22,9 @@ from ortholab.models.operator_recurrence import gradient_as_complex, parameter_g
 
 
 @numba.njit(**OPTIONS)
-def _forward(u, h0, c1, c2, d, partner, b, root, numerator, denominator, offsets, has_offsets, z, h
-             ):  # pragma: no cover (compiled)
+def _forward(
+    u, h0, c1, c2, d, partner, b, root, numerator, denominator, offsets, has_offsets, z, h
+):  # pragma: no cover (compiled)
     steps, batch, n = u.shape
     zero = root - root
     for i in numba.prange(batch):
@@ -46,8 +48,28 @@ def _forward(u, h0, c1, c2, d, partner, b, root, numerator, denominator, offsets
 
 
 @numba.njit(**OPTIONS)
-def _backward(z, h, h0, grad_h, c1, c2, d, partner, b, root, numerator, denominator, want_params, want_total,
-              grad_b, grad_c1, grad_c2, grad_d, total, grad_h0):  # pragma: no cover (compiled)
+def _backward(
+    z,
+    h,
+    h0,
+    grad_h,
+    c1,
+    c2,
+    d,
+    partner,
+    b,
+    root,
+    numerator,
+    denominator,
+    want_params,
+    want_total,
+    grad_b,
+    grad_c1,
+    grad_c2,
+    grad_d,
+    total,
+    grad_h0,
+):  # pragma: no cover (compiled)
     steps, batch, n = z.shape
     layers = c1.shape[0]
     zero, one = root - root, denominator / denominator
@@ -99,8 +121,14 @@ class _GivensRecurrence(torch.autograd.Function):
         z, h = torch.empty_like(u), torch.empty_like(u)
         h0 = h0.contiguous()
         offsets_ = as_array(u.new_zeros(1, 1, 1) if offsets is None else offsets)
-        _forward(*map(as_array, (u, h0, c1, c2, d, operator.partner, b)), *_constants(modrelu, b), offsets_,
-                 offsets is not None, as_array(z), as_array(h))
+        _forward(
+            *map(as_array, (u, h0, c1, c2, d, operator.partner, b)),
+            *_constants(modrelu, b),
+            offsets_,
+            offsets is not None,
+            as_array(z),
+            as_array(h),
+        )
         ctx.operator, ctx.modrelu = operator, modrelu
         ctx.save_for_backward(b, h0, z, h, *params)
         return torch.view_as_real(h).flatten(-2)
@@ -121,9 +149,13 @@ class _GivensRecurrence(torch.autograd.Function):
         grad_d = d.new_zeros(batch, d.shape[0])
         total = torch.empty_like(z) if want_total else z.new_zeros(1, 1, 1)
         grad_h0 = torch.empty_like(h0)
-        _backward(*map(as_array, (z, h, h0, grad_h, c1, c2, d, operator.partner, b)),
-                  *_constants(ctx.modrelu, b), bool(wanted), want_total,
-                  *map(as_array, (grad_b, grad_c1, grad_c2, grad_d, total, grad_h0)))
+        _backward(
+            *map(as_array, (z, h, h0, grad_h, c1, c2, d, operator.partner, b)),
+            *_constants(ctx.modrelu, b),
+            bool(wanted),
+            want_total,
+            *map(as_array, (grad_b, grad_c1, grad_c2, grad_d, total, grad_h0)),
+        )
         factor_grads = operator.factor_gradients([grad_c1, grad_c2, grad_d])  # summed over the rows
         grad_params = parameter_gradients(operator, params, wanted, factor_grads)  # through `prepare`, once
         return None, None, z, grad_b.sum(dim=0), grad_h0, total if want_total else None, *grad_params
@@ -135,9 +167,15 @@ def _constants(modrelu: ModReLU, b: torch.Tensor) -> tuple:
     return tuple(real_scalar(array, eps) for eps in (modrelu.root_eps, modrelu.numerator_eps, modrelu.denominator_eps))
 
 
-def givens_recurrence_features(operator, u: torch.Tensor, b: torch.Tensor, h0: torch.Tensor,
-                               params: tuple[torch.Tensor, ...], offsets: torch.Tensor | None = None,
-                               modrelu: ModReLU = SCURNN_MODRELU) -> torch.Tensor:
+def givens_recurrence_features(
+    operator,
+    u: torch.Tensor,
+    b: torch.Tensor,
+    h0: torch.Tensor,
+    params: tuple[torch.Tensor, ...],
+    offsets: torch.Tensor | None = None,
+    modrelu: ModReLU = SCURNN_MODRELU,
+) -> torch.Tensor:
     """The rotation-layer recurrence's states as interleaved real features (T, B, 2n), by the compiled loops;
     `operator` a `GivensLayers`, the other arguments as `operator_recurrence_features`."""
     return _GivensRecurrence.apply(operator, modrelu, u, b, h0, offsets, *params)

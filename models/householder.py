@@ -5,6 +5,7 @@ vectors as the columns of a lower-triangular n x m matrix U: column k is zero ab
 the last n - k coordinates only (the paper's u_{n-k} in R^{n-k}). With m = n the last column has a single
 entry and stands for the paper's scalar factor H_1 = diag(1, ..., 1, +-1), not for a reflection.
 """
+
 from __future__ import annotations
 
 import torch

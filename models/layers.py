@@ -24,6 +24,7 @@ rtransformer is refused: its attention reads the whole sequence and its local wi
 carries no state from one call to the next (use `ortholab.models.RTransformer` as a (N, L, H_in) -> (N, L, d)
 module instead).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -38,16 +39,16 @@ from ortholab.models import FAMILIES
 from ortholab.models.gated import LSTM as LSTMCell
 from ortholab.models.nru import NRU as NRUCell
 from ortholab.models.operator_recurrence import to_complex
+from ortholab.models.optimizers import DEFAULT_OPTIMIZERS, build_optimizer, group_specs
 from ortholab.models.precision import LOW_PRECISION, autocast_active
 from ortholab.models.ssm_block import DiagonalStateSpaceLayer
 from ortholab.models.stack import StackedLayers, build_layers
-from ortholab.models.optimizers import DEFAULT_OPTIMIZERS, build_optimizer, group_specs
 
 NOT_A_RECURRENCE = {
     "rtransformer": "its causal attention reads the whole sequence and its local windows restart from zeros, so "
-                    "no state carries from one call to the next and nn.RNN's (input, h0) -> (output, h_n) does not "
-                    "apply; use ortholab.models.RTransformer(input_size, d_model, ...) as a (N, L, H_in) -> "
-                    "(N, L, d_model) module",
+    "no state carries from one call to the next and nn.RNN's (input, h0) -> (output, h_n) does not "
+    "apply; use ortholab.models.RTransformer(input_size, d_model, ...) as a (N, L, H_in) -> "
+    "(N, L, d_model) module",
 }
 # how the 2n features of a complex family hold h: [Re h | Im h], or (Re h_0, Im h_0, Re h_1, ...)
 COMPLEX_LAYOUTS = {"scurnn": "planar", "fcurnn": "planar", "urnn": "interleaved", "eurnn": "interleaved"}
@@ -59,17 +60,23 @@ def check_options(family: str, family_args: dict) -> type:
     if family in NOT_A_RECURRENCE:
         raise ValueError(f"family {family!r} has no nn.RNN form: {NOT_A_RECURRENCE[family]}")
     if family not in FAMILIES:
-        raise ValueError(f"family {family!r} is not a registered family; choose one of "
-                         f"{sorted(set(FAMILIES) - set(NOT_A_RECURRENCE))}")
+        raise ValueError(
+            f"family {family!r} is not a registered family; choose one of "
+            f"{sorted(set(FAMILIES) - set(NOT_A_RECURRENCE))}"
+        )
     cls = FAMILIES[family]
     accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "input_size", "hidden_size"}
     unknown = sorted(set(family_args) - accepted)
     if unknown:
-        raise ValueError(f"{unknown[0]!r} is not an option of family {family!r}; its options are {sorted(accepted)} "
-                         f"(models/{family}.py explains each)")
+        raise ValueError(
+            f"{unknown[0]!r} is not an option of family {family!r}; its options are {sorted(accepted)} "
+            f"(models/{family}.py explains each)"
+        )
     if family_args.get("embed_symbols"):
-        raise ValueError("embed_symbols: an nn.RNN-style layer reads real features; put nn.Embedding(vocab, hyper) "
-                         "before the layer instead")
+        raise ValueError(
+            "embed_symbols: an nn.RNN-style layer reads real features; put nn.Embedding(vocab, hyper) "
+            "before the layer instead"
+        )
     return cls
 
 
@@ -92,13 +99,24 @@ class FamilyRNN(nn.Module):
     its state_dict is a CLI checkpoint's `model.layer.*` entries.
     """
 
-    def __init__(self, family: str, input_size: int, hidden_size: int, num_layers: int = 1, batch_first: bool = False,
-                 dropout: float = 0.0, device: torch.device | str | None = None, dtype: torch.dtype | None = None,
-                 **family_args):
+    def __init__(
+        self,
+        family: str,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        **family_args,
+    ):
         super().__init__()
         owner = type(self).__name__
-        input_size, hidden_size, num_layers = (check_count(owner, key, value) for key, value in (
-            ("input_size", input_size), ("hidden_size", hidden_size), ("num_layers", num_layers)))
+        input_size, hidden_size, num_layers = (
+            check_count(owner, key, value)
+            for key, value in (("input_size", input_size), ("hidden_size", hidden_size), ("num_layers", num_layers))
+        )
         cls = check_options(family, family_args)
         self.family, self.input_size, self.hidden_size = family, input_size, hidden_size
         self.num_layers, self.batch_first, self.dropout = num_layers, batch_first, dropout
@@ -147,26 +165,31 @@ class FamilyRNN(nn.Module):
     def as_complex(self, features: torch.Tensor) -> torch.Tensor:
         """The complex states (..., n) held in a complex family's output or h_n features (..., 2n)."""
         if self.layout == "planar":
-            return torch.complex(features[..., :self.hidden_size], features[..., self.hidden_size:])
+            return torch.complex(features[..., : self.hidden_size], features[..., self.hidden_size :])
         if self.layout == "interleaved":
             return to_complex(features.contiguous())
         raise ValueError(f"family {self.family!r} has a real state; its features are the state itself")
 
     # the forward pass --------------------------------------------------------------------------------------------
-    def forward(self, input: torch.Tensor, hx=None):  # noqa: A002 - nn.RNN's argument names
+    def forward(self, input: torch.Tensor, hx=None):  # nn.RNN's argument names
         if not isinstance(input, torch.Tensor):
             raise TypeError(f"{type(self).__name__}: input must be a tensor, got {type(input).__name__}")
         if input.dim() not in (2, 3):
-            raise ValueError(f"{type(self).__name__}: input must be (L, H_in), (L, N, H_in) or with batch_first "
-                             f"(N, L, H_in); got shape {tuple(input.shape)}")
+            raise ValueError(
+                f"{type(self).__name__}: input must be (L, H_in), (L, N, H_in) or with batch_first "
+                f"(N, L, H_in); got shape {tuple(input.shape)}"
+            )
         if not input.is_floating_point() or input.shape[-1] != self.input_size:
-            raise ValueError(f"{type(self).__name__}: input must hold {self.input_size} real features per step "
-                             f"(input_size); got shape {tuple(input.shape)} of {input.dtype}")
+            raise ValueError(
+                f"{type(self).__name__}: input must hold {self.input_size} real features per step "
+                f"(input_size); got shape {tuple(input.shape)} of {input.dtype}"
+            )
         self._check_like_parameters("input", input)
         batched = input.dim() == 3
         if input.shape[1 if batched and self.batch_first else 0] == 0:
-            raise ValueError(f"{type(self).__name__}: input must have at least one time step; got shape "
-                             f"{tuple(input.shape)}")
+            raise ValueError(
+                f"{type(self).__name__}: input must have at least one time step; got shape {tuple(input.shape)}"
+            )
         x = input if not batched else (input if self.batch_first else input.transpose(0, 1))
         x = x if batched else x.unsqueeze(0)  # (N, L, H_in) from here on
         states = self._initial_states(hx, x.shape[0], batched)
@@ -198,8 +221,10 @@ class FamilyRNN(nn.Module):
                 raise TypeError(f"{type(self).__name__}: h0's {name} must be a tensor, got {type(part).__name__}")
             expected = (self.num_layers, batch, size) if batched else (self.num_layers, size)
             if tuple(part.shape) != expected:
-                raise ValueError(f"{type(self).__name__}: h0's {name} must have shape {expected} (num_layers, "
-                                 f"{'N, ' if batched else ''}features); got {tuple(part.shape)}")
+                raise ValueError(
+                    f"{type(self).__name__}: h0's {name} must have shape {expected} (num_layers, "
+                    f"{'N, ' if batched else ''}features); got {tuple(part.shape)}"
+                )
             self._check_like_parameters("h0" if len(sizes) == 1 else f"h0's {name}", part)
             checked.append((part if batched else part.unsqueeze(1)).contiguous())
         return checked
@@ -211,12 +236,16 @@ class FamilyRNN(nn.Module):
         if parameter is None:
             return
         if tensor.device != parameter.device:
-            raise ValueError(f"{type(self).__name__}: {key} is on {tensor.device} but the layer's parameters are on "
-                             f"{parameter.device}; move one of them with .to()")
-        if tensor.dtype != parameter.dtype and not (tensor.dtype in LOW_PRECISION
-                                                    and autocast_active(tensor.device.type)):
-            raise ValueError(f"{type(self).__name__}: {key} must have the type {parameter.dtype}, got type "
-                             f"{tensor.dtype}")
+            raise ValueError(
+                f"{type(self).__name__}: {key} is on {tensor.device} but the layer's parameters are on "
+                f"{parameter.device}; move one of them with .to()"
+            )
+        if tensor.dtype != parameter.dtype and not (
+            tensor.dtype in LOW_PRECISION and autocast_active(tensor.device.type)
+        ):
+            raise ValueError(
+                f"{type(self).__name__}: {key} must have the type {parameter.dtype}, got type {tensor.dtype}"
+            )
 
     @staticmethod
     def _run(cell: nn.Module, x: torch.Tensor, state: list[torch.Tensor] | None):
@@ -232,60 +261,134 @@ class FamilyRNN(nn.Module):
 
     def extra_repr(self) -> str:
         options = "".join(f", {key}={value!r}" for key, value in self.family_args.items())
-        return (f"family={self.family!r}, {self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, "
-                f"batch_first={self.batch_first}, dropout={self.dropout}{options}")
+        return (
+            f"family={self.family!r}, {self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, "
+            f"batch_first={self.batch_first}, dropout={self.dropout}{options}"
+        )
 
 
 def _family_layer(name: str, family: str, doc: str) -> type[FamilyRNN]:
     """A FamilyRNN subclass fixed to `family`: Name(input_size, hidden_size, num_layers=1, ...)."""
 
-    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, batch_first: bool = False,
-                 dropout: float = 0.0, device=None, dtype=None, **family_args):
-        FamilyRNN.__init__(self, family, input_size, hidden_size, num_layers, batch_first, dropout, device, dtype,
-                           **family_args)
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        device=None,
+        dtype=None,
+        **family_args,
+    ):
+        FamilyRNN.__init__(
+            self, family, input_size, hidden_size, num_layers, batch_first, dropout, device, dtype, **family_args
+        )
 
     return type(name, (FamilyRNN,), {"__init__": __init__, "__doc__": doc, "__module__": __name__})
 
 
 REAL_STATE = "output and h_n hold the real hidden state h (n features)."
 PLANAR = "output and h_n hold the complex state h as [Re h | Im h] (2n features); `as_complex` gives h."
-INTERLEAVED = ("output and h_n hold the complex state h interleaved, (Re h_0, Im h_0, Re h_1, ...) (2n "
-               "features); `as_complex` gives h.")
-ScoRNN = _family_layer("ScoRNN", "scornn", f"scoRNN, W = (I + A)^-1 (I - A) D (Helfrich et al. 2018). {REAL_STATE} "
-                       "Groups: recurrent (A), other. h0 = 0.")
-ScuRNN = _family_layer("ScuRNN", "scurnn", f"scuRNN, W from (I + A)^-1 (I - A) and diag(e^(i theta)) (Maduranga et "
-                       f"al. 2019). {PLANAR} Groups: recurrent (A), scaling (theta), other (with the trained h0).")
-ORNN = _family_layer("ORNN", "ornn", f"oRNN, W a product of Householder reflections (Mhammedi et al. 2017). "
-                     f"{REAL_STATE} Groups: recurrent, other (with the trained h0).")
-SRNN = _family_layer("SRNN", "srnn", f"Shuffling RNN, W a fixed cyclic shift (Rotman and Wolf 2021). {REAL_STATE} "
-                     "Groups: other. h0 = 0.")
-ExpRNN = _family_layer("ExpRNN", "exprnn", f"expRNN, W = exp(A) (Lezcano-Casado and Martinez-Rubio 2019). "
-                       f"{REAL_STATE} Groups: recurrent (A), other. h0 = 0.")
-NNRNN = _family_layer("NNRNN", "nnrnn", f"nnRNN, W = P (Lambda + T) P^T (Kerg et al. 2019). {REAL_STATE} Groups: "
-                      "orthogonal, spectrum, non_normal, other. h0 = 0.")
-URNN = _family_layer("URNN", "urnn", f"Unitary evolution RNN (Arjovsky et al. 2016). {INTERLEAVED} Groups: "
-                     "recurrent, other (with the trained h0).")
-EURNN = _family_layer("EURNN", "eurnn", f"Efficient unitary RNN, Givens-rotation layers (Jing et al. 2017). "
-                      f"{INTERLEAVED} Groups: recurrent, other. h0 = 0.")
-FullCapacityURNN = _family_layer("FullCapacityURNN", "fcurnn", f"Full-capacity uRNN, dense unitary W stepped on the "
-                                 f"Stiefel manifold (Wisdom et al. 2016). {PLANAR} Groups: recurrent (W, Stiefel "
-                                 f"step by default), other (with the trained h0).")
-NRU = _family_layer("NRU", "nru", "Non-saturating recurrent unit (Chandar et al. 2019). output holds h; h0 and h_n "
-                    "are the pair (h, memory). Groups: other. Zero initial state.")
-LSTM = _family_layer("LSTM", "lstm", "nn.LSTM with the papers' forget-gate bias 1 (forget_bias). h0 and h_n are the "
-                     "pair (h, c), as nn.LSTM. Groups: other.")
+INTERLEAVED = (
+    "output and h_n hold the complex state h interleaved, (Re h_0, Im h_0, Re h_1, ...) (2n "
+    "features); `as_complex` gives h."
+)
+ScoRNN = _family_layer(
+    "ScoRNN",
+    "scornn",
+    f"scoRNN, W = (I + A)^-1 (I - A) D (Helfrich et al. 2018). {REAL_STATE} Groups: recurrent (A), other. h0 = 0.",
+)
+ScuRNN = _family_layer(
+    "ScuRNN",
+    "scurnn",
+    f"scuRNN, W from (I + A)^-1 (I - A) and diag(e^(i theta)) (Maduranga et "
+    f"al. 2019). {PLANAR} Groups: recurrent (A), scaling (theta), other (with the trained h0).",
+)
+ORNN = _family_layer(
+    "ORNN",
+    "ornn",
+    f"oRNN, W a product of Householder reflections (Mhammedi et al. 2017). "
+    f"{REAL_STATE} Groups: recurrent, other (with the trained h0).",
+)
+SRNN = _family_layer(
+    "SRNN", "srnn", f"Shuffling RNN, W a fixed cyclic shift (Rotman and Wolf 2021). {REAL_STATE} Groups: other. h0 = 0."
+)
+ExpRNN = _family_layer(
+    "ExpRNN",
+    "exprnn",
+    f"expRNN, W = exp(A) (Lezcano-Casado and Martinez-Rubio 2019). {REAL_STATE} Groups: recurrent (A), other. h0 = 0.",
+)
+NNRNN = _family_layer(
+    "NNRNN",
+    "nnrnn",
+    f"nnRNN, W = P (Lambda + T) P^T (Kerg et al. 2019). {REAL_STATE} Groups: "
+    "orthogonal, spectrum, non_normal, other. h0 = 0.",
+)
+URNN = _family_layer(
+    "URNN",
+    "urnn",
+    f"Unitary evolution RNN (Arjovsky et al. 2016). {INTERLEAVED} Groups: recurrent, other (with the trained h0).",
+)
+EURNN = _family_layer(
+    "EURNN",
+    "eurnn",
+    f"Efficient unitary RNN, Givens-rotation layers (Jing et al. 2017). "
+    f"{INTERLEAVED} Groups: recurrent, other. h0 = 0.",
+)
+FullCapacityURNN = _family_layer(
+    "FullCapacityURNN",
+    "fcurnn",
+    f"Full-capacity uRNN, dense unitary W stepped on the "
+    f"Stiefel manifold (Wisdom et al. 2016). {PLANAR} Groups: recurrent (W, Stiefel "
+    f"step by default), other (with the trained h0).",
+)
+NRU = _family_layer(
+    "NRU",
+    "nru",
+    "Non-saturating recurrent unit (Chandar et al. 2019). output holds h; h0 and h_n "
+    "are the pair (h, memory). Groups: other. Zero initial state.",
+)
+LSTM = _family_layer(
+    "LSTM",
+    "lstm",
+    "nn.LSTM with the papers' forget-gate bias 1 (forget_bias). h0 and h_n are the "
+    "pair (h, c), as nn.LSTM. Groups: other.",
+)
 GRU = _family_layer("GRU", "gru", "nn.GRU. Groups: other.")
 RNN = _family_layer("RNN", "rnn", "nn.RNN (nonlinearity 'tanh' or 'relu'). Groups: other.")
-SSM_STATE = ("output holds each step's block features (n); h0 and h_n hold each layer's complex recurrence state x "
-             "as [Re x | Im x] (state_features).")
-LRU = _family_layer("LRU", "lru", f"Linear Recurrent Unit blocks (Orvieto et al. 2023), one per layer. {SSM_STATE} "
-                    "Groups: recurrent (nu, theta, gamma; Adam 5e-4 by default), other. Zero initial state.")
-S4D = _family_layer("S4D", "s4d", f"S4D blocks, diagonal SSMs by zero-order hold (Gu et al. 2022), one per layer. "
-                    f"{SSM_STATE} Groups: recurrent (dt, A; Adam 1e-3 by default), other. Zero initial state.")
+SSM_STATE = (
+    "output holds each step's block features (n); h0 and h_n hold each layer's complex recurrence state x "
+    "as [Re x | Im x] (state_features)."
+)
+LRU = _family_layer(
+    "LRU",
+    "lru",
+    f"Linear Recurrent Unit blocks (Orvieto et al. 2023), one per layer. {SSM_STATE} "
+    "Groups: recurrent (nu, theta, gamma; Adam 5e-4 by default), other. Zero initial state.",
+)
+S4D = _family_layer(
+    "S4D",
+    "s4d",
+    f"S4D blocks, diagonal SSMs by zero-order hold (Gu et al. 2022), one per layer. "
+    f"{SSM_STATE} Groups: recurrent (dt, A; Adam 1e-3 by default), other. Zero initial state.",
+)
 LAYERS: dict[str, type[FamilyRNN]] = {
-    "scornn": ScoRNN, "scurnn": ScuRNN, "ornn": ORNN, "srnn": SRNN, "exprnn": ExpRNN, "nnrnn": NNRNN, "urnn": URNN,
-    "eurnn": EURNN, "fcurnn": FullCapacityURNN, "nru": NRU, "lstm": LSTM, "gru": GRU, "rnn": RNN,
-    "lru": LRU, "s4d": S4D,
+    "scornn": ScoRNN,
+    "scurnn": ScuRNN,
+    "ornn": ORNN,
+    "srnn": SRNN,
+    "exprnn": ExpRNN,
+    "nnrnn": NNRNN,
+    "urnn": URNN,
+    "eurnn": EURNN,
+    "fcurnn": FullCapacityURNN,
+    "nru": NRU,
+    "lstm": LSTM,
+    "gru": GRU,
+    "rnn": RNN,
+    "lru": LRU,
+    "s4d": S4D,
 }  # every registered family with a carried state (all but NOT_A_RECURRENCE)
 
 
@@ -320,8 +423,11 @@ class GroupOptimizer:
         for layer in self.layers:
             defaults.update(layer.default_optimizers)
         self.specs = group_specs(groups, specs, defaults, where="optimizers")
-        self.optimizers = {name: build_optimizer(groups[name], spec, f"optimizers.{name}")
-                           for name, spec in self.specs.items() if groups[name]}
+        self.optimizers = {
+            name: build_optimizer(groups[name], spec, f"optimizers.{name}")
+            for name, spec in self.specs.items()
+            if groups[name]
+        }
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for optimizer in self.optimizers.values():
@@ -350,11 +456,14 @@ def paper_optimizers(config: str | Path) -> dict[str, dict]:
     """The `model.optimizers` of a config: a YAML path, `configs/papers/<name>.yaml` (installed with OrthoLab) or
     just <name> (`ortholab list configs` lists them); adam 1e-3 for every group if it names none, as `fit`."""
     name = str(config)
-    candidates = [Path(name), PACKAGE_ROOT / name] + [PACKAGE_ROOT / "configs" / folder / f"{name}.yaml"
-                                                      for folder in ("papers", "demo")]
+    candidates = [Path(name), PACKAGE_ROOT / name] + [
+        PACKAGE_ROOT / "configs" / folder / f"{name}.yaml" for folder in ("papers", "demo")
+    ]
     path = next((c for c in candidates if c.is_file()), None)
     if path is None:
-        raise ValueError(f"config {name!r} is neither a file nor an installed config; `ortholab list configs` "
-                         f"lists them (e.g. configs/papers/scornn_copying_T1000.yaml)")
+        raise ValueError(
+            f"config {name!r} is neither a file nor an installed config; `ortholab list configs` "
+            f"lists them (e.g. configs/papers/scornn_copying_T1000.yaml)"
+        )
     model = (yaml.safe_load(path.read_text()) or {}).get("model") or {}
     return model.get("optimizers") or DEFAULT_OPTIMIZERS

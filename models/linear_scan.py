@@ -12,6 +12,7 @@ states are saved, and the backward pass calls the scan itself, so it is differen
 Time is dimension -2 and the states dimension -1: b (..., T, S); a (..., T, S), or (..., 1, S) or (S,) when the
 same at every step.
 """
+
 from __future__ import annotations
 
 import torch

@@ -9,6 +9,7 @@ sqrt(1 - |λ|^2), which keeps E|x_k|^2 = E|B u_k|^2 for white inputs. The recurr
 (models/linear_scan.py). Defaults and initialisation are the paper's Appendix A code, as reproduced by
 NicolasZucchet/minimal-LRU (lru/model.py, commit bbd71b1), cited line by line below.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,11 +53,11 @@ class LinearRecurrentUnit(nn.Module):
         # Λ uniform on the ring r_min <= |λ| <= r_max: |λ|^2 = u (r_max^2 - r_min^2) + r_min^2 (lru/model.py:22-24)
         tiny = torch.finfo(torch.get_default_dtype()).tiny  # U[0, 1) may draw 0: its log would make ν or θ infinite
         u1, u2 = torch.rand(state_size).clamp(min=tiny), torch.rand(state_size).clamp(min=tiny)
-        self.nu_log = nn.Parameter(torch.log(-0.5 * torch.log(u1 * (r_max ** 2 - r_min ** 2) + r_min ** 2)))
+        self.nu_log = nn.Parameter(torch.log(-0.5 * torch.log(u1 * (r_max**2 - r_min**2) + r_min**2)))
         self.theta_log = nn.Parameter(torch.log(max_phase * u2))  # phase uniform in [0, max_phase] (lru/model.py:27-29)
         with torch.no_grad():  # γ = sqrt(1 - |λ|^2), the normalisation (lru/model.py:32-35, 57)
             modulus = ring_eigenvalues(self.nu_log, self.theta_log).abs()
-            self.gamma_log = nn.Parameter(torch.log(torch.sqrt(1 - modulus ** 2)))
+            self.gamma_log = nn.Parameter(torch.log(torch.sqrt(1 - modulus**2)))
         # B ~ N(0, 1/(2H)) in each of its real and imaginary parts (lru/model.py:59-69)
         self.B_re = nn.Parameter(torch.randn(state_size, width) / math.sqrt(2 * width))
         self.B_im = nn.Parameter(torch.randn(state_size, width) / math.sqrt(2 * width))
@@ -73,8 +74,9 @@ class LinearRecurrentUnit(nn.Module):
         """ν, θ, γ: the paper trains them with a smaller learning rate and no weight decay."""
         return [self.nu_log, self.theta_log, self.gamma_log]
 
-    def forward(self, u: torch.Tensor, state: torch.Tensor | None = None,
-                want_final: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, u: torch.Tensor, state: torch.Tensor | None = None, want_final: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """y (B, T, H) and the last state x_{T-1} (B, N) from u (B, T, H) and x_{-1} = `state` (B, N) or zeros (the
         scan has every state: the last one costs nothing, want_final or not)."""
         gamma = self.gamma_log.exp().unsqueeze(-1)
@@ -108,26 +110,39 @@ class LRU(DiagonalStateSpaceLayer):
     readout_init = "lecun_normal"  # the decoder is a flax nn.Dense (lru/model.py:191)
 
     @checks_choices
-    def __init__(self, input_size: int, hidden_size: int, state_size: int = 128, r_min: float = 0.0,
-                 r_max: float = 1.0, max_phase: float = 6.28, norm: Literal["layer", "batch"] = "layer",
-                 prenorm: bool = True, block_dropout: float = 0.0):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        state_size: int = 128,
+        r_min: float = 0.0,
+        r_max: float = 1.0,
+        max_phase: float = 6.28,
+        norm: Literal["layer", "batch"] = "layer",
+        prenorm: bool = True,
+        block_dropout: float = 0.0,
+    ):
         state_size = positive_int("state_size", state_size)
         r_min, r_max = real_number("r_min", r_min), real_number("r_max", r_max)
         max_phase = real_number("max_phase", max_phase)
         if not 0.0 <= r_min <= r_max <= 1.0:
-            raise ConfigError(f"model.family_args.r_min = {r_min} and r_max = {r_max} must satisfy "
-                              f"0 <= r_min <= r_max <= 1 (the ring |λ| is drawn on)")
+            raise ConfigError(
+                f"model.family_args.r_min = {r_min} and r_max = {r_max} must satisfy "
+                f"0 <= r_min <= r_max <= 1 (the ring |λ| is drawn on)"
+            )
         if not max_phase > 0.0:
-            raise ConfigError(f"model.family_args.max_phase = {max_phase} must be positive (phases are drawn in "
-                              f"[0, max_phase])")
+            raise ConfigError(
+                f"model.family_args.max_phase = {max_phase} must be positive (phases are drawn in [0, max_phase])"
+            )
         if norm == "layer":
             normalisation = nn.LayerNorm(hidden_size, eps=1e-6)  # flax.linen.LayerNorm's epsilon 1e-6
         else:  # flax.linen.BatchNorm: momentum 0.99 (torch's 0.01), epsilon 1e-5 (flax/linen/normalization.py)
             normalisation = FeatureBatchNorm(hidden_size, eps=1e-5, momentum=0.01)
         recurrence = LinearRecurrentUnit(hidden_size, state_size, r_min, r_max, max_phase)
         # flax's nn.gelu is the tanh approximation (jax.nn.gelu's approximate=True), lru/model.py:126
-        super().__init__(input_size, hidden_size, recurrence, normalisation, prenorm, block_dropout,
-                         nn.GELU(approximate="tanh"))
+        super().__init__(
+            input_size, hidden_size, recurrence, normalisation, prenorm, block_dropout, nn.GELU(approximate="tanh")
+        )
         for linear in (self.encoder, self.block.glu):  # flax nn.Dense: lecun-normal kernel, zero bias
             if isinstance(linear, nn.Linear):  # lru/model.py:111-112 (GLU), 147 (encoder)
                 lecun_normal_(linear.weight)

@@ -30,6 +30,7 @@ diagonal, i.e. the value s_i at the first-superdiagonal positions (0, 1), (2, 3)
 - 'cayley': s_i = -tan(t_i / 2), t_i ~ U(0, pi/2) (the entries whose Cayley transform has angles t_i);
 - 'random': A = log(Q) for a Haar-random Q in SO(n) (the nnRNN code's random_orthogonal_init).
 """
+
 from __future__ import annotations
 
 import math
@@ -85,7 +86,7 @@ class _SkewExponential(torch.autograd.Function):
     def forward(ctx, skew: torch.Tensor) -> torch.Tensor:
         with torch.autocast(skew.device.type, enabled=False):  # bf16 autocast would round the products below
             mu, vectors = torch.linalg.eigh(skew @ skew)  # A^2 = V diag(-theta^2) V^T, ascending
-            if skew.dtype != torch.float64 and -mu[0].item() > FLOAT32_LIMIT ** 2:
+            if skew.dtype != torch.float64 and -mu[0].item() > FLOAT32_LIMIT**2:
                 wide = skew.double()
                 mu, vectors = (x.to(skew.dtype) for x in torch.linalg.eigh(wide @ wide))
             theta = torch.sqrt(torch.clamp(-mu, min=0))
@@ -103,8 +104,7 @@ class _SkewExponential(torch.autograd.Function):
             return _exp_gradient(*ctx.saved_tensors, grad)
 
 
-def _exp_gradient(theta: torch.Tensor, vectors: torch.Tensor, moved: torch.Tensor, grad: torch.Tensor
-                  ) -> torch.Tensor:
+def _exp_gradient(theta: torch.Tensor, vectors: torch.Tensor, moved: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
     """dL/dA = G g(M) - H A - A H, H = V [(V^T G V) o F + ((A V)^T G V) o K] V^T (the module docstring),
     from A^2 = V diag(-theta^2) V^T, A V and G = dL/dexp(A), as two products with [V | A V]."""
     n = vectors.shape[0]
@@ -121,8 +121,9 @@ def _exp_gradient(theta: torch.Tensor, vectors: torch.Tensor, moved: torch.Tenso
 def skew_matrix_exp(skew: torch.Tensor) -> torch.Tensor:
     """exp(A) in SO(n) for a real skew-symmetric (n, n) A, differentiable in A (see the module docstring)."""
     if skew.dim() != 2 or skew.shape[0] != skew.shape[1] or skew.is_complex():
-        raise ValueError(f"skew_matrix_exp takes one real square matrix, got shape {tuple(skew.shape)} "
-                         f"and dtype {skew.dtype}")
+        raise ValueError(
+            f"skew_matrix_exp takes one real square matrix, got shape {tuple(skew.shape)} and dtype {skew.dtype}"
+        )
     if skew.device.type != "cpu":  # on a GPU: matrix products, no eigensolver (it syncs with the host); unmeasured
         return torch.linalg.matrix_exp(skew)
     return _SkewExponential.apply(skew)

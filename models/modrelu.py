@@ -1,4 +1,5 @@
 """modReLU, sigma(z) = z/|z| * relu(|z| + b) (Arjovsky et al. 2016; scoRNN Section 4.1, real case)."""
+
 from __future__ import annotations
 
 import torch
@@ -10,11 +11,13 @@ def modrelu(z: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def modrelu_active(z: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Where modReLU passes its input: |z| + b > 0. There d sigma/dz = 1 and d sigma/db = sign(z); elsewhere both are 0."""
+    """Where modReLU passes its input: |z| + b > 0. There d sigma/dz = 1 and d sigma/db = sign(z); elsewhere both
+    are 0."""
     return (z.abs() + b) > 0
 
 
 def complex_modrelu(z: torch.Tensor, b: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
-    """sigma_eps(z) = z / (zhat + eps) * relu(zhat + b), zhat = sqrt(|z|^2 + eps) (scuRNN eq. 5); eps = 0 gives eq. (4)."""
+    """sigma_eps(z) = z / (zhat + eps) * relu(zhat + b), zhat = sqrt(|z|^2 + eps) (scuRNN eq. 5); eps = 0 gives
+    eq. (4)."""
     zhat = torch.sqrt(z.real.square() + z.imag.square() + eps)
     return z * (torch.relu(zhat + b) / (zhat + eps))

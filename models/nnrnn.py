@@ -24,6 +24,7 @@ Here `alpha_penalty` = delta adds that term's gradient 2 delta (alpha_i - 1) to 
 (an identity on alpha whose backward adds it), so the training loop needs no change and the logged loss stays
 the task's loss, comparable across families. `alpha_penalty_term()` returns the term's value, for monitoring.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,8 +33,8 @@ import torch
 from torch import nn
 
 from ortholab.models.base import ConfigError, RecurrentLayer
-from ortholab.models.choices import checks_choices
 from ortholab.models.cayley import upper_from_skew
+from ortholab.models.choices import checks_choices
 from ortholab.models.matrix_exp import SkewInit, exp_skew, initial_skew
 from ortholab.models.recurrence import modrelu_recurrence
 
@@ -96,8 +97,10 @@ class NNRNN(RecurrentLayer):
     def __init__(self, input_size: int, hidden_size: int, init: SkewInit = "cayley", alpha_penalty: float = 1e-4):
         super().__init__(input_size, hidden_size)
         if isinstance(alpha_penalty, bool) or not isinstance(alpha_penalty, (int, float)) or alpha_penalty < 0:
-            raise ConfigError(f"model.family_args.alpha_penalty = {alpha_penalty!r} must be a number >= 0 "
-                              f"(the code's delta, 1e-4; 0 turns the penalty off)")
+            raise ConfigError(
+                f"model.family_args.alpha_penalty = {alpha_penalty!r} must be a number >= 0 "
+                f"(the code's delta, 1e-4; 0 turns the penalty off)"
+            )
         n = hidden_size
         self.alpha_penalty = float(alpha_penalty)
         self.log_basis = nn.Parameter(upper_from_skew(initial_skew(n, init)).float())  # L: P = exp(L - L^T)
@@ -133,20 +136,27 @@ class NNRNN(RecurrentLayer):
         return self.alpha_penalty * (self.alpha - 1).square().sum()
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
-        return {"orthogonal": [self.log_basis], "spectrum": [self.theta, self.alpha],
-                "non_normal": [self.non_normal], "other": [self.input_weight, self.bias]}
+        return {
+            "orthogonal": [self.log_basis],
+            "spectrum": [self.theta, self.alpha],
+            "non_normal": [self.non_normal],
+            "other": [self.input_weight, self.bias],
+        }
 
     def nonfinite_hint(self) -> str | None:
         with torch.no_grad():
             scale = float(self.alpha.abs().max()) if self.alpha.numel() else 1.0
             t_norm = float(self.non_normal.norm())
-        return (f"W = P (Lambda + T) P^T is not orthogonal once alpha != 1 or T != 0 (now max |alpha| = "
-                f"{scale:.3g}, ||T||_F = {t_norm:.3g}): hidden states can grow over the sequence; lower "
-                f"model.optimizers.spectrum.lr / non_normal.lr, raise model.optimizers.non_normal.weight_decay or "
-                f"model.family_args.alpha_penalty")
+        return (
+            f"W = P (Lambda + T) P^T is not orthogonal once alpha != 1 or T != 0 (now max |alpha| = "
+            f"{scale:.3g}, ||T||_F = {t_norm:.3g}): hidden states can grow over the sequence; lower "
+            f"model.optimizers.spectrum.lr / non_normal.lr, raise model.optimizers.non_normal.weight_decay or "
+            f"model.family_args.alpha_penalty"
+        )
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
-                initial_state: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, state_offsets: torch.Tensor | None = None, initial_state: torch.Tensor | None = None
+    ) -> torch.Tensor:
         alpha = self.alpha
         if self.alpha_penalty > 0 and torch.is_grad_enabled() and alpha.requires_grad:
             alpha = _AddPenaltyGradient.apply(alpha, self.alpha_penalty)  # the code's delta sum (alpha - 1)^2

@@ -16,6 +16,7 @@ they arrive one-hot, so the first Linear reads vocab columns instead of d_h (and
 
 x_t's part of the first Linear is computed for all steps at once; the per-step loop does the rest.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,8 +37,9 @@ def _positive_int(value, key: str) -> int:
     return value
 
 
-def memory_update(memory: torch.Tensor, vectors: torch.Tensor, alpha: torch.Tensor, beta: torch.Tensor,
-                  heads: int) -> torch.Tensor:
+def memory_update(
+    memory: torch.Tensor, vectors: torch.Tensor, alpha: torch.Tensor, beta: torch.Tensor, heads: int
+) -> torch.Tensor:
     """m_t = m_{t-1} + mean over heads of (alpha v_alpha - beta v_beta), from the raw head outputs.
 
     vectors: (B, 4 r) = [a_alpha | b_alpha | a_beta | b_beta], r = sqrt(M k); alpha, beta: (B, k). Head i's
@@ -55,7 +57,8 @@ def memory_update(memory: torch.Tensor, vectors: torch.Tensor, alpha: torch.Tens
     if rows * heads == r:
         a_heads = a.reshape(batch, 2, heads, rows)
         norms = torch.linalg.vector_norm(a_heads, ord=NORM_ORDER, dim=3) * torch.linalg.vector_norm(
-            b, ord=NORM_ORDER, dim=2, keepdim=True)  # ||a_i b^T||_5 = ||a_i||_5 ||b||_5
+            b, ord=NORM_ORDER, dim=2, keepdim=True
+        )  # ||a_i b^T||_5 = ||a_i||_5 ||b||_5
         scale = weights / norms.clamp_min(NORM_EPS)  # floored as torch.nn.functional.normalize(p=5, eps=1e-12)
         combined = (scale.unsqueeze(3) * a_heads).sum(2)  # sum_i c_i a_i / (|a_i|_5 |b|_5): (B, 2, r / k)
         return memory + torch.bmm(combined.transpose(1, 2), b).view(batch, size)  # write minus erase outer products
@@ -82,9 +85,11 @@ class NRU(RecurrentLayer):
         self.heads = _positive_int(heads, "heads")
         root = math.isqrt(memory_size * heads)
         if root * root != memory_size * heads:
-            raise ConfigError(f"model.family_args.memory_size * heads = {memory_size} * {heads} must be a perfect "
-                              f"square (the write vectors are outer products of two sqrt(M k) vectors); e.g. "
-                              f"memory_size 256 with heads 4")
+            raise ConfigError(
+                f"model.family_args.memory_size * heads = {memory_size} * {heads} must be a perfect "
+                f"square (the write vectors are outer products of two sqrt(M k) vectors); e.g. "
+                f"memory_size 256 with heads 4"
+            )
         d, m = hidden_size, memory_size
         # the port's Linears, in its column order: [x_t, h_{t-1}, m_{t-1}] and [h_t, m_{t-1}]
         self.state_layer = nn.Linear(input_size + d + m, d)  # hmi2h
@@ -94,8 +99,10 @@ class NRU(RecurrentLayer):
         self.erase_weights = nn.Linear(d + m, heads)  # hm2beta
 
     def nonfinite_hint(self) -> str | None:
-        return ("NRU's memory is not bounded (no saturating function): set model.grad_clip_norm: 1.0 as its "
-                "authors, or lower model.optimizers.other.lr")
+        return (
+            "NRU's memory is not bounded (no saturating function): set model.grad_clip_norm: 1.0 as its "
+            "authors, or lower model.optimizers.other.lr"
+        )
 
     def recurrent_matrix(self) -> torch.Tensor:
         """W_hh: the (n, n) block of the state Linear acting on h_{t-1} in h_t = relu(W_h [x_t, h_{t-1}, m_{t-1}] + b).
@@ -103,20 +110,25 @@ class NRU(RecurrentLayer):
         A view of state_layer.weight (its columns input_size .. input_size + n), not a copy: the forward reads it.
         """
         m_in = self.input_size
-        return self.state_layer.weight[:, m_in:m_in + self.hidden_size]
+        return self.state_layer.weight[:, m_in : m_in + self.hidden_size]
 
     def _head_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         """All four heads as one Linear of [h_t, m_{t-1}]: weight (4 r + 2 k, d + M), bias; order as memory_update."""
         heads = (self.write_vectors, self.erase_vectors, self.write_weights, self.erase_weights)
         return torch.cat([head.weight for head in heads]), torch.cat([head.bias for head in heads])
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
-                initial_state: tuple[torch.Tensor, torch.Tensor] | None = None, return_state: bool = False):
+    def forward(
+        self,
+        x: torch.Tensor,
+        state_offsets: torch.Tensor | None = None,
+        initial_state: tuple[torch.Tensor, torch.Tensor] | None = None,
+        return_state: bool = False,
+    ):
         """The states h_t (B, T, n); initial_state: (h_0, m_0), else zeros; return_state: also (h_T, m_T)."""
         d, m_in = self.hidden_size, self.input_size
         # formed once per forward pass: the split of the state Linear and the stacked heads
         w_state = self.state_layer.weight
-        w_x, w_hh, w_hm = w_state[:, :m_in], self.recurrent_matrix(), w_state[:, m_in + d:]
+        w_x, w_hh, w_hm = w_state[:, :m_in], self.recurrent_matrix(), w_state[:, m_in + d :]
         w_heads, b_heads = self._head_weights()
         w_head_h, w_head_m = w_heads[:, :d], w_heads[:, d:]
         w_from_memory = torch.cat([w_hm, w_head_m]).t()  # m_{t-1} feeds both h_t and the heads: one product
@@ -124,8 +136,9 @@ class NRU(RecurrentLayer):
         u = torch.matmul(x.transpose(0, 1), w_x.t()) + self.state_layer.bias  # (T, B, d): W_x x_t + b for all t
         offsets = [None] * u.shape[0] if state_offsets is None else state_offsets.transpose(0, 1).unbind(0)
         batch = x.shape[0]
-        h, memory = (u.new_zeros(batch, d), u.new_zeros(batch, self.memory_size)) if initial_state is None \
-            else initial_state
+        h, memory = (
+            (u.new_zeros(batch, d), u.new_zeros(batch, self.memory_size)) if initial_state is None else initial_state
+        )
         states = []
         for u_t, offset_t in zip(u.unbind(0), offsets):
             from_memory = memory @ w_from_memory
@@ -133,7 +146,8 @@ class NRU(RecurrentLayer):
             if offset_t is not None:
                 h = h + offset_t
             heads = torch.addmm(from_memory[:, d:] + b_heads, h, w_head_h.t())  # every head of [h_t, m_{t-1}]
-            memory = memory_update(memory, heads[:, :r4], heads[:, r4:r4 + self.heads], heads[:, r4 + self.heads:],
-                                   self.heads)
+            memory = memory_update(
+                memory, heads[:, :r4], heads[:, r4 : r4 + self.heads], heads[:, r4 + self.heads :], self.heads
+            )
             states.append(h)
         return (torch.stack(states, dim=1), (h, memory)) if return_state else torch.stack(states, dim=1)

@@ -37,6 +37,7 @@ that module) puts the eps elsewhere: EURNN takes its code's z / (|z| + eps) relu
 dL/dh_t, which the gradient-norm probe (scoRNN Figure 5) records. `FactoredUnitaryLayer` is the layer both
 families build on: input projection, dense W for the analyses, and the recurrence.
 """
+
 from __future__ import annotations
 
 from typing import Protocol
@@ -50,16 +51,23 @@ from ortholab.models.complex_recurrence import SCURNN_MODRELU, ModReLU
 class UnitaryOperator(Protocol):
     def prepare(self, *params: torch.Tensor) -> tuple[torch.Tensor, ...]: ...
 
-    def apply(self, x: torch.Tensor, factors: tuple, plus: torch.Tensor | None = None,
-              tape: list | None = None, out: torch.Tensor | None = None,
-              conjugate: bool = False) -> torch.Tensor: ...
+    def apply(
+        self,
+        x: torch.Tensor,
+        factors: tuple,
+        plus: torch.Tensor | None = None,
+        tape: list | None = None,
+        out: torch.Tensor | None = None,
+        conjugate: bool = False,
+    ) -> torch.Tensor: ...
 
     def gradient_buffers(self, factors: tuple, batch: int) -> list[torch.Tensor]: ...
 
     def factor_gradients(self, buffers: list[torch.Tensor]) -> list[torch.Tensor]: ...
 
-    def adjoint(self, g: torch.Tensor, factors: tuple, tape: list | None = None,
-                grads: list | None = None) -> torch.Tensor: ...
+    def adjoint(
+        self, g: torch.Tensor, factors: tuple, tape: list | None = None, grads: list | None = None
+    ) -> torch.Tensor: ...
 
 
 def to_complex(x: torch.Tensor) -> torch.Tensor:
@@ -90,8 +98,9 @@ def interleaved_to_planar(x: torch.Tensor) -> torch.Tensor:
     return x.unflatten(-1, (-1, 2)).transpose(-1, -2).flatten(-2)
 
 
-def dense_matrix(operator: UnitaryOperator, factors: tuple, n: int, dtype: torch.dtype,
-                 device: torch.device | None = None) -> torch.Tensor:
+def dense_matrix(
+    operator: UnitaryOperator, factors: tuple, n: int, dtype: torch.dtype, device: torch.device | None = None
+) -> torch.Tensor:
     """W itself (n, n), from the operator applied to the identity (for analysis, never in the recurrence)."""
     return operator.apply(torch.eye(n, dtype=dtype, device=device), factors).transpose(0, 1)  # row k is W e_k
 
@@ -108,15 +117,18 @@ def gather_units(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """x[:, index] for rows x (B, n). complex64 is gathered as 8-byte integers with torch.gather, about 4x
     faster here than index_select within rows; tensors that autograd follows take index_select (a tensor saved
     for the backward still requires grad there, but grad mode is off)."""
-    if (x.dtype == torch.complex64 and x.is_contiguous()
-            and not (x.requires_grad and torch.is_grad_enabled())):
+    if x.dtype == torch.complex64 and x.is_contiguous() and not (x.requires_grad and torch.is_grad_enabled()):
         return torch.gather(x.view(torch.int64), 1, index.expand(x.shape[0], -1)).view(torch.complex64)
     return x.index_select(1, index)
 
 
-def _modrelu_scale(z: torch.Tensor, b: torch.Tensor, r: torch.Tensor | None = None,
-                   s: torch.Tensor | None = None, modrelu: ModReLU = SCURNN_MODRELU
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+def _modrelu_scale(
+    z: torch.Tensor,
+    b: torch.Tensor,
+    r: torch.Tensor | None = None,
+    s: torch.Tensor | None = None,
+    modrelu: ModReLU = SCURNN_MODRELU,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(r, s) of sigma_eps at z, written into r and s if given: r = sqrt(|z|^2 + eps), s = relu(r + b) / (r + eps)."""
     re, im = z.real, z.imag
     r = torch.addcmul(z.new_tensor(modrelu.root_eps, dtype=re.dtype), re, re, out=r).addcmul_(im, im).sqrt_()
@@ -132,12 +144,14 @@ def refuse_second_backward(ctx, family: str, source: str) -> None:
         raise RuntimeError(
             f"the {family} recurrence ({source}) writes dL/dz over the pre-activations it saved, so it "
             "backpropagates once per forward pass: run the forward again instead of calling "
-            "backward(retain_graph=True) or torch.autograd.gradcheck through it")
+            "backward(retain_graph=True) or torch.autograd.gradcheck through it"
+        )
     ctx.spent = True
 
 
-def parameter_gradients(operator: UnitaryOperator, params: tuple[torch.Tensor, ...], wanted: list[int],
-                        factor_grads: list[torch.Tensor]) -> list[torch.Tensor | None]:
+def parameter_gradients(
+    operator: UnitaryOperator, params: tuple[torch.Tensor, ...], wanted: list[int], factor_grads: list[torch.Tensor]
+) -> list[torch.Tensor | None]:
     """dL/dparams (None where not wanted) from dL/dfactor, aligned with the first factors of `prepare`: by
     autograd through `prepare`, once per backward."""
     grad_params = [None] * len(params)
@@ -146,8 +160,9 @@ def parameter_gradients(operator: UnitaryOperator, params: tuple[torch.Tensor, .
             leaves = [p.detach().requires_grad_(i in wanted) for i, p in enumerate(params)]
             formed = operator.prepare(*leaves)
             pairs = [(f, g) for f, g in zip(formed, factor_grads) if f.requires_grad]
-            found = torch.autograd.grad([f for f, _ in pairs], [leaves[i] for i in wanted],
-                                        [g for _, g in pairs], allow_unused=True)
+            found = torch.autograd.grad(
+                [f for f, _ in pairs], [leaves[i] for i in wanted], [g for _, g in pairs], allow_unused=True
+            )
         for i, grad in zip(wanted, found):
             grad_params[i] = torch.zeros_like(params[i]) if grad is None else grad
     return grad_params
@@ -214,24 +229,42 @@ class _OperatorRecurrence(torch.autograd.Function):
         return (None, None, grad_z, grad_b.sum(dim=0), carry, total, *grad_params)
 
 
-def operator_recurrence(operator: UnitaryOperator, u: torch.Tensor, b: torch.Tensor, h0: torch.Tensor,
-                        params: tuple[torch.Tensor, ...], offsets: torch.Tensor | None = None,
-                        modrelu: ModReLU = SCURNN_MODRELU) -> torch.Tensor:
+def operator_recurrence(
+    operator: UnitaryOperator,
+    u: torch.Tensor,
+    b: torch.Tensor,
+    h0: torch.Tensor,
+    params: tuple[torch.Tensor, ...],
+    offsets: torch.Tensor | None = None,
+    modrelu: ModReLU = SCURNN_MODRELU,
+) -> torch.Tensor:
     """All hidden states h_t (T, B, n), complex, of h_t = sigma_eps(u_t + W h_{t-1}, b) [+ offsets_t], W given by
     `operator` and its trainable `params`; u (T, B, n), h0 (B, n) and offsets (T, B, n) complex, b (n,) real."""
     return to_complex(operator_recurrence_features(operator, u, b, h0, params, offsets, modrelu))
 
 
-def operator_recurrence_features(operator: UnitaryOperator, u: torch.Tensor, b: torch.Tensor, h0: torch.Tensor,
-                                 params: tuple[torch.Tensor, ...], offsets: torch.Tensor | None = None,
-                                 modrelu: ModReLU = SCURNN_MODRELU) -> torch.Tensor:
+def operator_recurrence_features(
+    operator: UnitaryOperator,
+    u: torch.Tensor,
+    b: torch.Tensor,
+    h0: torch.Tensor,
+    params: tuple[torch.Tensor, ...],
+    offsets: torch.Tensor | None = None,
+    modrelu: ModReLU = SCURNN_MODRELU,
+) -> torch.Tensor:
     """`operator_recurrence`'s states as interleaved real features (T, B, 2n), the layers' output (a view)."""
     return _OperatorRecurrence.apply(operator, modrelu, u, b, h0, offsets, *params)
 
 
-def operator_recurrence_reference(operator: UnitaryOperator, u: torch.Tensor, b: torch.Tensor, h0: torch.Tensor,
-                                  params: tuple[torch.Tensor, ...], offsets: torch.Tensor | None = None,
-                                  modrelu: ModReLU = SCURNN_MODRELU):
+def operator_recurrence_reference(
+    operator: UnitaryOperator,
+    u: torch.Tensor,
+    b: torch.Tensor,
+    h0: torch.Tensor,
+    params: tuple[torch.Tensor, ...],
+    offsets: torch.Tensor | None = None,
+    modrelu: ModReLU = SCURNN_MODRELU,
+):
     """The same recurrence step by step with plain autograd: the oracle the hand-written BPTT is tested against."""
     factors = operator.prepare(*params)
     state, out = h0, []
@@ -268,12 +301,15 @@ class FactoredUnitaryLayer(RecurrentLayer):
 
     def nonfinite_hint(self) -> str | None:
         if bool((self.bias > 0).any()):
-            return ("modReLU biases b > 0 with small |z| give derivatives up to ~b / sqrt(eps) (scuRNN Theorem 4): "
-                    "lower model.optimizers.other.lr")
+            return (
+                "modReLU biases b > 0 with small |z| give derivatives up to ~b / sqrt(eps) (scuRNN Theorem 4): "
+                "lower model.optimizers.other.lr"
+            )
         return None
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
-                initial_state: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, state_offsets: torch.Tensor | None = None, initial_state: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """All hidden features (B, T, 2n), W applied factor by factor at every step; initial_state: h0 (B, 2n)
         interleaved, else the layer's own."""
         u = interleaved_input(x, self.input_weight)  # (T, B, n) complex: U x_t for all steps at once

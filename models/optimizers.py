@@ -4,6 +4,7 @@ TF1's RMSProp starts its mean-square accumulator at 1 (a built-in warm-up: early
 epsilon inside the square root; TF1's Adagrad starts its accumulator at 0.1 with no epsilon
 (reference-impl-facts 5.4). PyTorch's RMSprop/Adagrad differ in both, so they are kept under their own names.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -39,8 +40,14 @@ class _PerParameterOptimizer(Optimizer):
 class RMSpropTF(_PerParameterOptimizer):
     """ms <- decay ms + (1 - decay) g^2;  p <- p - lr g / sqrt(ms + eps), ms starting at `initial_accumulator`."""
 
-    def __init__(self, params: Iterable, lr: float = 1e-3, decay: float = 0.9, eps: float = 1e-10,
-                 initial_accumulator: float = 1.0):
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 1e-3,
+        decay: float = 0.9,
+        eps: float = 1e-10,
+        initial_accumulator: float = 1.0,
+    ):
         super().__init__(params, dict(lr=lr, decay=decay, eps=eps, initial_accumulator=initial_accumulator))
 
     def update(self, p, grad, state, group):
@@ -87,8 +94,9 @@ def check_optimizer_spec(spec: dict, where: str) -> None:
     accepted = set(inspect.signature(OPTIMIZERS[name].__init__).parameters) - {"self", "params"}
     unknown = sorted(set(spec) - accepted - {"name"})
     if unknown:
-        raise ConfigError(f"{where}.{unknown[0]} is not an option of optimizer {name!r}; its options are "
-                          f"{sorted(accepted)}")
+        raise ConfigError(
+            f"{where}.{unknown[0]} is not an option of optimizer {name!r}; its options are {sorted(accepted)}"
+        )
     lr = spec.get("lr", _defaults(OPTIMIZERS[name]).get("lr"))
     if lr is not None and not (_number(lr) and math.isfinite(lr) and lr > 0):
         raise ConfigError(f"{where}.lr = {lr!r} must be a positive finite number (e.g. 1.0e-3)")
@@ -113,8 +121,10 @@ def _check_other_options(name: str, spec: dict, where: str) -> None:
     except ConfigError as err:
         raise ConfigError(f"{where}: {err}") from None
     except (ValueError, TypeError, RuntimeError) as err:
-        raise ConfigError(f"{where} = {spec!r}: optimizer {name!r} refuses it ({' '.join(str(err).split())}); "
-                          f"its options are {sorted(_defaults(OPTIMIZERS[name]))}") from None
+        raise ConfigError(
+            f"{where} = {spec!r}: optimizer {name!r} refuses it ({' '.join(str(err).split())}); "
+            f"its options are {sorted(_defaults(OPTIMIZERS[name]))}"
+        ) from None
 
 
 def _defaults(optimizer: type[Optimizer]) -> dict:
@@ -131,17 +141,21 @@ def _check_accumulator(name: str, options: dict, where: str) -> None:
     """Refuse the starting accumulators that make lr g / sqrt(acc) 0/0 = NaN wherever a gradient is 0."""
     start = options.get("initial_accumulator")
     if name == "adagrad_tf" and not (_number(start) and start > 0):  # TF1's AdagradOptimizer refuses <= 0 too
-        raise ConfigError(f"{where}.initial_accumulator = {start!r} must be a positive number: from 0, acc stays 0 "
-                          f"where a gradient is 0 and lr g / sqrt(acc) is 0/0 = NaN; use TF1's default 0.1")
+        raise ConfigError(
+            f"{where}.initial_accumulator = {start!r} must be a positive number: from 0, acc stays 0 "
+            f"where a gradient is 0 and lr g / sqrt(acc) is 0/0 = NaN; use TF1's default 0.1"
+        )
     if name == "rmsprop_tf":
         eps = options["eps"]
         for key, value in (("initial_accumulator", start), ("eps", eps)):
             if not (_number(value) and value >= 0):
                 raise ConfigError(f"{where}.{key} = {value!r} must be a number >= 0 (ms + eps under a square root)")
         if start + eps == 0:  # TF1 cannot get here: its accumulator starts at 1.0 (and eps defaults to 1e-10)
-            raise ConfigError(f"{where}.initial_accumulator = 0 with {where}.eps = 0: lr g / sqrt(ms + eps) is 0/0 = "
-                              f"NaN where a gradient is 0; make one of them positive (the papers' codes: 1.0e-3 and "
-                              f"0, or 0 and 1.0e-8)")
+            raise ConfigError(
+                f"{where}.initial_accumulator = 0 with {where}.eps = 0: lr g / sqrt(ms + eps) is 0/0 = "
+                f"NaN where a gradient is 0; make one of them positive (the papers' codes: 1.0e-3 and "
+                f"0, or 0 and 1.0e-8)"
+            )
 
 
 def build_optimizer(params: list[torch.nn.Parameter], spec: dict, where: str) -> Optimizer:
@@ -150,20 +164,26 @@ def build_optimizer(params: list[torch.nn.Parameter], spec: dict, where: str) ->
     options = {key: value for key, value in spec.items() if key != "name"}
     params = list(params)
     if spec["name"] == "stiefel_cayley" and len(params) > 2 and all(isinstance(p, torch.Tensor) for p in params):
-        params = [{"params": params[i:i + 2]} for i in range(0, len(params), 2)]  # one [W_re, W_im] per layer
+        params = [{"params": params[i : i + 2]} for i in range(0, len(params), 2)]  # one [W_re, W_im] per layer
     return OPTIMIZERS[spec["name"]](params, **options)
 
 
-def group_specs(groups: dict[str, list], specs: dict[str, dict], family_defaults: dict[str, dict] | None = None,
-                where: str = "model.optimizers") -> dict[str, dict]:
+def group_specs(
+    groups: dict[str, list],
+    specs: dict[str, dict],
+    family_defaults: dict[str, dict] | None = None,
+    where: str = "model.optimizers",
+) -> dict[str, dict]:
     """Each group's optimizer spec: its own entry in `specs`, else the family's default for it (the full-capacity
     uRNN's Stiefel step), else `specs['default']`; checked, errors naming `where`.<group>."""
     if not isinstance(specs, dict):
         raise ConfigError(f"{where} must be a mapping {{group: {{name: ..., lr: ...}}}}, got {specs!r}")
     unknown = sorted(set(specs) - set(groups) - {"default"})
     if unknown:
-        raise ConfigError(f"{where}.{unknown[0]}: there is no parameter group {unknown[0]!r}; the groups are "
-                          f"{sorted(groups)} (or use 'default')")
+        raise ConfigError(
+            f"{where}.{unknown[0]}: there is no parameter group {unknown[0]!r}; the groups are "
+            f"{sorted(groups)} (or use 'default')"
+        )
     resolved = {}
     for name in groups:
         if name in specs:
@@ -173,8 +193,9 @@ def group_specs(groups: dict[str, list], specs: dict[str, dict], family_defaults
         elif "default" in specs:
             spec, key = specs["default"], f"{where}.default"
         else:
-            raise ConfigError(f"{where} has no entry for parameter group {name!r}; add {where}.{name} or "
-                              f"{where}.default")
+            raise ConfigError(
+                f"{where} has no entry for parameter group {name!r}; add {where}.{name} or {where}.default"
+            )
         check_optimizer_spec(spec, key)
         resolved[name] = spec
     return resolved

@@ -4,6 +4,7 @@ Mhammedi, Hellicar, Rahman, Bailey (ICML 2017), with the official code's choices
 section 3): leaky ReLU with slope 0.1, trainable h0 ~ U(+-sqrt(3 / (2n))), Glorot input weights, zero bias,
 reflection vectors initialised as the tril of N(0, 0.01^2) with unit-norm columns.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,14 +40,23 @@ class ORNN(RecurrentLayer):
     forms_recurrent_matrix = True
 
     @checks_choices
-    def __init__(self, input_size: int, hidden_size: int, num_reflections: int | float | None = None,
-                 activation: Activation = "leaky_relu", leaky_slope: float = 0.1, renormalize: bool = False):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_reflections: int | float | None = None,
+        activation: Activation = "leaky_relu",
+        leaky_slope: float = 0.1,
+        renormalize: bool = False,
+    ):
         super().__init__(input_size, hidden_size)
         n = hidden_size
         m = n if num_reflections is None else count_from_fraction(num_reflections, n, "num_reflections")
         if m < 1:
-            raise ConfigError(f"model.family_args.num_reflections = {num_reflections} gives no reflection; "
-                              f"use between 1 and hidden_size = {n}")
+            raise ConfigError(
+                f"model.family_args.num_reflections = {num_reflections} gives no reflection; "
+                f"use between 1 and hidden_size = {n}"
+            )
         if not 0 <= leaky_slope < 1:
             raise ConfigError(f"model.family_args.leaky_slope = {leaky_slope} must lie in [0, 1)")
         self.num_reflections = m
@@ -79,8 +89,9 @@ class ORNN(RecurrentLayer):
         squares.index_add_(0, self.entry_columns, self.reflections.square())
         self.reflections.div_(squares.sqrt()[self.entry_columns])
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
-                initial_state: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, state_offsets: torch.Tensor | None = None, initial_state: torch.Tensor | None = None
+    ) -> torch.Tensor:
         if self.training and self.renormalize:
             self.normalize_reflections_()  # the previous optimizer step moved |u_k| off 1
         w = self.recurrent_matrix()  # formed once per forward pass for the whole batch, not per step

@@ -5,6 +5,7 @@ sigma is leaky ReLU (slope a) or tanh; both have a derivative that is a function
 models/recurrence.py, only the sequential part loops in Python: u (input projection plus bias) is computed
 for all steps before, and dL/dW is one matrix product over all steps after the backward loop.
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -71,8 +72,14 @@ class _PointwiseRecurrence(torch.autograd.Function):
 
 
 @checks_choices(key_prefix="pointwise_recurrence: ")
-def pointwise_recurrence(u: torch.Tensor, w: torch.Tensor, h0: torch.Tensor, activation: Activation = "leaky_relu",
-                         slope: float = 0.1, offsets: torch.Tensor | None = None) -> torch.Tensor:
+def pointwise_recurrence(
+    u: torch.Tensor,
+    w: torch.Tensor,
+    h0: torch.Tensor,
+    activation: Activation = "leaky_relu",
+    slope: float = 0.1,
+    offsets: torch.Tensor | None = None,
+) -> torch.Tensor:
     """All hidden states (T, B, n) of h_t = sigma(u_t + W h_{t-1}) [+ offsets_t] from u (T, B, n) and h0 (B, n).
 
     `offsets` are added to every h_t inside the recurrence: their gradient is the total dL/dh_t through all

@@ -9,6 +9,7 @@ parameters' precision (float32, or float64 for a .double() model), as without au
 adapter and the loss still run under autocast, and the library layers (nn.RNN/GRU/LSTM, attention) take
 autocast's kernels where they have them.
 """
+
 from __future__ import annotations
 
 import contextlib

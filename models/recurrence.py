@@ -8,6 +8,7 @@ the outputs alone give the derivatives (d h/d z = 1 and d h/d b = sign(z) where 
 `offsets` (optional, (T, B, n)) are added to every h_t inside the recurrence; their gradient is the total
 dL/dh_t through all later steps, which is what the gradient-norm probe (scoRNN Figure 5) measures.
 """
+
 from __future__ import annotations
 
 import torch
@@ -43,8 +44,9 @@ class _ModReLURecurrence(torch.autograd.Function):
         total = torch.empty_like(h) if want_total else grad_z  # dL/dh_t through all later steps
         last = h.shape[0] - 1
         total[last].copy_(grad_h[last])
-        torch.mul(total[last], inactive[last].logical_not(), out=grad_z[last]) if want_total else \
-            grad_z[last].masked_fill_(inactive[last], 0.0)
+        torch.mul(total[last], inactive[last].logical_not(), out=grad_z[last]) if want_total else grad_z[
+            last
+        ].masked_fill_(inactive[last], 0.0)
         for t in range(last, 0, -1):
             # dL/dh_{t-1} = direct + W^T dL/dz_t, since z_t = u_t + W h_{t-1}; dL/dz_{t-1} keeps it where active
             torch.addmm(grad_h[t - 1], grad_z[t], w, out=total[t - 1])
@@ -60,8 +62,9 @@ class _ModReLURecurrence(torch.autograd.Function):
         return grad_z, grad_w, grad_b, grad_h0, (total if want_total else None)
 
 
-def modrelu_recurrence(u: torch.Tensor, w: torch.Tensor, b: torch.Tensor, h0: torch.Tensor,
-                       offsets: torch.Tensor | None = None) -> torch.Tensor:
+def modrelu_recurrence(
+    u: torch.Tensor, w: torch.Tensor, b: torch.Tensor, h0: torch.Tensor, offsets: torch.Tensor | None = None
+) -> torch.Tensor:
     """All hidden states (T, B, n) of h_t = modReLU(u_t + W h_{t-1}, b) [+ offsets_t] from u (T, B, n), h0 (B, n)."""
     if fused_available(u):  # CUDA with Triton: one kernel launch per pass (models/triton_recurrence.py)
         return fused_modrelu_recurrence(u, w, b, h0, offsets)

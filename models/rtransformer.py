@@ -15,6 +15,7 @@ nn.MultiheadAttention's own initialisation (Xavier weights, zero biases) instead
 checkpoints load either way. The one difference left: no unused Linear+ReLU beside each local RNN (the code
 creates one and never calls it).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -73,9 +74,13 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         self.attention = nn.MultiheadAttention(width, heads, dropout=dropout, batch_first=True)
         if not torch_layers:  # the official code's four nn.Linear(d, d): weights and biases uniform in +-1/sqrt(d)
-            bound = width ** -0.5
-            for tensor in (self.attention.in_proj_weight, self.attention.in_proj_bias,
-                           self.attention.out_proj.weight, self.attention.out_proj.bias):
+            bound = width**-0.5
+            for tensor in (
+                self.attention.in_proj_weight,
+                self.attention.in_proj_bias,
+                self.attention.out_proj.weight,
+                self.attention.out_proj.bias,
+            ):
                 nn.init.uniform_(tensor, -bound, bound)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -114,19 +119,33 @@ class RTransformer(RecurrentLayer):
     # fills it in, so that this module, which the registry imports, does not import the registry back
     cell_families: Mapping[str, type[RecurrentLayer]] = {}
 
-    def __init__(self, input_size: int, hidden_size: int, cell: str = "gru", cell_args: dict | None = None,
-                 window: int = 6, levels: int = 3, local_layers: int = 1, heads: int = 4, dropout: float = 0.1,
-                 torch_layers: bool = False):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        cell: str = "gru",
+        cell_args: dict | None = None,
+        window: int = 6,
+        levels: int = 3,
+        local_layers: int = 1,
+        heads: int = 4,
+        dropout: float = 0.1,
+        torch_layers: bool = False,
+    ):
         super().__init__(input_size, hidden_size)
         if cell not in self.cell_families:
-            raise ConfigError(f"model.family_args.cell = {cell!r} is not a recurrent family to use inside windows; "
-                              f"choose one of {sorted(self.cell_families)}")
+            raise ConfigError(
+                f"model.family_args.cell = {cell!r} is not a recurrent family to use inside windows; "
+                f"choose one of {sorted(self.cell_families)}"
+            )
         for key, value in (("window", window), ("levels", levels), ("local_layers", local_layers), ("heads", heads)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"model.family_args.{key} = {value!r} must be a positive integer")
         if hidden_size % heads:
-            raise ConfigError(f"model.hidden_size = {hidden_size} must be divisible by model.family_args.heads = "
-                              f"{heads} (each head gets hidden_size / heads features)")
+            raise ConfigError(
+                f"model.hidden_size = {hidden_size} must be divisible by model.family_args.heads = "
+                f"{heads} (each head gets hidden_size / heads features)"
+            )
         if not isinstance(torch_layers, bool):
             raise ConfigError(f"model.family_args.torch_layers = {torch_layers!r} must be true or false")
         if not 0.0 <= dropout < 1.0:

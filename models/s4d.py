@@ -13,6 +13,7 @@ K_l = 2 Re(C B̄ Ā^l) by FFT; `mode: recurrence` runs the recurrence itself as 
 initialisation are the official standalone S4D, state-spaces/s4 models/s4/s4d.py (commit e757cef), cited by line;
 S4D-Inv is its full kernel's, src/models/sequence/kernels/dplr.py.
 """
+
 from __future__ import annotations
 
 import math
@@ -75,8 +76,9 @@ class DiagonalStateSpace(nn.Module):
         powers = torch.exp(dt_a.unsqueeze(-1) * torch.arange(length, device=dt_a.device))  # Ā^l (s4d.py:43)
         return 2 * torch.einsum("hn,hnl->hl", torch.view_as_complex(self.C) * gain, powers).real  # (s4d.py:45)
 
-    def forward(self, u: torch.Tensor, state: torch.Tensor | None = None,
-                want_final: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self, u: torch.Tensor, state: torch.Tensor | None = None, want_final: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """y (B, T, H) and the last state (B, H * N/2) from u (B, T, H) and the state before the first step (or
         zeros); with want_final false the convolution skips the last state (None)."""
         if self.mode == "recurrence":
@@ -138,19 +140,32 @@ class S4D(DiagonalStateSpaceLayer):
     readout_init = "torch"  # the example's decoder is a default nn.Linear (example.py:183)
 
     @checks_choices
-    def __init__(self, input_size: int, hidden_size: int, state_size: int = 64, init: Literal["lin", "inv"] = "lin",
-                 dt_min: float = 0.001, dt_max: float = 0.1,
-                 mode: Literal["convolution", "recurrence"] = "convolution", prenorm: bool = False,
-                 block_dropout: float = 0.0):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        state_size: int = 64,
+        init: Literal["lin", "inv"] = "lin",
+        dt_min: float = 0.001,
+        dt_max: float = 0.1,
+        mode: Literal["convolution", "recurrence"] = "convolution",
+        prenorm: bool = False,
+        block_dropout: float = 0.0,
+    ):
         state_size = positive_int("state_size", state_size)
         if state_size % 2:
-            raise ConfigError(f"model.family_args.state_size = {state_size} must be even: S4D keeps N/2 complex "
-                              f"modes, one of each conjugate pair")
+            raise ConfigError(
+                f"model.family_args.state_size = {state_size} must be even: S4D keeps N/2 complex "
+                f"modes, one of each conjugate pair"
+            )
         dt_min, dt_max = real_number("dt_min", dt_min), real_number("dt_max", dt_max)
         if not 0.0 < dt_min <= dt_max:
-            raise ConfigError(f"model.family_args.dt_min = {dt_min} and dt_max = {dt_max} must satisfy "
-                              f"0 < dt_min <= dt_max (the initial steps are drawn log-uniformly between them)")
+            raise ConfigError(
+                f"model.family_args.dt_min = {dt_min} and dt_max = {dt_max} must satisfy "
+                f"0 < dt_min <= dt_max (the initial steps are drawn log-uniformly between them)"
+            )
         recurrence = DiagonalStateSpace(hidden_size, state_size, init, dt_min, dt_max, mode)
         # nn.LayerNorm (example.py:179), nn.GELU (s4d.py:77), Conv1d(H, 2H, 1) + GLU (s4d.py:83-86) as a Linear
-        super().__init__(input_size, hidden_size, recurrence, nn.LayerNorm(hidden_size), prenorm, block_dropout,
-                         nn.GELU())
+        super().__init__(
+            input_size, hidden_size, recurrence, nn.LayerNorm(hidden_size), prenorm, block_dropout, nn.GELU()
+        )

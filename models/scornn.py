@@ -1,4 +1,5 @@
 """scoRNN: h_t = modReLU(U x_t + W h_{t-1}, b) with W = (I + A)^-1 (I - A) D (Helfrich, Willmott, Ye 2018)."""
+
 from __future__ import annotations
 
 import torch
@@ -23,12 +24,20 @@ class ScoRNN(RecurrentLayer):
     forms_recurrent_matrix = True
 
     @checks_choices
-    def __init__(self, input_size: int, hidden_size: int, rho: int | float = 0.5, init: CayleyInit = "henaff",
-                 input_init_range: float = 0.01):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        rho: int | float = 0.5,
+        init: CayleyInit = "henaff",
+        input_init_range: float = 0.01,
+    ):
         super().__init__(input_size, hidden_size)
         self.rho = count_from_fraction(rho, hidden_size, "rho")
         self.cayley = ScaledCayley(hidden_size, self.rho, init=init)
-        self.input_weight = nn.Parameter(torch.empty(hidden_size, input_size).uniform_(-input_init_range, input_init_range))
+        self.input_weight = nn.Parameter(
+            torch.empty(hidden_size, input_size).uniform_(-input_init_range, input_init_range)
+        )
         self.bias = nn.Parameter(torch.zeros(hidden_size))  # modReLU bias, 0 so modReLU starts as the identity
         self.register_buffer("h0", torch.zeros(hidden_size))  # fixed zero initial state, as the official code
 
@@ -40,12 +49,15 @@ class ScoRNN(RecurrentLayer):
 
     def nonfinite_hint(self) -> str | None:
         if bool((self.bias > 0).any()):
-            return ("modReLU biases b > 0 lift every unit off zero; a non-finite value then usually means "
-                    "exploding inputs: lower model.optimizers.other.lr")
+            return (
+                "modReLU biases b > 0 lift every unit off zero; a non-finite value then usually means "
+                "exploding inputs: lower model.optimizers.other.lr"
+            )
         return None
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
-                initial_state: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, state_offsets: torch.Tensor | None = None, initial_state: torch.Tensor | None = None
+    ) -> torch.Tensor:
         w = self.cayley()  # formed once per forward pass, not per step
         u = torch.matmul(x.transpose(0, 1), self.input_weight.t())  # (T, B, n): U x_t for all steps at once
         h0 = self.h0.expand(x.shape[0], -1) if initial_state is None else initial_state  # (B, n)

@@ -1,5 +1,6 @@
 """scuRNN: h_t = sigma_eps(U x_t + W h_{t-1}, b) with unitary W built from (I + A)^-1 (I - A) and diag(e^{i theta})
 (Maduranga, Helfrich, Ye 2019): by default W = D K^T, the official code's row-vector W = K D on column vectors."""
+
 from __future__ import annotations
 
 import torch
@@ -28,8 +29,14 @@ class ScuRNN(RecurrentLayer):
     forms_recurrent_matrix = True
 
     @checks_choices
-    def __init__(self, input_size: int, hidden_size: int, init: UnitaryInit = "henaff",
-                 a_gradient: CayleyGradient = "theorem2", d_side: DSide = "left"):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        init: UnitaryInit = "henaff",
+        a_gradient: CayleyGradient = "theorem2",
+        d_side: DSide = "left",
+    ):
         super().__init__(input_size, hidden_size)
         n = hidden_size
         self.output_size = 2 * n
@@ -46,21 +53,27 @@ class ScuRNN(RecurrentLayer):
         return self.cayley()
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
-        return {"recurrent": [self.cayley.real_upper, self.cayley.imag_upper], "scaling": [self.cayley.theta],
-                "other": [self.input_weight, self.bias, self.h0]}
+        return {
+            "recurrent": [self.cayley.real_upper, self.cayley.imag_upper],
+            "scaling": [self.cayley.theta],
+            "other": [self.input_weight, self.bias, self.h0],
+        }
 
     def nonfinite_hint(self) -> str | None:
         if bool((self.bias > 0).any()):
-            return ("modReLU biases b > 0 with small |z| give derivatives up to ~b / sqrt(eps) (scuRNN Theorem 4, "
-                    "the paper's NaNs on MNIST): lower model.optimizers.other.lr, or model.optimizers.recurrent.lr")
+            return (
+                "modReLU biases b > 0 with small |z| give derivatives up to ~b / sqrt(eps) (scuRNN Theorem 4, "
+                "the paper's NaNs on MNIST): lower model.optimizers.other.lr, or model.optimizers.recurrent.lr"
+            )
         return None
 
     def snapshot_arrays(self) -> dict[str, torch.Tensor]:
         """D's phases theta, stored by the eigenvalue callback as a `phases` artifact."""
         return {"phases": self.cayley.theta}
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
-                initial_state: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, state_offsets: torch.Tensor | None = None, initial_state: torch.Tensor | None = None
+    ) -> torch.Tensor:
         w = self.cayley()  # formed once per forward pass, not per step
         u = torch.matmul(x.transpose(0, 1), self.input_weight.t())  # (T, B, 2n): U x_t for all steps at once
         h0 = self.h0.expand(x.shape[0], -1) if initial_state is None else initial_state  # (B, 2n) [Re | Im]

@@ -1,4 +1,5 @@
 """A recurrent layer between the input adapter and the readout a task needs."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -24,20 +25,28 @@ def input_adapter(kind: InputAdapter, input_size: int, symbolic: bool, size: int
     check_choice("model.input_adapter", kind, InputAdapter)
     if kind == "default":
         if size is not None:
-            raise ConfigError(f"model.input_adapter_size = {size!r} only applies with model.input_adapter: "
-                              f"embedding or linear; remove it or choose an adapter")
+            raise ConfigError(
+                f"model.input_adapter_size = {size!r} only applies with model.input_adapter: "
+                f"embedding or linear; remove it or choose an adapter"
+            )
         return None
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ConfigError(f"model.input_adapter_size = {size!r}; model.input_adapter: {kind} needs a positive "
-                          f"integer, the number of features the recurrent layer reads")
+        raise ConfigError(
+            f"model.input_adapter_size = {size!r}; model.input_adapter: {kind} needs a positive "
+            f"integer, the number of features the recurrent layer reads"
+        )
     if kind == "embedding":
         if not symbolic:
-            raise ConfigError("model.input_adapter: embedding needs a task of symbol ids, but this task's inputs are "
-                              "real-valued; use model.input_adapter: linear")
+            raise ConfigError(
+                "model.input_adapter: embedding needs a task of symbol ids, but this task's inputs are "
+                "real-valued; use model.input_adapter: linear"
+            )
         return nn.Embedding(input_size, size)  # N(0, 1) entries, PyTorch's (and the SRNN code's) initialisation
     if symbolic:
-        raise ConfigError("model.input_adapter: linear needs real-valued inputs, but this task's inputs are symbol "
-                          "ids; use model.input_adapter: embedding (a linear map of one-hot vectors)")
+        raise ConfigError(
+            "model.input_adapter: linear needs real-valued inputs, but this task's inputs are symbol "
+            "ids; use model.input_adapter: embedding (a linear map of one-hot vectors)"
+        )
     return nn.Linear(input_size, size)  # PyTorch's initialisation
 
 
@@ -45,6 +54,7 @@ def _zero_bias(init_weight):
     def initialise(linear: nn.Linear) -> None:
         init_weight(linear.weight)
         nn.init.zeros_(linear.bias)
+
     return initialise
 
 
@@ -81,9 +91,15 @@ class SequenceModel(nn.Module):
     """
 
     @checks_choices(key_prefix="SequenceModel: ")
-    def __init__(self, layer: RecurrentLayer, output_size: int,
-                 readout: Literal["every_step", "last_step"] = "every_step", vocab_size: int | None = None,
-                 adapter: nn.Module | None = None, readout_init: str | None = None):
+    def __init__(
+        self,
+        layer: RecurrentLayer,
+        output_size: int,
+        readout: Literal["every_step", "last_step"] = "every_step",
+        vocab_size: int | None = None,
+        adapter: nn.Module | None = None,
+        readout_init: str | None = None,
+    ):
         super().__init__()
         self.vocab_size = vocab_size
         self.adapter = adapter

@@ -6,6 +6,7 @@ backward pass is the "diagonal walk" of the official CUDA kernel (srnn-exprnn-fa
 dL/dz_t = (dL/dh_t + roll(dL/dz_{t+1}, -shift)) * 1[h_t > 0], with dL/db_t = dL/dz_t and
 dL/dh_0 = roll(dL/dz_1, -shift). Only the hidden states are saved (ReLU's derivative is 1[h > 0]).
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -63,8 +64,9 @@ class _ShiftReLURecurrence(torch.autograd.Function):
 
 
 @checks_choices(key_prefix="shift_relu_recurrence: ")
-def shift_relu_recurrence(b: torch.Tensor, h0: torch.Tensor, shift: Shift = 1,
-                          offsets: torch.Tensor | None = None) -> torch.Tensor:
+def shift_relu_recurrence(
+    b: torch.Tensor, h0: torch.Tensor, shift: Shift = 1, offsets: torch.Tensor | None = None
+) -> torch.Tensor:
     """All hidden states (T, B, n) of h_t = ReLU(roll(h_{t-1}, shift) + b_t) [+ offsets_t] from b (T, B, n), h0 (B, n).
 
     `offsets` are added to every h_t inside the recurrence: their gradient is the total dL/dh_t through all

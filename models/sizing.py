@@ -4,6 +4,7 @@ Parameters are counted by building the family's layer and the SequenceModel's re
 device (shapes only, no memory, no initialisation arithmetic), so every family is counted exactly as it
 trains, options included, without a formula to keep in step with its code.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -15,8 +16,14 @@ from ortholab.models.base import ConfigError
 from ortholab.models.stack import build_layers
 
 
-def parameter_count(family: str, hidden_size: int, input_size: int, output_size: int,
-                    family_args: dict[str, Any] | None = None, num_layers: int = 1) -> int:
+def parameter_count(
+    family: str,
+    hidden_size: int,
+    input_size: int,
+    output_size: int,
+    family_args: dict[str, Any] | None = None,
+    num_layers: int = 1,
+) -> int:
     """Trainable parameters of `family` at `hidden_size`: the recurrent layer(s) plus the linear readout, counted
     as the papers count them (degrees of freedom: see RecurrentLayer.redundant_parameter_count)."""
     if family not in FAMILIES:
@@ -28,9 +35,15 @@ def parameter_count(family: str, hidden_size: int, input_size: int, output_size:
     return stored - layer.redundant_parameter_count()
 
 
-def hidden_size_for_budget(family: str, budget: int, input_size: int, output_size: int,
-                           family_args: dict[str, Any] | None = None, max_hidden_size: int = 1 << 16,
-                           num_layers: int = 1) -> int:
+def hidden_size_for_budget(
+    family: str,
+    budget: int,
+    input_size: int,
+    output_size: int,
+    family_args: dict[str, Any] | None = None,
+    max_hidden_size: int = 1 << 16,
+    num_layers: int = 1,
+) -> int:
     """The hidden size whose parameter count (layer + readout) is closest to `budget` (the smaller on a tie).
 
     Assumes the count grows with the hidden size (true of every family here). Sizes the family rejects
@@ -48,9 +61,11 @@ def hidden_size_for_budget(family: str, budget: int, input_size: int, output_siz
 
     smallest = smallest_valid_size(count, max_hidden_size)
     if smallest is not None and budget < count(smallest):  # even the smallest model is over the budget
-        raise ConfigError(f"model.param_budget = {budget} is below the smallest {family!r} model on this task: "
-                          f"hidden_size {smallest} already has {count(smallest)} parameters (layer and readout); "
-                          f"give model.param_budget >= {count(smallest)}")
+        raise ConfigError(
+            f"model.param_budget = {budget} is below the smallest {family!r} model on this task: "
+            f"hidden_size {smallest} already has {count(smallest)} parameters (layer and readout); "
+            f"give model.param_budget >= {count(smallest)}"
+        )
     low, high, valid_seen = 0, 1, False  # once found: count(low) < budget <= count(high), low invalid or below
     while (c := count(high)) is None or c < budget:
         valid_seen |= c is not None
@@ -58,8 +73,10 @@ def hidden_size_for_budget(family: str, budget: int, input_size: int, output_siz
         if high > max_hidden_size:
             if not valid_seen:  # no size works: let the options' own error name the key
                 parameter_count(family, low, input_size, output_size, family_args, num_layers)
-            raise ConfigError(f"model.param_budget = {budget} needs more than {max_hidden_size} hidden units "
-                              f"for family {family!r}; lower the budget")
+            raise ConfigError(
+                f"model.param_budget = {budget} needs more than {max_hidden_size} hidden units "
+                f"for family {family!r}; lower the budget"
+            )
     while high - low > 1:
         mid = (low + high) // 2
         c = count(mid)

@@ -6,6 +6,7 @@ only the shift-add-ReLU is sequential (models/shift_recurrence.py). Follows the 
 (srnn-exprnn-facts section 1): zero initial state, PyTorch's default initialisation, symbol ids embedded
 to `hyper` features.
 """
+
 from __future__ import annotations
 
 import torch
@@ -35,8 +36,16 @@ class SRNN(RecurrentLayer):
     first_layer_options = ("embed_symbols",)
 
     @checks_choices
-    def __init__(self, input_size: int, hidden_size: int, hyper: int = 64, n_layers: int = 1, gate: bool = True,
-                 shift: Shift = 1, embed_symbols: bool = False):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        hyper: int = 64,
+        n_layers: int = 1,
+        gate: bool = True,
+        shift: Shift = 1,
+        embed_symbols: bool = False,
+    ):
         super().__init__(input_size, hidden_size)
         if hyper < 1:
             raise ConfigError(f"model.family_args.hyper = {hyper} must be a positive width")
@@ -77,12 +86,14 @@ class SRNN(RecurrentLayer):
         if symbolic:
             return nn.functional.one_hot(x, self.input_size).to(self.f_r[0].weight.dtype)
         if self.embed_symbols:
-            raise ConfigError("model.family_args.embed_symbols is true but the task's inputs are real-valued; "
-                              "set it to false")
+            raise ConfigError(
+                "model.family_args.embed_symbols is true but the task's inputs are real-valued; set it to false"
+            )
         return x
 
-    def forward(self, x: torch.Tensor, state_offsets: torch.Tensor | None = None,
-                initial_state: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, state_offsets: torch.Tensor | None = None, initial_state: torch.Tensor | None = None
+    ) -> torch.Tensor:
         b = self.beta(self._features(x).transpose(0, 1).contiguous())  # (T, B, n), all steps at once
         h0 = self.h0.expand(b.shape[1], -1) if initial_state is None else initial_state  # (B, n)
         offsets = None if state_offsets is None else state_offsets.transpose(0, 1)

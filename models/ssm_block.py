@@ -13,6 +13,7 @@ sequence, the same at every step, as both codes do (minimal-LRU's broadcast over
 The recurrence's state is complex (a diagonal recurrence's eigenvalues come in conjugate pairs or as complex
 numbers): `initial_state` and the final state are its real and imaginary parts side by side, [Re x | Im x].
 """
+
 from __future__ import annotations
 
 import numbers
@@ -58,15 +59,17 @@ class ResidualBlock(nn.Module):
     after the sum. `recurrence(u, state, want_final)` returns (y, final state or None); the GLU is Linear(H, 2H)
     whose first half is gated by the sigmoid of its second half."""
 
-    def __init__(self, width: int, recurrence: nn.Module, norm: nn.Module, prenorm: bool, dropout: float,
-                 activation: nn.Module):
+    def __init__(
+        self, width: int, recurrence: nn.Module, norm: nn.Module, prenorm: bool, dropout: float, activation: nn.Module
+    ):
         super().__init__()
         self.recurrence, self.norm, self.prenorm = recurrence, norm, prenorm
         self.activation, self.dropout = activation, FeatureDropout(dropout)
         self.glu = nn.Linear(width, 2 * width)
 
-    def forward(self, x: torch.Tensor, state: torch.Tensor | None = None,
-                want_final: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self, x: torch.Tensor, state: torch.Tensor | None = None, want_final: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         z = self.norm(x) if self.prenorm else x
         z, final = self.recurrence(z, state, want_final)
         z = self.dropout(self.activation(z))
@@ -83,8 +86,16 @@ class DiagonalStateSpaceLayer(RecurrentLayer):
     parameters of its eigenvalues, trained in the group `recurrent`) and `state_count` (S complex states).
     """
 
-    def __init__(self, input_size: int, hidden_size: int, recurrence: nn.Module, norm: nn.Module, prenorm: bool,
-                 dropout: float, activation: nn.Module):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        recurrence: nn.Module,
+        norm: nn.Module,
+        prenorm: bool,
+        dropout: float,
+        activation: nn.Module,
+    ):
         super().__init__(input_size, hidden_size)
         if not isinstance(prenorm, bool):
             raise TypeError(f"model.family_args.prenorm should be true or false, got {prenorm!r}")

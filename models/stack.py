@@ -4,6 +4,7 @@ Layer 1 reads the task's inputs; layer k > 1 reads layer k-1's hidden features (
 Dropout acts on the features passed between layers, never on the last layer's (the readout's input), as
 PyTorch's stacked RNNs and the SRNN paper's 3-layer Nottingham model (dropout 0.3 between layers).
 """
+
 from __future__ import annotations
 
 import torch
@@ -64,8 +65,14 @@ class StackedLayers(RecurrentLayer):
         return top(x) if state_offsets is None else top(x, state_offsets=state_offsets)
 
 
-def build_layers(cls: type[RecurrentLayer], input_size: int, hidden_size: int, family_args: dict,
-                 num_layers: int = 1, dropout: float = 0.0) -> RecurrentLayer:
+def build_layers(
+    cls: type[RecurrentLayer],
+    input_size: int,
+    hidden_size: int,
+    family_args: dict,
+    num_layers: int = 1,
+    dropout: float = 0.0,
+) -> RecurrentLayer:
     """One layer of `cls`, or `num_layers` of them stacked with `dropout` between them."""
     if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
         raise ConfigError(f"model.num_layers = {num_layers!r} must be a positive integer (1: no stacking)")
@@ -73,8 +80,10 @@ def build_layers(cls: type[RecurrentLayer], input_size: int, hidden_size: int, f
         raise ConfigError(f"model.dropout = {dropout!r} must be a probability in [0, 1)")
     if num_layers == 1:
         if dropout:
-            raise ConfigError(f"model.dropout = {dropout} acts between stacked layers, but model.num_layers is 1; "
-                              f"raise model.num_layers or set model.dropout to 0")
+            raise ConfigError(
+                f"model.dropout = {dropout} acts between stacked layers, but model.num_layers is 1; "
+                f"raise model.num_layers or set model.dropout to 0"
+            )
         return cls(input_size, hidden_size, **family_args)
     layers = [cls(input_size, hidden_size, **family_args)]
     upper_args = {key: value for key, value in family_args.items() if key not in cls.first_layer_options}

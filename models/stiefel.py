@@ -23,6 +23,7 @@ gradient of the real 2n x 2n matrix it trains, i.e. only the part of dL/dW that 
 layer's: family fcurnn's `w_gradient`, 'top_blocks' (default, the code's G) or 'full' (G = dL/dW, the direction
 of Tagare's Lemma 4 and of the first-order decrease above; models/fcurnn.py compares the two).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -54,8 +55,9 @@ class StiefelCayley(Optimizer):
     The step runs in the parameters' precision (complex64 for float32), as the paper's code.
     """
 
-    def __init__(self, params: Iterable, lr: float = 1e-3, rms_normalize: bool = False, decay: float = 0.9,
-                 eps: float = 1e-8):
+    def __init__(
+        self, params: Iterable, lr: float = 1e-3, rms_normalize: bool = False, decay: float = 0.9, eps: float = 1e-8
+    ):
         if not lr > 0:
             raise ConfigError(f"optimizer 'stiefel_cayley': lr = {lr} must be positive")
         if not 0 <= decay < 1:
@@ -67,13 +69,19 @@ class StiefelCayley(Optimizer):
     @staticmethod
     def _check_group(params: list[torch.Tensor]) -> None:
         shapes = [tuple(p.shape) for p in params]
-        if (len(params) != 2 or shapes[0] != shapes[1] or len(shapes[0]) != 2 or shapes[0][0] != shapes[0][1]
-                or any(p.is_complex() for p in params)):
+        if (
+            len(params) != 2
+            or shapes[0] != shapes[1]
+            or len(shapes[0]) != 2
+            or shapes[0][0] != shapes[0][1]
+            or any(p.is_complex() for p in params)
+        ):
             raise ConfigError(
                 f"optimizer 'stiefel_cayley' steps one unitary matrix W = W_re + i W_im: its parameter group must be "
                 f"exactly the two real (n, n) parameters [W_re, W_im] (family fcurnn's `recurrent` group), got "
                 f"{len(params)} parameter(s) of shapes {shapes}; give other groups another optimizer in "
-                f"model.optimizers")
+                f"model.optimizers"
+            )
 
     def _gradient(self, p: torch.Tensor, group: dict) -> torch.Tensor:
         grad = p.grad if p.grad is not None else torch.zeros_like(p)

@@ -1,5 +1,6 @@
 """The Triton kernels of models/triton_recurrence.py (which explains them). Imported only from there, lazily:
 importing this module imports Triton."""
+
 import triton
 import triton.language as tl
 
@@ -13,9 +14,22 @@ def sigma(z, b, slope, ACTIVATION: tl.constexpr):  # slope: a scalar in z's dtyp
 
 
 @triton.jit
-def forward_kernel(u_ptr, w_ptr, b_ptr, h0_ptr, offsets_ptr, h_ptr, T, B, N, slope_ptr,
-                   ACTIVATION: tl.constexpr, HAS_OFFSETS: tl.constexpr,
-                   BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr):
+def forward_kernel(
+    u_ptr,
+    w_ptr,
+    b_ptr,
+    h0_ptr,
+    offsets_ptr,
+    h_ptr,
+    T,
+    B,
+    N,
+    slope_ptr,
+    ACTIVATION: tl.constexpr,
+    HAS_OFFSETS: tl.constexpr,
+    BLOCK_B: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
     rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
     lanes = tl.arange(0, BLOCK_N)
     row_ok = rows < B
@@ -32,11 +46,11 @@ def forward_kernel(u_ptr, w_ptr, b_ptr, h0_ptr, offsets_ptr, h_ptr, T, B, N, slo
                 if t == 0:
                     prev = tl.load(h0_ptr + rows[:, None] * N + ks[None, :], mask=prev_tile, other=0.0)
                 else:
-                    prev = tl.load(h_ptr + step - B * N + rows[:, None] * N + ks[None, :], mask=prev_tile,
-                                   other=0.0)
+                    prev = tl.load(h_ptr + step - B * N + rows[:, None] * N + ks[None, :], mask=prev_tile, other=0.0)
                 # W^T[k, j] = W[j, k]
-                wt = tl.load(w_ptr + cols[None, :] * N + ks[:, None],
-                             mask=(ks < N)[:, None] & (cols < N)[None, :], other=0.0)
+                wt = tl.load(
+                    w_ptr + cols[None, :] * N + ks[:, None], mask=(ks < N)[:, None] & (cols < N)[None, :], other=0.0
+                )
                 z += tl.dot(prev, wt, input_precision="ieee")  # z_t = u_t + W h_{t-1}
             b = tl.load(b_ptr + cols, mask=cols < N, other=0.0)
             h = sigma(z, b, slope, ACTIVATION)
@@ -45,10 +59,25 @@ def forward_kernel(u_ptr, w_ptr, b_ptr, h0_ptr, offsets_ptr, h_ptr, T, B, N, slo
             tl.store(h_ptr + step + rows[:, None] * N + cols[None, :], h, mask=tile)
         tl.debug_barrier()  # step t's states stored before step t+1 reads them
 
+
 @triton.jit
-def backward_kernel(grad_h_ptr, w_ptr, h_ptr, offsets_ptr, grad_z_ptr, total_ptr, T, B, N, slope_ptr,
-                    ACTIVATION: tl.constexpr, HAS_OFFSETS: tl.constexpr, WANT_TOTAL: tl.constexpr,
-                    BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr):
+def backward_kernel(
+    grad_h_ptr,
+    w_ptr,
+    h_ptr,
+    offsets_ptr,
+    grad_z_ptr,
+    total_ptr,
+    T,
+    B,
+    N,
+    slope_ptr,
+    ACTIVATION: tl.constexpr,
+    HAS_OFFSETS: tl.constexpr,
+    WANT_TOTAL: tl.constexpr,
+    BLOCK_B: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
     rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
     lanes = tl.arange(0, BLOCK_N)
     row_ok = rows < B
@@ -64,10 +93,14 @@ def backward_kernel(grad_h_ptr, w_ptr, h_ptr, offsets_ptr, grad_z_ptr, total_ptr
             if s > 0:  # dL/dh_t = direct + W^T dL/dz_{t+1}, as row vectors: dz_{t+1} W
                 for k0 in range(0, N, BLOCK_N):
                     ks = k0 + lanes
-                    later = tl.load(grad_z_ptr + step + B * N + rows[:, None] * N + ks[None, :],
-                                    mask=row_ok[:, None] & (ks < N)[None, :], other=0.0)
-                    w = tl.load(w_ptr + ks[:, None] * N + cols[None, :],
-                                mask=(ks < N)[:, None] & (cols < N)[None, :], other=0.0)
+                    later = tl.load(
+                        grad_z_ptr + step + B * N + rows[:, None] * N + ks[None, :],
+                        mask=row_ok[:, None] & (ks < N)[None, :],
+                        other=0.0,
+                    )
+                    w = tl.load(
+                        w_ptr + ks[:, None] * N + cols[None, :], mask=(ks < N)[:, None] & (cols < N)[None, :], other=0.0
+                    )
                     total += tl.dot(later, w, input_precision="ieee")
             if WANT_TOTAL:
                 tl.store(total_ptr + where, total, mask=tile)

@@ -17,6 +17,7 @@ Triton is optional (`pip install 'ortholab[gpu]'`) and imported only when a CUDA
 for other dtypes, devices or sigma = tanh, the torch loop runs. TRITON_INTERPRET=1 runs the same kernels on the
 CPU (tests/test_triton_recurrence.py); they have not yet run on a GPU.
 """
+
 from __future__ import annotations
 
 import functools
@@ -42,8 +43,13 @@ def interpreting() -> bool:
 def fused_available(u: torch.Tensor, activation: str = "modrelu") -> bool:
     """Whether the fused kernels take this recurrence: a CUDA float32/float64 tensor, Triton installed, sigma one
     of ACTIVATIONS and the kernels not disabled by ORTHOLAB_TRITON=0."""
-    return (u.device.type == "cuda" and u.dtype in (torch.float32, torch.float64) and activation in ACTIVATIONS
-            and os.environ.get(DISABLE, "1") != "0" and triton_installed())
+    return (
+        u.device.type == "cuda"
+        and u.dtype in (torch.float32, torch.float64)
+        and activation in ACTIVATIONS
+        and os.environ.get(DISABLE, "1") != "0"
+        and triton_installed()
+    )
 
 
 @functools.lru_cache(maxsize=2)
@@ -69,9 +75,22 @@ class _FusedRecurrence(torch.autograd.Function):
         bias = b.contiguous() if b is not None else u.new_zeros(n)
         h = torch.empty_like(u)
         offsets_arg = offsets.contiguous() if offsets is not None else h  # never read without HAS_OFFSETS
-        forward_kernel[_grid(batch)](u, w, bias, h0, offsets_arg, h, steps, batch, n, u.new_full((1,), slope),
-                                     ACTIVATION=ACTIVATIONS[activation], HAS_OFFSETS=offsets is not None,
-                                     BLOCK_B=BLOCK_B, BLOCK_N=BLOCK_N)
+        forward_kernel[_grid(batch)](
+            u,
+            w,
+            bias,
+            h0,
+            offsets_arg,
+            h,
+            steps,
+            batch,
+            n,
+            u.new_full((1,), slope),
+            ACTIVATION=ACTIVATIONS[activation],
+            HAS_OFFSETS=offsets is not None,
+            BLOCK_B=BLOCK_B,
+            BLOCK_N=BLOCK_N,
+        )
         ctx.activation, ctx.slope, ctx.has_bias = activation, slope, b is not None
         ctx.save_for_backward(w, h0, h, offsets_arg if offsets is not None else None)
         return h
@@ -86,11 +105,23 @@ class _FusedRecurrence(torch.autograd.Function):
         grad_z = torch.empty_like(h)
         want_total = ctx.needs_input_grad[4]
         total = torch.empty_like(h) if want_total else grad_z  # never written without WANT_TOTAL
-        backward_kernel[_grid(batch)](grad_h, w, h, offsets if offsets is not None else h, grad_z, total,
-                                      steps, batch, n, h.new_full((1,), ctx.slope),
-                                      ACTIVATION=ACTIVATIONS[ctx.activation],
-                                      HAS_OFFSETS=offsets is not None, WANT_TOTAL=want_total,
-                                      BLOCK_B=BLOCK_B, BLOCK_N=BLOCK_N)
+        backward_kernel[_grid(batch)](
+            grad_h,
+            w,
+            h,
+            offsets if offsets is not None else h,
+            grad_z,
+            total,
+            steps,
+            batch,
+            n,
+            h.new_full((1,), ctx.slope),
+            ACTIVATION=ACTIVATIONS[ctx.activation],
+            HAS_OFFSETS=offsets is not None,
+            WANT_TOTAL=want_total,
+            BLOCK_B=BLOCK_B,
+            BLOCK_N=BLOCK_N,
+        )
         grad_w = grad_z[1:].reshape(-1, n).t() @ h[:-1].reshape(-1, n)  # sum_t dz_t h_{t-1}^T
         grad_w.addmm_(grad_z[0].t(), h0)
         grad_h0 = grad_z[0] @ w
@@ -101,13 +132,15 @@ class _FusedRecurrence(torch.autograd.Function):
         return grad_z, grad_w, grad_b, grad_h0, (total if want_total else None), None, None
 
 
-def fused_modrelu_recurrence(u: torch.Tensor, w: torch.Tensor, b: torch.Tensor, h0: torch.Tensor,
-                             offsets: torch.Tensor | None = None) -> torch.Tensor:
+def fused_modrelu_recurrence(
+    u: torch.Tensor, w: torch.Tensor, b: torch.Tensor, h0: torch.Tensor, offsets: torch.Tensor | None = None
+) -> torch.Tensor:
     """models/recurrence.py's modrelu_recurrence in two kernel launches (u (T, B, n), w (n, n), b (n,), h0 (B, n))."""
     return _FusedRecurrence.apply(u, w, b, h0, offsets, "modrelu", 0.0)
 
 
-def fused_leaky_relu_recurrence(u: torch.Tensor, w: torch.Tensor, h0: torch.Tensor, slope: float,
-                                offsets: torch.Tensor | None = None) -> torch.Tensor:
+def fused_leaky_relu_recurrence(
+    u: torch.Tensor, w: torch.Tensor, h0: torch.Tensor, slope: float, offsets: torch.Tensor | None = None
+) -> torch.Tensor:
     """models/pointwise_recurrence.py's leaky-ReLU recurrence in two kernel launches."""
     return _FusedRecurrence.apply(u, w, None, h0, offsets, "leaky_relu", slope)

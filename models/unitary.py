@@ -18,6 +18,7 @@ optimizer step on them is the code's step. 'right' forms K D, the paper's eq. (2
 of functions after relabelling the units by D^H, but with other theta (and A) gradients. Theorem 2 is about
 L(W) for W = K D either way: with 'left' its dL/dW is the transpose of dL/d(the applied matrix).
 """
+
 from __future__ import annotations
 
 import math
@@ -26,7 +27,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from ortholab.models.cayley import block_angles, skew_from_block_angles  # noqa: F401 - shared with scoRNN
+from ortholab.models.cayley import block_angles, skew_from_block_angles
 from ortholab.models.choices import checks_choices
 
 
@@ -100,8 +101,14 @@ class ComplexScaledCayley(nn.Module):
     """
 
     @checks_choices(key_prefix="ComplexScaledCayley: ")
-    def __init__(self, n: int, init: UnitaryInit = "henaff", gradient: CayleyGradient = "theorem2",
-                 generator: torch.Generator | None = None, d_side: DSide = "left"):
+    def __init__(
+        self,
+        n: int,
+        init: UnitaryInit = "henaff",
+        gradient: CayleyGradient = "theorem2",
+        generator: torch.Generator | None = None,
+        d_side: DSide = "left",
+    ):
         super().__init__()
         self.n = n
         self.gradient = gradient
@@ -115,8 +122,9 @@ class ComplexScaledCayley(nn.Module):
         self.theta = nn.Parameter(torch.rand(n, generator=generator, dtype=torch.float64).mul(2 * math.pi).float())
         on_diagonal = torch.triu_indices(n, n, offset=0)
         # dL/dx = 2 Re Gamma_jk, dL/dy = 2 Im Gamma_jk (j < k), dL/dz = Im Gamma_jj: see the module's docstring
-        self.register_buffer("imag_gradient_scale", torch.where(on_diagonal[0] == on_diagonal[1], 1.0, 0.5),
-                             persistent=False)
+        self.register_buffer(
+            "imag_gradient_scale", torch.where(on_diagonal[0] == on_diagonal[1], 1.0, 0.5), persistent=False
+        )
 
     def skew(self) -> torch.Tensor:
         real, imag = self.real_upper, self.imag_upper

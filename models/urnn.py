@@ -7,6 +7,7 @@ port's unnormalised FFT with a 1/n inverse forms the same W), Pi a fixed random 
 parameters (Wisdom et al. 2016). W is applied by its factors at every step (O(n log n)), never as a matrix: on the
 CPU by the compiled kernels of models/urnn_kernels.py, elsewhere by models/operator_recurrence.py's BPTT.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,8 +31,9 @@ def ifft(x: torch.Tensor) -> torch.Tensor:
     return torch.fft.ifft(x, norm="ortho")
 
 
-def reflect(x: torch.Tensor, v: torch.Tensor, c: torch.Tensor, inplace: bool = False
-            ) -> tuple[torch.Tensor, torch.Tensor]:
+def reflect(
+    x: torch.Tensor, v: torch.Tensor, c: torch.Tensor, inplace: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(R x, a) for every row x: R x = x - 2 v (v^H x) / |v|^2 = x - a v with a = c^T x, c = 2 conj(v) / |v|^2."""
     a = x @ c.unsqueeze(1)
     if inplace:
@@ -56,8 +58,15 @@ class RestrictedUnitary:
         c = 2 * v.conj() / v.real.square().add(v.imag.square()).sum(dim=1, keepdim=True)  # R = I - 2 v v^H / |v|^2
         return d, v, c, *(f.conj().resolve_conj() for f in (d, v, c))
 
-    def apply(self, x: torch.Tensor, factors: tuple, plus: torch.Tensor | None = None,
-              tape: list | None = None, out: torch.Tensor | None = None, conjugate: bool = False) -> torch.Tensor:
+    def apply(
+        self,
+        x: torch.Tensor,
+        factors: tuple,
+        plus: torch.Tensor | None = None,
+        tape: list | None = None,
+        out: torch.Tensor | None = None,
+        conjugate: bool = False,
+    ) -> torch.Tensor:
         d, v, c = factors[3:] if conjugate else factors[:3]
         # conj(W) = conj(D3) conj(R2) F conj(D2) Pi conj(R1) F^-1 conj(D1): the unitary DFT is symmetric, conj(F) = F^-1
         forward, inverse = (ifft, fft) if conjugate else (fft, ifft)
@@ -78,8 +87,9 @@ class RestrictedUnitary:
     def factor_gradients(self, buffers: list[torch.Tensor]) -> list[torch.Tensor]:
         return [buffers[0].sum(dim=1), buffers[1], buffers[2]]  # the phases' per-row sums over the batch
 
-    def adjoint(self, g: torch.Tensor, factors: tuple, tape: list | None = None,
-                grads: list | None = None) -> torch.Tensor:
+    def adjoint(
+        self, g: torch.Tensor, factors: tuple, tape: list | None = None, grads: list | None = None
+    ) -> torch.Tensor:
         d_conj, v_conj, c_conj = factors[3:]  # W^H = D1^H F^-1 R1 Pi^T D2^H F R2 D3^H
         if tape is not None:  # the tape holds conj(x) of every factor input x (and conj(a) of the reflections)
             x, x1, a1, x3, x4, a2, x5 = tape

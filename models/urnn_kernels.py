@@ -12,6 +12,7 @@ dL/dz_t back through W^H (two FFTs) and adds dL/d(factor) per batch row,
 in PyTorch's convention for complex gradients (models/operator_recurrence.py): through y = d * x,
 dL/dd = conj(x) G; through y = x - (c^T x) v, dL/dv = -conj(a) G, dL/dc = -(v^H G) conj(x), dL/dx = G - conj(c) v^H G.
 """
+
 from __future__ import annotations
 
 import numba
@@ -44,8 +45,9 @@ def _reflect_permute_scale(x1, v, c, permutation, d, a, out):  # pragma: no cove
 
 
 @numba.njit(**OPTIONS)
-def _reflect_input_modrelu(x4, v, c, d, u, t, b, eps, offsets, has_offsets, z, h, d_next, next_in
-                           ):  # pragma: no cover (compiled)
+def _reflect_input_modrelu(
+    x4, v, c, d, u, t, b, eps, offsets, has_offsets, z, h, d_next, next_in
+):  # pragma: no cover (compiled)
     """z_t = u_t + d * (x4 - a v), a = c^T x4; h_t = sigma_eps(z_t, b) (+ offsets_t); next_in = d_next * h_t."""
     zero = eps - eps
     for i in numba.prange(x4.shape[0]):
@@ -104,8 +106,9 @@ def _last_factors_adjoint(g, t, x4, v, c, d, grad_d, grad_v, grad_c, out):  # pr
 
 
 @numba.njit(**OPTIONS)
-def _middle_factors_adjoint(g, x1, a, v, c, permutation, inverse, d, grad_d, grad_v, grad_c, out
-                            ):  # pragma: no cover (compiled)
+def _middle_factors_adjoint(
+    g, x1, a, v, c, permutation, inverse, d, grad_d, grad_v, grad_c, out
+):  # pragma: no cover (compiled)
     """out = R1^H Pi^T D2^H g for g = dL/d(D2 x3) (dL/dx4 pulled back through F^-1), adding dL/dd2, dL/dv1,
     dL/dc1 per row, from x1 = x1_t and a = a1_t."""
     for i in numba.prange(g.shape[0]):
@@ -161,8 +164,9 @@ class _URNNRecurrence(torch.autograd.Function):
             torch.fft.fft(step_in, norm="ortho", out=x1[t])  # F D1 h_{t-1}
             _reflect_permute_scale(x1_[t], v[0], c[0], permutation, d[1], a1_[t], x3_)  # D2 Pi R1
             torch.fft.ifft(x3, norm="ortho", out=x4[t])  # F^-1
-            _reflect_input_modrelu(x4_[t], v[1], c[1], d[2], u_, t, b_, eps, offsets_, offsets is not None, z_, h_,
-                                   d[0], step_in_)  # D3 R2, + U x_t, modReLU, and D1 h_t for the next step
+            _reflect_input_modrelu(
+                x4_[t], v[1], c[1], d[2], u_, t, b_, eps, offsets_, offsets is not None, z_, h_, d[0], step_in_
+            )  # D3 R2, + U x_t, modReLU, and D1 h_t for the next step
         ctx.operator = operator
         ctx.save_for_backward(b, h0, z, h, x1, a1, x4, *params)
         return torch.view_as_real(h).flatten(-2)
@@ -185,8 +189,9 @@ class _URNNRecurrence(torch.autograd.Function):
         total = torch.empty_like(z) if want_total else None
         carry = grad_h[-1].clone()
         g, g2 = torch.empty_like(carry), torch.empty_like(carry)
-        z_, h_, h0_, x1_, a1_, x4_, grad_h_, grad_b_, b_ = (as_array(x) for x in (z, h, h0, x1, a1, x4, grad_h,
-                                                                                 grad_b, b))
+        z_, h_, h0_, x1_, a1_, x4_, grad_h_, grad_b_, b_ = (
+            as_array(x) for x in (z, h, h0, x1, a1, x4, grad_h, grad_b, b)
+        )
         grad_d_, grad_v_, grad_c_ = (as_array(x) for x in (grad_d, grad_v, grad_c))
         carry_, g_, g2_ = (as_array(x) for x in (carry, g, g2))
         for t in range(steps - 1, -1, -1):
@@ -195,8 +200,9 @@ class _URNNRecurrence(torch.autograd.Function):
             _modrelu_backward(z_, t, carry_, b_, eps, grad_b_)  # dL/dz_t in z_t's place
             _last_factors_adjoint(z_, t, x4_[t], v[1], c[1], d[2], grad_d_[2], grad_v_[1], grad_c_[1], g_)
             torch.fft.fft(g, norm="ortho", out=g2)  # (F^-1)^H = F
-            _middle_factors_adjoint(g2_, x1_[t], a1_[t], v[0], c[0], permutation, inverse, d[1], grad_d_[1],
-                                    grad_v_[0], grad_c_[0], g_)
+            _middle_factors_adjoint(
+                g2_, x1_[t], a1_[t], v[0], c[0], permutation, inverse, d[1], grad_d_[1], grad_v_[0], grad_c_[0], g_
+            )
             torch.fft.ifft(g, norm="ortho", out=g2)  # F^H = F^-1
             _first_factor_adjoint(g2_, h_[t - 1] if t else h0_, d[0], grad_d_[0], grad_h_, t, carry_)
         factor_grads = [x.sum(dim=1) for x in (grad_d, grad_v, grad_c)]  # summed over the rows
@@ -204,8 +210,14 @@ class _URNNRecurrence(torch.autograd.Function):
         return None, z, grad_b.sum(dim=0), carry, total, *grad_params
 
 
-def urnn_recurrence_features(operator, u: torch.Tensor, b: torch.Tensor, h0: torch.Tensor,
-                             params: tuple[torch.Tensor, ...], offsets: torch.Tensor | None = None) -> torch.Tensor:
+def urnn_recurrence_features(
+    operator,
+    u: torch.Tensor,
+    b: torch.Tensor,
+    h0: torch.Tensor,
+    params: tuple[torch.Tensor, ...],
+    offsets: torch.Tensor | None = None,
+) -> torch.Tensor:
     """The uRNN recurrence's states as interleaved real features (T, B, 2n), by the compiled kernels;
     `operator` a `RestrictedUnitary`, the other arguments as `operator_recurrence_features`."""
     return _URNNRecurrence.apply(operator, u, b, h0, offsets, *params)

@@ -6,4 +6,5 @@ optimizers, the CLI), `ortholab.db` (the run store) and `ortholab.app` (the dash
 only top-level name the install adds. `ortholab.nn` holds every family as a layer with torch.nn.RNN's calling
 convention, and the papers' optimizers (docs/library.md).
 """
+
 __version__ = "0.1.0"

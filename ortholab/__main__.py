@@ -1,4 +1,5 @@
 """`python -m ortholab ...`: the same as the `ortholab` command."""
+
 from ortholab.cli.main import main
 
 if __name__ == "__main__":

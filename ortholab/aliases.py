@@ -5,6 +5,7 @@ CLI installs this finder in its own process only, so that those names import Ort
 (the same module objects, never a second copy), while `import ortholab` in a user's program leaves their own
 `models`, `training`, ... packages alone.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -53,17 +54,28 @@ def full_class_path(path: str) -> str:
 # imported (jsonargparse's import-path policy: a denied path is never imported, so no import side effect runs).
 # Callables are refused: no function is allowed, and LambdaCallback (which calls the functions it is given) is out.
 CONFIG_IMPORTS_ALLOWED = (
-    "ortholab.datamodules", "datamodules", "ortholab.training.callbacks", "training.callbacks",
-    "lightning.pytorch.callbacks", "lightning.pytorch.profilers", "lightning.pytorch.strategies",
-    "lightning.pytorch.plugins", "lightning.pytorch.accelerators",
-    "lightning.pytorch.loggers.CSVLogger", "lightning.pytorch.loggers.csv_logs.CSVLogger",
-    "lightning.pytorch.loggers.TensorBoardLogger", "lightning.pytorch.loggers.tensorboard.TensorBoardLogger",
-    "lightning.pytorch.loggers.MLFlowLogger", "lightning.pytorch.loggers.mlflow.MLFlowLogger",
-    "lightning.pytorch.loggers.WandbLogger", "lightning.pytorch.loggers.wandb.WandbLogger",
+    "ortholab.datamodules",
+    "datamodules",
+    "ortholab.training.callbacks",
+    "training.callbacks",
+    "lightning.pytorch.callbacks",
+    "lightning.pytorch.profilers",
+    "lightning.pytorch.strategies",
+    "lightning.pytorch.plugins",
+    "lightning.pytorch.accelerators",
+    "lightning.pytorch.loggers.CSVLogger",
+    "lightning.pytorch.loggers.csv_logs.CSVLogger",
+    "lightning.pytorch.loggers.TensorBoardLogger",
+    "lightning.pytorch.loggers.tensorboard.TensorBoardLogger",
+    "lightning.pytorch.loggers.MLFlowLogger",
+    "lightning.pytorch.loggers.mlflow.MLFlowLogger",
+    "lightning.pytorch.loggers.WandbLogger",
+    "lightning.pytorch.loggers.wandb.WandbLogger",
 )
 CONFIG_IMPORTS_DENIED = (
     "*",  # everything not allowed above
-    "lightning.pytorch.callbacks.LambdaCallback", "lightning.pytorch.callbacks.lambda_function",
+    "lightning.pytorch.callbacks.LambdaCallback",
+    "lightning.pytorch.callbacks.lambda_function",
 )
 EXTRA_MODULES_VAR = "ORTHOLAB_CONFIG_MODULES"  # comma-separated modules of the user's own tasks or callbacks
 
@@ -78,8 +90,10 @@ def allowed_config_imports() -> tuple[str, ...]:
         if not all(part.isidentifier() for part in module.split(".")) or module.split(".")[0] == "jsonargparse":
             from ortholab.errors import ConfigError
 
-            raise ConfigError(f"${EXTRA_MODULES_VAR} holds {module!r}; give comma-separated module names "
-                              f"(e.g. {EXTRA_MODULES_VAR}=mytasks,mylab.callbacks)")
+            raise ConfigError(
+                f"${EXTRA_MODULES_VAR} holds {module!r}; give comma-separated module names "
+                f"(e.g. {EXTRA_MODULES_VAR}=mytasks,mylab.callbacks)"
+            )
     return (*CONFIG_IMPORTS_ALLOWED, *extra)
 
 
@@ -87,9 +101,11 @@ def restrict_config_imports() -> None:
     """Make jsonargparse refuse, before importing it, any class path or dotted value outside the allow-list."""
     from jsonargparse import set_parsing_settings
 
-    set_parsing_settings(import_path_denylist=list(CONFIG_IMPORTS_DENIED),
-                         import_path_allowlist=list(allowed_config_imports()),
-                         instantiate_subclass_spec_in_any=False)  # a {class_path: ...} in family_args stays a dict
+    set_parsing_settings(
+        import_path_denylist=list(CONFIG_IMPORTS_DENIED),
+        import_path_allowlist=list(allowed_config_imports()),
+        instantiate_subclass_spec_in_any=False,
+    )  # a {class_path: ...} in family_args stays a dict
 
 
 def config_import_refused(path: str) -> bool:
@@ -105,9 +121,11 @@ def check_class_path(path: str, key: str) -> None:
     if not isinstance(path, str) or not all(p.isidentifier() for p in path.split(".")) or config_import_refused(path):
         from ortholab.errors import ConfigError
 
-        raise ConfigError(f"{key} = {path!r} is not a class OrthoLab configs may name (its tasks and callbacks, "
-                          f"Lightning's callbacks, loggers and profilers; add your own package to "
-                          f"${EXTRA_MODULES_VAR})")
+        raise ConfigError(
+            f"{key} = {path!r} is not a class OrthoLab configs may name (its tasks and callbacks, "
+            f"Lightning's callbacks, loggers and profilers; add your own package to "
+            f"${EXTRA_MODULES_VAR})"
+        )
 
 
 def refuse_callables(config, prefix: str = "") -> None:
@@ -130,6 +148,8 @@ def refuse_callables(config, prefix: str = "") -> None:
             from ortholab.errors import ConfigError
 
             name = getattr(value, "__qualname__", type(value).__qualname__)
-            raise ConfigError(f"{key} = {getattr(value, '__module__', '?')}.{name}: a config may not name a function "
-                              f"or callable object (it would be called with the run's objects); remove {key}")
+            raise ConfigError(
+                f"{key} = {getattr(value, '__module__', '?')}.{name}: a config may not name a function "
+                f"or callable object (it would be called with the run's objects); remove {key}"
+            )
         refuse_callables(value, key)

@@ -3,6 +3,7 @@
 `pip install ortholab` gives training, the run store on SQLite, data fetching and reports; each extra adds one part.
 `make install` installs them all (the dev extra pulls `all`).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -33,7 +34,10 @@ class MissingExtra(ConfigError):
 def missing_extra_message(extra: str, module: str) -> str:
     feature = {**EXTRAS, **TRACKERS}[extra][0]
     every = " (or 'ortholab[all]' for every optional part)" if extra in EXTRAS else ""
-    return f"{feature} needs the optional package {module!r}, which is not installed: pip install 'ortholab[{extra}]'{every}"
+    return (
+        f"{feature} needs the optional package {module!r}, which is not installed: "
+        f"pip install 'ortholab[{extra}]'{every}"
+    )
 
 
 def require_extra(extra: str) -> None:

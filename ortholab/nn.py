@@ -6,12 +6,58 @@
 
 Everything here lives in ortholab.models.layers and ortholab.models.optimizers; docs/library.md shows it at work.
 """
-from ortholab.models.layers import (EURNN, GRU, LAYERS, LRU, LSTM, NRU, NNRNN, ORNN, RNN, S4D, SRNN, URNN, ExpRNN,
-                                    FamilyRNN, FullCapacityURNN, GroupOptimizer, ScoRNN, ScuRNN, group_optimizer,
-                                    paper_optimizers, parameter_groups)
+
+from ortholab.models.layers import (
+    EURNN,
+    GRU,
+    LAYERS,
+    LRU,
+    LSTM,
+    NNRNN,
+    NRU,
+    ORNN,
+    RNN,
+    S4D,
+    SRNN,
+    URNN,
+    ExpRNN,
+    FamilyRNN,
+    FullCapacityURNN,
+    GroupOptimizer,
+    ScoRNN,
+    ScuRNN,
+    group_optimizer,
+    paper_optimizers,
+    parameter_groups,
+)
 from ortholab.models.optimizers import OPTIMIZERS, AdagradTF, RMSpropTF, build_optimizer
 from ortholab.models.stiefel import StiefelCayley
 
-__all__ = ["EURNN", "GRU", "LAYERS", "LRU", "LSTM", "NRU", "NNRNN", "ORNN", "RNN", "S4D", "SRNN", "URNN", "ExpRNN",
-           "FamilyRNN", "FullCapacityURNN", "GroupOptimizer", "ScoRNN", "ScuRNN", "group_optimizer", "paper_optimizers",
-           "parameter_groups", "OPTIMIZERS", "AdagradTF", "RMSpropTF", "StiefelCayley", "build_optimizer"]
+__all__ = [
+    "EURNN",
+    "GRU",
+    "LAYERS",
+    "LRU",
+    "LSTM",
+    "NRU",
+    "NNRNN",
+    "ORNN",
+    "RNN",
+    "S4D",
+    "SRNN",
+    "URNN",
+    "ExpRNN",
+    "FamilyRNN",
+    "FullCapacityURNN",
+    "GroupOptimizer",
+    "ScoRNN",
+    "ScuRNN",
+    "group_optimizer",
+    "paper_optimizers",
+    "parameter_groups",
+    "OPTIMIZERS",
+    "AdagradTF",
+    "RMSpropTF",
+    "StiefelCayley",
+    "build_optimizer",
+]

@@ -1,5 +1,6 @@
 """`user_error`: the user's error behind an exception (its one line is what the command line prints, exit code 2),
 or None for a bug (its traceback is shown)."""
+
 from __future__ import annotations
 
 import re
@@ -21,9 +22,11 @@ def disk_full(err: BaseException) -> ConfigError | None:
 
     if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
         where = f" writing {err.filename}" if err.filename else ""
-        return ConfigError(f"no space left on the device{where} ({err.strerror}); the run stopped and what it recorded "
-                           f"is kept; free space or give --runs_dir on another disk, then continue with `ortholab fit "
-                           f"--resume RUN_ID`")
+        return ConfigError(
+            f"no space left on the device{where} ({err.strerror}); the run stopped and what it recorded "
+            f"is kept; free space or give --runs_dir on another disk, then continue with `ortholab fit "
+            f"--resume RUN_ID`"
+        )
     return None
 
 
@@ -35,9 +38,15 @@ def user_error(err: BaseException | None) -> BaseException | None:
             return missing
         seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__
-    reported = tuple(c for c in (ConfigError, _loaded_class("ortholab.db.store", "StoreError"),
-                                 _loaded_class("ortholab.training.callbacks.nan_guard", "NonFiniteError"))
-                     if c is not None)
+    reported = tuple(
+        c
+        for c in (
+            ConfigError,
+            _loaded_class("ortholab.db.store", "StoreError"),
+            _loaded_class("ortholab.training.callbacks.nan_guard", "NonFiniteError"),
+        )
+        if c is not None
+    )
     misconfigured = _loaded_class("lightning.fabric.utilities.exceptions", "MisconfigurationException")
     seen = set()
     while err is not None and id(err) not in seen:
@@ -48,17 +57,20 @@ def user_error(err: BaseException | None) -> BaseException | None:
         if isinstance(err, RuntimeError) and re.search(r"can't allocate memory|out of memory", str(err), re.I):
             asked = re.search(r"allocate (\d+) bytes", str(err))
             size = f" ({int(asked.group(1)) / 2**30:.3g} GiB in one piece)" if asked else ""
-            return ConfigError(f"not enough memory{size}: lower model.hidden_size (or model.num_layers, "
-                               f"data.batch_size, data.seq_len)")
+            return ConfigError(
+                f"not enough memory{size}: lower model.hidden_size (or model.num_layers, data.batch_size, data.seq_len)"
+            )
         if misconfigured is not None and isinstance(err, misconfigured):  # Lightning's verdict on the trainer settings
             import torch
 
             message = " ".join(str(err).split())
             if not re.search(r"accelerator|device|gpu|cuda|mps|tpu|strategy", message, re.IGNORECASE):
                 return ConfigError(f"{message} (a --trainer.* setting; `ortholab fit --help` lists them)")
-            return ConfigError(f"{message} — check --trainer.accelerator and --trainer.devices "
-                               f"(this machine has {torch.cuda.device_count()} CUDA device(s); "
-                               f"`--trainer.accelerator cpu` runs anywhere)")
+            return ConfigError(
+                f"{message} — check --trainer.accelerator and --trainer.devices "
+                f"(this machine has {torch.cuda.device_count()} CUDA device(s); "
+                f"`--trainer.accelerator cpu` runs anywhere)"
+            )
         seen.add(id(err))
         err = err.__cause__ or err.__context__
     return None

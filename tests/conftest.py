@@ -1,5 +1,6 @@
 """Suite-wide settings: the data root is ../shared/data where this checkout has it (MNIST, FSDD, JSB Chorales,
 Nottingham), so the demos read their data sets from there; no test fetches through a mirror it did not set."""
+
 import os
 
 from standins import SHARED_DATA

@@ -18,7 +18,15 @@ import numpy as np
 from streamlit.testing.v1 import AppTest
 
 from ortholab.db import Store
-from ortholab.db.artifacts import AUDIO, EIGENVALUES, GRAD_NORMS, HIDDEN_TRAJECTORY, NPY_MEDIA_TYPE, PHASES, array_to_bytes
+from ortholab.db.artifacts import (
+    AUDIO,
+    EIGENVALUES,
+    GRAD_NORMS,
+    HIDDEN_TRAJECTORY,
+    NPY_MEDIA_TYPE,
+    PHASES,
+    array_to_bytes,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 APP_MAIN = str(REPO / "app" / "main.py")
@@ -26,21 +34,56 @@ COPYING_T = 100
 COPYING_BASELINE = 10 * math.log(8) / (COPYING_T + 20)
 ADDING_BASELINE = 1 / 6
 REAL_FIT = [
-    "--model.hidden_size", "8", "--model.family_args", "{rho: 4}", "--data.seq_len", "5", "--data.train_size", "40",
-    "--data.batch_size", "10", "--data.val_size", "20", "--data.eval_batch_size", "20", "--trainer.max_steps", "6",
-    "--trainer.val_check_interval", "3", "--trainer.log_every_n_steps", "1", "--trainer.enable_progress_bar", "false",
-    "--trainer.enable_model_summary", "false",
-]  # fmt: skip
+    "--model.hidden_size",
+    "8",
+    "--model.family_args",
+    "{rho: 4}",
+    "--data.seq_len",
+    "5",
+    "--data.train_size",
+    "40",
+    "--data.batch_size",
+    "10",
+    "--data.val_size",
+    "20",
+    "--data.eval_batch_size",
+    "20",
+    "--trainer.max_steps",
+    "6",
+    "--trainer.val_check_interval",
+    "3",
+    "--trainer.log_every_n_steps",
+    "1",
+    "--trainer.enable_progress_bar",
+    "false",
+    "--trainer.enable_model_summary",
+    "false",
+]
 
 
 def train_real_run(url: str, runs_dir: Path, name: str = "real-scornn") -> None:
     """A real scoRNN run on copying through `ortholab fit` (6 batches), recorded in `url`."""
     done = subprocess.run(
-        [sys.executable, "-c", "from ortholab.cli.main import main; main()", "fit",
-         "--config", str(REPO / "configs" / "demo" / "copying_scornn.yaml"), *REAL_FIT,
-         "--db", url, "--name", name, "--runs_dir", str(runs_dir)],
-        cwd=runs_dir, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "from ortholab.cli.main import main; main()",
+            "fit",
+            "--config",
+            str(REPO / "configs" / "demo" / "copying_scornn.yaml"),
+            *REAL_FIT,
+            "--db",
+            url,
+            "--name",
+            name,
+            "--runs_dir",
+            str(runs_dir),
+        ],
+        cwd=runs_dir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -78,12 +121,18 @@ def scurnn_phases(step: int) -> np.ndarray:
 
 # the speech run's metric points: means of the model and the baseline, and two utterances' own values
 SPEECH_POINTS = {
-    "test_audio/segsnr_voicebox": 6.5, "test_audio/stoi": 0.81, "test_audio/pesq_nb_mos_lqo": 2.2,
-    "test_audio/segsnr_clamped_30ms": 4.0, "test_audio/n_utterances": 2.0,
-    "test_audio_baseline/segsnr_voicebox": 1.5, "test_audio_baseline/stoi": 0.6,
-    "test_audio/stoi/u1": 0.8, "test_audio/stoi/u2": 0.82, "test_audio_baseline/stoi/u1": 0.55,
+    "test_audio/segsnr_voicebox": 6.5,
+    "test_audio/stoi": 0.81,
+    "test_audio/pesq_nb_mos_lqo": 2.2,
+    "test_audio/segsnr_clamped_30ms": 4.0,
+    "test_audio/n_utterances": 2.0,
+    "test_audio_baseline/segsnr_voicebox": 1.5,
+    "test_audio_baseline/stoi": 0.6,
+    "test_audio/stoi/u1": 0.8,
+    "test_audio/stoi/u2": 0.82,
+    "test_audio_baseline/stoi/u1": 0.55,
     "test_audio_baseline/stoi/u2": 0.65,
-}  # fmt: skip
+}
 
 
 def add_hand_written_runs(store: Store) -> dict[str, int]:
@@ -93,9 +142,14 @@ def add_hand_written_runs(store: Store) -> dict[str, int]:
 
     # an LSTM baseline on adding: curves, parameter groups through the 'default' optimizer, tags; no matrix
     run = ids["lstm-adding"] = store.create_run(
-        name="lstm-adding", family="lstm", task="adding", main_metric="val/loss", baseline=ADDING_BASELINE,
-        config={"model": {"family": "lstm", "hidden_size": 64}}, tags=["baseline", "cpu"],
-    )  # fmt: skip
+        name="lstm-adding",
+        family="lstm",
+        task="adding",
+        main_metric="val/loss",
+        baseline=ADDING_BASELINE,
+        config={"model": {"family": "lstm", "hidden_size": 64}},
+        tags=["baseline", "cpu"],
+    )
     store.log_params(
         run, {"seed": 1, "model": {"family": "lstm", "hidden_size": 64}, "data": {"init_args": {"batch_size": 50}}}
     )
@@ -112,9 +166,13 @@ def add_hand_written_runs(store: Store) -> dict[str, int]:
 
     # scoRNN with every matrix analysis: eigenvalue snapshots, drift, gradient profiles, hidden trajectories
     run = ids["scornn-snapshots"] = store.create_run(
-        name="scornn-snapshots", family="scornn", task="copying", main_metric="val/loss", baseline=COPYING_BASELINE,
+        name="scornn-snapshots",
+        family="scornn",
+        task="copying",
+        main_metric="val/loss",
+        baseline=COPYING_BASELINE,
         config={"model": {"family": "scornn", "hidden_size": 16}},
-    )  # fmt: skip
+    )
     store.log_params(run, {"seed": 1, "model": {"family": "scornn", "hidden_size": 16}})  # no batch size recorded
     for k, step in enumerate((0, 100, 200)):
         store.log_metrics(
@@ -193,23 +251,30 @@ def add_seed_runs(store: Store) -> dict[str, int]:
         for seed in seeds:
             name = f"{family}-seed{seed}"
             run = ids[name] = store.create_run(
-                name=name, family=family, task="adding", main_metric="val/loss", baseline=ADDING_BASELINE,
-                config={"model": {"family": family, "hidden_size": hidden}}, tags=["seeds"],
-            )  # fmt: skip
+                name=name,
+                family=family,
+                task="adding",
+                main_metric="val/loss",
+                baseline=ADDING_BASELINE,
+                config={"model": {"family": family, "hidden_size": hidden}},
+                tags=["seeds"],
+            )
             store.log_params(run, {"seed_everything": seed, "model": {"family": family, "hidden_size": hidden}})
             if family == "scornn":  # recorded its plan: epochs are step / 100 (the LSTMs' all lie in epoch 0)
                 store.update_run(run, info={"plan": {"steps_per_epoch": SEED_STEPS_PER_EPOCH}})
             steps = SEED_STEPS if seed != 3 else tuple(s + 50 for s in SEED_STEPS[:-1])
             for step in steps:
-                store.log_metrics(run, {"val/loss": seed_loss(family, seed, step)}, step=step, epoch=0,
-                                  wall_time=t0 + step)
+                store.log_metrics(
+                    run, {"val/loss": seed_loss(family, seed, step)}, step=step, epoch=0, wall_time=t0 + step
+                )
             store.set_status(run, "finished")
     run = ids["srnn-zero-drift"] = store.create_run(
         name="srnn-zero-drift", family="srnn", task="copying", main_metric="val/loss", baseline=COPYING_BASELINE
     )
     for k, step in enumerate((0, 100, 200)):
-        store.log_metrics(run, {"val/loss": 0.3 / (k + 1), "analysis/orthogonality": 0.0}, step=step, epoch=0,
-                          wall_time=t0 + k)
+        store.log_metrics(
+            run, {"val/loss": 0.3 / (k + 1), "analysis/orthogonality": 0.0}, step=step, epoch=0, wall_time=t0 + k
+        )
     store.set_status(run, "finished")
     return ids
 

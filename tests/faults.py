@@ -1,4 +1,5 @@
 """Callbacks that do real damage to a training process, for the fault tests (loaded by class path in configs)."""
+
 import os
 import signal
 from pathlib import Path

@@ -11,13 +11,14 @@ round-off of the `ops` operations it accumulates (the caller's count: units time
 measured: the difference at 2 eps minus the one at eps is 3 times it (Richardson), and at least the error where a
 kink (a ReLU's) lies within the step.
 """
-import torch
 
+import torch
 from tolerances import roundoff
 
 
-def assert_gradients_match_finite_differences(f, inputs, *, ops: int, directions: int = 8, eps: float = 1e-6,
-                                              seed: int = 0) -> None:
+def assert_gradients_match_finite_differences(
+    f, inputs, *, ops: int, directions: int = 8, eps: float = 1e-6, seed: int = 0
+) -> None:
     g = torch.Generator().manual_seed(seed)
     inputs = [x.detach().clone().requires_grad_() for x in inputs]
     assert all(x.dtype == torch.float64 for x in inputs), "finite differences need float64 inputs"
@@ -26,8 +27,13 @@ def assert_gradients_match_finite_differences(f, inputs, *, ops: int, directions
     grads = torch.autograd.grad((out * v).sum(), inputs, allow_unused=True)
     grads = [torch.zeros_like(x) if grad is None else grad for x, grad in zip(inputs, grads)]
     probes = [[torch.randn(x.shape, generator=g, dtype=x.dtype) for x in inputs] for _ in range(directions)]
-    probes += [[torch.randn(x.shape, generator=g, dtype=x.dtype) if i == j else torch.zeros_like(x)
-                for j, x in enumerate(inputs)] for i in range(len(inputs))]
+    probes += [
+        [
+            torch.randn(x.shape, generator=g, dtype=x.dtype) if i == j else torch.zeros_like(x)
+            for j, x in enumerate(inputs)
+        ]
+        for i in range(len(inputs))
+    ]
     rounding = roundoff(torch.float64, n=out.numel() + ops, scale=(v * out).abs().sum().item() / eps)
 
     def difference(d, step):

@@ -1,4 +1,5 @@
 """Faults for the hostile-input tests, loaded by class path (with ORTHOLAB_CONFIG_MODULES=hostile_faults)."""
+
 import errno
 import os
 from pathlib import Path

@@ -1,5 +1,6 @@
 """A callback a test's config names by class path (conftest admits this module): it keeps the trained module of
 the last fit in this process, so the test reads the layer that `ortholab fit` trained."""
+
 from lightning.pytorch import Callback
 
 

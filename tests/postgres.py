@@ -1,4 +1,5 @@
 """A throwaway PostgreSQL server for the store's tests (Debian's package; `.ci/run` installs it)."""
+
 from __future__ import annotations
 
 import glob
@@ -44,10 +45,22 @@ def postgres_server():
     if os.geteuid() == 0:  # initdb refuses root: run the server as the package's postgres user
         shutil.chown(folder, "postgres")
         as_user = ["runuser", "-u", "postgres", "--"]
-    run = lambda *cmd: subprocess.run([*as_user, *cmd], check=True, capture_output=True, text=True)
+
+    def run(*cmd: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*as_user, *cmd], check=True, capture_output=True, text=True)
+
     run(f"{bin_dir}/initdb", "-D", data, "-U", "ortholab", "--auth=trust", "-E", "UTF8")
-    run(f"{bin_dir}/pg_ctl", "-D", data, "-l", os.path.join(folder, "log"), "-w", "start",
-        "-o", f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off")
+    run(
+        f"{bin_dir}/pg_ctl",
+        "-D",
+        data,
+        "-l",
+        os.path.join(folder, "log"),
+        "-w",
+        "start",
+        "-o",
+        f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off",
+    )
     try:
         run(f"{bin_dir}/createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "ortholab", "runs")
         yield f"postgresql+psycopg://ortholab@127.0.0.1:{port}/runs"
@@ -65,7 +78,7 @@ def wait_until_ready(url: str, timeout: float = 10.0) -> None:
             with create_engine(url).connect() as conn:
                 conn.execute(text("select 1"))
             return
-        except Exception:  # noqa: BLE001 - retry until the server accepts connections
+        except Exception:  # retry until the server accepts connections
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)

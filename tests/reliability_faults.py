@@ -3,6 +3,7 @@
 Each fault fires once: a marker file remembers it, so the resumed run (which reloads the same callbacks from the
 stored config) is not killed again.
 """
+
 import errno
 import os
 import shutil
@@ -44,8 +45,11 @@ class KillInCheckpointWrite(Callback):
         save = trainer.save_checkpoint
 
         def save_checkpoint(filepath, *args, **kwargs):
-            if (os.path.basename(str(filepath)) == self.target and trainer.global_step == self.step
-                    and not self.marker.exists()):
+            if (
+                os.path.basename(str(filepath)) == self.target
+                and trainer.global_step == self.step
+                and not self.marker.exists()
+            ):
                 self.marker.write_text("SIGKILL")
                 _arm()
             return save(filepath, *args, **kwargs)

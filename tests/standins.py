@@ -1,4 +1,5 @@
 """Small stand-ins for the tasks' data, written in the real distributed formats (IDX, .mat, pickle, text, audio)."""
+
 from __future__ import annotations
 
 import gzip
@@ -23,14 +24,17 @@ def write_idx(path: Path, array: np.ndarray) -> Path:
     return path
 
 
-def mnist_standin(directory: Path, n_train: int = 40, n_test: int = 12, side: int = 28, gz: bool = True,
-                  seed: int = 0) -> dict[str, np.ndarray]:
+def mnist_standin(
+    directory: Path, n_train: int = 40, n_test: int = 12, side: int = 28, gz: bool = True, seed: int = 0
+) -> dict[str, np.ndarray]:
     """The four IDX files of a tiny MNIST-like set in `directory`; returns the arrays written."""
     directory.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     arrays = {
-        "train_images": rng.integers(0, 256, (n_train, side, side)), "train_labels": np.arange(n_train) % 10,
-        "test_images": rng.integers(0, 256, (n_test, side, side)), "test_labels": (np.arange(n_test) * 3) % 10,
+        "train_images": rng.integers(0, 256, (n_train, side, side)),
+        "train_labels": np.arange(n_train) % 10,
+        "test_images": rng.integers(0, 256, (n_test, side, side)),
+        "test_labels": (np.arange(n_test) * 3) % 10,
     }
     for role, stem in IDX_FILES.items():
         write_idx(directory / (stem + (".gz" if gz else "")), arrays[role])
@@ -40,8 +44,13 @@ def mnist_standin(directory: Path, n_train: int = 40, n_test: int = 12, side: in
 def piano_pieces(count: int, seed: int) -> list[list[list[int]]]:
     """`count` pieces, each a list of steps, each the list of sounding MIDI notes (21-108)."""
     rng = np.random.default_rng(seed)
-    return [[sorted(rng.choice(np.arange(21, 109), size=rng.integers(0, 4), replace=False).tolist())
-             for _ in range(rng.integers(3, 9))] for _ in range(count)]
+    return [
+        [
+            sorted(rng.choice(np.arange(21, 109), size=rng.integers(0, 4), replace=False).tolist())
+            for _ in range(rng.integers(3, 9))
+        ]
+        for _ in range(count)
+    ]
 
 
 def roll(piece: list[list[int]]) -> np.ndarray:
@@ -68,8 +77,14 @@ def write_music_pickle(path: Path, splits: dict[str, list[list[list[int]]]]) -> 
     return path
 
 
-def write_text_set(directory: Path, train: str, valid: str, test: str, names=("train.txt", "valid.txt", "test.txt"),
-                   char_format: bool = False) -> Path:
+def write_text_set(
+    directory: Path,
+    train: str,
+    valid: str,
+    test: str,
+    names=("train.txt", "valid.txt", "test.txt"),
+    char_format: bool = False,
+) -> Path:
     """Three text files; in the char format every character is followed by a space and spaces become '_'."""
     directory.mkdir(parents=True, exist_ok=True)
     for name, text in zip(names, (train, valid, test)):

@@ -1,4 +1,5 @@
 """training/allocator.py: glibc keeps freed memory for the next step (counted in page faults, never timed)."""
+
 import os
 import statistics
 import subprocess

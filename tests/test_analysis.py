@@ -1,21 +1,22 @@
 """The analysis callbacks write what they say, the gradient profile shows the papers' contrast, the NaN guard trips."""
+
 import os
 
 import lightning.pytorch as pl
 import numpy as np
 import pytest
 import torch
+from test_cli import DEMO, TINY
+from tolerances import close, norm, roundoff
 
+from ortholab.cli.main import main
 from ortholab.datamodules import AddingTask, CopyingTask
 from ortholab.db import SQLLogger, Store
 from ortholab.db.artifacts import EIGENVALUES, GRAD_NORMS, HIDDEN_TRAJECTORY, array_from_bytes
 from ortholab.training.callbacks import NaNGuard, NonFiniteError
 from ortholab.training.callbacks.matrix import orthogonality_error
 from ortholab.training.callbacks.probes import hidden_gradient_norms
-from ortholab.cli.main import main
 from ortholab.training.module import RecurrentModule
-from test_cli import DEMO, TINY
-from tolerances import close, norm, roundoff
 
 # scoRNN's float32 W = Cayley(A) D at n = 8: n eps32 cond(I + A), cond(I + A) <= sqrt(2) at the init (its blocks are
 # tan(t/2) <= 1) and A barely moves in 6 steps of lr 1e-4
@@ -32,13 +33,16 @@ def _fit(tmp_path, monkeypatch, *extra):
 
 
 def test_default_callbacks_record_drift_eigenvalues_profile_and_timing(tmp_path, monkeypatch):
-    store, run = _fit(tmp_path, monkeypatch,
-                      "--trainer.callbacks+=training.callbacks.OrthogonalityDrift",
-                      "--trainer.callbacks.every_n_steps=2",
-                      "--trainer.callbacks+=training.callbacks.HiddenTrajectory",
-                      "--trainer.callbacks.steps=[0, 4]",
-                      "--trainer.callbacks+=training.callbacks.Timing",
-                      "--trainer.callbacks.every_n_steps=2")
+    store, run = _fit(
+        tmp_path,
+        monkeypatch,
+        "--trainer.callbacks+=training.callbacks.OrthogonalityDrift",
+        "--trainer.callbacks.every_n_steps=2",
+        "--trainer.callbacks+=training.callbacks.HiddenTrajectory",
+        "--trainer.callbacks.steps=[0, 4]",
+        "--trainer.callbacks+=training.callbacks.Timing",
+        "--trainer.callbacks.every_n_steps=2",
+    )
     drift = store.metric_series(run.id, "analysis/orthogonality")
     assert [p.step for p in drift] == [0, 2, 4, 6] and all(p.value < DEMO_W_ROUNDOFF for p in drift)
 
@@ -67,8 +71,16 @@ def test_analysis_can_be_switched_off(tmp_path, monkeypatch):
 
 
 def test_lstm_has_no_recurrent_matrix_to_analyse(tmp_path, monkeypatch):
-    store, run = _fit(tmp_path, monkeypatch, "--model.family", "lstm", "--model.family_args", "{}",
-                      "--model.optimizers", "{default: {name: adam, lr: 0.01}}")
+    store, run = _fit(
+        tmp_path,
+        monkeypatch,
+        "--model.family",
+        "lstm",
+        "--model.family_args",
+        "{}",
+        "--model.optimizers",
+        "{default: {name: adam, lr: 0.01}}",
+    )
     assert "analysis/orthogonality" not in store.metric_keys(run.id) and not store.artifacts(run.id, EIGENVALUES)
     assert store.artifacts(run.id, GRAD_NORMS)  # the hidden-state profile needs no recurrent matrix
 
@@ -76,7 +88,7 @@ def test_lstm_has_no_recurrent_matrix_to_analyse(tmp_path, monkeypatch):
 def test_orthogonality_error_sees_a_non_orthogonal_matrix():
     q = torch.linalg.qr(torch.randn(6, 6, dtype=torch.float64))[0]
     # Householder QR, n = 6: n eps in the 2-norm, sqrt(n) times that in the Frobenius norm
-    assert orthogonality_error(q) < roundoff(torch.float64, 6, scale=6 ** 0.5) < 0.1 < orthogonality_error(1.1 * q)
+    assert orthogonality_error(q) < roundoff(torch.float64, 6, scale=6**0.5) < 0.1 < orthogonality_error(1.1 * q)
 
 
 def test_gradient_profile_is_the_total_derivative():
@@ -121,8 +133,15 @@ def test_nan_guard_names_step_and_group_and_marks_the_run_failed(tmp_path):
     task = CopyingTask(seq_len=5, train_size=40, batch_size=10, val_size=10)
     module = RecurrentModule(task.spec, family="scornn", hidden_size=8, family_args={"rho": 4})
     logger = SQLLogger(db_url=f"sqlite:///{tmp_path / 'runs.db'}", root_dir=str(tmp_path / "runs"))
-    trainer = pl.Trainer(max_steps=6, logger=logger, callbacks=[_PoisonGradient(), NaNGuard()], accelerator="cpu",
-                         enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False)
+    trainer = pl.Trainer(
+        max_steps=6,
+        logger=logger,
+        callbacks=[_PoisonGradient(), NaNGuard()],
+        accelerator="cpu",
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+    )
     with pytest.raises(NonFiniteError, match=r"group 'recurrent' at step 2"):
         trainer.fit(module, datamodule=task)
     (run,) = Store(logger._db_url).list_runs()
@@ -132,8 +151,9 @@ def test_nan_guard_names_step_and_group_and_marks_the_run_failed(tmp_path):
     assert state["model.layer.cayley.upper"].isfinite().all()  # saved before the poisoned step was applied
 
 
-def test_an_overflowing_update_from_the_cli_is_one_message_a_failed_run_and_finite_weights(tmp_path, monkeypatch,
-                                                                                             capsys):
+def test_an_overflowing_update_from_the_cli_is_one_message_a_failed_run_and_finite_weights(
+    tmp_path, monkeypatch, capsys
+):
     # lr = inf with finite gradients: the first group's update overflows; the guard restores the weights before it.
     # The config check refuses an infinite lr up front, so it is bypassed here to reach the guard.
     for where in ("ortholab.training.module", "ortholab.models.optimizers"):

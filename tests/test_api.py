@@ -1,8 +1,9 @@
 """Training from Python equals training from the command line."""
+
 import yaml
+from test_cli import DEMO, TINY, ortholab
 
 from ortholab.db import Store
-from test_cli import DEMO, TINY, ortholab
 from ortholab.training.api import fit
 
 
@@ -11,10 +12,20 @@ def test_fit_from_python_records_the_same_run_as_the_cli(tmp_path, monkeypatch):
     db = f"sqlite:///{tmp_path / 'store.db'}"
     done = ortholab("fit", "--config", DEMO, *TINY, "--db", db, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    overrides = {"model.hidden_size": 8, "model.family_args": {"rho": 4}, "data.seq_len": 5, "data.train_size": 40,
-                 "data.batch_size": 10, "data.val_size": 20, "data.eval_batch_size": 20, "trainer.max_steps": 6,
-                 "trainer.val_check_interval": 3, "trainer.log_every_n_steps": 1,
-                 "trainer.enable_progress_bar": False, "trainer.enable_model_summary": False}
+    overrides = {
+        "model.hidden_size": 8,
+        "model.family_args": {"rho": 4},
+        "data.seq_len": 5,
+        "data.train_size": 40,
+        "data.batch_size": 10,
+        "data.val_size": 20,
+        "data.eval_batch_size": 20,
+        "trainer.max_steps": 6,
+        "trainer.val_check_interval": 3,
+        "trainer.log_every_n_steps": 1,
+        "trainer.enable_progress_bar": False,
+        "trainer.enable_model_summary": False,
+    }
     from_python = fit(DEMO, overrides, db=db)
     from_dict = fit(yaml.safe_load(open(DEMO)), overrides, db=db, name="as_dict")
     store = Store(db)
@@ -31,8 +42,10 @@ def test_fit_resolves_the_configs_short_class_paths_in_a_fresh_process(tmp_path)
     import subprocess
     import sys
 
-    code = (f"from ortholab.training.api import fit; print('RUN', fit({DEMO!r}, {TINY!r}, "
-            f"db='sqlite:///{tmp_path / 'store.db'}', runs_dir={str(tmp_path / 'runs')!r}))")
+    code = (
+        f"from ortholab.training.api import fit; print('RUN', fit({DEMO!r}, {TINY!r}, "
+        f"db='sqlite:///{tmp_path / 'store.db'}', runs_dir={str(tmp_path / 'runs')!r}))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "RUN 1" in done.stdout
@@ -44,5 +57,9 @@ def test_fit_raises_the_parsers_error_as_a_config_error(tmp_path):
     from ortholab.errors import ConfigError
 
     with pytest.raises(ConfigError, match="hidden_size"):
-        fit(DEMO, {"model.hidden_size": "many"}, db=f"sqlite:///{tmp_path / 'store.db'}",
-            runs_dir=str(tmp_path / "runs"))
+        fit(
+            DEMO,
+            {"model.hidden_size": "many"},
+            db=f"sqlite:///{tmp_path / 'store.db'}",
+            runs_dir=str(tmp_path / "runs"),
+        )

@@ -1,5 +1,6 @@
 """The shape of the code: imports flow one way between the packages, no module cycle, no private name imported from
 another module, no product function over 100 lines, and a command line whose registry builds its help."""
+
 from __future__ import annotations
 
 import ast
@@ -8,8 +9,14 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-FOLDERS = {"ortholab": "ortholab", "app": "ortholab.app", "training": "ortholab.training", "models": "ortholab.models",
-           "datamodules": "ortholab.datamodules", "db": "ortholab.db"}  # as pyproject's package-dir installs them
+FOLDERS = {
+    "ortholab": "ortholab",
+    "app": "ortholab.app",
+    "training": "ortholab.training",
+    "models": "ortholab.models",
+    "datamodules": "ortholab.datamodules",
+    "db": "ortholab.db",
+}  # as pyproject's package-dir installs them
 # Each package may import only packages of a lower tier (and itself); the root modules may import one another.
 TIERS = [
     {"ortholab", "ortholab.errors", "ortholab.aliases", "ortholab.extras", "ortholab.user_errors"},
@@ -44,7 +51,7 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]) -> list[tuple[st
         elif isinstance(node, ast.ImportFrom):
             if node.level:  # relative: from the module's package
                 base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-                target = ".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else []))
+                target = ".".join(base[: len(base) - node.level + 1] + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
             for alias in node.names:  # `from package import module` imports the module
@@ -79,9 +86,14 @@ def test_every_package_has_a_tier(graph):
 
 
 def test_imports_flow_down_between_packages(graph):
-    upward = [f"{module} imports {target}" for module, targets in graph.items() for target, _ in targets
-              if package_of(target) != package_of(module) and tier_of(package_of(target)) >= tier_of(package_of(module))
-              and tier_of(package_of(module)) > 0]
+    upward = [
+        f"{module} imports {target}"
+        for module, targets in graph.items()
+        for target, _ in targets
+        if package_of(target) != package_of(module)
+        and tier_of(package_of(target)) >= tier_of(package_of(module))
+        and tier_of(package_of(module)) > 0
+    ]
     assert upward == []
 
 
@@ -103,8 +115,12 @@ def test_no_import_cycle_between_modules(graph):
 
 
 def test_no_private_name_is_imported_from_another_module(graph):
-    private = [f"{module}: {imported} from {target}" for module, targets in graph.items()
-               for target, imported in targets if imported and imported.startswith("_")]
+    private = [
+        f"{module}: {imported} from {target}"
+        for module, targets in graph.items()
+        for target, imported in targets
+        if imported and imported.startswith("_")
+    ]
     assert private == []
 
 
@@ -112,8 +128,11 @@ def test_the_checker_sees_an_upward_import_and_a_cycle(tmp_path):
     """The rules can fail: a models module importing the command line, and two modules importing each other."""
     (tmp_path / "a.py").write_text("from ortholab.cli.main import main\nfrom ortholab.models.b import _x\n")
     (tmp_path / "b.py").write_text("import ortholab.models.a\n")
-    modules = {"ortholab.models.a": tmp_path / "a.py", "ortholab.models.b": tmp_path / "b.py",
-               "ortholab.cli.main": tmp_path / "a.py"}
+    modules = {
+        "ortholab.models.a": tmp_path / "a.py",
+        "ortholab.models.b": tmp_path / "b.py",
+        "ortholab.cli.main": tmp_path / "a.py",
+    }
     found = imports_of("ortholab.models.a", tmp_path / "a.py", modules)
     assert ("ortholab.cli.main", "main") in found and ("ortholab.models.b", "_x") in found
     assert tier_of(package_of("ortholab.cli.main")) > tier_of(package_of("ortholab.models.a"))
@@ -151,8 +170,12 @@ def test_every_registered_command_builds_its_parser_help_and_docs():
             parser = OneLineParser(prog=f"ortholab {name}", description=module.HELP)
             module.add_arguments(parser)
             assert " ".join(module.HELP.split()) in " ".join(parser.format_help().split()), name
-    shown = subprocess.run([sys.executable, "-c", "from ortholab.cli.main import main; main()", "report", "--help"],
-                           capture_output=True, text=True, check=True).stdout
+    shown = subprocess.run(
+        [sys.executable, "-c", "from ortholab.cli.main import main; main()", "report", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert shown.startswith("usage: ortholab report") and "published vs reproduced" in shown
 
 
@@ -161,7 +184,9 @@ def test_a_command_module_imports_nothing_heavy_at_import_time():
     import subprocess
     import sys
 
-    code = ("import sys; from ortholab.cli.main import top_help; top_help(); "
-            "print(sorted(m for m in ('torch', 'lightning', 'optuna', 'streamlit') if m in sys.modules))")
+    code = (
+        "import sys; from ortholab.cli.main import top_help; top_help(); "
+        "print(sorted(m for m in ('torch', 'lightning', 'optuna', 'streamlit') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

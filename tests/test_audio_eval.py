@@ -1,5 +1,6 @@
 """Audio evaluation: SegSNR against its definition, P.56 activity, STOI/PESQ extremes and failures, reconstruction,
 failure accounting, and `ortholab fit` / `test` / `evaluate-audio` on FSDD recording metrics and clips in the store."""
+
 import io
 import json
 import math
@@ -10,18 +11,17 @@ import pytest
 import soundfile
 import torch
 from standins import SHARED_DATA
+from tolerances import roundoff
 
+from ortholab.cli.main import main
 from ortholab.datamodules.spectral import SpectralFrames
 from ortholab.db import Store
 from ortholab.db.artifacts import AUDIO
 from ortholab.evaluation.active_level import active_level
 from ortholab.evaluation.audio import AUDIO_SCORES, AudioReport, UtteranceScores
-from ortholab.cli.main import main
 from ortholab.evaluation.reconstruction import copy_input_frames, estimated_frames, reconstruct
 from ortholab.evaluation.segsnr import segsnr_clamped, segsnr_voicebox
 from ortholab.evaluation.speech_quality import Score, metric_names, score_utterance
-
-from tolerances import roundoff
 
 FS = 8000
 FSDD = SHARED_DATA / "fsdd" / "recordings"
@@ -75,15 +75,15 @@ def test_segsnr_silent_frames_as_the_definition_says():
     rng = np.random.default_rng(4)
     reference = np.concatenate([rng.standard_normal(FS), np.zeros(FS), rng.standard_normal(FS)]) * 0.1
     test = reference + 0.01 * rng.standard_normal(len(reference))  # 20 dB where the reference sounds
-    test[FS + 400:FS + 480] = 0.0  # one frame of silence in both signals (frame 5 of the silent second)
+    test[FS + 400 : FS + 480] = 0.0  # one frame of silence in both signals (frame 5 of the silent second)
     per_second = FS // 80
     all_frames = segsnr_voicebox(test, reference, FS, mode="wz")
-    silent = all_frames.frame_snr[per_second:2 * per_second]
+    silent = all_frames.frame_snr[per_second : 2 * per_second]
     assert silent[5] == 100.0 and np.all(np.delete(silent, 5) == -100.0)  # no error wins; else silent -> -100
     active = segsnr_voicebox(test, reference, FS)  # default: P.56 activity of the reference picks the frames
     middle = slice(per_second + 30, 2 * per_second - 10)  # beyond the 200 ms hangover: dropped
     hangover = slice(per_second + 6, per_second + 15)  # silent but within the hangover: kept, at -100 dB
-    assert not active.kept[middle].any() and active.kept[5:per_second - 5].all()
+    assert not active.kept[middle].any() and active.kept[5 : per_second - 5].all()
     assert active.kept[hangover].all() and np.all(active.frame_snr[hangover] == -100.0)
     assert active.frame_snr[per_second + 5] == 100.0  # silent in both: +100 ('q' aligns the frame's last sample)
     assert active.segmental == pytest.approx(active.frame_snr[active.kept].mean())
@@ -108,8 +108,8 @@ def test_p56_activity_of_a_tone_burst():
     result = active_level(signal, FS)
     # 2 s of tone; the 200 ms hangover and the envelope's decay count about 0.28 s more per burst as active
     assert 10 * np.log10(result.level) == pytest.approx(power_db + 10 * np.log10(2 / 2.56), abs=0.3)
-    assert result.active[400:FS].all() and result.active[2 * FS + 400:].all()  # after the envelope's 30 ms rise
-    assert not result.active[FS + int(0.35 * FS):2 * FS].any()  # silence, after the 200 ms hangover and the decay
+    assert result.active[400:FS].all() and result.active[2 * FS + 400 :].all()  # after the envelope's 30 ms rise
+    assert not result.active[FS + int(0.35 * FS) : 2 * FS].any()  # silence, after the 200 ms hangover and the decay
     assert active_level(np.zeros(FS), FS).level == 0.0
 
 
@@ -143,13 +143,19 @@ def test_silent_and_short_inputs_are_recorded_failures_not_crashes():
 
 def test_report_excludes_failures_from_means_counts_them_and_keeps_reasons():
     def scores(pesq: Score) -> dict:
-        return {"segsnr_voicebox": Score(5.0), "snr_global_voicebox": Score(6.0), "segsnr_clamped_30ms": Score(4.0),
-                "stoi": Score(0.5), "pesq_nb_mos_lqo": pesq}
+        return {
+            "segsnr_voicebox": Score(5.0),
+            "snr_global_voicebox": Score(6.0),
+            "segsnr_clamped_30ms": Score(4.0),
+            "stoi": Score(0.5),
+            "pesq_nb_mos_lqo": pesq,
+        }
 
-    utterances = [UtteranceScores("a", ["1.wav"], scores(Score(2.0)), scores(Score(3.0))),
-                  UtteranceScores("b", ["2.wav"], scores(Score(None, "BufferTooShortError: too short")),
-                                  scores(Score(1.0))),
-                  UtteranceScores("c", ["3.wav"], scores(Score(4.0)), scores(Score(2.0)))]
+    utterances = [
+        UtteranceScores("a", ["1.wav"], scores(Score(2.0)), scores(Score(3.0))),
+        UtteranceScores("b", ["2.wav"], scores(Score(None, "BufferTooShortError: too short")), scores(Score(1.0))),
+        UtteranceScores("c", ["3.wav"], scores(Score(4.0)), scores(Score(2.0))),
+    ]
     report = AudioReport("val", FS, "true_phase", "copy the previous frame", utterances, [])
     points = report.metric_points()
     assert points["val_audio/pesq_nb_mos_lqo"] == 3.0 and points["val_audio/n_failed_pesq_nb_mos_lqo_utterances"] == 1
@@ -172,8 +178,9 @@ def test_reconstruction_from_true_magnitudes_and_phase_returns_the_original(fram
     # float32 STFT, features, magnitude and the inverse STFT: 2 log2(256) eps32 ||frame|| for the FFTs, and the
     # log and its inverse (~4 roundings times the dB scale's condition, <= ln 10 / 20 * 50 dB ~ 6)
     frame_norm = waveform.unfold(0, 256, 128).norm(dim=1).max().item()
-    assert torch.allclose(rebuilt[256:-256], waveform[256:-256], rtol=0,
-                          atol=roundoff(torch.float32, 2 * 8 + 4 * 6, scale=frame_norm))
+    assert torch.allclose(
+        rebuilt[256:-256], waveform[256:-256], rtol=0, atol=roundoff(torch.float32, 2 * 8 + 4 * 6, scale=frame_norm)
+    )
 
 
 def test_estimates_keep_the_one_frame_a_model_cannot_predict():
@@ -198,14 +205,36 @@ def test_griffin_lim_reconstruction_matches_the_magnitudes():
 def test_fit_test_and_evaluate_run_on_fsdd_record_scores_and_clips(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'store.db'}"
-    tiny = ["--config", str(REPO / "configs" / "demo" / "speech_fsdd_scornn.yaml"), "--db", db,
-            "--data.path", str(FSDD), "--data.max_utterances", "3", "--data.batch_size", "3",
-            "--model.hidden_size", "8", "--model.family_args", "{rho: 1}", "--trainer.max_steps", "2",
-            "--model.optimizers", "{default: {name: adam, lr: 1.0e-3}}",  # 2 small steps: predictions stay finite
-            "--trainer.check_val_every_n_epoch", "1", "--trainer.enable_progress_bar", "false",
-            "--trainer.enable_model_summary", "false", "--analysis", "false",
-            "--trainer.callbacks", ("[{class_path: training.callbacks.audio.AudioEvaluation, "
-                                    "init_args: {utterances: 2, clips: 1}}]")]
+    tiny = [
+        "--config",
+        str(REPO / "configs" / "demo" / "speech_fsdd_scornn.yaml"),
+        "--db",
+        db,
+        "--data.path",
+        str(FSDD),
+        "--data.max_utterances",
+        "3",
+        "--data.batch_size",
+        "3",
+        "--model.hidden_size",
+        "8",
+        "--model.family_args",
+        "{rho: 1}",
+        "--trainer.max_steps",
+        "2",
+        "--model.optimizers",
+        "{default: {name: adam, lr: 1.0e-3}}",  # 2 small steps: predictions stay finite
+        "--trainer.check_val_every_n_epoch",
+        "1",
+        "--trainer.enable_progress_bar",
+        "false",
+        "--trainer.enable_model_summary",
+        "false",
+        "--analysis",
+        "false",
+        "--trainer.callbacks",
+        ("[{class_path: training.callbacks.audio.AudioEvaluation, init_args: {utterances: 2, clips: 1}}]"),
+    ]
     main(["fit", *tiny])
     assert "Audio evaluation on 2 val utterances" in capsys.readouterr().out
     store = Store(db)
@@ -223,9 +252,14 @@ def test_fit_test_and_evaluate_run_on_fsdd_record_scores_and_clips(tmp_path, mon
     samples, rate = soundfile.read(io.BytesIO(store.artifact_data(clips["reference"].id)))
     assert rate == FS == clips["reference"].meta["sample_rate"] and clips["reconstruction"].meta["stoi"] > 0
     utterance = clips["reference"].meta["utterance"]
-    original = np.concatenate([soundfile.read(str(FSDD / name))[0]
-                               for name in json.loads(store.artifact_data(store.artifacts(run.id, AUDIO_SCORES)[0].id))
-                               ["utterances"][0]["sources"]])
+    original = np.concatenate(
+        [
+            soundfile.read(str(FSDD / name))[0]
+            for name in json.loads(store.artifact_data(store.artifacts(run.id, AUDIO_SCORES)[0].id))["utterances"][0][
+                "sources"
+            ]
+        ]
+    )
     # levels kept, to the 16-bit quantisation step 1/32768 (a derived bound: one step of the stored integers)
     assert utterance.startswith("george-val-") and np.allclose(samples, original, atol=1 / 32768)
 
@@ -237,8 +271,24 @@ def test_fit_test_and_evaluate_run_on_fsdd_record_scores_and_clips(tmp_path, mon
     assert {a.meta["role"] for a in store.artifacts(tested.id, AUDIO)} == {"reference", "reconstruction", "baseline"}
 
     capsys.readouterr()
-    main(["evaluate-audio", str(run.id), "--db", db, "--split", "test", "--utterances", "1", "--clips", "0",
-          "--checkpoint", "last", "--method", "griffin_lim"])  # the on-demand command, as a user types it
+    main(
+        [
+            "evaluate-audio",
+            str(run.id),
+            "--db",
+            db,
+            "--split",
+            "test",
+            "--utterances",
+            "1",
+            "--clips",
+            "0",
+            "--checkpoint",
+            "last",
+            "--method",
+            "griffin_lim",
+        ]
+    )  # the on-demand command, as a user types it
     assert "Audio evaluation on 1 test utterances (griffin lim reconstruction)" in capsys.readouterr().out
     assert store.metric_series(run.id, "test_audio/segsnr_voicebox")[0].step == 2
 
@@ -264,8 +314,8 @@ class _Payload:
 
 
 def test_a_crafted_checkpoint_is_refused_without_running_its_code(tmp_path, monkeypatch):
-    from ortholab.errors import ConfigError
     from ortholab.cli.evaluate_audio import load_checkpoint
+    from ortholab.errors import ConfigError
 
     monkeypatch.chdir(tmp_path)
     crafted = tmp_path / "crafted.ckpt"
@@ -279,5 +329,6 @@ def test_a_crafted_checkpoint_is_refused_without_running_its_code(tmp_path, monk
     torch.save({"weights": torch.zeros(2)}, tmp_path / "bare.ckpt")
     with pytest.raises(ConfigError, match="not a checkpoint written by `ortholab fit`"):
         load_checkpoint(tmp_path / "bare.ckpt")
-    assert "weights_only=False" not in Path(__import__("ortholab.evaluation.audio",
-                                                       fromlist=["x"]).__file__).read_text()
+    assert (
+        "weights_only=False" not in Path(__import__("ortholab.evaluation.audio", fromlist=["x"]).__file__).read_text()
+    )

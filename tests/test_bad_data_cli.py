@@ -1,16 +1,17 @@
 """Bad data through `ortholab fit`, as a user meets it: exit code 2, one `ortholab: error:` line naming the file
 and the fix, and the runs already in the store untouched (their status and every metric point)."""
+
 import gzip
 
 import numpy as np
 import pytest
 import scipy.io
-
-from ortholab.db import Store
 from standins import mnist_standin, write_audio, write_text_set
 from test_cli import DEMO, REPO, TINY
 from test_speech import timit_tree, write_sphere
+
 from ortholab.cli.main import main
+from ortholab.db import Store
 
 DEMOS = REPO / "configs" / "demo"
 
@@ -31,16 +32,18 @@ def _points(store, run_id):
 
 
 def _missing_mnist(tmp_path):
-    return "mnist_digits_scornn.yaml", ["--data.dataset", "idx", "--data.path", str(tmp_path / "nowhere")], \
-        [str(tmp_path / "nowhere"), "download: true"]
+    return (
+        "mnist_digits_scornn.yaml",
+        ["--data.dataset", "idx", "--data.path", str(tmp_path / "nowhere")],
+        [str(tmp_path / "nowhere"), "download: true"],
+    )
 
 
 def _truncated_idx(tmp_path):
     mnist_standin(tmp_path, gz=True)
     path = tmp_path / "train-images-idx3-ubyte.gz"
     path.write_bytes(gzip.compress(gzip.decompress(path.read_bytes())[:2000]))
-    return "mnist_digits_scornn.yaml", ["--data.dataset", "idx", "--data.path", str(tmp_path)], \
-        [str(path), "truncated"]
+    return "mnist_digits_scornn.yaml", ["--data.dataset", "idx", "--data.path", str(tmp_path)], [str(path), "truncated"]
 
 
 def _mat_without_keys(tmp_path):
@@ -62,29 +65,52 @@ def _audio_rate(tmp_path):
 def _not_timit(tmp_path):
     (tmp_path / "recordings" / "DR1").mkdir(parents=True)
     write_sphere(tmp_path / "recordings" / "DR1" / "SA1.WAV")
-    return "speech_fsdd_scornn.yaml", ["--data.corpus", "timit", "--data.path", str(tmp_path / "recordings")], \
-        ["is not TIMIT's layout"]
+    return (
+        "speech_fsdd_scornn.yaml",
+        ["--data.corpus", "timit", "--data.path", str(tmp_path / "recordings")],
+        ["is not TIMIT's layout"],
+    )
 
 
 def _bad_sphere_header(tmp_path):
     root = timit_tree(tmp_path / "timit")
     bad = root / "TEST" / "DR1" / "FAKS0" / "SX6.WAV"
     bad.write_bytes(b"NIST_1A\n   1024\nsample_rate -i sixteen\n" + bad.read_bytes()[38:])
-    return "speech_fsdd_scornn.yaml", ["--data.corpus", "timit", "--data.path", str(root)], \
-        ["SX6.WAV cannot be read as audio"]
+    return (
+        "speech_fsdd_scornn.yaml",
+        ["--data.corpus", "timit", "--data.path", str(root)],
+        ["SX6.WAV cannot be read as audio"],
+    )
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-@pytest.mark.parametrize("case", [_missing_mnist, _truncated_idx, _mat_without_keys, _empty_text, _audio_rate,
-                                  _not_timit, _bad_sphere_header], ids=lambda case: case.__name__.strip("_"))
+@pytest.mark.parametrize(
+    "case",
+    [_missing_mnist, _truncated_idx, _mat_without_keys, _empty_text, _audio_rate, _not_timit, _bad_sphere_header],
+    ids=lambda case: case.__name__.strip("_"),
+)
 def test_bad_data_is_one_line_exit_2_and_keeps_what_was_recorded(case, recorded, tmp_path, monkeypatch, capsys):
     url, run_id, status, points = recorded
     config, args, expected = case(tmp_path)
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
     with pytest.raises(SystemExit) as exit_info:
-        main(["fit", "--config", str(DEMOS / config), "--db", url, "--runs_dir", str(tmp_path / "runs"),
-              "--trainer.max_steps", "1", "--trainer.enable_progress_bar", "false", *args])
+        main(
+            [
+                "fit",
+                "--config",
+                str(DEMOS / config),
+                "--db",
+                url,
+                "--runs_dir",
+                str(tmp_path / "runs"),
+                "--trainer.max_steps",
+                "1",
+                "--trainer.enable_progress_bar",
+                "false",
+                *args,
+            ]
+        )
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and "Traceback" not in err, err
     (line,) = [line for line in err.splitlines() if line.startswith("ortholab: error:")]

@@ -1,16 +1,17 @@
 """Bad input through `ortholab`: one line naming the key, file or value and the fix, exit code 2, nothing recorded
 lost. The docs' bad-input table (docs/troubleshooting.md) lists every case with the test that checks it (see the
 last test here)."""
+
 import re
 from pathlib import Path
 
 import pytest
 import torch
+from test_cli import DEMO, TINY
 
+from ortholab.cli.main import main
 from ortholab.datamodules import CopyingTask
 from ortholab.db import Store
-from ortholab.cli.main import main
-from test_cli import DEMO, TINY
 
 TROUBLESHOOTING = Path(__file__).resolve().parents[1] / "docs" / "troubleshooting.md"
 
@@ -36,15 +37,26 @@ def fails(tmp_path, monkeypatch, capsys, *args, db=None):
     return line
 
 
-@pytest.mark.parametrize("args,expected", [
-    (["--model.hiden_size", "5"], "unknown config key model.hiden_size (on the command line or in a --config file); "
-                                  "did you mean model.hidden_size?"),
-    (["--trainer.max_stesp", "5"], "did you mean trainer.max_steps?"),
-    (["--data", "datamodules.CopyTask"], "data.class_path = 'datamodules.CopyTask' is not a registered task; did "
-                                         "you mean datamodules.CopyingTask?"),
-    (["--data.init_args.seq_lenn", "5"], "unknown config key data.seq_lenn: datamodules.CopyingTask has no option "
-                                         "'seq_lenn'; did you mean data.seq_len?"),
-])
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (
+            ["--model.hiden_size", "5"],
+            "unknown config key model.hiden_size (on the command line or in a --config file); "
+            "did you mean model.hidden_size?",
+        ),
+        (["--trainer.max_stesp", "5"], "did you mean trainer.max_steps?"),
+        (
+            ["--data", "datamodules.CopyTask"],
+            "data.class_path = 'datamodules.CopyTask' is not a registered task; did you mean datamodules.CopyingTask?",
+        ),
+        (
+            ["--data.init_args.seq_lenn", "5"],
+            "unknown config key data.seq_lenn: datamodules.CopyingTask has no option "
+            "'seq_lenn'; did you mean data.seq_len?",
+        ),
+    ],
+)
 def test_an_unknown_key_suggests_the_nearest_valid_one(tmp_path, monkeypatch, capsys, args, expected):
     assert expected in fails(tmp_path, monkeypatch, capsys, *args)
 
@@ -67,11 +79,14 @@ def test_a_misspelt_key_in_a_config_file_is_named_too(tmp_path, monkeypatch, cap
     assert "unknown config key model.famliy" in line and "did you mean model.family?" in line
 
 
-@pytest.mark.parametrize("config", [
-    "data:\n  class_path: subprocess.Popen\n  init_args: {args: [touch, pwned]}\n",
-    "data:\n  class_path: os.system\n  init_args: {command: touch pwned}\n",
-    "model:\n  class_path: os.system\n  init_args: {command: touch pwned}\n",
-])
+@pytest.mark.parametrize(
+    "config",
+    [
+        "data:\n  class_path: subprocess.Popen\n  init_args: {args: [touch, pwned]}\n",
+        "data:\n  class_path: os.system\n  init_args: {command: touch pwned}\n",
+        "model:\n  class_path: os.system\n  init_args: {command: touch pwned}\n",
+    ],
+)
 def test_a_config_naming_an_arbitrary_callable_is_refused(tmp_path, monkeypatch, capsys, config):
     (tmp_path / "evil.yaml").write_text(config)
     line = fails(tmp_path, monkeypatch, capsys, "--config", str(tmp_path / "evil.yaml"))
@@ -98,8 +113,18 @@ def test_a_checkpoint_of_another_family_is_refused_before_loading(tmp_path, monk
     main(["fit", "--config", DEMO, *TINY, "--db", db])
     (earlier,) = Store(db).list_runs()
     checkpoint = Path(Store(db).get_run(earlier.id).run_dir) / "checkpoints" / "last.ckpt"
-    line = fails(tmp_path, monkeypatch, capsys, "--model.family", "lstm", "--model.family_args", "{}",
-                 "--ckpt_path", str(checkpoint), db=db)
+    line = fails(
+        tmp_path,
+        monkeypatch,
+        capsys,
+        "--model.family",
+        "lstm",
+        "--model.family_args",
+        "{}",
+        "--ckpt_path",
+        str(checkpoint),
+        db=db,
+    )
     assert "the checkpoint holds a model with model.family = 'scornn', the config builds model.family = 'lstm'" in line
     runs = {r.id: r for r in Store(db).list_runs()}
     assert runs[earlier.id].status == "finished" and runs[earlier.id].steps == earlier.steps  # nothing lost
@@ -107,8 +132,21 @@ def test_a_checkpoint_of_another_family_is_refused_before_loading(tmp_path, monk
 
 def test_nan_inputs_in_a_custom_dataset_name_the_split_and_sample(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", "test_bad_input")  # the user's own task module, opted in
-    line = fails(tmp_path, monkeypatch, capsys, "--data", "test_bad_input.NaNTask", "--data.seq_len", "5",
-                 "--data.train_size", "40", "--data.batch_size", "10", "--data.val_size", "20")
+    line = fails(
+        tmp_path,
+        monkeypatch,
+        capsys,
+        "--data",
+        "test_bad_input.NaNTask",
+        "--data.seq_len",
+        "5",
+        "--data.train_size",
+        "40",
+        "--data.batch_size",
+        "10",
+        "--data.val_size",
+        "20",
+    )
     assert "NaNTask (val split): the inputs hold 1 NaN/infinite values (first in sample 3)" in line
 
 

@@ -1,18 +1,18 @@
 """`ortholab bench --quick` runs (so the benchmark cannot rot); no timing is asserted."""
+
 import json
 import math
 import re
 
 import pytest
 import torch
+from devices import needs_cuda
 
 import ortholab.bench.families as bench
-from ortholab.models import FAMILIES, ConfigError
-from ortholab.models.sizing import hidden_size_for_budget, parameter_count
 from ortholab.bench.families import BUDGET_TOLERANCE, BUDGETS, CLASSES
 from ortholab.cli.main import main
-
-from devices import needs_cuda
+from ortholab.models import FAMILIES, ConfigError
+from ortholab.models.sizing import hidden_size_for_budget, parameter_count
 
 
 def test_quick_bench_reports_ratios_for_each_family(capsys):
@@ -30,7 +30,9 @@ def test_quick_bench_reports_ratios_for_each_family(capsys):
             continue
         count = parameter_count(family, n, 1, CLASSES)
         assert abs(count - BUDGETS["16k"]) > BUDGET_TOLERANCE * BUDGETS["16k"], family
-    assert abs(rows["scornn"]["parameters"] - 16_000) < 500 and rows["scornn"]["hidden_size"] == 170  # the paper's n at 16k
+    assert (
+        abs(rows["scornn"]["parameters"] - 16_000) < 500 and rows["scornn"]["hidden_size"] == 170
+    )  # the paper's n at 16k
     assert rows["lstm"]["vs_lstm"] == 1.0
     assert all(r["fwd_bwd_ms"] > 0 and r["step_ms"] > 0 and r["vs_rnn_relu"] > 0 for r in rows.values())
     for family, row in rows.items():  # formation is part of a step: timed for the families that form W
@@ -49,8 +51,24 @@ def test_bench_names_an_unknown_family(capsys):
 
 
 def test_the_full_bench_measures_each_family_in_its_own_process(capsys):
-    main(["bench", "--families", "scornn", "--sizes", "16k", "--batches", "4", "--seq-len", "16", "--repeats", "1",
-          "--memory", "", "--json"])
+    main(
+        [
+            "bench",
+            "--families",
+            "scornn",
+            "--sizes",
+            "16k",
+            "--batches",
+            "4",
+            "--seq-len",
+            "16",
+            "--repeats",
+            "1",
+            "--memory",
+            "",
+            "--json",
+        ]
+    )
     (row,) = json.loads(capsys.readouterr().out)["rows"]
     assert row["family"] == "scornn" and row["hidden_size"] == 170 and row["vs_lstm"] > 0 and row["vs_rnn_relu"] > 0
 
@@ -60,8 +78,23 @@ def test_a_family_whose_process_dies_is_named_and_the_other_rows_are_kept(capsys
     monkeypatch.setattr(bench, "ISOLATED_SCRIPT", die.format("'scurnn' in sys.argv[1]") + bench.ISOLATED_SCRIPT)
     monkeypatch.setattr(bench, "PEAK_SCRIPT", die.format("sys.argv[4] == '16'") + bench.PEAK_SCRIPT)
     with pytest.raises(SystemExit) as exit_info:
-        main(["bench", "--families", "scornn,scurnn", "--sizes", "16k", "--batches", "4", "--seq-len", "16",
-              "--repeats", "1", "--memory", "8,16"])
+        main(
+            [
+                "bench",
+                "--families",
+                "scornn,scurnn",
+                "--sizes",
+                "16k",
+                "--batches",
+                "4",
+                "--seq-len",
+                "16",
+                "--repeats",
+                "1",
+                "--memory",
+                "8,16",
+            ]
+        )
     out = capsys.readouterr().out
     assert exit_info.value.code == 1
     assert re.search(r"^\s*scornn .* \d+ / failed$", out, re.M)  # its peak at T = 8 measured, at T = 16 not
@@ -93,8 +126,25 @@ def test_the_table_estimates_a_pmnist_epoch_from_the_step_time_at_t_784(capsys, 
     # the estimate from the measured step, at a length taken for MNIST's here so that the check stays fast
     # (--in-process, as --quick: the patched length holds in this process only)
     monkeypatch.setattr(bench, "PMNIST_LENGTH", 16)
-    main(["bench", "--families", "scornn", "--sizes", "16k", "--batches", "4", "--seq-len", "16", "--repeats", "1",
-          "--memory", "", "--in-process", "--json"])
+    main(
+        [
+            "bench",
+            "--families",
+            "scornn",
+            "--sizes",
+            "16k",
+            "--batches",
+            "4",
+            "--seq-len",
+            "16",
+            "--repeats",
+            "1",
+            "--memory",
+            "",
+            "--in-process",
+            "--json",
+        ]
+    )
     (row,) = json.loads(capsys.readouterr().out)["rows"]
     assert row["pmnist_epoch_s"] == math.ceil(55_000 / 4) * row["step_ms"] / 1000
     rendered = bench.table([bench.Row(**row)])
@@ -103,8 +153,25 @@ def test_the_table_estimates_a_pmnist_epoch_from_the_step_time_at_t_784(capsys, 
 
 @needs_cuda
 def test_bench_on_cuda_prints_the_same_table_with_the_epoch_estimate(capsys):
-    main(["bench", "--device", "cuda", "--families", "scornn", "--sizes", "16k", "--batches", "50", "--seq-len",
-          "784", "--repeats", "2", "--memory", "784"])
+    main(
+        [
+            "bench",
+            "--device",
+            "cuda",
+            "--families",
+            "scornn",
+            "--sizes",
+            "16k",
+            "--batches",
+            "50",
+            "--seq-len",
+            "784",
+            "--repeats",
+            "2",
+            "--memory",
+            "784",
+        ]
+    )
     out = capsys.readouterr().out
     assert torch.cuda.get_device_name() in out
     epoch = _epoch_column(out, "scornn")

@@ -1,25 +1,28 @@
 """`ortholab bench --suite NAME` in its quickest form: the output's structure (every ratio present, finite and
 positive), never its timings; and what a suite compares is the same computation both ways."""
+
 import json
 import math
 
 import pytest
 import torch
+from tolerances import close, norm, roundoff
 
-from ortholab.models.scurnn import ScuRNN
 from ortholab.bench.suites import SUITES
 from ortholab.bench.suites.complex_dtype_recurrence import ComplexDtypeScuRNN
 from ortholab.bench.suites.ornn_variants import shapes, step_maps
 from ortholab.cli.main import main
-from tolerances import close, norm, roundoff
+from ortholab.models.scurnn import ScuRNN
 
 # the ratios each suite prints at its quick settings (settings.QUICK)
 EXPECTED_RATIOS = {
     "scurnn-complex": ["scurnn [Re | Im] layout / scurnn complex dtypes"],
     "ornn-srnn": ["ornn / nn.RNN(relu)", "ornn / nn.LSTM", "srnn / nn.RNN(relu)", "srnn / nn.LSTM"],
-    "ornn-variants": ["forming W, compact WY / one reflection at a time (n=16, m=4)",
-                      "16 steps, WY factors / dense W (n=16, m=4)",
-                      "forming W, compact WY / one reflection at a time (n=16, m=16)"],
+    "ornn-variants": [
+        "forming W, compact WY / one reflection at a time (n=16, m=4)",
+        "16 steps, WY factors / dense W (n=16, m=4)",
+        "forming W, compact WY / one reflection at a time (n=16, m=16)",
+    ],
     "callbacks": ["training with callbacks / training without callbacks"],
     "runs-listing": ["listing (runs_rows) / the 1 s target", "listing (runs_rows) / summary query (Store.list_runs)"],
     "music-eval": ["file order / by length", "one piece at a time / by length"],
@@ -59,31 +62,45 @@ def test_the_text_form_prints_each_ratio(capsys):
 def test_flags_and_params_set_a_suites_settings(capsys):
     report = run_suite(capsys, "--suite", "ornn-variants", "--quick", "--seq-len", "8", "--param", "shapes=12x3")
     assert report["settings"]["seq_len"] == 8 and report["settings"]["shapes"] == "12x3"
-    assert_ratios(report, ["forming W, compact WY / one reflection at a time (n=12, m=3)",
-                           "8 steps, WY factors / dense W (n=12, m=3)"])
+    assert_ratios(
+        report,
+        ["forming W, compact WY / one reflection at a time (n=12, m=3)", "8 steps, WY factors / dense W (n=12, m=3)"],
+    )
 
 
 @pytest.mark.slow
 def test_runs_listing_times_a_whole_ortholab_runs_process(capsys):
     report = run_suite(capsys, "--suite", "runs-listing", "--quick", "--param", "process=1")
-    assert_ratios(report, [*EXPECTED_RATIOS["runs-listing"],
-                           "listing (runs_rows) / whole `ortholab runs` process"])
+    assert_ratios(report, [*EXPECTED_RATIOS["runs-listing"], "listing (runs_rows) / whole `ortholab runs` process"])
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--suite", "callbacks", "--memory", "784"], "--memory is the main table's (--suite families), not --suite "
-                                                  "callbacks's"),
-    (["--suite", "scurnn-complex", "--sizes", "16k"], "--sizes does not apply to --suite scurnn-complex; it takes "
-                                                      "--batches, --seq-len, --repeats, --device; --param hidden=116"),
-    (["--suite", "ornn-srnn", "--batches", "50,128"], "--batches 50,128: --suite ornn-srnn takes one value here"),
-    (["--suite", "callbacks", "--param", "nope=1"], "--param 'nope=1': --suite callbacks takes --families"),
-    (["--suite", "callbacks", "--param", "steps=ten"], "--param steps=ten: --suite callbacks takes one positive "
-                                                       "integer here"),
-    (["--suite", "callbacks", "--quick", "--param", "callbacks=drift,nope"], "--param callbacks: unknown ['nope']"),
-    (["--suite", "ornn-variants", "--param", "shapes=4x8"], "--param shapes=4x8: give n x m pairs with 1 <= m <= n"),
-    (["--suite", "ornn-srnn", "--sizes", "1k"], "--sizes 1k: choose one of ['16k', '69k']"),
-    (["--param", "hidden=8", "--quick"], "--param hidden=8: the main table takes no --param"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["--suite", "callbacks", "--memory", "784"],
+            "--memory is the main table's (--suite families), not --suite callbacks's",
+        ),
+        (
+            ["--suite", "scurnn-complex", "--sizes", "16k"],
+            "--sizes does not apply to --suite scurnn-complex; it takes "
+            "--batches, --seq-len, --repeats, --device; --param hidden=116",
+        ),
+        (["--suite", "ornn-srnn", "--batches", "50,128"], "--batches 50,128: --suite ornn-srnn takes one value here"),
+        (["--suite", "callbacks", "--param", "nope=1"], "--param 'nope=1': --suite callbacks takes --families"),
+        (
+            ["--suite", "callbacks", "--param", "steps=ten"],
+            "--param steps=ten: --suite callbacks takes one positive integer here",
+        ),
+        (["--suite", "callbacks", "--quick", "--param", "callbacks=drift,nope"], "--param callbacks: unknown ['nope']"),
+        (
+            ["--suite", "ornn-variants", "--param", "shapes=4x8"],
+            "--param shapes=4x8: give n x m pairs with 1 <= m <= n",
+        ),
+        (["--suite", "ornn-srnn", "--sizes", "1k"], "--sizes 1k: choose one of ['16k', '69k']"),
+        (["--param", "hidden=8", "--quick"], "--param hidden=8: the main table takes no --param"),
+    ],
+)
 def test_bad_suite_input_is_one_line_and_exit_2(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["bench", *argv])

@@ -1,15 +1,21 @@
 """The scaled Cayley transform and scoRNN against their mathematics (scoRNN Sections 3-4)."""
+
 import math
 
 import pytest
 import torch
-
-from ortholab.models.cayley import (ScaledCayley, cayley_gradient, block_angles, scaled_cayley, skew_from_upper,
-                           upper_from_skew)
-from ortholab.models.scornn import ScoRNN
-from ortholab.errors import ConfigError
-
 from tolerances import close, cond, norm, roundoff
+
+from ortholab.errors import ConfigError
+from ortholab.models.cayley import (
+    ScaledCayley,
+    block_angles,
+    cayley_gradient,
+    scaled_cayley,
+    skew_from_upper,
+    upper_from_skew,
+)
+from ortholab.models.scornn import ScoRNN
 
 
 def orthogonality_error(w: torch.Tensor) -> float:
@@ -53,7 +59,7 @@ def test_initial_eigenvalues_where_the_paper_puts_them():
     eig = torch.linalg.eigvals(cayley())
     torch.testing.assert_close(eig.abs(), torch.ones(n, dtype=torch.float64))
     kept = torch.cat([angles[: (n - rho) // 2], -angles[: (n - rho) // 2]])
-    flipped = torch.cat([math.pi - angles[(n - rho) // 2:], -(math.pi - angles[(n - rho) // 2:])])
+    flipped = torch.cat([math.pi - angles[(n - rho) // 2 :], -(math.pi - angles[(n - rho) // 2 :])])
     expected = torch.sort(torch.cat([kept, flipped])).values
     # A0 is stored in float32 (the module's dtype) and then cast: s = tan(t/2) rounds by eps32/2 relative, which
     # moves t = 2 atan(s) by s/(1 + s^2) eps32 <= eps32/2; float64's eigenvalue error (n eps64) is far below
@@ -102,12 +108,12 @@ def test_scornn_gradients_match_finite_differences():
 
     def loss(upper, input_weight, bias):
         layer.cayley.upper.data, layer.input_weight.data, layer.bias.data = upper, input_weight, bias
-        from ortholab.models.recurrence import modrelu_recurrence
         from ortholab.models.cayley import scaled_cayley
+        from ortholab.models.recurrence import modrelu_recurrence
 
         w = scaled_cayley(skew_from_upper(upper, 6), layer.cayley.d.double())
         h = modrelu_recurrence(x.transpose(0, 1) @ input_weight.T, w, bias, torch.zeros(3, 6, dtype=torch.float64))
-        return (h ** 2).sum()
+        return (h**2).sum()
 
     args = [p.detach().clone().requires_grad_() for p in (layer.cayley.upper, layer.input_weight, layer.bias)]
     assert torch.autograd.gradcheck(loss, args)

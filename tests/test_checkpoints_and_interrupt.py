@@ -1,15 +1,16 @@
 """A fit keeps the best checkpoint by the task's main metric; Ctrl-C stops it cleanly with exit code 130."""
+
 import signal
 from pathlib import Path
 
 import pytest
 import torch
-
-from ortholab.db import Store
 from test_cli import DEMO
 from test_resume import RUN, ortholab
-from ortholab.cli.main import main
 from tolerances import roundoff
+
+from ortholab.cli.main import main
+from ortholab.db import Store
 
 
 def test_fit_writes_the_best_checkpoint_by_the_main_metric(tmp_path, monkeypatch):
@@ -52,9 +53,18 @@ def test_last_checkpoint_follows_every_validation_when_the_metric_stops_improvin
 
 def test_ctrl_c_stops_with_exit_130_an_interrupted_run_and_a_checkpoint(tmp_path):
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    stopped = ortholab(tmp_path, "fit", "--config", DEMO, *RUN, "--db", db,  # SIGINT to itself after step 5
-                       "--trainer.callbacks+=faults.SignalAt", "--trainer.callbacks.step=5",
-                       "--trainer.callbacks.signal_name=SIGINT")
+    stopped = ortholab(
+        tmp_path,
+        "fit",
+        "--config",
+        DEMO,
+        *RUN,
+        "--db",
+        db,  # SIGINT to itself after step 5
+        "--trainer.callbacks+=faults.SignalAt",
+        "--trainer.callbacks.step=5",
+        "--trainer.callbacks.signal_name=SIGINT",
+    )
     assert stopped.returncode == 128 + signal.SIGINT == 130, stopped.stderr
     assert "Interrupted by SIGINT" in stopped.stdout and "--resume" in stopped.stdout
     assert "Traceback" not in stopped.stderr and "KeyboardInterrupt" not in stopped.stderr

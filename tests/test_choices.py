@@ -1,6 +1,7 @@
 """Options with named choices (issue 50): the `Literal[...]` in a constructor's signature is their one list, checked
 by models/choices.py both when the constructor is called (a library call) and by the option parser
 (training/family_options.py), with one wording that names the key, the value given and the choices."""
+
 import ast
 import importlib
 import inspect
@@ -19,13 +20,21 @@ MODELS = Path(__file__).resolve().parents[1] / "models"
 BAD = "not-a-choice"
 # the options with named choices, at least: a family losing its Literal (back to `str`) fails here
 EXPECTED = {
-    "scornn": {"init"}, "scurnn": {"init", "a_gradient", "d_side"}, "rnn": {"nonlinearity"}, "ornn": {"activation"},
-    "srnn": {"shift"}, "exprnn": {"trivialization", "init", "base_side", "rebase_gradient"}, "nnrnn": {"init"},
-    "eurnn": {"style", "rotation", "recurrence"}, "fcurnn": {"init", "w_gradient"}, "lru": {"norm"},
+    "scornn": {"init"},
+    "scurnn": {"init", "a_gradient", "d_side"},
+    "rnn": {"nonlinearity"},
+    "ornn": {"activation"},
+    "srnn": {"shift"},
+    "exprnn": {"trivialization", "init", "base_side", "rebase_gradient"},
+    "nnrnn": {"init"},
+    "eurnn": {"style", "rotation", "recurrence"},
+    "fcurnn": {"init", "w_gradient"},
+    "lru": {"norm"},
     "s4d": {"init", "mode"},
 }
-LITERAL_OPTIONS = [(family, key, choices) for family, cls in FAMILIES.items()
-                   for key, choices in option_choices(cls).items()]
+LITERAL_OPTIONS = [
+    (family, key, choices) for family, cls in FAMILIES.items() for key, choices in option_choices(cls).items()
+]
 
 
 def test_the_options_with_named_choices_are_typed_literal():
@@ -125,8 +134,11 @@ def _module_constants(tree: ast.Module) -> set[str]:
     """Module-level names bound to a literal tuple, list or set of constants: hand-written lists of choices."""
     names = set()
     for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Tuple, ast.List, ast.Set)) and \
-                all(isinstance(element, ast.Constant) for element in node.value.elts):
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, (ast.Tuple, ast.List, ast.Set))
+            and all(isinstance(element, ast.Constant) for element in node.value.elts)
+        ):
             names |= {target.id for target in node.targets if isinstance(target, ast.Name)}
     return names
 
@@ -146,10 +158,12 @@ def test_no_hand_written_choice_check_is_left_in_models():
                 if not (isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id in params):
                     continue
                 for op, right in zip(node.ops, node.comparators):
-                    literal = isinstance(right, (ast.Tuple, ast.List, ast.Set)) and \
-                        all(isinstance(element, ast.Constant) for element in right.elts)
-                    if isinstance(op, (ast.In, ast.NotIn)) and (literal or (isinstance(right, ast.Name)
-                                                                            and right.id in constants)):
+                    literal = isinstance(right, (ast.Tuple, ast.List, ast.Set)) and all(
+                        isinstance(element, ast.Constant) for element in right.elts
+                    )
+                    if isinstance(op, (ast.In, ast.NotIn)) and (
+                        literal or (isinstance(right, ast.Name) and right.id in constants)
+                    ):
                         found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
     assert not found, f"hand-written choice checks left: {found}"
 

@@ -1,4 +1,5 @@
 """`ortholab` end to end: a recorded run from a subprocess, the listings, and bad input as one clear message."""
+
 import json
 import os
 import re
@@ -8,21 +9,49 @@ from pathlib import Path
 
 import pytest
 
-from ortholab.db import Store
-from ortholab.cli.main import main
 from ortholab.cli.listing import NO_DESCRIPTION, config_rows
+from ortholab.cli.main import main
+from ortholab.db import Store
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = str(REPO / "configs" / "demo" / "copying_scornn.yaml")
-TINY = ["--model.hidden_size", "8", "--model.family_args", "{rho: 4}", "--data.seq_len", "5", "--data.train_size", "40", "--data.batch_size", "10",
-        "--data.val_size", "20", "--data.eval_batch_size", "20", "--trainer.max_steps", "6",
-        "--trainer.val_check_interval", "3", "--trainer.log_every_n_steps", "1",
-        "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
+TINY = [
+    "--model.hidden_size",
+    "8",
+    "--model.family_args",
+    "{rho: 4}",
+    "--data.seq_len",
+    "5",
+    "--data.train_size",
+    "40",
+    "--data.batch_size",
+    "10",
+    "--data.val_size",
+    "20",
+    "--data.eval_batch_size",
+    "20",
+    "--trainer.max_steps",
+    "6",
+    "--trainer.val_check_interval",
+    "3",
+    "--trainer.log_every_n_steps",
+    "1",
+    "--trainer.enable_progress_bar",
+    "false",
+    "--trainer.enable_model_summary",
+    "false",
+]
 
 
 def ortholab(*args, cwd, env=None):
-    return subprocess.run([sys.executable, "-c", "from ortholab.cli.main import main; main()", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(
+        [sys.executable, "-c", "from ortholab.cli.main import main; main()", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
 
 
 def test_fit_in_a_subprocess_records_a_run(tmp_path):
@@ -83,7 +112,9 @@ def test_print_config_resolves_the_demo(capsys):
     assert "family: scornn" in out and "rho: 95" in out and "class_path: datamodules.CopyingTask" in out
 
 
-@pytest.mark.parametrize("what, expected", [("families", "scornn"), ("tasks", "copying"), ("configs", "copying_scornn")])
+@pytest.mark.parametrize(
+    "what, expected", [("families", "scornn"), ("tasks", "copying"), ("configs", "copying_scornn")]
+)
 def test_list_json(what, expected, capsys):
     main(["list", what, "--json"])
     rows = json.loads(capsys.readouterr().out)
@@ -112,7 +143,10 @@ def test_config_rows_read_the_first_comment_and_name_a_missing_one(tmp_path):
     (root / "papers" / "published" / "table.yaml").write_text("paper: x\n")
     (root / "papers" / "checks" / "checks.yaml").write_text("# checks\n")
     rows = {row["config"]: row["description"] for row in config_rows(root)}
-    assert rows == {"configs/demo/bare.yaml": NO_DESCRIPTION, "configs/demo/described.yaml": "Adding task, scoRNN n = 8"}
+    assert rows == {
+        "configs/demo/bare.yaml": NO_DESCRIPTION,
+        "configs/demo/described.yaml": "Adding task, scoRNN n = 8",
+    }
 
 
 BAD_INPUT = [
@@ -142,8 +176,11 @@ def test_tags_are_comma_separated_or_a_list_as_the_docs_say(capsys, tmp_path, mo
     db = f"sqlite:///{tmp_path / 'x.db'}"
     for tags in ("a,b", "[a, b]", "solo"):
         main(["fit", "--config", DEMO, *TINY, "--db", db, "--tags", tags])
-    assert [list(run.tags) for run in sorted(Store(db).list_runs(), key=lambda r: r.id)] == [["a", "b"], ["a", "b"],
-                                                                                          ["solo"]]
+    assert [list(run.tags) for run in sorted(Store(db).list_runs(), key=lambda r: r.id)] == [
+        ["a", "b"],
+        ["a", "b"],
+        ["solo"],
+    ]
     capsys.readouterr()
     with pytest.raises(SystemExit) as exit_info:
         main(["fit", "--config", DEMO, *TINY, "--db", db, "--tags", "a", "b"])
@@ -158,9 +195,26 @@ def test_swapping_the_task_names_the_dropped_options_and_the_run_after_its_task(
     test_size silently and recorded an MNIST run named copying_scornn; `mnist` (as `list tasks` names it) works."""
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'x.db'}"
-    tiny = ["--model.hidden_size", "8", "--model.family_args", "{rho: 4}", "--data.batch_size", "10",
-            "--trainer.max_steps", "2", "--trainer.val_check_interval", "2", "--trainer.limit_val_batches", "1",
-            "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false", "--db", db]
+    tiny = [
+        "--model.hidden_size",
+        "8",
+        "--model.family_args",
+        "{rho: 4}",
+        "--data.batch_size",
+        "10",
+        "--trainer.max_steps",
+        "2",
+        "--trainer.val_check_interval",
+        "2",
+        "--trainer.limit_val_batches",
+        "1",
+        "--trainer.enable_progress_bar",
+        "false",
+        "--trainer.enable_model_summary",
+        "false",
+        "--db",
+        db,
+    ]
     main(["fit", "--config", DEMO, *tiny, "--data.class_path", "datamodules.PixelMNIST"])
     (note,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: data.class_path")]
     assert "its options seq_len, train_size, test_size do not apply to PixelMNIST and were dropped" in note
@@ -170,9 +224,11 @@ def test_swapping_the_task_names_the_dropped_options_and_the_run_after_its_task(
     main(["fit", "--config", DEMO, *TINY, "--db", db])
     assert "note: data.class_path" not in capsys.readouterr().err  # the config's own task: nothing to say
     runs = sorted(Store(db).list_runs(), key=lambda r: r.id)
-    assert [(r.name, r.task, r.status) for r in runs] == [("mnist_scornn", "mnist", "finished"),
-                                                          ("mine", "mnist", "finished"),
-                                                          ("copying_scornn", "copying", "finished")]
+    assert [(r.name, r.task, r.status) for r in runs] == [
+        ("mnist_scornn", "mnist", "finished"),
+        ("mine", "mnist", "finished"),
+        ("copying_scornn", "copying", "finished"),
+    ]
 
 
 def test_unwritable_db_path_names_the_path(capsys, tmp_path, monkeypatch):
@@ -198,22 +254,27 @@ def test_recorded_runs_survive_a_failing_command(tmp_path, monkeypatch, capsys):
 
 def test_hidden_size_auto_sizes_to_the_budget(capsys):
     with pytest.raises(SystemExit):
-        main(["fit", "--config", DEMO, "--model.hidden_size", "auto", "--model.param_budget", "22000",
-              "--print_config"])
+        main(
+            ["fit", "--config", DEMO, "--model.hidden_size", "auto", "--model.param_budget", "22000", "--print_config"]
+        )
     assert "hidden_size: auto" in capsys.readouterr().out
     from ortholab.datamodules import CopyingTask
     from ortholab.training.module import RecurrentModule
 
-    module = RecurrentModule(CopyingTask().spec, family="scornn", hidden_size="auto", param_budget=22_000,
-                             family_args={"rho": 0.5})
+    module = RecurrentModule(
+        CopyingTask().spec, family="scornn", hidden_size="auto", param_budget=22_000, family_args={"rho": 0.5}
+    )
     assert module.hparams.hidden_size in (190, 191)  # the scoRNN paper's copying size at its ~22k budget
     assert abs(sum(module.parameter_counts().values()) - 22_000) < 200
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--model.hidden_size", "auto"], "model.param_budget is not set"),
-    (["--model.hidden_size", "auto", "--model.param_budget", "0"], "model.param_budget = 0 must be a positive"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--model.hidden_size", "auto"], "model.param_budget is not set"),
+        (["--model.hidden_size", "auto", "--model.param_budget", "0"], "model.param_budget = 0 must be a positive"),
+    ],
+)
 def test_impossible_sizes_are_one_clear_message(extra, message, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_info:
@@ -228,8 +289,9 @@ def test_an_auto_sized_model_rebuilds_from_its_saved_hyperparameters():
     from ortholab.models import ConfigError
     from ortholab.training.module import RecurrentModule
 
-    module = RecurrentModule(CopyingTask().spec, family="scornn", hidden_size="auto", param_budget=22_000,
-                             family_args={"rho": 0.5})
+    module = RecurrentModule(
+        CopyingTask().spec, family="scornn", hidden_size="auto", param_budget=22_000, family_args={"rho": 0.5}
+    )
     rebuilt = RecurrentModule(**module.hparams)
     assert rebuilt.hparams.hidden_size == module.hparams.hidden_size
     with pytest.raises(ConfigError, match="model.param_budget = 22000 only applies with model.hidden_size: auto"):
@@ -239,8 +301,19 @@ def test_an_auto_sized_model_rebuilds_from_its_saved_hyperparameters():
 def test_test_every_validation_logs_the_test_split_beside_each_validation(tmp_path):
     """The scoRNN/scuRNN papers' protocol: the test split measured at every epoch end, next to validation."""
     db = f"sqlite:///{tmp_path / 'store.db'}"
-    done = ortholab("fit", "--config", DEMO, *TINY, "--data.test_size", "30", "--test_every_validation", "true",
-                    "--db", db, cwd=tmp_path)
+    done = ortholab(
+        "fit",
+        "--config",
+        DEMO,
+        *TINY,
+        "--data.test_size",
+        "30",
+        "--test_every_validation",
+        "true",
+        "--db",
+        db,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     store = Store(db)
     (run,) = store.list_runs()
@@ -250,7 +323,8 @@ def test_test_every_validation_logs_the_test_split_beside_each_validation(tmp_pa
         test = store.metric_series(run.id, f"test/{key}")
         assert [p.step for p in test] == [p.step for p in val] == [3, 6]
     assert [p.value for p in store.metric_series(run.id, "test/loss")] != [
-        p.value for p in store.metric_series(run.id, "val/loss")]  # another split, not a copy
+        p.value for p in store.metric_series(run.id, "val/loss")
+    ]  # another split, not a copy
     assert not any("dataloader_idx" in key for key in store.metric_keys(run.id))
 
 
@@ -309,8 +383,12 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
     store = Store(db)
     for _ in range(700):  # ~120 KB of table: more than a pipe's 64 KB buffer, so the write after `head` fails
         store.create_run(name="a-run-with-a-long-name-" + "x" * 60)
-    proc = subprocess.Popen([sys.executable, "-c", "from ortholab.cli.main import main; main()", "runs", "--db", db],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from ortholab.cli.main import main; main()", "runs", "--db", db],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stdout.readline().startswith(b"id")
     proc.stdout.close()
     err = proc.stderr.read()
@@ -335,20 +413,26 @@ def test_a_config_named_as_listed_is_found_from_any_folder(tmp_path, monkeypatch
     assert argv[2] == DEMO and argv[3] == "--config=configs/nope.yaml"  # a name no config has stays as given
     (tmp_path / "configs" / "demo").mkdir(parents=True)
     (tmp_path / "configs" / "demo" / "copying_scornn.yaml").write_text("model: {}\n")
-    assert _packaged_configs(["fit", "--config", "configs/demo/copying_scornn.yaml"])[2] == \
-        "configs/demo/copying_scornn.yaml"  # the user's own file of that name wins
+    assert (
+        _packaged_configs(["fit", "--config", "configs/demo/copying_scornn.yaml"])[2]
+        == "configs/demo/copying_scornn.yaml"
+    )  # the user's own file of that name wins
 
 
-@pytest.mark.parametrize("command", ["runs", "runs --json", "db version", "report", "reproduce --list", "list configs",
-                                     "--help"])
+@pytest.mark.parametrize(
+    "command", ["runs", "runs --json", "db version", "report", "reproduce --list", "list configs", "--help"]
+)
 def test_readers_start_without_lightning_or_torch(command, tmp_path):
     """Issue 22: `ortholab runs` took ~7 s because the CLI imported Lightning first; the readers import neither
     Lightning nor torch (each takes seconds), so they answer in about the time the query takes."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
     Store(url)
     args = command.split() + (["--db", url] if command.split()[0] in ("runs", "db", "report", "reproduce") else [])
-    probe = (f"import sys\nfrom ortholab.cli.main import main\ntry:\n    main({args!r})\nexcept SystemExit as e:\n"
-             f"    assert not e.code, e.code\nprint('IMPORTED', sorted(m for m in ('lightning', 'torch') if m in sys.modules))")
+    probe = (
+        f"import sys\nfrom ortholab.cli.main import main\ntry:\n    main({args!r})\nexcept SystemExit as e:\n"
+        f"    assert not e.code, e.code\n"
+        f"print('IMPORTED', sorted(m for m in ('lightning', 'torch') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "IMPORTED []" in out.stdout, out.stdout[-500:]

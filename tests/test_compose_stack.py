@@ -9,6 +9,7 @@ ran `../shared/tools/docker-stand-ins.sh up`) they fail instead. ORTHOLAB_DOCKER
 ORTHOLAB_DOCKER_BUILD_NETWORK pass the build a local torch index and `host` networking (the stand-ins' CPU
 wheel); without them the build uses the Dockerfile's defaults, as on a user's machine.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,8 +56,10 @@ def _engine_problem() -> str | None:
         return "neither docker-compose nor `docker compose` is installed"
     info = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True)
     if info.returncode != 0:
-        return (f"no Docker engine answers ({(info.stderr.strip().splitlines() or ['docker info failed'])[-1]}); "
-                f"start Docker (the project's CI machines: `bash ../shared/tools/docker-stand-ins.sh up`)")
+        return (
+            f"no Docker engine answers ({(info.stderr.strip().splitlines() or ['docker info failed'])[-1]}); "
+            f"start Docker (the project's CI machines: `bash ../shared/tools/docker-stand-ins.sh up`)"
+        )
     return None
 
 
@@ -69,8 +72,9 @@ def _free_port() -> int:
 def _tiny_config(max_steps: int, seq_len: int, hidden_size: int) -> dict:
     """The demo config of the default `train` service, shrunk to seconds on a CPU."""
     config = yaml.safe_load((REPO / "configs" / "demo" / "copying_scornn.yaml").read_text())
-    config["model"].update(hidden_size=hidden_size, family_args={**config["model"]["family_args"],
-                                                                 "rho": hidden_size // 2})
+    config["model"].update(
+        hidden_size=hidden_size, family_args={**config["model"]["family_args"], "rho": hidden_size // 2}
+    )
     config["data"]["init_args"].update(seq_len=seq_len, batch_size=10, train_size=400, val_size=20, test_size=20)
     config["trainer"].update(max_steps=max_steps, val_check_interval=TINY_STEPS, log_every_n_steps=5)
     return config
@@ -86,11 +90,18 @@ class Stack:
         command = [*_compose_tool(), "--project-name", self.project, "--project-directory", str(REPO)]
         for file in self.files:
             command += ["--file", str(file)]
-        done = subprocess.run([*command, *args], capture_output=True, text=True, timeout=timeout,
-                              env={**self.env, **(env or {})}, cwd=REPO)
+        done = subprocess.run(
+            [*command, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**self.env, **(env or {})},
+            cwd=REPO,
+        )
         if check and done.returncode != 0:
-            raise AssertionError(f"{' '.join(args)} exited {done.returncode}:\n{done.stdout[-3000:]}\n"
-                                 f"{done.stderr[-3000:]}")
+            raise AssertionError(
+                f"{' '.join(args)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+            )
         return done
 
     def container(self, service: str) -> str:
@@ -100,8 +111,11 @@ class Stack:
         container = self.container(service)
         if not container:
             return "absent"
-        done = subprocess.run(["docker", "inspect", "--format", "{{.State.Status}} {{.State.Health.Status}}",
-                               container], capture_output=True, text=True)
+        done = subprocess.run(
+            ["docker", "inspect", "--format", "{{.State.Status}} {{.State.Health.Status}}", container],
+            capture_output=True,
+            text=True,
+        )
         state, _, health = done.stdout.strip().partition(" ")
         return health if state == "running" else state
 
@@ -137,13 +151,18 @@ def session(tmp_path_factory):
     configs = work / "configs"  # mounted read-only at /configs by the uid-1000 containers: world-readable
     configs.mkdir(mode=0o755)
     configs.chmod(0o755)
-    for file, config in {"tiny.yaml": _tiny_config(TINY_STEPS, 10, 16),
-                         "long.yaml": _tiny_config(LONG_STEPS, 10, 16),
-                         "stopped.yaml": _tiny_config(LONG_STEPS, 10, 16)}.items():
+    for file, config in {
+        "tiny.yaml": _tiny_config(TINY_STEPS, 10, 16),
+        "long.yaml": _tiny_config(LONG_STEPS, 10, 16),
+        "stopped.yaml": _tiny_config(LONG_STEPS, 10, 16),
+    }.items():
         (configs / file).write_text(yaml.safe_dump(config, sort_keys=False))
         (configs / file).chmod(0o644)
-    build = {"network": os.environ["ORTHOLAB_DOCKER_BUILD_NETWORK"]} if os.environ.get(
-        "ORTHOLAB_DOCKER_BUILD_NETWORK") else {}
+    build = (
+        {"network": os.environ["ORTHOLAB_DOCKER_BUILD_NETWORK"]}
+        if os.environ.get("ORTHOLAB_DOCKER_BUILD_NETWORK")
+        else {}
+    )
     service = {"image": image, **({"build": build} if build else {})}
     override = work / "docker-compose.test.yml"
     override.write_text(yaml.safe_dump({"version": "3.9", "services": {"train": service, "dashboard": service}}))
@@ -176,25 +195,42 @@ def sqlite_stack(session):
 
 
 def _docker_run(image: str, *args: str, entrypoint: str = "python") -> subprocess.CompletedProcess:
-    return subprocess.run(["docker", "run", "--rm", "--entrypoint", entrypoint, image, *args],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        ["docker", "run", "--rm", "--entrypoint", entrypoint, image, *args], capture_output=True, text=True, timeout=300
+    )
 
 
 def test_the_image_is_lean_has_no_compiler_and_finds_its_packaged_configs(session):
     _, image, build_s = session
-    size, base = (int(subprocess.run(["docker", "image", "inspect", "--format", "{{.Size}}", name],
-                                     capture_output=True, text=True, check=True).stdout) for name in (image, BASE_IMAGE))
-    print(f"\nimage {image}: built in {build_s:.0f} s, {size / 1e9:.2f} GB, of which {(size - base) / 1e9:.2f} GB "
-          f"above its base {BASE_IMAGE} ({base / 1e9:.2f} GB)")
+    size, base = (
+        int(
+            subprocess.run(
+                ["docker", "image", "inspect", "--format", "{{.Size}}", name],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        for name in (image, BASE_IMAGE)
+    )
+    print(
+        f"\nimage {image}: built in {build_s:.0f} s, {size / 1e9:.2f} GB, of which {(size - base) / 1e9:.2f} GB "
+        f"above its base {BASE_IMAGE} ({base / 1e9:.2f} GB)"
+    )
     assert size - base < ADDED_LIMIT_BYTES, f"the image adds {(size - base) / 1e9:.2f} GB to its base"
     assert _docker_run(image, "-c", "command -v gcc cc || true", entrypoint="sh").stdout.strip() == ""
-    probe = _docker_run(image, "-c", (
-        "import json, torch, importlib.metadata as m, pesq, pystoi, optuna, psycopg, streamlit, pyarrow.parquet; "
-        "from ortholab.db.published import load_tables; from ortholab.cli.listing import config_rows; "
-        "d = m.distribution('ortholab'); u = d.read_text('direct_url.json'); "
-        "print(json.dumps({'editable': bool(u and json.loads(u).get('dir_info', {}).get('editable')), "
-        "'location': str(d.locate_file('ortholab')), 'cuda': torch.version.cuda, 'tables': len(load_tables()), "
-        "'configs': [r['config'] for r in config_rows()]}))"))
+    probe = _docker_run(
+        image,
+        "-c",
+        (
+            "import json, torch, importlib.metadata as m, pesq, pystoi, optuna, psycopg, streamlit, pyarrow.parquet; "
+            "from ortholab.db.published import load_tables; from ortholab.cli.listing import config_rows; "
+            "d = m.distribution('ortholab'); u = d.read_text('direct_url.json'); "
+            "print(json.dumps({'editable': bool(u and json.loads(u).get('dir_info', {}).get('editable')), "
+            "'location': str(d.locate_file('ortholab')), 'cuda': torch.version.cuda, 'tables': len(load_tables()), "
+            "'configs': [r['config'] for r in config_rows()]}))"
+        ),
+    )
     assert probe.returncode == 0, probe.stderr
     facts = json.loads(probe.stdout.strip().splitlines()[-1])
     assert not facts["editable"] and "site-packages" in facts["location"], facts
@@ -243,9 +279,17 @@ def _checkpoints(stack: Stack) -> set[str]:
 
 def _volume_on_host(container: str) -> Path | None:
     """Where the engine keeps the container's /data, if this process can read it (a local engine, run as root)."""
-    done = subprocess.run(["docker", "inspect", "--format",
-                           '{{range .Mounts}}{{if eq .Destination "/data"}}{{.Source}}{{end}}{{end}}', container],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            "docker",
+            "inspect",
+            "--format",
+            '{{range .Mounts}}{{if eq .Destination "/data"}}{{.Source}}{{end}}{{end}}',
+            container,
+        ],
+        capture_output=True,
+        text=True,
+    )
     source = Path(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else None
     return source if source and os.access(source, os.R_OK | os.X_OK) else None
 
@@ -286,10 +330,14 @@ def _train_until_first_checkpoint(stack: Stack, config: str) -> str:
 def _resumed_to_the_end(stack: Stack, stopped: dict, lease_left: bool) -> None:
     assert stopped["status"] != "finished", (
         f"the run finished ({stopped['steps']} steps) before it could be stopped: this machine trains faster than "
-        f"LONG_STEPS ({LONG_STEPS}) allows for; raise it")
+        f"LONG_STEPS ({LONG_STEPS}) allows for; raise it"
+    )
     assert 0 < stopped["steps"] < LONG_STEPS, stopped
-    done = _resume(stack, stopped["id"]) if lease_left else stack.compose(
-        "run", "--rm", "-T", "train", "fit", "--resume", str(stopped["id"]), check=False)
+    done = (
+        _resume(stack, stopped["id"])
+        if lease_left
+        else stack.compose("run", "--rm", "-T", "train", "fit", "--resume", str(stopped["id"]), check=False)
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     resumed = _run_named(stack, stopped["name"])
     assert resumed["id"] == stopped["id"] and resumed["status"] == "finished", resumed
@@ -310,8 +358,12 @@ def test_a_stopped_training_container_records_the_interruption_and_resumes_at_on
     container = _train_until_first_checkpoint(sqlite_stack, "stopped")
     try:
         subprocess.run(["docker", "stop", "--time", "60", container], capture_output=True, check=True)
-        code = subprocess.run(["docker", "inspect", "--format", "{{.State.ExitCode}}", container],
-                              capture_output=True, text=True, check=True).stdout.strip()
+        code = subprocess.run(
+            ["docker", "inspect", "--format", "{{.State.ExitCode}}", container],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     finally:
         subprocess.run(["docker", "rm", "--force", container], capture_output=True)
     stopped = _run_named(sqlite_stack, "stopped")
@@ -339,9 +391,20 @@ def test_with_the_postgres_file_a_run_is_stored_in_postgresql(postgres_stack):
     assert postgres_stack.health("postgres") == "healthy"
     postgres_stack.wait_healthy()
     postgres_stack.compose("run", "--rm", "-T", "train", env={"CONFIG": "configs/tiny.yaml"})
-    stored = postgres_stack.compose("exec", "-T", "postgres", "psql", "--username", "ortholab", "--dbname", "runs",
-                                    "--tuples-only", "--no-align", "--command",
-                                    "SELECT name, status FROM runs").stdout.split()
+    stored = postgres_stack.compose(
+        "exec",
+        "-T",
+        "postgres",
+        "psql",
+        "--username",
+        "ortholab",
+        "--dbname",
+        "runs",
+        "--tuples-only",
+        "--no-align",
+        "--command",
+        "SELECT name, status FROM runs",
+    ).stdout.split()
     assert stored == ["tiny|finished"], stored
     assert _run_named(postgres_stack, "tiny")["status"] == "finished"  # and the dashboard reads it there
 

@@ -117,8 +117,9 @@ def test_run_details_show_config_parameter_groups_artifacts_and_metrics(lab, mon
     at = open_page(store, monkeypatch, "runs", [ids["real-scornn"]])
     assert "family: scornn" in at.code[0].value
     code = store.get_run(ids["real-scornn"]).info["code"][0]
-    assert f"Code: {code['commit'] or 'ortholab ' + code['ortholab']} (torch {code['torch']}" in \
-        " ".join(m.value for m in at.markdown)
+    assert f"Code: {code['commit'] or 'ortholab ' + code['ortholab']} (torch {code['torch']}" in " ".join(
+        m.value for m in at.markdown
+    )
     frames = [d.value for d in at.dataframe]
     groups = next(f for f in frames if "optimizer" in f.columns).set_index("group")
     info = store.get_run(ids["real-scornn"]).info
@@ -133,9 +134,13 @@ def test_run_details_show_config_parameter_groups_artifacts_and_metrics(lab, mon
     at.selectbox(key="detail_run").set_value(ids["lstm-adding"])
     groups = next(d.value for d in rerun(at).dataframe if "optimizer" in d.value.columns)
     assert groups.to_dict("records")[0] | {"other options": ""} == {
-        "group": "other", "parameters": 17_217, "optimizer": "adam", "lr": 0.001, "other options": "",
+        "group": "other",
+        "parameters": 17_217,
+        "optimizer": "adam",
+        "lr": 0.001,
+        "other options": "",
         "optimizer entry": "default",
-    }  # fmt: skip
+    }
 
     at.selectbox(key="detail_run").set_value(ids["half-written"])
     shown = " ".join(notes(rerun(at)))
@@ -177,8 +182,10 @@ def test_curves_overlay_each_selected_run_and_the_baselines(lab, monkeypatch):
     _, values, _ = series(store, ids["lstm-adding"], "val/loss")
     assert np.allclose(array(traces(val)[labels["lstm-adding"]]["y"]), values)  # 5 points: drawn raw
     assert labels["lstm-adding"] + " (raw)" not in traces(val)
-    assert any(n.startswith("Drawn unsmoothed (fewer than 100 points): ") and f"#{ids['lstm-adding']}," in n + ","
-               for n in notes(at))
+    assert any(
+        n.startswith("Drawn unsmoothed (fewer than 100 points): ") and f"#{ids['lstm-adding']}," in n + ","
+        for n in notes(at)
+    )
     _, values, _ = series(store, ids["lstm-adding"], "train/loss")  # 125 points: smoothed, the raw curve faded
     drawn = traces(train)
     assert np.allclose(array(drawn[labels["lstm-adding"]]["y"]), debiased_ema(values, 0.6))
@@ -366,7 +373,9 @@ def test_audio_plays_the_stored_wav_bytes_side_by_side(lab, monkeypatch):
     assert list(table.columns) == ["run", "family", "split", "reconstruction", "baseline"]  # long: no column off-screen
     assert set(table["run"]) == {labels["speech"]} and set(table["split"]) == {"test"}
     assert table.loc["SegSNR (dB; VOICEBOX v_snrseg 'Vq', 10 ms frames)", ["reconstruction", "baseline"]].tolist() == [
-        6.5, 1.5]
+        6.5,
+        1.5,
+    ]
     assert table.loc["SegSNR (dB; 30 ms Hann frames, clamped to [−10, 35])", "reconstruction"] == 4.0
     assert table.loc["STOI", ["reconstruction", "baseline"]].tolist() == [0.81, 0.6]
     assert np.isnan(table.loc["PESQ narrow band (MOS-LQO)", "baseline"])
@@ -406,8 +415,10 @@ def test_compare_highlights_differing_params_and_exports(lab, monkeypatch):
     assert np.allclose(array(runs_drawn[ids["lstm-adding"]]["y"]), [0, 0, 1, 1])
     assert np.allclose(array(runs_drawn[ids["scornn-snapshots"]]["y"]), [1, 1, 0, 0])  # batch size (missing)
     assert "(missing)" in {a["text"] for a in lines["layout"]["annotations"]}
-    assert f"{labels['lstm-adding']}<br>family: lstm<br>task: adding<br>data.init_args.batch_size: 50" in \
-        runs_drawn[ids["lstm-adding"]]["hovertemplate"]
+    assert (
+        f"{labels['lstm-adding']}<br>family: lstm<br>task: adding<br>data.init_args.batch_size: 50"
+        in runs_drawn[ids["lstm-adding"]]["hovertemplate"]
+    )
 
     at.toggle(key="parallel_webgl").set_value(True)  # plotly's parcoords, with brushing
     parallel = charts(rerun(at))[0]["data"][0]
@@ -457,15 +468,27 @@ def test_papers_page_shows_published_beside_reproduced_with_a_link_to_the_run(tm
 
     tables_dir = tmp_path / "published"
     tables_dir.mkdir()
-    (tables_dir / "toy_table1.yaml").write_text(yaml.safe_dump(
-        {"paper": "scornn-icml2018", "table": "Table 1", "title": "toy adding", "metric": "val/loss", "mode": "min",
-         "rows": [{"row": "adding_scornn", "task": "adding", "family": "scornn", "hidden_size": 8, "value": 0.002},
-                  {"row": "adding_lstm", "task": "adding", "family": "lstm", "value": 0.01}]}))
+    (tables_dir / "toy_table1.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "paper": "scornn-icml2018",
+                "table": "Table 1",
+                "title": "toy adding",
+                "metric": "val/loss",
+                "mode": "min",
+                "rows": [
+                    {"row": "adding_scornn", "task": "adding", "family": "scornn", "hidden_size": 8, "value": 0.002},
+                    {"row": "adding_lstm", "task": "adding", "family": "lstm", "value": 0.01},
+                ],
+            }
+        )
+    )
     monkeypatch.setattr(published, "PUBLISHED_DIR", tables_dir)
     monkeypatch.setattr(published, "CHECKS_DIR", tmp_path / "no-checks")
     store = Store(f"sqlite:///{tmp_path / 'papers.db'}")
-    run = store.create_run(name="toy", family="scornn", task="adding", tags=["paper:toy_table1/adding_scornn",
-                                                                            "scale:cpu-smoke"])
+    run = store.create_run(
+        name="toy", family="scornn", task="adding", tags=["paper:toy_table1/adding_scornn", "scale:cpu-smoke"]
+    )
     store.log_metrics(run, {"val/loss": 0.05}, step=10)
     store.log_metrics(run, {"val/loss": 0.03}, step=20)
     store.set_status(run, "finished")
@@ -491,9 +514,13 @@ def test_an_unreachable_store_is_one_error_on_the_page(monkeypatch):
 
 def test_runs_filter_by_sweep_and_show_its_best_trial(tmp_path, monkeypatch):
     store = Store(f"sqlite:///{tmp_path / 'sweep.db'}")
-    for name, best, tags in (("t0", 0.30, ["sweep:rho", "trial:0"]), ("t1", 0.05, ["sweep:rho", "trial:1"]),
-                             ("t2", 0.20, ["sweep:rho", "trial:2", "pruned"]), ("other", 0.01, ["sweep:lr", "trial:0"]),
-                             ("alone", 0.001, [])):
+    for name, best, tags in (
+        ("t0", 0.30, ["sweep:rho", "trial:0"]),
+        ("t1", 0.05, ["sweep:rho", "trial:1"]),
+        ("t2", 0.20, ["sweep:rho", "trial:2", "pruned"]),
+        ("other", 0.01, ["sweep:lr", "trial:0"]),
+        ("alone", 0.001, []),
+    ):
         run = store.create_run(name=name, family="scornn", task="adding", main_metric="val/loss", tags=tags)
         store.log_metrics(run, {"val/loss": best}, step=1)
         store.set_status(run, "finished")
@@ -501,16 +528,18 @@ def test_runs_filter_by_sweep_and_show_its_best_trial(tmp_path, monkeypatch):
     at.selectbox(key="filter_sweep").set_value("rho")
     at = rerun(at)
     assert sorted(at.dataframe[0].value["name"]) == ["t0", "t1", "t2"]
-    assert any("Best of sweep 'rho': #2 t1, val/loss = 0.05 (3 trials, 1 pruned: stopped early" in s.value
-               for s in at.success)
+    assert any(
+        "Best of sweep 'rho': #2 t1, val/loss = 0.05 (3 trials, 1 pruned: stopped early" in s.value for s in at.success
+    )
 
 
 def test_runs_table_shows_a_running_runs_progress_of_its_plan_and_an_eta(tmp_path, monkeypatch):
     """Issue 24: a long run's progress without the terminal, as `ortholab runs` shows it (steps of the plan, the
     epoch of max_epochs, the time left at the median of its last five step times); finished runs leave them blank."""
     store = Store(f"sqlite:///{tmp_path / 'long.db'}")
-    running = store.create_run(name="long", family="scornn", task="mnist", main_metric="val/acc",
-                               main_metric_mode="max")
+    running = store.create_run(
+        name="long", family="scornn", task="mnist", main_metric="val/acc", main_metric_mode="max"
+    )
     store.update_run(running, info={"plan": {"total_steps": 77_000, "steps_per_epoch": 1_100, "max_epochs": 70}})
     for step, seconds in ((1_000, 0.9), (2_000, 0.5), (3_000, 0.5), (3_300, 0.6)):  # median 0.6 s
         store.log_metrics(running, {"time/step_s": seconds}, step=step)

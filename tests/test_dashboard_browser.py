@@ -31,9 +31,17 @@ pytestmark = pytest.mark.skipif(
 )
 # the flags this machine's closed network needs (no background connections, no sandbox as root)
 CHROMIUM_FLAGS = [
-    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync", "--window-size=1600,1000",
-]  # fmt: skip
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1600,1000",
+]
 PAGES = {  # url path -> (title, plotly charts expected)
     "": ("Runs", False),
     "curves": ("Curves", True),
@@ -62,8 +70,16 @@ def server(tmp_path_factory):
     port = free_port()
     log = open(root / "server.log", "w")
     process = subprocess.Popen(  # the command execs into the streamlit server: this pid is the server
-        [sys.executable, "-c", "from ortholab.cli.main import main; main()", "dashboard", "--db", url,
-         "--port", str(port)],
+        [
+            sys.executable,
+            "-c",
+            "from ortholab.cli.main import main; main()",
+            "dashboard",
+            "--db",
+            url,
+            "--port",
+            str(port),
+        ],
         cwd=REPO,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -269,7 +285,7 @@ def settle(driver, title, *, charts=0, timeout=60.0):
             " || document.querySelector('[data-stale=\"true\"]') !== null,"
             " document.querySelectorAll('.js-plotly-plot .main-svg').length,"
             " [...document.querySelectorAll('h1')].map(h => h.textContent)]"
-        )  # fmt: skip
+        )
         busy, drawn, titles = state
         if not busy and drawn >= charts and any(title in t for t in titles):
             quiet = quiet or time.monotonic()
@@ -294,8 +310,10 @@ def widget(driver, testid, label):
 def chips(driver, label):
     from selenium.webdriver.common.by import By
 
-    return [s.get_attribute("title") for s in
-            widget(driver, "stMultiSelect", label).find_elements(By.CSS_SELECTOR, "[data-tag] span[title]")]
+    return [
+        s.get_attribute("title")
+        for s in widget(driver, "stMultiSelect", label).find_elements(By.CSS_SELECTOR, "[data-tag] span[title]")
+    ]
 
 
 def remove_chip(driver, label, value):
@@ -371,11 +389,17 @@ def curves_controls(driver):
     """(metrics, log scale, smoothing on) as the Curves widgets show them, and as the charts are drawn: their
     titles, whether their y axes are logarithmic, whether a smoothed line hides a faded raw one (the chosen
     runs' train/loss has 125 points, enough to be smoothed)."""
-    shown = (chips(driver, "Metrics (one chart each)"), toggle_state(driver, "Log scale"),
-             float(slider_field(driver, "Smoothing").get_attribute("value")) > 0)  # fmt: skip
+    shown = (
+        chips(driver, "Metrics (one chart each)"),
+        toggle_state(driver, "Log scale"),
+        float(slider_field(driver, "Smoothing").get_attribute("value")) > 0,
+    )
     drawn = plots(driver)
-    return shown, ([p["title"] for p in drawn], {p["ytype"] == "log" for p in drawn},
-                   any(t["name"].endswith(" (raw)") for p in drawn for t in p["traces"]))  # fmt: skip
+    return shown, (
+        [p["title"] for p in drawn],
+        {p["ytype"] == "log" for p in drawn},
+        any(t["name"].endswith(" (raw)") for p in drawn for t in p["traces"]),
+    )
 
 
 def test_curves_controls_and_charts_agree_through_any_selection(server, browser):
@@ -494,8 +518,9 @@ def test_grouped_seeds_are_drawn_as_mean_lines_with_bands(server, browser):
     from dashboard_store import SEED_STEPS, seed_loss
 
     base, ids, _ = server
-    seeds = "&".join(f"run={ids[n]}" for n in ("scornn-seed1", "scornn-seed2", "scornn-seed3", "lstm-seed1",
-                                               "lstm-seed2"))
+    seeds = "&".join(
+        f"run={ids[n]}" for n in ("scornn-seed1", "scornn-seed2", "scornn-seed3", "lstm-seed1", "lstm-seed2")
+    )
     browser.get(f"{base}/curves?{seeds}")
     settle(browser, "Curves", charts=1)
     add_chip(browser, "Group runs by", "family")
@@ -545,5 +570,6 @@ def test_filter_expression_and_columns_on_the_runs_page(server, browser):
     field.send_keys("family = scornn", Keys.ENTER)
     settle(browser, "Runs")
     alerts = [a.text for a in browser.find_elements(By.CSS_SELECTOR, '[data-testid="stAlert"]')]
-    assert any("Filter expression not applied: no run field, param or metric is called 'scornn'" in a
-               for a in alerts), alerts
+    assert any(
+        "Filter expression not applied: no run field, param or metric is called 'scornn'" in a for a in alerts
+    ), alerts

@@ -45,10 +45,16 @@ def fresh_caches():
 def widgets_agree_with_charts(at):
     """The Curves controls as the widgets show them, and as the charts were drawn with them."""
     specs = charts(at)
-    shown = (at.multiselect(key="curve_metrics").value, at.toggle(key="curve_log").value,
-             at.slider(key="curve_smoothing").value)  # fmt: skip
-    drawn = ([s["layout"]["title"]["text"] for s in specs], {s["layout"]["meta"]["log_y"] for s in specs},
-             {s["layout"]["meta"]["smoothing"] for s in specs})  # fmt: skip
+    shown = (
+        at.multiselect(key="curve_metrics").value,
+        at.toggle(key="curve_log").value,
+        at.slider(key="curve_smoothing").value,
+    )
+    drawn = (
+        [s["layout"]["title"]["text"] for s in specs],
+        {s["layout"]["meta"]["log_y"] for s in specs},
+        {s["layout"]["meta"]["smoothing"] for s in specs},
+    )
     assert drawn == (shown[0], {shown[1]}, {shown[2]}), (shown, drawn)
     return shown
 
@@ -96,8 +102,9 @@ def test_a_run_at_exactly_zero_stays_on_the_log_axis(lab, monkeypatch):
     (spec,) = charts(rerun(at))
     assert array(traces(spec)[labels["srnn-zero-drift"]]["y"]).tolist() == [1e-8] * 3  # not silently gone
     assert any("3 values ≤ 0" in n and "drawn at the floor" in n for n in notes(at))
-    for value, text in zip(spec["layout"]["yaxis"]["tickvals"][1:], spec["layout"]["yaxis"]["ticktext"][1:],
-                           strict=True):
+    for value, text in zip(
+        spec["layout"]["yaxis"]["tickvals"][1:], spec["layout"]["yaxis"]["ticktext"][1:], strict=True
+    ):
         assert float(text) == value  # full values, no bare mantissa digits
 
 
@@ -114,16 +121,22 @@ def test_a_run_keeps_its_colour_across_charts_pages_and_selection_orders(lab, mo
         for spec in charts(rerun(at)):
             for run in (a, b):
                 trace = next(t for t in spec["data"] if t.get("name") == f"#{run} {store.get_run(run).name}")
-                seen.setdefault(run, set()).add((trace["line"]["color"], trace["line"]["dash"],
-                                                 trace["marker"]["symbol"]))
+                seen.setdefault(run, set()).add(
+                    (trace["line"]["color"], trace["line"]["dash"], trace["marker"]["symbol"])
+                )
         eigen = open_page(store, monkeypatch, "eigenvalues", order)
         for spec in charts(eigen):
             for trace in spec["data"]:
                 for run in (a, b):
                     name = trace.get("name", "")  # its lines and panels ('<label>: ...' are marks on them)
                     if name.startswith(f"#{run} ") and ": " not in name and trace.get("type") != "histogram":
-                        seen[run].add((trace.get("line", {}).get("color") or trace["marker"]["color"],
-                                       trace.get("line", {}).get("dash", "solid"), trace["marker"]["symbol"]))
+                        seen[run].add(
+                            (
+                                trace.get("line", {}).get("color") or trace["marker"]["color"],
+                                trace.get("line", {}).get("dash", "solid"),
+                                trace["marker"]["symbol"],
+                            )
+                        )
     for run in (a, b):
         style = run_style(run)
         assert seen[run] == {(style.color, style.dash, style.symbol)}
@@ -146,8 +159,9 @@ def test_grouping_seeds_draws_each_groups_mean_and_band(lab, monkeypatch):
     assert np.allclose(array(lstm["y"]), expected) and np.allclose(array(lstm["x"]), SEED_STEPS)
     band = drawn["family=lstm (mean of 2 runs) min–max"]
     assert band["fill"] == "tonexty" and np.allclose(array(band["y"]), [seed_loss("lstm", 1, s) for s in SEED_STEPS])
-    assert np.allclose(array(drawn["family=lstm (mean of 2 runs) upper"]["y"]),
-                       [seed_loss("lstm", 2, s) for s in SEED_STEPS])
+    assert np.allclose(
+        array(drawn["family=lstm (mean of 2 runs) upper"]["y"]), [seed_loss("lstm", 2, s) for s in SEED_STEPS]
+    )
     scornn = drawn["family=scornn (mean of 3 runs)"]  # seed 3 logged at other steps: the union of x values
     assert set(array(scornn["x"])) == set(SEED_STEPS) | {s + 50 for s in SEED_STEPS[:-1]}
     assert labels["lstm-seed1"] not in drawn  # the runs themselves only on request
@@ -186,8 +200,11 @@ def test_per_clip_keys_are_folded_and_metrics_grouped_by_prefix(lab, monkeypatch
     groups = at.multiselect(key="curve_groups")
     assert groups.options == ["val (1)", "test_audio (5)", "test_audio_baseline (2)"]
     groups.set_value(["test_audio_baseline"])
-    assert set(rerun(at).multiselect(key="curve_metrics").options) == {"test_audio_baseline/segsnr_voicebox",
-                                                                       "test_audio_baseline/stoi", "val/loss"}
+    assert set(rerun(at).multiselect(key="curve_metrics").options) == {
+        "test_audio_baseline/segsnr_voicebox",
+        "test_audio_baseline/stoi",
+        "val/loss",
+    }
     at.toggle(key="curve_clips").set_value(True)
     assert "test_audio_baseline/stoi/u2" in rerun(at).multiselect(key="curve_metrics").options
 
@@ -245,8 +262,11 @@ def test_runs_table_columns_of_params_and_metrics_sorted(lab, monkeypatch):
     at.toggle(key="desc").set_value(False)
     table = rerun(at).dataframe[0].value
     assert list(table.columns[:6]) == ["id", "name", "family", "task", "model.hidden_size", "val/loss"]
-    last = {name: store.metric_series(i, "val/loss")[-1].value for name, i in ids.items()
-            if store.metric_series(i, "val/loss")}
+    last = {
+        name: store.metric_series(i, "val/loss")[-1].value
+        for name, i in ids.items()
+        if store.metric_series(i, "val/loss")
+    }
     ordered = sorted(last, key=lambda n: (last[n], ids[n]))
     assert table["name"].tolist()[: len(ordered)] == ordered  # by the last val/loss, runs without one after
     assert table.set_index("name").loc["lstm-adding", "model.hidden_size"] == 64
@@ -257,14 +277,17 @@ def test_runs_filter_expression_and_its_message(lab, monkeypatch):
     at = open_page(store, monkeypatch, "runs")
     at.text_input(key="where").set_value('family = "scornn" and hidden_size > 16 and val/loss < 0.075')
     table = rerun(at).dataframe[0].value
-    last = {n: store.metric_series(ids[n], "val/loss")[-1].value for n in ("scornn-seed1", "scornn-seed2",
-                                                                            "scornn-seed3")}
+    last = {
+        n: store.metric_series(ids[n], "val/loss")[-1].value for n in ("scornn-seed1", "scornn-seed2", "scornn-seed3")
+    }
     assert last["scornn-seed1"] < last["scornn-seed2"] < 0.075 < last["scornn-seed3"]
     assert set(table["name"]) == {"scornn-seed1", "scornn-seed2"}  # scornn-snapshots has hidden_size 16
     at.text_input(key="where").set_value("family = scornn and rho > 0.3")
     rerun(at)
-    assert [e.value for e in at.error] == ["Filter expression not applied: no run field, param or metric is called "
-                                           "'scornn'; text values need quotes (family = \"scornn\")."]
+    assert [e.value for e in at.error] == [
+        "Filter expression not applied: no run field, param or metric is called "
+        "'scornn'; text values need quotes (family = \"scornn\")."
+    ]
     assert len(at.dataframe[0].value) == len(ids)  # the table stays, unfiltered by the bad expression
 
 

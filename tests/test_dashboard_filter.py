@@ -43,10 +43,10 @@ def kept(text: str) -> list[int]:
     [
         ('family = "scornn" and rho > 0.3 and val/acc > 0.9', [1]),  # the example
         ("family == 'scornn' or family = \"lstm\"", [1, 2, 3]),
-        ("not status = \"failed\" and steps >= 1000", [1, 3]),
+        ('not status = "failed" and steps >= 1000', [1, 3]),
         ('(family in ("scornn", "scurnn") or steps < 100) and hidden_size != 128', [1, 4]),
         ('family not in ("scornn")', [3, 4]),
-        ('rho not in (0.5)', [2]),  # missing: false for 'not in' too
+        ("rho not in (0.5)", [2]),  # missing: false for 'not in' too
         ("rho = null", [3, 4]),  # a missing value equals only null
         ("rho != null and rho <= 0.2", [2]),
         ("rho < 1", [1, 2]),  # and every other comparison with a missing value is false
@@ -66,7 +66,7 @@ def test_filter_expressions_keep_the_matching_runs(text, ids):
 @pytest.mark.parametrize(
     "text, message",
     [
-        ('family = scornn', "no run field, param or metric is called 'scornn'; text values need quotes"),
+        ("family = scornn", "no run field, param or metric is called 'scornn'; text values need quotes"),
         ("rhoo > 0.3", "did you mean"),
         ("acc > 0.9", "'acc' could mean train/acc, val/acc: write the full name"),
         ('hidden_size > "64"', "model.hidden_size holds numbers (e.g. 64), compared with '64'; drop the quotes"),
@@ -74,7 +74,7 @@ def test_filter_expressions_keep_the_matching_runs(text, ids):
         ("rho 0.3", "at column 5: expected a comparison (= != < <= > >= ~ in) after 'rho', found '0.3'"),
         ("(rho > 0.3", "expected ')' closing the bracket"),
         ("rho > 0.3 steps", "at column 11: expected 'and', 'or' or the end, found 'steps'"),
-        ('family in (scornn)', "the list after 'in' holds values; quote text"),
+        ("family in (scornn)", "the list after 'in' holds values; quote text"),
         ("rho > 0.3; __import__('os')", "at column 10: cannot read"),
         ("family not = 'x'", "'not' here must be followed by 'in'"),
         ("steps = true", "steps holds numbers (e.g. 1000), compared with True"),

@@ -31,12 +31,25 @@ NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 def summary(run_id=1, **fields):
     base = dict(
-        id=run_id, name=f"run{run_id}", family="scornn", task="copying", status="finished", reason=None, stage="fit",
-        steps=10, main_metric="val/loss", main_metric_mode="min", best=0.1, last=0.2, baseline=0.17,
-        created_at=NOW - timedelta(seconds=100), ended_at=NOW - timedelta(seconds=40),
+        id=run_id,
+        name=f"run{run_id}",
+        family="scornn",
+        task="copying",
+        status="finished",
+        reason=None,
+        stage="fit",
+        steps=10,
+        main_metric="val/loss",
+        main_metric_mode="min",
+        best=0.1,
+        last=0.2,
+        baseline=0.17,
+        created_at=NOW - timedelta(seconds=100),
+        ended_at=NOW - timedelta(seconds=40),
         heartbeat_at=NOW - timedelta(seconds=40),
-        parameter_count=100, tags=(),
-    )  # fmt: skip
+        parameter_count=100,
+        tags=(),
+    )
     return RunSummary(**{**base, **fields})
 
 
@@ -153,8 +166,10 @@ def test_runs_frame_shows_progress_only_where_it_is_known():
     """Steps of the plan, epoch and ETA from db.progress.run_progress, blank where a piece is unknown: no plan, no
     pace yet, or silent (killed: no ETA)."""
     runs = [summary(1, status="running", steps=700), summary(2, status="running", steps=40), summary(3)]
-    progress = {1: {"total_steps": 10_000, "epoch": "7/100", "eta_s": 5_580.0},
-                2: {"total_steps": None, "silent": "silent 2.0 h: killed?"}}
+    progress = {
+        1: {"total_steps": 10_000, "epoch": "7/100", "eta_s": 5_580.0},
+        2: {"total_steps": None, "silent": "silent 2.0 h: killed?"},
+    }
     frame = runs_frame(runs, now=NOW, progress=progress).set_index("id")
     assert frame.loc[1, ["of plan", "epoch", "ETA"]].tolist() == ["700/10000", "7/100", "1h33m"]
     assert frame.loc[2, ["of plan", "epoch", "ETA"]].tolist() == ["", "", ""]
@@ -306,9 +321,12 @@ def test_group_clips_by_step_and_utterance_with_roles_in_order():
         "pesq",
         None,
     ]
-    # the names ortholab/evaluation/speech_quality.py records keep their variant; a 'scores' mapping wins over top-level keys
+    # the names ortholab/evaluation/speech_quality.py records keep their variant; a 'scores' mapping wins over
+    # top-level keys
     assert clip_scores({"segsnr_voicebox": 3.0, "scores": {"segsnr_voicebox": 3.0, "segsnr_clamped_30ms": 2.0}}) == {
-        "segsnr_voicebox": 3.0, "segsnr_clamped_30ms": 2.0}
+        "segsnr_voicebox": 3.0,
+        "segsnr_clamped_30ms": 2.0,
+    }
 
 
 def test_snapshot_at_step_takes_the_latest_at_or_before():
@@ -361,9 +379,15 @@ def test_sweeps_and_their_best_trial_follow_the_metric_mode():
 
     from ortholab.app.tables import best_run, sweep_names
 
-    frame = pd.DataFrame({"id": [1, 2, 3], "name": ["a", "b", "c"], "best": [0.9, 0.95, None],
-                          "mode": ["max", "max", "max"],
-                          "tags": [["sweep:acc", "trial:0"], ["sweep:acc", "trial:1"], ["sweep:other"]]})
+    frame = pd.DataFrame(
+        {
+            "id": [1, 2, 3],
+            "name": ["a", "b", "c"],
+            "best": [0.9, 0.95, None],
+            "mode": ["max", "max", "max"],
+            "tags": [["sweep:acc", "trial:0"], ["sweep:acc", "trial:1"], ["sweep:other"]],
+        }
+    )
     assert sweep_names(frame) == ["acc", "other"]
     assert best_run(frame)["name"] == "b"  # accuracy: higher is better
     assert best_run(frame.assign(mode="min"))["name"] == "a"
@@ -392,8 +416,9 @@ def test_a_log_axis_draws_zeros_at_a_labelled_floor():
     scale = log_scale([np.array([0.0, 0.0, 0.0]), np.array([1.2e-6, 3.5e-6]), np.array([np.nan])])
     assert (scale.floor, scale.low, scale.at_floor) == (1e-7, 1e-7, 3)  # a decade below the smallest value
     drawn, low = lift(np.array([0.0, 2e-6, -1.0, np.nan]), scale.floor)
-    assert drawn[:3].tolist() == [1e-7, 2e-6, 1e-7] and np.isnan(drawn[3]) and low.tolist() == [True, False, True,
-                                                                                                 False]
+    assert (
+        drawn[:3].tolist() == [1e-7, 2e-6, 1e-7] and np.isnan(drawn[3]) and low.tolist() == [True, False, True, False]
+    )
     axis = log_axis_layout(scale)
     assert axis["type"] == "log" and axis["tickvals"][0] == 1e-7 and axis["ticktext"][0] == "0"
     assert axis["range"][0] < -7 < -5.5 < axis["range"][1]
@@ -412,9 +437,9 @@ def test_curves_figure_puts_a_zero_run_on_the_log_axis_and_says_so():
 
 
 def test_smoothing_leaves_sparse_curves_raw_and_marks_the_last_raw_value():
-    from ortholab.app.curves import SMOOTH_MIN_POINTS
-
     import pandas as pd
+
+    from ortholab.app.curves import SMOOTH_MIN_POINTS
 
     def frame(n):
         return pd.DataFrame({"step": np.arange(n), "epoch": 0, "value": np.geomspace(1, 1e-4, n), "wall_time": 0.0})
@@ -486,8 +511,17 @@ def test_the_papers_page_opens_on_a_table_with_numbers():
     from ortholab.db.published import PaperRow, PaperTable
 
     def table(key, value):
-        row = PaperRow(table=key, row="r", task="adding", family="scornn", metric="val/loss", mode="min", scale=1.0,
-                       value=value, outcome=None if value is not None else "beats the baseline")
+        row = PaperRow(
+            table=key,
+            row="r",
+            task="adding",
+            family="scornn",
+            metric="val/loss",
+            mode="min",
+            scale=1.0,
+            value=value,
+            outcome=None if value is not None else "beats the baseline",
+        )
         return PaperTable(key, "p", key, "t", "val/loss", "min", 1.0, (row,))
 
     tables = {"a_text": table("a_text", None), "b_numbers": table("b_numbers", 0.5), "c_numbers": table("c", 0.1)}
@@ -501,13 +535,30 @@ def test_the_papers_page_opens_on_a_table_with_numbers():
 def test_metric_names_group_by_prefix_and_fold_per_clip_keys():
     from ortholab.app.metric_names import groups, split_per_clip
 
-    keys = ["val/loss", "train/loss", "test_audio/stoi", "test_audio/stoi/u1", "test_audio/stoi/u2",
-            "test_audio_baseline/stoi", "test_audio_baseline/stoi/u1", "loss", "analysis/orthogonality"]
+    keys = [
+        "val/loss",
+        "train/loss",
+        "test_audio/stoi",
+        "test_audio/stoi/u1",
+        "test_audio/stoi/u2",
+        "test_audio_baseline/stoi",
+        "test_audio_baseline/stoi/u1",
+        "loss",
+        "analysis/orthogonality",
+    ]
     main, clips = split_per_clip(keys)
-    assert main == ["analysis/orthogonality", "loss", "test_audio/stoi", "test_audio_baseline/stoi", "train/loss",
-                    "val/loss"]
-    assert clips == {"test_audio/stoi": ["test_audio/stoi/u1", "test_audio/stoi/u2"],
-                     "test_audio_baseline/stoi": ["test_audio_baseline/stoi/u1"]}
+    assert main == [
+        "analysis/orthogonality",
+        "loss",
+        "test_audio/stoi",
+        "test_audio_baseline/stoi",
+        "train/loss",
+        "val/loss",
+    ]
+    assert clips == {
+        "test_audio/stoi": ["test_audio/stoi/u1", "test_audio/stoi/u2"],
+        "test_audio_baseline/stoi": ["test_audio_baseline/stoi/u1"],
+    }
     assert list(groups(main)) == ["train", "val", "analysis", "other", "test_audio", "test_audio_baseline"]
 
 
@@ -517,10 +568,14 @@ def test_speech_scores_as_a_long_table_with_segsnrs_variant():
     assert speech_key("test_audio/segsnr_voicebox") == ("test", "reconstruction", "segsnr_voicebox")
     assert speech_key("val_audio_baseline/stoi") == ("val", "baseline", "stoi")
     assert speech_key("test_audio/stoi/u1") is None and speech_key("test_audio/n_utterances") is None
-    rows = scores_table({"reconstruction": {"stoi": 0.8, "segsnr_clamped_30ms": 2.0, "segsnr_voicebox": 3.0},
-                         "baseline": {"stoi": 0.5}})
-    assert [r["metric"] for r in rows] == ["SegSNR (dB; VOICEBOX v_snrseg 'Vq', 10 ms frames)",
-                                           "SegSNR (dB; 30 ms Hann frames, clamped to [−10, 35])", "STOI"]
+    rows = scores_table(
+        {"reconstruction": {"stoi": 0.8, "segsnr_clamped_30ms": 2.0, "segsnr_voicebox": 3.0}, "baseline": {"stoi": 0.5}}
+    )
+    assert [r["metric"] for r in rows] == [
+        "SegSNR (dB; VOICEBOX v_snrseg 'Vq', 10 ms frames)",
+        "SegSNR (dB; 30 ms Hann frames, clamped to [−10, 35])",
+        "STOI",
+    ]
     assert rows[2] == {"metric": "STOI", "reconstruction": 0.8, "baseline": 0.5} and rows[0]["baseline"] is None
 
 
@@ -530,8 +585,10 @@ def test_grouping_takes_mean_and_band_over_seeds_on_the_union_of_their_steps():
     params = {1: {"family": "scornn", "seed": 1}, 2: {"family": "scornn", "seed": 2}, 3: {"family": "lstm"}}
     assert group_runs(params, ["family"]) == {"family=scornn": [1, 2], "family=lstm": [3]}
     assert group_runs(params, ["seed"]) == {"seed=1": [1], "seed=2": [2], "seed=(absent)": [3]}
-    curves = {1: (np.array([0.0, 10.0, 20.0]), np.array([1.0, 2.0, 3.0])),
-              2: (np.array([0.0, 20.0]), np.array([3.0, 5.0]))}  # logged at fewer steps: interpolated (10 -> 4)
+    curves = {
+        1: (np.array([0.0, 10.0, 20.0]), np.array([1.0, 2.0, 3.0])),
+        2: (np.array([0.0, 20.0]), np.array([3.0, 5.0])),
+    }  # logged at fewer steps: interpolated (10 -> 4)
     band = aggregate("g", curves, "min–max")
     assert band.x.tolist() == [0.0, 10.0, 20.0] and band.n.tolist() == [2, 2, 2]
     assert band.mean.tolist() == [2.0, 3.0, 4.0] and band.low.tolist() == [1.0, 2.0, 3.0]
@@ -545,8 +602,11 @@ def test_grouping_takes_mean_and_band_over_seeds_on_the_union_of_their_steps():
 def test_group_bands_are_drawn_filled_behind_the_mean():
     from ortholab.app.grouping import aggregate
 
-    band = aggregate("family=scornn", {1: (np.array([0.0, 1.0]), np.array([1.0, 2.0])),
-                                       2: (np.array([0.0, 1.0]), np.array([3.0, 4.0]))}, "min–max")
+    band = aggregate(
+        "family=scornn",
+        {1: (np.array([0.0, 1.0]), np.array([1.0, 2.0])), 2: (np.array([0.0, 1.0]), np.array([3.0, 4.0]))},
+        "min–max",
+    )
     figure = curves_figure([], x_title="step", y_title="loss", aggregates=[band], spread="min–max")
     upper, lower, mean = figure.data
     assert list(upper.y) == [3.0, 4.0] and list(lower.y) == [1.0, 2.0] and lower.fill == "tonexty"
@@ -557,8 +617,14 @@ def test_parallel_axes_for_mixed_runs():
     from ortholab.app.parallel import MISSING, differing_fields, parallel_axes
 
     rows = {
-        1: {"family": "scornn", "task": "copying", "model.hidden_size": 64, "model.family_args.rho": 0.5,
-            "db": "sqlite:///a.db", "seed_everything": 1},
+        1: {
+            "family": "scornn",
+            "task": "copying",
+            "model.hidden_size": 64,
+            "model.family_args.rho": 0.5,
+            "db": "sqlite:///a.db",
+            "seed_everything": 1,
+        },
         2: {"family": "lstm", "task": "adding", "model.hidden_size": 128, "db": "sqlite:///b.db", "seed_everything": 2},
         3: {"family": "scornn", "task": "adding", "model.hidden_size": "auto"},
     }
@@ -574,9 +640,13 @@ def test_runs_table_columns_sort_and_pages():
     from ortholab.app.tables import page_of, sort_runs, typed_column
 
     assert typed_column([1, None, 2.5]).tolist()[::2] == [1.0, 2.5] and typed_column([1, "a", None]).tolist() == [
-        "1", "a", None]
-    frame = runs_frame([summary(1, best=0.3), summary(2, best=None), summary(3, best=0.1), summary(4, best=0.3)],
-                       now=NOW)
+        "1",
+        "a",
+        None,
+    ]
+    frame = runs_frame(
+        [summary(1, best=0.3), summary(2, best=None), summary(3, best=0.1), summary(4, best=0.3)], now=NOW
+    )
     assert sort_runs(frame, "best", descending=False)["id"].tolist() == [3, 1, 4, 2]  # missing last, ties by id
     assert sort_runs(frame, "best", descending=True)["id"].tolist() == [4, 1, 3, 2]
     assert sort_runs(frame, "name", descending=False)["id"].tolist() == [1, 2, 3, 4]

@@ -1,5 +1,6 @@
 """`ortholab data fetch/list` and `data.download: true`: every data set through a file:// mirror built from
 ../shared/data (correct and corrupted files), the no-network message, and resumed or restarted transfers."""
+
 import gzip
 import hashlib
 import http.server
@@ -78,8 +79,10 @@ def corrupted_copy(mirror: Path, dataset: DataSet, bad: DataFile, tmp_path: Path
 def test_every_data_set_through_a_file_mirror(name, mirror, own_data_root):
     dataset = CATALOG[name]
     if not held_by(mirror, dataset):
-        pytest.skip(f"{name} is not in ../shared/data (nor Debian's datasets) to build a mirror from; its checksums "
-                    f"were taken from the canonical files")
+        pytest.skip(
+            f"{name} is not in ../shared/data (nor Debian's datasets) to build a mirror from; its checksums "
+            f"were taken from the canonical files"
+        )
     assert not dataset.present()
     folder = fetch(name, mirror=mirror.as_uri())
     assert folder == own_data_root / dataset.folder and dataset.present()
@@ -89,8 +92,9 @@ def test_every_data_set_through_a_file_mirror(name, mirror, own_data_root):
 
 
 @pytest.mark.parametrize("name", list(CATALOG))
-def test_a_corrupted_file_is_refused_in_one_line_and_nothing_is_left_half_written(name, mirror, own_data_root,
-                                                                                  tmp_path):
+def test_a_corrupted_file_is_refused_in_one_line_and_nothing_is_left_half_written(
+    name, mirror, own_data_root, tmp_path
+):
     dataset = CATALOG[name]
     if not held_by(mirror, dataset):
         pytest.skip(f"{name} is not in ../shared/data to build a mirror from")
@@ -115,8 +119,9 @@ def test_a_corrupted_file_among_many_in_flight_leaves_no_part_behind(own_data_ro
         files.append(DataFile(f"f{i}.bin", sha256(served / f"f{i}.bin"), 5000 + i, ()))
     (served / "f39.bin").write_bytes(b"\xff" * 5039)  # the last one, received while others are in flight
     with pytest.raises(ConfigError, match="f39.bin.*fail the SHA-256 checksum"):
-        fetch(DataSet("many", "forty files", "many", "none", "", tuple(files)), mirror=served.parent.as_uri(),
-              workers=4)
+        fetch(
+            DataSet("many", "forty files", "many", "none", "", tuple(files)), mirror=served.parent.as_uri(), workers=4
+        )
     assert leftovers(own_data_root) == [] and not (own_data_root / "many" / "f39.bin").exists()
     for kept in (own_data_root / "many").glob("*.bin"):  # whatever was renamed into place is intact
         assert sha256(kept) == next(f.sha256 for f in files if f.name == kept.name)
@@ -202,9 +207,23 @@ def test_no_network_says_so_and_where_to_put_the_files(own_data_root, capsys):
 def test_the_public_locations_unreachable_name_them_all(own_data_root, monkeypatch):
     unreachable = f"http://127.0.0.1:{closed_port()}/"
     file = CATALOG["mnist"].files[1]
-    moved = DataSet("mnist", "MNIST", "mnist", "CC BY-SA 3.0", "http://yann.lecun.com/exdb/mnist/",
-                    (DataFile(file.name, file.sha256, file.size, (unreachable + "a.gz", unreachable + "b.gz"),
-                              file.gzip_sha256, file.gzip_size),))
+    moved = DataSet(
+        "mnist",
+        "MNIST",
+        "mnist",
+        "CC BY-SA 3.0",
+        "http://yann.lecun.com/exdb/mnist/",
+        (
+            DataFile(
+                file.name,
+                file.sha256,
+                file.size,
+                (unreachable + "a.gz", unreachable + "b.gz"),
+                file.gzip_sha256,
+                file.gzip_size,
+            ),
+        ),
+    )
     with pytest.raises(ConfigError) as err:
         fetch(moved)
     assert "a.gz" in str(err.value) and "b.gz" in str(err.value) and "no network" in str(err.value)
@@ -270,7 +289,7 @@ def server():
         def log_message(self, *args):
             pass
 
-        def do_GET(self):  # noqa: N802 - http.server's name
+        def do_GET(self):  # http.server's name
             served: Served = state["served"]
             asked = self.headers.get("Range")
             served.ranges.append(asked)
@@ -295,8 +314,9 @@ def server():
         state["served"] = served
         url = f"http://127.0.0.1:{httpd.server_address[1]}/blob.bin"
         digest = hashlib.sha256(served.payload).hexdigest()
-        return served, DataSet("blob", "a test blob", "blobs", "none", url,
-                               (DataFile("blob.bin", digest, len(served.payload), (url,)),))
+        return served, DataSet(
+            "blob", "a test blob", "blobs", "none", url, (DataFile("blob.bin", digest, len(served.payload), (url,)),)
+        )
 
     yield serve
     httpd.shutdown()
@@ -357,8 +377,14 @@ def test_a_partial_file_of_other_bytes_fails_its_checksum_then_restarts(server, 
 def test_a_gzip_archive_is_checked_then_decompressed_and_checked_again(server, own_data_root):
     packed = gzip.compress(PAYLOAD, mtime=0)
     served, plain = server(Served(packed))
-    stored = DataFile("blob.bin", hashlib.sha256(PAYLOAD).hexdigest(), len(PAYLOAD), plain.files[0].urls,
-                      hashlib.sha256(packed).hexdigest(), len(packed))
+    stored = DataFile(
+        "blob.bin",
+        hashlib.sha256(PAYLOAD).hexdigest(),
+        len(PAYLOAD),
+        plain.files[0].urls,
+        hashlib.sha256(packed).hexdigest(),
+        len(packed),
+    )
     fetch(DataSet("blob", "a gzipped blob", "blobs", "none", "", (stored,)))
     assert (own_data_root / "blobs" / "blob.bin").read_bytes() == PAYLOAD and leftovers(own_data_root) == []
     wrong = DataFile("other.bin", "0" * 64, len(PAYLOAD), stored.urls, stored.gzip_sha256, stored.gzip_size)

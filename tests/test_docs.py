@@ -2,6 +2,7 @@
 (checked from the registries, so a new one cannot go undocumented), the generated option tables follow the code,
 every picture has alt text, the README's links resolve, the dashboard pictures are real non-blank screenshots of
 every page, and (slow) `mkdocs build --strict` passes and `tools/screenshots.py` retakes every page."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -72,7 +73,9 @@ def test_family_option_tables_are_read_from_the_code():
 
     for name, cls in FAMILIES.items():
         table = reference.family_reference(name)
-        options = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "input_size", "hidden_size")]
+        options = [
+            p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "input_size", "hidden_size")
+        ]
         for option in options:
             assert f"| `{option}` |" in table, f"{name}: option {option} missing from its generated table"
         layer = cls(*reference.SMALL_LAYER)
@@ -92,8 +95,11 @@ def test_option_descriptions_cut_at_the_next_option():
         """
 
     found = reference.option_descriptions(Layer, ["alpha", "beta", "gamma", "delta"])
-    assert found == {"alpha": "the first", "beta": "the second, on two lines.",
-                     "gamma": "the third (not beta: a mention)."}
+    assert found == {
+        "alpha": "the first",
+        "beta": "the second, on two lines.",
+        "gamma": "the third (not beta: a mention).",
+    }
 
 
 def test_task_tables_and_command_help_are_generated():
@@ -174,20 +180,40 @@ def test_the_pages_are_read_from_the_app():
 
 @pytest.mark.slow
 def test_the_site_builds_strictly(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                          cwd=REPO, capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     families = (tmp_path / "site" / "families" / "scornn" / "index.html").read_text()
     assert "Options" in families and "rho" in families and "Fidelity notes" in families
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (shutil.which("chromium") and shutil.which("chromedriver")),
-                    reason="Debian's chromium and chromium-driver are not installed (apt-get install -y chromium "
-                           "chromium-driver)")
+@pytest.mark.skipif(
+    not (shutil.which("chromium") and shutil.which("chromedriver")),
+    reason="Debian's chromium and chromium-driver are not installed (apt-get install -y chromium chromium-driver)",
+)
 def test_make_screenshots_retakes_every_page_from_real_runs(tmp_path):
-    done = subprocess.run([sys.executable, str(REPO / "tools" / "screenshots.py"), "--out", str(tmp_path / "images"),
-                           "--work", str(tmp_path / "work"), "--steps", "40"], cwd=REPO, capture_output=True, text=True, timeout=1500)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "tools" / "screenshots.py"),
+            "--out",
+            str(tmp_path / "images"),
+            "--work",
+            str(tmp_path / "work"),
+            "--steps",
+            "40",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     for page in screenshots.dashboard_pages():
         assert_non_blank(tmp_path / "images" / f"{page['name']}.png")

@@ -1,4 +1,5 @@
 """A fetch shows one progress bar per data set, advanced chunk by chunk, and still verifies each file's checksum."""
+
 import hashlib
 
 import pytest
@@ -103,6 +104,7 @@ def test_md5_lists_still_download_with_a_bar(tmp_path, bars):
     served.mkdir()
     payload = b"z" * 2500
     (served / NAME).write_bytes(payload)
-    (path,) = download_verified(tmp_path / "got", files={NAME: hashlib.md5(payload).hexdigest()},
-                                mirrors=[served.as_uri() + "/"])
+    (path,) = download_verified(
+        tmp_path / "got", files={NAME: hashlib.md5(payload).hexdigest()}, mirrors=[served.as_uri() + "/"]
+    )
     assert path.read_bytes() == payload and bars[0].updates == [1000, 1000, 500] and NAME in bars[0].recorded_desc

@@ -1,17 +1,17 @@
 """EigenvalueSnapshots (issue 7): eig(W) stored with a near -1 count that the stored values confirm, scuRNN's
 phases beside it, and snapshots exactly at the requested steps."""
+
 import lightning.pytorch as pl
 import numpy as np
 import pytest
 import torch
+from tolerances import roundoff
 
 from ortholab.datamodules import CopyingTask
 from ortholab.db import SQLLogger, Store
 from ortholab.db.artifacts import EIGENVALUES, array_from_bytes
 from ortholab.training.callbacks import EigenvalueSnapshots
 from ortholab.training.module import RecurrentModule
-
-from tolerances import roundoff
 
 
 def fit(tmp_path, family, family_args, callback, max_steps=6):
@@ -20,9 +20,16 @@ def fit(tmp_path, family, family_args, callback, max_steps=6):
     task = CopyingTask(seq_len=5, train_size=40, batch_size=10, val_size=10)
     module = RecurrentModule(task.spec, family=family, hidden_size=8, family_args=family_args)
     logger = SQLLogger(db_url=f"sqlite:///{tmp_path / 'runs.db'}", root_dir=str(tmp_path / "runs"))
-    trainer = pl.Trainer(max_steps=max_steps, logger=logger, callbacks=[callback], accelerator="cpu",
-                         limit_val_batches=0, enable_progress_bar=False, enable_model_summary=False,
-                         enable_checkpointing=False)
+    trainer = pl.Trainer(
+        max_steps=max_steps,
+        logger=logger,
+        callbacks=[callback],
+        accelerator="cpu",
+        limit_val_batches=0,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+    )
     trainer.fit(module, datamodule=task)
     store = Store(logger._db_url)
     (run,) = store.list_runs()
@@ -37,8 +44,9 @@ def stored(store, artifact):
 def test_near_minus_one_counts_the_stored_eigenvalues(tmp_path, tolerance):
     # scoRNN with init 'zeros': A = 0, so W = (I + A)^-1 (I - A) D = D holds rho entries -1 (scoRNN eq. 3.3)
     rho = 3
-    store, run, _ = fit(tmp_path, "scornn", {"rho": rho, "init": "zeros"},
-                        EigenvalueSnapshots(every_epoch=True, tolerance=tolerance))
+    store, run, _ = fit(
+        tmp_path, "scornn", {"rho": rho, "init": "zeros"}, EigenvalueSnapshots(every_epoch=True, tolerance=tolerance)
+    )
     snapshots = store.artifacts(run.id, EIGENVALUES)
     assert [a.step for a in snapshots] == [0, 4, 6]  # start, end of epoch 0, end of training
     for artifact in snapshots:
@@ -53,8 +61,12 @@ def test_near_minus_one_counts_the_stored_eigenvalues(tmp_path, tolerance):
 
 def test_trained_eigenvalues_leave_minus_one_and_the_count_follows(tmp_path):
     # a tolerance tighter than the first steps' movement: the count drops below rho once W has moved
-    store, run, _ = fit(tmp_path, "scornn", {"rho": 3, "init": "zeros"},
-                        EigenvalueSnapshots(every_epoch=False, every_n_steps=6, tolerance=1e-9))
+    store, run, _ = fit(
+        tmp_path,
+        "scornn",
+        {"rho": 3, "init": "zeros"},
+        EigenvalueSnapshots(every_epoch=False, every_n_steps=6, tolerance=1e-9),
+    )
     first, last = store.artifacts(run.id, EIGENVALUES)
     assert (first.step, last.step) == (0, 6)
     assert first.meta["near_minus_one"] == 3
@@ -79,8 +91,9 @@ def test_scurnn_stores_its_phases_beside_the_eigenvalues(tmp_path):
 
 @pytest.mark.parametrize("every_n_steps, steps", [(2, [0, 2, 4, 6]), (3, [0, 3, 6]), (5, [0, 5])])
 def test_every_n_steps_snapshots_at_those_steps(tmp_path, every_n_steps, steps):
-    store, run, _ = fit(tmp_path, "scornn", {"rho": 4},
-                        EigenvalueSnapshots(every_epoch=False, every_n_steps=every_n_steps))
+    store, run, _ = fit(
+        tmp_path, "scornn", {"rho": 4}, EigenvalueSnapshots(every_epoch=False, every_n_steps=every_n_steps)
+    )
     assert [a.step for a in store.artifacts(run.id, EIGENVALUES)] == steps
 
 

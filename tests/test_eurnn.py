@@ -1,20 +1,26 @@
 """EURNN against its mathematics (Jing et al. 2017) and the EURNN sizes the scoRNN/scuRNN papers quote."""
+
 import math
 
 import pytest
 import torch
+from finite_differences import assert_gradients_match_finite_differences
+from tolerances import close, norm, roundoff
 
 from ortholab.datamodules import AddingTask
-from finite_differences import assert_gradients_match_finite_differences
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
 from ortholab.models.eurnn import EURNN, fft_pairs, tunable_pairs
 from ortholab.models.givens_kernels import givens_recurrence_features
-from ortholab.models.operator_recurrence import (dense_matrix, operator_recurrence, operator_recurrence_features,
-                                       operator_recurrence_reference, to_complex, to_real)
+from ortholab.models.operator_recurrence import (
+    dense_matrix,
+    operator_recurrence,
+    operator_recurrence_features,
+    operator_recurrence_reference,
+    to_complex,
+    to_real,
+)
 from ortholab.models.sizing import parameter_count
 from ortholab.training.module import RecurrentModule
-
-from tolerances import close, norm, roundoff
 
 F64 = torch.float64
 
@@ -46,6 +52,7 @@ def _explicit_w(layer: EURNN) -> torch.Tensor:
 
 # the layers ------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("n, capacity", [(8, 2), (9, 5), (2, 3), (1, 2)])
 def test_tunable_layers_alternate_on_disjoint_pairs(n, capacity):
     layers = tunable_pairs(n, capacity)
@@ -70,8 +77,10 @@ def test_fft_layers_are_butterflies_on_disjoint_pairs(n):
         assert [len(p) for p in layers] == [256] * 9
 
 
-@pytest.mark.parametrize("style, n, capacity, rotation", [
-    ("tunable", 8, 2, "code"), ("tunable", 7, 5, "paper"), ("fft", 8, 2, "code"), ("fft", 11, 2, "paper")])
+@pytest.mark.parametrize(
+    "style, n, capacity, rotation",
+    [("tunable", 8, 2, "code"), ("tunable", 7, 5, "paper"), ("fft", 8, 2, "code"), ("fft", 11, 2, "paper")],
+)
 def test_layers_form_the_papers_product(style, n, capacity, rotation):
     torch.manual_seed(n)
     layer = EURNN(3, n, style=style, capacity=capacity, rotation=rotation).double()
@@ -130,11 +139,15 @@ def test_tunable_capacity_n_reaches_all_of_u_n_with_the_codes_rotation(n):
 
 # parameters and the papers' sizes --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("style, n, capacity, recurrent", [
-    ("tunable", 512, 2, 2 * (256 + 255) + 512),  # 1,534: the adding/copying EURNN (scoRNN Sections 5.1-5.2)
-    ("fft", 512, 2, 2 * 9 * 256 + 512),  # 5,120: the FFT-style EURNN (adding T = 750, MNIST)
-    ("tunable", 7, 3, 2 * 9 + 7),
-])
+
+@pytest.mark.parametrize(
+    "style, n, capacity, recurrent",
+    [
+        ("tunable", 512, 2, 2 * (256 + 255) + 512),  # 1,534: the adding/copying EURNN (scoRNN Sections 5.1-5.2)
+        ("fft", 512, 2, 2 * 9 * 256 + 512),  # 5,120: the FFT-style EURNN (adding T = 750, MNIST)
+        ("tunable", 7, 3, 2 * 9 + 7),
+    ],
+)
 def test_recurrent_parameter_counts(style, n, capacity, recurrent):
     layer = EURNN(2, n, style=style, capacity=capacity)
     groups = layer.parameter_groups()
@@ -144,12 +157,15 @@ def test_recurrent_parameter_counts(style, n, capacity, recurrent):
     assert len(grouped) == len(set(map(id, grouped))) == len(list(layer.parameters()))
 
 
-@pytest.mark.parametrize("style, m, p, readout, total", [
-    ("tunable", 10, 9, "every_step", 21_511),  # copying, "~22k" for every model (scoRNN 5.1, scuRNN)
-    ("tunable", 2, 1, "last_step", 5_119),  # adding T = 200, quoted "~3k"
-    ("fft", 2, 1, "last_step", 8_705),  # adding T = 750, quoted "~7k"
-    ("fft", 1, 10, "last_step", 16_906),  # permuted MNIST, quoted "~9k" (Jing et al.'s own count)
-])
+@pytest.mark.parametrize(
+    "style, m, p, readout, total",
+    [
+        ("tunable", 10, 9, "every_step", 21_511),  # copying, "~22k" for every model (scoRNN 5.1, scuRNN)
+        ("tunable", 2, 1, "last_step", 5_119),  # adding T = 200, quoted "~3k"
+        ("fft", 2, 1, "last_step", 8_705),  # adding T = 750, quoted "~7k"
+        ("fft", 1, 10, "last_step", 16_906),  # permuted MNIST, quoted "~9k" (Jing et al.'s own count)
+    ],
+)
 def test_parameter_counts_at_the_papers_settings(style, m, p, readout, total):
     n = 512
     count = parameter_count("eurnn", n, m, p, {"style": style})
@@ -165,6 +181,7 @@ def test_parameter_counts_at_the_papers_settings(style, m, p, readout, total):
 
 
 # initialisation, configuration -----------------------------------------------------------------------------
+
 
 def test_initialisation_as_the_official_code():
     torch.manual_seed(0)
@@ -198,6 +215,7 @@ def test_config_errors_name_the_key():
 
 
 # the recurrence: both paths, against plain autograd and finite differences --------------------------------
+
 
 def _layer(style="tunable", n=6, seed=0, **kwargs):
     torch.manual_seed(seed)
@@ -288,11 +306,13 @@ def test_single_precision_agrees_with_double():
     expected = double(x)
     # float32 (the inputs' rounding included): T = 40 steps of 3 rotation layers (~8 roundings each) and the input
     # projection (2 inputs), relative to ||h||
-    torch.testing.assert_close(single(x.float()).double(), expected,
-                               **close(torch.float32, (8 * 3 + 2) * 40, norm(expected)))
+    torch.testing.assert_close(
+        single(x.float()).double(), expected, **close(torch.float32, (8 * 3 + 2) * 40, norm(expected))
+    )
 
 
 # the layer in the application ----------------------------------------------------------------------------
+
 
 def test_forward_shapes_offsets_and_registry():
     layer = EURNN(3, 8)
@@ -305,8 +325,13 @@ def test_forward_shapes_offsets_and_registry():
 
 def test_each_group_is_stepped_by_its_own_optimizer():
     task = AddingTask(seq_len=6, train_size=8, val_size=8, test_size=8, batch_size=4)
-    module = RecurrentModule(task.spec, family="eurnn", hidden_size=6, family_args={"style": "fft"}, optimizers={
-        "recurrent": {"name": "rmsprop", "lr": 1e-3}, "other": {"name": "adam", "lr": 1e-3}})
+    module = RecurrentModule(
+        task.spec,
+        family="eurnn",
+        hidden_size=6,
+        family_args={"style": "fft"},
+        optimizers={"recurrent": {"name": "rmsprop", "lr": 1e-3}, "other": {"name": "adam", "lr": 1e-3}},
+    )
     optimizers = module.configure_optimizers()
     assert [type(o) for o in optimizers] == [torch.optim.RMSprop, torch.optim.Adam]
     rotations = 2 + 2 + 3  # strides 4, 2, 1 on 6 units: (0,4) (1,5); (0,2) (1,3); (0,1) (2,3) (4,5)

@@ -1,6 +1,7 @@
 """The evidence ships with the numbers (issue 48): `report --export DIR` writes DIR/runs.db, from which the same
 report.md and report.csv are written again byte for byte, and which the dashboard opens without writing to it;
 the export's files are whole or absent (issue 47)."""
+
 import csv
 import errno
 import hashlib
@@ -9,11 +10,10 @@ import pathlib
 import stat
 
 import pytest
-
-from ortholab.db import Store, published
-from ortholab.cli.main import main
-
 from test_reproduce import TABLE, _write
+
+from ortholab.cli.main import main
+from ortholab.db import Store, published
 
 
 def _store(tmp_path, monkeypatch):
@@ -28,8 +28,14 @@ def _store(tmp_path, monkeypatch):
     db = f"sqlite:///{tmp_path / 'source.db'}"
     store = Store(db)
     for seed, accs in ((1, [0.5, 0.93, 0.95]), (2, [0.6, 0.94, 0.92])):
-        fit = store.create_run(name="m", family="scornn", task="mnist", tags=[mnist.tag, f"seed:{seed}"],
-                               main_metric="val/acc", main_metric_mode="max")
+        fit = store.create_run(
+            name="m",
+            family="scornn",
+            task="mnist",
+            tags=[mnist.tag, f"seed:{seed}"],
+            main_metric="val/acc",
+            main_metric_mode="max",
+        )
         store.update_run(fit, info={"code": [{"commit": "abc1234"}], "command": f"ortholab reproduce --seeds {seed},"})
         for step, acc in enumerate(accs):
             store.log_metrics(fit, {"val/acc": acc, "train/loss": 1 - acc}, step=step * 100)
@@ -39,8 +45,9 @@ def _store(tmp_path, monkeypatch):
         store.set_status(test, "finished")
     other = store.create_run(name="unrelated", family="lstm", task="mnist")  # not behind any number
     store.set_status(other, "finished")
-    run = store.create_run(name="c", family="lstm", task="copying", tags=[copy.tag], main_metric="val/loss",
-                           baseline=0.5)
+    run = store.create_run(
+        name="c", family="lstm", task="copying", tags=[copy.tag], main_metric="val/loss", baseline=0.5
+    )
     store.log_metrics(run, {"val/loss": 0.3}, step=0)
     store.set_status(run, "finished")
     return db
@@ -71,7 +78,6 @@ def test_the_exported_store_writes_the_same_report_again(tmp_path, monkeypatch, 
 
 def test_the_dashboard_reads_the_exported_store_in_a_read_only_folder_without_writing(tmp_path, monkeypatch):
     from streamlit.testing.v1 import AppTest
-
     from test_dashboard_app import APP_MAIN
 
     db = _store(tmp_path, monkeypatch)
@@ -89,9 +95,14 @@ def test_the_dashboard_reads_the_exported_store_in_a_read_only_folder_without_wr
         folder.chmod(stat.S_IRWXU)
 
 
-@pytest.mark.parametrize("where, says", [
-    ("file", "is a file, not a folder"), ("under-file", "is a file, not a folder"), ("read-only", "ermission denied"),
-])
+@pytest.mark.parametrize(
+    "where, says",
+    [
+        ("file", "is a file, not a folder"),
+        ("under-file", "is a file, not a folder"),
+        ("read-only", "ermission denied"),
+    ],
+)
 def test_an_export_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys, where, says):
     db = _store(tmp_path, monkeypatch)
     if where == "read-only" and os.geteuid() == 0:  # root writes into read-only folders: the refusal it would get
@@ -101,6 +112,7 @@ def test_an_export_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, cap
             if self.parent == tmp_path / "ro":
                 raise PermissionError(errno.EACCES, "Permission denied", str(self))
             return original(self, *args, **kwargs)
+
         monkeypatch.setattr(pathlib.Path, "mkdir", refused)
     target = {"file": tmp_path / "afile", "under-file": tmp_path / "afile" / "sub", "read-only": tmp_path / "ro" / "x"}
     (tmp_path / "afile").write_text("keep me")
@@ -125,6 +137,7 @@ def test_a_full_disk_leaves_no_file_that_looks_whole(tmp_path, monkeypatch, caps
     def full(path, table, curves):  # the disk fills while the figure is written
         original(path, table, curves)
         raise OSError(errno.ENOSPC, "No space left on device")
+
     monkeypatch.setattr(export, "_png", full)
     with pytest.raises(SystemExit) as stop:
         main(["report", "demo_table9", "--db", db, "--export", str(tmp_path / "out")])

@@ -1,21 +1,27 @@
 """expRNN and its dynamic trivialisation against their mathematics (srnn-exprnn-facts section 3)."""
+
 import math
 from pathlib import Path
 
 import pytest
 import torch
+from devices import needs_cuda
+from tolerances import close, norm, roundoff
 
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
 from ortholab.models.cayley import skew_from_upper, upper_from_skew
 from ortholab.models.exprnn import ExpRNN
-from ortholab.models.matrix_exp import (exp_skew, haar_special_orthogonal, initial_skew, log_special_orthogonal,
-                               skew_from_superdiagonal_blocks, skew_matrix_exp)
+from ortholab.models.matrix_exp import (
+    exp_skew,
+    haar_special_orthogonal,
+    initial_skew,
+    log_special_orthogonal,
+    skew_from_superdiagonal_blocks,
+    skew_matrix_exp,
+)
 from ortholab.models.modrelu import modrelu
 from ortholab.models.sizing import hidden_size_for_budget, parameter_count
 from ortholab.training.module import build_layer
-
-from devices import needs_cuda
-from tolerances import close, norm, roundoff
 
 F64 = torch.float64
 
@@ -25,6 +31,7 @@ def orthogonality_error(b: torch.Tensor) -> float:
 
 
 # the exponential map -------------------------------------------------------------------------------------
+
 
 def test_exp_of_any_skew_matrix_is_special_orthogonal_to_round_off():
     g = torch.Generator().manual_seed(0)
@@ -37,10 +44,10 @@ def test_exp_of_any_skew_matrix_is_special_orthogonal_to_round_off():
     a_norm = torch.linalg.matrix_norm(skew_from_upper(upper, n), ord=2).item()
     # A^2 is formed with error n eps ||A||^2 (gamma_n); cos and sinc of its eigenvalues carry it into exp(A)
     # with O(1) factors (measured: 0.02 of the bound on AMD EPYC with MKL's AVX2 and its COMPATIBLE path)
-    bound = roundoff(F64, n=n, scale=a_norm ** 2)
+    bound = roundoff(F64, n=n, scale=a_norm**2)
     assert orthogonality_error(b) < bound
     # det(B)^2 = det(I + E) = 1 + tr E + O(E^2), |tr E| <= sqrt(n) ||E||_F: exp reaches SO(n) only
-    assert torch.linalg.det(b).item() == pytest.approx(1.0, abs=n ** 0.5 * bound)
+    assert torch.linalg.det(b).item() == pytest.approx(1.0, abs=n**0.5 * bound)
 
 
 def frechet_adjoint(a: torch.Tensor, probe: torch.Tensor) -> torch.Tensor:
@@ -56,9 +63,13 @@ def skew_cases(n: int, g: torch.Generator) -> dict[str, torch.Tensor]:
     """Skew matrices with distinct eigenvalues, a large norm, equal eigenvalues, zero, and near zero."""
     upper = torch.randn(n * (n - 1) // 2, generator=g, dtype=F64)
     repeated = skew_from_superdiagonal_blocks(torch.full((n // 2,), 0.7, dtype=F64), n)  # +-0.7i, n/2 times each
-    return {"random": skew_from_upper(upper * 0.5, n), "large": skew_from_upper(upper * 4, n),
-            "repeated": repeated, "zero": torch.zeros(n, n, dtype=F64),
-            "small": skew_from_upper(upper * 0.02, n)}  # theta < 0.1: the divided differences' power series
+    return {
+        "random": skew_from_upper(upper * 0.5, n),
+        "large": skew_from_upper(upper * 4, n),
+        "repeated": repeated,
+        "zero": torch.zeros(n, n, dtype=F64),
+        "small": skew_from_upper(upper * 0.02, n),
+    }  # theta < 0.1: the divided differences' power series
 
 
 @pytest.mark.parametrize("case", ["random", "large", "repeated", "zero", "small"])
@@ -109,9 +120,11 @@ def test_skew_exponential_in_float32_is_nearer_float64_than_torch_matrix_exp():
             a32 = a.float().requires_grad_()
             b = exp(a32)
             (b * probe.float()).sum().backward()
-            errors[name] = (orthogonality_error(b.detach().double()),
-                            ((a32.grad.double() - exact_grad).norm() / exact_grad.norm()).item(),
-                            (b.detach().double() - exact_b).abs().max().item())
+            errors[name] = (
+                orthogonality_error(b.detach().double()),
+                ((a32.grad.double() - exact_grad).norm() / exact_grad.norm()).item(),
+                (b.detach().double() - exact_b).abs().max().item(),
+            )
         # no less accurate than Pade, up to one float32 round-off n eps32 (n = 120) of quantities of size 1: at
         # ||A|| < 2 pi ("turn") both are at round-off, and which is nearer depends on the CPU's code path
         slack = roundoff(torch.float32, n)
@@ -132,7 +145,7 @@ def test_skew_exponential_stays_in_float32_under_bf16_autocast():
     assert b.dtype == torch.float32
     # float32's round-off, n = 40, ||A||^2 as above (~40 here); bf16 products would err ~1e-2
     a_norm = torch.linalg.matrix_norm(a.detach(), 2).item()
-    assert orthogonality_error(b.detach().double()) < roundoff(torch.float32, n=40, scale=a_norm ** 2)
+    assert orthogonality_error(b.detach().double()) < roundoff(torch.float32, n=40, scale=a_norm**2)
     torch.testing.assert_close(a.grad, expected_grad)
 
 
@@ -160,6 +173,7 @@ def test_skew_exponential_rejects_what_is_not_one_real_square_matrix():
 
 # initialisations ---------------------------------------------------------------------------------------
 
+
 def _block_values(a: torch.Tensor) -> torch.Tensor:
     """The s_i of a block-diagonal skew A, after checking that A has exactly that structure."""
     n = a.shape[0]
@@ -169,8 +183,9 @@ def _block_values(a: torch.Tensor) -> torch.Tensor:
     return values
 
 
-@pytest.mark.parametrize("init, low, high", [("henaff", -math.pi, math.pi), ("henaff_icml", -math.pi, 0.0),
-                                             ("cayley", -1.0, 0.0)])
+@pytest.mark.parametrize(
+    "init, low, high", [("henaff", -math.pi, math.pi), ("henaff_icml", -math.pi, 0.0), ("cayley", -1.0, 0.0)]
+)
 def test_initialisations_are_2x2_blocks_with_the_codes_ranges(init, low, high):
     n = 401  # odd: the last unit is a 1x1 zero block (eigenvalue 1)
     a0 = initial_skew(n, init, torch.Generator().manual_seed(2))
@@ -185,8 +200,9 @@ def test_initialisations_are_2x2_blocks_with_the_codes_ranges(init, low, high):
     # exp of the block [[0, s], [-s, 0]] is a rotation by s: eigenvalues e^{+-i s}, and 1 for the odd unit
     expected = torch.cat([values, -values, torch.zeros(1, dtype=F64)])
     # n = 401, ||A0||_2 <= pi: exp and the eigensolver err by n eps (1 + ||A0||); B is normal, its eigenvalues as well
-    torch.testing.assert_close(torch.sort(eig.angle()).values, torch.sort(expected).values, rtol=0,
-                               atol=roundoff(F64, n, scale=1 + math.pi))
+    torch.testing.assert_close(
+        torch.sort(eig.angle()).values, torch.sort(expected).values, rtol=0, atol=roundoff(F64, n, scale=1 + math.pi)
+    )
     torch.testing.assert_close(eig.abs(), torch.ones(n, dtype=F64))
 
 
@@ -195,16 +211,17 @@ def test_random_initialisation_is_the_log_of_a_haar_rotation():
     q = haar_special_orthogonal(n, torch.Generator().manual_seed(3))
     # Householder QR, n = 40: Q^T Q - I errs by n eps in the 2-norm, sqrt(n) times that in the Frobenius norm;
     # det = 1 + tr E, |tr E| <= sqrt(n) ||E||_F
-    bound = roundoff(F64, n, scale=n ** 0.5)
-    assert orthogonality_error(q) < bound and torch.linalg.det(q).item() == pytest.approx(1.0, abs=n ** 0.5 * bound)
+    bound = roundoff(F64, n, scale=n**0.5)
+    assert orthogonality_error(q) < bound and torch.linalg.det(q).item() == pytest.approx(1.0, abs=n**0.5 * bound)
     a0 = initial_skew(n, "random", torch.Generator().manual_seed(3))
     torch.testing.assert_close(a0.t(), -a0)
     # log (by an eigendecomposition) then exp, n = 40, ||A0||_2 <= pi: each errs by n eps (1 + ||A0||)
     torch.testing.assert_close(torch.linalg.matrix_exp(a0), q, rtol=0, atol=roundoff(F64, 2 * n, scale=1 + math.pi))
     torch.testing.assert_close(log_special_orthogonal(q), a0)
     # Haar: E[tr Q] = 0 for SO(n), n >= 3; over 200 draws the mean trace is within a few standard errors (sd 1)
-    traces = torch.stack([torch.trace(haar_special_orthogonal(n, torch.Generator().manual_seed(seed)))
-                          for seed in range(200)])
+    traces = torch.stack(
+        [torch.trace(haar_special_orthogonal(n, torch.Generator().manual_seed(seed))) for seed in range(200)]
+    )
     assert abs(traces.mean().item()) < 0.3
 
 
@@ -234,6 +251,7 @@ def test_dtriv_starts_from_base_exp_a0_and_zero_s():
 
 
 # the layer -------------------------------------------------------------------------------------------------
+
 
 def _away_from_init(layer: ExpRNN) -> ExpRNN:
     with torch.no_grad():
@@ -276,7 +294,7 @@ def test_layer_gradients_match_finite_differences(trivialization):
 
     def loss(*values):
         out = torch.func.functional_call(layer, dict(zip(names, values)), (x,))
-        return (out ** 2).sum()
+        return (out**2).sum()
 
     assert torch.autograd.gradcheck(loss, [p.detach().clone().requires_grad_() for p in layer.parameters()])
 
@@ -286,9 +304,11 @@ def test_b_stays_orthogonal_after_many_optimizer_updates_in_float32():
     # and its SVD re-projection removes the drift that re-basing accumulates
     torch.manual_seed(8)
     n = 48
-    layers = {"static": ExpRNN(3, n),
-              "dtriv": ExpRNN(3, n, trivialization="dtriv", rebase_every=7, project_every=5),
-              "dtriv_unprojected": ExpRNN(3, n, trivialization="dtriv", rebase_every=7, project_every=None)}
+    layers = {
+        "static": ExpRNN(3, n),
+        "dtriv": ExpRNN(3, n, trivialization="dtriv", rebase_every=7, project_every=5),
+        "dtriv_unprojected": ExpRNN(3, n, trivialization="dtriv", rebase_every=7, project_every=None),
+    }
     x, target = torch.randn(8, 10, 3), torch.randn(8, 10, n)
     errors = {}
     for name, layer in layers.items():
@@ -305,13 +325,14 @@ def test_b_stays_orthogonal_after_many_optimizer_updates_in_float32():
     assert a_norm > 5  # ||A||_2 far from the init's
     # float32, n = 48: one exp errs by n eps ||A||^2 (as above); a dtriv base carries n eps from each re-basing since
     # its last projection (at most project_every - 1 = 4, and this step's exp: 5), an unprojected one all 200 // 7
-    assert errors["static"] < roundoff(torch.float32, n, scale=a_norm ** 2)
+    assert errors["static"] < roundoff(torch.float32, n, scale=a_norm**2)
     assert errors["dtriv"] < roundoff(torch.float32, n, scale=5)
     assert errors["dtriv"] < errors["dtriv_unprojected"] < roundoff(torch.float32, n, scale=200 // 7 + 1)
     assert int(layers["dtriv"].optimizer_steps) == 200
 
 
 # dynamic trivialisation -------------------------------------------------------------------------------------
+
 
 def _drifted_dtriv_layer(rebasings: int, step: float) -> ExpRNN:
     """A float32 dtriv layer after `rebasings` changes of base, each after S moved by N(0, step^2) entries."""
@@ -347,7 +368,7 @@ def test_reprojection_moves_the_base_by_no_more_than_its_drift_and_keeps_the_fun
     assert torch.linalg.matrix_norm(layer.base.double() - before).item() < drift
     # float32 round-off of U V^T, n = 32: U's, V's orthogonality and their product's, n eps32 each in the 2-norm,
     # sqrt(n) more in the Frobenius norm
-    projection = roundoff(torch.float32, n=3 * 32, scale=32 ** 0.5)
+    projection = roundoff(torch.float32, n=3 * 32, scale=32**0.5)
     assert orthogonality_error(layer.base.double()) < min(drift / 5, projection)
     torch.manual_seed(11)
     layer = _drifted_dtriv_layer(5, 0.1)  # the drift of a few re-basings: the function stays to float32 precision
@@ -415,14 +436,43 @@ def test_training_loop_drives_the_schedule_and_checkpoints_it(tmp_path, monkeypa
     from ortholab.cli.main import main
 
     monkeypatch.chdir(tmp_path)
-    main(["fit", "--model.family", "exprnn", "--model.hidden_size", "6",
-          "--model.family_args", "{trivialization: dtriv, rebase_every: 5}",
-          "--model.optimizers", "{recurrent: {name: rmsprop, lr: 1.0e-3}, other: {name: rmsprop, lr: 1.0e-2}}",
-          "--data", "datamodules.CopyingTask", "--data.seq_len", "4", "--data.train_size", "40",
-          "--data.batch_size", "10", "--data.val_size", "10", "--trainer.max_steps", "7",
-          "--trainer.val_check_interval", "7", "--trainer.check_val_every_n_epoch", "null",
-          "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
-          "--trainer.accelerator", "cpu", "--db", f"sqlite:///{tmp_path / 'runs.db'}"])
+    main(
+        [
+            "fit",
+            "--model.family",
+            "exprnn",
+            "--model.hidden_size",
+            "6",
+            "--model.family_args",
+            "{trivialization: dtriv, rebase_every: 5}",
+            "--model.optimizers",
+            "{recurrent: {name: rmsprop, lr: 1.0e-3}, other: {name: rmsprop, lr: 1.0e-2}}",
+            "--data",
+            "datamodules.CopyingTask",
+            "--data.seq_len",
+            "4",
+            "--data.train_size",
+            "40",
+            "--data.batch_size",
+            "10",
+            "--data.val_size",
+            "10",
+            "--trainer.max_steps",
+            "7",
+            "--trainer.val_check_interval",
+            "7",
+            "--trainer.check_val_every_n_epoch",
+            "null",
+            "--trainer.enable_progress_bar",
+            "false",
+            "--trainer.enable_model_summary",
+            "false",
+            "--trainer.accelerator",
+            "cpu",
+            "--db",
+            f"sqlite:///{tmp_path / 'runs.db'}",
+        ]
+    )
     (checkpoint,) = Path(tmp_path).rglob("last.ckpt")
     state = torch.load(checkpoint, weights_only=False)["state_dict"]
     assert int(state["model.layer.optimizer_steps"]) == 7  # one after_optimizer_step per training step
@@ -431,6 +481,7 @@ def test_training_loop_drives_the_schedule_and_checkpoints_it(tmp_path, monkeypa
 
 
 # sizes and options ------------------------------------------------------------------------------------------
+
 
 def test_parameter_count_is_honest():
     n, inputs = 50, 7
@@ -441,16 +492,27 @@ def test_parameter_count_is_honest():
     assert len(grouped) == len(set(map(id, grouped))) == len(list(layer.parameters()))
     assert sum(p.numel() for p in groups["recurrent"]) == n * (n - 1) // 2  # S only; base is a buffer
     assert sum(p.numel() for p in layer.parameters()) == n * (n - 1) // 2 + n * inputs + n
-    assert parameter_count("exprnn", n, inputs, 3, {"trivialization": "dtriv", "init": "random"}) == \
-        n * (n - 1) // 2 + n * inputs + n + 3 * n + 3
+    assert (
+        parameter_count("exprnn", n, inputs, 3, {"trivialization": "dtriv", "init": "random"})
+        == n * (n - 1) // 2 + n * inputs + n + 3 * n + 3
+    )
     assert FAMILIES["exprnn"] is ExpRNN and layer.supports_state_offsets and not layer.embeds_symbols
 
 
 # The ICML paper sized expRNN as scoRNN (copying n = 190; MNIST 170/360/512; TIMIT 224/322/425, the sizes the SRNN
 # paper's Table 3 quotes): the same count as scoRNN at each n, so scoRNN's budgets give the papers' sizes back.
-@pytest.mark.parametrize("input_size, output_size, budget, n", [
-    (10, 9, 22_000, 190), (1, 10, 16_000, 170), (1, 10, 69_000, 360), (1, 10, 137_000, 512),
-    (129, 129, 83_000, 224), (129, 129, 135_000, 322), (129, 129, 200_000, 425)])
+@pytest.mark.parametrize(
+    "input_size, output_size, budget, n",
+    [
+        (10, 9, 22_000, 190),
+        (1, 10, 16_000, 170),
+        (1, 10, 69_000, 360),
+        (1, 10, 137_000, 512),
+        (129, 129, 83_000, 224),
+        (129, 129, 135_000, 322),
+        (129, 129, 200_000, 425),
+    ],
+)
 def test_papers_sizes(input_size, output_size, budget, n):
     count = parameter_count("exprnn", n, input_size, output_size)
     assert count == parameter_count("scornn", n, input_size, output_size)

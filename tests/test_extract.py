@@ -1,4 +1,5 @@
 """db/extract.py: the runs behind an export as a store of their own, thinned where long, readable read-only."""
+
 import math
 import os
 import stat
@@ -13,8 +14,14 @@ def _store(tmp_path) -> tuple[Store, list[int]]:
     store = Store(f"sqlite:///{tmp_path / 'source.db'}")
     ids = []
     for k in range(3):  # runs 1, 2 and 3
-        run = store.create_run(name=f"run-{k}", family="scornn", task="copy", config={"seed": k}, tags=["a", f"s{k}"],
-                               main_metric="val/loss")
+        run = store.create_run(
+            name=f"run-{k}",
+            family="scornn",
+            task="copy",
+            config={"seed": k},
+            tags=["a", f"s{k}"],
+            main_metric="val/loss",
+        )
         store.log_params(run, {"model": {"hidden_size": 8 + k}, "seed_everything": k})
         for step in range(1_500):
             store.log_metrics(run, {"train/loss": 1.0 / (step + 1)}, step)
@@ -36,8 +43,7 @@ def test_thinning_keeps_first_last_and_validation_whole():
 
 def test_the_chosen_runs_copied_under_their_ids_thinned_and_readable_read_only(tmp_path):
     source, ids = _store(tmp_path)
-    path = write_run_store(source, ids[1:], tmp_path / "runs.db",
-                           max_points=500)
+    path = write_run_store(source, ids[1:], tmp_path / "runs.db", max_points=500)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("runs.db")) == ["runs.db"]  # no WAL, no part
     folder = tmp_path / "ro"
     folder.mkdir()

@@ -1,6 +1,7 @@
 """Optional parts (pyproject's extras): with a package missing, the command fails in one line naming the extra to
 install, exit code 2, no traceback. A missing package is simulated with sys.modules[name] = None, which makes
 `import name` raise ModuleNotFoundError as if it were not installed."""
+
 import subprocess
 import sys
 import tomllib
@@ -9,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ortholab.cli.main import main
 from ortholab.db import Store
 from ortholab.errors import ConfigError
-from ortholab.cli.main import main
 from ortholab.extras import EXTRAS, MissingExtra, require_extra
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,8 +53,20 @@ def test_a_postgres_store_without_the_driver_names_the_extra(capsys, monkeypatch
 
 def test_a_sweep_without_optuna_names_the_extra(capsys, monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "optuna", None)
-    code, err = run_cli(capsys, ["sweep", "--config", "configs/demo/copying_scornn.yaml", "--space",
-                                 str(tmp_path / "space.yaml"), "--trials", "2", "--db", f"sqlite:///{tmp_path}/s.db"])
+    code, err = run_cli(
+        capsys,
+        [
+            "sweep",
+            "--config",
+            "configs/demo/copying_scornn.yaml",
+            "--space",
+            str(tmp_path / "space.yaml"),
+            "--trials",
+            "2",
+            "--db",
+            f"sqlite:///{tmp_path}/s.db",
+        ],
+    )
     assert code == 2 and "pip install 'ortholab[sweeps]'" in one_error_line(err)
     assert not (tmp_path / "s.db").exists()  # refused before anything was recorded
 
@@ -67,8 +80,18 @@ def test_speech_metrics_without_their_packages_name_the_extra(module, capsys, mo
     with pytest.raises(MissingExtra, match=rf"'{module}'.*pip install 'ortholab\[speech\]'"):
         score_utterance(signal, signal, 8000)  # never a per-utterance 'reason' that hides the missing package
     # a speech config with the audio evaluation is refused at start, before any training
-    code, err = run_cli(capsys, ["fit", "--config", str(REPO / "configs/demo/speech_fsdd_scornn.yaml"),
-                                 "--db", f"sqlite:///{tmp_path}/s.db", "--runs_dir", str(tmp_path / "runs")])
+    code, err = run_cli(
+        capsys,
+        [
+            "fit",
+            "--config",
+            str(REPO / "configs/demo/speech_fsdd_scornn.yaml"),
+            "--db",
+            f"sqlite:///{tmp_path}/s.db",
+            "--runs_dir",
+            str(tmp_path / "runs"),
+        ],
+    )
     assert code == 2 and "pip install 'ortholab[speech]'" in one_error_line(err)
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("*.ckpt"))
     assert not (tmp_path / "s.db").exists() or Store(f"sqlite:///{tmp_path}/s.db").list_runs() == []  # no run row
@@ -88,9 +111,11 @@ def test_a_bare_install_without_the_speech_packages_trains_a_copying_run(capsys,
 
 def test_the_dashboard_without_streamlit_names_the_extra_in_a_fresh_process(tmp_path):
     """In a new interpreter, so that nothing imported streamlit before the check."""
-    script = ("import sys; sys.modules['streamlit'] = None\n"
-              "from ortholab.cli.main import main\n"
-              f"main(['dashboard', '--db', 'sqlite:///{tmp_path}/runs.db', '--port', '8599'])\n")
+    script = (
+        "import sys; sys.modules['streamlit'] = None\n"
+        "from ortholab.cli.main import main\n"
+        f"main(['dashboard', '--db', 'sqlite:///{tmp_path}/runs.db', '--port', '8599'])\n"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     line = one_error_line(done.stderr)
     assert done.returncode == 2 and "pip install 'ortholab[dashboard]'" in line and "'streamlit'" in line

@@ -1,19 +1,28 @@
 """A family's options and each group's optimizer as the argument parser knows them: typed, defaulted, documented."""
+
 import inspect
 
 import pytest
 import yaml
+from test_cli import DEMO, TINY, ortholab
 
 from ortholab.models import FAMILIES, ConfigError
-from ortholab.training.family_options import (describe_options, option_help, recorded_family_args,
-                                               resolve_family_args, resolve_optimizers)
-from test_cli import DEMO, TINY, ortholab
+from ortholab.training.family_options import (
+    describe_options,
+    option_help,
+    recorded_family_args,
+    resolve_family_args,
+    resolve_optimizers,
+)
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_every_option_of_every_family_has_a_help_line_and_a_type(family):
-    options = [p for name, p in inspect.signature(FAMILIES[family].__init__).parameters.items()
-               if name not in ("self", "input_size", "hidden_size")]
+    options = [
+        p
+        for name, p in inspect.signature(FAMILIES[family].__init__).parameters.items()
+        if name not in ("self", "input_size", "hidden_size")
+    ]
     helps = option_help(family)
     for option in options:
         assert helps.get(option.name), f"{family}.{option.name} has no `{option.name}: ...` line in its docstring"
@@ -32,20 +41,24 @@ def test_a_run_records_the_options_of_a_family_built_inside_another():
     srnn_inside = recorded_family_args("rtransformer", {"cell": "srnn", "cell_args": {"hyper": 160}})
     assert srnn_inside["cell_args"] == resolve_family_args("srnn", {"hyper": 160})
     assert srnn_inside["cell_args"]["hyper"] == 160 and "gate" in srnn_inside["cell_args"]
-    assert {k: v for k, v in srnn_inside.items() if k != "cell_args"} == \
-        {k: v for k, v in resolve_family_args("rtransformer", {"cell": "srnn"}).items() if k != "cell_args"}
+    assert {k: v for k, v in srnn_inside.items() if k != "cell_args"} == {
+        k: v for k, v in resolve_family_args("rtransformer", {"cell": "srnn"}).items() if k != "cell_args"
+    }
     default_cell = recorded_family_args("rtransformer", None)
     assert default_cell["cell"] == "gru" and default_cell["cell_args"] == resolve_family_args("gru", None)
     assert recorded_family_args("scornn", {"rho": 3}) == resolve_family_args("scornn", {"rho": 3})
 
 
-@pytest.mark.parametrize("family, args, expected", [
-    ("scornn", {"rho": "abc"}, "model.family_args.rho: expected int | float, got 'abc'"),
-    ("scornn", {"init": 3}, "model.family_args.init = 3; choose one of ['henaff', 'zeros']"),
-    ("exprnn", {"rebase_every": "often"}, "model.family_args.rebase_every: expected int | None, got 'often'"),
-    ("ornn", {"renormalize": "perhaps"}, "model.family_args.renormalize: expected bool, got 'perhaps'"),
-    ("scornn", {"rhoo": 3}, "model.family_args.rhoo is not an option of family 'scornn'"),
-])
+@pytest.mark.parametrize(
+    "family, args, expected",
+    [
+        ("scornn", {"rho": "abc"}, "model.family_args.rho: expected int | float, got 'abc'"),
+        ("scornn", {"init": 3}, "model.family_args.init = 3; choose one of ['henaff', 'zeros']"),
+        ("exprnn", {"rebase_every": "often"}, "model.family_args.rebase_every: expected int | None, got 'often'"),
+        ("ornn", {"renormalize": "perhaps"}, "model.family_args.renormalize: expected bool, got 'perhaps'"),
+        ("scornn", {"rhoo": 3}, "model.family_args.rhoo is not an option of family 'scornn'"),
+    ],
+)
 def test_a_wrong_type_or_key_is_refused_by_the_parser_with_the_full_key(family, args, expected):
     with pytest.raises(ConfigError) as error:
         resolve_family_args(family, args)
@@ -53,10 +66,16 @@ def test_a_wrong_type_or_key_is_refused_by_the_parser_with_the_full_key(family, 
 
 
 def test_each_group_gets_its_optimizer_with_the_optimizers_defaults_filled():
-    resolved = resolve_optimizers("scornn", {}, {"recurrent": {"name": "rmsprop_tf", "lr": 1e-4},
-                                                 "default": {"name": "adam", "lr": 1e-3}})
-    assert resolved["recurrent"] == {"name": "rmsprop_tf", "lr": 1e-4, "decay": 0.9, "eps": 1e-10,
-                                     "initial_accumulator": 1.0}
+    resolved = resolve_optimizers(
+        "scornn", {}, {"recurrent": {"name": "rmsprop_tf", "lr": 1e-4}, "default": {"name": "adam", "lr": 1e-3}}
+    )
+    assert resolved["recurrent"] == {
+        "name": "rmsprop_tf",
+        "lr": 1e-4,
+        "decay": 0.9,
+        "eps": 1e-10,
+        "initial_accumulator": 1.0,
+    }
     assert resolved["other"]["name"] == "adam" and resolved["other"]["lr"] == 1e-3
     assert resolved["other"]["betas"] == (0.9, 0.999)  # torch.optim.Adam's own default, shown
     fcurnn = resolve_optimizers("fcurnn", {}, None)  # the family's own default for its unitary W: the Stiefel step
@@ -95,8 +114,17 @@ def test_the_command_line_page_says_which_commands_list_a_familys_options():
 
 
 def test_a_wrong_type_on_the_command_line_is_one_line_naming_the_key(tmp_path):
-    done = ortholab("fit", "--config", DEMO, *TINY, "--model.family_args", "{rho: abc}",
-                    "--db", f"sqlite:///{tmp_path / 'store.db'}", cwd=tmp_path)
+    done = ortholab(
+        "fit",
+        "--config",
+        DEMO,
+        *TINY,
+        "--model.family_args",
+        "{rho: abc}",
+        "--db",
+        f"sqlite:///{tmp_path / 'store.db'}",
+        cwd=tmp_path,
+    )
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert "model.family_args.rho: expected int | float, got 'abc'" in done.stderr

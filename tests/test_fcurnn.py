@@ -1,25 +1,25 @@
 """The full-capacity uRNN and its Stiefel Cayley step against their mathematics (Wisdom et al. 2016 Section 4;
 scoRNN paper eq. 1 and Section 5.5.1)."""
+
 import math
 from itertools import pairwise
 from pathlib import Path
 
 import pytest
 import torch
+from tolerances import close, cond, norm, roundoff
 
+from ortholab.cli.main import main
 from ortholab.datamodules import CopyingTask
 from ortholab.db import Store
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
 from ortholab.models.cayley import ScaledCayley
 from ortholab.models.complex_recurrence import complex_modrelu_recurrence_reference
 from ortholab.models.fcurnn import FullCapacityURNN, haar_unitary
-from ortholab.models.sizing import parameter_count
-from ortholab.cli.main import main
-from ortholab.training.module import RecurrentModule
 from ortholab.models.optimizers import OPTIMIZERS, build_optimizer, check_optimizer_spec
+from ortholab.models.sizing import parameter_count
 from ortholab.models.stiefel import StiefelCayley, cayley_step, skew_hermitian_direction
-
-from tolerances import close, cond, norm, roundoff
+from ortholab.training.module import RecurrentModule
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,6 +43,7 @@ def _random_steps(layer: FullCapacityURNN, optimizer, steps: int, seed: int, eve
 
 
 # initialisation --------------------------------------------------------------------------------------------
+
 
 def test_layer_initialisation_as_the_papers_code():
     torch.manual_seed(0)
@@ -68,13 +69,14 @@ def test_haar_unitary_has_uniform_eigenphases():
     g = torch.Generator().manual_seed(1)
     phases = torch.cat([torch.linalg.eigvals(haar_unitary(32, g)).angle() for _ in range(40)])
     # Householder QR, n = 32: n eps in the 2-norm, sqrt(n) times that in the Frobenius norm
-    assert unitarity_error(haar_unitary(32, g)) < roundoff(torch.float64, 32, scale=32 ** 0.5)
+    assert unitarity_error(haar_unitary(32, g)) < roundoff(torch.float64, 32, scale=32**0.5)
     counts = torch.histc(phases, bins=8, min=-math.pi, max=math.pi)
     expected = phases.numel() / 8  # 160 per bin; Haar eigenphases repel, so they are *more* even than Poisson
     assert ((counts - expected).abs() < 0.25 * expected).all()
 
 
 # the Stiefel Cayley step -------------------------------------------------------------------------------------
+
 
 def _loss_and_layer(dtype=torch.float64, seed=0, n=6):
     torch.manual_seed(seed)
@@ -139,7 +141,7 @@ def test_unitary_to_round_off_in_float64_after_100_steps():
         layer.w_real.copy_(w0.real)
         layer.w_imag.copy_(w0.imag)
     optimizer = StiefelCayley([layer.w_real, layer.w_imag], lr=1e-2)
-    assert unitarity_error(w0) < roundoff(torch.float64, 32, scale=32 ** 0.5)  # Householder QR, n = 32, Frobenius
+    assert unitarity_error(w0) < roundoff(torch.float64, 32, scale=32**0.5)  # Householder QR, n = 32, Frobenius
     errors = _random_steps(layer, optimizer, 100, seed=3, every=1)
     # each step errs by n eps cond(I + lr/2 B), cond ~ 1.01 (lr ||B|| / 2 <= lr ||G|| ~ 0.2): n = 32 times 100 steps.
     # Measured 4e-15 at the start, 3e-14 after 100 steps (float64 drifts too, slowly)
@@ -186,7 +188,7 @@ def test_rms_normalize_scales_each_real_gradient_before_the_step():
     for grad in grads:
         layer.w_real.grad, layer.w_imag.grad = grad[0].clone(), grad[1].clone()
         optimizer.step()
-        ms = 0.9 * ms + 0.1 * grad ** 2
+        ms = 0.9 * ms + 0.1 * grad**2
         scaled = grad / (ms.sqrt() + 1e-8)
         w = cayley_step(w, skew_hermitian_direction(w, torch.complex(scaled[0], scaled[1])), 1e-2)
     # 2 steps of a Cayley step (a solve and 2 products, n = 5; cond(I + lr/2 B) ~ 1), relative to ||W||
@@ -196,11 +198,14 @@ def test_rms_normalize_scales_each_real_gradient_before_the_step():
 def test_the_optimizer_is_registered_and_checks_its_group():
     assert OPTIMIZERS["stiefel_cayley"] is StiefelCayley
     layer = FullCapacityURNN(2, 4)
-    optimizer = build_optimizer(layer.parameter_groups()["recurrent"], {"name": "stiefel_cayley", "lr": 1e-3},
-                                "model.optimizers.recurrent")
+    optimizer = build_optimizer(
+        layer.parameter_groups()["recurrent"], {"name": "stiefel_cayley", "lr": 1e-3}, "model.optimizers.recurrent"
+    )
     assert isinstance(optimizer, StiefelCayley) and optimizer.defaults["rms_normalize"] is False
-    check_optimizer_spec({"name": "stiefel_cayley", "lr": 1e-4, "rms_normalize": True, "decay": 0.9, "eps": 1e-8},
-                         "model.optimizers.recurrent")
+    check_optimizer_spec(
+        {"name": "stiefel_cayley", "lr": 1e-4, "rms_normalize": True, "decay": 0.9, "eps": 1e-8},
+        "model.optimizers.recurrent",
+    )
     with pytest.raises(ConfigError, match=r"model\.optimizers\.recurrent\.momentum is not an option"):
         check_optimizer_spec({"name": "stiefel_cayley", "momentum": 0.9}, "model.optimizers.recurrent")
     with pytest.raises(ConfigError, match=r"exactly the two real \(n, n\) parameters \[W_re, W_im\]"):
@@ -210,12 +215,19 @@ def test_the_optimizer_is_registered_and_checks_its_group():
     with pytest.raises(ConfigError, match="lr = 0"):
         StiefelCayley([layer.w_real, layer.w_imag], lr=0)
     with pytest.raises(ConfigError, match=r"exactly the two real"):
-        RecurrentModule(CopyingTask(seq_len=5).spec, family="fcurnn", hidden_size=4, optimizers={
-            "recurrent": {"name": "stiefel_cayley", "lr": 1e-3},
-            "other": {"name": "stiefel_cayley", "lr": 1e-3}}).configure_optimizers()
+        RecurrentModule(
+            CopyingTask(seq_len=5).spec,
+            family="fcurnn",
+            hidden_size=4,
+            optimizers={
+                "recurrent": {"name": "stiefel_cayley", "lr": 1e-3},
+                "other": {"name": "stiefel_cayley", "lr": 1e-3},
+            },
+        ).configure_optimizers()
 
 
 # the layer ---------------------------------------------------------------------------------------------------
+
 
 def test_forward_shapes_groups_and_the_recurrence():
     torch.manual_seed(5)
@@ -232,8 +244,9 @@ def test_forward_shapes_groups_and_the_recurrence():
     torch.testing.assert_close(layer(x, state_offsets=torch.zeros(5, 7, 16)), out)
     # h_t = sigma_eps(U x_t + W h_{t-1}, b) with the complex-dtype oracle
     u = x.transpose(0, 1) @ layer.input_weight.T
-    expected = complex_modrelu_recurrence_reference(u, layer.w_real, layer.w_imag, layer.bias,
-                                                    layer.h0.expand(5, -1)).transpose(0, 1)
+    expected = complex_modrelu_recurrence_reference(
+        u, layer.w_real, layer.w_imag, layer.bias, layer.h0.expand(5, -1)
+    ).transpose(0, 1)
     # float32, T = 7 steps through 2n = 16 real units (the oracle does complex products), relative to ||h||
     torch.testing.assert_close(out, expected, **close(torch.float32, 16 * 7, norm(expected)))
 
@@ -250,12 +263,15 @@ def test_layer_gradients_match_finite_differences():
     assert torch.autograd.gradcheck(loss, [p.detach().clone().requires_grad_() for p in layer.parameters()])
 
 
-@pytest.mark.parametrize("input_size, n, output_size, budget, readout", [
-    (10, 128, 9, 22_000, "every_step"),   # copying (scoRNN paper 5.1: "~22k", Wisdom's n = 128)
-    (2, 120, 1, 15_000, "last_step"),     # adding (scoRNN paper 5.2: n = 120, "~15k")
-    (1, 116, 10, 16_000, "last_step"),    # MNIST (scoRNN paper Table 1: n = 116, "~16k")
-    (1, 512, 10, 270_000, "last_step"),   # MNIST (n = 512, "~270k")
-])
+@pytest.mark.parametrize(
+    "input_size, n, output_size, budget, readout",
+    [
+        (10, 128, 9, 22_000, "every_step"),  # copying (scoRNN paper 5.1: "~22k", Wisdom's n = 128)
+        (2, 120, 1, 15_000, "last_step"),  # adding (scoRNN paper 5.2: n = 120, "~15k")
+        (1, 116, 10, 16_000, "last_step"),  # MNIST (scoRNN paper Table 1: n = 116, "~16k")
+        (1, 512, 10, 270_000, "last_step"),  # MNIST (n = 512, "~270k")
+    ],
+)
 def test_parameter_counts_are_the_papers_with_w_counted_as_n_squared(input_size, n, output_size, budget, readout):
     # The papers count W as n^2 parameters (U(n) has dimension n^2); we store Re W and Im W, 2 n^2 numbers.
     model = SequenceModel(FullCapacityURNN(input_size, n), output_size, readout)
@@ -269,11 +285,16 @@ def test_parameter_counts_are_the_papers_with_w_counted_as_n_squared(input_size,
 
 def test_w_gets_the_stiefel_step_unless_the_config_names_another_for_its_group():
     task = CopyingTask(seq_len=5, train_size=20, val_size=20, test_size=20, batch_size=10)
-    module = RecurrentModule(task.spec, family="fcurnn", hidden_size=6,
-                             optimizers={"default": {"name": "adam", "lr": 1e-3}})
+    module = RecurrentModule(
+        task.spec, family="fcurnn", hidden_size=6, optimizers={"default": {"name": "adam", "lr": 1e-3}}
+    )
     assert [type(o) for o in module.configure_optimizers()] == [StiefelCayley, torch.optim.Adam]
-    module = RecurrentModule(task.spec, family="fcurnn", hidden_size=6, optimizers={
-        "recurrent": {"name": "sgd", "lr": 1e-3}, "default": {"name": "adam", "lr": 1e-3}})
+    module = RecurrentModule(
+        task.spec,
+        family="fcurnn",
+        hidden_size=6,
+        optimizers={"recurrent": {"name": "sgd", "lr": 1e-3}, "default": {"name": "adam", "lr": 1e-3}},
+    )
     assert [type(o) for o in module.configure_optimizers()] == [torch.optim.SGD, torch.optim.Adam]
 
 
@@ -292,8 +313,12 @@ def test_config_errors_and_hints():
 
 def test_training_steps_keep_w_unitary_and_move_every_parameter():
     task = CopyingTask(seq_len=5, train_size=20, val_size=20, test_size=20, batch_size=10)
-    module = RecurrentModule(task.spec, family="fcurnn", hidden_size=6, optimizers={
-        "recurrent": {"name": "stiefel_cayley", "lr": 1e-2}, "other": {"name": "adam", "lr": 1e-3}})
+    module = RecurrentModule(
+        task.spec,
+        family="fcurnn",
+        hidden_size=6,
+        optimizers={"recurrent": {"name": "stiefel_cayley", "lr": 1e-2}, "other": {"name": "adam", "lr": 1e-3}},
+    )
     optimizers = module.configure_optimizers()
     assert [type(o) for o in optimizers] == [StiefelCayley, torch.optim.Adam]
     assert module.parameter_counts() == {"recurrent": 72, "other": 12 * 10 + 6 + 12 + 12 * 9 + 9}
@@ -318,14 +343,43 @@ def test_cli_fit_records_the_drift_of_w(tmp_path, monkeypatch):
     # the analysis callback reads recurrent_matrix(): fcurnn's drift is on the dashboard like scoRNN's
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    main(["fit", "--config", str(REPO / "configs" / "demo" / "copying_scornn.yaml"),
-          "--model.family", "fcurnn", "--model.hidden_size", "8", "--model.family_args", "{}",
-          "--model.optimizers", "{recurrent: {name: stiefel_cayley, lr: 1.0e-2}, other: {name: adam, lr: 1.0e-3}}",
-          "--data.seq_len", "5", "--data.train_size", "40", "--data.batch_size", "10", "--data.val_size", "20",
-          "--data.eval_batch_size", "20", "--trainer.max_steps", "4", "--trainer.val_check_interval", "2",
-          "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
-          "--trainer.callbacks+=training.callbacks.OrthogonalityDrift", "--trainer.callbacks.every_n_steps=2",
-          "--db", db])
+    main(
+        [
+            "fit",
+            "--config",
+            str(REPO / "configs" / "demo" / "copying_scornn.yaml"),
+            "--model.family",
+            "fcurnn",
+            "--model.hidden_size",
+            "8",
+            "--model.family_args",
+            "{}",
+            "--model.optimizers",
+            "{recurrent: {name: stiefel_cayley, lr: 1.0e-2}, other: {name: adam, lr: 1.0e-3}}",
+            "--data.seq_len",
+            "5",
+            "--data.train_size",
+            "40",
+            "--data.batch_size",
+            "10",
+            "--data.val_size",
+            "20",
+            "--data.eval_batch_size",
+            "20",
+            "--trainer.max_steps",
+            "4",
+            "--trainer.val_check_interval",
+            "2",
+            "--trainer.enable_progress_bar",
+            "false",
+            "--trainer.enable_model_summary",
+            "false",
+            "--trainer.callbacks+=training.callbacks.OrthogonalityDrift",
+            "--trainer.callbacks.every_n_steps=2",
+            "--db",
+            db,
+        ]
+    )
     store = Store(db)
     (run,) = store.list_runs()
     assert run.status == "finished" and run.family == "fcurnn"

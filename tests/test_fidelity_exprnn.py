@@ -13,6 +13,7 @@ on both groups.
 The defaults (base_side 'right', rebase_gradient 'code') must give the code's losses, matrices, gradients and
 weights at every step, re-basing and projecting steps included; 'left' and 'new_base' must not.
 """
+
 import pytest
 import scipy.linalg
 import torch
@@ -33,6 +34,7 @@ ORTHOLAB_OPTIMIZERS = {"recurrent": {"name": "rmsprop", "lr": LR_ORTH}, "other":
 
 
 # the official code, transcribed ---------------------------------------------------------------------------------
+
 
 def float64_expm(a: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(scipy.linalg.expm(a.detach().numpy()))
@@ -117,8 +119,13 @@ def code_training(kernel: CodeKernel, v: dict, batches: list) -> dict:
         optim.zero_grad()
         optim_orth.zero_grad()
         loss.backward()
-        records.append({"loss": loss.detach(), "B": kernel.cached.detach().t().clone(),
-                        "grad": upper_from_skew(kernel.A.grad.triu(1))})
+        records.append(
+            {
+                "loss": loss.detach(),
+                "B": kernel.cached.detach().t().clone(),
+                "grad": upper_from_skew(kernel.A.grad.triu(1)),
+            }
+        )
         kernel.after_backward()
         optim.step()
         optim_orth.step()
@@ -129,14 +136,16 @@ def code_training(kernel: CodeKernel, v: dict, batches: list) -> dict:
 
 # OrthoLab --------------------------------------------------------------------------------------------------------
 
+
 def ortholab_module(family_args: dict, zero_start: bool = False, seed: int = 0) -> RecurrentModule:
     """A float64 module. dtriv: its base recomputed in float64 from the S it was re-based from (the constructor
     rounds it to float32), by the code's exponential; zero_start: that S is 0, so the first re-basing with S != 0 is
     the one after K steps."""
     torch.manual_seed(seed)
     spec = TaskSpec(name="fidelity", input_size=INPUTS, output_size=CLASSES, readout="last_step", loss="cross_entropy")
-    module = RecurrentModule(spec, family="exprnn", hidden_size=HIDDEN, family_args=family_args,
-                             optimizers=ORTHOLAB_OPTIMIZERS).double()
+    module = RecurrentModule(
+        spec, family="exprnn", hidden_size=HIDDEN, family_args=family_args, optimizers=ORTHOLAB_OPTIMIZERS
+    ).double()
     layer = module.model.layer
     with torch.no_grad():
         if zero_start:
@@ -165,7 +174,9 @@ def ortholab_training(module: RecurrentModule, batches: list) -> dict:
             optimizer.zero_grad()
         loss = module.objective.loss(module(x), labels)
         loss.backward()
-        records.append({"loss": loss.detach(), "B": layer.recurrent_matrix().detach(), "grad": layer.upper.grad.clone()})
+        records.append(
+            {"loss": loss.detach(), "B": layer.recurrent_matrix().detach(), "grad": layer.upper.grad.clone()}
+        )
         for optimizer in optimizers:
             optimizer.step()
         layer.after_optimizer_step()
@@ -175,8 +186,10 @@ def ortholab_training(module: RecurrentModule, batches: list) -> dict:
 
 def batches(count: int = TRAINING_STEPS, seed: int = 1) -> list:
     g = torch.Generator().manual_seed(seed)
-    return [(torch.randn(BATCH, STEPS_T, INPUTS, generator=g, dtype=F64),
-             torch.randint(0, CLASSES, (BATCH,), generator=g)) for _ in range(count)]
+    return [
+        (torch.randn(BATCH, STEPS_T, INPUTS, generator=g, dtype=F64), torch.randint(0, CLASSES, (BATCH,), generator=g))
+        for _ in range(count)
+    ]
 
 
 def bound(steps: int, scale: float, a0: torch.Tensor) -> dict:
@@ -184,7 +197,7 @@ def bound(steps: int, scale: float, a0: torch.Tensor) -> dict:
     earlier steps' error on (n = steps x T x n); exp errs by eps ||A||^2 (models/matrix_exp.py), so the scale is
     the quantity's norm x (1 + ||A0||_2^2), A0 = a0 - a0^T the code's initial skew matrix."""
     spectral = torch.linalg.matrix_norm(a0 - a0.t(), ord=2).item()
-    return close(F64, steps * STEPS_T * HIDDEN, scale * (1 + spectral ** 2))
+    return close(F64, steps * STEPS_T * HIDDEN, scale * (1 + spectral**2))
 
 
 def run_both(family_args: dict, k_rebase, m_project, zero_start: bool = False) -> tuple[dict, dict, torch.Tensor]:
@@ -205,14 +218,21 @@ def assert_same_step(ours: dict, code: dict, step: int, a0: torch.Tensor) -> Non
 
 # tests -----------------------------------------------------------------------------------------------------------
 
+
 def test_dtriv_default_reproduces_the_codes_training_through_rebasings_and_projections():
     ours, code, a0 = run_both({"trivialization": "dtriv", "rebase_every": K, "project_every": M}, K, M)
     assert code["records"][0]["grad"].norm() > 0 and len(code["records"]) == TRAINING_STEPS
     for step in range(TRAINING_STEPS):
         assert_same_step(ours, code, step, a0)
     # the final weights: S (ours -code's), the base in column form (ours = code's^T), W_in, b and the readout
-    for key, expected in (("upper", -code["upper"]), ("base", code["base"].t()), ("W_in", code["W_in"]),
-                          ("b", code["b"]), ("V", code["V"]), ("c", code["c"])):
+    for key, expected in (
+        ("upper", -code["upper"]),
+        ("base", code["base"].t()),
+        ("W_in", code["W_in"]),
+        ("b", code["b"]),
+        ("V", code["V"]),
+        ("c", code["c"]),
+    ):
         # n: all steps x T x n products; scale: the weight's norm x exp's conditioning (bound)
         torch.testing.assert_close(ours[key], expected, **bound(TRAINING_STEPS, expected.norm().item(), a0))
     assert code["upper"].abs().max() > 1e-2  # S moved since the last re-basing (step 12)
@@ -222,8 +242,9 @@ def test_dtriv_default_reproduces_the_codes_training_through_rebasings_and_proje
 def test_left_base_side_departs_from_the_code_at_the_first_step():
     # B = base exp(A): the same matrix at every re-basing, but dL/dA is the code's conjugated by the base, so
     # RMSprop's per-entry scaling takes another step from the first one on
-    ours, code, a0 = run_both({"trivialization": "dtriv", "rebase_every": K, "project_every": M, "base_side": "left"},
-                              K, M)
+    ours, code, a0 = run_both(
+        {"trivialization": "dtriv", "rebase_every": K, "project_every": M, "base_side": "left"}, K, M
+    )
     first, expected = ours["records"][0], code["records"][0]
     torch.testing.assert_close(first["B"], expected["B"], **bound(1, expected["B"].norm().item(), a0))
     assert (first["grad"] + expected["grad"]).norm() > 0.1 * expected["grad"].norm()
@@ -244,8 +265,11 @@ def test_new_base_gradient_departs_from_the_code_at_the_first_rebasing_with_s_no
             assert_same_step(ours, code, K, a0)
         else:
             got, expected = ours["records"][K]["grad"], -code["records"][K]["grad"]
-            torch.testing.assert_close(ours["records"][K]["B"], code["records"][K]["B"],
-                                       **bound(K + 1, code["records"][K]["B"].norm().item(), a0))
+            torch.testing.assert_close(
+                ours["records"][K]["B"],
+                code["records"][K]["B"],
+                **bound(K + 1, code["records"][K]["B"].norm().item(), a0),
+            )
             assert (got - expected).norm() > 1e-3 * expected.norm()  # ~ ||S_old|| ~ 0.1 relative, not round-off
             assert not torch.allclose(got, expected, **bound(K + 1, expected.norm().item(), a0))
 
@@ -303,6 +327,7 @@ def test_rebasing_and_projection_schedules_are_the_codes(k_rebase, m_project, mo
         def recording(self, method=method, name=name):
             calls[name].append(int(self.optimizer_steps))
             method(self)
+
         monkeypatch.setattr(ExpRNN, method.__name__, recording)
     layer = ExpRNN(2, 4, trivialization="dtriv", rebase_every=k_rebase, project_every=m_project)
     for _ in range(steps - 1):  # the code's step s acts after s optimizer steps: ours after the step before
@@ -322,7 +347,10 @@ def test_options_are_checked_and_old_checkpoints_resume_as_they_were_trained():
         state = {key: value for key, value in layer.state_dict().items() if not key.startswith("stale")}
         layer.load_state_dict(state)  # written before issue 23: nothing pending
         assert not layer.stale_pending and torch.equal(layer.stale_upper, torch.zeros(28))
-    state = {key: value for key, value in ExpRNN(3, 8, trivialization="dtriv").state_dict().items()
-             if not key.startswith("stale")}
+    state = {
+        key: value
+        for key, value in ExpRNN(3, 8, trivialization="dtriv").state_dict().items()
+        if not key.startswith("stale")
+    }
     with pytest.raises(ConfigError, match=r"base_side: left"):
         ExpRNN(3, 8, trivialization="dtriv").load_state_dict(state)

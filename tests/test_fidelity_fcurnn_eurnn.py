@@ -4,6 +4,7 @@
 Each reference below is a transcription, in torch and float64, of the authors' update or function; the comments
 cite the file and lines it follows.
 """
+
 import math
 from functools import partial
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from tolerances import close, norm, roundoff
 
 from ortholab.models import FAMILIES, ConfigError
 from ortholab.models.complex_recurrence import SCURNN_MODRELU, ModReLU, eunn_modrelu
@@ -18,7 +20,6 @@ from ortholab.models.eurnn import EURNN
 from ortholab.models.fcurnn import FullCapacityURNN, haar_unitary
 from ortholab.models.givens_kernels import givens_recurrence_features
 from ortholab.models.operator_recurrence import operator_recurrence_features
-from tolerances import close, norm, roundoff
 from ortholab.models.optimizers import AdagradTF, RMSpropTF, build_optimizer, check_optimizer_spec
 from ortholab.models.stiefel import StiefelCayley
 
@@ -27,6 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 # the full-capacity uRNN's Stiefel step (stwisdom/urnn) ------------------------------------------------------
+
 
 def augmented(w: torch.Tensor) -> torch.Tensor:
     """The code's real 2n x 2n matrix of W (models.py:568-569, h_row @ Waug): [[Re W^T, Im W^T], [-Im W^T, Re W^T]]."""
@@ -41,7 +43,7 @@ def code_forward(waug, v, bias, h0, x):
     for x_t in x.unbind(1):
         lin = h @ waug + x_t @ v
         re, im = lin.chunk(2, dim=1)
-        modulus = torch.sqrt(1e-5 + re ** 2 + im ** 2).repeat(1, 2)  # the code's lin[:, swap_re_im] pairs units
+        modulus = torch.sqrt(1e-5 + re**2 + im**2).repeat(1, 2)  # the code's lin[:, swap_re_im] pairs units
         h = lin * (torch.clamp(modulus + bias.repeat(2), min=0.0) / (modulus + 1e-5))
         states.append(h)
     return torch.stack(states, 1)
@@ -54,7 +56,7 @@ def code_natgrad_step(waug, grad, lr, rms=None, rho=0.9, epsilon=1e-8):
     X <- inv(I + lr/2 S) (I - lr/2 S) X (74-80), back to the augmented form (83-85). Also optimizations.py:35-62.
     Returns the new Waug, X_new and cond(I + lr/2 S)."""
     if rms is not None:
-        rms.mul_(rho).add_((1 - rho) * grad ** 2)
+        rms.mul_(rho).add_((1 - rho) * grad**2)
         grad = grad / (torch.sqrt(rms) + epsilon)
     n = waug.shape[0] // 2
     a, b = waug[:n, :n].T, waug[:n, n:].T
@@ -85,8 +87,10 @@ def _fcurnn(w_gradient: str, n=5, m=3, seed=0) -> FullCapacityURNN:
 
 def _batches(steps, batch=4, time=7, m=3, n=5):
     g = torch.Generator().manual_seed(11)
-    return [(torch.randn(batch, time, m, generator=g, dtype=F64), torch.randn(batch, time, 2 * n, generator=g,
-                                                                                dtype=F64)) for _ in range(steps)]
+    return [
+        (torch.randn(batch, time, m, generator=g, dtype=F64), torch.randn(batch, time, 2 * n, generator=g, dtype=F64))
+        for _ in range(steps)
+    ]
 
 
 def _ortholab_trajectory(layer, batches, lr, rms_normalize=False) -> list[torch.Tensor]:
@@ -160,16 +164,21 @@ def test_the_top_blocks_are_the_gradient_through_re_h():
         grads[mode] = torch.complex(layer.w_real.grad, layer.w_imag.grad)
     layer = _fcurnn("full")
     leaf = augmented(layer.recurrent_matrix().detach()).requires_grad_()
-    loss = (code_forward(leaf, layer.input_weight.detach().T, layer.bias.detach(),
-                         layer.h0.detach().expand(x.shape[0], -1), x) * probe).sum()
+    loss = (
+        code_forward(
+            leaf, layer.input_weight.detach().T, layer.bias.detach(), layer.h0.detach().expand(x.shape[0], -1), x
+        )
+        * probe
+    ).sum()
     (grad,) = torch.autograd.grad(loss, leaf)
     n = layer.hidden_size
     top = torch.complex(grad[:n, :n].T, grad[:n, n:].T)
     full = full_gradient_blocks(grad)
     # n = time steps x 2n (the sums over steps of products), scale = the gradient's norm
     torch.testing.assert_close(grads["top_blocks"], top, **close(F64, 7 * 2 * n, norm(top)))
-    torch.testing.assert_close(grads["full"], torch.complex(full[:n, :n].T, full[:n, n:].T),
-                               **close(F64, 7 * 2 * n, norm(grads["full"])))
+    torch.testing.assert_close(
+        grads["full"], torch.complex(full[:n, :n].T, full[:n, n:].T), **close(F64, 7 * 2 * n, norm(grads["full"]))
+    )
     assert torch.linalg.matrix_norm(grads["full"] - grads["top_blocks"]) > 0.1 * norm(grads["full"])
 
 
@@ -179,8 +188,12 @@ def test_w_gradient_is_a_family_option_naming_its_values():
         FullCapacityURNN(2, 4, w_gradient="exact")
 
 
-@pytest.mark.parametrize("config", sorted((REPO / "configs" / "papers").glob("fcurnn_*.yaml")) +
-                         sorted((REPO / "configs" / "papers").glob("eurnn_*.yaml")), ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "config",
+    sorted((REPO / "configs" / "papers").glob("fcurnn_*.yaml"))
+    + sorted((REPO / "configs" / "papers").glob("eurnn_*.yaml")),
+    ids=lambda p: p.stem,
+)
 def test_paper_configs_build_their_layer(config):
     model = yaml.safe_load(config.read_text())["model"]
     layer = FAMILIES[model["family"]](1, model["hidden_size"], **(model.get("family_args") or {}))
@@ -194,10 +207,11 @@ def test_paper_configs_build_their_layer(config):
 
 # EURNN's modReLU (jingli9111/EUNN-tensorflow) --------------------------------------------------------------
 
+
 def code_modrelu(z: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
     """eunn.py:11-26 (cplex): norm = |z| + eps, magnitude = relu(norm + bias), phase = z / norm; phase * magnitude.
     eps = 0.00001 until commit ba78a68 (2018-11-20; 1e-3), 0.01 from 4ef928d (the same day) to the head 33d749d."""
-    modulus = torch.sqrt(z.real ** 2 + z.imag ** 2) + eps
+    modulus = torch.sqrt(z.real**2 + z.imag**2) + eps
     return (z / modulus) * torch.relu(modulus + bias)
 
 
@@ -224,8 +238,10 @@ def _eurnn(eps, path, monkeypatch, n=6, m=3):
         layer.bias.uniform_(-2 * scale, 0.0)  # b <= 0: some units cut off, and sigma is 1-Lipschitz
     if path == "layers (torch)":  # the BPTT the layer takes off the CPU
         monkeypatch.setattr("ortholab.models.eurnn.supported", lambda u: False)
-    expected_recurrence = {"layers (compiled)": givens_recurrence_features,
-                           "layers (torch)": operator_recurrence_features}.get(path)
+    expected_recurrence = {
+        "layers (compiled)": givens_recurrence_features,
+        "layers (torch)": operator_recurrence_features,
+    }.get(path)
     if expected_recurrence is not None:
         chosen = layer.recurrence_for(torch.zeros(1, dtype=torch.complex128))
         assert chosen.func is expected_recurrence and chosen.keywords["modrelu"] == eunn_modrelu(eps)
@@ -265,8 +281,7 @@ def test_eurnn_modrelu_gradient_at_zero_is_finite():
         layer.bias.copy_(torch.tensor([-4e-6, -1e-6, 0.0, 1e-6, 5e-3, -5e-3]))  # both signs: s'(m) = -b / (m + eps)^2
     x = torch.zeros(2, 5, 2, dtype=F64)
     x[:, 3:] = 1.0
-    for recurrence in (layer.recurrence_for,
-                       lambda u: partial(operator_recurrence_features, modrelu=layer.modrelu)):
+    for recurrence in (layer.recurrence_for, lambda u: partial(operator_recurrence_features, modrelu=layer.modrelu)):
         layer.zero_grad()
         layer.recurrence_for = recurrence
         layer(x).square().sum().backward()
@@ -288,6 +303,7 @@ def test_modrelu_eps_is_a_family_option():
 
 # TF1's refusals (adagrad_tf, rmsprop_tf) ---------------------------------------------------------------------
 
+
 def _step_at_zero_gradient(optimizer_class, **options) -> torch.Tensor:
     p = torch.nn.Parameter(torch.ones(3))
     p.grad = torch.tensor([0.0, 1.0, -2.0])
@@ -302,10 +318,14 @@ def test_adagrad_tf_refuses_a_non_positive_initial_accumulator():
     # TF1's AdagradOptimizer.__init__ (tensorflow/python/training/adagrad.py) raises for
     # initial_accumulator_value <= 0.0; here one ConfigError line names the config key and the fix
     for bad in (0, 0.0, -0.1):
-        with pytest.raises(ConfigError, match=r"^model\.optimizers\.scaling\.initial_accumulator = .* must be a "
-                                              r"positive number.*TF1's default 0\.1$"):
-            check_optimizer_spec({"name": "adagrad_tf", "lr": 1e-3, "initial_accumulator": bad},
-                                 "model.optimizers.scaling")
+        with pytest.raises(
+            ConfigError,
+            match=r"^model\.optimizers\.scaling\.initial_accumulator = .* must be a "
+            r"positive number.*TF1's default 0\.1$",
+        ):
+            check_optimizer_spec(
+                {"name": "adagrad_tf", "lr": 1e-3, "initial_accumulator": bad}, "model.optimizers.scaling"
+            )
     p = torch.nn.Parameter(torch.ones(2))
     with pytest.raises(ConfigError, match=r"model\.optimizers\.scaling\.initial_accumulator"):
         build_optimizer([p], {"name": "adagrad_tf", "initial_accumulator": 0}, "model.optimizers.scaling")
@@ -320,10 +340,14 @@ def test_rmsprop_tf_refuses_what_makes_its_step_nan():
     for options in ({"initial_accumulator": 1e-3, "eps": 0.0}, {"initial_accumulator": 0.0, "eps": 1e-8}, {}):
         assert torch.isfinite(_step_at_zero_gradient(RMSpropTF, **options)).all()  # the papers' codes' pairs
         check_optimizer_spec({"name": "rmsprop_tf", **options}, "model.optimizers.recurrent")
-    with pytest.raises(ConfigError, match=r"^model\.optimizers\.recurrent\.initial_accumulator = 0 with "
-                                          r"model\.optimizers\.recurrent\.eps = 0: .*make one of them positive"):
-        check_optimizer_spec({"name": "rmsprop_tf", "initial_accumulator": 0.0, "eps": 0.0},
-                             "model.optimizers.recurrent")
+    with pytest.raises(
+        ConfigError,
+        match=r"^model\.optimizers\.recurrent\.initial_accumulator = 0 with "
+        r"model\.optimizers\.recurrent\.eps = 0: .*make one of them positive",
+    ):
+        check_optimizer_spec(
+            {"name": "rmsprop_tf", "initial_accumulator": 0.0, "eps": 0.0}, "model.optimizers.recurrent"
+        )
     for key in ("initial_accumulator", "eps"):
         with pytest.raises(ConfigError, match=rf"^model\.optimizers\.recurrent\.{key} = -1\.0 must be a number >= 0"):
             check_optimizer_spec({"name": "rmsprop_tf", key: -1.0}, "model.optimizers.recurrent")

@@ -7,6 +7,7 @@ scuRNN.py and scuRNN_mnist.py (cited line by line), written in torch; OrthoLab's
 optimizers its configs name. The default d_side 'left' (W = D K^T on column vectors) must give the code's
 trajectory, theta's gradients included; 'right' (W = K D) must not, and must still be the former behaviour.
 """
+
 import pytest
 import torch
 from devices import DEVICES
@@ -33,6 +34,7 @@ ORTHOLAB_OPTIMIZERS = {
 
 
 # the official code, transcribed ---------------------------------------------------------------------------------
+
 
 def code_forward(v: dict, w_row: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """Logits of the last step. x: (B, T, m); w_row: the TF variable W = [Re W | Im W], (n, 2n)."""
@@ -74,21 +76,22 @@ def code_theorem2(grad_w_row: torch.Tensor, a: torch.Tensor, theta: torch.Tensor
 
 def code_rmsprop_a(a: torch.Tensor, grad: torch.Tensor, state: dict) -> torch.Tensor:
     """Update_step_A 'rmsprop' (scuRNN_mnist.py:251-256; rho1 0.9, delta 1e-8, r and ri from zero, lines 56-60)."""
-    state["r"] = 0.9 * state.get("r", 0.0) + 0.1 * grad.real ** 2
-    state["ri"] = 0.9 * state.get("ri", 0.0) + 0.1 * grad.imag ** 2
-    return a + torch.complex(-LR_A * grad.real / torch.sqrt(state["r"] + 1e-8),
-                             -LR_A * grad.imag / torch.sqrt(state["ri"] + 1e-8))
+    state["r"] = 0.9 * state.get("r", 0.0) + 0.1 * grad.real**2
+    state["ri"] = 0.9 * state.get("ri", 0.0) + 0.1 * grad.imag**2
+    return a + torch.complex(
+        -LR_A * grad.real / torch.sqrt(state["r"] + 1e-8), -LR_A * grad.imag / torch.sqrt(state["ri"] + 1e-8)
+    )
 
 
 def tf_adagrad(value: torch.Tensor, grad: torch.Tensor, state: dict, lr: float) -> torch.Tensor:
     """tf.train.AdagradOptimizer: accumulator from 0.1, += g^2, step lr g / sqrt(accumulator), no epsilon."""
-    state["acc"] = state.get("acc", 0.1) + grad ** 2
+    state["acc"] = state.get("acc", 0.1) + grad**2
     return value - lr * grad / torch.sqrt(state["acc"])
 
 
 def tf_rmsprop(value: torch.Tensor, grad: torch.Tensor, state: dict, lr: float) -> torch.Tensor:
     """tf.train.RMSPropOptimizer (decay 0.9, momentum 0, eps 1e-10): mean square from 1, step lr g / sqrt(ms + eps)."""
-    state["ms"] = 0.9 * state.get("ms", 1.0) + 0.1 * grad ** 2
+    state["ms"] = 0.9 * state.get("ms", 1.0) + 0.1 * grad**2
     return value - lr * grad / torch.sqrt(state["ms"] + 1e-10)
 
 
@@ -115,11 +118,13 @@ def code_training(v: dict, a: torch.Tensor, theta: torch.Tensor, batches: list) 
 
 # OrthoLab --------------------------------------------------------------------------------------------------------
 
+
 def ortholab_module(d_side: str, seed: int = 0) -> RecurrentModule:
     torch.manual_seed(seed)
     spec = TaskSpec(name="fidelity", input_size=INPUTS, output_size=CLASSES, readout="last_step", loss="cross_entropy")
-    module = RecurrentModule(spec, family="scurnn", hidden_size=HIDDEN, family_args={"d_side": d_side},
-                             optimizers=ORTHOLAB_OPTIMIZERS).double()
+    module = RecurrentModule(
+        spec, family="scurnn", hidden_size=HIDDEN, family_args={"d_side": d_side}, optimizers=ORTHOLAB_OPTIMIZERS
+    ).double()
     cayley = module.model.layer.cayley
     with torch.no_grad():  # a generic A: Im A (diagonal included) nonzero, as A becomes after the first step
         cayley.imag_upper.normal_(0, 0.3)
@@ -145,8 +150,11 @@ def ortholab_training(module: RecurrentModule, batches: list, device: str) -> di
             optimizer.zero_grad()
         loss = module.objective.loss(module(x.to(device)), labels.to(device))
         loss.backward()
-        first = first or {"A": [layer.cayley.real_upper.grad.cpu(), layer.cayley.imag_upper.grad.cpu()],
-                          "theta": layer.cayley.theta.grad.cpu(), "loss": loss.detach().cpu()}
+        first = first or {
+            "A": [layer.cayley.real_upper.grad.cpu(), layer.cayley.imag_upper.grad.cpu()],
+            "theta": layer.cayley.theta.grad.cpu(),
+            "loss": loss.detach().cpu(),
+        }
         for optimizer in optimizers:
             optimizer.step()
         layer.after_optimizer_step()
@@ -157,8 +165,10 @@ def ortholab_training(module: RecurrentModule, batches: list, device: str) -> di
 
 def batches(count: int = TRAINING_STEPS, seed: int = 1) -> list:
     g = torch.Generator().manual_seed(seed)
-    return [(torch.randn(BATCH, STEPS_T, INPUTS, generator=g, dtype=F64),
-             torch.randint(0, CLASSES, (BATCH,), generator=g)) for _ in range(count)]
+    return [
+        (torch.randn(BATCH, STEPS_T, INPUTS, generator=g, dtype=F64), torch.randint(0, CLASSES, (BATCH,), generator=g))
+        for _ in range(count)
+    ]
 
 
 def a_coordinates(a: torch.Tensor) -> list[torch.Tensor]:
@@ -183,6 +193,7 @@ def assert_same_trajectory(ours: dict, code: dict) -> None:
 
 # tests -----------------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_default_reproduces_the_codes_gradients_and_training(device):
     module = ortholab_module("left")
@@ -192,8 +203,11 @@ def test_default_reproduces_the_codes_gradients_and_training(device):
     ours = ortholab_training(module, data, device)
     n, conditioning = rounding_terms(a, 1)
     # the first step's gradients: n = T x 2n products, scale = the gradient's norm x cond(I + A)
-    torch.testing.assert_close(ours["first"]["theta"], code["first"]["theta"],
-                               **close(F64, n, code["first"]["theta"].norm().item() * conditioning))
+    torch.testing.assert_close(
+        ours["first"]["theta"],
+        code["first"]["theta"],
+        **close(F64, n, code["first"]["theta"].norm().item() * conditioning),
+    )
     gamma = a_coordinates(code["first"]["A"])
     for got, expected in zip(ours["first"]["A"], gamma):
         torch.testing.assert_close(got, expected, **close(F64, n, code["first"]["A"].norm().item() * conditioning))
@@ -259,8 +273,9 @@ def test_d_on_the_right_is_the_former_layer(dtype):
     former_w = complex_scaled_cayley(cayley.skew().to(torch.complex128), cayley.theta.double()).to(cayley.skew().dtype)
     assert torch.equal(right.recurrent_matrix(), former_w)
     assert torch.equal(left.recurrent_matrix(), former_w.T)  # 'left' is its transpose: the code's row-form W
-    former = complex_modrelu_recurrence(x.transpose(0, 1) @ right.input_weight.T, former_w.real, former_w.imag,
-                                        right.bias, right.h0.expand(BATCH, -1)).transpose(0, 1)
+    former = complex_modrelu_recurrence(
+        x.transpose(0, 1) @ right.input_weight.T, former_w.real, former_w.imag, right.bias, right.h0.expand(BATCH, -1)
+    ).transpose(0, 1)
     out = right(x)
     assert torch.equal(out, former)
     probe = torch.randn_like(out)
@@ -291,8 +306,16 @@ def test_d_side_config_error_names_the_key():
 def test_a_checkpoint_is_read_with_the_side_it_was_trained_with():
     """Weights trained with D on one side are another function on the other: loading a checkpoint refuses the
     mismatch, and one from before d_side existed (no marker) counts as trained with D on the right."""
-    spec = TaskSpec(name="copying", input_size=3, output_size=3, readout="every_step", loss="cross_entropy",
-                    symbolic=True, main_metric="val/loss", main_metric_mode="min")
+    spec = TaskSpec(
+        name="copying",
+        input_size=3,
+        output_size=3,
+        readout="every_step",
+        loss="cross_entropy",
+        symbolic=True,
+        main_metric="val/loss",
+        main_metric_mode="min",
+    )
 
     def module(side):
         return RecurrentModule(task=spec, family="scurnn", hidden_size=4, family_args={"d_side": side})

@@ -1,10 +1,11 @@
 """The run store as DataFrames (db/frames.py) against a store written by a real run and `ortholab runs --json`."""
+
 import json
 
 import pytest
+from test_cli import DEMO, TINY, ortholab
 
 from ortholab.db import Store, frames
-from test_cli import DEMO, TINY, ortholab
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,13 @@ every fused path, so a new one is checked on every device by adding a row (the u
 CPU loops, models/*_kernels.py, run on the CPU only). On CUDA, every family's
 forward+backward is also checked for host syncs inside the time loop (their count must not grow with T).
 """
+
 import warnings
 
 import pytest
 import torch
+from devices import DEVICES, needs_cuda
+from tolerances import close, norm
 
 from ortholab.models import FAMILIES, SequenceModel
 from ortholab.models.complex_recurrence import complex_modrelu_recurrence, complex_modrelu_recurrence_reference
@@ -21,9 +24,6 @@ from ortholab.models.recurrence import modrelu_recurrence, modrelu_recurrence_re
 from ortholab.models.shift_recurrence import shift_relu_recurrence, shift_relu_recurrence_reference
 from ortholab.models.urnn import URNN
 from ortholab.models.urnn_kernels import urnn_recurrence_features
-
-from devices import DEVICES, needs_cuda
-from tolerances import close, norm
 
 T, B, N = 12, 3, 6
 # per step at most the uRNN's factors: two reflections and two FFTs of length N on complex states, 8 N roundings;
@@ -47,8 +47,13 @@ def _modrelu(device):  # scoRNN, expRNN, nnRNN
 
 def _complex_modrelu(device):  # scuRNN, full-capacity uRNN, EURNN's dense path
     w = torch.linalg.qr(torch.randn(N, N, dtype=torch.complex128))[0]
-    args = [_real(T, B, 2 * N), w.real.contiguous(), w.imag.contiguous(), _real(N, scale=0.3) - 0.1,
-            _real(B, 2 * N, scale=0.5)]
+    args = [
+        _real(T, B, 2 * N),
+        w.real.contiguous(),
+        w.imag.contiguous(),
+        _real(N, scale=0.3) - 0.1,
+        _real(B, 2 * N, scale=0.5),
+    ]
     return complex_modrelu_recurrence, complex_modrelu_recurrence_reference, args, {}
 
 
@@ -56,6 +61,7 @@ def _pointwise(activation):  # oRNN
     def build(device):
         args = [_real(T, B, N), _orthogonal(N), _real(B, N, scale=0.5)]
         return pointwise_recurrence, pointwise_recurrence_reference, args, {"activation": activation}
+
     return build
 
 
@@ -74,10 +80,17 @@ def _factored(layer_class, fused=operator_recurrence, **options):  # uRNN, EURNN
 
         def bind(recurrence):  # complex states as real (..., 2) pairs, like every other row's output
             return lambda u, b, h0, *params, offsets=None: torch.view_as_real(
-                recurrence(operator, u, b, h0, tuple(params), offsets))
-        args = [torch.randn(T, B, N, dtype=torch.complex128), layer.bias.detach(),
-                torch.randn(B, N, dtype=torch.complex128) * 0.5, *(p.detach() for p in layer.recurrent_params())]
+                recurrence(operator, u, b, h0, tuple(params), offsets)
+            )
+
+        args = [
+            torch.randn(T, B, N, dtype=torch.complex128),
+            layer.bias.detach(),
+            torch.randn(B, N, dtype=torch.complex128) * 0.5,
+            *(p.detach() for p in layer.recurrent_params()),
+        ]
         return bind(fused), bind(operator_recurrence_reference), args, {}
+
     return build
 
 
@@ -99,10 +112,10 @@ CASES = {
     "uRNN factors, compiled CPU kernels": _factored(URNN, urnn_recurrence),
     "EURNN rotation layers": _factored(EURNN, style="tunable", capacity=3, recurrence="layers"),
     "EURNN FFT-style layers": _factored(EURNN, style="fft", recurrence="layers"),
-    "EURNN rotation layers, compiled CPU loops": _factored(EURNN, givens_recurrence, style="tunable", capacity=3,
-                                                           recurrence="layers"),
-    "EURNN FFT-style layers, compiled CPU loops": _factored(EURNN, givens_recurrence, style="fft",
-                                                            recurrence="layers"),
+    "EURNN rotation layers, compiled CPU loops": _factored(
+        EURNN, givens_recurrence, style="tunable", capacity=3, recurrence="layers"
+    ),
+    "EURNN FFT-style layers, compiled CPU loops": _factored(EURNN, givens_recurrence, style="fft", recurrence="layers"),
 }
 
 
@@ -118,7 +131,8 @@ def test_fused_recurrence_matches_the_plain_loop(case, device, with_offsets):
     mine, theirs = ([a.clone().requires_grad_() for a in leaves] for _ in range(2))
 
     def run(recurrence, tensors):
-        return recurrence(*tensors[:len(args)], **options, offsets=tensors[-1] if with_offsets else None)
+        return recurrence(*tensors[: len(args)], **options, offsets=tensors[-1] if with_offsets else None)
+
     out, expected = run(fused, mine), run(plain, theirs)
     assert out.device.type == device
     torch.testing.assert_close(out, expected, **close(F64, STATE_OPS, norm(expected)))

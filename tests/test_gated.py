@@ -1,11 +1,11 @@
 """The gated baselines (models/gated.py): the LSTM's forget-gate bias option."""
+
 import pytest
 import torch
+from tolerances import close, norm
 
 from ortholab.models import FAMILIES
 from ortholab.models.gated import LSTM
-
-from tolerances import close, norm
 
 
 def gate_slices(bias: torch.Tensor, n: int) -> dict[str, torch.Tensor]:
@@ -22,7 +22,7 @@ def test_forget_bias_sets_the_forget_gate_bias(forget_bias):
     # the gate sees b_ih + b_hh: the value sits in b_ih, b_hh's forget slice is zeroed so the sum is exact
     assert torch.equal(ih["forget"], torch.full((n,), forget_bias)) and torch.equal(hh["forget"], torch.zeros(n))
     for gate in ("input", "cell", "output"):  # the other gates keep PyTorch's U(-1/sqrt(n), 1/sqrt(n))
-        assert ih[gate].abs().max() <= n ** -0.5 and ih[gate].std() > 0 and hh[gate].std() > 0
+        assert ih[gate].abs().max() <= n**-0.5 and ih[gate].std() > 0 and hh[gate].std() > 0
 
 
 def test_forget_bias_acts_on_the_forget_gate():
@@ -51,6 +51,7 @@ def test_no_forget_bias_keeps_pytorchs_init():
     layer = LSTM(3, 6, forget_bias=None)
     torch.manual_seed(1)
     reference = torch.nn.LSTM(3, 6, batch_first=True)
-    assert torch.equal(layer.rnn.bias_ih_l0, reference.bias_ih_l0) and torch.equal(layer.rnn.bias_hh_l0,
-                                                                                    reference.bias_hh_l0)
+    assert torch.equal(layer.rnn.bias_ih_l0, reference.bias_ih_l0) and torch.equal(
+        layer.rnn.bias_hh_l0, reference.bias_hh_l0
+    )
     assert FAMILIES["lstm"] is LSTM and LSTM(3, 6).rnn.bias_ih_l0[6:12].eq(1.0).all()  # the default is 1

@@ -1,14 +1,14 @@
 """Sequence generation: excerpts cut from a mono audio file, the two input settings, and the NMSE objective."""
+
 import numpy as np
 import pytest
 import torch
+from standins import SHARED_DATA, write_audio
+from tolerances import roundoff
 
 from ortholab.datamodules.generation import SequenceGeneration
 from ortholab.datamodules.spec import TaskSpec
-from standins import SHARED_DATA, write_audio
 from ortholab.training.objectives import OBJECTIVES
-
-from tolerances import roundoff
 
 
 def tone(n=2000, rate=8000):
@@ -19,8 +19,9 @@ def tone(n=2000, rate=8000):
 @pytest.mark.parametrize("suffix", [".wav", ".flac"])
 def test_consecutive_excerpts_with_constant_inputs(tmp_path, suffix):
     path = write_audio(tmp_path / f"tone{suffix}", tone(), 8000)
-    task = SequenceGeneration(path=str(path), sample_rate=8000, start=100, excerpt_samples=50, num_excerpts=3,
-                              peak_normalize=False)
+    task = SequenceGeneration(
+        path=str(path), sample_rate=8000, start=100, excerpt_samples=50, num_excerpts=3, peak_normalize=False
+    )
     inputs, targets = task.make_split("train")
     assert inputs.shape == targets.shape == (3, 50, 1) and inputs.eq(1).all()
     expected = torch.from_numpy(tone()[100:250].reshape(3, 50, 1)).float()
@@ -60,7 +61,8 @@ def test_nmse_scores_the_mean_as_one():
 
 @pytest.mark.skipif(not (SHARED_DATA / "fsdd").is_dir(), reason="needs ../shared/data/fsdd")
 def test_reads_an_fsdd_recording():
-    task = SequenceGeneration(path=str(SHARED_DATA / "fsdd/recordings/0_jackson_0.wav"), sample_rate=8000,
-                              start=1300, excerpt_samples=320)
+    task = SequenceGeneration(
+        path=str(SHARED_DATA / "fsdd/recordings/0_jackson_0.wav"), sample_rate=8000, start=1300, excerpt_samples=320
+    )
     _, targets = task.make_split("train")
     assert targets.shape == (1, 320, 1) and targets.abs().max().item() == pytest.approx(1.0)

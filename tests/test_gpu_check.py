@@ -1,5 +1,6 @@
 """The GPU check (tools/gpu_check.py, docs/gpus.md) stays ready for the first GPU machine lent: its CPU rehearsal runs
 every stage, its verdicts fail what must fail, and the wheels it carries hold everything the device image lacks."""
+
 import importlib.util
 import json
 import os
@@ -21,9 +22,16 @@ gpu_check = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(gpu_check)
 
 # the device machine's interpreter, for evaluating the wheels' requirement markers there
-DEVICE_PYTHON = {**default_environment(), "python_version": "3.12", "python_full_version": "3.12.3",
-                 "platform_system": "Linux", "sys_platform": "linux", "platform_machine": "x86_64",
-                 "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+DEVICE_PYTHON = {
+    **default_environment(),
+    "python_version": "3.12",
+    "python_full_version": "3.12.3",
+    "platform_system": "Linux",
+    "sys_platform": "linux",
+    "platform_machine": "x86_64",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+}
 
 
 def image_packages() -> set[str]:
@@ -59,8 +67,11 @@ def test_a_stage_past_its_limit_is_killed_with_its_children(tmp_path):
 
 def test_the_rehearsal_hides_every_optional_package_the_device_image_lacks():
     extras = pyproject()["project"]["optional-dependencies"]
-    optional = {canonicalize_name(Requirement(r).name) for name in ("postgres", "sweeps", "speech", "dashboard")
-                for r in extras[name]}
+    optional = {
+        canonicalize_name(Requirement(r).name)
+        for name in ("postgres", "sweeps", "speech", "dashboard")
+        for r in extras[name]
+    }
     hidden = {canonicalize_name(name) for name in gpu_check.NOT_ON_DEVICE}
     assert optional - image_packages() <= hidden, optional - image_packages() - hidden
 
@@ -68,8 +79,13 @@ def test_the_rehearsal_hides_every_optional_package_the_device_image_lacks():
 def test_the_wheels_carry_every_distribution_the_device_image_lacks(tmp_path):
     """tools/gpu_wheels.sh downloads (from PyPI); the closure of pyproject's dependencies over the wheels' own
     requirements, evaluated for CPython 3.12 on Linux, lies in the image or in the wheels."""
-    done = subprocess.run(["bash", "tools/gpu_wheels.sh", str(tmp_path)], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, "PYTHON": sys.executable})
+    done = subprocess.run(
+        ["bash", "tools/gpu_wheels.sh", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHON": sys.executable},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     wheels = {}
     for wheel in tmp_path.glob("*.whl"):
@@ -78,8 +94,11 @@ def test_the_wheels_carry_every_distribution_the_device_image_lacks(tmp_path):
             text = archive.read(metadata).decode()
         name = canonicalize_name(re.search(r"^Name: (.+)$", text, re.M).group(1).strip())
         assert re.search(r"(py3|cp312|abi3)", wheel.name) and ("none-any" in wheel.name or "x86_64" in wheel.name)
-        wheels[name] = [Requirement(line.split(":", 1)[1].strip())
-                        for line in text.splitlines() if line.startswith("Requires-Dist:")]
+        wheels[name] = [
+            Requirement(line.split(":", 1)[1].strip())
+            for line in text.splitlines()
+            if line.startswith("Requires-Dist:")
+        ]
     available = image_packages() | set(wheels)
     required = [Requirement(r) for r in pyproject()["project"]["dependencies"]]
     required += [Requirement(f"{name}") for name in ("docstring-parser", "typeshed-client")]  # jsonargparse[signatures]
@@ -104,9 +123,24 @@ def test_the_cpu_rehearsal_runs_every_stage(tmp_path):
     """`make gpu-check GPU_CHECK_ARGS="--device cpu --tiny"`: every stage runs and passes at tiny sizes, hiding the
     packages the device image lacks, and writes the files a device call brings back."""
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "tools/gpu_check.py", "--device", "cpu", "--tiny", "--out", str(out),
-                           "--work", str(tmp_path / "work")], cwd=REPO, capture_output=True, text=True, timeout=2000)
-    table = done.stdout[done.stdout.index("| stage |"):]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "tools/gpu_check.py",
+            "--device",
+            "cpu",
+            "--tiny",
+            "--out",
+            str(out),
+            "--work",
+            str(tmp_path / "work"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=2000,
+    )
+    table = done.stdout[done.stdout.index("| stage |") :]
     for stage in gpu_check.STAGES:
         assert re.search(rf"^\| {stage} \| pass \|", table, re.M), (stage, table, done.stdout[-3000:])
     assert done.returncode == 0
@@ -114,8 +148,11 @@ def test_the_cpu_rehearsal_runs_every_stage(tmp_path):
     stages = json.loads((out / "summary.json").read_text())["stages"]
     assert stages["tests"]["result"]["cuda"]["tests"] > 50  # every CUDA case collected (and skipped here)
     assert stages["tests"]["result"]["interpreter"]["failures"] == 0
-    assert {r["what"] for r in stages["kernels"]["result"]["rows"]} >= {"scornn (triton)", "scornn (torch loop)",
-                                                                         "recurrence (triton kernel)"}
+    assert {r["what"] for r in stages["kernels"]["result"]["rows"]} >= {
+        "scornn (triton)",
+        "scornn (torch loop)",
+        "recurrence (triton kernel)",
+    }
     assert [r["family"] for r in stages["bench"]["result"]["rows"]] == ["scornn", "ornn", "lstm"]
     runs = stages["epoch"]["result"]["runs"]
     assert set(runs) == {"pmnist-epoch-32-true", "pmnist-epoch-bf16-mixed"}

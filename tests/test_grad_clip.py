@@ -1,12 +1,12 @@
 """model.grad_clip_norm: the optimizers step with gradients clipped to that total norm (NRU's authors use 1)."""
+
 import lightning.pytorch as pl
 import pytest
 import torch
+from tolerances import roundoff
 
 from ortholab.datamodules import CopyingTask
 from ortholab.training.module import RecurrentModule
-
-from tolerances import roundoff
 
 CLIP = 1.0
 LOSS_SCALE = 1e4  # a huge loss: its gradient's norm is far above CLIP
@@ -26,13 +26,26 @@ class _GradientNormSeen(pl.Callback):
 def gradient_norm_at_first_step(family: str, grad_clip_norm: float | None, monkeypatch) -> float:
     torch.manual_seed(0)
     task = CopyingTask(seq_len=5, train_size=10, batch_size=10, val_size=10)
-    module = RecurrentModule(task.spec, family=family, hidden_size=8, grad_clip_norm=grad_clip_norm,
-                             family_args={"rho": 4} if family == "scornn" else {})
+    module = RecurrentModule(
+        task.spec,
+        family=family,
+        hidden_size=8,
+        grad_clip_norm=grad_clip_norm,
+        family_args={"rho": 4} if family == "scornn" else {},
+    )
     unscaled = module.objective.loss
     monkeypatch.setattr(module.objective, "loss", lambda *args: LOSS_SCALE * unscaled(*args))
     seen = _GradientNormSeen()
-    trainer = pl.Trainer(max_steps=1, logger=False, callbacks=[seen], accelerator="cpu", limit_val_batches=0,
-                         enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False)
+    trainer = pl.Trainer(
+        max_steps=1,
+        logger=False,
+        callbacks=[seen],
+        accelerator="cpu",
+        limit_val_batches=0,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+    )
     trainer.fit(module, datamodule=task)
     assert len(seen.norms) == 1  # one manual step, one hook call through Lightning's first optimizer
     return seen.norms[0]

@@ -3,6 +3,7 @@ the file, key or value and the fix; no traceback; readers create and change no s
 
 Cases that would hang or exhaust memory without their check (a YAML alias bomb, 10^8 layers, more CPU processes
 than cores) run as their own CLI process under a time and memory bound; the rest call `main([...])` here."""
+
 import errno
 import functools
 import os
@@ -19,14 +20,14 @@ import pytest
 import soundfile
 from alembic import command
 from sqlalchemy import create_engine, inspect, text
-
-from ortholab.db import Store
-from ortholab.db.lease import current_owner
-from ortholab.db.schema_version import alembic_config, head_revision
-from ortholab.cli.main import main
 from test_cli import DEMO, REPO, TINY
 from test_hostile_input import refusal, sentinel, snapshot  # noqa: F401 - sentinel: the shared store fixture
 from test_predict import ortholab as cli  # `ortholab ARGS` in this process: (exit code, stdout, stderr)
+
+from ortholab.cli.main import main
+from ortholab.db import Store
+from ortholab.db.lease import current_owner
+from ortholab.db.schema_version import alembic_config, head_revision
 
 QUIET = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
 
@@ -42,12 +43,19 @@ def one_line(code, err, *expected) -> str:
 def bounded(args, cwd, timeout=240, memory_gib=8):
     """`ortholab ARGS` as its own process (and process group) under a memory and time bound; a process still
     running at the timeout is killed with its children and reported as exit code None."""
+
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (memory_gib * 2**30, memory_gib * 2**30))
 
-    process = subprocess.Popen([sys.executable, "-c", "from ortholab.cli.main import main; main()", *args],
-                               cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               preexec_fn=limit, start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from ortholab.cli.main import main; main()", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=limit,
+        start_new_session=True,
+    )
     try:
         out, err = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -84,8 +92,9 @@ def fresh(trained, tmp_path):
 
 # readers never create a store ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("command", [["predict", "--run", "2"], ["evaluate-audio", "1"], ["report"]])
-def test_a_reader_on_a_mistyped_store_says_it_does_not_exist_and_creates_nothing(tmp_path, monkeypatch, capsys,
-                                                                                command):
+def test_a_reader_on_a_mistyped_store_says_it_does_not_exist_and_creates_nothing(
+    tmp_path, monkeypatch, capsys, command
+):
     monkeypatch.chdir(tmp_path)
     typo = tmp_path / "rnus" / "ortholab.db"
     line = one_line(*cli(capsys, *command, "--db", f"sqlite:///{typo}")[::2], "does not exist", str(typo))
@@ -132,8 +141,9 @@ def test_predict_on_a_run_still_training_uses_its_last_checkpoint(fresh, tmp_pat
     assert link["checkpoint"] == str((checkpoints / "last.ckpt").resolve()) and Path(link["predictions"]).is_file()
 
 
-def test_a_full_disk_while_writing_predictions_is_one_line_for_predict_and_leaves_no_part_file(fresh, tmp_path,
-                                                                                              monkeypatch, capsys):
+def test_a_full_disk_while_writing_predictions_is_one_line_for_predict_and_leaves_no_part_file(
+    fresh, tmp_path, monkeypatch, capsys
+):
     monkeypatch.chdir(tmp_path)
     db, source = fresh
     before = snapshot(db)
@@ -195,12 +205,18 @@ def store_at_0001(url: str) -> None:
     engine = create_engine(url)
     with engine.begin() as connection:
         command.upgrade(alembic_config(connection), "0001")
-        connection.execute(text("INSERT INTO runs (name, status, stage, created_at, heartbeat_at, main_metric_mode, "
-                                "hostname, world_size, tags) VALUES ('old', 'finished', 'fit', '2026-01-01', "
-                                "'2026-01-01', 'min', 'h', 1, '[]')"))
+        connection.execute(
+            text(
+                "INSERT INTO runs (name, status, stage, created_at, heartbeat_at, main_metric_mode, "
+                "hostname, world_size, tags) VALUES ('old', 'finished', 'fit', '2026-01-01', "
+                "'2026-01-01', 'min', 'h', 1, '[]')"
+            )
+        )
         for step, value in [(0, 3.0), (1, 2.0)]:
-            connection.execute(text("INSERT INTO metrics (run_id, key, step, value, wall_time) VALUES "
-                                    "(1, 'val/loss', :s, :v, 0)"), {"s": step, "v": value})
+            connection.execute(
+                text("INSERT INTO metrics (run_id, key, step, value, wall_time) VALUES (1, 'val/loss', :s, :v, 0)"),
+                {"s": step, "v": value},
+            )
     engine.dispose()
 
 
@@ -224,7 +240,7 @@ def upgrade_twice_at_once(url: str) -> list:
             codes.append(0)
         except SystemExit as done:
             codes.append(done.code)
-        except Exception as err:  # noqa: BLE001 - a traceback would be printed: recorded as a failure
+        except Exception as err:  # a traceback would be printed: recorded as a failure
             codes.append(repr(err))
 
     with pytest.MonkeyPatch.context() as patch:
@@ -325,8 +341,9 @@ SETTINGS = [  # (the flags, parts of the error line)
 
 
 @pytest.mark.parametrize("flags, expected", SETTINGS, ids=[s[0][0] + "=" + s[0][1][:6] for s in SETTINGS])
-def test_a_setting_beyond_the_machine_is_one_line_naming_the_key(sentinel, tmp_path, monkeypatch, capsys, flags,
-                                                                 expected):
+def test_a_setting_beyond_the_machine_is_one_line_naming_the_key(
+    sentinel, tmp_path, monkeypatch, capsys, flags, expected
+):
     db, _ = sentinel
     before = snapshot(db)
     monkeypatch.chdir(tmp_path)
@@ -336,17 +353,29 @@ def test_a_setting_beyond_the_machine_is_one_line_naming_the_key(sentinel, tmp_p
     assert snapshot(db) == before and written(tmp_path / "runs") == []
 
 
-@pytest.mark.parametrize("flags, expected", [
-    (["--model.num_layers", "100000000"], ["model.num_layers = 100000000", "at most 1024"]),
-    (["--trainer.accelerator", "cpu", "--trainer.devices", str((os.cpu_count() or 1) + 1)],
-     [f"trainer.devices = {(os.cpu_count() or 1) + 1} starts", f"this machine has {os.cpu_count() or 1} CPU core",
-      f"--trainer.devices {os.cpu_count() or 1} or fewer"]),
-], ids=["layers", "cpu-processes"])
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        (["--model.num_layers", "100000000"], ["model.num_layers = 100000000", "at most 1024"]),
+        (
+            ["--trainer.accelerator", "cpu", "--trainer.devices", str((os.cpu_count() or 1) + 1)],
+            [
+                f"trainer.devices = {(os.cpu_count() or 1) + 1} starts",
+                f"this machine has {os.cpu_count() or 1} CPU core",
+                f"--trainer.devices {os.cpu_count() or 1} or fewer",
+            ],
+        ),
+    ],
+    ids=["layers", "cpu-processes"],
+)
 def test_a_setting_that_would_hang_is_refused_before_anything_starts(sentinel, tmp_path, flags, expected):
     db, _ = sentinel
     before = snapshot(db)
-    done = bounded(["fit", "--config", DEMO, *TINY, *flags, "--db", db, "--runs_dir", str(tmp_path / "runs")],
-                   tmp_path, timeout=120)
+    done = bounded(
+        ["fit", "--config", DEMO, *TINY, *flags, "--db", db, "--runs_dir", str(tmp_path / "runs")],
+        tmp_path,
+        timeout=120,
+    )
     refusal(done, *expected)
     assert snapshot(db) == before and written(tmp_path / "runs") == []
 
@@ -360,11 +389,33 @@ def test_a_speech_recording_without_samples_is_named(sentinel, tmp_path, monkeyp
     empty = root / "3_ann_10.wav"  # a training recording (FSDD indices 10-49)
     soundfile.write(str(empty), np.zeros(0, dtype=np.float32), 8000, subtype="PCM_16")
     monkeypatch.chdir(tmp_path)
-    code, _, err = cli(capsys, "fit", "--config", REPO / "configs" / "demo" / "speech_fsdd_scornn.yaml", "--db", db,
-                       "--data.path", root, "--data.download", "false", "--data.cache_dir", "null",
-                       "--data.recordings_per_utterance", "2",
-                       "--model.hidden_size", "8", "--model.family_args.rho", "2", "--trainer.max_steps", "1",
-                       "--trainer.callbacks", "[]", "--runs_dir", tmp_path / "runs", *QUIET)
+    code, _, err = cli(
+        capsys,
+        "fit",
+        "--config",
+        REPO / "configs" / "demo" / "speech_fsdd_scornn.yaml",
+        "--db",
+        db,
+        "--data.path",
+        root,
+        "--data.download",
+        "false",
+        "--data.cache_dir",
+        "null",
+        "--data.recordings_per_utterance",
+        "2",
+        "--model.hidden_size",
+        "8",
+        "--model.family_args.rho",
+        "2",
+        "--trainer.max_steps",
+        "1",
+        "--trainer.callbacks",
+        "[]",
+        "--runs_dir",
+        tmp_path / "runs",
+        *QUIET,
+    )
     line = one_line(code, err, f"{empty} holds no samples", "remove it")
     after = snapshot(db)
     assert {run: after[run] for run in before} == before  # what was recorded is kept
@@ -376,8 +427,9 @@ def test_a_speech_recording_without_samples_is_named(sentinel, tmp_path, monkeyp
 def test_a_run_name_in_any_script_is_a_folder_name(sentinel, tmp_path, monkeypatch, capsys):
     db, _ = sentinel
     monkeypatch.chdir(tmp_path)
-    code, out, err = cli(capsys, "fit", "--config", DEMO, *TINY, "--name", "ρ-rün-✓", "--db", db,
-                         "--runs_dir", tmp_path / "runs")
+    code, out, err = cli(
+        capsys, "fit", "--config", DEMO, *TINY, "--name", "ρ-rün-✓", "--db", db, "--runs_dir", tmp_path / "runs"
+    )
     assert code == 0, err[-3000:]
     (run,) = [r for r in Store(db).list_runs() if r.name == "ρ-rün-✓"]
     assert Path(Store(db).get_run(run.id).run_dir).parent.name == "ρ-rün-✓"
@@ -410,7 +462,18 @@ def test_the_docs_list_every_commands_exit_codes():
 def test_a_sweep_ends_with_a_summary_line_a_script_reads(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "space.yaml").write_text("model.hidden_size: [6]\n")
-    code, out, err = cli(capsys, "sweep", "--config", DEMO, "--space", tmp_path / "space.yaml", "--trials", "1",
-                         "--db", f"sqlite:///{tmp_path / 's.db'}", *TINY)
+    code, out, err = cli(
+        capsys,
+        "sweep",
+        "--config",
+        DEMO,
+        "--space",
+        tmp_path / "space.yaml",
+        "--trials",
+        "1",
+        "--db",
+        f"sqlite:///{tmp_path / 's.db'}",
+        *TINY,
+    )
     assert code == 0, err[-3000:]
     assert out.strip().splitlines()[-1] == "sweep: 1 trials done, 0 failed, 0 pruned"

@@ -3,6 +3,7 @@ no traceback, and a sentinel store whose runs, points and artifacts are unchange
 
 The cases of the issue run by default; the further cases (`HOSTILE`, below) run each as its own CLI process too and
 are marked slow (`make test-slow`): about 20 s a process on the 2-core machine, most of it importing Lightning."""
+
 import hashlib
 import math
 import os
@@ -18,10 +19,10 @@ import pytest
 import scipy.io
 import torch
 import yaml
+from test_cli import DEMO, REPO, TINY
 
 from ortholab.db import Store
 from ortholab.models import ConfigError
-from test_cli import DEMO, REPO, TINY
 
 MUSIC = str(REPO / "configs" / "demo" / "music_jsb_lstm.yaml")
 SECRET = "s3cretpw"  # a database password that must appear in no output and no child's command line
@@ -44,18 +45,32 @@ def sentinel(tmp_path_factory):
 def snapshot(db):
     """Every run's status, steps and best, its points, and its artifacts with a digest of their bytes."""
     store = Store(db)
-    return {r.id: (r.status, r.steps, r.best,
-                   [(k, [(p.step, p.value) for p in store.metric_series(r.id, k)]) for k in store.metric_keys(r.id)],
-                   [(a.kind, a.name, a.step, hashlib.sha256(store.artifact_data(a.id)).hexdigest())
-                    for a in store.artifacts(r.id)]) for r in store.list_runs()}
+    return {
+        r.id: (
+            r.status,
+            r.steps,
+            r.best,
+            [(k, [(p.step, p.value) for p in store.metric_series(r.id, k)]) for k in store.metric_keys(r.id)],
+            [
+                (a.kind, a.name, a.step, hashlib.sha256(store.artifact_data(a.id)).hexdigest())
+                for a in store.artifacts(r.id)
+            ],
+        )
+        for r in store.list_runs()
+    }
 
 
 def files(folder):
-    return {"empty.yaml": b"", "list.yaml": b"- model\n- data\n", "binary.yaml": bytes(range(256)) * 4,
-            "tabs.yaml": b"model:\n\tfamily: scornn\n", "png.yaml": b"\x89PNG\r\n\x1a\n" + bytes(64),
-            "negative_lr.yaml": b"model:\n  optimizers:\n    default: {name: adam, lr: -0.01}\n",
-            "nan_lr.yaml": b"model:\n  optimizers:\n    default: {name: rmsprop_tf, lr: .nan}\n",
-            "text_lr.yaml": b"model:\n  optimizers:\n    default: {name: adam, lr: fast}\n"}
+    return {
+        "empty.yaml": b"",
+        "list.yaml": b"- model\n- data\n",
+        "binary.yaml": bytes(range(256)) * 4,
+        "tabs.yaml": b"model:\n\tfamily: scornn\n",
+        "png.yaml": b"\x89PNG\r\n\x1a\n" + bytes(64),
+        "negative_lr.yaml": b"model:\n  optimizers:\n    default: {name: adam, lr: -0.01}\n",
+        "nan_lr.yaml": b"model:\n  optimizers:\n    default: {name: rmsprop_tf, lr: .nan}\n",
+        "text_lr.yaml": b"model:\n  optimizers:\n    default: {name: adam, lr: fast}\n",
+    }
 
 
 CASES = [
@@ -70,8 +85,10 @@ CASES = [
     (["--config", DEMO, *TINY, "--name", "two\nlines"], "a run name is one folder name"),
     (["--config", DEMO, *TINY, "--trainer.val_check_interval", "0"], "trainer.val_check_interval = 0 must be positive"),
     (["--config", DEMO, *TINY, "--trainer.max_steps", "-5"], "`max_steps` must be a non-negative integer"),
-    (["--config", DEMO, "--config", "{folder}/negative_lr.yaml", *TINY],
-     "model.optimizers.default.lr = -0.01 must be a positive finite number"),
+    (
+        ["--config", DEMO, "--config", "{folder}/negative_lr.yaml", *TINY],
+        "model.optimizers.default.lr = -0.01 must be a positive finite number",
+    ),
     (["--config", DEMO, "--config", "{folder}/nan_lr.yaml", *TINY], "lr = nan must be a positive finite number"),
     (["--config", DEMO, "--config", "{folder}/text_lr.yaml", *TINY], "lr = 'fast' must be a positive finite number"),
 ]
@@ -84,22 +101,34 @@ def test_hostile_input_is_one_line_and_touches_nothing(sentinel, args, expected)
         (folder / name).write_bytes(content)
     before = snapshot(db)
     argv = [a.replace("{folder}", str(folder)) for a in args]
-    done = subprocess.run([sys.executable, "-c", "from ortholab.cli.main import main; main()", "fit", *argv, "--db", db],
-                          cwd=folder, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", "from ortholab.cli.main import main; main()", "fit", *argv, "--db", db],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     (line,) = [line for line in done.stderr.splitlines() if line.startswith("ortholab: error:")]
     assert expected in line, line
     assert "accelerator" not in line  # no hint about devices for a setting that has nothing to do with them
     assert snapshot(db) == before
-    assert not (folder.parent / "escape").exists() and not [p for p in folder.rglob("*") if p.is_file()
-                                                            and p.suffix in (".ckpt", ".yaml") and "runs" in p.parts]
+    assert not (folder.parent / "escape").exists() and not [
+        p for p in folder.rglob("*") if p.is_file() and p.suffix in (".ckpt", ".yaml") and "runs" in p.parts
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # More hostile input, each a CLI process of its own (slow): the issue's remaining cases and our own.
 def ortholab(args, cwd, env=None, timeout=300):
-    return subprocess.run([sys.executable, "-c", "from ortholab.cli.main import main; main()", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-c", "from ortholab.cli.main import main; main()", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def refusal(done, *expected, forbidden=(SECRET,)):
@@ -150,10 +179,10 @@ def hostile_files(folder: Path) -> None:
         "badkey_space.yaml": "hidden_size: [4, 8]\n",
         "failing_space.yaml": "model.hidden_size: [-3]\n",
         "lambda.yaml": "trainer:\n  callbacks:\n    - class_path: lightning.pytorch.callbacks.LambdaCallback\n"
-                       "      init_args: {on_fit_start: builtins.print}\n",
+        "      init_args: {on_fit_start: builtins.print}\n",
         "this.yaml": "data:\n  class_path: this.Zen\n",
         "backbone.yaml": "trainer:\n  callbacks:\n    - class_path: lightning.pytorch.callbacks.BackboneFinetuning\n"
-                         "      init_args: {lambda_func: lightning.pytorch.callbacks.finetuning.multiplicative}\n",
+        "      init_args: {lambda_func: lightning.pytorch.callbacks.finetuning.multiplicative}\n",
         "pytag.yaml": 'model:\n  hidden_size: !!python/object/apply:os.system ["touch pwned"]\n',
     }
     for name, text in texts.items():
@@ -169,48 +198,97 @@ SWEEP = ["sweep", "--config", DEMO, "--trials", "1", "--db", "{db}"]
 
 HOSTILE = [  # (id, argv, parts of the error line)
     # the issue's cases -------------------------------------------------------------------------------------------
-    ("base-task", [*FIT, "--data.class_path", "datamodules.base.TaskDataModule"],
-     ["data.class_path = 'ortholab.datamodules.base.TaskDataModule' is a base class, not a task",
-      "datamodules.CopyingTask"]),
+    (
+        "base-task",
+        [*FIT, "--data.class_path", "datamodules.base.TaskDataModule"],
+        [
+            "data.class_path = 'ortholab.datamodules.base.TaskDataModule' is a base class, not a task",
+            "datamodules.CopyingTask",
+        ],
+    ),
     ("ckpt-missing", [*FIT, "--ckpt_path", "{folder}/nothing.ckpt"], ["--ckpt_path", "nothing.ckpt: no such file"]),
     ("ckpt-folder", [*FIT, "--ckpt_path", "{folder}/checkpoints_only"], ["checkpoints_only is a folder", "last.ckpt"]),
     ("mat-0-bytes", [*MUSIC_FIT, "--data.path", "{folder}/empty.mat"], ["empty.mat is empty (0 bytes)"]),
-    *[(f"roll-{name}", [*MUSIC_FIT, "--data.path", f"{{folder}}/roll_{name}.mat"],
-       [f"roll_{name}.mat: traindata piece 0 holds", "at step 2, key 40", "0 (silent) or 1 (sounding)"])
-      for name in ROLL_VALUES],
-    ("rmsprop-tf-negative-lr", [*FIT, "--model.optimizers.recurrent.lr", "-1.0e-3"],
-     ["model.optimizers.recurrent.lr = -0.001 must be a positive finite number"]),
-    ("rmsprop-tf-text-lr", [*FIT, "--model.optimizers.other.lr", "fast"],
-     ["model.optimizers.other.lr = 'fast' must be a positive finite number"]),
-    ("adam-nan-lr", [*FIT, "--model.optimizers", "{default: {name: adam, lr: .nan}}"],
-     ["model.optimizers.default.lr = nan"]),
-    ("adam-betas", [*FIT, "--model.optimizers", "{default: {name: adam, lr: 1.0e-3, betas: [2, 0.9]}}"],
-     ["model.optimizers.default", "optimizer 'adam' refuses it (Invalid beta parameter at index 0: 2)"]),
-    ("budget-too-small", [*FIT, "--model.hidden_size", "auto", "--model.param_budget", "10"],
-     ["model.param_budget = 10 is below the smallest 'scornn' model", "give model.param_budget >= "]),
-    ("space-python-tag", [*SWEEP, "--space", "{folder}/tag_space.yaml"],
-     ["tag_space.yaml: not valid YAML at line 1", "python/object/apply:os.system"]),
-    ("crafted-checkpoint", ["evaluate-audio", "{run}", "--db", "{db}", "--checkpoint", "{folder}/crafted.ckpt"],
-     ["--checkpoint", "crafted.ckpt: cannot be read as a checkpoint of weights", "refused, not run"]),
-    ("lambda-callback", [*FIT, "--config", "{folder}/lambda.yaml"],
-     ["trainer.callbacks names 'lightning.pytorch.callbacks.LambdaCallback', which a config may not import"]),
-    ("import-side-effect", [*FIT, "--config", "{folder}/this.yaml"],
-     ["data.class_path names 'this.Zen', which a config may not import"]),
-    ("callable-value", [*FIT, "--config", "{folder}/backbone.yaml"],
-     ["trainer.callbacks.0.init_args.lambda_func", "may not name a function"]),
+    *[
+        (
+            f"roll-{name}",
+            [*MUSIC_FIT, "--data.path", f"{{folder}}/roll_{name}.mat"],
+            [f"roll_{name}.mat: traindata piece 0 holds", "at step 2, key 40", "0 (silent) or 1 (sounding)"],
+        )
+        for name in ROLL_VALUES
+    ],
+    (
+        "rmsprop-tf-negative-lr",
+        [*FIT, "--model.optimizers.recurrent.lr", "-1.0e-3"],
+        ["model.optimizers.recurrent.lr = -0.001 must be a positive finite number"],
+    ),
+    (
+        "rmsprop-tf-text-lr",
+        [*FIT, "--model.optimizers.other.lr", "fast"],
+        ["model.optimizers.other.lr = 'fast' must be a positive finite number"],
+    ),
+    (
+        "adam-nan-lr",
+        [*FIT, "--model.optimizers", "{default: {name: adam, lr: .nan}}"],
+        ["model.optimizers.default.lr = nan"],
+    ),
+    (
+        "adam-betas",
+        [*FIT, "--model.optimizers", "{default: {name: adam, lr: 1.0e-3, betas: [2, 0.9]}}"],
+        ["model.optimizers.default", "optimizer 'adam' refuses it (Invalid beta parameter at index 0: 2)"],
+    ),
+    (
+        "budget-too-small",
+        [*FIT, "--model.hidden_size", "auto", "--model.param_budget", "10"],
+        ["model.param_budget = 10 is below the smallest 'scornn' model", "give model.param_budget >= "],
+    ),
+    (
+        "space-python-tag",
+        [*SWEEP, "--space", "{folder}/tag_space.yaml"],
+        ["tag_space.yaml: not valid YAML at line 1", "python/object/apply:os.system"],
+    ),
+    (
+        "crafted-checkpoint",
+        ["evaluate-audio", "{run}", "--db", "{db}", "--checkpoint", "{folder}/crafted.ckpt"],
+        ["--checkpoint", "crafted.ckpt: cannot be read as a checkpoint of weights", "refused, not run"],
+    ),
+    (
+        "lambda-callback",
+        [*FIT, "--config", "{folder}/lambda.yaml"],
+        ["trainer.callbacks names 'lightning.pytorch.callbacks.LambdaCallback', which a config may not import"],
+    ),
+    (
+        "import-side-effect",
+        [*FIT, "--config", "{folder}/this.yaml"],
+        ["data.class_path names 'this.Zen', which a config may not import"],
+    ),
+    (
+        "callable-value",
+        [*FIT, "--config", "{folder}/backbone.yaml"],
+        ["trainer.callbacks.0.init_args.lambda_func", "may not name a function"],
+    ),
     ("callable-on-command-line", [*FIT, "--trainer.callbacks+=builtins.print"], ["names 'builtins.print'"]),
     # our own: the model and its options --------------------------------------------------------------------------
     ("unknown-family", [*FIT, "--model.family", "scorn"], ["model.family = 'scorn' is not a registered family"]),
-    ("family-args-a-list", [*FIT, "--model.family_args", "[1, 2]"],
-     ["model.family_args = '[1, 2]': expected a mapping"]),
+    (
+        "family-args-a-list",
+        [*FIT, "--model.family_args", "[1, 2]"],
+        ["model.family_args = '[1, 2]': expected a mapping"],
+    ),
     ("family-arg-wrong-type", [*FIT, "--model.family_args", "{rho: many}"], ["model.family_args.rho", "'many'"]),
-    ("family-arg-class-path", [*FIT, "--model.family_args", "{rho: {class_path: builtins.print}}"],
-     ["model.family_args.rho"]),
+    (
+        "family-arg-class-path",
+        [*FIT, "--model.family_args", "{rho: {class_path: builtins.print}}"],
+        ["model.family_args.rho"],
+    ),
     ("hidden-size-0", [*FIT, "--model.hidden_size", "0"], ["model.hidden_size must be a positive integer, got 0"]),
     ("hidden-size-fraction", [*FIT, "--model.hidden_size", "8.5"], ["model.hidden_size = '8.5'"]),
-    ("hidden-size-huge", [*FIT, "--model.hidden_size", "10000000"],
-     ["not enough memory", "lower model.hidden_size"]),
-    ("negative-clip-norm", [*FIT, "--model.grad_clip_norm", "-1"], ["model.grad_clip_norm = -1.0 must be a positive finite number"]),
+    ("hidden-size-huge", [*FIT, "--model.hidden_size", "10000000"], ["not enough memory", "lower model.hidden_size"]),
+    (
+        "negative-clip-norm",
+        [*FIT, "--model.grad_clip_norm", "-1"],
+        ["model.grad_clip_norm = -1.0 must be a positive finite number"],
+    ),
     ("config-python-tag", [*FIT, "--config", "{folder}/pytag.yaml"], ["pytag.yaml: not valid YAML"]),
     ("config-missing", [*FIT, "--config", "{folder}/nowhere.yaml"], ["nowhere.yaml: no such file"]),
     ("config-a-folder", [*FIT, "--config", "{folder}/checkpoints_only"], ["checkpoints_only: not a file"]),
@@ -220,11 +298,17 @@ HOSTILE = [  # (id, argv, parts of the error line)
     ("seq-len-0", [*FIT, "--data.seq_len", "0"], ["data.seq_len must be a positive integer, got 0"]),
     ("train-size-0", [*FIT, "--data.train_size", "0"], ["data.train_size must be a positive integer"]),
     ("missing-data-path", [*MUSIC_FIT, "--data.path", "{folder}/nowhere.mat"], ["nowhere.mat", "does not exist"]),
-    ("pickle-fractional-note", [*MUSIC_FIT, "--data.path", "{folder}/notes.pickle"],
-     ["notes.pickle holds the note 60.5"]),
+    (
+        "pickle-fractional-note",
+        [*MUSIC_FIT, "--data.path", "{folder}/notes.pickle"],
+        ["notes.pickle holds the note 60.5"],
+    ),
     # the run: names, tags, resume, folders -----------------------------------------------------------------------
-    ("unicode-name-with-separator", [*FIT, "--name", "ünï/cödé"],  # letters of any script are a name (issue 47)
-     ["--name 'ünï/cödé': a run name is one folder name"]),
+    (
+        "unicode-name-with-separator",
+        [*FIT, "--name", "ünï/cödé"],  # letters of any script are a name (issue 47)
+        ["--name 'ünï/cödé': a run name is one folder name"],
+    ),
     ("tags-not-json", [*FIT, "--tags", "[unclosed"], ["tags = '[unclosed': expected a list"]),
     ("resume-unknown-id", ["fit", "--resume", "999", "--db", "{db}"], ["No run with id 999"]),
     ("resume-not-fit", ["validate", "--resume", "{run}", "--db", "{db}"], ["use `ortholab fit --resume"]),
@@ -237,8 +321,11 @@ HOSTILE = [  # (id, argv, parts of the error line)
     ("db-upgrade-unreachable", ["db", "upgrade", "--db", UNREACHABLE], [":***@127.0.0.1:9/runs"]),
     ("runs-unreachable", ["runs", "--db", UNREACHABLE], [":***@"]),
     ("sweep-unreachable", [*SWEEP[:-1], UNREACHABLE, "--space", "{folder}/failing_space.yaml"], [":***@"]),
-    ("db-at-in-password", [*FIT[:-1], f"postgresql://u:{SECRET}@x@127.0.0.1:9/runs"],
-     ["the password holds an '@'; percent-encode it as %40"]),
+    (
+        "db-at-in-password",
+        [*FIT[:-1], f"postgresql://u:{SECRET}@x@127.0.0.1:9/runs"],
+        ["the password holds an '@'; percent-encode it as %40"],
+    ),
     ("db-port-text", [*FIT[:-1], f"postgresql://u:{SECRET}@host:port/runs"], ["not a database URL"]),
     # the other commands ------------------------------------------------------------------------------------------
     ("unknown-command", ["frobnicate"], ["unknown command 'frobnicate'"]),
@@ -249,13 +336,32 @@ HOSTILE = [  # (id, argv, parts of the error line)
     ("space-mapping-choices", [*SWEEP, "--space", "{folder}/dicts_space.yaml"], ["model.family_args.<option>"]),
     ("space-not-a-key", [*SWEEP, "--space", "{folder}/badkey_space.yaml"], ["'hidden_size' is not a config key"]),
     ("sweep-0-trials", [*SWEEP[:4], "0", "--db", "{db}", "--space", "{folder}/empty_space.yaml"], ["--trials 0"]),
-    ("sweep-config-missing", ["sweep", "--config", "{folder}/nowhere.yaml", "--space", "{folder}/failing_space.yaml",
-                              "--trials", "1", "--db", "{db}"], ["nowhere.yaml: no such file"]),
-    ("audio-of-a-copying-run", ["evaluate-audio", "{run}", "--db", "{db}", "--checkpoint", "last"],
-     ["audio evaluation needs the speech task"]),
+    (
+        "sweep-config-missing",
+        [
+            "sweep",
+            "--config",
+            "{folder}/nowhere.yaml",
+            "--space",
+            "{folder}/failing_space.yaml",
+            "--trials",
+            "1",
+            "--db",
+            "{db}",
+        ],
+        ["nowhere.yaml: no such file"],
+    ),
+    (
+        "audio-of-a-copying-run",
+        ["evaluate-audio", "{run}", "--db", "{db}", "--checkpoint", "last"],
+        ["audio evaluation needs the speech task"],
+    ),
     ("audio-unknown-run", ["evaluate-audio", "999", "--db", "{db}"], ["No run with id 999"]),
-    ("audio-negative-utterances", ["evaluate-audio", "{run}", "--db", "{db}", "--utterances", "-1"],
-     ["--utterances -1"]),
+    (
+        "audio-negative-utterances",
+        ["evaluate-audio", "{run}", "--db", "{db}", "--utterances", "-1"],
+        ["--utterances -1"],
+    ),
     ("dashboard-port", ["dashboard", "--port", "70000", "--db", "{db}"], ["--port 70000"]),
     ("bench-batches-text", ["bench", "--batches", "x", "--families", "lstm"], ["--batches 'x'"]),
     ("report-unknown-table", ["report", "nosuch", "--db", "{db}"], ["no published table 'nosuch'"]),
@@ -269,8 +375,9 @@ def trained(tmp_path_factory):
     the hostile cases name."""
     folder = tmp_path_factory.mktemp("trained")
     db = f"sqlite:///{folder / 'store.db'}"
-    done = ortholab([a.replace("{db}", db) for a in FIT] + ["--runs_dir", str(folder / "runs"), "--name", "kept"],
-                    folder)
+    done = ortholab(
+        [a.replace("{db}", db) for a in FIT] + ["--runs_dir", str(folder / "runs"), "--name", "kept"], folder
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     (run,) = Store(db).list_runs()
     hostile_files(folder)
@@ -303,8 +410,9 @@ def test_resume_checks_the_stored_config_again(trained):
     stored = Path(Store(db).get_run(run_id).run_dir) / "config.yaml"
     original = stored.read_text()
     config = yaml.safe_load(original)
-    config["trainer"]["callbacks"] = [{"class_path": "lightning.pytorch.callbacks.LambdaCallback",
-                                       "init_args": {"on_fit_start": "builtins.print"}}]
+    config["trainer"]["callbacks"] = [
+        {"class_path": "lightning.pytorch.callbacks.LambdaCallback", "init_args": {"on_fit_start": "builtins.print"}}
+    ]
     before = snapshot(db)
     try:
         stored.write_text(yaml.safe_dump(config))
@@ -320,8 +428,12 @@ def mount_tmpfs(folder: Path, size: str) -> bool:
     folder.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0:
         return False
-    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-                          capture_output=True).returncode == 0
+    return (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True
+        ).returncode
+        == 0
+    )
 
 
 @pytest.mark.slow
@@ -358,22 +470,38 @@ def test_a_disk_that_fills_during_training_is_one_line_and_no_partial_checkpoint
     db, folder, _ = trained
     tiny = tmp_path / "tiny"
     mounted = mount_tmpfs(tiny, "1m")
-    (folder / "fill.yaml").write_text(yaml.safe_dump({"trainer": {"callbacks": [{
-        "class_path": "hostile_faults.FillDisk",
-        "init_args": {"folder": str(tiny), "step": 1, "simulate": not mounted}}]}}))
+    (folder / "fill.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "trainer": {
+                    "callbacks": [
+                        {
+                            "class_path": "hostile_faults.FillDisk",
+                            "init_args": {"folder": str(tiny), "step": 1, "simulate": not mounted},
+                        }
+                    ]
+                }
+            }
+        )
+    )
     before = snapshot(db)
-    env = {"ORTHOLAB_CONFIG_MODULES": "hostile_faults",
-           "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        "ORTHOLAB_CONFIG_MODULES": "hostile_faults",
+        "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]),
+    }
     try:
-        done = ortholab([*fill(FIT, db, folder, 0), "--config", str(folder / "fill.yaml"), "--runs_dir", str(tiny)],
-                        cwd=folder, env=env)
-        checkpoints = [p for p in tiny.rglob("*") if p.is_file() and (p.suffix in (".ckpt", ".tmp") or ".ckpt." in
-                                                                     p.name)]
+        done = ortholab(
+            [*fill(FIT, db, folder, 0), "--config", str(folder / "fill.yaml"), "--runs_dir", str(tiny)],
+            cwd=folder,
+            env=env,
+        )
+        checkpoints = [
+            p for p in tiny.rglob("*") if p.is_file() and (p.suffix in (".ckpt", ".tmp") or ".ckpt." in p.name)
+        ]
     finally:
         if mounted:
             subprocess.run(["umount", str(tiny)])
-    line = refusal(done, "cannot write the checkpoint", "best-step3.ckpt", "No space left on device",
-                   "--resume")
+    refusal(done, "cannot write the checkpoint", "best-step3.ckpt", "No space left on device", "--resume")
     assert checkpoints == []  # neither a half-written checkpoint nor a temporary file is left
     after = snapshot(db)
     assert {run: after[run] for run in before} == before  # what was recorded before is untouched
@@ -387,10 +515,29 @@ def test_a_disk_that_fills_during_training_is_one_line_and_no_partial_checkpoint
 def test_a_sweep_whose_trials_all_fail_exits_2_with_the_first_reason(trained):
     db, folder, _ = trained
     before = snapshot(db)
-    done = ortholab(["sweep", "--config", DEMO, "--space", str(folder / "failing_space.yaml"), "--trials", "2",
-                     "--name", "doomed", "--db", db, *TINY], cwd=folder, timeout=600)
-    line = refusal(done, "sweep doomed: none of its 2 trials completed; the first failure: trial doomed-t0 failed:",
-                   "model.hidden_size must be a positive integer, got -3")
+    done = ortholab(
+        [
+            "sweep",
+            "--config",
+            DEMO,
+            "--space",
+            str(folder / "failing_space.yaml"),
+            "--trials",
+            "2",
+            "--name",
+            "doomed",
+            "--db",
+            db,
+            *TINY,
+        ],
+        cwd=folder,
+        timeout=600,
+    )
+    line = refusal(
+        done,
+        "sweep doomed: none of its 2 trials completed; the first failure: trial doomed-t0 failed:",
+        "model.hidden_size must be a positive integer, got -3",
+    )
     assert "Trial 0 failed with value nan" in done.stderr and "trial doomed-t1 failed" in done.stderr
     assert snapshot(db) == before, line
 
@@ -403,9 +550,24 @@ def test_the_dashboard_on_all_interfaces_warns_that_it_has_no_authentication(tra
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-c", "from ortholab.cli.main import main; main()", "dashboard",
-                               "--host", "0.0.0.0", "--port", str(port), "--db", db], cwd=folder,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from ortholab.cli.main import main; main()",
+            "dashboard",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(port),
+            "--db",
+            db,
+        ],
+        cwd=folder,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     import threading
 
     guard = threading.Timer(120, server.kill)  # a server that never warns ends the read instead of the test run
@@ -420,8 +582,9 @@ def test_the_dashboard_on_all_interfaces_warns_that_it_has_no_authentication(tra
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
-    assert warning.startswith("warning: --host 0.0.0.0 opens the dashboard to the network, and it has no "
-                              "authentication"), warning
+    assert warning.startswith(
+        "warning: --host 0.0.0.0 opens the dashboard to the network, and it has no authentication"
+    ), warning
     assert f"port {port}" in warning and "--host 127.0.0.1" in warning
 
 
@@ -456,9 +619,16 @@ def test_a_postgres_password_is_in_no_output_and_on_no_command_line(tmp_path):
         watcher = threading.Thread(target=watch_command_lines, daemon=True)
         watcher.start()
         try:
-            outputs = [ortholab(args, cwd=tmp_path, env=env, timeout=600) for args in (
-                ["db", "upgrade"], ["db", "version"], ["fit", "--config", DEMO, *TINY], ["runs"],
-                ["sweep", "--config", DEMO, "--space", str(tmp_path / "space.yaml"), "--trials", "1", *TINY])]
+            outputs = [
+                ortholab(args, cwd=tmp_path, env=env, timeout=600)
+                for args in (
+                    ["db", "upgrade"],
+                    ["db", "version"],
+                    ["fit", "--config", DEMO, *TINY],
+                    ["runs"],
+                    ["sweep", "--config", DEMO, "--space", str(tmp_path / "space.yaml"), "--trials", "1", *TINY],
+                )
+            ]
         finally:
             stop.set()
             watcher.join()
@@ -471,14 +641,17 @@ def test_a_postgres_password_is_in_no_output_and_on_no_command_line(tmp_path):
 
 # ---------------------------------------------------------------------------------------------------------------------
 # The same defences, checked in this process (fast, run by default).
-@pytest.mark.parametrize("text, shown", [
-    (f"postgresql://u:{SECRET}@h:5432/db", "postgresql://u:***@h:5432/db"),
-    (f"postgresql+psycopg://u:p@{SECRET}@h/db", "postgresql+psycopg://u:***@h/db"),  # an unencoded '@' in it
-    (f"mysql://u:pw@h/db?password={SECRET}&x=1", "mysql://u:***@h/db?password=***&x=1"),
-    ("sqlite:////abs/runs.db and sqlite:///rel.db", "sqlite:////abs/runs.db and sqlite:///rel.db"),
-])
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        (f"postgresql://u:{SECRET}@h:5432/db", "postgresql://u:***@h:5432/db"),
+        (f"postgresql+psycopg://u:p@{SECRET}@h/db", "postgresql+psycopg://u:***@h/db"),  # an unencoded '@' in it
+        (f"mysql://u:pw@h/db?password={SECRET}&x=1", "mysql://u:***@h/db?password=***&x=1"),
+        ("sqlite:////abs/runs.db and sqlite:///rel.db", "sqlite:////abs/runs.db and sqlite:///rel.db"),
+    ],
+)
 def test_every_url_is_printed_with_its_password_masked(text, shown):
-    from ortholab.db.masking import mask_secrets, mask_url, passwords_in
+    from ortholab.db.masking import mask_url, passwords_in
 
     assert mask_url(text) == shown
     assert any(SECRET in password for password in passwords_in(text)) or SECRET not in text
@@ -488,16 +661,19 @@ def test_a_known_password_is_masked_wherever_a_message_quotes_it(monkeypatch):
     from ortholab.db.masking import known_passwords, mask_secrets
 
     url = f"postgresql://u:{SECRET}@h/db"
-    monkeypatch.setenv("ORTHOLAB_DB", f"postgresql://v:other-secret@h/db")
+    monkeypatch.setenv("ORTHOLAB_DB", "postgresql://v:other-secret@h/db")
     known = known_passwords(["runs", "--db", url])
     assert sorted(known) == ["other-secret", SECRET]
     assert mask_secrets(f"server said: password {SECRET} refused", known) == "server said: password *** refused"
 
 
-@pytest.mark.parametrize("url, expected", [
-    ("postgresql://u:p@ss@h/db", "the password holds an '@'; percent-encode it as %40"),
-    ("postgresql://u:pw@h:port/db", "not a database URL"),
-])
+@pytest.mark.parametrize(
+    "url, expected",
+    [
+        ("postgresql://u:p@ss@h/db", "the password holds an '@'; percent-encode it as %40"),
+        ("postgresql://u:pw@h:port/db", "not a database URL"),
+    ],
+)
 def test_a_url_whose_password_would_be_misread_is_refused_masked(url, expected):
     from ortholab.db.masking import check_db_url
 
@@ -544,14 +720,17 @@ def test_every_optimizer_refuses_a_bad_learning_rate_by_its_key(value):
             check_optimizer_spec({"name": name, "lr": value}, "model.optimizers.other")
 
 
-@pytest.mark.parametrize("spec, expected", [
-    ({"name": "adam", "betas": [2, 0.9]}, "Invalid beta parameter"),
-    ({"name": "sgd", "lr": 0.1, "momentum": math.nan}, "model.optimizers.g.momentum = nan must be finite"),
-    ({"name": "adam", "eps": "x"}, "optimizer 'adam' refuses it"),
-    ({"name": "rmsprop_tf", "decay": 5}, "model.optimizers.g.decay = 5 must lie in [0, 1]"),
-    ({"name": "sgd", "lr": 0.1, "nesterov": True}, "Nesterov momentum requires a momentum"),
-    ({"name": "adamw", "weight_decay": -1}, "Invalid weight_decay value"),
-])
+@pytest.mark.parametrize(
+    "spec, expected",
+    [
+        ({"name": "adam", "betas": [2, 0.9]}, "Invalid beta parameter"),
+        ({"name": "sgd", "lr": 0.1, "momentum": math.nan}, "model.optimizers.g.momentum = nan must be finite"),
+        ({"name": "adam", "eps": "x"}, "optimizer 'adam' refuses it"),
+        ({"name": "rmsprop_tf", "decay": 5}, "model.optimizers.g.decay = 5 must lie in [0, 1]"),
+        ({"name": "sgd", "lr": 0.1, "nesterov": True}, "Nesterov momentum requires a momentum"),
+        ({"name": "adamw", "weight_decay": -1}, "Invalid weight_decay value"),
+    ],
+)
 def test_an_optimizer_option_torch_refuses_is_named_before_training(spec, expected):
     from ortholab.models.optimizers import check_optimizer_spec
 
@@ -602,9 +781,19 @@ def test_a_budget_too_small_for_any_model_names_the_smallest_that_works():
         hidden_size_for_budget("ornn", 10, 2, 1, {"num_reflections": 16})
 
 
-@pytest.mark.parametrize("host, warns", [("0.0.0.0", True), ("::", True), ("192.168.1.5", True),
-                                         ("myhost.example", True), ("127.0.0.1", False), ("localhost", False),
-                                         ("::1", False), ("127.0.0.2", False)])
+@pytest.mark.parametrize(
+    "host, warns",
+    [
+        ("0.0.0.0", True),
+        ("::", True),
+        ("192.168.1.5", True),
+        ("myhost.example", True),
+        ("127.0.0.1", False),
+        ("localhost", False),
+        ("::1", False),
+        ("127.0.0.2", False),
+    ],
+)
 def test_the_dashboard_warns_when_it_listens_beyond_this_machine(sentinel, monkeypatch, capsys, host, warns):
     from ortholab.app import launch
 

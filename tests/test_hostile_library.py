@@ -1,6 +1,7 @@
 """Hostile input to the library and the Runs page's filter (issue 47): `ortholab.nn`'s layers, `ortholab.db.frames`
 and `training.api.fit` refuse what they cannot use in one line naming the argument (as torch.nn.RNN does), and the
 filter expression refuses what is too long or nested too deep at once, with its other errors' one line."""
+
 import time
 from pathlib import Path
 
@@ -25,16 +26,19 @@ def one_line(error: BaseException) -> str:
 
 
 # ---- the layers' arguments -------------------------------------------------------------------------------------
-@pytest.mark.parametrize("layer, args, error, message", [
-    (onn.ScoRNN, (3, 16.5), TypeError, "ScoRNN: hidden_size should be of type int, got 16.5 (float)"),
-    (onn.LSTM, (3, "16"), TypeError, "LSTM: hidden_size should be of type int, got '16' (str)"),
-    (onn.ScoRNN, (3, True), TypeError, "ScoRNN: hidden_size should be of type int, got True (bool)"),
-    (onn.ScoRNN, ("3", 16), TypeError, "ScoRNN: input_size should be of type int, got '3' (str)"),
-    (onn.LSTM, (3, 16, 1.5), TypeError, "LSTM: num_layers should be of type int, got 1.5 (float)"),
-    (onn.ScoRNN, (3, 0), ValueError, "ScoRNN: hidden_size must be greater than zero, got 0"),
-    (onn.ScoRNN, (-1, 16), ValueError, "ScoRNN: input_size must be greater than zero, got -1"),
-    (onn.LSTM, (3, 16, 0), ValueError, "LSTM: num_layers must be greater than zero, got 0"),
-])
+@pytest.mark.parametrize(
+    "layer, args, error, message",
+    [
+        (onn.ScoRNN, (3, 16.5), TypeError, "ScoRNN: hidden_size should be of type int, got 16.5 (float)"),
+        (onn.LSTM, (3, "16"), TypeError, "LSTM: hidden_size should be of type int, got '16' (str)"),
+        (onn.ScoRNN, (3, True), TypeError, "ScoRNN: hidden_size should be of type int, got True (bool)"),
+        (onn.ScoRNN, ("3", 16), TypeError, "ScoRNN: input_size should be of type int, got '3' (str)"),
+        (onn.LSTM, (3, 16, 1.5), TypeError, "LSTM: num_layers should be of type int, got 1.5 (float)"),
+        (onn.ScoRNN, (3, 0), ValueError, "ScoRNN: hidden_size must be greater than zero, got 0"),
+        (onn.ScoRNN, (-1, 16), ValueError, "ScoRNN: input_size must be greater than zero, got -1"),
+        (onn.LSTM, (3, 16, 0), ValueError, "LSTM: num_layers must be greater than zero, got 0"),
+    ],
+)
 def test_a_layer_names_the_size_it_cannot_use(layer, args, error, message):
     with pytest.raises(error) as raised:
         layer(*args)
@@ -50,8 +54,12 @@ def test_a_layer_takes_numpy_ints_as_sizes():
 # ---- the layers' input and h0 ------------------------------------------------------------------------------------
 def _state(layer, batch, dtype=torch.float32, device="cpu"):
     """A zero h0 in the layer's format whose first part (h) has `dtype` and `device`, the others float32."""
-    parts = [torch.zeros(layer.num_layers, batch, size, dtype=dtype if k == 0 else torch.float32,
-                         device=device if k == 0 else "cpu") for k, size in enumerate(layer.state_size.values())]
+    parts = [
+        torch.zeros(
+            layer.num_layers, batch, size, dtype=dtype if k == 0 else torch.float32, device=device if k == 0 else "cpu"
+        )
+        for k, size in enumerate(layer.state_size.values())
+    ]
     return parts[0] if len(parts) == 1 else tuple(parts)
 
 
@@ -138,19 +146,28 @@ def twelve_runs(tmp_path_factory):
     return db
 
 
-@pytest.mark.parametrize("read", [lambda db: frames.metrics(999, db=db), lambda db: frames.metrics([12, 999], db=db),
-                                  lambda db: frames.artifacts(999, db=db)],
-                         ids=["metrics", "metrics-list", "artifacts"])
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda db: frames.metrics(999, db=db),
+        lambda db: frames.metrics([12, 999], db=db),
+        lambda db: frames.artifacts(999, db=db),
+    ],
+    ids=["metrics", "metrics-list", "artifacts"],
+)
 def test_a_run_that_is_not_in_the_store_is_named(twelve_runs, read):
     with pytest.raises(StoreError) as raised:
         read(twelve_runs)
     assert one_line(raised.value).startswith("No run with id 999 in sqlite:///")
 
 
-@pytest.mark.parametrize("read, message", [
-    (frames.metrics, "run_ids must be a run id (int) or a list of them, got '12' (str)"),
-    (frames.artifacts, "run_id must be a run id (int), got '12' (str)"),
-])
+@pytest.mark.parametrize(
+    "read, message",
+    [
+        (frames.metrics, "run_ids must be a run id (int) or a list of them, got '12' (str)"),
+        (frames.artifacts, "run_id must be a run id (int), got '12' (str)"),
+    ],
+)
 def test_a_run_id_as_text_is_refused_not_read_digit_by_digit(twelve_runs, read, message):
     with pytest.raises(TypeError) as raised:
         read("12", db=twelve_runs)
@@ -174,8 +191,11 @@ def test_fit_refuses_overrides_given_as_one_string():
 
 
 def test_fit_names_a_value_yaml_cannot_write():
-    with pytest.raises(TypeError, match=r"^overrides\['model.hidden_size'\] holds <object object at .*\(object\), "
-                                        r"which YAML cannot write"):
+    with pytest.raises(
+        TypeError,
+        match=r"^overrides\['model.hidden_size'\] holds <object object at .*\(object\), "
+        r"which YAML cannot write",
+    ):
         fit(DEMO, {"model.hidden_size": object()})
     with pytest.raises(TypeError, match=r"^config holds <object object at .*\(object\), which YAML cannot write"):
         fit({"model": {"hidden_size": object()}})
@@ -192,15 +212,19 @@ def refused(text: str, call=parse) -> str:
     return one_line(raised.value)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("(" * 3000 + "rho > 1" + ")" * 3000, "the expression is 6,007 characters long; at most 2,000 are read"),
-    ("not " * 3000 + "rho > 1", "the expression is 12,007 characters long; at most 2,000 are read"),
-    ("1" * 40_000 + "x", "the expression is 40,001 characters long; at most 2,000 are read"),
-    ("(" * 400 + "rho > 1" + ")" * 400, "at column 51: brackets and 'not's nest more than 50 deep"),
-    ("not " * 60 + "rho > 1", "at column 201: brackets and 'not's nest more than 50 deep"),
-    ("not (" * 30 + "rho > 1" + ")" * 30, "at column 126: brackets and 'not's nest more than 50 deep"),
-    ("1" * 1999 + "x", "at column 1: cannot read '111111111111'"),
-], ids=["3000-brackets", "3000-nots", "40kB-digits", "400-brackets", "60-nots", "mixed", "2kB-digits"])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("(" * 3000 + "rho > 1" + ")" * 3000, "the expression is 6,007 characters long; at most 2,000 are read"),
+        ("not " * 3000 + "rho > 1", "the expression is 12,007 characters long; at most 2,000 are read"),
+        ("1" * 40_000 + "x", "the expression is 40,001 characters long; at most 2,000 are read"),
+        ("(" * 400 + "rho > 1" + ")" * 400, "at column 51: brackets and 'not's nest more than 50 deep"),
+        ("not " * 60 + "rho > 1", "at column 201: brackets and 'not's nest more than 50 deep"),
+        ("not (" * 30 + "rho > 1" + ")" * 30, "at column 126: brackets and 'not's nest more than 50 deep"),
+        ("1" * 1999 + "x", "at column 1: cannot read '111111111111'"),
+    ],
+    ids=["3000-brackets", "3000-nots", "40kB-digits", "400-brackets", "60-nots", "mixed", "2kB-digits"],
+)
 def test_a_hostile_filter_is_refused_quickly_in_one_line(text, message):
     assert message in refused(text)
 
@@ -213,9 +237,11 @@ def test_the_tokenizer_is_linear_in_a_run_of_digits():
 def test_filters_nested_up_to_the_bound_still_apply():
     frame = pd.DataFrame({"id": [1, 2], "steps": [10, 300]})
     known = list(frame.columns)
-    for text, ids in (("(" * MAX_DEPTH + "steps > 100" + ")" * MAX_DEPTH, [2]),
-                      ("not " * MAX_DEPTH + "steps > 100", [2]),  # an even number of nots
-                      ("not (" * (MAX_DEPTH // 2) + "steps > 100" + ")" * (MAX_DEPTH // 2), [1])):  # 25: odd
+    for text, ids in (
+        ("(" * MAX_DEPTH + "steps > 100" + ")" * MAX_DEPTH, [2]),
+        ("not " * MAX_DEPTH + "steps > 100", [2]),  # an even number of nots
+        ("not (" * (MAX_DEPTH // 2) + "steps > 100" + ")" * (MAX_DEPTH // 2), [1]),
+    ):  # 25: odd
         mask = evaluate(parse(text), frame, known, lambda name: frame[name].astype(object))
         assert frame.loc[mask, "id"].tolist() == ids
 
@@ -228,8 +254,10 @@ def test_the_runs_page_says_what_it_refused(tmp_path, monkeypatch):
     run = store.create_run(name="kept", family="scornn", task="copying")
     store.log_metrics(run, {"val/loss": 1.0}, step=1)
     at = open_page(store, monkeypatch, "runs")
-    for text, message in (("(" * 400 + "steps > 1" + ")" * 400, "nest more than 50 deep"),
-                          ("1" * 40_000 + "x", "at most 2,000 are read")):
+    for text, message in (
+        ("(" * 400 + "steps > 1" + ")" * 400, "nest more than 50 deep"),
+        ("1" * 40_000 + "x", "at most 2,000 are read"),
+    ):
         at.text_input(key="where").set_value(text)
         rerun(at)
         errors = [e.value for e in at.error]

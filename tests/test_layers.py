@@ -1,10 +1,12 @@
 """Every family as an nn.RNN-style layer (models/layers.py, `ortholab.nn`): gradients, state round-trips, a user's
 model, and the same numbers as `ortholab fit`."""
+
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
+from tolerances import close, norm, roundoff
 from torch import nn
 
 from ortholab import nn as onn
@@ -13,16 +15,20 @@ from ortholab.datamodules.copying import copying_batch
 from ortholab.db import frames
 from ortholab.models import FAMILIES
 from ortholab.training.api import fit
-from tolerances import close, norm, roundoff
 
 # the tiny options each family needs (NRU: M k a perfect square; SRNN: f_r's width; LRU, S4D: the state's size)
-TINY = {"nru": {"memory_size": 4, "heads": 1}, "srnn": {"hyper": 4}, "lru": {"state_size": 3},
-        "s4d": {"state_size": 4}}
+TINY = {"nru": {"memory_size": 4, "heads": 1}, "srnn": {"hyper": 4}, "lru": {"state_size": 3}, "s4d": {"state_size": 4}}
 # options under which a parameter's .grad is dL/dparameter (the defaults hand some groups the papers' step instead:
 # scuRNN's A Theorem 2's direction, the full-capacity uRNN's W the code's top blocks, nnRNN's alpha a penalty)
-TRUE_GRADIENTS = {"scurnn": {"a_gradient": "coordinates"}, "fcurnn": {"w_gradient": "full"},
-                  "nnrnn": {"alpha_penalty": 0.0}}
-CASES = [(family, {}) for family in onn.LAYERS] + [("eurnn", {"recurrence": "layers"}), ("rnn", {"nonlinearity": "relu"})]
+TRUE_GRADIENTS = {
+    "scurnn": {"a_gradient": "coordinates"},
+    "fcurnn": {"w_gradient": "full"},
+    "nnrnn": {"alpha_penalty": 0.0},
+}
+CASES = [(family, {}) for family in onn.LAYERS] + [
+    ("eurnn", {"recurrence": "layers"}),
+    ("rnn", {"nonlinearity": "relu"}),
+]
 # gradcheck's full mode takes a backward pass per output entry and two forward passes per input entry; a call of
 # the uRNN's compiled loops costs ~10 ms even at this size, which makes its full check minutes on a shared CPU. By
 # default the uRNN is checked in gradcheck's fast mode (a random projection u^T J v against finite differences),
@@ -42,8 +48,10 @@ def _parts(state):
 
 def _random_state(layer, batch, generator):
     """A random h0 in the layer's format: (num_layers, N, features) per part of the state."""
-    parts = [torch.randn(layer.num_layers, batch, size, generator=generator, dtype=torch.float64) / 2
-             for size in layer.state_size.values()]
+    parts = [
+        torch.randn(layer.num_layers, batch, size, generator=generator, dtype=torch.float64) / 2
+        for size in layer.state_size.values()
+    ]
     return parts[0] if len(parts) == 1 else tuple(parts)
 
 
@@ -93,7 +101,7 @@ def test_layer_gradcheck_in_float64(family, options, fast_mode):
     names = [name for name, _ in layer.named_parameters()]
 
     def run(x, *rest):
-        h0, params = rest[:len(state)], rest[len(state):]
+        h0, params = rest[: len(state)], rest[len(state) :]
         output, h_n = torch.func.functional_call(layer, dict(zip(names, params)), (x, h0[0] if len(h0) == 1 else h0))
         return torch.cat([output.reshape(-1)] + [part.reshape(-1) for part in _parts(h_n)])
 
@@ -142,8 +150,12 @@ def test_batch_first_and_unbatched_inputs_as_nn_rnn(family):
 
 def test_complex_families_say_how_their_features_hold_h():
     torch.manual_seed(8)
-    for family, layout in (("scurnn", "planar"), ("fcurnn", "planar"), ("urnn", "interleaved"),
-                           ("eurnn", "interleaved")):
+    for family, layout in (
+        ("scurnn", "planar"),
+        ("fcurnn", "planar"),
+        ("urnn", "interleaved"),
+        ("eurnn", "interleaved"),
+    ):
         layer = _layer(family, 3, 4, batch_first=True)
         assert layer.layout == layout and layer.output_size == 8
         output, h_n = layer(torch.randn(2, 5, 3))
@@ -228,9 +240,18 @@ def test_stacked_full_capacity_urnn_gets_one_stiefel_step_per_layer():
 # the same numbers as `ortholab fit` ----------------------------------------------------------------------------
 SEED, DATA_SEED, DELAY, TRAIN, BATCH, STEPS, HIDDEN = 7, 11, 5, 40, 10, 6, 8
 KINDS = {  # one family per kind: real, complex, gated; with the papers' optimizers (TF1 RMSProp) where they have them
-    "scornn": ({"rho": 4}, {"recurrent": {"name": "rmsprop_tf", "lr": 1e-3}, "other": {"name": "rmsprop_tf", "lr": 1e-2}}),
-    "scurnn": ({}, {"recurrent": {"name": "rmsprop_tf", "lr": 1e-3}, "scaling": {"name": "rmsprop_tf", "lr": 1e-3},
-                    "other": {"name": "adam", "lr": 1e-2}}),
+    "scornn": (
+        {"rho": 4},
+        {"recurrent": {"name": "rmsprop_tf", "lr": 1e-3}, "other": {"name": "rmsprop_tf", "lr": 1e-2}},
+    ),
+    "scurnn": (
+        {},
+        {
+            "recurrent": {"name": "rmsprop_tf", "lr": 1e-3},
+            "scaling": {"name": "rmsprop_tf", "lr": 1e-3},
+            "other": {"name": "adam", "lr": 1e-2},
+        },
+    ),
     "lstm": ({}, {"default": {"name": "rmsprop_tf", "lr": 1e-2}}),
 }
 
@@ -252,14 +273,30 @@ class Copier(nn.Module):
 @pytest.mark.parametrize("family", list(KINDS))
 def test_the_layer_in_a_users_loop_reproduces_ortholab_fit(family, tmp_path):
     family_args, optimizers = KINDS[family]
-    config = {"seed_everything": SEED,
-              "model": {"family": family, "hidden_size": HIDDEN, "family_args": family_args, "optimizers": optimizers},
-              "data": {"class_path": "ortholab.datamodules.CopyingTask",
-                       "init_args": {"seq_len": DELAY, "train_size": TRAIN, "batch_size": BATCH, "val_size": 20,
-                                     "test_size": 20, "seed": DATA_SEED}},
-              "trainer": {"accelerator": "cpu", "max_steps": STEPS, "val_check_interval": 3,
-                          "check_val_every_n_epoch": None, "log_every_n_steps": 1, "enable_progress_bar": False,
-                          "enable_model_summary": False}}
+    config = {
+        "seed_everything": SEED,
+        "model": {"family": family, "hidden_size": HIDDEN, "family_args": family_args, "optimizers": optimizers},
+        "data": {
+            "class_path": "ortholab.datamodules.CopyingTask",
+            "init_args": {
+                "seq_len": DELAY,
+                "train_size": TRAIN,
+                "batch_size": BATCH,
+                "val_size": 20,
+                "test_size": 20,
+                "seed": DATA_SEED,
+            },
+        },
+        "trainer": {
+            "accelerator": "cpu",
+            "max_steps": STEPS,
+            "val_check_interval": 3,
+            "check_val_every_n_epoch": None,
+            "log_every_n_steps": 1,
+            "enable_progress_bar": False,
+            "enable_model_summary": False,
+        },
+    }
     db = f"sqlite:///{tmp_path / 'store.db'}"
     run_id = fit(config, db=db, runs_dir=str(tmp_path / "runs"))
     recorded = frames.metrics(run_id, "train/loss", db=db)["value"].tolist()

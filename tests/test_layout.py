@@ -1,4 +1,5 @@
 """The arrows between packages mean real use: data modules and the store do not import the model zoo."""
+
 import ast
 from pathlib import Path
 
@@ -19,10 +20,13 @@ def imported_modules(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("package", ["datamodules", "db"])
 def test_package_does_not_import_the_models(package):
-    offenders = {path.name: sorted(m for m in imported_modules(path) if m.startswith("ortholab.models"))
-                 for path in sorted((REPO / package).rglob("*.py"))}
-    assert not {name: mods for name, mods in offenders.items() if mods}, \
+    offenders = {
+        path.name: sorted(m for m in imported_modules(path) if m.startswith("ortholab.models"))
+        for path in sorted((REPO / package).rglob("*.py"))
+    }
+    assert not {name: mods for name, mods in offenders.items() if mods}, (
         "import ConfigError from ortholab.errors, not from ortholab.models"
+    )
 
 
 def test_config_error_is_one_class_everywhere():

@@ -7,54 +7,127 @@ tenth of the memoryless baseline) by all three, adding T = 50 solved (MSE < 0.05
 No paper reports expRNN on adding; with the official code's Kaiming input weights it learns adding T = 50 only
 slowly (MSE 0.045 after 1,500 steps at lr 1e-3 / 1e-2, not monotonically), so it is not asserted here.
 """
-import pytest
 
+import pytest
 from learning import fit_recorded
 
 pytestmark = pytest.mark.slow
 
-COPYING_T20 = ["--data", "datamodules.CopyingTask", "--data.seq_len", "20", "--data.batch_size", "20",
-               "--data.val_size", "500"]
-ADDING_T50 = ["--data", "datamodules.AddingTask", "--data.seq_len", "50", "--data.batch_size", "50",
-              "--data.train_size", "100000", "--data.val_size", "1000"]
+COPYING_T20 = [
+    "--data",
+    "datamodules.CopyingTask",
+    "--data.seq_len",
+    "20",
+    "--data.batch_size",
+    "20",
+    "--data.val_size",
+    "500",
+]
+ADDING_T50 = [
+    "--data",
+    "datamodules.AddingTask",
+    "--data.seq_len",
+    "50",
+    "--data.batch_size",
+    "50",
+    "--data.train_size",
+    "100000",
+    "--data.val_size",
+    "1000",
+]
 # the official scripts' optimizer: torch RMSprop (alpha 0.99), non-orthogonal lr = 10 x orthogonal lr
 EXPRNN_RMSPROP = "{recurrent: {name: rmsprop, lr: %s}, other: {name: rmsprop, lr: %s}}"
 # the SRNN code's nnRNN settings: RMSprop (alpha 0.99) lr 1e-3 for everything but P, T with weight decay 1e-4,
 # P by its own RMSprop with lr_orth 1e-6
-NNRNN_RMSPROP = ("{orthogonal: {name: rmsprop, lr: 1.0e-6, alpha: 0.99}, "
-                 "non_normal: {name: rmsprop, lr: 1.0e-3, alpha: 0.99, weight_decay: 1.0e-4}, "
-                 "default: {name: rmsprop, lr: 1.0e-3, alpha: 0.99}}")
+NNRNN_RMSPROP = (
+    "{orthogonal: {name: rmsprop, lr: 1.0e-6, alpha: 0.99}, "
+    "non_normal: {name: rmsprop, lr: 1.0e-3, alpha: 0.99, weight_decay: 1.0e-4}, "
+    "default: {name: rmsprop, lr: 1.0e-3, alpha: 0.99}}"
+)
 
 
 def test_exprnn_solves_copying_at_t20(tmp_path, monkeypatch):
-    run = fit_recorded(tmp_path, monkeypatch, [
-        "--model.family", "exprnn", "--model.hidden_size", "128",
-        "--model.optimizers", EXPRNN_RMSPROP % ("1.0e-4", "1.0e-3"),
-        *COPYING_T20, "--trainer.max_steps", "600", "--trainer.val_check_interval", "100"])
+    run = fit_recorded(
+        tmp_path,
+        monkeypatch,
+        [
+            "--model.family",
+            "exprnn",
+            "--model.hidden_size",
+            "128",
+            "--model.optimizers",
+            EXPRNN_RMSPROP % ("1.0e-4", "1.0e-3"),
+            *COPYING_T20,
+            "--trainer.max_steps",
+            "600",
+            "--trainer.val_check_interval",
+            "100",
+        ],
+    )
     assert run.baseline == pytest.approx(0.5199, abs=1e-4)
     assert run.best < 0.1 * run.baseline
 
 
 def test_exprnn_dtriv_solves_copying_at_t20(tmp_path, monkeypatch):
-    run = fit_recorded(tmp_path, monkeypatch, [
-        "--model.family", "exprnn", "--model.hidden_size", "128",
-        "--model.family_args", "{trivialization: dtriv, rebase_every: 100, project_every: 30}",
-        "--model.optimizers", EXPRNN_RMSPROP % ("1.0e-4", "1.0e-3"),
-        *COPYING_T20, "--trainer.max_steps", "600", "--trainer.val_check_interval", "100"])
+    run = fit_recorded(
+        tmp_path,
+        monkeypatch,
+        [
+            "--model.family",
+            "exprnn",
+            "--model.hidden_size",
+            "128",
+            "--model.family_args",
+            "{trivialization: dtriv, rebase_every: 100, project_every: 30}",
+            "--model.optimizers",
+            EXPRNN_RMSPROP % ("1.0e-4", "1.0e-3"),
+            *COPYING_T20,
+            "--trainer.max_steps",
+            "600",
+            "--trainer.val_check_interval",
+            "100",
+        ],
+    )
     assert run.best < 0.1 * run.baseline
 
 
 def test_nnrnn_solves_copying_at_t20(tmp_path, monkeypatch):
-    run = fit_recorded(tmp_path, monkeypatch, [
-        "--model.family", "nnrnn", "--model.hidden_size", "128",
-        "--model.optimizers", NNRNN_RMSPROP,
-        *COPYING_T20, "--trainer.max_steps", "600", "--trainer.val_check_interval", "100"])
+    run = fit_recorded(
+        tmp_path,
+        monkeypatch,
+        [
+            "--model.family",
+            "nnrnn",
+            "--model.hidden_size",
+            "128",
+            "--model.optimizers",
+            NNRNN_RMSPROP,
+            *COPYING_T20,
+            "--trainer.max_steps",
+            "600",
+            "--trainer.val_check_interval",
+            "100",
+        ],
+    )
     assert run.best < 0.1 * run.baseline
 
 
 def test_nnrnn_solves_adding_at_t50(tmp_path, monkeypatch):
-    run = fit_recorded(tmp_path, monkeypatch, [
-        "--model.family", "nnrnn", "--model.hidden_size", "128",
-        "--model.optimizers", NNRNN_RMSPROP,
-        *ADDING_T50, "--trainer.max_steps", "1500", "--trainer.val_check_interval", "250"])
+    run = fit_recorded(
+        tmp_path,
+        monkeypatch,
+        [
+            "--model.family",
+            "nnrnn",
+            "--model.hidden_size",
+            "128",
+            "--model.optimizers",
+            NNRNN_RMSPROP,
+            *ADDING_T50,
+            "--trainer.max_steps",
+            "1500",
+            "--trainer.val_check_interval",
+            "250",
+        ],
+    )
     assert run.best < 0.05

@@ -1,6 +1,6 @@
 """scuRNN learns, through the CLI (slow: `make test-slow`; CI runs them)."""
-import pytest
 
+import pytest
 from learning import fit_recorded
 
 pytestmark = pytest.mark.slow
@@ -10,22 +10,61 @@ A_RMSPROP = "{name: rmsprop_tf, lr: %s, initial_accumulator: 0.0, eps: 1.0e-8}"
 
 
 def test_scurnn_beats_the_copying_baseline_at_t20(tmp_path, monkeypatch):
-    run = fit_recorded(tmp_path, monkeypatch, [
-        "--model.family", "scurnn", "--model.hidden_size", "64",
-        "--model.optimizers", "{recurrent: %s, scaling: {name: adagrad_tf, lr: 1.0e-3}, "
-                              "other: {name: adam, lr: 1.0e-3}}" % (A_RMSPROP % "1.0e-3"),
-        "--data", "datamodules.CopyingTask", "--data.seq_len", "20", "--data.batch_size", "20",
-        "--data.val_size", "500", "--trainer.max_steps", "300", "--trainer.val_check_interval", "100"])
+    run = fit_recorded(
+        tmp_path,
+        monkeypatch,
+        [
+            "--model.family",
+            "scurnn",
+            "--model.hidden_size",
+            "64",
+            "--model.optimizers",
+            "{recurrent: %s, scaling: {name: adagrad_tf, lr: 1.0e-3}, "
+            "other: {name: adam, lr: 1.0e-3}}" % (A_RMSPROP % "1.0e-3"),
+            "--data",
+            "datamodules.CopyingTask",
+            "--data.seq_len",
+            "20",
+            "--data.batch_size",
+            "20",
+            "--data.val_size",
+            "500",
+            "--trainer.max_steps",
+            "300",
+            "--trainer.val_check_interval",
+            "100",
+        ],
+    )
     assert run.baseline == pytest.approx(0.5199, abs=1e-4)
     assert run.best < 0.5 * run.baseline
 
 
 def test_scurnn_solves_adding_at_t50(tmp_path, monkeypatch):
-    run = fit_recorded(tmp_path, monkeypatch, [
-        "--model.family", "scurnn", "--model.hidden_size", "64",
-        "--model.optimizers", "{recurrent: %s, scaling: {name: adam, lr: 1.0e-3}, "
-                              "other: {name: adam, lr: 1.0e-2}}" % (A_RMSPROP % "1.0e-3"),
-        "--data", "datamodules.AddingTask", "--data.seq_len", "50", "--data.batch_size", "50",
-        "--data.train_size", "100000", "--data.val_size", "1000", "--trainer.max_steps", "1500",
-        "--trainer.val_check_interval", "250"])
+    run = fit_recorded(
+        tmp_path,
+        monkeypatch,
+        [
+            "--model.family",
+            "scurnn",
+            "--model.hidden_size",
+            "64",
+            "--model.optimizers",
+            "{recurrent: %s, scaling: {name: adam, lr: 1.0e-3}, "
+            "other: {name: adam, lr: 1.0e-2}}" % (A_RMSPROP % "1.0e-3"),
+            "--data",
+            "datamodules.AddingTask",
+            "--data.seq_len",
+            "50",
+            "--data.batch_size",
+            "50",
+            "--data.train_size",
+            "100000",
+            "--data.val_size",
+            "1000",
+            "--trainer.max_steps",
+            "1500",
+            "--trainer.val_check_interval",
+            "250",
+        ],
+    )
     assert run.best < 0.05

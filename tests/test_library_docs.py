@@ -1,4 +1,5 @@
 """docs/library.md's examples run: its ```python blocks, in order, as one program in a fresh process and folder."""
+
 import re
 import subprocess
 import sys
@@ -13,16 +14,23 @@ def python_blocks(markdown: str) -> list[str]:
 
 def test_the_library_page_has_an_example_of_each_part():
     code = "\n".join(python_blocks(LIBRARY.read_text()))
-    for part in ("onn.ScoRNN(", "onn.group_optimizer(", "frames.runs(", "frames.metrics(", "frames.artifacts(",
-                 "fit(config"):
+    for part in (
+        "onn.ScoRNN(",
+        "onn.group_optimizer(",
+        "frames.runs(",
+        "frames.metrics(",
+        "frames.artifacts(",
+        "fit(config",
+    ):
         assert part in code, f"docs/library.md has no example of {part}"
 
 
 def test_the_library_page_examples_run(tmp_path):
     program = "\n\n".join(python_blocks(LIBRARY.read_text()))
     (tmp_path / "library_examples.py").write_text(program)
-    done = subprocess.run([sys.executable, "library_examples.py"], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [sys.executable, "library_examples.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     printed = done.stdout.splitlines()
     assert printed[1] == "True", printed[:3]  # the two halves with h_n passed on equal the whole sequence

@@ -74,7 +74,13 @@ def test_fit_records_a_finished_run(logger, db_url, tmp_path):
     [summary] = store.list_runs()
     run = store.get_run(summary.id)
     assert logger.version == str(run.id) and logger.run_id == run.id
-    assert (run.name, run.status, run.family, run.task, run.tags) == ("regression", "finished", "linear", "regression", ("test",))
+    assert (run.name, run.status, run.family, run.task, run.tags) == (
+        "regression",
+        "finished",
+        "linear",
+        "regression",
+        ("test",),
+    )
     assert run.ended_at is not None and run.parameter_count == 5
     folder = os.path.join(str(tmp_path / "runs"), f"store-{store.store_id[:8]}", "regression", str(run.id))
     assert run.run_dir == os.path.abspath(folder)  # the store's own folder: another store's run 1 lies elsewhere

@@ -1,12 +1,15 @@
 """LRU and S4D (issue 51): the parallel scan against the sequential recurrence, gradients against finite differences,
 |λ| < 1 for every parameter, S4D's convolution against its recurrence, the LRU's γ normalisation of the state's
 variance, the initialisations, the eigenvalues the callback stores, sizing to a budget, and (slow) learning."""
+
 import math
 
 import lightning.pytorch as pl
 import numpy as np
 import pytest
 import torch
+from learning import fit_recorded
+from tolerances import close, norm, roundoff
 
 from ortholab.datamodules import CopyingTask
 from ortholab.db import SQLLogger, Store
@@ -20,16 +23,14 @@ from ortholab.training.callbacks import EigenvalueSnapshots
 from ortholab.training.family_options import resolve_optimizers
 from ortholab.training.module import RecurrentModule
 
-from learning import fit_recorded
-from tolerances import close, norm, roundoff
-
 F64, C128 = torch.float64, torch.complex128
 LENGTHS = [1, 2, 3, 7, 16, 33]  # odd, even, a power of two, one past it: every round pattern of the doubling
 
 
 def _complex(generator, *shape):
-    return torch.complex(torch.randn(*shape, generator=generator, dtype=F64),
-                         torch.randn(*shape, generator=generator, dtype=F64))
+    return torch.complex(
+        torch.randn(*shape, generator=generator, dtype=F64), torch.randn(*shape, generator=generator, dtype=F64)
+    )
 
 
 def _decays(generator, *shape):
@@ -59,8 +60,9 @@ def test_the_scan_equals_the_sequential_recurrence_values_and_gradients(steps, w
     for mine, reference in zip(used, theirs):
         # the backward scan sums T terms more per entry (dL/da sums over the batch of 3 too): 4T + 3 roundings,
         # relative to the gradient's size
-        torch.testing.assert_close(mine.grad, reference.grad,
-                                   **close(C128, n=8 * steps + 3, scale=norm(reference.grad)))
+        torch.testing.assert_close(
+            mine.grad, reference.grad, **close(C128, n=8 * steps + 3, scale=norm(reference.grad))
+        )
 
 
 def test_the_scan_is_real_for_real_inputs_and_matches_finite_differences():
@@ -75,8 +77,12 @@ def test_the_scan_is_real_for_real_inputs_and_matches_finite_differences():
 
 
 # the layers --------------------------------------------------------------------------------------------------------
-LAYERS = [("lru", {"state_size": 3}), ("lru", {"state_size": 2, "prenorm": False, "norm": "batch"}),
-          ("s4d", {"state_size": 4}), ("s4d", {"state_size": 4, "mode": "recurrence", "init": "inv"})]
+LAYERS = [
+    ("lru", {"state_size": 3}),
+    ("lru", {"state_size": 2, "prenorm": False, "norm": "batch"}),
+    ("s4d", {"state_size": 4}),
+    ("s4d", {"state_size": 4, "mode": "recurrence", "init": "inv"}),
+]
 
 
 @pytest.mark.parametrize("family, options", LAYERS, ids=["lru", "lru-postnorm-batch", "s4d", "s4d-recurrence-inv"])
@@ -90,8 +96,9 @@ def test_layer_gradcheck_in_float64(family, options):
     names = [name for name, _ in layer.named_parameters()]
 
     def run(x, state, *params):
-        out, final = torch.func.functional_call(layer, dict(zip(names, params)), (x,),
-                                                {"initial_state": state, "return_state": True})
+        out, final = torch.func.functional_call(
+            layer, dict(zip(names, params)), (x,), {"initial_state": state, "return_state": True}
+        )
         return torch.cat([out.reshape(-1), final.reshape(-1)])
 
     inputs = [t.detach().clone().requires_grad_() for t in (x, state, *layer.parameters())]
@@ -157,7 +164,7 @@ def test_s4d_step_by_step_through_the_nn_layer_equals_the_whole_sequence():
     whole, h_whole = layer(x)
     h, steps = None, []
     for t in range(9):  # one step at a time, the state carried in h_n: the recurrence's use
-        out, h = layer(x[:, t:t + 1], h)
+        out, h = layer(x[:, t : t + 1], h)
         steps.append(out)
     # 9 calls of one step against one convolution over 9 steps: the kernel's 9 powers of N/2 = 2 modes, two layers
     bound = close(F64, n=2 * 4 * 9 * 4, scale=norm(whole))
@@ -172,8 +179,9 @@ def test_gamma_keeps_the_state_variance_of_white_inputs():
     unit = LinearRecurrentUnit(width=4, state_size=16, r_min=0.0, r_max=0.95, max_phase=6.28).double()
     modulus = unit.eigenvalues().abs().detach()
     # γ was drawn in float32: a few roundings, amplified by 1 / (1 - |λ|^2) <= 1 / (1 - 0.95^2) in sqrt(1 - |λ|^2)
-    torch.testing.assert_close(unit.gamma_log.exp().detach(), torch.sqrt(1 - modulus ** 2),
-                               **close(torch.float32, n=4 / (1 - 0.95 ** 2)))
+    torch.testing.assert_close(
+        unit.gamma_log.exp().detach(), torch.sqrt(1 - modulus**2), **close(torch.float32, n=4 / (1 - 0.95**2))
+    )
     batch, steps, burn_in = 32, 4096, 512  # |λ| <= 0.95: 0.95^(2 * 512) < 1e-22 of the start is left
     u = torch.randn(batch, steps, 4, generator=torch.Generator().manual_seed(8), dtype=F64)
     with torch.no_grad():
@@ -185,7 +193,7 @@ def test_gamma_keeps_the_state_variance_of_white_inputs():
     # at worst) and |x_k|^2 correlates with |x_(k+d)|^2 by at most |λ|^(2d), so its relative standard deviation is at
     # most sqrt(2 (1 + |λ|^2) / ((1 - |λ|^2) K)); five of them per state
     samples = batch * (steps - burn_in)
-    tolerance = 5 * torch.sqrt(2 * (1 + modulus ** 2) / ((1 - modulus ** 2) * samples))
+    tolerance = 5 * torch.sqrt(2 * (1 + modulus**2) / ((1 - modulus**2) * samples))
     relative = (measured / expected - 1).abs()
     assert (relative <= tolerance).all(), (relative, tolerance)
     assert modulus.max() > 0.8  # some states remember long, where the normalisation matters
@@ -203,14 +211,16 @@ def test_lru_initialisation_is_the_ring_of_its_options():
     assert lam.angle().min() >= 0 and lam.angle().max() <= math.pi / 10 + slack
     unit = layer.recurrence
     assert abs(unit.B_re.std().item() - (1 / (2 * 8)) ** 0.5) < 0.05  # N(0, 1/(2H)), 4,000 draws
-    assert abs(unit.C_re.std().item() - 500 ** -0.5) < 0.01  # N(0, 1/N)
+    assert abs(unit.C_re.std().item() - 500**-0.5) < 0.01  # N(0, 1/N)
     assert isinstance(layer.encoder, torch.nn.Linear) and not isinstance(LRU(8, 8).encoder, torch.nn.Linear)
 
 
 def test_s4d_initialisations_lin_and_inv():
     torch.manual_seed(10)
-    for init, expected in (("lin", math.pi * torch.arange(4.0)),
-                           ("inv", 8 / math.pi * (8 / (2 * torch.arange(4.0) + 1) - 1))):
+    for init, expected in (
+        ("lin", math.pi * torch.arange(4.0)),
+        ("inv", 8 / math.pi * (8 / (2 * torch.arange(4.0) + 1) - 1)),
+    ):
         ssm = S4D(2, 3, state_size=8, init=init, dt_min=0.01, dt_max=0.2).recurrence
         torch.testing.assert_close(ssm.A_imag.detach(), expected.expand(3, 4))
         torch.testing.assert_close(ssm.log_A_real.exp().detach(), torch.full((3, 4), 0.5))
@@ -222,21 +232,29 @@ def test_s4d_initialisations_lin_and_inv():
         assert (ssm.eigenvalues().abs() < 1).all()
 
 
-@pytest.mark.parametrize("family, options, error, match", [
-    ("lru", {"state_size": 0}, ConfigError, "model.family_args.state_size = 0 must be a positive integer"),
-    ("lru", {"state_size": 2.5}, TypeError, "model.family_args.state_size should be of type int"),
-    ("lru", {"r_min": 0.5, "r_max": 0.4}, ConfigError, "r_min = 0.5 and r_max = 0.4 must satisfy"),
-    ("lru", {"r_max": 1.5}, ConfigError, "r_max = 1.5 must satisfy 0 <= r_min <= r_max <= 1"),
-    ("lru", {"max_phase": 0.0}, ConfigError, "model.family_args.max_phase = 0.0 must be positive"),
-    ("lru", {"norm": "group"}, ConfigError, r"model.family_args.norm = 'group'; choose one of \['layer', 'batch'\]"),
-    ("lru", {"block_dropout": 1.0}, ConfigError, "model.family_args.block_dropout = 1.0 must be a probability"),
-    ("lru", {"prenorm": "yes"}, TypeError, "model.family_args.prenorm should be true or false"),
-    ("s4d", {"state_size": 5}, ConfigError, "model.family_args.state_size = 5 must be even"),
-    ("s4d", {"init": "legs"}, ConfigError, r"model.family_args.init = 'legs'; choose one of \['lin', 'inv'\]"),
-    ("s4d", {"mode": "fft"}, ConfigError, r"model.family_args.mode = 'fft'; choose one of"),
-    ("s4d", {"dt_min": 0.0}, ConfigError, "dt_min = 0.0 and dt_max = 0.1 must satisfy 0 < dt_min <= dt_max"),
-    ("s4d", {"dt_max": "big"}, TypeError, "model.family_args.dt_max should be a real number"),
-])
+@pytest.mark.parametrize(
+    "family, options, error, match",
+    [
+        ("lru", {"state_size": 0}, ConfigError, "model.family_args.state_size = 0 must be a positive integer"),
+        ("lru", {"state_size": 2.5}, TypeError, "model.family_args.state_size should be of type int"),
+        ("lru", {"r_min": 0.5, "r_max": 0.4}, ConfigError, "r_min = 0.5 and r_max = 0.4 must satisfy"),
+        ("lru", {"r_max": 1.5}, ConfigError, "r_max = 1.5 must satisfy 0 <= r_min <= r_max <= 1"),
+        ("lru", {"max_phase": 0.0}, ConfigError, "model.family_args.max_phase = 0.0 must be positive"),
+        (
+            "lru",
+            {"norm": "group"},
+            ConfigError,
+            r"model.family_args.norm = 'group'; choose one of \['layer', 'batch'\]",
+        ),
+        ("lru", {"block_dropout": 1.0}, ConfigError, "model.family_args.block_dropout = 1.0 must be a probability"),
+        ("lru", {"prenorm": "yes"}, TypeError, "model.family_args.prenorm should be true or false"),
+        ("s4d", {"state_size": 5}, ConfigError, "model.family_args.state_size = 5 must be even"),
+        ("s4d", {"init": "legs"}, ConfigError, r"model.family_args.init = 'legs'; choose one of \['lin', 'inv'\]"),
+        ("s4d", {"mode": "fft"}, ConfigError, r"model.family_args.mode = 'fft'; choose one of"),
+        ("s4d", {"dt_min": 0.0}, ConfigError, "dt_min = 0.0 and dt_max = 0.1 must satisfy 0 < dt_min <= dt_max"),
+        ("s4d", {"dt_max": "big"}, TypeError, "model.family_args.dt_max should be a real number"),
+    ],
+)
 def test_bad_options_are_refused_naming_the_option(family, options, error, match):
     with pytest.raises(error, match=match):
         FAMILIES[family](2, 4, **options)
@@ -244,10 +262,16 @@ def test_bad_options_are_refused_naming_the_option(family, options, error, match
 
 def test_recurrent_groups_hold_the_eigenvalue_parameters_with_the_papers_optimizer():
     lru, s4d = LRU(2, 4, state_size=3), S4D(2, 4)
-    assert lru.parameter_groups()["recurrent"] == [lru.recurrence.nu_log, lru.recurrence.theta_log,
-                                                   lru.recurrence.gamma_log]
-    assert s4d.parameter_groups()["recurrent"] == [s4d.recurrence.log_dt, s4d.recurrence.log_A_real,
-                                                   s4d.recurrence.A_imag]
+    assert lru.parameter_groups()["recurrent"] == [
+        lru.recurrence.nu_log,
+        lru.recurrence.theta_log,
+        lru.recurrence.gamma_log,
+    ]
+    assert s4d.parameter_groups()["recurrent"] == [
+        s4d.recurrence.log_dt,
+        s4d.recurrence.log_A_real,
+        s4d.recurrence.A_imag,
+    ]
     for layer in (lru, s4d):
         grouped = [id(p) for params in layer.parameter_groups().values() for p in params]
         assert sorted(grouped) == sorted(id(p) for p in layer.parameters())
@@ -263,9 +287,16 @@ def test_the_eigenvalue_callback_stores_the_diagonal(tmp_path, family):
     task = CopyingTask(seq_len=5, train_size=20, batch_size=10, val_size=10)
     module = RecurrentModule(task.spec, family=family, hidden_size=4, family_args={"state_size": 4})
     logger = SQLLogger(db_url=f"sqlite:///{tmp_path / 'runs.db'}", root_dir=str(tmp_path / "runs"))
-    trainer = pl.Trainer(max_steps=2, logger=logger, callbacks=[EigenvalueSnapshots(every_epoch=True)],
-                         accelerator="cpu", limit_val_batches=0, enable_progress_bar=False,
-                         enable_model_summary=False, enable_checkpointing=False)
+    trainer = pl.Trainer(
+        max_steps=2,
+        logger=logger,
+        callbacks=[EigenvalueSnapshots(every_epoch=True)],
+        accelerator="cpu",
+        limit_val_batches=0,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+    )
     trainer.fit(module, datamodule=task)
     store = Store(logger._db_url)
     (run,) = store.list_runs()
@@ -280,7 +311,10 @@ def test_the_eigenvalue_callback_stores_the_diagonal(tmp_path, family):
 @pytest.mark.parametrize("budget", [16_000, 69_000])
 def test_sized_to_the_papers_mnist_budgets(family, budget):
     n = hidden_size_for_budget(family, budget, 1, 10)  # pixel MNIST: 1 input, 10 classes
-    count = lambda size: parameter_count(family, size, 1, 10)  # noqa: E731
+
+    def count(size):
+        return parameter_count(family, size, 1, 10)
+
     assert count(n - 1) < budget <= count(n + 1)
     assert abs(count(n) - budget) <= min(abs(count(n - 1) - budget), abs(count(n + 1) - budget))
     built = sum(p.numel() for p in FAMILIES[family](1, n).parameters()) + 10 * n + 10  # and the readout
@@ -293,11 +327,32 @@ def test_lru_leaves_the_copying_baseline_at_t100(tmp_path, monkeypatch):
     # two blocks, H = N = 32, Λ started near the unit circle (|λ| in [0.9, 0.999]: 0.9^100 ~ 3e-5 to 0.999^100 ~ 0.9
     # of a symbol left after T = 100 steps); the default optimizers (Adam 1e-3, ν θ γ at 5e-4). About 2 minutes on
     # 2 CPU cores; the loss was 0.03 at step 600 when written (baseline 0.173)
-    run = fit_recorded(tmp_path, monkeypatch, [
-        "--model.family", "lru", "--model.hidden_size", "32", "--model.num_layers", "2",
-        "--model.family_args", "{state_size: 32, r_min: 0.9, r_max: 0.999}",
-        "--data", "datamodules.CopyingTask", "--data.seq_len", "100", "--data.batch_size", "20",
-        "--data.val_size", "200", "--trainer.max_steps", "600", "--trainer.val_check_interval", "200"])
+    run = fit_recorded(
+        tmp_path,
+        monkeypatch,
+        [
+            "--model.family",
+            "lru",
+            "--model.hidden_size",
+            "32",
+            "--model.num_layers",
+            "2",
+            "--model.family_args",
+            "{state_size: 32, r_min: 0.9, r_max: 0.999}",
+            "--data",
+            "datamodules.CopyingTask",
+            "--data.seq_len",
+            "100",
+            "--data.batch_size",
+            "20",
+            "--data.val_size",
+            "200",
+            "--trainer.max_steps",
+            "600",
+            "--trainer.val_check_interval",
+            "200",
+        ],
+    )
     expected = 10 * math.log(8) / 120  # log, product and quotient in float64: three roundings
     assert abs(run.baseline - expected) <= roundoff(torch.float64, n=3, scale=expected)
     assert run.best < 0.5 * run.baseline

@@ -1,15 +1,16 @@
 """Issue 23's messages: a TIMIT folder says which of TRAIN/ and TEST/ it lacks and where it looked, a damaged SPHERE
 header is named by its field, and a single text file names the keys to use and can be cut with data.split."""
+
 from pathlib import Path
 
 import pytest
+from standins import write_text_set
+from test_speech import write_sphere
 
 from ortholab.datamodules.recordings import RecordingReader
 from ortholab.datamodules.speech_corpora import timit_root
 from ortholab.datamodules.text import CharText
 from ortholab.errors import ConfigError
-from standins import write_text_set
-from test_speech import write_sphere
 
 TEXT = "".join(f"line {i} of the corpus\n" for i in range(40))
 
@@ -31,11 +32,14 @@ def test_timit_with_neither_folder_lists_where_it_looked(tmp_path):
 
 
 # NIST SPHERE headers ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("field, bad, said", [
-    (b"sample_rate -i 16000", b"sample_rate -i 0    ", "has `sample_rate -i 0`"),
-    (b"sample_rate -i 16000", b"xample_rate -i 16000", "lacks the field sample_rate"),
-    (b"channel_count -i 1", b"channel_count -i 0", "has `channel_count -i 0`"),
-])
+@pytest.mark.parametrize(
+    "field, bad, said",
+    [
+        (b"sample_rate -i 16000", b"sample_rate -i 0    ", "has `sample_rate -i 0`"),
+        (b"sample_rate -i 16000", b"xample_rate -i 16000", "lacks the field sample_rate"),
+        (b"channel_count -i 1", b"channel_count -i 0", "has `channel_count -i 0`"),
+    ],
+)
 def test_a_damaged_sphere_header_is_named_by_file_and_field(tmp_path, field, bad, said):
     path = tmp_path / "SX6.WAV"
     write_sphere(path)
@@ -75,11 +79,14 @@ def test_data_split_cuts_one_file_into_contiguous_chunks_in_order(tmp_path, layo
     assert task.spec.test_baseline is not None
 
 
-@pytest.mark.parametrize("split, message", [
-    ([0.9, 0.1], "data.split = [0.9, 0.1]; give three positive fractions"),
-    ([0.9, 0.2, 0.1], "sum to 1"),
-    ([1.0, 0.0, 0.0], "three positive fractions"),
-])
+@pytest.mark.parametrize(
+    "split, message",
+    [
+        ([0.9, 0.1], "data.split = [0.9, 0.1]; give three positive fractions"),
+        ([0.9, 0.2, 0.1], "sum to 1"),
+        ([1.0, 0.0, 0.0], "three positive fractions"),
+    ],
+)
 def test_bad_fractions_name_data_split(tmp_path, split, message):
     path = tmp_path / "corpus.txt"
     path.write_text(TEXT)
@@ -91,7 +98,9 @@ def test_data_split_with_a_folder_or_three_files_says_what_it_cuts(tmp_path):
     folder = write_text_set(tmp_path / "set", TEXT, TEXT, TEXT)
     with pytest.raises(ConfigError, match="is a folder; data.split cuts one text file"):
         CharText(path=str(folder), split=[0.8, 0.1, 0.1], seq_len=4)
-    files = {f"{split}_file": str(Path(folder) / f"{name}.txt") for split, name in
-             (("train", "train"), ("val", "valid"), ("test", "test"))}
+    files = {
+        f"{split}_file": str(Path(folder) / f"{name}.txt")
+        for split, name in (("train", "train"), ("val", "valid"), ("test", "test"))
+    }
     with pytest.raises(ConfigError, match="leave data.split out"):
         CharText(**files, split=[0.8, 0.1, 0.1], seq_len=4)

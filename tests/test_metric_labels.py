@@ -1,5 +1,6 @@
 """Issue 23's metric labels: each split against its own baseline, a frame-weighted evaluation loss, the music data
 set told by its file, and one step for a metric point, an analysis and a checkpoint of the same moment."""
+
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -7,18 +8,18 @@ import lightning.pytorch as pl
 import numpy as np
 import pytest
 import torch
+from standins import piano_pieces, roll, write_music_mat, write_text_set
+from test_cli import DEMO, TINY
+from tolerances import close, roundoff
 
+from ortholab.cli.main import main
 from ortholab.datamodules import CopyingTask
 from ortholab.datamodules.music import PolyphonicMusic
 from ortholab.datamodules.text import CharText
 from ortholab.db import SQLLogger, Store
 from ortholab.db.artifacts import EIGENVALUES, array_from_bytes
 from ortholab.errors import ConfigError
-from standins import piano_pieces, roll, write_music_mat, write_text_set
-from test_cli import DEMO, TINY
-from tolerances import close, roundoff
 from ortholab.training.callbacks.lifecycle import ContinueRun
-from ortholab.cli.main import main
 from ortholab.training.module import RecurrentModule
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,8 +51,11 @@ def test_music_and_text_give_the_test_split_its_own_baseline(tmp_path):
     val, test = frequency_nll(pieces["train"], pieces["valid"]), frequency_nll(pieces["train"], pieces["test"])
     assert abs(val - test) > 0.1  # the two splits' baselines differ, so mixing them up shows
     # float64 both ways: products over 88 keys, then a mean over the split's frames
-    assert spec.baseline_for("val") == spec.baseline == pytest.approx(
-        val, rel=roundoff(torch.float64, 88 + frames(pieces["valid"])))
+    assert (
+        spec.baseline_for("val")
+        == spec.baseline
+        == pytest.approx(val, rel=roundoff(torch.float64, 88 + frames(pieces["valid"])))
+    )
     assert spec.baseline_for("test") == pytest.approx(test, rel=roundoff(torch.float64, 88 + frames(pieces["test"])))
     text = CharText(path=str(write_text_set(tmp_path / "text", "aaab\n", "ab\n", "bbbb\n")), seq_len=2).spec
     assert text.baseline_for("test") > text.baseline_for("val")  # 'b' is rarer in training, the test text all 'b'
@@ -61,13 +65,29 @@ def test_a_test_run_stores_and_prints_the_test_splits_baseline(tmp_path, monkeyp
     path, pieces = music_file(tmp_path)
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    main(["test", "--config", MUSIC_DEMO, "--data.path", str(path), "--model.hidden_size", "4", "--db", db,
-          "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"])
+    main(
+        [
+            "test",
+            "--config",
+            MUSIC_DEMO,
+            "--data.path",
+            str(path),
+            "--model.hidden_size",
+            "4",
+            "--db",
+            db,
+            "--trainer.enable_progress_bar",
+            "false",
+            "--trainer.enable_model_summary",
+            "false",
+        ]
+    )
     (run,) = Store(db).list_runs()
     expected = frequency_nll(pieces["train"], pieces["test"])
     # float64 both ways: products over 88 keys, then a mean over the test frames
     assert run.main_metric == "test/nll" and run.baseline == pytest.approx(
-        expected, rel=roundoff(torch.float64, 88 + frames(pieces["test"])))
+        expected, rel=roundoff(torch.float64, 88 + frames(pieces["test"]))
+    )
     assert f"(baseline on the test split: {run.baseline:.4g})" in capsys.readouterr().out
 
 
@@ -87,8 +107,10 @@ def test_evaluation_loss_is_the_frame_weighted_nll(tmp_path, stage):
     split = "val" if stage == "validate" else "test"
     loss, nll = results[f"{split}/loss"], results[f"{split}/nll"]
     with torch.no_grad():
-        batch_losses = [float(module.objective.loss(module(x), y, m)) for x, y, m in
-                        (task.dataset(split).batch([i]) for i in range(2))]
+        batch_losses = [
+            float(module.objective.loss(module(x), y, m))
+            for x, y, m in (task.dataset(split).batch([i]) for i in range(2))
+        ]
     assert abs(np.mean(batch_losses) - nll) > 0.1 * nll  # the piece-weighted mean is far off
     # two float32 sums over the split's 10 frames of values up to ~440
     torch.testing.assert_close(torch.tensor(loss), torch.tensor(nll), **close(torch.float32, n=10, scale=nll))
@@ -124,8 +146,18 @@ def test_a_music_file_of_unknown_sizes_is_named_by_its_usual_name_or_by_data_dat
 def test_a_val_point_an_eigenvalue_snapshot_and_the_best_checkpoint_share_a_step(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    main(["fit", "--config", DEMO, *TINY, "--db", db,
-          "--trainer.callbacks+=training.callbacks.EigenvalueSnapshots", "--trainer.callbacks.every_n_steps=3"])
+    main(
+        [
+            "fit",
+            "--config",
+            DEMO,
+            *TINY,
+            "--db",
+            db,
+            "--trainer.callbacks+=training.callbacks.EigenvalueSnapshots",
+            "--trainer.callbacks.every_n_steps=3",
+        ]
+    )
     store = Store(db)
     (run,) = store.list_runs()
     val = store.metric_series(run.id, "val/loss")
@@ -159,7 +191,9 @@ def test_a_resume_keeps_the_evaluation_at_the_checkpoints_step(tmp_path):
         logger.log_metrics({"train/loss": 1.0, "analysis/orthogonality": 0.0, "val/loss": float(step)}, step=step)
     trainer = SimpleNamespace(global_step=3, loggers=[logger], is_global_zero=True)
     ContinueRun().on_train_start(trainer, None)
-    steps = {key: [p.step for p in logger.store.metric_series(logger.run_id, key)]
-             for key in ("train/loss", "analysis/orthogonality", "val/loss")}
+    steps = {
+        key: [p.step for p in logger.store.metric_series(logger.run_id, key)]
+        for key in ("train/loss", "analysis/orthogonality", "val/loss")
+    }
     assert steps == {"train/loss": [2], "analysis/orthogonality": [2], "val/loss": [2, 3]}
     assert logger.store.metric_series(logger.run_id, "val/loss")[1].value == 3.0

@@ -1,4 +1,5 @@
 """Pixel MNIST: the IDX reader, sequence layout, splits, scaling, permutations, variants and download."""
+
 import functools
 import http.server
 import threading
@@ -7,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from standins import mnist_standin, write_idx
+from tolerances import roundoff
 
 from ortholab.datamodules.download import download_verified, md5_of
 from ortholab.datamodules.idx import load_idx_set, read_idx
 from ortholab.datamodules.mnist import PixelMNIST
 from ortholab.errors import ConfigError
-from standins import mnist_standin, write_idx
-from tolerances import roundoff
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 
@@ -59,8 +60,9 @@ def test_layout_scaling_and_tf_split(tmp_path):
 
 def test_srnn_split_and_standard_scaling(tmp_path):
     written = mnist_standin(tmp_path, n_train=40)
-    task = PixelMNIST(dataset="idx", path=str(tmp_path), val_size=10, val_from="tail", scaling="standard",
-                      mean=0.1307, std=0.3081)
+    task = PixelMNIST(
+        dataset="idx", path=str(tmp_path), val_size=10, val_from="tail", scaling="standard", mean=0.1307, std=0.3081
+    )
     inputs, labels = task.dataset("val").batch(range(10))
     expected = (torch.from_numpy(written["train_images"][30:].reshape(10, 784, 1)).float() / 255 - 0.1307) / 0.3081
     # float32: 3 roundings (scale, shift, divide) of values <= (1 - 0.1307) / 0.3081 ~ 2.8
@@ -69,8 +71,9 @@ def test_srnn_split_and_standard_scaling(tmp_path):
     measured = PixelMNIST(dataset="idx", path=str(tmp_path), val_size=10, scaling="standard")
     pixels = written["train_images"][10:].astype(np.float64) / 255
     # float64 mean and standard deviation over the training pixels: a sum of pixels.size terms each
-    assert measured.standardization == pytest.approx((pixels.mean(), pixels.std()),
-                                                     rel=roundoff(torch.float64, 2 * pixels.size))
+    assert measured.standardization == pytest.approx(
+        (pixels.mean(), pixels.std()), rel=roundoff(torch.float64, 2 * pixels.size)
+    )
 
 
 def test_big_padded_variant_and_permutation_of_its_length(tmp_path):
@@ -92,7 +95,9 @@ def test_random_label_capacity_experiment(tmp_path, crop):
     x, y = task.make_split("train")
     top = (28 - crop) // 2
     assert x.shape == (25, crop * crop)
-    assert torch.equal(x[0], torch.from_numpy(written["train_images"][0, top:top + crop, top:top + crop].reshape(-1)))
+    assert torch.equal(
+        x[0], torch.from_numpy(written["train_images"][0, top : top + crop, top : top + crop].reshape(-1))
+    )
     shuffled = np.random.RandomState(3).permutation(written["train_labels"])[:25]
     assert y.tolist() == shuffled.tolist() and y.tolist() != written["train_labels"][:25].tolist()
     for split in ("val", "test"):  # accuracy is measured on the training samples
@@ -106,13 +111,19 @@ def test_permutation_files(tmp_path):
     np.save(tmp_path / "perm.npy", order)
     (tmp_path / "perm.txt").write_text(" ".join(map(str, order)))
     for file in ("perm.npy", "perm.txt"):
-        task = PixelMNIST(dataset="idx", path=str(tmp_path / "set"), val_size=2, permute=True,
-                          permutation_file=str(tmp_path / file))
+        task = PixelMNIST(
+            dataset="idx", path=str(tmp_path / "set"), val_size=2, permute=True, permutation_file=str(tmp_path / file)
+        )
         assert np.array_equal(task.permutation(), order)
     np.save(tmp_path / "bad.npy", np.zeros(784, dtype=int))
     with pytest.raises(ConfigError, match="bad.npy.*is not a permutation of 0..783"):
-        PixelMNIST(dataset="idx", path=str(tmp_path / "set"), val_size=2, permute=True,
-                   permutation_file=str(tmp_path / "bad.npy"))
+        PixelMNIST(
+            dataset="idx",
+            path=str(tmp_path / "set"),
+            val_size=2,
+            permute=True,
+            permutation_file=str(tmp_path / "bad.npy"),
+        )
 
 
 def test_sklearn_digits_default_split():
@@ -162,7 +173,9 @@ def test_download_verifies_checksums(tmp_path, mirror):
     files = {"train-images-idx3-ubyte.gz": md5_of(served / "train-images-idx3-ubyte.gz")}
     (path,) = download_verified(tmp_path / "got", files=files, mirrors=["http://127.0.0.1:9/", url])
     assert path.read_bytes() == (served / "train-images-idx3-ubyte.gz").read_bytes()
-    with pytest.raises(ConfigError, match="fail the MD5 checksum"):  # stand-ins are not MNIST: the real sums reject them
+    with pytest.raises(
+        ConfigError, match="fail the MD5 checksum"
+    ):  # stand-ins are not MNIST: the real sums reject them
         download_verified(tmp_path / "real", mirrors=[url])
     assert not (tmp_path / "real" / "train-images-idx3-ubyte.gz").exists()
 
@@ -171,13 +184,22 @@ REAL_MNIST = Path(__file__).resolve().parents[2] / "shared" / "data" / "mnist"
 PUBLISHED_TEST_LABEL_COUNTS = [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]  # LeCun's t10k set
 
 
-@pytest.mark.skipif(not REAL_MNIST.is_dir(), reason="the real MNIST IDX files lie beside this checkout only in "
-                                                     "the project's machines (../shared/data/mnist)")
+@pytest.mark.skipif(
+    not REAL_MNIST.is_dir(),
+    reason="the real MNIST IDX files lie beside this checkout only in the project's machines (../shared/data/mnist)",
+)
 def test_the_real_mnist_follows_the_scornn_protocol():
     """scoRNN Table 1 as its code ran it (reference-impl-facts 4.3): 55,000 training images after TF's 5,000-image
     head, the 10,000 test images, pixels / 255, and the seeded permutation applied to every split alike."""
-    task = PixelMNIST(dataset="idx", path=str(REAL_MNIST), val_size=5000, val_from="head", permute=True,
-                      batch_size=50, eval_batch_size=1000)
+    task = PixelMNIST(
+        dataset="idx",
+        path=str(REAL_MNIST),
+        val_size=5000,
+        val_from="head",
+        permute=True,
+        batch_size=50,
+        eval_batch_size=1000,
+    )
     train, val, test = (task.dataset(split) for split in ("train", "val", "test"))
     assert (len(train), len(val), len(test)) == (55_000, 5_000, 10_000)
     assert len(task.train_dataloader()) == 1_100  # the paper's 1,100 steps per epoch at batch 50
@@ -189,9 +211,16 @@ def test_the_real_mnist_follows_the_scornn_protocol():
     expected = raw["train_images"][0].reshape(-1)[perm] / 255.0
     assert torch.equal(first_val[0, :, 0], torch.from_numpy(expected).float()) and labels[0] == raw["train_labels"][0]
     first_train, _ = train.batch([0])  # training starts right after it
-    assert torch.equal(first_train[0, :, 0], torch.from_numpy(raw["train_images"][5000].reshape(-1)[perm] / 255.0).float())
+    assert torch.equal(
+        first_train[0, :, 0], torch.from_numpy(raw["train_images"][5000].reshape(-1)[perm] / 255.0).float()
+    )
     inputs, targets = next(iter(task.train_dataloader()))
     assert inputs.shape == (50, 784, 1) and 0.0 <= float(inputs.min()) and float(inputs.max()) <= 1.0
-    again, _ = next(iter(PixelMNIST(dataset="idx", path=str(REAL_MNIST), val_size=5000, permute=True,
-                                    batch_size=50).train_dataloader()))
+    again, _ = next(
+        iter(
+            PixelMNIST(
+                dataset="idx", path=str(REAL_MNIST), val_size=5000, permute=True, batch_size=50
+            ).train_dataloader()
+        )
+    )
     assert torch.equal(inputs, again)  # the shuffled order is seeded: a re-run sees the same first batch

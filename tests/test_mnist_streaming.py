@@ -1,15 +1,16 @@
 """Pixel MNIST streamed from memory-mapped IDX files serves the very batches the in-memory path serves."""
+
 import pickle
 
 import numpy as np
 import pytest
 import torch
 from standins import mnist_standin
+from tolerances import roundoff
 
 from ortholab.datamodules.batching import GatheredTensors
 from ortholab.datamodules.idx import MappedIdx, load_idx_set
 from ortholab.datamodules.mnist import PixelMNIST, StreamedImages
-from tolerances import roundoff
 
 VARIANTS = {
     "plain": {},
@@ -37,15 +38,18 @@ def test_memmap_batches_equal_in_memory_batches(tmp_path, options):
         rows = np.random.default_rng(1).permutation(len(in_memory.dataset(split)))[:9].tolist()  # any order
         for got, expected in zip(streamed.dataset(split).batch(rows), in_memory.dataset(split).batch(rows)):
             assert got.dtype == expected.dtype and torch.equal(got, expected)
-        for got, expected in zip(streamed.test_dataloader() if split == "test" else streamed.val_dataloader(),
-                                 in_memory.test_dataloader() if split == "test" else in_memory.val_dataloader()):
+        for got, expected in zip(
+            streamed.test_dataloader() if split == "test" else streamed.val_dataloader(),
+            in_memory.test_dataloader() if split == "test" else in_memory.val_dataloader(),
+        ):
             assert all(torch.equal(a, b) for a, b in zip(got, expected))
     for got, expected in zip(streamed.train_dataloader(), in_memory.train_dataloader()):  # same shuffled order
         assert all(torch.equal(a, b) for a, b in zip(got, expected))
     if options.get("scaling") == "standard":
         # float64 mean and standard deviation, summed in another order: <= 40 x 784 pixels each
-        assert streamed.standardization == pytest.approx(in_memory.standardization,
-                                                         rel=roundoff(torch.float64, 2 * 40 * 784))
+        assert streamed.standardization == pytest.approx(
+            in_memory.standardization, rel=roundoff(torch.float64, 2 * 40 * 784)
+        )
 
 
 def test_streamed_split_reads_only_batches(tmp_path, monkeypatch):
@@ -55,8 +59,9 @@ def test_streamed_split_reads_only_batches(tmp_path, monkeypatch):
     assert isinstance(task.images["train_labels"], np.ndarray)  # labels are small: read whole
     reads = []
     original = MappedIdx.__getitem__
-    monkeypatch.setattr(MappedIdx, "__getitem__", lambda self, rows: reads.append(len(original(self, rows)))
-                        or original(self, rows))
+    monkeypatch.setattr(
+        MappedIdx, "__getitem__", lambda self, rows: reads.append(len(original(self, rows))) or original(self, rows)
+    )
     batches = list(task.train_dataloader())
     assert len(batches) == 4 and reads and max(reads) <= 8  # never more than one batch of images at a time
 

@@ -2,6 +2,7 @@
 launched by torchrun and by SLURM's environment (as `srun` sets it; Lightning's SLURMEnvironment reads it). Each
 records one run of world size 2 with one point per step (docs/gpus.md, several machines). About 20 s each: behind
 the slow marker, which CI runs."""
+
 import os
 import random
 import socket
@@ -10,14 +11,26 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_cli import DEMO, TINY
 
 from ortholab.db import Store
 
-from test_cli import DEMO, TINY
-
 BIN = Path(sys.executable).parent
-TRAIN = [str(BIN / "ortholab"), "fit", "--config", DEMO, *TINY, "--trainer.accelerator", "cpu",
-         "--trainer.num_nodes", "2", "--trainer.devices", "1", "--trainer.strategy", "ddp"]
+TRAIN = [
+    str(BIN / "ortholab"),
+    "fit",
+    "--config",
+    DEMO,
+    *TINY,
+    "--trainer.accelerator",
+    "cpu",
+    "--trainer.num_nodes",
+    "2",
+    "--trainer.devices",
+    "1",
+    "--trainer.strategy",
+    "ddp",
+]
 
 
 def free_port() -> int:
@@ -27,8 +40,10 @@ def free_port() -> int:
 
 
 def run_nodes(commands_and_envs, cwd: Path) -> None:
-    nodes = [subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for cmd, env in commands_and_envs]
+    nodes = [
+        subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for cmd, env in commands_and_envs
+    ]
     outputs = [node.communicate(timeout=300)[0] for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], "\n\n".join(o[-3000:] for o in outputs)
 
@@ -45,9 +60,32 @@ def test_two_nodes_through_torchrun(tmp_path):
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     port = free_port()
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    run_nodes([([str(BIN / "torchrun"), "--nnodes", "2", "--nproc-per-node", "1", "--node-rank", str(rank),
-                 "--master-addr", "127.0.0.1", "--master-port", str(port), "--no-python", *TRAIN, "--db", db], env)
-               for rank in (0, 1)], tmp_path)
+    run_nodes(
+        [
+            (
+                [
+                    str(BIN / "torchrun"),
+                    "--nnodes",
+                    "2",
+                    "--nproc-per-node",
+                    "1",
+                    "--node-rank",
+                    str(rank),
+                    "--master-addr",
+                    "127.0.0.1",
+                    "--master-port",
+                    str(port),
+                    "--no-python",
+                    *TRAIN,
+                    "--db",
+                    db,
+                ],
+                env,
+            )
+            for rank in (0, 1)
+        ],
+        tmp_path,
+    )
     assert_one_run_of_two(db)
 
 
@@ -57,9 +95,19 @@ def test_two_nodes_in_slurms_environment(tmp_path):
     # address from SLURM_NODELIST and its port from the job id
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     job = str(random.randrange(1000, 9999))
-    common = {**os.environ, "SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "1", "SLURM_NNODES": "2",
-              "SLURM_NODELIST": "localhost", "SLURM_JOB_ID": job, "SLURM_JOB_NAME": "ortholab",
-              "SLURM_LOCALID": "0", "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    run_nodes([([*TRAIN, "--db", db], {**common, "SLURM_PROCID": str(rank), "SLURM_NODEID": str(rank)})
-               for rank in (0, 1)], tmp_path)
+    common = {
+        **os.environ,
+        "SLURM_NTASKS": "2",
+        "SLURM_NTASKS_PER_NODE": "1",
+        "SLURM_NNODES": "2",
+        "SLURM_NODELIST": "localhost",
+        "SLURM_JOB_ID": job,
+        "SLURM_JOB_NAME": "ortholab",
+        "SLURM_LOCALID": "0",
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+    }
+    run_nodes(
+        [([*TRAIN, "--db", db], {**common, "SLURM_PROCID": str(rank), "SLURM_NODEID": str(rank)}) for rank in (0, 1)],
+        tmp_path,
+    )
     assert_one_run_of_two(db)

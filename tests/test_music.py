@@ -1,4 +1,5 @@
 """Polyphonic music: the real .mat splits, stand-in .mat and pickle files, next-step batches and the NLL objective."""
+
 import fractions
 import math
 import pickle
@@ -9,16 +10,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 import yaml
+from standins import SHARED_DATA, piano_pieces, roll, write_music_mat, write_music_pickle
+from tolerances import roundoff
 
+from ortholab.cli.main import main
 from ortholab.datamodules.music import PolyphonicMusic
 from ortholab.datamodules.spec import TaskSpec
 from ortholab.db import Store
 from ortholab.errors import ConfigError
-from standins import SHARED_DATA, piano_pieces, roll, write_music_mat, write_music_pickle
-from ortholab.cli.main import main
 from ortholab.training.objectives import OBJECTIVES
-
-from tolerances import roundoff
 
 # float32 frame NLL of positive terms: ~10 roundings a term (sigmoid, logs), 88 keys summed, <= 10 steps averaged
 FRAME_NLL = roundoff(torch.float32, 10 + 88 + 10)
@@ -27,8 +27,9 @@ POLY = SHARED_DATA / "poly_music"
 
 
 @pytest.mark.skipif(not POLY.is_dir(), reason="needs ../shared/data/poly_music")
-@pytest.mark.parametrize("dataset, counts, train_steps", [("jsb", (229, 76, 77), 13807),
-                                                          ("nottingham", (694, 173, 170), 176561)])
+@pytest.mark.parametrize(
+    "dataset, counts, train_steps", [("jsb", (229, 76, 77), 13807), ("nottingham", (694, 173, 170), 176561)]
+)
 def test_real_mat_splits(dataset, counts, train_steps):
     task = PolyphonicMusic(dataset=dataset, path=str(POLY))
     assert tuple(task.pieces(s) for s in ("train", "val", "test")) == counts
@@ -101,8 +102,11 @@ def test_baseline_is_the_training_frequency_model(tmp_path):
     logits = torch.logit(torch.from_numpy(p)).float().expand(1, 1, 88)
     _, t, mask = task.make_split("val")
     # float32 logits: |logit| <= ln(1e6) ~ 14 rounds by eps32 ln(1e6) in each key's term; 88 keys, the valid steps
-    assert F.binary_cross_entropy_with_logits(logits.expand_as(t), t, reduction="none").sum(-1)[mask].mean().item() \
-        == pytest.approx(nll, rel=roundoff(torch.float32, 88 + mask.sum().item(), scale=abs(math.log(1e-6))))
+    assert F.binary_cross_entropy_with_logits(logits.expand_as(t), t, reduction="none").sum(-1)[
+        mask
+    ].mean().item() == pytest.approx(
+        nll, rel=roundoff(torch.float32, 88 + mask.sum().item(), scale=abs(math.log(1e-6)))
+    )
     assert math.isfinite(task.spec.baseline)
 
 
@@ -131,8 +135,10 @@ def write_float_mat(path, bad_value=None, piece_steps=6):
     return path
 
 
-@pytest.mark.parametrize("value, shown", [(5.0, "5.0"), (-3.0, "-3.0"), (1e9, "1000000000.0"), (math.nan, "nan"),
-                                          (math.inf, "inf"), (0.5, "0.5")])
+@pytest.mark.parametrize(
+    "value, shown",
+    [(5.0, "5.0"), (-3.0, "-3.0"), (1e9, "1000000000.0"), (math.nan, "nan"), (math.inf, "inf"), (0.5, "0.5")],
+)
 def test_a_piano_roll_value_other_than_0_or_1_is_refused_with_its_place(tmp_path, value, shown):
     path = write_float_mat(tmp_path / "JSB_Chorales.mat", value)
     with pytest.raises(ConfigError) as refused:
@@ -155,9 +161,16 @@ def test_an_empty_mat_file_is_named(tmp_path):
         PolyphonicMusic(dataset="jsb", path=str(path))
 
 
-@pytest.mark.parametrize("piece, expected", [([[60.5]], "holds the note 60.5"), ([["C4"]], "holds the note 'C4'"),
-                                             ([[True]], "holds the note True"), ([60], "not a list of steps"),
-                                             ([[200]], "holds MIDI note 200")])
+@pytest.mark.parametrize(
+    "piece, expected",
+    [
+        ([[60.5]], "holds the note 60.5"),
+        ([["C4"]], "holds the note 'C4'"),
+        ([[True]], "holds the note True"),
+        ([60], "not a list of steps"),
+        ([[200]], "holds MIDI note 200"),
+    ],
+)
 def test_a_pickle_note_that_is_not_a_midi_number_is_refused(tmp_path, piece, expected):
     path = tmp_path / "JSB Chorales.pickle"
     with open(path, "wb") as stream:
@@ -168,8 +181,9 @@ def test_a_pickle_note_that_is_not_a_midi_number_is_refused(tmp_path, piece, exp
 
 def test_evaluation_batches_group_pieces_of_similar_length_and_predict_keeps_the_stored_order(tmp_path):
     pieces = {"train": piano_pieces(3, 0), "valid": piano_pieces(11, 1), "test": piano_pieces(9, 2)}
-    task = PolyphonicMusic(dataset="nottingham", path=str(write_music_pickle(tmp_path / "n.pickle", pieces)),
-                           eval_batch_size=3)
+    task = PolyphonicMusic(
+        dataset="nottingham", path=str(write_music_pickle(tmp_path / "n.pickle", pieces)), eval_batch_size=3
+    )
     for split, loader in (("valid", task.val_dataloader()), ("test", task.test_dataloader())):
         batches = list(loader)
         valid_steps = [mask.sum(dim=1).tolist() for _, _, mask in batches]
@@ -177,15 +191,16 @@ def test_evaluation_batches_group_pieces_of_similar_length_and_predict_keeps_the
         assert sorted(served) == sorted(len(p) - 1 for p in pieces[split])  # every piece once
         assert served == sorted(served)  # each batch's longest is at most the next batch's shortest
         rolls = sorted((roll(p) for p in pieces[split]), key=len)  # stable: stored order among equal lengths
-        for (inputs, _, mask), first in zip(batches, range(0, len(rolls), 3)):
-            for row, full in zip(range(len(inputs)), rolls[first:first + 3]):
-                assert torch.equal(inputs[row, :len(full) - 1], torch.from_numpy(full[:-1]).float())
+        for (inputs, _, _mask), first in zip(batches, range(0, len(rolls), 3)):
+            for row, full in zip(range(len(inputs)), rolls[first : first + 3]):
+                assert torch.equal(inputs[row, : len(full) - 1], torch.from_numpy(full[:-1]).float())
     predicted = [mask.sum(dim=1).tolist() for _, _, mask in task.predict_dataloader()]
     assert [n for steps in predicted for n in steps] == [len(p) - 1 for p in pieces["test"]]
 
 
 def test_a_data_path_relative_to_the_start_folder_is_recorded_absolute_so_the_run_reads_it_from_anywhere(
-        tmp_path, monkeypatch, capsys):
+    tmp_path, monkeypatch, capsys
+):
     """`fit --data.path rolls.mat` in one folder; the run's config.yaml names the file absolutely, so a resume or
     `test --config` of it from another folder reads the same pieces."""
     start, elsewhere = tmp_path / "start", tmp_path / "elsewhere"
@@ -194,9 +209,32 @@ def test_a_data_path_relative_to_the_start_folder_is_recorded_absolute_so_the_ru
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     quiet = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
     monkeypatch.chdir(start)
-    main(["fit", "--model.family", "lstm", "--model.hidden_size", "8", "--data", "PolyphonicMusic",
-          "--data.dataset", "jsb", "--data.path", "rolls.mat", "--data.batch_size", "3", "--trainer.max_steps", "2",
-          "--trainer.accelerator", "cpu", "--db", db, "--runs_dir", str(tmp_path / "runs"), *quiet])
+    main(
+        [
+            "fit",
+            "--model.family",
+            "lstm",
+            "--model.hidden_size",
+            "8",
+            "--data",
+            "PolyphonicMusic",
+            "--data.dataset",
+            "jsb",
+            "--data.path",
+            "rolls.mat",
+            "--data.batch_size",
+            "3",
+            "--trainer.max_steps",
+            "2",
+            "--trainer.accelerator",
+            "cpu",
+            "--db",
+            db,
+            "--runs_dir",
+            str(tmp_path / "runs"),
+            *quiet,
+        ]
+    )
     config = Path(Store(db).get_run(1).run_dir) / "config.yaml"
     assert yaml.safe_load(config.read_text())["data"]["init_args"]["path"] == str(start / "rolls.mat")
     monkeypatch.chdir(elsewhere)

@@ -1,6 +1,7 @@
 """The R-Transformer music script's training semantics: the summed frame NLL it backpropagates
 (model.loss_reduction: sum), its learning-rate drop when validation stalls (DropLearningRateOnStall) and its
 piece order (data.shuffle: numpy)."""
+
 import copy
 import types
 
@@ -10,15 +11,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.trainer.states import TrainerFn
+from standins import piano_pieces, write_music_pickle
+from tolerances import close, norm
 
 from ortholab.datamodules import CopyingTask
 from ortholab.datamodules.music import PolyphonicMusic
 from ortholab.errors import ConfigError
 from ortholab.training.callbacks.lr_drop import DropLearningRateOnStall
 from ortholab.training.module import RecurrentModule
-from standins import piano_pieces, write_music_pickle
-
-from tolerances import close, norm
 
 
 class _FirstStep(pl.Callback):
@@ -33,15 +33,29 @@ class _FirstStep(pl.Callback):
 
 def test_summed_loss_backpropagates_the_scripts_sum_over_valid_frames(tmp_path):
     pieces = {"train": piano_pieces(4, 0), "valid": piano_pieces(2, 1), "test": piano_pieces(2, 2)}
-    task = PolyphonicMusic(dataset="nottingham", path=str(write_music_pickle(tmp_path / "n.pickle", pieces)),
-                           batch_size=4)  # pieces of 3 to 8 steps in one batch: padded, with a mask
+    task = PolyphonicMusic(
+        dataset="nottingham", path=str(write_music_pickle(tmp_path / "n.pickle", pieces)), batch_size=4
+    )  # pieces of 3 to 8 steps in one batch: padded, with a mask
     torch.manual_seed(0)
-    module = RecurrentModule(task.spec, family="rnn", hidden_size=8, loss_reduction="sum",
-                             optimizers={"default": {"name": "sgd", "lr": 1e-3}})
+    module = RecurrentModule(
+        task.spec,
+        family="rnn",
+        hidden_size=8,
+        loss_reduction="sum",
+        optimizers={"default": {"name": "sgd", "lr": 1e-3}},
+    )
     reference = copy.deepcopy(module)
     seen = _FirstStep()
-    trainer = pl.Trainer(max_steps=1, logger=False, callbacks=[seen], accelerator="cpu", limit_val_batches=0,
-                         enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False)
+    trainer = pl.Trainer(
+        max_steps=1,
+        logger=False,
+        callbacks=[seen],
+        accelerator="cpu",
+        limit_val_batches=0,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+    )
     trainer.fit(module, datamodule=task)
     inputs, targets, mask = seen.batch
     assert not mask.all()  # the batch has padding, which the sum must leave out
@@ -51,8 +65,9 @@ def test_summed_loss_backpropagates_the_scripts_sum_over_valid_frames(tmp_path):
     terms = int(mask.sum()) * 88
     for name, p in reference.named_parameters():
         # float32: the sum over its terms (valid frames x 88 keys) and the BPTT's ~T*h products, in another order
-        torch.testing.assert_close(seen.grads[name], p.grad,
-                                   **close(torch.float32, terms + mask.shape[1] * 8, scale=norm(p.grad)))
+        torch.testing.assert_close(
+            seen.grads[name], p.grad, **close(torch.float32, terms + mask.shape[1] * 8, scale=norm(p.grad))
+        )
 
 
 def test_summed_loss_is_refused_where_the_loss_is_no_mean_over_steps():
@@ -64,9 +79,13 @@ def test_summed_loss_is_refused_where_the_loss_is_no_mean_over_steps():
 
 
 def _validate(callback, optimizer, value, step):
-    trainer = types.SimpleNamespace(sanity_checking=False, state=types.SimpleNamespace(fn=TrainerFn.FITTING),
-                                    callback_metrics={"val/nll": torch.tensor(value)}, optimizers=[optimizer],
-                                    global_step=step)
+    trainer = types.SimpleNamespace(
+        sanity_checking=False,
+        state=types.SimpleNamespace(fn=TrainerFn.FITTING),
+        callback_metrics={"val/nll": torch.tensor(value)},
+        optimizers=[optimizer],
+        global_step=step,
+    )
     callback.on_validation_end(trainer, None)
     return optimizer.param_groups[0]["lr"]
 
@@ -126,8 +145,11 @@ def test_a_resumed_callback_drops_as_the_uninterrupted_one():
 
 def test_a_missing_metric_names_the_ones_there():
     callback = DropLearningRateOnStall(monitor="val/nl")
-    trainer = types.SimpleNamespace(sanity_checking=False, state=types.SimpleNamespace(fn=TrainerFn.FITTING),
-                                    callback_metrics={"val/nll": torch.tensor(1.0), "val/loss": torch.tensor(1.0)})
+    trainer = types.SimpleNamespace(
+        sanity_checking=False,
+        state=types.SimpleNamespace(fn=TrainerFn.FITTING),
+        callback_metrics={"val/nll": torch.tensor(1.0), "val/loss": torch.tensor(1.0)},
+    )
     with pytest.raises(ConfigError, match=r"no metric 'val/nl'.*\['val/loss', 'val/nll'\]"):
         callback.on_validation_end(trainer, None)
 
@@ -158,7 +180,7 @@ def test_numpy_shuffle_serves_the_scripts_piece_order_and_resumes_it(tmp_path):
     expected = _script_orders(1111, 13, 4)
     assert len({tuple(order) for order in expected}) == 4  # every epoch its own order
     for epoch in range(4):
-        task.fit_progress = lambda: (epoch, 0)
+        task.fit_progress = lambda epoch=epoch: (epoch, 0)
         served = [batch[0] for batch in task.train_dataloader()]
         assert all(torch.equal(got, by_index[i]) for got, i in zip(served, expected[epoch], strict=True))
     task.fit_progress = lambda: (2, 5)  # a checkpoint after 5 pieces of the third epoch
@@ -171,5 +193,6 @@ def test_numpy_shuffle_serves_the_scripts_piece_order_and_resumes_it(tmp_path):
 def test_an_unknown_shuffle_names_the_key_and_the_choices(tmp_path):
     pieces = {"train": piano_pieces(3, 0), "valid": piano_pieces(2, 1), "test": piano_pieces(2, 2)}
     with pytest.raises(ConfigError, match=r"data\.shuffle = 'random'.*numpy"):
-        PolyphonicMusic(dataset="nottingham", path=str(write_music_pickle(tmp_path / "n.pickle", pieces)),
-                        shuffle="random")
+        PolyphonicMusic(
+            dataset="nottingham", path=str(write_music_pickle(tmp_path / "n.pickle", pieces)), shuffle="random"
+        )

@@ -1,4 +1,5 @@
 """The NaN guard catches an optimizer step that breaks finite weights, restores them, and gives a cause that fits."""
+
 import os
 
 import lightning.pytorch as pl
@@ -41,8 +42,15 @@ def _fit(tmp_path, callback, modrelu_bias: float | None = None):
     if modrelu_bias is not None:
         module.model.layer.bias.data.fill_(modrelu_bias)
     logger = SQLLogger(db_url=f"sqlite:///{tmp_path / 'runs.db'}", root_dir=str(tmp_path / "runs"))
-    trainer = pl.Trainer(max_steps=6, logger=logger, callbacks=[callback, NaNGuard()], accelerator="cpu",
-                         enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False)
+    trainer = pl.Trainer(
+        max_steps=6,
+        logger=logger,
+        callbacks=[callback, NaNGuard()],
+        accelerator="cpu",
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+    )
     with pytest.raises(NonFiniteError) as error:
         trainer.fit(module, datamodule=task)
     (run,) = Store(logger._db_url).list_runs()
@@ -73,6 +81,7 @@ def test_the_family_hint_is_given_only_for_the_group_it_concerns(tmp_path):
 
 def test_groups_named_in_a_hint():
     assert groups_named_in("lower model.optimizers.other.lr") == {"other"}
-    assert groups_named_in("lower model.optimizers.spectrum.lr / non_normal.lr, raise "
-                           "model.optimizers.non_normal.weight_decay") == {"spectrum", "non_normal"}
+    assert groups_named_in(
+        "lower model.optimizers.spectrum.lr / non_normal.lr, raise model.optimizers.non_normal.weight_decay"
+    ) == {"spectrum", "non_normal"}
     assert groups_named_in("set model.grad_clip_norm: 1.0") == set()

@@ -1,8 +1,10 @@
 """nnRNN against its mathematics: W = P (Lambda + T) P^T (Kerg et al. 2019; srnn-exprnn-facts section 2)."""
+
 import math
 
 import pytest
 import torch
+from tolerances import close, cond, norm, roundoff
 
 from ortholab.datamodules import CopyingTask
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
@@ -13,8 +15,6 @@ from ortholab.models.nnrnn import NNRNN, scaled_rotation_blocks, strictly_upper
 from ortholab.models.recurrence import modrelu_recurrence_reference
 from ortholab.models.sizing import parameter_count
 from ortholab.training.module import RecurrentModule, build_layer
-
-from tolerances import close, cond, norm, roundoff
 
 F64 = torch.float64
 
@@ -48,13 +48,21 @@ def _expected_spectrum(layer: NNRNN) -> torch.Tensor:
 
 # the factors -----------------------------------------------------------------------------------------
 
+
 def test_normal_part_is_scaled_rotation_blocks():
     theta, alpha = torch.tensor([0.3, 2.0], dtype=F64), torch.tensor([1.5, 0.5, 2.5], dtype=F64)
     lam = scaled_rotation_blocks(theta, alpha, 5)
     c0, s0, c1, s1 = math.cos(0.3), math.sin(0.3), math.cos(2.0), math.sin(2.0)
-    expected = torch.tensor([[1.5 * c0, -1.5 * s0, 0, 0, 0], [1.5 * s0, 1.5 * c0, 0, 0, 0],
-                             [0, 0, 0.5 * c1, -0.5 * s1, 0], [0, 0, 0.5 * s1, 0.5 * c1, 0],
-                             [0, 0, 0, 0, 2.5]], dtype=F64)
+    expected = torch.tensor(
+        [
+            [1.5 * c0, -1.5 * s0, 0, 0, 0],
+            [1.5 * s0, 1.5 * c0, 0, 0, 0],
+            [0, 0, 0.5 * c1, -0.5 * s1, 0],
+            [0, 0, 0.5 * s1, 0.5 * c1, 0],
+            [0, 0, 0, 0, 2.5],
+        ],
+        dtype=F64,
+    )
     # two roundings of entries <= 2.5: cos/sin (torch's and math's may differ by an ulp) and the product by alpha
     torch.testing.assert_close(lam, expected, rtol=0, atol=roundoff(F64, n=2, scale=2.5))
     assert torch.equal(scaled_rotation_blocks(theta, alpha[:2], 4), expected[:4, :4])  # even n: no 1x1 block
@@ -76,8 +84,12 @@ def test_initial_w_is_p_lambda_p_transpose_and_orthogonal(init, n):
     torch.testing.assert_close(p.t() @ p, _eye(n), rtol=0, atol=bound)  # P = exp(L - L^T) orthogonal
     torch.testing.assert_close(w.t() @ w, _eye(n), rtol=0, atol=3 * bound)  # alpha = 1, T = 0: W orthogonal...
     assert normality_defect(w) < 6 * bound  # ...hence normal (W W^T and W^T W: 3 bound each), with unit-modulus
-    torch.testing.assert_close(_sorted_eigenvalues(torch.linalg.eigvals(w)),  # eigenvalues e^{+-i theta}: normal W,
-                               _sorted_eigenvalues(_expected_spectrum(layer)), rtol=0, atol=3 * bound)  # cond 1
+    torch.testing.assert_close(
+        _sorted_eigenvalues(torch.linalg.eigvals(w)),  # eigenvalues e^{+-i theta}: normal W,
+        _sorted_eigenvalues(_expected_spectrum(layer)),
+        rtol=0,
+        atol=3 * bound,
+    )  # cond 1
     if init == "cayley":  # block-diagonal P commutes with Lambda's 2x2 rotations: W = Lambda
         torch.testing.assert_close(w, lam, rtol=0, atol=3 * bound)
     if init == "random":
@@ -131,16 +143,19 @@ def test_t_outside_the_blocks_keeps_the_spectrum():
     eigenvalues, vectors = torch.linalg.eig(w)
     # Bauer-Fike: a non-normal W's eigenvalues move by cond(V) ||dW||, ||dW|| = 3 n eps (1 + ||A||)^2 ||W||, n = 10
     bound = roundoff(F64, 3 * n, scale=cond(vectors) * _exp_scale(layer) * torch.linalg.matrix_norm(w, 2).item())
-    torch.testing.assert_close(_sorted_eigenvalues(eigenvalues),
-                               _sorted_eigenvalues(_expected_spectrum(layer)), rtol=0, atol=bound)
+    torch.testing.assert_close(
+        _sorted_eigenvalues(eigenvalues), _sorted_eigenvalues(_expected_spectrum(layer)), rtol=0, atol=bound
+    )
     with torch.no_grad():  # the code's element-wise mask also reaches inside the blocks, which moves eigenvalues
         layer.non_normal[in_block.nonzero()[0]] = 0.5
     moved = torch.linalg.eigvals(layer.recurrent_matrix().detach())
-    assert not torch.allclose(_sorted_eigenvalues(moved), _sorted_eigenvalues(_expected_spectrum(layer)), rtol=0,
-                              atol=bound)  # beyond round-off (they move by ~0.2)
+    assert not torch.allclose(
+        _sorted_eigenvalues(moved), _sorted_eigenvalues(_expected_spectrum(layer)), rtol=0, atol=bound
+    )  # beyond round-off (they move by ~0.2)
 
 
 # the layer and its gradients ----------------------------------------------------------------------------
+
 
 def _away_from_init(layer: NNRNN) -> NNRNN:
     with torch.no_grad():
@@ -167,8 +182,9 @@ def test_layer_is_the_modrelu_recurrence_with_w_in_column_form():
     # n = 6 times T = 9 steps; the two W differ by P's exps (n eps (1 + ||A||)^2), relative to ||h||, and a
     # non-normal W can grow an error by ||W||_2 a step (~1.4 here): ||W||^T
     growth = max(1.0, torch.linalg.matrix_norm(w, 2).item()) ** 9
-    torch.testing.assert_close(out, torch.stack(expected, 1),
-                               **close(F64, 6 * 9, norm(out) * _exp_scale(layer) * growth))
+    torch.testing.assert_close(
+        out, torch.stack(expected, 1), **close(F64, 6 * 9, norm(out) * _exp_scale(layer) * growth)
+    )
     assert (out == 0).any() and (out != 0).any()
     torch.testing.assert_close(layer(x, state_offsets=torch.zeros(4, 9, 6, dtype=F64)), out)
 
@@ -182,7 +198,7 @@ def test_layer_gradients_match_finite_differences(n):
 
     def loss(*values):
         out = torch.func.functional_call(layer, dict(zip(names, values)), (x,))
-        return (out ** 2).sum()
+        return (out**2).sum()
 
     assert torch.autograd.gradcheck(loss, [p.detach().clone().requires_grad_() for p in layer.parameters()])
 
@@ -241,6 +257,7 @@ def test_alpha_penalty_enters_alphas_gradient_not_the_loss():
 
 # sizes, groups, options ------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("n", [128, 129])
 def test_parameter_groups_and_honest_counts(n):
     inputs = 10
@@ -250,8 +267,12 @@ def test_parameter_groups_and_honest_counts(n):
     grouped = [p for params in groups.values() for p in params]
     assert len(grouped) == len(set(map(id, grouped))) == len(list(layer.parameters()))
     sizes = {name: sum(p.numel() for p in params) for name, params in groups.items()}
-    assert sizes == {"orthogonal": n * (n - 1) // 2, "spectrum": n, "non_normal": n * (n - 1) // 2,
-                     "other": n * inputs + n}
+    assert sizes == {
+        "orthogonal": n * (n - 1) // 2,
+        "spectrum": n,
+        "non_normal": n * (n - 1) // 2,
+        "other": n * inputs + n,
+    }
     assert sum(sizes.values()) == n * n + n * inputs + n
     assert parameter_count("nnrnn", n, inputs, 9) == n * n + n * inputs + n + 9 * n + 9
     if n == 128:  # copying at the SRNN/nnRNN papers' d_h = 128; the code's PyTorch count would be 51,913 (it
@@ -263,8 +284,16 @@ def test_parameter_groups_and_honest_counts(n):
 def test_each_group_gets_its_optimizer_and_t_its_weight_decay():
     task = CopyingTask(seq_len=5, train_size=20, val_size=20, test_size=20, batch_size=10)
     rmsprop = {"name": "rmsprop", "lr": 1e-3, "alpha": 0.99}
-    module = RecurrentModule(task.spec, family="nnrnn", hidden_size=6, optimizers={
-        "orthogonal": {**rmsprop, "lr": 1e-6}, "non_normal": {**rmsprop, "weight_decay": 1e-4}, "default": rmsprop})
+    module = RecurrentModule(
+        task.spec,
+        family="nnrnn",
+        hidden_size=6,
+        optimizers={
+            "orthogonal": {**rmsprop, "lr": 1e-6},
+            "non_normal": {**rmsprop, "weight_decay": 1e-4},
+            "default": rmsprop,
+        },
+    )
     optimizers = dict(zip(module.optimizer_specs, module.configure_optimizers()))
     assert sorted(optimizers) == ["non_normal", "orthogonal", "other", "spectrum"]
     assert optimizers["orthogonal"].param_groups[0]["lr"] == 1e-6
@@ -298,20 +327,54 @@ def test_sequence_model_meta_device_and_hint():
 
 
 def test_the_cli_trains_nnrnn_with_the_codes_optimizer_layout(tmp_path, monkeypatch):
-    from ortholab.db import Store
     from ortholab.cli.main import main
+    from ortholab.db import Store
 
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    main(["fit", "--model.family", "nnrnn", "--model.hidden_size", "6",
-          "--model.optimizers", ("{orthogonal: {name: rmsprop, lr: 1.0e-6, alpha: 0.99}, non_normal: {name: rmsprop, "
-                                 "lr: 1.0e-3, alpha: 0.99, weight_decay: 1.0e-4}, default: {name: rmsprop, lr: 1.0e-3}}"),
-          "--data", "datamodules.AddingTask", "--data.seq_len", "6", "--data.train_size", "40",
-          "--data.batch_size", "10", "--data.val_size", "10", "--trainer.max_steps", "4",
-          "--trainer.val_check_interval", "4", "--trainer.check_val_every_n_epoch", "null",
-          "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
-          "--trainer.accelerator", "cpu", "--db", db])
+    main(
+        [
+            "fit",
+            "--model.family",
+            "nnrnn",
+            "--model.hidden_size",
+            "6",
+            "--model.optimizers",
+            (
+                "{orthogonal: {name: rmsprop, lr: 1.0e-6, alpha: 0.99}, non_normal: {name: rmsprop, "
+                "lr: 1.0e-3, alpha: 0.99, weight_decay: 1.0e-4}, default: {name: rmsprop, lr: 1.0e-3}}"
+            ),
+            "--data",
+            "datamodules.AddingTask",
+            "--data.seq_len",
+            "6",
+            "--data.train_size",
+            "40",
+            "--data.batch_size",
+            "10",
+            "--data.val_size",
+            "10",
+            "--trainer.max_steps",
+            "4",
+            "--trainer.val_check_interval",
+            "4",
+            "--trainer.check_val_every_n_epoch",
+            "null",
+            "--trainer.enable_progress_bar",
+            "false",
+            "--trainer.enable_model_summary",
+            "false",
+            "--trainer.accelerator",
+            "cpu",
+            "--db",
+            db,
+        ]
+    )
     (run,) = Store(db).list_runs()
     assert run.status == "finished" and run.family == "nnrnn" and run.steps == 4
     assert Store(db).get_run(run.id).info["parameter_counts"] == {
-        "orthogonal": 15, "spectrum": 6, "non_normal": 15, "other": 6 * 2 + 6 + 6 + 1}
+        "orthogonal": 15,
+        "spectrum": 6,
+        "non_normal": 15,
+        "other": 6 * 2 + 6 + 6 + 1,
+    }

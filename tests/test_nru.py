@@ -1,18 +1,18 @@
 """NRU against the SRNN repository's port of the authors' cell (srnn-exprnn-facts section 2; Chandar et al. 2019)."""
+
 import math
 from pathlib import Path
 
 import pytest
 import torch
+from tolerances import close, norm
 from torch import nn
 from torch.nn import functional as F
 
+from ortholab.cli.main import main
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
 from ortholab.models.nru import NRU, memory_update
 from ortholab.models.sizing import parameter_count
-from ortholab.cli.main import main
-
-from tolerances import close, norm, roundoff
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,11 +38,14 @@ def port_forward(layer: NRU, x: torch.Tensor) -> torch.Tensor:
     return torch.stack(out, dim=1)
 
 
-@pytest.mark.parametrize("memory_size, heads", [
-    (9, 4),    # r = sqrt(9 * 4) = 6 is not a multiple of k: the k vectors are formed and normalised as the port
-    (16, 4),   # r = 8 = 2 k: each head is 2 whole rows of a b^T, the factorised path (as M = 256, k = 4)
-    (4, 1),
-])
+@pytest.mark.parametrize(
+    "memory_size, heads",
+    [
+        (9, 4),  # r = sqrt(9 * 4) = 6 is not a multiple of k: the k vectors are formed and normalised as the port
+        (16, 4),  # r = 8 = 2 k: each head is 2 whole rows of a b^T, the factorised path (as M = 256, k = 4)
+        (4, 1),
+    ],
+)
 def test_forward_and_gradients_equal_the_port(memory_size, heads):
     torch.manual_seed(0)
     layer = NRU(3, 7, memory_size=memory_size, heads=heads).double()
@@ -70,19 +73,26 @@ def test_memory_update_by_hand():
     vectors = torch.tensor([[1.0, 2.0, 3.0, -1.0, 0.0, 1.0, 1.0, 1.0]], dtype=torch.float64)
     alpha, beta = torch.tensor([[0.5]], dtype=torch.float64), torch.tensor([[2.0]], dtype=torch.float64)
     write = torch.tensor([3.0, -1.0, 6.0, -2.0], dtype=torch.float64) / (243 + 1 + 7776 + 32) ** 0.2
-    erase = torch.tensor([0.0, 0.0, 1.0, 1.0], dtype=torch.float64) / 2 ** 0.2
+    erase = torch.tensor([0.0, 0.0, 1.0, 1.0], dtype=torch.float64) / 2**0.2
     expected = memory + 0.5 * write - 2.0 * erase
     # ~10 roundings (an L5 norm of 4 entries, a product, the update), relative to the terms m, alpha v, beta e
     terms = norm(memory) + 0.5 * norm(write) + 2.0 * norm(erase)
-    torch.testing.assert_close(memory_update(memory, vectors, alpha, beta, heads=1), expected,
-                               **close(torch.float64, 10, terms))
+    torch.testing.assert_close(
+        memory_update(memory, vectors, alpha, beta, heads=1), expected, **close(torch.float64, 10, terms)
+    )
     # two heads (M = 2, r = 2): the update is the mean over heads; head 2 of the write is (6, -2) here
-    two = memory_update(torch.zeros(1, 2, dtype=torch.float64), vectors, torch.tensor([[1.0, 3.0]]).double(),
-                        torch.zeros(1, 2, dtype=torch.float64), heads=2)
+    two = memory_update(
+        torch.zeros(1, 2, dtype=torch.float64),
+        vectors,
+        torch.tensor([[1.0, 3.0]]).double(),
+        torch.zeros(1, 2, dtype=torch.float64),
+        heads=2,
+    )
     head1 = torch.tensor([3.0, -1.0], dtype=torch.float64) / (243 + 1) ** 0.2
     head2 = torch.tensor([6.0, -2.0], dtype=torch.float64) / (7776 + 32) ** 0.2
-    torch.testing.assert_close(two[0], (head1 + 3 * head2) / 2,
-                               **close(torch.float64, 10, norm(head1) + 3 * norm(head2)))  # as above
+    torch.testing.assert_close(
+        two[0], (head1 + 3 * head2) / 2, **close(torch.float64, 10, norm(head1) + 3 * norm(head2))
+    )  # as above
 
 
 def test_memory_does_not_saturate_under_a_constant_write():
@@ -92,7 +102,7 @@ def test_memory_does_not_saturate_under_a_constant_write():
     with torch.no_grad():
         for p in layer.parameters():
             p.zero_()
-        layer.state_layer.weight[:, 1 + 4:] = torch.eye(4)
+        layer.state_layer.weight[:, 1 + 4 :] = torch.eye(4)
         layer.write_vectors.bias.copy_(torch.tensor([1.0, 2.0, 3.0, 1.0]))  # a = (1, 2), b = (3, 1)
         layer.write_weights.bias.fill_(1.0)
     h = layer(torch.zeros(1, 300, 1, dtype=torch.float64))[0]
@@ -147,8 +157,9 @@ def test_recurrent_matrix_is_the_weight_the_forward_applies_to_the_previous_stat
     h1 = out[:, 0]
     hm = torch.cat((h1, torch.zeros(2, 4, dtype=torch.float64)), 1)
     vectors = torch.cat((layer.write_vectors(hm), layer.erase_vectors(hm)), 1)
-    m1 = memory_update(torch.zeros(2, 4, dtype=torch.float64), vectors, layer.write_weights(hm),
-                       layer.erase_weights(hm), heads=1)
+    m1 = memory_update(
+        torch.zeros(2, 4, dtype=torch.float64), vectors, layer.write_weights(hm), layer.erase_weights(hm), heads=1
+    )
     h2 = torch.relu(x[:, 1] @ weight[:, :3].t() + h1 @ w.t() + m1 @ weight[:, 9:].t() + layer.state_layer.bias)
     # one step of the two layers: [x, h, m] (3 + 6 + 4) and [h, m], relative to ||h_2||
     torch.testing.assert_close(out[:, 1], h2, **close(torch.float64, 2 * (3 + 6 + 4), norm(h2)))
@@ -169,7 +180,9 @@ def test_parameter_count_is_the_srnn_papers_102k():
 
 
 def test_config_errors_name_the_key():
-    with pytest.raises(ConfigError, match=r"model\.family_args\.memory_size \* heads = 10 \* 4 must be a perfect square"):
+    with pytest.raises(
+        ConfigError, match=r"model\.family_args\.memory_size \* heads = 10 \* 4 must be a perfect square"
+    ):
         NRU(2, 8, memory_size=10)
     with pytest.raises(ConfigError, match=r"model\.family_args\.heads = 0 must be a positive integer"):
         NRU(2, 8, heads=0)

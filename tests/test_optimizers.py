@@ -1,13 +1,13 @@
 """TF1-compatible RMSProp and Adagrad against two steps computed by hand."""
+
 import math
 
 import pytest
 import torch
+from tolerances import roundoff
 
 from ortholab.errors import ConfigError
 from ortholab.models.optimizers import AdagradTF, RMSpropTF, build_optimizer
-
-from tolerances import roundoff
 
 # two steps of ~5 roundings each (the accumulator, its square root, the quotient, the product, the update)
 TWO_STEPS = roundoff(torch.float64, 2 * 5)
@@ -47,5 +47,6 @@ def test_adagrad_tf_two_steps():
 
 def test_unknown_optimizer_names_the_key():
     with pytest.raises(ConfigError, match=r"model.optimizers.recurrent.name = 'rmsprob'"):
-        build_optimizer([torch.nn.Parameter(torch.zeros(1))], {"name": "rmsprob", "lr": 1e-3},
-                        "model.optimizers.recurrent")
+        build_optimizer(
+            [torch.nn.Parameter(torch.zeros(1))], {"name": "rmsprob", "lr": 1e-3}, "model.optimizers.recurrent"
+        )

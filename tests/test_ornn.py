@@ -1,16 +1,21 @@
 """oRNN: Householder products against their algebra (Proposition 1, Theorem 1), the layer, and its hand-written BPTT."""
+
 import math
 
 import pytest
 import torch
+from tolerances import close, norm, roundoff
 
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
-from ortholab.models.householder import (entries_from_tril, householder_factors, householder_product,
-                                householder_product_sequential, tril_from_entries)
+from ortholab.models.householder import (
+    entries_from_tril,
+    householder_factors,
+    householder_product,
+    householder_product_sequential,
+    tril_from_entries,
+)
 from ortholab.models.ornn import ORNN
 from ortholab.models.pointwise_recurrence import pointwise_recurrence, pointwise_recurrence_reference
-
-from tolerances import close, norm, roundoff
 
 F64 = torch.float64
 
@@ -93,8 +98,9 @@ def test_gradient_of_each_reflection_vector_is_orthogonal_to_it():
     u, grad = layer.reflection_vectors().detach(), tril_from_entries(layer.reflections.grad, 7, 5)
     # the gradient through m = 5 reflections of length n = 7, then the inner product with u_k: (m + 1) n eps |u_k| |g_k|
     scale = (u.norm(dim=0) * grad.norm(dim=0)).max().item()
-    torch.testing.assert_close((u * grad).sum(dim=0), torch.zeros(5, dtype=F64), rtol=0,
-                               atol=roundoff(F64, 6 * 7, scale))
+    torch.testing.assert_close(
+        (u * grad).sum(dim=0), torch.zeros(5, dtype=F64), rtol=0, atol=roundoff(F64, 6 * 7, scale)
+    )
 
 
 def test_scalar_factor_gets_no_gradient_and_keeps_its_sign():

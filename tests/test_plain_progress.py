@@ -1,12 +1,13 @@
 """Progress where stdout is no terminal (a log file, a job scheduler, `docker logs`): plain lines, not a bar that
 shows nothing until the run ends."""
+
 import re
 
-from ortholab.db import Store
-from ortholab.cli.main import main
-from ortholab.training.progress import PlainProgress, _clock
-
 from test_cli import DEMO, TINY
+
+from ortholab.cli.main import main
+from ortholab.db import Store
+from ortholab.training.progress import PlainProgress, _clock
 
 LINE = re.compile(r"^step (\d+)/6 · loss [\d.e+-]+ · [\d.e+-]+ steps/s · (ETA \S+|training ended after \S+)$")
 
@@ -14,7 +15,7 @@ LINE = re.compile(r"^step (\d+)/6 · loss [\d.e+-]+ · [\d.e+-]+ steps/s · (ETA
 def _fit(tmp_path, *extra):
     db = f"sqlite:///{tmp_path / 'store.db'}"
     at = TINY.index("--trainer.enable_progress_bar")
-    flags = TINY[:at] + TINY[at + 2:]  # the default: a progress view
+    flags = TINY[:at] + TINY[at + 2 :]  # the default: a progress view
     main(["fit", "--config", DEMO, *flags, "--db", db, "--runs_dir", str(tmp_path / "runs"), *extra])
     return Store(db)
 

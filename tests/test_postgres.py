@@ -1,14 +1,15 @@
 """The store, the logger, `ortholab runs` and a CLI fit against a real PostgreSQL server."""
+
 import json
 import math
 import subprocess
 import sys
 
 import pytest
-
-from ortholab.db import Store
 from postgres import postgres_server, unavailable_reason, wait_until_ready
 from test_cli import DEMO, TINY
+
+from ortholab.db import Store
 
 pytestmark = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 
@@ -22,8 +23,14 @@ def pg_url():
 
 def test_store_round_trip_on_postgres(pg_url):
     store = Store(pg_url)
-    run_id = store.create_run(name="pg", family="scornn", task="copying", main_metric="val/loss", baseline=0.17,
-                              config={"model": {"hidden_size": 8}})
+    run_id = store.create_run(
+        name="pg",
+        family="scornn",
+        task="copying",
+        main_metric="val/loss",
+        baseline=0.17,
+        config={"model": {"hidden_size": 8}},
+    )
     store.log_metrics(run_id, {"val/loss": 0.5, "train/loss": float("nan")}, step=0, epoch=0)
     store.log_metrics(run_id, {"val/loss": 0.2}, step=1, epoch=0)
     store.log_metrics(run_id, {"val/loss": 0.3}, step=2, epoch=1)
@@ -44,8 +51,12 @@ def test_cli_fit_and_runs_on_postgres(pg_url, tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     main(["fit", "--config", DEMO, *TINY, "--db", pg_url, "--name", "on-postgres"])
-    listed = subprocess.run([sys.executable, "-c", "from ortholab.cli.main import main; main()", "runs", "--json",
-                             "--db", pg_url], capture_output=True, text=True, timeout=120)
+    listed = subprocess.run(
+        [sys.executable, "-c", "from ortholab.cli.main import main; main()", "runs", "--json", "--db", pg_url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert listed.returncode == 0, listed.stderr
     row = next(r for r in json.loads(listed.stdout) if r["name"] == "on-postgres")
     assert row["status"] == "finished" and row["steps"] == 6 and row["best"] is not None

@@ -1,31 +1,35 @@
 """Mixed precision (`trainer.precision: bf16-mixed`, `16-mixed`): every family trains a few steps on the CPU with
 every optimizer, its orthogonal/unitary map formed and kept in float32 (models/precision.py); what cannot run on
 the CPU is refused in one line."""
+
 import math
 
 import lightning.pytorch as pl
 import pytest
 import torch
+from devices import needs_cuda
 from lightning.pytorch.plugins.precision import MixedPrecision
+from test_cli import DEMO, TINY
+from tolerances import cond, roundoff
 
+from ortholab.cli.main import main
 from ortholab.datamodules import CopyingTask
 from ortholab.db import Store
 from ortholab.models import FAMILIES
 from ortholab.models.cayley import skew_from_upper
-from ortholab.cli.main import main
-from ortholab.training.module import RecurrentModule
 from ortholab.models.optimizers import OPTIMIZERS
-
-from devices import needs_cuda
-from test_cli import DEMO, TINY
-from tolerances import cond, roundoff
+from ortholab.training.module import RecurrentModule
 
 N, STEPS = 8, 3
-FAMILY_ARGS = {"scornn": {"rho": 4},
-               "exprnn": {"trivialization": "dtriv", "rebase_every": 2}}  # base <- B after step 2 of 3, under bf16
+FAMILY_ARGS = {
+    "scornn": {"rho": 4},
+    "exprnn": {"trivialization": "dtriv", "rebase_every": 2},
+}  # base <- B after step 2 of 3, under bf16
 # the map each family keeps orthogonal/unitary (nnRNN: its basis P; W = P (Lambda + T) P^T is non-normal)
-ORTHOGONAL_MAP = {family: (lambda layer: layer.recurrent_matrix())
-                  for family in ("scornn", "scurnn", "ornn", "srnn", "exprnn", "urnn", "eurnn", "fcurnn")}
+ORTHOGONAL_MAP = {
+    family: (lambda layer: layer.recurrent_matrix())
+    for family in ("scornn", "scurnn", "ornn", "srnn", "exprnn", "urnn", "eurnn", "fcurnn")
+}
 ORTHOGONAL_MAP["nnrnn"] = lambda layer: layer.basis()
 # every optimizer takes a turn: the groups of the families, in order, cycle through them (fcurnn's recurrent group
 # keeps its own stiefel_cayley); test_every_optimizer_takes_a_turn checks that none is left out
@@ -35,8 +39,12 @@ ELEMENTWISE = [name for name in OPTIMIZERS if name != "stiefel_cayley"]
 def optimizer_plan() -> dict[str, dict[str, dict]]:
     plan, turn = {}, 0
     for family in sorted(FAMILIES):
-        groups = RecurrentModule(CopyingTask(seq_len=3, copy_len=2).spec, family=family, hidden_size=N,
-                                 family_args=FAMILY_ARGS.get(family, {})).parameter_groups()
+        groups = RecurrentModule(
+            CopyingTask(seq_len=3, copy_len=2).spec,
+            family=family,
+            hidden_size=N,
+            family_args=FAMILY_ARGS.get(family, {}),
+        ).parameter_groups()
         plan[family] = {}
         for group in sorted(groups):
             plan[family][group] = {"name": ELEMENTWISE[turn % len(ELEMENTWISE)], "lr": 1e-3}
@@ -56,18 +64,33 @@ class _Losses(pl.Callback):
         self.losses.append(float(outputs["loss"]))
 
 
-def train(family: str, precision="32-true", plugins=None, grad_clip_norm=None, optimizers=None, steps=STEPS,
-          accelerator="cpu"):
+def train(
+    family: str, precision="32-true", plugins=None, grad_clip_norm=None, optimizers=None, steps=STEPS, accelerator="cpu"
+):
     """(module, the parameters before, the training losses) after `steps` steps on a tiny copying task."""
     torch.manual_seed(0)
     task = CopyingTask(seq_len=3, copy_len=2, train_size=10 * steps, batch_size=10, val_size=10)
-    module = RecurrentModule(task.spec, family=family, hidden_size=N, family_args=FAMILY_ARGS.get(family, {}),
-                             optimizers=optimizers or PLAN[family], grad_clip_norm=grad_clip_norm)
+    module = RecurrentModule(
+        task.spec,
+        family=family,
+        hidden_size=N,
+        family_args=FAMILY_ARGS.get(family, {}),
+        optimizers=optimizers or PLAN[family],
+        grad_clip_norm=grad_clip_norm,
+    )
     before = {name: p.detach().clone() for name, p in module.named_parameters()}
     losses = _Losses()
-    trainer = pl.Trainer(max_steps=steps, logger=False, accelerator=accelerator, limit_val_batches=0,
-                         callbacks=[losses], enable_progress_bar=False, enable_model_summary=False,
-                         enable_checkpointing=False, **({"plugins": plugins} if plugins else {"precision": precision}))
+    trainer = pl.Trainer(
+        max_steps=steps,
+        logger=False,
+        accelerator=accelerator,
+        limit_val_batches=0,
+        callbacks=[losses],
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        **({"plugins": plugins} if plugins else {"precision": precision}),
+    )
     trainer.fit(module, datamodule=task)
     return module, before, losses.losses
 
@@ -146,9 +169,14 @@ def test_16_mixed_steps_every_group_with_the_unscaled_gradient():
         _, start, _ = train("nnrnn", grad_clip_norm=clip, optimizers=sgd, steps=1)
         full, _, _ = train("nnrnn", grad_clip_norm=clip, optimizers=sgd, steps=1)
         scaler = torch.amp.GradScaler("cpu")
-        half, _, losses = train("nnrnn", plugins=[MixedPrecision("16-mixed", "cpu", scaler=scaler)],
-                                grad_clip_norm=clip, optimizers=sgd, steps=1)
-        assert math.isfinite(losses[0]) and scaler.get_scale() == 2.0 ** 16  # no inf: nothing skipped
+        half, _, losses = train(
+            "nnrnn",
+            plugins=[MixedPrecision("16-mixed", "cpu", scaler=scaler)],
+            grad_clip_norm=clip,
+            optimizers=sgd,
+            steps=1,
+        )
+        assert math.isfinite(losses[0]) and scaler.get_scale() == 2.0**16  # no inf: nothing skipped
         reference = dict(full.named_parameters())
         for name, p in half.named_parameters():
             expected, got = reference[name].detach() - start[name], p.detach() - start[name]
@@ -165,10 +193,13 @@ def _fit(tmp_path, *extra):
     return db
 
 
-@pytest.mark.parametrize("precision, says", [
-    ("16-mixed", "trainer.precision = 16-mixed: float16 mixed precision runs on CUDA GPUs only"),
-    ("bf16-true", "trainer.precision = bf16-true stores the parameters themselves in 16 bits"),
-])
+@pytest.mark.parametrize(
+    "precision, says",
+    [
+        ("16-mixed", "trainer.precision = 16-mixed: float16 mixed precision runs on CUDA GPUs only"),
+        ("bf16-true", "trainer.precision = bf16-true stores the parameters themselves in 16 bits"),
+    ],
+)
 def test_what_the_cpu_cannot_train_is_refused_in_one_line(tmp_path, capsys, precision, says):
     if torch.cuda.is_available() and precision == "16-mixed":
         pytest.skip("the demo config names the CPU, but this machine could take --trainer.accelerator gpu")

@@ -1,5 +1,6 @@
 """`ortholab predict`: a recorded run's checkpoint on a split in, a predictions file in the predict run's folder
 out, recorded as a run of stage 'predict' linked to its source run."""
+
 import sqlite3
 from pathlib import Path
 
@@ -10,15 +11,29 @@ import torch
 from standins import SHARED_DATA
 from tolerances import roundoff
 
-from ortholab.db import Store
 from ortholab.cli.main import main
+from ortholab.db import Store
 
 REPO = Path(__file__).resolve().parents[1]
 DEMOS = REPO / "configs" / "demo"
 QUIET = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
-DIGITS = [*QUIET, "--model.hidden_size", "16", "--model.family_args.rho", "2", "--trainer.max_steps", "4",
-          "--trainer.max_epochs", "null", "--trainer.val_check_interval", "2", "--trainer.check_val_every_n_epoch",
-          "null", "--data.eval_batch_size", "100"]
+DIGITS = [
+    *QUIET,
+    "--model.hidden_size",
+    "16",
+    "--model.family_args.rho",
+    "2",
+    "--trainer.max_steps",
+    "4",
+    "--trainer.max_epochs",
+    "null",
+    "--trainer.val_check_interval",
+    "2",
+    "--trainer.check_val_every_n_epoch",
+    "null",
+    "--data.eval_batch_size",
+    "100",
+]
 
 
 def ortholab(capsys, *args) -> tuple[int, str, str]:
@@ -37,8 +52,18 @@ def trained(tmp_path_factory):
     """A short recorded fit of scoRNN on the 8x8 digits, shared by the tests: (store URL, its run)."""
     folder = tmp_path_factory.mktemp("trained")
     db = f"sqlite:///{folder / 'runs.db'}"
-    main(["fit", "--config", str(DEMOS / "mnist_digits_scornn.yaml"), *DIGITS, "--db", db, "--runs_dir",
-          str(folder / "runs")])
+    main(
+        [
+            "fit",
+            "--config",
+            str(DEMOS / "mnist_digits_scornn.yaml"),
+            *DIGITS,
+            "--db",
+            db,
+            "--runs_dir",
+            str(folder / "runs"),
+        ]
+    )
     (run,) = Store(db).list_runs()
     return db, Store(db).get_run(run.id)
 
@@ -53,8 +78,9 @@ def fresh(trained, tmp_path):
     return f"sqlite:///{copy}", source
 
 
-def test_predict_on_a_recorded_run_writes_class_scores_and_records_the_link(fresh, tmp_path, capsys, monkeypatch,
-                                                                            recwarn):
+def test_predict_on_a_recorded_run_writes_class_scores_and_records_the_link(
+    fresh, tmp_path, capsys, monkeypatch, recwarn
+):
     monkeypatch.chdir(tmp_path)
     db, source = fresh
     code, out, err = ortholab(capsys, "predict", "--run", source.id, "--db", db)
@@ -76,8 +102,9 @@ def test_predict_on_a_recorded_run_writes_class_scores_and_records_the_link(fres
     assert np.abs(scores.sum(axis=1) - 1).max() <= roundoff(torch.float32, n=10)  # a softmax over 10 classes
     assert np.array_equal(saved["predicted_class"], scores.argmax(axis=1))
     # the same checkpoint through `ortholab test`: its recorded accuracy is the predictions' accuracy
-    code, _, err = ortholab(capsys, "test", "--config", Path(source.run_dir) / "config.yaml", "--db", db,
-                            "--ckpt_path", best, *QUIET)
+    code, _, err = ortholab(
+        capsys, "test", "--config", Path(source.run_dir) / "config.yaml", "--db", db, "--ckpt_path", best, *QUIET
+    )
     assert code == 0, err
     (tested,) = [r for r in store.list_runs() if r.stage == "test"]
     (accuracy,) = [p.value for p in store.metric_series(tested.id, "test/acc")]
@@ -88,8 +115,21 @@ def test_the_lightning_form_with_another_split_is_linked_too(fresh, tmp_path, ca
     monkeypatch.chdir(tmp_path)
     db, source = fresh
     last = Path(source.run_dir) / "checkpoints" / "last.ckpt"
-    code, _, err = ortholab(capsys, "predict", "--config", Path(source.run_dir) / "config.yaml", "--db", db,
-                            "--ckpt_path", last, "--predict_split", "val", "--name", "digits-val", *QUIET)
+    code, _, err = ortholab(
+        capsys,
+        "predict",
+        "--config",
+        Path(source.run_dir) / "config.yaml",
+        "--db",
+        db,
+        "--ckpt_path",
+        last,
+        "--predict_split",
+        "val",
+        "--name",
+        "digits-val",
+        *QUIET,
+    )
     assert code == 0, err
     store = Store(db)
     (run,) = [r for r in store.list_runs() if r.stage == "predict"]
@@ -98,11 +138,14 @@ def test_the_lightning_form_with_another_split_is_linked_too(fresh, tmp_path, ca
     assert np.load(link["predictions"])["predictions"].shape == (180, 10)
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--config", DEMOS / "mnist_digits_scornn.yaml"], "predict needs trained weights"),
-    (["--config", DEMOS / "mnist_digits_scornn.yaml", "--checkpoint", "best"], "give --run ID as well"),
-    (["--run", "99"], "No run with id 99"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--config", DEMOS / "mnist_digits_scornn.yaml"], "predict needs trained weights"),
+        (["--config", DEMOS / "mnist_digits_scornn.yaml", "--checkpoint", "best"], "give --run ID as well"),
+        (["--run", "99"], "No run with id 99"),
+    ],
+)
 def test_predict_without_weights_is_one_line(args, words, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     Store(f"sqlite:///{tmp_path / 'runs.db'}")  # an empty store: `predict --run` never creates one
@@ -113,15 +156,40 @@ def test_predict_without_weights_is_one_line(args, words, tmp_path, capsys, monk
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (SHARED_DATA / "fsdd").is_dir() or not (SHARED_DATA / "poly_music").is_dir(),
-                    reason="needs ../shared/data (FSDD and JSB Chorales) as the data root")
+@pytest.mark.skipif(
+    not (SHARED_DATA / "fsdd").is_dir() or not (SHARED_DATA / "poly_music").is_dir(),
+    reason="needs ../shared/data (FSDD and JSB Chorales) as the data root",
+)
 def test_music_gives_next_frames_and_speech_gives_reconstructed_audio(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the data root is ../shared/data (tests/conftest.py)
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    short = [*QUIET, "--trainer.max_steps", "2", "--trainer.max_epochs", "null", "--trainer.limit_val_batches", "1",
-             "--trainer.val_check_interval", "2", "--trainer.check_val_every_n_epoch", "null", "--db", db]
-    speech = ["--data.max_utterances", "3", "--data.recordings_per_utterance", "2", "--data.batch_size", "2",
-              "--data.cache_dir", "null", "--trainer.callbacks", "[]"]
+    short = [
+        *QUIET,
+        "--trainer.max_steps",
+        "2",
+        "--trainer.max_epochs",
+        "null",
+        "--trainer.limit_val_batches",
+        "1",
+        "--trainer.val_check_interval",
+        "2",
+        "--trainer.check_val_every_n_epoch",
+        "null",
+        "--db",
+        db,
+    ]
+    speech = [
+        "--data.max_utterances",
+        "3",
+        "--data.recordings_per_utterance",
+        "2",
+        "--data.batch_size",
+        "2",
+        "--data.cache_dir",
+        "null",
+        "--trainer.callbacks",
+        "[]",
+    ]
     assert ortholab(capsys, "fit", "--config", DEMOS / "music_jsb_lstm.yaml", *short)[0] == 0
     assert ortholab(capsys, "fit", "--config", DEMOS / "speech_fsdd_scornn.yaml", *short, *speech)[0] == 0
     store = Store(db)
@@ -129,8 +197,10 @@ def test_music_gives_next_frames_and_speech_gives_reconstructed_audio(tmp_path, 
     for run in (music_run, speech_run):
         code, _, err = ortholab(capsys, "predict", "--run", run.id, "--db", db, "--checkpoint", "last")
         assert code == 0, err
-    music_link, speech_link = (store.get_run(r.id).info["predict"] for r in sorted(
-        (r for r in store.list_runs() if r.stage == "predict"), key=lambda r: r.id))
+    music_link, speech_link = (
+        store.get_run(r.id).info["predict"]
+        for r in sorted((r for r in store.list_runs() if r.stage == "predict"), key=lambda r: r.id)
+    )
     music = np.load(music_link["predictions"])
     assert str(music["kind"]) == "key_probabilities" and music["predictions"].shape[0] == 77  # JSB's test pieces
     assert music["predictions"].shape[2] == 88 and music["mask"].shape == music["predictions"].shape[:2]

@@ -1,14 +1,14 @@
 """A run records the code that trained it (and each other code that resumed it); the report export names them
 (tests/test_reproduce.py)."""
+
 import subprocess
 from pathlib import Path
 
 import torch
-
-from ortholab.db import provenance
-from ortholab.db import SQLLogger, Store
-from ortholab.cli.main import main
 from test_cli import DEMO, TINY
+
+from ortholab.cli.main import main
+from ortholab.db import SQLLogger, Store, provenance
 
 REPO = Path(__file__).resolve().parents[1]
 

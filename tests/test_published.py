@@ -4,6 +4,7 @@ Each file is one table or figure of one paper; each row one published number (or
 outcome) with the OrthoLab config that reproduces it. The paper texts live outside the repository
 (../shared/papers); the checks that read them are skipped where they are missing.
 """
+
 from __future__ import annotations
 
 import re
@@ -23,13 +24,25 @@ PAPERS = REPO.parent / "shared" / "papers"
 FILES = sorted(PUBLISHED.glob("*.yaml"))
 
 FILE_KEYS = ["paper", "table", "title", "metric", "mode", "scale", "rows"]
-ROW_KEYS = ["row", "task", "setting", "family", "hidden_size", "parameters", "value", "outcome", "expect", "config",
-            "notes"]
+ROW_KEYS = [
+    "row",
+    "task",
+    "setting",
+    "family",
+    "hidden_size",
+    "parameters",
+    "value",
+    "outcome",
+    "expect",
+    "config",
+    "notes",
+]
 ROW_OPTIONAL = {"metric", "mode", "scale", "args"}  # per-row overrides of the file's keys; args: extra CLI flags
 EXPECTS = {None, "below_baseline", "above_baseline", "at_baseline"}
 # families the rows may name before OrthoLab has them (their rows carry config: null, "family pending: <name>")
 PENDING_FAMILIES = {"urnn", "fcurnn", "eurnn", "exprnn", "nru", "nnrnn", "rtransformer"}
-# what each task logs per evaluation split (training/objectives.py; speech: datamodules/speech.py, ortholab/evaluation/audio.py)
+# what each task logs per evaluation split (training/objectives.py; speech: datamodules/speech.py,
+# ortholab/evaluation/audio.py)
 SPLIT_METRICS = {
     "copying": {"loss", "acc"},
     "adding": {"loss"},
@@ -110,8 +123,9 @@ def test_row_schema(name, row):
     assert row["family"] in set(FAMILIES) | PENDING_FAMILIES, f"{where}: unknown family {row['family']!r}"
     assert isinstance(row["setting"], str) and row["setting"].strip(), where
     for key in ("hidden_size", "parameters"):
-        assert row[key] is None or (isinstance(row[key], int) and not isinstance(row[key], bool) and row[key] > 0), \
+        assert row[key] is None or (isinstance(row[key], int) and not isinstance(row[key], bool) and row[key] > 0), (
             f"{where}: {key} must be a positive int or null"
+        )
     assert row["value"] is None or is_number(row["value"]), where
     assert row["outcome"] is None or (isinstance(row["outcome"], str) and row["outcome"].strip()), where
     assert row["value"] is not None or row["outcome"] is not None, f"{where}: neither a value nor an outcome"
@@ -131,11 +145,13 @@ def test_row_config(name, row):
     where = f"{name}: {row['row']}"
     if row["config"] is None:
         if row["family"] not in FAMILIES:
-            assert f"family pending: {row['family']}" in row["notes"], \
+            assert f"family pending: {row['family']}" in row["notes"], (
                 f"{where}: OrthoLab has no family {row['family']!r}; say 'family pending: {row['family']}' in notes"
+            )
         else:
-            assert "family pending:" in row["notes"] or "no config" in row["notes"], \
+            assert "family pending:" in row["notes"] or "no config" in row["notes"], (
                 f"{where}: {row['family']} exists; link a config or say why there is 'no config' in notes"
+            )
         return
     assert row["family"] in FAMILIES, f"{where}: a config for a family OrthoLab lacks"
     path = REPO / row["config"]
@@ -146,8 +162,10 @@ def test_row_config(name, row):
     assert config["model"]["family"] == row["family"], f"{where}: {row['config']} trains {config['model']['family']}"
     class_name = config["data"]["class_path"].rsplit(".", 1)[-1]
     data_path = str(config["data"].get("init_args", {}).get("path") or "")
-    assert not data_path.startswith(".."), \
-        f"{row['config']}: data.path {data_path!r} exists only beside a checkout; null (the data root) works from a wheel"
+    assert not data_path.startswith(".."), (
+        f"{row['config']}: data.path {data_path!r} exists only beside a checkout; "
+        "null (the data root) works from a wheel"
+    )
     assert TASK_OF_CLASS.get(class_name) == row["task"], f"{where}: {row['config']} is task {class_name}"
     hidden = config["model"].get("hidden_size")
     if isinstance(hidden, int) and row["hidden_size"] is not None:
@@ -207,10 +225,12 @@ def test_the_2026_comparison_sets_every_family_side_by_side():
     assert tasks == {"copying-T1000", "copying-T2000", "adding-T750", "mnist", "pmnist"}
     for task in tasks:
         for family in ("lru", "s4d"):
-            counts = sorted(row["parameters"] for row in rows
-                            if row["row"].startswith(task + "_") and row["family"] == family)
-            assert len(counts) == 2 and abs(counts[0] / 16_000 - 1) < 0.05 and abs(counts[1] / 69_000 - 1) < 0.05, \
+            counts = sorted(
+                row["parameters"] for row in rows if row["row"].startswith(task + "_") and row["family"] == family
+            )
+            assert len(counts) == 2 and abs(counts[0] / 16_000 - 1) < 0.05 and abs(counts[1] / 69_000 - 1) < 0.05, (
                 f"{task}: {family} at the 16k and 69k budgets, got {counts}"
+            )
         assert len({row["family"] for row in rows if row["row"].startswith(task + "_")}) >= 7, task
     tables = {path.stem: load_table(path) for path in FILES}
     for row in load_table(PUBLISHED / "comparison_2026.yaml").rows:
@@ -224,12 +244,18 @@ def column_pairs():
     for val_path in PUBLISHED.glob("*_val.yaml"):
         test_path = val_path.with_name(val_path.name.replace("_val.yaml", "_test.yaml"))
         test_rows = {row["row"]: row for row in load(test_path)["rows"]}
-        pairs += [(load(val_path)["paper"], row, test_rows[row["row"]]) for row in load(val_path)["rows"]
-                  if row["row"] in test_rows]
+        pairs += [
+            (load(val_path)["paper"], row, test_rows[row["row"]])
+            for row in load(val_path)["rows"]
+            if row["row"] in test_rows
+        ]
     for path in PUBLISHED.glob("*_table1.yaml"):
         rows = {row["row"]: row for row in load(path)["rows"]}
-        pairs += [(load(path)["paper"], row, rows["p" + key]) for key, row in rows.items()
-                  if key.startswith("mnist_") and "p" + key in rows]
+        pairs += [
+            (load(path)["paper"], row, rows["p" + key])
+            for key, row in rows.items()
+            if key.startswith("mnist_") and "p" + key in rows
+        ]
     return pairs
 
 
@@ -242,21 +268,26 @@ def test_side_by_side_columns_are_not_swapped():
         for line in lines:
             cells = line.split("\t")
             for i, cell in enumerate(cells[:-1]):
-                if cell.strip() in printed_forms(left["value"]) and cells[i + 1].strip() in printed_forms(right["value"]):
+                if cell.strip() in printed_forms(left["value"]) and cells[i + 1].strip() in printed_forms(
+                    right["value"]
+                ):
                     found = found or str(left["hidden_size"]) in cells[:i]
         assert found, f"{paper}: {left['row']} = {left['value']} then {right['value']} is not a printed pair of cells"
 
 
-@pytest.mark.parametrize("name, row_id, printed", [
-    ("scornn_table1.yaml", "pmnist_scornn_n512", "SCORNN\t512\t$pprox 137 \\mathrm{K}$\t0.985\t0.966"),
-    ("scornn_table2_test.yaml", "timit_lstm_n84", "LSTM\t84\t$\\approx 83$ K\t15.42\t14.30"),
-    ("scornn_table3.yaml", "mnist_fcurnn_n512", "Full uRNN\t512\t$pprox 270 { m k}$\t27.9"),
-    ("scurnn_table2_test.yaml", "timit_scurnn_n258", "scuRNN\t258\t$\\approx 200k$\t1.84\t1.67"),
-    ("srnn_table2.yaml", "bigpmnist_srnn_n1024", "Big pMNIST\t33.60%\t9.45%\tOOM\t11.01%\t90.31%"),
-    ("srnn_table3.yaml", "timit_nru_n1024", "NRU\t1024 0.4"),
-    ("srnn_table4.yaml", "nottingham_srnn_n2048", "SRNN\tOur run\t3.22"),
-    ("srnn_table5.yaml", "copying-T300_urnn_n128", "uRNN\t13.48\t112.78\t1510.54\t76.10\t2k"),
-])
+@pytest.mark.parametrize(
+    "name, row_id, printed",
+    [
+        ("scornn_table1.yaml", "pmnist_scornn_n512", "SCORNN\t512\t$pprox 137 \\mathrm{K}$\t0.985\t0.966"),
+        ("scornn_table2_test.yaml", "timit_lstm_n84", "LSTM\t84\t$\\approx 83$ K\t15.42\t14.30"),
+        ("scornn_table3.yaml", "mnist_fcurnn_n512", "Full uRNN\t512\t$pprox 270 { m k}$\t27.9"),
+        ("scurnn_table2_test.yaml", "timit_scurnn_n258", "scuRNN\t258\t$\\approx 200k$\t1.84\t1.67"),
+        ("srnn_table2.yaml", "bigpmnist_srnn_n1024", "Big pMNIST\t33.60%\t9.45%\tOOM\t11.01%\t90.31%"),
+        ("srnn_table3.yaml", "timit_nru_n1024", "NRU\t1024 0.4"),
+        ("srnn_table4.yaml", "nottingham_srnn_n2048", "SRNN\tOur run\t3.22"),
+        ("srnn_table5.yaml", "copying-T300_urnn_n128", "uRNN\t13.48\t112.78\t1510.54\t76.10\t2k"),
+    ],
+)
 def test_spot_checks_against_the_paper_lines(name, row_id, printed):
     doc = load(PUBLISHED / name)
     (row,) = [row for row in doc["rows"] if row["row"] == row_id]

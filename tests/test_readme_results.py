@@ -1,5 +1,6 @@
 """The README's results table (issue 48): one short line per claim, each linking the export it comes from, and
 every number it quotes found in that export's report.csv."""
+
 import re
 from pathlib import Path
 
@@ -10,8 +11,8 @@ WORDS = 40
 
 def results_rows() -> list[list[str]]:
     text = (REPO / "README.md").read_text()
-    section = text[text.index("## Results at the papers' full settings"):]
-    section = section[:section.index("\n\n![")]
+    section = text[text.index("## Results at the papers' full settings") :]
+    section = section[: section.index("\n\n![")]
     lines = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| paper's")]
     return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in lines]
 

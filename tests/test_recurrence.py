@@ -1,9 +1,9 @@
 """The hand-written BPTT of the modReLU recurrence against autograd and finite differences."""
+
 import torch
+from tolerances import close, norm
 
 from ortholab.models.recurrence import modrelu_recurrence, modrelu_recurrence_reference
-
-from tolerances import close, norm
 
 # BPTT over T = 25 steps through n = 7 units, and the sum over T and B = 4 that forms a weight's gradient:
 # (n + B) T eps, relative to each gradient's norm
@@ -42,8 +42,11 @@ def test_offsets_carry_the_total_hidden_state_gradient():
     probe = torch.randn(25, 4, 7, dtype=torch.float64)
     (modrelu_recurrence(*fused, offsets[0]) * probe).sum().backward()
     (modrelu_recurrence_reference(*reference, offsets[1]) * probe).sum().backward()
-    torch.testing.assert_close(offsets[0].grad, offsets[1].grad,
-                               **close(torch.float64, GRADIENT_OPS, norm(offsets[1].grad)))
+    torch.testing.assert_close(
+        offsets[0].grad, offsets[1].grad, **close(torch.float64, GRADIENT_OPS, norm(offsets[1].grad))
+    )
     for a, b in zip(fused, reference):
         torch.testing.assert_close(a.grad, b.grad, **close(torch.float64, GRADIENT_OPS, norm(b.grad)))
-    assert torch.autograd.gradcheck(modrelu_recurrence, (*_inputs(torch.float64, seed=3, t=10), offsets[0][:10].detach().requires_grad_()))
+    assert torch.autograd.gradcheck(
+        modrelu_recurrence, (*_inputs(torch.float64, seed=3, t=10), offsets[0][:10].detach().requires_grad_())
+    )

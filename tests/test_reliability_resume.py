@@ -2,6 +2,7 @@
 a second filesystem), resume it, and compare the store point by point with an uninterrupted run: same (key, step)
 points with the same values (timing points: present at the same steps; their values are wall-clock times), the
 same artifacts, nothing doubled; a good checkpoint survives every kill and no temporary file is left anywhere."""
+
 import math
 import os
 import shutil
@@ -14,11 +15,11 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from ortholab.db import Store
 from reliability_faults import SIMULATE_EXDEV_VAR
 from test_cli import DEMO
 from test_resume import RUN, ortholab
+
+from ortholab.db import Store
 
 pytestmark = pytest.mark.slow  # each test trains twice in subprocesses: minutes on a busy CPU
 
@@ -62,7 +63,10 @@ def assert_same_record(store, run_id, uninterrupted, resumed_at: int):
     assert artifacts - reference_artifacts == Counter(), f"artifacts an uninterrupted run does not have ({resumed_at})"
     run = store.get_run(run_id)
     assert (run.status, run.reason) == ("finished", None)
-    names = lambda folder: sorted(p.name for p in (Path(folder) / "checkpoints").iterdir())
+
+    def names(folder):
+        return sorted(p.name for p in (Path(folder) / "checkpoints").iterdir())
+
     assert names(run.run_dir) == names(reference_dir)  # last.ckpt rewritten (not last-v1.ckpt), no stale best
     ours = torch.load(Path(run.run_dir) / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
     theirs = torch.load(Path(reference_dir) / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
@@ -81,8 +85,17 @@ def resume(folder, db, run_id, env=None):
 
 def test_killed_during_training_resumes_to_the_uninterrupted_record(tmp_path, uninterrupted):
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    killed = ortholab(tmp_path, "fit", "--config", DEMO, *TIMED, "--db", db,
-                      "--trainer.callbacks+=faults.SignalAt", "--trainer.callbacks.step=8")
+    killed = ortholab(
+        tmp_path,
+        "fit",
+        "--config",
+        DEMO,
+        *TIMED,
+        "--db",
+        db,
+        "--trainer.callbacks+=faults.SignalAt",
+        "--trainer.callbacks.step=8",
+    )
     assert killed.returncode == -signal.SIGKILL
     store = Store(db)
     (run,) = store.list_runs()
@@ -94,8 +107,17 @@ def test_killed_during_training_resumes_to_the_uninterrupted_record(tmp_path, un
 
 def test_killed_during_validation_resumes_to_the_uninterrupted_record(tmp_path, uninterrupted):
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    killed = ortholab(tmp_path, "fit", "--config", DEMO, *TIMED, "--db", db,
-                      "--trainer.callbacks+=reliability_faults.KillDuringValidation", "--trainer.callbacks.step=6")
+    killed = ortholab(
+        tmp_path,
+        "fit",
+        "--config",
+        DEMO,
+        *TIMED,
+        "--db",
+        db,
+        "--trainer.callbacks+=reliability_faults.KillDuringValidation",
+        "--trainer.callbacks.step=6",
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     store = Store(db)
     (run,) = store.list_runs()
@@ -110,8 +132,14 @@ def second_filesystem(tmp_path: Path):
     """A folder on another filesystem than tmp_path: a fresh tmpfs (root), else /dev/shm; None if neither."""
     mount = tmp_path / "tmpfs"
     mount.mkdir()
-    mounted = os.geteuid() == 0 and shutil.which("mount") and subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(mount)], capture_output=True).returncode == 0
+    mounted = (
+        os.geteuid() == 0
+        and shutil.which("mount")
+        and subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(mount)], capture_output=True
+        ).returncode
+        == 0
+    )
     if mounted:
         try:
             yield mount
@@ -140,9 +168,20 @@ def test_killed_while_writing_a_checkpoint_on_another_filesystem_keeps_a_good_on
         else:
             assert other.stat().st_dev != system_tmp.stat().st_dev
         runs_dir = other / "runs"
-        killed = ortholab(tmp_path, "fit", "--config", DEMO, *TIMED, "--db", db, "--runs_dir", str(runs_dir),
-                          "--trainer.callbacks+=reliability_faults.KillInCheckpointWrite",
-                          "--trainer.callbacks.step=6", env=env)
+        killed = ortholab(
+            tmp_path,
+            "fit",
+            "--config",
+            DEMO,
+            *TIMED,
+            "--db",
+            db,
+            "--runs_dir",
+            str(runs_dir),
+            "--trainer.callbacks+=reliability_faults.KillInCheckpointWrite",
+            "--trainer.callbacks.step=6",
+            env=env,
+        )
         assert killed.returncode == -signal.SIGKILL, killed.stderr
         store = Store(db)
         (run,) = store.list_runs()
@@ -161,9 +200,22 @@ def test_two_stores_on_one_runs_folder_keep_their_runs_apart(tmp_path):
     other's folder is refused by the resume, which then continues from its own."""
     runs = str(tmp_path / "runs")
     dbs = {name: f"sqlite:///{tmp_path / f'{name}.db'}" for name in ("first", "second")}
-    for name, db in dbs.items():
-        done = ortholab(tmp_path, "fit", "--config", DEMO, *RUN, "--trainer.max_steps", "6", "--db", db,
-                        "--runs_dir", runs, "--name", "same")
+    for _name, db in dbs.items():
+        done = ortholab(
+            tmp_path,
+            "fit",
+            "--config",
+            DEMO,
+            *RUN,
+            "--trainer.max_steps",
+            "6",
+            "--db",
+            db,
+            "--runs_dir",
+            runs,
+            "--name",
+            "same",
+        )
         assert done.returncode == 0, done.stderr
     folders = {name: Path(Store(db).get_run(1).run_dir) for name, db in dbs.items()}
     assert folders["first"] != folders["second"] and all(f.is_relative_to(runs) for f in folders.values())

@@ -1,6 +1,7 @@
 """The store under hostile use, on SQLite and on a real PostgreSQL server: one point per (run, key, step), a run
 written by one live process at a time (a lease, recovered after a crash), old stores de-duplicated by `db upgrade`,
 foreign and newer databases refused in one line, readers that never create a store and read a read-only one."""
+
 import gc
 import json
 import os
@@ -15,16 +16,15 @@ from pathlib import Path
 
 import pytest
 from alembic import command
+from postgres import postgres_server, unavailable_reason, wait_until_ready
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.exc import IntegrityError
 
-from ortholab.db import Store, StoreError
-from ortholab.db import frames
+from ortholab.cli.main import main
+from ortholab.db import Store, StoreError, frames
 from ortholab.db.lease import LEASE_S, current_owner
 from ortholab.db.schema_version import alembic_config, head_revision
 from ortholab.db.store import LeaseLost, RunBusy
-from ortholab.cli.main import main
-from postgres import postgres_server, unavailable_reason, wait_until_ready
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -86,8 +86,11 @@ def test_a_step_logged_again_rewrites_its_point_and_a_duplicate_is_impossible(ur
     assert [(p.step, p.epoch, p.value) for p in store.metric_series(run, "val/loss")] == [(3, 1, 1.0)]
     assert [p.value for p in store.metric_series(run, "time/step_s")] == [0.5]
     with pytest.raises(IntegrityError):  # the database itself refuses a second point, whoever writes it
-        raw(url, "INSERT INTO metrics (run_id, key, step, value, wall_time) VALUES (:run, 'val/loss', 3, 5.0, 0)",
-            run=run)
+        raw(
+            url,
+            "INSERT INTO metrics (run_id, key, step, value, wall_time) VALUES (:run, 'val/loss', 3, 5.0, 0)",
+            run=run,
+        )
 
 
 def test_an_artifact_recorded_again_at_its_step_replaces_the_old_one(url):
@@ -169,8 +172,12 @@ def test_a_writer_that_lost_its_lease_writes_nothing_more(url):
     first, second = Store(url), Store(url)
     run = first.create_run(name="r", owner="first|b|n|1|1")
     first.log_metrics(run, {"m": 1.0}, step=0)
-    raw(url, "UPDATE runs SET lease_expires_at = :t WHERE id = :run",  # first stalled past its lease
-        t=datetime.now(timezone.utc) - timedelta(seconds=LEASE_S), run=run)
+    raw(
+        url,
+        "UPDATE runs SET lease_expires_at = :t WHERE id = :run",  # first stalled past its lease
+        t=datetime.now(timezone.utc) - timedelta(seconds=LEASE_S),
+        run=run,
+    )
     second.acquire_run(run, "second|b|n|2|2")
     with pytest.raises(LeaseLost, match=f"Run {run} .* taken over by process 2 on second"):
         first.log_metrics(run, {"m": 9.0}, step=1)
@@ -201,11 +208,18 @@ def migrate(url, revision):
 
 def test_upgrade_removes_duplicate_points_keeping_the_last_logged_and_forbids_them(url, capsys):
     migrate(url, "0002")  # a store written before points were unique
-    raw(url, "INSERT INTO runs (name, status, stage, created_at, heartbeat_at, main_metric_mode, hostname, "
-             "world_size, tags) VALUES ('old', 'finished', 'fit', '2026-01-01', '2026-01-01', 'min', 'h', 1, '[]')")
+    raw(
+        url,
+        "INSERT INTO runs (name, status, stage, created_at, heartbeat_at, main_metric_mode, hostname, "
+        "world_size, tags) VALUES ('old', 'finished', 'fit', '2026-01-01', '2026-01-01', 'min', 'h', 1, '[]')",
+    )
     for step, value in [(0, 3.0), (1, 2.0), (1, 1.5), (2, 1.0), (1, 1.25), (2, 0.5)]:  # in the order logged
-        raw(url, "INSERT INTO metrics (run_id, key, step, value, wall_time) VALUES (1, 'val/loss', :s, :v, 0)",
-            s=step, v=value)
+        raw(
+            url,
+            "INSERT INTO metrics (run_id, key, step, value, wall_time) VALUES (1, 'val/loss', :s, :v, 0)",
+            s=step,
+            v=value,
+        )
     main(["db", "upgrade", "--db", url])
     assert f"0002 -> {head_revision()}; 3 duplicate metric point(s) removed" in capsys.readouterr().out
     store = Store(url)
@@ -235,10 +249,11 @@ def test_upgrade_of_a_store_from_a_newer_ortholab_names_its_version_in_one_line(
 
 
 # readers -----------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("command", [["runs"], ["runs", "--json"], ["db", "version"], ["report", "--export", "out"],
-                                     ["dashboard", "--port", "1"]])
-def test_a_reader_on_a_mistyped_path_says_it_does_not_exist_and_creates_nothing(tmp_path, monkeypatch, capsys,
-                                                                                command):
+@pytest.mark.parametrize(
+    "command",
+    [["runs"], ["runs", "--json"], ["db", "version"], ["report", "--export", "out"], ["dashboard", "--port", "1"]],
+)
+def test_a_reader_on_a_mistyped_path_says_it_does_not_exist_and_creates_nothing(tmp_path, monkeypatch, capsys, command):
     import ortholab.app.launch as launch
 
     monkeypatch.setattr(launch.os, "execve", lambda *a: pytest.fail("the dashboard started on a missing store"))
@@ -262,8 +277,11 @@ def test_the_papers_rows_are_listed_before_any_store_exists_without_making_one(t
 
 def test_frames_never_create_a_store(tmp_path):
     typo = tmp_path / "rnus" / "ortholab.db"
-    for read in (lambda: frames.runs(f"sqlite:///{typo}"), lambda: frames.metrics(1, db=f"sqlite:///{typo}"),
-                 lambda: frames.artifacts(1, db=f"sqlite:///{typo}")):
+    for read in (
+        lambda: frames.runs(f"sqlite:///{typo}"),
+        lambda: frames.metrics(1, db=f"sqlite:///{typo}"),
+        lambda: frames.artifacts(1, db=f"sqlite:///{typo}"),
+    ):
         with pytest.raises(StoreError, match="does not exist"):
             read()
     assert list(tmp_path.iterdir()) == []
@@ -277,8 +295,11 @@ def test_a_reader_on_an_empty_server_database_creates_no_tables(url, capsys):
 
 
 def _mount(*args) -> bool:
-    return os.geteuid() == 0 and shutil.which("mount") is not None and subprocess.run(
-        ["mount", *args], capture_output=True).returncode == 0
+    return (
+        os.geteuid() == 0
+        and shutil.which("mount") is not None
+        and subprocess.run(["mount", *args], capture_output=True).returncode == 0
+    )
 
 
 def _recorded_store(path: Path) -> int:

@@ -1,4 +1,5 @@
 """Published numbers beside reproduced runs: the table files, the report, and `ortholab reproduce` end to end."""
+
 import json
 import re
 import time
@@ -8,16 +9,33 @@ import pytest
 import yaml
 
 import ortholab.db.published as published
+from ortholab.cli.main import main
 from ortholab.db import Store, StoreError
 from ortholab.db.published import comparison_rows, load_table, load_tables, markdown_report, reproductions
-from ortholab.cli.main import main
 
-TABLE = {"paper": "scornn-icml2018", "table": "Table 9", "title": "a test table", "metric": "test/acc", "mode": "max",
-         "scale": 100, "rows": [
-             {"row": "mnist_scornn_n8", "task": "mnist", "family": "scornn", "hidden_size": 8, "value": 98.1},
-             {"row": "copy_lstm", "task": "copying", "family": "lstm", "value": None, "outcome": "stays at the baseline",
-              "expect": "at_baseline", "metric": "val/loss", "mode": "min", "scale": 1},
-             {"row": "never_run", "task": "adding", "family": "srnn", "value": 0.01}]}
+TABLE = {
+    "paper": "scornn-icml2018",
+    "table": "Table 9",
+    "title": "a test table",
+    "metric": "test/acc",
+    "mode": "max",
+    "scale": 100,
+    "rows": [
+        {"row": "mnist_scornn_n8", "task": "mnist", "family": "scornn", "hidden_size": 8, "value": 98.1},
+        {
+            "row": "copy_lstm",
+            "task": "copying",
+            "family": "lstm",
+            "value": None,
+            "outcome": "stays at the baseline",
+            "expect": "at_baseline",
+            "metric": "val/loss",
+            "mode": "min",
+            "scale": 1,
+        },
+        {"row": "never_run", "task": "adding", "family": "srnn", "value": 0.01},
+    ],
+}
 
 
 def _write(tmp_path, data, name="demo_table9.yaml"):
@@ -44,12 +62,15 @@ def _copying_rows(config: str, *names: str) -> list[dict]:
     return [{"row": name, "task": "copying", "family": "scornn", "value": None, "config": config} for name in names]
 
 
-@pytest.mark.parametrize("change,message", [
-    (lambda t: t.pop("metric"), "missing key `metric`"),
-    (lambda t: t["rows"].append(dict(t["rows"][0])), "appears twice"),
-    (lambda t: t["rows"][0].update(mode="up"), "mode 'up'"),
-    (lambda t: t["rows"][1].update(expect="better"), "expect 'better'"),
-])
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (lambda t: t.pop("metric"), "missing key `metric`"),
+        (lambda t: t["rows"].append(dict(t["rows"][0])), "appears twice"),
+        (lambda t: t["rows"][0].update(mode="up"), "mode 'up'"),
+        (lambda t: t["rows"][1].update(expect="better"), "expect 'better'"),
+    ],
+)
 def test_a_malformed_table_names_the_file_and_the_problem(tmp_path, change, message):
     data = json.loads(json.dumps(TABLE))
     change(data)
@@ -62,8 +83,12 @@ def test_a_malformed_table_names_the_file_and_the_problem(tmp_path, change, mess
 def test_rows_inherit_the_tables_metric_unless_they_override_it(tmp_path):
     table = load_table(_write(tmp_path, TABLE))
     first, second, _ = table.rows
-    assert (first.metric, first.mode, first.scale, first.tag) == ("test/acc", "max", 100.0,
-                                                                   "paper:demo_table9/mnist_scornn_n8")
+    assert (first.metric, first.mode, first.scale, first.tag) == (
+        "test/acc",
+        "max",
+        100.0,
+        "paper:demo_table9/mnist_scornn_n8",
+    )
     assert (second.metric, second.mode, second.scale) == ("val/loss", "min", 1.0)
 
 
@@ -71,13 +96,20 @@ def test_the_report_reads_test_runs_falls_back_to_val_and_judges_qualitative_row
     store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
     table = load_table(_write(tmp_path, TABLE))
     mnist, copy, _ = table.rows
-    fit = store.create_run(name="a", family="scornn", task="mnist", tags=[mnist.tag, "scale:full"],
-                           main_metric="val/acc", main_metric_mode="max")
+    fit = store.create_run(
+        name="a",
+        family="scornn",
+        task="mnist",
+        tags=[mnist.tag, "scale:full"],
+        main_metric="val/acc",
+        main_metric_mode="max",
+    )
     for step, acc in enumerate([0.5, 0.93, 0.91]):
         store.log_metrics(fit, {"val/acc": acc}, step=step)
     store.set_status(fit, "finished")
-    copy_run = store.create_run(name="b", family="lstm", task="copying", tags=[copy.tag], main_metric="val/loss",
-                                baseline=0.5)
+    copy_run = store.create_run(
+        name="b", family="lstm", task="copying", tags=[copy.tag], main_metric="val/loss", baseline=0.5
+    )
     store.log_metrics(copy_run, {"val/loss": 0.48}, step=0)
     store.set_status(copy_run, "finished")
 
@@ -91,7 +123,10 @@ def test_the_report_reads_test_runs_falls_back_to_val_and_judges_qualitative_row
     items = reproductions(store, table)
     assert items[0].value == pytest.approx(92.5) and items[0].measured_as == "test/acc"
     report = markdown_report(store, {"demo_table9": table})
-    assert "| mnist_scornn_n8 | - | scornn | 8 | - | 98.1 | 92.5 | 1 seed | - | 2 steps | below | finished | full | 1 |" in report
+    assert (
+        "| mnist_scornn_n8 | - | scornn | 8 | - | 98.1 | 92.5 | 1 seed | - | 2 steps | below | finished | full | 1 |"
+        in report
+    )
     assert "at baseline (val/loss 0.48) ✓" in report and "not yet run" in report
 
 
@@ -102,10 +137,24 @@ def test_reproduce_runs_a_row_in_cpu_smoke_tags_it_and_reports_it(tmp_path, monk
     config["trainer"].update(enable_progress_bar=False, enable_model_summary=False)
     config_path = tmp_path / "row.yaml"
     config_path.write_text(yaml.safe_dump(config))
-    table = {"paper": "scornn-icml2018", "table": "Figure 1", "title": "copying", "metric": "val/loss",
-             "mode": "min", "rows": [{"row": "copy_T5_scornn", "task": "copying", "family": "scornn",
-                                      "value": None, "expect": "below_baseline", "config": str(config_path)},
-                                     {"row": "pending", "task": "copying", "family": "urnn", "config": None}]}
+    table = {
+        "paper": "scornn-icml2018",
+        "table": "Figure 1",
+        "title": "copying",
+        "metric": "val/loss",
+        "mode": "min",
+        "rows": [
+            {
+                "row": "copy_T5_scornn",
+                "task": "copying",
+                "family": "scornn",
+                "value": None,
+                "expect": "below_baseline",
+                "config": str(config_path),
+            },
+            {"row": "pending", "task": "copying", "family": "urnn", "config": None},
+        ],
+    }
     tables_dir = tmp_path / "published"
     tables_dir.mkdir()
     _write(tables_dir, table, "toy_figure1.yaml")
@@ -123,8 +172,11 @@ def test_reproduce_runs_a_row_in_cpu_smoke_tags_it_and_reports_it(tmp_path, monk
     assert "paper:toy_figure1/pending: skipped, no config" in out
     assert out.strip().splitlines()[-1] == "reproduce: 1 done, 0 failed, 1 skipped"  # the line scripts read
     (run,) = Store(db).list_runs()
-    assert run.status == "finished" and set(run.tags) == {"paper:toy_figure1/copy_T5_scornn", "scale:cpu-smoke",
-                                                          "seed:5544"}  # the config's seed
+    assert run.status == "finished" and set(run.tags) == {
+        "paper:toy_figure1/copy_T5_scornn",
+        "scale:cpu-smoke",
+        "seed:5544",
+    }  # the config's seed
     assert run.steps == 40 and run.name == "toy_figure1.copy_T5_scornn"  # the smoke scale's 40 steps
 
     main(["report", "toy_figure1", "--db", db, "--wide"])  # every column, the empty ones too
@@ -138,10 +190,12 @@ def test_unknown_table_or_row_is_one_clear_message(tmp_path, monkeypatch, capsys
     _write(tables_dir, TABLE)
     monkeypatch.setattr(published, "PUBLISHED_DIR", tables_dir)
     monkeypatch.setattr(published, "CHECKS_DIR", tmp_path / "no-checks")
-    for argv, message in ((["reproduce", "nope"], "no published table 'nope'"),
-                          (["reproduce", "demo_table9", "--rows", "x"], "--rows: 'x' is not a row"),
-                          (["reproduce", "demo_table9", "--scale", "huge"], "--scale 'huge'"),
-                          (["report", "nope"], "no published table 'nope'")):
+    for argv, message in (
+        (["reproduce", "nope"], "no published table 'nope'"),
+        (["reproduce", "demo_table9", "--rows", "x"], "--rows: 'x' is not a row"),
+        (["reproduce", "demo_table9", "--scale", "huge"], "--scale 'huge'"),
+        (["report", "nope"], "no published table 'nope'"),
+    ):
         with pytest.raises(SystemExit) as exit_:
             main([*argv, "--db", f"sqlite:///{tmp_path / 'x.db'}"])
         assert exit_.value.code == 2 and message in capsys.readouterr().err
@@ -152,13 +206,17 @@ def test_a_tables_list_and_the_report_show_what_was_asked_in_lines_of_120_column
     `report` on a store without paper runs printed hundreds of lines of 'not yet run'."""
     long = "stays at the baseline for the first few thousand steps, then falls well below it " * 3
     row = {"task": "copying", "family": "scornn", "value": None, "outcome": long}
-    _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("val/loss", [{**row, "row": "ran", "config": "c.yaml"},
-                                                                     {**row, "row": "never_ran"}]),
-                other_table2=_toy("val/loss", [{**row, "row": "elsewhere"}]))
+    _use_tables(
+        tmp_path,
+        monkeypatch,
+        toy_figure1=_toy("val/loss", [{**row, "row": "ran", "config": "c.yaml"}, {**row, "row": "never_ran"}]),
+        other_table2=_toy("val/loss", [{**row, "row": "elsewhere"}]),
+    )
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     store = Store(db)
-    run = store.create_run(name="a", family="scornn", task="copying", tags=["paper:toy_figure1/ran"],
-                           main_metric="val/loss", baseline=0.5)
+    run = store.create_run(
+        name="a", family="scornn", task="copying", tags=["paper:toy_figure1/ran"], main_metric="val/loss", baseline=0.5
+    )
     store.log_metrics(run, {"val/loss": 0.1}, step=0)
     store.set_status(run, "finished")
 
@@ -192,12 +250,25 @@ def test_the_repositorys_tables_load_and_their_configs_exist():
 
 def test_accuracy_rows_are_judged_above_the_baseline(tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
-    table = load_table(_write(tmp_path, {"paper": "p", "table": "t", "metric": "val/acc", "mode": "max", "rows": [
-        {"row": "fits", "task": "mnist", "family": "lstm", "expect": "above_baseline"},
-        {"row": "fails", "task": "mnist", "family": "rnn", "expect": "at_baseline"}]}))
+    table = load_table(
+        _write(
+            tmp_path,
+            {
+                "paper": "p",
+                "table": "t",
+                "metric": "val/acc",
+                "mode": "max",
+                "rows": [
+                    {"row": "fits", "task": "mnist", "family": "lstm", "expect": "above_baseline"},
+                    {"row": "fails", "task": "mnist", "family": "rnn", "expect": "at_baseline"},
+                ],
+            },
+        )
+    )
     for row, best in zip(table.rows, (0.95, 0.105)):
-        run = store.create_run(name=row.row, tags=[row.tag], main_metric="val/acc", main_metric_mode="max",
-                               baseline=0.1)
+        run = store.create_run(
+            name=row.row, tags=[row.tag], main_metric="val/acc", main_metric_mode="max", baseline=0.1
+        )
         store.log_metrics(run, {"val/acc": best}, step=1)
     assert [item.verdict for item in reproductions(store, table)] == ["above_baseline", "at_baseline"]
 
@@ -205,23 +276,46 @@ def test_accuracy_rows_are_judged_above_the_baseline(tmp_path):
 @pytest.mark.slow
 def test_one_real_row_per_family_runs_at_cpu_smoke_scale(tmp_path, monkeypatch, capsys):
     """Every family's paper configs run through `ortholab reproduce --scale cpu-smoke` (generated-data rows)."""
+
     def length(row):  # the shortest sequences of each family's rows keep the test short
         found = re.search(r"T\s*=\s*(\d+)", row.setting or "")
-        return int(row.args[row.args.index("--data.seq_len") + 1]) if "--data.seq_len" in row.args else \
-            int(found.group(1)) if found else 10_000
+        return (
+            int(row.args[row.args.index("--data.seq_len") + 1])
+            if "--data.seq_len" in row.args
+            else int(found.group(1))
+            if found
+            else 10_000
+        )
 
     chosen = {}
     for table in load_tables().values():
         for row in table.rows:
-            if row.config and row.task in ("copying", "adding") and (
-                    row.family not in chosen or length(row) < length(chosen[row.family])):
+            if (
+                row.config
+                and row.task in ("copying", "adding")
+                and (row.family not in chosen or length(row) < length(chosen[row.family]))
+            ):
                 chosen[row.family] = row
     assert {"scornn", "scurnn", "ornn", "srnn", "lstm", "urnn", "eurnn", "fcurnn", "nru", "nnrnn"} <= set(chosen)
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    for family, row in sorted(chosen.items()):
-        main(["reproduce", row.table, "--rows", row.row, "--scale", "cpu-smoke", "--db", db,
-              "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"])
+    for _family, row in sorted(chosen.items()):
+        main(
+            [
+                "reproduce",
+                row.table,
+                "--rows",
+                row.row,
+                "--scale",
+                "cpu-smoke",
+                "--db",
+                db,
+                "--trainer.enable_progress_bar",
+                "false",
+                "--trainer.enable_model_summary",
+                "false",
+            ]
+        )
     out = capsys.readouterr().out
     runs = Store(db).list_runs()
     assert sorted(r.family for r in runs) == sorted(chosen), out
@@ -233,8 +327,9 @@ def test_the_papers_protocol_value_sits_beside_the_validation_selected_one_with_
     store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
     table = load_table(_write(tmp_path, TABLE))
     mnist = table.rows[0]
-    fit = store.create_run(name="a", family="scornn", task="mnist", tags=[mnist.tag], main_metric="val/acc",
-                           main_metric_mode="max")
+    fit = store.create_run(
+        name="a", family="scornn", task="mnist", tags=[mnist.tag], main_metric="val/acc", main_metric_mode="max"
+    )
     store.update_run(fit, info={"plan": {"total_steps": 300, "steps_per_epoch": 100, "max_epochs": 3}})
     for step, (val, test) in zip((99, 199), ((0.97, 0.979), (0.98, 0.976))):
         store.log_metrics(fit, {"val/acc": val, "test/acc": test}, step=step)
@@ -260,8 +355,9 @@ def test_a_rerun_in_progress_leaves_the_finished_run_in_the_report_and_is_named_
     table = load_table(tmp_path / "demo_table9.yaml")
 
     def fit_and_test(best: float, tested: float | None):
-        fit = store.create_run(name="a", family="scornn", task="mnist", tags=[mnist.tag], main_metric="val/acc",
-                               main_metric_mode="max")
+        fit = store.create_run(
+            name="a", family="scornn", task="mnist", tags=[mnist.tag], main_metric="val/acc", main_metric_mode="max"
+        )
         store.log_metrics(fit, {"val/acc": best, "test/acc": best}, step=99)
         if tested is not None:
             store.set_status(fit, "finished")
@@ -290,8 +386,9 @@ def test_a_running_row_that_stopped_writing_says_so(tmp_path, monkeypatch):
     store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
     mnist = load_table(_write(tmp_path, TABLE)).rows[0]
     table = load_table(tmp_path / "demo_table9.yaml")
-    fit = store.create_run(name="a", family="scornn", task="mnist", tags=[mnist.tag], main_metric="val/acc",
-                           main_metric_mode="max")
+    fit = store.create_run(
+        name="a", family="scornn", task="mnist", tags=[mnist.tag], main_metric="val/acc", main_metric_mode="max"
+    )
     store.log_metrics(fit, {"val/acc": 0.5}, step=99)
     assert reproductions(store, table)[0].status == "running"  # just written
 
@@ -305,11 +402,29 @@ def test_a_running_row_that_stopped_writing_says_so(tmp_path, monkeypatch):
     assert item.status == "running (silent 3.0 h: killed?)" and item.verdict == "not finished"
 
 
-@pytest.mark.parametrize("value, spread, tolerance", [(0.943, None, 0.0005), (98.1, None, 0.05), (3.22, None, 0.005),
-                                                      (5.3, 0.4, 0.4), (2e-05, None, 5e-06), (12, None, 0.5)])
+@pytest.mark.parametrize(
+    "value, spread, tolerance",
+    [
+        (0.943, None, 0.0005),
+        (98.1, None, 0.05),
+        (3.22, None, 0.005),
+        (5.3, 0.4, 0.4),
+        (2e-05, None, 5e-06),
+        (12, None, 0.5),
+    ],
+)
 def test_a_published_value_agrees_within_its_spread_or_half_its_last_printed_digit(value, spread, tolerance):
-    row = published.PaperRow(table="t", row="r", task="mnist", family="scornn", metric="test/acc", mode="max",
-                             scale=1.0, value=value, spread=spread)
+    row = published.PaperRow(
+        table="t",
+        row="r",
+        task="mnist",
+        family="scornn",
+        metric="test/acc",
+        mode="max",
+        scale=1.0,
+        value=value,
+        spread=spread,
+    )
     assert row.tolerance == pytest.approx(tolerance)
 
 
@@ -322,31 +437,42 @@ def test_the_export_writes_tables_and_a_curve_plot_per_table(tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
     table = load_table(_write(tmp_path, TABLE))
     mnist, copy, _ = table.rows
-    fit = store.create_run(name="a", family="scornn", task="mnist", tags=[mnist.tag], main_metric="val/acc",
-                           main_metric_mode="max")
+    fit = store.create_run(
+        name="a", family="scornn", task="mnist", tags=[mnist.tag], main_metric="val/acc", main_metric_mode="max"
+    )
     for step, acc in enumerate([0.5, 0.93, 0.95]):
         store.log_metrics(fit, {"val/acc": acc, "test/acc": acc - 0.01}, step=step * 100)
-    copy_run = store.create_run(name="b", family="lstm", task="copying", tags=[copy.tag], main_metric="val/loss",
-                                baseline=0.5)
+    copy_run = store.create_run(
+        name="b", family="lstm", task="copying", tags=[copy.tag], main_metric="val/loss", baseline=0.5
+    )
     for step, loss in enumerate([0.6, 0.5, 0.49]):
         store.log_metrics(copy_run, {"val/loss": loss}, step=step * 100)
     store.update_run(fit, info={"code": [{"commit": "abc1234"}, {"commit": None, "ortholab": "0.2.0"}]})  # resumed
     written = export_report(store, {"demo_table9": table}, tmp_path / "out")
-    assert sorted(p.name for p in written) == ["demo_table9.html", "demo_table9.png", "export.txt", "report.csv",
-                                               "report.md", "runs.db"]
+    assert sorted(p.name for p in written) == [
+        "demo_table9.html",
+        "demo_table9.png",
+        "export.txt",
+        "report.csv",
+        "report.md",
+        "runs.db",
+    ]
     assert (tmp_path / "out" / "plotly.min.js").stat().st_size > 1e6  # the HTML opens offline
     markdown = (tmp_path / "out" / "report.md").read_text()
     assert markdown.startswith("<!-- the runs behind these numbers: runs.db") and "| mnist_scornn_n8 |" in markdown
-    assert "trained by abc1234, an OrthoLab that did not record its code, ortholab 0.2.0;" in \
-        markdown.splitlines()[0]  # the copying run recorded no code
+    assert (
+        "trained by abc1234, an OrthoLab that did not record its code, ortholab 0.2.0;" in markdown.splitlines()[0]
+    )  # the copying run recorded no code
     provenance = (tmp_path / "out" / "export.txt").read_text()
     assert provenance.startswith("written by `") and "\ncommit " in provenance and "runs: 1, 2 " in provenance
     csv_rows = (tmp_path / "out" / "report.csv").read_text().splitlines()
     assert csv_rows[0].startswith("table,kind,row,setting") and len(csv_rows) == 1 + len(table.rows) + 2  # 2 seeds
     assert any(line.startswith("demo_table9,row,mnist_scornn_n8,") and ",94," in line for line in csv_rows)
     assert any(line.startswith("demo_table9,seed,mnist_scornn_n8,") and ",abc1234," in line for line in csv_rows)
-    assert any(line.startswith("demo_table9,seed,copy_lstm,") and "unknown: trained by an OrthoLab" in line
-               for line in csv_rows)
+    assert any(
+        line.startswith("demo_table9,seed,copy_lstm,") and "unknown: trained by an OrthoLab" in line
+        for line in csv_rows
+    )
     pixels = imread(tmp_path / "out" / "demo_table9.png")
     assert pixels.shape[0] > 300 and float(np.std(pixels[..., :3])) > 0.05  # drawn, not a blank canvas
     html = (tmp_path / "out" / "demo_table9.html").read_text()
@@ -358,8 +484,19 @@ def test_the_export_draws_one_panel_per_setting_as_the_papers_figures(tmp_path):
     from ortholab.app.export import export_report
 
     store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
-    rows = [{"row": f"copying-T{t}_{family}", "task": "copying", "family": family, "setting": f"T={t}",
-             "value": None, "outcome": "-", "expect": "below_baseline"} for t in (1000, 2000) for family in ("a", "b")]
+    rows = [
+        {
+            "row": f"copying-T{t}_{family}",
+            "task": "copying",
+            "family": family,
+            "setting": f"T={t}",
+            "value": None,
+            "outcome": "-",
+            "expect": "below_baseline",
+        }
+        for t in (1000, 2000)
+        for family in ("a", "b")
+    ]
     table = load_table(_write(tmp_path, {**TABLE, "metric": "val/loss", "mode": "min", "scale": 1, "rows": rows}))
     for row in table.rows:
         run = store.create_run(name=row.row, tags=[row.tag], main_metric="val/loss", baseline=0.02)
@@ -369,8 +506,15 @@ def test_the_export_draws_one_panel_per_setting_as_the_papers_figures(tmp_path):
     html = (tmp_path / "out" / "demo_table9.html").read_text()
     assert '"xaxis2"' in html and '"xaxis3"' not in html  # T = 1000 left, T = 2000 right
     assert html.index("T=1000") < html.index("T=2000") and '"type":"log"' in html  # losses over 3 decades
-    export_report(store, {"fig": load_table(_write(tmp_path, {**TABLE, "metric": "val/loss", "mode": "min",
-                                                               "scale": 1, "rows": rows[:2]}))}, tmp_path / "one")
+    export_report(
+        store,
+        {
+            "fig": load_table(
+                _write(tmp_path, {**TABLE, "metric": "val/loss", "mode": "min", "scale": 1, "rows": rows[:2]})
+            )
+        },
+        tmp_path / "one",
+    )
     assert '"xaxis2"' not in (tmp_path / "one" / "demo_table9.html").read_text()  # one setting: one panel
 
 
@@ -474,8 +618,9 @@ def test_a_resumed_rows_evaluation_is_a_test_run_of_its_own(tmp_path, monkeypatc
     _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("test/loss", _copying_rows(DEMO, "copy")))
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    main(["fit", "--config", DEMO, *TINY, "--trainer.max_steps", "3", "--db", db, "--tags",
-          '["paper:toy_figure1/copy"]'])
+    main(
+        ["fit", "--config", DEMO, *TINY, "--trainer.max_steps", "3", "--db", db, "--tags", '["paper:toy_figure1/copy"]']
+    )
     store = Store(db)
     fit = store.list_runs()[0]
     store.set_status(fit.id, "interrupted")  # as a stop between two validations leaves it
@@ -499,18 +644,32 @@ def test_a_row_shows_the_run_of_its_twin_in_another_table(tmp_path, monkeypatch)
     rows[1]["args"] = ["--data.seq_len", "2000"]
     _use_tables(tmp_path, monkeypatch, first_figure1=_toy("val/loss", rows), second_figure4=_toy("val/loss", rows))
     store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
-    run = store.create_run(name="a", family="lstm", task="copying", tags=["paper:first_figure1/lstm"],
-                           main_metric="val/loss", baseline=0.02)
+    run = store.create_run(
+        name="a",
+        family="lstm",
+        task="copying",
+        tags=["paper:first_figure1/lstm"],
+        main_metric="val/loss",
+        baseline=0.02,
+    )
     store.log_metrics(run, {"val/loss": 0.0201}, step=100)
     every = load_tables()
-    first, second = (comparison_rows(reproductions(store, every[t], every)) for t in ("first_figure1", "second_figure4"))
+    first, second = (
+        comparison_rows(reproductions(store, every[t], every)) for t in ("first_figure1", "second_figure4")
+    )
     assert (first[0]["run"], first[0]["recorded_for"]) == (run, None)
     assert (second[0]["run"], second[0]["recorded_for"]) == (run, "first_figure1/lstm")
     assert second[0]["reproduced"].startswith("at baseline")
     assert second[1]["run"] is None and second[1]["status"] == "not yet run"  # other flags: another experiment
     assert "| first_figure1/lstm |" in markdown_report(store, {"second_figure4": every["second_figure4"]})
-    own = store.create_run(name="b", family="lstm", task="copying", tags=["paper:second_figure4/lstm"],
-                           main_metric="val/loss", baseline=0.02)
+    own = store.create_run(
+        name="b",
+        family="lstm",
+        task="copying",
+        tags=["paper:second_figure4/lstm"],
+        main_metric="val/loss",
+        baseline=0.02,
+    )
     store.log_metrics(own, {"val/loss": 0.001}, step=100)
     assert comparison_rows(reproductions(store, every["second_figure4"], every))[0]["run"] == own  # its own first
 
@@ -520,9 +679,22 @@ def test_estimate_times_a_step_plan_and_an_epoch_plan_without_touching_the_store
     in epochs over 50 steps and one evaluation; the hours follow from the plan; the user's store is never made."""
     from test_cli import DEMO
 
-    small = ["--model.hidden_size", "8", "--model.family_args", "{rho: 4}", "--data.seq_len", "5",
-             "--data.train_size", "800", "--data.batch_size", "10", "--data.val_size", "20",
-             "--data.eval_batch_size", "20"]  # fmt: skip
+    small = [
+        "--model.hidden_size",
+        "8",
+        "--model.family_args",
+        "{rho: 4}",
+        "--data.seq_len",
+        "5",
+        "--data.train_size",
+        "800",
+        "--data.batch_size",
+        "10",
+        "--data.val_size",
+        "20",
+        "--data.eval_batch_size",
+        "20",
+    ]
     rows = _copying_rows(DEMO, "steps", "epochs") + [{"row": "none", "task": "adding", "family": "srnn", "value": None}]
     rows[0]["args"] = ["--trainer.max_steps", "40", "--trainer.val_check_interval", "10"]
     rows[1]["args"] = ["--trainer.max_steps", "-1", "--trainer.max_epochs", "3", "--trainer.val_check_interval", "1.0"]
@@ -545,8 +717,10 @@ def test_estimate_times_a_step_plan_and_an_epoch_plan_without_touching_the_store
         assert "--estimate times the rows at the paper's settings" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("interval, every, expected", [(None, None, 1), (1.0, None, 1), (0.25, None, 4), (1.0, 2, 0.5),
-                                                       (300, None, 3), (5000, 1, 1), (0.5, "null", 2)])
+@pytest.mark.parametrize(
+    "interval, every, expected",
+    [(None, None, 1), (1.0, None, 1), (0.25, None, 4), (1.0, 2, 0.5), (300, None, 3), (5000, 1, 1), (0.5, "null", 2)],
+)
 def test_evaluations_an_epoch_follow_lightnings_schedule(interval, every, expected):
     from ortholab.cli.estimate import evaluations_per_epoch
 

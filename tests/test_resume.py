@@ -1,4 +1,5 @@
 """Faults done for real: SIGKILL mid-epoch then resume, SIGTERM, a store killed mid-write."""
+
 import os
 import signal
 import subprocess
@@ -8,24 +9,43 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_cli import DEMO, TINY
 
 from ortholab.db import Store
-from test_cli import DEMO, TINY
 
 REPO = Path(__file__).resolve().parents[1]
 # 4 batches per epoch, validation (and so a checkpoint) every 3 steps, 12 steps in all
-RUN = [*TINY, "--trainer.max_steps", "12", "--data.train_size", "40", "--trainer.val_check_interval", "3",
-       "--trainer.check_val_every_n_epoch", "null"]
+RUN = [
+    *TINY,
+    "--trainer.max_steps",
+    "12",
+    "--data.train_size",
+    "40",
+    "--trainer.val_check_interval",
+    "3",
+    "--trainer.check_val_every_n_epoch",
+    "null",
+]
 
 
 FAULT_MODULES = "faults,reliability_faults"  # the tests' fault callbacks, allowed in configs by the user's variable
 
 
 def ortholab(cwd, *args, env=None):
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}", "ORTHOLAB_CONFIG_MODULES": FAULT_MODULES,
-           **(env or {})}
-    return subprocess.run([sys.executable, "-c", "from ortholab.cli.main import main; main()", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}",
+        "ORTHOLAB_CONFIG_MODULES": FAULT_MODULES,
+        **(env or {}),
+    }
+    return subprocess.run(
+        [sys.executable, "-c", "from ortholab.cli.main import main; main()", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def final_state(run_dir: str) -> dict:
@@ -64,8 +84,17 @@ def assert_same_training(store, run, reference):
 def test_sigkill_mid_epoch_then_resume_equals_an_uninterrupted_run(tmp_path, reference):
     damaged = tmp_path
     db = f"sqlite:///{damaged / 'runs.db'}"
-    killed = ortholab(damaged, "fit", "--config", DEMO, *RUN, "--db", db,
-                      "--trainer.callbacks+=faults.SignalAt", "--trainer.callbacks.step=8")
+    killed = ortholab(
+        damaged,
+        "fit",
+        "--config",
+        DEMO,
+        *RUN,
+        "--db",
+        db,
+        "--trainer.callbacks+=faults.SignalAt",
+        "--trainer.callbacks.step=8",
+    )
     assert killed.returncode == -signal.SIGKILL
     store = Store(db)
     (run,) = store.list_runs()
@@ -81,16 +110,27 @@ def test_sigkill_mid_epoch_then_resume_equals_an_uninterrupted_run(tmp_path, ref
 
 def test_sigterm_stops_at_a_batch_boundary_with_a_checkpoint_and_an_interrupted_run(tmp_path, reference):
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    stopped = ortholab(tmp_path, "fit", "--config", DEMO, *RUN, "--db", db,
-                       "--trainer.callbacks+=faults.SignalAt", "--trainer.callbacks.step=5",
-                       "--trainer.callbacks.signal_name=SIGTERM")
+    stopped = ortholab(
+        tmp_path,
+        "fit",
+        "--config",
+        DEMO,
+        *RUN,
+        "--db",
+        db,
+        "--trainer.callbacks+=faults.SignalAt",
+        "--trainer.callbacks.step=5",
+        "--trainer.callbacks.signal_name=SIGTERM",
+    )
     assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr
     assert "--resume" in stopped.stdout
     store = Store(db)
     (run,) = store.list_runs()
     assert run.status == "interrupted" and run.reason.startswith("SIGTERM at step 5")
-    assert torch.load(Path(store.get_run(run.id).run_dir) / "checkpoints" / "last.ckpt",
-                      weights_only=False)["global_step"] == 5
+    assert (
+        torch.load(Path(store.get_run(run.id).run_dir) / "checkpoints" / "last.ckpt", weights_only=False)["global_step"]
+        == 5
+    )
     resumed = ortholab(tmp_path, "fit", "--resume", str(run.id), "--db", db)
     assert resumed.returncode == 0, resumed.stderr
     (run,) = store.list_runs()
@@ -100,9 +140,25 @@ def test_sigterm_stops_at_a_batch_boundary_with_a_checkpoint_and_an_interrupted_
 
 
 # an epoch-bounded run (3 epochs of 4 batches, shuffled), validated and tested at each epoch end as the MNIST rows
-EPOCHS = [*TINY, "--trainer.max_steps", "-1", "--trainer.max_epochs", "3", "--data.train_size", "40",
-          "--trainer.val_check_interval", "1.0", "--trainer.check_val_every_n_epoch", "1", "--data.shuffle", "true",
-          "--test_every_validation", "true", "--data.test_size", "20"]
+EPOCHS = [
+    *TINY,
+    "--trainer.max_steps",
+    "-1",
+    "--trainer.max_epochs",
+    "3",
+    "--data.train_size",
+    "40",
+    "--trainer.val_check_interval",
+    "1.0",
+    "--trainer.check_val_every_n_epoch",
+    "1",
+    "--data.shuffle",
+    "true",
+    "--test_every_validation",
+    "true",
+    "--data.test_size",
+    "20",
+]
 
 
 @pytest.fixture(scope="module")
@@ -116,8 +172,18 @@ def test_sigterm_in_an_epoch_bounded_run_resumes_into_the_same_epochs(tmp_path, 
     checkpoint of that state resumed into epoch 2, skipping three batches); a stop at an epoch's last batch waits
     for the epoch's end. Either way the record and the weights are those of the uninterrupted run."""
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    stopped = ortholab(tmp_path, "fit", "--config", DEMO, *EPOCHS, "--db", db, "--trainer.callbacks+=faults.SignalAt",
-                       f"--trainer.callbacks.step={step}", "--trainer.callbacks.signal_name=SIGTERM")
+    stopped = ortholab(
+        tmp_path,
+        "fit",
+        "--config",
+        DEMO,
+        *EPOCHS,
+        "--db",
+        db,
+        "--trainer.callbacks+=faults.SignalAt",
+        f"--trainer.callbacks.step={step}",
+        "--trainer.callbacks.signal_name=SIGTERM",
+    )
     assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr
     store = Store(db)
     (run,) = store.list_runs()
@@ -136,8 +202,18 @@ def test_sigterm_in_an_epoch_bounded_run_resumes_into_the_same_epochs(tmp_path, 
 def test_sigterm_at_the_last_batch_of_training_lets_the_run_finish(tmp_path):
     """The stop waits out an epoch's last batch; when that batch ends training, the run simply finishes."""
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    done = ortholab(tmp_path, "fit", "--config", DEMO, *RUN, "--db", db, "--trainer.callbacks+=faults.SignalAt",
-                    "--trainer.callbacks.step=12", "--trainer.callbacks.signal_name=SIGTERM")
+    done = ortholab(
+        tmp_path,
+        "fit",
+        "--config",
+        DEMO,
+        *RUN,
+        "--db",
+        db,
+        "--trainer.callbacks+=faults.SignalAt",
+        "--trainer.callbacks.step=12",
+        "--trainer.callbacks.signal_name=SIGTERM",
+    )
     assert done.returncode == 0, done.stderr
     assert "Interrupted" not in done.stdout
     (run,) = Store(db).list_runs()
@@ -147,9 +223,20 @@ def test_sigterm_at_the_last_batch_of_training_lets_the_run_finish(tmp_path):
 def test_sigterm_with_one_batch_an_epoch_stops_one_batch_later(tmp_path):
     """Every batch is its epoch's last: the stop waits out one of them, not all."""
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    stopped = ortholab(tmp_path, "fit", "--config", DEMO, *RUN, "--data.train_size", "10", "--db", db,
-                       "--trainer.callbacks+=faults.SignalAt", "--trainer.callbacks.step=2",
-                       "--trainer.callbacks.signal_name=SIGTERM")
+    stopped = ortholab(
+        tmp_path,
+        "fit",
+        "--config",
+        DEMO,
+        *RUN,
+        "--data.train_size",
+        "10",
+        "--db",
+        db,
+        "--trainer.callbacks+=faults.SignalAt",
+        "--trainer.callbacks.step=2",
+        "--trainer.callbacks.signal_name=SIGTERM",
+    )
     assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr
     (run,) = Store(db).list_runs()
     assert run.status == "interrupted" and run.reason.startswith("SIGTERM at step 3")
@@ -177,8 +264,12 @@ while True:
 
 def test_a_store_killed_mid_write_opens_at_its_last_commit(tmp_path):
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, db], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, db],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     run_id = int(writer.stdout.readline())
     time.sleep(1.5)
     writer.send_signal(signal.SIGKILL)
@@ -201,17 +292,36 @@ def test_reproduce_resume_continues_a_killed_paper_row_as_the_same_run(tmp_path,
 
     tables = tmp_path / "published"
     tables.mkdir()
-    (tables / "toy_figure1.yaml").write_text(yaml.safe_dump(
-        {"paper": "toy", "table": "Figure 1", "metric": "val/loss", "mode": "min",
-         "rows": [{"row": "copy", "task": "copying", "family": "scornn", "value": None, "config": DEMO}]}))
+    (tables / "toy_figure1.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "paper": "toy",
+                "table": "Figure 1",
+                "metric": "val/loss",
+                "mode": "min",
+                "rows": [{"row": "copy", "task": "copying", "family": "scornn", "value": None, "config": DEMO}],
+            }
+        )
+    )
     monkeypatch.setattr(published, "PUBLISHED_DIR", tables)
     monkeypatch.setattr(published, "CHECKS_DIR", tmp_path / "no-checks")
     monkeypatch.setenv("PYTHONPATH", f"{REPO}{os.pathsep}{REPO / 'tests'}")  # faults.SignalAt, in the stored config
     monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", FAULT_MODULES)
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    killed = ortholab(tmp_path, "fit", "--config", DEMO, *RUN, "--db", db, "--tags", '["paper:toy_figure1/copy"]',
-                      "--trainer.callbacks+=faults.SignalAt", "--trainer.callbacks.step=8")
+    killed = ortholab(
+        tmp_path,
+        "fit",
+        "--config",
+        DEMO,
+        *RUN,
+        "--db",
+        db,
+        "--tags",
+        '["paper:toy_figure1/copy"]',
+        "--trainer.callbacks+=faults.SignalAt",
+        "--trainer.callbacks.step=8",
+    )
     assert killed.returncode == -signal.SIGKILL
     store = Store(db)
     (run,) = store.list_runs()

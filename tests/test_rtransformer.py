@@ -1,16 +1,15 @@
 """R-Transformer: local recurrent windows, causal attention, any registered family as the local cell."""
+
 import importlib.util
 from pathlib import Path
 
 import pytest
 import torch
+from tolerances import close, cond, roundoff
 from torch import nn
 
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
-from ortholab.models.rtransformer import (CausalSelfAttention, LocalRecurrence, RTransformer,
-                                          UnbiasedLayerNorm)
-
-from tolerances import close, cond, roundoff
+from ortholab.models.rtransformer import CausalSelfAttention, LocalRecurrence, RTransformer, UnbiasedLayerNorm
 
 
 def test_local_recurrence_reads_exactly_the_window_ending_at_t():
@@ -21,7 +20,7 @@ def test_local_recurrence_reads_exactly_the_window_ending_at_t():
     out = local(x)
     padded = torch.cat([torch.zeros(2, 2, 4), x], dim=1)
     for t in range(7):  # the oracle: run the cell on each window separately
-        torch.testing.assert_close(out[:, t], cell(padded[:, t:t + 3])[:, -1])
+        torch.testing.assert_close(out[:, t], cell(padded[:, t : t + 3])[:, -1])
 
 
 def test_outputs_are_causal():
@@ -43,8 +42,9 @@ def test_attention_reaches_beyond_the_local_window():
     assert not torch.allclose(layer(x)[:, -1], layer(changed)[:, -1])  # step 9 sees step 0 through attention
 
 
-@pytest.mark.parametrize("cell,cell_args", [("gru", {}), ("srnn", {"hyper": 8}), ("scornn", {"rho": 4}),
-                                            ("scurnn", {}), ("lstm", {})])
+@pytest.mark.parametrize(
+    "cell,cell_args", [("gru", {}), ("srnn", {"hyper": 8}), ("scornn", {"rho": 4}), ("scurnn", {}), ("lstm", {})]
+)
 def test_any_family_is_the_local_cell_and_keeps_its_parameter_groups(cell, cell_args):
     torch.manual_seed(0)
     layer = RTransformer(5, 8, cell=cell, cell_args=cell_args, heads=2, levels=2, local_layers=2)
@@ -106,19 +106,19 @@ def test_attention_is_initialised_as_the_official_linears_and_torch_layers_keeps
     # nn.MultiheadAttention: Xavier in_proj (bound sqrt(6/(d+3d)) per the stacked 3d x d matrix), zero biases
     torch.manual_seed(0)
     width = 160
-    bound = width ** -0.5
+    bound = width**-0.5
     for tensors in _attention_tensors(RTransformer(88, width)):
         weights = torch.cat([t.detach().flatten() for t in tensors])
         assert weights.abs().max() <= bound
         # 4d(d+1) = 103,040 uniform samples: the sample std is within 1% of bound/sqrt(3) (its relative
         # standard error is sqrt(0.8/4N) ~ 0.14%), while torch's pooled init differs by more than 10%
-        assert abs(weights.std().item() / (bound / 3 ** 0.5) - 1) < 0.01
+        assert abs(weights.std().item() / (bound / 3**0.5) - 1) < 0.01
         assert tensors[1].abs().min() > 0 and tensors[3].abs().min() > 0
     torch.manual_seed(0)
     for tensors in _attention_tensors(RTransformer(88, width, torch_layers=True)):
         assert tensors[1].abs().max() == 0 and tensors[3].abs().max() == 0
         xavier = (6 / (width + 3 * width)) ** 0.5
-        assert abs(tensors[0].detach().std().item() / (xavier / 3 ** 0.5) - 1) < 0.01
+        assert abs(tensors[0].detach().std().item() / (xavier / 3**0.5) - 1) < 0.01
 
 
 def test_torch_layers_change_no_parameter_so_checkpoints_load_either_way():
@@ -133,23 +133,41 @@ def test_torch_layers_change_no_parameter_so_checkpoints_load_either_way():
 def _official_weights(inputs: int, width: int, levels: int, outputs: int) -> dict[str, torch.Tensor]:
     """A random state_dict of DSE-MSU/R-transformer's music model RT (audio/model.py) with a GRU LocalRNN: its names
     and shapes, the unused LocalRNN `output` and RTransformer `norm`/`feed_forward` included, as torch.save writes."""
-    shapes = {"encoder.weight": (width, inputs), "encoder.bias": (width,), "linear.weight": (outputs, width),
-              "linear.bias": (outputs,), "rt.norm.a_2": (width,), "rt.norm.b_2": (width,),
-              "rt.feed_forward.w_1.weight": (4 * width, width), "rt.feed_forward.w_1.bias": (4 * width,),
-              "rt.feed_forward.w_2.weight": (width, 4 * width), "rt.feed_forward.w_2.bias": (width,)}
+    shapes = {
+        "encoder.weight": (width, inputs),
+        "encoder.bias": (width,),
+        "linear.weight": (outputs, width),
+        "linear.bias": (outputs,),
+        "rt.norm.a_2": (width,),
+        "rt.norm.b_2": (width,),
+        "rt.feed_forward.w_1.weight": (4 * width, width),
+        "rt.feed_forward.w_1.bias": (4 * width,),
+        "rt.feed_forward.w_2.weight": (width, 4 * width),
+        "rt.feed_forward.w_2.bias": (width,),
+    }
     for level in range(levels):
         block = f"rt.forward_net.{level}."
         local = block + "layers.0."
-        shapes.update({local + "local_rnn.rnn.weight_ih_l0": (3 * width, width),
-                       local + "local_rnn.rnn.weight_hh_l0": (3 * width, width),
-                       local + "local_rnn.rnn.bias_ih_l0": (3 * width,), local + "local_rnn.rnn.bias_hh_l0": (3 * width,),
-                       local + "local_rnn.output.0.weight": (width, width), local + "local_rnn.output.0.bias": (width,),
-                       block + "feed_forward.w_1.weight": (4 * width, width), block + "feed_forward.w_1.bias": (4 * width,),
-                       block + "feed_forward.w_2.weight": (width, 4 * width), block + "feed_forward.w_2.bias": (width,)})
+        shapes.update(
+            {
+                local + "local_rnn.rnn.weight_ih_l0": (3 * width, width),
+                local + "local_rnn.rnn.weight_hh_l0": (3 * width, width),
+                local + "local_rnn.rnn.bias_ih_l0": (3 * width,),
+                local + "local_rnn.rnn.bias_hh_l0": (3 * width,),
+                local + "local_rnn.output.0.weight": (width, width),
+                local + "local_rnn.output.0.bias": (width,),
+                block + "feed_forward.w_1.weight": (4 * width, width),
+                block + "feed_forward.w_1.bias": (4 * width,),
+                block + "feed_forward.w_2.weight": (width, 4 * width),
+                block + "feed_forward.w_2.bias": (width,),
+            }
+        )
         for norm in (local + "connection.norm.", block + "connections.0.norm.", block + "connections.1.norm."):
             shapes.update({norm + "a_2": (width,), norm + "b_2": (width,)})
         for j in range(4):
-            shapes.update({f"{block}pooling.linears.{j}.weight": (width, width), f"{block}pooling.linears.{j}.bias": (width,)})
+            shapes.update(
+                {f"{block}pooling.linears.{j}.weight": (width, width), f"{block}pooling.linears.{j}.bias": (width,)}
+            )
     weights = {name: 0.4 * torch.randn(shape, dtype=torch.float64) for name, shape in shapes.items()}
     for name in weights:  # norm gains near 1, so no layer's output vanishes
         if name.endswith("a_2"):
@@ -160,6 +178,7 @@ def _official_weights(inputs: int, width: int, levels: int, outputs: int) -> dic
 def _official_forward(w: dict[str, torch.Tensor], x: torch.Tensor, window: int, heads: int) -> torch.Tensor:
     """RT.forward up to its readout (audio/model.py l.17-19), written from the equations of DSE-MSU/R-transformer's
     models/RTransformer.py over its named weights: no module of OrthoLab's runs."""
+
     def norm(prefix, v):  # LayerNorm, l.11-22: unbiased std, eps added to the std
         return w[prefix + "a_2"] * (v - v.mean(-1, keepdim=True)) / (v.std(-1, keepdim=True) + 1e-6) + w[prefix + "b_2"]
 
@@ -186,15 +205,18 @@ def _official_forward(w: dict[str, torch.Tensor], x: torch.Tensor, window: int, 
         block = f"rt.forward_net.{level}."
         # LocalRNN, l.130-145: position t reads the normed inputs t-ksize+1..t, zeros before the start
         v = torch.cat([h.new_zeros(batch, window - 1, h.shape[-1]), norm(block + "layers.0.connection.norm.", h)], 1)
-        h = h + torch.stack([gru_last_state(block + "layers.0.local_rnn.rnn.", v[:, t:t + window])
-                             for t in range(steps)], 1)
+        h = h + torch.stack(
+            [gru_last_state(block + "layers.0.local_rnn.rnn.", v[:, t : t + window]) for t in range(steps)], 1
+        )
         # MHPooling, l.73-107: query, key, value linears, scores / sqrt(d_k), future positions filled with -1e9
         v = norm(block + "connections.0.norm.", h)
         d_k = h.shape[-1] // heads
-        q, k, val = (linear(f"{block}pooling.linears.{j}.", v).view(batch, steps, heads, d_k).transpose(1, 2)
-                     for j in range(3))
-        scores = (q @ k.transpose(-2, -1) / d_k ** 0.5).masked_fill(
-            torch.ones(steps, steps, dtype=torch.bool).triu(1), -1e9)
+        q, k, val = (
+            linear(f"{block}pooling.linears.{j}.", v).view(batch, steps, heads, d_k).transpose(1, 2) for j in range(3)
+        )
+        scores = (q @ k.transpose(-2, -1) / d_k**0.5).masked_fill(
+            torch.ones(steps, steps, dtype=torch.bool).triu(1), -1e9
+        )
         pooled = (scores.softmax(-1) @ val).transpose(1, 2).reshape(batch, steps, -1)
         h = h + linear(block + "pooling.linears.3.", pooled)
         # PositionwiseFeedForward, l.38-49
@@ -237,9 +259,17 @@ def test_an_official_tensor_with_no_place_is_named():
         _load_tool().ortholab_state_dict(official)
 
 
-@pytest.mark.parametrize("options,key", [({"cell": "nope"}, "cell"), ({"cell": "rtransformer"}, "cell"),
-                                         ({"heads": 3}, "heads"), ({"window": 0}, "window"),
-                                         ({"dropout": 1.5}, "dropout"), ({"torch_layers": "yes"}, "torch_layers")])
+@pytest.mark.parametrize(
+    "options,key",
+    [
+        ({"cell": "nope"}, "cell"),
+        ({"cell": "rtransformer"}, "cell"),
+        ({"heads": 3}, "heads"),
+        ({"window": 0}, "window"),
+        ({"dropout": 1.5}, "dropout"),
+        ({"torch_layers": "yes"}, "torch_layers"),
+    ],
+)
 def test_bad_options_name_the_key(options, key):
     with pytest.raises(ConfigError, match=key):
         RTransformer(2, 8, **options)
@@ -249,11 +279,32 @@ def test_bad_options_name_the_key(options, key):
 def test_rtransformer_solves_adding_at_t50(tmp_path, monkeypatch):
     from learning import fit_recorded
 
-    run = fit_recorded(tmp_path, monkeypatch, [
-        "--model.family", "rtransformer", "--model.hidden_size", "32",
-        "--model.family_args", "{cell: gru, window: 4, levels: 1, heads: 2, dropout: 0.0}",
-        "--model.optimizers", "{default: {name: adam, lr: 2.0e-3}}",
-        "--data", "datamodules.AddingTask", "--data.seq_len", "50", "--data.batch_size", "50",
-        "--data.train_size", "100000", "--data.val_size", "1000", "--trainer.max_steps", "800",
-        "--trainer.val_check_interval", "200"])
+    run = fit_recorded(
+        tmp_path,
+        monkeypatch,
+        [
+            "--model.family",
+            "rtransformer",
+            "--model.hidden_size",
+            "32",
+            "--model.family_args",
+            "{cell: gru, window: 4, levels: 1, heads: 2, dropout: 0.0}",
+            "--model.optimizers",
+            "{default: {name: adam, lr: 2.0e-3}}",
+            "--data",
+            "datamodules.AddingTask",
+            "--data.seq_len",
+            "50",
+            "--data.batch_size",
+            "50",
+            "--data.train_size",
+            "100000",
+            "--data.val_size",
+            "1000",
+            "--trainer.max_steps",
+            "800",
+            "--trainer.val_check_interval",
+            "200",
+        ],
+    )
     assert run.best < 0.05  # the adding baseline is 0.167

@@ -1,15 +1,15 @@
 """Run management from the command line (issue 49): `ortholab runs` filters and keeps JSON; `runs tag/untag`;
 `runs delete` removes a run's rows, points, artifacts and folder after a confirmation, refuses a run being
 written, and leaves every other run untouched; on SQLite and on a real PostgreSQL server."""
+
 import json
 
 import pytest
+from postgres import postgres_server, unavailable_reason, wait_until_ready
 
+from ortholab.cli.main import main
 from ortholab.db import Store
 from ortholab.db.lease import current_owner
-from ortholab.cli.main import main
-
-from postgres import postgres_server, unavailable_reason, wait_until_ready
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -44,9 +44,13 @@ def _runs(db, tmp_path) -> list[int]:
 
 def _fingerprint(store: Store, run_id: int) -> tuple:
     run = store.get_run(run_id)
-    return (run.name, run.tags, store.params_of([run_id])[run_id], [(p.step, p.value) for p in
-                                                                     store.metric_series(run_id, "val/loss")],
-            [a.name for a in store.artifacts(run_id)])
+    return (
+        run.name,
+        run.tags,
+        store.params_of([run_id])[run_id],
+        [(p.step, p.value) for p in store.metric_series(run_id, "val/loss")],
+        [a.name for a in store.artifacts(run_id)],
+    )
 
 
 def test_filters_and_json(db, tmp_path, capsys):
@@ -99,8 +103,11 @@ def test_delete_refuses_a_run_being_written_and_asks_where_it_cannot(db, tmp_pat
     with pytest.raises(SystemExit) as stop:
         main(["runs", "delete", str(c), "--db", db])
     assert stop.value.code == 2 and "add --yes" in capsys.readouterr().err
-    for argv, says in ((["runs", "delete", "x1"], "'x1' is not a run id"), (["runs", "tag", "3"], "then the label"),
-                       (["runs", "delete", "99", "--yes"], "No run with id 99")):
+    for argv, says in (
+        (["runs", "delete", "x1"], "'x1' is not a run id"),
+        (["runs", "tag", "3"], "then the label"),
+        (["runs", "delete", "99", "--yes"], "No run with id 99"),
+    ):
         with pytest.raises(SystemExit) as stop:
             main([*argv, "--db", db])
         err = capsys.readouterr().err.strip().splitlines()

@@ -1,20 +1,25 @@
 """Schema versions: migrations build what the code declares, older stores upgrade, others are refused clearly."""
+
 import sqlite3
 
 import pytest
 from alembic import command
 from sqlalchemy import create_engine, inspect, text
 
+from ortholab.cli.main import main
 from ortholab.db import Store, StoreError
 from ortholab.db.schema_version import alembic_config, head_revision
-from ortholab.cli.main import main
 
 
 def _schema(url: str) -> dict:
     inspector = inspect(create_engine(url))
-    return {table: ({(c["name"], c["nullable"]) for c in inspector.get_columns(table)},
-                    {(tuple(i["column_names"]), bool(i["unique"])) for i in inspector.get_indexes(table)})
-            for table in inspector.get_table_names()}
+    return {
+        table: (
+            {(c["name"], c["nullable"]) for c in inspector.get_columns(table)},
+            {(tuple(i["column_names"]), bool(i["unique"])) for i in inspector.get_indexes(table)},
+        )
+        for table in inspector.get_table_names()
+    }
 
 
 def _migrate(url: str, revision: str) -> None:
@@ -34,9 +39,13 @@ def test_an_older_store_is_upgraded_by_ortholab_db_upgrade_and_keeps_its_runs(tm
     url = f"sqlite:///{tmp_path / 'old.db'}"
     _migrate(url, "0001")
     with create_engine(url).begin() as conn:
-        conn.execute(text("INSERT INTO runs (name, status, stage, created_at, heartbeat_at, main_metric_mode, "
-                          "hostname, world_size, tags) VALUES ('old', 'finished', 'fit', '2026-01-01', "
-                          "'2026-01-01', 'min', 'h', 1, '[]')"))
+        conn.execute(
+            text(
+                "INSERT INTO runs (name, status, stage, created_at, heartbeat_at, main_metric_mode, "
+                "hostname, world_size, tags) VALUES ('old', 'finished', 'fit', '2026-01-01', "
+                "'2026-01-01', 'min', 'h', 1, '[]')"
+            )
+        )
     with pytest.raises(StoreError, match=r"revision 0001 .* `ortholab db upgrade --db URL`"):
         Store(url)
     main(["db", "upgrade", "--db", url])
@@ -51,7 +60,9 @@ def test_a_store_from_a_newer_ortholab_is_refused(tmp_path):
     with create_engine(url).begin() as conn:  # what a newer OrthoLab (9.1.0, revision 9999) leaves
         conn.execute(text("UPDATE ortholab_schema_version SET version_num = '9999'"))
         conn.execute(text("UPDATE store_info SET value = '9.1.0' WHERE key = 'written_by'"))
-    with pytest.raises(StoreError, match=r"newer OrthoLab \(OrthoLab 9\.1\.0, schema revision 9999; .*upgrade OrthoLab"):
+    with pytest.raises(
+        StoreError, match=r"newer OrthoLab \(OrthoLab 9\.1\.0, schema revision 9999; .*upgrade OrthoLab"
+    ):
         Store(url)
 
 

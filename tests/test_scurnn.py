@@ -1,20 +1,26 @@
 """scuRNN against its mathematics (scuRNN paper, Sections 3-4; reference-impl-facts section 2)."""
+
 import math
 
 import pytest
 import torch
+from tolerances import close, cond, norm, roundoff
 
 from ortholab.datamodules import AddingTask, CopyingTask
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
 from ortholab.models.complex_recurrence import complex_modrelu_recurrence, complex_modrelu_recurrence_reference
 from ortholab.models.modrelu import complex_modrelu
-from ortholab.models.scurnn import ScuRNN
-from ortholab.models.unitary import (ComplexScaledCayley, block_angles, complex_scaled_cayley, skew_hermitian,
-                            skew_hermitian_coordinates, theorem2_gradients)
-from ortholab.training.module import RecurrentModule, build_layer
 from ortholab.models.optimizers import AdagradTF, RMSpropTF
-
-from tolerances import close, cond, norm, roundoff
+from ortholab.models.scurnn import ScuRNN
+from ortholab.models.unitary import (
+    ComplexScaledCayley,
+    block_angles,
+    complex_scaled_cayley,
+    skew_hermitian,
+    skew_hermitian_coordinates,
+    theorem2_gradients,
+)
+from ortholab.training.module import RecurrentModule, build_layer
 
 
 def unitarity_error(w: torch.Tensor) -> float:
@@ -23,6 +29,7 @@ def unitarity_error(w: torch.Tensor) -> float:
 
 
 # W = (I + A)^-1 (I - A) D --------------------------------------------------------------------------------
+
 
 def _cayley_cond(cayley: ComplexScaledCayley) -> float:
     """cond(I + A): the solve in W = (I + A)^-1 (I - A) D amplifies round-off by it."""
@@ -73,8 +80,9 @@ def test_initial_w_is_unitary_with_the_henaff_spectrum(init, max_angle):
     expected = torch.cat([angles, -angles, torch.zeros(1, dtype=torch.float64)])
     expected = torch.polar(torch.ones_like(expected), expected).angle()  # wrapped to (-pi, pi]
     # A0 is stored in float32 and cast: s = tan(t/2) rounds by eps32/2 relative, moving t by <= eps32/2 (test_cayley)
-    torch.testing.assert_close(torch.sort(eig.angle()).values, torch.sort(expected).values,
-                               atol=roundoff(torch.float32), rtol=0)
+    torch.testing.assert_close(
+        torch.sort(eig.angle()).values, torch.sort(expected).values, atol=roundoff(torch.float32), rtol=0
+    )
     torch.testing.assert_close(eig.abs(), torch.ones(n, dtype=torch.float64))
 
 
@@ -93,6 +101,7 @@ def test_layer_initialisation_as_the_paper():
 
 
 # Theorem 2 ----------------------------------------------------------------------------------------------
+
 
 def _loss_through_w(layer: ScuRNN, w: torch.Tensor, x: torch.Tensor, probe: torch.Tensor) -> torch.Tensor:
     u = x.transpose(0, 1) @ layer.input_weight.T
@@ -177,7 +186,7 @@ def test_layer_gradients_match_finite_differences():
 
     def loss(*values):
         out = torch.func.functional_call(layer, dict(zip(names, values)), (x,))
-        return (out ** 2).sum()
+        return (out**2).sum()
 
     assert torch.autograd.gradcheck(loss, [p.detach().clone().requires_grad_() for p in layer.parameters()])
 
@@ -197,10 +206,12 @@ def test_a_step_equals_the_official_codes_step():
         w = complex_scaled_cayley(a_code, layer.cayley.theta.detach()).requires_grad_()
         _loss_through_w(layer, w.transpose(0, 1), x, probe).backward()  # the code's row product h W (scuRNN.py:71)
         gamma, _ = theorem2_gradients(a_code, layer.cayley.theta.detach(), w.grad.conj() / 2)
-        r_real.mul_(0.9).add_(0.1 * gamma.real ** 2)
-        r_imag.mul_(0.9).add_(0.1 * gamma.imag ** 2)
-        a_code = torch.complex(a_code.real - lr * gamma.real / torch.sqrt(r_real + 1e-8),
-                               a_code.imag - lr * gamma.imag / torch.sqrt(r_imag + 1e-8))
+        r_real.mul_(0.9).add_(0.1 * gamma.real**2)
+        r_imag.mul_(0.9).add_(0.1 * gamma.imag**2)
+        a_code = torch.complex(
+            a_code.real - lr * gamma.real / torch.sqrt(r_real + 1e-8),
+            a_code.imag - lr * gamma.imag / torch.sqrt(r_imag + 1e-8),
+        )
 
         optimizer.zero_grad()
         (_loss_through_w(layer, layer.cayley(), x, probe)).backward()
@@ -211,6 +222,7 @@ def test_a_step_equals_the_official_codes_step():
 
 
 # modReLU, Theorems 3 and 4 ------------------------------------------------------------------------------
+
 
 def wirtinger_derivatives(f, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(df/dz, df/dconj(z)) of an elementwise f by autograd over the real and imaginary parts."""
@@ -235,7 +247,7 @@ def test_theorem_3_exact_modrelu_derivatives():
     active = z.abs() + b >= 0
     assert active.any() and (~active).any()
     torch.testing.assert_close(dz, torch.where(active, 1 + b / (2 * z.abs()), 0).to(dz.dtype))
-    torch.testing.assert_close(dzbar, torch.where(active, -b * z ** 2 / (2 * z.abs() ** 3), 0))
+    torch.testing.assert_close(dzbar, torch.where(active, -b * z**2 / (2 * z.abs() ** 3), 0))
 
 
 def test_theorem_3_singularity_as_z_goes_to_zero_for_positive_bias():
@@ -265,15 +277,20 @@ def test_theorem_4_eps_modrelu_derivatives():
     active = zhat + b >= 0
     assert active.any() and (~active).any()
     expected_dz = (zhat + b) / (zhat + eps) + z.abs() ** 2 * (eps - b) / (2 * zhat * (zhat + eps) ** 2)
-    expected_dzbar = z ** 2 * (eps - b) / (2 * zhat * (zhat + eps) ** 2)
+    expected_dzbar = z**2 * (eps - b) / (2 * zhat * (zhat + eps) ** 2)
     torch.testing.assert_close(dz, torch.where(active, expected_dz, 0).to(dz.dtype))
     torch.testing.assert_close(dzbar, torch.where(active, expected_dzbar, 0))
     # finite at z = 0, but large when zhat + eps << b: (sqrt(eps) + b) / (sqrt(eps) + eps) ~ 158 for b = 0.5
-    assert torch.isfinite(dz).all() and dz[-1].real.item() == pytest.approx(
-        (math.sqrt(eps) + 0.5) / (math.sqrt(eps) + eps), rel=roundoff(torch.float64, 10)) and dz[-1].real > 100
+    assert (
+        torch.isfinite(dz).all()
+        and dz[-1].real.item()
+        == pytest.approx((math.sqrt(eps) + 0.5) / (math.sqrt(eps) + eps), rel=roundoff(torch.float64, 10))
+        and dz[-1].real > 100
+    )
 
 
 # the fused recurrence ----------------------------------------------------------------------------------
+
 
 def _recurrence_inputs(dtype, seed=0, t=25, b=4, n=6):
     g = torch.Generator().manual_seed(seed)
@@ -314,8 +331,10 @@ def test_offsets_carry_the_total_hidden_state_gradient():
     torch.testing.assert_close(offsets[0].grad, offsets[1].grad, **close(torch.float64, 16 * 25, norm(offsets[1].grad)))
     for a, b in zip(fused, reference):
         torch.testing.assert_close(a.grad, b.grad, **close(torch.float64, 16 * 25, norm(b.grad)))
-    assert torch.autograd.gradcheck(complex_modrelu_recurrence, (
-        *_recurrence_inputs(torch.float64, seed=5, t=8, n=3), offsets[0][:8, :, :6].detach().requires_grad_()))
+    assert torch.autograd.gradcheck(
+        complex_modrelu_recurrence,
+        (*_recurrence_inputs(torch.float64, seed=5, t=8, n=3), offsets[0][:8, :, :6].detach().requires_grad_()),
+    )
 
 
 def test_fused_recurrence_gradcheck():
@@ -326,11 +345,13 @@ def test_fused_recurrence_in_float32_agrees_with_float64():
     single, double = _recurrence_inputs(torch.float32, seed=2), _recurrence_inputs(torch.float64, seed=2)
     expected = complex_modrelu_recurrence(*double)
     # float32's round-off over T = 25 steps through 2n = 12 real units (the inputs' own rounding included)
-    torch.testing.assert_close(complex_modrelu_recurrence(*single).double(), expected,
-                               **close(torch.float32, 12 * 25, norm(expected)))
+    torch.testing.assert_close(
+        complex_modrelu_recurrence(*single).double(), expected, **close(torch.float32, 12 * 25, norm(expected))
+    )
 
 
 # the layer in the application ----------------------------------------------------------------------------
+
 
 def test_forward_shapes_and_groups():
     layer = ScuRNN(3, 8)
@@ -362,14 +383,17 @@ def _parameter_count(input_size, n, output_size, readout="every_step"):
     return sum(p.numel() for p in SequenceModel(ScuRNN(input_size, n), output_size, readout).parameters())
 
 
-@pytest.mark.parametrize("input_size, n, output_size, budget, readout", [
-    (10, 130, 9, 22_000, "every_step"),   # copying
-    (2, 116, 1, 14_000, "last_step"),     # adding
-    (1, 116, 10, 16_000, "last_step"),    # pixel MNIST
-    (1, 250, 10, 69_000, "last_step"),
-    (129, 128, 129, 83_000, "every_step"),  # TIMIT
-    (129, 258, 129, 200_000, "every_step"),
-])
+@pytest.mark.parametrize(
+    "input_size, n, output_size, budget, readout",
+    [
+        (10, 130, 9, 22_000, "every_step"),  # copying
+        (2, 116, 1, 14_000, "last_step"),  # adding
+        (1, 116, 10, 16_000, "last_step"),  # pixel MNIST
+        (1, 250, 10, 69_000, "last_step"),
+        (129, 128, 129, 83_000, "every_step"),  # TIMIT
+        (129, 258, 129, 200_000, "every_step"),
+    ],
+)
 def test_parameter_counts_match_the_papers_budgets(input_size, n, output_size, budget, readout):
     count = _parameter_count(input_size, n, output_size, readout)
     # A: n^2, theta: n, U: 2nm, b: n, h0: 2n, readout: 2n p + p
@@ -394,9 +418,16 @@ def test_config_errors_name_the_key():
 
 def test_each_group_is_stepped_by_its_own_optimizer():
     task = CopyingTask(seq_len=5, train_size=20, val_size=20, test_size=20, batch_size=10)
-    module = RecurrentModule(task.spec, family="scurnn", hidden_size=6, optimizers={
-        "recurrent": {"name": "rmsprop_tf", "lr": 1e-3, "initial_accumulator": 0.0, "eps": 1e-8},
-        "scaling": {"name": "adagrad_tf", "lr": 1e-3}, "other": {"name": "adam", "lr": 1e-3}})
+    module = RecurrentModule(
+        task.spec,
+        family="scurnn",
+        hidden_size=6,
+        optimizers={
+            "recurrent": {"name": "rmsprop_tf", "lr": 1e-3, "initial_accumulator": 0.0, "eps": 1e-8},
+            "scaling": {"name": "adagrad_tf", "lr": 1e-3},
+            "other": {"name": "adam", "lr": 1e-3},
+        },
+    )
     optimizers = module.configure_optimizers()
     assert [type(o) for o in optimizers] == [RMSpropTF, AdagradTF, torch.optim.Adam]
     assert module.parameter_counts() == {"recurrent": 36, "scaling": 6, "other": 12 * 10 + 6 + 12 + 12 * 9 + 9}

@@ -1,26 +1,33 @@
 """Several seeds per paper row (issue 48): `reproduce --seeds` records one run per seed under the row; the report
 aggregates them (n, mean, sample std, min, max) and judges the published value against their spread; baseline rows
 say how many seeds end beyond the baseline and where each first crossed it. Exit codes scripts can trust."""
+
 import json
 
 import numpy as np
 import pytest
 import yaml
+from test_reproduce import TABLE, _write
 
+from ortholab.cli.main import main
 from ortholab.db import Store, published
 from ortholab.db.published import load_table, markdown_report, reproductions
 from ortholab.db.seeds import spread
 from ortholab.errors import ConfigError
-from ortholab.cli.main import main
-
-from test_reproduce import TABLE, _write
 
 
 def _fits(store, row, values, metric="val/acc", mode="max", baseline=None):
     """One finished fit per seed (tagged seed:N), its metric series ending at `values[seed]`."""
     for seed, series in values.items():
-        run = store.create_run(name="r", family=row.family, task=row.task, tags=[row.tag, f"seed:{seed}"],
-                               main_metric=metric, main_metric_mode=mode, baseline=baseline)
+        run = store.create_run(
+            name="r",
+            family=row.family,
+            task=row.task,
+            tags=[row.tag, f"seed:{seed}"],
+            main_metric=metric,
+            main_metric_mode=mode,
+            baseline=baseline,
+        )
         for step, value in enumerate(series):
             store.log_metrics(run, {metric: value}, step=step * 100)
         store.set_status(run, "finished")
@@ -46,7 +53,9 @@ def test_the_report_aggregates_a_rows_seeds_as_numpy_does(tmp_path):
     assert [s.seed for s in item.seeds] == [1, 2, 3]
     assert item.spread.n == 3 and item.spread.mean == pytest.approx(best.mean())
     assert item.spread.std == pytest.approx(best.std(ddof=1)) and (item.spread.low, item.spread.high) == (
-        pytest.approx(best.min()), pytest.approx(best.max()))
+        pytest.approx(best.min()),
+        pytest.approx(best.max()),
+    )
     # published 98.1 lies above all three: the seeds' mean is below it by (98.1 - mean) / sd
     assert item.spread.verdict == f"below by {(98.1 - best.mean()) / best.std(ddof=1):.1f} sd"
     report = markdown_report(store, {"demo_table9": table})
@@ -61,10 +70,14 @@ def test_baseline_rows_count_the_seeds_that_end_beyond_it(tmp_path):
     # crosses at step 100 and ends back at the baseline
     _fits(store, copy, {1: [0.5, 0.48, 0.3, 0.2], 2: [0.5, 0.49, 0.5], 3: [0.5, 0.4, 0.5]}, "val/loss", "min", 0.5)
     item = reproductions(store, table)[1]
-    assert [(s.seed, s.crossed_at, s.ends_beyond) for s in item.seeds] == [(1, 200, True), (2, None, False),
-                                                                            (3, 100, False)]
+    assert [(s.seed, s.crossed_at, s.ends_beyond) for s in item.seeds] == [
+        (1, 200, True),
+        (2, None, False),
+        (3, 100, False),
+    ]
     assert "1/3 seeds end beyond the baseline (first beyond at steps 200, -, 100)" in markdown_report(
-        store, {"demo_table9": table}, width=None)
+        store, {"demo_table9": table}, width=None
+    )
 
 
 def _toy_table(tmp_path, monkeypatch, config_extra=None):
@@ -75,9 +88,23 @@ def _toy_table(tmp_path, monkeypatch, config_extra=None):
     config.update(config_extra or {})
     config_path = tmp_path / "row.yaml"
     config_path.write_text(yaml.safe_dump(config))
-    table = {"paper": "scornn-icml2018", "table": "Figure 1", "title": "copying", "metric": "val/loss",
-             "mode": "min", "rows": [{"row": "copy_T5_scornn", "task": "copying", "family": "scornn",
-                                      "value": None, "expect": "below_baseline", "config": str(config_path)}]}
+    table = {
+        "paper": "scornn-icml2018",
+        "table": "Figure 1",
+        "title": "copying",
+        "metric": "val/loss",
+        "mode": "min",
+        "rows": [
+            {
+                "row": "copy_T5_scornn",
+                "task": "copying",
+                "family": "scornn",
+                "value": None,
+                "expect": "below_baseline",
+                "config": str(config_path),
+            }
+        ],
+    }
     folder = tmp_path / "published"
     folder.mkdir()
     _write(folder, table, "toy_figure1.yaml")
@@ -93,15 +120,17 @@ def test_three_seeds_of_a_row_are_three_runs_under_it(tmp_path, monkeypatch, cap
     out = capsys.readouterr().out.strip().splitlines()
     assert out[-1] == "reproduce: 3 done, 0 failed, 0 skipped"
     runs = sorted(Store(db).list_runs(), key=lambda r: r.id)
-    assert [sorted(t for t in r.tags if t.startswith("seed:")) for r in runs] == [["seed:5544"], ["seed:5545"],
-                                                                                 ["seed:5546"]]
+    assert [sorted(t for t in r.tags if t.startswith("seed:")) for r in runs] == [
+        ["seed:5544"],
+        ["seed:5545"],
+        ["seed:5546"],
+    ]
     params = Store(db).params_of([r.id for r in runs])
     assert [params[r.id]["seed_everything"] for r in runs] == [5544, 5545, 5546]  # each trained with its seed
     assert all("paper:toy_figure1/copy_T5_scornn" in r.tags for r in runs)
     (item,) = reproductions(Store(db, access="read"), published.load_tables()["toy_figure1"])
     assert [s.seed for s in item.seeds] == [5544, 5545, 5546]
-    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "7,9", "--db", db, "--rows",
-          "copy_T5_scornn"])
+    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "7,9", "--db", db, "--rows", "copy_T5_scornn"])
     assert capsys.readouterr().out.strip().splitlines()[-1] == "reproduce: 2 done, 0 failed, 0 skipped"
     (item,) = reproductions(Store(db, access="read"), published.load_tables()["toy_figure1"])
     assert [s.seed for s in item.seeds] == [7, 9, 5544, 5545, 5546]
@@ -143,11 +172,15 @@ def test_a_failing_row_exits_1_after_its_summary_line(tmp_path, monkeypatch, cap
     assert "fit failed (exit 2)" in out[0] and out[-1] == "reproduce: 0 done, 1 failed, 0 skipped"
 
 
-@pytest.mark.parametrize("flags, says", [
-    (["--seeds", "0"], "--seeds '0'"), (["--seeds", "two"], "--seeds 'two'"),
-    (["--resume", "--seeds", "3"], "--seeds chooses the runs to train"),
-    (["--resume", "--stale_minutes", "-5"], "--stale_minutes -5"),
-])
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--seeds", "0"], "--seeds '0'"),
+        (["--seeds", "two"], "--seeds 'two'"),
+        (["--resume", "--seeds", "3"], "--seeds chooses the runs to train"),
+        (["--resume", "--stale_minutes", "-5"], "--stale_minutes -5"),
+    ],
+)
 def test_bad_seed_and_resume_flags_are_one_line(tmp_path, capsys, flags, says):
     with pytest.raises(SystemExit) as stop:
         main(["reproduce", *flags, "--db", f"sqlite:///{tmp_path / 'runs.db'}"])

@@ -1,4 +1,5 @@
 """model.input_adapter: symbol ids through an embedding, real inputs through a linear map, before the layer."""
+
 import pytest
 import torch
 from torch import nn
@@ -8,10 +9,25 @@ from ortholab.models.sequence import input_adapter
 from ortholab.models.sizing import hidden_size_for_budget
 from ortholab.training.module import RecurrentModule, build_layer
 
-COPYING = {"name": "copying", "input_size": 10, "output_size": 9, "readout": "every_step", "loss": "cross_entropy",
-           "main_metric": "val/loss", "main_metric_mode": "min", "symbolic": True}
-ADDING = {"name": "adding", "input_size": 2, "output_size": 1, "readout": "last_step", "loss": "mse",
-          "main_metric": "val/loss", "main_metric_mode": "min"}
+COPYING = {
+    "name": "copying",
+    "input_size": 10,
+    "output_size": 9,
+    "readout": "every_step",
+    "loss": "cross_entropy",
+    "main_metric": "val/loss",
+    "main_metric_mode": "min",
+    "symbolic": True,
+}
+ADDING = {
+    "name": "adding",
+    "input_size": 2,
+    "output_size": 1,
+    "readout": "last_step",
+    "loss": "mse",
+    "main_metric": "val/loss",
+    "main_metric_mode": "min",
+}
 
 
 def one_training_step(module: RecurrentModule, inputs: torch.Tensor, targets: torch.Tensor) -> dict:
@@ -35,8 +51,14 @@ def assert_each_parameter_in_one_group(module: RecurrentModule) -> None:
 @pytest.mark.parametrize("family", ["lstm", "scornn"])
 def test_embedding_adapter_feeds_the_layer_and_trains(family):
     torch.manual_seed(0)
-    module = RecurrentModule(COPYING, family=family, hidden_size=8, input_adapter="embedding", input_adapter_size=5,
-                             family_args={"rho": 4} if family == "scornn" else {})
+    module = RecurrentModule(
+        COPYING,
+        family=family,
+        hidden_size=8,
+        input_adapter="embedding",
+        input_adapter_size=5,
+        family_args={"rho": 4} if family == "scornn" else {},
+    )
     adapter = module.model.adapter
     assert isinstance(adapter, nn.Embedding) and (adapter.num_embeddings, adapter.embedding_dim) == (10, 5)
     assert module.model.layer.input_size == 5  # the layer reads the embedding, not the 10-wide one-hot vectors
@@ -79,40 +101,78 @@ def test_the_default_keeps_one_hot_symbols_and_real_inputs_as_they_are():
 
 def test_a_parameter_budget_counts_the_adapter():
     budget = 5_000
-    module = RecurrentModule(COPYING, family="lstm", hidden_size="auto", param_budget=budget,
-                             input_adapter="embedding", input_adapter_size=16)
+    module = RecurrentModule(
+        COPYING,
+        family="lstm",
+        hidden_size="auto",
+        param_budget=budget,
+        input_adapter="embedding",
+        input_adapter_size=16,
+    )
     total = sum(p.numel() for p in module.parameters())
     n = module.hparams.hidden_size
     # one unit more or fewer: the LSTM's count moves by about 4 (2 n + 16 + 2) + 9, so the total lies within that
     assert abs(total - budget) <= 4 * (2 * n + 16 + 2) + 9 and module.model.layer.input_size == 16
     assert n == hidden_size_for_budget("lstm", budget - 10 * 16, 16, 9)  # the layer gets the budget less the embedding
     with pytest.raises(ConfigError, match=r"model\.param_budget = 100 leaves nothing.*input_adapter_size"):
-        RecurrentModule(COPYING, family="lstm", hidden_size="auto", param_budget=100, input_adapter="embedding",
-                        input_adapter_size=16)
+        RecurrentModule(
+            COPYING,
+            family="lstm",
+            hidden_size="auto",
+            param_budget=100,
+            input_adapter="embedding",
+            input_adapter_size=16,
+        )
 
 
-@pytest.mark.parametrize("kind, size, symbolic, message", [
-    ("embed", 4, True, r"model\.input_adapter = 'embed'; choose one of \['default', 'embedding', 'linear'\]"),
-    ("embedding", None, True, r"model\.input_adapter_size = None; model\.input_adapter: embedding needs a positive"),
-    ("linear", 0, False, r"model\.input_adapter_size = 0"),
-    ("default", 8, True, r"model\.input_adapter_size = 8 only applies with model\.input_adapter: embedding or linear"),
-    ("embedding", 4, False, r"embedding needs a task of symbol ids.*use model\.input_adapter: linear"),
-    ("linear", 4, True, r"linear needs real-valued inputs.*use model\.input_adapter: embedding"),
-])
+@pytest.mark.parametrize(
+    "kind, size, symbolic, message",
+    [
+        ("embed", 4, True, r"model\.input_adapter = 'embed'; choose one of \['default', 'embedding', 'linear'\]"),
+        (
+            "embedding",
+            None,
+            True,
+            r"model\.input_adapter_size = None; model\.input_adapter: embedding needs a positive",
+        ),
+        ("linear", 0, False, r"model\.input_adapter_size = 0"),
+        (
+            "default",
+            8,
+            True,
+            r"model\.input_adapter_size = 8 only applies with model\.input_adapter: embedding or linear",
+        ),
+        ("embedding", 4, False, r"embedding needs a task of symbol ids.*use model\.input_adapter: linear"),
+        ("linear", 4, True, r"linear needs real-valued inputs.*use model\.input_adapter: embedding"),
+    ],
+)
 def test_adapter_errors_name_the_key_and_the_fix(kind, size, symbolic, message):
     with pytest.raises(ConfigError, match=message):
         input_adapter(kind, 10, symbolic, size)
 
 
 def test_the_cli_trains_and_records_an_embedding_adapter(tmp_path, monkeypatch):
-    from ortholab.db import Store
     from test_cli import DEMO, TINY
+
     from ortholab.cli.main import main
+    from ortholab.db import Store
 
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    main(["fit", "--config", DEMO, *TINY, "--db", db, "--model.input_adapter", "embedding",
-          "--model.input_adapter_size", "4"])
+    main(
+        [
+            "fit",
+            "--config",
+            DEMO,
+            *TINY,
+            "--db",
+            db,
+            "--model.input_adapter",
+            "embedding",
+            "--model.input_adapter_size",
+            "4",
+        ]
+    )
     (run,) = Store(db).list_runs()
     detail = Store(db).get_run(run.id)
     assert run.status == "finished" and run.steps == 6
@@ -121,9 +181,16 @@ def test_the_cli_trains_and_records_an_embedding_adapter(tmp_path, monkeypatch):
     assert detail.info["parameter_counts"]["other"] == other
 
 
-@pytest.mark.parametrize("family,args,init", [("scornn", {"rho": 8}, "glorot"), ("lstm", {}, "glorot"),
-                                              ("srnn", {"hyper": 8}, "torch"), ("rtransformer", {"heads": 2}, "torch"),
-                                              ("nnrnn", {}, "torch")])
+@pytest.mark.parametrize(
+    "family,args,init",
+    [
+        ("scornn", {"rho": 8}, "glorot"),
+        ("lstm", {}, "glorot"),
+        ("srnn", {"hyper": 8}, "torch"),
+        ("rtransformer", {"heads": 2}, "torch"),
+        ("nnrnn", {}, "torch"),
+    ],
+)
 @pytest.mark.parametrize("num_layers", [1, 2])
 def test_the_readout_is_initialised_as_the_familys_official_code(family, args, init, num_layers):
     # TensorFlow codes (scoRNN, scuRNN, EURNN): tf.layers.dense, Glorot-uniform weights in +-sqrt(6/(fan_in+fan_out))
@@ -133,7 +200,7 @@ def test_the_readout_is_initialised_as_the_familys_official_code(family, args, i
     layer = build_layer(family, 3, hidden, args, num_layers=num_layers)
     readout = SequenceModel(layer, classes).readout
     weight, bias = readout.weight.detach(), readout.bias.detach()
-    glorot, default = (6 / (layer.output_size + classes)) ** 0.5, layer.output_size ** -0.5
+    glorot, default = (6 / (layer.output_size + classes)) ** 0.5, layer.output_size**-0.5
     bound = glorot if init == "glorot" else default
     assert weight.abs().max() <= bound
     # 64 x 16 = 1,024 uniform samples: the largest lies within 1 % of the bound but for a chance of 0.99^1024 ~ 3e-5
@@ -145,25 +212,35 @@ def test_the_readout_is_initialised_as_the_familys_official_code(family, args, i
         assert 0 < bias.abs().max() <= default
 
 
-@pytest.mark.parametrize("how,family", [("kaiming_normal", "exprnn"), ("xavier_normal", None), ("glorot", "srnn"),
-                                        ("torch", "lstm")])
+@pytest.mark.parametrize(
+    "how,family", [("kaiming_normal", "exprnn"), ("xavier_normal", None), ("glorot", "srnn"), ("torch", "lstm")]
+)
 def test_model_readout_init_overrides_the_familys(how, family):
     # a 256 x 256 readout: 65,536 normal samples, whose std is within 2 % of the target (standard error
     # 1/sqrt(2N) = 0.28 %); Kaiming (ReLU gain) std sqrt(2/256), Xavier-normal sqrt(2/512): a factor sqrt(2) apart
     torch.manual_seed(0)
     task = dict(COPYING, input_size=3, output_size=256, symbolic=False)
-    module = RecurrentModule(task=task, family=family or "nru", hidden_size=256, readout_init=None if family is None
-                             else how, family_args={"memory_size": 16} if family is None else None)
+    module = RecurrentModule(
+        task=task,
+        family=family or "nru",
+        hidden_size=256,
+        readout_init=None if family is None else how,
+        family_args={"memory_size": 16} if family is None else None,
+    )
     weight, bias = module.model.readout.weight.detach(), module.model.readout.bias.detach()
     if how == "torch":
-        assert 0 < bias.abs().max() <= 256 ** -0.5 and weight.abs().max() <= 256 ** -0.5
+        assert 0 < bias.abs().max() <= 256**-0.5 and weight.abs().max() <= 256**-0.5
     else:
         assert bias.abs().max() == 0
-    expected_std = {"kaiming_normal": (2 / 256) ** 0.5, "xavier_normal": (2 / 512) ** 0.5,
-                    "glorot": (2 / 512) ** 0.5, "torch": (1 / 256 / 3) ** 0.5}[how]  # uniform: bound / sqrt(3)
+    expected_std = {
+        "kaiming_normal": (2 / 256) ** 0.5,
+        "xavier_normal": (2 / 512) ** 0.5,
+        "glorot": (2 / 512) ** 0.5,
+        "torch": (1 / 256 / 3) ** 0.5,
+    }[how]  # uniform: bound / sqrt(3)
     assert abs(weight.std().item() / expected_std - 1) < 0.02
     if how in ("kaiming_normal", "xavier_normal"):  # normal, not uniform: tails beyond the uniform's bound sqrt(3) std
-        assert weight.abs().max() > 3 ** 0.5 * expected_std * 1.5
+        assert weight.abs().max() > 3**0.5 * expected_std * 1.5
 
 
 def test_a_bad_readout_init_names_the_key_and_the_choices():
@@ -174,15 +251,19 @@ def test_a_bad_readout_init_names_the_key_and_the_choices():
 def test_the_srnn_papers_baselines_read_out_as_its_code():
     # the SRNN repository's LSTM/GRU/RNN/uRNN/nnRNN heads are default nn.Linear (srnn-exprnn-facts 2; models/SRNN.py
     # nnRNN.end_fc): every config of those baselines (the SRNN code's seed 1234 and the SRNN paper named) says so
-    import yaml
     from pathlib import Path
+
+    import yaml
 
     configs = Path(__file__).resolve().parents[1] / "configs" / "papers"
     baselines = []
     for path in sorted(configs.glob("*.yaml")):
         text = path.read_text()
         config = yaml.safe_load(text)
-        if (config.get("seed_everything") == 1234 and "SRNN" in text.splitlines()[0]
-                and config["model"]["family"] in ("lstm", "gru", "rnn", "urnn", "nnrnn")):
+        if (
+            config.get("seed_everything") == 1234
+            and "SRNN" in text.splitlines()[0]
+            and config["model"]["family"] in ("lstm", "gru", "rnn", "urnn", "nnrnn")
+        ):
             baselines.append((path.name, config["model"].get("readout_init")))
     assert len(baselines) >= 60 and all(how == "torch" for _, how in baselines), baselines

@@ -1,4 +1,5 @@
 """The parameter-budget sizing helper against the hidden sizes the papers chose for their budgets."""
+
 import pytest
 import torch
 
@@ -7,9 +8,9 @@ from ortholab.models.sizing import hidden_size_for_budget, parameter_count
 
 # (input size, output size, readout) of each task as this project lays it out
 TASKS = {
-    "copying": (10, 9, "every_step"),   # one-hot symbols 0-9, 9 output classes (scoRNN code)
+    "copying": (10, 9, "every_step"),  # one-hot symbols 0-9, 9 output classes (scoRNN code)
     "adding": (2, 1, "last_step"),
-    "mnist": (1, 10, "last_step"),      # pixel by pixel
+    "mnist": (1, 10, "last_step"),  # pixel by pixel
     "timit": (129, 129, "every_step"),  # 129 log-magnitudes in, next frame out
 }
 
@@ -75,8 +76,17 @@ def test_reproduces_the_scurnn_papers_hidden_sizes(task, family, family_args, bu
     _check_paper_size(task, family, family_args, budget, paper_n)
 
 
-@pytest.mark.parametrize("family,family_args", [("scornn", {"rho": 0.1}), ("lstm", {}), ("gru", {}), ("rnn", {}),
-                                                ("ornn", {"num_reflections": 0.25}), ("srnn", {"hyper": 8})])
+@pytest.mark.parametrize(
+    "family,family_args",
+    [
+        ("scornn", {"rho": 0.1}),
+        ("lstm", {}),
+        ("gru", {}),
+        ("rnn", {}),
+        ("ornn", {"num_reflections": 0.25}),
+        ("srnn", {"hyper": 8}),
+    ],
+)
 @pytest.mark.parametrize("task", ["adding", "timit"])
 def test_meta_device_count_equals_the_built_model(family, family_args, task):
     input_size, output_size, readout = TASKS[task]
@@ -87,7 +97,9 @@ def test_meta_device_count_equals_the_built_model(family, family_args, task):
 
 @pytest.mark.parametrize("family,budget", [("scornn", 22_000), ("lstm", 5_000), ("ornn", 30_000), ("srnn", 9_999)])
 def test_result_is_the_closest_size(family, budget):
-    count = lambda n: parameter_count(family, n, 10, 9)  # noqa: E731
+    def count(n):
+        return parameter_count(family, n, 10, 9)
+
     n = hidden_size_for_budget(family, budget, 10, 9)
     assert count(n - 1) < budget <= count(n + 1)
     assert abs(count(n) - budget) <= min(abs(count(n - 1) - budget), abs(count(n + 1) - budget))

@@ -1,5 +1,6 @@
 """The speech task: TIMIT's splits from a stand-in tree of NIST SPHERE files, FSDD utterances, features against an
 independent numpy oracle, batches, both MSE definitions, the feature cache, and bad input as one clear message."""
+
 import math
 from pathlib import Path
 
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 import soundfile
 import torch
+from tolerances import roundoff
 
 from ortholab.datamodules import TASKS
 from ortholab.datamodules.recordings import RecordingReader
@@ -16,8 +18,6 @@ from ortholab.datamodules.speech_corpora import TIMIT_CORE_SPEAKERS, TIMIT_DEV_S
 from ortholab.datamodules.torchaudio_check import torchaudio_transforms
 from ortholab.errors import ConfigError
 from ortholab.training.objectives import OBJECTIVES
-
-from tolerances import roundoff
 
 RATE = 16000
 
@@ -33,12 +33,24 @@ def write_sphere(path: Path, seconds: float = 0.1, rate: int = RATE, seed: int =
 def timit_tree(root: Path) -> Path:
     """TRAIN: an ordinary speaker and one whose ID contains 'SA'; TEST: a dev speaker, a core speaker, another.
     Letter case varies as it does between TIMIT distributions."""
-    files = ["TRAIN/DR1/FAKE0/SA1.WAV", "TRAIN/DR1/FAKE0/SA2.WAV", "TRAIN/DR1/FAKE0/SI1.WAV", "TRAIN/DR1/FAKE0/SX1.WAV",
-             "TRAIN/DR1/FAKE0/SX2.WAV", "TRAIN/DR2/FSAH0/SI3.WAV", "TRAIN/DR2/FSAH0/SX4.WAV",
-             "TRAIN/DR2/FSAH0/SA1.WAV", "TRAIN/DR2/FSAH0/README.TXT",
-             "TEST/DR1/FAKS0/SA1.WAV", "TEST/DR1/FAKS0/SI5.WAV", "TEST/DR1/FAKS0/SX6.WAV",
-             "TEST/dr3/mdab0/sa2.wav", "TEST/dr3/mdab0/si7.wav", "TEST/dr3/mdab0/sx8.wav",
-             "TEST/DR4/MABC0/SI9.WAV"]
+    files = [
+        "TRAIN/DR1/FAKE0/SA1.WAV",
+        "TRAIN/DR1/FAKE0/SA2.WAV",
+        "TRAIN/DR1/FAKE0/SI1.WAV",
+        "TRAIN/DR1/FAKE0/SX1.WAV",
+        "TRAIN/DR1/FAKE0/SX2.WAV",
+        "TRAIN/DR2/FSAH0/SI3.WAV",
+        "TRAIN/DR2/FSAH0/SX4.WAV",
+        "TRAIN/DR2/FSAH0/SA1.WAV",
+        "TRAIN/DR2/FSAH0/README.TXT",
+        "TEST/DR1/FAKS0/SA1.WAV",
+        "TEST/DR1/FAKS0/SI5.WAV",
+        "TEST/DR1/FAKS0/SX6.WAV",
+        "TEST/dr3/mdab0/sa2.wav",
+        "TEST/dr3/mdab0/si7.wav",
+        "TEST/dr3/mdab0/sx8.wav",
+        "TEST/DR4/MABC0/SI9.WAV",
+    ]
     for number, name in enumerate(files):
         if name.endswith((".WAV", ".wav")):
             write_sphere(root / name, seed=number)
@@ -203,8 +215,12 @@ def test_features_match_wisdom_et_al_definition():
     # plus the float32 rounding of values down to -50 dB
     frame_norm = float(np.linalg.norm(np.lib.stride_tricks.sliding_window_view(x, 256)[::128], axis=1).max())
     dx = roundoff(torch.float32, 8 + 1, scale=frame_norm)
-    assert np.allclose(features.numpy(), oracle, rtol=0,
-                       atol=10 / math.log(10) * dx / math.sqrt(DB_FLOOR) + roundoff(torch.float32, 4, scale=50))
+    assert np.allclose(
+        features.numpy(),
+        oracle,
+        rtol=0,
+        atol=10 / math.log(10) * dx / math.sqrt(DB_FLOOR) + roundoff(torch.float32, 4, scale=50),
+    )
     assert features[0].max() == pytest.approx(-50.0)  # the first frame covers only padding: the -50 dB floor
     centered = SpectralFrames(framing="centered", log_scale="log1p_magnitude")
     values = centered.features(centered.stft(torch.from_numpy(x).float()))
@@ -214,9 +230,12 @@ def test_features_match_wisdom_et_al_definition():
         f = SpectralFrames(log_scale=scale)
         # float32 log and back: ~4 roundings amplified by the inverse's condition at the largest value (|X| = 30:
         # ln 31 ~ 3.4 for both scales), and the floor's cancellation sqrt(eps32 1e-5) at |X| = 0
-        assert torch.allclose(f.magnitude(f.features(magnitude.to(torch.complex64))).float(), magnitude,
-                              rtol=roundoff(torch.float32, 4, scale=math.log(31)),
-                              atol=math.sqrt(roundoff(torch.float32, 2, scale=DB_FLOOR)))
+        assert torch.allclose(
+            f.magnitude(f.features(magnitude.to(torch.complex64))).float(),
+            magnitude,
+            rtol=roundoff(torch.float32, 4, scale=math.log(31)),
+            atol=math.sqrt(roundoff(torch.float32, 2, scale=DB_FLOOR)),
+        )
 
 
 def test_batches_targets_masks_and_both_mse_definitions(tmp_path):
@@ -227,7 +246,7 @@ def test_batches_targets_masks_and_both_mse_definitions(tmp_path):
     lengths = speech.lengths[:3]
     assert inputs.shape == (3, int(lengths.max()) - 1, 129) and mask.sum(1).tolist() == (lengths - 1).tolist()
     first = speech.frames_of(0)
-    assert torch.equal(inputs[0, :len(first) - 1], first[:-1]) and torch.equal(targets[0, :len(first) - 1], first[1:])
+    assert torch.equal(inputs[0, : len(first) - 1], first[:-1]) and torch.equal(targets[0, : len(first) - 1], first[1:])
     assert not inputs[~mask].any() and not targets[~mask].any()  # zero padding
 
     swapped = SpeechPrediction(path=str(root), max_utterances=3, target="previous_frame")

@@ -1,12 +1,12 @@
 """Shuffling RNN: the shift recurrence and its hand-written BPTT, the gradient bound of eqs. (9)-(10), sizes."""
+
 import pytest
 import torch
+from tolerances import close, norm, roundoff
 
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
 from ortholab.models.shift_recurrence import shift_relu_recurrence, shift_relu_recurrence_reference
 from ortholab.models.srnn import SRNN
-
-from tolerances import close, norm, roundoff
 
 F64 = torch.float64
 
@@ -41,8 +41,9 @@ def test_fused_recurrence_matches_plain_autograd(shift, offsets):
 @pytest.mark.parametrize("shift", [1, -1])
 def test_fused_recurrence_matches_finite_differences(shift):
     assert torch.autograd.gradcheck(lambda b, h0: shift_relu_recurrence(b, h0, shift), _inputs(1, t=15))
-    assert torch.autograd.gradcheck(lambda b, h0, o: shift_relu_recurrence(b, h0, shift, o),
-                                    _inputs(2, t=15, offsets=True))
+    assert torch.autograd.gradcheck(
+        lambda b, h0, o: shift_relu_recurrence(b, h0, shift, o), _inputs(2, t=15, offsets=True)
+    )
 
 
 @pytest.mark.parametrize("shift", [1, -1])
@@ -148,12 +149,15 @@ def _count(model):
 
 # The official code's counts include an unused Embedding(1, 1) on real-valued tasks (srnn-exprnn-facts 1.2);
 # it is not created here, so each count is the code's minus one.
-@pytest.mark.parametrize("d_in,d_out,d_h,hyper,n_layers,code_count,readout", [
-    (2, 1, 128, 8, 1, 1_690, "last_step"),     # adding, f_r one hidden layer of 8 (paper Section "Adding")
-    (2, 1, 128, 32, 1, 4_834, "last_step"),    # adding, f_r 1 x 32: the "5k" of Table 5
-    (1, 10, 1024, 32, 3, 48_267, "last_step"),  # pMNIST, f_r 3 x 32: the "50k" of Section pMNIST
-    (129, 129, 128, 32, 3, 43_778, "every_step"),  # TIMIT d_h = 128: "44k" (facts sheet)
-])
+@pytest.mark.parametrize(
+    "d_in,d_out,d_h,hyper,n_layers,code_count,readout",
+    [
+        (2, 1, 128, 8, 1, 1_690, "last_step"),  # adding, f_r one hidden layer of 8 (paper Section "Adding")
+        (2, 1, 128, 32, 1, 4_834, "last_step"),  # adding, f_r 1 x 32: the "5k" of Table 5
+        (1, 10, 1024, 32, 3, 48_267, "last_step"),  # pMNIST, f_r 3 x 32: the "50k" of Section pMNIST
+        (129, 129, 128, 32, 3, 43_778, "every_step"),  # TIMIT d_h = 128: "44k" (facts sheet)
+    ],
+)
 def test_parameter_counts_equal_the_papers(d_in, d_out, d_h, hyper, n_layers, code_count, readout):
     model = SequenceModel(SRNN(d_in, d_h, hyper=hyper, n_layers=n_layers), d_out, readout=readout)
     assert _count(model) == code_count - 1

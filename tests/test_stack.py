@@ -1,16 +1,24 @@
 """Stacking: `model.num_layers` layers of any family with `model.dropout` between them."""
+
 import pytest
 import torch
+from tolerances import cond, roundoff
 
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
 from ortholab.models.sizing import hidden_size_for_budget, parameter_count
 from ortholab.models.stack import StackedLayers, build_layers
 from ortholab.training.module import RecurrentModule
 
-from tolerances import cond, roundoff
-
-COPYING = {"name": "copying", "input_size": 10, "output_size": 9, "readout": "every_step", "loss": "cross_entropy",
-           "main_metric": "val/loss", "main_metric_mode": "min", "symbolic": True}
+COPYING = {
+    "name": "copying",
+    "input_size": 10,
+    "output_size": 9,
+    "readout": "every_step",
+    "loss": "cross_entropy",
+    "main_metric": "val/loss",
+    "main_metric_mode": "min",
+    "symbolic": True,
+}
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -68,8 +76,15 @@ def test_symbol_embedding_is_a_first_layer_option():
     assert model(torch.randint(0, 10, (2, 7))).shape == (2, 7, 9)
 
 
-@pytest.mark.parametrize("num_layers,dropout,key", [(0, 0.0, "model.num_layers"), (2, 1.0, "model.dropout"),
-                                                    (1, 0.3, "model.dropout"), (2.5, 0.0, "model.num_layers")])
+@pytest.mark.parametrize(
+    "num_layers,dropout,key",
+    [
+        (0, 0.0, "model.num_layers"),
+        (2, 1.0, "model.dropout"),
+        (1, 0.3, "model.dropout"),
+        (2.5, 0.0, "model.num_layers"),
+    ],
+)
 def test_bad_stacking_options_name_the_key(num_layers, dropout, key):
     with pytest.raises(ConfigError, match=key):
         build_layers(FAMILIES["lstm"], 2, 4, {}, num_layers=num_layers, dropout=dropout)
@@ -77,8 +92,9 @@ def test_bad_stacking_options_name_the_key(num_layers, dropout, key):
 
 def test_the_module_trains_a_stack_and_records_its_shape_in_hparams():
     torch.manual_seed(0)
-    module = RecurrentModule(task=COPYING, family="scornn", hidden_size=8, num_layers=2, dropout=0.1,
-                             family_args={"rho": 4})
+    module = RecurrentModule(
+        task=COPYING, family="scornn", hidden_size=8, num_layers=2, dropout=0.1, family_args={"rho": 4}
+    )
     assert module.hparams.num_layers == 2 and module.hparams.dropout == 0.1
     assert isinstance(module.model.layer, StackedLayers)
     counts = module.parameter_counts()
@@ -102,9 +118,10 @@ def test_after_optimizer_step_reaches_every_layer():
 
 
 def test_the_cli_trains_and_records_a_stacked_model(tmp_path, monkeypatch):
-    from ortholab.db import Store
-    from ortholab.cli.main import main
     from test_cli import DEMO, TINY
+
+    from ortholab.cli.main import main
+    from ortholab.db import Store
 
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'runs.db'}"

@@ -54,7 +54,13 @@ def test_round_trip(store):
     store.set_status(run_id, "finished")
 
     run = store.get_run(run_id)
-    assert (run.name, run.family, run.task, run.status, run.stage) == ("scornn-copy", "scornn", "copy", "finished", "fit")
+    assert (run.name, run.family, run.task, run.status, run.stage) == (
+        "scornn-copy",
+        "scornn",
+        "copy",
+        "finished",
+        "fit",
+    )
     assert run.config == {"model": {"hidden_size": 8}}
     assert run.params == {"model.hidden_size": 8, "lr": 1e-3}
     assert (run.run_dir, run.hostname, run.world_size, run.tags) == ("/tmp/r", "box", 2, ("smoke", "cpu"))
@@ -133,7 +139,9 @@ def test_to_dict_is_json(store):
 
 def test_params_flatten_and_upsert(store):
     run_id = store.create_run(name="r")
-    store.log_params(run_id, {"model": {"hidden_size": 8, "act": {"name": "modrelu"}}, "dims": (1, 2), "path": Path("/x")})
+    store.log_params(
+        run_id, {"model": {"hidden_size": 8, "act": {"name": "modrelu"}}, "dims": (1, 2), "path": Path("/x")}
+    )
     store.log_params(run_id, {"model.hidden_size": 16, "lr": 0.1})  # same key again: the new value wins
     assert store.get_run(run_id).params == {
         "model.hidden_size": 16,
@@ -196,8 +204,7 @@ def test_written_here_read_in_child(store):
     run_id = store.create_run(name="parent", main_metric="acc", main_metric_mode="max")
     store.log_metrics(run_id, {"acc": 0.75}, step=4)
     out = run_python(
-        "import json\nfrom db import Store\n"
-        f"print(json.dumps(Store({store.url!r}).get_run({run_id}).to_dict()))\n"
+        f"import json\nfrom db import Store\nprint(json.dumps(Store({store.url!r}).get_run({run_id}).to_dict()))\n"
     )
     run = json.loads(out)
     assert (run["name"], run["status"], run["steps"], run["best"]) == ("parent", "running", 4, 0.75)
@@ -205,7 +212,10 @@ def test_written_here_read_in_child(store):
 
 def test_processes_opening_a_new_database_at_once(db_path):
     # several ranks or sweep jobs starting together must not race to create the tables
-    code = f"from db import Store\ns = Store({f'sqlite:///{db_path}'!r})\ns.log_metrics(s.create_run(name='p'), {{'m': 1.0}}, step=3)\n"
+    code = (
+        f"from db import Store\ns = Store({f'sqlite:///{db_path}'!r})\n"
+        "s.log_metrics(s.create_run(name='p'), {'m': 1.0}, step=3)\n"
+    )
     children = [subprocess.Popen([sys.executable, "-c", code], cwd=REPO_ROOT, stderr=subprocess.PIPE) for _ in range(6)]
     errors = [child.communicate(timeout=60)[1].decode() for child in children]
     assert [child.returncode for child in children] == [0] * 6, errors
@@ -244,11 +254,14 @@ def test_password_is_masked():
     assert "s3cret" not in str(error.value) and "me:***@localhost" in str(error.value)
 
 
-@pytest.mark.parametrize("url, secret", [
-    ("postgresql+nosuchdriver://me:p@ss@localhost/runs", "ss@localhost"),  # an unencoded '@': all of it hidden
-    ("postgresql+nosuchdriver://me@localhost/runs?password=s3cret", "s3cret"),
-    ("postgresql+psycopg://me:s3cret@localhost:port/runs", "s3cret"),  # a port that is not a number
-])
+@pytest.mark.parametrize(
+    "url, secret",
+    [
+        ("postgresql+nosuchdriver://me:p@ss@localhost/runs", "ss@localhost"),  # an unencoded '@': all of it hidden
+        ("postgresql+nosuchdriver://me@localhost/runs?password=s3cret", "s3cret"),
+        ("postgresql+psycopg://me:s3cret@localhost:port/runs", "s3cret"),  # a port that is not a number
+    ],
+)
 def test_store_and_upgrade_errors_never_show_a_password(url, secret):
     """Library users see the same masked URL as the CLI (issue 22): Store(...), Store.upgrade(...), display_url."""
     for attempt in (lambda: Store(url), lambda: Store.upgrade(url)):
@@ -299,8 +312,15 @@ def test_arrays_round_trip_through_artifacts(tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'a.db'}")
     run_id = store.create_run(name="r")
     eig = np.exp(1j * np.linspace(0, 3, 7))
-    art = store.add_artifact(run_id, EIGENVALUES, "W", step=3, data=array_to_bytes(eig), media_type=NPY_MEDIA_TYPE,
-                             meta={"near_minus_one": 0, "tolerance": 1e-3})
+    art = store.add_artifact(
+        run_id,
+        EIGENVALUES,
+        "W",
+        step=3,
+        data=array_to_bytes(eig),
+        media_type=NPY_MEDIA_TYPE,
+        meta={"near_minus_one": 0, "tolerance": 1e-3},
+    )
     back = array_from_bytes(store.artifact_data(art))
     assert back.dtype == np.complex128 and np.array_equal(back, eig)
 

@@ -1,13 +1,14 @@
 """`ortholab sweep` with two workers on a tiny space: every trial recorded once, tagged, and the best reported."""
+
 import subprocess
 import sys
 from collections import Counter
 
 import optuna
 import pytest
+from test_cli import DEMO, TINY
 
 from ortholab.db import Store
-from test_cli import DEMO, TINY
 
 
 @pytest.mark.slow
@@ -15,10 +16,35 @@ def test_two_workers_share_one_grid_sweep(tmp_path):
     space = tmp_path / "space.yaml"
     space.write_text("model.hidden_size: [4, 6]\nmodel.optimizers.other.lr: [0.001, 0.01]\n")
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    done = subprocess.run([sys.executable, "-c", "from ortholab.cli.main import main; main()", "sweep",
-                           "--config", DEMO, "--space", str(space), "--trials", "4", "--workers", "2",
-                           "--sampler", "grid", "--name", "tiny", "--db", db, *TINY, "--analysis", "false"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from ortholab.cli.main import main; main()",
+            "sweep",
+            "--config",
+            DEMO,
+            "--space",
+            str(space),
+            "--trials",
+            "4",
+            "--workers",
+            "2",
+            "--sampler",
+            "grid",
+            "--name",
+            "tiny",
+            "--db",
+            db,
+            *TINY,
+            "--analysis",
+            "false",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     runs = [r for r in Store(db).list_runs() if "sweep:tiny" in r.tags]
     assert len(runs) == 4 and all(r.status == "finished" for r in runs)
@@ -32,24 +58,27 @@ def test_two_workers_share_one_grid_sweep(tmp_path):
 
 
 # the space file and the trials' processes, without training (fast) -------------------------------------------
-@pytest.mark.parametrize("text, expected", [
-    ('model.hidden_size: !!python/object/apply:os.system ["touch pwned"]\n', "not valid YAML at line 1"),
-    ("", "holds nothing"),
-    ("- model.hidden_size\n", "holds a list"),
-    ("model.hidden_size: {low: 9, high: 3}\n", "low = 9 above high = 3"),
-    ("model.hidden_size: {low: 1, high: .inf}\n", "model.hidden_size.high = inf must be a finite number"),
-    ("model.hidden_size: {low: 1}\n", "a range has low and high"),
-    ("model.hidden_size: {low: 1, high: 4, lo: 2}\n", "not 'lo'"),
-    ("model.optimizers.other.lr: {low: 0, high: 1, log: true}\n", "log scale from low = 0"),
-    ("model.hidden_size: {low: 1, high: 8, step: -1}\n", "step = -1 must be a positive number"),
-    ("model.hidden_size: []\n", "is an empty list"),
-    ("model.family_args: [{rho: 4}]\n", "sweep its keys: model.family_args.<option>"),
-    ("hidden_size: [4]\n", "'hidden_size' is not a config key"),
-    ("model.hidden_size: 8\n", "give a list of choices"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('model.hidden_size: !!python/object/apply:os.system ["touch pwned"]\n', "not valid YAML at line 1"),
+        ("", "holds nothing"),
+        ("- model.hidden_size\n", "holds a list"),
+        ("model.hidden_size: {low: 9, high: 3}\n", "low = 9 above high = 3"),
+        ("model.hidden_size: {low: 1, high: .inf}\n", "model.hidden_size.high = inf must be a finite number"),
+        ("model.hidden_size: {low: 1}\n", "a range has low and high"),
+        ("model.hidden_size: {low: 1, high: 4, lo: 2}\n", "not 'lo'"),
+        ("model.optimizers.other.lr: {low: 0, high: 1, log: true}\n", "log scale from low = 0"),
+        ("model.hidden_size: {low: 1, high: 8, step: -1}\n", "step = -1 must be a positive number"),
+        ("model.hidden_size: []\n", "is an empty list"),
+        ("model.family_args: [{rho: 4}]\n", "sweep its keys: model.family_args.<option>"),
+        ("hidden_size: [4]\n", "'hidden_size' is not a config key"),
+        ("model.hidden_size: 8\n", "give a list of choices"),
+    ],
+)
 def test_a_bad_space_is_one_line_naming_the_file_and_key(tmp_path, text, expected):
-    from ortholab.models import ConfigError
     from ortholab.cli.sweep_study import load_space
+    from ortholab.models import ConfigError
 
     path = tmp_path / "space.yaml"
     path.write_text(text)
@@ -79,15 +108,15 @@ def test_a_trial_gets_the_store_through_its_environment_never_its_command_line(t
     monkeypatch.setattr(sweep, "Store", lambda db: type("NoRuns", (), {"list_runs": lambda self: []})())
     with pytest.raises(sweep.TrialFailed) as failed:
         sweep.fit_trial(DEMO, {"model.hidden_size": 6}, url, "t0", ["sweep:s"], ["--trainer.max_steps", "2"])
-    (args, env), = calls
+    ((args, env),) = calls
     assert not [a for a in args if "s3cretpw" in a] and "--db" not in args
     assert env["ORTHOLAB_DB"] == url
     assert "s3cretpw" not in str(failed.value) and "ortholab:***@db.example" in str(failed.value)
 
 
 def test_a_study_without_a_completed_trial_is_refused_with_the_first_reason(tmp_path):
-    from ortholab.models import ConfigError
     from ortholab.cli.sweep_study import check_completed
+    from ortholab.models import ConfigError
 
     study = optuna.create_study(study_name="doomed", storage=f"sqlite:///{tmp_path / 'o.db'}")
     for number in range(2):

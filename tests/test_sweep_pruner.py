@@ -1,13 +1,13 @@
 """Sweeps prune hopeless trials (issue 49): Optuna's median pruner fed from each trial's validation points as the
 store records them; a pruned trial's run is stopped, tagged `pruned`, and the study counts it as pruned."""
+
 import optuna
 import pytest
+from test_cli import DEMO, TINY
 
 import ortholab.cli.sweep_study as sweep
-from ortholab.db import Store
 from ortholab.cli.main import main
-
-from test_cli import DEMO, TINY
+from ortholab.db import Store
 
 
 @pytest.mark.slow  # two trials of 200 steps: about a minute
@@ -19,8 +19,26 @@ def test_a_trial_worse_than_the_completed_ones_is_pruned(tmp_path, monkeypatch, 
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     steps = ["--trainer.max_steps", "200", "--trainer.val_check_interval", "20", "--data.train_size", "2000"]
     flags = [*TINY, *steps]  # the later flags win: a trial long enough to be watched
-    main(["sweep", "--config", DEMO, "--space", str(space), "--trials", "2", "--sampler", "grid", "--name", "p",
-          "--db", db, *flags, "--analysis", "false"])
+    main(
+        [
+            "sweep",
+            "--config",
+            DEMO,
+            "--space",
+            str(space),
+            "--trials",
+            "2",
+            "--sampler",
+            "grid",
+            "--name",
+            "p",
+            "--db",
+            db,
+            *flags,
+            "--analysis",
+            "false",
+        ]
+    )
     study = optuna.load_study(study_name="p", storage=db)
     states = {t.params["model.optimizers.other.lr"]: t.state for t in study.trials}
     assert states == {0.05: optuna.trial.TrialState.COMPLETE, 1e-12: optuna.trial.TrialState.PRUNED}, states

@@ -1,19 +1,20 @@
 """Bad data is one ConfigError that names the file or folder and says how to obtain or fix the data."""
+
 import gzip
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.io
+from standins import mnist_standin, write_audio, write_text_set
 
+from ortholab.cli.main import main
 from ortholab.datamodules.generation import SequenceGeneration
 from ortholab.datamodules.idx import read_idx
 from ortholab.datamodules.mnist import PixelMNIST
 from ortholab.datamodules.music import PolyphonicMusic
 from ortholab.datamodules.text import CharText
 from ortholab.errors import ConfigError
-from standins import mnist_standin, write_audio, write_text_set
-from ortholab.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -90,7 +91,9 @@ def test_empty_text_file(tmp_path):
     write_text_set(tmp_path, "", "abc\n", "abc\n")
     with pytest.raises(ConfigError) as err:
         CharText(path=str(tmp_path))
-    assert str(tmp_path / "train.txt") in str(err.value) and "is empty" in str(err.value) and "ptb.char" in str(err.value)
+    assert (
+        str(tmp_path / "train.txt") in str(err.value) and "is empty" in str(err.value) and "ptb.char" in str(err.value)
+    )
 
 
 def test_missing_text_folder(tmp_path):
@@ -101,8 +104,17 @@ def test_missing_text_folder(tmp_path):
 def test_text_demo_without_a_path_is_one_clear_message(tmp_path, capsys):
     db = f"sqlite:///{tmp_path / 'store.db'}"
     with pytest.raises(SystemExit) as exit_info:
-        main(["fit", "--config", str(REPO / "configs/demo/text_tiny_lstm.yaml"), "--db", db,
-              "--runs_dir", str(tmp_path / "runs")])
+        main(
+            [
+                "fit",
+                "--config",
+                str(REPO / "configs/demo/text_tiny_lstm.yaml"),
+                "--db",
+                db,
+                "--runs_dir",
+                str(tmp_path / "runs"),
+            ]
+        )
     assert exit_info.value.code == 2
     assert "data.path is not set" in capsys.readouterr().err
 

@@ -1,15 +1,15 @@
 """Copying and adding data: layout, seeds, and the analytic baselines from the baseline strategies."""
+
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
+from tolerances import roundoff
 
 from ortholab.datamodules.adding import ADDING_BASELINE, AddingTask, adding_batch
 from ortholab.datamodules.copying import MARKER, CopyingTask, copying_baseline
 from ortholab.errors import ConfigError
-
-from tolerances import roundoff
 
 
 def test_copying_layout():
@@ -26,7 +26,9 @@ def test_copying_seeds_are_reproducible_and_splits_differ():
     a, b = CopyingTask(seq_len=5, train_size=32, val_size=32), CopyingTask(seq_len=5, train_size=32, val_size=32)
     assert torch.equal(a.make_split("train")[0], b.make_split("train")[0])
     assert not torch.equal(a.make_split("train")[0], a.make_split("val")[0])
-    assert not torch.equal(a.make_split("train")[0], CopyingTask(seq_len=5, train_size=32, seed=1).make_split("train")[0])
+    assert not torch.equal(
+        a.make_split("train")[0], CopyingTask(seq_len=5, train_size=32, seed=1).make_split("train")[0]
+    )
 
 
 def test_copying_baseline_strategy_scores_the_baseline():
@@ -71,8 +73,15 @@ def test_adding_baseline_strategy_scores_the_baseline():
     assert mse == pytest.approx(ADDING_BASELINE, abs=0.006) and task.spec.baseline == pytest.approx(0.1667, abs=1e-4)
 
 
-@pytest.mark.parametrize("task_cls, key, value", [(CopyingTask, "seq_len", 0), (CopyingTask, "seq_len", -3),
-                                                  (AddingTask, "seq_len", 0), (AddingTask, "batch_size", 0)])
+@pytest.mark.parametrize(
+    "task_cls, key, value",
+    [
+        (CopyingTask, "seq_len", 0),
+        (CopyingTask, "seq_len", -3),
+        (AddingTask, "seq_len", 0),
+        (AddingTask, "batch_size", 0),
+    ],
+)
 def test_non_positive_sizes_name_the_key(task_cls, key, value):
     with pytest.raises(ConfigError, match=rf"data\.{key}"):
         task_cls(**{key: value})

@@ -1,4 +1,5 @@
 """Character text: file layouts and formats, vocabulary with <unk>, windows and lines, shift, bits per character."""
+
 import math
 from pathlib import Path
 
@@ -6,15 +7,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 import yaml
+from standins import write_text_set
+from tolerances import roundoff
 
+from ortholab.cli.main import main
 from ortholab.datamodules.spec import TaskSpec
 from ortholab.datamodules.text import UNKNOWN, CharText
 from ortholab.db import Store
-from standins import write_text_set
-from ortholab.cli.main import main
 from ortholab.training.objectives import OBJECTIVES
-
-from tolerances import roundoff
 
 TRAIN = "the cat sat on the mat\nno cat here\nthe end of the text\n"
 VALID = "a cat sat\nzebra\n"
@@ -36,8 +36,9 @@ def test_vocabulary_from_training_text_with_unknown(tmp_path):
 def test_char_format_reads_as_the_plain_text(tmp_path):
     plain = CharText(path=str(write_text_set(tmp_path / "plain", TRAIN, VALID, TEST)), seq_len=4)
     names = ("ptb.char.train.txt", "ptb.char.valid.txt", "ptb.char.test.txt")
-    char = CharText(path=str(write_text_set(tmp_path / "char", TRAIN, VALID, TEST, names=names, char_format=True)),
-                    seq_len=4)
+    char = CharText(
+        path=str(write_text_set(tmp_path / "char", TRAIN, VALID, TEST, names=names, char_format=True)), seq_len=4
+    )
     assert char.file_format == "char" and plain.file_format == "plain"
     assert char.vocabulary.symbols == plain.vocabulary.symbols
     for split in ("train", "val", "test"):
@@ -59,8 +60,9 @@ def test_windows_predict_shift_steps_ahead(tmp_path, shift):
 
 def test_lines_layout_as_the_ornn_code(tmp_path):
     lines = ["abcdef  ", "ab", "abcdefghi"]  # trailing spaces are stripped; "ab" is too short for shift 1 (< 3 chars)
-    task = CharText(path=str(write_text_set(tmp_path, "\n".join(lines) + "\n", "abc\n", "abcd\n")), layout="lines",
-                    shift=1)
+    task = CharText(
+        path=str(write_text_set(tmp_path, "\n".join(lines) + "\n", "abc\n", "abcd\n")), layout="lines", shift=1
+    )
     inputs, targets, mask = task.make_split("train")
     assert mask.sum(dim=1).tolist() == [5, 8]
     encode = task.vocabulary.encode
@@ -70,8 +72,9 @@ def test_lines_layout_as_the_ornn_code(tmp_path):
 
 
 def test_bits_per_character_objective():
-    spec = TaskSpec(name="text", input_size=6, output_size=6, readout="every_step", loss="cross_entropy_bits",
-                    symbolic=True)
+    spec = TaskSpec(
+        name="text", input_size=6, output_size=6, readout="every_step", loss="cross_entropy_bits", symbolic=True
+    )
     objective = OBJECTIVES["cross_entropy_bits"](spec)
     torch.manual_seed(0)
     outputs, targets = torch.randn(2, 4, 6), torch.randint(0, 6, (2, 4))
@@ -99,8 +102,12 @@ def test_baseline_is_unigram_bits(tmp_path):
 
 def test_explicit_files(tmp_path):
     write_text_set(tmp_path, TRAIN, VALID, TEST, names=("a.txt", "b.txt", "c.txt"))
-    task = CharText(train_file=str(tmp_path / "a.txt"), val_file=str(tmp_path / "b.txt"),
-                    test_file=str(tmp_path / "c.txt"), seq_len=4)
+    task = CharText(
+        train_file=str(tmp_path / "a.txt"),
+        val_file=str(tmp_path / "b.txt"),
+        test_file=str(tmp_path / "c.txt"),
+        seq_len=4,
+    )
     assert task.files["val"].name == "b.txt"
 
 
@@ -113,12 +120,35 @@ def test_text_files_given_one_by_one_relative_to_the_start_folder_are_recorded_a
         (start / name).write_text("the quick brown fox jumps over the lazy dog\n" * 20)
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     monkeypatch.chdir(start)
-    main(["fit", "--config", str(Path(__file__).resolve().parents[1] / "configs" / "demo" / "text_tiny_lstm.yaml"),
-          "--data.train_file", "tr.txt", "--data.val_file", "va.txt", "--data.test_file", "te.txt",
-          "--model.hidden_size", "8", "--trainer.max_steps", "1", "--trainer.limit_val_batches", "1",
-          "--db", db, "--runs_dir", str(tmp_path / "runs"), "--trainer.enable_progress_bar", "false",
-          "--trainer.enable_model_summary", "false"])
+    main(
+        [
+            "fit",
+            "--config",
+            str(Path(__file__).resolve().parents[1] / "configs" / "demo" / "text_tiny_lstm.yaml"),
+            "--data.train_file",
+            "tr.txt",
+            "--data.val_file",
+            "va.txt",
+            "--data.test_file",
+            "te.txt",
+            "--model.hidden_size",
+            "8",
+            "--trainer.max_steps",
+            "1",
+            "--trainer.limit_val_batches",
+            "1",
+            "--db",
+            db,
+            "--runs_dir",
+            str(tmp_path / "runs"),
+            "--trainer.enable_progress_bar",
+            "false",
+            "--trainer.enable_model_summary",
+            "false",
+        ]
+    )
     data = yaml.safe_load((Path(Store(db).get_run(1).run_dir) / "config.yaml").read_text())["data"]["init_args"]
-    assert [data[f"{split}_file"] for split in ("train", "val", "test")] == \
-        [str(start / name) for name in ("tr.txt", "va.txt", "te.txt")]
+    assert [data[f"{split}_file"] for split in ("train", "val", "test")] == [
+        str(start / name) for name in ("tr.txt", "va.txt", "te.txt")
+    ]
     assert data["layout"] == "windows" and data["path"] is None

@@ -1,4 +1,5 @@
 """Timing's `memory/peak_mb` on CPU is the process peak resident memory: VmHWM on Linux, ru_maxrss elsewhere."""
+
 import io
 import resource
 import sys

@@ -11,6 +11,7 @@ exact zeros (rtol=0, atol=0: bit-identical claims) and the 16-bit audio quantisa
 positive full scale), both derived already. ALLOWED lists the tolerances that are not round-off, each with why.
 A new bound is written as `roundoff(dtype, n=..., scale=...)` or `**close(...)` with a comment giving n and scale.
 """
+
 from __future__ import annotations
 
 import ast
@@ -33,12 +34,19 @@ ALLOWED = [
     ("test_nnrnn.py", "pytest.approx(math.pi, abs=0.3)", "mean of 200 U(0, 2 pi) draws: se 0.13, 2.3 se"),
     ("test_nnrnn.py", "rel=0.05)", "std of 12,000 Gaussian draws: relative se 0.0065, 7.7 se"),
     ("test_timing_memory.py", "rel=0.05)", "resident memory against the allocation: the allocator's pages"),
-    ("test_tasks.py", "abs=0.006)",
-     "a sample mean of the adding task's loss: a few standard errors; 1/6 quoted to 4 places"),
+    (
+        "test_tasks.py",
+        "abs=0.006)",
+        "a sample mean of the adding task's loss: a few standard errors; 1/6 quoted to 4 places",
+    ),
     # a constant quoted to k digits: one unit in its last place
     ("test_tasks.py", "pytest.approx(0.17329, abs=1e-5)", "quoted to 5 places"),
-    ("test_reproduce.py", "abs=0.006)", "hours printed to 2 places (half a unit, 0.005) from a step printed to 3 "
-     "(at most 80 x 0.0005 s / 3600 more): the printout's rounding, not arithmetic"),
+    (
+        "test_reproduce.py",
+        "abs=0.006)",
+        "hours printed to 2 places (half a unit, 0.005) from a step printed to 3 "
+        "(at most 80 x 0.0005 s / 3600 more): the printout's rounding, not arithmetic",
+    ),
     ("test_learning.py", "pytest.approx(0.5199, abs=1e-4)", "quoted to 4 places"),
     ("test_learning_exprnn_nnrnn.py", "pytest.approx(0.5199, abs=1e-4)", "quoted to 4 places"),
     ("test_learning_fcurnn_nru.py", "pytest.approx(0.5199, abs=1e-4)", "quoted to 4 places"),
@@ -55,8 +63,11 @@ ALLOWED = [
     ("test_audio_eval.py", "pytest.approx(power_db, abs=0.5)", "P.56 active level of a tone"),
     ("test_audio_eval.py", "abs=0.3)", "P.56 active level of a gated tone"),
     # not round-off: a Taylor remainder, a descent condition, an optimisation's convergence
-    ("test_fcurnn.py", "for lr, rel in [(1e-6, 1e-4), (1e-7, 1e-5)]",
-     "the slope's Taylor remainder lr L''/2L' shrinks with lr"),
+    (
+        "test_fcurnn.py",
+        "for lr, rel in [(1e-6, 1e-4), (1e-7, 1e-5)]",
+        "the slope's Taylor remainder lr L''/2L' shrinks with lr",
+    ),
     ("test_fcurnn.py", "before.item() + 0.5e-3 * predicted_slope", "Armijo's sufficient-decrease constant"),
     ("test_ornn.py", "(w - q).norm() < 1e-3", "400 Adam steps towards a target: a learning threshold"),
 ]
@@ -122,8 +133,13 @@ def bare_tolerances(path: Path) -> list[tuple[int, str]]:
         elif isinstance(node, ast.Compare):
             operands = [node.left, *node.comparators]
             for i, op in enumerate(node.ops):
-                upper = operands[i + 1] if isinstance(op, (ast.Lt, ast.LtE)) else \
-                    operands[i] if isinstance(op, (ast.Gt, ast.GtE)) else None
+                upper = (
+                    operands[i + 1]
+                    if isinstance(op, (ast.Lt, ast.LtE))
+                    else operands[i]
+                    if isinstance(op, (ast.Gt, ast.GtE))
+                    else None
+                )
                 value = _number(upper)
                 negative = value is not None and value < 0  # `slope < -1e-3`: a sign, not a tolerance
                 if upper is not None and _small_literals(upper) and not negative and not _is_quantisation(value):
@@ -131,11 +147,14 @@ def bare_tolerances(path: Path) -> list[tuple[int, str]]:
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.For)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             value = node.iter if isinstance(node, ast.For) else node.value
-            if value is not None and any(TOLERANCE_NAME.search(t) for tg in targets for t in _targets(tg)) \
-                    and _small_literals(value):
+            if (
+                value is not None
+                and any(TOLERANCE_NAME.search(t) for tg in targets for t in _targets(tg))
+                and _small_literals(value)
+            ):
                 found.add(node.lineno)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            args = node.args.args[len(node.args.args) - len(node.args.defaults):]
+            args = node.args.args[len(node.args.args) - len(node.args.defaults) :]
             for arg, default in [*zip(args, node.args.defaults), *zip(node.args.kwonlyargs, node.args.kw_defaults)]:
                 if default is not None and arg.arg in {"rtol", "atol"} and _number(default) not in (None, 0.0):
                     found.add(default.lineno)
@@ -147,23 +166,32 @@ def _allowed(path: Path, text: str) -> bool:
 
 
 def test_no_bare_tolerance_literals():
-    offenders = [f"{path.name}:{line}: {text}" for path in sorted(TESTS.glob("*.py"))
-                 if path.name not in {"tolerances.py", "test_tolerances.py"}
-                 for line, text in bare_tolerances(path) if not _allowed(path, text)]
-    assert not offenders, ("tolerance literals not derived from tests/tolerances.py (write c · n · eps · scale with "
-                           "roundoff/close and a comment giving n and scale, or add a non-round-off bound to "
-                           "ALLOWED with its reason):\n" + "\n".join(offenders))
+    offenders = [
+        f"{path.name}:{line}: {text}"
+        for path in sorted(TESTS.glob("*.py"))
+        if path.name not in {"tolerances.py", "test_tolerances.py"}
+        for line, text in bare_tolerances(path)
+        if not _allowed(path, text)
+    ]
+    assert not offenders, (
+        "tolerance literals not derived from tests/tolerances.py (write c · n · eps · scale with "
+        "roundoff/close and a comment giving n and scale, or add a non-round-off bound to "
+        "ALLOWED with its reason):\n" + "\n".join(offenders)
+    )
 
 
 def test_every_allowed_entry_still_matches_a_line():
-    unused = [(name, fragment) for name, fragment, _ in ALLOWED
-              if not any(fragment in text for _, text in bare_tolerances(TESTS / name))]
+    unused = [
+        (name, fragment)
+        for name, fragment, _ in ALLOWED
+        if not any(fragment in text for _, text in bare_tolerances(TESTS / name))
+    ]
     assert not unused, f"ALLOWED entries that match nothing any more (remove them): {unused}"
 
 
 def test_the_scan_finds_what_it_should():
-    import textwrap
     import tempfile
+    import textwrap
 
     sample = textwrap.dedent("""
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)

@@ -1,16 +1,16 @@
 """Lightning's own loggers beside the run store (issue 49): named in a config or on the command line, each gets
 the same metrics while the SQL store stays the record; a tracker whose package is missing is one line naming its
 extra, before anything is recorded."""
+
 import sys
 
 import pytest
 import torch
-
-from ortholab.db import Store
-from ortholab.cli.main import main
-
 from test_cli import DEMO, TINY
 from tolerances import roundoff
+
+from ortholab.cli.main import main
+from ortholab.db import Store
 
 
 def _fit(tmp_path, *extra):
@@ -23,8 +23,13 @@ def test_tensorboard_receives_the_metrics_the_store_records(tmp_path):
     pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed (make install has it)")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    store = _fit(tmp_path, "--trainer.logger", "lightning.pytorch.loggers.TensorBoardLogger",
-                 "--trainer.logger.save_dir", str(tmp_path / "tb"))
+    store = _fit(
+        tmp_path,
+        "--trainer.logger",
+        "lightning.pytorch.loggers.TensorBoardLogger",
+        "--trainer.logger.save_dir",
+        str(tmp_path / "tb"),
+    )
     (run,) = store.list_runs()
     assert run.status == "finished"  # the store still records the run
     (events,) = (tmp_path / "tb").rglob("events.out.tfevents.*")
@@ -38,10 +43,12 @@ def test_tensorboard_receives_the_metrics_the_store_records(tmp_path):
         assert all(abs(written[s] - stored[s]) <= roundoff(torch.float32, 1, abs(stored[s])) for s in stored), key
 
 
-@pytest.mark.parametrize("logger, extra, module", [("MLFlowLogger", "mlflow", "mlflow"),
-                                                   ("WandbLogger", "wandb", "wandb")])
-def test_a_tracker_without_its_package_is_one_line_naming_the_extra(tmp_path, capsys, monkeypatch, logger, extra,
-                                                                     module):
+@pytest.mark.parametrize(
+    "logger, extra, module", [("MLFlowLogger", "mlflow", "mlflow"), ("WandbLogger", "wandb", "wandb")]
+)
+def test_a_tracker_without_its_package_is_one_line_naming_the_extra(
+    tmp_path, capsys, monkeypatch, logger, extra, module
+):
     monkeypatch.setitem(sys.modules, module, None)  # as where it is not installed
     with pytest.raises(SystemExit) as stop:
         _fit(tmp_path, "--trainer.logger", f"lightning.pytorch.loggers.{logger}")

@@ -1,14 +1,14 @@
 """The fused Triton recurrences (models/triton_recurrence.py) against the plain-autograd loops, values and gradients:
 on the CPU through Triton's interpreter (TRITON_INTERPRET=1), on CUDA compiled when the machine has a GPU."""
+
 import pytest
 import torch
+from devices import DEVICES, needs_cuda
+from tolerances import close, norm
 
 from ortholab.models import triton_recurrence as fused
 from ortholab.models.pointwise_recurrence import pointwise_recurrence_reference
 from ortholab.models.recurrence import modrelu_recurrence, modrelu_recurrence_reference
-
-from devices import DEVICES, needs_cuda
-from tolerances import close, norm
 
 pytest.importorskip("triton", reason="Triton is not installed (pip install 'ortholab[gpu]')")
 
@@ -28,9 +28,12 @@ def device(request, monkeypatch):
 def _inputs(dtype, device, with_offsets):
     g = torch.Generator().manual_seed(7)
     q = torch.linalg.qr(torch.randn(N, N, generator=g, dtype=torch.float64))[0]
-    tensors = {"u": torch.randn(T, B, N, generator=g, dtype=torch.float64),
-               "w": q, "b": torch.rand(N, generator=g, dtype=torch.float64) * 0.6 - 0.4,  # some units cut off
-               "h0": torch.randn(B, N, generator=g, dtype=torch.float64) * 0.5}
+    tensors = {
+        "u": torch.randn(T, B, N, generator=g, dtype=torch.float64),
+        "w": q,
+        "b": torch.rand(N, generator=g, dtype=torch.float64) * 0.6 - 0.4,  # some units cut off
+        "h0": torch.randn(B, N, generator=g, dtype=torch.float64) * 0.5,
+    }
     if with_offsets:
         tensors["offsets"] = torch.randn(T, B, N, generator=g, dtype=torch.float64) * 0.1
     return {k: v.to(device=device, dtype=dtype).requires_grad_() for k, v in tensors.items()}
@@ -49,8 +52,9 @@ def _compare(run, reference, inputs, dtype):
     # an orthogonal W: states of size ~1 through T steps of n-term sums; a gradient sums T B terms more
     torch.testing.assert_close(out, expected, **close(dtype, n=T * N, scale=norm(expected)))
     for name, grad in grads.items():
-        torch.testing.assert_close(grad, expected_grads[name],
-                                   **close(dtype, n=T * (N + B), scale=norm(expected_grads[name])), msg=name)
+        torch.testing.assert_close(
+            grad, expected_grads[name], **close(dtype, n=T * (N + B), scale=norm(expected_grads[name])), msg=name
+        )
 
 
 @pytest.mark.parametrize("device", DEVICES, indirect=True)
@@ -73,6 +77,7 @@ def test_fused_leaky_relu_recurrence_matches_the_loop(device, dtype, with_offset
 
     def reference(u, w, h0, offsets=None):
         return pointwise_recurrence_reference(u, w, h0, "leaky_relu", 0.1, offsets)
+
     _compare(run, reference, inputs, dtype)
 
 

@@ -1,21 +1,26 @@
 """Restricted-capacity uRNN against its mathematics (Arjovsky et al. 2016) and the budgets the scoRNN paper
 quotes for it."""
+
 import math
 
 import pytest
 import torch
+from finite_differences import assert_gradients_match_finite_differences
+from tolerances import close, norm, roundoff
 
 from ortholab.datamodules import CopyingTask
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
-from ortholab.models.operator_recurrence import (operator_recurrence, operator_recurrence_features,
-                                       operator_recurrence_reference, to_complex, to_real)
+from ortholab.models.operator_recurrence import (
+    operator_recurrence,
+    operator_recurrence_features,
+    operator_recurrence_reference,
+    to_complex,
+    to_real,
+)
 from ortholab.models.sizing import hidden_size_for_budget, parameter_count
 from ortholab.models.urnn import URNN
 from ortholab.models.urnn_kernels import urnn_recurrence_features
-from finite_differences import assert_gradients_match_finite_differences
 from ortholab.training.module import RecurrentModule, build_layer
-
-from tolerances import close, norm, roundoff
 
 F64 = torch.float64
 
@@ -35,11 +40,12 @@ def _away_from_init(layer: URNN, seed: int = 0) -> URNN:
 
 # W = D3 R2 F^-1 D2 Pi R1 F D1 ------------------------------------------------------------------------------
 
+
 def _dense_factors(layer: URNN) -> torch.Tensor:
     """W from its factors as explicit n x n matrices: the DFT matrix, I - 2 v v^H / |v|^2, a permutation matrix."""
     n = layer.hidden_size
     k = torch.arange(n, dtype=F64)
-    dft = torch.polar(torch.full((n, n), n ** -0.5, dtype=F64), -2 * math.pi * torch.outer(k, k) / n)  # unitary F
+    dft = torch.polar(torch.full((n, n), n**-0.5, dtype=F64), -2 * math.pi * torch.outer(k, k) / n)  # unitary F
     d = [torch.diag(torch.polar(torch.ones(n, dtype=F64), w)) for w in layer.phases.detach()]
     r = []
     for re, im in zip(layer.reflection_real.detach(), layer.reflection_imag.detach()):
@@ -101,6 +107,7 @@ def test_the_recurrence_never_forms_w(monkeypatch):
 
 # parameters and the papers' budgets -----------------------------------------------------------------------
 
+
 def test_seven_n_recurrent_parameters_and_groups():
     layer = URNN(3, 40)
     groups = layer.parameter_groups()
@@ -139,6 +146,7 @@ def test_parameter_counts_match_the_papers_budgets(task, m, p, readout, n, budge
 
 # initialisation -----------------------------------------------------------------------------------------
 
+
 def test_initialisation():
     torch.manual_seed(0)
     n, m = 300, 10
@@ -171,6 +179,7 @@ def test_the_permutation_is_seeded_and_saved_in_the_checkpoint():
 
 # the hand-written BPTT --------------------------------------------------------------------------------------
 
+
 def _run(recurrence, operator, u, b, h0, params, offsets=None):
     """A complex recurrence on real [Re | Im] tensors: u (T, B, 2n), h0 (B, 2n), offsets (T, B, 2n) -> (T, B, 2n)."""
     offsets = None if offsets is None else to_complex(offsets)
@@ -181,8 +190,9 @@ def compiled_recurrence(operator, u, b, h0, params, offsets=None):  # the CPU ke
     return to_complex(urnn_recurrence_features(operator, u, b, h0, params, offsets))
 
 
-RECURRENCES = pytest.mark.parametrize("recurrence", [operator_recurrence, compiled_recurrence],
-                                      ids=["torch", "compiled"])
+RECURRENCES = pytest.mark.parametrize(
+    "recurrence", [operator_recurrence, compiled_recurrence], ids=["torch", "compiled"]
+)
 
 
 def _recurrence_inputs(seed=0, t=9, b=3, n=6, dtype=F64):
@@ -224,7 +234,8 @@ def test_hand_written_bptt_matches_finite_differences(recurrence):
     operator, (u, b, h0, offsets), params = _recurrence_inputs(seed=1, t=6, b=2, n=4)
     # each state entry: T = 6 steps through W's factors (4 n = 16 operations, n = 4)
     assert_gradients_match_finite_differences(
-        lambda u, b, h0, o, *p: _run(recurrence, operator, u, b, h0, p, o), (u, b, h0, offsets, *params), ops=6 * 16)
+        lambda u, b, h0, o, *p: _run(recurrence, operator, u, b, h0, p, o), (u, b, h0, offsets, *params), ops=6 * 16
+    )
 
 
 @RECURRENCES
@@ -265,6 +276,7 @@ def test_layer_gradients_match_finite_differences():
 
 # the layer in the application ----------------------------------------------------------------------------
 
+
 def test_the_layer_takes_the_compiled_kernels_on_the_cpu_only():
     layer = URNN(3, 8)
     assert layer.recurrence_for(torch.zeros(1, dtype=torch.complex64)) is urnn_recurrence_features
@@ -285,8 +297,12 @@ def test_config_errors_and_optimizer_groups():
     with pytest.raises(ConfigError, match=r"model\.hidden_size"):
         URNN(3, 0)
     task = CopyingTask(seq_len=5, train_size=20, val_size=20, test_size=20, batch_size=10)
-    module = RecurrentModule(task.spec, family="urnn", hidden_size=6, optimizers={
-        "recurrent": {"name": "rmsprop", "lr": 1e-3}, "other": {"name": "adam", "lr": 1e-3}})
+    module = RecurrentModule(
+        task.spec,
+        family="urnn",
+        hidden_size=6,
+        optimizers={"recurrent": {"name": "rmsprop", "lr": 1e-3}, "other": {"name": "adam", "lr": 1e-3}},
+    )
     optimizers = module.configure_optimizers()
     assert [type(o) for o in optimizers] == [torch.optim.RMSprop, torch.optim.Adam]
     assert module.parameter_counts() == {"recurrent": 42, "other": 12 * 10 + 6 + 12 + 12 * 9 + 9}

@@ -1,5 +1,6 @@
 """OrthoLab as a wheel in a fresh environment: one top-level name, the CLI and `python -m ortholab` working from a
 folder that holds a researcher's own `models/` and `training/` packages, and the package data travelling along."""
+
 import shutil
 import site
 import subprocess
@@ -27,21 +28,45 @@ def wheel_env(tmp_path_factory):
         shutil.copytree(REPO / part, source / part, ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
     for part in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(REPO / part, source / part)
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", str(source),
-                            "-w", str(root / "dist")], capture_output=True, text=True, timeout=600)
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            str(source),
+            "-w",
+            str(root / "dist"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert built.returncode == 0, built.stdout + built.stderr
     (wheel,) = (root / "dist").glob("ortholab-*.whl")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True, timeout=120)
     python = root / "venv" / "bin" / "python"
-    venv_site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                    capture_output=True, text=True, check=True).stdout.strip())
+    venv_site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     # the runner's site-packages as a plain path entry: its .pth files (our editable install) are not executed
     ours = {sysconfig.get_paths()["purelib"], *site.getsitepackages()}
     (venv_site / "runner.pth").write_text("\n".join(sorted(ours)) + "\n")
     bare = sorted(module for _, modules in EXTRAS.values() for module in modules)  # `import pesq` fails, as uninstalled
     (venv_site / "no_extras.pth").write_text(f"import sys; sys.modules.update(dict.fromkeys({bare!r}))\n")
-    installed = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
-                                "--no-index", str(wheel)], capture_output=True, text=True, timeout=600)
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if installed.returncode != 0 and "no such option: --python" in installed.stderr:
         pytest.skip("pip too old for --python (needs pip >= 22.3)")
     assert installed.returncode == 0, installed.stdout + installed.stderr
@@ -57,8 +82,12 @@ def test_the_wheel_adds_one_top_level_name_and_carries_its_data(wheel_env):
     assert any(n.startswith("ortholab/configs/papers/published/") for n in listed)
     assert any(n.startswith("ortholab/db/migrations/versions/") for n in listed)
     # every module of the checkout travels (a new subpackage missing from pyproject's list would not)
-    sources = {f"ortholab/{part if part != 'ortholab' else ''}/{py.relative_to(REPO / part)}".replace("//", "/")
-               for part in ("ortholab", *OURS) for py in (REPO / part).rglob("*.py") if "__pycache__" not in py.parts}
+    sources = {
+        f"ortholab/{part if part != 'ortholab' else ''}/{py.relative_to(REPO / part)}".replace("//", "/")
+        for part in ("ortholab", *OURS)
+        for py in (REPO / part).rglob("*.py")
+        if "__pycache__" not in py.parts
+    }
     assert sources - set(listed) == set(), "modules missing from the wheel: add their package to pyproject.toml"
     assert not OURS & {p.name for p in venv_site.iterdir()}
 
@@ -78,21 +107,56 @@ def test_the_cli_and_imports_work_beside_a_users_own_models_package(wheel_env, t
     assert "scornn" in run(str(bin_dir / "ortholab"), "list", "families")
     assert "copying" in run(str(python), "-m", "ortholab", "list", "tasks")
     assert "copying_scornn" in run(str(bin_dir / "ortholab"), "list", "configs")
-    assert "scornn_table1" in run(str(bin_dir / "ortholab"), "reproduce", "--list", "--db",
-                                  f"sqlite:///{tmp_path / 'r.db'}")
-    assert "Table 1" in run(str(bin_dir / "ortholab"), "report", "scornn_table1", "--all", "--db",
-                            f"sqlite:///{tmp_path / 'r.db'}")
-    assert "pip install 'ortholab[speech]'" in subprocess.run(  # no extras here: the speech metrics are absent
-        [str(python), "-c", "from ortholab.extras import require_extra; require_extra('speech')"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300).stderr
-    out = run(str(python), "-c", "import ortholab, ortholab.models, ortholab.cli.main, sys; "
-                                 "print(ortholab.models.__file__); print(sorted(k for k in sys.modules if k in "
-                                 f"{sorted(OURS)!r}))")
+    assert "scornn_table1" in run(
+        str(bin_dir / "ortholab"), "reproduce", "--list", "--db", f"sqlite:///{tmp_path / 'r.db'}"
+    )
+    assert "Table 1" in run(
+        str(bin_dir / "ortholab"), "report", "scornn_table1", "--all", "--db", f"sqlite:///{tmp_path / 'r.db'}"
+    )
+    assert (
+        "pip install 'ortholab[speech]'"
+        in subprocess.run(  # no extras here: the speech metrics are absent
+            [str(python), "-c", "from ortholab.extras import require_extra; require_extra('speech')"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        ).stderr
+    )
+    out = run(
+        str(python),
+        "-c",
+        "import ortholab, ortholab.models, ortholab.cli.main, sys; "
+        "print(ortholab.models.__file__); print(sorted(k for k in sys.modules if k in "
+        f"{sorted(OURS)!r}))",
+    )
     assert "site-packages/ortholab/models/__init__.py" in out and out.strip().endswith("[]")
     # a short class path in a config (datamodules.CopyingTask) trains from the wheel with no extras installed (issue
     # 49: the audio evaluation refused every task without PESQ), the user's folders untouched
     assert "(copying_scornn, finished) recorded in" in run(
-        str(bin_dir / "ortholab"), "fit", "--config", "configs/demo/copying_scornn.yaml", "--model.hidden_size", "8",
-        "--model.family_args", "{rho: 4}", "--data.seq_len", "5", "--data.train_size", "20", "--data.val_size",
-        "10", "--data.batch_size", "10", "--trainer.max_steps", "2", "--trainer.val_check_interval", "2",
-        "--trainer.enable_progress_bar", "false", "--db", f"sqlite:///{tmp_path / 'r.db'}")
+        str(bin_dir / "ortholab"),
+        "fit",
+        "--config",
+        "configs/demo/copying_scornn.yaml",
+        "--model.hidden_size",
+        "8",
+        "--model.family_args",
+        "{rho: 4}",
+        "--data.seq_len",
+        "5",
+        "--data.train_size",
+        "20",
+        "--data.val_size",
+        "10",
+        "--data.batch_size",
+        "10",
+        "--trainer.max_steps",
+        "2",
+        "--trainer.val_check_interval",
+        "2",
+        "--trainer.enable_progress_bar",
+        "false",
+        "--db",
+        f"sqlite:///{tmp_path / 'r.db'}",
+    )

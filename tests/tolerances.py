@@ -18,6 +18,7 @@ conditioning that enters `scale`: cond(I + A) for a Cayley transform's solve (`c
 where A^2 is formed) for an exponential, ||W||^T for T steps through a non-normal W, cond(V) for the eigenvalues
 of a non-normal matrix (Bauer-Fike), and sqrt(n) for an n x n error measured in the Frobenius norm.
 """
+
 from __future__ import annotations
 
 import torch

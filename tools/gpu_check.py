@@ -14,8 +14,10 @@ come back from there).
 The device image has no SQLAlchemy, Alembic, jsonargparse, soundfile or platformdirs and no network: the wheels
 that `bash tools/gpu_wheels.sh` put in .whl/ are installed into a folder of the work directory, and the checkout is
 made importable as `ortholab` (its folders linked under one package, as pyproject's package-dir maps them), so
-nothing there needs an install; the rehearsal takes the same path. Only the standard library is imported in this process.
+nothing there needs an install; the rehearsal takes the same path. Only the standard library is imported in this
+process.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +38,15 @@ TOOLS = REPO / "tools"
 # pyproject's package-dir: the top-level folders that install as ortholab's subpackages
 SUBPACKAGES = ("app", "training", "models", "datamodules", "db", "configs")
 # what OrthoLab imports that the device image lacks (docs/gpus.md); tools/gpu_wheels.sh carries their wheels
-MISSING_ON_DEVICE = ("sqlalchemy", "alembic", "jsonargparse", "docstring_parser", "typeshed_client", "soundfile",
-                     "platformdirs")
+MISSING_ON_DEVICE = (
+    "sqlalchemy",
+    "alembic",
+    "jsonargparse",
+    "docstring_parser",
+    "typeshed_client",
+    "soundfile",
+    "platformdirs",
+)
 # what `make install` adds here that the image lacks and nothing carries (pyproject's extras): the CPU rehearsal hides
 # them, and the editable install of ortholab, so a stage that needs one fails here as it would there
 # (tests/test_gpu_check.py keeps the list complete)
@@ -52,15 +61,23 @@ sys.meta_path[:] = [_Hidden()] + [f for f in sys.meta_path if "__editable__" not
 STAGES = ("env", "tests", "kernels", "bench", "epoch")
 OPTIONAL_STAGES = ("row",)  # asked for by name: scoRNN Table 1's permuted-MNIST n = 170 row, all 70 epochs
 # seconds per stage on the GPU (about 6 minutes in all, so that a fix and a second call fit in 15 minutes of GPU time)
-LIMITS = {"env": 20, "tests": 120, "kernels": 80, "bench": 80, "epoch": 110,  # 410 s; the device call's limit: 420
-          "row": 570}
+LIMITS = {
+    "env": 20,
+    "tests": 120,
+    "kernels": 80,
+    "bench": 80,
+    "epoch": 110,  # 410 s; the device call's limit: 420
+    "row": 570,
+}
 CPU_SLOWER = 3  # the CPU rehearsal's limits are this many times longer: 2 cores, maybe shared with other work
 BENCH_FAMILY_LIMIT_S = {"cuda": 25, "cpu": 120}  # one family's `ortholab bench` process, its imports included
 EPOCH_CAP_S = 45  # one precision's epoch, training time; cut there and reported as a rate
 PMNIST_STEPS = 1_100  # 55,000 images at batch 50
 FAST_EPOCH_S = 6.0  # at or under this, the next call trains scoRNN Table 1's permuted-MNIST row (70 epochs)
-PMNIST_ROW_CALL = ('run(command="PYTHONUNBUFFERED=1 python3 tools/gpu_check.py --stages row --out $OUT", '
-                   'carry=[".whl", ".gpu-data"], timeout_s=600)')
+PMNIST_ROW_CALL = (
+    'run(command="PYTHONUNBUFFERED=1 python3 tools/gpu_check.py --stages row --out $OUT", '
+    'carry=[".whl", ".gpu-data"], timeout_s=600)'
+)
 
 
 def stage_limit(stage: str, device: str) -> float:
@@ -71,13 +88,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes: the CPU rehearsal of every stage")
-    parser.add_argument("--out", default=os.environ.get("OUT") or str(REPO / "gpu-check-out"),
-                        help="where the summary, the logs and the epoch's store go (default: $OUT, else ./gpu-check-out)")
+    parser.add_argument(
+        "--out",
+        default=os.environ.get("OUT") or str(REPO / "gpu-check-out"),
+        help="where the summary, the logs and the epoch's store go (default: $OUT, else ./gpu-check-out)",
+    )
     parser.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated, of {', '.join(STAGES)}")
-    parser.add_argument("--families", default=None, help="the bench stage's families (default: every family; "
-                        "with --tiny: scornn,ornn,lstm)")
-    parser.add_argument("--mnist", default=None, help="the folder of MNIST's four IDX files, gzipped or not (default: "
-                        ".gpu-data/mnist, else $ORTHOLAB_DATA/mnist, else ../shared/data/mnist)")
+    parser.add_argument(
+        "--families",
+        default=None,
+        help="the bench stage's families (default: every family; with --tiny: scornn,ornn,lstm)",
+    )
+    parser.add_argument(
+        "--mnist",
+        default=None,
+        help="the folder of MNIST's four IDX files, gzipped or not (default: "
+        ".gpu-data/mnist, else $ORTHOLAB_DATA/mnist, else ../shared/data/mnist)",
+    )
     parser.add_argument("--work", default="/tmp/ortholab-gpu-check", help="scratch folder (wheels, runs)")
     parser.add_argument("--run-stage", default=None, help=argparse.SUPPRESS)  # a stage, in the child process
     args = parser.parse_args(argv)
@@ -91,14 +118,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 # the environment the stages run in -------------------------------------------------------------------------------
 
+
 def _missing(modules, env) -> list[str]:
-    probe = ("import importlib.util, sys\n"
-             "def absent(m):\n"
-             "    try:\n"
-             "        return importlib.util.find_spec(m) is None\n"
-             "    except ImportError:\n"
-             "        return True\n"
-             "print(' '.join(m for m in sys.argv[1:] if absent(m)))")
+    probe = (
+        "import importlib.util, sys\n"
+        "def absent(m):\n"
+        "    try:\n"
+        "        return importlib.util.find_spec(m) is None\n"
+        "    except ImportError:\n"
+        "        return True\n"
+        "print(' '.join(m for m in sys.argv[1:] if absent(m)))"
+    )
     done = subprocess.run([sys.executable, "-c", probe, *modules], env=env, capture_output=True, text=True)
     return done.stdout.split()
 
@@ -118,8 +148,23 @@ def prepare(work: Path, log, hide: bool) -> dict[str, str]:
     if missing and wheels:
         site = work / "site"
         log(f"prepare: {', '.join(missing)} missing; installing {len(wheels)} wheels from .whl/ into {site}")
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
-                        "--upgrade", "--target", str(site), *map(str, wheels)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-index",
+                "--no-deps",
+                "--no-compile",
+                "--upgrade",
+                "--target",
+                str(site),
+                *map(str, wheels),
+            ],
+            check=True,
+        )
         paths.insert(0, str(site))
     elif missing:
         log(f"prepare: {', '.join(missing)} missing and no .whl/ here: run `bash tools/gpu_wheels.sh` and carry .whl")
@@ -163,16 +208,30 @@ def run_process(cmd: list[str], env: dict, limit: float, stdout, stderr=subproce
 
 # the stages (each runs in a child process: `--run-stage NAME`) ------------------------------------------------------
 
+
 def stage_env(args) -> dict:
     import importlib.metadata as metadata
     import platform
 
     import torch
 
-    facts = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
-             "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None}
-    for name in ("lightning", "pytorch-lightning", "torchmetrics", "triton", "numba", "numpy", "sqlalchemy",
-                 "jsonargparse", "alembic"):
+    facts = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+    }
+    for name in (
+        "lightning",
+        "pytorch-lightning",
+        "torchmetrics",
+        "triton",
+        "numba",
+        "numpy",
+        "sqlalchemy",
+        "jsonargparse",
+        "alembic",
+    ):
         try:
             facts[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -181,12 +240,16 @@ def stage_env(args) -> dict:
         if not torch.cuda.is_available():
             raise SystemExit(f"no CUDA device: torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU")
         props = torch.cuda.get_device_properties(0)
-        facts.update(gpu=props.name, gpu_memory_gib=round(props.total_memory / 2**30, 1),
-                     multiprocessors=props.multi_processor_count)
+        facts.update(
+            gpu=props.name,
+            gpu_memory_gib=round(props.total_memory / 2**30, 1),
+            multiprocessors=props.multi_processor_count,
+        )
         smi = shutil.which("nvidia-smi")
         if smi:
-            query = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
-                                   capture_output=True, text=True)
+            query = subprocess.run(
+                [smi, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True
+            )
             facts["driver"] = query.stdout.strip() or None
     else:
         facts.update(gpu=None, cpu=platform.processor() or platform.machine(), threads=torch.get_num_threads())
@@ -203,15 +266,25 @@ def stage_tests(args, work: Path) -> dict:
     results = {}
     # the files that hold CUDA cases (tests/devices.py's marks): collecting the others would import what the device
     # image lacks (the dashboard's tests: streamlit, selenium)
-    files = sorted(str(f.relative_to(REPO)) for f in (REPO / "tests").glob("test_*.py")
-                   if "from devices import" in f.read_text())
+    files = sorted(
+        str(f.relative_to(REPO)) for f in (REPO / "tests").glob("test_*.py") if "from devices import" in f.read_text()
+    )
     runs = [("cuda", ["-m", "cuda", *files])]
     if args.device == "cpu":
         runs.append(("interpreter", ["-m", "not slow", "tests/test_triton_recurrence.py", "-k", "cpu"]))
     for name, selection in runs:
         junit = work / f"junit-{name}.xml"
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs", f"--junitxml={junit}",
-               *selection]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-rfEs",
+            f"--junitxml={junit}",
+            *selection,
+        ]
         if args.device == "cuda" and importlib.util.find_spec("xdist"):
             cmd += ["-n", "4"]  # four workers on one GPU: these are correctness checks, not timings
         subprocess.run(cmd, cwd=REPO)
@@ -225,8 +298,11 @@ def junit_counts(path: Path) -> dict:
     root = ElementTree.parse(path).getroot()
     suite = root if root.tag == "testsuite" else root.find("testsuite")
     counts = {key: int(suite.get(key, 0)) for key in ("tests", "failures", "errors", "skipped")}
-    counts["failed"] = [f"{case.get('classname')}::{case.get('name')}" for case in suite.iter("testcase")
-                        if case.find("failure") is not None or case.find("error") is not None][:20]
+    counts["failed"] = [
+        f"{case.get('classname')}::{case.get('name')}"
+        for case in suite.iter("testcase")
+        if case.find("failure") is not None or case.find("error") is not None
+    ][:20]
     return counts
 
 
@@ -251,8 +327,11 @@ def bench_families(args) -> list[str]:
 
 def stage_bench(args, work: Path, env: dict) -> dict:
     """`ortholab bench --device D --families F --json`, one process per family, each cut at its own limit."""
-    flags = (["--seq-len", "16", "--batches", "4", "--repeats", "1"] if args.tiny
-             else ["--seq-len", "784", "--batches", "50", "--repeats", "3"])
+    flags = (
+        ["--seq-len", "16", "--batches", "4", "--repeats", "1"]
+        if args.tiny
+        else ["--seq-len", "784", "--batches", "50", "--repeats", "3"]
+    )
     deadline = time.monotonic() + stage_limit("bench", args.device) - 5
     rows, failed, not_reached = [], {}, []
     for family in bench_families(args):
@@ -262,9 +341,22 @@ def stage_bench(args, work: Path, env: dict) -> dict:
             continue
         out = work / f"bench-{family}.json"
         limit = min(BENCH_FAMILY_LIMIT_S[args.device], left)
-        cmd = [sys.executable, "-c", "import sys; from ortholab.cli.main import main; main()",
-               "bench", "--device", args.device, "--families", family, "--sizes", "16k", "--memory", "",
-               "--json", *flags]
+        cmd = [
+            sys.executable,
+            "-c",
+            "import sys; from ortholab.cli.main import main; main()",
+            "bench",
+            "--device",
+            args.device,
+            "--families",
+            family,
+            "--sizes",
+            "16k",
+            "--memory",
+            "",
+            "--json",
+            *flags,
+        ]
         with open(out, "w") as stdout:  # the JSON; its notes and errors go to stderr, the log
             code, _ = run_process(cmd, env, limit, stdout, stderr=None)
         if code == 0:
@@ -275,14 +367,22 @@ def stage_bench(args, work: Path, env: dict) -> dict:
 
 
 def find_mnist(args) -> Path:
-    candidates = [args.mnist] if args.mnist else [REPO / ".gpu-data" / "mnist",
-                                                  Path(os.environ.get("ORTHOLAB_DATA", "/nonexistent")) / "mnist",
-                                                  REPO.parent / "shared" / "data" / "mnist"]
+    candidates = (
+        [args.mnist]
+        if args.mnist
+        else [
+            REPO / ".gpu-data" / "mnist",
+            Path(os.environ.get("ORTHOLAB_DATA", "/nonexistent")) / "mnist",
+            REPO.parent / "shared" / "data" / "mnist",
+        ]
+    )
     for candidate in map(Path, candidates):
         if candidate.is_dir() and any(candidate.glob("train-images-idx3-ubyte*")):
             return candidate
-    raise SystemExit(f"no MNIST IDX files in {', '.join(map(str, candidates))}: run `make gpu-pack` and carry "
-                     f".gpu-data, or give --mnist DIR")
+    raise SystemExit(
+        f"no MNIST IDX files in {', '.join(map(str, candidates))}: run `make gpu-pack` and carry "
+        f".gpu-data, or give --mnist DIR"
+    )
 
 
 def stage_epoch(args, work: Path, env: dict) -> dict:
@@ -292,20 +392,58 @@ def stage_epoch(args, work: Path, env: dict) -> dict:
     db.unlink(missing_ok=True)
     every = 1 if args.tiny else 50
     overrides = work / "epoch-overrides.yaml"
-    overrides.write_text(json.dumps({"trainer": {"callbacks": [
-        {"class_path": "training.callbacks.Timing", "init_args": {"every_n_steps": every}}]}}))
+    overrides.write_text(
+        json.dumps(
+            {
+                "trainer": {
+                    "callbacks": [{"class_path": "training.callbacks.Timing", "init_args": {"every_n_steps": every}}]
+                }
+            }
+        )
+    )
     results = {}
     cap = 90 if args.tiny else EPOCH_CAP_S  # the rehearsal's batches must all run, also on a loaded CPU
     for precision in ("32-true", "bf16-mixed"):
-        cmd = [sys.executable, "-c", "import sys; from ortholab.cli.main import main; main()", "fit",
-               "--config", str(REPO / "configs/papers/scornn_pmnist_n170.yaml"), "--config", str(overrides),
-               "--db", f"sqlite:///{db}", "--runs_dir", str(work / "runs"), "--name", f"pmnist-epoch-{precision}",
-               "--data.init_args.path", str(mnist), "--data.init_args.download", "false",
-               "--trainer.accelerator", "gpu" if args.device == "cuda" else "cpu", "--trainer.devices", "1",
-               "--trainer.precision", precision, "--trainer.max_epochs", "1", "--trainer.log_every_n_steps", str(every),
-               "--trainer.max_time", f"00:00:{cap // 60:02d}:{cap % 60:02d}", "--trainer.limit_val_batches", "0",
-               "--trainer.num_sanity_val_steps", "0", "--test_every_validation", "false",
-               "--trainer.enable_progress_bar", "false"]
+        cmd = [
+            sys.executable,
+            "-c",
+            "import sys; from ortholab.cli.main import main; main()",
+            "fit",
+            "--config",
+            str(REPO / "configs/papers/scornn_pmnist_n170.yaml"),
+            "--config",
+            str(overrides),
+            "--db",
+            f"sqlite:///{db}",
+            "--runs_dir",
+            str(work / "runs"),
+            "--name",
+            f"pmnist-epoch-{precision}",
+            "--data.init_args.path",
+            str(mnist),
+            "--data.init_args.download",
+            "false",
+            "--trainer.accelerator",
+            "gpu" if args.device == "cuda" else "cpu",
+            "--trainer.devices",
+            "1",
+            "--trainer.precision",
+            precision,
+            "--trainer.max_epochs",
+            "1",
+            "--trainer.log_every_n_steps",
+            str(every),
+            "--trainer.max_time",
+            f"00:00:{cap // 60:02d}:{cap % 60:02d}",
+            "--trainer.limit_val_batches",
+            "0",
+            "--trainer.num_sanity_val_steps",
+            "0",
+            "--test_every_validation",
+            "false",
+            "--trainer.enable_progress_bar",
+            "false",
+        ]
         if args.tiny:
             cmd += ["--trainer.limit_train_batches", "3"]
         code, wall = run_process(cmd, env, cap + 60, sys.stdout)
@@ -320,11 +458,30 @@ def stage_row(args, work: Path, env: dict) -> dict:
     sqlite:///row.db --export DIR`); cut at the stage's limit, the run stays interrupted and resumable."""
     mnist = find_mnist(args)
     db = work / "row.db"
-    cmd = [sys.executable, "-c", "import sys; from ortholab.cli.main import main; main()", "fit",
-           "--config", str(REPO / "configs/papers/scornn_pmnist_n170.yaml"), "--db", f"sqlite:///{db}",
-           "--runs_dir", str(work / "runs"), "--data.init_args.path", str(mnist), "--data.init_args.download", "false",
-           "--trainer.accelerator", "gpu" if args.device == "cuda" else "cpu", "--trainer.devices", "1",
-           "--trainer.enable_progress_bar", "false", "--tags", "[gpu-check]"]
+    cmd = [
+        sys.executable,
+        "-c",
+        "import sys; from ortholab.cli.main import main; main()",
+        "fit",
+        "--config",
+        str(REPO / "configs/papers/scornn_pmnist_n170.yaml"),
+        "--db",
+        f"sqlite:///{db}",
+        "--runs_dir",
+        str(work / "runs"),
+        "--data.init_args.path",
+        str(mnist),
+        "--data.init_args.download",
+        "false",
+        "--trainer.accelerator",
+        "gpu" if args.device == "cuda" else "cpu",
+        "--trainer.devices",
+        "1",
+        "--trainer.enable_progress_bar",
+        "false",
+        "--tags",
+        "[gpu-check]",
+    ]
     if args.tiny:
         cmd += ["--trainer.max_epochs", "1", "--trainer.limit_train_batches", "3", "--trainer.limit_val_batches", "2"]
     code, wall = run_process(cmd, env, stage_limit("row", args.device) - 15, sys.stdout)
@@ -352,31 +509,42 @@ print(json.dumps(out))
 def read_epoch_store(db: Path, env: dict) -> dict:
     if not db.exists():
         return {"store": "no store was written (log.txt)"}
-    done = subprocess.run([sys.executable, "-c", READ_STORE, f"sqlite:///{db}"], env=env, capture_output=True,
-                          text=True, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, "-c", READ_STORE, f"sqlite:///{db}"], env=env, capture_output=True, text=True, cwd=REPO
+    )
     if done.returncode:
         return {"store": f"could not read the store: {done.stderr.strip().splitlines()[-1:]}"}
     runs = json.loads(done.stdout)
     for run in runs.values():  # the paper's 1,100 steps at the measured rate where the epoch was cut by time
         full = run["steps"] >= PMNIST_STEPS and run["epoch_s"] is not None
         run["epoch_full"] = full
-        run["epoch_estimate_s"] = (run["epoch_s"] if full else
-                                   PMNIST_STEPS * run["step_ms"] / 1000 if run["step_ms"] else None)
+        run["epoch_estimate_s"] = (
+            run["epoch_s"] if full else PMNIST_STEPS * run["step_ms"] / 1000 if run["step_ms"] else None
+        )
     return {"runs": runs}
 
 
-STAGE_FUNCTIONS = {"env": lambda a, w, e: stage_env(a), "tests": lambda a, w, e: stage_tests(a, w),
-                   "kernels": lambda a, w, e: stage_kernels(a, w), "bench": stage_bench, "epoch": stage_epoch,
-                   "row": stage_row}
+STAGE_FUNCTIONS = {
+    "env": lambda a, w, e: stage_env(a),
+    "tests": lambda a, w, e: stage_tests(a, w),
+    "kernels": lambda a, w, e: stage_kernels(a, w),
+    "bench": stage_bench,
+    "epoch": stage_epoch,
+    "row": stage_row,
+}
 
 
 # verdicts and the summary ---------------------------------------------------------------------------------------
 
+
 def verdict(stage: str, result: dict, device: str) -> tuple[bool, str]:
     """(passed, the key numbers in one line)."""
     if stage == "env":
-        return True, ", ".join(f"{k} {v}" for k, v in result.items() if k in ("gpu", "driver", "torch", "triton",
-                                                                                "lightning", "python", "cpu"))
+        return True, ", ".join(
+            f"{k} {v}"
+            for k, v in result.items()
+            if k in ("gpu", "driver", "torch", "triton", "lightning", "python", "cpu")
+        )
     if stage == "tests":
         parts, ok = [], True
         for name, c in result.items():
@@ -389,24 +557,30 @@ def verdict(stage: str, result: dict, device: str) -> tuple[bool, str]:
             parts += [f"failed {f}" for f in c["failed"][:3]]
         return ok, "; ".join(parts)
     if stage == "kernels":
-        ratios = [f"{r['what']} B={r['batch']} n={r['n']}: {r['ms']:.1f} ms" +
-                  (f" ({r['vs_rnn_relu']:.2f}x RNN(relu))" if r.get("vs_rnn_relu") else "")
-                  for r in result["rows"] if r["what"].startswith("scornn")]
+        ratios = [
+            f"{r['what']} B={r['batch']} n={r['n']}: {r['ms']:.1f} ms"
+            + (f" ({r['vs_rnn_relu']:.2f}x RNN(relu))" if r.get("vs_rnn_relu") else "")
+            for r in result["rows"]
+            if r["what"].startswith("scornn")
+        ]
         return bool(result["rows"]), "; ".join(ratios[:4])
     if stage == "bench":
-        lost = [f"{f} ({why})" for f, why in result["failed"].items()] + \
-               [f"{f} (not reached)" for f in result["not_reached"]]
+        lost = [f"{f} ({why})" for f, why in result["failed"].items()] + [
+            f"{f} (not reached)" for f in result["not_reached"]
+        ]
         text = f"{len(result['rows'])} families measured"
         if result["rows"]:
-            text += ": " + ", ".join(f"{r['family']} {r['vs_lstm']:.2f}x LSTM" for r in result["rows"]
-                                     if r.get("vs_lstm"))
+            text += ": " + ", ".join(
+                f"{r['family']} {r['vs_lstm']:.2f}x LSTM" for r in result["rows"] if r.get("vs_lstm")
+            )
         if lost:
             text += "; not measured: " + ", ".join(lost)
         return bool(result["rows"]) and not lost, text
     if stage == "row":
         runs = result.get("runs") or {}
-        return bool(runs), "; ".join(f"run {r['run']}: {r['status']}, {r['steps']} steps" for r in runs.values()) \
-            or str(result.get("store"))
+        return bool(runs), "; ".join(
+            f"run {r['run']}: {r['status']}, {r['steps']} steps" for r in runs.values()
+        ) or str(result.get("store"))
     if stage == "epoch":
         runs = result.get("runs")
         if not runs:
@@ -414,8 +588,12 @@ def verdict(stage: str, result: dict, device: str) -> tuple[bool, str]:
         parts, ok = [], True
         for name, run in runs.items():
             estimate = run["epoch_estimate_s"]
-            ok &= run["status"] in ("finished", "interrupted") and estimate is not None and \
-                run["last_loss"] is not None and math.isfinite(run["last_loss"])
+            ok &= (
+                run["status"] in ("finished", "interrupted")
+                and estimate is not None
+                and run["last_loss"] is not None
+                and math.isfinite(run["last_loss"])
+            )
             kind = "epoch" if run["epoch_full"] else f"{run['steps']} steps, epoch at that rate"
             parts.append(f"{name}: {kind} {estimate:.1f} s" if estimate else f"{name}: {run['status']}, no timing")
         return ok, "; ".join(parts)
@@ -430,8 +608,10 @@ def render_summary(results: dict, args) -> str:
     runs = results.get("epoch", {}).get("result", {}).get("runs", {})
     fast = [r for r in runs.values() if r.get("epoch_estimate_s") and r["epoch_estimate_s"] <= FAST_EPOCH_S]
     if fast and args.device == "cuda" and not args.tiny:
-        text += ("\n\nThe epoch took 6 s or less: the next call trains scoRNN Table 1's permuted-MNIST n = 170 row "
-                 "(pmnist_scornn_n170) for its 70 epochs:\n\n    " + PMNIST_ROW_CALL)
+        text += (
+            "\n\nThe epoch took 6 s or less: the next call trains scoRNN Table 1's permuted-MNIST n = 170 row "
+            "(pmnist_scornn_n170) for its 70 epochs:\n\n    " + PMNIST_ROW_CALL
+        )
     return text
 
 
@@ -439,30 +619,54 @@ def speed_markdown(results: dict) -> str:
     out = []
     kernels = results.get("kernels", {}).get("result")
     if kernels:
-        out += [f"## Kernels: forward+backward, T = {kernels['seq_len']}, median of {kernels['repeats']} "
-                f"({kernels['timer']})", "", *([kernels["note"], ""] if kernels.get("note") else []), "| what | batch | n | params | ms | x RNN(relu) | x LSTM |",
-                "| --- | --- | --- | --- | --- | --- | --- |"]
+        out += [
+            f"## Kernels: forward+backward, T = {kernels['seq_len']}, median of {kernels['repeats']} "
+            f"({kernels['timer']})",
+            "",
+            *([kernels["note"], ""] if kernels.get("note") else []),
+            "| what | batch | n | params | ms | x RNN(relu) | x LSTM |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for r in kernels["rows"]:
-            ratio = lambda key: f"{r[key]:.2f}" if r.get(key) else "-"  # noqa: E731
-            out.append(f"| {r['what']} | {r['batch']} | {r['n']} | {r.get('params', '-')} | {r['ms']:.2f} | "
-                       f"{ratio('vs_rnn_relu')} | {ratio('vs_lstm')} |")
+
+            def ratio(key: str, r=r) -> str:
+                return f"{r[key]:.2f}" if r.get(key) else "-"
+
+            out.append(
+                f"| {r['what']} | {r['batch']} | {r['n']} | {r.get('params', '-')} | {r['ms']:.2f} | "
+                f"{ratio('vs_rnn_relu')} | {ratio('vs_lstm')} |"
+            )
     if kernels and kernels.get("graphs"):
-        out += ["", "## Unfused recurrences: eager against CUDA graphs (forward+backward)", "",
-                "| family | n | batch | eager ms | graphed ms | graphed / eager |", "| --- | --- | --- | --- | --- | --- |"]
+        out += [
+            "",
+            "## Unfused recurrences: eager against CUDA graphs (forward+backward)",
+            "",
+            "| family | n | batch | eager ms | graphed ms | graphed / eager |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
         for family, g in kernels["graphs"].items():
-            graphed = (f"{g['graphed_ms']:.2f} | {g['graphed_vs_eager']:.2f}" if "graphed_ms" in g
-                       else f"capture failed: {g['capture_failed']} | -")
+            graphed = (
+                f"{g['graphed_ms']:.2f} | {g['graphed_vs_eager']:.2f}"
+                if "graphed_ms" in g
+                else f"capture failed: {g['capture_failed']} | -"
+            )
             out.append(f"| {family} | {g['n']} | {g['batch']} | {g['eager_ms']:.2f} | {graphed} |")
     bench = results.get("bench", {}).get("result")
     if bench:
-        out += ["", "## `ortholab bench` at the 16k budget", "",
-                "| family | n | batch | T | fwd+bwd ms | step ms | x RNN(relu) | x LSTM | pMNIST epoch s |",
-                "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        out += [
+            "",
+            "## `ortholab bench` at the 16k budget",
+            "",
+            "| family | n | batch | T | fwd+bwd ms | step ms | x RNN(relu) | x LSTM | pMNIST epoch s |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for r in bench["rows"]:
             epoch = f"{r['pmnist_epoch_s']:.1f}" if r.get("pmnist_epoch_s") else "-"
             lstm = f"{r['vs_lstm']:.2f}" if r.get("vs_lstm") else "-"
-            out.append(f"| {r['family']} | {r['hidden_size']} | {r['batch']} | {r['seq_len']} | {r['fwd_bwd_ms']:.1f} "
-                       f"| {r['step_ms']:.1f} | {r['vs_rnn_relu']:.2f} | {lstm} | {epoch} |")
+            out.append(
+                f"| {r['family']} | {r['hidden_size']} | {r['batch']} | {r['seq_len']} | {r['fwd_bwd_ms']:.1f} "
+                f"| {r['step_ms']:.1f} | {r['vs_rnn_relu']:.2f} | {lstm} | {epoch} |"
+            )
         for family, why in bench["failed"].items():
             out.append(f"\nnot measured: {family}: {why}")
         for family in bench["not_reached"]:
@@ -491,22 +695,36 @@ def main(argv: list[str] | None = None) -> int:
     log_path = out / "log.txt"
     results: dict[str, dict] = {}
     with open(log_path, "w") as log_file:
+
         def log(line: str) -> None:
             print(line, flush=True)
             log_file.write(line + "\n")
             log_file.flush()
 
-        log(f"gpu-check: device {args.device}{', tiny' if args.tiny else ''}; stages {', '.join(args.stages)}; "
-            f"out {out}")
+        log(
+            f"gpu-check: device {args.device}{', tiny' if args.tiny else ''}; stages {', '.join(args.stages)}; "
+            f"out {out}"
+        )
         env = prepare(work, log, hide=args.device == "cpu")
         if args.device == "cpu":
             env.setdefault("TRITON_INTERPRET", "0")
         for stage in args.stages:
             limit = stage_limit(stage, args.device)
-            cmd = [sys.executable, str(Path(__file__).resolve()), "--run-stage", stage, "--device", args.device,
-                   "--work", str(work), "--out", str(out), *(["--tiny"] if args.tiny else []),
-                   *(["--families", args.families] if args.families else []),
-                   *(["--mnist", args.mnist] if args.mnist else [])]
+            cmd = [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--run-stage",
+                stage,
+                "--device",
+                args.device,
+                "--work",
+                str(work),
+                "--out",
+                str(out),
+                *(["--tiny"] if args.tiny else []),
+                *(["--families", args.families] if args.families else []),
+                *(["--mnist", args.mnist] if args.mnist else []),
+            ]
             code, seconds = run_process(cmd, env, limit, log_file)
             result_file = work / f"stage-{stage}.json"
             if code == 0 and result_file.exists():
@@ -517,8 +735,12 @@ def main(argv: list[str] | None = None) -> int:
                 passed = False
                 why = f"killed at its limit of {limit} s" if code is None else f"exit code {code}"
                 summary = f"{why}: {last_error(log_path)}"
-            results[stage] = {"status": "pass" if passed else "FAIL", "seconds": seconds, "summary": summary,
-                              "result": result}
+            results[stage] = {
+                "status": "pass" if passed else "FAIL",
+                "seconds": seconds,
+                "summary": summary,
+                "result": result,
+            }
             log(f"{stage}: {results[stage]['status']} in {seconds:.0f} s: {summary}")
             write_results(out, work, results, args)  # after every stage: a call cut short still brings them back
     print("\n" + render_summary(results, args))
@@ -526,10 +748,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_results(out: Path, work: Path, results: dict, args) -> None:
-    (out / "summary.md").write_text(f"# gpu-check ({args.device}{', tiny' if args.tiny else ''})\n\n"
-                                    f"{render_summary(results, args)}\n")
-    (out / "summary.json").write_text(json.dumps({"device": args.device, "tiny": args.tiny, "stages": results},
-                                                 indent=1, default=str))
+    (out / "summary.md").write_text(
+        f"# gpu-check ({args.device}{', tiny' if args.tiny else ''})\n\n{render_summary(results, args)}\n"
+    )
+    (out / "summary.json").write_text(
+        json.dumps({"device": args.device, "tiny": args.tiny, "stages": results}, indent=1, default=str)
+    )
     (out / "speed.md").write_text(speed_markdown(results))
     for store in ("epoch.db", "row.db"):
         if (work / store).exists():

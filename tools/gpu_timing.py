@@ -8,6 +8,7 @@ kernel alone). On CUDA each time is the median of CUDA-event timings after warm-
 rehearsal, --tiny) it is wall time, and the kernels run through Triton's interpreter at tiny sizes, so the numbers
 there only prove that the stage runs.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -69,12 +70,13 @@ def model_pass(model, x, y):
     def run():
         model.zero_grad(set_to_none=True)
         F.cross_entropy(model(x), y).backward()
+
     return run
 
 
 def measure_all(device: str, tiny: bool) -> dict:
-    from ortholab.models.sizing import hidden_size_for_budget
     from ortholab.bench.families import build, plain_rnn
+    from ortholab.models.sizing import hidden_size_for_budget
 
     setting = TINY if tiny else FULL
     seq_len, warmup, repeats = setting["seq_len"], setting["warmup"], setting["repeats"]
@@ -90,11 +92,15 @@ def measure_all(device: str, tiny: bool) -> dict:
                 model = build(family, n, device)
                 for kernel, switch in (("triton", "1"), ("torch loop", "0")):
                     with environment(ORTHOLAB_TRITON=switch):
-                        timed[f"{family} ({kernel})"] = (median_ms(model_pass(model, x, y), device, warmup, repeats),
-                                                         count(model))
+                        timed[f"{family} ({kernel})"] = (
+                            median_ms(model_pass(model, x, y), device, warmup, repeats),
+                            count(model),
+                        )
             rnn = plain_rnn(n, device)
             timed["nn.RNN(relu) (cuDNN)" if device == "cuda" else "nn.RNN(relu)"] = (
-                median_ms(model_pass(rnn, x, y), device, warmup, repeats), count(rnn))
+                median_ms(model_pass(rnn, x, y), device, warmup, repeats),
+                count(rnn),
+            )
             scornn_params = timed["scornn (triton)"][1]
             lstm_n = hidden_size_for_budget("lstm", scornn_params, 1, 10)
             lstm = build("lstm", lstm_n, device)
@@ -102,18 +108,41 @@ def measure_all(device: str, tiny: bool) -> dict:
             timed[lstm_key] = (median_ms(model_pass(lstm, x, y), device, warmup, repeats), count(lstm))
             rnn_ms = next(ms for key, (ms, _) in timed.items() if key.startswith("nn.RNN"))
             for what, (ms, params) in timed.items():
-                rows.append({"what": what, "batch": batch, "n": n, "params": params, "ms": ms,
-                             "vs_rnn_relu": ms / rnn_ms, "vs_lstm": ms / timed[lstm_key][0]})
+                rows.append(
+                    {
+                        "what": what,
+                        "batch": batch,
+                        "n": n,
+                        "params": params,
+                        "ms": ms,
+                        "vs_rnn_relu": ms / rnn_ms,
+                        "vs_lstm": ms / timed[lstm_key][0],
+                    }
+                )
             rows += recurrence_rows(batch, n, seq_len, device, warmup, repeats, interpreter)
     # on the CPU the capture is a stand-in that returns the model (graphs need a GPU): the rest of the code runs
-    graphs = graph_rows(device, setting, torch.cuda.make_graphed_callables if device == "cuda" else
-                        lambda model, args: model)
+    graphs = graph_rows(
+        device, setting, torch.cuda.make_graphed_callables if device == "cuda" else lambda model, args: model
+    )
     timer = "CUDA events" if device == "cuda" else "wall time, CPU rehearsal"
-    note = None if device == "cuda" else ("CPU rehearsal: the layers never take the kernels, so both model rows of a "
-                                          "family run the torch loop, only the recurrence rows run a kernel "
-                                          "(interpreted), and the 'graphed' runs are the eager model (no capture)")
-    return {"seq_len": seq_len, "repeats": repeats, "timer": timer, "rows": rows, "note": note, "graphs": graphs,
-            "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu"}
+    note = (
+        None
+        if device == "cuda"
+        else (
+            "CPU rehearsal: the layers never take the kernels, so both model rows of a "
+            "family run the torch loop, only the recurrence rows run a kernel "
+            "(interpreted), and the 'graphed' runs are the eager model (no capture)"
+        )
+    )
+    return {
+        "seq_len": seq_len,
+        "repeats": repeats,
+        "timer": timer,
+        "rows": rows,
+        "note": note,
+        "graphs": graphs,
+        "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+    }
 
 
 def recurrence_rows(batch, n, seq_len, device, warmup, repeats, interpreter) -> list[dict]:
@@ -123,8 +152,12 @@ def recurrence_rows(batch, n, seq_len, device, warmup, repeats, interpreter) -> 
 
     g = torch.Generator().manual_seed(1)
     w = torch.linalg.qr(torch.randn(n, n, generator=g))[0]
-    tensors = [torch.randn(seq_len, batch, n, generator=g), w, torch.rand(n, generator=g) * 0.2 - 0.1,
-               torch.zeros(batch, n)]
+    tensors = [
+        torch.randn(seq_len, batch, n, generator=g),
+        w,
+        torch.rand(n, generator=g) * 0.2 - 0.1,
+        torch.zeros(batch, n),
+    ]
     u, w, b, h0 = (t.to(device).requires_grad_() for t in tensors)
     probe = torch.randn(seq_len, batch, n, device=device)
 
@@ -133,6 +166,7 @@ def recurrence_rows(batch, n, seq_len, device, warmup, repeats, interpreter) -> 
             for t in (u, w, b, h0):
                 t.grad = None
             (fn(u, w, b, h0) * probe).sum().backward()
+
         return go
 
     rows = []
@@ -169,9 +203,13 @@ def graph_rows(device: str, setting: dict, capture) -> dict:
             graphed = capture(model, (x,))
             ms = median_ms(model_pass_with(model, graphed, x, y), device, setting["warmup"], setting["repeats"])
             out[family] = {"n": n, "batch": batch, "eager_ms": eager, "graphed_ms": ms, "graphed_vs_eager": ms / eager}
-        except Exception as err:  # noqa: BLE001  reported, not raised: the answer is which families capture
-            out[family] = {"n": n, "batch": batch, "eager_ms": eager,
-                           "capture_failed": f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"}
+        except Exception as err:  # reported, not raised: the answer is which families capture
+            out[family] = {
+                "n": n,
+                "batch": batch,
+                "eager_ms": eager,
+                "capture_failed": f"{type(err).__name__}: {str(err).splitlines()[0][:200]}",
+            }
     return out
 
 
@@ -179,4 +217,5 @@ def model_pass_with(model, graphed, x, y):
     def run():
         model.zero_grad(set_to_none=True)
         F.cross_entropy(graphed(x), y).backward()
+
     return run

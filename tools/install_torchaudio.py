@@ -14,6 +14,7 @@ Audio files are read and written with soundfile, never torchaudio.load/save (tho
 
 Usage: .venv/bin/python tools/install_torchaudio.py      (idempotent; run it again after any torchaudio upgrade)
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -24,8 +25,10 @@ from pathlib import Path
 VERSION = "2.11.0"
 REPO = Path(__file__).resolve().parents[1]
 # the project's own check (datamodules/torchaudio_check.py), loaded by path: it needs torch only, not the project
-CHECK = ("import importlib.util as u; s = u.spec_from_file_location('check', 'datamodules/torchaudio_check.py'); "
-         "m = u.module_from_spec(s); s.loader.exec_module(m); m.torchaudio_transforms(); print('ok')")
+CHECK = (
+    "import importlib.util as u; s = u.spec_from_file_location('check', 'datamodules/torchaudio_check.py'); "
+    "m = u.module_from_spec(s); s.loader.exec_module(m); m.torchaudio_transforms(); print('ok')"
+)
 
 
 def torchaudio_dir() -> Path | None:

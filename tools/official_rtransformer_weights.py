@@ -4,10 +4,12 @@
     ortholab test --config RUN/config.yaml --ckpt_path OUT.ckpt
 
 OFFICIAL.pt: a state_dict of DSE-MSU/R-transformer's audio/model.py `RT` saved with torch.save (GRU, LSTM or RNN
-cells). TEMPLATE.ckpt: a checkpoint of an OrthoLab run of the same sizes (configs/papers/rtransformer_srnn_nottingham.yaml
-with that cell); only its state_dict is replaced. The official model's unused modules (each LocalRNN's `output`,
-RTransformer's `norm` and `feed_forward`, which its forward never calls) are left out.
+cells). TEMPLATE.ckpt: a checkpoint of an OrthoLab run of the same sizes
+(configs/papers/rtransformer_srnn_nottingham.yaml with that cell); only its state_dict is replaced. The official
+model's unused modules (each LocalRNN's `output`, RTransformer's `norm` and `feed_forward`, which its forward
+never calls) are left out.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,12 +24,18 @@ UNUSED = re.compile(r"^rt\.(norm|feed_forward)\.|\.local_rnn\.output\.")
 def ortholab_state_dict(official: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The official RT's tensors under the names of OrthoLab's music module (SequenceModel(RTransformer) as `model`)."""
     levels = sorted({int(m[1]) for key in official if (m := re.match(r"rt\.forward_net\.(\d+)\.", key))})
-    out = {"model.layer.encoder.weight": official["encoder.weight"], "model.layer.encoder.bias": official["encoder.bias"],
-           "model.readout.weight": official["linear.weight"], "model.readout.bias": official["linear.bias"]}
+    out = {
+        "model.layer.encoder.weight": official["encoder.weight"],
+        "model.layer.encoder.bias": official["encoder.bias"],
+        "model.readout.weight": official["linear.weight"],
+        "model.readout.bias": official["linear.bias"],
+    }
     used = {"encoder.weight", "encoder.bias", "linear.weight", "linear.bias"}
     for level in levels:
         block, ours = f"rt.forward_net.{level}.", f"model.layer.levels.{level}."
-        local_layers = sorted({int(m[1]) for key in official if (m := re.match(re.escape(block) + r"layers\.(\d+)\.", key))})
+        local_layers = sorted(
+            {int(m[1]) for key in official if (m := re.match(re.escape(block) + r"layers\.(\d+)\.", key))}
+        )
         names = {}
         for i in local_layers:  # Block.layers[i]: LocalRNN inside a SublayerConnection
             names[f"{ours}{i}.norm.weight"] = f"{block}layers.{i}.connection.norm.a_2"
@@ -64,7 +72,9 @@ def main(argv: list[str]) -> None:
     converted = ortholab_state_dict(official)
     expected = checkpoint["state_dict"]
     if set(converted) != set(expected) or any(converted[k].shape != expected[k].shape for k in converted):
-        wrong = sorted(set(converted) ^ set(expected)) or [k for k in converted if converted[k].shape != expected[k].shape]
+        wrong = sorted(set(converted) ^ set(expected)) or [
+            k for k in converted if converted[k].shape != expected[k].shape
+        ]
         raise SystemExit(f"{official_path} does not fit {template_path} (a run of other sizes or cell?): {wrong[:6]}")
     checkpoint["state_dict"] = converted
     torch.save(checkpoint, out_path)

@@ -14,6 +14,7 @@
 It needs the `chromium` and `chromium-driver` packages. Every picture is a real rendering of real runs; nothing
 is drawn by hand. tests/test_docs.py checks that one non-blank PNG per page exists.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,9 +36,17 @@ REPO = Path(__file__).resolve().parents[1]
 APP_MAIN = REPO / "app" / "main.py"
 FSDD = REPO.parent / "shared" / "data" / "fsdd" / "recordings"
 CHROMIUM_FLAGS = [  # as tests/test_dashboard_browser.py: no background connections, no sandbox as root
-    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
-]  # fmt: skip
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
 CHART_PAGES = {"curves", "eigenvalues", "gradients"}  # pages that draw a plotly chart once their runs are selected
 WINDOW = (1400, 1700)  # tall enough that a chart page shows its first chart whole
 QUIET = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
@@ -49,10 +58,17 @@ def dashboard_pages(main: Path = APP_MAIN) -> list[dict]:
     for node in ast.walk(ast.parse(main.read_text())):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Page" and node.args:
             script = ast.literal_eval(node.args[0])
-            kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg in ("title", "url_path", "default")}
+            kwargs = {
+                k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg in ("title", "url_path", "default")
+            }
             path = kwargs.get("url_path") or Path(script).stem
-            pages.append({"name": path, "url": "" if kwargs.get("default") else path,
-                          "title": kwargs.get("title", Path(script).stem.replace("_", " ").title())})
+            pages.append(
+                {
+                    "name": path,
+                    "url": "" if kwargs.get("default") else path,
+                    "title": kwargs.get("title", Path(script).stem.replace("_", " ").title()),
+                }
+            )
     if not pages:
         raise SystemExit(f"no st.Page(...) found in {main}")
     return pages
@@ -81,10 +97,17 @@ def copying_config(family: str, hidden: int, family_args: dict, optimizers: dict
     return {
         "seed_everything": 5544,
         "model": {"family": family, "hidden_size": hidden, "family_args": family_args, "optimizers": optimizers},
-        "data": {"class_path": "datamodules.CopyingTask",
-                 "init_args": {"seq_len": 100, "batch_size": 20, "train_size": 2000, "val_size": 200, "test_size": 200}},
-        "trainer": {"accelerator": "cpu", "max_steps": STEPS, "val_check_interval": max(STEPS // 8, 1), "check_val_every_n_epoch": None,
-                    "log_every_n_steps": 10},
+        "data": {
+            "class_path": "datamodules.CopyingTask",
+            "init_args": {"seq_len": 100, "batch_size": 20, "train_size": 2000, "val_size": 200, "test_size": 200},
+        },
+        "trainer": {
+            "accelerator": "cpu",
+            "max_steps": STEPS,
+            "val_check_interval": max(STEPS // 8, 1),
+            "check_val_every_n_epoch": None,
+            "log_every_n_steps": 10,
+        },
     }
 
 
@@ -93,10 +116,17 @@ def adding_config(family: str, hidden: int, family_args: dict, optimizers: dict)
     return {
         "seed_everything": 5544,
         "model": {"family": family, "hidden_size": hidden, "family_args": family_args, "optimizers": optimizers},
-        "data": {"class_path": "datamodules.AddingTask",
-                 "init_args": {"seq_len": 50, "batch_size": 50, "train_size": 20000, "val_size": 1000, "test_size": 1000}},
-        "trainer": {"accelerator": "cpu", "max_steps": STEPS, "val_check_interval": max(STEPS // 8, 1), "check_val_every_n_epoch": None,
-                    "log_every_n_steps": 10},
+        "data": {
+            "class_path": "datamodules.AddingTask",
+            "init_args": {"seq_len": 50, "batch_size": 50, "train_size": 20000, "val_size": 1000, "test_size": 1000},
+        },
+        "trainer": {
+            "accelerator": "cpu",
+            "max_steps": STEPS,
+            "val_check_interval": max(STEPS // 8, 1),
+            "check_val_every_n_epoch": None,
+            "log_every_n_steps": 10,
+        },
     }
 
 
@@ -112,26 +142,63 @@ def build_store(work: Path) -> tuple[str, dict[str, list[str]]]:
     plan = {
         "scornn-copying": copying_config("scornn", 190, {"rho": 95, "init": "henaff"}, RMSPROP_TF),
         "lstm-copying": copying_config("lstm", 68, {}, {"other": {"name": "rmsprop_tf", "lr": 1.0e-3}}),
-        "scurnn-copying": copying_config("scurnn", 64, {"init": "henaff"}, {
-            "recurrent": {"name": "rmsprop_tf", "lr": 1.0e-4}, "scaling": {"name": "rmsprop_tf", "lr": 1.0e-4},
-            "other": {"name": "rmsprop_tf", "lr": 1.0e-3}}),
+        "scurnn-copying": copying_config(
+            "scurnn",
+            64,
+            {"init": "henaff"},
+            {
+                "recurrent": {"name": "rmsprop_tf", "lr": 1.0e-4},
+                "scaling": {"name": "rmsprop_tf", "lr": 1.0e-4},
+                "other": {"name": "rmsprop_tf", "lr": 1.0e-3},
+            },
+        ),
         "scornn-adding": adding_config("scornn", 170, {"rho": 85, "init": "henaff"}, RMSPROP_TF),
         "lstm-adding": adding_config("lstm", 60, {}, {"other": {"name": "adam", "lr": 1.0e-2}}),
     }
     for name, config in plan.items():
         ortholab("fit", "--config", str(write_config(configs, name, config)), "--name", name, *common, cwd=work)
-    selections = {"copying": ["scornn-copying", "lstm-copying"], "eigen": ["scornn-copying", "scurnn-copying"],
-                  "adding": ["scornn-adding", "lstm-adding"], "speech": []}
+    selections = {
+        "copying": ["scornn-copying", "lstm-copying"],
+        "eigen": ["scornn-copying", "scurnn-copying"],
+        "adding": ["scornn-adding", "lstm-adding"],
+        "speech": [],
+    }
     if FSDD.is_dir():  # a tiny speech run: a few steps, then SegSNR/STOI/PESQ and clips of its reconstructions
-        ortholab("fit", "--config", str(REPO / "configs" / "demo" / "speech_fsdd_scornn.yaml"), "--name",
-                 "scornn-speech", "--data.path", str(FSDD), "--data.max_utterances", "14", "--data.cache_dir",
-                 str(work / "cache"), "--trainer.max_steps", "10", "--trainer.check_val_every_n_epoch", "1",
-                 *common, cwd=work)
+        ortholab(
+            "fit",
+            "--config",
+            str(REPO / "configs" / "demo" / "speech_fsdd_scornn.yaml"),
+            "--name",
+            "scornn-speech",
+            "--data.path",
+            str(FSDD),
+            "--data.max_utterances",
+            "14",
+            "--data.cache_dir",
+            str(work / "cache"),
+            "--trainer.max_steps",
+            "10",
+            "--trainer.check_val_every_n_epoch",
+            "1",
+            *common,
+            cwd=work,
+        )
         selections["speech"] = ["scornn-speech"]
     else:
         print(f"note: no FSDD recordings at {FSDD}; the Audio page will show its empty-store note", flush=True)
-    ortholab("reproduce", "cpu_checks", "--rows", "copying-T100_scornn_n190", "--scale", "cpu-smoke", "--db", url,
-             "--runs_dir", str(runs_dir), cwd=work)
+    ortholab(
+        "reproduce",
+        "cpu_checks",
+        "--rows",
+        "copying-T100_scornn_n190",
+        "--scale",
+        "cpu-smoke",
+        "--db",
+        url,
+        "--runs_dir",
+        str(runs_dir),
+        cwd=work,
+    )
     return url, selections
 
 
@@ -145,8 +212,21 @@ def serve(url: str, work: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     log = open(work / "dashboard.log", "w")
     server = subprocess.Popen(
-        [sys.executable, "-c", "from ortholab.cli.main import main; main()", "dashboard", "--db", url,
-         "--port", str(port)], cwd=work, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            sys.executable,
+            "-c",
+            "from ortholab.cli.main import main; main()",
+            "dashboard",
+            "--db",
+            url,
+            "--port",
+            str(port),
+        ],
+        cwd=work,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
     while True:
@@ -177,8 +257,9 @@ def browser(profile: Path):
 
     chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
     if not (chromium and driver):
-        raise SystemExit("screenshots need Debian's chromium and chromium-driver: apt-get install -y chromium "
-                         "chromium-driver")
+        raise SystemExit(
+            "screenshots need Debian's chromium and chromium-driver: apt-get install -y chromium chromium-driver"
+        )
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
     for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={WINDOW[0]},{WINDOW[1]}"]:
@@ -207,8 +288,12 @@ def wait_rendered(driver, page: dict, charts: bool, timeout: float = 90.0) -> No
 
 
 def selection_for(name: str, selections: dict[str, list[str]]) -> list[str]:
-    return {"eigenvalues": selections["eigen"], "audio": selections["speech"] or selections["copying"],
-            "runs": [], "curves-adding": selections["adding"]}.get(name, selections["copying"])
+    return {
+        "eigenvalues": selections["eigen"],
+        "audio": selections["speech"] or selections["copying"],
+        "runs": [],
+        "curves-adding": selections["adding"],
+    }.get(name, selections["copying"])
 
 
 def run_ids(url: str) -> dict[str, int]:
@@ -221,8 +306,12 @@ def existing_store(work: Path) -> tuple[str, dict[str, list[str]]]:
     """The store a previous run of this script left in `work` (--reuse): its URL and the same selections."""
     url = f"sqlite:///{work / 'store.db'}"
     names = set(run_ids(url))
-    selections = {"copying": ["scornn-copying", "lstm-copying"], "eigen": ["scornn-copying", "scurnn-copying"],
-                  "adding": ["scornn-adding", "lstm-adding"], "speech": ["scornn-speech"] if "scornn-speech" in names else []}
+    selections = {
+        "copying": ["scornn-copying", "lstm-copying"],
+        "eigen": ["scornn-copying", "scurnn-copying"],
+        "adding": ["scornn-adding", "lstm-adding"],
+        "speech": ["scornn-speech"] if "scornn-speech" in names else [],
+    }
     missing = {n for s in selections.values() for n in s} - names
     if missing:
         raise SystemExit(f"--reuse: {work / 'store.db'} lacks the runs {sorted(missing)}; run without --reuse")
@@ -259,10 +348,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "images", help="where the PNGs go")
     parser.add_argument("--steps", type=int, default=STEPS, help=f"training steps per run (default {STEPS})")
-    parser.add_argument("--work", type=Path, default=None, help="folder for the store and runs (default: a temporary one)")
+    parser.add_argument(
+        "--work", type=Path, default=None, help="folder for the store and runs (default: a temporary one)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary store and runs")
-    parser.add_argument("--reuse", action="store_true", help="with --work: take the pictures from the store a "
-                                                             "previous run left there instead of training again")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="with --work: take the pictures from the store a previous run left there instead of training again",
+    )
     args = parser.parse_args(argv)
     STEPS = args.steps
     if args.reuse and args.work is None:

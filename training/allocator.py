@@ -8,6 +8,7 @@ to serve every block from its heap and never trim it: freed buffers are reused b
 and the process's resident memory stays at its peak (as on a GPU). Set ORTHOLAB_MALLOC=system to keep glibc's
 defaults. No effect where the C library is not glibc.
 """
+
 from __future__ import annotations
 
 import ctypes

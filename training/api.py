@@ -1,8 +1,9 @@
 """`ortholab fit` from Python: the same run, recorded in the same store, its id returned.
 
-    from ortholab.training.api import fit
-    run_id = fit("configs/demo/copying_scornn.yaml", {"model.hidden_size": 64, "trainer.max_steps": 200})
+from ortholab.training.api import fit
+run_id = fit("configs/demo/copying_scornn.yaml", {"model.hidden_size": 64, "trainer.max_steps": 200})
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -21,8 +22,10 @@ def _flags(overrides: dict[str, Any] | list[str] | None) -> list[str]:
     if isinstance(overrides, (list, tuple)):
         return [str(flag) for flag in overrides]
     if not isinstance(overrides, dict):
-        raise TypeError(f"overrides must be a dict of dotted keys to values ({{'model.hidden_size': 64}}) or a list of "
-                        f"flags, got {overrides!r} ({type(overrides).__name__})")
+        raise TypeError(
+            f"overrides must be a dict of dotted keys to values ({{'model.hidden_size': 64}}) or a list of "
+            f"flags, got {overrides!r} ({type(overrides).__name__})"
+        )
     flags = []
     for key, value in overrides.items():
         text = value if isinstance(value, str) else _yaml(value, f"overrides[{key!r}]", default_flow_style=True)
@@ -36,12 +39,20 @@ def _yaml(value: Any, where: str, **options) -> str:
         return yaml.safe_dump(value, **options)
     except yaml.representer.RepresenterError as error:
         bad = error.args[1] if len(error.args) > 1 else value
-        raise TypeError(f"{where} holds {bad!r} ({type(bad).__name__}), which YAML cannot write; use str, int, "
-                        f"float, bool, None, and lists and dicts of them") from None
+        raise TypeError(
+            f"{where} holds {bad!r} ({type(bad).__name__}), which YAML cannot write; use str, int, "
+            f"float, bool, None, and lists and dicts of them"
+        ) from None
 
 
-def fit(config: str | Path | dict, overrides: dict[str, Any] | list[str] | None = None, *, db: str | None = None,
-        name: str | None = None, runs_dir: str | None = None) -> int:
+def fit(
+    config: str | Path | dict,
+    overrides: dict[str, Any] | list[str] | None = None,
+    *,
+    db: str | None = None,
+    name: str | None = None,
+    runs_dir: str | None = None,
+) -> int:
     """Train as `ortholab fit --config CONFIG [overrides]` does, in this process; returns the run's id.
 
     config: a YAML file (or a name `ortholab list configs` shows) or the config as a dict; overrides: dotted keys
@@ -52,8 +63,8 @@ def fit(config: str | Path | dict, overrides: dict[str, Any] | list[str] | None 
     from ortholab import aliases
     from ortholab.errors import ConfigError
     from ortholab.training.config_files import packaged_configs
-    from ortholab.training.lightning_cli import OrthoLabCLI
     from ortholab.training.console import quiet_third_party_noise
+    from ortholab.training.lightning_cli import OrthoLabCLI
 
     aliases.install()  # the configs' short class paths (datamodules.CopyingTask), as the CLI's main() does
     quiet_third_party_noise()
@@ -85,7 +96,7 @@ class _Tail:
         self.stream, self.keep, self.text = stream, keep, ""
 
     def write(self, text: str) -> int:
-        self.text = (self.text + text)[-self.keep:]
+        self.text = (self.text + text)[-self.keep :]
         return self.stream.write(text)
 
     def flush(self) -> None:

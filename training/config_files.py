@@ -1,5 +1,6 @@
 """Config files before Lightning reads them: each `--config FILE` checked to be a YAML mapping (one line naming the
 file otherwise), and `configs/...` names resolved to the configs installed with OrthoLab from any folder."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -33,8 +34,10 @@ def check_alias_expansion(path: Path, text: str) -> None:
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
         if isinstance(event, yaml.AliasEvent):
             if any(anchor == event.anchor for anchor, _ in open_nodes):
-                raise ConfigError(f"--config {path}: the alias *{event.anchor} refers to the value that holds it (a "
-                                  f"value without end); write the value out instead of the alias")
+                raise ConfigError(
+                    f"--config {path}: the alias *{event.anchor} refers to the value that holds it (a "
+                    f"value without end); write the value out instead of the alias"
+                )
             count = sizes.get(event.anchor, 0)  # an undefined alias: safe_load names it next
         elif isinstance(event, (yaml.ScalarEvent, yaml.CollectionStartEvent)):
             count = 1
@@ -51,9 +54,11 @@ def check_alias_expansion(path: Path, text: str) -> None:
             continue
         total += count
         if total > MAX_EXPANDED_VALUES:
-            raise ConfigError(f"--config {path}: its YAML aliases (*name) expand to more than {MAX_EXPANDED_VALUES:,} "
-                              f"values (a 'billion laughs' document), refused before expanding them; write the "
-                              f"values out, or use fewer aliases")
+            raise ConfigError(
+                f"--config {path}: its YAML aliases (*name) expand to more than {MAX_EXPANDED_VALUES:,} "
+                f"values (a 'billion laughs' document), refused before expanding them; write the "
+                f"values out, or use fewer aliases"
+            )
         if isinstance(event, yaml.CollectionStartEvent):
             open_nodes.append([event.anchor, 1])
         elif open_nodes:

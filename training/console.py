@@ -1,6 +1,7 @@
 """None of the noise that is not ours: a third-party logging tip, a deprecation inside Lightning itself.
 
 Imports nothing heavy: every command calls it first."""
+
 from __future__ import annotations
 
 import logging

@@ -6,6 +6,7 @@ models/choices.py checks a given value against them, the check the constructor m
 CLI's `--model.family_args.help NAME`, `ortholab list families --family NAME` and `--print_config` all show what
 this module builds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,23 +18,27 @@ from typing import Any
 
 from jsonargparse import ArgumentParser
 
+from ortholab.errors import ConfigError
 from ortholab.models import FAMILIES
 from ortholab.models.choices import check_choices, option_choices
-from ortholab.errors import ConfigError
 
 NOT_OPTIONS = {"self", "input_size", "hidden_size"}  # set by the model (model.hidden_size, the task), not by the user
 
 
 def family_class(family: str) -> type:
     if family not in FAMILIES:
-        raise ConfigError(f"model.family = {family!r} is not a registered family; choose one of "
-                          f"{sorted(FAMILIES)} (see `ortholab list families`)")
+        raise ConfigError(
+            f"model.family = {family!r} is not a registered family; choose one of "
+            f"{sorted(FAMILIES)} (see `ortholab list families`)"
+        )
     return FAMILIES[family]
 
 
 def _parameters(family: str) -> list[inspect.Parameter]:
     signature = inspect.signature(family_class(family).__init__)
-    return [p for name, p in signature.parameters.items() if name not in NOT_OPTIONS and p.kind is p.POSITIONAL_OR_KEYWORD]
+    return [
+        p for name, p in signature.parameters.items() if name not in NOT_OPTIONS and p.kind is p.POSITIONAL_OR_KEYWORD
+    ]
 
 
 @cache
@@ -80,16 +85,19 @@ def resolve_family_args(family: str, given: dict[str, Any] | None) -> dict[str, 
     parser, parameters = options_parser(family), {p.name: p for p in _parameters(family)}
     for key, value in given.items():
         if key not in parameters:
-            raise ConfigError(f"model.family_args.{key} is not an option of family {family!r}; its options are "
-                              f"{sorted(parameters)} (see `ortholab list families --family {family}`)")
+            raise ConfigError(
+                f"model.family_args.{key} is not an option of family {family!r}; its options are "
+                f"{sorted(parameters)} (see `ortholab list families --family {family}`)"
+            )
         # a Literal option: `KEY = VALUE; choose one of [...]`, as the constructor itself refuses it
-        check_choices(family_class(family), {key: value},
-                      explained_by=f"`ortholab list families --family {family}`")
+        check_choices(family_class(family), {key: value}, explained_by=f"`ortholab list families --family {family}`")
         try:
             parser.parse_object({key: value})
         except argparse.ArgumentError:
-            raise ConfigError(f"model.family_args.{key}: expected {_type_name(family, parameters[key])}, got "
-                              f"{value!r}; see `ortholab list families --family {family}`") from None
+            raise ConfigError(
+                f"model.family_args.{key}: expected {_type_name(family, parameters[key])}, got "
+                f"{value!r}; see `ortholab list families --family {family}`"
+            ) from None
     resolved = {name: p.default for name, p in parameters.items() if p.default is not inspect.Parameter.empty}
     return resolved | given
 
@@ -107,44 +115,60 @@ def family_options_rows(family: str) -> list[dict[str, Any]]:
     """One row per option: key, type, default (absent when required), its help line, and for an option with named
     choices (a Literal) the list of them."""
     helps, choices = option_help(family), option_choices(family_class(family))
-    return [{"key": f"model.family_args.{p.name}", "type": _type_name(family, p), "help": helps.get(p.name, "")}
-            | ({} if p.default is p.empty else {"default": p.default})
-            | ({"choices": list(choices[p.name])} if p.name in choices else {}) for p in _parameters(family)]
+    return [
+        {"key": f"model.family_args.{p.name}", "type": _type_name(family, p), "help": helps.get(p.name, "")}
+        | ({} if p.default is p.empty else {"default": p.default})
+        | ({"choices": list(choices[p.name])} if p.name in choices else {})
+        for p in _parameters(family)
+    ]
 
 
 def describe_options(family: str) -> str:
     """A table of the family's options: key, type (an option's choices, where it has named ones), default, one
     line."""
-    rows = [(row["key"], row["type"], repr(row["default"]) if "default" in row else "required", row["help"])
-            for row in family_options_rows(family)]
+    rows = [
+        (row["key"], row["type"], repr(row["default"]) if "default" in row else "required", row["help"])
+        for row in family_options_rows(family)
+    ]
     if not rows:
         return f"family {family!r} has no options"
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = [f"options of family {family!r} ({family_class(family).__name__}):"]
     for row in rows:  # key, type and default in columns; the help wrapped beneath, indented
         lines.append("  " + "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths)).rstrip())
-        lines += textwrap.wrap(row[3], width=max(60, shutil.get_terminal_size().columns - 1),
-                               initial_indent=" " * 6, subsequent_indent=" " * 6)
+        lines += textwrap.wrap(
+            row[3],
+            width=max(60, shutil.get_terminal_size().columns - 1),
+            initial_indent=" " * 6,
+            subsequent_indent=" " * 6,
+        )
     return "\n".join(lines)
 
 
 def _constructor_defaults(cls: type) -> dict[str, Any]:
     signature = inspect.signature(cls.__init__)
-    return {name: p.default for name, p in signature.parameters.items()
-            if name not in ("self", "params") and p.default is not p.empty and p.kind is p.POSITIONAL_OR_KEYWORD}
+    return {
+        name: p.default
+        for name, p in signature.parameters.items()
+        if name not in ("self", "params") and p.default is not p.empty and p.kind is p.POSITIONAL_OR_KEYWORD
+    }
 
 
-def resolve_optimizers(family: str, family_args: dict[str, Any] | None, optimizers: dict[str, dict] | None,
-                       hidden_size: int = 4) -> dict[str, dict]:
+def resolve_optimizers(
+    family: str, family_args: dict[str, Any] | None, optimizers: dict[str, dict] | None, hidden_size: int = 4
+) -> dict[str, dict]:
     """Each parameter group's optimizer as the run will build it: the group's own entry, the family's default for
     it, or `default`, with the optimizer's own defaults filled in (what `--print_config` shows)."""
     from ortholab.models.optimizers import DEFAULT_OPTIMIZERS, OPTIMIZERS, group_specs
 
     layer = family_class(family)(2, hidden_size, **resolve_family_args(family, family_args))
-    specs = group_specs(layer.parameter_groups(), optimizers or DEFAULT_OPTIMIZERS,
-                        getattr(layer, "default_optimizers", {}))
-    return {group: {"name": spec["name"]} | _constructor_defaults(OPTIMIZERS[spec["name"]]) | spec
-            for group, spec in specs.items()}
+    specs = group_specs(
+        layer.parameter_groups(), optimizers or DEFAULT_OPTIMIZERS, getattr(layer, "default_optimizers", {})
+    )
+    return {
+        group: {"name": spec["name"]} | _constructor_defaults(OPTIMIZERS[spec["name"]]) | spec
+        for group, spec in specs.items()
+    }
 
 
 def with_resolved_options(model: dict[str, Any]) -> dict[str, Any]:
@@ -153,8 +177,12 @@ def with_resolved_options(model: dict[str, Any]) -> dict[str, Any]:
     try:
         family_args = resolve_family_args(model["family"], model.get("family_args"))
         size = model.get("hidden_size")
-        optimizers = resolve_optimizers(model["family"], family_args, model.get("optimizers"),
-                                        size if isinstance(size, int) and 0 < size <= 1024 else 4)
+        optimizers = resolve_optimizers(
+            model["family"],
+            family_args,
+            model.get("optimizers"),
+            size if isinstance(size, int) and 0 < size <= 1024 else 4,
+        )
     except (ConfigError, KeyError, TypeError, ValueError):
         return model
     return model | {"family_args": family_args, "optimizers": optimizers}

@@ -4,6 +4,7 @@ Every run is recorded: the CLI puts a `db.SQLLogger` first among the trainer's l
 config with the run. Imported only by the training commands (Lightning takes seconds to import); `ortholab runs`,
 `list`, `db` and the other readers start from ortholab/cli/main.py without it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -17,9 +18,9 @@ import warnings
 from pathlib import Path
 
 import yaml
+from jsonargparse._actions import _ActionPrintConfig  # the one hook of --print_config
 from lightning.fabric.plugins import CheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
-from jsonargparse._actions import _ActionPrintConfig  # noqa: PLC2701 - the one hook of --print_config
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
 
@@ -27,18 +28,18 @@ from ortholab import aliases
 from ortholab.datamodules import TASKS, TaskDataModule
 from ortholab.db import SQLLogger, Store, default_db_url, runs_root
 from ortholab.db.logger import folder_name, is_run_name
+from ortholab.db.masking import known_passwords, mask_secrets, mask_url
 from ortholab.errors import ConfigError
+from ortholab.extras import check_logger_extras
 from ortholab.training.callbacks import AudioEvaluation, NonFiniteError, default_callbacks
 from ortholab.training.callbacks.checkpoint_io import AtomicCheckpointIO
 from ortholab.training.callbacks.lifecycle import ContinueRun, GracefulInterrupt, StampCheckpoints
-from ortholab.user_errors import user_error
-from ortholab.db.masking import known_passwords, mask_secrets, mask_url
 from ortholab.training.family_options import recorded_family_args
-from ortholab.extras import check_logger_extras
 from ortholab.training.limits import check_model_limits, check_trainer_devices
 from ortholab.training.module import RecurrentModule
 from ortholab.training.precision import check_precision
 from ortholab.training.progress import PlainProgress, StepBudgetProgressBar
+from ortholab.user_errors import user_error
 
 
 class RecordConfig(SaveConfigCallback):
@@ -77,9 +78,14 @@ class OrthoLabArgumentParser(LightningArgumentParser):
         if model is not None and model.get("family"):
             from ortholab.training.family_options import with_resolved_options
 
-            resolved = with_resolved_options({"family": model.family, "hidden_size": model.get("hidden_size"),
-                                              "family_args": model.get("family_args"),
-                                              "optimizers": model.get("optimizers")})
+            resolved = with_resolved_options(
+                {
+                    "family": model.family,
+                    "hidden_size": model.get("hidden_size"),
+                    "family_args": model.get("family_args"),
+                    "optimizers": model.get("optimizers"),
+                }
+            )
             cfg = cfg.clone()
             cfg["model.family_args"], cfg["model.optimizers"] = resolved["family_args"], resolved["optimizers"]
         return super().dump(cfg, *args, **kwargs)
@@ -88,8 +94,10 @@ class OrthoLabArgumentParser(LightningArgumentParser):
         if not self.exit_on_error:
             return super().error(message, ex)
         parser = getattr(ex, "subcommand_parser", None) or self
-        print(f"ortholab: error: {mask_secrets(explain_parse_error(message, parser), known_passwords(sys.argv))}",
-              file=sys.stderr)
+        print(
+            f"ortholab: error: {mask_secrets(explain_parse_error(message, parser), known_passwords(sys.argv))}",
+            file=sys.stderr,
+        )
         self.exit(2)
 
 
@@ -106,51 +114,66 @@ def _known_keys(parser) -> list[str]:
 def explain_parse_error(message: str, parser) -> str:
     """jsonargparse's message rewritten for a user: the unknown key with a suggestion, a refused class path."""
     unknown = re.search(r"unrecognized arguments: --?(\S+)", message) or re.search(
-        r"does not accept option '([^']+)'", message)
+        r"does not accept option '([^']+)'", message
+    )
     if unknown:
         key = unknown.group(1).split("=")[0]
         close = difflib.get_close_matches(key, _known_keys(parser), n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]}?" if close else ""
-        return (f"unknown config key {key} (on the command line or in a --config file){hint} "
-                f"`ortholab fit --help` lists every key")
+        return (
+            f"unknown config key {key} (on the command line or in a --config file){hint} "
+            f"`ortholab fit --help` lists every key"
+        )
     stray = re.search(r"unrecognized arguments: ([^-\s]\S*)", message)
     if stray:  # `--tags a b`: a second value where a flag takes one
-        return (f"unexpected value {stray.group(1)!r} on the command line: each --key takes one value (several tags: "
-                f"--tags a,b; a value holding spaces goes in quotes)")
+        return (
+            f"unexpected value {stray.group(1)!r} on the command line: each --key takes one value (several tags: "
+            f"--tags a,b; a value holding spaces goes in quotes)"
+        )
     config_file = re.search(r'Parser key "config": (File does not exist|Path is not a file): \'(.*)\'', message)
     if config_file:
         why = "no such file" if config_file.group(1).startswith("File") else "not a file"
-        return (f"--config {config_file.group(2)}: {why}; give a YAML config (`ortholab list configs` shows the "
-                f"installed ones)")
+        return (
+            f"--config {config_file.group(2)}: {why}; give a YAML config (`ortholab list configs` shows the "
+            f"installed ones)"
+        )
     denied = re.search(r"Importing '([\w.]+)' is not allowed", message)
     if denied:
         key = re.search(r'Parser key "([^"]+)"', message)
         where = {"data": "data.class_path"}.get(key.group(1), key.group(1)) if key else "a config value"
-        return (f"{where} names {denied.group(1)!r}, which a config may not "
-                f"import: configs name only OrthoLab's tasks and callbacks and Lightning's callbacks, loggers and "
-                f"profilers, never a function (`ortholab list tasks`; a package of your own: "
-                f"${aliases.EXTRA_MODULES_VAR}=yourpackage)")
+        return (
+            f"{where} names {denied.group(1)!r}, which a config may not "
+            f"import: configs name only OrthoLab's tasks and callbacks and Lightning's callbacks, loggers and "
+            f"profilers, never a function (`ortholab list tasks`; a package of your own: "
+            f"${aliases.EXTRA_MODULES_VAR}=yourpackage)"
+        )
     task_option = re.search(r"class_path '([\w.]+)':\s*(?:Option|Key) '([^']+)' is not (?:accepted|expected)", message)
     if task_option:
         import importlib
         import inspect
 
         module, _, name = task_option.group(1).rpartition(".")
-        options = [p for p in inspect.signature(getattr(importlib.import_module(module), name).__init__).parameters
-                   if p != "self"]
+        options = [
+            p
+            for p in inspect.signature(getattr(importlib.import_module(module), name).__init__).parameters
+            if p != "self"
+        ]
         key = task_option.group(2)
         close = difflib.get_close_matches(key, options, n=1, cutoff=0.6)
         hint = f"did you mean data.{close[0]}? " if close else ""
-        return (f"unknown config key data.{key}: {task_option.group(1)} has no option {key!r}; {hint}"
-                f"its options are {options}")
+        return (
+            f"unknown config key data.{key}: {task_option.group(1)} has no option {key!r}; {hint}"
+            f"its options are {options}"
+        )
     missing = re.search(r"given class_path '([\w.]+)':\s*module '[\w.]+' has no attribute", message)
     if missing:
         from ortholab.datamodules import TASKS
 
         close = difflib.get_close_matches(missing.group(1), [f"datamodules.{c.__name__}" for c in TASKS.values()], 1)
         hint = f"did you mean {close[0]}? " if close else ""
-        return (f"data.class_path = {missing.group(1)!r} is not a registered task; {hint}`ortholab list tasks` "
-                f"shows them")
+        return (
+            f"data.class_path = {missing.group(1)!r} is not a registered task; {hint}`ortholab list tasks` shows them"
+        )
     undotted = re.search(r"Expected a dot import path string: (\S+)", message)
     if undotted and 'Parser key "data"' in message:  # a task's short name in a config file (task_short_names maps
         # it on the command line)
@@ -159,15 +182,19 @@ def explain_parse_error(message: str, parser) -> str:
         paths = {name: f"datamodules.{cls.__name__}" for name, cls in TASKS.items()}
         close = difflib.get_close_matches(undotted.group(1), [*paths, *paths.values()], 1)
         hint = f"did you mean {paths.get(close[0], close[0])}? " if close else ""
-        return (f"data.class_path = {undotted.group(1)!r} is not a task's class path; {hint}`ortholab list tasks` "
-                f"names the tasks, each class path is datamodules.<class>")
+        return (
+            f"data.class_path = {undotted.group(1)!r} is not a task's class path; {hint}`ortholab list tasks` "
+            f"names the tasks, each class path is datamodules.<class>"
+        )
     refused = re.search(r"Import path (\S+) does not correspond to a subclass of (\w+)", message)
     if refused:
         from ortholab.datamodules import TASKS
 
         tasks = ", ".join(f"datamodules.{cls.__name__}" for cls in TASKS.values())
-        return (f"data.class_path = {refused.group(1)!r} is not an OrthoLab task; a config may only name a "
-                f"registered task ({tasks}; `ortholab list tasks`)")
+        return (
+            f"data.class_path = {refused.group(1)!r} is not an OrthoLab task; a config may only name a "
+            f"registered task ({tasks}; `ortholab list tasks`)"
+        )
     wrong_type = re.search(r'Parser key "([^"]+)":', message)
     types = [t for t in re.findall(r"Expected an? <class '(\w+)'>", message) if t != "NoneType"]
     given = re.search(r"(?:Given|Got) value: (.*?)\s*$", message, re.DOTALL)
@@ -175,8 +202,10 @@ def explain_parse_error(message: str, parser) -> str:
         key = wrong_type.group(1)
         names = {"dict": "a mapping such as '{rho: 4}'", "list": "a list such as '[a, b]'", "bool": "true/false"}
         example = " or ".join(dict.fromkeys(names.get(t, t) for t in types))
-        return (f"{key} = {' '.join(given.group(1).split())[:80]!r}: expected {example} (`ortholab fit --help` "
-                f"describes {key})")
+        return (
+            f"{key} = {' '.join(given.group(1).split())[:80]!r}: expected {example} (`ortholab fit --help` "
+            f"describes {key})"
+        )
     return " ".join(message.split()) + " (see `ortholab fit --help`)"
 
 
@@ -199,39 +228,73 @@ class OrthoLabCLI(LightningCLI):
     def __init__(self, args=None, run: bool = True):
         aliases.restrict_config_imports()  # class paths outside the allow-list are refused before any import
         super().__init__(
-            RecurrentModule, TaskDataModule, subclass_mode_data=True, parser_class=OrthoLabArgumentParser,
+            RecurrentModule,
+            TaskDataModule,
+            subclass_mode_data=True,
+            parser_class=OrthoLabArgumentParser,
             auto_configure_optimizers=False,  # the model owns its per-group optimizers
-            save_config_callback=RecordConfig, save_config_kwargs={"save_to_log_dir": False},
+            save_config_callback=RecordConfig,
+            save_config_kwargs={"save_to_log_dir": False},
             trainer_defaults={"logger": False},  # the SQL logger is added in instantiate_trainer
-            seed_everything_default=5544, args=args, run=run,
+            seed_everything_default=5544,
+            args=args,
+            run=run,
         )
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        parser.add_argument("--db", type=str | None, default=None,
-                            help="SQLAlchemy URL of the run store (default: $ORTHOLAB_DB, else the SQLite file "
-                                 "ortholab.db in $ORTHOLAB_RUNS, else in ./runs)")
-        parser.add_argument("--name", type=str | None, default=None,
-                            help="run name in the store (default: the config file's name)")
-        parser.add_argument("--tags", type=list[str] | str, default=[],
-                            help="labels stored with the run: --tags a,b (comma-separated) or --tags '[a, b]' (a "
-                                 "YAML list); in a config file, tags: [a, b]")
-        parser.add_argument("--runs_dir", type=str, default=str(runs_root()),
-                            help="folder for run folders (checkpoints, config.yaml); default: $ORTHOLAB_RUNS, "
-                                 "else ./runs")
-        parser.add_argument("--resume", type=int | None, default=None,
-                            help="continue the recorded run with this id from its last checkpoint (`ortholab fit "
-                                 "--resume ID` alone reuses the run's stored config)")
-        parser.add_argument("--analysis", type=bool, default=True,
-                            help="add the default analysis callbacks (orthogonality, eigenvalues, gradient "
-                                 "profile, timing, NaN guard) that trainer.callbacks does not already configure")
-        parser.add_argument("--test_every_validation", type=bool, default=False,
-                            help="fit: also evaluate the test split at every validation, logged as test/* (the "
-                                 "scoRNN/scuRNN papers report the best test figure over the epoch ends); the "
-                                 "checkpoints are still chosen on the validation split")
-        parser.add_argument("--predict_split", type=str, default="test",
-                            help="predict: the split whose predictions are written (train, val or test); `ortholab "
-                                 "predict --run ID [--checkpoint best|last|PATH]` takes a recorded run's config and "
-                                 "checkpoint")
+        parser.add_argument(
+            "--db",
+            type=str | None,
+            default=None,
+            help="SQLAlchemy URL of the run store (default: $ORTHOLAB_DB, else the SQLite file "
+            "ortholab.db in $ORTHOLAB_RUNS, else in ./runs)",
+        )
+        parser.add_argument(
+            "--name", type=str | None, default=None, help="run name in the store (default: the config file's name)"
+        )
+        parser.add_argument(
+            "--tags",
+            type=list[str] | str,
+            default=[],
+            help="labels stored with the run: --tags a,b (comma-separated) or --tags '[a, b]' (a "
+            "YAML list); in a config file, tags: [a, b]",
+        )
+        parser.add_argument(
+            "--runs_dir",
+            type=str,
+            default=str(runs_root()),
+            help="folder for run folders (checkpoints, config.yaml); default: $ORTHOLAB_RUNS, else ./runs",
+        )
+        parser.add_argument(
+            "--resume",
+            type=int | None,
+            default=None,
+            help="continue the recorded run with this id from its last checkpoint (`ortholab fit "
+            "--resume ID` alone reuses the run's stored config)",
+        )
+        parser.add_argument(
+            "--analysis",
+            type=bool,
+            default=True,
+            help="add the default analysis callbacks (orthogonality, eigenvalues, gradient "
+            "profile, timing, NaN guard) that trainer.callbacks does not already configure",
+        )
+        parser.add_argument(
+            "--test_every_validation",
+            type=bool,
+            default=False,
+            help="fit: also evaluate the test split at every validation, logged as test/* (the "
+            "scoRNN/scuRNN papers report the best test figure over the epoch ends); the "
+            "checkpoints are still chosen on the validation split",
+        )
+        parser.add_argument(
+            "--predict_split",
+            type=str,
+            default="test",
+            help="predict: the split whose predictions are written (train, val or test); `ortholab "
+            "predict --run ID [--checkpoint best|last|PATH]` takes a recorded run's config and "
+            "checkpoint",
+        )
         parser.link_arguments("data", "model.task", apply_on="instantiate", compute_fn=task_spec_of)
 
     def _parse_ckpt_path(self) -> None:
@@ -245,9 +308,11 @@ class OrthoLabCLI(LightningCLI):
 
             try:
                 saved = torch.load(path, weights_only=True, map_location="cpu").get("hyper_parameters") or {}
-            except Exception as err:  # noqa: BLE001 - any unreadable file is the same user error
-                raise ConfigError(f"--ckpt_path {path}: cannot read it as a checkpoint ({err.__class__.__name__}); "
-                                  f"give a .ckpt file written by `ortholab fit`") from None
+            except Exception as err:  # any unreadable file is the same user error
+                raise ConfigError(
+                    f"--ckpt_path {path}: cannot read it as a checkpoint ({err.__class__.__name__}); "
+                    f"give a .ckpt file written by `ortholab fit`"
+                ) from None
             model = self.config[sub].model
             for key, default in (("family", None), ("hidden_size", None), ("num_layers", 1)):
                 theirs, ours = saved.get(key, default), model.get(key, default)
@@ -255,7 +320,8 @@ class OrthoLabCLI(LightningCLI):
                     raise ConfigError(
                         f"--ckpt_path {path}: the checkpoint holds a model with model.{key} = {theirs!r}, the config "
                         f"builds model.{key} = {ours!r}; use the config the checkpoint was trained with (`ortholab "
-                        f"fit --resume RUN_ID` reuses a run's own config) or a checkpoint of this model")
+                        f"fit --resume RUN_ID` reuses a run's own config) or a checkpoint of this model"
+                    )
         super()._parse_ckpt_path()
 
     def _subconfig(self):
@@ -272,14 +338,18 @@ class OrthoLabCLI(LightningCLI):
         check_trainer_devices(config.trainer)
         check_logger_extras(config.trainer.get("logger"))  # MLFlowLogger without mlflow: one line, not a traceback
         clip = config.model.get("grad_clip_norm")
-        if clip is not None and not (isinstance(clip, (int, float)) and not isinstance(clip, bool)
-                                     and math.isfinite(clip) and clip > 0):  # a negative norm would flip gradients
-            raise ConfigError(f"model.grad_clip_norm = {clip!r} must be a positive finite number (e.g. 1.0), or null "
-                              f"for no clipping")
+        if clip is not None and not (
+            isinstance(clip, (int, float)) and not isinstance(clip, bool) and math.isfinite(clip) and clip > 0
+        ):  # a negative norm would flip gradients
+            raise ConfigError(
+                f"model.grad_clip_norm = {clip!r} must be a positive finite number (e.g. 1.0), or null for no clipping"
+            )
         interval = config.trainer.get("val_check_interval")
         if interval is not None and not isinstance(interval, bool) and interval <= 0:
-            raise ConfigError(f"trainer.val_check_interval = {interval} must be positive: a number of training steps "
-                              f"(int) or a fraction of an epoch in (0, 1]")
+            raise ConfigError(
+                f"trainer.val_check_interval = {interval} must be positive: a number of training steps "
+                f"(int) or a fraction of an epoch in (0, 1]"
+            )
         if rank_zero_only.rank == 0:
             Store(self._subconfig().db)  # fail now, before any training, if the store cannot be written
             _check_writable_folder(self._subconfig().runs_dir)
@@ -295,16 +365,26 @@ class OrthoLabCLI(LightningCLI):
         name = config.name or folder_name(derived)  # a config file's name may hold anything: as a folder name
         resume = config.resume if self.subcommand == "fit" else None  # only training continues a recorded run:
         # testing with a run folder's config.yaml (older resumes wrote `resume: ID` into it) records a run of its own
-        logger = SQLLogger(db_url=config.db, name=name, root_dir=config.runs_dir, stage=self.subcommand or "fit",
-                           run_id=resume, tags=config.tags)
+        logger = SQLLogger(
+            db_url=config.db,
+            name=name,
+            root_dir=config.runs_dir,
+            stage=self.subcommand or "fit",
+            run_id=resume,
+            tags=config.tags,
+        )
         configured = list(self._get(self.config_init, "trainer").get("callbacks") or [])
         extra = [GracefulInterrupt()]
-        if self.subcommand == "predict":  # training/callbacks/predictions.py: the split's predictions into the run folder
+        if (
+            self.subcommand == "predict"
+        ):  # training/callbacks/predictions.py: the split's predictions into the run folder
             from ortholab.training.callbacks.predictions import PredictionWriter
 
             if not config.get("ckpt_path"):
-                raise ConfigError("predict needs trained weights: `ortholab predict --run RUN_ID` (its best "
-                                  "checkpoint) or --ckpt_path FILE with the config it was trained with")
+                raise ConfigError(
+                    "predict needs trained weights: `ortholab predict --run RUN_ID` (its best "
+                    "checkpoint) or --ckpt_path FILE with the config it was trained with"
+                )
             self.datamodule.predict_split = config.predict_split
             extra.append(PredictionWriter(config.predict_split, config.ckpt_path))
             # predicting restores weights only: the training callbacks Lightning asks for have nothing to restore
@@ -312,12 +392,21 @@ class OrthoLabCLI(LightningCLI):
             # nor the checkpoint callback's state: a prediction saves no checkpoint, so the training run's folder
             # differing from this run's changes nothing (Lightning warns that it will not reload best_k_models)
             warnings.filterwarnings("ignore", message="The dirpath has changed from")
-        if config.trainer.enable_checkpointing is not False and self.subcommand != "predict" and not any(
-                isinstance(c, ModelCheckpoint) for c in configured):
+        if (
+            config.trainer.enable_checkpointing is not False
+            and self.subcommand != "predict"
+            and not any(isinstance(c, ModelCheckpoint) for c in configured)
+        ):
             spec = self.model.spec  # best by the task's main metric, in the run folder; {step}: the optimizer
             # steps taken, the step of the val point that chose it and of the analyses of those weights
-            extra.append(ModelCheckpoint(monitor=spec.main_metric, mode=spec.main_metric_mode,
-                                         filename="best-step{step}", auto_insert_metric_name=False))
+            extra.append(
+                ModelCheckpoint(
+                    monitor=spec.main_metric,
+                    mode=spec.main_metric_mode,
+                    filename="best-step{step}",
+                    auto_insert_metric_name=False,
+                )
+            )
             # last.ckpt at every validation, improved or not: Lightning's save_last writes it only beside a new best,
             # so a run whose metric plateaus would resume from its last best, hours back
             extra.append(ModelCheckpoint(filename="last", enable_version_counter=False))
@@ -347,11 +436,15 @@ class OrthoLabCLI(LightningCLI):
         """A run stopped by a user error (a full disk, a bad checkpoint) keeps the one-line reason with its status."""
         try:
             super()._run_subcommand(subcommand)
-        except Exception as err:  # noqa: BLE001 - re-raised; main() prints the same line
+        except Exception as err:  # re-raised; main() prints the same line
             logger = self.trainer.loggers[0] if getattr(self, "trainer", None) and self.trainer.loggers else None
             reported = user_error(err)
-            if (reported is not None and isinstance(logger, SQLLogger) and not isinstance(reported, NonFiniteError)
-                    and getattr(logger, "_run_id", None) is not None):  # only a run that exists (no new row)
+            if (
+                reported is not None
+                and isinstance(logger, SQLLogger)
+                and not isinstance(reported, NonFiniteError)
+                and getattr(logger, "_run_id", None) is not None
+            ):  # only a run that exists (no new row)
                 with contextlib.suppress(Exception):  # the original error matters more than its record
                     logger.record_failure(mask_secrets(" ".join(str(reported).split())))
             raise
@@ -362,8 +455,10 @@ class OrthoLabCLI(LightningCLI):
         if interrupt is not None and interrupt.stopped_at is not None:  # the shell's convention: 128 + the signal
             store = self.trainer.loggers[0].store
             where = "" if store.url == default_db_url() else f" --db '{mask_url(store.url)}'"
-            print(f"Interrupted by {interrupt.requested}; checkpoint saved, continue with "
-                  f"`ortholab fit --resume {self.trainer.loggers[0].version}{where}`.")
+            print(
+                f"Interrupted by {interrupt.requested}; checkpoint saved, continue with "
+                f"`ortholab fit --resume {self.trainer.loggers[0].version}{where}`."
+            )
             sys.exit(128 + int(getattr(signal, interrupt.requested)))
 
     def after_validate(self) -> None:
@@ -389,8 +484,10 @@ class OrthoLabCLI(LightningCLI):
             split = run.main_metric.split("/")[0]  # each split against its own baseline
             baseline = f" (baseline on the {split} split: {run.baseline:.4g})" if run.baseline is not None else ""
             print(f"Best {run.main_metric}: {run.best:.4g}{baseline}")
-        print(f"Run {run.id} ({run.name}, {run.status}) recorded in {mask_url(logger.store.url)}; "
-              f"run folder {logger.log_dir}. List runs with `ortholab runs`.")
+        print(
+            f"Run {run.id} ({run.name}, {run.status}) recorded in {mask_url(logger.store.url)}; "
+            f"run folder {logger.log_dir}. List runs with `ortholab runs`."
+        )
 
 
 CHECKPOINT_OVERHEAD_BYTES = 256 * 1024  # a checkpoint's bytes beyond the tensors (loops, callbacks, hparams): ~10 KiB
@@ -411,9 +508,11 @@ def check_free_space(folder: str, model) -> None:
     needed = 3 * checkpoint_bytes(model)
     free = shutil.disk_usage(folder).free
     if free < needed:
-        raise ConfigError(f"--runs_dir {folder}: {free / 2**20:.2f} MiB free, and this model's checkpoints (last, best "
-                          f"and a temporary copy) need about {needed / 2**20:.2f} MiB; free space there or give "
-                          f"--runs_dir on another disk")
+        raise ConfigError(
+            f"--runs_dir {folder}: {free / 2**20:.2f} MiB free, and this model's checkpoints (last, best "
+            f"and a temporary copy) need about {needed / 2**20:.2f} MiB; free space there or give "
+            f"--runs_dir on another disk"
+        )
 
 
 def check_ckpt_path(path: str | None) -> None:
@@ -422,13 +521,17 @@ def check_ckpt_path(path: str | None) -> None:
     if not path or path in ("last", "best", "hpc", "registry") or "://" in str(path) or Path(path).is_file():
         return
     if Path(path).is_dir():
-        found = sorted(str(p.relative_to(path)) for pattern in ("*.ckpt", "checkpoints/*.ckpt")
-                       for p in Path(path).glob(pattern))[:3]  # not a deep search: the folder may be huge
+        found = sorted(
+            str(p.relative_to(path)) for pattern in ("*.ckpt", "checkpoints/*.ckpt") for p in Path(path).glob(pattern)
+        )[:3]  # not a deep search: the folder may be huge
         held = f"it holds {', '.join(found)}" if found else "it holds no .ckpt file"
-        raise ConfigError(f"--ckpt_path {path} is a folder ({held}); give the checkpoint file, e.g. "
-                          f"RUN_FOLDER/checkpoints/last.ckpt")
-    raise ConfigError(f"--ckpt_path {path}: no such file; give a .ckpt file written by `ortholab fit` (a run's "
-                      f"folder holds checkpoints/last.ckpt; `ortholab fit --resume RUN_ID` finds it for you)")
+        raise ConfigError(
+            f"--ckpt_path {path} is a folder ({held}); give the checkpoint file, e.g. RUN_FOLDER/checkpoints/last.ckpt"
+        )
+    raise ConfigError(
+        f"--ckpt_path {path}: no such file; give a .ckpt file written by `ortholab fit` (a run's "
+        f"folder holds checkpoints/last.ckpt; `ortholab fit --resume RUN_ID` finds it for you)"
+    )
 
 
 def task_spec_of(datamodule) -> dict:
@@ -439,8 +542,10 @@ def task_spec_of(datamodule) -> dict:
 
         cls = type(datamodule)
         tasks = ", ".join(f"datamodules.{task.__name__}" for task in TASKS.values())
-        raise ConfigError(f"data.class_path = '{cls.__module__}.{cls.__qualname__}' is a base class, not a task (it "
-                          f"sets no TaskSpec); choose a task: {tasks} (`ortholab list tasks`)")
+        raise ConfigError(
+            f"data.class_path = '{cls.__module__}.{cls.__qualname__}' is a base class, not a task (it "
+            f"sets no TaskSpec); choose a task: {tasks} (`ortholab list tasks`)"
+        )
     return spec.to_dict()
 
 
@@ -457,9 +562,11 @@ def check_run_name(name: str | None) -> None:
     """A run's name is a folder under --runs_dir: one path component (letters of any script), 100 at most."""
     if name is not None and not is_run_name(name):
         example = re.sub(r"[^\w.+-]+", "-", name).strip(".-_")[:100] or "my-run"
-        raise ConfigError(f"--name {name!r}: a run name is one folder name under --runs_dir: letters and digits of any "
-                          f"script and punctuation, starting with a letter or digit, without spaces, control "
-                          f"characters or /\\<>:\"|?*, at most 100 characters; e.g. --name {example}")
+        raise ConfigError(
+            f"--name {name!r}: a run name is one folder name under --runs_dir: letters and digits of any "
+            f"script and punctuation, starting with a letter or digit, without spaces, control "
+            f'characters or /\\<>:"|?*, at most 100 characters; e.g. --name {example}'
+        )
 
 
 def _check_writable_folder(folder: str) -> None:
@@ -470,8 +577,10 @@ def _check_writable_folder(folder: str) -> None:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as err:
-        raise ConfigError(f"--runs_dir {folder}: cannot write run folders there ({err.strerror}); give a writable "
-                          f"folder with --runs_dir") from None
+        raise ConfigError(
+            f"--runs_dir {folder}: cannot write run folders there ({err.strerror}); give a writable "
+            f"folder with --runs_dir"
+        ) from None
 
 
 def swapped_task(config) -> tuple[str, str | None] | None:
@@ -498,8 +607,11 @@ def swapped_task(config) -> tuple[str, str | None] | None:
     cls_name = chosen.rsplit(".", 1)[-1]
     task = next((name for name, cls in TASKS.items() if cls.__name__ == cls_name), cls_name.lower())
     name = None if config.name else f"{task}_{config.model.get('family')}"
-    what = (f"its options {', '.join(dropped)} do not apply to {cls_name} and were dropped" if dropped else
-            "all of its options apply")
+    what = (
+        f"its options {', '.join(dropped)} do not apply to {cls_name} and were dropped"
+        if dropped
+        else "all of its options apply"
+    )
     named = f"; the run is named {name} (--name sets another)" if name else ""
     return f"note: data.class_path {chosen} replaces the config's {given}: {what}{named}", name
 
@@ -507,4 +619,3 @@ def swapped_task(config) -> tuple[str, str | None] | None:
 def _name_from_config_files(paths) -> str | None:
     paths = [p for p in (paths or []) if p is not None]
     return Path(str(paths[-1])).stem if paths else None
-

@@ -1,6 +1,7 @@
 """Bounds on settings that would otherwise hang or exhaust the machine before failing: how many layers a model
 stacks, how many CPU processes the trainer starts. Checked on the parsed config, before anything is built or
 recorded; each refusal is one line naming the key, its value and what this machine allows."""
+
 from __future__ import annotations
 
 import os
@@ -13,8 +14,10 @@ MAX_LAYERS = 1024  # stacked recurrent layers: the papers stack at most 3; build
 def check_model_limits(model) -> None:
     layers = model.get("num_layers") if model is not None else None
     if isinstance(layers, int) and not isinstance(layers, bool) and layers > MAX_LAYERS:
-        raise ConfigError(f"model.num_layers = {layers} is beyond any trainable stack; set --model.num_layers to at "
-                          f"most {MAX_LAYERS} (the papers stack 1 to 3)")
+        raise ConfigError(
+            f"model.num_layers = {layers} is beyond any trainable stack; set --model.num_layers to at "
+            f"most {MAX_LAYERS} (the papers stack 1 to 3)"
+        )
 
 
 def _count(devices) -> int | None:
@@ -49,5 +52,7 @@ def check_trainer_devices(trainer) -> None:
         return
     cores = os.cpu_count() or 1
     if asked > cores:
-        raise ConfigError(f"trainer.devices = {devices} starts {asked} CPU processes, and this machine has {cores} CPU "
-                          f"core(s); set --trainer.devices {cores} or fewer (1: no data parallelism)")
+        raise ConfigError(
+            f"trainer.devices = {devices} starts {asked} CPU processes, and this machine has {cores} CPU "
+            f"core(s); set --trainer.devices {cores} or fewer (1: no data parallelism)"
+        )

@@ -1,4 +1,5 @@
 """The LightningModule: a family's sequence model trained on a task, one optimizer per parameter group."""
+
 from __future__ import annotations
 
 import math
@@ -10,16 +11,15 @@ import torchmetrics
 from lightning.pytorch.trainer.states import TrainerFn
 
 from ortholab.datamodules.spec import TaskSpec
+from ortholab.db.provenance import code_version, command_line
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
+from ortholab.models.optimizers import DEFAULT_OPTIMIZERS, build_optimizer, check_optimizer_spec
 from ortholab.models.precision import autocast_off
 from ortholab.models.sequence import input_adapter as build_input_adapter
 from ortholab.models.stack import build_layers
-from ortholab.db.provenance import code_version, command_line
 from ortholab.training.callbacks.record import record_metrics
-from ortholab.training.objectives import OBJECTIVES
 from ortholab.training.family_options import resolve_family_args
-from ortholab.models.optimizers import DEFAULT_OPTIMIZERS, build_optimizer, check_optimizer_spec
-
+from ortholab.training.objectives import OBJECTIVES
 
 
 def check_family(family: str, family_args: dict) -> type:
@@ -28,8 +28,9 @@ def check_family(family: str, family_args: dict) -> type:
     return FAMILIES[family]
 
 
-def build_layer(family: str, input_size: int, hidden_size: int, family_args: dict, num_layers: int = 1,
-                dropout: float = 0.0):
+def build_layer(
+    family: str, input_size: int, hidden_size: int, family_args: dict, num_layers: int = 1, dropout: float = 0.0
+):
     """The family's recurrent layer (or `num_layers` stacked), with config errors that name the key to change."""
     return build_layers(check_family(family, family_args), input_size, hidden_size, family_args, num_layers, dropout)
 
@@ -66,11 +67,22 @@ class RecurrentModule(pl.LightningModule):
             paper's baselines set "torch", as its code.
     """
 
-    def __init__(self, task: dict | TaskSpec | None = None, family: str = "scornn", hidden_size: int | str = 128,
-                 family_args: dict[str, Any] | None = None, optimizers: dict[str, dict[str, Any]] | None = None,
-                 grad_clip_norm: float | None = None, param_budget: int | None = None, num_layers: int = 1,
-                 dropout: float = 0.0, input_adapter: str = "default", input_adapter_size: int | None = None,
-                 loss_reduction: str = "mean", readout_init: str | None = None):
+    def __init__(
+        self,
+        task: dict | TaskSpec | None = None,
+        family: str = "scornn",
+        hidden_size: int | str = 128,
+        family_args: dict[str, Any] | None = None,
+        optimizers: dict[str, dict[str, Any]] | None = None,
+        grad_clip_norm: float | None = None,
+        param_budget: int | None = None,
+        num_layers: int = 1,
+        dropout: float = 0.0,
+        input_adapter: str = "default",
+        input_adapter_size: int | None = None,
+        loss_reduction: str = "mean",
+        readout_init: str | None = None,
+    ):
         super().__init__()
         if task is None:
             raise ConfigError("model.task is missing: it comes from the datamodule (give `data:` in the config)")
@@ -80,31 +92,51 @@ class RecurrentModule(pl.LightningModule):
         self._layer_input_size = self.spec.input_size if adapter is None else input_adapter_size
         self._adapter_parameters = 0 if adapter is None else sum(p.numel() for p in adapter.parameters())
         hidden_size = self._resolve_hidden_size(hidden_size, param_budget, family, dict(family_args or {}), num_layers)
-        self.save_hyperparameters({"task": self.spec.to_dict(), "family": family, "hidden_size": hidden_size,
-                                   "family_args": dict(family_args or {}),
-                                   "optimizers": optimizers or DEFAULT_OPTIMIZERS, "grad_clip_norm": grad_clip_norm,
-                                   "param_budget": param_budget, "num_layers": num_layers, "dropout": dropout,
-                                   "input_adapter": input_adapter, "input_adapter_size": input_adapter_size,
-                                   "loss_reduction": loss_reduction, "readout_init": readout_init})
+        self.save_hyperparameters(
+            {
+                "task": self.spec.to_dict(),
+                "family": family,
+                "hidden_size": hidden_size,
+                "family_args": dict(family_args or {}),
+                "optimizers": optimizers or DEFAULT_OPTIMIZERS,
+                "grad_clip_norm": grad_clip_norm,
+                "param_budget": param_budget,
+                "num_layers": num_layers,
+                "dropout": dropout,
+                "input_adapter": input_adapter,
+                "input_adapter_size": input_adapter_size,
+                "loss_reduction": loss_reduction,
+                "readout_init": readout_init,
+            }
+        )
         self.automatic_optimization = False  # several optimizer types, one per parameter group
-        layer = build_layer(family, self._layer_input_size, hidden_size, dict(family_args or {}), num_layers,
-                            dropout)
-        self.model = SequenceModel(layer, self.spec.output_size, readout=self.spec.readout,
-                                   vocab_size=self.spec.input_size if self.spec.symbolic else None, adapter=adapter,
-                                   readout_init=readout_init)
+        layer = build_layer(family, self._layer_input_size, hidden_size, dict(family_args or {}), num_layers, dropout)
+        self.model = SequenceModel(
+            layer,
+            self.spec.output_size,
+            readout=self.spec.readout,
+            vocab_size=self.spec.input_size if self.spec.symbolic else None,
+            adapter=adapter,
+            readout_init=readout_init,
+        )
         self.optimizer_specs = self._optimizer_specs(optimizers or DEFAULT_OPTIMIZERS)
         if self.spec.loss not in OBJECTIVES:
-            raise ConfigError(f"task {self.spec.name!r} asks for loss {self.spec.loss!r}, which no objective in "
-                              f"training/objectives.py provides ({sorted(OBJECTIVES)})")
+            raise ConfigError(
+                f"task {self.spec.name!r} asks for loss {self.spec.loss!r}, which no objective in "
+                f"training/objectives.py provides ({sorted(OBJECTIVES)})"
+            )
         self.objective = OBJECTIVES[self.spec.loss](self.spec)
         if loss_reduction not in ("mean", "sum"):
             raise ConfigError(f"model.loss_reduction = {loss_reduction!r}; give 'mean' or 'sum'")
         if loss_reduction == "sum" and not self.objective.averages_valid_steps:
-            raise ConfigError(f"model.loss_reduction: sum applies to losses averaged over valid steps; task "
-                              f"{self.spec.name!r}'s loss {self.spec.loss!r} is not one: use 'mean'")
+            raise ConfigError(
+                f"model.loss_reduction: sum applies to losses averaged over valid steps; task "
+                f"{self.spec.name!r}'s loss {self.spec.loss!r} is not one: use 'mean'"
+            )
         self.loss_reduction = loss_reduction
         self.stage_metrics = torch.nn.ModuleDict(
-            {f"{stage}_metrics": torch.nn.ModuleDict(self._metrics_of(stage)) for stage in ("train", "val", "test")})
+            {f"{stage}_metrics": torch.nn.ModuleDict(self._metrics_of(stage)) for stage in ("train", "val", "test")}
+        )
         self.grad_clip_norm = grad_clip_norm
 
     def _metrics_of(self, stage: str) -> dict[str, torchmetrics.Metric]:
@@ -121,16 +153,22 @@ class RecurrentModule(pl.LightningModule):
         papers compare families at equal budgets)."""
         if hidden_size != "auto":
             if not isinstance(hidden_size, int) or isinstance(hidden_size, bool):
-                raise ConfigError(f"model.hidden_size = {hidden_size!r}; give an integer or 'auto' with "
-                                  f"model.param_budget")
-            if param_budget is not None and hidden_size != self._budget_size(family, family_args, param_budget,
-                                                                             num_layers):
-                raise ConfigError(f"model.param_budget = {param_budget} only applies with model.hidden_size: auto "
-                                  f"(hidden_size is {hidden_size!r})")
+                raise ConfigError(
+                    f"model.hidden_size = {hidden_size!r}; give an integer or 'auto' with model.param_budget"
+                )
+            if param_budget is not None and hidden_size != self._budget_size(
+                family, family_args, param_budget, num_layers
+            ):
+                raise ConfigError(
+                    f"model.param_budget = {param_budget} only applies with model.hidden_size: auto "
+                    f"(hidden_size is {hidden_size!r})"
+                )
             return hidden_size  # (with the budget: the size a checkpoint of an auto-sized run was built with)
         if param_budget is None:
-            raise ConfigError("model.hidden_size is 'auto' but model.param_budget is not set; give the budget "
-                              "(e.g. --model.param_budget 16000) or an integer hidden size")
+            raise ConfigError(
+                "model.hidden_size is 'auto' but model.param_budget is not set; give the budget "
+                "(e.g. --model.param_budget 16000) or an integer hidden size"
+            )
         return self._budget_size(family, family_args, param_budget, num_layers)
 
     def _budget_size(self, family, family_args, param_budget, num_layers) -> int:
@@ -138,12 +176,15 @@ class RecurrentModule(pl.LightningModule):
 
         check_family(family, family_args)
         if self._adapter_parameters and param_budget <= self._adapter_parameters:
-            raise ConfigError(f"model.param_budget = {param_budget} leaves nothing for the recurrent layer: the input "
-                              f"adapter alone has {self._adapter_parameters} parameters; raise the budget or lower "
-                              f"model.input_adapter_size")
+            raise ConfigError(
+                f"model.param_budget = {param_budget} leaves nothing for the recurrent layer: the input "
+                f"adapter alone has {self._adapter_parameters} parameters; raise the budget or lower "
+                f"model.input_adapter_size"
+            )
         param_budget -= self._adapter_parameters  # the adapter's size does not depend on the hidden size
-        return hidden_size_for_budget(family, param_budget, self._layer_input_size, self.spec.output_size, family_args,
-                                      num_layers=num_layers)
+        return hidden_size_for_budget(
+            family, param_budget, self._layer_input_size, self.spec.output_size, family_args, num_layers=num_layers
+        )
 
     # parameter groups and their optimizers -------------------------------------------------------
     def parameter_groups(self) -> dict[str, list[torch.nn.Parameter]]:
@@ -158,8 +199,10 @@ class RecurrentModule(pl.LightningModule):
         groups = self.parameter_groups()
         unknown = sorted(set(optimizers) - set(groups) - {"default"})
         if unknown:
-            raise ConfigError(f"model.optimizers.{unknown[0]}: family {self.hparams.family!r} has no parameter group "
-                              f"{unknown[0]!r}; its groups are {sorted(groups)} (or use 'default')")
+            raise ConfigError(
+                f"model.optimizers.{unknown[0]}: family {self.hparams.family!r} has no parameter group "
+                f"{unknown[0]!r}; its groups are {sorted(groups)} (or use 'default')"
+            )
         specs = {}
         family_defaults = self.model.layer.default_optimizers  # e.g. the Stiefel step a unitary W needs
         for name in groups:
@@ -170,16 +213,21 @@ class RecurrentModule(pl.LightningModule):
             elif "default" in optimizers:
                 spec, where = optimizers["default"], "model.optimizers.default"
             else:
-                raise ConfigError(f"model.optimizers has no entry for parameter group {name!r} of family "
-                                  f"{self.hparams.family!r}; add model.optimizers.{name} or model.optimizers.default")
+                raise ConfigError(
+                    f"model.optimizers has no entry for parameter group {name!r} of family "
+                    f"{self.hparams.family!r}; add model.optimizers.{name} or model.optimizers.default"
+                )
             check_optimizer_spec(spec, where)
             specs[name] = spec
         return specs
 
     def configure_optimizers(self):
         groups = self.parameter_groups()
-        return [build_optimizer(groups[name], spec, f"model.optimizers.{name}")
-                for name, spec in self.optimizer_specs.items() if groups[name]]
+        return [
+            build_optimizer(groups[name], spec, f"model.optimizers.{name}")
+            for name, spec in self.optimizer_specs.items()
+            if groups[name]
+        ]
 
     def parameter_counts(self) -> dict[str, int]:
         return {name: sum(p.numel() for p in params) for name, params in self.parameter_groups().items()}
@@ -190,24 +238,36 @@ class RecurrentModule(pl.LightningModule):
         main_metric, baseline = self.spec.main_metric, self.spec.baseline
         if stage == "test":  # a test run ranks by the same metric measured on the test split, against its baseline
             main_metric, baseline = main_metric.replace("val/", "test/", 1), self.spec.baseline_for("test")
-        self._run_info = {"parameter_counts": counts, "task_spec": self.spec.to_dict(),
-                          "optimizers": self.optimizer_specs, "code": [code_version()],  # the store keeps each start's
-                          "command": command_line()}  # the first start's is kept (db/logger.py)
+        self._run_info = {
+            "parameter_counts": counts,
+            "task_spec": self.spec.to_dict(),
+            "optimizers": self.optimizer_specs,
+            "code": [code_version()],  # the store keeps each start's
+            "command": command_line(),
+        }  # the first start's is kept (db/logger.py)
         for logger in self.loggers:
             if hasattr(logger, "describe_run"):
                 logger.describe_run(
-                    family=self.hparams.family, task=self.spec.name, main_metric=main_metric,
-                    main_metric_mode=self.spec.main_metric_mode, baseline=baseline,
-                    parameter_count=sum(counts.values()), world_size=self.trainer.world_size, info=self._run_info,
+                    family=self.hparams.family,
+                    task=self.spec.name,
+                    main_metric=main_metric,
+                    main_metric_mode=self.spec.main_metric_mode,
+                    baseline=baseline,
+                    parameter_count=sum(counts.values()),
+                    world_size=self.trainer.world_size,
+                    info=self._run_info,
                 )
 
     def on_train_start(self) -> None:
         """Record the run's planned length: `ortholab runs` shows progress against it and an ETA."""
         total = self.trainer.estimated_stepping_batches  # max_steps, or max_epochs x batches per epoch
-        plan = {"total_steps": int(total) if math.isfinite(total) else None,
-                "steps_per_epoch": int(self.trainer.num_training_batches)
-                if math.isfinite(self.trainer.num_training_batches) else None,
-                "max_epochs": self.trainer.max_epochs if (self.trainer.max_epochs or -1) > 0 else None}
+        plan = {
+            "total_steps": int(total) if math.isfinite(total) else None,
+            "steps_per_epoch": int(self.trainer.num_training_batches)
+            if math.isfinite(self.trainer.num_training_batches)
+            else None,
+            "max_epochs": self.trainer.max_epochs if (self.trainer.max_epochs or -1) > 0 else None,
+        }
         for logger in self.loggers:
             if hasattr(logger, "describe_run"):
                 logger.describe_run(info={**getattr(self, "_run_info", {}), "plan": plan})
@@ -221,12 +281,15 @@ class RecurrentModule(pl.LightningModule):
                 raise ConfigError(
                     f"--ckpt_path: the checkpoint holds a model with model.{key} = {theirs!r}, this config builds "
                     f"model.{key} = {ours!r}; use the config the checkpoint was trained with (`ortholab fit --resume "
-                    f"RUN_ID` reuses a run's own config) or a checkpoint of this model")
+                    f"RUN_ID` reuses a run's own config) or a checkpoint of this model"
+                )
         self._check_scurnn_side(checkpoint.get("state_dict") or {})
         theirs = (saved.get("task") or {}).get("name")
         if theirs is not None and theirs != self.spec.name:
-            raise ConfigError(f"--ckpt_path: the checkpoint was trained on task {theirs!r}, this config's data is "
-                              f"task {self.spec.name!r}; give a checkpoint of this task or the matching data config")
+            raise ConfigError(
+                f"--ckpt_path: the checkpoint was trained on task {theirs!r}, this config's data is "
+                f"task {self.spec.name!r}; give a checkpoint of this task or the matching data config"
+            )
 
     def _check_scurnn_side(self, state: dict) -> None:
         """scuRNN weights trained with D on one side are another function on the other (models/scurnn.py); a
@@ -238,8 +301,10 @@ class RecurrentModule(pl.LightningModule):
             if trained_left != bool(ours):
                 side = "left" if trained_left else "right"
                 since = "" if key in state else ", the only side before 2026-11-23"
-                raise ConfigError(f"--ckpt_path: this scuRNN checkpoint was trained with D on the {side}{since}; "
-                                  f"load it with model.family_args.d_side: {side}")
+                raise ConfigError(
+                    f"--ckpt_path: this scuRNN checkpoint was trained with D on the {side}{since}; "
+                    f"load it with model.family_args.d_side: {side}"
+                )
             state.setdefault(key, ours.clone())
 
     # steps ------------------------------------------------------------------------------------
@@ -260,8 +325,15 @@ class RecurrentModule(pl.LightningModule):
         self.objective.update(dict(metrics.items()), outputs.detach(), targets, mask)
         to_loggers = on_step or self.trainer.state.fn != TrainerFn.FITTING  # fit's: on_validation_epoch_end
         for name, metric in metrics.items():
-            self.log(f"{stage}/{name}", metric, on_step=on_step, on_epoch=not on_step, prog_bar=True,
-                     logger=to_loggers, add_dataloader_idx=False)
+            self.log(
+                f"{stage}/{name}",
+                metric,
+                on_step=on_step,
+                on_epoch=not on_step,
+                prog_bar=True,
+                logger=to_loggers,
+                add_dataloader_idx=False,
+            )
         return loss
 
     def on_validation_epoch_end(self) -> None:
@@ -269,8 +341,12 @@ class RecurrentModule(pl.LightningModule):
         step of the checkpoint saved on them and of the analyses), where Lightning would record them one lower."""
         if self.trainer.state.fn != TrainerFn.FITTING or self.trainer.sanity_checking:
             return
-        values = {f"{stage}/{name}": float(metric.compute()) for stage in ("val", "test")
-                  for name, metric in self.stage_metrics[f"{stage}_metrics"].items() if metric.update_called}
+        values = {
+            f"{stage}/{name}": float(metric.compute())
+            for stage in ("val", "test")
+            for name, metric in self.stage_metrics[f"{stage}_metrics"].items()
+            if metric.update_called
+        }
         record_metrics(self.trainer, values, self.trainer.global_step)  # (test/*: with --test_every_validation)
 
     def training_step(self, batch, batch_idx):
@@ -309,7 +385,8 @@ class RecurrentModule(pl.LightningModule):
                 opt.optimizer.step()  # the raw optimizer, so the other groups do not advance global_step again
 
     def predict_step(self, batch, batch_idx, dataloader_idx: int = 0) -> dict:
-        """The raw outputs of a batch with its targets and mask; training/callbacks/predictions.py turns them into predictions."""
+        """The raw outputs of a batch with its targets and mask; training/callbacks/predictions.py turns them into
+        predictions."""
         inputs, targets, *rest = batch
         return {"outputs": self(inputs), "targets": targets, "mask": rest[0] if rest else None}
 

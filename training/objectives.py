@@ -3,6 +3,7 @@
 An objective turns model outputs, targets and an optional mask (B, T) of valid steps into the loss and
 updates its torchmetrics. A new kind of loss is one class here plus one line in OBJECTIVES.
 """
+
 from __future__ import annotations
 
 import math
@@ -101,8 +102,10 @@ class CrossEntropyBits(Objective):
         return _valid(self.step_bits(outputs, targets), mask).mean()
 
     def metrics(self):
-        return {"bpc": torchmetrics.MeanMetric(),
-                "acc": torchmetrics.classification.MulticlassAccuracy(self.spec.output_size, average="micro")}
+        return {
+            "bpc": torchmetrics.MeanMetric(),
+            "acc": torchmetrics.classification.MulticlassAccuracy(self.spec.output_size, average="micro"),
+        }
 
     def update(self, metrics, outputs, targets, mask=None):
         metrics["bpc"](_valid(self.step_bits(outputs, targets), mask))

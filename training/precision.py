@@ -1,5 +1,6 @@
 """`trainer.precision` settings checked before training, with the one-line fix (models/precision.py says how the
 families run under bf16-mixed and 16-mixed)."""
+
 from __future__ import annotations
 
 import torch
@@ -21,15 +22,19 @@ def check_precision(precision, accelerator, family: str | None) -> None:
     """Refuse what would silently train otherwise than asked: 16-mixed on the CPU (Lightning switches it to
     bf16-mixed there) and 16-bit parameters for a family whose orthogonal/unitary map needs float32."""
     if precision in FLOAT16_MIXED and runs_on_cpu(accelerator):
-        raise ConfigError(f"trainer.precision = {precision}: float16 mixed precision runs on CUDA GPUs only (on the "
-                          f"CPU Lightning would quietly train in bf16-mixed instead); use --trainer.precision "
-                          f"bf16-mixed on the CPU, or --trainer.accelerator gpu on a machine with one")
+        raise ConfigError(
+            f"trainer.precision = {precision}: float16 mixed precision runs on CUDA GPUs only (on the "
+            f"CPU Lightning would quietly train in bf16-mixed instead); use --trainer.precision "
+            f"bf16-mixed on the CPU, or --trainer.accelerator gpu on a machine with one"
+        )
     if precision in ("16-true", "bf16-true"):
         from ortholab.models import FAMILIES
 
         cls = FAMILIES.get(family)
         if cls is not None and not cls.autocast_devices:
-            raise ConfigError(f"trainer.precision = {precision} stores the parameters themselves in 16 bits, in "
-                              f"which the recurrence and orthogonal/unitary map of family {family!r} lose float32's "
-                              f"accuracy; use --trainer.precision {precision.replace('-true', '-mixed')} (the map "
-                              f"and the recurrence stay float32, the rest runs under autocast)")
+            raise ConfigError(
+                f"trainer.precision = {precision} stores the parameters themselves in 16 bits, in "
+                f"which the recurrence and orthogonal/unitary map of family {family!r} lose float32's "
+                f"accuracy; use --trainer.precision {precision.replace('-true', '-mixed')} (the map "
+                f"and the recurrence stay float32, the rest runs under autocast)"
+            )

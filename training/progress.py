@@ -1,5 +1,6 @@
 """What a training run prints: Lightning's rich progress bar on a terminal, with the step budget of a run bounded by
 steps; plain lines where stdout is no terminal."""
+
 from __future__ import annotations
 
 import math
@@ -48,8 +49,11 @@ class PlainProgress(ProgressBar):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step, now = trainer.global_step, time.monotonic()
-        due = (step == self._first_step + 1 or now - self._last >= self.every_s
-               or (self.every_n_steps is not None and step % self.every_n_steps == 0))
+        due = (
+            step == self._first_step + 1
+            or now - self._last >= self.every_s
+            or (self.every_n_steps is not None and step % self.every_n_steps == 0)
+        )
         if due and self._enabled and trainer.is_global_zero:
             self._last = now
             print(self.line(trainer, now), flush=True)

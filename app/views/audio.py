@@ -60,13 +60,17 @@ for run in runs:
         continue
     st.header(run_label(run))
     steps = steps_of(records)
-    step = steps[0] if len(steps) == 1 else controls.select_slider(
-        st, "Step", steps, key=f"audio_step_{run.id}", default=steps[-1])  # fmt: skip
+    step = (
+        steps[0]
+        if len(steps) == 1
+        else controls.select_slider(st, "Step", steps, key=f"audio_step_{run.id}", default=steps[-1])
+    )
     clips = [c for c in group_clips(records) if (c.step if c.step is not None else -1) == step]
     for index, clip in enumerate(clips[:MAX_CLIPS]):
         key = f"clip_{run.id}_{clip.step}_{clip.utterance}"
-        panel = st.expander(f"{clip.utterance} · step {clip.step}", expanded=index < OPEN_CLIPS, key=key,
-                            on_change="rerun")  # fmt: skip
+        panel = st.expander(
+            f"{clip.utterance} · step {clip.step}", expanded=index < OPEN_CLIPS, key=key, on_change="rerun"
+        )
         if panel.open:
             with panel:
                 clip_panel(run, clip)
@@ -84,8 +88,9 @@ for run in runs:
             split, role, score = parsed
             found.setdefault((split, score), {})[role] = reader.last_value(run.id, key)
     for split in sorted({split for split, _ in found}):
-        by_role = {role: {s: v[role] for (sp, s), v in found.items() if sp == split and role in v}
-                   for role in SCORED_ROLES}
+        by_role = {
+            role: {s: v[role] for (sp, s), v in found.items() if sp == split and role in v} for role in SCORED_ROLES
+        }
         for row in scores_table({r: v for r, v in by_role.items() if v} or {"reconstruction": {}}):
             rows.append({"run": run_label(run), "family": run.family, "split": split, **row})
 if rows:
@@ -94,9 +99,10 @@ if rows:
         if role not in frame:
             frame[role] = None
     st.dataframe(
-        frame[["run", "family", "split", "metric", *SCORED_ROLES]], hide_index=True,
+        frame[["run", "family", "split", "metric", *SCORED_ROLES]],
+        hide_index=True,
         column_config={role: st.column_config.NumberColumn(role, format="%.4g") for role in SCORED_ROLES},
-    )  # fmt: skip
+    )
     st.caption(
         "The scoRNN paper's Table 2 view: each run's last recorded mean over the scored utterances, for the model's "
         f"reconstruction and the copy-a-frame baseline. {speech_label('segsnr_voicebox')} is the paper's SegSNR."

@@ -45,9 +45,12 @@ else:
 
 export = pd.concat([summary, params.drop(columns="differs")])
 st.download_button(
-    "Download CSV", export.to_csv(index_label="field").encode(), file_name="ortholab-compare.csv", mime="text/csv",
+    "Download CSV",
+    export.to_csv(index_label="field").encode(),
+    file_name="ortholab-compare.csv",
+    mime="text/csv",
     on_click="ignore",
-)  # fmt: skip
+)
 
 st.subheader("Parallel coordinates")
 fields = {run.id: reader.fields(run.id) for run in runs}
@@ -58,18 +61,31 @@ if len(runs) < 2 or not candidates or not metrics:
     st.stop()
 axis_col, colour_col, brush_col = st.columns([3, 1, 1])
 chosen = controls.multiselect(
-    axis_col, "Axes", candidates, key="parallel_axes", default=candidates[:DEFAULT_AXES],
+    axis_col,
+    "Axes",
+    candidates,
+    key="parallel_axes",
+    default=candidates[:DEFAULT_AXES],
     help="Any field that differs between the selected runs: family, task and every param (numbers on numeric "
     "axes, anything else as categories, '(missing)' where a run lacks it).",
-)  # fmt: skip
+)
 default_metric = next((run.main_metric for run in runs if run.main_metric in metrics), metrics[0])
-colour = controls.selectbox(colour_col, "Colour by", metrics, key="parallel_colour", default=default_metric,
-                            help="The metric's last value; only runs that report it are drawn.")  # fmt: skip
+colour = controls.selectbox(
+    colour_col,
+    "Colour by",
+    metrics,
+    key="parallel_colour",
+    default=default_metric,
+    help="The metric's last value; only runs that report it are drawn.",
+)
 brushing = controls.toggle(
-    brush_col, "Brushing (WebGL)", key="parallel_webgl", default=False,
+    brush_col,
+    "Brushing (WebGL)",
+    key="parallel_webgl",
+    default=False,
     help="Plotly's parcoords: drag along an axis to keep only the runs inside the range. Drawn by WebGL, which "
     "takes a second or more where the browser has no GPU; the default lines draw fast and name a run on hover.",
-)  # fmt: skip
+)
 reporting = [run for run in runs if last_values[run.id].get(colour) is not None]
 left_out = [run_label(run) for run in runs if run not in reporting]
 if not chosen:
@@ -85,5 +101,7 @@ else:
     else:
         figure = parallel_lines_figure(axes, values, colour, [run_label(run) for run in reporting], drawn)
     show(figure, "parallel", export_height=520)
-    st.caption(f"One line per run ({len(reporting)}), coloured by the last `{colour}`."
-               + (f" Left out (no `{colour}`): {', '.join(left_out)}." if left_out else ""))
+    st.caption(
+        f"One line per run ({len(reporting)}), coloured by the last `{colour}`."
+        + (f" Left out (no `{colour}`): {', '.join(left_out)}." if left_out else "")
+    )

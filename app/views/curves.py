@@ -59,25 +59,38 @@ def metric_controls() -> list[str]:
     by_prefix = groups(main_keys)
     group_col, clip_col = st.columns([4, 1])
     chosen_groups = controls.multiselect(
-        group_col, "Metric groups", list(by_prefix), key="curve_groups",
-        format_func=lambda p: f"{p} ({len(by_prefix[p])})", placeholder="all groups",
+        group_col,
+        "Metric groups",
+        list(by_prefix),
+        key="curve_groups",
+        format_func=lambda p: f"{p} ({len(by_prefix[p])})",
+        placeholder="all groups",
         help="Lists only the metrics of these prefixes in 'Metrics' below.",
-    )  # fmt: skip
+    )
     show_clips = controls.toggle(
-        clip_col, "Per-clip metrics", key="curve_clips", disabled=not per_clip,
+        clip_col,
+        "Per-clip metrics",
+        key="curve_clips",
+        disabled=not per_clip,
         help="Per-utterance keys (e.g. test_audio/stoi/<utterance>) are folded under the mean they break down.",
-    )  # fmt: skip
+    )
     listed = [k for p in (chosen_groups or by_prefix) for k in by_prefix.get(p, [])]
     if show_clips:
         listed += [k for parent in listed[:] for k in per_clip.get(parent, [])]
     metrics = controls.multiselect(
-        st, "Metrics (one chart each)", sorted(listed), key="curve_metrics", default=[default],
+        st,
+        "Metrics (one chart each)",
+        sorted(listed),
+        key="curve_metrics",
+        default=[default],
         placeholder="choose metrics",
-    )  # fmt: skip
+    )
     if per_clip and not show_clips:
         folded = sum(len(v) for v in per_clip.values())
-        st.caption(f"{folded} per-clip keys are folded under the {len(per_clip)} metrics they break down "
-                   "(switch on 'Per-clip metrics' to list them).")
+        st.caption(
+            f"{folded} per-clip keys are folded under the {len(per_clip)} metrics they break down "
+            "(switch on 'Per-clip metrics' to list them)."
+        )
     return metrics
 
 
@@ -86,16 +99,26 @@ def axis_controls() -> tuple[str, float, bool, bool]:
     axis_col, smooth_col, log_col, live_col = st.columns([3, 3, 1, 2])
     axis = controls.segmented(axis_col, "x-axis", list(X_AXES), key="curve_axis", default="step")
     weight = controls.slider(
-        smooth_col, "Smoothing", 0.0, MAX_WEIGHT, key="curve_smoothing", default=0.6, step=0.001, format="%.3f",
+        smooth_col,
+        "Smoothing",
+        0.0,
+        MAX_WEIGHT,
+        key="curve_smoothing",
+        default=0.6,
+        step=0.001,
+        format="%.3f",
         help=f"{SMOOTHING_NAME} (as TensorBoard's slider), applied to curves of {SMOOTH_MIN_POINTS} points or more; "
         "0 turns it off. The raw curve stays visible, faded, and its last point is marked.",
-    )  # fmt: skip
+    )
     log_y = controls.toggle(log_col, "Log scale", key="curve_log")
     live = any(run.status == "running" for run in runs)
     auto = live_col.toggle(
-        f"Auto-refresh every {REFRESH_S} s", value=live, disabled=not live, key="curve_refresh",
+        f"Auto-refresh every {REFRESH_S} s",
+        value=live,
+        disabled=not live,
+        key="curve_refresh",
         help="Redraws the charts while a selected run is still running.",
-    )  # fmt: skip
+    )
     return axis, weight, log_y, auto and live
 
 
@@ -103,14 +126,20 @@ def group_controls(options: list[str]) -> tuple[list[str], str, bool]:
     """Grouping runs by parameters: (fields to group by, the band, whether the runs show behind their groups)."""
     group_col, spread_col, behind_col = st.columns([4, 2, 2])
     group_by = controls.multiselect(
-        group_col, "Group runs by", options, key="curve_group_by", placeholder="no grouping (one line per run)",
+        group_col,
+        "Group runs by",
+        options,
+        key="curve_group_by",
+        placeholder="no grouping (one line per run)",
         help="Runs equal in these fields form a group, drawn as its mean with a band; fields not chosen (e.g. the "
         "seed) are ignored.",
-    )  # fmt: skip
-    spread = controls.segmented(spread_col, "Band", SPREADS, key="curve_spread", default=SPREADS[0],
-                                disabled=not group_by)  # fmt: skip
-    show_runs = controls.toggle(behind_col, "Runs behind groups", key="curve_runs_behind", default=False,
-                                disabled=not group_by)  # fmt: skip
+    )
+    spread = controls.segmented(
+        spread_col, "Band", SPREADS, key="curve_spread", default=SPREADS[0], disabled=not group_by
+    )
+    show_runs = controls.toggle(
+        behind_col, "Runs behind groups", key="curve_runs_behind", default=False, disabled=not group_by
+    )
     return group_by, spread, show_runs
 
 
@@ -120,8 +149,10 @@ def scale_notes(choices: Choices) -> None:
     if choices.log_y:
         notes.append("Log scale: values ≤ 0 are drawn at the axis floor (its tick reads 0), marked ▽.")
     if choices.weight > 0:
-        notes.append(f"Smoothing: {SMOOTHING_NAME}, weight {choices.weight:.3f}, on curves of {SMOOTH_MIN_POINTS} "
-                     "points or more (faded lines are the raw points); the large marker is each run's last raw value.")
+        notes.append(
+            f"Smoothing: {SMOOTHING_NAME}, weight {choices.weight:.3f}, on curves of {SMOOTH_MIN_POINTS} "
+            "points or more (faded lines are the raw points); the large marker is each run's last raw value."
+        )
     if choices.axis == "epoch":
         notes.append("Epoch = step ÷ steps per epoch for runs that recorded their plan, else the epoch logged.")
     for note in notes:
@@ -132,10 +163,15 @@ def curve_of(run, metric: str, fresh: data.Reader, choices: Choices):
     """One run's curve of `metric` on the chosen axis, smoothed; None when the axis cannot be computed."""
     detail = fresh.detail(run.id)
     return build_curve(
-        run_label(run), fresh.metric(run.id, metric), choices.axis, start=run.created_at.timestamp(),
+        run_label(run),
+        fresh.metric(run.id, metric),
+        choices.axis,
+        start=run.created_at.timestamp(),
         batch=batch_size(detail.params) if choices.axis == "examples seen" else None,
-        per_epoch=steps_per_epoch(detail.info), weight=choices.weight, run_id=run.id,
-    )  # fmt: skip
+        per_epoch=steps_per_epoch(detail.info),
+        weight=choices.weight,
+        run_id=run.id,
+    )
 
 
 def run_curves(metric: str, shown: list, fresh: data.Reader, choices: Choices) -> tuple[list, list[str]]:
@@ -147,16 +183,21 @@ def run_curves(metric: str, shown: list, fresh: data.Reader, choices: Choices) -
             continue
         curve = curve_of(run, metric, fresh, choices)
         if curve is None:
-            why = "no batch size (data.init_args.batch_size) recorded" if choices.axis == "examples seen" else \
-                "no epochs recorded"
+            why = (
+                "no batch size (data.init_args.batch_size) recorded"
+                if choices.axis == "examples seen"
+                else "no epochs recorded"
+            )
             messages.append(f"{run_label(run)} is left out: {why}.")
             continue
         curves.append(curve)
         if choices.axis == "epoch" and steps_per_epoch(fresh.detail(run.id).info) is None:
             messages += [n for n in [one_epoch_note(run_label(run), fresh.metric(run.id, metric))] if n]
         if len(curve.x) < curve.total_points:
-            messages.append(f"{run_label(run)}: drawing {len(curve.x):,} of {curve.total_points:,} points "
-                            "(each stretch's smallest and largest kept; the CSV below has every point).")
+            messages.append(
+                f"{run_label(run)}: drawing {len(curve.x):,} of {curve.total_points:,} points "
+                "(each stretch's smallest and largest kept; the CSV below has every point)."
+            )
         if choices.weight > 0 and curve.smoothing == 0:
             unsmoothed.append(f"#{run.id}")
     if unsmoothed:
@@ -181,18 +222,27 @@ def metric_chart(metric: str, shown: list, fresh: data.Reader, choices: Choices,
     aggregates = group_aggregates(curves, grouped, choices.spread) if grouped else []
     baselines = baselines_for(shown, metric)
     figure = curves_figure(
-        curves if not grouped or choices.show_runs else [], x_title=X_AXES[choices.axis], y_title=metric,
-        log_y=choices.log_y, baselines=baselines, title=metric, aggregates=aggregates, smoothing=choices.weight,
+        curves if not grouped or choices.show_runs else [],
+        x_title=X_AXES[choices.axis],
+        y_title=metric,
+        log_y=choices.log_y,
+        baselines=baselines,
+        title=metric,
+        aggregates=aggregates,
+        smoothing=choices.weight,
         spread=choices.spread if grouped else None,
-    )  # fmt: skip
+    )
     show(figure, f"curve_{metric}")
     at_floor = (figure.layout.meta or {}).get("at_floor", 0)
     if at_floor:
-        messages.append(f"{at_floor} values ≤ 0 (e.g. exactly 0) drawn at the floor "
-                        f"{figure.layout.meta['floor']:.0e}, where the axis reads 0.")
+        messages.append(
+            f"{at_floor} values ≤ 0 (e.g. exactly 0) drawn at the floor "
+            f"{figure.layout.meta['floor']:.0e}, where the axis reads 0."
+        )
     if baselines:
-        messages.append("Dashed: the task's analytic baseline (copying 10 ln 8 / (T + 20), adding 1/6), as in "
-                        "the papers' figures.")
+        messages.append(
+            "Dashed: the task's analytic baseline (copying 10 ln 8 / (T + 20), adding 1/6), as in the papers' figures."
+        )
     for message in messages:
         st.caption(message)
 
@@ -215,14 +265,22 @@ def download_series(metrics: list[str]) -> None:
 
     def full_series() -> bytes:
         """Every point of the drawn metrics of the selected runs (read when the button is clicked)."""
-        return series_csv((run.id, run.name, metric, reader.metric(run.id, metric)) for run in runs
-                          for metric in metrics if metric in reader.metric_keys(run.id))
+        return series_csv(
+            (run.id, run.name, metric, reader.metric(run.id, metric))
+            for run in runs
+            for metric in metrics
+            if metric in reader.metric_keys(run.id)
+        )
 
     st.download_button(
-        "Download these curves (CSV, every point)", full_series, file_name="ortholab-curves.csv", mime="text/csv",
-        on_click="ignore", help="Long format: run, name, metric, step, epoch, wall_time (unix s), value; every point "
+        "Download these curves (CSV, every point)",
+        full_series,
+        file_name="ortholab-curves.csv",
+        mime="text/csv",
+        on_click="ignore",
+        help="Long format: run, name, metric, step, epoch, wall_time (unix s), value; every point "
         "logged, neither smoothed nor thinned.",
-    )  # fmt: skip
+    )
 
 
 @st.fragment
@@ -238,8 +296,10 @@ def curves_view() -> None:
         st.info("Choose at least one metric.")
         return
     if len(metrics) > MAX_CHARTS:
-        st.warning(f"{len(metrics)} metrics chosen: the first {MAX_CHARTS} are drawn "
-                   f"({', '.join(metrics[MAX_CHARTS:])} left out).")
+        st.warning(
+            f"{len(metrics)} metrics chosen: the first {MAX_CHARTS} are drawn "
+            f"({', '.join(metrics[MAX_CHARTS:])} left out)."
+        )
     drawn_metrics = metrics[:MAX_CHARTS]
     grouped = group_runs({run.id: fields[run.id] for run in runs}, group_by) if group_by else {}
     scale_notes(choices)
@@ -247,8 +307,10 @@ def curves_view() -> None:
     download_series(drawn_metrics)
     if grouped:
         sizes = ", ".join(f"{label}: {len(members)}" for label, members in grouped.items())
-        st.caption(f"Groups (runs): {sizes}. Band: {spread} over the runs covering each x (interpolated linearly onto "
-                   "the union of their x values, inside each run's own range).")
+        st.caption(
+            f"Groups (runs): {sizes}. Band: {spread} over the runs covering each x (interpolated linearly onto "
+            "the union of their x values, inside each run's own range)."
+        )
 
 
 curves_view()

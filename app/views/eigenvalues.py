@@ -67,12 +67,16 @@ if with_eigs:
     if panels:
         columns = min(3, len(panels))
         rows_of_panels = -(-len(panels) // columns)
-        show(eigenvalue_figure(panels, columns=columns), "eig_plane",
-             export_height=int(EXPORT_WIDTH / columns * rows_of_panels) + 60)  # square panels when saved
+        show(
+            eigenvalue_figure(panels, columns=columns),
+            "eig_plane",
+            export_height=int(EXPORT_WIDTH / columns * rows_of_panels) + 60,
+        )  # square panels when saved
         st.dataframe(
-            pd.DataFrame(rows), hide_index=True,
+            pd.DataFrame(rows),
+            hide_index=True,
             column_config={"max ||λ| − 1|": st.column_config.NumberColumn(format="%.2e")},
-        )  # fmt: skip
+        )
         st.caption(
             "An orthogonal/unitary W has every eigenvalue on the unit circle; max ||λ| − 1| measures the drift. "
             "The Cayley transform cannot reach −1, which scoRNN's ρ entries of −1 in D provide."
@@ -124,7 +128,9 @@ if drift:
     show(figure, "orthogonality")
     zeros = [line.label for line in drift if (line.y <= 0).any()]
     if zeros:
-        st.caption(f"Log scale; values of exactly 0 (exactly orthogonal: {', '.join(zeros)}) are drawn at the floor "
-                   f"{figure.layout.meta['floor']:.0e}, where the axis reads 0, marked ▽.")
+        st.caption(
+            f"Log scale; values of exactly 0 (exactly orthogonal: {', '.join(zeros)}) are drawn at the floor "
+            f"{figure.layout.meta['floor']:.0e}, where the axis reads 0, marked ▽."
+        )
 else:
     st.info(f"No selected run has the metric `{ORTHOGONALITY}` (‖WᴴW − I‖ during training) yet.")

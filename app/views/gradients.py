@@ -73,9 +73,13 @@ else:
     run_col, step_col = st.columns(2)
     choices = [r.id for r in with_states]
     run_id = controls.selectbox(
-        run_col, "Run", choices, key="state_run", default=choices[0],
+        run_col,
+        "Run",
+        choices,
+        key="state_run",
+        default=choices[0],
         format_func=lambda i: run_label(reader.summaries([i])[0]),
-    )  # fmt: skip
+    )
     records = trajectories[run_id]
     steps = steps_of(records)
     if len(steps) > 1:

@@ -16,9 +16,14 @@ if not tables:
 
 labels = {key: f"{t.paper} · {t.table}: {t.title}" for key, t in tables.items()}
 chosen = st.selectbox(
-    "Table", list(tables), index=list(tables).index(default_table(tables, reader.runs())), format_func=labels.get,
-    key="paper_table", bind="query-params", persist_state="session",
-)  # fmt: skip
+    "Table",
+    list(tables),
+    index=list(tables).index(default_table(tables, reader.runs())),
+    format_func=labels.get,
+    key="paper_table",
+    bind="query-params",
+    persist_state="session",
+)
 table = tables[chosen]
 st.caption(
     f"Metric `{table.metric}` ({'higher' if table.mode == 'max' else 'lower'} is better); published = "
@@ -37,8 +42,11 @@ st.dataframe(
         "test_run": st.column_config.NumberColumn("test run", format="%d"),
         "n": st.column_config.NumberColumn("n", format="%d"),
         "params": st.column_config.NumberColumn("params", format="%d"),
-        "seeds": st.column_config.TextColumn("seeds", help="the row's seeds: n, mean ± sample sd (min–max) and the "
-                                             "published value against that spread (`reproduce --seeds`)"),
+        "seeds": st.column_config.TextColumn(
+            "seeds",
+            help="the row's seeds: n, mean ± sample sd (min–max) and the "
+            "published value against that spread (`reproduce --seeds`)",
+        ),
     },
 )
 missing = int((frame["status"] == "not yet run").sum())

@@ -7,10 +7,10 @@ import pandas as pd
 import streamlit as st
 import yaml
 
-from ortholab.db import provenance
 from ortholab.app import data, filter_expr, state, tables
 from ortholab.app.labels import run_label
 from ortholab.app.metric_names import split_per_clip
+from ortholab.db import provenance
 
 PAGE_SIZES = [25, 50, 100, 200]
 
@@ -42,8 +42,12 @@ sweeps = tables.sweep_names(frame)
 sweep = None
 if sweeps:
     sweep = st.selectbox(
-        "Sweep", [None, *sweeps], format_func=lambda s: "all runs" if s is None else s, key="filter_sweep",
-        help="the trials of one `ortholab sweep`", persist_state="session",
+        "Sweep",
+        [None, *sweeps],
+        format_func=lambda s: "all runs" if s is None else s,
+        key="filter_sweep",
+        help="the trials of one `ortholab sweep`",
+        persist_state="session",
     )
 shown = tables.filter_runs(frame, families=families, tasks=tasks, statuses=statuses, text=text, sweep=sweep)
 
@@ -70,12 +74,15 @@ def column_values(name: str, rows: pd.DataFrame) -> pd.Series:
 
 
 expression = st.text_input(
-    "Filter expression", key="where", bind="query-params", persist_state="session",
+    "Filter expression",
+    key="where",
+    bind="query-params",
+    persist_state="session",
     placeholder='family = "scornn" and rho > 0.3 and val/acc > 0.9',
     help="Compare run fields (family, task, status, steps, best, ...), params (full dotted name or its last part: "
     "rho) and metrics (their last value: val/acc) with = != < <= > >= ~ (contains), `in (...)`, joined by and, "
     "or, not and brackets; text in quotes, names with spaces in backticks; null for a missing value.",
-)  # fmt: skip
+)
 if expression.strip():
     try:
         tree = filter_expr.parse(expression)
@@ -96,23 +103,33 @@ if sweep:
 
 columns_col, sort_col, order_col, size_col = st.columns([4, 2, 1, 1])
 extra = columns_col.multiselect(
-    "Columns", [*param_keys, *metric_keys], key="cols", bind="query-params", persist_state="session",
+    "Columns",
+    [*param_keys, *metric_keys],
+    key="cols",
+    bind="query-params",
+    persist_state="session",
     placeholder="add params or metrics as columns",  # no format_func: the URL keeps what a bound widget shows
     help="Any recorded param, or any metric's last value (the value at its highest step); kept in the URL.",
-)  # fmt: skip
-added = {name if name not in run_fields else f"param {name}": tables.typed_column(list(column_values(name, shown)))
-         .set_axis(shown.index) for name in extra}
+)
+added = {
+    name if name not in run_fields else f"param {name}": tables.typed_column(list(column_values(name, shown))).set_axis(
+        shown.index
+    )
+    for name in extra
+}
 if added:  # right after the run's identity, where they are seen without scrolling
     front = ["id", "name", "family", "task"]
     shown = pd.concat([shown[front], pd.DataFrame(added, index=shown.index), shown.drop(columns=front)], axis=1)
 sortable = [c for c in shown.columns if c not in ("tags",)]
 if st.session_state.get("sort", "id") not in sortable:  # its column was removed: back to the newest first
     st.session_state["sort"] = "id"
-sort_by = sort_col.selectbox("Sort by", sortable, index=sortable.index("id"), key="sort", bind="query-params",
-                             persist_state="session")  # fmt: skip
+sort_by = sort_col.selectbox(
+    "Sort by", sortable, index=sortable.index("id"), key="sort", bind="query-params", persist_state="session"
+)
 descending = order_col.toggle("Descending", value=True, key="desc", bind="query-params", persist_state="session")
-size = size_col.selectbox("Rows per page", PAGE_SIZES, index=PAGE_SIZES.index(50), key="page_size",
-                          persist_state="session")  # fmt: skip
+size = size_col.selectbox(
+    "Rows per page", PAGE_SIZES, index=PAGE_SIZES.index(50), key="page_size", persist_state="session"
+)
 shown = tables.sort_runs(shown, sort_by, descending)
 pages = max(1, -(-len(shown) // size))
 if st.session_state.get("page", 1) > pages:
@@ -138,9 +155,11 @@ def _on_select() -> None:
 
 
 extra_config = {
-    name: st.column_config.NumberColumn(name, format="%.4g", help="last value (at the highest step)"
-                                        if name in metric_keys else "param")
-    for name in rows.columns if name not in tables.RUN_COLUMNS and pd.api.types.is_float_dtype(rows[name])
+    name: st.column_config.NumberColumn(
+        name, format="%.4g", help="last value (at the highest step)" if name in metric_keys else "param"
+    )
+    for name in rows.columns
+    if name not in tables.RUN_COLUMNS and pd.api.types.is_float_dtype(rows[name])
 }
 st.dataframe(
     rows,
@@ -207,8 +226,15 @@ with overview:
         + (f", run folder `{detail.run_dir}`." if detail.run_dir else ".")
     )
     codes = (detail.info or {}).get("code") or []
-    st.write("Code: " + ("; resumed by ".join(provenance.details(code) for code in codes) if codes else
-                         "not recorded (a run of OrthoLab before it recorded its commit)") + ".")
+    st.write(
+        "Code: "
+        + (
+            "; resumed by ".join(provenance.details(code) for code in codes)
+            if codes
+            else "not recorded (a run of OrthoLab before it recorded its commit)"
+        )
+        + "."
+    )
 
 with config_tab:
     if detail.config:

@@ -1,4 +1,5 @@
 """Alembic environment for the run store: migrations run on the connection `db.schema_version` hands over."""
+
 from alembic import context
 
 from ortholab.db.schema_version import VERSION_TABLE

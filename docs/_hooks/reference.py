@@ -9,6 +9,7 @@ Markers in the Markdown sources are replaced at build time:
 The build fails (and `make docs` with it) when a registered family has no page, a task or a command no
 section: a new family, task or command cannot go undocumented.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -63,11 +64,11 @@ def _cut(paragraph: str, starts: re.Pattern) -> list[tuple[list[str], str]]:
     pairs = []
     for hit, after in zip(hits, [*hits[1:], None]):
         end = after.start() if after else len(paragraph)
-        for line_break in re.finditer(r"\n(?=[A-Z])", paragraph[hit.end():end]):
+        for line_break in re.finditer(r"\n(?=[A-Z])", paragraph[hit.end() : end]):
             if _depth_at(paragraph, hit.end() + line_break.start()) == 0:
                 end = hit.end() + line_break.start()
                 break
-        text = " ".join(paragraph[hit.end():end].split()).rstrip(";").strip()
+        text = " ".join(paragraph[hit.end() : end].split()).rstrip(";").strip()
         pairs.append((re.split(r"\s*/\s*", hit.group(1)), text))
     return pairs
 
@@ -100,15 +101,23 @@ def _cell(text: str) -> str:
 
 
 def options_table(cls, skip: set[str], key: str) -> str:
-    params = [p for p in inspect.signature(cls.__init__).parameters.values()
-              if p.name not in skip and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    params = [
+        p
+        for p in inspect.signature(cls.__init__).parameters.values()
+        if p.name not in skip and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+    ]
     if not params:
         return f"No options (`{key}` stays empty)."
+    from ortholab.models.choices import option_choices
+
     notes = option_descriptions(cls, [p.name for p in params])
+    choices = option_choices(cls)  # a Literal (or an alias of one): its choices, not the alias's name
     rows = ["| option | type | default | description |", "|---|---|---|---|"]
     for p in params:
         kind = p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", str(p.annotation))
         kind = "" if p.annotation is p.empty else kind
+        if p.name in choices:
+            kind = " | ".join(f"`{c!r}`" for c in choices[p.name])
         default = "required" if p.default is p.empty else f"`{p.default!r}`"
         rows.append(f"| `{p.name}` | {_cell(kind)} | {_cell(default)} | {_cell(notes.get(p.name, ''))} |")
     return "\n".join(rows)
@@ -131,24 +140,37 @@ def family_reference(name: str) -> str:
         matrix = "no, a diagonal recurrence (its eigenvalues are recorded; the orthogonality drift skips it)"
     else:
         matrix = "no (the matrix analyses skip it)"
-    return "\n".join([
-        f"`model.family: {name}` · class `{cls.__module__}.{cls.__qualname__}` · one recurrent matrix: {matrix}",
-        "", "#### Parameter groups", "",
-        "One optimizer per group (`model.optimizers.<group>`; a `default` entry serves the groups not named).", "",
-        *groups, "", "#### Options (`model.family_args`)", "",
-        "Read from the class's signature and docstring.", "",
-        options_table(cls, {"self", "input_size", "hidden_size"}, "model.family_args"),
-    ])
+    return "\n".join(
+        [
+            f"`model.family: {name}` · class `{cls.__module__}.{cls.__qualname__}` · one recurrent matrix: {matrix}",
+            "",
+            "#### Parameter groups",
+            "",
+            "One optimizer per group (`model.optimizers.<group>`; a `default` entry serves the groups not named).",
+            "",
+            *groups,
+            "",
+            "#### Options (`model.family_args`)",
+            "",
+            "Read from the class's signature and docstring.",
+            "",
+            options_table(cls, {"self", "input_size", "hidden_size"}, "model.family_args"),
+        ]
+    )
 
 
 @cache
 def task_reference(name: str) -> str:
     cls = tasks()[name]
-    return "\n".join([
-        f"`data.class_path: datamodules.{cls.__qualname__}` (class `{cls.__module__}.{cls.__qualname__}`)", "",
-        "Options (`data.init_args`, or `--data.<option>`), read from the class's signature and docstrings:", "",
-        options_table(cls, {"self"}, "data.init_args"),
-    ])
+    return "\n".join(
+        [
+            f"`data.class_path: datamodules.{cls.__qualname__}` (class `{cls.__module__}.{cls.__qualname__}`)",
+            "",
+            "Options (`data.init_args`, or `--data.<option>`), read from the class's signature and docstrings:",
+            "",
+            options_table(cls, {"self"}, "data.init_args"),
+        ]
+    )
 
 
 @cache
@@ -199,11 +221,17 @@ def coverage_problems(sources: dict[str, str]) -> list[str]:
         if page is None or f"<!-- ortholab:family {name} -->" not in page:
             problems.append(f"family {name!r} has no page docs/families/{name}.md with <!-- ortholab:family {name} -->")
     tasks_page = sources.get("tasks.md", "")
-    problems += [f"task {name!r} has no <!-- ortholab:task {name} --> section in docs/tasks.md"
-                 for name in tasks() if f"<!-- ortholab:task {name} -->" not in tasks_page]
+    problems += [
+        f"task {name!r} has no <!-- ortholab:task {name} --> section in docs/tasks.md"
+        for name in tasks()
+        if f"<!-- ortholab:task {name} -->" not in tasks_page
+    ]
     cli_page = sources.get("cli.md", "")
-    problems += [f"command {name!r} has no section `## ortholab {name}` in docs/cli.md"
-                 for name in commands() if not re.search(rf"^## `ortholab {re.escape(name)}`", cli_page, re.MULTILINE)]
+    problems += [
+        f"command {name!r} has no section `## ortholab {name}` in docs/cli.md"
+        for name in commands()
+        if not re.search(rf"^## `ortholab {re.escape(name)}`", cli_page, re.MULTILINE)
+    ]
     return problems
 
 

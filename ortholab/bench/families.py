@@ -10,6 +10,7 @@ pass after switching models pays for faulting the previous model's freed memory 
 for the uRNN/EURNN). Peak memory is measured in a fresh process per model (the process's peak RSS on CPU, torch's
 peak allocation on CUDA). A measuring process that dies is named under the table and the other rows are kept.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,14 +27,16 @@ import torch
 import torch.nn.functional as F
 
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
-from ortholab.models.sizing import hidden_size_for_budget, parameter_count
 from ortholab.models.optimizers import build_optimizer
+from ortholab.models.sizing import hidden_size_for_budget, parameter_count
 
 BUDGETS = {"16k": 16_000, "69k": 69_000}  # the scoRNN/scuRNN papers' MNIST parameter budgets
 # The hidden sizes the papers' MNIST tables print at these budgets (scoRNN Table 1, scuRNN Table 1, as in
 # configs/papers/published/); every other family is sized to the budget by models/sizing.py.
-PAPER_SIZES = {"16k": {"scornn": 170, "scurnn": 116, "fcurnn": 116, "urnn": 512},
-               "69k": {"scornn": 360, "scurnn": 250, "urnn": 2170, "lstm": 128}}
+PAPER_SIZES = {
+    "16k": {"scornn": 170, "scurnn": 116, "fcurnn": 116, "urnn": 512},
+    "69k": {"scornn": 360, "scurnn": 250, "urnn": 2170, "lstm": 128},
+}
 CLASSES = 10
 BUDGET_TOLERANCE = 0.25  # a family whose nearest size misses the budget by more is not compared at it (NRU's memory)
 PMNIST_IMAGES, PMNIST_LENGTH = 55_000, 784  # the papers' permuted-MNIST training split (5,000 held out) and T
@@ -117,8 +120,11 @@ def per_group_optimizers(model: SequenceModel) -> list:
     groups = {name: list(ps) for name, ps in model.layer.parameter_groups().items()}
     groups.setdefault("other", []).extend(model.readout.parameters())
     defaults = model.layer.default_optimizers  # a group's own optimizer where the family needs one (fcurnn)
-    return [build_optimizer(ps, defaults.get(name, {"name": "adam", "lr": 1e-4}), f"bench.{name}")
-            for name, ps in groups.items() if ps]
+    return [
+        build_optimizer(ps, defaults.get(name, {"name": "adam", "lr": 1e-4}), f"bench.{name}")
+        for name, ps in groups.items()
+        if ps
+    ]
 
 
 def measure(families: list[str], budgets: list[str], batch: int, seq_len: int, repeats: int, device: str) -> list[Row]:
@@ -138,12 +144,16 @@ def measure(families: list[str], budgets: list[str], batch: int, seq_len: int, r
                 continue
             count = parameter_count(family, n, 1, CLASSES)
             if abs(count - budget) > BUDGET_TOLERANCE * budget:
-                print(f"skipping {family} at {budget_name}: its nearest size (n = {n}) has {count:,} parameters",
-                      file=sys.stderr)
+                print(
+                    f"skipping {family} at {budget_name}: its nearest size (n = {n}) has {count:,} parameters",
+                    file=sys.stderr,
+                )
                 continue
             sized_by = "paper" if family in PAPER_SIZES[budget_name] else "budget"
-            candidates[family] = (model, Row(family, budget_name, n, count, batch, seq_len, device, 0.0, 0.0,
-                                             sized_by=sized_by))
+            candidates[family] = (
+                model,
+                Row(family, budget_name, n, count, batch, seq_len, device, 0.0, 0.0, sized_by=sized_by),
+            )
         references = {n: plain_rnn(n, device) for n in {row.hidden_size for _, row in candidates.values()}}
         samples = {key: [] for key in [*candidates, *[f"rnn{n}" for n in references]]}
         steps = {key: [] for key in candidates}
@@ -204,8 +214,10 @@ def run_measuring_process(script: str, args: list[str], what: str) -> str:
     if done.returncode == 0:
         return done.stdout.strip().splitlines()[-1]
     if done.returncode == -signal.SIGKILL:
-        cause = ("killed by SIGKILL, which is how the kernel's out-of-memory killer stops a process: measure it "
-                 "alone, or with smaller --batches/--memory")
+        cause = (
+            "killed by SIGKILL, which is how the kernel's out-of-memory killer stops a process: measure it "
+            "alone, or with smaller --batches/--memory"
+        )
     elif done.returncode < 0:
         cause = f"killed by {signal.Signals(-done.returncode).name}"
     else:
@@ -214,21 +226,51 @@ def run_measuring_process(script: str, args: list[str], what: str) -> str:
 
 
 def peak_memory_mb(family: str, hidden_size: int, batch: int, seq_len: int, device: str) -> float:
-    return float(run_measuring_process(PEAK_SCRIPT, [family, str(hidden_size), str(batch), str(seq_len), device],
-                                       f"peak memory of {family} (n = {hidden_size}) at batch {batch}, T = {seq_len}"))
+    return float(
+        run_measuring_process(
+            PEAK_SCRIPT,
+            [family, str(hidden_size), str(batch), str(seq_len), device],
+            f"peak memory of {family} (n = {hidden_size}) at batch {batch}, T = {seq_len}",
+        )
+    )
 
 
 def table(rows: list[Row]) -> str:
-    head = ["family", "budget", "n", "params", "batch", "T", "fwd+bwd ms", "step ms", "×RNN(relu)", "×LSTM",
-            "form W", "pMNIST epoch", "peak MB"]
+    head = [
+        "family",
+        "budget",
+        "n",
+        "params",
+        "batch",
+        "T",
+        "fwd+bwd ms",
+        "step ms",
+        "×RNN(relu)",
+        "×LSTM",
+        "form W",
+        "pMNIST epoch",
+        "peak MB",
+    ]
     lines = [head]
     for r in rows:
         peak = " / ".join("failed" if v is None else f"{v:.0f}" for v in r.peak_mb.values()) if r.peak_mb else "-"
-        lines.append([r.family, r.budget, f"{r.hidden_size}{'*' if r.sized_by == 'paper' else ''}",
-                      f"{r.parameters:,}", str(r.batch), str(r.seq_len), f"{r.fwd_bwd_ms:.1f}", f"{r.step_ms:.1f}",
-                      f"{r.vs_rnn_relu:.2f}", f"{r.vs_lstm:.2f}" if r.vs_lstm else "-",
-                      f"{100 * r.formation_share:.1f}%" if r.formation_share is not None else "-",
-                      f"{r.pmnist_epoch_s:.0f} s" if r.pmnist_epoch_s is not None else "-", peak])
+        lines.append(
+            [
+                r.family,
+                r.budget,
+                f"{r.hidden_size}{'*' if r.sized_by == 'paper' else ''}",
+                f"{r.parameters:,}",
+                str(r.batch),
+                str(r.seq_len),
+                f"{r.fwd_bwd_ms:.1f}",
+                f"{r.step_ms:.1f}",
+                f"{r.vs_rnn_relu:.2f}",
+                f"{r.vs_lstm:.2f}" if r.vs_lstm else "-",
+                f"{100 * r.formation_share:.1f}%" if r.formation_share is not None else "-",
+                f"{r.pmnist_epoch_s:.0f} s" if r.pmnist_epoch_s is not None else "-",
+                peak,
+            ]
+        )
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     return "\n".join("  ".join(cell.rjust(w) for cell, w in zip(line, widths)) for line in lines)
 
@@ -249,11 +291,13 @@ print(json.dumps([asdict(row) for row in measure(*json.loads(sys.argv[1]))]))
 """
 
 
-def measure_isolated(family: str, budgets: list[str], batch: int, seq_len: int, repeats: int,
-                     device: str) -> list[Row]:
+def measure_isolated(family: str, budgets: list[str], batch: int, seq_len: int, repeats: int, device: str) -> list[Row]:
     """`measure([family], ...)` in a fresh process (its skip notes go to this process's stderr)."""
-    out = run_measuring_process(ISOLATED_SCRIPT, [json.dumps([[family], budgets, batch, seq_len, repeats, device])],
-                                f"{family} at batch {batch} ({', '.join(budgets)})")
+    out = run_measuring_process(
+        ISOLATED_SCRIPT,
+        [json.dumps([[family], budgets, batch, seq_len, repeats, device])],
+        f"{family} at batch {batch} ({', '.join(budgets)})",
+    )
     return [Row(**row) for row in json.loads(out)]
 
 
@@ -264,18 +308,34 @@ def check_device(device: str) -> None:
     except RuntimeError:
         raise ConfigError(f"--device {device!r} is not a device; use cpu, cuda or cuda:N") from None
     if kind == "cuda" and not torch.cuda.is_available():
-        why = (f"torch {torch.__version__} is a CPU-only build" if torch.version.cuda is None
-               else f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU")
-        raise ConfigError(f"--device {device}: CUDA is not available on this machine ({why}); run it on a machine "
-                          f"with an NVIDIA GPU, or use --device cpu")
+        why = (
+            f"torch {torch.__version__} is a CPU-only build"
+            if torch.version.cuda is None
+            else f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU"
+        )
+        raise ConfigError(
+            f"--device {device}: CUDA is not available on this machine ({why}); run it on a machine "
+            f"with an NVIDIA GPU, or use --device cpu"
+        )
     index, count = torch.device(device).index, torch.cuda.device_count() if kind == "cuda" else 0
     if kind == "cuda" and index is not None and index >= count:
-        raise ConfigError(f"--device {device}: this machine has {count} CUDA device(s) (cuda:0 to cuda:{count - 1}); "
-                          f"use one of them, or --device cpu")
+        raise ConfigError(
+            f"--device {device}: this machine has {count} CUDA device(s) (cuda:0 to cuda:{count - 1}); "
+            f"use one of them, or --device cpu"
+        )
 
 
-def run_bench(families: list[str] | None, sizes: list[str], batches: list[int], seq_len: int, repeats: int,
-              device: str, memory_lengths: list[int], as_json: bool, isolate: bool = True) -> None:
+def run_bench(
+    families: list[str] | None,
+    sizes: list[str],
+    batches: list[int],
+    seq_len: int,
+    repeats: int,
+    device: str,
+    memory_lengths: list[int],
+    as_json: bool,
+    isolate: bool = True,
+) -> None:
     check_device(device)
     families = families or list(FAMILIES)
     unknown = [f for f in families if f not in FAMILIES]
@@ -313,12 +373,12 @@ def run_bench(families: list[str] | None, sizes: list[str], batches: list[int], 
     else:
         print(f"forward+backward (and a full optimizer step) at T={seq_len}, median of {repeats}; {machine()}")
         print(table(rows))
-        print("n*: the hidden size the papers' MNIST tables print at this budget; form W: forming the recurrent "
-              "matrix (forward and backward) as a share of a step; pMNIST epoch: ceil(55,000 / batch) steps at the "
-              "measured step time (only at T = 784), data loading and validation not counted")
+        print(
+            "n*: the hidden size the papers' MNIST tables print at this budget; form W: forming the recurrent "
+            "matrix (forward and backward) as a share of a step; pMNIST epoch: ceil(55,000 / batch) steps at the "
+            "measured step time (only at T = 784), data loading and validation not counted"
+        )
         for failure in failures:
             print(f"not measured: {failure}")
     if failures:
         raise SystemExit(1)
-
-

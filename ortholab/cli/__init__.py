@@ -7,6 +7,7 @@ Lightning's CLI. docs/cli.md shows each USAGE (tests/test_cli_registry.py checks
 module here and one line in COMMANDS. A command module imports torch, Lightning or Optuna only inside its run():
 `ortholab --help` imports every command module, and `ortholab runs` starts fast.
 """
+
 COMMANDS = {  # command -> its module in this package
     "fit": "train",  # fit, validate, test, predict: Lightning's CLI (ortholab/training/lightning_cli.py)
     "validate": "train",

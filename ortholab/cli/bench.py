@@ -1,5 +1,6 @@
 """`ortholab bench`: the speed of every family against nn.RNN(relu) and nn.LSTM (ortholab/bench/families.py), or
 with --suite one of the measurements beside it (ortholab/bench/suites/)."""
+
 from __future__ import annotations
 
 import argparse
@@ -15,23 +16,34 @@ def add_arguments(parser) -> None:
     from ortholab.bench.suites.settings import SUITES, help_text
 
     parser.epilog, parser.formatter_class = help_text(), argparse.RawDescriptionHelpFormatter
-    parser.add_argument("--suite", choices=["families", *SUITES], default="families",
-                        help="what to measure (default: families, the main table; the suites are listed below)")
+    parser.add_argument(
+        "--suite",
+        choices=["families", *SUITES],
+        default="families",
+        help="what to measure (default: families, the main table; the suites are listed below)",
+    )
     parser.add_argument("--families", default=None, help="comma-separated families (default: all; a suite: one)")
     parser.add_argument("--sizes", default=None, help="parameter budgets: 16k, 69k (default: both)")
     parser.add_argument("--batches", default=None, help="batch sizes (default: 50,128; a suite: its own)")
-    parser.add_argument("--seq-len", type=int, default=None,
-                        help="sequence length (default: 784; a suite: its own)")
-    parser.add_argument("--repeats", type=int, default=None,
-                        help="repetitions, the median reported (default: 5; a suite: its own)")
+    parser.add_argument("--seq-len", type=int, default=None, help="sequence length (default: 784; a suite: its own)")
+    parser.add_argument(
+        "--repeats", type=int, default=None, help="repetitions, the median reported (default: 5; a suite: its own)"
+    )
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda where available; a suite: cpu)")
-    parser.add_argument("--memory", default=None,
-                        help="sequence lengths for peak memory (default: 784,3136; '' to skip)")
+    parser.add_argument(
+        "--memory", default=None, help="sequence lengths for peak memory (default: 784,3136; '' to skip)"
+    )
     parser.add_argument("--param", action="append", metavar="KEY=VALUE", help="a suite's own setting (repeatable)")
-    parser.add_argument("--quick", action="store_true", help="T=32, batch 8, 2 repeats, 16k only, no memory: "
-                                                             "a smoke run for CI (a suite: its quickest form)")
-    parser.add_argument("--in-process", action="store_true", help="measure every family in this process instead "
-                                                                   "of one process per family (--quick does)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="T=32, batch 8, 2 repeats, 16k only, no memory: a smoke run for CI (a suite: its quickest form)",
+    )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="measure every family in this process instead of one process per family (--quick does)",
+    )
     parser.add_argument("--json", action="store_true")
 
 
@@ -50,8 +62,7 @@ def run(args, extra: list[str]) -> None:
         for flag, given in (("--memory", args.memory is not None), ("--in-process", args.in_process)):
             if given:
                 raise ConfigError(f"{flag} is the main table's (--suite families), not --suite {args.suite}'s")
-        flags = {name: getattr(args, name) for name in ("families", "sizes", "batches", "seq_len", "repeats",
-                                                         "device")}
+        flags = {name: getattr(args, name) for name in ("families", "sizes", "batches", "seq_len", "repeats", "device")}
         run_suite(args.suite, flags, args.param, args.quick, args.json)
         return
     if args.param:
@@ -65,6 +76,14 @@ def run(args, extra: list[str]) -> None:
     from ortholab.bench.families import run_bench
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    run_bench(args.families.split(",") if args.families else None, values["sizes"].split(","),
-              positive_ints(values["batches"], "--batches"), values["seq_len"], values["repeats"], device,
-              positive_ints(values["memory"], "--memory"), args.json, isolate=not (args.quick or args.in_process))
+    run_bench(
+        args.families.split(",") if args.families else None,
+        values["sizes"].split(","),
+        positive_ints(values["batches"], "--batches"),
+        values["seq_len"],
+        values["repeats"],
+        device,
+        positive_ints(values["memory"], "--memory"),
+        args.json,
+        isolate=not (args.quick or args.in_process),
+    )

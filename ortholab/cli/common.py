@@ -1,4 +1,5 @@
 """What every command shares: the --db help, one-line argparse errors, and aligned tables that fit a terminal."""
+
 from __future__ import annotations
 
 import argparse
@@ -18,7 +19,10 @@ def table(rows: list[dict], columns: list[str], width: int | None = None) -> str
         first = tuple(columns.index(c) for c in ("published", "config", "description") if c in columns)
         keep = tuple(i for i, c in enumerate(columns) if c in ("id", "table", "row", "run"))
         widths = shrink_to_fit(widths, width - 2 * (len(widths) - 1), first, keep)
-    line = lambda values: "  ".join(clip(v, w).ljust(w) for v, w in zip(values, widths)).rstrip()
+
+    def line(values: list[str]) -> str:
+        return "  ".join(clip(v, w).ljust(w) for v, w in zip(values, widths)).rstrip()
+
     return "\n".join([line(columns), line(["-" * w for w in widths]), *map(line, cells)])
 
 
@@ -51,6 +55,8 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str):
         from ortholab.db.masking import known_passwords, mask_secrets
 
-        print(f"ortholab: error: {mask_secrets(message, known_passwords(sys.argv))} (see `{self.prog} --help`)",
-              file=sys.stderr)
+        print(
+            f"ortholab: error: {mask_secrets(message, known_passwords(sys.argv))} (see `{self.prog} --help`)",
+            file=sys.stderr,
+        )
         sys.exit(2)

@@ -1,4 +1,5 @@
 """`ortholab dashboard`: the Streamlit dashboard (ortholab/app) on a run store, which it only reads."""
+
 from __future__ import annotations
 
 from ortholab.cli.common import DB_HELP
@@ -10,9 +11,11 @@ HELP = "the Streamlit dashboard (localhost only unless --host says otherwise)"
 def add_arguments(parser) -> None:
     parser.add_argument("--db", default=None, help=DB_HELP)
     parser.add_argument("--port", type=int, default=8501)
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="address to listen on; 0.0.0.0 exposes the dashboard to the network (put "
-                             "authentication in front of it)")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on; 0.0.0.0 exposes the dashboard to the network (put authentication in front of it)",
+    )
 
 
 def run(args, extra: list[str]) -> None:

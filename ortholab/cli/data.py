@@ -1,4 +1,5 @@
 """`ortholab data list [NAME]` and `ortholab data fetch NAME|all`: the data sets of the catalog in the data root."""
+
 from __future__ import annotations
 
 import json
@@ -29,10 +30,30 @@ def _state(dataset: DataSet) -> str:
 def dataset_rows() -> list[dict]:
     from ortholab.datamodules.catalog import CATALOG, PATH_ONLY
 
-    rows = [{"name": d.name, "license": d.license, "size": d.size, "files": len(d.files), "state": _state(d),
-             "path": str(d.path()), "title": d.title} for d in CATALOG.values()]
-    rows += [{"name": name, "license": "LDC licence", "size": None, "files": None, "state": "path only",
-              "path": None, "title": why} for name, why in PATH_ONLY.items()]
+    rows = [
+        {
+            "name": d.name,
+            "license": d.license,
+            "size": d.size,
+            "files": len(d.files),
+            "state": _state(d),
+            "path": str(d.path()),
+            "title": d.title,
+        }
+        for d in CATALOG.values()
+    ]
+    rows += [
+        {
+            "name": name,
+            "license": "LDC licence",
+            "size": None,
+            "files": None,
+            "state": "path only",
+            "path": None,
+            "title": why,
+        }
+        for name, why in PATH_ONLY.items()
+    ]
     return rows
 
 
@@ -46,14 +67,34 @@ def print_list(name: str | None, as_json: bool) -> None:
 
     if name is not None:  # one data set: every file with its checksum and where it comes from
         dataset = get(name)
-        files = [{"name": f.name, "sha256": f.sha256, "size": f.size, "urls": list(f.urls),
-                  "present": (dataset.path() / f.name).is_file()} for f in dataset.files]
+        files = [
+            {
+                "name": f.name,
+                "sha256": f.sha256,
+                "size": f.size,
+                "urls": list(f.urls),
+                "present": (dataset.path() / f.name).is_file(),
+            }
+            for f in dataset.files
+        ]
         if as_json:
-            print(json.dumps({"name": dataset.name, "path": str(dataset.path()), "license": dataset.license,
-                              "homepage": dataset.homepage, "files": files}, indent=2))
+            print(
+                json.dumps(
+                    {
+                        "name": dataset.name,
+                        "path": str(dataset.path()),
+                        "license": dataset.license,
+                        "homepage": dataset.homepage,
+                        "files": files,
+                    },
+                    indent=2,
+                )
+            )
             return
-        print(f"{dataset.title}\nlicense: {dataset.license}; {dataset.homepage}\nfolder: {dataset.path()}\n"
-              f"SHA-256 of each stored file (check a copy made by hand with `sha256sum -c`):")
+        print(
+            f"{dataset.title}\nlicense: {dataset.license}; {dataset.homepage}\nfolder: {dataset.path()}\n"
+            f"SHA-256 of each stored file (check a copy made by hand with `sha256sum -c`):"
+        )
         for f in dataset.files:
             print(f"{f.sha256}  {f.name}  ({f.size:,} bytes; {f.urls[0]})")
         return
@@ -64,8 +105,17 @@ def print_list(name: str | None, as_json: bool) -> None:
     source = f"${DATA_ENV}" if os.environ.get(DATA_ENV) else f"the per-user cache; set ${DATA_ENV} to change it"
     print(f"data root: {data_root()} ({source})")
     table = [["name", "license", "size", "files", "state", "description"]]
-    table += [[r["name"], r["license"], _megabytes(r["size"]) if r["size"] else "-", str(r["files"] or "-"),
-               r["state"], r["title"]] for r in rows]
+    table += [
+        [
+            r["name"],
+            r["license"],
+            _megabytes(r["size"]) if r["size"] else "-",
+            str(r["files"] or "-"),
+            r["state"],
+            r["title"],
+        ]
+        for r in rows
+    ]
     print(_table(table))
     print("fetch one with `ortholab data fetch NAME` (or all); `ortholab data list NAME` shows its files' checksums")
 
@@ -85,7 +135,7 @@ def fetch_command(name: str, mirror: str | None) -> None:
 
 
 def add_arguments(parser) -> None:
-    from ortholab.datamodules.catalog import CATALOG, DATA_ENV, MIRROR_ENV
+    from ortholab.datamodules.catalog import CATALOG, MIRROR_ENV
 
     sub = parser.add_subparsers(dest="action", required=True)
     lister = sub.add_parser("list", help="each data set: license, size, whether it is present")
@@ -93,9 +143,12 @@ def add_arguments(parser) -> None:
     lister.add_argument("--json", action="store_true")
     fetcher = sub.add_parser("fetch", help="download a data set (or all), verifying every file's SHA-256")
     fetcher.add_argument("name", help=f"one of {', '.join(CATALOG)}, or all")
-    fetcher.add_argument("--mirror", default=None,
-                         help=f"a URL holding a copy of a data root (file:// or http(s)://); default ${MIRROR_ENV}, "
-                              f"else each file's public location")
+    fetcher.add_argument(
+        "--mirror",
+        default=None,
+        help=f"a URL holding a copy of a data root (file:// or http(s)://); default ${MIRROR_ENV}, "
+        f"else each file's public location",
+    )
 
 
 def run(args, extra: list[str]) -> None:

@@ -7,6 +7,7 @@ steps with a validation every k steps trains 2k + 10 steps, so that two validati
 estimate is the plan's steps times a step, plus the epochs times an evaluation; the other flags given (e.g.
 `--data.path`) apply as they would to the row's run. Threads: torch's default, or OMP_NUM_THREADS.
 """
+
 from __future__ import annotations
 
 import os
@@ -66,22 +67,51 @@ def estimate_row(row: PaperRow, config_path: Path, extra: list[str], run_fit) ->
     max_steps = setting(config, flags, "trainer.max_steps") or -1
     interval = setting(config, flags, "trainer.val_check_interval")
     by_steps = max_steps > 0 and isinstance(interval, int)
-    measure = (["--trainer.max_steps", str(min(max_steps, 2 * interval + LOG_EVERY))] if by_steps else
-               ["--trainer.max_steps", str(EPOCH_STEPS), "--trainer.val_check_interval", str(EPOCH_STEPS),
-                "--trainer.check_val_every_n_epoch", "null"])  # fmt: skip
+    measure = (
+        ["--trainer.max_steps", str(min(max_steps, 2 * interval + LOG_EVERY))]
+        if by_steps
+        else [
+            "--trainer.max_steps",
+            str(EPOCH_STEPS),
+            "--trainer.val_check_interval",
+            str(EPOCH_STEPS),
+            "--trainer.check_val_every_n_epoch",
+            "null",
+        ]
+    )
     with tempfile.TemporaryDirectory(prefix="ortholab-estimate-") as folder:
         db = f"sqlite:///{Path(folder) / 'estimate.db'}"
-        code = run_fit(["--config", str(config_path), *flags, *measure, "--trainer.log_every_n_steps", str(LOG_EVERY),
-                        "--trainer.num_sanity_val_steps", "0", "--trainer.enable_progress_bar", "false",
-                        "--trainer.enable_model_summary", "false", "--runs_dir", str(Path(folder) / "runs")], db)
+        code = run_fit(
+            [
+                "--config",
+                str(config_path),
+                *flags,
+                *measure,
+                "--trainer.log_every_n_steps",
+                str(LOG_EVERY),
+                "--trainer.num_sanity_val_steps",
+                "0",
+                "--trainer.enable_progress_bar",
+                "false",
+                "--trainer.enable_model_summary",
+                "false",
+                "--runs_dir",
+                str(Path(folder) / "runs"),
+            ],
+            db,
+        )
         if code:
             return f"{row.tag}: the timing run failed (exit {code})"
         store = Store(db)
         (run,) = store.list_runs()
         steps, walls = _timed_steps(store, run.id)
         per_epoch = store.run_plan(run.id).get("steps_per_epoch")
-        evaluated = [p.wall_time for key in store.metric_keys(run.id) if key.startswith(("val/", "test/"))
-                     for p in store.metric_series(run.id, key)]  # validation, and test where measured beside it
+        evaluated = [
+            p.wall_time
+            for key in store.metric_keys(run.id)
+            if key.startswith(("val/", "test/"))
+            for p in store.metric_series(run.id, key)
+        ]  # validation, and test where measured beside it
         store.close()
     if len(steps) < 2:
         return f"{row.tag}: too few steps logged to time"
@@ -93,22 +123,34 @@ def estimate_row(row: PaperRow, config_path: Path, extra: list[str], run_fit) ->
         return f"{row.tag}: no epoch plan (trainer.max_epochs) or no validation to time"
     evaluation_s = max(0.0, max(evaluated) - walls[-1])  # from the last training step's log to the evaluation's end
     evaluations = evaluations_per_epoch(interval, setting(config, flags, "trainer.check_val_every_n_epoch"), per_epoch)
-    return Estimate(row, f"{epochs} epochs x {per_epoch} steps", step_s, evaluation_s,
-                    epochs * (per_epoch * step_s + evaluations * evaluation_s) / 3600)
+    return Estimate(
+        row,
+        f"{epochs} epochs x {per_epoch} steps",
+        step_s,
+        evaluation_s,
+        epochs * (per_epoch * step_s + evaluations * evaluation_s) / 3600,
+    )
 
 
 def render(estimates: list[Estimate | str]) -> str:
     """The estimates as a table, then the rows that could not be timed."""
     threads = os.environ.get("OMP_NUM_THREADS")
-    load = f", load average {os.getloadavg()[0]:.2f} (other work slows the rows alike)" if hasattr(os, "getloadavg") \
+    load = (
+        f", load average {os.getloadavg()[0]:.2f} (other work slows the rows alike)"
+        if hasattr(os, "getloadavg")
         else ""
-    lines = [f"measured here ({f'OMP_NUM_THREADS={threads}' if threads else 'torch default threads'}), "
-             f"{os.cpu_count()} cores{load}; one row at a time",
-             f"{'row':<52} {'plan':<36} {'a step':>9} {'evaluation':>10} {'hours':>7}"]
+    )
+    lines = [
+        f"measured here ({f'OMP_NUM_THREADS={threads}' if threads else 'torch default threads'}), "
+        f"{os.cpu_count()} cores{load}; one row at a time",
+        f"{'row':<52} {'plan':<36} {'a step':>9} {'evaluation':>10} {'hours':>7}",
+    ]
     for item in estimates:
         if isinstance(item, Estimate):
             evaluation = "-" if item.evaluation_s is None else f"{item.evaluation_s:.2f} s"
-            lines.append(f"{item.row.tag.removeprefix('paper:'):<52} {item.plan:<36} {item.step_s:>7.3f} s "
-                         f"{evaluation:>10} {item.hours:>7.2f}")
+            lines.append(
+                f"{item.row.tag.removeprefix('paper:'):<52} {item.plan:<36} {item.step_s:>7.3f} s "
+                f"{evaluation:>10} {item.hours:>7.2f}"
+            )
     lines += [item for item in estimates if isinstance(item, str)]
     return "\n".join(lines)

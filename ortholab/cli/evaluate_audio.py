@@ -1,5 +1,6 @@
 """`ortholab evaluate-audio RUN_ID`: score a stored speech run's checkpoint (SegSNR, STOI, PESQ of its
 reconstructed audio, ortholab/evaluation/audio.py) and record the scores in that run."""
+
 from __future__ import annotations
 
 import pickle
@@ -27,8 +28,15 @@ def add_arguments(parser) -> None:
 
 
 def run(args, extra: list[str]) -> None:
-    report = evaluate_run(args.db, args.run_id, split=args.split, utterances=args.utterances, clips=args.clips,
-                          checkpoint=args.checkpoint, method=args.method)
+    report = evaluate_run(
+        args.db,
+        args.run_id,
+        split=args.split,
+        utterances=args.utterances,
+        clips=args.clips,
+        checkpoint=args.checkpoint,
+        method=args.method,
+    )
     print(report.summary())
 
 
@@ -39,16 +47,20 @@ def load_checkpoint(path: Path) -> dict:
 
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - unpickling refused, not a zip archive, truncated: the same user error
+    except Exception as err:  # unpickling refused, not a zip archive, truncated: the same user error
         if isinstance(err, pickle.UnpicklingError):
             reason = "it holds Python objects other than tensors and plain values; they were refused, not run"
         else:
             reason = f"{err.__class__.__name__}: {' '.join(str(err).split())[:120]}"
-        raise ConfigError(f"--checkpoint {path}: cannot be read as a checkpoint of weights ({reason}); give a .ckpt "
-                          f"file written by `ortholab fit` (--checkpoint best or last)") from None
+        raise ConfigError(
+            f"--checkpoint {path}: cannot be read as a checkpoint of weights ({reason}); give a .ckpt "
+            f"file written by `ortholab fit` (--checkpoint best or last)"
+        ) from None
     if not isinstance(state, dict) or not {"state_dict", "hyper_parameters"} <= set(state):
-        raise ConfigError(f"--checkpoint {path}: not a checkpoint written by `ortholab fit` (no state_dict and "
-                          f"hyper_parameters); use --checkpoint best or last")
+        raise ConfigError(
+            f"--checkpoint {path}: not a checkpoint written by `ortholab fit` (no state_dict and "
+            f"hyper_parameters); use --checkpoint best or last"
+        )
     return state
 
 
@@ -66,13 +78,23 @@ def _datamodule_from_config(config: dict, run_id: int) -> SpeechPrediction:
         check_class_path(class_path, f"run {run_id}'s data.class_path")
     cls = getattr(importlib.import_module(module_name), class_name, None) if module_name else None
     if cls is None or not issubclass(cls, SpeechPrediction):
-        raise ConfigError(f"run {run_id} trained data.class_path = {class_path!r}; audio evaluation needs the speech "
-                          f"task (datamodules.SpeechPrediction)")
+        raise ConfigError(
+            f"run {run_id} trained data.class_path = {class_path!r}; audio evaluation needs the speech "
+            f"task (datamodules.SpeechPrediction)"
+        )
     return cls(**(data.get("init_args") or {}))
 
 
-def evaluate_run(db_url: str | None, run_id: int, split: str = "val", utterances: int | None = 16, clips: int = 3,
-                 checkpoint: str = "best", method: str = "true_phase", per_utterance: bool = True):
+def evaluate_run(
+    db_url: str | None,
+    run_id: int,
+    split: str = "val",
+    utterances: int | None = 16,
+    clips: int = 3,
+    checkpoint: str = "best",
+    method: str = "true_phase",
+    per_utterance: bool = True,
+):
     """`ortholab evaluate-audio RUN_ID`: score a stored speech run's checkpoint on `split` and record the results
     in that run at the checkpoint's training step (see the module docstring for what is recorded)."""
     from ortholab.db import Store
@@ -94,6 +116,7 @@ def evaluate_run(db_url: str | None, run_id: int, split: str = "val", utterances
     datamodule = _datamodule_from_config(run.config, run_id)
     module = RecurrentModule.load_from_checkpoint(path, map_location="cpu", weights_only=True)
     report = evaluate_split(module, datamodule, split, utterances, clips, method)
-    record_report(report, StoreRecorder(store, run_id, state.get("epoch")), int(state.get("global_step", 0)),
-                  per_utterance)
+    record_report(
+        report, StoreRecorder(store, run_id, state.get("epoch")), int(state.get("global_step", 0)), per_utterance
+    )
     return report

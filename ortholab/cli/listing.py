@@ -1,4 +1,5 @@
 """`ortholab list families|tasks|configs`: what is registered; `list families --family NAME`: one family's options."""
+
 from __future__ import annotations
 
 import inspect
@@ -16,16 +17,22 @@ def add_arguments(parser) -> None:
     parser.add_argument("what", choices=["families", "tasks", "configs"])
     parser.add_argument("--db", default=None, help="accepted for symmetry; listing does not read the store")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--family", default=None,
-                        help="with `families`: that family's options (model.family_args) with types and defaults")
+    parser.add_argument(
+        "--family",
+        default=None,
+        help="with `families`: that family's options (model.family_args) with types and defaults",
+    )
 
 
 def run(args, extra: list[str]) -> None:
     if args.what == "families" and args.family is not None:
         from ortholab.training.family_options import describe_options, family_options_rows
 
-        print(json.dumps(family_options_rows(args.family), indent=2, default=repr) if args.json
-              else describe_options(args.family))
+        print(
+            json.dumps(family_options_rows(args.family), indent=2, default=repr)
+            if args.json
+            else describe_options(args.family)
+        )
         return
     if args.what == "families":
         rows, columns = family_rows(), ["family", "groups", "recurrent_matrix", "summary"]
@@ -44,8 +51,11 @@ def run(args, extra: list[str]) -> None:
 
 def _options(cls, skip: set[str]) -> dict:
     params = inspect.signature(cls.__init__).parameters.values()
-    return {p.name: (None if p.default is inspect.Parameter.empty else p.default)
-            for p in params if p.name not in skip and p.kind is not inspect.Parameter.VAR_KEYWORD}
+    return {
+        p.name: (None if p.default is inspect.Parameter.empty else p.default)
+        for p in params
+        if p.name not in skip and p.kind is not inspect.Parameter.VAR_KEYWORD
+    }
 
 
 def _summary(cls) -> str:
@@ -58,16 +68,21 @@ def family_rows() -> list[dict]:
     rows = []
     for name, cls in FAMILIES.items():
         layer = cls(2, 4)
-        rows.append({"family": name, "class": f"{cls.__module__}.{cls.__qualname__}",
-                     "groups": sorted(layer.parameter_groups()), "options": _options(cls, {"self", "input_size",
-                                                                                        "hidden_size"}),
-                     "recurrent_matrix": layer.recurrent_matrix() is not None, "summary": _summary(cls)})
+        rows.append(
+            {
+                "family": name,
+                "class": f"{cls.__module__}.{cls.__qualname__}",
+                "groups": sorted(layer.parameter_groups()),
+                "options": _options(cls, {"self", "input_size", "hidden_size"}),
+                "recurrent_matrix": layer.recurrent_matrix() is not None,
+                "summary": _summary(cls),
+            }
+        )
     return rows
 
 
 def task_rows() -> list[dict]:
     from ortholab.datamodules import TASKS
-
     from ortholab.errors import ConfigError
 
     rows = []
@@ -76,8 +91,15 @@ def task_rows() -> list[dict]:
             spec = cls().spec.to_dict()
         except ConfigError:  # the task needs its data to describe itself (text: the vocabulary of its files)
             spec = None
-        rows.append({"task": name, "class": f"{cls.__module__}.{cls.__qualname__}", "spec": spec,
-                     "options": _options(cls, {"self"}), "summary": _summary(inspect.getmodule(cls))})
+        rows.append(
+            {
+                "task": name,
+                "class": f"{cls.__module__}.{cls.__qualname__}",
+                "spec": spec,
+                "options": _options(cls, {"self"}),
+                "summary": _summary(inspect.getmodule(cls)),
+            }
+        )
     return rows
 
 

@@ -4,6 +4,7 @@ it; any user error becomes one line on stderr and exit code 2.
 Nothing here imports Lightning or torch: a reader such as `ortholab runs` starts in a fraction of a second, and the
 training commands pay for Lightning's import only when they run.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -17,9 +18,9 @@ from ortholab.cli import COMMANDS
 from ortholab.cli.common import OneLineParser
 from ortholab.db.masking import check_db_url, db_urls_in, known_passwords, mask_secrets
 from ortholab.errors import ConfigError
-from ortholab.user_errors import user_error
 from ortholab.training.allocator import reuse_freed_memory
 from ortholab.training.console import quiet_third_party_noise
+from ortholab.user_errors import user_error
 
 HEADER = """usage: ortholab {fit,validate,test,predict,runs,list,reproduce,report,...} ...
 
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:  # the reader went away (`ortholab runs | head`): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
         sys.exit(0)
-    except Exception as err:  # noqa: BLE001 - a user error anywhere in the chain is reported as one line
+    except Exception as err:  # a user error anywhere in the chain is reported as one line
         reported = user_error(err)
         if reported is None:
             raise

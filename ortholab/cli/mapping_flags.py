@@ -5,6 +5,7 @@ replace the whole `other` group by `{lr: 0.01}` (dropping its optimizer's name).
 is rewritten into the whole mapping as the command line has built it so far (config files and earlier flags, in
 order) with that one option changed, which jsonargparse then takes as given.
 """
+
 from __future__ import annotations
 
 import json
@@ -51,8 +52,9 @@ def _from_config_file(path: str, mapping: tuple[str, ...]):
 def merge_deep_mapping_flags(argv: list[str]) -> list[str]:
     """`argv` with every flag two or more levels inside a free-form mapping replaced by the whole mapping."""
     deep_prefixes = {"--" + ".".join(m) + ".": m for m in MAPPINGS}
-    if not any(_flag(a)[0].startswith(p) and _flag(a)[0][len(p):].count(".") >= 1
-               for a in argv for p in deep_prefixes):
+    if not any(
+        _flag(a)[0].startswith(p) and _flag(a)[0][len(p) :].count(".") >= 1 for a in argv for p in deep_prefixes
+    ):
         return argv
     state: dict[tuple[str, ...], object] = {m: None for m in MAPPINGS}
     out, i = [], 0
@@ -76,7 +78,7 @@ def merge_deep_mapping_flags(argv: list[str]) -> list[str]:
         elif whole is not None:
             state[whole] = _value(value)
         else:
-            mapping, path = deep_prefixes[prefix], key[len(prefix):].split(".")
+            mapping, path = deep_prefixes[prefix], key[len(prefix) :].split(".")
             current = json.loads(json.dumps(state[mapping] if isinstance(state[mapping], dict) else {}, default=str))
             node = current
             for part in path[:-1]:
@@ -89,6 +91,6 @@ def merge_deep_mapping_flags(argv: list[str]) -> list[str]:
                 out += ["--" + ".".join(mapping), json.dumps(current)]
                 i += step
                 continue
-        out += argv[i:i + step]
+        out += argv[i : i + step]
         i += step
     return out

@@ -1,5 +1,6 @@
 """`ortholab report [TABLE]`: published against reproduced, as Markdown tables; `--export DIR` also writes the CSV,
 the figures, the runs behind the numbers (runs.db) and export.txt (ortholab/app/export.py)."""
+
 from __future__ import annotations
 
 import sys
@@ -12,17 +13,29 @@ HELP = "published vs reproduced, as Markdown tables (the rows run; --all: every 
 
 def add_arguments(parser) -> None:
     parser.add_argument("table", nargs="?", default=None, help="one published table (default: all)")
-    parser.add_argument("--all", action="store_true", help="every row of the tables (default: only the rows with a "
-                                                           "recorded run)")
-    parser.add_argument("--wide", action="store_true", help=f"every column and text in full (default: lines fit "
-                                                            f"{LINE_WIDTH} columns: empty columns left out, long text "
-                                                            f"cut with …)")
+    parser.add_argument(
+        "--all", action="store_true", help="every row of the tables (default: only the rows with a recorded run)"
+    )
+    parser.add_argument(
+        "--wide",
+        action="store_true",
+        help=f"every column and text in full (default: lines fit "
+        f"{LINE_WIDTH} columns: empty columns left out, long text "
+        f"cut with …)",
+    )
     parser.add_argument("--db", default=None, help=DB_HELP)
-    parser.add_argument("--export", default=None, metavar="DIR",
-                        help="also write report.md, report.csv, per table a curve plot (PNG and HTML), runs.db (the "
-                             "runs behind the numbers) and export.txt into DIR")
-    parser.add_argument("--with-artifacts", action="store_true",
-                        help="with --export: runs.db also holds the runs' artifacts (eigenvalues, audio: larger)")
+    parser.add_argument(
+        "--export",
+        default=None,
+        metavar="DIR",
+        help="also write report.md, report.csv, per table a curve plot (PNG and HTML), runs.db (the "
+        "runs behind the numbers) and export.txt into DIR",
+    )
+    parser.add_argument(
+        "--with-artifacts",
+        action="store_true",
+        help="with --export: runs.db also holds the runs' artifacts (eigenvalues, audio: larger)",
+    )
 
 
 def run(args, extra: list[str]) -> None:

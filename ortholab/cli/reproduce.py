@@ -10,6 +10,7 @@ OMP_NUM_THREADS is set. `--seeds 3` trains each row with its config's seed and t
 those seeds), one run per seed. It ends with one line a script can read, `reproduce: N done, N failed, N skipped`,
 and exits 1 when a row failed.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,10 +25,12 @@ from pathlib import Path
 import yaml
 
 from ortholab.aliases import full_class_path
-from ortholab.cli.common import DB_HELP, LINE_WIDTH, table as text_table
+from ortholab.cli.common import DB_HELP, LINE_WIDTH
+from ortholab.cli.common import table as text_table
 from ortholab.db import Store
 from ortholab.db.published import PaperRow, PaperTable, load_tables, reproductions
-from ortholab.db.store import ENV_VAR as DB_ENV_VAR, RUNS_ENV_VAR, StoreMissing
+from ortholab.db.store import ENV_VAR as DB_ENV_VAR
+from ortholab.db.store import RUNS_ENV_VAR, StoreMissing
 from ortholab.errors import ConfigError
 from ortholab.training.config_files import PACKAGE_ROOT as REPO_ROOT
 
@@ -36,7 +39,10 @@ HELP = "run the papers' table rows, each a recorded run tagged with its row (and
 EXTRA_FLAGS = True  # other --key value flags apply to every row (e.g. --data.path)
 SCALES = ("full", "cpu-smoke")
 SMOKE_STEPS = 40
-GENERATED_TASKS = ("ortholab.datamodules.CopyingTask", "ortholab.datamodules.AddingTask")  # their split sizes are free to shrink
+GENERATED_TASKS = (
+    "ortholab.datamodules.CopyingTask",
+    "ortholab.datamodules.AddingTask",
+)  # their split sizes are free to shrink
 
 
 @dataclass(frozen=True)
@@ -49,46 +55,85 @@ class Outcome:
 
 def add_arguments(parser) -> None:
     parser.add_argument("table", nargs="?", default=None, help="a published table (`ortholab reproduce --list`)")
-    parser.add_argument("--list", action="store_true", help="show every row (of TABLE, if given), its config and "
-                                                            "whether it has been run")
-    parser.add_argument("--rows", default=None, help="comma-separated row ids of the table (default: all); with "
-                                                       "--resume, of any table: resume only those rows")
-    parser.add_argument("--scale", default="full", help="full (the paper's settings) or cpu-smoke (a few dozen "
-                                                        "steps on CPU, to check every row runs)")
+    parser.add_argument(
+        "--list",
+        action="store_true",
+        help="show every row (of TABLE, if given), its config and whether it has been run",
+    )
+    parser.add_argument(
+        "--rows",
+        default=None,
+        help="comma-separated row ids of the table (default: all); with --resume, of any table: resume only those rows",
+    )
+    parser.add_argument(
+        "--scale",
+        default="full",
+        help="full (the paper's settings) or cpu-smoke (a few dozen steps on CPU, to check every row runs)",
+    )
     parser.add_argument("--db", default=None, help=DB_HELP)
     parser.add_argument("--json", action="store_true", help="with --list: print JSON")
-    parser.add_argument("--wide", action="store_true", help=f"with --list: every column in full (default: lines fit "
-                                                            f"{LINE_WIDTH} columns, long text cut with …)")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue every paper row (of TABLE, if given; --rows: only those) whose run stopped "
-                             "early (interrupted, or killed with the machine) from its last checkpoint, as the same "
-                             "run; then evaluate it")
-    parser.add_argument("--estimate", action="store_true",
-                        help="time each chosen row briefly (a temporary store; nothing recorded) and print the hours "
-                             "it would take here")
-    parser.add_argument("--workers", type=int, default=1,
-                        help="rows run at a time, each in its own process with cpu_count / workers threads unless "
-                             "OMP_NUM_THREADS is set (default 1: one after another)")
-    parser.add_argument("--seeds", default=None, help="train each row once per seed: a count (3: the config's seed "
-                                                       "and the next two) or a list (1,2,3); with --estimate: the "
-                                                       "hours for all of them")
-    parser.add_argument("--again", action="store_true",
-                        help="train a row (and seed) again although it already has a finished run (default: skipped)")
-    parser.add_argument("--stale_minutes", type=float, default=30.0,
-                        help="with --resume: a 'running' run silent this long counts as stopped (default 30)")
+    parser.add_argument(
+        "--wide",
+        action="store_true",
+        help=f"with --list: every column in full (default: lines fit {LINE_WIDTH} columns, long text cut with …)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue every paper row (of TABLE, if given; --rows: only those) whose run stopped "
+        "early (interrupted, or killed with the machine) from its last checkpoint, as the same "
+        "run; then evaluate it",
+    )
+    parser.add_argument(
+        "--estimate",
+        action="store_true",
+        help="time each chosen row briefly (a temporary store; nothing recorded) and print the hours "
+        "it would take here",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="rows run at a time, each in its own process with cpu_count / workers threads unless "
+        "OMP_NUM_THREADS is set (default 1: one after another)",
+    )
+    parser.add_argument(
+        "--seeds",
+        default=None,
+        help="train each row once per seed: a count (3: the config's seed "
+        "and the next two) or a list (1,2,3); with --estimate: the "
+        "hours for all of them",
+    )
+    parser.add_argument(
+        "--again",
+        action="store_true",
+        help="train a row (and seed) again although it already has a finished run (default: skipped)",
+    )
+    parser.add_argument(
+        "--stale_minutes",
+        type=float,
+        default=30.0,
+        help="with --resume: a 'running' run silent this long counts as stopped (default 30)",
+    )
 
 
 def run(args, extra: list[str]) -> None:
     rows = args.rows.split(",") if args.rows else None
     if args.table is not None and extra and args.table not in load_tables():  # `--trainer.max_steps 6`: 6 read as TABLE
-        raise ConfigError(f"no published table {args.table!r}; if it is the value of an option passed on to the runs, "
-                          f"write it as --key=value (e.g. --trainer.max_steps=6)")
+        raise ConfigError(
+            f"no published table {args.table!r}; if it is the value of an option passed on to the runs, "
+            f"write it as --key=value (e.g. --trainer.max_steps=6)"
+        )
     if args.estimate and (args.scale != "full" or args.resume or args.list):
-        raise ConfigError("--estimate times the rows at the paper's settings (--scale full); it takes no "
-                          "--scale cpu-smoke, --resume or --list")
+        raise ConfigError(
+            "--estimate times the rows at the paper's settings (--scale full); it takes no "
+            "--scale cpu-smoke, --resume or --list"
+        )
     if args.seeds is not None and (args.resume or args.list):
-        raise ConfigError("--seeds chooses the runs to train; --resume continues every seed's unfinished run and "
-                          "--list lists them: leave --seeds out there")
+        raise ConfigError(
+            "--seeds chooses the runs to train; --resume continues every seed's unfinished run and "
+            "--list lists them: leave --seeds out there"
+        )
     if args.resume:
         finish_reproduce(resume_unfinished(args.db, args.stale_minutes * 60, extra, args.workers, rows, args.table))
     elif args.estimate:
@@ -97,11 +142,19 @@ def run(args, extra: list[str]) -> None:
         listed = list_rows(args.db, args.table)
         columns = ["row", "family", "task", "published", "config", "status", "run"]
         columns = columns if args.table else ["table", *columns]  # one table: its name on every line says nothing
-        print(json.dumps(listed, indent=2, default=str) if args.json else
-              text_table(listed, columns, None if args.wide else LINE_WIDTH) if listed else "nothing registered")
+        print(
+            json.dumps(listed, indent=2, default=str)
+            if args.json
+            else text_table(listed, columns, None if args.wide else LINE_WIDTH)
+            if listed
+            else "nothing registered"
+        )
     else:
-        finish_reproduce(reproduce(args.table, rows, args.scale, args.db, extra, args.workers,
-                                   parse_seeds(args.seeds), again=args.again))
+        finish_reproduce(
+            reproduce(
+                args.table, rows, args.scale, args.db, extra, args.workers, parse_seeds(args.seeds), again=args.again
+            )
+        )
 
 
 def finish_reproduce(outcomes: list[Outcome]) -> None:
@@ -127,8 +180,10 @@ def parse_seeds(text: str | None) -> int | list[int] | None:
     except ValueError:
         values = []
     if not values or ("," not in str(text) and values[0] < 1):
-        raise ConfigError(f"--seeds {text!r}: give a count (--seeds 3: the config's seed and the next two) or "
-                          f"seeds separated by commas (--seeds 1,2,3; one seed: --seeds 7,)")
+        raise ConfigError(
+            f"--seeds {text!r}: give a count (--seeds 3: the config's seed and the next two) or "
+            f"seeds separated by commas (--seeds 1,2,3; one seed: --seeds 7,)"
+        )
     return values[0] if "," not in str(text) else list(dict.fromkeys(values))
 
 
@@ -143,10 +198,26 @@ def row_seeds(config: dict, seeds: int | list[int] | None) -> list[int]:
 
 def smoke_overrides(config: dict) -> list[str]:
     """Flags that shorten a row to a CPU smoke run: few steps, validation twice, a few evaluation batches."""
-    flags = ["--trainer.max_steps", str(SMOKE_STEPS), "--trainer.max_epochs", "null",
-             "--trainer.val_check_interval", str(SMOKE_STEPS // 2), "--trainer.check_val_every_n_epoch", "null",
-             "--trainer.limit_val_batches", "4", "--trainer.limit_test_batches", "4",
-             "--trainer.accelerator", "cpu", "--trainer.devices", "1", "--trainer.log_every_n_steps", "5"]
+    flags = [
+        "--trainer.max_steps",
+        str(SMOKE_STEPS),
+        "--trainer.max_epochs",
+        "null",
+        "--trainer.val_check_interval",
+        str(SMOKE_STEPS // 2),
+        "--trainer.check_val_every_n_epoch",
+        "null",
+        "--trainer.limit_val_batches",
+        "4",
+        "--trainer.limit_test_batches",
+        "4",
+        "--trainer.accelerator",
+        "cpu",
+        "--trainer.devices",
+        "1",
+        "--trainer.log_every_n_steps",
+        "5",
+    ]
     data = config.get("data") or {}
     if full_class_path(str(data.get("class_path"))) in GENERATED_TASKS:
         batch = int((data.get("init_args") or {}).get("batch_size", 50))
@@ -162,8 +233,9 @@ def select_rows(tables: dict[str, PaperTable], table: str | None, rows: list[str
         known = {row.row for row in chosen}
         missing = [r for r in rows if r not in known]
         if missing:
-            raise ConfigError(f"--rows: {missing[0]!r} is not a row of {table or 'any table'}; its rows are "
-                              f"{sorted(known)}")
+            raise ConfigError(
+                f"--rows: {missing[0]!r} is not a row of {table or 'any table'}; its rows are {sorted(known)}"
+            )
         chosen = [row for row in chosen if row.row in rows]
     return chosen
 
@@ -178,20 +250,24 @@ def _ortholab(*args: str, db: str | None = None) -> int:
     env = child_env(db) if db else dict(os.environ)
     if _child_threads is not None:
         env["OMP_NUM_THREADS"] = str(_child_threads)
-    return subprocess.run([sys.executable, "-c", "from ortholab.cli.main import main; main()", *args],
-                          env=env).returncode
+    return subprocess.run(
+        [sys.executable, "-c", "from ortholab.cli.main import main; main()", *args], env=env
+    ).returncode
 
 
-def estimate(table: str | None, rows: list[str] | None, extra: list[str],
-             seeds: int | list[int] | None = None) -> list:
+def estimate(table: str | None, rows: list[str] | None, extra: list[str], seeds: int | list[int] | None = None) -> list:
     """`reproduce --estimate`: time every chosen row briefly, one at a time, and print the hours each would take
     (with `seeds`, in all for its seeds); exit 1 when a row's timing run failed."""
-    from ortholab.db.masking import child_env
     from ortholab.cli.estimate import Estimate, estimate_row, render
+    from ortholab.db.masking import child_env
 
     def run_fit(args: list[str], db: str) -> int:  # quiet: its output only where it failed
-        done = subprocess.run([sys.executable, "-c", "from ortholab.cli.main import main; main()", "fit", *args],
-                              env=child_env(db), capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-c", "from ortholab.cli.main import main; main()", "fit", *args],
+            env=child_env(db),
+            capture_output=True,
+            text=True,
+        )
         if done.returncode:
             print(done.stderr[-2000:], file=sys.stderr)
         return done.returncode
@@ -207,10 +283,17 @@ def estimate(table: str | None, rows: list[str] | None, extra: list[str],
     timed = [item for item in results if isinstance(item, Estimate)]
     if seeds is not None and timed:
         per_row = len(seeds) if isinstance(seeds, list) else seeds
-        print(f"with {per_row} seed{'s' * (per_row > 1)} per row: {per_row * sum(e.hours for e in timed):.2f} hours "
-              f"in all, one run at a time", flush=True)
-    finish_reproduce([Outcome(str(item), "done" if isinstance(item, Estimate) else
-                              "failed" if "failed" in item else "skipped") for item in results])
+        print(
+            f"with {per_row} seed{'s' * (per_row > 1)} per row: {per_row * sum(e.hours for e in timed):.2f} hours "
+            f"in all, one run at a time",
+            flush=True,
+        )
+    finish_reproduce(
+        [
+            Outcome(str(item), "done" if isinstance(item, Estimate) else "failed" if "failed" in item else "skipped")
+            for item in results
+        ]
+    )
     return results
 
 
@@ -220,6 +303,7 @@ def _each(work, items: list, workers: int) -> list[Outcome]:
     (OMP_NUM_THREADS, read by torch at its start) unless the user has set it."""
     if workers < 1:
         raise ConfigError(f"--workers {workers}: give a positive number of rows to run at a time")
+
     def printed(outcome: Outcome) -> Outcome:
         print(outcome.line, flush=True)
         return outcome
@@ -238,8 +322,9 @@ def _each(work, items: list, workers: int) -> list[Outcome]:
 def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str], seed: int | None = None) -> Outcome:
     """Train (and evaluate) one row with `seed` (default: its config's); returns its outcome."""
     if row.config is None:
-        return Outcome(f"{row.tag}: skipped, no config (family {row.family!r}: {row.notes or 'not available'})",
-                       "skipped")
+        return Outcome(
+            f"{row.tag}: skipped, no config (family {row.family!r}: {row.notes or 'not available'})", "skipped"
+        )
     config_path = REPO_ROOT / row.config
     config = yaml.safe_load(config_path.read_text())
     seed = row_seeds(config, None)[0] if seed is None else seed
@@ -248,25 +333,61 @@ def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str], seed: i
     flags = smoke_overrides(config) if scale == "cpu-smoke" else []
     name = f"{row.table}.{row.row}"
     label = f"{row.tag} (seed {seed})"
-    code = _ortholab("fit", "--config", str(config_path), "--name", name, *tags, *row.args, *flags, *extra,
-                     "--seed_everything", str(seed), db=db)
+    code = _ortholab(
+        "fit",
+        "--config",
+        str(config_path),
+        "--name",
+        name,
+        *tags,
+        *row.args,
+        *flags,
+        *extra,
+        "--seed_everything",
+        str(seed),
+        db=db,
+    )
     if code:
         return Outcome(f"{label}: fit failed (exit {code})", "failed")
     store = Store(db)
-    run = max((r for r in store.list_runs() if row.tag in r.tags and seed_tag in r.tags and r.stage == "fit"),
-              key=lambda r: r.id)
+    run = max(
+        (r for r in store.list_runs() if row.tag in r.tags and seed_tag in r.tags and r.stage == "fit"),
+        key=lambda r: r.id,
+    )
     return evaluate_row(row, run, config_path, name, tags, db, flags, extra, store, label)
 
 
-def evaluate_row(row: PaperRow, run, config_path: Path, name: str, tags: list[str], db: str | None,
-                 flags: list[str], extra: list[str], store: Store, label: str | None = None) -> Outcome:
+def evaluate_row(
+    row: PaperRow,
+    run,
+    config_path: Path,
+    name: str,
+    tags: list[str],
+    db: str | None,
+    flags: list[str],
+    extra: list[str],
+    store: Store,
+    label: str | None = None,
+) -> Outcome:
     """After a row's fit: the test run of its best checkpoint and the audio evaluation, where the row asks."""
     label = label or row.tag
     if row.metric.startswith("test/"):
         checkpoints = sorted((Path(store.get_run(run.id).run_dir) / "checkpoints").glob("best-step*.ckpt"))
         checkpoint = str(checkpoints[-1]) if checkpoints else "last"
-        code = _ortholab("test", "--config", str(config_path), "--name", name, *tags, *row.args, *flags, *extra,
-                         "--ckpt_path", checkpoint, db=db)
+        code = _ortholab(
+            "test",
+            "--config",
+            str(config_path),
+            "--name",
+            name,
+            *tags,
+            *row.args,
+            *flags,
+            *extra,
+            "--ckpt_path",
+            checkpoint,
+            db=db,
+        )
         if code:
             return Outcome(f"{label}: run {run.id} trained; test failed (exit {code})", "failed")
     if row.metric.startswith("audio/"):
@@ -291,8 +412,11 @@ def unfinished_runs(store: Store, stale_after_s: float) -> list[tuple[PaperRow, 
             for fits in by_seed.values():
                 fit = max(fits, key=lambda r: r.id)
                 silent = (now - fit.heartbeat_at.replace(tzinfo=None)).total_seconds()
-                if fit.status == "interrupted" or (fit.status == "running" and silent > stale_after_s) or \
-                        (fit.status == "finished" and not _evaluated(store, row, fit, runs)):
+                if (
+                    fit.status == "interrupted"
+                    or (fit.status == "running" and silent > stale_after_s)
+                    or (fit.status == "finished" and not _evaluated(store, row, fit, runs))
+                ):
                     found.append((row, fit))
     return found
 
@@ -303,26 +427,42 @@ def _evaluated(store: Store, row: PaperRow, fit, runs: list) -> bool:
     run otherwise."""
     if row.metric.startswith("test/"):
         seed = [t for t in fit.tags if t.startswith("seed:")]
-        return any(row.tag in r.tags and all(t in r.tags for t in seed) and r.stage == "test"
-                   and r.status == "finished" and r.id > fit.id for r in runs)
+        return any(
+            row.tag in r.tags
+            and all(t in r.tags for t in seed)
+            and r.stage == "test"
+            and r.status == "finished"
+            and r.id > fit.id
+            for r in runs
+        )
     if row.metric.startswith("audio/"):
         return row.metric in store.metric_keys(fit.id)
     return True
 
 
-def resume_unfinished(db: str | None, stale_after_s: float, extra: list[str], workers: int = 1,
-                      rows: list[str] | None = None, table: str | None = None) -> list[Outcome]:
+def resume_unfinished(
+    db: str | None,
+    stale_after_s: float,
+    extra: list[str],
+    workers: int = 1,
+    rows: list[str] | None = None,
+    table: str | None = None,
+) -> list[Outcome]:
     """`ortholab reproduce [TABLE] --resume`: continue every unfinished row's run (of `table`, if given; or those of
-    the row ids in `rows`) from its last checkpoint (the same run id: no point lost or doubled), `workers` at a time, then
-    evaluate it as `reproduce` would have (only that, where the fit had finished)."""
+    the row ids in `rows`) from its last checkpoint (the same run id: no point lost or doubled), `workers` at a time,
+    then evaluate it as `reproduce` would have (only that, where the fit had finished)."""
     if stale_after_s < 0:
-        raise ConfigError(f"--stale_minutes {stale_after_s / 60:g}: give a number of minutes >= 0 after which a "
-                          f"silent 'running' run counts as stopped (default 30)")
+        raise ConfigError(
+            f"--stale_minutes {stale_after_s / 60:g}: give a number of minutes >= 0 after which a "
+            f"silent 'running' run counts as stopped (default 30)"
+        )
     if rows:
         known = {row.row for table in load_tables().values() for row in table.rows}
         if unknown := [name for name in rows if name not in known]:
-            raise ConfigError(f"--rows: no published row is called {', '.join(map(repr, unknown))}; "
-                              f"`ortholab reproduce --list` shows every row id")
+            raise ConfigError(
+                f"--rows: no published row is called {', '.join(map(repr, unknown))}; "
+                f"`ortholab reproduce --list` shows every row id"
+            )
     store = Store(db, access="write")
 
     def resume(found) -> Outcome:
@@ -341,13 +481,20 @@ def resume_unfinished(db: str | None, stale_after_s: float, extra: list[str], wo
         chosen = [(row, fit) for row, fit in found if row.row in rows]
         if idle := [name for name in rows if all(row.row != name for row, _ in chosen)]:
             others = sorted({row.row for row, _ in found} - set(rows))
-            print(f"nothing to resume for {', '.join(idle)}: not stopped early, still running, or never started"
-                  + (f" (unfinished rows: {', '.join(others)})" if others else ""), file=sys.stderr, flush=True)
+            print(
+                f"nothing to resume for {', '.join(idle)}: not stopped early, still running, or never started"
+                + (f" (unfinished rows: {', '.join(others)})" if others else ""),
+                file=sys.stderr,
+                flush=True,
+            )
         found = chosen
     outcomes = _each(resume, found, workers)
     if not outcomes:
-        print(f"no unfinished paper rows in {store.display_url} (a 'running' run counts as stopped after "
-              f"{stale_after_s / 60:g} minutes without a write)", flush=True)
+        print(
+            f"no unfinished paper rows in {store.display_url} (a 'running' run counts as stopped after "
+            f"{stale_after_s / 60:g} minutes without a write)",
+            flush=True,
+        )
     return outcomes
 
 
@@ -370,15 +517,31 @@ def list_rows(db: str | None, table: str | None = None) -> list[dict]:
     out = []
     for paper in [t for t in every.values() if table in (None, t.id)]:
         for item in reproductions(store, paper, every):
-            out.append({"table": paper.id, "row": item.row.row, "family": item.row.family, "task": item.row.task,
-                        "published": item.row.value if item.row.value is not None else item.row.outcome,
-                        "config": item.row.config or "-", "status": item.status,
-                        "run": item.fit.id if item.fit else None})
+            out.append(
+                {
+                    "table": paper.id,
+                    "row": item.row.row,
+                    "family": item.row.family,
+                    "task": item.row.task,
+                    "published": item.row.value if item.row.value is not None else item.row.outcome,
+                    "config": item.row.config or "-",
+                    "status": item.status,
+                    "run": item.fit.id if item.fit else None,
+                }
+            )
     return out
 
 
-def reproduce(table: str | None, rows: list[str] | None, scale: str, db: str | None, extra: list[str],
-              workers: int = 1, seeds: int | list[int] | None = None, again: bool = False) -> list[Outcome]:
+def reproduce(
+    table: str | None,
+    rows: list[str] | None,
+    scale: str,
+    db: str | None,
+    extra: list[str],
+    workers: int = 1,
+    seeds: int | list[int] | None = None,
+    again: bool = False,
+) -> list[Outcome]:
     """Every chosen row, once per seed (`seeds`: a count from the config's seed, or a list; default its seed); a row
     and seed whose run finished (and was evaluated) at this scale, or is being trained now, is skipped unless
     `again`."""
@@ -387,11 +550,19 @@ def reproduce(table: str | None, rows: list[str] | None, scale: str, db: str | N
     chosen = select_rows(load_tables(), table, rows)
     if scale == "full" and (hint := checkout_hint(db, extra)):
         print(hint, file=sys.stderr, flush=True)
-    items = [(row, seed) for row in chosen for seed in
-             (row_seeds(yaml.safe_load((REPO_ROOT / row.config).read_text()) or {}, seeds) if row.config else [None])]
+    items = [
+        (row, seed)
+        for row in chosen
+        for seed in (
+            row_seeds(yaml.safe_load((REPO_ROOT / row.config).read_text()) or {}, seeds) if row.config else [None]
+        )
+    ]
     done = {} if again else recorded_seeds(db, scale)
-    outcomes = [Outcome(f"{row.tag} (seed {seed}): skipped, {done[row.tag, seed]}", "skipped")
-                for row, seed in items if (row.tag, seed) in done]
+    outcomes = [
+        Outcome(f"{row.tag} (seed {seed}): skipped, {done[row.tag, seed]}", "skipped")
+        for row, seed in items
+        if (row.tag, seed) in done
+    ]
     for outcome in outcomes:
         print(outcome.line, flush=True)
     todo = [(row, seed) for row, seed in items if (row.tag, seed) not in done]
@@ -427,12 +598,18 @@ def recorded_seeds(db: str | None, scale: str) -> dict[tuple[str, int], str]:
 def checkout_hint(db: str | None, extra: list[str]) -> str | None:
     """A note when hours of runs would go to ./runs inside a git checkout (no --db, $ORTHOLAB_DB, --runs_dir or
     $ORTHOLAB_RUNS), where a fresh clone would not find them; None otherwise."""
-    if db or os.environ.get(DB_ENV_VAR) or os.environ.get(RUNS_ENV_VAR) or any(
-            arg.split("=")[0] == "--runs_dir" for arg in extra):
+    if (
+        db
+        or os.environ.get(DB_ENV_VAR)
+        or os.environ.get(RUNS_ENV_VAR)
+        or any(arg.split("=")[0] == "--runs_dir" for arg in extra)
+    ):
         return None
     here = Path.cwd().resolve()
     if not any((folder / ".git").exists() for folder in (here, *here.parents)):
         return None
-    return (f"note: the store and run folders go to {here / 'runs'}, inside a git checkout; to keep long runs "
-            f"where a fresh clone finds them, stop this and `export ORTHOLAB_RUNS=~/ortholab-runs` (or give --db "
-            f"and --runs_dir)")
+    return (
+        f"note: the store and run folders go to {here / 'runs'}, inside a git checkout; to keep long runs "
+        f"where a fresh clone finds them, stop this and `export ORTHOLAB_RUNS=~/ortholab-runs` (or give --db "
+        f"and --runs_dir)"
+    )

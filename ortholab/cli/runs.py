@@ -1,6 +1,7 @@
 """`ortholab runs`: the recorded runs, filtered; `runs tag ID... LABEL` / `runs untag ID... LABEL` add or remove a
 label; `runs delete ID...` removes runs (their rows, metric points, artifacts and run folders) after a confirmation
 (`--yes` for scripts), never a run that is being written, never another run."""
+
 from __future__ import annotations
 
 import json
@@ -15,14 +16,32 @@ from ortholab.errors import ConfigError
 ACTIONS = ("tag", "untag", "delete")
 USAGE = "runs [--family F] [--task T] [--status S] [--tag T] [--json] | runs tag|untag|delete ID... [LABEL]"
 HELP = "list recorded runs (filtered); tag, untag or delete runs"
-COLUMNS = ["id", "name", "stage", "family", "task", "status", "steps", "epoch", "eta", "main_metric", "best",
-           "baseline", "started"]
+COLUMNS = [
+    "id",
+    "name",
+    "stage",
+    "family",
+    "task",
+    "status",
+    "steps",
+    "epoch",
+    "eta",
+    "main_metric",
+    "best",
+    "baseline",
+    "started",
+]
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("action", nargs="?", choices=ACTIONS, default=None,
-                        help="tag ID... LABEL / untag ID... LABEL: add or remove a label; delete ID...: remove runs, "
-                             "their points, artifacts and run folders (asks first; --yes for scripts)")
+    parser.add_argument(
+        "action",
+        nargs="?",
+        choices=ACTIONS,
+        default=None,
+        help="tag ID... LABEL / untag ID... LABEL: add or remove a label; delete ID...: remove runs, "
+        "their points, artifacts and run folders (asks first; --yes for scripts)",
+    )
     parser.add_argument("targets", nargs="*", help="run ids (then the label, for tag and untag)")
     parser.add_argument("--db", default=None, help=DB_HELP)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -37,8 +56,10 @@ def run(args, extra: list[str]) -> None:
         manage(args.action, args.targets, args.db, yes=args.yes)
         return
     if args.targets:
-        raise ConfigError(f"runs: unexpected {args.targets[0]!r}; filter with --family, --task, --status, --tag or "
-                          f"--name, or give an action: tag, untag, delete")
+        raise ConfigError(
+            f"runs: unexpected {args.targets[0]!r}; filter with --family, --task, --status, --tag or "
+            f"--name, or give an action: tag, untag, delete"
+        )
     rows = filter_rows(runs_rows(args.db), args.family, args.task, args.status, args.tag, args.name)
     if args.json:  # full ISO start times
         print(json.dumps(rows, indent=2, default=str))
@@ -53,19 +74,35 @@ def shown(row: dict) -> dict:
     """A row as the table shows it: UTC start to the second, steps of the plan, ETA, how long a run was silent."""
     from ortholab.db.progress import duration, steps_of_plan
 
-    return {**row, "started": (row["started"] or "")[:19].replace("T", " "),
-            "steps": steps_of_plan(row["steps"], row.get("total_steps")), "eta": duration(row.get("eta_s")),
-            "status": f"{row['status']} ({row['silent']})" if row.get("silent") else row["status"]}
+    return {
+        **row,
+        "started": (row["started"] or "")[:19].replace("T", " "),
+        "steps": steps_of_plan(row["steps"], row.get("total_steps")),
+        "eta": duration(row.get("eta_s")),
+        "status": f"{row['status']} ({row['silent']})" if row.get("silent") else row["status"],
+    }
 
 
-def filter_rows(rows: list[dict], family: str | None = None, task: str | None = None, status: str | None = None,
-                tag: str | None = None, name: str | None = None) -> list[dict]:
+def filter_rows(
+    rows: list[dict],
+    family: str | None = None,
+    task: str | None = None,
+    status: str | None = None,
+    tag: str | None = None,
+    name: str | None = None,
+) -> list[dict]:
     """The rows matching every filter given: family, task and status exactly, a tag among the run's, a part of the
     name (case-insensitive)."""
+
     def keep(row: dict) -> bool:
-        return ((family is None or row["family"] == family) and (task is None or row["task"] == task)
-                and (status is None or row["status"] == status) and (tag is None or tag in row["tags"])
-                and (name is None or name.lower() in str(row["name"]).lower()))
+        return (
+            (family is None or row["family"] == family)
+            and (task is None or row["task"] == task)
+            and (status is None or row["status"] == status)
+            and (tag is None or tag in row["tags"])
+            and (name is None or name.lower() in str(row["name"]).lower())
+        )
+
     return [row for row in rows if keep(row)]
 
 
@@ -74,8 +111,10 @@ def _run_ids(values: list[str], action: str) -> list[int]:
         ids = [int(v) for v in values]
     except ValueError:
         bad = next(v for v in values if not v.lstrip("-").isdigit())
-        raise ConfigError(f"runs {action}: {bad!r} is not a run id; give run ids (`ortholab runs` lists them)"
-                          + (" then the label" if action in ("tag", "untag") else "")) from None
+        raise ConfigError(
+            f"runs {action}: {bad!r} is not a run id; give run ids (`ortholab runs` lists them)"
+            + (" then the label" if action in ("tag", "untag") else "")
+        ) from None
     if not ids:
         usage = "ID... LABEL" if action in ("tag", "untag") else "ID..."
         raise ConfigError(f"runs {action}: give at least one run id: `ortholab runs {action} {usage}`")
@@ -98,19 +137,24 @@ def manage(action: str, targets: list[str], db: str | None, yes: bool = False) -
     runs = {run_id: store.get_run(run_id) for run_id in ids}  # StoreError naming a missing one, before any change
     if action in ("tag", "untag"):
         for run_id in ids:
-            tags = store.set_tags(run_id, add=[label] if action == "tag" else [], remove=[label] if action == "untag"
-                                  else [])
+            tags = store.set_tags(
+                run_id, add=[label] if action == "tag" else [], remove=[label] if action == "untag" else []
+            )
             print(f"run {run_id}: tags {', '.join(tags) or '(none)'}")
         return
     busy = [message for run_id in ids if (message := store.lease_holder(run_id))]
     if busy:  # nothing deleted while one of them is being written
         raise ConfigError(busy[0].replace(", then resume;", ", then delete it;"))
-    listed = "; ".join(f"{run_id} {run.name} ({run.status}{', folder ' + run.run_dir if run.run_dir else ''})"
-                       for run_id, run in runs.items())
+    listed = "; ".join(
+        f"{run_id} {run.name} ({run.status}{', folder ' + run.run_dir if run.run_dir else ''})"
+        for run_id, run in runs.items()
+    )
     if not yes:
         if not sys.stdin.isatty():
-            raise ConfigError(f"runs delete: cannot ask for a confirmation here (stdin is not a terminal); add --yes "
-                              f"to delete {listed}")
+            raise ConfigError(
+                f"runs delete: cannot ask for a confirmation here (stdin is not a terminal); add --yes "
+                f"to delete {listed}"
+            )
         answer = input(f"delete {len(ids)} run(s): {listed}? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing deleted")

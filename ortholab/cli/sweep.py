@@ -1,5 +1,6 @@
 """`ortholab sweep`: a hyperparameter search through Optuna (ortholab/cli/sweep_study.py), every trial a recorded
 run tagged with the sweep; several workers, on one machine or several, join a sweep through the store."""
+
 from __future__ import annotations
 
 from ortholab.cli.common import DB_HELP
@@ -17,9 +18,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--sampler", choices=["grid", "random", "tpe"], default="tpe")
     parser.add_argument("--name", default=None, help="the sweep's name; workers with the same name and store join it")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--pruner", choices=["median", "none"], default="median",
-                        help="stop a trial whose validation is worse than the median of the completed trials' at the "
-                             "same step, once 5 have completed (Optuna's MedianPruner; default), or none")
+    parser.add_argument(
+        "--pruner",
+        choices=["median", "none"],
+        default="median",
+        help="stop a trial whose validation is worse than the median of the completed trials' at the "
+        "same step, once 5 have completed (Optuna's MedianPruner; default), or none",
+    )
     parser.add_argument("--db", default=None, help=DB_HELP)
 
 
@@ -29,6 +34,16 @@ def run(args, extra: list[str]) -> None:
     require_extra("sweeps")
     from ortholab.cli.sweep_study import report, run_sweep
 
-    study = run_sweep(args.config, args.space, args.trials, db=args.db, name=args.name, sampler=args.sampler,
-                      seed=args.seed, workers=args.workers, extra=extra, pruner=args.pruner)
+    study = run_sweep(
+        args.config,
+        args.space,
+        args.trials,
+        db=args.db,
+        name=args.name,
+        sampler=args.sampler,
+        seed=args.seed,
+        workers=args.workers,
+        extra=extra,
+        pruner=args.pruner,
+    )
     print(report(study))

@@ -18,6 +18,7 @@ A space file maps dotted config keys to what to try:
     model.optimizers.recurrent.lr: {low: 1.0e-5, high: 1.0e-3, log: true}
     data.batch_size: {low: 10, high: 50, step: 10}            # an int range (int bounds)
 """
+
 from __future__ import annotations
 
 import itertools
@@ -33,9 +34,9 @@ import optuna
 import yaml
 
 from ortholab.db import Store, default_db_url
+from ortholab.db.masking import child_env, mask_secrets
 from ortholab.errors import ConfigError
 from ortholab.training.config_files import PACKAGE_ROOT, check_config_files
-from ortholab.db.masking import child_env, mask_secrets
 
 SAMPLERS = ("grid", "random", "tpe")
 PRUNERS = ("median", "none")
@@ -54,8 +55,9 @@ def load_space(path: str) -> dict:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as err:
-        raise ConfigError(f"--space {path}: cannot read it ({err.strerror}); give a YAML file ({SPACE_EXAMPLE})"
-                          ) from None
+        raise ConfigError(
+            f"--space {path}: cannot read it ({err.strerror}); give a YAML file ({SPACE_EXAMPLE})"
+        ) from None
     except UnicodeDecodeError:
         raise ConfigError(f"--space {path}: not a text file (not UTF-8); give a YAML file ({SPACE_EXAMPLE})") from None
     try:
@@ -64,12 +66,14 @@ def load_space(path: str) -> dict:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = " ".join((getattr(err, "problem", None) or str(err)).split())
-        raise ConfigError(f"--space {path}: not valid YAML{where}: {problem}; a space holds plain YAML values only "
-                          f"({SPACE_EXAMPLE})") from None
+        raise ConfigError(
+            f"--space {path}: not valid YAML{where}: {problem}; a space holds plain YAML values only ({SPACE_EXAMPLE})"
+        ) from None
     if not isinstance(space, dict) or not space:
         held = "nothing" if not space else f"a {type(space).__name__}"
-        raise ConfigError(f"--space {path}: holds {held}; expected a mapping of config keys to choices or ranges "
-                          f"({SPACE_EXAMPLE})")
+        raise ConfigError(
+            f"--space {path}: holds {held}; expected a mapping of config keys to choices or ranges ({SPACE_EXAMPLE})"
+        )
     for key, value in space.items():
         check_dimension(path, key, value)
     return space
@@ -78,22 +82,28 @@ def load_space(path: str) -> dict:
 def check_dimension(path: str, key, value) -> None:
     """One key of a space: a dotted config key with a non-empty list of plain choices or a numeric range."""
     if not isinstance(key, str) or key.split(".")[0] not in TOP_LEVEL_KEYS:
-        raise ConfigError(f"--space {path}: {key!r} is not a config key; keys are dotted paths under "
-                          f"{', '.join(TOP_LEVEL_KEYS[:3])} ({SPACE_EXAMPLE})")
+        raise ConfigError(
+            f"--space {path}: {key!r} is not a config key; keys are dotted paths under "
+            f"{', '.join(TOP_LEVEL_KEYS[:3])} ({SPACE_EXAMPLE})"
+        )
     if isinstance(value, list):
         if not value:
             raise ConfigError(f"--space {path}: {key} is an empty list; give at least one choice")
         bad = next((v for v in value if v is not None and not isinstance(v, (bool, int, float, str))), None)
         if bad is not None:
-            raise ConfigError(f"--space {path}: {key} has the choice {bad!r}; choices are numbers, strings, booleans "
-                              f"or null (for a mapping, sweep its keys: {key}.<option>: [...])")
+            raise ConfigError(
+                f"--space {path}: {key} has the choice {bad!r}; choices are numbers, strings, booleans "
+                f"or null (for a mapping, sweep its keys: {key}.<option>: [...])"
+            )
         return
     if not isinstance(value, dict):
         raise ConfigError(f"--space {path}: {key} = {value!r}; give a list of choices or {{low: .., high: ..}}")
     unknown = sorted(set(value) - RANGE_KEYS, key=str)
     if unknown or not {"low", "high"} <= set(value):
-        raise ConfigError(f"--space {path}: {key} = {value!r}; a range has low and high (and optionally step or "
-                          f"log: true), {'not ' + repr(unknown[0]) if unknown else 'both'}")
+        raise ConfigError(
+            f"--space {path}: {key} = {value!r}; a range has low and high (and optionally step or "
+            f"log: true), {'not ' + repr(unknown[0]) if unknown else 'both'}"
+        )
     low, high, step, log = value["low"], value["high"], value.get("step"), value.get("log", False)
     for name, bound in (("low", low), ("high", high)):
         if not _finite_number(bound):
@@ -117,8 +127,10 @@ def resolve_config(config: str) -> Path:
     for candidate in (Path(config), PACKAGE_ROOT / config):
         if candidate.is_file():
             return candidate
-    raise ConfigError(f"--config {config}: no such file; give the config every trial starts from (`ortholab list "
-                      f"configs` shows the installed ones)")
+    raise ConfigError(
+        f"--config {config}: no such file; give the config every trial starts from (`ortholab list "
+        f"configs` shows the installed ones)"
+    )
 
 
 def suggest(trial: optuna.Trial, space: dict) -> dict:
@@ -145,8 +157,9 @@ def grid_points(space: dict) -> list[dict]:
 def make_pruner(kind: str) -> optuna.pruners.BasePruner:
     if kind not in PRUNERS:
         raise ConfigError(f"--pruner {kind!r}: choose one of {', '.join(PRUNERS)}")
-    return optuna.pruners.MedianPruner(n_startup_trials=PRUNE_STARTUP) if kind == "median" else \
-        optuna.pruners.NopPruner()
+    return (
+        optuna.pruners.MedianPruner(n_startup_trials=PRUNE_STARTUP) if kind == "median" else optuna.pruners.NopPruner()
+    )
 
 
 def open_study(name: str, db: str, kind: str, space: dict, seed: int, pruner: str = "median") -> optuna.Study:
@@ -155,8 +168,7 @@ def open_study(name: str, db: str, kind: str, space: dict, seed: int, pruner: st
     sampler = optuna.samplers.TPESampler(seed=seed) if kind == "tpe" else optuna.samplers.RandomSampler(seed=seed)
     chosen = make_pruner(pruner)
     try:
-        study = optuna.create_study(study_name=name, storage=db, sampler=sampler, pruner=chosen,
-                                    direction="minimize")
+        study = optuna.create_study(study_name=name, storage=db, sampler=sampler, pruner=chosen, direction="minimize")
     except optuna.exceptions.DuplicatedStudyError:
         return optuna.load_study(study_name=name, storage=db, sampler=sampler, pruner=chosen)
     if kind == "grid":
@@ -185,7 +197,7 @@ def cli_overrides(config: str, overrides: dict) -> list[str]:
                 node = (node or {}).get(part, {})
             merged[parent] = json.loads(json.dumps(node or {}))
         node = merged[parent]
-        *path, leaf = key[len(parent) + 1:].split(".")
+        *path, leaf = key[len(parent) + 1 :].split(".")
         for part in path:
             node = node.setdefault(part, {})
         node[leaf] = value
@@ -194,17 +206,37 @@ def cli_overrides(config: str, overrides: dict) -> list[str]:
     return flags
 
 
-def fit_trial(config: str, overrides: dict, db: str, run_name: str, tags: list[str], extra: list[str],
-              trial: optuna.Trial | None = None) -> int:
+def fit_trial(
+    config: str,
+    overrides: dict,
+    db: str,
+    run_name: str,
+    tags: list[str],
+    extra: list[str],
+    trial: optuna.Trial | None = None,
+) -> int:
     """Run one trial as `ortholab fit` in its own process; the id of the run it recorded. The store's URL goes to
     the child through its environment: a password on its command line would be readable by every local user.
     With `trial`, its validation points are reported to the study as they come, and a trial the pruner stops
     raises optuna.TrialPruned after its run is stopped and tagged `pruned`."""
-    args = ["fit", "--config", config, "--name", run_name, "--tags", json.dumps(tags), *extra,
-            *cli_overrides(config, overrides)]  # the trial's values last: they win over the shared flags
+    args = [
+        "fit",
+        "--config",
+        config,
+        "--name",
+        run_name,
+        "--tags",
+        json.dumps(tags),
+        *extra,
+        *cli_overrides(config, overrides),
+    ]  # the trial's values last: they win over the shared flags
     with _scratch() as errors_file:
-        child = subprocess.Popen([sys.executable, "-c", "from ortholab.cli.main import main; main()", *args],
-                                 stdout=subprocess.DEVNULL, stderr=errors_file, env=child_env(db))
+        child = subprocess.Popen(
+            [sys.executable, "-c", "from ortholab.cli.main import main; main()", *args],
+            stdout=subprocess.DEVNULL,
+            stderr=errors_file,
+            env=child_env(db),
+        )
         pruned = _watch(child, db, run_name, tags, trial) if trial is not None else False
         code = child.wait()
         errors_file.seek(0)
@@ -255,9 +287,18 @@ class TrialFailed(RuntimeError):
     """A trial's run could not be trained or recorded; the message is its one-line reason."""
 
 
-def run_sweep(config: str, space_file: str, trials: int, db: str | None = None, name: str | None = None,
-              sampler: str = "tpe", seed: int = 0, workers: int = 1, extra: list[str] = (),
-              pruner: str = "median") -> optuna.Study:
+def run_sweep(
+    config: str,
+    space_file: str,
+    trials: int,
+    db: str | None = None,
+    name: str | None = None,
+    sampler: str = "tpe",
+    seed: int = 0,
+    workers: int = 1,
+    extra: list[str] = (),
+    pruner: str = "median",
+) -> optuna.Study:
     """Run `trials` trials in all (shared by `workers` processes on this machine, and by any other worker started
     with the same name and store); the finished study. ConfigError when no trial of the sweep completed."""
     if trials < 1 or workers < 1:
@@ -272,18 +313,46 @@ def run_sweep(config: str, space_file: str, trials: int, db: str | None = None, 
     if sampler == "grid":
         trials = min(trials, len(grid_points(space)))
     study = open_study(name, db, sampler, space, seed, pruner)
-    helpers = [subprocess.Popen([sys.executable, "-c", "from ortholab.cli.main import main; main()", "sweep",
-                                 "--config", config, "--space", space_file, "--trials", str(trials),
-                                 "--name", name, "--sampler", sampler, "--seed", str(seed + k + 1),
-                                 "--pruner", pruner, *extra],
-                                env=child_env(db))  # the store's URL in the environment, not on the command line
-               for k in range(workers - 1)]
+    helpers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "from ortholab.cli.main import main; main()",
+                "sweep",
+                "--config",
+                config,
+                "--space",
+                space_file,
+                "--trials",
+                str(trials),
+                "--name",
+                name,
+                "--sampler",
+                sampler,
+                "--seed",
+                str(seed + k + 1),
+                "--pruner",
+                pruner,
+                *extra,
+            ],
+            env=child_env(db),
+        )  # the store's URL in the environment, not on the command line
+        for k in range(workers - 1)
+    ]
 
     def objective(trial: optuna.Trial) -> float:  # minimised: a metric to maximise enters negated
         overrides = suggest(trial, space)
         try:
-            run_id = fit_trial(config, overrides, db, f"{name}-t{trial.number}",
-                               [f"sweep:{name}", f"trial:{trial.number}"], list(extra), trial)
+            run_id = fit_trial(
+                config,
+                overrides,
+                db,
+                f"{name}-t{trial.number}",
+                [f"sweep:{name}", f"trial:{trial.number}"],
+                list(extra),
+                trial,
+            )
             run = Store(db).get_run(run_id)
             trial.set_user_attr("run_id", run_id)
             if run.best is None:
@@ -297,8 +366,9 @@ def run_sweep(config: str, space_file: str, trials: int, db: str | None = None, 
     started = tuple(s for s in optuna.trial.TrialState if s != optuna.trial.TrialState.WAITING)
     remaining = trials - len(study.get_trials(deepcopy=False, states=started))
     if remaining > 0:  # the callback stops every worker once `trials` trials have started in the shared study
-        study.optimize(objective, n_trials=remaining,
-                       callbacks=[optuna.study.MaxTrialsCallback(trials, states=started)])
+        study.optimize(
+            objective, n_trials=remaining, callbacks=[optuna.study.MaxTrialsCallback(trials, states=started)]
+        )
     for helper in helpers:
         helper.wait()
     check_completed(study)
@@ -313,14 +383,18 @@ def check_completed(study: optuna.Study) -> None:
     failed = [t for t in trials if t.state == optuna.trial.TrialState.FAIL]
     reason = next((t.user_attrs["error"] for t in failed if "error" in t.user_attrs), "no reason recorded")
     print(summary_line(study), flush=True)  # the script-friendly last line of stdout, as after a sweep that ran
-    raise ConfigError(f"sweep {study.study_name}: none of its {len(trials)} trials completed; the first failure: "
-                      f"{reason}")
+    raise ConfigError(
+        f"sweep {study.study_name}: none of its {len(trials)} trials completed; the first failure: {reason}"
+    )
 
 
 def summary_line(study: optuna.Study) -> str:
     """`sweep: N trials done, N failed, N pruned`: the line a script reads (the last of the command's output)."""
     states = [t.state for t in study.get_trials(deepcopy=False)]
-    count = lambda state: sum(s == state for s in states)
+
+    def count(state) -> int:
+        return sum(s == state for s in states)
+
     State = optuna.trial.TrialState
     return f"sweep: {count(State.COMPLETE)} trials done, {count(State.FAIL)} failed, {count(State.PRUNED)} pruned"
 
@@ -333,7 +407,10 @@ def report(study: optuna.Study) -> str:
     params = ", ".join(f"{k}={v}" for k, v in best.params.items())
     failed = sum(t.state == optuna.trial.TrialState.FAIL for t in study.trials)
     pruned = sum(t.state == optuna.trial.TrialState.PRUNED for t in study.trials)
-    return (f"sweep {study.study_name}: {len(done)} trials completed" + (f", {failed} failed" if failed else "") +
-            (f", {pruned} pruned" if pruned else "") +
-            f"; best run {best.user_attrs['run_id']} (trial {best.number}, objective {best.value:.4g}) with {params}"
-            f"\n{summary_line(study)}")
+    return (
+        f"sweep {study.study_name}: {len(done)} trials completed"
+        + (f", {failed} failed" if failed else "")
+        + (f", {pruned} pruned" if pruned else "")
+        + f"; best run {best.user_attrs['run_id']} (trial {best.number}, objective {best.value:.4g}) with {params}"
+        f"\n{summary_line(study)}"
+    )

@@ -1,6 +1,7 @@
 """`ortholab fit|validate|test|predict`: Lightning's CLI (ortholab/training/lightning_cli.py) after the shortcuts a
 user types: `configs/...` names from any folder, `fit --resume ID`, `predict --run ID`, task short names
 (`--data.class_path mnist`), `--model.optimizers.other.lr` as one key, and `--model.family_args.help NAME`."""
+
 from __future__ import annotations
 
 import argparse
@@ -11,10 +12,14 @@ from ortholab.db.masking import MaskedStream, known_passwords
 from ortholab.errors import ConfigError
 
 HELP_ENTRIES = (
-    ("fit|validate|test|predict --config FILE [--key value ...] [--db URL]",
-     "Lightning CLI (see `ortholab fit --help`, `--print_config`)"),
-    ("predict --run ID [--checkpoint best|last|PATH] [--predict_split test|val|train]",
-     "a recorded run's predictions, written into a predict run linked to it"),
+    (
+        "fit|validate|test|predict --config FILE [--key value ...] [--db URL]",
+        "Lightning CLI (see `ortholab fit --help`, `--print_config`)",
+    ),
+    (
+        "predict --run ID [--checkpoint best|last|PATH] [--predict_split test|val|train]",
+        "a recorded run's predictions, written into a predict run linked to it",
+    ),
 )
 USAGE, HELP = HELP_ENTRIES[0]
 
@@ -26,8 +31,10 @@ def main(argv: list[str], given: bool) -> None:
 
         at = argv.index("--model.family_args.help")
         if at + 1 >= len(argv):
-            raise ConfigError("--model.family_args.help needs a family name, e.g. `ortholab fit "
-                              "--model.family_args.help scornn` (`ortholab list families` names them)")
+            raise ConfigError(
+                "--model.family_args.help needs a family name, e.g. `ortholab fit "
+                "--model.family_args.help scornn` (`ortholab list families` names them)"
+            )
         print(describe_options(argv[at + 1]))
         return
     from ortholab.cli.mapping_flags import merge_deep_mapping_flags
@@ -78,8 +85,10 @@ def resume_arguments(argv: list[str]) -> list[str]:
         extra += ["--config", str(config), "--db", store.url]  # the stored config's db has its password masked
     if known.ckpt_path is None:
         if not last.is_file():
-            raise ConfigError(f"run {run.id} has no checkpoint at {last} (it stopped before its first checkpoint); "
-                              f"start a new run instead")
+            raise ConfigError(
+                f"run {run.id} has no checkpoint at {last} (it stopped before its first checkpoint); "
+                f"start a new run instead"
+            )
         extra += ["--ckpt_path", str(last)]
     check_resume_checkpoint(Path(known.ckpt_path) if known.ckpt_path else last, store, run.id)
     return [argv[0], *extra, *argv[1:]]
@@ -100,8 +109,9 @@ def predict_arguments(argv: list[str]) -> list[str]:
     known, _ = peek.parse_known_args(argv[1:])
     if known.run is None:
         if known.checkpoint is not None:
-            raise ConfigError("--checkpoint picks a checkpoint of a recorded run: give --run ID as well, or "
-                              "--ckpt_path FILE")
+            raise ConfigError(
+                "--checkpoint picks a checkpoint of a recorded run: give --run ID as well, or --ckpt_path FILE"
+            )
         return argv
     from ortholab.db import Store
     from ortholab.evaluation.audio import checkpoint_of
@@ -115,8 +125,11 @@ def predict_arguments(argv: list[str]) -> list[str]:
     if choice == "best" and known.ckpt_path is None and store.lease_holder(run.id) is not None:
         # training deletes a best-step file whenever a better one is saved; last.ckpt is replaced atomically
         choice = "last"
-        print(f"note: run {run.id} is still being written (training deletes its best-step checkpoints as better ones "
-              f"are saved); predicting with its last.ckpt, which stays", file=sys.stderr)
+        print(
+            f"note: run {run.id} is still being written (training deletes its best-step checkpoints as better ones "
+            f"are saved); predicting with its last.ckpt, which stays",
+            file=sys.stderr,
+        )
     rest = without_options(argv[1:], ("--run", "--checkpoint"))
     extra = []
     if not known.config:

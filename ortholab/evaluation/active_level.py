@@ -11,6 +11,7 @@ Reimplemented from the definition (VOICEBOX is GPL; nothing is copied), default 
    the active level is where a_j - c_j first rises through 15.9 dB (linear interpolation between bins);
 4. a sample is active when its envelope's 200 ms running maximum exceeds the active level's amplitude - 15.9 dB.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,8 +24,15 @@ THRESHOLD_DB = 15.9  # P.56 margin between active level and the activity thresho
 BINS = 20  # 60 dB at 3 dB per bin
 # s-plane zeros and poles of the 5th-order Chebyshev II high-pass, -0.25 dB at w = 1, -50 dB stop band (VOICEBOX)
 _HP_ZEROS = np.array([0, 0.37843443673309j, 0.23388534441447j, -0.37843443673309j, -0.23388534441447j])
-_HP_POLES = np.array([-0.66793268833792, -0.20640255179496 + 0.73942185906851j, -0.54036889596392 + 0.45698784092898j,
-                      -0.20640255179496 - 0.73942185906851j, -0.54036889596392 - 0.45698784092898j])
+_HP_POLES = np.array(
+    [
+        -0.66793268833792,
+        -0.20640255179496 + 0.73942185906851j,
+        -0.54036889596392 + 0.45698784092898j,
+        -0.20640255179496 - 0.73942185906851j,
+        -0.54036889596392 - 0.45698784092898j,
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -53,8 +61,7 @@ def _low_pass(fs: float, cutoff: float = 5500.0) -> np.ndarray:
 
 def _running_max(values: np.ndarray, window: int) -> np.ndarray:
     """y[p] = max(values[p - window + 1 .. p]), values before the start taken as -inf (v_maxfilt with f = 1)."""
-    return scipy.ndimage.maximum_filter1d(values, size=window, mode="constant", cval=-np.inf,
-                                          origin=(window - 1) // 2)
+    return scipy.ndimage.maximum_filter1d(values, size=window, mode="constant", cval=-np.inf, origin=(window - 1) // 2)
 
 
 def active_level(signal: np.ndarray, fs: float) -> ActiveLevel:

@@ -15,6 +15,7 @@ are turned into waveforms (ortholab/evaluation/reconstruction.py) and scored aga
   `reconstruction` (the model) and `baseline`, each with meta utterance / role / sample_rate and the clip's
   scores.
 """
+
 from __future__ import annotations
 
 import io
@@ -92,6 +93,7 @@ class AudioReport:
 
     def table(self) -> dict:
         """Everything, as JSON: per utterance the scores of model and baseline and each failure's reason."""
+
         def values(scores):
             return {m: _json_number(s.value) for m, s in scores.items()}
 
@@ -99,15 +101,25 @@ class AudioReport:
             return {m: s.reason for m, s in scores.items() if not s.ok}
 
         return {
-            "split": self.split, "sample_rate": self.sample_rate, "reconstruction": self.method,
-            "baseline": self.baseline, "metrics": list(self.metrics),
-            "means": {who: {m: _json_number(self.mean(m, who)[0]) for m in self.metrics}
-                      for who in ("model", "baseline")},
+            "split": self.split,
+            "sample_rate": self.sample_rate,
+            "reconstruction": self.method,
+            "baseline": self.baseline,
+            "metrics": list(self.metrics),
+            "means": {
+                who: {m: _json_number(self.mean(m, who)[0]) for m in self.metrics} for who in ("model", "baseline")
+            },
             "failed": {who: {m: self.mean(m, who)[1] for m in self.metrics} for who in ("model", "baseline")},
-            "utterances": [{"utterance": u.name, "sources": u.sources, "model": values(u.model),
-                            "baseline": values(u.baseline), "failures": {"model": reasons(u.model),
-                                                                         "baseline": reasons(u.baseline)}}
-                           for u in self.utterances],
+            "utterances": [
+                {
+                    "utterance": u.name,
+                    "sources": u.sources,
+                    "model": values(u.model),
+                    "baseline": values(u.baseline),
+                    "failures": {"model": reasons(u.model), "baseline": reasons(u.baseline)},
+                }
+                for u in self.utterances
+            ],
         }
 
     def summary(self) -> str:
@@ -119,8 +131,10 @@ class AudioReport:
                 parts.append(f"{metric} {text}" + (f" ({failed} failed)" if failed else ""))
             return ", ".join(parts)
 
-        return (f"Audio evaluation on {len(self.utterances)} {self.split} utterances ({self.method.replace('_', ' ')} "
-                f"reconstruction): {line('model')}\n  baseline ({self.baseline}): {line('baseline')}")
+        return (
+            f"Audio evaluation on {len(self.utterances)} {self.split} utterances ({self.method.replace('_', ' ')} "
+            f"reconstruction): {line('model')}\n  baseline ({self.baseline}): {line('baseline')}"
+        )
 
 
 def _json_number(value: float | None) -> float | None:
@@ -141,14 +155,20 @@ def predict(module: torch.nn.Module, datamodule: SpeechPrediction, split: str, c
         for first in range(0, count, datamodule.eval_batch_size):
             inputs, _, mask = data.batch(range(first, min(first + datamodule.eval_batch_size, count)))
             predicted = module(inputs.to(device)).float().cpu()
-            outputs += [p[:int(m.sum())] for p, m in zip(predicted, mask, strict=True)]
+            outputs += [p[: int(m.sum())] for p, m in zip(predicted, mask, strict=True)]
     finally:
         module.train(was_training)
     return outputs
 
 
-def evaluate_split(module: torch.nn.Module, datamodule: SpeechPrediction, split: str = "val",
-                   utterances: int | None = 16, clips: int = 3, method: str = "true_phase") -> AudioReport:
+def evaluate_split(
+    module: torch.nn.Module,
+    datamodule: SpeechPrediction,
+    split: str = "val",
+    utterances: int | None = 16,
+    clips: int = 3,
+    method: str = "true_phase",
+) -> AudioReport:
     """Reconstruct and score the first `utterances` (None: all) of `split`; keep `clips` of them as audio."""
     if method not in METHODS:
         raise ConfigError(f"audio evaluation method {method!r}; choose one of {list(METHODS)}")
@@ -158,18 +178,24 @@ def evaluate_split(module: torch.nn.Module, datamodule: SpeechPrediction, split:
     report = AudioReport(split, fs, method, BASELINES[datamodule.target], [], [])
     for index, predicted in enumerate(predict(module, datamodule, split, count)):
         true, waveform = speech.frames_of(index), speech.waveform(index)
-        estimates = {"reconstruction": estimated_frames(true, predicted, datamodule.target),
-                     "baseline": copy_input_frames(true, datamodule.target)}
-        audio = {role: reconstruct(datamodule.frames, frames, waveform, method).numpy()
-                 for role, frames in estimates.items()}
+        estimates = {
+            "reconstruction": estimated_frames(true, predicted, datamodule.target),
+            "baseline": copy_input_frames(true, datamodule.target),
+        }
+        audio = {
+            role: reconstruct(datamodule.frames, frames, waveform, method).numpy() for role, frames in estimates.items()
+        }
         reference = waveform.numpy()
         scores = {role: score_utterance(samples, reference, fs) for role, samples in audio.items()}
         name = speech.names[index]
-        report.utterances.append(UtteranceScores(name, speech.sources[index], scores["reconstruction"],
-                                                 scores["baseline"]))
+        report.utterances.append(
+            UtteranceScores(name, speech.sources[index], scores["reconstruction"], scores["baseline"])
+        )
         if index < clips:
-            report.clips += [Clip(name, "reference", reference),
-                             *(Clip(name, role, audio[role], scores[role]) for role in audio)]
+            report.clips += [
+                Clip(name, "reference", reference),
+                *(Clip(name, role, audio[role], scores[role]) for role in audio),
+            ]
     return report
 
 
@@ -201,21 +227,33 @@ class StoreRecorder:
         self.store.log_metrics(self.run_id, values, step=step, epoch=self.epoch)
 
     def artifact(self, kind, name, step, data, meta, media_type):
-        self.store.add_artifact(self.run_id, kind, name, step=step, epoch=self.epoch, data=data, meta=meta,
-                                media_type=media_type)
+        self.store.add_artifact(
+            self.run_id, kind, name, step=step, epoch=self.epoch, data=data, meta=meta, media_type=media_type
+        )
 
 
 def record_report(report: AudioReport, recorder: Recorder, step: int, per_utterance: bool = True) -> None:
     recorder.metrics(report.metric_points(per_utterance), step)
     table = report.table()
-    meta = {"split": report.split, "utterances": len(report.utterances), "reconstruction": report.method,
-            "failed": table["failed"]}
-    recorder.artifact(AUDIO_SCORES, f"{report.split}/scores", step, json.dumps(table, allow_nan=False).encode(), meta,
-                      JSON_MEDIA_TYPE)
+    meta = {
+        "split": report.split,
+        "utterances": len(report.utterances),
+        "reconstruction": report.method,
+        "failed": table["failed"],
+    }
+    recorder.artifact(
+        AUDIO_SCORES, f"{report.split}/scores", step, json.dumps(table, allow_nan=False).encode(), meta, JSON_MEDIA_TYPE
+    )
     for clip in report.clips:
         data, clipped = wav_bytes(clip.waveform, report.sample_rate)
-        meta = {"utterance": clip.utterance, "role": clip.role, "sample_rate": report.sample_rate,
-                "split": report.split, "reconstruction": report.method, "clipped_samples": clipped}
+        meta = {
+            "utterance": clip.utterance,
+            "role": clip.role,
+            "sample_rate": report.sample_rate,
+            "split": report.split,
+            "reconstruction": report.method,
+            "clipped_samples": clipped,
+        }
         if clip.role == "baseline":
             meta["baseline"] = report.baseline
         # the headline scores as top-level keys (the dashboard shows them per clip); all of them under "scores"
@@ -238,8 +276,8 @@ def checkpoint_of(run_dir: Path, checkpoint: str) -> Path:
     else:
         path = Path(checkpoint)
     if not path.is_file():
-        raise ConfigError(f"no checkpoint {path}; the run folder holds {sorted(p.name for p in folder.glob('*.ckpt'))}"
-                          f" (choose --checkpoint last, best or a path)")
+        raise ConfigError(
+            f"no checkpoint {path}; the run folder holds {sorted(p.name for p in folder.glob('*.ckpt'))}"
+            f" (choose --checkpoint last, best or a path)"
+        )
     return path
-
-

@@ -10,6 +10,7 @@ Magnitudes are the inverse of the log (spectral.py `SpectralFrames.magnitude`), 
 The "copy the input frame" baseline (for next-frame prediction: repeat the previous frame) is reconstructed the
 same way, so a listener and the metrics have the trivial predictor's audio as a reference point.
 """
+
 from __future__ import annotations
 
 import torch
@@ -32,8 +33,9 @@ def copy_input_frames(true_features: torch.Tensor, target: str) -> torch.Tensor:
     return estimated_frames(true_features, inputs, target)
 
 
-def reconstruct(frames: SpectralFrames, estimate: torch.Tensor, waveform: torch.Tensor,
-                method: str = "true_phase") -> torch.Tensor:
+def reconstruct(
+    frames: SpectralFrames, estimate: torch.Tensor, waveform: torch.Tensor, method: str = "true_phase"
+) -> torch.Tensor:
     """The (samples,) waveform of log-magnitude `estimate` (T, bins) for an utterance whose true waveform is given."""
     if method == "true_phase":
         phase = frames.stft(waveform).angle()

@@ -18,6 +18,7 @@ Identical signals give +100 dB (the definition's cap); a reference with no activ
 75 % overlap, frame SNR = 10 log10(sum r^2 / (sum (r - s)^2 + eps) + eps) clamped to [-10, 35] dB, the last
 frame dropped, all other frames averaged (no VAD). Identical signals give 35 dB.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,11 +41,12 @@ class SegmentalSNR:
 def _frames(values: np.ndarray, length: int) -> np.ndarray:
     """Non-overlapping rows of `length` samples (the trailing partial frame dropped)."""
     count = len(values) // length
-    return values[:count * length].reshape(count, length)
+    return values[: count * length].reshape(count, length)
 
 
-def segsnr_voicebox(test: np.ndarray, reference: np.ndarray, fs: float, mode: str = "Vq",
-                    frame_s: float = 0.01) -> SegmentalSNR:
+def segsnr_voicebox(
+    test: np.ndarray, reference: np.ndarray, fs: float, mode: str = "Vq", frame_s: float = 0.01
+) -> SegmentalSNR:
     """v_snrseg(test, reference, fs, mode, frame_s) for modes made of 'V' or 'w' and 'q' or 'z' (see above)."""
     s, r = np.asarray(test, dtype=np.float64), np.asarray(reference, dtype=np.float64)
     length = min(len(s), len(r))
@@ -59,7 +61,7 @@ def segsnr_voicebox(test: np.ndarray, reference: np.ndarray, fs: float, mode: st
     error = _frames(s[span] - r[span], kf)
     if align:  # best linear interpolation of s towards each neighbour, per frame
         errors = []
-        for neighbour in (s[align + 1:align + 1 + count * kf], s[:count * kf]):  # s(i+1), s(i-1)
+        for neighbour in (s[align + 1 : align + 1 + count * kf], s[: count * kf]):  # s(i+1), s(i-1)
             step = _frames(s[span] - neighbour, kf)
             with np.errstate(invalid="ignore", divide="ignore"):
                 a = np.nan_to_num(np.sum(error * step, axis=1) / np.sum(step**2, axis=1), nan=0.0).clip(0.0, 1.0)
@@ -83,8 +85,15 @@ def segsnr_voicebox(test: np.ndarray, reference: np.ndarray, fs: float, mode: st
     return SegmentalSNR(float(frame_snr[kept].mean()), float(global_snr), frame_snr, kept)
 
 
-def segsnr_clamped(test: np.ndarray, reference: np.ndarray, fs: float, frame_s: float = 0.03,
-                   overlap: float = 0.75, low: float = -10.0, high: float = 35.0) -> float:
+def segsnr_clamped(
+    test: np.ndarray,
+    reference: np.ndarray,
+    fs: float,
+    frame_s: float = 0.03,
+    overlap: float = 0.75,
+    low: float = -10.0,
+    high: float = 35.0,
+) -> float:
     """Mean over Hann-windowed overlapping frames of the frame SNR clamped to [low, high] dB (see above)."""
     s, r = np.asarray(test, dtype=np.float64), np.asarray(reference, dtype=np.float64)
     length = min(len(s), len(r))

@@ -1,6 +1,7 @@
 """Per-utterance speech scores of an estimate against its reference, each either a value or the reason it failed.
 
-- `segsnr_voicebox`, `snr_global_voicebox`: VOICEBOX v_snrseg, mode 'Vq', 10 ms frames (ortholab/evaluation/segsnr.py), dB.
+- `segsnr_voicebox`, `snr_global_voicebox`: VOICEBOX v_snrseg, mode 'Vq', 10 ms frames (ortholab/evaluation/segsnr.py),
+  dB.
 - `segsnr_clamped_30ms`: 30 ms Hann frames, 75 % overlap, clamped to [-10, 35] dB (Loizou / pysepm), dB.
 - `stoi`: short-time objective intelligibility (Taal et al. 2011) through torchmetrics' functional (pystoi), 0-1.
 - `pesq_nb_mos_lqo`: PESQ narrow band (ITU-T P.862) through torchmetrics' functional (the `pesq` package, one
@@ -12,6 +13,7 @@ A failure never raises: a silent reference, an utterance too short (PESQ needs 0
 STFT frames" and returns 1e-5 below about 30 frames of active speech), a library error or a non-finite value is
 recorded as its reason, and the mean excludes it.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -20,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ortholab.extras import require_extra
 from ortholab.evaluation.segsnr import segsnr_clamped, segsnr_voicebox
+from ortholab.extras import require_extra
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ def _attempt(compute) -> Score:
         warnings.simplefilter("always")
         try:
             value = float(compute())
-        except Exception as err:  # noqa: BLE001 - a library failure is a recorded reason, never a crash
+        except Exception as err:  # a library failure is a recorded reason, never a crash
             message = err.args[0].decode() if err.args and isinstance(err.args[0], bytes) else str(err)
             return Score(None, f"{type(err).__name__}: {message}")
     for warning in caught:

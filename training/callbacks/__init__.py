@@ -1,12 +1,19 @@
 """Analysis callbacks that every run gets by default (each configurable, or replaced, in `trainer.callbacks`)."""
+
 from ortholab.training.callbacks.audio import AudioEvaluation
 from ortholab.training.callbacks.matrix import EigenvalueSnapshots, OrthogonalityDrift
 from ortholab.training.callbacks.nan_guard import NaNGuard, NonFiniteError
 from ortholab.training.callbacks.probes import GradientNormProfile, HiddenTrajectory
 from ortholab.training.callbacks.timing import Timing
 
-ANALYSIS_CALLBACKS = (OrthogonalityDrift, EigenvalueSnapshots, GradientNormProfile, Timing, NaNGuard,
-                      AudioEvaluation)  # AudioEvaluation acts on speech tasks only
+ANALYSIS_CALLBACKS = (
+    OrthogonalityDrift,
+    EigenvalueSnapshots,
+    GradientNormProfile,
+    Timing,
+    NaNGuard,
+    AudioEvaluation,
+)  # AudioEvaluation acts on speech tasks only
 
 
 def default_callbacks(configured: list) -> list:
@@ -15,5 +22,15 @@ def default_callbacks(configured: list) -> list:
     return [cls() for cls in ANALYSIS_CALLBACKS if cls not in present]
 
 
-__all__ = ["ANALYSIS_CALLBACKS", "AudioEvaluation", "EigenvalueSnapshots", "GradientNormProfile", "HiddenTrajectory", "NaNGuard",
-           "NonFiniteError", "OrthogonalityDrift", "Timing", "default_callbacks"]
+__all__ = [
+    "ANALYSIS_CALLBACKS",
+    "AudioEvaluation",
+    "EigenvalueSnapshots",
+    "GradientNormProfile",
+    "HiddenTrajectory",
+    "NaNGuard",
+    "NonFiniteError",
+    "OrthogonalityDrift",
+    "Timing",
+    "default_callbacks",
+]

@@ -5,6 +5,7 @@ the weights the model has at that moment (after fit: the last ones), recorded at
 Skipped for tasks other than speech and when training was stopped by a signal (the job is being preempted). PESQ and
 STOI (the `speech` extra) are required only when the callback meets a speech task: a bare install trains the others.
 """
+
 from __future__ import annotations
 
 from lightning.pytorch import Callback
@@ -12,10 +13,10 @@ from lightning.pytorch import Callback
 from ortholab.datamodules.speech import SpeechPrediction
 from ortholab.errors import ConfigError
 from ortholab.evaluation.audio import evaluate_split, record_report
+from ortholab.evaluation.reconstruction import METHODS
+from ortholab.extras import require_extra
 from ortholab.training.callbacks.lifecycle import GracefulInterrupt
 from ortholab.training.callbacks.record import record_artifact, record_metrics
-from ortholab.extras import require_extra
-from ortholab.evaluation.reconstruction import METHODS
 
 
 class TrainerRecorder:
@@ -36,8 +37,15 @@ class AudioEvaluation(Callback):
     store as audio (reference, reconstruction, baseline); method: 'true_phase' or 'griffin_lim';
     per_utterance: also record each utterance's scores as metric points; after_fit / after_test: when to run."""
 
-    def __init__(self, utterances: int | None = 16, clips: int = 3, method: str = "true_phase",
-                 per_utterance: bool = True, after_fit: bool = True, after_test: bool = True):
+    def __init__(
+        self,
+        utterances: int | None = 16,
+        clips: int = 3,
+        method: str = "true_phase",
+        per_utterance: bool = True,
+        after_fit: bool = True,
+        after_test: bool = True,
+    ):
         if method not in METHODS:
             raise ConfigError(f"AudioEvaluation method {method!r}; choose one of {list(METHODS)}")
         if utterances is not None and utterances < 1:

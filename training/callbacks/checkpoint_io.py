@@ -7,6 +7,7 @@ target (`.<name>.<pid>.<random>.tmp`), is flushed and fsync'ed, then renamed ove
 filesystem), and the folder is fsync'ed so the rename survives a power cut. Temporary files of processes that died
 mid-write are removed by the next save in that folder and by a resume.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from fsspec.implementations.local import LocalFileSystem
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.fabric.utilities.types import _PATH
-from fsspec.implementations.local import LocalFileSystem
 
 from ortholab.errors import ConfigError
 

@@ -1,5 +1,6 @@
 """A run's life across interruptions: stamp checkpoints with their run, continue a recorded run after a resume,
 stop cleanly on SIGTERM/Ctrl-C."""
+
 from __future__ import annotations
 
 import os
@@ -23,15 +24,21 @@ EVALUATION_PREFIXES = ("val/", "test/", "time/", "memory/")
 def evaluation_points(logger, step: int) -> list[tuple[str, Any]]:
     """(key, point) of the metrics a store-backed logger holds at `step` that a legacy resume keeps."""
     store, run_id = logger.store, logger.run_id
-    return [(key, point) for key in store.metric_keys(run_id) if key.startswith(EVALUATION_PREFIXES)
-            for point in store.metric_series(run_id, key) if point.step == step]
+    return [
+        (key, point)
+        for key in store.metric_keys(run_id)
+        if key.startswith(EVALUATION_PREFIXES)
+        for point in store.metric_series(run_id, key)
+        if point.step == step
+    ]
 
 
 def restore_points(logger, points: list[tuple[str, Any]], step: int) -> None:
     """Write back points removed by a truncation, with their epoch and wall time."""
     for key, point in points:
-        logger.store.log_metrics(logger.run_id, {key: point.value}, step=step, epoch=point.epoch,
-                                 wall_time=point.wall_time)
+        logger.store.log_metrics(
+            logger.run_id, {key: point.value}, step=step, epoch=point.epoch, wall_time=point.wall_time
+        )
 
 
 BEST_CHECKPOINT = re.compile(r"best-step(\d+)(-v\d+)?\.ckpt")  # the CLI's ModelCheckpoint names them so
@@ -59,22 +66,29 @@ def check_resume_checkpoint(path: Path, store, run_id: int) -> None:
             checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)  # tensors stay on disk
         except RuntimeError:  # a file in torch's legacy format cannot be mapped
             checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - truncated, not a checkpoint, unreadable: the same user error
+    except Exception as err:  # truncated, not a checkpoint, unreadable: the same user error
         others = sorted(p.name for p in path.parent.glob("*.ckpt") if p.name != path.name)
         offer = f"one of {', '.join(others)} in {path.parent}" if others else "a checkpoint of the run"
-        raise ConfigError(f"--resume {run_id}: cannot read the checkpoint {path} ({err.__class__.__name__}: "
-                          f"{str(err).splitlines()[0] if str(err) else 'no detail'}); pass --ckpt_path with "
-                          f"{offer}") from None
+        raise ConfigError(
+            f"--resume {run_id}: cannot read the checkpoint {path} ({err.__class__.__name__}: "
+            f"{str(err).splitlines()[0] if str(err) else 'no detail'}); pass --ckpt_path with "
+            f"{offer}"
+        ) from None
     stamp = checkpoint.get(STAMP_KEY) if isinstance(checkpoint, dict) else None
     if not isinstance(stamp, dict):
         return  # written before checkpoints were stamped: nothing to check against
     theirs_store, theirs_run = str(stamp.get("store_id")), stamp.get("run_id")
     if theirs_store == store.store_id and theirs_run == run_id:
         return
-    whose = (f"run {theirs_run} of this store" if theirs_store == store.store_id
-             else f"run {theirs_run} of another store (store id {theirs_store[:8]}, this one is {store.store_id[:8]})")
-    raise ConfigError(f"--resume {run_id}: the checkpoint {path} was written by {whose}, not by run {run_id}; "
-                      f"resume that run with its own --db, or pass --ckpt_path with a checkpoint of run {run_id}")
+    whose = (
+        f"run {theirs_run} of this store"
+        if theirs_store == store.store_id
+        else f"run {theirs_run} of another store (store id {theirs_store[:8]}, this one is {store.store_id[:8]})"
+    )
+    raise ConfigError(
+        f"--resume {run_id}: the checkpoint {path} was written by {whose}, not by run {run_id}; "
+        f"resume that run with its own --db, or pass --ckpt_path with a checkpoint of run {run_id}"
+    )
 
 
 class StampCheckpoints(Callback):
@@ -117,9 +131,11 @@ class ContinueRun(Callback):
                 forgotten = (logger.continue_from(trainer.global_step) or 0) - len(kept)
                 restore_points(logger, kept, trainer.global_step)
             if forgotten:  # training after the checkpoint is lost with the process: say how much is re-run
-                rank_zero_info(f"Run {getattr(logger, 'run_id', '')} continues from its checkpoint at step "
-                               f"{trainer.global_step}: the {forgotten} metric points recorded after it are "
-                               f"recorded again as those steps re-run")
+                rank_zero_info(
+                    f"Run {getattr(logger, 'run_id', '')} continues from its checkpoint at step "
+                    f"{trainer.global_step}: the {forgotten} metric points recorded after it are "
+                    f"recorded again as those steps re-run"
+                )
             folder = getattr(logger, "log_dir", None)
             if folder:
                 remove_abandoned_checkpoints(os.path.join(folder, "checkpoints"), trainer.global_step)
@@ -166,8 +182,10 @@ class GracefulInterrupt(Callback):
             callback._last_global_step_saved = trainer.global_step
         for logger in trainer.loggers:
             if hasattr(logger, "mark_interrupted"):
-                logger.mark_interrupted(f"{requested} at step {trainer.global_step}; resume with "
-                                        f"`ortholab fit --resume {getattr(logger, 'run_id', '<run id>')}`")
+                logger.mark_interrupted(
+                    f"{requested} at step {trainer.global_step}; resume with "
+                    f"`ortholab fit --resume {getattr(logger, 'run_id', '<run id>')}`"
+                )
         trainer.should_stop = True
         self.stopped_at = trainer.global_step
 

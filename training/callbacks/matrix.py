@@ -1,4 +1,5 @@
 """Snapshots of the recurrent matrix: orthogonality drift (scoRNN Figure 4) and eigenvalues."""
+
 from __future__ import annotations
 
 import torch
@@ -86,8 +87,22 @@ class EigenvalueSnapshots(_MatrixCallback):
         self._last_step = step
         eig = eig.detach().to(torch.complex128).cpu()
         near = int(((eig + 1).abs() < self.tolerance).sum())
-        record_artifact(trainer, EIGENVALUES, "W", step, data=array_to_bytes(eig.numpy()), media_type=NPY_MEDIA_TYPE,
-                        meta={"near_minus_one": near, "tolerance": self.tolerance, "n": int(eig.numel())})
+        record_artifact(
+            trainer,
+            EIGENVALUES,
+            "W",
+            step,
+            data=array_to_bytes(eig.numpy()),
+            media_type=NPY_MEDIA_TYPE,
+            meta={"near_minus_one": near, "tolerance": self.tolerance, "n": int(eig.numel())},
+        )
         for kind, values in getattr(layer, "snapshot_arrays", dict)().items():
-            record_artifact(trainer, kind, kind, step, data=array_to_bytes(values.detach().cpu().double().numpy()),
-                            media_type=NPY_MEDIA_TYPE, meta={})
+            record_artifact(
+                trainer,
+                kind,
+                kind,
+                step,
+                data=array_to_bytes(values.detach().cpu().double().numpy()),
+                media_type=NPY_MEDIA_TYPE,
+                meta={},
+            )

@@ -1,5 +1,6 @@
 """Stop at the first non-finite loss, gradient or updated parameter, keep the weights from before the bad
 step, and say where and why."""
+
 from __future__ import annotations
 
 import os
@@ -14,7 +15,8 @@ class NonFiniteError(RuntimeError):
 
 
 def groups_named_in(hint: str) -> set[str]:
-    """The parameter groups whose optimizer keys a family's hint names (`model.optimizers.other.lr`, `non_normal.lr`)."""
+    """The parameter groups whose optimizer keys a family's hint names (`model.optimizers.other.lr`,
+    `non_normal.lr`)."""
     return set(re.findall(r"optimizers\.(\w+)", hint)) | set(re.findall(r"(\w+)\.lr\b", hint))
 
 
@@ -35,8 +37,10 @@ def likely_cause(pl_module, group: str | None, update: bool = False) -> str:
     if group is None:
         return "the loss itself is not finite: check the inputs and targets, or lower the learning rates"
     if update:
-        return (f"the optimizer step of group {group!r} overflowed its parameters from finite gradients: lower "
-                f"model.optimizers.{group}.lr")
+        return (
+            f"the optimizer step of group {group!r} overflowed its parameters from finite gradients: lower "
+            f"model.optimizers.{group}.lr"
+        )
     return f"gradients of group {group!r} overflowed: lower model.optimizers.{group}.lr or set model.grad_clip_norm"
 
 
@@ -82,7 +86,8 @@ class NaNGuard(Callback):
             self._handles += [
                 optimizer.register_step_pre_hook(lambda *_, g=group, ps=params: self._keep(g, ps)),
                 optimizer.register_step_post_hook(
-                    lambda *_, g=group, ps=params: self._check_update(trainer, pl_module, g, ps)),
+                    lambda *_, g=group, ps=params: self._check_update(trainer, pl_module, g, ps)
+                ),
             ]
 
     @torch.no_grad()

@@ -1,5 +1,6 @@
-"""The PredictionWriter callback of `ortholab predict` (its shortcuts: ortholab/cli/train.py): a trained model's predictions on one split, written into the predict run's folder and
-recorded as a run of stage 'predict' linked to the run whose checkpoint it used.
+"""The PredictionWriter callback of `ortholab predict` (its shortcuts: ortholab/cli/train.py): a trained model's
+predictions on one split, written into the predict run's folder and recorded as a run of stage 'predict' linked to
+the run whose checkpoint it used.
 
     ortholab predict --run 7 [--checkpoint best|last|PATH] [--predict_split test]     # a recorded run
     ortholab predict --config CONFIG --ckpt_path FILE [--predict_split val]          # as LightningCLI
@@ -13,6 +14,7 @@ The file `predictions-<split>.npz` (numpy's format) holds, per sequence of the s
   with the true phase (ortholab/evaluation/reconstruction.py), 16-bit PCM at the task's sample rate.
 The predict run's info holds {source_run, checkpoint, split, predictions, sequences}.
 """
+
 from __future__ import annotations
 
 import errno
@@ -46,14 +48,17 @@ def _padded(pieces: list[torch.Tensor]) -> np.ndarray:
     if pieces[0].dim() < 2 or all(p.shape[1:] == pieces[0].shape[1:] for p in pieces):
         return torch.cat(pieces).numpy()
     longest = max(p.shape[1] for p in pieces)
-    return torch.cat([torch.nn.functional.pad(p, (0, 0) * (p.dim() - 2) + (0, longest - p.shape[1]))
-                      for p in pieces]).numpy()
+    return torch.cat(
+        [torch.nn.functional.pad(p, (0, 0) * (p.dim() - 2) + (0, longest - p.shape[1])) for p in pieces]
+    ).numpy()
 
 
 def assemble(batches: list[dict], loss: str) -> dict[str, np.ndarray]:
     """The arrays of the predictions file from the predict steps' outputs, in the split's order."""
-    arrays = {"predictions": _padded([predictions_of(b["outputs"], loss) for b in batches]),
-              "targets": _padded([b["targets"] for b in batches])}
+    arrays = {
+        "predictions": _padded([predictions_of(b["outputs"], loss) for b in batches]),
+        "targets": _padded([b["targets"] for b in batches]),
+    }
     if batches[0].get("mask") is not None:
         arrays["mask"] = _padded([b["mask"] for b in batches])
     if loss in CLASSIFICATION:
@@ -73,9 +78,11 @@ def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> Path:
         part.unlink(missing_ok=True)  # no half-written file left behind
         if err.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
-        raise ConfigError(f"no space left on the device writing {path} ({err.strerror}); nothing was written there "
-                          f"and the runs already recorded are kept; free space (or give --runs_dir on another disk) "
-                          f"and run `ortholab predict` again") from None
+        raise ConfigError(
+            f"no space left on the device writing {path} ({err.strerror}); nothing was written there "
+            f"and the runs already recorded are kept; free space (or give --runs_dir on another disk) "
+            f"and run `ortholab predict` again"
+        ) from None
     return path
 
 
@@ -136,12 +143,14 @@ class PredictionWriter(Callback):
         folder.mkdir(parents=True, exist_ok=True)
         arrays = assemble(self.batches, pl_module.spec.loss)
         self.path = write_npz(folder / f"predictions-{self.split}.npz", arrays)
-        link = {"source_run": source_run_of(logger.store, self.checkpoint) if self.checkpoint else None,
-                "checkpoint": str(Path(self.checkpoint).resolve()) if self.checkpoint else None,
-                "split": self.split, "predictions": str(self.path.resolve()), "sequences": len(arrays["predictions"])}
+        link = {
+            "source_run": source_run_of(logger.store, self.checkpoint) if self.checkpoint else None,
+            "checkpoint": str(Path(self.checkpoint).resolve()) if self.checkpoint else None,
+            "split": self.split,
+            "predictions": str(self.path.resolve()),
+            "sequences": len(arrays["predictions"]),
+        }
         if pl_module.spec.name == "speech":
             link["audio_files"] = write_speech_audio(folder / "audio", trainer.datamodule, self.split, arrays)
         info = logger.store.get_run(logger.run_id).info or {}
         logger.describe_run(info={**info, "predict": link})
-
-

@@ -1,4 +1,5 @@
 """Probe passes on a fixed batch: ||dL/dh_t|| over t (scoRNN Figure 5) and one sequence's hidden states."""
+
 from __future__ import annotations
 
 import torch
@@ -18,8 +19,14 @@ def hidden_gradient_norms(pl_module, inputs, targets, mask=None) -> tuple[torch.
     model = pl_module.model
     encoded = model.encode(inputs)
     weight = model.readout.weight  # encoded inputs may be symbol ids: take dtype and device from the model
-    offsets = torch.zeros(inputs.shape[0], inputs.shape[1], model.layer.output_size, dtype=weight.dtype,
-                          device=weight.device, requires_grad=True)
+    offsets = torch.zeros(
+        inputs.shape[0],
+        inputs.shape[1],
+        model.layer.output_size,
+        dtype=weight.dtype,
+        device=weight.device,
+        requires_grad=True,
+    )
     with torch.enable_grad():
         hidden = model.layer(encoded, state_offsets=offsets)
         loss = pl_module.objective.loss(model.read_out(hidden), targets, mask)
@@ -57,15 +64,23 @@ class GradientNormProfile(_ProbeCallback):
     def probe(self, trainer, pl_module, step: int) -> None:
         if not pl_module.model.layer.supports_state_offsets:
             if not getattr(self, "_warned", False):
-                rank_zero_warn(f"GradientNormProfile: family {type(pl_module.model.layer).__name__} cannot expose "
-                               "dL/dh_t (no state_offsets support); no gradient profile is recorded")
+                rank_zero_warn(
+                    f"GradientNormProfile: family {type(pl_module.model.layer).__name__} cannot expose "
+                    "dL/dh_t (no state_offsets support); no gradient profile is recorded"
+                )
                 self._warned = True
             return
         inputs, targets, *rest = (t.to(pl_module.device) for t in probe_batch(trainer, self.probe_size))
         norms, loss = hidden_gradient_norms(pl_module, inputs, targets, rest[0] if rest else None)
-        record_artifact(trainer, GRAD_NORMS, "dL/dh_t", step, data=array_to_bytes(norms.cpu().numpy()),
-                        media_type=NPY_MEDIA_TYPE,
-                        meta={"probe_size": int(inputs.shape[0]), "loss": float(loss)})
+        record_artifact(
+            trainer,
+            GRAD_NORMS,
+            "dL/dh_t",
+            step,
+            data=array_to_bytes(norms.cpu().numpy()),
+            media_type=NPY_MEDIA_TYPE,
+            meta={"probe_size": int(inputs.shape[0]), "loss": float(loss)},
+        )
 
 
 class HiddenTrajectory(_ProbeCallback):
@@ -86,5 +101,12 @@ class HiddenTrajectory(_ProbeCallback):
             unshift = getattr(layer, "unshift_trajectory", None)
             if unshift is not None:
                 states = unshift(states)
-        record_artifact(trainer, HIDDEN_TRAJECTORY, "h_t", step, media_type=NPY_MEDIA_TYPE,
-                        data=array_to_bytes(states.float().cpu().numpy()), meta={"unshifted": unshift is not None})
+        record_artifact(
+            trainer,
+            HIDDEN_TRAJECTORY,
+            "h_t",
+            step,
+            media_type=NPY_MEDIA_TYPE,
+            data=array_to_bytes(states.float().cpu().numpy()),
+            meta={"unshifted": unshift is not None},
+        )

@@ -4,6 +4,7 @@ One step convention for everything a run records: a point, an artifact or a chec
 after s optimizer steps (trainer.global_step then). So `train/loss` at s is the loss of the batch that step s + 1
 trains on; fit's `val/*` after that step, the analyses at the batch's end and `best-step{s+1}.ckpt` are at s + 1.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,5 @@
 """Wall time per step and per epoch, throughput and peak memory (the scoRNN paper's Table 3 view)."""
+
 from __future__ import annotations
 
 import resource
@@ -53,9 +54,15 @@ class Timing(Callback):
         self._steps += 1
         self._samples += int(batch[0].shape[0])
         if is_due(trainer.global_step, self.every_n_steps):
-            record_metrics(trainer, {"time/step_s": self._since / self._steps,
-                                     "time/samples_per_s": self._samples / self._since,
-                                     "memory/peak_mb": peak_memory_mb(pl_module.device)}, trainer.global_step)
+            record_metrics(
+                trainer,
+                {
+                    "time/step_s": self._since / self._steps,
+                    "time/samples_per_s": self._samples / self._since,
+                    "memory/peak_mb": peak_memory_mb(pl_module.device),
+                },
+                trainer.global_step,
+            )
             self._since, self._steps, self._samples = 0.0, 0, 0
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:

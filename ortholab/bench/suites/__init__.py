@@ -1,8 +1,10 @@
-"""`ortholab bench --suite NAME`: the measurements beside the main table (`ortholab/bench/families.py`), one module each.
+"""`ortholab bench --suite NAME`: the measurements beside the main table (`ortholab/bench/families.py`), one module
+each.
 
 Each suite has its settings in `settings.py` (torch-free, for the CLI's help) and a module with `run(settings)`
 that returns a `common.SuiteResult`: the medians it timed and their ratios.
 """
+
 from __future__ import annotations
 
 import importlib

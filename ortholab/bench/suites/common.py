@@ -1,4 +1,5 @@
 """What every `ortholab bench --suite` shares: alternating medians, and the result it prints (or writes as JSON)."""
+
 from __future__ import annotations
 
 import json

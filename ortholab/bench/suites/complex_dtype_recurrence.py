@@ -4,6 +4,7 @@ models/complex_recurrence.py, kept to time against it (`ortholab bench --suite s
 The same algorithm as `complex_modrelu_recurrence` (h_t = modReLU(W h_{t-1} + U x_t), scuRNN paper Eq. 1, with the
 modReLU of its Eq. 6 and the fused backward), with torch's complex gradient convention.
 """
+
 from __future__ import annotations
 
 import torch
@@ -41,8 +42,11 @@ class ComplexDtypeRecurrence(torch.autograd.Function):
         grad_h, grad_z, along, wc = grad_h.contiguous(), torch.empty_like(z), torch.empty_like(r), w.conj()
         carry = grad_h[-1]
         for t in range(z.shape[0] - 1, -1, -1):  # Re(conj(z) g) = z . g in real terms
-            torch.sum(torch.mul(torch.view_as_real(z[t]), torch.view_as_real(carry),
-                                out=torch.view_as_real(grad_z[t])), dim=-1, out=along[t])
+            torch.sum(
+                torch.mul(torch.view_as_real(z[t]), torch.view_as_real(carry), out=torch.view_as_real(grad_z[t])),
+                dim=-1,
+                out=along[t],
+            )
             torch.mul(carry, s[t], out=grad_z[t]).addcmul_(radial[t], along[t])
             if t:
                 carry = torch.addmm(grad_h[t - 1], grad_z[t], wc)

@@ -3,6 +3,7 @@ batchings: the file's order in batches of `batch` pieces (OrthoLab's before 2026
 batches of `batch` (the music task's validation and test loaders since), and one piece at a time (the R-Transformer
 script's evaluation). A batch is padded to its longest piece, so the order sets the padded work; the NLL per step is
 the same in all three (printed beside the ratios)."""
+
 from __future__ import annotations
 
 import time
@@ -11,10 +12,10 @@ from pathlib import Path
 
 import torch
 
-from ortholab.datamodules.music import PolyphonicMusic
 from ortholab.bench.families import machine
 from ortholab.bench.suites.common import SuiteResult, alternating_medians
 from ortholab.bench.suites.settings import MusicEval
+from ortholab.datamodules.music import PolyphonicMusic
 
 
 def _task(settings: MusicEval, folder: Path) -> PolyphonicMusic:
@@ -22,9 +23,16 @@ def _task(settings: MusicEval, folder: Path) -> PolyphonicMusic:
         import pickle
 
         generator = torch.Generator().manual_seed(0)
-        pieces = {split: [[sorted(torch.randperm(88, generator=generator)[:3].add(21).tolist())
-                           for _ in range(int(torch.randint(3, 41, (1,), generator=generator)))]
-                          for _ in range(settings.synthetic)] for split in ("train", "valid", "test")}
+        pieces = {
+            split: [
+                [
+                    sorted(torch.randperm(88, generator=generator)[:3].add(21).tolist())
+                    for _ in range(int(torch.randint(3, 41, (1,), generator=generator)))
+                ]
+                for _ in range(settings.synthetic)
+            ]
+            for split in ("train", "valid", "test")
+        }
         path = folder / "synthetic.pickle"
         path.write_bytes(pickle.dumps(pieces))
         return PolyphonicMusic(dataset=settings.dataset, path=str(path), eval_batch_size=settings.batch)
@@ -54,13 +62,17 @@ def run(settings: MusicEval) -> SuiteResult:
             nll[name] = float(metrics["nll"].compute())
         return time.perf_counter() - start
 
-    batchings = {f"file order, {settings.batch} a batch": ("file order", settings.batch, False),
-                 f"by length, {settings.batch} a batch": ("by length", settings.batch, True),
-                 "one piece at a time": ("one piece", 1, False)}
+    batchings = {
+        f"file order, {settings.batch} a batch": ("file order", settings.batch, False),
+        f"by length, {settings.batch} a batch": ("by length", settings.batch, True),
+        "one piece at a time": ("one piece", 1, False),
+    }
     seconds = alternating_medians(batchings, evaluate, settings.repeats)
     names = list(batchings)
-    notes = [f"{task.pieces('val')} validation pieces; {settings.family} at hidden size {settings.hidden}; NLL per step "
-             + ", ".join(f"{name} {value:.9g}" for name, value in nll.items())]  # 9 digits: a float32 exactly
+    notes = [
+        f"{task.pieces('val')} validation pieces; {settings.family} at hidden size {settings.hidden}; NLL per step "
+        + ", ".join(f"{name} {value:.9g}" for name, value in nll.items())
+    ]  # 9 digits: a float32 exactly
     result = SuiteResult("music-eval", machine(), asdict(settings), seconds, {}, notes)
     result.ratio(names[0], names[1], "file order / by length")
     result.ratio(names[2], names[1], "one piece at a time / by length")

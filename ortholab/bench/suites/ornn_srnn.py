@@ -1,5 +1,6 @@
 """`ortholab bench --suite ornn-srnn`: the oRNN and the SRNN with the paper's pMNIST f_r, each against
 nn.RNN(relu) at its hidden size and nn.LSTM at the same parameter budget (pixel MNIST: 1 input, 10 classes)."""
+
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -7,12 +8,12 @@ from functools import partial
 
 import torch
 
-from ortholab.errors import ConfigError
-from ortholab.models import FAMILIES, SequenceModel
-from ortholab.models.sizing import hidden_size_for_budget, parameter_count
 from ortholab.bench.families import BUDGETS, CLASSES, machine
 from ortholab.bench.suites.common import SuiteResult, alternating_medians, time_fwd_bwd
 from ortholab.bench.suites.settings import OrnnSrnn
+from ortholab.errors import ConfigError
+from ortholab.models import FAMILIES, SequenceModel
+from ortholab.models.sizing import hidden_size_for_budget, parameter_count
 
 
 def _model(family: str, n: int, device: str, **options) -> SequenceModel:
@@ -34,8 +35,10 @@ def run(settings: OrnnSrnn) -> SuiteResult:
         models[mine] = _model(family, n, device, **options)
         models[rnn] = _model("rnn", n, device, nonlinearity="relu")
         pairs.append((family, mine, rnn))
-        notes.append(f"{family}: {parameter_count(family, n, 1, CLASSES, options):,} parameters"
-                     + (f" ({', '.join(f'{k} {v}' for k, v in options.items())})" if options else " (m = n)"))
+        notes.append(
+            f"{family}: {parameter_count(family, n, 1, CLASSES, options):,} parameters"
+            + (f" ({', '.join(f'{k} {v}' for k, v in options.items())})" if options else " (m = n)")
+        )
     lstm = f"nn.LSTM n={lstm_n}"
     models[lstm] = _model("lstm", lstm_n, device)
     notes.append(f"nn.LSTM: {parameter_count('lstm', lstm_n, 1, CLASSES):,} parameters")

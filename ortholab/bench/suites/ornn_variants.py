@@ -1,6 +1,7 @@
 """`ortholab bench --suite ornn-variants`: how the oRNN's W = H_1 ... H_m is formed (its compact WY
 form W = I - U S^-1 U^T, oRNN paper Proposition 1, against m reflections one at a time; forward and backward)
 and, where m < n, applied at each step (a dense W against its WY factors)."""
+
 from __future__ import annotations
 
 import time
@@ -9,12 +10,12 @@ from functools import partial
 
 import torch
 
-from ortholab.errors import ConfigError
-from ortholab.models.householder import compact_wy, householder_product, householder_product_sequential
-from ortholab.models.ornn import ORNN
 from ortholab.bench.families import machine, sync
 from ortholab.bench.suites.common import SuiteResult, alternating_medians
 from ortholab.bench.suites.settings import OrnnVariants
+from ortholab.errors import ConfigError
+from ortholab.models.householder import compact_wy, householder_product, householder_product_sequential
+from ortholab.models.ornn import ORNN
 
 LEAKY_SLOPE = 0.1  # the oRNN's default leaky ReLU
 
@@ -65,14 +66,23 @@ def run(settings: OrnnVariants) -> SuiteResult:
         u = layer.reflection_vectors().detach().requires_grad_()
         wy, sequential = f"W by compact WY, n={n} m={m}", f"W by {m} reflections, n={n} m={m}"
         builders = {wy: householder_product, sequential: householder_product_sequential}
-        result.seconds.update(alternating_medians(
-            builders, partial(_time_forming, u=u, scalar_last=layer.scalar_last, device=device), settings.repeats))
+        result.seconds.update(
+            alternating_medians(
+                builders, partial(_time_forming, u=u, scalar_last=layer.scalar_last, device=device), settings.repeats
+            )
+        )
         result.ratio(wy, sequential, f"forming W, compact WY / one reflection at a time (n={n}, m={m})")
         if m < n:
             h = torch.randn(settings.batch, n, device=device)
             maps = {f"{name}, n={n} m={m}": apply for name, apply in step_maps(u.detach()).items()}
-            result.seconds.update(alternating_medians(
-                maps, partial(_time_steps, h=h, steps=settings.seq_len, device=device), settings.repeats))
-            result.ratio(f"WY factors per step, n={n} m={m}", f"dense W per step, n={n} m={m}",
-                         f"{settings.seq_len} steps, WY factors / dense W (n={n}, m={m})")
+            result.seconds.update(
+                alternating_medians(
+                    maps, partial(_time_steps, h=h, steps=settings.seq_len, device=device), settings.repeats
+                )
+            )
+            result.ratio(
+                f"WY factors per step, n={n} m={m}",
+                f"dense W per step, n={n} m={m}",
+                f"{settings.seq_len} steps, WY factors / dense W (n={n}, m={m})",
+            )
     return result

@@ -7,6 +7,7 @@ Each run has `keys` metrics (val/loss is the main one) over points/keys steps; 1
 (`Store.list_runs`) and, with process=1, a whole `ortholab runs` process (interpreter start-up included); each is
 the median of `repeats` calls (of `repeats` // 2 for the process), wall and CPU time. The ratios are wall times.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,14 +21,24 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ortholab.errors import ConfigError
 from ortholab.bench.families import machine
 from ortholab.bench.suites.common import SuiteResult
 from ortholab.bench.suites.settings import RunsListing
+from ortholab.errors import ConfigError
 
 CHUNK = 50_000  # metric rows per INSERT
-METRICS = ["val/loss", "train/loss", "val/acc", "time/step_s", "memory/peak_mb", "analysis/orthogonality",
-           "time/samples_per_s", "val/bpc", "test/loss", "train/acc"]
+METRICS = [
+    "val/loss",
+    "train/loss",
+    "val/acc",
+    "time/step_s",
+    "memory/peak_mb",
+    "analysis/orthogonality",
+    "time/samples_per_s",
+    "val/bpc",
+    "test/loss",
+    "train/acc",
+]
 TARGET_S = 1.0  # the target: `ortholab runs` lists 1,000 runs x 10,000 points in under a second
 LISTING, SUMMARY, PROCESS = "listing (runs_rows)", "summary query (Store.list_runs)", "whole `ortholab runs` process"
 
@@ -44,16 +55,35 @@ def build(url: str, runs: int, points: int, keys: int) -> None:
     with store._engine.begin() as conn:
         for run_index in range(runs):
             running = run_index % 100 == 99
-            run_id = conn.execute(insert(Run).values(
-                name=f"bench-{run_index}", family="scornn", task="copying", status="running" if running else "finished",
-                stage="fit", main_metric="val/loss", main_metric_mode="min", hostname="bench", world_size=1, tags=[],
-                info={"plan": {"total_steps": steps * 2, "steps_per_epoch": 100, "max_epochs": None}},
-            )).inserted_primary_key[0]
-            rows = [{"run_id": run_id, "key": key, "step": step, "epoch": step // 100,
-                     "value": 1.0 / (1 + step) + 0.001 * k + 0.0001 * run_index, "wall_time": float(step)}
-                    for k, key in enumerate(names) for step in range(steps)]
+            run_id = conn.execute(
+                insert(Run).values(
+                    name=f"bench-{run_index}",
+                    family="scornn",
+                    task="copying",
+                    status="running" if running else "finished",
+                    stage="fit",
+                    main_metric="val/loss",
+                    main_metric_mode="min",
+                    hostname="bench",
+                    world_size=1,
+                    tags=[],
+                    info={"plan": {"total_steps": steps * 2, "steps_per_epoch": 100, "max_epochs": None}},
+                )
+            ).inserted_primary_key[0]
+            rows = [
+                {
+                    "run_id": run_id,
+                    "key": key,
+                    "step": step,
+                    "epoch": step // 100,
+                    "value": 1.0 / (1 + step) + 0.001 * k + 0.0001 * run_index,
+                    "wall_time": float(step),
+                }
+                for k, key in enumerate(names)
+                for step in range(steps)
+            ]
             for start in range(0, len(rows), CHUNK):
-                conn.execute(insert(Metric), rows[start:start + CHUNK])
+                conn.execute(insert(Metric), rows[start : start + CHUNK])
             if run_index % 100 == 0:
                 print(f"  built {run_index + 1}/{runs} runs", file=sys.stderr, flush=True)
     store.close()
@@ -80,8 +110,8 @@ def run(settings: RunsListing) -> SuiteResult:
     from sqlalchemy import func, select
 
     from ortholab.db import Store
-    from ortholab.db.schema import Metric, Run
     from ortholab.db.progress import runs_rows
+    from ortholab.db.schema import Metric, Run
 
     if settings.keys > len(METRICS):
         raise ConfigError(f"--param keys={settings.keys}: at most {len(METRICS)} metrics per run")
@@ -100,18 +130,23 @@ def run(settings: RunsListing) -> SuiteResult:
             n_runs = conn.scalar(select(func.count()).select_from(Run))
             n_points = conn.scalar(select(func.count()).select_from(Metric))
         runs_rows(url)  # untimed: the file cache warm, as a second `ortholab runs` finds it
-        timed = {LISTING: median_seconds(lambda: runs_rows(url), settings.repeats),
-                 SUMMARY: median_seconds(store.list_runs, settings.repeats)}
+        timed = {
+            LISTING: median_seconds(lambda: runs_rows(url), settings.repeats),
+            SUMMARY: median_seconds(store.list_runs, settings.repeats),
+        }
         if settings.process:  # a few seconds each, nearly all of it importing torch and Lightning
             command = [sys.executable, "-c", "from ortholab.cli.main import main; main()", "runs", "--db", url]
-            timed[PROCESS] = median_seconds(lambda: subprocess.run(command, capture_output=True, check=True),
-                                            max(settings.repeats // 2, 1))
+            timed[PROCESS] = median_seconds(
+                lambda: subprocess.run(command, capture_output=True, check=True), max(settings.repeats // 2, 1)
+            )
         store.close()
         seconds = {name: wall for name, (wall, _) in timed.items()}
         cpu = {name: cpu_s for name, (_, cpu_s) in timed.items()}
-        notes.append(f"{n_runs:,} runs, {n_points:,} points ({os.path.getsize(path) / 2**20:.1f} MB), load "
-                     f"average {os.getloadavg()[0]:.1f}; CPU seconds (the one to compare on a shared machine): "
-                     + ", ".join(f"{name} {value:.3f}" for name, value in cpu.items()))
+        notes.append(
+            f"{n_runs:,} runs, {n_points:,} points ({os.path.getsize(path) / 2**20:.1f} MB), load "
+            f"average {os.getloadavg()[0]:.1f}; CPU seconds (the one to compare on a shared machine): "
+            + ", ".join(f"{name} {value:.3f}" for name, value in cpu.items())
+        )
     finally:
         if not settings.db:
             shutil.rmtree(path.parent, ignore_errors=True)

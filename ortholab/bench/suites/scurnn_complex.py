@@ -1,4 +1,5 @@
 """`ortholab bench --suite scurnn-complex`: scuRNN's real [Re | Im] layout against torch's complex dtypes."""
+
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -6,11 +7,11 @@ from functools import partial
 
 import torch
 
-from ortholab.models.scurnn import ScuRNN
 from ortholab.bench.families import machine
 from ortholab.bench.suites.common import SuiteResult, alternating_medians, time_fwd_bwd
 from ortholab.bench.suites.complex_dtype_recurrence import ComplexDtypeScuRNN
 from ortholab.bench.suites.settings import ScurnnComplex
+from ortholab.models.scurnn import ScuRNN
 
 REAL, COMPLEX = "scurnn [Re | Im] layout", "scurnn complex dtypes"
 

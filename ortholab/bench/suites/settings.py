@@ -4,6 +4,7 @@ command's flags set them (the rest are `--param KEY=VALUE`). Torch-free, so buil
 Every suite prints ratios of medians: the models or settings it compares run alternately within each repetition,
 so a noisy machine slows them alike and the ratio holds where the milliseconds do not.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -14,14 +15,21 @@ from ortholab.errors import ConfigError
 
 # the command's flags a suite may take, and the setting each sets (a suite takes one value where the flag
 # takes a list)
-FLAG_FIELDS = {"families": "family", "sizes": "size", "batches": "batch", "seq_len": "seq_len",
-               "repeats": "repeats", "device": "device"}
+FLAG_FIELDS = {
+    "families": "family",
+    "sizes": "size",
+    "batches": "batch",
+    "seq_len": "seq_len",
+    "repeats": "repeats",
+    "device": "device",
+}
 
 
 @dataclass
 class ScurnnComplex:
     """scuRNN's recurrence in its [Re | Im] real layout (models/complex_recurrence.py) against the same
     algorithm in torch's complex dtypes, the design alternative: forward+backward of the layer."""
+
     hidden: int = 116  # the scuRNN paper's n at 16k parameters (pixel MNIST)
     batch: int = 128
     seq_len: int = 784
@@ -33,6 +41,7 @@ class ScurnnComplex:
 class OrnnSrnn:
     """the oRNN (m = n reflections) and the SRNN with the paper's pMNIST f_r (3 layers x 32) sized to a budget, against
     nn.RNN(relu) at the same n and nn.LSTM at the same budget (the main table runs SRNN at its defaults)."""
+
     size: str = "16k"
     batch: int = 128
     seq_len: int = 784
@@ -46,6 +55,7 @@ class OrnnSrnn:
 class OrnnVariants:
     """the oRNN's W formed by the compact WY representation against one reflection at a time (forward+backward),
     and, where m < n, applied per step as a dense W against its WY factors."""
+
     shapes: str = "128x16,170x170,512x512"  # n x m (hidden size x reflections), comma-separated
     batch: int = 128
     seq_len: int = 784
@@ -57,6 +67,7 @@ class OrnnVariants:
 class Callbacks:
     """training with the analysis callbacks at an interval against the same training without them, both
     recorded in a SQLite store (adding task, CPU); the target is a ratio under 1.05 at interval 100."""
+
     family: str = "scornn"
     hidden: int = 170
     batch: int = 50
@@ -71,6 +82,7 @@ class Callbacks:
 class RunsListing:
     """`ortholab runs` on a large store (1 % of the runs still running): the listing against the 1 s target,
     against its summary query alone and against a whole `ortholab runs` process."""
+
     runs: int = 1000
     points: int = 10_000  # metric points per run
     keys: int = 10  # metrics per run, at most 10
@@ -83,6 +95,7 @@ class RunsListing:
 class MusicEval:
     """a validation pass over a music split in batches of the file's order, in batches of similar length (the
     default) and one piece at a time; the data set's file from the data root unless path or synthetic is given."""
+
     family: str = "rtransformer"
     hidden: int = 160  # the R-Transformer music script's d_model
     batch: int = 64
@@ -93,8 +106,14 @@ class MusicEval:
     synthetic: int = 0  # > 0: that many random pieces of 3 to 40 steps per split instead of a file
 
 
-SUITES = {"scurnn-complex": ScurnnComplex, "ornn-srnn": OrnnSrnn, "ornn-variants": OrnnVariants,
-          "callbacks": Callbacks, "runs-listing": RunsListing, "music-eval": MusicEval}
+SUITES = {
+    "scurnn-complex": ScurnnComplex,
+    "ornn-srnn": OrnnSrnn,
+    "ornn-variants": OrnnVariants,
+    "callbacks": Callbacks,
+    "runs-listing": RunsListing,
+    "music-eval": MusicEval,
+}
 QUICK = {  # the quickest form of each suite, as `--quick` and the tests run it
     "scurnn-complex": {"hidden": 8, "batch": 4, "seq_len": 16, "repeats": 1},
     "ornn-srnn": {"batch": 4, "seq_len": 16, "repeats": 1},
@@ -127,8 +146,9 @@ def _convert(option: str, text: str, kind: str, suite: str):
         except ValueError:
             value = 0
         if value <= 0 and not (option == "--param process=" and text == "0"):
-            raise ConfigError(f"{option}{'' if option.endswith('=') else ' '}{text}: --suite {suite} takes one "
-                              f"positive integer here")
+            raise ConfigError(
+                f"{option}{'' if option.endswith('=') else ' '}{text}: --suite {suite} takes one positive integer here"
+            )
         return value
     return text
 
@@ -157,8 +177,10 @@ def resolve(suite: str, flags: dict, params: list[str] | None, quick: bool):
     if "path" in given:
         _check_data_path(values["path"], suite)
         if "synthetic" in given and values.get("synthetic"):
-            raise ConfigError(f"--param path={values['path']} and --param synthetic={values['synthetic']}: --suite "
-                              f"{suite} reads one of them; drop one")
+            raise ConfigError(
+                f"--param path={values['path']} and --param synthetic={values['synthetic']}: --suite "
+                f"{suite} reads one of them; drop one"
+            )
         if "synthetic" in values:
             values["synthetic"] = 0  # a file given is measured, whatever --quick's stand-in would be
     return cls(**values)
@@ -169,18 +191,26 @@ def _check_data_path(path: str, suite: str) -> None:
     from pathlib import Path
 
     if path and not Path(path).expanduser().exists():
-        raise ConfigError(f"--param path={path}: no such file or folder; give the data set's .mat/.pickle file or its "
-                          f"folder, or leave path out for the data set's file in the data root (--suite {suite})")
+        raise ConfigError(
+            f"--param path={path}: no such file or folder; give the data set's .mat/.pickle file or its "
+            f"folder, or leave path out for the data set's file in the data root (--suite {suite})"
+        )
 
 
 def help_text() -> str:
     """The suites as `ortholab bench --help` lists them."""
+
     def wrap(text: str, indent: str) -> str:
         return textwrap.fill(text, 88, initial_indent=indent, subsequent_indent="      ")
 
-    lines = ["suites (--suite NAME; each prints ratios of medians, what it compares alternating in one process):",
-             wrap("families (default): every family against nn.RNN(relu) at the same n and nn.LSTM at the same "
-                  "budget, at the papers' pixel-MNIST settings (the flags above)", "  ")]
+    lines = [
+        "suites (--suite NAME; each prints ratios of medians, what it compares alternating in one process):",
+        wrap(
+            "families (default): every family against nn.RNN(relu) at the same n and nn.LSTM at the same "
+            "budget, at the papers' pixel-MNIST settings (the flags above)",
+            "  ",
+        ),
+    ]
     for name, cls in SUITES.items():
         lines += [wrap(f"{name}: {' '.join(cls.__doc__.split())}", "  "), wrap(f"takes {takes(name)}", "      ")]
     return "\n".join(lines)
