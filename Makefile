@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow test-docker test-kernels bench docs screenshots gpu-pack gpu-check clean delete-recorded-runs
+.PHONY: install demo lint test test-slow test-docker test-kernels bench docs screenshots gpu-pack gpu-check clean delete-recorded-runs
 
 install: $(STAMP)
 
@@ -19,6 +19,11 @@ $(STAMP): pyproject.toml tools/install_torchaudio.py
 
 demo: $(STAMP)
 	$(BIN)/ortholab fit --config configs/demo/copying_scornn.yaml
+
+# ruff's linter and formatter as pyproject configures them (CI runs this before the tests)
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 # the venv's tools (ortholab, hadolint) on PATH for the tests that run them
 test: $(STAMP)
