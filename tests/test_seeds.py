@@ -139,13 +139,13 @@ def test_three_seeds_of_a_row_are_three_runs_under_it(tmp_path, monkeypatch, cap
 def test_seeds_already_finished_are_skipped_unless_again(tmp_path, monkeypatch, capsys):
     """Running the same `--seeds` command after a stop trains only the missing seeds; `--again` trains anew."""
     db = _toy_table(tmp_path, monkeypatch)
-    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "5544", "--db", db])
+    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "5544,", "--db", db])
     capsys.readouterr()
     main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "2", "--db", db])
     out = capsys.readouterr().out.strip().splitlines()
     assert "(seed 5544): skipped, run 1 finished" in out[0] and out[-1] == "reproduce: 1 done, 0 failed, 1 skipped"
     assert sorted(r.id for r in Store(db).list_runs()) == [1, 2]
-    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "5545", "--again", "--db", db])
+    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "5545,", "--again", "--db", db])
     assert capsys.readouterr().out.strip().splitlines()[-1] == "reproduce: 1 done, 0 failed, 0 skipped"
     assert len(Store(db).list_runs()) == 3
 

@@ -170,6 +170,9 @@ def summary(outcomes: list[Outcome], what: str = "reproduce") -> str:
     return f"{what}: {counts['done']} done, {counts['failed']} failed, {counts['skipped']} skipped"
 
 
+MAX_SEED_COUNT = 20  # --seeds N: N runs per row; a larger number is taken for a seed given without its comma
+
+
 def parse_seeds(text: str | None) -> int | list[int] | None:
     """--seeds: a count ('3': the config's seed and the next ones) or a comma-separated list ('1,2,3')."""
     if text is None:
@@ -183,6 +186,11 @@ def parse_seeds(text: str | None) -> int | list[int] | None:
         raise ConfigError(
             f"--seeds {text!r}: give a count (--seeds 3: the config's seed and the next two) or "
             f"seeds separated by commas (--seeds 1,2,3; one seed: --seeds 7,)"
+        )
+    if "," not in str(text) and values[0] > MAX_SEED_COUNT:  # `--seeds 5546` meant as a seed trains 5546 runs
+        raise ConfigError(
+            f"--seeds {text}: a count of {values[0]} runs per row (at most {MAX_SEED_COUNT}); to train with the seed "
+            f"{values[0]} alone, give it as a list: --seeds {values[0]},"
         )
     return values[0] if "," not in str(text) else list(dict.fromkeys(values))
 
