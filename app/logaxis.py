@@ -2,8 +2,10 @@
 
 A log axis cannot place 0 (or a negative value): such points are drawn at a floor one decade below the
 smallest positive value shown, with their own marker, and the page says so. Plotly labels the minor ticks of
-a short log axis with their mantissa alone ('2', '5' for 2e-6, 5e-6); the ticks here are set explicitly: the
-powers of ten when the axis spans three decades or more, else 1, 2 and 5 times them, each labelled in full.
+a short log axis with their mantissa alone ('2', '5' for 2e-6, 5e-6); the ticks here are set explicitly, each
+labelled in full, as many as fit without their labels touching on a chart's y axis (AXIS_PX tall): every digit
+times each power of ten, else 1, 2, 3 and 5 times them, 1, 2 and 5, 1 and 3, the powers of ten alone, every 2nd,
+3rd, ... of them.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-MAX_DECADE_LABELS = 8  # more decades than this: label every 2nd (3rd, ...) power of ten
+AXIS_PX = 260  # the shortest y axis a log chart draws (450 px tall, its title and two legend rows off)
+LABEL_GAP_PX = 18  # between two tick labels' centres: 12 px text and some air
+PAD = 0.05  # of the axis' span in decades, above and below the values
 
 
 @dataclass(frozen=True)
@@ -58,22 +62,28 @@ def tick_text(value: float) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
-def log_ticks(low: float, high: float) -> tuple[list[float], list[str]]:
-    """Tick values and their labels for a log axis over [low, high] (both > 0)."""
+def log_ticks(low: float, high: float, length_px: float = AXIS_PX) -> tuple[list[float], list[str]]:
+    """Tick values and their labels for a log axis over [low, high] (both > 0) drawn `length_px` tall: the densest
+    of the tick sets (module docstring) with two ticks or more in range whose labels stay LABEL_GAP_PX apart;
+    the range's ends when none has two ticks there."""
     if not (low > 0 and high > 0):
         raise ValueError(f"a log axis needs positive bounds, got [{low}, {high}]")
     low, high = min(low, high), max(low, high)
     first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
-    if last - first >= 3:
-        stride = max(1, math.ceil((last - first + 1) / MAX_DECADE_LABELS))
-        values = [10.0**k for k in range(first, last + 1, stride)]
-    else:  # up to two decades: 1, 2, 5 times each power of ten; within one: every digit
-        mantissas = range(1, 10) if last - first <= 1 else (1, 2, 5)
-        candidates = [m * 10.0**k for k in range(first, last + 1) for m in mantissas]
-        values = [v for v in candidates if low / 1.0001 <= v <= high * 1.0001]
-        if len(values) < 2:  # a narrow range between two of them: its ends
-            values = [low, high] if low != high else [low]
-    values = [float(f"{v:.4g}") for v in values]  # each label then reads exactly its tick's value
+    decades = max(math.log10(high) - math.log10(low), 1e-9) * (1 + 2 * PAD)
+    px_per_decade = length_px / decades
+    candidates = [
+        [m * 10.0**k for k in range(first, last + 1) for m in mantissas]
+        for mantissas in (range(1, 10), (1, 2, 3, 5), (1, 2, 5), (1, 3))
+    ]
+    candidates += [[10.0**k for k in range(first, last + 1, stride)] for stride in range(1, last - first + 2)]
+    for candidate in candidates:
+        values = [float(f"{v:.4g}") for v in candidate if low / 1.0001 <= v <= high * 1.0001]
+        gaps = [math.log10(b / a) for a, b in zip(values, values[1:])]
+        if len(values) >= 2 and min(gaps) * px_per_decade >= LABEL_GAP_PX:
+            break
+    else:  # a narrow range between two ticks: its ends ('%.4g' makes each label read its tick's value), or one
+        values = sorted({float(f"{low:.4g}"), float(f"{high:.4g}")})
     return values, [tick_text(v) for v in values]
 
 
@@ -85,7 +95,7 @@ def log_axis_layout(scale: LogScale) -> dict:
     if scale.at_floor:  # the floor's tick stands for the values drawn there
         kept = [(v, t) for v, t in zip(values, texts, strict=True) if v > scale.floor]
         values, texts = [scale.floor, *(v for v, _ in kept)], ["0", *(t for _, t in kept)]
-    pad = 0.05 * (math.log10(high) - math.log10(low))
+    pad = PAD * (math.log10(high) - math.log10(low))
     return dict(
         type="log",
         range=[math.log10(low) - pad, math.log10(high) + pad],

@@ -165,7 +165,7 @@ def run_check(columns, rows, *, row_height=35, width=600, fiber=True, shrink=1.0
 def test_the_browser_check_finds_a_cut_column_and_only_then():
     rows = [["copying-T100_scornn_n190", "at baseline"], ["adding", "not yet run"]]  # 24 and 11 characters
     fitting = [["row", 24 * 7 + 16], ["got", 11 * 7 + 16]]
-    assert run_check(fitting, rows) == {"tables": 1, "measured": 6, "found": []}
+    assert run_check(fitting, rows) == {"tables": 1, "measured": 6, "found": [], "undrawn": 0}
     narrowed = [["row", 24 * 7 + 16], ["got", 5 * 7 + 16]]  # 'at ba' shows
     (found,) = run_check(narrowed, rows)["found"]
     assert "column 'got'" in found and "row 1 'at baseline' is cut" in found

@@ -10,6 +10,9 @@
    new page gets its picture), waiting until each has rendered.
 3. Writes one PNG per page into --out, named after the page's URL path (`runs.png` for the default page), plus
    `curves-adding.png` (the adding task's curves against their baseline).
+4. Checks each page as tests/test_dashboard_browser.py does (app/table_fit.py): no table cuts a header or a cell,
+   or a column at its right edge (the Runs and Compare tables scroll sideways by design), no label is cut; it
+   writes every picture, then fails naming what was cut.
 
 It needs the `chromium` and `chromium-driver` packages. Every picture is a real rendering of real runs; nothing
 is drawn by hand. tests/test_docs.py checks that one non-blank PNG per page exists.
@@ -47,6 +50,7 @@ CHROMIUM_FLAGS = [  # as tests/test_dashboard_browser.py: no background connecti
     "--disable-sync",
     "--hide-scrollbars",
 ]
+SIDEWAYS = {"", "compare"}  # pages whose tables are wider than the page by design (tests/test_dashboard_browser.py)
 CHART_PAGES = {"curves", "eigenvalues", "gradients"}  # pages that draw a plotly chart once their runs are selected
 WINDOW = (1400, 1700)  # tall enough that a chart page shows its first chart whole
 QUIET = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
@@ -318,6 +322,14 @@ def existing_store(work: Path) -> tuple[str, dict[str, list[str]]]:
     return url, selections
 
 
+def cut_text(driver, page: dict) -> list[str]:
+    """What the page cuts: table headers and cells (and columns past a table's edge), labels."""
+    from ortholab.app.table_fit import cut_cells, cut_labels
+
+    found = cut_cells(driver, sideways=page["url"] in SIDEWAYS)["found"] + cut_labels(driver)
+    return [f"{page['name']}: {what}" for what in found]
+
+
 def take(out: Path, work: Path, reuse: bool = False) -> list[Path]:
     url, selections = existing_store(work) if reuse else build_store(work)
     ids = run_ids(url)
@@ -325,13 +337,14 @@ def take(out: Path, work: Path, reuse: bool = False) -> list[Path]:
     shots = [*pages, {"name": "curves-adding", "url": "curves", "title": "Curves"}]
     server, base = serve(url, work)
     driver = browser(work / "chromium-profile")
-    written = []
+    written, cut = [], []
     try:
         out.mkdir(parents=True, exist_ok=True)
         for page in shots:
             chosen = "&".join(f"run={ids[name]}" for name in selection_for(page["name"], selections))
             driver.get(f"{base}/{page['url']}" + (f"?{chosen}" if chosen else ""))
             wait_rendered(driver, page, charts=page["url"] in CHART_PAGES)
+            cut += cut_text(driver, page)
             path = out / f"{page['name']}.png"
             if not driver.save_screenshot(str(path)):
                 raise SystemExit(f"Chromium wrote no screenshot of {page['title']}")
@@ -340,6 +353,8 @@ def take(out: Path, work: Path, reuse: bool = False) -> list[Path]:
     finally:
         driver.quit()
         stop(server)
+    if cut:
+        raise SystemExit("pictures with text cut (written all the same):\n  " + "\n  ".join(cut))
     return written
 
 

@@ -5,7 +5,7 @@ with spectrograms and its scores; the runs' speech scores as a long table, score
 import pandas as pd
 import streamlit as st
 
-from ortholab.app import controls
+from ortholab.app import controls, table_fit
 from ortholab.app.charts import show
 from ortholab.app.figures import spectrogram_figure
 from ortholab.app.labels import run_label
@@ -49,7 +49,13 @@ def clip_panel(run, clip) -> None:
     by_role = {role: clip_scores(clip.roles[role].meta) for role in SCORED_ROLES if role in clip.roles}
     table = scores_table(by_role)
     if table:
-        st.dataframe(pd.DataFrame(table), hide_index=True, key=f"scores_{run.id}_{clip.step}_{clip.utterance}")
+        scores = pd.DataFrame(table)
+        st.dataframe(
+            scores,
+            hide_index=True,
+            key=f"scores_{run.id}_{clip.step}_{clip.utterance}",
+            column_config=table_fit.sized(scores),
+        )
     else:
         st.caption("No per-clip scores recorded for this clip.")
 
@@ -98,10 +104,15 @@ if rows:
     for role in SCORED_ROLES:
         if role not in frame:
             frame[role] = None
+    frame = frame[["run", "family", "split", "metric", *SCORED_ROLES]]
     st.dataframe(
-        frame[["run", "family", "split", "metric", *SCORED_ROLES]],
+        frame,
         hide_index=True,
-        column_config={role: st.column_config.NumberColumn(role, format="%.4g") for role in SCORED_ROLES},
+        column_config=table_fit.sized(
+            frame,
+            {role: st.column_config.NumberColumn(role, format="%.4g") for role in SCORED_ROLES},
+            formats=dict.fromkeys(SCORED_ROLES, "%.4g"),
+        ),
     )
     st.caption(
         "The scoRNN paper's Table 2 view: each run's last recorded mean over the scored utterances, for the model's "

@@ -4,7 +4,7 @@ params with differences highlighted), exportable as CSV, and parallel coordinate
 import pandas as pd
 import streamlit as st
 
-from ortholab.app import controls, tables
+from ortholab.app import controls, table_fit, tables
 from ortholab.app.charts import show
 from ortholab.app.figures import parallel_figure, parallel_lines_figure
 from ortholab.app.labels import run_label
@@ -25,7 +25,7 @@ last_by_key = {key: reader.last_values(ids, key) for key in sorted({k for run_ke
 last_values = {run.id: {key: last_by_key[key].get(run.id) for key in keys[run.id]} for run in runs}
 summary = tables.summary_compare_frame(details, last_values)
 st.subheader("Results")
-st.dataframe(summary, column_config={"_index": st.column_config.Column(width="medium")}, placeholder="—")
+st.dataframe(summary, column_config=table_fit.sized(summary, index=True), placeholder="—")  # nothing cut
 
 st.subheader("Config")
 only_differing = controls.toggle(st, "Only params that differ", key="compare_only_diff", default=True)
@@ -36,7 +36,8 @@ else:
     differs = params["differs"]
     shown = params.drop(columns="differs")
     st.dataframe(
-        shown.style.apply(lambda row: ["background-color: #fff3b0" if differs[row.name] else ""] * len(row), axis=1)
+        shown.style.apply(lambda row: ["background-color: #fff3b0" if differs[row.name] else ""] * len(row), axis=1),
+        column_config=table_fit.sized(shown, index=True),
     )
     st.caption(
         f"{int(differs.sum())} of {len(differs)} params shown differ (highlighted); "

@@ -96,7 +96,8 @@ def metric_controls() -> list[str]:
 
 def axis_controls() -> tuple[str, float, bool, bool]:
     """The x-axis, smoothing, log-scale and auto-refresh controls: (axis, weight, log_y, refresh)."""
-    axis_col, smooth_col, log_col, live_col = st.columns([3, 3, 1, 2])
+    # the x-axis options and the toggles' labels whole (a 1/9 column cut 'Log scale' to 'Log sc…'): two rows
+    axis_col, smooth_col = st.columns(2)
     axis = controls.segmented(axis_col, "x-axis", list(X_AXES), key="curve_axis", default="step")
     weight = controls.slider(
         smooth_col,
@@ -110,6 +111,7 @@ def axis_controls() -> tuple[str, float, bool, bool]:
         help=f"{SMOOTHING_NAME} (as TensorBoard's slider), applied to curves of {SMOOTH_MIN_POINTS} points or more; "
         "0 turns it off. The raw curve stays visible, faded, and its last point is marked.",
     )
+    log_col, live_col = st.columns(2)
     log_y = controls.toggle(log_col, "Log scale", key="curve_log")
     live = any(run.status == "running" for run in runs)
     auto = live_col.toggle(

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from ortholab.app import controls
+from ortholab.app import controls, table_fit
 from ortholab.app.charts import EXPORT_WIDTH, show
 from ortholab.app.curves import MAX_POINTS
 from ortholab.app.figures import EigenPanel, Line, eigenvalue_figure, lines_figure, phases_figure
@@ -72,10 +72,15 @@ if with_eigs:
             "eig_plane",
             export_height=int(EXPORT_WIDTH / columns * rows_of_panels) + 60,
         )  # square panels when saved
+        drift = pd.DataFrame(rows)
         st.dataframe(
-            pd.DataFrame(rows),
+            drift,
             hide_index=True,
-            column_config={"max ||λ| − 1|": st.column_config.NumberColumn(format="%.2e")},
+            column_config=table_fit.sized(
+                drift,
+                {"max ||λ| − 1|": st.column_config.NumberColumn(format="%.2e")},
+                formats={"max ||λ| − 1|": "%.2e"},
+            ),
         )
         st.caption(
             "An orthogonal/unitary W has every eigenvalue on the unit circle; max ||λ| − 1| measures the drift. "

@@ -3,9 +3,19 @@
 import pandas as pd
 import streamlit as st
 
-from ortholab.app import data
+from ortholab.app import data, table_fit
 from ortholab.app.tables import default_table
 from ortholab.db import published
+
+READING = ["row", "published", "reproduced", "verdict", "seeds", "status", "run"]
+WRAPPED = ("published", "reproduced", "seeds", "status")
+DETAILS = [
+    *("row", "setting", "family", "n", "params", "selected_on_val", "length", "scale", "recorded_for", "test_run"),
+    "config",
+]
+ROOM_PX = 900  # the page's width for a table in a 1400 px window with the sidebar open (the screenshots')
+HEADER_PX = ROW_PX = 35  # Streamlit's header and one-line rows
+ROWS_SHOWN = 12  # rows in view; more scroll
 
 reader = data.reader()
 st.title("Papers")
@@ -33,22 +43,56 @@ st.caption(
 )
 frame = pd.DataFrame(data.paper_comparison(reader.url, chosen))
 frame["run"] = [f"curves?run={int(i)}" if pd.notna(i) else None for i in frame["run"]]
+# What a reader compares, fitted to the page (long claims wrapped over a few lines, nothing cut); the sizes, runs and
+# configs behind the rows in a second table below.
+fit = table_fit.fit_columns(
+    {name: [table_fit.shown_text(v) for v in frame[name]] for name in READING if name != "run"}
+    | {"run": [link.split("=")[1] for link in frame["run"] if isinstance(link, str)] or ["—"]},
+    ROOM_PX,
+    wrap=WRAPPED,
+)
 st.dataframe(
     frame,
     hide_index=True,
     placeholder="—",
+    column_order=READING,
+    row_height=fit.row_height,
+    height=HEADER_PX + min(len(frame), ROWS_SHOWN) * (fit.row_height or ROW_PX) + 3,
     column_config={
-        "run": st.column_config.LinkColumn("run", display_text=r"run=(\d+)", help="open the run's curves"),
-        "test_run": st.column_config.NumberColumn("test run", format="%d"),
-        "n": st.column_config.NumberColumn("n", format="%d"),
-        "params": st.column_config.NumberColumn("params", format="%d"),
+        "run": st.column_config.LinkColumn(
+            "run", display_text=r"run=(\d+)", help="open the run's curves", width=fit.widths["run"]
+        ),
         "seeds": st.column_config.TextColumn(
             "seeds",
             help="the row's seeds: n, mean ± sample sd (min–max) and the "
             "published value against that spread (`reproduce --seeds`)",
+            width=fit.widths["seeds"],
         ),
+        **{
+            name: st.column_config.TextColumn(name, width=fit.widths[name])
+            for name in READING
+            if name not in ("run", "seeds")
+        },
     },
 )
+with st.expander("Sizes, runs and configs behind the rows"):
+    st.dataframe(
+        frame,
+        hide_index=True,
+        placeholder="—",
+        column_order=DETAILS,
+        column_config={
+            "test_run": st.column_config.NumberColumn("test run", format="%d"),
+            "n": st.column_config.NumberColumn("n", format="%d"),
+            "params": st.column_config.NumberColumn("params", format="%d"),
+            "selected_on_val": st.column_config.TextColumn(
+                "selected on val", help="the test value at the validation-selected checkpoint"
+            ),
+            "recorded_for": st.column_config.TextColumn(
+                "recorded for", help="the twin row (same config, same flags) whose runs this row shows"
+            ),
+        },
+    )
 missing = int((frame["status"] == "not yet run").sum())
 if missing:
     st.caption(f"{missing} of {len(frame)} rows not yet run.")

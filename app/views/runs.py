@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 import yaml
 
-from ortholab.app import data, filter_expr, state, tables
+from ortholab.app import data, filter_expr, state, table_fit, tables
 from ortholab.app.labels import run_label
 from ortholab.app.metric_names import split_per_clip
 from ortholab.db import provenance
@@ -101,7 +101,7 @@ if sweep:
             f"({len(shown)} trials" + (f", {pruned} pruned: stopped early, tagged 'pruned')" if pruned else ")")
         )
 
-columns_col, sort_col, order_col, size_col = st.columns([4, 2, 1, 1])
+columns_col, sort_col, order_col, size_col = st.columns([4, 2, 1.5, 1.5])  # 'Descending' whole
 extra = columns_col.multiselect(
     "Columns",
     [*param_keys, *metric_keys],
@@ -161,6 +161,10 @@ extra_config = {
     for name in rows.columns
     if name not in tables.RUN_COLUMNS and pd.api.types.is_float_dtype(rows[name])
 }
+# every column as wide as its header and its longest value on this page (the grid's own sizing left run names and
+# 'beats baseline' cut); the table scrolls sideways past the page's edge
+formats = {"best": "%.4g", "last": "%.4g", "baseline": "%.4g", "duration (s)": "%.1f", "parameters": "localized"}
+widths = table_fit.natural_widths(rows, formats | {name: "%.4g" for name in extra_config}, skip=("id", "start", "tags"))
 st.dataframe(
     rows,
     key=table_key,
@@ -169,28 +173,35 @@ st.dataframe(
     placeholder="—",
     selection_default={"selection": {"rows": [pos for pos, i in enumerate(displayed) if i in selected]}},
     hide_index=True,
-    column_config={
-        "id": st.column_config.NumberColumn("id", format="%d", width="small"),
-        "best": st.column_config.NumberColumn("best", format="%.4g", help="best main metric (min or max per its mode)"),
-        "last": st.column_config.NumberColumn("last", format="%.4g", help="main metric at the highest step"),
-        "baseline": st.column_config.NumberColumn("baseline", format="%.4g", help="the task's analytic baseline"),
-        "beats baseline": st.column_config.CheckboxColumn(
-            "beats baseline", help="best main metric better than the baseline"
-        ),
-        "parameters": st.column_config.NumberColumn("parameters", format="localized"),
-        "start": st.column_config.DatetimeColumn("start", format="YYYY-MM-DD HH:mm:ss"),
-        "duration (s)": st.column_config.NumberColumn("duration (s)", format="%.1f"),
-        "activity": st.column_config.TextColumn("activity", help="running runs: time since their last write"),
-        "of plan": st.column_config.TextColumn("of plan", help="running runs: steps done of the steps planned"),
-        "epoch": st.column_config.TextColumn("epoch", help="running runs: the epoch, of the epochs planned"),
-        "ETA": st.column_config.TextColumn(
-            "ETA", help="running runs: time left at the median pace of their last 5 steps (none once silent)"
-        ),
-        "tags": st.column_config.ListColumn("tags"),
-        "reason": st.column_config.TextColumn("reason", help="why the run failed or stopped, when known"),
-        "mode": st.column_config.TextColumn("mode", help="whether the main metric is better low (min) or high (max)"),
-        **extra_config,
-    },
+    column_config=table_fit.with_widths(
+        {
+            "id": st.column_config.NumberColumn("id", format="%d", width="small"),
+            "best": st.column_config.NumberColumn(
+                "best", format="%.4g", help="best main metric (min or max per its mode)"
+            ),
+            "last": st.column_config.NumberColumn("last", format="%.4g", help="main metric at the highest step"),
+            "baseline": st.column_config.NumberColumn("baseline", format="%.4g", help="the task's analytic baseline"),
+            "beats baseline": st.column_config.CheckboxColumn(
+                "beats baseline", help="best main metric better than the baseline"
+            ),
+            "parameters": st.column_config.NumberColumn("parameters", format="localized"),
+            "start": st.column_config.DatetimeColumn("start", format="YYYY-MM-DD HH:mm:ss"),
+            "duration (s)": st.column_config.NumberColumn("duration (s)", format="%.1f"),
+            "activity": st.column_config.TextColumn("activity", help="running runs: time since their last write"),
+            "of plan": st.column_config.TextColumn("of plan", help="running runs: steps done of the steps planned"),
+            "epoch": st.column_config.TextColumn("epoch", help="running runs: the epoch, of the epochs planned"),
+            "ETA": st.column_config.TextColumn(
+                "ETA", help="running runs: time left at the median pace of their last 5 steps (none once silent)"
+            ),
+            "tags": st.column_config.ListColumn("tags"),
+            "reason": st.column_config.TextColumn("reason", help="why the run failed or stopped, when known"),
+            "mode": st.column_config.TextColumn(
+                "mode", help="whether the main metric is better low (min) or high (max)"
+            ),
+            **extra_config,
+        },
+        widths,
+    ),
 )
 
 st.header("Run details")
