@@ -150,121 +150,11 @@ def curves_figure(
         return lift(y, floor) if floor is not None else (np.asarray(y, float), np.zeros(len(y), bool))
 
     for group in aggregates:
-        style = group_style(group.label)
-        low, _ = drawn(group.low)
-        high, _ = drawn(group.high)
-        mean, _ = drawn(group.mean)
-        name = f"{group.label} (mean of {len(group.runs)} runs)"
-        fig.add_trace(
-            go.Scatter(
-                x=group.x,
-                y=high,
-                mode="lines",
-                line=dict(width=0),
-                legendgroup=name,
-                showlegend=False,
-                hoverinfo="skip",
-                name=f"{name} upper",
-            )
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=group.x,
-                y=low,
-                mode="lines",
-                line=dict(width=0),
-                fill="tonexty",
-                legendgroup=name,
-                fillcolor=translucent(style.color, BAND_OPACITY),
-                showlegend=False,
-                hoverinfo="skip",
-                name=f"{name} {spread or 'band'}",
-            )
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=group.x,
-                y=mean,
-                mode="lines",
-                name=name,
-                legendgroup=name,
-                line=style.line(2.5),
-                customdata=np.column_stack([group.low, group.high, group.n]),
-                hovertemplate=(
-                    f"{group.label}<br>%{{x}}: mean %{{y:.4g}}, {spread or 'band'} "
-                    "[%{customdata[0]:.4g}, %{customdata[1]:.4g}] over %{customdata[2]} runs<extra></extra>"
-                ),
-            )
-        )
-
+        _add_aggregate(fig, group, drawn, spread)
     faded = bool(aggregates)  # with groups drawn, the runs behind them are context
     for curve in curves:
-        style = run_style(curve.run_id)
-        smoothed = curve.smoothed is not None
-        sparse = len(curve.x) <= MARKERS_UP_TO
-        y, low = drawn(curve.y)
-        value = "customdata" if low.any() else "y"  # the recorded value, where the floor moved the point
-        fig.add_trace(
-            go.Scatter(
-                x=curve.x,
-                y=y,
-                mode="lines" if smoothed else "lines+markers",  # faded behind: no markers
-                name=f"{curve.label} (raw)" if smoothed else curve.label,
-                legendgroup=curve.label,
-                showlegend=not smoothed,
-                opacity=RAW_OPACITY if smoothed or faded else 1.0,
-                line=style.line(1 if smoothed else 2),
-                marker=style.marker(5, every_point=sparse),
-                customdata=curve.y if low.any() else None,
-                hovertemplate=f"{curve.label}<br>%{{x}}: %{{{value}:.4g}}<extra></extra>",
-            )
-        )
-        if smoothed:
-            smooth_y, _ = drawn(curve.smoothed)
-            fig.add_trace(
-                go.Scatter(
-                    x=curve.x,
-                    y=smooth_y,
-                    mode="lines+markers",
-                    name=curve.label,
-                    legendgroup=curve.label,
-                    line=style.line(2),
-                    marker=style.marker(5, every_point=sparse),
-                    hovertemplate=f"{curve.label} smoothed<br>%{{x}}: %{{y:.4g}}<extra></extra>",
-                )
-            )
-        if low.any():
-            fig.add_trace(_floor_marks(curve.x, low, floor, style.color, curve.label))
-        last_x, last_y = curve.last
-        fig.add_trace(
-            go.Scatter(
-                x=[last_x],
-                y=[drawn(np.array([last_y]))[0][0]],
-                mode="markers",
-                name=f"{curve.label}: last",
-                legendgroup=curve.label,
-                showlegend=False,
-                marker=dict(symbol=style.symbol, size=11, color=style.color, line=dict(color="white", width=1.5)),
-                hovertemplate=f"{curve.label}<br>last raw value {last_y:.4g} at %{{x}}<extra></extra>",
-            )
-        )
-
-    xs = [curve.x for curve in curves if len(curve.x)] + [g.x for g in aggregates if len(g.x)]
-    if xs:
-        left, right = float(min(x.min() for x in xs)), float(max(x.max() for x in xs))
-        for i, baseline in enumerate(baselines):
-            if floor is not None and baseline.value <= 0:
-                continue  # a baseline of 0 has no place on a log axis (never happens for the papers' tasks)
-            fig.add_trace(
-                go.Scatter(
-                    x=[left, right],
-                    y=[baseline.value, baseline.value],
-                    mode="lines",
-                    name=baseline.label,
-                    line=dict(color="#555555", dash=BASELINE_DASHES[i % len(BASELINE_DASHES)], width=1.5),
-                    hoverinfo="name+y",
-                )
-            )
+        _add_run(fig, curve, drawn, faded, floor)
+    _add_baselines(fig, baselines, [c.x for c in curves] + [g.x for g in aggregates], floor)
     _x_axis(fig, x_title)
     meta = dict(
         log_y=log_y,
@@ -275,6 +165,131 @@ def curves_figure(
         spread=spread,
     )
     return _layout(fig, title=title, hovermode="closest", meta=meta)
+
+
+def _add_aggregate(fig: go.Figure, group: Aggregate, drawn, spread: str | None) -> None:
+    """A group's mean line over a translucent band between its low and high curves."""
+    style = group_style(group.label)
+    low, _ = drawn(group.low)
+    high, _ = drawn(group.high)
+    mean, _ = drawn(group.mean)
+    name = f"{group.label} (mean of {len(group.runs)} runs)"
+    fig.add_trace(
+        go.Scatter(
+            x=group.x,
+            y=high,
+            mode="lines",
+            line=dict(width=0),
+            legendgroup=name,
+            showlegend=False,
+            hoverinfo="skip",
+            name=f"{name} upper",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=group.x,
+            y=low,
+            mode="lines",
+            line=dict(width=0),
+            fill="tonexty",
+            legendgroup=name,
+            fillcolor=translucent(style.color, BAND_OPACITY),
+            showlegend=False,
+            hoverinfo="skip",
+            name=f"{name} {spread or 'band'}",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=group.x,
+            y=mean,
+            mode="lines",
+            name=name,
+            legendgroup=name,
+            line=style.line(2.5),
+            customdata=np.column_stack([group.low, group.high, group.n]),
+            hovertemplate=(
+                f"{group.label}<br>%{{x}}: mean %{{y:.4g}}, {spread or 'band'} "
+                "[%{customdata[0]:.4g}, %{customdata[1]:.4g}] over %{customdata[2]} runs<extra></extra>"
+            ),
+        )
+    )
+
+
+def _add_run(fig: go.Figure, curve: Curve, drawn, faded: bool, floor) -> None:
+    """One run: its raw curve (faded behind its smoothed one, if smoothed), the points a log floor moved, and its
+    last raw point marked."""
+    style = run_style(curve.run_id)
+    smoothed = curve.smoothed is not None
+    sparse = len(curve.x) <= MARKERS_UP_TO
+    y, low = drawn(curve.y)
+    value = "customdata" if low.any() else "y"  # the recorded value, where the floor moved the point
+    fig.add_trace(
+        go.Scatter(
+            x=curve.x,
+            y=y,
+            mode="lines" if smoothed else "lines+markers",  # faded behind: no markers
+            name=f"{curve.label} (raw)" if smoothed else curve.label,
+            legendgroup=curve.label,
+            showlegend=not smoothed,
+            opacity=RAW_OPACITY if smoothed or faded else 1.0,
+            line=style.line(1 if smoothed else 2),
+            marker=style.marker(5, every_point=sparse),
+            customdata=curve.y if low.any() else None,
+            hovertemplate=f"{curve.label}<br>%{{x}}: %{{{value}:.4g}}<extra></extra>",
+        )
+    )
+    if smoothed:
+        smooth_y, _ = drawn(curve.smoothed)
+        fig.add_trace(
+            go.Scatter(
+                x=curve.x,
+                y=smooth_y,
+                mode="lines+markers",
+                name=curve.label,
+                legendgroup=curve.label,
+                line=style.line(2),
+                marker=style.marker(5, every_point=sparse),
+                hovertemplate=f"{curve.label} smoothed<br>%{{x}}: %{{y:.4g}}<extra></extra>",
+            )
+        )
+    if low.any():
+        fig.add_trace(_floor_marks(curve.x, low, floor, style.color, curve.label))
+    last_x, last_y = curve.last
+    fig.add_trace(
+        go.Scatter(
+            x=[last_x],
+            y=[drawn(np.array([last_y]))[0][0]],
+            mode="markers",
+            name=f"{curve.label}: last",
+            legendgroup=curve.label,
+            showlegend=False,
+            marker=dict(symbol=style.symbol, size=11, color=style.color, line=dict(color="white", width=1.5)),
+            hovertemplate=f"{curve.label}<br>last raw value {last_y:.4g} at %{{x}}<extra></extra>",
+        )
+    )
+
+
+def _add_baselines(fig: go.Figure, baselines: Sequence[Baseline], xs: list[np.ndarray], floor) -> None:
+    """Each baseline as a dashed (dotted, ...) horizontal line across the plotted x range."""
+    xs = [x for x in xs if len(x)]
+    if not xs:
+        return
+    left, right = float(min(x.min() for x in xs)), float(max(x.max() for x in xs))
+    for i, baseline in enumerate(baselines):
+        if floor is not None and baseline.value <= 0:
+            continue  # a baseline of 0 has no place on a log axis (never happens for the papers' tasks)
+        fig.add_trace(
+            go.Scatter(
+                x=[left, right],
+                y=[baseline.value, baseline.value],
+                mode="lines",
+                name=baseline.label,
+                line=dict(color="#555555", dash=BASELINE_DASHES[i % len(BASELINE_DASHES)], width=1.5),
+                hoverinfo="name+y",
+            )
+        )
 
 
 @dataclass(frozen=True)
@@ -522,15 +537,6 @@ def parallel_lines_figure(
     count = len(axes)
     xs = np.arange(count, dtype=float)
 
-    def scaled(axis: Axis, values) -> np.ndarray:
-        lo, hi = axis.range if axis.range is not None else (float(np.min(axis.values)), float(np.max(axis.values)))
-        return (np.asarray(values, dtype=float) - lo) / ((hi - lo) or 1.0)
-
-    def shown(axis: Axis, value: float) -> str:
-        if axis.tickvals is not None and axis.ticktext is not None and value in axis.tickvals:
-            return str(axis.ticktext[axis.tickvals.index(value)])
-        return f"{value:.4g}"
-
     traces = [
         dict(
             type="scatter",
@@ -545,12 +551,12 @@ def parallel_lines_figure(
     ]
     for row, (label, run_id) in enumerate(zip(labels, run_ids, strict=True)):
         values = [float(axis.values[row]) for axis in axes]
-        text = "<br>".join(f"{axis.label}: {shown(axis, v)}" for axis, v in zip(axes, values, strict=True))
+        text = "<br>".join(f"{axis.label}: {_shown_on_axis(axis, v)}" for axis, v in zip(axes, values, strict=True))
         traces.append(
             dict(
                 type="scatter",
                 x=xs,
-                y=[float(scaled(a, v)) for a, v in zip(axes, values, strict=True)],
+                y=[float(_scaled_to_axis(a, v)) for a, v in zip(axes, values, strict=True)],
                 mode="lines+markers",
                 name=label,
                 showlegend=False,
@@ -579,6 +585,36 @@ def parallel_lines_figure(
             ),
         )
     )
+    annotations = _parallel_axis_annotations(axes)
+    longest = max((len(a.label) for a in axes), default=0)
+    top = 60 + min(120, int(5.5 * longest * math.sin(math.radians(30))))
+    layout = dict(
+        annotations=annotations,
+        height=460 + top,
+        margin=dict(l=80, r=140, t=top, b=30),
+        hovermode="closest",
+        xaxis=dict(visible=False, range=[-0.6, count - 0.6]),
+        yaxis=dict(visible=False, range=[-0.05, 1.05]),
+        meta=dict(kind="parallel lines", axes=[a.label for a in axes]),
+    )
+    return go.Figure(data=traces, layout=layout)
+
+
+def _scaled_to_axis(axis: Axis, values) -> np.ndarray:
+    """Values on a parallel-coordinates axis as fractions of its range (0 at the bottom, 1 at the top)."""
+    lo, hi = axis.range if axis.range is not None else (float(np.min(axis.values)), float(np.max(axis.values)))
+    return (np.asarray(values, dtype=float) - lo) / ((hi - lo) or 1.0)
+
+
+def _shown_on_axis(axis: Axis, value: float) -> str:
+    """A value as its axis labels it: the tick's text where it is a tick, else 4 significant digits."""
+    if axis.tickvals is not None and axis.ticktext is not None and value in axis.tickvals:
+        return str(axis.ticktext[axis.tickvals.index(value)])
+    return f"{value:.4g}"
+
+
+def _parallel_axis_annotations(axes: Sequence[Axis]) -> list[dict]:
+    """Each axis's title (slanted, above it) and its tick labels (left of it)."""
     annotations = []
     for i, axis in enumerate(axes):
         annotations.append(
@@ -597,7 +633,7 @@ def parallel_lines_figure(
         )
         ticks = axis.tickvals if axis.tickvals is not None else [float(v) for v in _nice_ends(axis)]
         texts = axis.ticktext if axis.ticktext is not None else [f"{v:.3g}" for v in ticks]
-        for tick, text in zip(scaled(axis, ticks), texts, strict=True):
+        for tick, text in zip(_scaled_to_axis(axis, ticks), texts, strict=True):
             annotations.append(
                 dict(
                     x=i,
@@ -612,18 +648,7 @@ def parallel_lines_figure(
                     bgcolor="rgba(255, 255, 255, 0.85)",
                 )
             )
-    longest = max((len(a.label) for a in axes), default=0)
-    top = 60 + min(120, int(5.5 * longest * math.sin(math.radians(30))))
-    layout = dict(
-        annotations=annotations,
-        height=460 + top,
-        margin=dict(l=80, r=140, t=top, b=30),
-        hovermode="closest",
-        xaxis=dict(visible=False, range=[-0.6, count - 0.6]),
-        yaxis=dict(visible=False, range=[-0.05, 1.05]),
-        meta=dict(kind="parallel lines", axes=[a.label for a in axes]),
-    )
-    return go.Figure(data=traces, layout=layout)
+    return annotations
 
 
 def _nice_ends(axis: Axis) -> list[float]:

@@ -96,6 +96,33 @@ def pixel_histogram(data: BatchedDataset) -> torch.Tensor:
     return counts
 
 
+def check_options(dataset: str, path, scaling: str, val_from: str, std, pixel_max, pad: int) -> None:
+    """PixelMNIST's options that can be checked before any file is read; one ConfigError naming the key otherwise."""
+    if dataset not in DEFAULT_VAL_SIZE:
+        raise ConfigError(
+            f"data.dataset = {dataset!r}; choose 'sklearn_digits' (built in), 'mnist' or "
+            f"'fashion-mnist' (from the data root, `ortholab data list`) or 'idx' (with data.path)"
+        )
+    if dataset == "idx" and path is None:
+        raise ConfigError(
+            "data.dataset = 'idx' needs data.path: the directory of the four IDX files "
+            "(e.g. /usr/share/datasets/fashion-mnist after `apt-get install dataset-fashion-mnist`)"
+        )
+    if scaling not in ("unit", "standard"):
+        raise ConfigError(
+            f"data.scaling = {scaling!r}; choose 'unit' (pixel / pixel_max) or 'standard' "
+            f"((pixel / pixel_max - mean) / std)"
+        )
+    if val_from not in ("head", "tail"):
+        raise ConfigError(f"data.val_from = {val_from!r}; choose 'head' (TF/scoRNN) or 'tail' (SRNN)")
+    if std is not None and std <= 0:
+        raise ConfigError(f"data.std = {std} must be positive")
+    if pixel_max is not None and pixel_max <= 0:
+        raise ConfigError(f"data.pixel_max = {pixel_max} must be positive (255 for 8-bit images)")
+    if pad < 0:
+        raise ConfigError(f"data.pad = {pad} must be 0 or more (14 gives the 56x56 'big' variant)")
+
+
 class PixelMNIST(GatheredTaskDataModule):
     """Sequential (pixel-by-pixel) image classification; see the module docstring for every option."""
 
@@ -128,29 +155,7 @@ class PixelMNIST(GatheredTaskDataModule):
     ):
         super().__init__(batch_size, eval_batch_size, shuffle, num_workers)
         self.seed = seed  # training order: epoch e is shuffled with seed + e
-        if dataset not in DEFAULT_VAL_SIZE:
-            raise ConfigError(
-                f"data.dataset = {dataset!r}; choose 'sklearn_digits' (built in), 'mnist' or "
-                f"'fashion-mnist' (from the data root, `ortholab data list`) or 'idx' (with data.path)"
-            )
-        if dataset == "idx" and path is None:
-            raise ConfigError(
-                "data.dataset = 'idx' needs data.path: the directory of the four IDX files "
-                "(e.g. /usr/share/datasets/fashion-mnist after `apt-get install dataset-fashion-mnist`)"
-            )
-        if scaling not in ("unit", "standard"):
-            raise ConfigError(
-                f"data.scaling = {scaling!r}; choose 'unit' (pixel / pixel_max) or 'standard' "
-                f"((pixel / pixel_max - mean) / std)"
-            )
-        if val_from not in ("head", "tail"):
-            raise ConfigError(f"data.val_from = {val_from!r}; choose 'head' (TF/scoRNN) or 'tail' (SRNN)")
-        if std is not None and std <= 0:
-            raise ConfigError(f"data.std = {std} must be positive")
-        if pixel_max is not None and pixel_max <= 0:
-            raise ConfigError(f"data.pixel_max = {pixel_max} must be positive (255 for 8-bit images)")
-        if pad < 0:
-            raise ConfigError(f"data.pad = {pad} must be 0 or more (14 gives the 56x56 'big' variant)")
+        check_options(dataset, path, scaling, val_from, std, pixel_max, pad)
         self.dataset_name = dataset
         if path is None and dataset in CATALOG_SETS:
             path = str(catalog.get(dataset).path())

@@ -38,9 +38,10 @@ def test_log_tick_labels_stay_apart_and_read_their_values(low, high):
 def test_log_ticks_are_as_many_as_fit():
     # 0.0003 to 0.03 (a gradient-norm profile): 1, 2, 3 and 5 times each power of ten, not only the powers
     assert log_ticks(3e-4, 3e-2)[1] == ["0.0003", "0.0005", "0.001", "0.002", "0.003", "0.005", "0.01", "0.02", "0.03"]
-    # a taller axis takes more of them, a shorter one fewer
-    assert len(log_ticks(1.1e-3, 9.5e-3, length_px=600)[0]) > len(log_ticks(1.1e-3, 9.5e-3)[0])
-    assert len(log_ticks(1e-8, 0.2, length_px=60)[0]) < len(log_ticks(1e-8, 0.2)[0])
+    # a taller axis takes more of them, a shorter one fewer (axis ranges, not tolerances)
+    one_decade, many_decades = (1.1e-3, 9.5e-3), (1e-8, 0.2)
+    assert len(log_ticks(*one_decade, length_px=600)[0]) > len(log_ticks(*one_decade)[0])
+    assert len(log_ticks(*many_decades, length_px=60)[0]) < len(log_ticks(*many_decades)[0])
 
 
 def test_the_gradients_chart_labels_its_log_axis_without_overlap():
