@@ -20,7 +20,7 @@ from torch import nn
 
 from ortholab.models.base import ConfigError
 from ortholab.models.choices import checks_choices
-from ortholab.models.linear_scan import linear_scan
+from ortholab.models.linear_scan import diagonal_scan
 from ortholab.models.sequence import lecun_normal_
 from ortholab.models.ssm_block import DiagonalStateSpaceLayer, FeatureBatchNorm, positive_int, real_number
 
@@ -79,12 +79,17 @@ class LinearRecurrentUnit(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """y (B, T, H) and the last state x_{T-1} (B, N) from u (B, T, H) and x_{-1} = `state` (B, N) or zeros (the
         scan has every state: the last one costs nothing, want_final or not)."""
+        batch, steps, width = u.shape
         gamma = self.gamma_log.exp().unsqueeze(-1)
+        u_first = u.permute(2, 0, 1).reshape(width, -1)  # (H, B*T): the states come out first, time last
         # γ ⊙ (B u_k) for every k at once, its real and imaginary parts as two real products (lru/model.py:85, 89)
-        inputs = torch.complex(u @ (gamma * self.B_re).t(), u @ (gamma * self.B_im).t())
-        x = linear_scan(self.eigenvalues(), inputs, state)  # x_k = Λ x_{k-1} + γ ⊙ (B u_k) (lru/model.py:91)
-        y = x.real @ self.C_re.t() - x.imag @ self.C_im.t() + self.D * u  # Re(C x_k) + D u_k (lru/model.py:93)
-        return y, x[:, -1]
+        inputs = torch.complex((gamma * self.B_re) @ u_first, (gamma * self.B_im) @ u_first).view(-1, batch, steps)
+        initial = None if state is None else state.t()
+        x = diagonal_scan(self.eigenvalues(), inputs, initial)  # x_k = Λ x_{k-1} + γ ⊙ (B u_k) (lru/model.py:91)
+        readout = torch.complex(self.C_re, self.C_im).t()  # (N, H)
+        # Re(C x_k) + D u_k (lru/model.py:93), all steps in one product
+        y = (x.reshape(x.shape[0], -1).t() @ readout).real.view(batch, steps, width) + self.D * u
+        return y, x[..., -1].t()
 
 
 class LRU(DiagonalStateSpaceLayer):

@@ -24,7 +24,7 @@ from torch import nn
 
 from ortholab.models.base import ConfigError
 from ortholab.models.choices import checks_choices
-from ortholab.models.linear_scan import linear_scan
+from ortholab.models.linear_scan import diagonal_scan
 from ortholab.models.ssm_block import DiagonalStateSpaceLayer, positive_int, real_number
 
 
@@ -109,11 +109,13 @@ class DiagonalStateSpace(nn.Module):
     def _recurrence(self, u: torch.Tensor, state: torch.Tensor | None):
         batch, length, width = u.shape
         dt_a, gain = self.discretised()
-        inputs = (gain * u.unsqueeze(-1)).reshape(batch, length, -1)  # B̄ u_k for every feature's modes
-        x = linear_scan(dt_a.exp().reshape(-1), inputs, state)  # x_k = Ā x_{k-1} + B̄ u_k (ssm.py:660-661)
-        modes = x.view(batch, length, width, -1)
-        y = 2 * torch.einsum("bthn,hn->bth", modes, torch.view_as_complex(self.C)).real  # 2 Re(C x_k) (ssm.py:662-663)
-        return y + self.D * u, x[:, -1]
+        # B̄ u_k for every feature's modes, states first and time last: (H * N/2, B, T)
+        inputs = (gain[..., None, None] * u.permute(2, 0, 1).unsqueeze(1)).reshape(-1, batch, length)
+        initial = None if state is None else state.t()
+        x = diagonal_scan(dt_a.exp().reshape(-1), inputs, initial)  # x_k = Ā x_{k-1} + B̄ u_k (ssm.py:660-661)
+        modes = x.reshape(width, -1, batch, length)
+        y = 2 * torch.einsum("hnbt,hn->bth", modes, torch.view_as_complex(self.C)).real  # 2 Re(C x_k) (ssm.py:662-663)
+        return y + self.D * u, x[..., -1].t()
 
 
 class S4D(DiagonalStateSpaceLayer):

@@ -15,7 +15,14 @@ from ortholab.datamodules import CopyingTask
 from ortholab.db import SQLLogger, Store
 from ortholab.db.artifacts import EIGENVALUES, array_from_bytes
 from ortholab.models import FAMILIES, ConfigError
-from ortholab.models.linear_scan import linear_recurrence_loop, linear_scan
+from ortholab.models.linear_scan import (
+    CHUNK_RANGE,
+    SINGLE_CHUNK,
+    chunk_length,
+    diagonal_scan,
+    linear_recurrence_loop,
+    linear_scan,
+)
 from ortholab.models.lru import LRU, LinearRecurrentUnit, ring_eigenvalues
 from ortholab.models.s4d import S4D
 from ortholab.models.sizing import hidden_size_for_budget, parameter_count
@@ -74,6 +81,67 @@ def test_the_scan_is_real_for_real_inputs_and_matches_finite_differences():
     constant = [_decays(g, 3), _complex(g, 2, 9, 3), _complex(g, 2, 3)]
     assert torch.autograd.gradcheck(linear_scan, [t.requires_grad_() for t in constant])
     assert torch.autograd.gradgradcheck(linear_scan, [t.detach().requires_grad_() for t in constant])
+
+
+# lengths for the chunked scan: one chunk (<= 32), a divisor in range (64: 4 chunks of 16; 784: 28 of 28), a prime
+# (97: padded to 7 chunks of 16), and 2000 (50 chunks of 40, whose 50 carries are 2 chunks of 25: two levels)
+CHUNKED_LENGTHS = [1, 2, 32, 33, 64, 97, 784, 2000]
+
+
+def _states_first_loop(decay, inputs, initial, reverse):
+    """The oracle in the scan's layout: (S, ..., T) moved to (..., T, S), the loop, and back (reverse: time flipped)."""
+    b = inputs.movedim(0, -1)
+    b = b.flip(-2) if reverse else b
+    h = linear_recurrence_loop(decay, b, None if initial is None else initial.movedim(0, -1))
+    return (h.flip(-2) if reverse else h).movedim(-1, 0)
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+@pytest.mark.parametrize("steps", CHUNKED_LENGTHS)
+def test_the_chunked_scan_equals_the_loop_values_and_gradients(steps, reverse):
+    g = torch.Generator().manual_seed(steps)
+    decay, inputs, h0 = _decays(g, 4), _complex(g, 4, 2, steps), _complex(g, 4, 2)
+    probe = _complex(g, 4, 2, steps)
+    ours = [t.clone().requires_grad_() for t in (decay, inputs, h0)]
+    theirs = [t.clone().requires_grad_() for t in (decay, inputs, h0)]
+    got = diagonal_scan(*ours, reverse=reverse)
+    expected = _states_first_loop(*theirs, reverse)
+    # h_t sums up to T + 1 terms whose powers of a take up to C + T/C + 1 roundings here (one by one in the loop):
+    # 4T roundings of a complex multiply-add bound both, relative to ||h||
+    torch.testing.assert_close(got, expected, **close(C128, n=4 * steps + 4, scale=norm(expected)))
+    (got * probe.conj()).real.sum().backward()
+    (expected * probe.conj()).real.sum().backward()
+    for mine, reference in zip(ours, theirs):  # the backward scan sums as many terms again (dL/da over 2 rows too)
+        torch.testing.assert_close(
+            mine.grad, reference.grad, **close(C128, n=8 * steps + 8, scale=norm(reference.grad))
+        )
+
+
+def test_the_chunked_scan_matches_finite_differences_across_chunks_and_padding():
+    g = torch.Generator().manual_seed(5)
+    inputs = [_decays(g, 2), _complex(g, 2, 1, 97), _complex(g, 2, 1)]  # 97 steps: 7 chunks, 15 padded
+    for reverse in (False, True):
+        scan = lambda a, b, h0, r=reverse: diagonal_scan(a, b, h0, reverse=r)  # noqa: E731
+        assert torch.autograd.gradcheck(scan, [t.detach().requires_grad_() for t in inputs])
+        assert torch.autograd.gradgradcheck(scan, [t.detach().requires_grad_() for t in inputs])
+
+
+@pytest.mark.parametrize("steps", [1, 31, 32, 33, 97, 784, 1020, 2000, 4099])
+def test_chunk_lengths_divide_the_steps_when_they_can_and_stay_in_range(steps):
+    chunk = chunk_length(steps)
+    if steps <= SINGLE_CHUNK:
+        assert chunk == steps
+        return
+    assert CHUNK_RANGE[0] <= chunk <= CHUNK_RANGE[1]
+    if any(steps % c == 0 for c in range(CHUNK_RANGE[0], CHUNK_RANGE[1] + 1)):
+        assert steps % chunk == 0
+
+
+def test_the_diagonal_scan_names_a_wrong_shape():
+    with pytest.raises(ValueError, match="decay should be one value per state"):
+        diagonal_scan(torch.ones(2, 3), torch.ones(3, 4))
+    with pytest.raises(ValueError, match="inputs should be .S, ..., T. with S = 3"):
+        diagonal_scan(torch.ones(3), torch.ones(4, 5))
 
 
 # the layers --------------------------------------------------------------------------------------------------------
