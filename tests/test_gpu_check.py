@@ -158,3 +158,25 @@ def test_the_cpu_rehearsal_runs_every_stage(tmp_path):
     assert set(runs) == {"pmnist-epoch-32-true", "pmnist-epoch-bf16-mixed"}
     assert all(run["steps"] == 3 and run["epoch_estimate_s"] > 0 for run in runs.values())
     assert "| scornn (triton) |" in (out / "speed.md").read_text()
+
+
+DEVICE_CARRY_LIMIT = 64 * 2**20  # the device call's working tree and carried folders together (docs/gpus.md)
+PACK_BYTES = 20 * 2**20  # .whl (7.8 MB) and .gpu-data (11.4 MB) from `make gpu-pack`, 2026-11-27, rounded up
+
+
+def test_the_checkout_the_gpu_check_carries_stays_under_the_device_limit():
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout (an installed wheel): nothing travels to a device from here")
+    sizes: dict[str, int] = {}
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        path = REPO / name
+        if path.is_file() and not path.is_symlink():
+            top = name.split("/")[0] if "/" in name else "."
+            sizes[top] = sizes.get(top, 0) + path.stat().st_size
+    tracked = sum(sizes.values())
+    largest = ", ".join(f"{top} {size / 2**20:.1f} MiB" for top, size in sorted(sizes.items(), key=lambda i: -i[1])[:5])
+    assert tracked + PACK_BYTES < DEVICE_CARRY_LIMIT, (
+        f"the tracked files ({tracked / 2**20:.1f} MiB) and the GPU check's carried folders (~20 MiB) exceed the "
+        f"device's 64 MiB: {largest}"
+    )
