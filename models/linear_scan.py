@@ -44,6 +44,8 @@ def _chunked(decay: torch.Tensor, b: torch.Tensor, reverse: bool) -> torch.Tenso
     """All h (S, M, T) of h_t = decay h_{t-1} + b_t from zeros (reverse: h_t = decay h_{t+1} + b_t, from the end);
     decay (S,), b (S, M, T); no autograd."""
     states, rows, steps = b.shape
+    if steps == 0 or rows == 0:
+        return b.clone()
     chunk = chunk_length(steps)
     chunks = -(-steps // chunk)
     pad = chunks * chunk - steps
@@ -71,7 +73,8 @@ def _chunked(decay: torch.Tensor, b: torch.Tensor, reverse: bool) -> torch.Tenso
 class _DiagonalScan(torch.autograd.Function):
     @staticmethod
     def forward(ctx, decay, inputs, reverse):
-        h = _chunked(decay, inputs.reshape(inputs.shape[0], -1, inputs.shape[-1]), reverse).reshape(inputs.shape)
+        rows = math.prod(inputs.shape[1:-1])  # every sequence of every state, (S, rows, T)
+        h = _chunked(decay, inputs.reshape(inputs.shape[0], rows, inputs.shape[-1]), reverse).reshape(inputs.shape)
         ctx.reverse = reverse
         ctx.save_for_backward(decay, h)
         return h

@@ -137,6 +137,12 @@ def test_chunk_lengths_divide_the_steps_when_they_can_and_stay_in_range(steps):
         assert steps % chunk == 0
 
 
+def test_an_empty_sequence_has_no_states():
+    assert diagonal_scan(torch.ones(3), torch.ones(3, 2, 0)).shape == (3, 2, 0)
+    assert linear_scan(torch.ones(3), torch.ones(2, 0, 3)).shape == (2, 0, 3)
+    assert diagonal_scan(torch.ones(3), torch.ones(3, 0, 5)).shape == (3, 0, 5)  # no sequences
+
+
 def test_the_diagonal_scan_names_a_wrong_shape():
     with pytest.raises(ValueError, match="decay should be one value per state"):
         diagonal_scan(torch.ones(2, 3), torch.ones(3, 4))
