@@ -50,6 +50,12 @@ def norm(t: torch.Tensor) -> float:
     return max(float(value), torch.finfo(torch.float64).tiny)
 
 
+def largest(t: torch.Tensor) -> float:
+    """The largest entry's modulus as a float: the `scale` of an entry-wise bound on a tensor of many entries, whose
+    Frobenius norm would grow with their count; at least the smallest normal number."""
+    return max(float(t.detach().abs().max()), torch.finfo(torch.float64).tiny)
+
+
 def cond(m: torch.Tensor) -> float:
     """The 2-norm condition number of a matrix as a float: how much a solve with it amplifies round-off (for the
     Cayley transform (I + A)^-1 (I - A), cond(I + A) = sqrt(1 + ||A||_2^2) when A is skew)."""
