@@ -5,8 +5,8 @@ A decay that is the same at every step (one per state, as in the LRU and S4D) ta
 product with the chunk's transfer matrix L[c, j] = a^(c-j) (j <= c), and the chunks' last states form the same
 recurrence with decay a^C, T/C steps long, scanned the same way; each step then adds a^(c+1) times the state the
 chunk started from. Only powers a^k with k >= 0 appear (at most 1 in modulus for a stable decay), so nothing
-overflows, and the work is one matrix product and a few passes over the states. It wants the states first and time last, (S, ..., T), where the products are
-contiguous; the LRU and S4D lay their states out that way.
+overflows, and the work is one matrix product and a few passes over the states. It wants the states first and
+time last, (S, ..., T), where the products are contiguous; the LRU and S4D lay their states out that way.
 
 Decays that change from step to step take Hillis-Steele doubling (1986): steps compose associatively,
 (a, b) then (a', b') = (a' a, a' b + b'), so every prefix is found in ceil(log2 T) rounds; after the round with
