@@ -108,6 +108,11 @@ def diagonal_scan(
         raise ValueError(
             f"inputs should be (S, ..., T) with S = {decay.shape[0]} states first, got shape {tuple(inputs.shape)}"
         )
+    if initial is not None and tuple(initial.shape) != tuple(inputs.shape[:-1]):
+        raise ValueError(
+            f"initial should be the state before the first step, shape {tuple(inputs.shape[:-1])} (inputs without "
+            f"time), got shape {tuple(initial.shape)}"
+        )
     dtype = torch.promote_types(decay.dtype, inputs.dtype)
     decay, inputs = decay.to(dtype), inputs.to(dtype)
     if initial is not None:  # h_0 = a h_{-1} + b_0: the initial state enters as part of the first input

@@ -175,6 +175,8 @@ def test_the_diagonal_scan_names_a_wrong_shape():
         diagonal_scan(torch.ones(2, 3), torch.ones(3, 4))
     with pytest.raises(ValueError, match="inputs should be .S, ..., T. with S = 3"):
         diagonal_scan(torch.ones(3), torch.ones(4, 5))
+    with pytest.raises(ValueError, match=r"initial should be .* shape \(3, 2\) .* got shape \(4, 2\)"):
+        diagonal_scan(torch.ones(3), torch.ones(3, 2, 40), initial=torch.ones(4, 2))
 
 
 # the layers --------------------------------------------------------------------------------------------------------
