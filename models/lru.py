@@ -6,8 +6,10 @@ Neural Networks for Long Sequences", ICML), in the deep state-space block of mod
 x is complex (state_size N), u and y real (hidden_size H). Λ's moduli exp(-exp(ν)) lie below 1 for every ν, and the
 initialisation draws Λ uniformly on the ring r_min <= |λ| <= r_max with phases in [0, max_phase]; γ starts at
 sqrt(1 - |λ|^2), which keeps E|x_k|^2 = E|B u_k|^2 for white inputs. The recurrence runs as a parallel scan
-(models/linear_scan.py). Defaults and initialisation are the paper's Appendix A code, as reproduced by
-NicolasZucchet/minimal-LRU (lru/model.py, commit bbd71b1), cited line by line below.
+(models/linear_scan.py) or, when no state is carried in or out and it is the less work, as the convolution of u
+with the system's impulse response by FFT (models/fft_convolution.py); both give the same y. Defaults and
+initialisation are the paper's Appendix A code, as reproduced by NicolasZucchet/minimal-LRU (lru/model.py, commit
+bbd71b1), cited line by line below.
 """
 
 from __future__ import annotations
@@ -20,9 +22,17 @@ from torch import nn
 
 from ortholab.models.base import ConfigError
 from ortholab.models.choices import checks_choices
+from ortholab.models.fft_convolution import causal_convolution
 from ortholab.models.linear_scan import diagonal_scan
 from ortholab.models.sequence import lecun_normal_
 from ortholab.models.ssm_block import DiagonalStateSpaceLayer, FeatureBatchNorm, positive_int, real_number
+
+
+def _clamped(nu_log: torch.Tensor, theta_log: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """ν and θ clamped in their own dtype where λ would round to 1 or overflow (ring_eigenvalues says where)."""
+    info = torch.finfo(nu_log.dtype)
+    nu = nu_log.clamp(min=math.log(8 * info.eps), max=math.log(-math.log(info.tiny)))
+    return nu, theta_log.clamp(max=math.log(info.max / 4))  # / 4: log(max) rounds up in float32
 
 
 def ring_eigenvalues(nu_log: torch.Tensor, theta_log: torch.Tensor) -> torch.Tensor:
@@ -34,10 +44,20 @@ def ring_eigenvalues(nu_log: torch.Tensor, theta_log: torch.Tensor) -> torch.Ten
     smallest normal number anyway. θ is clamped below log(max / 4) so that the phase exp(θ) stays finite. The clamps
     leave the gradient 0 beyond them, where the formula's own is 0 or NaN.
     """
-    info = torch.finfo(nu_log.dtype)
-    nu = nu_log.clamp(min=math.log(8 * info.eps), max=math.log(-math.log(info.tiny)))
-    phase = theta_log.clamp(max=math.log(info.max / 4)).exp()  # arg λ = exp(θ); / 4: log(max) rounds up in float32
-    return torch.polar(torch.exp(-nu.exp()), phase)  # |λ| = exp(-exp(ν)) < 1
+    nu, theta = _clamped(nu_log, theta_log)
+    return torch.polar(torch.exp(-nu.exp()), theta.exp())  # |λ| = exp(-exp(ν)) < 1, arg λ = exp(θ)
+
+
+def eigenvalue_powers(nu_log: torch.Tensor, theta_log: torch.Tensor, length: int) -> torch.Tensor:
+    """λ^l = exp(l (-exp(ν) + i exp(θ))) for l = 0..length-1, (N, length), complex64 (complex128 for float64 ν).
+
+    The exponent is formed in float64 from ν and θ as stored (clamped as ring_eigenvalues does): in float32 the
+    phase l exp(θ), up to 784 x 2π at T = 784, would carry an absolute error of eps x 5000 = 3e-4 rad.
+    """
+    nu, theta = (t.double() for t in _clamped(nu_log, theta_log))
+    steps = torch.arange(length, dtype=torch.float64, device=nu_log.device)
+    powers = torch.exp(torch.complex(-nu.exp(), theta.exp()).unsqueeze(-1) * steps)
+    return powers.to(torch.complex128 if nu_log.dtype == torch.float64 else torch.complex64)
 
 
 class LinearRecurrentUnit(nn.Module):
@@ -47,9 +67,9 @@ class LinearRecurrentUnit(nn.Module):
     C_re, C_im (H, N), D (H,).
     """
 
-    def __init__(self, width: int, state_size: int, r_min: float, r_max: float, max_phase: float):
+    def __init__(self, width: int, state_size: int, r_min: float, r_max: float, max_phase: float, mode: str = "auto"):
         super().__init__()
-        self.state_count = state_size
+        self.state_count, self.mode = state_size, mode
         # Λ uniform on the ring r_min <= |λ| <= r_max: |λ|^2 = u (r_max^2 - r_min^2) + r_min^2 (lru/model.py:22-24)
         tiny = torch.finfo(torch.get_default_dtype()).tiny  # U[0, 1) may draw 0: its log would make ν or θ infinite
         u1, u2 = torch.rand(state_size).clamp(min=tiny), torch.rand(state_size).clamp(min=tiny)
@@ -74,11 +94,38 @@ class LinearRecurrentUnit(nn.Module):
         """ν, θ, γ: the paper trains them with a smaller learning rate and no weight decay."""
         return [self.nu_log, self.theta_log, self.gamma_log]
 
+    def kernel(self, length: int) -> torch.Tensor:
+        """The impulse response K_l = Re(C diag(γ λ^l) B), l = 0..length-1, (H, H, length): y = K * u + D u."""
+        gamma = self.gamma_log.exp().unsqueeze(-1)
+        # (C γ B) per state as an (H x H, N) matrix, its real and imaginary parts side by side
+        mixing_re = self.C_re.unsqueeze(1) * (gamma * self.B_re).t() - self.C_im.unsqueeze(1) * (gamma * self.B_im).t()
+        mixing_im = self.C_re.unsqueeze(1) * (gamma * self.B_im).t() + self.C_im.unsqueeze(1) * (gamma * self.B_re).t()
+        powers = eigenvalue_powers(self.nu_log, self.theta_log, length)  # (N, T)
+        # Re(Σ_n (C γ B)_n λ_n^l) as one real product: Re(M) Re(P) - Im(M) Im(P)
+        mixing = torch.cat([mixing_re, -mixing_im], dim=-1).flatten(0, 1)  # (H x H, 2N)
+        width = self.D.shape[0]
+        return (mixing @ torch.cat([powers.real, powers.imag])).view(width, width, length)
+
+    def convolves(self, batch: int) -> bool:
+        """Whether `mode` takes the convolution for a batch of this size. 'auto' compares the work per step: the
+        convolution's H^2 (N + B) (the kernel's H x H entries from N states, one H x H product per sequence and
+        frequency) against the scan's N B (H + 16) (the input and output products, 2 H per state and sequence, and
+        the chunked scan's products, about 32). At N = 128 and batch 50 the convolution is taken up to H = 47; the
+        measured crossover on this CPU was H = 45 (docs/benchmarks.md)."""
+        if self.mode != "auto":
+            return self.mode == "convolution"
+        width, states = self.D.shape[0], self.state_count
+        return width * width * (states + batch) <= states * batch * (width + 16)
+
     def forward(
         self, u: torch.Tensor, state: torch.Tensor | None = None, want_final: bool = True
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """y (B, T, H) and the last state x_{T-1} (B, N) from u (B, T, H) and x_{-1} = `state` (B, N) or zeros (the
-        scan has every state: the last one costs nothing, want_final or not)."""
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """y (B, T, H) and the last state x_{T-1} (B, N) from u (B, T, H) and x_{-1} = `state` (B, N) or zeros.
+
+        Without a state in or out, the convolution y = K * u + D u (`mode`, `convolves`) gives y and no state
+        (None); otherwise the scan gives every state, and the last one costs nothing."""
+        if state is None and not want_final and self.convolves(u.shape[0]):
+            return causal_convolution(u, self.kernel(u.shape[1])) + self.D * u, None
         batch, steps, width = u.shape
         gamma = self.gamma_log.exp().unsqueeze(-1)
         u_first = u.permute(2, 0, 1).reshape(width, -1)  # (H, B*T): the states come out first, time last
@@ -105,6 +152,11 @@ class LRU(DiagonalStateSpaceLayer):
         run_train.py:57 for the LRA runs; it mixes sequences, so h_n carries on exactly only in eval mode).
     prenorm: normalise before the LRU (true, run_train.py:58) or after the skip sum.
     block_dropout: dropout after the GELU and after the GLU, whole features per sequence (lru/model.py:103: 0).
+    mode: how y is computed; every mode gives the same y (tests/test_lru_s4d.py). 'recurrence': the parallel scan
+        of the states, as the paper's code (lru/model.py:91). 'convolution': the LTI system's impulse response
+        K_l = Re(C diag(γ λ^l) B) applied by FFT, with no state formed. 'auto' (default): the convolution when it
+        is the less work (LinearRecurrentUnit.convolves: H up to about 47 at N = 128, batch 50). A state carried in
+        or out (step-by-step use, `initial_state`, `return_state`) always takes the scan.
     Parameter groups: `recurrent` (ν, θ, γ: by default Adam at half the base rate, no weight decay, as
     run_train.py:69-71 and train_helpers.py:91-99), `other` (B, C, D, the GLU, the norm, the encoder).
     """
@@ -126,6 +178,7 @@ class LRU(DiagonalStateSpaceLayer):
         norm: Literal["layer", "batch"] = "layer",
         prenorm: bool = True,
         block_dropout: float = 0.0,
+        mode: Literal["auto", "convolution", "recurrence"] = "auto",
     ):
         state_size = positive_int("state_size", state_size)
         r_min, r_max = real_number("r_min", r_min), real_number("r_max", r_max)
@@ -143,7 +196,7 @@ class LRU(DiagonalStateSpaceLayer):
             normalisation = nn.LayerNorm(hidden_size, eps=1e-6)  # flax.linen.LayerNorm's epsilon 1e-6
         else:  # flax.linen.BatchNorm: momentum 0.99 (torch's 0.01), epsilon 1e-5 (flax/linen/normalization.py)
             normalisation = FeatureBatchNorm(hidden_size, eps=1e-5, momentum=0.01)
-        recurrence = LinearRecurrentUnit(hidden_size, state_size, r_min, r_max, max_phase)
+        recurrence = LinearRecurrentUnit(hidden_size, state_size, r_min, r_max, max_phase, mode)
         # flax's nn.gelu is the tanh approximation (jax.nn.gelu's approximate=True), lru/model.py:126
         super().__init__(
             input_size, hidden_size, recurrence, normalisation, prenorm, block_dropout, nn.GELU(approximate="tanh")

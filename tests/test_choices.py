@@ -29,7 +29,7 @@ EXPECTED = {
     "nnrnn": {"init"},
     "eurnn": {"style", "rotation", "recurrence"},
     "fcurnn": {"init", "w_gradient"},
-    "lru": {"norm"},
+    "lru": {"norm", "mode"},
     "s4d": {"init", "mode"},
 }
 LITERAL_OPTIONS = [

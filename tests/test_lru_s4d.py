@@ -16,6 +16,7 @@ from ortholab.datamodules import CopyingTask
 from ortholab.db import SQLLogger, Store
 from ortholab.db.artifacts import EIGENVALUES, array_from_bytes
 from ortholab.models import FAMILIES, ConfigError
+from ortholab.models.fft_convolution import causal_convolution
 from ortholab.models.linear_scan import (
     CHUNK_RANGE,
     SINGLE_CHUNK,
@@ -24,7 +25,7 @@ from ortholab.models.linear_scan import (
     linear_recurrence_loop,
     linear_scan,
 )
-from ortholab.models.lru import LRU, LinearRecurrentUnit, ring_eigenvalues
+from ortholab.models.lru import LRU, LinearRecurrentUnit, eigenvalue_powers, ring_eigenvalues
 from ortholab.models.s4d import S4D
 from ortholab.models.sizing import hidden_size_for_budget, parameter_count
 from ortholab.training.callbacks import EigenvalueSnapshots
@@ -258,6 +259,102 @@ def test_s4d_convolution_and_recurrence_agree(steps, with_initial, init):
         torch.testing.assert_close(p_c.grad, p_r.grad, **close(F64, n=8 * steps * 6 + 2, scale=scale), msg=name)
 
 
+def _lru_pair(width, states, r_min=0.0, r_max=1.0, dtype=F64):
+    """Two LRUs with the same parameters, one computing by convolution, one by the scan."""
+    torch.manual_seed(12)
+    convolution = LinearRecurrentUnit(width, states, r_min, r_max, 6.28, "convolution").to(dtype)
+    scan = LinearRecurrentUnit(width, states, r_min, r_max, 6.28, "recurrence").to(dtype)
+    scan.load_state_dict(convolution.state_dict())
+    return convolution, scan
+
+
+@pytest.mark.parametrize("steps", [1, 2, 6, 17, 100])
+def test_lru_convolution_equals_its_scan_values_and_gradients(steps):
+    convolution, scan = _lru_pair(3, 5)
+    g = torch.Generator().manual_seed(steps)
+    u, probe = torch.randn(2, steps, 3, generator=g, dtype=F64), torch.randn(2, steps, 3, generator=g, dtype=F64)
+    y_c, final_c = convolution(u, None, want_final=False)
+    y_s, _ = scan(u, None, want_final=False)
+    assert final_c is None  # the convolution forms no state
+    # y_k sums T steps of N = 5 states: the kernel's N terms, three FFTs of 2T points, the scan's 4T roundings
+    torch.testing.assert_close(
+        y_c, y_s, **close(F64, n=4 * steps + 2 * 5 + 3 * math.log2(2 * steps) + 2, scale=norm(y_s))
+    )
+    (y_c * probe).sum().backward()
+    (y_s * probe).sum().backward()
+    scale = norm(torch.cat([p.grad.reshape(-1) for p in scan.parameters()]))
+    for (name, p_c), p_s in zip(convolution.named_parameters(), scan.parameters()):  # and over the batch of 2
+        torch.testing.assert_close(p_c.grad, p_s.grad, **close(F64, n=16 * steps + 40, scale=scale), msg=name)
+
+
+def test_lru_convolution_matches_finite_differences():
+    convolution, _ = _lru_pair(2, 3)
+    names = [name for name, _ in convolution.named_parameters()]
+    u = torch.randn(2, 9, 2, generator=torch.Generator().manual_seed(13), dtype=F64)
+
+    def run(u, *params):
+        return torch.func.functional_call(convolution, dict(zip(names, params)), (u, None, False))[0]
+
+    inputs = [t.detach().clone().requires_grad_() for t in (u, *convolution.parameters())]
+    assert torch.autograd.gradcheck(run, inputs)
+    assert torch.autograd.gradcheck(
+        lambda s, k: causal_convolution(s, k), [inputs[0], torch.randn(3, 2, 9, dtype=F64, requires_grad=True)]
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_lru_convolution_in_float32_on_each_device_against_float64(device):
+    """The LRU's sizes at the 16k budget (H = 27, N = 128, T = 784, 4 sequences) with |λ| in [0.9, 0.999], float32 on
+    the device (CUDA: the GPU check's first stage) against the float64 scan on the CPU."""
+    convolution, scan = _lru_pair(27, 128, r_min=0.9, r_max=0.999, dtype=torch.float32)
+    scan = scan.double()
+    convolution = convolution.to(device)
+    g = torch.Generator().manual_seed(784)
+    u, probe = torch.randn(4, 784, 27, generator=g, dtype=F64), torch.randn(4, 784, 27, generator=g, dtype=F64)
+    got, _ = convolution(u.to(device, torch.float32), None, False)
+    expected, _ = scan(u, None, False)
+    # float32: the kernel sums 2N real products, three FFTs of 2T points take log2(2T) rounds each, each frequency's
+    # product sums 2H terms; relative to the largest |y| (measured 2026-11-27 on the CPU: 1.9 eps; the float32 scan
+    # gives 21 eps; a real fault is O(1))
+    n = 2 * 128 + 3 * math.log2(2 * 784) + 2 * 27
+    torch.testing.assert_close(got.cpu().double(), expected, **close(torch.float32, n=n, scale=largest(expected)))
+    (got * probe.to(device, torch.float32)).sum().backward()
+    (expected * probe).sum().backward()
+    for (name, mine), reference in zip(convolution.named_parameters(), scan.parameters()):
+        # the backward repeats those operations, then sums over the T steps and the H x H kernel entries
+        # (measured: 4.4 eps of the largest entry)
+        bound = close(torch.float32, n=2 * n + 784 + 27 * 27, scale=largest(reference.grad))
+        torch.testing.assert_close(mine.grad.cpu().double(), reference.grad, **bound, msg=name)
+
+
+def test_lru_powers_are_formed_in_float64_and_stored_in_the_parameters_precision():
+    unit = LinearRecurrentUnit(2, 4, 0.99, 0.999, 6.28)
+    powers = eigenvalue_powers(unit.nu_log, unit.theta_log, 784)
+    assert powers.dtype == torch.complex64
+    exact = eigenvalue_powers(unit.nu_log.double(), unit.theta_log.double(), 784)
+    # one rounding of each power to complex64: the phase 783 exp(θ) formed in float32 would miss by ~1e-4
+    torch.testing.assert_close(powers.to(C128), exact, **close(torch.complex64, n=2))
+    torch.testing.assert_close(powers[:, 1].to(C128), unit.eigenvalues().to(C128), **close(torch.complex64, n=4))
+
+
+def test_lru_auto_mode_takes_the_convolution_when_it_is_the_less_work():
+    assert LRU(1, 27).recurrence.convolves(50) and LRU(1, 47).recurrence.convolves(50)  # 16k budget, batch 50
+    assert not LRU(1, 48).recurrence.convolves(50) and not LRU(1, 95).recurrence.convolves(50)  # 69k: the scan
+    assert not LRU(1, 27).recurrence.convolves(1)  # one sequence: the scan's N B is small
+    assert LRU(1, 95, mode="convolution").recurrence.convolves(1)
+    assert not LRU(1, 4, mode="recurrence").recurrence.convolves(1000)
+    layer = LRU(2, 4, mode="convolution", state_size=3)
+    out, state = layer(torch.randn(2, 5, 2), return_state=True)  # a state out: the scan, whatever the mode
+    assert state.shape == (2, 6) and torch.isfinite(out).all()
+
+
+def test_causal_convolution_names_a_wrong_shape():
+    with pytest.raises(ValueError, match="signal should be .batch, steps, channels., got shape .2, 5."):
+        causal_convolution(torch.ones(2, 5), torch.ones(1, 1, 5))
+    with pytest.raises(ValueError, match=r"kernel should be \(outputs, 3, 5\) .* got shape \(2, 3, 4\)"):
+        causal_convolution(torch.ones(2, 5, 3), torch.ones(2, 3, 4))
+
+
 def test_s4d_step_by_step_through_the_nn_layer_equals_the_whole_sequence():
     from ortholab import nn as onn
 
@@ -351,6 +448,7 @@ def test_s4d_initialisations_lin_and_inv():
         ),
         ("lru", {"block_dropout": 1.0}, ConfigError, "model.family_args.block_dropout = 1.0 must be a probability"),
         ("lru", {"prenorm": "yes"}, TypeError, "model.family_args.prenorm should be true or false"),
+        ("lru", {"mode": "fft"}, ConfigError, r"model.family_args.mode = 'fft'; choose one of \['auto', "),
         ("s4d", {"state_size": 5}, ConfigError, "model.family_args.state_size = 5 must be even"),
         ("s4d", {"init": "legs"}, ConfigError, r"model.family_args.init = 'legs'; choose one of \['lin', 'inv'\]"),
         ("s4d", {"mode": "fft"}, ConfigError, r"model.family_args.mode = 'fft'; choose one of"),
