@@ -24,6 +24,8 @@ def causal_convolution(signal: torch.Tensor, kernel: torch.Tensor) -> torch.Tens
             f"steps, got shape {tuple(kernel.shape)}"
         )
     outputs, size = kernel.shape[0], 2 * steps
+    if signal.numel() == 0:  # no sequences or no steps: nothing to transform (an FFT of 0 points is an error)
+        return signal.new_zeros(batch, steps, outputs)
     k_f = torch.fft.rfft(kernel, n=size).permute(2, 0, 1)  # (F, H, G), F = T + 1 frequencies
     u_f = torch.fft.rfft(signal.transpose(1, 2), n=size).permute(2, 1, 0)  # (F, G, B)
     # one complex (H, G) @ (G, B) product per frequency, as a real (2H, 2G) @ (2G, B) one: torch's complex batched

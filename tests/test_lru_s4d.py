@@ -348,6 +348,13 @@ def test_lru_auto_mode_takes_the_convolution_when_it_is_the_less_work():
     assert state.shape == (2, 6) and torch.isfinite(out).all()
 
 
+def test_the_convolution_of_no_steps_or_no_sequences_is_empty():
+    assert causal_convolution(torch.ones(3, 0, 2), torch.ones(4, 2, 0)).shape == (3, 0, 4)
+    assert causal_convolution(torch.ones(0, 5, 2), torch.ones(4, 2, 5)).shape == (0, 5, 4)
+    layer = LRU(2, 4, mode="convolution")
+    assert layer(torch.ones(3, 0, 2)).shape == (3, 0, 4) and layer(torch.ones(0, 5, 2)).shape == (0, 5, 4)
+
+
 def test_causal_convolution_names_a_wrong_shape():
     with pytest.raises(ValueError, match="signal should be .batch, steps, channels., got shape .2, 5."):
         causal_convolution(torch.ones(2, 5), torch.ones(1, 1, 5))
