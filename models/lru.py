@@ -109,13 +109,14 @@ class LinearRecurrentUnit(nn.Module):
     def convolves(self, batch: int) -> bool:
         """Whether `mode` takes the convolution for a batch of this size. 'auto' compares the work per step: the
         convolution's H^2 (N + B) (the kernel's H x H entries from N states, one H x H product per sequence and
-        frequency) against the scan's N B (H + 16) (the input and output products, 2 H per state and sequence, and
-        the chunked scan's products, about 32). At N = 128 and batch 50 the convolution is taken up to H = 47; the
-        measured crossover on this CPU was H = 45 (docs/benchmarks.md)."""
+        frequency), counted twice because its FFTs and layout copies cost about as much again, against the scan's
+        N B (2 H + 32) (the input and output products, 2 H per state and sequence, and the chunked scan's products,
+        about 32). At N = 128 and batch 50 the convolution is taken up to H = 47; the measured crossover on this CPU
+        was H = 45 (docs/benchmarks.md)."""
         if self.mode != "auto":
             return self.mode == "convolution"
         width, states = self.D.shape[0], self.state_count
-        return width * width * (states + batch) <= states * batch * (width + 16)
+        return 2 * width * width * (states + batch) <= states * batch * (2 * width + 32)
 
     def forward(
         self, u: torch.Tensor, state: torch.Tensor | None = None, want_final: bool = True
