@@ -97,9 +97,10 @@ class LinearRecurrentUnit(nn.Module):
     def kernel(self, length: int) -> torch.Tensor:
         """The impulse response K_l = Re(C diag(γ λ^l) B), l = 0..length-1, (H, H, length): y = K * u + D u."""
         gamma = self.gamma_log.exp().unsqueeze(-1)
+        gb_re, gb_im = (gamma * self.B_re).t(), (gamma * self.B_im).t()  # γ B, (H, N) each
+        c_re, c_im = self.C_re.unsqueeze(1), self.C_im.unsqueeze(1)
         # (C γ B) per state as an (H x H, N) matrix, its real and imaginary parts side by side
-        mixing_re = self.C_re.unsqueeze(1) * (gamma * self.B_re).t() - self.C_im.unsqueeze(1) * (gamma * self.B_im).t()
-        mixing_im = self.C_re.unsqueeze(1) * (gamma * self.B_im).t() + self.C_im.unsqueeze(1) * (gamma * self.B_re).t()
+        mixing_re, mixing_im = c_re * gb_re - c_im * gb_im, c_re * gb_im + c_im * gb_re
         powers = eigenvalue_powers(self.nu_log, self.theta_log, length)  # (N, T)
         # Re(Σ_n (C γ B)_n λ_n^l) as one real product: Re(M) Re(P) - Im(M) Im(P)
         mixing = torch.cat([mixing_re, -mixing_im], dim=-1).flatten(0, 1)  # (H x H, 2N)
