@@ -37,6 +37,8 @@ from ortholab.db.published import (
 )
 from ortholab.errors import ConfigError
 
+PLOTLY_JS = "plotly.min.js"  # the name plotly's include_plotlyjs="directory" writes beside the HTML
+
 # plotly's marker symbols (app/style.py) as matplotlib draws them
 MATPLOTLIB_MARKERS = {
     "circle": "o",
@@ -246,7 +248,7 @@ def _matplotlib_figure(table: PaperTable, curves: list[dict]):
     return fig
 
 
-def _html(path: Path, table: PaperTable, curves: list[dict]) -> None:
+def _html(path: Path, table: PaperTable, curves: list[dict], plotly_js: str = "directory") -> None:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -316,7 +318,7 @@ def _html(path: Path, table: PaperTable, curves: list[dict]) -> None:
             **at,
         )
     fig.update_layout(title=f"{table.paper} {table.table}: {table.title}", height=450 * rows)
-    fig.write_html(path, include_plotlyjs="directory")  # plotly.min.js beside it, once: it opens offline
+    fig.write_html(path, include_plotlyjs=plotly_js)  # a local plotly.min.js, never a CDN: it opens offline
 
 
 CSV_COLUMNS = [
@@ -431,21 +433,45 @@ def _folder_error(folder: Path, err: OSError) -> ConfigError:
     return ConfigError(f"--export {folder}: cannot write the report there ({why}); give a writable folder")
 
 
+def _shared_plotly(folder: Path) -> list[Path]:
+    """plotly.min.js written into the export folder's parent unless the same bundle is already there; returns it
+    if written. Exports side by side (docs/results/*) share one copy of its 4.8 MB instead of one each."""
+    from plotly.offline import get_plotlyjs
+
+    bundle = get_plotlyjs()
+    target = folder.parent / PLOTLY_JS
+    if target.is_file() and target.read_text(encoding="utf-8") == bundle:
+        return []
+    return [_write_atomically(target, lambda p: p.write_text(bundle, encoding="utf-8"))]
+
+
 def export_report(
-    store: Store, tables: dict[str, PaperTable], folder: str | Path, with_artifacts: bool = False
+    store: Store,
+    tables: dict[str, PaperTable],
+    folder: str | Path,
+    with_artifacts: bool = False,
+    shared_plotly: bool = False,
 ) -> list[Path]:
     """Write the report's files into `folder` (created), each complete or not at all; returns the paths written.
     runs.db holds the runs behind the numbers, so `ortholab report --db sqlite:///DIR/runs.db --export DIR2`
-    writes the same report.md and report.csv again; export.txt says who wrote them, when, where and from what."""
+    writes the same report.md and report.csv again; export.txt says who wrote them, when, where and from what.
+    The HTML loads plotly.min.js from beside it, or with `shared_plotly` from the folder's parent (one copy for
+    many exports)."""
+    if not isinstance(shared_plotly, bool):
+        raise TypeError(f"shared_plotly must be True or False, not {shared_plotly!r}")
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        return _export(store, tables, folder, with_artifacts)
+        if not shared_plotly:
+            return _export(store, tables, folder, with_artifacts, plotly_js="directory")
+        return _shared_plotly(folder) + _export(store, tables, folder, with_artifacts, plotly_js=f"../{PLOTLY_JS}")
     except OSError as err:
         raise _folder_error(folder, err) from None
 
 
-def _export(store: Store, tables: dict[str, PaperTable], folder: Path, with_artifacts: bool) -> list[Path]:
+def _export(
+    store: Store, tables: dict[str, PaperTable], folder: Path, with_artifacts: bool, plotly_js: str
+) -> list[Path]:
     command = (
         "ortholab " + " ".join(sys.argv[1:])
         if sys.argv and "ortholab" in Path(sys.argv[0]).name
@@ -476,7 +502,8 @@ def _export(store: Store, tables: dict[str, PaperTable], folder: Path, with_arti
         curves = _curves(store, found[table.id])
         if curves:
             written.append(_write_atomically(folder / f"{table.id}.png", partial(_png, table=table, curves=curves)))
-            written.append(_write_atomically(folder / f"{table.id}.html", partial(_html, table=table, curves=curves)))
+            html = partial(_html, table=table, curves=curves, plotly_js=plotly_js)
+            written.append(_write_atomically(folder / f"{table.id}.html", html))
     written.append(write_run_store(store, behind, folder / "runs.db", with_artifacts=with_artifacts))
     provenance = (
         f"written by `{command}` on {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC\n"

@@ -195,6 +195,8 @@ def test_unknown_table_or_row_is_one_clear_message(tmp_path, monkeypatch, capsys
         (["reproduce", "demo_table9", "--rows", "x"], "--rows: 'x' is not a row"),
         (["reproduce", "demo_table9", "--scale", "huge"], "--scale 'huge'"),
         (["report", "nope"], "no published table 'nope'"),
+        (["report", "--shared-plotly"], "--shared-plotly applies only to an export: add --export DIR"),
+        (["report", "--with-artifacts"], "--with-artifacts applies only to an export: add --export DIR"),
     ):
         with pytest.raises(SystemExit) as exit_:
             main([*argv, "--db", f"sqlite:///{tmp_path / 'x.db'}"])
@@ -516,6 +518,33 @@ def test_the_export_draws_one_panel_per_setting_as_the_papers_figures(tmp_path):
         tmp_path / "one",
     )
     assert '"xaxis2"' not in (tmp_path / "one" / "demo_table9.html").read_text()  # one setting: one panel
+
+
+def test_exports_side_by_side_share_one_plotly_bundle_in_their_parent_folder(tmp_path):
+    """`--shared-plotly`: docs/results/* carried a 4.8 MB plotly.min.js each; shared, the HTML loads ../plotly.min.js,
+    written once (again only when plotly's bundle differs), and no copy lands in the export folder."""
+    from plotly.offline import get_plotlyjs
+
+    from ortholab.app.export import export_report
+
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    table = load_table(_write(tmp_path, TABLE))
+    run = store.create_run(name="a", tags=[table.rows[0].tag], main_metric="val/acc", main_metric_mode="max")
+    store.log_metrics(run, {"val/acc": 0.9, "test/acc": 0.89}, step=0)
+    results = tmp_path / "results"
+    first = export_report(store, {"t": table}, results / "one", shared_plotly=True)
+    bundle = results / "plotly.min.js"
+    assert bundle in first and bundle.read_text(encoding="utf-8") == get_plotlyjs()
+    assert not (results / "one" / "plotly.min.js").exists()
+    html = (results / "one" / "demo_table9.html").read_text()
+    assert '<script charset="utf-8" src="../plotly.min.js"></script>' in html and "cdn" not in html.lower()
+    second = export_report(store, {"t": table}, results / "two", shared_plotly=True)
+    assert bundle not in second and not (results / "two" / "plotly.min.js").exists()  # the same bundle: kept
+    bundle.write_text("stale", encoding="utf-8")
+    assert bundle in export_report(store, {"t": table}, results / "two", shared_plotly=True)
+    assert bundle.read_text(encoding="utf-8") == get_plotlyjs()  # another plotly's bundle: replaced
+    with pytest.raises(TypeError, match="shared_plotly"):
+        export_report(store, {"t": table}, results / "three", shared_plotly="yes")
 
 
 def test_workers_run_rows_at_the_same_time_each_with_a_share_of_the_threads(tmp_path, monkeypatch, capsys):

@@ -7,7 +7,7 @@ import sys
 
 from ortholab.cli.common import DB_HELP, LINE_WIDTH
 
-USAGE = "report [TABLE] [--all] [--wide] [--export DIR]"
+USAGE = "report [TABLE] [--all] [--wide] [--export DIR [--shared-plotly]]"
 HELP = "published vs reproduced, as Markdown tables (the rows run; --all: every row)"
 
 
@@ -36,6 +36,12 @@ def add_arguments(parser) -> None:
         action="store_true",
         help="with --export: runs.db also holds the runs' artifacts (eigenvalues, audio: larger)",
     )
+    parser.add_argument(
+        "--shared-plotly",
+        action="store_true",
+        help="with --export: plotly.min.js (4.8 MB) goes once into DIR's parent and the HTML loads it from "
+        "../plotly.min.js, so exports side by side share one copy (default: a copy in DIR)",
+    )
 
 
 def run(args, extra: list[str]) -> None:
@@ -45,6 +51,9 @@ def run(args, extra: list[str]) -> None:
     from ortholab.db.store import StoreMissing
     from ortholab.errors import ConfigError
 
+    if not args.export and (args.with_artifacts or args.shared_plotly):
+        flag = "--with-artifacts" if args.with_artifacts else "--shared-plotly"
+        raise ConfigError(f"{flag} applies only to an export: add --export DIR, or leave {flag} out")
     tables = load_tables()
     if args.table is not None and args.table not in tables:
         raise ConfigError(f"no published table {args.table!r}; choose one of {sorted(tables)}")
@@ -58,5 +67,7 @@ def run(args, extra: list[str]) -> None:
     if args.export:
         from ortholab.app.export import export_report
 
-        for path in export_report(store, chosen, args.export, with_artifacts=args.with_artifacts):
+        for path in export_report(
+            store, chosen, args.export, with_artifacts=args.with_artifacts, shared_plotly=args.shared_plotly
+        ):
             print(f"wrote {path}", file=sys.stderr)
