@@ -462,15 +462,17 @@ def export_report(
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
+        writer = describe(code_version())  # before any file is written: the export's own files are no "+changes"
         if not shared_plotly:
-            return _export(store, tables, folder, with_artifacts, plotly_js="directory")
-        return _shared_plotly(folder) + _export(store, tables, folder, with_artifacts, plotly_js=f"../{PLOTLY_JS}")
+            return _export(store, tables, folder, with_artifacts, writer, plotly_js="directory")
+        shared = _shared_plotly(folder)
+        return shared + _export(store, tables, folder, with_artifacts, writer, plotly_js=f"../{PLOTLY_JS}")
     except OSError as err:
         raise _folder_error(folder, err) from None
 
 
 def _export(
-    store: Store, tables: dict[str, PaperTable], folder: Path, with_artifacts: bool, plotly_js: str
+    store: Store, tables: dict[str, PaperTable], folder: Path, with_artifacts: bool, writer: str, plotly_js: str
 ) -> list[Path]:
     command = (
         "ortholab " + " ".join(sys.argv[1:])
@@ -507,7 +509,7 @@ def _export(
     written.append(write_run_store(store, behind, folder / "runs.db", with_artifacts=with_artifacts))
     provenance = (
         f"written by `{command}` on {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC\n"
-        f"commit {describe(code_version())}\nmachine {machine()}\nfrom the store {store.display_url}\n"
+        f"commit {writer}\nmachine {machine()}\nfrom the store {store.display_url}\n"
         f"runs: {', '.join(map(str, sorted(behind))) or '-'} (in runs.db; long training series thinned to "
         f"at most {MAX_POINTS:,} points each, validation and test series whole)\n"
     )
