@@ -163,6 +163,27 @@ def test_resume_of_one_table_leaves_the_other_tables_rows(tmp_path, monkeypatch,
     assert "run 1 finished" in capsys.readouterr().out
 
 
+def test_resume_with_seeds_continues_those_seeds_stopped_runs_then_trains_the_missing_ones(
+    tmp_path, monkeypatch, capsys
+):
+    """`reproduce --resume --seeds 3`: seed 5545's stopped run continues as the same run (not a new one beside it),
+    seed 5546 is trained, the finished 5544 and the stopped run of seed 9 (not asked for) are left as they are."""
+    db = _toy_table(tmp_path, monkeypatch)
+    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "5544,5545,9", "--db", db])
+    store = Store(db)
+    by_seed = {next(t for t in r.tags if t.startswith("seed:")): r.id for r in store.list_runs()}
+    for seed in ("seed:5545", "seed:9"):
+        store.set_status(by_seed[seed], "interrupted")
+    capsys.readouterr()
+    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--resume", "--seeds", "3", "--db", db])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1] == "reproduce: 2 done, 0 failed, 1 skipped", out
+    runs = {r.id: r for r in Store(db, access="read").list_runs()}
+    assert runs[by_seed["seed:5545"]].status == "finished" and runs[by_seed["seed:9"]].status == "interrupted"
+    seeds = sorted(next(t for t in r.tags if t.startswith("seed:")) for r in runs.values())
+    assert seeds == ["seed:5544", "seed:5545", "seed:5546", "seed:9"]  # one run per seed: 5545 resumed, not doubled
+
+
 def test_a_failing_row_exits_1_after_its_summary_line(tmp_path, monkeypatch, capsys):
     db = _toy_table(tmp_path, monkeypatch, {"model": {"family": "scornn", "hidden_size": -3}})  # refused by fit
     with pytest.raises(SystemExit) as stop:
@@ -177,7 +198,8 @@ def test_a_failing_row_exits_1_after_its_summary_line(tmp_path, monkeypatch, cap
     [
         (["--seeds", "0"], "--seeds '0'"),
         (["--seeds", "two"], "--seeds 'two'"),
-        (["--resume", "--seeds", "3"], "--seeds chooses the runs to train"),
+        (["--list", "--seeds", "3"], "--seeds chooses the runs to train"),
+        (["--resume", "--seeds", "two"], "--seeds 'two'"),
         (["--resume", "--stale_minutes", "-5"], "--stale_minutes -5"),
     ],
 )

@@ -7,8 +7,8 @@ split. `--scale cpu-smoke` keeps every row's model and task but trains a few doz
 splits, so that every row's path runs on a CPU in minutes; its numbers are not the paper's. `--workers N` runs N
 rows at a time (with --resume too), each process given an equal share of the CPU's threads unless
 OMP_NUM_THREADS is set. `--seeds 3` trains each row with its config's seed and the next two (`--seeds 1,2,3`:
-those seeds), one run per seed. It ends with one line a script can read, `reproduce: N done, N failed, N skipped`,
-and exits 1 when a row failed.
+those seeds), one run per seed; with --resume, the seeds' stopped runs continue first. It ends with one line a
+script can read, `reproduce: N done, N failed, N skipped`, and exits 1 when a row failed.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -51,6 +51,7 @@ class Outcome:
 
     line: str
     state: str = "done"
+    resumed: tuple[str, int | None] | None = None  # the (row tag, seed) a --resume continued
 
 
 def add_arguments(parser) -> None:
@@ -82,7 +83,7 @@ def add_arguments(parser) -> None:
         action="store_true",
         help="continue every paper row (of TABLE, if given; --rows: only those) whose run stopped "
         "early (interrupted, or killed with the machine) from its last checkpoint, as the same "
-        "run; then evaluate it",
+        "run; then evaluate it. With --seeds: only those seeds' runs, then train the seeds not run yet",
     )
     parser.add_argument(
         "--estimate",
@@ -102,7 +103,7 @@ def add_arguments(parser) -> None:
         default=None,
         help="train each row once per seed: a count (3: the config's seed "
         "and the next two) or a list (1,2,3); with --estimate: the "
-        "hours for all of them",
+        "hours for all of them; with --resume: stopped runs of these seeds continue first",
     )
     parser.add_argument(
         "--again",
@@ -129,13 +130,17 @@ def run(args, extra: list[str]) -> None:
             "--estimate times the rows at the paper's settings (--scale full); it takes no "
             "--scale cpu-smoke, --resume or --list"
         )
-    if args.seeds is not None and (args.resume or args.list):
-        raise ConfigError(
-            "--seeds chooses the runs to train; --resume continues every seed's unfinished run and "
-            "--list lists them: leave --seeds out there"
-        )
+    if args.seeds is not None and args.list:
+        raise ConfigError("--seeds chooses the runs to train; --list lists every row's runs: leave --seeds out there")
     if args.resume:
-        finish_reproduce(resume_unfinished(args.db, args.stale_minutes * 60, extra, args.workers, rows, args.table))
+        seeds = parse_seeds(args.seeds)
+        outcomes = resume_unfinished(args.db, args.stale_minutes * 60, extra, args.workers, rows, args.table, seeds)
+        if seeds is not None and any(o.state == "failed" for o in outcomes):
+            print("--seeds: no new seed started, a resumed run failed", flush=True)
+        elif seeds is not None:  # then the seeds with no run yet, as `reproduce --seeds` alone would
+            resumed = {o.resumed for o in outcomes}
+            outcomes += reproduce(args.table, rows, args.scale, args.db, extra, args.workers, seeds, skip=resumed)
+        finish_reproduce(outcomes)
     elif args.estimate:
         estimate(args.table, rows, extra, parse_seeds(args.seeds))
     elif args.list:
@@ -429,6 +434,16 @@ def unfinished_runs(store: Store, stale_after_s: float) -> list[tuple[PaperRow, 
     return found
 
 
+def _seed(run) -> int | None:
+    """The seed a run's `seed:N` tag names; None for a run from before seeds were tagged."""
+    return next((int(t.split(":", 1)[1]) for t in run.tags if t.startswith("seed:")), None)
+
+
+def _chosen_seeds(row: PaperRow, seeds: int | list[int] | None) -> list[int | None]:
+    """The seeds `--seeds` gives this row (from its config's seed); [None] for a row without a config."""
+    return row_seeds(yaml.safe_load((REPO_ROOT / row.config).read_text()) or {}, seeds) if row.config else [None]
+
+
 def _evaluated(store: Store, row: PaperRow, fit, runs: list) -> bool:
     """Whether the evaluation `reproduce` runs after this row's fit exists: a finished test run of the row (and of
     the fit's seed) after the fit (test/ metrics), the audio metric in the fit itself (audio/ metrics); nothing to
@@ -455,10 +470,12 @@ def resume_unfinished(
     workers: int = 1,
     rows: list[str] | None = None,
     table: str | None = None,
+    seeds: int | list[int] | None = None,
 ) -> list[Outcome]:
     """`ortholab reproduce [TABLE] --resume`: continue every unfinished row's run (of `table`, if given; or those of
-    the row ids in `rows`) from its last checkpoint (the same run id: no point lost or doubled), `workers` at a time,
-    then evaluate it as `reproduce` would have (only that, where the fit had finished)."""
+    the row ids in `rows`; with `seeds`, only the runs of those seeds) from its last checkpoint (the same run id: no
+    point lost or doubled), `workers` at a time, then evaluate it as `reproduce` would have (only that, where the fit
+    had finished)."""
     if stale_after_s < 0:
         raise ConfigError(
             f"--stale_minutes {stale_after_s / 60:g}: give a number of minutes >= 0 after which a "
@@ -477,14 +494,17 @@ def resume_unfinished(
         row, fit = found
         code = 0 if fit.status == "finished" else _ortholab("fit", "--resume", str(fit.id), *extra, db=store.url)
         if code:
-            return Outcome(f"{row.tag}: resuming run {fit.id} failed (exit {code})", "failed")
+            return Outcome(f"{row.tag}: resuming run {fit.id} failed (exit {code})", "failed", (row.tag, _seed(fit)))
         run = store.get_run(fit.id)
         tags = ["--tags", json.dumps(list(run.tags))]
-        return evaluate_row(row, run, Path(run.run_dir) / "config.yaml", run.name, tags, store.url, [], extra, store)
+        outcome = evaluate_row(row, run, Path(run.run_dir) / "config.yaml", run.name, tags, store.url, [], extra, store)
+        return replace(outcome, resumed=(row.tag, _seed(fit)))
 
     if table is not None:
         select_rows(load_tables(), table, None)  # an unknown table: one line naming the tables
     found = [(row, fit) for row, fit in unfinished_runs(store, stale_after_s) if table in (None, row.table)]
+    if seeds is not None:  # a run of a seed not asked for is left as it is
+        found = [(row, fit) for row, fit in found if _seed(fit) in (None, *_chosen_seeds(row, seeds))]
     if rows:
         chosen = [(row, fit) for row, fit in found if row.row in rows]
         if idle := [name for name in rows if all(row.row != name for row, _ in chosen)]:
@@ -549,22 +569,17 @@ def reproduce(
     workers: int = 1,
     seeds: int | list[int] | None = None,
     again: bool = False,
+    skip: set[tuple[str, int | None]] = frozenset(),
 ) -> list[Outcome]:
     """Every chosen row, once per seed (`seeds`: a count from the config's seed, or a list; default its seed); a row
     and seed whose run finished (and was evaluated) at this scale, or is being trained now, is skipped unless
-    `again`."""
+    `again`; those in `skip` (row tag, seed: just resumed) are left out silently."""
     if scale not in SCALES:
         raise ConfigError(f"--scale {scale!r}; choose one of {SCALES}")
     chosen = select_rows(load_tables(), table, rows)
     if scale == "full" and (hint := checkout_hint(db, extra)):
         print(hint, file=sys.stderr, flush=True)
-    items = [
-        (row, seed)
-        for row in chosen
-        for seed in (
-            row_seeds(yaml.safe_load((REPO_ROOT / row.config).read_text()) or {}, seeds) if row.config else [None]
-        )
-    ]
+    items = [(row, seed) for row in chosen for seed in _chosen_seeds(row, seeds) if (row.tag, seed) not in skip]
     done = {} if again else recorded_seeds(db, scale)
     outcomes = [
         Outcome(f"{row.tag} (seed {seed}): skipped, {done[row.tag, seed]}", "skipped")
@@ -588,7 +603,7 @@ def recorded_seeds(db: str | None, scale: str) -> dict[tuple[str, int], str]:
         runs = store.list_runs()
         latest: dict[tuple[str, int], object] = {}
         for run in sorted((r for r in runs if r.stage == "fit" and f"scale:{scale}" in r.tags), key=lambda r: r.id):
-            seed = next((int(t.split(":", 1)[1]) for t in run.tags if t.startswith("seed:")), None)
+            seed = _seed(run)
             for tag in (t for t in run.tags if t.startswith("paper:")):
                 latest[tag, seed] = run
         rows = {row.tag: row for table in load_tables().values() for row in table.rows}
