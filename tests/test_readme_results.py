@@ -36,3 +36,15 @@ def test_every_number_quoted_appears_in_the_linked_report_csv():
         assert quoted, ours
         missing = [number for number in quoted if number not in cells]
         assert not missing, (claim, missing)
+
+
+def test_every_exported_plot_opens_offline():
+    """Issue 48: the first exports loaded plotly from a CDN and showed nothing offline; each HTML under docs/results
+    loads a plotly.min.js from the repository (beside it, or shared in docs/results with --shared-plotly)."""
+    pages = sorted((REPO / "docs" / "results").glob("*/*.html"))
+    assert len(pages) >= 10
+    for page in pages:
+        sources = re.findall(r'<script[^>]*\bsrc="([^"]+)"', page.read_text())
+        assert sources, page
+        for source in sources:
+            assert "://" not in source and (page.parent / source).resolve().is_file(), (page.name, source)
