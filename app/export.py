@@ -17,7 +17,6 @@ import csv
 import datetime as dt
 import errno
 import os
-import platform
 import sys
 from functools import partial
 from pathlib import Path
@@ -25,7 +24,7 @@ from pathlib import Path
 from ortholab.app.style import run_style
 from ortholab.db import Store
 from ortholab.db.extract import MAX_POINTS, write_run_store
-from ortholab.db.provenance import UNRECORDED, code_version, describe
+from ortholab.db.provenance import UNRECORDED, code_version, describe, machine
 from ortholab.db.published import (
     REPORT_COLUMNS,
     PaperTable,
@@ -52,17 +51,6 @@ MATPLOTLIB_MARKERS = {
     "pentagon": "p",
     "hexagon": "h",
 }
-
-
-def machine() -> str:
-    """'AMD EPYC, 2 cores, Linux x86_64': the CPU model as /proc/cpuinfo names it, else platform's guess."""
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as info:
-            model = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}"
 
 
 def _series(store: Store, run_id: int, metric: str) -> tuple[str, list]:
@@ -342,12 +330,15 @@ UNKNOWN_COMMIT = "unknown: trained by an OrthoLab that did not record its commit
 
 
 def _provenance(store: Store, run_id: int) -> dict[str, str]:
-    """The commit that trained a run (its first start), the machine and the command, as recorded."""
+    """The commit that trained a run (its first start), the host with each start's machine and the command, as
+    recorded."""
     detail = store.get_run(run_id)
     info = detail.info or {}
     codes = info.get("code") or [UNRECORDED]
     commit = describe(codes[0]) if (codes[0].get("commit") or codes[0].get("ortholab")) else UNKNOWN_COMMIT
-    return {"commit": commit, "machine": detail.hostname or "-", "command": info.get("command") or "not recorded"}
+    hardware = list(dict.fromkeys(c["machine"] for c in codes if c.get("machine")))  # each start's, once
+    where = (detail.hostname or "-") + (f" ({'; resumed on '.join(hardware)})" if hardware else "")
+    return {"commit": commit, "machine": where, "command": info.get("command") or "not recorded"}
 
 
 def _number(value: float | None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 from importlib.metadata import PackageNotFoundError, version
@@ -36,15 +37,30 @@ def _version(package: str) -> str | None:
         return None
 
 
+def cpu_model() -> str:
+    """The CPU's model as /proc/cpuinfo names it ('AMD EPYC 7B13'), else platform's guess ('x86_64')."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            return next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
+def machine() -> str:
+    """'AMD EPYC, 2 cores, Linux x86_64': what a result was computed on, beside the host's name."""
+    return f"{cpu_model()}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}"
+
+
 def code_version() -> dict[str, str | None]:
     """What a run records as the code that trained it (run info 'code'): OrthoLab's version and commit, Python,
-    torch and Lightning."""
+    torch and Lightning, and the machine it ran on (a resume elsewhere is another entry)."""
     return {
         "ortholab": _version("ortholab"),
         "commit": commit(),
         "python": platform.python_version(),
         "torch": _version("torch"),
         "lightning": _version("lightning"),
+        "machine": machine(),
     }
 
 

@@ -1,6 +1,7 @@
 """A run records the code that trained it (and each other code that resumed it); the report export names them
 (tests/test_reproduce.py)."""
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -37,6 +38,21 @@ def test_a_fit_records_the_code_that_trained_it(tmp_path, monkeypatch):
     (run,) = store.list_runs()
     (code,) = store.get_run(run.id).info["code"]
     assert code == provenance.code_version() and code["torch"] == torch.__version__ and code["ortholab"]
+    assert code["machine"] == provenance.machine() and f"{os.cpu_count()} cores" in code["machine"]
+
+
+def test_the_export_names_the_host_and_each_starts_machine(tmp_path):
+    """A report.csv line said only 'vm' (the host name), which told two VMs of other CPUs apart in nothing."""
+    from ortholab.app.export import _provenance
+
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    run = store.create_run(name="r")
+    first, second = {"commit": "aaaaaaa", "machine": "AMD EPYC, 2 cores"}, {"commit": "bbbbbbb", "machine": "Xeon, 2"}
+    store.update_run(run, info={"code": [first, {**first, "commit": "ccccccc"}, second]})
+    found = _provenance(store, run)
+    assert found["machine"].endswith("(AMD EPYC, 2 cores; resumed on Xeon, 2)") and found["commit"] == "aaaaaaa"
+    store.update_run(run, info={"code": [{"commit": "ddddddd"}]})  # recorded before machines were
+    assert "(" not in _provenance(store, run)["machine"]
 
 
 def test_a_run_resumed_by_other_code_lists_both_in_order(tmp_path, monkeypatch):

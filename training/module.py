@@ -233,6 +233,14 @@ class RecurrentModule(pl.LightningModule):
         return {name: sum(p.numel() for p in params) for name, params in self.parameter_groups().items()}
 
     # the run's description in the store -------------------------------------------------------
+    def _code(self) -> dict:
+        """This start's code and machine, the GPU named when it trains on one."""
+        code = code_version()
+        device = self.trainer.strategy.root_device
+        if device.type == "cuda":
+            code["machine"] += f", {torch.cuda.get_device_name(device)}"
+        return code
+
     def setup(self, stage: str) -> None:
         counts = self.parameter_counts()
         main_metric, baseline = self.spec.main_metric, self.spec.baseline
@@ -242,7 +250,7 @@ class RecurrentModule(pl.LightningModule):
             "parameter_counts": counts,
             "task_spec": self.spec.to_dict(),
             "optimizers": self.optimizer_specs,
-            "code": [code_version()],  # the store keeps each start's
+            "code": [self._code()],  # the store keeps each start's
             "command": command_line(),
         }  # the first start's is kept (db/logger.py)
         for logger in self.loggers:

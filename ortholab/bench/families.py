@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import platform
 import signal
 import statistics
 import subprocess
@@ -26,6 +25,7 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
+from ortholab.db.provenance import cpu_model
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
 from ortholab.models.optimizers import build_optimizer
 from ortholab.models.sizing import hidden_size_for_budget, parameter_count
@@ -276,7 +276,7 @@ def table(rows: list[Row]) -> str:
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
+    cpu = cpu_model()
     gpu = f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
     return f"{cpu}, {torch.get_num_threads()} threads{gpu}, torch {torch.__version__}"
 
