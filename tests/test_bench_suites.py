@@ -12,6 +12,7 @@ from ortholab.bench.suites import SUITES
 from ortholab.bench.suites.complex_dtype_recurrence import ComplexDtypeScuRNN
 from ortholab.bench.suites.ornn_variants import shapes, step_maps
 from ortholab.cli.main import main
+from ortholab.errors import ConfigError
 from ortholab.models.scurnn import ScuRNN
 
 # the ratios each suite prints at its quick settings (settings.QUICK)
@@ -26,6 +27,7 @@ EXPECTED_RATIOS = {
     "callbacks": ["training with callbacks / training without callbacks"],
     "runs-listing": ["listing (runs_rows) / the 1 s target", "listing (runs_rows) / summary query (Store.list_runs)"],
     "music-eval": ["file order / by length", "one piece at a time / by length"],
+    "lru-modes": ["convolution / scan (H=4; auto: convolution)", "convolution / scan (H=40; auto: scan)"],
 }
 
 
@@ -150,3 +152,21 @@ def test_music_eval_batchings_give_the_same_nll(capsys):
     # a mean over ~250 valid steps, batched differently (the BLAS sums in another order)
     bound = roundoff(torch.float32, 39 * (88 + 8) + 88 + 250, scale=values[1])
     assert max(values) - min(values) <= bound, values
+
+
+def test_the_lru_modes_suite_times_one_unit_two_ways():
+    """Its convolution and scan units share every parameter and give the same y (float64: round-off apart)."""
+    from ortholab.bench.suites.lru_modes import _Unit, widths
+    from ortholab.models.lru import LinearRecurrentUnit
+
+    torch.manual_seed(0)
+    convolution = LinearRecurrentUnit(5, 8, 0.0, 1.0, 6.28, mode="convolution").double()
+    scan = LinearRecurrentUnit(5, 8, 0.0, 1.0, 6.28, mode="recurrence").double()
+    scan.load_state_dict(convolution.state_dict())
+    u = torch.randn(3, 17, 5, dtype=torch.float64)
+    expected = _Unit(scan)(u)
+    # two float64 orders of the same sums over 17 steps and 8 states (FFT of length 34 against the scan)
+    torch.testing.assert_close(_Unit(convolution)(u), expected, **close(torch.float64, n=4 * 17, scale=norm(expected)))
+    assert widths("27,95") == [27, 95]
+    with pytest.raises(ConfigError, match="widths=0"):
+        widths("0")
