@@ -150,6 +150,25 @@ def test_seeds_already_finished_are_skipped_unless_again(tmp_path, monkeypatch, 
     assert len(Store(db).list_runs()) == 3
 
 
+def test_the_same_seeds_command_after_a_stop_continues_the_stopped_run(tmp_path, monkeypatch, capsys):
+    """`reproduce --seeds 2` again after seed 5545's run stopped: that run continues as itself (it started a second
+    run of the seed from step 0 before, leaving the stopped one beside it); the finished seed is skipped."""
+    db = _toy_table(tmp_path, monkeypatch)
+    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "2", "--db", db])
+    store = Store(db)
+    stopped = next(r.id for r in store.list_runs() if "seed:5545" in r.tags)
+    store.set_status(stopped, "interrupted")
+    capsys.readouterr()
+    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "2", "--db", db])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert f"(seed 5545): continuing run {stopped}, stopped before its end" in "\n".join(out), out
+    assert out[-1] == "reproduce: 1 done, 0 failed, 1 skipped"
+    runs = Store(db, access="read").list_runs()
+    assert len(runs) == 2 and all(r.status == "finished" for r in runs)
+    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "2", "--again", "--db", db])
+    assert len(Store(db, access="read").list_runs()) == 4  # --again: new runs, whatever was recorded
+
+
 def test_resume_of_one_table_leaves_the_other_tables_rows(tmp_path, monkeypatch, capsys):
     db = _toy_table(tmp_path, monkeypatch)
     main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--db", db])

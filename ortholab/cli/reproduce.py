@@ -1,6 +1,7 @@
 """`ortholab reproduce`: run the papers' table rows from their configs, recorded as normal runs tagged with the row.
 
-Each row is one `ortholab fit` in its own process (a failing row is reported and the next one runs), tagged
+Each row is one `ortholab fit` in its own process (a failing row is reported and the next one runs; a row and seed
+whose run stopped early is continued as that run, one that finished is skipped), tagged
 `paper:<table>/<row>`, `scale:<scale>` and `seed:<seed>`; when the row's metric is measured on the test split, an
 `ortholab test` of the best checkpoint follows, and for audio metrics `ortholab evaluate-audio` on the test
 split. `--scale cpu-smoke` keeps every row's model and task but trains a few dozen steps on small generated
@@ -492,13 +493,7 @@ def resume_unfinished(
 
     def resume(found) -> Outcome:
         row, fit = found
-        code = 0 if fit.status == "finished" else _ortholab("fit", "--resume", str(fit.id), *extra, db=store.url)
-        if code:
-            return Outcome(f"{row.tag}: resuming run {fit.id} failed (exit {code})", "failed", (row.tag, _seed(fit)))
-        run = store.get_run(fit.id)
-        tags = ["--tags", json.dumps(list(run.tags))]
-        outcome = evaluate_row(row, run, Path(run.run_dir) / "config.yaml", run.name, tags, store.url, [], extra, store)
-        return replace(outcome, resumed=(row.tag, _seed(fit)))
+        return replace(continue_run(row, fit.id, store, extra), resumed=(row.tag, _seed(fit)))
 
     if table is not None:
         select_rows(load_tables(), table, None)  # an unknown table: one line naming the tables
@@ -524,6 +519,18 @@ def resume_unfinished(
             flush=True,
         )
     return outcomes
+
+
+def continue_run(row: PaperRow, fit_id: int, store: Store, extra: list[str]) -> Outcome:
+    """A stopped fit of `row` continued from its last checkpoint as the same run (no point lost or doubled), then
+    evaluated as `reproduce` would have; a fit that had finished is only evaluated."""
+    fit = store.get_run(fit_id)
+    code = 0 if fit.status == "finished" else _ortholab("fit", "--resume", str(fit.id), *extra, db=store.url)
+    if code:
+        return Outcome(f"{row.tag}: resuming run {fit.id} failed (exit {code})", "failed")
+    run = store.get_run(fit.id)
+    tags = ["--tags", json.dumps(list(run.tags))]
+    return evaluate_row(row, run, Path(run.run_dir) / "config.yaml", run.name, tags, store.url, [], extra, store)
 
 
 def existing_store(db: str | None, absent: str = "Every row is listed as not yet run.") -> Store | None:
@@ -572,15 +579,16 @@ def reproduce(
     skip: set[tuple[str, int | None]] = frozenset(),
 ) -> list[Outcome]:
     """Every chosen row, once per seed (`seeds`: a count from the config's seed, or a list; default its seed); a row
-    and seed whose run finished (and was evaluated) at this scale, or is being trained now, is skipped unless
-    `again`; those in `skip` (row tag, seed: just resumed) are left out silently."""
+    and seed whose run finished (and was evaluated) at this scale, or is being trained now, is skipped, and one
+    whose run stopped (interrupted, killed, or not evaluated) is continued as that run, unless `again`; those in
+    `skip` (row tag, seed: just resumed) are left out silently."""
     if scale not in SCALES:
         raise ConfigError(f"--scale {scale!r}; choose one of {SCALES}")
     chosen = select_rows(load_tables(), table, rows)
     if scale == "full" and (hint := checkout_hint(db, extra)):
         print(hint, file=sys.stderr, flush=True)
     items = [(row, seed) for row in chosen for seed in _chosen_seeds(row, seeds) if (row.tag, seed) not in skip]
-    done = {} if again else recorded_seeds(db, scale)
+    done, stopped = ({}, {}) if again else recorded_seeds(db, scale)
     outcomes = [
         Outcome(f"{row.tag} (seed {seed}): skipped, {done[row.tag, seed]}", "skipped")
         for row, seed in items
@@ -589,16 +597,26 @@ def reproduce(
     for outcome in outcomes:
         print(outcome.line, flush=True)
     todo = [(row, seed) for row, seed in items if (row.tag, seed) not in done]
-    return outcomes + _each(lambda item: run_row(item[0], scale, db, extra, item[1]), todo, workers)
+
+    def train(item) -> Outcome:
+        row, seed = item
+        if (row.tag, seed) not in stopped:
+            return run_row(row, scale, db, extra, seed)
+        print(f"{row.tag} (seed {seed}): continuing run {stopped[row.tag, seed]}, stopped before its end", flush=True)
+        return continue_run(row, stopped[row.tag, seed], Store(db, access="write"), extra)
+
+    return outcomes + _each(train, todo, workers)
 
 
-def recorded_seeds(db: str | None, scale: str) -> dict[tuple[str, int], str]:
-    """(row tag, seed) -> why it needs no new run: its latest fit at `scale` finished and was evaluated, or another
-    process is training it now. Nothing where there is no store yet."""
+def recorded_seeds(db: str | None, scale: str) -> tuple[dict[tuple[str, int], str], dict[tuple[str, int], int]]:
+    """Per (row tag, seed) of the runs at `scale`: why it needs no new run (its latest fit finished and was
+    evaluated, or another process is training it now), and the id of its latest fit where that stopped before its
+    end (interrupted; 'running' with no live process holding it; finished but not evaluated). Nothing where there
+    is no store yet."""
     try:
         store = Store(db, access="read")
     except StoreMissing:
-        return {}
+        return {}, {}
     try:  # closed before the runs start: an open reader would hold the SQLite file
         runs = store.list_runs()
         latest: dict[tuple[str, int], object] = {}
@@ -607,13 +625,15 @@ def recorded_seeds(db: str | None, scale: str) -> dict[tuple[str, int], str]:
             for tag in (t for t in run.tags if t.startswith("paper:")):
                 latest[tag, seed] = run
         rows = {row.tag: row for table in load_tables().values() for row in table.rows}
-        found = {}
+        found, stopped = {}, {}
         for (tag, seed), run in latest.items():
             if tag in rows and run.status == "finished" and _evaluated(store, rows[tag], run, runs):
                 found[tag, seed] = f"run {run.id} finished (--again trains it anew)"
             elif run.status == "running" and store.lease_holder(run.id) is not None:
                 found[tag, seed] = f"run {run.id} is being trained by another process"
-        return found
+            elif tag in rows and run.status in ("interrupted", "running", "finished"):
+                stopped[tag, seed] = run.id
+        return found, stopped
     finally:
         store.close()
 
