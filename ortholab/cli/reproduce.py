@@ -109,7 +109,8 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--again",
         action="store_true",
-        help="train a row (and seed) again although it already has a finished run (default: skipped)",
+        help="train a row (and seed) anew although it already has a finished run (default: skipped) or a "
+        "stopped one (default: continued)",
     )
     parser.add_argument(
         "--stale_minutes",
