@@ -93,9 +93,11 @@ def describe(code: dict) -> str:
 
 
 def details(code: dict) -> str:
-    """The commit (or version) with the library versions, for a run's details page."""
+    """The commit (or version) with the library versions and the machine where recorded, for a run's details page."""
+    where = f" on {code['machine']}" if code.get("machine") else ""
     if not code.get("torch"):
-        return describe(code)
+        return describe(code) + where
     return (
         f"{describe(code)} (torch {code.get('torch')}, Lightning {code.get('lightning')}, Python {code.get('python')})"
+        + where
     )

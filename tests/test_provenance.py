@@ -39,6 +39,7 @@ def test_a_fit_records_the_code_that_trained_it(tmp_path, monkeypatch):
     (code,) = store.get_run(run.id).info["code"]
     assert code == provenance.code_version() and code["torch"] == torch.__version__ and code["ortholab"]
     assert code["machine"] == provenance.machine() and f"{os.cpu_count()} cores" in code["machine"]
+    assert provenance.details(code).endswith(f") on {provenance.machine()}")  # the run's details page
 
 
 def test_the_export_names_the_host_and_each_starts_machine(tmp_path):
