@@ -336,8 +336,10 @@ def _provenance(store: Store, run_id: int) -> dict[str, str]:
     info = detail.info or {}
     codes = info.get("code") or [UNRECORDED]
     commit = describe(codes[0]) if (codes[0].get("commit") or codes[0].get("ortholab")) else UNKNOWN_COMMIT
-    hardware = list(dict.fromkeys(c["machine"] for c in codes if c.get("machine")))  # each start's, once
-    where = (detail.hostname or "-") + (f" ({'; resumed on '.join(hardware)})" if hardware else "")
+    starts = [c.get("machine") or "a machine not recorded" for c in codes]  # each start's, in order
+    hardware = [m for k, m in enumerate(starts) if k == 0 or m != starts[k - 1]]  # a resume on the same one: once
+    recorded = any(c.get("machine") for c in codes)
+    where = (detail.hostname or "-") + (f" ({'; resumed on '.join(hardware)})" if recorded else "")
     return {"commit": commit, "machine": where, "command": info.get("command") or "not recorded"}
 
 
@@ -430,7 +432,7 @@ def _shared_plotly(folder: Path) -> list[Path]:
     from plotly.offline import get_plotlyjs
 
     bundle = get_plotlyjs()
-    target = folder.parent / PLOTLY_JS
+    target = folder.resolve().parent / PLOTLY_JS  # `--export .` too: the folder above, where ../ points
     if target.is_file() and target.read_text(encoding="utf-8") == bundle:
         return []
     return [_write_atomically(target, lambda p: p.write_text(bundle, encoding="utf-8"))]
@@ -468,7 +470,7 @@ def _export(
     command = (
         "ortholab " + " ".join(sys.argv[1:])
         if sys.argv and "ortholab" in Path(sys.argv[0]).name
-        else "ortholab report --export"
+        else "ortholab report --export" + (" --shared-plotly" if plotly_js != "directory" else "")
     )
     every = load_tables()  # where twin rows are looked up
     found = {table.id: reproductions(store, table, every) for table in tables.values()}  # read once

@@ -54,6 +54,8 @@ def test_the_export_names_the_host_and_each_starts_machine(tmp_path):
     assert found["machine"].endswith("(AMD EPYC, 2 cores; resumed on Xeon, 2)") and found["commit"] == "aaaaaaa"
     store.update_run(run, info={"code": [{"commit": "ddddddd"}]})  # recorded before machines were
     assert "(" not in _provenance(store, run)["machine"]
+    store.update_run(run, info={"code": [{"commit": "ddddddd"}, second]})  # begun before, resumed after
+    assert _provenance(store, run)["machine"].endswith("(a machine not recorded; resumed on Xeon, 2)")
 
 
 def test_a_run_resumed_by_other_code_lists_both_in_order(tmp_path, monkeypatch):

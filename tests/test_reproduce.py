@@ -520,7 +520,7 @@ def test_the_export_draws_one_panel_per_setting_as_the_papers_figures(tmp_path):
     assert '"xaxis2"' not in (tmp_path / "one" / "demo_table9.html").read_text()  # one setting: one panel
 
 
-def test_exports_side_by_side_share_one_plotly_bundle_in_their_parent_folder(tmp_path):
+def test_exports_side_by_side_share_one_plotly_bundle_in_their_parent_folder(tmp_path, monkeypatch):
     """`--shared-plotly`: docs/results/* carried a 4.8 MB plotly.min.js each; shared, the HTML loads ../plotly.min.js,
     written once (again only when plotly's bundle differs), and no copy lands in the export folder."""
     from plotly.offline import get_plotlyjs
@@ -545,6 +545,9 @@ def test_exports_side_by_side_share_one_plotly_bundle_in_their_parent_folder(tmp
     assert bundle.read_text(encoding="utf-8") == get_plotlyjs()  # another plotly's bundle: replaced
     with pytest.raises(TypeError, match="shared_plotly"):
         export_report(store, {"t": table}, results / "three", shared_plotly="yes")
+    bundle.unlink()
+    monkeypatch.chdir(results / "two")  # `--export .`: the bundle goes to the folder above, where ../ points
+    assert export_report(store, {"t": table}, ".", shared_plotly=True)[0].resolve() == bundle.resolve()
 
 
 def test_workers_run_rows_at_the_same_time_each_with_a_share_of_the_threads(tmp_path, monkeypatch, capsys):

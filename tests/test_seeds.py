@@ -3,6 +3,7 @@ aggregates them (n, mean, sample std, min, max) and judges the published value a
 say how many seeds end beyond the baseline and where each first crossed it. Exit codes scripts can trust."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -169,6 +170,22 @@ def test_the_same_seeds_command_after_a_stop_continues_the_stopped_run(tmp_path,
     assert len(Store(db, access="read").list_runs()) == 4  # --again: new runs, whatever was recorded
 
 
+def test_a_run_stopped_before_its_first_checkpoint_is_trained_anew(tmp_path, monkeypatch, capsys):
+    """Nothing to continue from (`fit --resume` refuses it): the same command starts a new run of that seed instead
+    of failing on it every time."""
+    db = _toy_table(tmp_path, monkeypatch)
+    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "5544,", "--db", db])
+    store = Store(db)
+    (run,) = store.list_runs()
+    store.set_status(run.id, "interrupted")
+    (Path(store.get_run(run.id).run_dir) / "checkpoints" / "last.ckpt").unlink()
+    capsys.readouterr()
+    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "5544,", "--db", db])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1] == "reproduce: 1 done, 0 failed, 0 skipped" and not any("continuing" in line for line in out)
+    assert len(Store(db, access="read").list_runs()) == 2
+
+
 def test_resume_of_one_table_leaves_the_other_tables_rows(tmp_path, monkeypatch, capsys):
     db = _toy_table(tmp_path, monkeypatch)
     main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--db", db])
@@ -197,6 +214,7 @@ def test_resume_with_seeds_continues_those_seeds_stopped_runs_then_trains_the_mi
     main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--resume", "--seeds", "3", "--db", db])
     out = capsys.readouterr().out.strip().splitlines()
     assert out[-1] == "reproduce: 2 done, 0 failed, 1 skipped", out
+    assert not any("continuing run" in line for line in out)  # the resume phase took 5545, not reproduce's own
     runs = {r.id: r for r in Store(db, access="read").list_runs()}
     assert runs[by_seed["seed:5545"]].status == "finished" and runs[by_seed["seed:9"]].status == "interrupted"
     seeds = sorted(next(t for t in r.tags if t.startswith("seed:")) for r in runs.values())

@@ -136,7 +136,9 @@ def run(args, extra: list[str]) -> None:
         raise ConfigError("--seeds chooses the runs to train; --list lists every row's runs: leave --seeds out there")
     if args.resume:
         seeds = parse_seeds(args.seeds)
-        outcomes = resume_unfinished(args.db, args.stale_minutes * 60, extra, args.workers, rows, args.table, seeds)
+        scale = args.scale if seeds is not None else None  # the scale --seeds trains at; plain --resume: any
+        stale_after_s = args.stale_minutes * 60
+        outcomes = resume_unfinished(args.db, stale_after_s, extra, args.workers, rows, args.table, seeds, scale)
         if seeds is not None and any(o.state == "failed" for o in outcomes):
             print("--seeds: no new seed started, a resumed run failed", flush=True)
         elif seeds is not None:  # then the seeds with no run yet, as `reproduce --seeds` alone would
@@ -437,8 +439,17 @@ def unfinished_runs(store: Store, stale_after_s: float) -> list[tuple[PaperRow, 
 
 
 def _seed(run) -> int | None:
-    """The seed a run's `seed:N` tag names; None for a run from before seeds were tagged."""
-    return next((int(t.split(":", 1)[1]) for t in run.tags if t.startswith("seed:")), None)
+    """The seed a run's `seed:N` tag names; None for a run from before seeds were tagged (or a tag not a number)."""
+    values = (t.split(":", 1)[1] for t in run.tags if t.startswith("seed:"))
+    return next((int(v) for v in values if v.lstrip("-").isdigit()), None)
+
+
+def _resumable(store: Store, run) -> bool:
+    """Whether `fit --resume` can continue this run: a finished fit (only its evaluation is left) or one with a
+    last checkpoint; a run stopped before its first checkpoint is trained anew instead."""
+    if run.status == "finished":
+        return True
+    return (Path(store.get_run(run.id).run_dir or "") / "checkpoints" / "last.ckpt").is_file()
 
 
 def _chosen_seeds(row: PaperRow, seeds: int | list[int] | None) -> list[int | None]:
@@ -473,9 +484,11 @@ def resume_unfinished(
     rows: list[str] | None = None,
     table: str | None = None,
     seeds: int | list[int] | None = None,
+    scale: str | None = None,
 ) -> list[Outcome]:
     """`ortholab reproduce [TABLE] --resume`: continue every unfinished row's run (of `table`, if given; or those of
-    the row ids in `rows`; with `seeds`, only the runs of those seeds) from its last checkpoint (the same run id: no
+    the row ids in `rows`; with `seeds`, only the runs tagged with those seeds, and at `scale` if given) from its
+    last checkpoint (the same run id: no
     point lost or doubled), `workers` at a time, then evaluate it as `reproduce` would have (only that, where the fit
     had finished)."""
     if stale_after_s < 0:
@@ -499,8 +512,12 @@ def resume_unfinished(
     if table is not None:
         select_rows(load_tables(), table, None)  # an unknown table: one line naming the tables
     found = [(row, fit) for row, fit in unfinished_runs(store, stale_after_s) if table in (None, row.table)]
-    if seeds is not None:  # a run of a seed not asked for is left as it is
-        found = [(row, fit) for row, fit in found if _seed(fit) in (None, *_chosen_seeds(row, seeds))]
+    if seeds is not None:  # only runs tagged with a seed asked for, at `scale`; any other is left as it is
+        found = [
+            (row, fit)
+            for row, fit in found
+            if _seed(fit) in _chosen_seeds(row, seeds) and (scale is None or f"scale:{scale}" in fit.tags)
+        ]
     if rows:
         chosen = [(row, fit) for row, fit in found if row.row in rows]
         if idle := [name for name in rows if all(row.row != name for row, _ in chosen)]:
@@ -526,12 +543,15 @@ def continue_run(row: PaperRow, fit_id: int, store: Store, extra: list[str]) -> 
     """A stopped fit of `row` continued from its last checkpoint as the same run (no point lost or doubled), then
     evaluated as `reproduce` would have; a fit that had finished is only evaluated."""
     fit = store.get_run(fit_id)
+    seed = _seed(fit)
+    label = row.tag if seed is None else f"{row.tag} (seed {seed})"
     code = 0 if fit.status == "finished" else _ortholab("fit", "--resume", str(fit.id), *extra, db=store.url)
     if code:
-        return Outcome(f"{row.tag}: resuming run {fit.id} failed (exit {code})", "failed")
+        return Outcome(f"{label}: resuming run {fit.id} failed (exit {code})", "failed")
     run = store.get_run(fit.id)
     tags = ["--tags", json.dumps(list(run.tags))]
-    return evaluate_row(row, run, Path(run.run_dir) / "config.yaml", run.name, tags, store.url, [], extra, store)
+    path = Path(run.run_dir) / "config.yaml"
+    return evaluate_row(row, run, path, run.name, tags, store.url, [], extra, store, label)
 
 
 def existing_store(db: str | None, absent: str = "Every row is listed as not yet run.") -> Store | None:
@@ -604,7 +624,11 @@ def reproduce(
         if (row.tag, seed) not in stopped:
             return run_row(row, scale, db, extra, seed)
         print(f"{row.tag} (seed {seed}): continuing run {stopped[row.tag, seed]}, stopped before its end", flush=True)
-        return continue_run(row, stopped[row.tag, seed], Store(db, access="write"), extra)
+        store = Store(db, access="write")
+        try:
+            return continue_run(row, stopped[row.tag, seed], store, extra)
+        finally:
+            store.close()
 
     return outcomes + _each(train, todo, workers)
 
@@ -630,9 +654,9 @@ def recorded_seeds(db: str | None, scale: str) -> tuple[dict[tuple[str, int], st
         for (tag, seed), run in latest.items():
             if tag in rows and run.status == "finished" and _evaluated(store, rows[tag], run, runs):
                 found[tag, seed] = f"run {run.id} finished (--again trains it anew)"
-            elif run.status == "running" and store.lease_holder(run.id) is not None:
+            elif run.status != "finished" and store.lease_holder(run.id) is not None:  # interrupted: still ending
                 found[tag, seed] = f"run {run.id} is being trained by another process"
-            elif tag in rows and run.status in ("interrupted", "running", "finished"):
+            elif tag in rows and run.status in ("interrupted", "running", "finished") and _resumable(store, run):
                 stopped[tag, seed] = run.id
         return found, stopped
     finally:
