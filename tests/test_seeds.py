@@ -165,9 +165,7 @@ def test_the_same_seeds_command_after_a_stop_continues_the_stopped_run(tmp_path,
     assert f"(seed 5545): continuing run {stopped}, stopped before its end" in "\n".join(out), out
     assert out[-1] == "reproduce: 1 done, 0 failed, 1 skipped"
     runs = Store(db, access="read").list_runs()
-    assert len(runs) == 2 and all(r.status == "finished" for r in runs)
-    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "2", "--again", "--db", db])
-    assert len(Store(db, access="read").list_runs()) == 4  # --again: new runs, whatever was recorded
+    assert len(runs) == 2 and all(r.status == "finished" for r in runs)  # --again: the test above
 
 
 def test_a_run_stopped_before_its_first_checkpoint_is_trained_anew(tmp_path, monkeypatch, capsys):
