@@ -98,8 +98,10 @@ def _curves(store: Store, items: list[Reproduction]) -> list[dict]:
                 }
                 for seed, values in seeds
             ]
-            common = sorted(set.intersection(*(set(values) for _, values in seeds)))
-            at = [[values[step] for _, values in seeds] for step in common]
+            # the band and mean over the seeds that ended; a seed still training is drawn thin only
+            ended = [(seed, values) for seed, values in seeds if seed.fit.status != "running"] or seeds
+            common = sorted(set.intersection(*(set(values) for _, values in ended)))
+            at = [[values[step] for _, values in ended] for step in common]
             curve["band"] = {
                 "steps": common,
                 "mean": [sum(v) / len(v) for v in at],
@@ -107,7 +109,7 @@ def _curves(store: Store, items: list[Reproduction]) -> list[dict]:
                 "high": [max(v) for v in at],
             }
             curve.update(
-                label=f"{item.row.row} (mean of {len(seeds)} seeds, {metric})",
+                label=f"{item.row.row} (mean of {len(ended)} seeds, {metric})",
                 steps=common,
                 values=curve["band"]["mean"],
             )

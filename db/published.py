@@ -387,13 +387,15 @@ def seeds_text(item: Reproduction) -> str | None:
         return None
     n = len(seeds)
     if item.row.value is None:  # judged against the baseline
-        judged = [s for s in seeds if s.ends_beyond is not None]
+        running = sum(s.fit.status == "running" for s in seeds)
+        judged = [s for s in seeds if s.ends_beyond is not None and s.fit.status != "running"]  # ended seeds only
         if not judged:
             return f"{n} seed{'s' * (n > 1)}"
         steps = ", ".join("-" if s.crossed_at is None else str(s.crossed_at) for s in judged)
         return (
             f"{sum(bool(s.ends_beyond) for s in judged)}/{len(judged)} seed{'s' * (len(judged) > 1)} end beyond "
             f"the baseline (first beyond at step{'s' * (len(judged) > 1)} {steps})"
+            + (f"; {running} still training" if running else "")
         )
     spread = item.spread
     if spread is None or spread.n == 0:

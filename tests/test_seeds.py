@@ -79,6 +79,10 @@ def test_baseline_rows_count_the_seeds_that_end_beyond_it(tmp_path):
     assert "1/3 seeds end beyond the baseline (first beyond at steps 200, -, 100)" in markdown_report(
         store, {"demo_table9": table}, width=None
     )
+    _fits(store, copy, {4: [0.5, 0.5]}, "val/loss", "min", 0.5)  # a fourth seed, still training: not judged yet
+    store.set_status(max(r.id for r in store.list_runs()), "running")
+    report = markdown_report(store, {"demo_table9": table}, width=None)
+    assert "1/3 seeds end beyond the baseline (first beyond at steps 200, -, 100); 1 still training" in report
 
 
 def _toy_table(tmp_path, monkeypatch, config_extra=None):
@@ -282,3 +286,17 @@ def test_an_estimate_whose_timing_run_fails_exits_1(tmp_path, monkeypatch, capsy
     out = capsys.readouterr().out.strip().splitlines()
     assert stop.value.code == 1 and out[-1] == "reproduce: 0 done, 1 failed, 0 skipped"
     assert any("the timing run failed" in line for line in out)
+
+
+def test_the_exported_band_leaves_out_a_seed_still_training(tmp_path):
+    """A seed that has just started drew the mean over its few first steps only; it is drawn thin, not averaged."""
+    from ortholab.app.export import _curves
+
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    table = load_table(_write(tmp_path, TABLE))
+    copy = table.rows[1]
+    _fits(store, copy, {1: [0.5, 0.3, 0.2], 2: [0.5, 0.4, 0.1], 3: [0.5]}, "val/loss", "min", 0.5)
+    store.set_status(max(r.id for r in store.list_runs()), "running")
+    (curve,) = [c for c in _curves(store, reproductions(store, table)) if c.get("seeds")]
+    assert len(curve["seeds"]) == 3 and curve["band"]["steps"] == [0, 100, 200]
+    assert curve["band"]["mean"] == pytest.approx([0.5, 0.35, 0.15]) and "mean of 2 seeds" in curve["label"]
