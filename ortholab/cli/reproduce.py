@@ -30,6 +30,7 @@ from ortholab.cli.common import DB_HELP, LINE_WIDTH
 from ortholab.cli.common import table as text_table
 from ortholab.db import Store
 from ortholab.db.published import PaperRow, PaperTable, load_tables, reproductions
+from ortholab.db.seeds import seed_of
 from ortholab.db.store import ENV_VAR as DB_ENV_VAR
 from ortholab.db.store import RUNS_ENV_VAR, StoreMissing
 from ortholab.errors import ConfigError
@@ -438,12 +439,6 @@ def unfinished_runs(store: Store, stale_after_s: float) -> list[tuple[PaperRow, 
     return found
 
 
-def _seed(run) -> int | None:
-    """The seed a run's `seed:N` tag names; None for a run from before seeds were tagged (or a tag not a number)."""
-    values = (t.split(":", 1)[1] for t in run.tags if t.startswith("seed:"))
-    return next((int(v) for v in values if v.lstrip("-").isdigit()), None)
-
-
 def _resumable(store: Store, run) -> bool:
     """Whether `fit --resume` can continue this run: a finished fit (only its evaluation is left) or one with a
     last checkpoint; a run stopped before its first checkpoint is trained anew instead."""
@@ -507,7 +502,7 @@ def resume_unfinished(
 
     def resume(found) -> Outcome:
         row, fit = found
-        return replace(continue_run(row, fit.id, store, extra), resumed=(row.tag, _seed(fit)))
+        return replace(continue_run(row, fit.id, store, extra), resumed=(row.tag, seed_of(fit, {})))
 
     if table is not None:
         select_rows(load_tables(), table, None)  # an unknown table: one line naming the tables
@@ -516,7 +511,7 @@ def resume_unfinished(
         found = [
             (row, fit)
             for row, fit in found
-            if _seed(fit) in _chosen_seeds(row, seeds) and (scale is None or f"scale:{scale}" in fit.tags)
+            if seed_of(fit, {}) in _chosen_seeds(row, seeds) and (scale is None or f"scale:{scale}" in fit.tags)
         ]
     if rows:
         chosen = [(row, fit) for row, fit in found if row.row in rows]
@@ -543,7 +538,7 @@ def continue_run(row: PaperRow, fit_id: int, store: Store, extra: list[str]) -> 
     """A stopped fit of `row` continued from its last checkpoint as the same run (no point lost or doubled), then
     evaluated as `reproduce` would have; a fit that had finished is only evaluated."""
     fit = store.get_run(fit_id)
-    seed = _seed(fit)
+    seed = seed_of(fit, {})
     label = row.tag if seed is None else f"{row.tag} (seed {seed})"
     code = 0 if fit.status == "finished" else _ortholab("fit", "--resume", str(fit.id), *extra, db=store.url)
     if code:
@@ -646,7 +641,7 @@ def recorded_seeds(db: str | None, scale: str) -> tuple[dict[tuple[str, int], st
         runs = store.list_runs()
         latest: dict[tuple[str, int], object] = {}
         for run in sorted((r for r in runs if r.stage == "fit" and f"scale:{scale}" in r.tags), key=lambda r: r.id):
-            seed = _seed(run)
+            seed = seed_of(run, {})
             for tag in (t for t in run.tags if t.startswith("paper:")):
                 latest[tag, seed] = run
         rows = {row.tag: row for table in load_tables().values() for row in table.rows}
