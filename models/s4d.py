@@ -24,6 +24,7 @@ from torch import nn
 
 from ortholab.models.base import ConfigError
 from ortholab.models.choices import checks_choices
+from ortholab.models.fft_convolution import channelwise_causal_convolution
 from ortholab.models.linear_scan import diagonal_scan
 from ortholab.models.ssm_block import DiagonalStateSpaceLayer, positive_int, real_number
 
@@ -98,8 +99,7 @@ class DiagonalStateSpace(nn.Module):
     def _convolution(self, u: torch.Tensor, state: torch.Tensor | None, want_final: bool):
         batch, length, width = u.shape
         signal = u.transpose(1, 2)  # (B, H, T)
-        k_f = torch.fft.rfft(self.kernel(length), n=2 * length)  # zero-padded to 2T: no wrap-around (s4d.py:97-99)
-        y = torch.fft.irfft(torch.fft.rfft(signal, n=2 * length) * k_f, n=2 * length)[..., :length]
+        y = channelwise_causal_convolution(signal, self.kernel(length))  # padded to 2T by FFT (s4d.py:97-99)
         y = y + signal * self.D.unsqueeze(-1)  # the D term (s4d.py:102)
         final = None
         if state is not None or want_final:

@@ -16,7 +16,7 @@ from ortholab.datamodules import CopyingTask
 from ortholab.db import SQLLogger, Store
 from ortholab.db.artifacts import EIGENVALUES, array_from_bytes
 from ortholab.models import FAMILIES, ConfigError
-from ortholab.models.fft_convolution import causal_convolution
+from ortholab.models.fft_convolution import causal_convolution, channelwise_causal_convolution
 from ortholab.models.linear_scan import (
     CHUNK_RANGE,
     SINGLE_CHUNK,
@@ -339,7 +339,7 @@ def test_lru_convolution_matches_finite_differences():
     inputs = [t.detach().clone().requires_grad_() for t in (u, *convolution.parameters())]
     assert torch.autograd.gradcheck(run, inputs)
     assert torch.autograd.gradcheck(
-        causal_convolution, [inputs[0], torch.randn(3, 2, 9, dtype=F64, requires_grad=True)]
+        causal_convolution, [inputs[0], torch.randn(9, 2, 3, dtype=F64, requires_grad=True)]
     )
 
 
@@ -390,17 +390,46 @@ def test_lru_auto_mode_takes_the_convolution_when_it_is_the_less_work():
 
 
 def test_the_convolution_of_no_steps_or_no_sequences_is_empty():
-    assert causal_convolution(torch.ones(3, 0, 2), torch.ones(4, 2, 0)).shape == (3, 0, 4)
-    assert causal_convolution(torch.ones(0, 5, 2), torch.ones(4, 2, 5)).shape == (0, 5, 4)
+    assert causal_convolution(torch.ones(3, 0, 2), torch.ones(0, 2, 4)).shape == (3, 0, 4)
+    assert causal_convolution(torch.ones(0, 5, 2), torch.ones(5, 2, 4)).shape == (0, 5, 4)
     layer = LRU(2, 4, mode="convolution")
     assert layer(torch.ones(3, 0, 2)).shape == (3, 0, 4) and layer(torch.ones(0, 5, 2)).shape == (0, 5, 4)
 
 
 def test_causal_convolution_names_a_wrong_shape():
     with pytest.raises(ValueError, match="signal should be .batch, steps, channels., got shape .2, 5."):
-        causal_convolution(torch.ones(2, 5), torch.ones(1, 1, 5))
-    with pytest.raises(ValueError, match=r"kernel should be \(outputs, 3, 5\) .* got shape \(2, 3, 4\)"):
-        causal_convolution(torch.ones(2, 5, 3), torch.ones(2, 3, 4))
+        causal_convolution(torch.ones(2, 5), torch.ones(5, 1, 1))
+    with pytest.raises(ValueError, match=r"kernel should be \(5, 3, outputs\) .* got shape \(4, 3, 2\)"):
+        causal_convolution(torch.ones(2, 5, 3), torch.ones(4, 3, 2))
+
+
+@pytest.mark.parametrize("steps", [1, 2, 7])
+def test_both_convolutions_equal_their_direct_sums_and_finite_differences(steps):
+    g = torch.Generator().manual_seed(steps)
+    u, mixing = torch.randn(2, steps, 3, generator=g, dtype=F64), torch.randn(steps, 3, 4, generator=g, dtype=F64)
+    direct = torch.stack([sum(u[:, j] @ mixing[k - j] for j in range(k + 1)) for k in range(steps)], dim=1)
+    # y_k sums k + 1 products of 3 terms; three FFTs of 2T points, log2(2T) rounds each
+    bound = close(F64, n=3 * steps + 3 * math.log2(2 * steps) + 3, scale=norm(direct))
+    torch.testing.assert_close(causal_convolution(u, mixing), direct, **bound)
+    signal, kernel = u.transpose(1, 2), torch.randn(3, steps, generator=g, dtype=F64)
+    direct = torch.stack([sum(kernel[:, k - j] * signal[..., j] for j in range(k + 1)) for k in range(steps)], -1)
+    bound = close(F64, n=steps + 3 * math.log2(2 * steps) + 3, scale=norm(direct))
+    torch.testing.assert_close(channelwise_causal_convolution(signal, kernel), direct, **bound)
+    for convolution, inputs in ((causal_convolution, (u, mixing)), (channelwise_causal_convolution, (signal, kernel))):
+        assert torch.autograd.gradcheck(convolution, [t.clone().requires_grad_() for t in inputs])
+
+
+def test_the_convolutions_written_out_backward_refuses_a_second_one():
+    u, kernel = torch.randn(2, 3, 5, dtype=F64, requires_grad=True), torch.randn(3, 5, dtype=F64, requires_grad=True)
+    (grad,) = torch.autograd.grad(channelwise_causal_convolution(u, kernel).square().sum(), u, create_graph=True)
+    with pytest.raises(RuntimeError, match="marked with @once_differentiable"):
+        grad.sum().backward()
+
+
+def test_channelwise_convolution_names_a_wrong_shape_and_passes_no_steps():
+    with pytest.raises(ValueError, match=r"kernel \(channels, steps\), got shapes \(2, 3, 5\) and \(3, 4\)"):
+        channelwise_causal_convolution(torch.ones(2, 3, 5), torch.ones(3, 4))
+    assert channelwise_causal_convolution(torch.ones(2, 3, 0), torch.ones(3, 0)).shape == (2, 3, 0)
 
 
 def test_s4d_step_by_step_through_the_nn_layer_equals_the_whole_sequence():
