@@ -22,7 +22,8 @@ from torch.autograd.function import once_differentiable
 
 
 def _real_layout(spectrum: torch.Tensor) -> torch.Tensor:
-    """(F, B, C) complex as (F, B, 2C) real, each channel's real and imaginary parts side by side (no copy)."""
+    """(F, B, C) complex as (F, B, 2C) real, each channel's real and imaginary parts side by side (a copy: torch's FFT
+    along dim 0 leaves the frequencies innermost in memory, and the batched product wants them outermost)."""
     return torch.view_as_real(spectrum).flatten(-2)
 
 
@@ -32,9 +33,10 @@ def _complex_layout(values: torch.Tensor) -> torch.Tensor:
 
 
 def _product_matrices(kernel_f: torch.Tensor) -> torch.Tensor:
-    """(F, 2G, 2H) real from K_f (F, G, H) complex: right-multiplying a row [Re u | Im u] (interleaved) by it gives
-    [Re u K_f | Im u K_f] (interleaved), since (a + ib)(c + id) = (ac - bd) + i(ad + bc). torch's complex batched
-    product on the CPU loops over the batch; its real one does not."""
+    """(F, 2G, 2H) real from K_f (F, G, H) complex: right-multiplying the row (Re u_1, Im u_1, ..., Re u_G, Im u_G)
+    by it gives (Re (u K_f)_1, Im (u K_f)_1, ...), since (a + ib)(c + id) = (ac - bd) + i(ad + bc): the block of
+    channels g, h is [[c, d], [-d, c]]. torch's complex batched product on the CPU loops over the batch; its real one
+    does not."""
     c, d = kernel_f.real, kernel_f.imag
     blocks = torch.stack([torch.stack([c, d], -1), torch.stack([-d, c], -1)], 2)  # (F, G, 2, H, 2)
     return blocks.flatten(1, 2).flatten(2, 3)
