@@ -733,8 +733,18 @@ def test_estimate_times_a_step_plan_and_an_epoch_plan_without_touching_the_store
     _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("val/loss", rows))
     monkeypatch.chdir(tmp_path)
     main(["reproduce", "toy_figure1", "--estimate", "--db", f"sqlite:///{tmp_path / 'mine.db'}", *small])
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     lines = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("toy_figure1/")}
+    # each timed row was also printed (stderr) as soon as it was timed, after its "timing" line and before the next
+    assert (
+        err.index("timing paper:toy_figure1/steps")
+        < err.index("  toy_figure1/steps ")
+        < err.index("timing paper:toy_figure1/epochs")
+    )
+    assert [line.split() for line in err.splitlines() if line.startswith("  toy_figure1/")] == [
+        lines["toy_figure1/steps"],
+        lines["toy_figure1/epochs"],
+    ]
     steps, epochs = lines["toy_figure1/steps"], lines["toy_figure1/epochs"]
     assert " ".join(steps[1:6]) == "40 steps, validation every 10" and steps[7] == "s" and steps[8] == "-"
     assert float(steps[-1]) == pytest.approx(40 * float(steps[6]) / 3600, abs=0.006)  # printed to 0.01 h

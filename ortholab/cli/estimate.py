@@ -145,12 +145,15 @@ def render(estimates: list[Estimate | str]) -> str:
         f"{os.cpu_count()} cores{load}; one row at a time",
         f"{'row':<52} {'plan':<36} {'a step':>9} {'evaluation':>10} {'hours':>7}",
     ]
-    for item in estimates:
-        if isinstance(item, Estimate):
-            evaluation = "-" if item.evaluation_s is None else f"{item.evaluation_s:.2f} s"
-            lines.append(
-                f"{item.row.tag.removeprefix('paper:'):<52} {item.plan:<36} {item.step_s:>7.3f} s "
-                f"{evaluation:>10} {item.hours:>7.2f}"
-            )
+    lines += [line(item) for item in estimates if isinstance(item, Estimate)]
     lines += [item for item in estimates if isinstance(item, str)]
     return "\n".join(lines)
+
+
+def line(item: Estimate) -> str:
+    """One row of `render`'s table (also printed alone as soon as the row is timed)."""
+    evaluation = "-" if item.evaluation_s is None else f"{item.evaluation_s:.2f} s"
+    return (
+        f"{item.row.tag.removeprefix('paper:'):<52} {item.plan:<36} {item.step_s:>7.3f} s "
+        f"{evaluation:>10} {item.hours:>7.2f}"
+    )

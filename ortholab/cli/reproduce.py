@@ -91,7 +91,7 @@ def add_arguments(parser) -> None:
         "--estimate",
         action="store_true",
         help="time each chosen row briefly (a temporary store; nothing recorded) and print the hours "
-        "it would take here",
+        "it would take here: each row on stderr as it is timed, then the table",
     )
     parser.add_argument(
         "--workers",
@@ -276,7 +276,7 @@ def _ortholab(*args: str, db: str | None = None) -> int:
 def estimate(table: str | None, rows: list[str] | None, extra: list[str], seeds: int | list[int] | None = None) -> list:
     """`reproduce --estimate`: time every chosen row briefly, one at a time, and print the hours each would take
     (with `seeds`, in all for its seeds); exit 1 when a row's timing run failed."""
-    from ortholab.cli.estimate import Estimate, estimate_row, render
+    from ortholab.cli.estimate import Estimate, estimate_row, line, render
     from ortholab.db.masking import child_env
 
     def run_fit(args: list[str], db: str) -> int:  # quiet: its output only where it failed
@@ -296,7 +296,10 @@ def estimate(table: str | None, rows: list[str] | None, extra: list[str], seeds:
             results.append(f"{row.tag}: no config (family {row.family!r}: {row.notes or 'not available'})")
             continue
         print(f"timing {row.tag} ...", file=sys.stderr, flush=True)
-        results.append(estimate_row(row, REPO_ROOT / row.config, extra, run_fit))
+        measured = estimate_row(row, REPO_ROOT / row.config, extra, run_fit)
+        results.append(measured)
+        # each row as it is timed: an estimate stopped midway keeps what it measured
+        print(f"  {line(measured) if isinstance(measured, Estimate) else measured}", file=sys.stderr, flush=True)
     print(render(results), flush=True)
     timed = [item for item in results if isinstance(item, Estimate)]
     if seeds is not None and timed:
