@@ -51,7 +51,7 @@ class _CausalConvolution(torch.autograd.Function):
         products = _product_matrices(torch.fft.rfft(kernel, n=size, dim=0))  # (F, 2G, 2H)
         y = torch.fft.irfft(_complex_layout(torch.bmm(signal_f, products)), n=size, dim=0)[:steps]  # (T, B, H)
         ctx.save_for_backward(signal_f, products)
-        return y.transpose(0, 1)
+        return y.transpose(0, 1).contiguous()  # (B, T, H) in memory too, as the signal (see models/ssm_block.py)
 
     @staticmethod
     @once_differentiable
@@ -63,7 +63,8 @@ class _CausalConvolution(torch.autograd.Function):
         grad_signal = grad_kernel = None
         if ctx.needs_input_grad[0]:  # rfft(g) K_f^H: the transposed block is the product by conj(K_f)
             grad_signal_f = torch.bmm(grad_f, products.transpose(1, 2))
-            grad_signal = torch.fft.irfft(_complex_layout(grad_signal_f), n=size, dim=0)[:steps].transpose(0, 1)
+            grad_signal = torch.fft.irfft(_complex_layout(grad_signal_f), n=size, dim=0)[:steps]
+            grad_signal = grad_signal.transpose(0, 1).contiguous()  # (B, T, G) in memory, as the forward's y
         if ctx.needs_input_grad[1]:  # Σ_b conj(u_f) rfft(g): the real products [Re | Im]^T [Re | Im] combined
             m = torch.bmm(signal_f.transpose(1, 2), grad_f).unflatten(2, (-1, 2)).unflatten(1, (-1, 2))
             grad_kernel_f = torch.complex(m[:, :, 0, :, 0] + m[:, :, 1, :, 1], m[:, :, 0, :, 1] - m[:, :, 1, :, 0])

@@ -72,7 +72,9 @@ class ResidualBlock(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         z = self.norm(x) if self.prenorm else x
         z, final = self.recurrence(z, state, want_final)
-        z = self.dropout(self.activation(z))
+        # (B, T, H) in memory: the recurrences may return a transposed view, and elementwise backward kernels given
+        # operands of different layouts take a slow path (GELU's backward: 4 to 8x as long, docs/benchmarks.md)
+        z = self.dropout(self.activation(z.contiguous()))
         z = self.dropout(nn.functional.glu(self.glu(z), dim=-1))
         x = x + z  # the skip connection
         return (x if self.prenorm else self.norm(x)), final
