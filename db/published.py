@@ -246,9 +246,15 @@ def reproduction(store: Store, row: PaperRow, runs: list[RunSummary], same: tupl
         None if source is row else source.tag.removeprefix("paper:"),
         newer,
         seeds,
-        spread([s.value for s in seeds], row.value) if seeds else None,
-        spread([s.selected for s in seeds], row.value) if seeds else None,
+        spread([s.value for s in ended], row.value) if (ended := _ended(seeds)) else None,
+        spread([s.selected for s in ended], row.value) if ended else None,
     )
+
+
+def _ended(seeds: list[SeedRun]) -> list[SeedRun]:
+    """The seeds whose runs are not still training: a running seed's value is partial, so the spread leaves it out
+    (the export draws it thin, outside the band, and the report counts it as still training)."""
+    return [s for s in seeds if s.fit.status != "running"]
 
 
 def _row_value(
@@ -397,15 +403,16 @@ def seeds_text(item: Reproduction) -> str | None:
             f"the baseline (first beyond at step{'s' * (len(judged) > 1)} {steps})"
             + (f"; {running} still training" if running else "")
         )
-    spread = item.spread
+    spread, running = item.spread, n - len(_ended(seeds))
+    training = f"; {running} still training" if running else ""
     if spread is None or spread.n == 0:
-        return f"{n} seed{'s' * (n > 1)}, none measured"
+        return f"{n} seed{'s' * (n > 1)}, none measured" + training
     if spread.n == 1:
-        return "1 seed"
+        return "1 seed" + training
     return (
         f"{spread.n} seeds: {_number(spread.mean)} ± {spread.std:.2g} ({_number(spread.low)}–"
         f"{_number(spread.high)}), {spread.verdict}"
-    )
+    ) + training
 
 
 REPORT_COLUMNS = [

@@ -61,6 +61,12 @@ def test_the_report_aggregates_a_rows_seeds_as_numpy_does(tmp_path):
     assert item.spread.verdict == f"below by {(98.1 - best.mean()) / best.std(ddof=1):.1f} sd"
     report = markdown_report(store, {"demo_table9": table})
     assert f"3 seeds: {best.mean():.4g} ± {best.std(ddof=1):.2g} ({best.min():.4g}–{best.max():.4g})" in report
+    _fits(store, mnist, {4: [0.1]})  # a fourth seed, still training: its partial value is left out of the spread
+    store.set_status(max(r.id for r in store.list_runs()), "running")
+    item = reproductions(store, table)[0]
+    assert len(item.seeds) == 4 and item.spread.n == 3 and item.spread.mean == pytest.approx(best.mean())
+    assert f"({best.min():.4g}–{best.max():.4g})" in (report := markdown_report(store, {"demo_table9": table}))
+    assert "1 still training" in report
 
 
 def test_baseline_rows_count_the_seeds_that_end_beyond_it(tmp_path):
@@ -83,6 +89,10 @@ def test_baseline_rows_count_the_seeds_that_end_beyond_it(tmp_path):
     store.set_status(max(r.id for r in store.list_runs()), "running")
     report = markdown_report(store, {"demo_table9": table}, width=None)
     assert "1/3 seeds end beyond the baseline (first beyond at steps 200, -, 100); 1 still training" in report
+    item = reproductions(store, table)[1]  # the aggregate over the three that ended, as numpy's
+    ended = np.array([min(values) for values in ([0.5, 0.48, 0.3, 0.2], [0.5, 0.49, 0.5], [0.5, 0.4, 0.5])])
+    assert item.spread.n == 3 and item.spread.mean == pytest.approx(ended.mean())
+    assert item.spread.std == pytest.approx(ended.std(ddof=1))
 
 
 def _toy_table(tmp_path, monkeypatch, config_extra=None):
