@@ -109,7 +109,7 @@ def _curves(store: Store, items: list[Reproduction]) -> list[dict]:
                 "high": [max(v) for v in at],
             }
             curve.update(
-                label=f"{item.row.row} (mean of {len(ended)} seeds, {metric})",
+                label=f"{item.row.row} ({f'mean of {len(ended)} seeds' if len(ended) > 1 else '1 seed'}, {metric})",
                 steps=common,
                 values=curve["band"]["mean"],
             )

@@ -310,3 +310,6 @@ def test_the_exported_band_leaves_out_a_seed_still_training(tmp_path):
     (curve,) = [c for c in _curves(store, reproductions(store, table)) if c.get("seeds")]
     assert len(curve["seeds"]) == 3 and curve["band"]["steps"] == [0, 100, 200]
     assert curve["band"]["mean"] == pytest.approx([0.5, 0.35, 0.15]) and "mean of 2 seeds" in curve["label"]
+    store.set_status(max(r.id for r in store.list_runs()) - 1, "running")  # one ended seed: no "mean of 1 seeds"
+    (curve,) = [c for c in _curves(store, reproductions(store, table)) if c.get("seeds")]
+    assert "(1 seed, val/loss)" in curve["label"] and curve["band"]["mean"] == pytest.approx([0.5, 0.3, 0.2])
