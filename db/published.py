@@ -391,20 +391,19 @@ def seeds_text(item: Reproduction) -> str | None:
     seeds = item.seeds
     if not seeds:
         return None
-    n = len(seeds)
+    n, ended = len(seeds), _ended(seeds)
+    running = n - len(ended)
+    training = f"; {running} still training" if running else ""
     if item.row.value is None:  # judged against the baseline
-        running = sum(s.fit.status == "running" for s in seeds)
-        judged = [s for s in seeds if s.ends_beyond is not None and s.fit.status != "running"]  # ended seeds only
+        judged = [s for s in ended if s.ends_beyond is not None]
         if not judged:
             return f"{n} seed{'s' * (n > 1)}"
         steps = ", ".join("-" if s.crossed_at is None else str(s.crossed_at) for s in judged)
         return (
             f"{sum(bool(s.ends_beyond) for s in judged)}/{len(judged)} seed{'s' * (len(judged) > 1)} end beyond "
-            f"the baseline (first beyond at step{'s' * (len(judged) > 1)} {steps})"
-            + (f"; {running} still training" if running else "")
+            f"the baseline (first beyond at step{'s' * (len(judged) > 1)} {steps})" + training
         )
-    spread, running = item.spread, n - len(_ended(seeds))
-    training = f"; {running} still training" if running else ""
+    spread = item.spread
     if spread is None or spread.n == 0:
         return f"{n} seed{'s' * (n > 1)}, none measured" + training
     if spread.n == 1:
