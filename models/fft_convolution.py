@@ -5,8 +5,8 @@ at once by FFT.
     (per channel: y_k = Σ_{j<=k} K_{k-j} ⊙ u_j, K_l (H,))
 
 A linear time-invariant recurrence seen from its input and output is such a convolution (its impulse response is K),
-so the whole sequence costs two FFTs of the input's size, one of the kernel's and one small matrix product per
-frequency, instead of T dependent steps. Both the input and the kernel are zero-padded to 2T, so the circular
+so the whole sequence costs two FFTs of the input's size, one of the kernel's and one small complex matrix product
+per frequency (one batched product for all of them), instead of T dependent steps. Both the input and the kernel are zero-padded to 2T, so the circular
 convolution the FFT computes has no wrap-around.
 
 The backward is written out (`_CausalConvolution`): the gradients are the same convolution run backwards in time,
@@ -21,25 +21,11 @@ import torch
 from torch.autograd.function import once_differentiable
 
 
-def _real_layout(spectrum: torch.Tensor) -> torch.Tensor:
-    """(F, B, C) complex as (F, B, 2C) real, each channel's real and imaginary parts side by side (a copy: torch's FFT
-    along dim 0 leaves the frequencies innermost in memory, and the batched product wants them outermost)."""
-    return torch.view_as_real(spectrum).flatten(-2)
-
-
-def _complex_layout(values: torch.Tensor) -> torch.Tensor:
-    """The inverse of `_real_layout`: (F, B, 2C) real as (F, B, C) complex."""
-    return torch.view_as_complex(values.unflatten(-1, (-1, 2)))
-
-
-def _product_matrices(kernel_f: torch.Tensor) -> torch.Tensor:
-    """(F, 2G, 2H) real from K_f (F, G, H) complex: right-multiplying the row (Re u_1, Im u_1, ..., Re u_G, Im u_G)
-    by it gives (Re (u K_f)_1, Im (u K_f)_1, ...), since (a + ib)(c + id) = (ac - bd) + i(ad + bc): the block of
-    channels g, h is [[c, d], [-d, c]]. torch's complex batched product on the CPU loops over the batch; its real one
-    does not."""
-    c, d = kernel_f.real, kernel_f.imag
-    blocks = torch.stack([torch.stack([c, d], -1), torch.stack([-d, c], -1)], 2)  # (F, G, 2, H, 2)
-    return blocks.flatten(1, 2).flatten(2, 3)
+def _spectrum(sequence: torch.Tensor, size: int) -> torch.Tensor:
+    """rfft of (B, T, C) over time, zero-padded to `size`, as (F, B, C) contiguous: the frequencies outermost, as the
+    batched products take them. The FFT runs along time made innermost (a real copy): the whole convolution's forward
+    and backward took 4 to 8% less time on this CPU than with the FFT along a strided time axis."""
+    return torch.fft.rfft(sequence.transpose(1, 2).contiguous(), n=size).permute(2, 0, 1).contiguous()
 
 
 class _CausalConvolution(torch.autograd.Function):
@@ -47,28 +33,25 @@ class _CausalConvolution(torch.autograd.Function):
     def forward(ctx, signal: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
         steps = signal.shape[1]
         size = 2 * steps
-        signal_f = _real_layout(torch.fft.rfft(signal.transpose(0, 1), n=size, dim=0))  # (F, B, 2G), F = T + 1
-        products = _product_matrices(torch.fft.rfft(kernel, n=size, dim=0))  # (F, 2G, 2H)
-        y = torch.fft.irfft(_complex_layout(torch.bmm(signal_f, products)), n=size, dim=0)[:steps]  # (T, B, H)
-        ctx.save_for_backward(signal_f, products)
+        signal_f = _spectrum(signal, size)  # (F, B, G), F = T + 1
+        kernel_f = torch.fft.rfft(kernel, n=size, dim=0).contiguous()  # (F, G, H)
+        y = torch.fft.irfft(torch.bmm(signal_f, kernel_f), n=size, dim=0)[:steps]  # u_f K_f per frequency: (T, B, H)
+        ctx.save_for_backward(signal_f, kernel_f)
         return y.transpose(0, 1).contiguous()  # (B, T, H) in memory too, as the signal (see models/ssm_block.py)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        signal_f, products = ctx.saved_tensors
+        signal_f, kernel_f = ctx.saved_tensors
         steps = grad.shape[1]
         size = 2 * steps
-        grad_f = _real_layout(torch.fft.rfft(grad.transpose(0, 1), n=size, dim=0))  # (F, B, 2H)
+        grad_f = _spectrum(grad, size)  # (F, B, H)
         grad_signal = grad_kernel = None
-        if ctx.needs_input_grad[0]:  # rfft(g) K_f^H: the transposed block is the product by conj(K_f)
-            grad_signal_f = torch.bmm(grad_f, products.transpose(1, 2))
-            grad_signal = torch.fft.irfft(_complex_layout(grad_signal_f), n=size, dim=0)[:steps]
+        if ctx.needs_input_grad[0]:  # rfft(g) K_f^H
+            grad_signal = torch.fft.irfft(torch.bmm(grad_f, kernel_f.mH), n=size, dim=0)[:steps]
             grad_signal = grad_signal.transpose(0, 1).contiguous()  # (B, T, G) in memory, as the forward's y
-        if ctx.needs_input_grad[1]:  # Σ_b conj(u_f) rfft(g): the real products [Re | Im]^T [Re | Im] combined
-            m = torch.bmm(signal_f.transpose(1, 2), grad_f).unflatten(2, (-1, 2)).unflatten(1, (-1, 2))
-            grad_kernel_f = torch.complex(m[:, :, 0, :, 0] + m[:, :, 1, :, 1], m[:, :, 0, :, 1] - m[:, :, 1, :, 0])
-            grad_kernel = torch.fft.irfft(grad_kernel_f, n=size, dim=0)[:steps]
+        if ctx.needs_input_grad[1]:  # Σ_b conj(u_f)^T rfft(g)
+            grad_kernel = torch.fft.irfft(torch.bmm(signal_f.mH, grad_f), n=size, dim=0)[:steps]
         return grad_signal, grad_kernel
 
 
