@@ -6,8 +6,8 @@ at once by FFT.
 
 A linear time-invariant recurrence seen from its input and output is such a convolution (its impulse response is K),
 so the whole sequence costs two FFTs of the input's size, one of the kernel's and one small complex matrix product
-per frequency (one batched product for all of them), instead of T dependent steps. Both the input and the kernel are zero-padded to 2T, so the circular
-convolution the FFT computes has no wrap-around.
+per frequency (one batched product for all of them), instead of T dependent steps. Both the input and the kernel are
+zero-padded to 2T, so the circular convolution the FFT computes has no wrap-around.
 
 The backward is written out (`_CausalConvolution`): the gradients are the same convolution run backwards in time,
 dL/du = irfft(rfft(g) K_f^H) and dL/dK = irfft(Σ_b u_f^H rfft(g)), each cut to T steps (g = dL/dy). That is one
