@@ -34,7 +34,7 @@ class _CausalConvolution(torch.autograd.Function):
         steps = signal.shape[1]
         size = 2 * steps
         signal_f = _spectrum(signal, size)  # (F, B, G), F = T + 1
-        kernel_f = torch.fft.rfft(kernel, n=size, dim=0).contiguous()  # (F, G, H)
+        kernel_f = torch.fft.rfft(kernel.permute(1, 2, 0), n=size).permute(2, 0, 1).contiguous()  # (F, G, H)
         y = torch.fft.irfft(torch.bmm(signal_f, kernel_f), n=size, dim=0)[:steps]  # u_f K_f per frequency: (T, B, H)
         ctx.save_for_backward(signal_f, kernel_f)
         return y.transpose(0, 1).contiguous()  # (B, T, H) in memory too, as the signal (see models/ssm_block.py)
@@ -51,7 +51,8 @@ class _CausalConvolution(torch.autograd.Function):
             grad_signal = torch.fft.irfft(torch.bmm(grad_f, kernel_f.mH), n=size, dim=0)[:steps]
             grad_signal = grad_signal.transpose(0, 1).contiguous()  # (B, T, G) in memory, as the forward's y
         if ctx.needs_input_grad[1]:  # Σ_b conj(u_f)^T rfft(g)
-            grad_kernel = torch.fft.irfft(torch.bmm(signal_f.mH, grad_f), n=size, dim=0)[:steps]
+            grad_kernel_f = torch.bmm(signal_f.mH, grad_f).permute(1, 2, 0)  # (G, H, F): time innermost, as K's
+            grad_kernel = torch.fft.irfft(grad_kernel_f, n=size)[..., :steps].permute(2, 0, 1)
         return grad_signal, grad_kernel
 
 
