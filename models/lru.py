@@ -113,14 +113,14 @@ class LinearRecurrentUnit(nn.Module):
     def convolves(self, batch: int) -> bool:
         """Whether `mode` takes the convolution for a batch of this size. 'auto' compares the work per step: the
         convolution's H^2 (N + B) (the kernel's H x H entries from N states, one H x H product per sequence and
-        frequency), counted twice because its FFTs and layout copies cost about as much again, against the scan's
-        N B (2 H + 32) (the input and output products, 2 H per state and sequence, and the chunked scan's products,
-        about 32). At N = 128 and batch 50 the convolution is taken up to H = 47; the measured crossover on this CPU
-        was H = 45 (docs/benchmarks.md)."""
+        frequency), counted 5/4 times for its FFTs and layout copies, against the scan's N B (2 H + 32) (the input
+        and output products, 2 H per state and sequence, and the chunked scan's products, about 32). At N = 128 and
+        batch 50 the convolution is taken up to H = 70; the measured crossover on this CPU was H = 70 at 9ffaf0d
+        (docs/benchmarks.md)."""
         if self.mode != "auto":
             return self.mode == "convolution"
         width, states = self.D.shape[0], self.state_count
-        return 2 * width * width * (states + batch) <= states * batch * (2 * width + 32)
+        return 5 * width * width * (states + batch) <= 4 * states * batch * (2 * width + 32)
 
     def forward(
         self, u: torch.Tensor, state: torch.Tensor | None = None, want_final: bool = True
@@ -160,7 +160,7 @@ class LRU(DiagonalStateSpaceLayer):
     mode: how y is computed; every mode gives the same y (tests/test_lru_s4d.py). 'recurrence': the parallel scan
         of the states, as the paper's code (lru/model.py:91). 'convolution': the LTI system's impulse response
         K_l = Re(C diag(γ λ^l) B) applied by FFT, with no state formed. 'auto' (default): the convolution when it
-        is the less work (LinearRecurrentUnit.convolves: H up to about 47 at N = 128, batch 50). A state carried in
+        is the less work (LinearRecurrentUnit.convolves: H up to about 70 at N = 128, batch 50). A state carried in
         or out (step-by-step use, `initial_state`, `return_state`) always takes the scan.
     Parameter groups: `recurrent` (ν, θ, γ: by default Adam at half the base rate, no weight decay, as
     run_train.py:69-71 and train_helpers.py:91-99), `other` (B, C, D, the GLU, the norm, the encoder).

@@ -379,8 +379,8 @@ def test_lru_powers_are_formed_in_float64_and_stored_in_the_parameters_precision
 
 
 def test_lru_auto_mode_takes_the_convolution_when_it_is_the_less_work():
-    assert LRU(1, 27).recurrence.convolves(50) and LRU(1, 47).recurrence.convolves(50)  # 16k budget, batch 50
-    assert not LRU(1, 48).recurrence.convolves(50) and not LRU(1, 95).recurrence.convolves(50)  # 69k: the scan
+    assert LRU(1, 27).recurrence.convolves(50) and LRU(1, 70).recurrence.convolves(50)  # 16k budget, batch 50
+    assert not LRU(1, 71).recurrence.convolves(50) and not LRU(1, 95).recurrence.convolves(50)  # 69k: the scan
     assert not LRU(1, 27).recurrence.convolves(1)  # one sequence: the scan's N B is small
     assert LRU(1, 95, mode="convolution").recurrence.convolves(1)
     assert not LRU(1, 4, mode="recurrence").recurrence.convolves(1000)
