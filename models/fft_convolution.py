@@ -23,8 +23,8 @@ from torch.autograd.function import once_differentiable
 
 def _spectrum(sequence: torch.Tensor, size: int) -> torch.Tensor:
     """rfft of (B, T, C) over time, zero-padded to `size`, as (F, B, C) contiguous: the frequencies outermost, as the
-    batched products take them. The FFT runs along time made innermost (a real copy): the whole convolution's forward
-    and backward took 4 to 8% less time on this CPU than with the FFT along a strided time axis."""
+    batched products take them. The FFT runs along time made innermost (a real copy), which took less time on this
+    CPU than the FFT along a strided time axis (docs/benchmarks.md)."""
     return torch.fft.rfft(sequence.transpose(1, 2).contiguous(), n=size).permute(2, 0, 1).contiguous()
 
 

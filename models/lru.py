@@ -56,7 +56,7 @@ def eigenvalue_powers(nu_log: torch.Tensor, theta_log: torch.Tensor, length: int
     """
     nu, theta = (t.double() for t in _clamped(nu_log, theta_log))
     steps = torch.arange(length, dtype=torch.float64, device=nu_log.device)
-    # |λ^l| = exp(-l exp(ν)), arg λ^l = l exp(θ): real exponentials and sines, about a fifth faster than complex exp
+    # |λ^l| = exp(-l exp(ν)), arg λ^l = l exp(θ): real exponentials and sines, cheaper than a complex exp
     powers = torch.polar(torch.exp(-nu.exp().unsqueeze(-1) * steps), theta.exp().unsqueeze(-1) * steps)
     return powers.to(torch.complex128 if nu_log.dtype == torch.float64 else torch.complex64)
 
