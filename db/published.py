@@ -155,7 +155,7 @@ class Reproduction:
     # the fit measured the test split at every validation (the papers' protocol: best test over the epochs)
     length: str | None = None  # how long the fit ran: steps of the plan, epochs
     recorded_for: str | None = None  # the runs were recorded for this other table's row of the same config
-    newer: RunSummary | None = None  # a later fit of the row not finished (a rerun training, or stopped)
+    newer: RunSummary | None = None  # a later fit of the same seed not finished (a rerun training, or stopped)
     seeds: tuple[SeedRun, ...] = ()  # per seed its latest finished fit (else latest), in seed order
     spread: Spread | None = None  # the seeds' values against the published one (db/seeds.py)
     selected_spread: Spread | None = None  # the same of the values selected on validation
@@ -204,7 +204,8 @@ def twins(row: PaperRow, tables: dict[str, PaperTable]) -> list[PaperRow]:
 
 def reproduction(store: Store, row: PaperRow, runs: list[RunSummary], same: tuple[PaperRow, ...] = ()) -> Reproduction:
     """The row's runs (those tagged with the row, else those of the first twin row in `same` that has one): its
-    latest finished fit, else its latest fit; a later unfinished fit (a rerun) is named beside it."""
+    latest finished fit, else its latest fit; a later unfinished fit of the same seed (a rerun) is named beside it
+    (another seed's is one of `seeds`)."""
     for source in (row, *same):
         tagged = [r for r in runs if source.tag in r.tags]
         if any(r.stage == "fit" for r in tagged):
@@ -214,7 +215,9 @@ def reproduction(store: Store, row: PaperRow, runs: list[RunSummary], same: tupl
     fits = sorted((r for r in tagged if r.stage == "fit"), key=lambda r: r.id)
     finished = [r for r in fits if r.status == "finished"]
     fit = (finished or fits or [None])[-1]
-    newer = fits[-1] if fit is not None and fits[-1].id > fit.id else None
+    by_seed = _by_seed(store, fits)
+    reruns = next((runs for runs in by_seed.values() if fit in runs), [])  # the fits of the chosen fit's seed
+    newer = reruns[-1] if reruns and reruns[-1].id > fit.id else None
     after = [r.id for r in fits if fit is not None and r.id > fit.id]  # a test run belongs to the fit before it
     tests = [
         r
@@ -233,7 +236,7 @@ def reproduction(store: Store, row: PaperRow, runs: list[RunSummary], same: tupl
         verdict = "below_baseline" if fit.best < low else "above_baseline" if fit.best > high else "at_baseline"
     elif row.value is not None and fit is not None:
         verdict = _numeric_verdict(row, fit, value)
-    seeds = _seed_runs(store, row, tagged, fit, evaluation)
+    seeds = _seed_runs(store, row, tagged, by_seed, fit, evaluation)
     return Reproduction(
         row,
         fit,
@@ -277,18 +280,26 @@ def _row_value(
     return None, None, None
 
 
-def _seed_runs(
-    store: Store, row: PaperRow, tagged: list[RunSummary], fit: RunSummary | None, evaluation: RunSummary | None
-) -> tuple[SeedRun, ...]:
-    """Per seed of the row's fits, its latest finished fit (else its latest) with its value; its test run is the
-    latest finished one tagged with the same seed after it (for the row's chosen fit: `evaluation`)."""
-    fits = sorted((r for r in tagged if r.stage == "fit"), key=lambda r: r.id)
-    if not fits:
-        return ()
-    params = store.params_of([r.id for r in fits if not any(t.startswith(SEED_TAG) for t in r.tags)])
+def _by_seed(store: Store, fits: list[RunSummary]) -> dict[int | None, list[RunSummary]]:
+    """The fits grouped by their seed (its tag, else its recorded seed_everything), each group in id order."""
+    params = store.params_of([r.id for r in fits if not any(t.startswith(SEED_TAG) for t in r.tags)]) if fits else {}
     groups: dict[int | None, list[RunSummary]] = {}
     for run in fits:
         groups.setdefault(seed_of(run, params.get(run.id, {})), []).append(run)
+    return groups
+
+
+def _seed_runs(
+    store: Store,
+    row: PaperRow,
+    tagged: list[RunSummary],
+    groups: dict[int | None, list[RunSummary]],
+    fit: RunSummary | None,
+    evaluation: RunSummary | None,
+) -> tuple[SeedRun, ...]:
+    """Per seed of the row's fits (`groups`, from _by_seed), its latest finished fit (else its latest) with its
+    value; its test run is the latest finished one tagged with the same seed after it (for the row's chosen fit:
+    `evaluation`)."""
     out = []
     for seed, runs in sorted(groups.items(), key=lambda item: (item[0] is None, item[0] or 0)):
         chosen = ([r for r in runs if r.status == "finished"] or runs)[-1]

@@ -313,3 +313,19 @@ def test_the_exported_band_leaves_out_a_seed_still_training(tmp_path):
     store.set_status(max(r.id for r in store.list_runs()) - 1, "running")  # one ended seed: no "mean of 1 seeds"
     (curve,) = [c for c in _curves(store, reproductions(store, table)) if c.get("seeds")]
     assert "(1 seed, val/loss)" in curve["label"] and curve["band"]["mean"] == pytest.approx([0.5, 0.3, 0.2])
+
+
+def test_another_seed_training_is_not_called_a_rerun(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    table = load_table(_write(tmp_path, {**TABLE, "metric": "val/acc"}))
+    mnist = table.rows[0]
+    _fits(store, mnist, {1: [0.5, 0.93], 2: [0.4]})
+    second = max(r.id for r in store.list_runs())
+    store.set_status(second, "running")  # seed 2 training after seed 1 finished: a seed of the row, not a rerun
+    item = reproductions(store, table)[0]
+    assert item.fit.id == second - 1 and item.newer is None and item.status == "finished"
+    _fits(store, mnist, {1: [0.3]})  # seed 1 trained again: that is a rerun of the chosen fit
+    rerun = max(r.id for r in store.list_runs())
+    store.set_status(rerun, "running")
+    item = reproductions(store, table)[0]
+    assert item.newer.id == rerun and item.status == f"finished; rerun {rerun} running"
