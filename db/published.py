@@ -350,6 +350,15 @@ def reproductions(
     return [reproduction(store, row, runs, tuple(twins(row, tables))) for row in table.rows]
 
 
+def _one_seed_against_baseline(seed: SeedRun) -> str:
+    """A baseline row's one judged seed in words, instead of a share of one."""
+    if seed.crossed_at is None:
+        return "1 seed: never beyond the baseline"
+    if seed.ends_beyond:
+        return f"1 seed: first beyond the baseline at step {seed.crossed_at}, beyond it at the end"
+    return f"1 seed: first beyond the baseline at step {seed.crossed_at}, not beyond it at the end"
+
+
 def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
@@ -397,8 +406,9 @@ def comparison_rows(items: list[Reproduction]) -> list[dict[str, Any]]:
 
 
 def seeds_text(item: Reproduction) -> str | None:
-    """'1 seed'; '3 seeds: 0.9412 ± 0.0021 (0.939–0.944), within'; for a baseline row '2/3 seeds beyond the
-    baseline (first at steps 1200, 3400)'."""
+    """'1 seed'; '3 seeds: 0.9412 ± 0.0021 (0.939–0.944), within'; for a baseline row '2/3 seeds end beyond the
+    baseline (first beyond at steps 1200, 3400, -)' or, with one seed, '1 seed: first beyond the baseline at step
+    1200, beyond it at the end'."""
     seeds = item.seeds
     if not seeds:
         return None
@@ -409,10 +419,12 @@ def seeds_text(item: Reproduction) -> str | None:
         judged = [s for s in ended if s.ends_beyond is not None]
         if not judged:
             return f"{n} seed{'s' * (n > 1)}"
+        if len(judged) == 1:
+            return _one_seed_against_baseline(judged[0]) + training
         steps = ", ".join("-" if s.crossed_at is None else str(s.crossed_at) for s in judged)
         return (
-            f"{sum(bool(s.ends_beyond) for s in judged)}/{len(judged)} seed{'s' * (len(judged) > 1)} end beyond "
-            f"the baseline (first beyond at step{'s' * (len(judged) > 1)} {steps})" + training
+            f"{sum(bool(s.ends_beyond) for s in judged)}/{len(judged)} seeds end beyond the baseline (first beyond at "
+            f"steps {steps})" + training
         )
     spread = item.spread
     if spread is None or spread.n == 0:

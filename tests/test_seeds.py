@@ -329,3 +329,20 @@ def test_another_seed_training_is_not_called_a_rerun(tmp_path):
     store.set_status(rerun, "running")
     item = reproductions(store, table)[0]
     assert item.newer.id == rerun and item.status == f"finished; rerun {rerun} running"
+
+
+def test_one_seed_against_the_baseline_is_said_in_words(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    table = load_table(_write(tmp_path, TABLE))
+    copy = table.rows[1]
+    said = {
+        (0.5, 0.4, 0.3): "1 seed: first beyond the baseline at step 100, beyond it at the end",
+        (0.5, 0.3, 0.5): "1 seed: first beyond the baseline at step 100, not beyond it at the end",
+        (0.5, 0.48, 0.5): "1 seed: never beyond the baseline",
+    }
+    for series, words in said.items():
+        for run in store.list_runs():
+            store.delete_run(run.id)
+        _fits(store, copy, {1: list(series)}, "val/loss", "min", 0.5)
+        report = markdown_report(store, {"demo_table9": table}, width=None)
+        assert words in report and "1/1" not in report and "0/1" not in report
