@@ -178,3 +178,11 @@ def test_bench_on_cuda_prints_the_same_table_with_the_epoch_estimate(capsys):
     assert epoch.endswith(" s") and float(epoch[:-2]) > 0
     (row,) = [line for line in out.splitlines() if line.strip().startswith("scornn")]
     assert "170*" in row and row.split()[-1] != "failed"  # the CUDA peak measured in its own process
+
+
+def test_ratios_pair_each_repetition_with_its_reference():
+    """A load that triples in the second repetition: each repetition's ratio is 0.5 but for one outlier, so the
+    paired median is 0.5; the ratio of the two medians (3 / 2) would pair a quiet moment with a busy one."""
+    assert bench.paired_ratio([1.0, 10.0, 3.0], [2.0, 20.0, 2.0]) == 0.5
+    with pytest.raises(ValueError):  # every repetition times both: lists of different lengths are a bug
+        bench.paired_ratio([1.0, 2.0], [1.0])

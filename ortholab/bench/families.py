@@ -3,12 +3,13 @@ as ratios to PyTorch's fused `nn.RNN(relu)` at the same hidden size and `nn.LSTM
 
 Each family is measured in a process of its own, alternating within each repetition with its references (`nn.LSTM`
 at the budget, `nn.RNN(relu)` at its n), so a noisy machine slows them alike and the ratios hold; the median over
-repetitions is reported. (One process for all families let the large buffers of one family fragment the heap for
-the next: on the 2-core VM the EURNN then read 3.6x LSTM where it reads 1.8x on its own.) Each model's timings
-follow an untimed pass of the same model, as every step of a training loop follows another: otherwise the first
-pass after switching models pays for faulting the previous model's freed memory back in (on the 2-core VM, seconds
-for the uRNN/EURNN). Peak memory is measured in a fresh process per model (the process's peak RSS on CPU, torch's
-peak allocation on CUDA). A measuring process that dies is named under the table and the other rows are kept.
+repetitions is reported, of the times and of each repetition's ratio. (One process for all families let the large
+buffers of one family fragment the heap for the next: on the 2-core VM the EURNN then read 3.6x LSTM where it reads
+1.8x on its own.) Each model's timings follow an untimed pass of the same model, as every step of a training loop
+follows another: otherwise the first pass after switching models pays for faulting the previous model's freed memory
+back in (on the 2-core VM, seconds for the uRNN/EURNN). Peak memory is measured in a fresh process per model (the
+process's peak RSS on CPU, torch's peak allocation on CUDA). A measuring process that dies is named under the table
+and the other rows are kept.
 """
 
 from __future__ import annotations
@@ -116,6 +117,12 @@ def time_formation(model: SequenceModel, device: str) -> float:
     return time.perf_counter() - start
 
 
+def paired_ratio(times: list[float], reference: list[float]) -> float:
+    """The median over repetitions of each repetition's ratio: both were timed within it, under the same load, so a
+    load that drifts between repetitions cancels (the ratio of two medians can pair a quiet moment with a busy one)."""
+    return statistics.median(t / r for t, r in zip(times, reference, strict=True))
+
+
 def per_group_optimizers(model: SequenceModel) -> list:
     groups = {name: list(ps) for name, ps in model.layer.parameter_groups().items()}
     groups.setdefault("other", []).extend(model.readout.parameters())
@@ -174,15 +181,15 @@ def measure(families: list[str], budgets: list[str], batch: int, seq_len: int, r
                 fb = time_fwd_bwd(model, x, y, device)
                 if repeat:
                     samples[f"rnn{n}"].append(fb)
-        lstm = statistics.median(samples["lstm"]) if "lstm" in samples else None
+        lstm = samples.get("lstm")
         for key, (_, row) in candidates.items():
             if key == "lstm" and "lstm" not in families:
                 continue
             row.fwd_bwd_ms = 1000 * statistics.median(samples[key])
             row.step_ms = 1000 * statistics.median(steps[key])
             row.pmnist_epoch_s = pmnist_epoch_seconds(batch, seq_len, row.step_ms)
-            row.vs_rnn_relu = row.fwd_bwd_ms / (1000 * statistics.median(samples[f"rnn{row.hidden_size}"]))
-            row.vs_lstm = row.fwd_bwd_ms / (1000 * lstm) if lstm else None
+            row.vs_rnn_relu = paired_ratio(samples[key], samples[f"rnn{row.hidden_size}"])
+            row.vs_lstm = paired_ratio(samples[key], lstm) if lstm else None
             if key in formations:
                 row.formation_ms = 1000 * statistics.median(formations[key])
                 row.formation_share = row.formation_ms / row.step_ms
