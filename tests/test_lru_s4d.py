@@ -378,6 +378,18 @@ def test_lru_powers_are_formed_in_float64_and_stored_in_the_parameters_precision
     torch.testing.assert_close(powers[:, 1].to(C128), unit.eigenvalues().to(C128), **close(torch.complex64, n=4))
 
 
+def test_lru_powers_below_the_smallest_normal_number_are_zero_and_the_rest_unchanged():
+    # the ring's default reaches |λ| = 0: the powers of small λ fall through float32's subnormal range
+    nu_log, theta_log = torch.log(-torch.log(torch.tensor([0.5, 0.85, 0.99]))), torch.log(torch.tensor([0.1, 1.0, 3.0]))
+    powers = eigenvalue_powers(nu_log, theta_log, 784)
+    exact = eigenvalue_powers(nu_log.double(), theta_log.double(), 784)
+    below = exact.abs() < torch.finfo(torch.float32).tiny
+    assert below[0].any() and below[1].any() and not below[2].any()  # from l = 127 and 538; 0.99 never
+    assert (powers[below] == 0).all()
+    torch.testing.assert_close(powers[~below].to(C128), exact[~below], **close(torch.complex64, n=2))
+    assert exact.abs().min() > 0  # float64 keeps them: its smallest normal number is 2^-1022
+
+
 def test_lru_auto_mode_takes_the_convolution_when_it_is_the_less_work():
     assert LRU(1, 27).recurrence.convolves(50) and LRU(1, 70).recurrence.convolves(50)  # 16k budget, batch 50
     assert not LRU(1, 71).recurrence.convolves(50) and not LRU(1, 95).recurrence.convolves(50)  # 69k: the scan

@@ -292,7 +292,9 @@ ISOLATED_SCRIPT = """
 import json, sys
 from dataclasses import asdict
 from ortholab.training.allocator import reuse_freed_memory
+from ortholab.training.subnormals import flush_subnormals
 reuse_freed_memory()  # as `ortholab fit` trains
+flush_subnormals()
 from ortholab.bench.families import measure
 print(json.dumps([asdict(row) for row in measure(*json.loads(sys.argv[1]))]))
 """

@@ -19,6 +19,7 @@ from ortholab.cli.common import OneLineParser
 from ortholab.db.masking import check_db_url, db_urls_in, known_passwords, mask_secrets
 from ortholab.errors import ConfigError
 from ortholab.training.allocator import reuse_freed_memory
+from ortholab.training.subnormals import flush_subnormals
 from ortholab.training.console import quiet_third_party_noise
 from ortholab.user_errors import user_error
 
@@ -64,6 +65,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if not given and COMMANDS.get(argv[0]) in ("train", "bench"):  # the console script: a training process
         reuse_freed_memory()
+        flush_subnormals()
     quiet_third_party_noise()
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter")  # it prints the args: --db's password
     try:

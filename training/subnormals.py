@@ -1,0 +1,24 @@
+"""Flush subnormal floats to zero on the CPU, as TensorFlow and XLA do by default.
+
+A float below the smallest normal number (2^-126 in float32) is subnormal; on many x86 CPUs every operation that
+produces or reads one takes a microcode assist, tens to hundreds of times slower than a normal one. Linear
+recurrences make them as a matter of course: an LRU initialised on the ring down to |λ| = 0 (the paper's default)
+has powers λ^l and, with a last-step readout, backward states conj(λ)^(T-1-t) g that decay through the subnormal
+range. On the Intel Xeon VM of docs/benchmarks.md the 69k LRU's forward+backward took 743 ms with them and 466 ms
+flushed. `flush_subnormals()` sets the CPU's flush-to-zero and denormals-are-zero modes for the training process
+(`torch.set_flush_denormal`); values under 2^-126 then read and write as 0, which changes no sum that holds a
+normal number by more than its round-off. Set ORTHOLAB_SUBNORMALS=keep to keep IEEE subnormals.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def flush_subnormals() -> bool:
+    """Flush subnormals to zero in this process's CPU arithmetic; True when the CPU supports it and it took effect."""
+    if os.environ.get("ORTHOLAB_SUBNORMALS") == "keep":
+        return False
+    import torch  # here: the command line imports this module for every command, most of which need no torch
+
+    return torch.set_flush_denormal(True)
