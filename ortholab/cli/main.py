@@ -19,8 +19,8 @@ from ortholab.cli.common import OneLineParser
 from ortholab.db.masking import check_db_url, db_urls_in, known_passwords, mask_secrets
 from ortholab.errors import ConfigError
 from ortholab.training.allocator import reuse_freed_memory
-from ortholab.training.subnormals import flush_subnormals
 from ortholab.training.console import quiet_third_party_noise
+from ortholab.training.subnormals import flush_subnormals
 from ortholab.user_errors import user_error
 
 HEADER = """usage: ortholab {fit,validate,test,predict,runs,list,reproduce,report,...} ...
