@@ -27,7 +27,12 @@ EXPECTED_RATIOS = {
     "callbacks": ["training with callbacks / training without callbacks"],
     "runs-listing": ["listing (runs_rows) / the 1 s target", "listing (runs_rows) / summary query (Store.list_runs)"],
     "music-eval": ["file order / by length", "one piece at a time / by length"],
-    "lru-modes": ["convolution / scan (H=4; auto: convolution)", "convolution / scan (H=40; auto: scan)"],
+    "lru-modes": [
+        "convolution / scan (H=4; auto: convolution)",
+        "LRU unit, H=4 (convolution) / scoRNN model, n=8",
+        "convolution / scan (H=40; auto: scan)",
+        "LRU unit, H=40 (scan) / scoRNN model, n=8",
+    ],
 }
 
 

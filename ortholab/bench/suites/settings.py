@@ -109,10 +109,12 @@ class MusicEval:
 @dataclass
 class LruModes:
     """the LRU unit's FFT convolution against its scan of the states (forward+backward, no state in or out) at
-    several widths H, and which one its `mode: auto` takes at each."""
+    several widths H, and which one its `mode: auto` takes at each; the unit in auto's mode against scoRNN's
+    pixel-MNIST model at reference_hidden (0: none)."""
 
     widths: str = "27,45,60,95"  # H, comma-separated: the 16k and 69k budgets' 27 and 95, and the crossover
     state_size: int = 128  # N, the LRU's default
+    reference_hidden: int = 170  # scoRNN's n at the 16k budget (its Table 1)
     batch: int = 50
     seq_len: int = 784
     repeats: int = 3
@@ -135,7 +137,7 @@ QUICK = {  # the quickest form of each suite, as `--quick` and the tests run it
     "callbacks": {"hidden": 8, "batch": 5, "seq_len": 10, "steps": 4, "interval": 2, "repeats": 1},
     "runs-listing": {"runs": 4, "points": 40, "keys": 2, "process": 0, "repeats": 1},
     "music-eval": {"family": "lstm", "hidden": 8, "batch": 4, "synthetic": 12, "repeats": 1},
-    "lru-modes": {"widths": "4,40", "state_size": 8, "batch": 3, "seq_len": 16, "repeats": 1},
+    "lru-modes": {"widths": "4,40", "state_size": 8, "reference_hidden": 8, "batch": 3, "seq_len": 16, "repeats": 1},
 }
 
 
