@@ -17,13 +17,14 @@ import csv
 import datetime as dt
 import errno
 import os
+import shutil
 import sys
 from functools import partial
 from pathlib import Path
 
 from ortholab.app.style import run_style
 from ortholab.db import Store
-from ortholab.db.extract import MAX_POINTS, write_run_store
+from ortholab.db.extract import MAX_POINTS, copy_resume_files, write_run_store
 from ortholab.db.provenance import UNRECORDED, code_version, describe, machine
 from ortholab.db.published import (
     REPORT_COLUMNS,
@@ -446,28 +447,38 @@ def export_report(
     folder: str | Path,
     with_artifacts: bool = False,
     shared_plotly: bool = False,
+    with_checkpoints: bool = False,
 ) -> list[Path]:
     """Write the report's files into `folder` (created), each complete or not at all; returns the paths written.
     runs.db holds the runs behind the numbers, so `ortholab report --db sqlite:///DIR/runs.db --export DIR2`
     writes the same report.md and report.csv again; export.txt says who wrote them, when, where and from what.
     The HTML loads plotly.min.js from beside it, or with `shared_plotly` from the folder's parent (one copy for
-    many exports)."""
-    if not isinstance(shared_plotly, bool):
-        raise TypeError(f"shared_plotly must be True or False, not {shared_plotly!r}")
+    many exports). With `with_checkpoints`, DIR/checkpoints holds the config and last checkpoint of every run
+    behind it that has not finished, in its run folder's layout, so that it can be resumed from a copy of runs.db
+    on another machine (docs/checkpoints.md)."""
+    for name, flag in (("shared_plotly", shared_plotly), ("with_checkpoints", with_checkpoints)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be True or False, not {flag!r}")
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         writer = describe(code_version())  # before any file is written: the export's own files are no "+changes"
         if not shared_plotly:
-            return _export(store, tables, folder, with_artifacts, writer, plotly_js="directory")
+            return _export(store, tables, folder, with_artifacts, writer, "directory", with_checkpoints)
         shared = _shared_plotly(folder)
-        return shared + _export(store, tables, folder, with_artifacts, writer, plotly_js=f"../{PLOTLY_JS}")
+        return shared + _export(store, tables, folder, with_artifacts, writer, f"../{PLOTLY_JS}", with_checkpoints)
     except OSError as err:
         raise _folder_error(folder, err) from None
 
 
 def _export(
-    store: Store, tables: dict[str, PaperTable], folder: Path, with_artifacts: bool, writer: str, plotly_js: str
+    store: Store,
+    tables: dict[str, PaperTable],
+    folder: Path,
+    with_artifacts: bool,
+    writer: str,
+    plotly_js: str,
+    with_checkpoints: bool,
 ) -> list[Path]:
     command = (
         "ortholab " + " ".join(sys.argv[1:])
@@ -502,6 +513,9 @@ def _export(
             html = partial(_html, table=table, curves=curves, plotly_js=plotly_js)
             written.append(_write_atomically(folder / f"{table.id}.html", html))
     written.append(write_run_store(store, behind, folder / "runs.db", with_artifacts=with_artifacts))
+    if with_checkpoints:  # this export's unfinished runs only: an earlier export's checkpoints go
+        shutil.rmtree(folder / "checkpoints", ignore_errors=True)
+        written += copy_resume_files(store, behind, folder / "checkpoints")
     provenance = (
         f"written by `{command}` on {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC\n"
         f"commit {writer}\nmachine {machine()}\nfrom the store {store.display_url}\n"

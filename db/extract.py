@@ -2,6 +2,10 @@
 chosen runs under their own ids, their params and metric points (artifacts on request), in one SQLite file that a
 reader opens read-only, also in a read-only folder (no WAL beside it).
 
+With the runs' checkpoints (`--with-checkpoints`), an unfinished run can go on elsewhere: `copy_resume_files` puts its
+config.yaml and checkpoints/last.ckpt under DIR/checkpoints in its run folder's layout (store-XXXXXXXX/NAME/ID), and
+runs.db names the store it was copied from, whose stamp those checkpoints carry (`fit --resume` accepts it).
+
 Very long series are thinned so that a committed store stays small: a series of more than `max_points` points keeps
 `max_points` of them, evenly spaced over its steps, first and last included. Validation and test series (`val/*`,
 `test/*`), which the report reads, are always kept whole.
@@ -10,10 +14,12 @@ Very long series are thinned so that a committed store stays small: a series of 
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 
+from ortholab.db.schema_version import STORE_INFO
 from ortholab.db.store import Store
 
 MAX_POINTS = 2_000  # points kept per thinned series
@@ -49,6 +55,9 @@ def write_run_store(
         )
     finally:
         target.close()
+    with sqlite3.connect(part) as connection:  # committed on leaving: journal_mode cannot change in a transaction
+        connection.execute(f"INSERT INTO {STORE_INFO} (key, value) VALUES ('copied_from', ?)", (source.store_id,))
+    connection.close()
     with sqlite3.connect(part) as connection:  # one self-contained file: readable where nothing can be written
         connection.execute("PRAGMA journal_mode=DELETE")
     connection.close()
@@ -57,3 +66,25 @@ def write_run_store(
     connection.close()
     os.replace(part, path)
     return path
+
+
+RESUME_FILES = ("config.yaml", "checkpoints/last.ckpt")  # what `ortholab fit --resume ID` reads in a run folder
+
+
+def copy_resume_files(source: Store, run_ids: Iterable[int], folder: str | Path) -> list[Path]:
+    """For every run of `run_ids` that has not finished and has a last checkpoint, its config.yaml and last.ckpt
+    into folder/store-XXXXXXXX/NAME/ID (its run folder's last parts); returns the files written."""
+    written = []
+    for run_id in sorted(set(int(i) for i in run_ids)):
+        run = source.get_run(run_id)
+        run_dir = Path(run.run_dir or "")
+        if run.status == "finished" or not (run_dir / RESUME_FILES[1]).is_file():
+            continue
+        parts = run_dir.parts[-3:] if run_dir.parts[-3].startswith("store-") else run_dir.parts[-2:]
+        for name in RESUME_FILES:
+            if (run_dir / name).is_file():
+                target = Path(folder, *parts, name)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(run_dir / name, target)
+                written.append(target)
+    return written

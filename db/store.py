@@ -166,6 +166,12 @@ class Store:
         return self._store_facts()["store_id"]
 
     @property
+    def copied_from(self) -> str | None:
+        """The id of the store this one's runs were copied from (an export's runs.db, db/extract.py), else None:
+        their checkpoints, stamped by that store, may resume them here."""
+        return self._store_facts().get("copied_from")
+
+    @property
     def written_by(self) -> str | None:
         """The OrthoLab version that created or last upgraded the store."""
         return self._store_facts().get("written_by")
@@ -725,8 +731,8 @@ class Store:
         with_artifacts: bool = False,
     ) -> None:
         """Copy runs (their rows, params and metric points, artifacts with `with_artifacts`) into `target`, under
-        the same ids, in one transaction there. `keep(key, n)` gives the indices (in step order) of a series' n
-        points to copy (default: all); a copied run holds no lease."""
+        the same ids (runs and points), in one transaction there. `keep(key, n)` gives the indices (in step order)
+        of a series' n points to copy (default: all); a copied run holds no lease."""
         ids = sorted(set(int(i) for i in run_ids))
         runs = {c.name: c for c in Run.__table__.columns}
         with self._engine.connect() as source, target._engine.begin() as sink:
@@ -758,9 +764,7 @@ class Store:
                         )
                     ]
                     chosen = points if keep is None else [points[i] for i in keep(key, len(points))]
-                    for point in chosen:
-                        point.pop("id")
-                    if chosen:
+                    if chosen:  # under their own ids too: a copied run's checkpoint watermarks (ids) still hold
                         sink.execute(insert(Metric.__table__), chosen)
 
     def set_tags(self, run_id: int, add: Iterable[str] = (), remove: Iterable[str] = ()) -> tuple[str, ...]:

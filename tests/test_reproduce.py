@@ -197,6 +197,7 @@ def test_unknown_table_or_row_is_one_clear_message(tmp_path, monkeypatch, capsys
         (["report", "nope"], "no published table 'nope'"),
         (["report", "--shared-plotly"], "--shared-plotly applies only to an export: add --export DIR"),
         (["report", "--with-artifacts"], "--with-artifacts applies only to an export: add --export DIR"),
+        (["report", "--with-checkpoints"], "--with-checkpoints applies only to an export: add --export DIR"),
     ):
         with pytest.raises(SystemExit) as exit_:
             main([*argv, "--db", f"sqlite:///{tmp_path / 'x.db'}"])

@@ -1,6 +1,7 @@
 """Faults done for real: SIGKILL mid-epoch then resume, SIGTERM, a store killed mid-write."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import torch
 from test_cli import DEMO, TINY
 
 from ortholab.db import Store
+from ortholab.db.extract import copy_resume_files, write_run_store
 
 REPO = Path(__file__).resolve().parents[1]
 # 4 batches per epoch, validation (and so a checkpoint) every 3 steps, 12 steps in all
@@ -280,6 +282,53 @@ def test_a_store_killed_mid_write_opens_at_its_last_commit(tmp_path):
     per_key = [steps_of(store, run_id, key) for key in keys]
     assert len(per_key[0]) > 5 and all(steps == per_key[0] for steps in per_key)  # every commit whole, or absent
     assert per_key[0] == list(range(len(per_key[0])))
+
+
+def test_an_exported_unfinished_run_resumes_from_a_copy_of_its_store_on_a_new_machine(tmp_path, reference):
+    """The machine goes away with its store and run folders; what `report --export --with-checkpoints` wrote (runs.db,
+    the run's config and last checkpoint) is restored into the same runs folder, and `fit --resume` on the copied
+    store continues the run to the same curve as an uninterrupted one (docs/checkpoints.md)."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    killed = ortholab(
+        tmp_path,
+        "fit",
+        "--config",
+        DEMO,
+        *RUN,
+        "--db",
+        db,
+        "--trainer.callbacks+=faults.SignalAt",
+        "--trainer.callbacks.step=8",
+    )
+    assert killed.returncode == -signal.SIGKILL
+    store = Store(db)
+    (run,) = store.list_runs()
+    export = tmp_path / "export"
+    write_run_store(store, [run.id], export / "runs.db")
+    files = copy_resume_files(store, [run.id], export / "checkpoints")
+    run_dir = Path(store.get_run(run.id).run_dir)
+    where = Path(*run_dir.parts[-3:])
+    assert where.parts[0] == f"store-{store.store_id[:8]}"
+    assert sorted(f.relative_to(export / "checkpoints") for f in files) == [
+        where / "checkpoints" / "last.ckpt",
+        where / "config.yaml",
+    ]
+    store.close()
+    runs_root = run_dir.parents[2]
+    shutil.rmtree(runs_root)  # the machine is gone
+    for name in ("runs.db", "runs.db-wal", "runs.db-shm"):
+        (tmp_path / name).unlink(missing_ok=True)
+
+    shutil.copytree(export / "checkpoints", runs_root)  # the restore docs/checkpoints.md gives
+    shutil.copyfile(export / "runs.db", tmp_path / "restored.db")
+    restored = f"sqlite:///{tmp_path / 'restored.db'}"
+    resumed = ortholab(tmp_path, "fit", "--resume", str(run.id), "--db", restored)
+    assert resumed.returncode == 0, resumed.stderr
+    copy = Store(restored)
+    assert copy.copied_from == store.store_id != copy.store_id
+    (after,) = copy.list_runs()
+    assert after.id == run.id and after.status == "finished" and copy.get_run(run.id).run_dir == str(run_dir)
+    assert_same_training(copy, after, reference)
 
 
 def test_reproduce_resume_continues_a_killed_paper_row_as_the_same_run(tmp_path, reference, monkeypatch, capsys):

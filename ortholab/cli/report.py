@@ -7,7 +7,7 @@ import sys
 
 from ortholab.cli.common import DB_HELP, LINE_WIDTH
 
-USAGE = "report [TABLE] [--all] [--wide] [--export DIR [--shared-plotly]]"
+USAGE = "report [TABLE] [--all] [--wide] [--export DIR [--shared-plotly] [--with-checkpoints]]"
 HELP = "published vs reproduced, as Markdown tables (the rows run; --all: every row)"
 
 
@@ -37,6 +37,12 @@ def add_arguments(parser) -> None:
         help="with --export: runs.db also holds the runs' artifacts (eigenvalues, audio: larger)",
     )
     parser.add_argument(
+        "--with-checkpoints",
+        action="store_true",
+        help="with --export: DIR/checkpoints also holds the config and last checkpoint of every unfinished run "
+        "behind it, so that a copy of runs.db can resume it on another machine (docs/checkpoints.md)",
+    )
+    parser.add_argument(
         "--shared-plotly",
         action="store_true",
         help="with --export: plotly.min.js (4.8 MB) goes once into DIR's parent and the HTML loads it from "
@@ -51,8 +57,10 @@ def run(args, extra: list[str]) -> None:
     from ortholab.db.store import StoreMissing
     from ortholab.errors import ConfigError
 
-    if not args.export and (args.with_artifacts or args.shared_plotly):
-        flag = "--with-artifacts" if args.with_artifacts else "--shared-plotly"
+    export_only = {"--with-artifacts": args.with_artifacts, "--with-checkpoints": args.with_checkpoints}
+    export_only["--shared-plotly"] = args.shared_plotly
+    if not args.export and any(export_only.values()):
+        flag = next(name for name, given in export_only.items() if given)
         raise ConfigError(f"{flag} applies only to an export: add --export DIR, or leave {flag} out")
     tables = load_tables()
     if args.table is not None and args.table not in tables:
@@ -68,6 +76,11 @@ def run(args, extra: list[str]) -> None:
         from ortholab.app.export import export_report
 
         for path in export_report(
-            store, chosen, args.export, with_artifacts=args.with_artifacts, shared_plotly=args.shared_plotly
+            store,
+            chosen,
+            args.export,
+            with_artifacts=args.with_artifacts,
+            shared_plotly=args.shared_plotly,
+            with_checkpoints=args.with_checkpoints,
         ):
             print(f"wrote {path}", file=sys.stderr)

@@ -57,8 +57,9 @@ def remove_abandoned_checkpoints(folder: str, step: int) -> None:
 
 def check_resume_checkpoint(path: Path, store, run_id: int) -> None:
     """Before `ortholab fit --resume RUN_ID` changes anything: the checkpoint it would load is readable and, when
-    stamped (db.SQLLogger.checkpoint_stamp), was written by that very run of that very store (two stores writing
-    into one --runs_dir, a checkpoint copied from another run); ConfigError in one line otherwise."""
+    stamped (db.SQLLogger.checkpoint_stamp), was written by that very run of that very store, or of the store its
+    runs were copied from (an export's runs.db, db/extract.py); ConfigError in one line otherwise (two stores
+    writing into one --runs_dir, a checkpoint copied from another run)."""
     import torch
 
     try:
@@ -78,7 +79,7 @@ def check_resume_checkpoint(path: Path, store, run_id: int) -> None:
     if not isinstance(stamp, dict):
         return  # written before checkpoints were stamped: nothing to check against
     theirs_store, theirs_run = str(stamp.get("store_id")), stamp.get("run_id")
-    if theirs_store == store.store_id and theirs_run == run_id:
+    if theirs_store in (store.store_id, store.copied_from) and theirs_run == run_id:  # or the store it came from
         return
     whose = (
         f"run {theirs_run} of this store"
