@@ -453,7 +453,7 @@ def export_report(
     runs.db holds the runs behind the numbers, so `ortholab report --db sqlite:///DIR/runs.db --export DIR2`
     writes the same report.md and report.csv again; export.txt says who wrote them, when, where and from what.
     The HTML loads plotly.min.js from beside it, or with `shared_plotly` from the folder's parent (one copy for
-    many exports). With `with_checkpoints`, DIR/checkpoints holds the config and last checkpoint of every run
+    many exports). With `with_checkpoints`, DIR/checkpoints holds the config and checkpoints of every run
     behind it that has not finished, in its run folder's layout, so that it can be resumed from a copy of runs.db
     on another machine (docs/checkpoints.md)."""
     for name, flag in (("shared_plotly", shared_plotly), ("with_checkpoints", with_checkpoints)):

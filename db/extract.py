@@ -2,9 +2,10 @@
 chosen runs under their own ids, their params and metric points (artifacts on request), in one SQLite file that a
 reader opens read-only, also in a read-only folder (no WAL beside it).
 
-With the runs' checkpoints (`--with-checkpoints`), an unfinished run can go on elsewhere: `copy_resume_files` puts its
-config.yaml and checkpoints/last.ckpt under DIR/checkpoints in its run folder's layout (store-XXXXXXXX/NAME/ID), and
-runs.db names the store it was copied from, whose stamp those checkpoints carry (`fit --resume` accepts it).
+With the runs' checkpoints (`--with-checkpoints`), an unfinished run can go on elsewhere: `copy_resume_files` puts
+its config.yaml and checkpoints (last and best) under DIR/checkpoints in its run folder's layout
+(store-XXXXXXXX/NAME/ID), and runs.db names the store it was copied from, whose stamp those checkpoints carry (`fit
+--resume` accepts it).
 
 Very long series are thinned so that a committed store stays small: a series of more than `max_points` points keeps
 `max_points` of them, evenly spaced over its steps, first and last included. Validation and test series (`val/*`,
@@ -68,23 +69,21 @@ def write_run_store(
     return path
 
 
-RESUME_FILES = ("config.yaml", "checkpoints/last.ckpt")  # what `ortholab fit --resume ID` reads in a run folder
-
-
 def copy_resume_files(source: Store, run_ids: Iterable[int], folder: str | Path) -> list[Path]:
-    """For every run of `run_ids` that has not finished and has a last checkpoint, its config.yaml and last.ckpt
-    into folder/store-XXXXXXXX/NAME/ID (its run folder's last parts); returns the files written."""
+    """For every run of `run_ids` that has not finished and has a last checkpoint, its config.yaml and checkpoints
+    (last.ckpt, which `fit --resume` loads, and the best one, which the row's test at the end loads) into
+    folder/store-XXXXXXXX/NAME/ID (its run folder's last parts); returns the files written."""
     written = []
     for run_id in sorted(set(int(i) for i in run_ids)):
         run = source.get_run(run_id)
         run_dir = Path(run.run_dir or "")
-        if run.status == "finished" or not (run_dir / RESUME_FILES[1]).is_file():
+        if run.status == "finished" or not (run_dir / "checkpoints" / "last.ckpt").is_file():
             continue
         parts = run_dir.parts[-3:] if run_dir.parts[-3].startswith("store-") else run_dir.parts[-2:]
-        for name in RESUME_FILES:
-            if (run_dir / name).is_file():
-                target = Path(folder, *parts, name)
+        for path in [run_dir / "config.yaml", *sorted((run_dir / "checkpoints").glob("*.ckpt"))]:
+            if path.is_file():
+                target = Path(folder, *parts, path.relative_to(run_dir))
                 target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(run_dir / name, target)
+                shutil.copyfile(path, target)
                 written.append(target)
     return written

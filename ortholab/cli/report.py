@@ -39,7 +39,7 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--with-checkpoints",
         action="store_true",
-        help="with --export: DIR/checkpoints also holds the config and last checkpoint of every unfinished run "
+        help="with --export: DIR/checkpoints also holds the config and checkpoints of every unfinished run "
         "behind it, so that a copy of runs.db can resume it on another machine (docs/checkpoints.md)",
     )
     parser.add_argument(
