@@ -54,8 +54,8 @@ def _chunked(decay: torch.Tensor, b: torch.Tensor, reverse: bool) -> torch.Tenso
         b = torch.cat([zeros, b] if reverse else [b, zeros], dim=-1)
     steps_up = torch.cumprod(decay.unsqueeze(-1).expand(states, chunk), dim=-1)  # a^1..a^C, one rounding per power
     powers = torch.cat([torch.ones_like(decay).unsqueeze(-1), steps_up], dim=-1)  # a^0..a^C (S, C + 1)
-    # powers below the smallest normal number set to 0: no sum with a^0 = 1 keeps them, and subnormals slow every
-    # product that meets them many times on some CPUs (docs/benchmarks.md)
+    # powers below the smallest normal number set to 0 (a state moves by less than that times |b|): subnormals slow
+    # every product that meets them many times on some CPUs (docs/benchmarks.md)
     powers = powers.masked_fill(powers.abs() < torch.finfo(powers.real.dtype).tiny, 0)
     lag = torch.arange(chunk, device=b.device)
     lag = lag.unsqueeze(1) - lag.unsqueeze(0)  # c - j

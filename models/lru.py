@@ -58,8 +58,8 @@ def eigenvalue_powers(nu_log: torch.Tensor, theta_log: torch.Tensor, length: int
     steps = torch.arange(length, dtype=torch.float64, device=nu_log.device)
     real = torch.float64 if nu_log.dtype == torch.float64 else torch.float32
     modulus = torch.exp(-nu.exp().unsqueeze(-1) * steps)  # |λ^l| = exp(-l exp(ν))
-    # Moduli below the smallest normal number of the kernel's dtype are set to 0: as subnormals they change no sum
-    # with λ^0 = 1 in it, and every product that meets them runs many times slower on some CPUs (docs/benchmarks.md)
+    # Moduli below the smallest normal number of the kernel's dtype are set to 0 (each kernel entry moves by less than
+    # that times |C γ B|): as subnormals they slow every product that meets them many times on some CPUs (benchmarks.md)
     modulus = modulus.masked_fill(modulus < torch.finfo(real).tiny, 0.0)
     # arg λ^l = l exp(θ): real exponentials and sines, cheaper than a complex exp
     powers = torch.polar(modulus, theta.exp().unsqueeze(-1) * steps)

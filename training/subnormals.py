@@ -2,10 +2,11 @@
 
 A float below the smallest normal number (2^-126 in float32) is subnormal; on many x86 CPUs every operation that
 produces or reads one takes a microcode assist, tens to hundreds of times slower than a normal one. Linear
-recurrences make them as a matter of course: an LRU initialised on the ring down to |λ| = 0 (the paper's default)
-has powers λ^l and, with a last-step readout, backward states conj(λ)^(T-1-t) g that decay through the subnormal
-range. On the Intel Xeon VM of docs/benchmarks.md the 69k LRU's forward+backward took 743 ms with them and 466 ms
-flushed. `flush_subnormals()` sets the CPU's flush-to-zero and denormals-are-zero modes for the training process
+recurrences make them as a matter of course: an LRU initialised on the ring down to |λ| = 0 (the reference code's
+default) has powers λ^l and, with a last-step readout, backward states conj(λ)^(T-1-t) g that decay through the
+subnormal range; PyTorch's own nn.LSTM makes them in its backward. On the Intel Xeon VM of docs/benchmarks.md a step
+of nn.LSTM at 16k took 764 ms with them and 68 ms flushed (benchmarks/results/subnormals-2026-11-28.json).
+`flush_subnormals()` sets the CPU's flush-to-zero and denormals-are-zero modes for the training process
 (`torch.set_flush_denormal`); values under 2^-126 then read and write as 0, which changes no sum that holds a
 normal number by more than its round-off. Set ORTHOLAB_SUBNORMALS=keep to keep IEEE subnormals.
 """
