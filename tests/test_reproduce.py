@@ -789,3 +789,17 @@ def test_full_scale_runs_inside_a_checkout_get_a_note_on_where_to_keep_them(tmp_
     monkeypatch.delenv("ORTHOLAB_RUNS")
     monkeypatch.chdir(tmp_path)  # not a checkout
     assert checkout_hint(None, []) is None
+
+
+def test_a_row_stopped_by_sigterm_says_how_to_continue_it_and_other_exits_say_failed():
+    from ortholab.cli.reproduce import fit_failed
+    from ortholab.db.published import PaperRow
+
+    row = PaperRow("scornn_figure1", "copying-T1000_fcurnn_n128", "copying", "fcurnn", "val/loss", "min", 1.0)
+    stopped = fit_failed("paper:x (seed 1)", 143, row)
+    assert stopped.state == "failed" and stopped.line == (
+        "paper:x (seed 1): fit stopped by SIGTERM with a checkpoint; continue it with "
+        "`ortholab reproduce scornn_figure1 --resume --rows copying-T1000_fcurnn_n128`"
+    )
+    assert "resuming run 7 stopped by Ctrl-C" in fit_failed("r", 130, row, what="resuming run 7").line
+    assert fit_failed("r", 2, row).line == "r: fit failed (exit 2)"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -340,6 +341,19 @@ def _each(work, items: list, workers: int) -> list[Outcome]:
         _child_threads = None
 
 
+def fit_failed(label: str, code: int, row: PaperRow, what: str = "fit") -> Outcome:
+    """A fit's non-zero exit as an outcome line; a stop by SIGTERM or Ctrl-C (which save a checkpoint,
+    training/callbacks/lifecycle.py) says so and how to continue the row."""
+    stops = {128 + signal.SIGTERM: "SIGTERM", 128 + signal.SIGINT: "Ctrl-C"}
+    if code in stops:
+        return Outcome(
+            f"{label}: {what} stopped by {stops[code]} with a checkpoint; continue it with "
+            f"`ortholab reproduce {row.table} --resume --rows {row.row}`",
+            "failed",
+        )
+    return Outcome(f"{label}: {what} failed (exit {code})", "failed")
+
+
 def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str], seed: int | None = None) -> Outcome:
     """Train (and evaluate) one row with `seed` (default: its config's); returns its outcome."""
     if row.config is None:
@@ -369,7 +383,7 @@ def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str], seed: i
         db=db,
     )
     if code:
-        return Outcome(f"{label}: fit failed (exit {code})", "failed")
+        return fit_failed(label, code, row)
     store = Store(db)
     run = max(
         (r for r in store.list_runs() if row.tag in r.tags and seed_tag in r.tags and r.stage == "fit"),
@@ -545,7 +559,7 @@ def continue_run(row: PaperRow, fit_id: int, store: Store, extra: list[str]) -> 
     label = row.tag if seed is None else f"{row.tag} (seed {seed})"
     code = 0 if fit.status == "finished" else _ortholab("fit", "--resume", str(fit.id), *extra, db=store.url)
     if code:
-        return Outcome(f"{label}: resuming run {fit.id} failed (exit {code})", "failed")
+        return fit_failed(label, code, row, what=f"resuming run {fit.id}")
     run = store.get_run(fit.id)
     tags = ["--tags", json.dumps(list(run.tags))]
     path = Path(run.run_dir) / "config.yaml"
