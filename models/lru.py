@@ -127,6 +127,18 @@ class LinearRecurrentUnit(nn.Module):
         width, states = self.D.shape[0], self.state_count
         return 5 * width * width * (states + batch) <= 4 * states * batch * (2 * width + 32)
 
+    def last_output(self, u: torch.Tensor) -> torch.Tensor:
+        """y_{T-1} alone (B, H) from u (B, T, H) and a zero state: Re(C x_{T-1}) + D u_{T-1} with x_{T-1} = γ ⊙ B
+        Σ_j λ^(T-1-j) u_j (the recurrence unrolled, lru/model.py:91, 93), one product over time instead of a scan
+        or a convolution of every step (the block's last_step)."""
+        batch, steps, width = u.shape
+        powers = eigenvalue_powers(self.nu_log, self.theta_log, steps).flip(-1)  # λ^(T-1-j), j = 0..T-1 (N, T)
+        u_time = u.transpose(0, 1).reshape(steps, batch * width)  # (T, B*H)
+        summed = torch.complex(powers.real @ u_time, powers.imag @ u_time).view(-1, batch, width)  # (N, B, H)
+        gains = self.gamma_log.exp().unsqueeze(-1) * torch.complex(self.B_re, self.B_im)  # γ ⊙ B (N, H)
+        final = (summed * gains.unsqueeze(1)).sum(-1)  # x_{T-1} (N, B)
+        return (self.C_re @ final.real - self.C_im @ final.imag).t() + self.D * u[:, -1]  # Re(C x) + D u
+
     def forward(
         self, u: torch.Tensor, state: torch.Tensor | None = None, want_final: bool = True
     ) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -87,6 +87,11 @@ class DiagonalStateSpace(nn.Module):
         # Σ_n C B̄ Ā^(c m) Ā^r = K_(c m + r) (s4d.py:45), laid out m-major: l = c m + r
         return 2 * torch.einsum("hnm,hnr->hmr", weighted, near).flatten(1)[:, :length].real
 
+    def last_output(self, u: torch.Tensor) -> torch.Tensor:
+        """y_{T-1} alone (B, H) from u (B, T, H) and a zero state: Σ_j K_(T-1-j) u_j + D u_{T-1} (s4d.py:97-102 at
+        the last step), one weighted sum over time instead of a convolution of every step (the block's last_step)."""
+        return (u * self.kernel(u.shape[1]).flip(-1).t()).sum(1) + self.D * u[:, -1]
+
     def forward(
         self, u: torch.Tensor, state: torch.Tensor | None = None, want_final: bool = True
     ) -> tuple[torch.Tensor, torch.Tensor | None]:

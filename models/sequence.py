@@ -124,4 +124,9 @@ class SequenceModel(nn.Module):
         return self.readout(features)
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        return self.read_out(self.layer(self.encode(inputs)))
+        encoded = self.encode(inputs)
+        if self.readout_at == "last_step" and hasattr(self.layer, "last_step_features"):
+            last = self.layer.last_step_features(encoded)  # the last step alone, where the layer can (LRU)
+            if last is not None:
+                return self.readout(last)
+        return self.read_out(self.layer(encoded))

@@ -79,6 +79,20 @@ class ResidualBlock(nn.Module):
         x = x + z  # the skip connection
         return (x if self.prenorm else self.norm(x)), final
 
+    def has_last_step(self) -> bool:
+        """Whether `last_step` gives forward's last step exactly: the recurrence computes its last output alone, the
+        norm comes first or acts step by step (a batch norm after the sum would see only the last step's
+        statistics), and no dropout draws its masks (their random numbers would differ)."""
+        norm_fits = self.prenorm or isinstance(self.norm, nn.LayerNorm)
+        return hasattr(self.recurrence, "last_output") and norm_fits and (self.dropout.p == 0 or not self.training)
+
+    def last_step(self, x: torch.Tensor) -> torch.Tensor:
+        """forward(x)[0][:, -1] (B, H) with no state in: the recurrence reads every step but gives its last output
+        alone, and what acts step by step after it (GELU, GLU, skip, a post-norm LayerNorm) runs on that step only."""
+        z = self.recurrence.last_output(self.norm(x) if self.prenorm else x)
+        out = x[:, -1] + nn.functional.glu(self.glu(self.activation(z)), dim=-1)
+        return out if self.prenorm else self.norm(out)
+
 
 class DiagonalStateSpaceLayer(RecurrentLayer):
     """A family made of one ResidualBlock (module docstring) around `recurrence`, after a linear encoder when
@@ -120,6 +134,11 @@ class DiagonalStateSpaceLayer(RecurrentLayer):
         recurrent = list(self.recurrence.recurrent_parameters())
         chosen = {id(p) for p in recurrent}
         return {"recurrent": recurrent, "other": [p for p in self.parameters() if id(p) not in chosen]}
+
+    def last_step_features(self, x: torch.Tensor) -> torch.Tensor | None:
+        """forward(x)[:, -1] (B, hidden_size), computed for that step alone where the block can (a last-step
+        readout: SequenceModel), else None."""
+        return self.block.last_step(self.encoder(x)) if self.block.has_last_step() else None
 
     def forward(self, x: torch.Tensor, initial_state: torch.Tensor | None = None, return_state: bool = False):
         """The block's features (B, T, hidden_size); initial_state: the recurrence's state before the first step,

@@ -390,6 +390,37 @@ def test_lru_powers_below_the_smallest_normal_number_are_zero_and_the_rest_uncha
     assert exact.abs().min() > 0  # float64 keeps them: its smallest normal number is 2^-1022
 
 
+@pytest.mark.parametrize(
+    "family, options, shortcut",
+    [
+        ("lru", {}, True),  # prenorm LayerNorm: the pixel-MNIST configs
+        ("lru", {"norm": "batch"}, True),  # a batch norm before the recurrence sees every step either way
+        ("lru", {"norm": "batch", "prenorm": False}, False),  # after the sum it would see the last step only
+        ("lru", {"block_dropout": 0.1}, False),  # its masks would draw other random numbers
+        ("s4d", {}, True),  # post-norm LayerNorm acts step by step
+        ("s4d", {"mode": "recurrence"}, True),
+    ],
+)
+def test_a_last_step_readout_computes_that_step_alone_with_the_same_values_and_gradients(family, options, shortcut):
+    from ortholab.models.sequence import SequenceModel
+
+    torch.manual_seed(0)
+    layer = FAMILIES[family](1, 6, state_size=8, **options).double()
+    model = SequenceModel(layer, 3, readout="last_step").double()
+    x = torch.randn(4, 33, 1, dtype=F64)
+    assert (layer.last_step_features(x) is not None) == shortcut
+    torch.manual_seed(1)  # the same dropout masks for both (where dropout keeps the whole sequence's path)
+    fast = model(x)
+    torch.manual_seed(1)
+    full = model.read_out(model.layer(model.encode(x)))  # every step, then the last
+    # the same sums over 33 steps and 8 states in another order (one product over time against a scan or FFT)
+    torch.testing.assert_close(fast, full, **close(F64, n=4 * 33 * 8, scale=largest(full)))
+    grads = [torch.autograd.grad(out.sum(), list(model.parameters())) for out in (fast, full)]
+    for name, mine, reference in zip([n for n, _ in model.named_parameters()], *grads):
+        bound = close(F64, n=4 * 33 * 8, scale=largest(reference))
+        torch.testing.assert_close(mine, reference, **bound, msg=name)
+
+
 def test_lru_auto_mode_takes_the_convolution_when_it_is_the_less_work():
     assert LRU(1, 27).recurrence.convolves(50) and LRU(1, 70).recurrence.convolves(50)  # 16k budget, batch 50
     assert not LRU(1, 71).recurrence.convolves(50) and not LRU(1, 95).recurrence.convolves(50)  # 69k: the scan
