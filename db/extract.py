@@ -79,7 +79,8 @@ def copy_resume_files(source: Store, run_ids: Iterable[int], folder: str | Path)
         run_dir = Path(run.run_dir or "")
         if run.status == "finished" or not (run_dir / "checkpoints" / "last.ckpt").is_file():
             continue
-        parts = run_dir.parts[-3:] if run_dir.parts[-3].startswith("store-") else run_dir.parts[-2:]
+        in_store_folder = len(run_dir.parts) >= 3 and run_dir.parts[-3].startswith("store-")
+        parts = run_dir.parts[-3:] if in_store_folder else run_dir.parts[-2:]  # (legacy folders: NAME/ID)
         for path in [run_dir / "config.yaml", *sorted((run_dir / "checkpoints").glob("*.ckpt"))]:
             if path.is_file():
                 target = Path(folder, *parts, path.relative_to(run_dir))

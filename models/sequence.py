@@ -126,7 +126,7 @@ class SequenceModel(nn.Module):
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         encoded = self.encode(inputs)
         if self.readout_at == "last_step" and hasattr(self.layer, "last_step_features"):
-            last = self.layer.last_step_features(encoded)  # the last step alone, where the layer can (LRU)
+            last = self.layer.last_step_features(encoded)  # the last step alone, where the layer can (LRU, S4D)
             if last is not None:
                 return self.readout(last)
         return self.read_out(self.layer(encoded))
