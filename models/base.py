@@ -47,13 +47,17 @@ class RecurrentLayer(nn.Module):
         self.output_size = hidden_size
 
     def __call__(self, *args, **kwargs):
+        return self.in_layer_precision(super().__call__, *args, **kwargs)
+
+    def in_layer_precision(self, call, *args, **kwargs):
+        """call(*args, **kwargs) under this family's precision: as it is, or with autocast off and bf16/fp16 inputs
+        cast to float32 where the family has no low-precision kernels (`autocast_devices`)."""
         device_type = first_device_type(args)
         if device_type is None or device_type in self.autocast_devices or not autocast_active(device_type):
-            return super().__call__(*args, **kwargs)
+            return call(*args, **kwargs)
         with autocast_off(device_type):  # the family's maps and recurrence in full precision, as without autocast
-            return super().__call__(
-                *map(to_full_precision, args), **{key: to_full_precision(value) for key, value in kwargs.items()}
-            )
+            full = {key: to_full_precision(value) for key, value in kwargs.items()}
+            return call(*map(to_full_precision, args), **full)
 
     def recurrent_matrix(self) -> torch.Tensor | None:
         """The (n, n) matrix W of h_t = f(W h_{t-1} + ...), or None for families without one (LSTM, GRU)."""

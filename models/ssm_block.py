@@ -138,7 +138,9 @@ class DiagonalStateSpaceLayer(RecurrentLayer):
     def last_step_features(self, x: torch.Tensor) -> torch.Tensor | None:
         """forward(x)[:, -1] (B, hidden_size), computed for that step alone where the block can (a last-step
         readout: SequenceModel), else None."""
-        return self.block.last_step(self.encoder(x)) if self.block.has_last_step() else None
+        if not self.block.has_last_step():
+            return None
+        return self.in_layer_precision(lambda u: self.block.last_step(self.encoder(u)), x)  # as forward's precision
 
     def forward(self, x: torch.Tensor, initial_state: torch.Tensor | None = None, return_state: bool = False):
         """The block's features (B, T, hidden_size); initial_state: the recurrence's state before the first step,

@@ -419,6 +419,14 @@ def test_a_last_step_readout_computes_that_step_alone_with_the_same_values_and_g
     for name, mine, reference in zip([n for n, _ in model.named_parameters()], *grads):
         bound = close(F64, n=4 * 33 * 8, scale=largest(reference))
         torch.testing.assert_close(mine, reference, **bound, msg=name)
+    model.float()  # under bf16-mixed the layer runs in float32 either way (models/base.py), the readout in bfloat16
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        torch.manual_seed(1)
+        fast = model(x.float())
+        torch.manual_seed(1)
+        full = model.read_out(model.layer(model.encode(x.float())))
+    # one bfloat16 rounding of nearly equal float32 features and of the readout's sum over 6 of them
+    torch.testing.assert_close(fast.float(), full.float(), **close(torch.bfloat16, n=2 * 6, scale=largest(full)))
 
 
 def test_lru_auto_mode_takes_the_convolution_when_it_is_the_less_work():
