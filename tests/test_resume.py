@@ -67,6 +67,25 @@ def uninterrupted(folder, flags):
     return store, run
 
 
+def killed_at_step_8(folder, db):
+    """A run of RUN killed outright (SIGKILL) at step 8, after its step-6 checkpoint: (store, run)."""
+    killed = ortholab(
+        folder,
+        "fit",
+        "--config",
+        DEMO,
+        *RUN,
+        "--db",
+        db,
+        "--trainer.callbacks+=faults.SignalAt",
+        "--trainer.callbacks.step=8",
+    )
+    assert killed.returncode == -signal.SIGKILL
+    store = Store(db)
+    (run,) = store.list_runs()
+    return store, run
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     return uninterrupted(tmp_path_factory.mktemp("clean"), RUN)
@@ -86,20 +105,7 @@ def assert_same_training(store, run, reference):
 def test_sigkill_mid_epoch_then_resume_equals_an_uninterrupted_run(tmp_path, reference):
     damaged = tmp_path
     db = f"sqlite:///{damaged / 'runs.db'}"
-    killed = ortholab(
-        damaged,
-        "fit",
-        "--config",
-        DEMO,
-        *RUN,
-        "--db",
-        db,
-        "--trainer.callbacks+=faults.SignalAt",
-        "--trainer.callbacks.step=8",
-    )
-    assert killed.returncode == -signal.SIGKILL
-    store = Store(db)
-    (run,) = store.list_runs()
+    store, run = killed_at_step_8(damaged, db)
     assert run.status == "running" and max(steps_of(store, run.id)) >= 6  # killed after the step-6 checkpoint
 
     resumed = ortholab(damaged, "fit", "--resume", str(run.id), "--db", db)
@@ -289,20 +295,7 @@ def test_an_exported_unfinished_run_resumes_from_a_copy_of_its_store_on_a_new_ma
     the run's config and last checkpoint) is restored into the same runs folder, and `fit --resume` on the copied
     store continues the run to the same curve as an uninterrupted one (docs/checkpoints.md)."""
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    killed = ortholab(
-        tmp_path,
-        "fit",
-        "--config",
-        DEMO,
-        *RUN,
-        "--db",
-        db,
-        "--trainer.callbacks+=faults.SignalAt",
-        "--trainer.callbacks.step=8",
-    )
-    assert killed.returncode == -signal.SIGKILL
-    store = Store(db)
-    (run,) = store.list_runs()
+    store, run = killed_at_step_8(tmp_path, db)
     export = tmp_path / "export"
     write_run_store(store, [run.id], export / "runs.db")
     files = copy_resume_files(store, [run.id], export / "checkpoints")
