@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ortholab.app.style import run_style
 from ortholab.db import Store
-from ortholab.db.extract import MAX_POINTS, copy_resume_files, write_run_store
+from ortholab.db.extract import MAX_BYTES, copy_resume_files, write_run_store_within
 from ortholab.db.provenance import UNRECORDED, code_version, describe, machine
 from ortholab.db.published import (
     REPORT_COLUMNS,
@@ -512,7 +512,14 @@ def _export(
             written.append(_write_atomically(folder / f"{table.id}.png", partial(_png, table=table, curves=curves)))
             html = partial(_html, table=table, curves=curves, plotly_js=plotly_js)
             written.append(_write_atomically(folder / f"{table.id}.html", html))
-    written.append(write_run_store(store, behind, folder / "runs.db", with_artifacts=with_artifacts))
+    run_store, points = write_run_store_within(store, behind, folder / "runs.db", with_artifacts=with_artifacts)
+    written.append(run_store)
+    size = run_store.stat().st_size
+    over = (
+        f"; runs.db has {size / 1e6:.2f} MB, more than the {MAX_BYTES / 1e6:.0f} MB a committed store should keep to"
+        if size > MAX_BYTES
+        else ""
+    )
     if with_checkpoints:  # this export's unfinished runs only: an earlier export's checkpoints go
         shutil.rmtree(folder / "checkpoints", ignore_errors=True)
         written += copy_resume_files(store, behind, folder / "checkpoints")
@@ -520,7 +527,8 @@ def _export(
         f"written by `{command}` on {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC\n"
         f"commit {writer}\nmachine {machine()}\nfrom the store {store.display_url}\n"
         f"runs: {', '.join(map(str, sorted(behind))) or '-'} (in runs.db; long training series thinned to "
-        f"at most {MAX_POINTS:,} points each, validation and test series whole)\n"
+        f"at most {points:,} points each, validation and test series whole, so that it stays under "
+        f"{MAX_BYTES / 1e6:.0f} MB{over})\n"
     )
     written.append(_write_atomically(folder / "export.txt", lambda p: p.write_text(provenance)))
     return written

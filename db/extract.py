@@ -9,7 +9,8 @@ its config.yaml and checkpoints (last and best) under DIR/checkpoints in its run
 
 Very long series are thinned so that a committed store stays small: a series of more than `max_points` points keeps
 `max_points` of them, evenly spaced over its steps, first and last included. Validation and test series (`val/*`,
-`test/*`), which the report reads, are always kept whole.
+`test/*`), which the report reads, are always kept whole. An export's store is kept under `MAX_BYTES` (issue 48's
+limit for a committed runs.db) by `write_run_store_within`, which halves `max_points` until the file fits.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from ortholab.db.store import Store
 
 MAX_POINTS = 2_000  # points kept per thinned series
 WHOLE = ("val/", "test/")  # never thinned
+MAX_BYTES = 5_000_000  # a committed runs.db stays under 5 MB: the git history keeps every version
+MIN_POINTS = 100  # the thinnest a training series gets to fit MAX_BYTES: its curve's shape still shows
 
 
 def thinned(key: str, n: int, max_points: int = MAX_POINTS) -> list[int]:
@@ -67,6 +70,28 @@ def write_run_store(
     connection.close()
     os.replace(part, path)
     return path
+
+
+def write_run_store_within(
+    source: Store,
+    run_ids: Iterable[int],
+    path: str | Path,
+    *,
+    max_bytes: int = MAX_BYTES,
+    with_artifacts: bool = False,
+) -> tuple[Path, int]:
+    """`write_run_store` with `max_points` halved from MAX_POINTS (not below MIN_POINTS) until the file has at most
+    `max_bytes`; returns the path and the `max_points` it was written with (the file may still be larger when the
+    validation series, kept whole, or the artifacts alone exceed it: the caller says so)."""
+    if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes <= 0:
+        raise ValueError(f"max_bytes must be a positive number of bytes, got {max_bytes!r}")
+    run_ids = list(run_ids)
+    points = MAX_POINTS
+    while True:
+        written = write_run_store(source, run_ids, path, with_artifacts=with_artifacts, max_points=points)
+        if written.stat().st_size <= max_bytes or points <= MIN_POINTS:
+            return written, points
+        points = max(MIN_POINTS, points // 2)
 
 
 def copy_resume_files(source: Store, run_ids: Iterable[int], folder: str | Path) -> list[Path]:

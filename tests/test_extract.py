@@ -3,11 +3,12 @@
 import math
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
 from ortholab.db import Store
-from ortholab.db.extract import thinned, write_run_store
+from ortholab.db.extract import MAX_BYTES, MAX_POINTS, MIN_POINTS, thinned, write_run_store, write_run_store_within
 
 
 def _store(tmp_path) -> tuple[Store, list[int]]:
@@ -82,3 +83,28 @@ def test_artifacts_on_request_and_a_missing_run_named(tmp_path):
     assert not (tmp_path / "none.db").exists()
     with pytest.raises(ValueError, match="max_points"):
         write_run_store(source, ids, tmp_path / "x.db", max_points=1)
+
+
+def test_a_store_over_its_byte_budget_is_thinned_until_it_fits(tmp_path):
+    source, ids = _store(tmp_path)  # 1,500 training points per run: MAX_POINTS (2,000) keeps them all
+    whole, points = write_run_store_within(source, ids, tmp_path / "whole.db", max_bytes=10**9)
+    assert points == MAX_POINTS
+    assert len(Store(f"sqlite:///{whole}", access="read").metric_series(1, "train/loss")) == 1_500
+    budget = whole.stat().st_size // 3
+    path, points = write_run_store_within(source, ids, tmp_path / "runs.db", max_bytes=budget)
+    assert path.stat().st_size <= budget and MIN_POINTS <= points < 1_500
+    copy = Store(f"sqlite:///{path}", access="read")
+    assert len(copy.metric_series(1, "train/loss")) == points  # thinned to the cap it reports
+    assert len(copy.metric_series(1, "val/loss")) == 15  # validation whole
+    copy.close()
+    tiny, points = write_run_store_within(source, ids, tmp_path / "tiny.db", max_bytes=1)
+    assert points == MIN_POINTS and tiny.stat().st_size > 1  # no thinner than MIN_POINTS: the caller says it is over
+    with pytest.raises(ValueError, match="max_bytes"):
+        write_run_store_within(source, ids, tmp_path / "x.db", max_bytes=0)
+
+
+def test_every_committed_export_store_is_under_the_limit():
+    stores = sorted((Path(__file__).resolve().parents[1] / "docs" / "results").glob("*/runs.db"))
+    assert stores, "docs/results holds no runs.db: the exports moved?"
+    over = [f"{p.parent.name}: {p.stat().st_size / 1e6:.2f} MB" for p in stores if p.stat().st_size > MAX_BYTES]
+    assert not over, f"committed runs.db over {MAX_BYTES / 1e6:.0f} MB (re-export it: export thins to fit): {over}"
