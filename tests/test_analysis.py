@@ -146,6 +146,10 @@ def test_nan_guard_names_step_and_group_and_marks_the_run_failed(tmp_path):
         trainer.fit(module, datamodule=task)
     (run,) = Store(logger._db_url).list_runs()
     assert run.status == "failed" and "non-finite gradient of parameter group 'recurrent' at step 2" in run.reason
+    # the same batch in float64 has a finite gradient (the NaN was planted): the guard says so, with its norms
+    assert (
+        "recomputed in float64 on the same batch" in run.reason and "gradient norms are finite (recurrent" in run.reason
+    )
     checkpoint = os.path.join(logger.log_dir, "checkpoints", "nan-step2.ckpt")
     state = torch.load(checkpoint, weights_only=False)["state_dict"]
     assert state["model.layer.cayley.upper"].isfinite().all()  # saved before the poisoned step was applied

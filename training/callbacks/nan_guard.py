@@ -3,11 +3,15 @@ step, and say where and why."""
 
 from __future__ import annotations
 
+import copy
+import math
 import os
 import re
 
 import torch
 from lightning.pytorch import Callback
+
+from ortholab.models.precision import autocast_off
 
 
 class NonFiniteError(RuntimeError):
@@ -44,6 +48,49 @@ def likely_cause(pl_module, group: str | None, update: bool = False) -> str:
     return f"gradients of group {group!r} overflowed: lower model.optimizers.{group}.lr or set model.grad_clip_norm"
 
 
+def float64_recheck(pl_module, batch) -> str:
+    """The bad step's loss and gradient norms per group, recomputed in float64 on a copy of the model and the same
+    batch: finite there, float32 overflowed where float64 did not (and the norms say how large the gradient was);
+    not finite there either, the model itself diverged. "" when the model is float64 already or the recheck fails."""
+    floating = [p for p in pl_module.parameters() if p.is_floating_point()]
+    if batch is None or not floating or all(p.dtype == torch.float64 for p in floating):
+        return ""
+    try:
+        model = copy.deepcopy(pl_module.model).double()
+        inputs, targets, *rest = batch
+        mask = rest[0] if rest else None
+        inputs, targets = (t.double() if t.is_floating_point() else t for t in (inputs, targets))
+        with torch.enable_grad(), autocast_off(inputs.device.type):
+            loss = pl_module.objective.loss(model(inputs), targets, mask)
+            if getattr(pl_module, "loss_reduction", "mean") == "sum":
+                loss = loss * pl_module.objective.loss_weight(targets, mask)
+            if not torch.isfinite(loss):
+                return f"recomputed in float64 on the same batch, the loss is {float(loss.detach())} too"
+            loss.backward()
+        loss = float(loss.detach())
+        copies = dict(model.named_parameters())
+        names = {id(p): name for name, p in pl_module.model.named_parameters()}
+        norms = {}
+        for group, params in pl_module.parameter_groups().items():
+            grads = [copies[names[id(p)]].grad for p in params if id(p) in names]
+            grads = [g for g in grads if g is not None]
+            if grads:
+                norms[group] = float(torch.sqrt(sum(g.square().sum() for g in grads)))
+    except Exception:  # a diagnosis only: the error it would add to must still be raised as it is
+        return ""
+    listed = ", ".join(f"{group} {norm:.4g}" for group, norm in norms.items())
+    if not all(math.isfinite(norm) for norm in norms.values()):
+        return (
+            f"recomputed in float64 on the same batch, the loss is {loss:.4g} but the gradient is not "
+            f"finite either ({listed})"
+        )
+    return (
+        f"recomputed in float64 on the same batch, the loss is {loss:.4g} and the gradient norms are finite "
+        f"({listed}): float64 (--trainer.precision 64) computes this step, and norms far above the run's usual "
+        f"ones mean the gradient exploded, which model.grad_clip_norm bounds"
+    )
+
+
 def all_finite(tensors) -> bool:
     return all(bool(torch.isfinite(t).all()) for t in tensors)
 
@@ -64,16 +111,20 @@ class NaNGuard(Callback):
         self._stepped: list[str] = []
         self._step = 0  # the step of the current batch (Lightning counts it once the first group has stepped)
         self._checkpoint_step: int | None = None  # set while the checkpoint before the bad step is written
+        self._batch = None  # the current training batch, which the float64 recheck reruns
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self._batch = batch  # a reference, no copy
 
     # loss and gradients, before any optimizer step ------------------------------------------------
     def on_after_backward(self, trainer, pl_module) -> None:
         self._stepped, self._step = [], trainer.global_step
         loss = getattr(pl_module, "last_loss", None)
         if loss is not None and not torch.isfinite(loss):
-            self._stop(trainer, pl_module, f"loss ({float(loss)})", None)
+            self._stop(trainer, pl_module, f"loss ({float(loss)})", None, recheck=True)
         for group, params in pl_module.parameter_groups().items():
             if not all_finite(p.grad for p in params if p.grad is not None):
-                self._stop(trainer, pl_module, f"gradient of parameter group {group!r}", group)
+                self._stop(trainer, pl_module, f"gradient of parameter group {group!r}", group, recheck=True)
 
     # parameters, right after each group's optimizer step -----------------------------------------
     def on_train_start(self, trainer, pl_module) -> None:
@@ -114,9 +165,13 @@ class NaNGuard(Callback):
             torch._foreach_copy_(params, copies)
 
     # stopping -------------------------------------------------------------------------------------
-    def _stop(self, trainer, pl_module, what: str, group: str | None, update: bool = False) -> None:
+    def _stop(
+        self, trainer, pl_module, what: str, group: str | None, update: bool = False, recheck: bool = False
+    ) -> None:
         step = self._step
         reason = f"non-finite {what} at step {step}: {likely_cause(pl_module, group, update)}"
+        diagnosis = float64_recheck(pl_module, self._batch) if recheck else ""
+        reason += f"; {diagnosis}" if diagnosis else ""
         folder = trainer.loggers[0].log_dir if trainer.loggers else trainer.default_root_dir
         path = os.path.join(folder, "checkpoints", f"nan-step{step}.ckpt")
         self._checkpoint_step = step
@@ -146,4 +201,4 @@ class NaNGuard(Callback):
 
     def teardown(self, trainer, pl_module, stage: str) -> None:
         self._remove_hooks()
-        self._before, self._stepped = {}, []
+        self._before, self._stepped, self._batch = {}, [], None
