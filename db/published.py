@@ -168,8 +168,12 @@ class Reproduction:
 
 
 def _status(run: RunSummary) -> str:
-    """The run's status; a 'running' run that stopped writing says so ('running (silent 2.0 h: killed?)')."""
+    """The run's status; a 'running' run that stopped writing says so ('running (silent 2.0 h: killed?)'), a failed
+    one says why in the first clause of its reason ('failed (non-finite gradient of parameter group 'recurrent' at
+    step 443)')."""
     quiet = silence(run.heartbeat_at, datetime.now(timezone.utc)) if run.status == "running" else None
+    if run.status == "failed" and run.reason:
+        quiet = run.reason.split(": ")[0].split(" (checkpoint before")[0]
     return f"{run.status} ({quiet})" if quiet else run.status
 
 

@@ -219,7 +219,8 @@ def test_values_are_printed_in_the_paper(path):
 
 
 def test_the_2026_comparison_sets_every_family_side_by_side():
-    """LRU and S4D at both budgets on each task, and every other row a twin of a paper table's row (its runs)."""
+    """LRU and S4D at both budgets on each task, and every other row a twin of a paper table's row (its runs), but
+    for OrthoLab's own variants of a paper's row, whose outcome says they have no published value."""
     rows = load(PUBLISHED / "comparison_2026.yaml")["rows"]
     tasks = {row["row"].split("_")[0] for row in rows}
     assert tasks == {"copying-T1000", "copying-T2000", "adding-T750", "mnist", "pmnist"}
@@ -234,7 +235,7 @@ def test_the_2026_comparison_sets_every_family_side_by_side():
         assert len({row["family"] for row in rows if row["row"].startswith(task + "_")}) >= 7, task
     tables = {path.stem: load_table(path) for path in FILES}
     for row in load_table(PUBLISHED / "comparison_2026.yaml").rows:
-        if row.family not in ("lru", "s4d", "exprnn"):
+        if row.family not in ("lru", "s4d", "exprnn") and not (row.outcome or "").startswith("no published value"):
             assert twins(row, tables), f"{row.row}: no paper table runs {row.config} {row.args}"
 
 

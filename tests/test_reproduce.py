@@ -803,3 +803,23 @@ def test_a_row_stopped_by_sigterm_says_how_to_continue_it_and_other_exits_say_fa
     )
     assert "resuming run 7 stopped by Ctrl-C" in fit_failed("r", 130, row, what="resuming run 7").line
     assert fit_failed("r", 2, row).line == "r: fit failed (exit 2)"
+
+
+def test_a_failed_row_says_why_in_its_status(tmp_path):
+    """The report's status of a failed fit carries the first clause of its recorded reason (the NaN guard's)."""
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    mnist = load_table(_write(tmp_path, TABLE)).rows[0]
+    table = load_table(tmp_path / "demo_table9.yaml")
+    fit = store.create_run(
+        name="a", family="scornn", task="mnist", tags=[mnist.tag], main_metric="val/acc", main_metric_mode="max"
+    )
+    store.log_metrics(fit, {"val/acc": 0.5}, step=99)
+    reason = (
+        "non-finite gradient of parameter group 'recurrent' at step 443: gradients of group 'recurrent' overflowed: "
+        "lower model.optimizers.recurrent.lr (checkpoint before the step: /x/nan-step443.ckpt)"
+    )
+    store.set_status(fit, "failed", reason=reason)
+    item = reproductions(store, table)[0]
+    assert item.status == "failed (non-finite gradient of parameter group 'recurrent' at step 443)"
+    store.set_status(fit, "failed", reason="out of memory (checkpoint before the step: /x/y.ckpt)")
+    assert reproductions(store, table)[0].status == "failed (out of memory)"
