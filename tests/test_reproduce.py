@@ -770,6 +770,22 @@ def test_evaluations_an_epoch_follow_lightnings_schedule(interval, every, expect
     assert evaluations_per_epoch(interval, every, steps_per_epoch=1100) == expected  # counts: exact
 
 
+def test_an_estimate_timed_beside_other_work_with_too_many_threads_says_so(monkeypatch):
+    from ortholab.cli.estimate import oversubscribed, render
+
+    assert oversubscribed(busy=1.0, threads=2, cores=2).endswith("e.g. OMP_NUM_THREADS=1")
+    assert "about 1.0 of the 2 cores busy" in oversubscribed(busy=1.0, threads=2, cores=2)
+    assert oversubscribed(busy=1.0, threads=1, cores=2) is None  # one thread on the core left
+    assert oversubscribed(busy=0.1, threads=2, cores=2) is None  # a quiet machine
+    assert oversubscribed(busy=3.0, threads=1, cores=2) is not None  # nothing free: even one thread waits
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert "oversubscribed" not in render([], busy=1.0) and "load average 1.00 when timing began" in render([], 1.0)
+    monkeypatch.delenv("OMP_NUM_THREADS")  # torch's default: a thread per core
+    assert render([], busy=1.0).splitlines()[-1].startswith("other work kept about 1.0 of the 2 cores busy")
+    assert "oversubscribed" not in render([])  # no load measured (a platform without getloadavg)
+
+
 def test_full_scale_runs_inside_a_checkout_get_a_note_on_where_to_keep_them(tmp_path, monkeypatch):
     """Hours of runs in ./runs of a git checkout are lost to a fresh clone: reproduce names $ORTHOLAB_RUNS then,
     and is silent once a store or a runs root outside is named."""

@@ -132,22 +132,36 @@ def estimate_row(row: PaperRow, config_path: Path, extra: list[str], run_fit) ->
     )
 
 
-def render(estimates: list[Estimate | str]) -> str:
-    """The estimates as a table, then the rows that could not be timed."""
-    threads = os.environ.get("OMP_NUM_THREADS")
-    load = (
-        f", load average {os.getloadavg()[0]:.2f} (other work slows the rows alike)"
-        if hasattr(os, "getloadavg")
-        else ""
+def oversubscribed(busy: float, threads: int, cores: int) -> str | None:
+    """A warning when the rows were timed with more threads than the cores other work left free (`busy`: the
+    load average when timing began): each thread then waits on the others, and a step can take several times
+    as long as alone, unevenly across rows (on 2 cores beside one 1-thread training, scoRNN copying T = 2000
+    timed 0.918 s a step with 2 threads and 0.558 s with 1)."""
+    free = cores - busy
+    if threads <= free + 0.5:
+        return None
+    return (
+        f"other work kept about {busy:.1f} of the {cores} cores busy when timing began and each row was timed with "
+        f"{threads} thread{'s' * (threads > 1)}: oversubscribed, so the times can be several times too long and "
+        f"unevenly so; time the rows as they will run beside that work, e.g. OMP_NUM_THREADS={max(1, round(free))}"
     )
+
+
+def render(estimates: list[Estimate | str], busy: float | None = None) -> str:
+    """The estimates as a table, then the rows that could not be timed; `busy`: the load average before timing."""
+    threads = os.environ.get("OMP_NUM_THREADS")
+    cores = os.cpu_count() or 1
+    load = f", load average {busy:.2f} when timing began" if busy is not None else ""
     lines = [
         f"measured here ({f'OMP_NUM_THREADS={threads}' if threads else 'torch default threads'}), "
-        f"{os.cpu_count()} cores{load}; one row at a time",
+        f"{cores} cores{load}; one row at a time",
         f"{'row':<52} {'plan':<36} {'a step':>9} {'evaluation':>10} {'hours':>7}",
     ]
     lines += [line(item) for item in estimates if isinstance(item, Estimate)]
     lines += [item for item in estimates if isinstance(item, str)]
-    return "\n".join(lines)
+    timed_with = int(threads) if threads and threads.isdigit() and int(threads) > 0 else cores  # torch's default
+    warning = oversubscribed(busy, timed_with, cores) if busy is not None else None
+    return "\n".join(lines + ([warning] if warning else []))
 
 
 def line(item: Estimate) -> str:

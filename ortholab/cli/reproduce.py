@@ -291,6 +291,7 @@ def estimate(table: str | None, rows: list[str] | None, extra: list[str], seeds:
             print(done.stderr[-2000:], file=sys.stderr)
         return done.returncode
 
+    busy = os.getloadavg()[0] if hasattr(os, "getloadavg") else None  # other work, before this timing adds to it
     results = []
     for row in select_rows(load_tables(), table, rows):
         if row.config is None:
@@ -301,7 +302,7 @@ def estimate(table: str | None, rows: list[str] | None, extra: list[str], seeds:
         results.append(measured)
         # each row as it is timed: an estimate stopped midway keeps what it measured
         print(f"  {line(measured) if isinstance(measured, Estimate) else measured}", file=sys.stderr, flush=True)
-    print(render(results), flush=True)
+    print(render(results, busy), flush=True)
     timed = [item for item in results if isinstance(item, Estimate)]
     if seeds is not None and timed:
         per_row = len(seeds) if isinstance(seeds, list) else seeds
