@@ -135,8 +135,8 @@ def estimate_row(row: PaperRow, config_path: Path, extra: list[str], run_fit) ->
 def oversubscribed(busy: float, threads: int, cores: int) -> str | None:
     """A warning when the rows were timed with more threads than the cores other work left free (`busy`: the
     load average when timing began): each thread then waits on the others, and a step can take several times
-    as long as alone, unevenly across rows (on 2 cores beside one 1-thread training, scoRNN copying T = 2000
-    timed 0.918 s a step with 2 threads and 0.558 s with 1)."""
+    as long as alone, unevenly across rows (on 2 cores, scoRNN copying T = 2000 timed 0.918 s a step with 2
+    threads beside one 1-thread training, and 0.558 s with 1 thread beside two)."""
     free = cores - busy
     if threads <= free + 0.5:
         return None
