@@ -74,8 +74,9 @@ def _curves(store: Store, items: list[Reproduction]) -> list[dict]:
         metric, points = _series(store, item.fit.id, item.row.metric)
         if not points:
             continue
+        unfinished = f"; {item.fit.status}, {item.length}" if item.fit.status != "finished" and item.length else ""
         curve = {
-            "label": f"{item.row.row} (run {item.fit.id}, {metric})",
+            "label": f"{item.row.row} (run {item.fit.id}, {metric}{unfinished})",  # a curve that stopped says so
             "metric": metric,
             "run": item.fit.id,
             "steps": [p.step for p in points],

@@ -315,6 +315,21 @@ def test_the_exported_band_leaves_out_a_seed_still_training(tmp_path):
     assert "(1 seed, val/loss)" in curve["label"] and curve["band"]["mean"] == pytest.approx([0.5, 0.3, 0.2])
 
 
+def test_a_single_curve_that_did_not_finish_says_how_far_it_got(tmp_path):
+    from ortholab.app.export import _curves
+
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    table = load_table(_write(tmp_path, TABLE))
+    _fits(store, table.rows[1], {1: [0.5, 0.3, 0.2]}, "val/loss", "min", 0.5)
+    (run,) = store.list_runs()
+    (curve,) = _curves(store, reproductions(store, table))
+    assert curve["label"] == f"{table.rows[1].row} (run {run.id}, val/loss)"  # finished: nothing added
+    store.set_status(run.id, "failed", reason="non-finite gradient at step 250")
+    (item,) = [i for i in reproductions(store, table) if i.fit is not None]
+    (curve,) = _curves(store, reproductions(store, table))
+    assert item.length and curve["label"] == f"{table.rows[1].row} (run {run.id}, val/loss; failed, {item.length})"
+
+
 def test_another_seed_training_is_not_called_a_rerun(tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
     table = load_table(_write(tmp_path, {**TABLE, "metric": "val/acc"}))
