@@ -8,3 +8,7 @@ convention, and the papers' optimizers (docs/library.md).
 """
 
 __version__ = "0.1.0"
+
+from ortholab.threads import size_numba_pool
+
+size_numba_pool()  # before anything imports numba: its pool is sized once (ortholab/threads.py)

@@ -1,0 +1,41 @@
+"""ortholab/threads.py: numba's thread pool sized by OMP_NUM_THREADS, so that no masked pool thread spins on the
+cores other trainings use."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ortholab.threads import size_numba_pool
+
+
+def test_the_pool_follows_omp_num_threads_unless_numba_num_threads_is_given():
+    environ = {"OMP_NUM_THREADS": "1"}
+    assert size_numba_pool(environ) == "1" and environ["NUMBA_NUM_THREADS"] == "1"
+    given = {"OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "2"}
+    assert size_numba_pool(given) is None and given["NUMBA_NUM_THREADS"] == "2"  # the user's own choice stays
+    for threads in ("", "0", "two", "-1"):
+        environ = {"OMP_NUM_THREADS": threads}
+        assert size_numba_pool(environ) is None and "NUMBA_NUM_THREADS" not in environ
+    assert size_numba_pool({}) is None
+
+
+@pytest.mark.parametrize("omp, numba_threads, expected", [("1", None, 1), ("1", "2", 2)])
+def test_importing_ortholab_sizes_the_pool_numba_launches(omp, numba_threads, expected):
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_NUM_THREADS"}
+    env["OMP_NUM_THREADS"] = omp
+    if numba_threads:
+        env["NUMBA_NUM_THREADS"] = numba_threads
+    code = (
+        "import ortholab.models.urnn_kernels, numba, torch\n"
+        "from ortholab.models.compiled import match_torch_threads\n"
+        "match_torch_threads()\n"
+        "print(numba.config.NUMBA_NUM_THREADS, numba.get_num_threads(), torch.get_num_threads())"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    pool, used, torch_threads = map(int, done.stdout.split())
+    assert pool == expected
+    if numba_threads is None:  # a pool of one: the kernels and torch's ops on the one thread OMP_NUM_THREADS gives
+        assert used == torch_threads == 1
