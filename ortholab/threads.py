@@ -2,9 +2,10 @@
 
 numba launches its thread pool once, at the first parallel kernel (the uRNN's and EURNN's CPU loops,
 models/compiled.py), with NUMBA_NUM_THREADS threads (default: one per core). `numba.set_num_threads` only masks the
-rest, and the masked threads wait in OpenMP's spin loop, on the cores that other processes train on: beside two
-other 1-thread trainings on the 2-core Intel VM, a uRNN n = 470 forward pass over copying T = 1000 (batch 20) took
-5.18 s with the default pool and 1.24 s with a pool of one (docs/benchmarks.md, "numba's thread pool").
+rest, and the masked threads wait in OpenMP's spin loop, on the cores that the process's own torch ops and other
+processes need: on the 2-core Intel VM beside two 1-thread trainings, a uRNN n = 470's forward and backward over
+copying T = 1000 (batch 20) took 6.10 s with pools of two and 1.72 s with pools of one (`ortholab bench --suite
+numba-pool`, docs/benchmarks.md).
 `size_numba_pool` sizes the pool by OMP_NUM_THREADS, which sets torch's threads (and which `reproduce --workers`
 gives each row), unless NUMBA_NUM_THREADS is given. It must run before numba is first imported: `import ortholab`
 does it.

@@ -33,6 +33,11 @@ EXPECTED_RATIOS = {
         "convolution / scan (H=40; auto: scan)",
         "LRU unit, H=40 (scan) / scoRNN model, n=8",
     ],
+    "numba-pool": [
+        "pools of every core / pools of one",
+        "own pool of every core, the other's of one / pools of one",
+        "own pool of one, the other's of every core / pools of one",
+    ],
 }
 
 

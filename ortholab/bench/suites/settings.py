@@ -121,6 +121,20 @@ class LruModes:
     device: str = "cpu"
 
 
+@dataclass
+class NumbaPool:
+    """a uRNN's forward+backward (numba kernels) with OMP_NUM_THREADS=1, its process's numba pool of one thread or
+    of `pool`, beside another 1-thread process running an EURNN (numba too) with either pool: the pool's idle
+    threads spin on the cores the other process uses (ortholab/threads.py)."""
+
+    hidden: int = 470  # scoRNN Figure 1's uRNN n
+    neighbour_hidden: int = 512  # its EURNN n
+    batch: int = 20
+    seq_len: int = 1020  # copying T = 1000
+    pool: int = 0  # the larger pool's threads (0: one per core, numba's default)
+    repeats: int = 3
+
+
 SUITES = {
     "scurnn-complex": ScurnnComplex,
     "ornn-srnn": OrnnSrnn,
@@ -129,6 +143,7 @@ SUITES = {
     "runs-listing": RunsListing,
     "music-eval": MusicEval,
     "lru-modes": LruModes,
+    "numba-pool": NumbaPool,
 }
 QUICK = {  # the quickest form of each suite, as `--quick` and the tests run it
     "scurnn-complex": {"hidden": 8, "batch": 4, "seq_len": 16, "repeats": 1},
@@ -138,6 +153,7 @@ QUICK = {  # the quickest form of each suite, as `--quick` and the tests run it
     "runs-listing": {"runs": 4, "points": 40, "keys": 2, "process": 0, "repeats": 1},
     "music-eval": {"family": "lstm", "hidden": 8, "batch": 4, "synthetic": 12, "repeats": 1},
     "lru-modes": {"widths": "4,40", "state_size": 8, "reference_hidden": 8, "batch": 3, "seq_len": 16, "repeats": 1},
+    "numba-pool": {"hidden": 8, "neighbour_hidden": 8, "batch": 2, "seq_len": 16, "repeats": 1},
 }
 
 
