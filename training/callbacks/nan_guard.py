@@ -51,7 +51,8 @@ def likely_cause(pl_module, group: str | None, update: bool = False) -> str:
 def float64_recheck(pl_module, batch) -> str:
     """The bad step's loss and gradient norms per group, recomputed in float64 on a copy of the model and the same
     batch: finite there, float32 overflowed where float64 did not (and the norms say how large the gradient was);
-    not finite there either, the model itself diverged. "" when the model is float64 already or the recheck fails."""
+    not finite there either, the model itself diverged (with dropout, under another mask than the step's). "" when
+    the model is float64 already or the recheck fails."""
     floating = [p for p in pl_module.parameters() if p.is_floating_point()]
     if batch is None or not floating or all(p.dtype == torch.float64 for p in floating):
         return ""
@@ -170,8 +171,6 @@ class NaNGuard(Callback):
     ) -> None:
         step = self._step
         reason = f"non-finite {what} at step {step}: {likely_cause(pl_module, group, update)}"
-        diagnosis = float64_recheck(pl_module, self._batch) if recheck else ""
-        reason += f"; {diagnosis}" if diagnosis else ""
         folder = trainer.loggers[0].log_dir if trainer.loggers else trainer.default_root_dir
         path = os.path.join(folder, "checkpoints", f"nan-step{step}.ckpt")
         self._checkpoint_step = step
@@ -179,6 +178,9 @@ class NaNGuard(Callback):
             trainer.save_checkpoint(path)  # the parameters are those before the bad step
         finally:
             self._checkpoint_step = None
+        # after the checkpoint: the recheck's forward may draw random numbers (dropout) the checkpoint should not see
+        diagnosis = float64_recheck(pl_module, self._batch) if recheck else ""
+        reason += f"; {diagnosis}" if diagnosis else ""
         for logger in trainer.loggers:
             if hasattr(logger, "record_failure"):
                 logger.record_failure(f"{reason} (checkpoint before the step: {path})")
