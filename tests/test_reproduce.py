@@ -382,10 +382,8 @@ def test_a_rerun_in_progress_leaves_the_finished_run_in_the_report_and_is_named_
     assert item.value == pytest.approx(50.0)
 
 
-def test_a_running_row_that_stopped_writing_says_so(tmp_path, monkeypatch):
-    """A fit killed outright (its machine gone) stays 'running' in the store; the report names its silence."""
-    import datetime as dt
-
+def _one_mnist_fit(tmp_path):
+    """A store with one fit of the demo table's MNIST row, one point recorded: (store, table, fit id)."""
     store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
     mnist = load_table(_write(tmp_path, TABLE)).rows[0]
     table = load_table(tmp_path / "demo_table9.yaml")
@@ -393,6 +391,14 @@ def test_a_running_row_that_stopped_writing_says_so(tmp_path, monkeypatch):
         name="a", family="scornn", task="mnist", tags=[mnist.tag], main_metric="val/acc", main_metric_mode="max"
     )
     store.log_metrics(fit, {"val/acc": 0.5}, step=99)
+    return store, table, fit
+
+
+def test_a_running_row_that_stopped_writing_says_so(tmp_path, monkeypatch):
+    """A fit killed outright (its machine gone) stays 'running' in the store; the report names its silence."""
+    import datetime as dt
+
+    store, table, fit = _one_mnist_fit(tmp_path)
     assert reproductions(store, table)[0].status == "running"  # just written
 
     class ThreeHoursLater(dt.datetime):
@@ -823,13 +829,7 @@ def test_a_row_stopped_by_sigterm_says_how_to_continue_it_and_other_exits_say_fa
 
 def test_a_failed_row_says_why_in_its_status(tmp_path):
     """The report's status of a failed fit carries the first clause of its recorded reason (the NaN guard's)."""
-    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
-    mnist = load_table(_write(tmp_path, TABLE)).rows[0]
-    table = load_table(tmp_path / "demo_table9.yaml")
-    fit = store.create_run(
-        name="a", family="scornn", task="mnist", tags=[mnist.tag], main_metric="val/acc", main_metric_mode="max"
-    )
-    store.log_metrics(fit, {"val/acc": 0.5}, step=99)
+    store, table, fit = _one_mnist_fit(tmp_path)
     reason = (
         "non-finite gradient of parameter group 'recurrent' at step 443: gradients of group 'recurrent' overflowed: "
         "lower model.optimizers.recurrent.lr (checkpoint before the step: /x/nan-step443.ckpt)"

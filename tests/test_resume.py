@@ -67,19 +67,18 @@ def uninterrupted(folder, flags):
     return store, run
 
 
+def fit_signalled(folder, db, step, *flags, signal_name=None):
+    """`ortholab fit` of the demo config with `flags`, sent a signal at `step` by tests/faults.py's SignalAt
+    (SIGKILL unless `signal_name`): the finished process."""
+    signalled = ["--trainer.callbacks+=faults.SignalAt", f"--trainer.callbacks.step={step}"]
+    if signal_name:
+        signalled.append(f"--trainer.callbacks.signal_name={signal_name}")
+    return ortholab(folder, "fit", "--config", DEMO, *flags, "--db", db, *signalled)
+
+
 def killed_at_step_8(folder, db):
     """A run of RUN killed outright (SIGKILL) at step 8, after its step-6 checkpoint: (store, run)."""
-    killed = ortholab(
-        folder,
-        "fit",
-        "--config",
-        DEMO,
-        *RUN,
-        "--db",
-        db,
-        "--trainer.callbacks+=faults.SignalAt",
-        "--trainer.callbacks.step=8",
-    )
+    killed = fit_signalled(folder, db, 8, *RUN)
     assert killed.returncode == -signal.SIGKILL
     store = Store(db)
     (run,) = store.list_runs()
@@ -118,18 +117,7 @@ def test_sigkill_mid_epoch_then_resume_equals_an_uninterrupted_run(tmp_path, ref
 
 def test_sigterm_stops_at_a_batch_boundary_with_a_checkpoint_and_an_interrupted_run(tmp_path, reference):
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    stopped = ortholab(
-        tmp_path,
-        "fit",
-        "--config",
-        DEMO,
-        *RUN,
-        "--db",
-        db,
-        "--trainer.callbacks+=faults.SignalAt",
-        "--trainer.callbacks.step=5",
-        "--trainer.callbacks.signal_name=SIGTERM",
-    )
+    stopped = fit_signalled(tmp_path, db, 5, *RUN, signal_name="SIGTERM")
     assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr
     assert "--resume" in stopped.stdout
     store = Store(db)
@@ -180,18 +168,7 @@ def test_sigterm_in_an_epoch_bounded_run_resumes_into_the_same_epochs(tmp_path, 
     checkpoint of that state resumed into epoch 2, skipping three batches); a stop at an epoch's last batch waits
     for the epoch's end. Either way the record and the weights are those of the uninterrupted run."""
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    stopped = ortholab(
-        tmp_path,
-        "fit",
-        "--config",
-        DEMO,
-        *EPOCHS,
-        "--db",
-        db,
-        "--trainer.callbacks+=faults.SignalAt",
-        f"--trainer.callbacks.step={step}",
-        "--trainer.callbacks.signal_name=SIGTERM",
-    )
+    stopped = fit_signalled(tmp_path, db, step, *EPOCHS, signal_name="SIGTERM")
     assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr
     store = Store(db)
     (run,) = store.list_runs()
@@ -210,18 +187,7 @@ def test_sigterm_in_an_epoch_bounded_run_resumes_into_the_same_epochs(tmp_path, 
 def test_sigterm_at_the_last_batch_of_training_lets_the_run_finish(tmp_path):
     """The stop waits out an epoch's last batch; when that batch ends training, the run simply finishes."""
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    done = ortholab(
-        tmp_path,
-        "fit",
-        "--config",
-        DEMO,
-        *RUN,
-        "--db",
-        db,
-        "--trainer.callbacks+=faults.SignalAt",
-        "--trainer.callbacks.step=12",
-        "--trainer.callbacks.signal_name=SIGTERM",
-    )
+    done = fit_signalled(tmp_path, db, 12, *RUN, signal_name="SIGTERM")
     assert done.returncode == 0, done.stderr
     assert "Interrupted" not in done.stdout
     (run,) = Store(db).list_runs()
@@ -231,20 +197,7 @@ def test_sigterm_at_the_last_batch_of_training_lets_the_run_finish(tmp_path):
 def test_sigterm_with_one_batch_an_epoch_stops_one_batch_later(tmp_path):
     """Every batch is its epoch's last: the stop waits out one of them, not all."""
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    stopped = ortholab(
-        tmp_path,
-        "fit",
-        "--config",
-        DEMO,
-        *RUN,
-        "--data.train_size",
-        "10",
-        "--db",
-        db,
-        "--trainer.callbacks+=faults.SignalAt",
-        "--trainer.callbacks.step=2",
-        "--trainer.callbacks.signal_name=SIGTERM",
-    )
+    stopped = fit_signalled(tmp_path, db, 2, *RUN, "--data.train_size", "10", signal_name="SIGTERM")
     assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr
     (run,) = Store(db).list_runs()
     assert run.status == "interrupted" and run.reason.startswith("SIGTERM at step 3")
@@ -350,19 +303,7 @@ def test_reproduce_resume_continues_a_killed_paper_row_as_the_same_run(tmp_path,
     monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", FAULT_MODULES)
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    killed = ortholab(
-        tmp_path,
-        "fit",
-        "--config",
-        DEMO,
-        *RUN,
-        "--db",
-        db,
-        "--tags",
-        '["paper:toy_figure1/copy"]',
-        "--trainer.callbacks+=faults.SignalAt",
-        "--trainer.callbacks.step=8",
-    )
+    killed = fit_signalled(tmp_path, db, 8, *RUN, "--tags", '["paper:toy_figure1/copy"]')
     assert killed.returncode == -signal.SIGKILL
     store = Store(db)
     (run,) = store.list_runs()
