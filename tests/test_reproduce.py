@@ -827,6 +827,27 @@ def test_a_row_stopped_by_sigterm_says_how_to_continue_it_and_other_exits_say_fa
     assert fit_failed("r", 2, row).line == "r: fit failed (exit 2)"
 
 
+def test_a_child_killed_by_a_signal_is_named_and_sigkill_points_at_the_memory_killer():
+    """A killed child returns minus the signal (subprocess's convention): a real process killed by SIGKILL, as
+    Linux's out-of-memory killer does, reads as that and not as a bare "exit -9"."""
+    import signal
+    import subprocess
+    import sys
+
+    from ortholab.cli.common import exit_reason
+    from ortholab.cli.reproduce import fit_failed
+    from ortholab.db.published import PaperRow
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    child.send_signal(signal.SIGKILL)
+    code = child.wait(timeout=30)
+    row = PaperRow("scurnn_figure5", "adding-T750_urnn_n950", "adding", "urnn", "val/loss", "min", 1.0)
+    assert code == -9 and fit_failed("r", code, row).line == (
+        "r: fit failed (killed by SIGKILL, most often the out-of-memory killer: `dmesg` names it)"
+    )
+    assert exit_reason(-signal.SIGSEGV) == "killed by SIGSEGV" and exit_reason(0) == "exit 0"
+
+
 def test_a_failed_row_says_why_in_its_status(tmp_path):
     """The report's status of a failed fit carries the first clause of its recorded reason (the NaN guard's)."""
     store, table, fit = _one_mnist_fit(tmp_path)

@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 DB_HELP = "SQLAlchemy URL (default: $ORTHOLAB_DB, else the SQLite file ortholab.db in $ORTHOLAB_RUNS, else in ./runs)"
 LINE_WIDTH = 120  # tables printed for a terminal fit this many columns (their --wide flags show every character)
+
+
+def exit_reason(code: int) -> str:
+    """A child process's return code in words: "exit 2", or the signal that killed it (a negative code)."""
+    if code >= 0:
+        return f"exit {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        return f"killed by signal {-code}"
+    if -code == signal.SIGKILL:  # what Linux's out-of-memory killer sends; the process cannot say so itself
+        return f"killed by {name}, most often the out-of-memory killer: `dmesg` names it"
+    return f"killed by {name}"
 
 
 def table(rows: list[dict], columns: list[str], width: int | None = None) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from ortholab.cli.common import exit_reason
 from ortholab.db import Store
 from ortholab.db.published import PaperRow
 
@@ -101,7 +102,7 @@ def estimate_row(row: PaperRow, config_path: Path, extra: list[str], run_fit) ->
             db,
         )
         if code:
-            return f"{row.tag}: the timing run failed (exit {code})"
+            return f"{row.tag}: the timing run failed ({exit_reason(code)})"
         store = Store(db)
         (run,) = store.list_runs()
         steps, walls = _timed_steps(store, run.id)

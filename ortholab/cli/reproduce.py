@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from ortholab.aliases import full_class_path
-from ortholab.cli.common import DB_HELP, LINE_WIDTH
+from ortholab.cli.common import DB_HELP, LINE_WIDTH, exit_reason
 from ortholab.cli.common import table as text_table
 from ortholab.db import Store
 from ortholab.db.published import PaperRow, PaperTable, load_tables, reproductions
@@ -352,7 +352,7 @@ def fit_failed(label: str, code: int, row: PaperRow, what: str = "fit") -> Outco
             f"`ortholab reproduce {row.table} --resume --rows {row.row}`",
             "failed",
         )
-    return Outcome(f"{label}: {what} failed (exit {code})", "failed")
+    return Outcome(f"{label}: {what} failed ({exit_reason(code)})", "failed")
 
 
 def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str], seed: int | None = None) -> Outcome:
@@ -425,11 +425,11 @@ def evaluate_row(
             db=db,
         )
         if code:
-            return Outcome(f"{label}: run {run.id} trained; test failed (exit {code})", "failed")
+            return Outcome(f"{label}: run {run.id} trained; test failed ({exit_reason(code)})", "failed")
     if row.metric.startswith("audio/"):
         code = _ortholab("evaluate-audio", str(run.id), "--split", "test", db=db)
         if code:
-            return Outcome(f"{label}: run {run.id} trained; audio evaluation failed (exit {code})", "failed")
+            return Outcome(f"{label}: run {run.id} trained; audio evaluation failed ({exit_reason(code)})", "failed")
     return Outcome(f"{label}: run {run.id} {run.status}", "done" if run.status == "finished" else "failed")
 
 
