@@ -57,7 +57,14 @@ def test_every_suite_has_its_expected_ratios():
     assert set(EXPECTED_RATIOS) == set(SUITES)
 
 
-@pytest.mark.parametrize("suite", sorted(EXPECTED_RATIOS))
+@pytest.mark.parametrize(
+    "suite",
+    [
+        # numba-pool starts a process pair per pairing of pools, each compiling numba's kernels: ~30 s even quick
+        pytest.param(name, marks=pytest.mark.slow) if name == "numba-pool" else name
+        for name in sorted(EXPECTED_RATIOS)
+    ],
+)
 def test_a_suite_in_its_quickest_form_prints_its_ratios(suite, capsys):
     report = run_suite(capsys, "--suite", suite, "--quick")
     assert report["suite"] == suite and report["settings"]["repeats"] == 1

@@ -129,7 +129,11 @@ def _toy_table(tmp_path, monkeypatch, config_extra=None):
     return f"sqlite:///{tmp_path / 'runs.db'}"
 
 
-def test_three_seeds_of_a_row_are_three_runs_under_it(tmp_path, monkeypatch, capsys):
+def test_three_seeds_of_a_row_are_three_runs_under_it_and_finished_seeds_are_skipped_unless_again(
+    tmp_path, monkeypatch, capsys
+):
+    """`--seeds 3` trains three runs under the row, `--seeds 7,9` two more; the same `--seeds` command again trains
+    only seeds without a finished run; `--again` trains anew. (One store throughout: each fit is a process.)"""
     db = _toy_table(tmp_path, monkeypatch)
     main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "3", "--db", db])
     out = capsys.readouterr().out.strip().splitlines()
@@ -150,19 +154,13 @@ def test_three_seeds_of_a_row_are_three_runs_under_it(tmp_path, monkeypatch, cap
     (item,) = reproductions(Store(db, access="read"), published.load_tables()["toy_figure1"])
     assert [s.seed for s in item.seeds] == [7, 9, 5544, 5545, 5546]
 
-
-def test_seeds_already_finished_are_skipped_unless_again(tmp_path, monkeypatch, capsys):
-    """Running the same `--seeds` command after a stop trains only the missing seeds; `--again` trains anew."""
-    db = _toy_table(tmp_path, monkeypatch)
-    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "5544,", "--db", db])
-    capsys.readouterr()
-    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "2", "--db", db])
+    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "5544,7,11", "--db", db])
     out = capsys.readouterr().out.strip().splitlines()
-    assert "(seed 5544): skipped, run 1 finished" in out[0] and out[-1] == "reproduce: 1 done, 0 failed, 1 skipped"
-    assert sorted(r.id for r in Store(db).list_runs()) == [1, 2]
+    assert "(seed 5544): skipped, run 1 finished" in out[0] and "(seed 7): skipped, run 4 finished" in out[1]
+    assert out[-1] == "reproduce: 1 done, 0 failed, 2 skipped" and len(Store(db).list_runs()) == 6
     main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--seeds", "5545,", "--again", "--db", db])
     assert capsys.readouterr().out.strip().splitlines()[-1] == "reproduce: 1 done, 0 failed, 0 skipped"
-    assert len(Store(db).list_runs()) == 3
+    assert len(Store(db).list_runs()) == 7
 
 
 def test_the_same_seeds_command_after_a_stop_continues_the_stopped_run(tmp_path, monkeypatch, capsys):
