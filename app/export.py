@@ -52,6 +52,15 @@ MATPLOTLIB_MARKERS = {
     "pentagon": "p",
     "hexagon": "h",
 }
+# plotly's dashes (app/style.py: a run's dash tells apart runs 24 ids apart, which share a colour) in matplotlib's
+MATPLOTLIB_DASHES = {
+    "solid": "-",
+    "dash": "--",
+    "dot": ":",
+    "dashdot": "-.",
+    "longdash": (0, (8, 3)),
+    "longdashdot": (0, (8, 3, 1.5, 3)),
+}
 
 
 def _series(store: Store, run_id: int, metric: str) -> tuple[str, list]:
@@ -207,6 +216,7 @@ def _matplotlib_figure(table: PaperTable, curves: list[dict]):
                 curve["steps"],
                 curve["values"],
                 color=style.color,
+                linestyle=MATPLOTLIB_DASHES[style.dash],
                 linewidth=1.4,
                 label=curve["label"],
                 marker=MATPLOTLIB_MARKERS[style.symbol],
@@ -258,7 +268,7 @@ def _html(path: Path, table: PaperTable, curves: list[dict], plotly_js: str = "d
                     y=curve["values"],
                     mode=mode,
                     name=curve["label"],
-                    line=dict(color=style.color),
+                    line=dict(color=style.color, dash=style.dash),
                     marker=dict(symbol=style.symbol),
                 ),
                 **at,

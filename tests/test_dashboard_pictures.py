@@ -243,6 +243,28 @@ def test_figure_1_legend_names_only_the_lines_it_draws():
         plt.close(fig)
 
 
+def test_two_runs_sharing_a_colour_in_one_panel_differ_in_dash_in_both_figures(tmp_path):
+    """Runs 5 and 29 share a colour (24 apart, app/style.py); the dashboard tells them apart by the dash, and so
+    must the exported PNG and HTML (comparison_2026 drew S4D's run 5 and the EURNN's run 29 alike)."""
+    import matplotlib.pyplot as plt
+
+    from ortholab.app.style import run_style
+
+    assert run_style(5).color == run_style(29).color
+    losses = np.geomspace(0.2, 1e-4, 40)
+    curves = [curve(5, losses, panel="T=1000 · val/loss"), curve(29, losses * 2, panel="T=1000 · val/loss")]
+    fig = export._matplotlib_figure(table("Figure 1"), curves)
+    try:
+        ax = fig.axes[0]
+        styles = {line.get_label(): line.get_linestyle() for line in ax.get_lines() if len(line.get_xdata()) == 40}
+        assert styles == {curves[0]["label"]: "-", curves[1]["label"]: "--"}
+    finally:
+        plt.close(fig)
+    export._html(tmp_path / "f.html", table("Figure 1"), curves, plotly_js="cdn")
+    html = (tmp_path / "f.html").read_text()
+    assert '"dash":"solid"' in html and '"dash":"dash"' in html
+
+
 def srnn_table_4():
     nll = lambda end: list(np.r_[np.linspace(5.0, end + 0.4, 50), np.linspace(end + 0.1, end, 50)])  # noqa: E731
     return [

@@ -665,7 +665,8 @@ def test_the_full_series_csv_has_every_point():
 
 
 def test_the_report_export_draws_each_run_in_its_dashboard_style():
-    from ortholab.app.export import MATPLOTLIB_MARKERS
-    from ortholab.app.style import SYMBOLS
+    from ortholab.app.export import MATPLOTLIB_DASHES, MATPLOTLIB_MARKERS
+    from ortholab.app.style import DASHES, SYMBOLS
 
     assert set(MATPLOTLIB_MARKERS) == set(SYMBOLS)  # every marker a run can have, in matplotlib's words
+    assert set(MATPLOTLIB_DASHES) == set(DASHES)  # and every dash
