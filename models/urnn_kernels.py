@@ -6,9 +6,9 @@ The same mathematics as models/operator_recurrence.py with models/urnn.py's `Res
 reference and the path on other devices. Forward, per step (W = D3 R2 F^-1 D2 Pi R1 F D1):
     x1 = F (d1 * h_{t-1});  x3 = Pi (x1 - a1 v1), a1 = c1^T x1;  x4 = F^-1 (d2 * x3)
     z_t = u_t + d3 * (x4 - a2 v2), a2 = c2^T x4;  h_t = sigma_eps(z_t, b)  (scuRNN eq. (5))
-The forward keeps x1, a1 and x4 of every step for the factors' gradients (two more (T, B, n) arrays, in place of
-two FFTs per step to recompute them). The backward writes dL/dz_t over z_t (so it runs once per forward), pulls
-dL/dz_t back through W^H (two FFTs) and adds dL/d(factor) per batch row,
+The forward keeps x1, a1 and x4 of every step for the factors' gradients when one is wanted (two more (T, B, n)
+arrays, in place of two FFTs per step to recompute them); evaluation keeps one step's. The backward writes dL/dz_t
+over z_t (so it runs once per forward), pulls dL/dz_t back through W^H (two FFTs) and adds dL/d(factor) per batch row,
 in PyTorch's convention for complex gradients (models/operator_recurrence.py): through y = d * x,
 dL/dd = conj(x) G; through y = x - (c^T x) v, dL/dv = -conj(a) G, dL/dc = -(v^H G) conj(x), dL/dx = G - conj(c) v^H G.
 """
@@ -46,7 +46,7 @@ def _reflect_permute_scale(x1, v, c, permutation, d, a, out):  # pragma: no cove
 
 @numba.njit(**OPTIONS)
 def _reflect_input_modrelu(
-    x4, v, c, d, u, t, b, eps, offsets, has_offsets, z, h, d_next, next_in
+    x4, v, c, d, u, t, b, eps, offsets, has_offsets, z_t, h, d_next, next_in
 ):  # pragma: no cover (compiled)
     """z_t = u_t + d * (x4 - a v), a = c^T x4; h_t = sigma_eps(z_t, b) (+ offsets_t); next_in = d_next * h_t."""
     zero = eps - eps
@@ -61,7 +61,7 @@ def _reflect_input_modrelu(
             hj = zj * (s / (r + eps) if s > zero else zero)  # eq. (5): z relu(r + b) / (r + eps)
             if has_offsets:
                 hj += offsets[t, i, j]
-            z[t, i, j] = zj
+            z_t[i, j] = zj
             h[t, i, j] = hj
             next_in[i, j] = d_next[j] * hj
 
@@ -147,28 +147,33 @@ def _factors(operator, params) -> list[np.ndarray]:
 
 class _URNNRecurrence(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, operator, u, b, h0, offsets, *params):
+    def forward(ctx, operator, keep_tape, u, b, h0, offsets, *params):
         match_torch_threads()
         d, v, c = _factors(operator, params)
         permutation = as_array(operator.permutation)
         eps = real_scalar(as_array(b), MODRELU_EPS)
-        z, h, x1, x4 = (torch.empty_like(u) for _ in range(4))  # x1, x4 (and a1) kept for the backward
+        h = torch.empty_like(u)
+        # z, x1, x4 (and a1) of every step for the backward; without one (evaluation), one step's, reused
+        steps = u.shape if keep_tape else (1, *u.shape[1:])
+        z, x1, x4 = (u.new_empty(steps) for _ in range(3))
         h0 = h0.contiguous()
         step_in, x3 = torch.empty_like(h0), torch.empty_like(h0)
-        a1 = u.new_empty(u.shape[:2])
+        a1 = u.new_empty(steps[:2])
         arrays = [as_array(x) for x in (u, z, h, step_in, x1, x3, x4, a1, b)]
         u_, z_, h_, step_in_, x1_, x3_, x4_, a1_, b_ = arrays
         offsets_ = as_array(u.new_zeros(1, 1, 1) if offsets is None else offsets)
         _scale(as_array(h0), d[0], step_in_)
         for t in range(u.shape[0]):
-            torch.fft.fft(step_in, norm="ortho", out=x1[t])  # F D1 h_{t-1}
-            _reflect_permute_scale(x1_[t], v[0], c[0], permutation, d[1], a1_[t], x3_)  # D2 Pi R1
-            torch.fft.ifft(x3, norm="ortho", out=x4[t])  # F^-1
+            k = t if keep_tape else 0
+            torch.fft.fft(step_in, norm="ortho", out=x1[k])  # F D1 h_{t-1}
+            _reflect_permute_scale(x1_[k], v[0], c[0], permutation, d[1], a1_[k], x3_)  # D2 Pi R1
+            torch.fft.ifft(x3, norm="ortho", out=x4[k])  # F^-1
             _reflect_input_modrelu(
-                x4_[t], v[1], c[1], d[2], u_, t, b_, eps, offsets_, offsets is not None, z_, h_, d[0], step_in_
+                x4_[k], v[1], c[1], d[2], u_, t, b_, eps, offsets_, offsets is not None, z_[k], h_, d[0], step_in_
             )  # D3 R2, + U x_t, modReLU, and D1 h_t for the next step
-        ctx.operator = operator
-        ctx.save_for_backward(b, h0, z, h, x1, a1, x4, *params)
+        if keep_tape:
+            ctx.operator = operator
+            ctx.save_for_backward(b, h0, z, h, x1, a1, x4, *params)
         return torch.view_as_real(h).flatten(-2)
 
     @staticmethod
@@ -181,8 +186,8 @@ class _URNNRecurrence(torch.autograd.Function):
         permutation, inverse = as_array(operator.permutation), as_array(operator.inverse)
         eps = real_scalar(as_array(b), MODRELU_EPS)
         grad_h = gradient_as_complex(grad_features)
-        wanted = [i for i in range(len(params)) if ctx.needs_input_grad[5 + i]]
-        want_total = ctx.needs_input_grad[4]
+        wanted = [i for i in range(len(params)) if ctx.needs_input_grad[6 + i]]
+        want_total = ctx.needs_input_grad[5]
         steps, batch, n = z.shape
         grad_b = torch.zeros_like(z.real[0])
         grad_d, grad_v, grad_c = (z.new_zeros(k, batch, n) for k in (3, 2, 2))  # per batch row
@@ -207,7 +212,7 @@ class _URNNRecurrence(torch.autograd.Function):
             _first_factor_adjoint(g2_, h_[t - 1] if t else h0_, d[0], grad_d_[0], grad_h_, t, carry_)
         factor_grads = [x.sum(dim=1) for x in (grad_d, grad_v, grad_c)]  # summed over the rows
         grad_params = parameter_gradients(operator, params, wanted, factor_grads)  # through `prepare`, once
-        return None, z, grad_b.sum(dim=0), carry, total, *grad_params
+        return None, None, z, grad_b.sum(dim=0), carry, total, *grad_params
 
 
 def urnn_recurrence_features(
@@ -219,5 +224,8 @@ def urnn_recurrence_features(
     offsets: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The uRNN recurrence's states as interleaved real features (T, B, 2n), by the compiled kernels;
-    `operator` a `RestrictedUnitary`, the other arguments as `operator_recurrence_features`."""
-    return _URNNRecurrence.apply(operator, u, b, h0, offsets, *params)
+    `operator` a `RestrictedUnitary`, the other arguments as `operator_recurrence_features`. Where no gradient is
+    wanted (evaluation), the forward keeps one step's intermediates instead of every step's: 2 (T, B, n) arrays
+    (u and h) in place of 5."""
+    keep_tape = torch.is_grad_enabled() and any(x.requires_grad for x in (u, b, h0, offsets, *params) if x is not None)
+    return _URNNRecurrence.apply(operator, keep_tape, u, b, h0, offsets, *params)

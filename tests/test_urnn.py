@@ -229,6 +229,24 @@ def test_hand_written_bptt_matches_plain_autograd(with_offsets, recurrence):
         torch.testing.assert_close(a.grad, c.grad, **close(F64, (4 * 6 + 3) * 9, norm(c.grad)))
 
 
+@pytest.mark.parametrize("with_offsets", [False, True])
+def test_the_compiled_forward_without_a_gradient_gives_the_same_states(with_offsets):
+    """Evaluation (no gradient wanted) keeps one step's intermediates in place of every step's: the same operations
+    on the same numbers, so the same states to the bit, with offsets too."""
+    operator, (u, b, h0, offsets), params = _recurrence_inputs(t=12, b=4, n=8)
+    offsets = offsets if with_offsets else None
+    taped = _run(compiled_recurrence, operator, u, b, h0, params, offsets)
+    assert taped.requires_grad
+    with torch.no_grad():
+        untaped = _run(compiled_recurrence, operator, u, b, h0, params, offsets)
+    detached = [x.detach() for x in (u, b, h0, *params)]
+    plain = _run(
+        compiled_recurrence, operator, *detached[:3], detached[3:], None if offsets is None else offsets.detach()
+    )  # grad mode on, but nothing requires a gradient
+    assert not untaped.requires_grad and not plain.requires_grad
+    assert torch.equal(untaped, taped.detach()) and torch.equal(plain, taped.detach())
+
+
 @RECURRENCES
 def test_hand_written_bptt_matches_finite_differences(recurrence):
     operator, (u, b, h0, offsets), params = _recurrence_inputs(seed=1, t=6, b=2, n=4)
