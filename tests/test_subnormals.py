@@ -34,3 +34,32 @@ def _probe(setting: str | None) -> str:
 def test_the_training_process_flushes_subnormals_unless_told_to_keep_them():
     assert _probe(None) == "True True"
     assert _probe("keep") == "False False"
+
+
+# `ortholab fit` as the console script runs it (argv from sys.argv), Lightning's CLI replaced by a probe
+FIT_PROBE = """
+import sys
+import torch
+import ortholab.training.lightning_cli as lightning_cli
+
+class Probe:
+    def __init__(self, args=None):
+        print((torch.tensor(2.0**-130, dtype=torch.float32) * 1.0).item() == 0.0)
+
+lightning_cli.OrthoLabCLI = Probe
+sys.argv = ["ortholab", "fit", "--config", "configs/demo/copying_scornn.yaml"]
+from ortholab.cli.main import main
+main()
+"""
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="flush-to-zero checked on x86-64 (SSE3)")
+def test_the_fit_command_flushes_subnormals_before_training():
+    """`fit` flushes after reading its config files (so a bad one is told before torch's import), still before
+    Lightning's CLI builds anything."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("ORTHOLAB_SUBNORMALS", None)
+    done = subprocess.run(
+        [sys.executable, "-c", FIT_PROBE], capture_output=True, text=True, env=env, timeout=120, cwd=REPO
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr

@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     if not given and COMMANDS.get(argv[0]) in ("train", "bench"):  # the console script: a training process
         reuse_freed_memory()
-        flush_subnormals()
+        if COMMANDS[argv[0]] == "bench":  # `fit` flushes after its config files are read (torch's import, ~1 s)
+            flush_subnormals()
     quiet_third_party_noise()
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter")  # it prints the args: --db's password
     try:

@@ -37,11 +37,16 @@ def main(argv: list[str], given: bool) -> None:
             )
         print(describe_options(argv[at + 1]))
         return
-    from ortholab.cli.mapping_flags import merge_deep_mapping_flags
     from ortholab.training.config_files import check_config_files, packaged_configs
+
+    check_config_files(argv)  # before torch's and Lightning's imports (~5 s): a config file's mistake is told at once
+    if not given:  # the console script: a training process (ortholab/cli/main.py)
+        from ortholab.training.subnormals import flush_subnormals
+
+        flush_subnormals()
+    from ortholab.cli.mapping_flags import merge_deep_mapping_flags
     from ortholab.training.lightning_cli import OrthoLabCLI, task_short_names
 
-    check_config_files(argv)
     prepared = merge_deep_mapping_flags(task_short_names(resume_arguments(predict_arguments(packaged_configs(argv)))))
     # --data.class_path mnist: the task's class; --model.optimizers.other.lr: that option, not the whole group
     if prepared != argv:
