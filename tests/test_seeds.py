@@ -95,6 +95,11 @@ def test_baseline_rows_count_the_seeds_that_end_beyond_it(tmp_path):
     assert item.spread.std == pytest.approx(ended.std(ddof=1))
 
 
+# Continuing a seed's stopped run trains each seed again in a process of its own (~7 s each, ~30 s a test):
+# behind the slow marker, which CI runs (the default suite keeps the three-seed test below)
+CONTINUING = pytest.mark.slow
+
+
 def _toy_table(tmp_path, monkeypatch, config_extra=None):
     config = yaml.safe_load(open(published.PUBLISHED_DIR.parents[1] / "demo" / "copying_scornn.yaml"))
     config["model"]["hidden_size"], config["model"]["family_args"] = 8, {"rho": 4}
@@ -163,6 +168,7 @@ def test_three_seeds_of_a_row_are_three_runs_under_it_and_finished_seeds_are_ski
     assert len(Store(db).list_runs()) == 7
 
 
+@CONTINUING
 def test_the_same_seeds_command_after_a_stop_continues_the_stopped_run(tmp_path, monkeypatch, capsys):
     """`reproduce --seeds 2` again after seed 5545's run stopped: that run continues as itself (it started a second
     run of the seed from step 0 before, leaving the stopped one beside it); the finished seed is skipped."""
@@ -180,6 +186,7 @@ def test_the_same_seeds_command_after_a_stop_continues_the_stopped_run(tmp_path,
     assert len(runs) == 2 and all(r.status == "finished" for r in runs)  # --again: the test above
 
 
+@CONTINUING
 def test_a_run_stopped_before_its_first_checkpoint_is_trained_anew(tmp_path, monkeypatch, capsys):
     """Nothing to continue from (`fit --resume` refuses it): the same command starts a new run of that seed instead
     of failing on it every time."""
@@ -196,6 +203,7 @@ def test_a_run_stopped_before_its_first_checkpoint_is_trained_anew(tmp_path, mon
     assert len(Store(db, access="read").list_runs()) == 2
 
 
+@CONTINUING
 def test_resume_of_one_table_leaves_the_other_tables_rows(tmp_path, monkeypatch, capsys):
     db = _toy_table(tmp_path, monkeypatch)
     main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--db", db])
@@ -209,6 +217,7 @@ def test_resume_of_one_table_leaves_the_other_tables_rows(tmp_path, monkeypatch,
     assert "run 1 finished" in capsys.readouterr().out
 
 
+@CONTINUING
 def test_resume_with_seeds_continues_those_seeds_stopped_runs_then_trains_the_missing_ones(
     tmp_path, monkeypatch, capsys
 ):
