@@ -2,8 +2,10 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# Installed before the project, so the CPU wheel on disk is used where present (see docs/getting-started.md).
+# Installed before the project, so that the project's install keeps it. TORCH_INDEX picks a wheel index, e.g. PyTorch's
+# CPU-only one (docs/getting-started.md); empty, pip's own configuration decides (PyPI, or a local wheel where pip is set so).
 TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?=
 STAMP := $(VENV)/.installed
 
 .PHONY: install demo lint test test-slow test-docker test-kernels bench docs screenshots gpu-pack gpu-check clean delete-recorded-runs
@@ -12,7 +14,7 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml tools/install_torchaudio.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install "$(TORCH_SPEC)"
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)") "$(TORCH_SPEC)"
 	$(BIN)/python -m pip install -e ".[dev]"
 	$(BIN)/python tools/install_torchaudio.py
 	touch $(STAMP)

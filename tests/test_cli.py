@@ -436,3 +436,22 @@ def test_readers_start_without_lightning_or_torch(command, tmp_path):
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "IMPORTED []" in out.stdout, out.stdout[-500:]
+
+
+def test_the_closing_line_names_ortholab_as_it_can_be_typed_here(tmp_path, monkeypatch):
+    """After `make demo` the venv is not activated: `ortholab runs` would not be found, `.venv/bin/ortholab runs` is."""
+    from ortholab.training import lightning_cli
+
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "ortholab").write_text("#!/bin/sh\n")
+    (bin_dir / "ortholab").chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(bin_dir / "python"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert lightning_cli.console_command() == ".venv/bin/ortholab"
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert lightning_cli.console_command() == str(bin_dir / "ortholab")
+    monkeypatch.setenv("PATH", str(bin_dir))  # activated
+    assert lightning_cli.console_command() == "ortholab"

@@ -12,6 +12,7 @@ import difflib
 import math
 import os
 import re
+import shutil
 import signal
 import sys
 import warnings
@@ -486,8 +487,20 @@ class OrthoLabCLI(LightningCLI):
             print(f"Best {run.main_metric}: {run.best:.4g}{baseline}")
         print(
             f"Run {run.id} ({run.name}, {run.status}) recorded in {mask_url(logger.store.url)}; "
-            f"run folder {logger.log_dir}. List runs with `ortholab runs`."
+            f"run folder {logger.log_dir}. List runs with `{console_command()} runs`."
         )
+
+
+def console_command() -> str:
+    """How to type this installation's `ortholab`: the bare name where PATH finds it, its path otherwise (a venv
+    not activated, as after `make demo`)."""
+    script = Path(sys.executable).parent / "ortholab"
+    found = shutil.which("ortholab")
+    if not script.exists() or (found is not None and Path(found).resolve() == script.resolve()):
+        return "ortholab"
+    with contextlib.suppress(ValueError):  # under the current folder: as typed there, e.g. .venv/bin/ortholab
+        return str(script.relative_to(Path.cwd()))
+    return str(script)
 
 
 CHECKPOINT_OVERHEAD_BYTES = 256 * 1024  # a checkpoint's bytes beyond the tensors (loops, callbacks, hparams): ~10 KiB
