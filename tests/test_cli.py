@@ -455,3 +455,13 @@ def test_the_closing_line_names_ortholab_as_it_can_be_typed_here(tmp_path, monke
     assert lightning_cli.console_command() == str(bin_dir / "ortholab")
     monkeypatch.setenv("PATH", str(bin_dir))  # activated
     assert lightning_cli.console_command() == "ortholab"
+
+
+@pytest.mark.parametrize(("command", "passes_flags"), [("reproduce", True), ("sweep", True), ("runs", False)])
+def test_help_says_where_other_flags_go(command, passes_flags, capsys):
+    """The docs pass config keys through `reproduce` and `sweep` (--data.path): their --help must say so."""
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    assert done.value.code == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert ("Other --key value flags are config keys given to every fit" in shown) is passes_flags

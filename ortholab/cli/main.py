@@ -46,9 +46,16 @@ def top_help() -> str:
     return "\n".join(lines) + "\n"
 
 
+EXTRA_FLAGS_HELP = (
+    "Other --key value flags are config keys given to every fit this command starts, as `ortholab fit` takes them "
+    "(e.g. --data.path DIR, --trainer.max_steps 100)."
+)
+
+
 def run_parsed(module: ModuleType, argv: list[str]) -> None:
     """argparse for one command: its own parser (errors as one line), then its run(args, extra)."""
-    parser = OneLineParser(prog=f"ortholab {argv[0]}", description=module.HELP)
+    epilog = EXTRA_FLAGS_HELP if getattr(module, "EXTRA_FLAGS", False) else None
+    parser = OneLineParser(prog=f"ortholab {argv[0]}", description=module.HELP, epilog=epilog)
     module.add_arguments(parser)
     args, extra = parser.parse_known_args(argv[1:])
     if extra and not getattr(module, "EXTRA_FLAGS", False):
