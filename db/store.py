@@ -419,6 +419,15 @@ class Store:
             return None
         return self._busy_message(run_id, holder, row.heartbeat_at)
 
+    def holder_ended(self, run_id: int) -> bool:
+        """Whether the process that last held the run's lease provably ended: it ran on this machine and is gone
+        (killed by SIGKILL or the out-of-memory killer, which leave the run 'running'). Another machine's holder
+        never counts: only its silence tells."""
+        with self._session() as session:
+            token = session.execute(select(Run.lease_owner).where(Run.id == run_id)).scalar_one_or_none()
+        holder = lease.parse(token)
+        return holder is not None and lease.is_gone(holder)
+
     def _busy_message(self, run_id: int, holder: lease.Owner | None, heartbeat_at) -> str:
         who = holder.describe() if holder else "another process"
         kill = f"`kill -TERM {holder.pid}` on {holder.host}" if holder else "SIGTERM"

@@ -860,3 +860,31 @@ def test_a_failed_row_says_why_in_its_status(tmp_path):
     assert item.status == "failed (non-finite gradient of parameter group 'recurrent' at step 443)"
     store.set_status(fit, "failed", reason="out of memory (checkpoint before the step: /x/y.ckpt)")
     assert reproductions(store, table)[0].status == "failed (out of memory)"
+
+
+def test_resume_finds_at_once_a_running_row_whose_process_here_has_ended(tmp_path, monkeypatch):
+    """SIGKILL (most often the out-of-memory killer) leaves a run 'running'. When its lease names a process of this
+    machine that has ended, `reproduce --resume` continues it at once; a live holder's run and a run written from
+    another machine, both silent for seconds only, are left alone until --stale_minutes says otherwise."""
+    import subprocess
+    import sys
+
+    from test_cli import DEMO
+
+    from ortholab.cli.reproduce import unfinished_runs
+    from ortholab.db.lease import current_owner
+
+    _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("val/loss", _copying_rows(DEMO, "ended", "live", "elsewhere")))
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    script = "from ortholab.db.lease import current_owner; print(current_owner().token)"
+    ended = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.strip()
+    here = current_owner().token
+    elsewhere = "|".join(["another-host", *here.split("|")[1:]])
+    ids = {
+        name: store.create_run(name=name, tags=[f"paper:toy_figure1/{name}"], owner=token)
+        for name, token in (("ended", ended), ("live", here), ("elsewhere", elsewhere))
+    }
+    assert store.holder_ended(ids["ended"]) and not store.holder_ended(ids["live"])
+    assert not store.holder_ended(ids["elsewhere"])
+    assert [(row.row, fit.id) for row, fit in unfinished_runs(store, 1800)] == [("ended", ids["ended"])]
+    assert [row.row for row, _ in unfinished_runs(store, 0)] == ["ended", "live", "elsewhere"]

@@ -276,9 +276,29 @@ def test_an_exported_unfinished_run_resumes_from_a_copy_of_its_store_on_a_new_ma
     assert_same_training(copy, after, reference)
 
 
+def restarted(url: str, run_id: int) -> None:
+    """Rewrite the run's lease as if its holder had run before this machine's last boot (db/lease.py's token:
+    host|boot|pid namespace|pid|start time), and as expired, as the boot's minutes leave it."""
+    from datetime import datetime
+
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        token = connection.execute(text("SELECT lease_owner FROM runs WHERE id = :id"), {"id": run_id}).scalar_one()
+        host, _, *rest = token.split("|")
+        earlier = "|".join([host, "an-earlier-boot", *rest])
+        connection.execute(
+            text("UPDATE runs SET lease_owner = :t, lease_expires_at = :past WHERE id = :id"),
+            {"t": earlier, "past": datetime(2000, 1, 1), "id": run_id},
+        )
+    engine.dispose()
+
+
 def test_reproduce_resume_continues_a_killed_paper_row_as_the_same_run(tmp_path, reference, monkeypatch, capsys):
     """A machine restart mid-row: the run stays 'running' with no process; `reproduce --resume` finds it by its
-    silence and continues it to the same curve as an uninterrupted run."""
+    silence and continues it to the same curve as an uninterrupted run. (Killed on a machine that stays up, it is
+    found at once: tests/test_reproduce.py.)"""
     import yaml
 
     import ortholab.db.published as published
@@ -308,6 +328,7 @@ def test_reproduce_resume_continues_a_killed_paper_row_as_the_same_run(tmp_path,
     store = Store(db)
     (run,) = store.list_runs()
     assert run.status == "running"
+    restarted(db, run.id)  # its lease names the boot before the restart: whether it lives, only silence tells
 
     main(["reproduce", "--resume", "--db", db])  # seconds ago: it may still be alive, so it is left alone
     assert "no unfinished paper rows" in capsys.readouterr().out and store.list_runs()[0].status == "running"

@@ -118,7 +118,8 @@ def add_arguments(parser) -> None:
         "--stale_minutes",
         type=float,
         default=30.0,
-        help="with --resume: a 'running' run silent this long counts as stopped (default 30)",
+        help="with --resume: a 'running' run silent this long counts as stopped (default 30); one whose process on "
+        "this machine has ended counts at once",
     )
 
 
@@ -434,9 +435,10 @@ def evaluate_row(
 
 
 def unfinished_runs(store: Store, stale_after_s: float) -> list[tuple[PaperRow, object]]:
-    """Paper rows whose latest fit stopped before its end: interrupted, or 'running' without a sign of life
-    (no write to the store) for `stale_after_s` seconds, i.e. killed with the machine or by SIGKILL; and rows
-    whose fit finished but whose evaluation never did (stopped between the two, or the fit resumed by hand)."""
+    """Paper rows whose latest fit stopped before its end: interrupted; 'running' with its process on this machine
+    gone (killed by SIGKILL, e.g. the out-of-memory killer), or without a sign of life (no write or heartbeat) for
+    `stale_after_s` seconds (killed with its machine); and rows whose fit finished but whose evaluation never did
+    (stopped between the two, or the fit resumed by hand)."""
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     found = []
     runs = store.list_runs()
@@ -450,7 +452,7 @@ def unfinished_runs(store: Store, stale_after_s: float) -> list[tuple[PaperRow, 
                 silent = (now - fit.heartbeat_at.replace(tzinfo=None)).total_seconds()
                 if (
                     fit.status == "interrupted"
-                    or (fit.status == "running" and silent > stale_after_s)
+                    or (fit.status == "running" and (silent > stale_after_s or store.holder_ended(fit.id)))
                     or (fit.status == "finished" and not _evaluated(store, row, fit, runs))
                 ):
                     found.append((row, fit))
@@ -545,8 +547,8 @@ def resume_unfinished(
     outcomes = _each(resume, found, workers)
     if not outcomes:
         print(
-            f"no unfinished paper rows in {store.display_url} (a 'running' run counts as stopped after "
-            f"{stale_after_s / 60:g} minutes without a write)",
+            f"no unfinished paper rows in {store.display_url} (a 'running' run counts as stopped once its process "
+            f"on this machine has ended, or after {stale_after_s / 60:g} minutes without a write)",
             flush=True,
         )
     return outcomes
