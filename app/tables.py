@@ -74,7 +74,7 @@ def runs_frame(
             "family": r.family,
             "task": r.task,
             "status": r.status,
-            "activity": activity(r, now),
+            "activity": progress.get(r.id, {}).get("silent") or activity(r, now),  # its process gone: at once
             "steps": r.steps,
             **_progress_cells(r.steps, progress.get(r.id, {})),
             "main metric": r.main_metric,

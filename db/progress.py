@@ -7,13 +7,15 @@ from datetime import datetime, timezone
 
 from ortholab.db.lease import silence
 
+ENDED = "its process ended: killed?"  # a running run whose lease names a process of this machine that is gone
 PACE_POINTS = 5  # the ETA uses the median of the last five recorded step times (`time/step_s`)
 
 
 def run_progress(store, run, now: datetime) -> dict:
     """`total_steps`, `epoch` ('k/N', or 'k' without an epoch budget) and `eta_s` of a running run, from the plan
     recorded at its start (Store.run_plan) and its recent pace; a run silent for minutes (killed with its machine)
-    gets `silent` instead of an ETA. {} for a run that is not running."""
+    or whose process on this machine is gone (SIGKILL) gets `silent` instead of an ETA. {} for a run that is not
+    running."""
     if run.status != "running":
         return {}
     plan = store.run_plan(run.id)
@@ -21,7 +23,7 @@ def run_progress(store, run, now: datetime) -> dict:
     out = {"total_steps": total}
     if per_epoch:
         out["epoch"] = f"{run.steps // per_epoch}/{epochs}" if epochs else str(run.steps // per_epoch)
-    silent = silence(run.heartbeat_at, now)
+    silent = silence(run.heartbeat_at, now) or (ENDED if store.holder_ended(run.id) else None)
     if silent:  # killed outright (a machine's end, SIGKILL): no ETA; `ortholab reproduce --resume` goes on
         out["silent"] = silent
         return out

@@ -377,6 +377,25 @@ def test_runs_marks_a_running_run_that_went_silent_and_drops_its_eta(tmp_path, c
     assert "running (silent 2.0 h: killed?)" in line and re.search(r"200/1000\s+2/10\s+-\s", line), line  # eta: -
 
 
+def test_runs_marks_at_once_a_running_run_whose_process_here_ended(tmp_path, capsys):
+    """SIGKILL (the out-of-memory killer) on this machine: the run's lease names a process that is gone, so the
+    listing says so seconds later, not after minutes of silence; a live holder's run keeps its ETA."""
+    from ortholab.db.lease import current_owner
+
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    store = Store(db)
+    script = "from ortholab.db.lease import current_owner; print(current_owner().token)"
+    ended = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.strip()
+    for name, owner in (("killed", ended), ("live", current_owner().token)):
+        run = store.create_run(name=name, owner=owner)
+        store.update_run(run, info={"plan": {"total_steps": 1_000, "steps_per_epoch": 100, "max_epochs": 10}})
+        store.log_metrics(run, {"time/step_s": 0.5}, step=200)
+    main(["runs", "--json", "--db", db])
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert rows["killed"]["silent"] == "its process ended: killed?" and "eta_s" not in rows["killed"]
+    assert "silent" not in rows["live"] and rows["live"]["eta_s"] == pytest.approx(800 * 0.5)
+
+
 def test_a_closed_pipe_ends_quietly(tmp_path):
     """`ortholab runs | head`: the reader leaves early; the command stops with exit 0 and nothing on stderr."""
     db = f"sqlite:///{tmp_path / 'store.db'}"

@@ -176,6 +176,15 @@ def test_runs_frame_shows_progress_only_where_it_is_known():
     assert frame.loc[3, ["of plan", "epoch", "ETA"]].tolist() == ["", "", ""]
 
 
+def test_runs_frame_names_a_running_run_whose_process_ended_at_once():
+    """Seconds after a SIGKILL on this machine, db.progress says its process ended: the activity column says so
+    too, not 'live'."""
+    runs = [summary(1, status="running", ended_at=None, heartbeat_at=NOW - timedelta(seconds=3))]
+    frame = runs_frame(runs, now=NOW, progress={1: {"silent": "its process ended: killed?"}}).set_index("id")
+    assert frame.loc[1, "activity"] == "its process ended: killed?"
+    assert runs_frame(runs, now=NOW).set_index("id").loc[1, "activity"] == "live (3 s ago)"
+
+
 def test_runs_beat_a_max_mode_baseline_by_being_above_it():
     frame = runs_frame([summary(1, main_metric_mode="max", best=0.9, baseline=0.5)], now=NOW)
     assert frame.loc[0, "beats baseline"]
