@@ -36,9 +36,9 @@ class _PoisonGradient(pl.Callback):
             pl_module.get_parameter(self.parameter).grad.view(-1)[0] = float("nan")
 
 
-def _fit(tmp_path, callback, modrelu_bias: float | None = None):
+def _fit(tmp_path, callback, modrelu_bias: float | None = None, optimizers: dict = OPTIMIZERS):
     task = CopyingTask(seq_len=5, train_size=40, batch_size=10, val_size=10)
-    module = RecurrentModule(task.spec, family="scornn", hidden_size=8, family_args={"rho": 4}, optimizers=OPTIMIZERS)
+    module = RecurrentModule(task.spec, family="scornn", hidden_size=8, family_args={"rho": 4}, optimizers=optimizers)
     if modrelu_bias is not None:
         module.model.layer.bias.data.fill_(modrelu_bias)
     logger = SQLLogger(db_url=f"sqlite:///{tmp_path / 'runs.db'}", root_dir=str(tmp_path / "runs"))
@@ -77,6 +77,45 @@ def test_the_family_hint_is_given_only_for_the_group_it_concerns(tmp_path):
     assert "modReLU" not in recurrent
     *_, other = _fit(tmp_path / "other", _PoisonGradient("model.layer.input_weight"), modrelu_bias=0.5)
     assert "group 'other' at step 1" in other and "modReLU biases b > 0" in other
+
+
+class _GradientStaysZero(pl.Callback):
+    """From step 2, one entry of the input weights gets a zero gradient, and its RMSprop mean square has underflowed
+    to 0, as a float32 average of g^2 decaying by 0.9 does after ~760 zero gradients (fcuRNN, adding T = 750)."""
+
+    def on_after_backward(self, trainer, pl_module):
+        if trainer.global_step == 2:
+            weight = pl_module.get_parameter("model.layer.input_weight")
+            weight.grad.view(-1)[0] = 0.0
+            trainer.optimizers[1].state[weight]["mean_square"].view(-1)[0] = 0.0
+
+
+def test_a_zero_mean_square_with_eps_0_is_named_as_0_over_0_before_the_family_hint(tmp_path):
+    """Wisdom et al.'s Theano RMSprop has no epsilon: a gradient that stays 0 long enough makes its step 0/0. The
+    guard names the accumulator, the parameter and the fix, not scoRNN's modReLU hint (which biases > 0 would give)."""
+    no_eps = {**OPTIMIZERS, "other": {"name": "rmsprop_tf", "lr": 1e-3, "eps": 0.0, "initial_accumulator": 1e-3}}
+    *_, message = _fit(tmp_path, _GradientStaysZero(), modrelu_bias=0.5, optimizers=no_eps)
+    assert "group 'other' after its optimizer step at step 2" in message
+    assert "mean_square of model.layer.input_weight reached exactly 0 in 1 entries" in message
+    assert "model.optimizers.other.eps a positive value" in message and "modReLU" not in message
+    with_eps = {**OPTIMIZERS, "other": {**no_eps["other"], "eps": 1e-10}}  # the fix: 0 / sqrt(1e-10) = 0, finite
+    assert _fit_without_failure(tmp_path / "eps", _GradientStaysZero(), optimizers=with_eps)
+
+
+def _fit_without_failure(tmp_path, callback, optimizers: dict) -> bool:
+    task = CopyingTask(seq_len=5, train_size=40, batch_size=10, val_size=10)
+    module = RecurrentModule(task.spec, family="scornn", hidden_size=8, family_args={"rho": 4}, optimizers=optimizers)
+    trainer = pl.Trainer(
+        max_steps=4,
+        logger=False,
+        callbacks=[callback, NaNGuard()],
+        accelerator="cpu",
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+    )
+    trainer.fit(module, datamodule=task)
+    return trainer.global_step == 4 and all(bool(torch.isfinite(p).all()) for p in module.parameters())
 
 
 def test_groups_named_in_a_hint():

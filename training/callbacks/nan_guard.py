@@ -33,8 +33,38 @@ def family_hint(pl_module, group: str | None) -> str | None:
     return hint if group is None or not named or group in named else None
 
 
-def likely_cause(pl_module, group: str | None, update: bool = False) -> str:
+SECOND_MOMENTS = ("mean_square", "square_avg", "exp_avg_sq", "accumulator", "sum")  # g^2 averages steps divide by
+
+
+def zero_second_moment(pl_module, group: str, optimizer) -> str | None:
+    """0/0 in an adaptive step: with eps = 0, an entry of the group's running mean of g^2 that reached exactly 0 (its
+    gradient stayed 0 for long enough that the decaying float32 average underflowed) divides a zero gradient by 0."""
+    if optimizer is None:
+        return None
+    names = {id(p): name for name, p in pl_module.named_parameters()}
+    for param_group in optimizer.param_groups:
+        if param_group.get("eps", 0) != 0:
+            continue
+        for p in param_group["params"]:
+            state = optimizer.state.get(p, {})
+            for key in SECOND_MOMENTS:
+                moment = state.get(key)
+                if torch.is_tensor(moment) and bool((moment == 0).any()):
+                    return (
+                        f"the optimizer's {key} of {names.get(id(p), 'a parameter')} reached exactly 0 in "
+                        f"{int((moment == 0).sum())} entries (a gradient that stayed 0 until the decaying average "
+                        f"underflowed) and with eps = 0 the step divided 0 by 0: give "
+                        f"model.optimizers.{group}.eps a positive value (e.g. 1e-10, TF1's default)"
+                    )
+    return None
+
+
+def likely_cause(pl_module, group: str | None, update: bool = False, optimizer=None) -> str:
     """Why `group`'s gradient (or, with `update`, its optimizer step) went non-finite; `group` None: the loss."""
+    if update and group is not None:  # a definite cause first: the families' hints are likelihoods
+        zero = zero_second_moment(pl_module, group, optimizer)
+        if zero:
+            return zero
     hint = family_hint(pl_module, group)
     if hint:
         return hint
@@ -138,7 +168,7 @@ class NaNGuard(Callback):
             self._handles += [
                 optimizer.register_step_pre_hook(lambda *_, g=group, ps=params: self._keep(g, ps)),
                 optimizer.register_step_post_hook(
-                    lambda *_, g=group, ps=params: self._check_update(trainer, pl_module, g, ps)
+                    lambda *_, g=group, ps=params, o=optimizer: self._check_update(trainer, pl_module, g, ps, o)
                 ),
             ]
 
@@ -152,11 +182,12 @@ class NaNGuard(Callback):
             torch._foreach_copy_(kept[1], [p.detach() for p in params])
         self._stepped.append(group)
 
-    def _check_update(self, trainer, pl_module, group: str, params: list[torch.Tensor]) -> None:
+    def _check_update(self, trainer, pl_module, group: str, params: list[torch.Tensor], optimizer=None) -> None:
         if all_finite(params):
             return
         self._restore()
-        self._stop(trainer, pl_module, f"parameters of group {group!r} after its optimizer step", group, update=True)
+        what = f"parameters of group {group!r} after its optimizer step"
+        self._stop(trainer, pl_module, what, group, update=True, optimizer=optimizer)
 
     @torch.no_grad()
     def _restore(self) -> None:
@@ -167,10 +198,17 @@ class NaNGuard(Callback):
 
     # stopping -------------------------------------------------------------------------------------
     def _stop(
-        self, trainer, pl_module, what: str, group: str | None, update: bool = False, recheck: bool = False
+        self,
+        trainer,
+        pl_module,
+        what: str,
+        group: str | None,
+        update: bool = False,
+        recheck: bool = False,
+        optimizer=None,
     ) -> None:
         step = self._step
-        reason = f"non-finite {what} at step {step}: {likely_cause(pl_module, group, update)}"
+        reason = f"non-finite {what} at step {step}: {likely_cause(pl_module, group, update, optimizer)}"
         folder = trainer.loggers[0].log_dir if trainer.loggers else trainer.default_root_dir
         path = os.path.join(folder, "checkpoints", f"nan-step{step}.ckpt")
         self._checkpoint_step = step
