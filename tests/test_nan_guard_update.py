@@ -96,7 +96,7 @@ def test_a_zero_mean_square_with_eps_0_is_named_as_0_over_0_before_the_family_hi
     no_eps = {**OPTIMIZERS, "other": {"name": "rmsprop_tf", "lr": 1e-3, "eps": 0.0, "initial_accumulator": 1e-3}}
     *_, message = _fit(tmp_path, _GradientStaysZero(), modrelu_bias=0.5, optimizers=no_eps)
     assert "group 'other' after its optimizer step at step 2" in message
-    assert "mean_square of model.layer.input_weight reached exactly 0 in 1 entries" in message
+    assert "mean_square of model.layer.input_weight reached exactly 0 in 1 entry" in message
     assert "model.optimizers.other.eps a positive value" in message and "modReLU" not in message
     with_eps = {**OPTIMIZERS, "other": {**no_eps["other"], "eps": 1e-10}}  # the fix: 0 / sqrt(1e-10) = 0, finite
     assert _fit_without_failure(tmp_path / "eps", _GradientStaysZero(), optimizers=with_eps)

@@ -49,11 +49,12 @@ def zero_second_moment(pl_module, group: str, optimizer) -> str | None:
             state = optimizer.state.get(p, {})
             for key in SECOND_MOMENTS:
                 moment = state.get(key)
-                if torch.is_tensor(moment) and bool((moment == 0).any()):
+                zeros = int((moment == 0).sum()) if torch.is_tensor(moment) else 0
+                if zeros:
                     return (
                         f"the optimizer's {key} of {names.get(id(p), 'a parameter')} reached exactly 0 in "
-                        f"{int((moment == 0).sum())} entries (a gradient that stayed 0 until the decaying average "
-                        f"underflowed) and with eps = 0 the step divided 0 by 0: give "
+                        f"{zeros} {'entry' if zeros == 1 else 'entries'} (a gradient that stayed 0 until the "
+                        f"decaying average underflowed) and with eps = 0 the step divided 0 by 0: give "
                         f"model.optimizers.{group}.eps a positive value (e.g. 1e-10, TF1's default)"
                     )
     return None
