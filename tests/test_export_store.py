@@ -145,3 +145,25 @@ def test_a_full_disk_leaves_no_file_that_looks_whole(tmp_path, monkeypatch, caps
     assert stop.value.code == 2 and len(err) == 1 and "no space left" in err[0]
     names = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert names == ["report.csv", "report.md"]  # written whole before it; no .part, no half figure
+
+
+def test_exported_checkpoints_are_committable_while_run_folders_stay_ignored():
+    """`report --export docs/results/X --with-checkpoints` writes checkpoints so that another machine goes on from
+    them: git must not ignore them there (until 2026-11-28 `*.ckpt` did, and no export carried one), while the
+    checkpoints of run folders stay ignored."""
+    import shutil
+    import subprocess
+
+    repo = pathlib.Path(__file__).resolve().parents[1]
+    if shutil.which("git") is None or not (repo / ".git").exists():
+        pytest.skip("not a git checkout")
+
+    def ignored(path: str) -> bool:
+        return subprocess.run(["git", "check-ignore", "-q", path], cwd=repo).returncode == 0
+
+    assert not ignored("docs/results/some_table/checkpoints/store-0a1b2c3d/some_table.row/7/checkpoints/last.ckpt")
+    assert not ignored(
+        "docs/results/some_table/checkpoints/store-0a1b2c3d/some_table.row/7/checkpoints/best-step9.ckpt"
+    )
+    assert ignored("runs/store-0a1b2c3d/copying_scornn/1/checkpoints/last.ckpt")
+    assert ignored("elsewhere/model.ckpt")
