@@ -36,14 +36,12 @@ class _PoisonGradient(pl.Callback):
             pl_module.get_parameter(self.parameter).grad.view(-1)[0] = float("nan")
 
 
-def _fit(tmp_path, callback, modrelu_bias: float | None = None, optimizers: dict = OPTIMIZERS):
+def _setup(callback, optimizers: dict, logger, max_steps: int):
+    """A tiny scoRNN on copying with the NaN guard: (task, module, trainer)."""
     task = CopyingTask(seq_len=5, train_size=40, batch_size=10, val_size=10)
     module = RecurrentModule(task.spec, family="scornn", hidden_size=8, family_args={"rho": 4}, optimizers=optimizers)
-    if modrelu_bias is not None:
-        module.model.layer.bias.data.fill_(modrelu_bias)
-    logger = SQLLogger(db_url=f"sqlite:///{tmp_path / 'runs.db'}", root_dir=str(tmp_path / "runs"))
     trainer = pl.Trainer(
-        max_steps=6,
+        max_steps=max_steps,
         logger=logger,
         callbacks=[callback, NaNGuard()],
         accelerator="cpu",
@@ -51,6 +49,14 @@ def _fit(tmp_path, callback, modrelu_bias: float | None = None, optimizers: dict
         enable_model_summary=False,
         enable_checkpointing=False,
     )
+    return task, module, trainer
+
+
+def _fit(tmp_path, callback, modrelu_bias: float | None = None, optimizers: dict = OPTIMIZERS):
+    logger = SQLLogger(db_url=f"sqlite:///{tmp_path / 'runs.db'}", root_dir=str(tmp_path / "runs"))
+    task, module, trainer = _setup(callback, optimizers, logger, max_steps=6)
+    if modrelu_bias is not None:
+        module.model.layer.bias.data.fill_(modrelu_bias)
     with pytest.raises(NonFiniteError) as error:
         trainer.fit(module, datamodule=task)
     (run,) = Store(logger._db_url).list_runs()
@@ -99,21 +105,11 @@ def test_a_zero_mean_square_with_eps_0_is_named_as_0_over_0_before_the_family_hi
     assert "mean_square of model.layer.input_weight reached exactly 0 in 1 entry" in message
     assert "model.optimizers.other.eps a positive value" in message and "modReLU" not in message
     with_eps = {**OPTIMIZERS, "other": {**no_eps["other"], "eps": 1e-10}}  # the fix: 0 / sqrt(1e-10) = 0, finite
-    assert _fit_without_failure(tmp_path / "eps", _GradientStaysZero(), optimizers=with_eps)
+    assert _fit_without_failure(_GradientStaysZero(), optimizers=with_eps)
 
 
-def _fit_without_failure(tmp_path, callback, optimizers: dict) -> bool:
-    task = CopyingTask(seq_len=5, train_size=40, batch_size=10, val_size=10)
-    module = RecurrentModule(task.spec, family="scornn", hidden_size=8, family_args={"rho": 4}, optimizers=optimizers)
-    trainer = pl.Trainer(
-        max_steps=4,
-        logger=False,
-        callbacks=[callback, NaNGuard()],
-        accelerator="cpu",
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        enable_checkpointing=False,
-    )
+def _fit_without_failure(callback, optimizers: dict) -> bool:
+    task, module, trainer = _setup(callback, optimizers, logger=False, max_steps=4)
     trainer.fit(module, datamodule=task)
     return trainer.global_step == 4 and all(bool(torch.isfinite(p).all()) for p in module.parameters())
 
