@@ -31,7 +31,8 @@ def upper_from_skew(a: torch.Tensor) -> torch.Tensor:
 def scaled_cayley(a: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
     """W = (I + A)^-1 (I - A) D, with D = diag(d); a solve, not an explicit inverse (scoRNN eq. 3.1)."""
     eye = torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
-    return torch.linalg.solve(eye + a, eye - a) * d
+    # I + A is invertible for skew A (eigenvalues 1 + i lambda): solve_ex skips the check, a host sync on a GPU
+    return torch.linalg.solve_ex(eye + a, eye - a).result * d
 
 
 def inverse_scaled_cayley(w: torch.Tensor, d: torch.Tensor) -> torch.Tensor:

@@ -69,7 +69,7 @@ class _ComplexModReLURecurrence(torch.autograd.Function):
         steps, batch, width = u.shape
         n = width // 2
         m = real_block_matrix(w_real, w_imag)
-        eps = u.new_tensor(modrelu.root_eps)
+        eps = torch.full((), modrelu.root_eps, dtype=u.dtype, device=u.device)  # on the device: no host copy
         z, h = torch.empty_like(u), torch.empty_like(u)
         r, s = u.new_empty(steps, batch, n), u.new_empty(steps, batch, n)  # r and s(r) of every step, for backward
         prev = h0

@@ -131,7 +131,9 @@ def _modrelu_scale(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(r, s) of sigma_eps at z, written into r and s if given: r = sqrt(|z|^2 + eps), s = relu(r + b) / (r + eps)."""
     re, im = z.real, z.imag
-    r = torch.addcmul(z.new_tensor(modrelu.root_eps, dtype=re.dtype), re, re, out=r).addcmul_(im, im).sqrt_()
+    # eps filled on the device (a tensor made from a Python number would be a host copy at every step)
+    r = torch.full_like(re, modrelu.root_eps) if r is None else r.fill_(modrelu.root_eps)
+    r = r.addcmul_(re, re).addcmul_(im, im).sqrt_()
     s = torch.add(r, b, out=s)
     if modrelu.numerator_eps:  # the EUNN code's relu(|z| + eps + b)
         s.add_(modrelu.numerator_eps)

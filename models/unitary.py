@@ -50,7 +50,8 @@ def skew_hermitian_coordinates(a: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
 def complex_scaled_cayley(a: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
     """W = (I + A)^-1 (I - A) D, D = diag(e^{i theta}); a solve, not an explicit inverse (scuRNN Theorem 1)."""
     eye = torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
-    return torch.linalg.solve(eye + a, eye - a) * torch.polar(torch.ones_like(theta), theta)
+    # I + A is invertible for skew-Hermitian A: solve_ex skips the check, a host sync on a GPU
+    return torch.linalg.solve_ex(eye + a, eye - a).result * torch.polar(torch.ones_like(theta), theta)
 
 
 def theorem2_gradients(a: torch.Tensor, theta: torch.Tensor, grad_w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -129,7 +130,7 @@ class ComplexScaledCayley(nn.Module):
     def skew(self) -> torch.Tensor:
         real, imag = self.real_upper, self.imag_upper
         if self.gradient == "theorem2":
-            real = _ScaleGradient.apply(real, real.new_tensor(0.5))
+            real = _ScaleGradient.apply(real, torch.full((), 0.5, dtype=real.dtype, device=real.device))
             imag = _ScaleGradient.apply(imag, self.imag_gradient_scale.to(imag.dtype))
         return skew_hermitian(real, imag, self.n)
 

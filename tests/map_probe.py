@@ -6,6 +6,8 @@ from lightning.pytorch import Callback
 
 class LastModule(Callback):
     module = None  # the LightningModule of the last fit that ended in this process
+    device = None  # where it trained: Lightning's teardown moves the module back to the CPU after fit
 
     def on_train_end(self, trainer, pl_module) -> None:
         type(self).module = pl_module
+        type(self).device = next(pl_module.parameters()).device.type

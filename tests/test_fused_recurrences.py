@@ -164,5 +164,8 @@ def _host_syncs(family: str, seq_len: int) -> int:
 @needs_cuda
 @pytest.mark.parametrize("family", [f for f in FAMILIES if f != "rtransformer"])
 def test_no_host_sync_per_time_step_on_cuda(family):
-    # a sync inside the time loop would make the count grow with T; forming W may sync once (a solve's checks)
+    # a sync inside the time loop would make the count grow with T; forming W may sync once (a solve's checks);
+    # a first pass at a length may sync once more (lazy initialisation, Triton compiling for a length divisible by
+    # 16), so the counted passes follow a warm-up at both lengths
+    _host_syncs(family, 16), _host_syncs(family, 8)
     assert _host_syncs(family, 16) == _host_syncs(family, 8)

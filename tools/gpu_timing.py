@@ -179,7 +179,16 @@ def recurrence_rows(batch, n, seq_len, device, warmup, repeats, interpreter) -> 
     return rows
 
 
-GRAPH_FAMILIES = ("scurnn", "urnn", "eurnn", "srnn")  # the recurrences Triton does not fuse (docs/gpus.md)
+# the recurrences Triton does not fuse (docs/gpus.md), and scoRNN's and oRNN's torch loop: graphed, it may beat
+# their Triton kernel (the H200's first call, 2026-11-28: srnn 10x faster graphed, the kernel 30x cuDNN)
+GRAPH_FAMILIES = {
+    "scurnn": ("scurnn", None),
+    "urnn": ("urnn", None),
+    "eurnn": ("eurnn", None),
+    "srnn": ("srnn", None),
+    "scornn (torch loop)": ("scornn", "0"),
+    "ornn (torch loop)": ("ornn", "0"),
+}
 
 
 def graph_rows(device: str, setting: dict, capture) -> dict:
@@ -193,24 +202,30 @@ def graph_rows(device: str, setting: dict, capture) -> dict:
     x = torch.rand(batch, seq_len, 1, device=device)
     y = torch.randint(0, CLASSES, (batch,), device=device)
     out = {}
-    for family in GRAPH_FAMILIES:
+    for label, (family, triton) in GRAPH_FAMILIES.items():
         n = PAPER_SIZES["16k"].get(family) or hidden_size_for_budget(family, BUDGETS["16k"], 1, CLASSES)
         if setting is TINY:
             n = 8
-        model = build(family, n, device)
-        eager = median_ms(model_pass(model, x, y), device, setting["warmup"], setting["repeats"])
-        try:
-            graphed = capture(model, (x,))
-            ms = median_ms(model_pass_with(model, graphed, x, y), device, setting["warmup"], setting["repeats"])
-            out[family] = {"n": n, "batch": batch, "eager_ms": eager, "graphed_ms": ms, "graphed_vs_eager": ms / eager}
-        except Exception as err:  # reported, not raised: the answer is which families capture
-            out[family] = {
-                "n": n,
-                "batch": batch,
-                "eager_ms": eager,
-                "capture_failed": f"{type(err).__name__}: {str(err).splitlines()[0][:200]}",
-            }
+        with environment(ORTHOLAB_TRITON=triton):
+            out[label] = graph_row(model_pass, build(family, n, device), x, y, n, setting, capture)
     return out
+
+
+def graph_row(model_pass, model, x, y, n: int, setting: dict, capture) -> dict:
+    """One model's forward+backward, eager and captured; a capture that fails is named with its error."""
+    batch = x.shape[0]
+    eager = median_ms(model_pass(model, x, y), x.device.type, setting["warmup"], setting["repeats"])
+    try:
+        graphed = capture(model, (x,))
+        ms = median_ms(model_pass_with(model, graphed, x, y), x.device.type, setting["warmup"], setting["repeats"])
+        return {"n": n, "batch": batch, "eager_ms": eager, "graphed_ms": ms, "graphed_vs_eager": ms / eager}
+    except Exception as err:  # reported, not raised: the answer is which families capture
+        return {
+            "n": n,
+            "batch": batch,
+            "eager_ms": eager,
+            "capture_failed": f"{type(err).__name__}: {str(err).splitlines()[0][:200]}",
+        }
 
 
 def model_pass_with(model, graphed, x, y):
