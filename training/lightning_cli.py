@@ -35,6 +35,7 @@ from ortholab.extras import check_logger_extras
 from ortholab.training.callbacks import AudioEvaluation, NonFiniteError, default_callbacks
 from ortholab.training.callbacks.checkpoint_io import AtomicCheckpointIO
 from ortholab.training.callbacks.lifecycle import ContinueRun, GracefulInterrupt, StampCheckpoints
+from ortholab.training.cuda_graphs import check_graphs_config
 from ortholab.training.family_options import recorded_family_args
 from ortholab.training.limits import check_model_limits, check_trainer_devices
 from ortholab.training.module import RecurrentModule
@@ -336,6 +337,7 @@ class OrthoLabCLI(LightningCLI):
         self._task_swap = swapped_task(config)  # (the note, the run's name) when the command line swapped the task
         check_precision(config.trainer.get("precision"), config.trainer.get("accelerator"), config.model.get("family"))
         check_model_limits(config.model)  # a stack of 10^8 layers, 64 processes on 2 cores: refused, not started
+        check_graphs_config(config.model, config.trainer)  # CUDA graphs: one CUDA device, full precision
         check_trainer_devices(config.trainer)
         check_logger_extras(config.trainer.get("logger"))  # MLFlowLogger without mlflow: one line, not a traceback
         clip = config.model.get("grad_clip_norm")

@@ -18,6 +18,7 @@ from ortholab.models.precision import autocast_off
 from ortholab.models.sequence import input_adapter as build_input_adapter
 from ortholab.models.stack import build_layers
 from ortholab.training.callbacks.record import record_metrics
+from ortholab.training.cuda_graphs import GraphedTraining, check_graphs_allowed
 from ortholab.training.family_options import resolve_family_args
 from ortholab.training.objectives import OBJECTIVES
 
@@ -65,6 +66,8 @@ class RecurrentModule(pl.LightningModule):
             "torch" (nn.Linear's own), "xavier_normal", "kaiming_normal" or "lecun_normal" (flax's nn.Dense, the
             LRU's code) (zero bias each); null: the family's code's (models/sequence.py READOUT_INITS). The SRNN
             paper's baselines set "torch", as its code.
+        cuda_graphs: capture the training pass (forward and backward) in CUDA graphs, one per batch shape, and
+            replay it at every step (training/cuda_graphs.py); one CUDA device, 32-true or 64-true precision.
     """
 
     def __init__(
@@ -82,6 +85,7 @@ class RecurrentModule(pl.LightningModule):
         input_adapter_size: int | None = None,
         loss_reduction: str = "mean",
         readout_init: str | None = None,
+        cuda_graphs: bool = False,
     ):
         super().__init__()
         if task is None:
@@ -107,6 +111,7 @@ class RecurrentModule(pl.LightningModule):
                 "input_adapter_size": input_adapter_size,
                 "loss_reduction": loss_reduction,
                 "readout_init": readout_init,
+                "cuda_graphs": cuda_graphs,
             }
         )
         self.automatic_optimization = False  # several optimizer types, one per parameter group
@@ -138,6 +143,7 @@ class RecurrentModule(pl.LightningModule):
             {f"{stage}_metrics": torch.nn.ModuleDict(self._metrics_of(stage)) for stage in ("train", "val", "test")}
         )
         self.grad_clip_norm = grad_clip_norm
+        self.graphed: GraphedTraining | None = None  # made at the start of training when cuda_graphs is set
 
     def _metrics_of(self, stage: str) -> dict[str, torchmetrics.Metric]:
         """The objective's metrics; for an evaluation also its loss, the mean over the terms each batch's loss
@@ -242,6 +248,9 @@ class RecurrentModule(pl.LightningModule):
         return code
 
     def setup(self, stage: str) -> None:
+        if stage == "fit" and self.hparams.cuda_graphs:
+            strategy = self.trainer.strategy
+            check_graphs_allowed(strategy.root_device.type, self.trainer.precision, self.trainer.world_size)
         counts = self.parameter_counts()
         main_metric, baseline = self.spec.main_metric, self.spec.baseline
         if stage == "test":  # a test run ranks by the same metric measured on the test split, against its baseline
@@ -268,6 +277,8 @@ class RecurrentModule(pl.LightningModule):
 
     def on_train_start(self) -> None:
         """Record the run's planned length: `ortholab runs` shows progress against it and an ETA."""
+        if self.hparams.cuda_graphs and self.graphed is None:
+            self.graphed = GraphedTraining(self.model)
         total = self.trainer.estimated_stepping_batches  # max_steps, or max_epochs x batches per epoch
         plan = {
             "total_steps": int(total) if math.isfinite(total) else None,
@@ -317,7 +328,7 @@ class RecurrentModule(pl.LightningModule):
 
     # steps ------------------------------------------------------------------------------------
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        return self.model(inputs)
+        return self.model(inputs) if self.graphed is None else self.graphed(inputs)
 
     def _shared_step(self, batch, stage: str) -> torch.Tensor:
         inputs, targets, *rest = batch  # an optional third element: the (B, T) mask of valid steps
