@@ -3,11 +3,12 @@
     python3 tools/gpu_check.py                         # on the lent GPU machine (docs/gpus.md gives the device call)
     python3 tools/gpu_check.py --device cpu --tiny     # the CPU rehearsal (tests/test_gpu_check.py runs it)
 
-Stages: 0 env (GPU, driver, versions), 1 tests (`pytest -m cuda`: every CUDA case of the suite, then nothing may
-skip), 2 kernels (tools/gpu_timing.py: the Triton kernels, the torch loop and cuDNN, CUDA-event medians), 3 bench
-(`ortholab bench --device cuda`, one process per family, each with its own limit), 4 epoch (one permuted-MNIST
-epoch of scoRNN n = 170 through `ortholab fit`, float32 and bf16-mixed, capped by time and reported as a rate if
-cut). A failing stage is recorded and the next one runs. The summary table is printed last; everything is written
+Stages, in this order: env (GPU, driver, versions), tests (`pytest -m cuda`: every CUDA case of the suite, then
+nothing may skip), epoch (one permuted-MNIST epoch of scoRNN n = 170 through `ortholab fit`, float32, bf16-mixed
+and float32 with CUDA graphs, capped by time and reported as a rate if cut), kernels (tools/gpu_timing.py: the
+Triton kernels, the torch loop and cuDNN, eager against CUDA graphs, CUDA-event medians), bench (`ortholab bench
+--device cuda`, one process per family, each with its own limit): what the H200's calls left open first. A
+failing stage is recorded and the next one runs. The summary table is printed last; everything is written
 under --out ($OUT on the device machine): summary.md, summary.json, speed.md, log.txt, epoch.db (at most 8 files
 come back from there).
 
@@ -58,15 +59,16 @@ class _Hidden(importlib.abc.MetaPathFinder):  # tools/gpu_check.py: as on the GP
             raise ModuleNotFoundError(f"No module named {{name!r}} (hidden by the GPU check's rehearsal)", name=name)
 sys.meta_path[:] = [_Hidden()] + [f for f in sys.meta_path if "__editable__" not in type(f).__module__]  # no install
 """
-STAGES = ("env", "tests", "kernels", "bench", "epoch")
+STAGES = ("env", "tests", "epoch", "kernels", "bench")
 OPTIONAL_STAGES = ("row",)  # asked for by name: scoRNN Table 1's permuted-MNIST n = 170 row, all 70 epochs
-# seconds per stage on the GPU (about 6 minutes in all, so that a fix and a second call fit in 15 minutes of GPU time)
+# seconds per stage on the GPU: about 7.5 minutes in all by the H200's timings (2026-11-28: env 11, tests 92, each
+# epoch run 52, kernels 91 with two batch sizes), so that two calls fit in 15 minutes of GPU time; the call's: 460
 LIMITS = {
     "env": 20,
     "tests": 120,
-    "kernels": 130,
-    "bench": 80,
-    "epoch": 220,  # three runs; 570 s at most, about 430 s as measured on an H200 (2026-11-28); the call's: 460
+    "kernels": 90,
+    "bench": 110,
+    "epoch": 220,  # three runs of EPOCH_CAP_S + EPOCH_START_S at most
     "row": 570,
 }
 CPU_SLOWER = 3  # the CPU rehearsal's limits are this many times longer: 2 cores, maybe shared with other work
@@ -332,7 +334,7 @@ def stage_bench(args, work: Path, env: dict) -> dict:
         ["--seq-len", "16", "--batches", "4", "--repeats", "1"]
         if args.tiny
         else ["--seq-len", "784", "--batches", "50", "--repeats", "3"]
-    )
+    ) + ["--in-process"]  # this process is the family's own already: no second start (half of 24 s on the H200)
     deadline = time.monotonic() + stage_limit("bench", args.device) - 5
     rows, failed, not_reached = [], {}, []
     for family in bench_families(args):
