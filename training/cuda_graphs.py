@@ -63,8 +63,9 @@ class GraphedTraining:
     (the full batch and the last, smaller one). Evaluation (eval mode or no grad), further shapes, and every pass
     after a capture that failed (a family that reads a value back to the host while forming its pass) run eagerly.
 
-    The parameters are read in place at every replay, so the optimizers' in-place steps are seen; a replay writes
-    its outputs into the same buffers each time, so they are used before the next training pass (as the step does).
+    The parameters are read in place at every replay, so the optimizers' in-place steps are seen. A replay writes
+    its outputs into the same buffers each time; the pass returns a copy, so that what a metric keeps of a step's
+    outputs is not changed by the next.
     """
 
     def __init__(self, model: nn.Module, capture: Callable | None = None, max_shapes: int = 2):
@@ -87,7 +88,7 @@ class GraphedTraining:
             graphed = self._capture(key, inputs)
             if graphed is None:
                 return self.model(inputs)
-        return graphed(inputs)
+        return graphed(inputs).clone()  # a copy: the next replay overwrites the captured output's buffer
 
     def _capture(self, key: tuple, inputs: torch.Tensor) -> Callable | None:
         try:
