@@ -52,6 +52,23 @@ def test_a_cuda_stage_with_a_skipped_case_fails_and_the_cpu_rehearsal_may_skip()
     assert not passed and "tests.test_x::test_y" in summary
 
 
+def test_the_call_budget_names_the_epoch_runs_it_left_no_time_for(tmp_path):
+    # the stages share --budget seconds: a stage that starts with too little left starts nothing and says so, and
+    # the stages before it keep their results
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tools/gpu_check.py"), "--device", "cpu", "--tiny", "--budget", "30"]
+        + ["--stages", "env,epoch", "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    stages = json.loads((tmp_path / "out" / "summary.json").read_text())["stages"]
+    assert stages["env"]["status"] == "pass"
+    assert stages["epoch"]["status"] == "FAIL" and "pmnist-epoch-32-true: not reached" in stages["epoch"]["summary"]
+    assert "pmnist-epoch-bf16-mixed: not reached" in stages["epoch"]["summary"]
+
+
 def test_a_stage_past_its_limit_is_killed_with_its_children(tmp_path):
     # a bench process starts measuring processes of its own: the whole group goes at the limit
     marker = tmp_path / "child-alive"

@@ -71,6 +71,7 @@ LIMITS = {
     "epoch": 220,  # three runs of EPOCH_CAP_S + EPOCH_START_S at most
     "row": 570,
 }
+CALL_BUDGET_S = 445  # the device call's timeout_s (460) less the time to write the results back
 CPU_SLOWER = 3  # the CPU rehearsal's limits are this many times longer: 2 cores, maybe shared with other work
 BENCH_FAMILY_LIMIT_S = {"cuda": 25, "cpu": 120}  # one family's `ortholab bench` process, its imports included
 EPOCH_CAP_S = 30  # one precision's epoch, training time; cut there and reported as a rate
@@ -109,7 +110,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ".gpu-data/mnist, else $ORTHOLAB_DATA/mnist, else ../shared/data/mnist)",
     )
     parser.add_argument("--work", default="/tmp/ortholab-gpu-check", help="scratch folder (wheels, runs)")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds for the whole call: a stage gets at most what is left, so that a stage cut by the call's own "
+        f"limit does not lose its results (default: {CALL_BUDGET_S} on cuda without the row stage, else none)",
+    )
     parser.add_argument("--run-stage", default=None, help=argparse.SUPPRESS)  # a stage, in the child process
+    parser.add_argument("--stage-seconds", type=float, default=None, help=argparse.SUPPRESS)  # the child's limit
     args = parser.parse_args(argv)
     stages = args.stages.split(",")
     unknown = [s for s in stages if s not in STAGES + OPTIONAL_STAGES]
@@ -335,7 +344,7 @@ def stage_bench(args, work: Path, env: dict) -> dict:
         if args.tiny
         else ["--seq-len", "784", "--batches", "50", "--repeats", "3"]
     ) + ["--in-process"]  # this process is the family's own already: no second start (half of 24 s on the H200)
-    deadline = time.monotonic() + stage_limit("bench", args.device) - 5
+    deadline = time.monotonic() + (args.stage_seconds or stage_limit("bench", args.device)) - 5
     rows, failed, not_reached = [], {}, []
     for family in bench_families(args):
         left = deadline - time.monotonic()
@@ -406,10 +415,15 @@ def stage_epoch(args, work: Path, env: dict) -> dict:
     )
     results = {}
     cap = 90 if args.tiny else EPOCH_CAP_S  # the rehearsal's batches must all run, also on a loaded CPU
-    # float32, bf16-mixed, and float32 with the training pass in CUDA graphs (model.cuda_graphs, refused on the CPU)
-    settings = [("32-true", False), ("bf16-mixed", False)] + ([("32-true", True)] if args.device == "cuda" else [])
+    # float32, float32 with the training pass in CUDA graphs (model.cuda_graphs, refused on the CPU), bf16-mixed
+    settings = [("32-true", False)] + ([("32-true", True)] if args.device == "cuda" else []) + [("bf16-mixed", False)]
+    deadline = time.monotonic() + (args.stage_seconds or stage_limit("epoch", args.device)) - 5
     for precision, graphs in settings:
         name = f"pmnist-epoch-{precision}" + ("-graphs" if graphs else "")
+        left = deadline - time.monotonic()
+        if left < EPOCH_START_S:  # the call's time is nearly spent: named, not started
+            results[name] = {"not_reached": f"{left:.0f} s were left"}
+            continue
         cmd = [
             sys.executable,
             "-c",
@@ -454,7 +468,7 @@ def stage_epoch(args, work: Path, env: dict) -> dict:
             cmd += ["--model.cuda_graphs", "true"]
         if args.tiny:
             cmd += ["--trainer.limit_train_batches", "3"]
-        code, wall = run_process(cmd, env, cap + EPOCH_START_S, sys.stdout)
+        code, wall = run_process(cmd, env, min(cap + EPOCH_START_S, left), sys.stdout)
         results[name] = {"exit_code": code, "process_s": round(wall, 1)}
     results.update(read_epoch_store(db, env))
     return results
@@ -492,7 +506,7 @@ def stage_row(args, work: Path, env: dict) -> dict:
     ]
     if args.tiny:
         cmd += ["--trainer.max_epochs", "1", "--trainer.limit_train_batches", "3", "--trainer.limit_val_batches", "2"]
-    code, wall = run_process(cmd, env, stage_limit("row", args.device) - 15, sys.stdout)
+    code, wall = run_process(cmd, env, (args.stage_seconds or stage_limit("row", args.device)) - 15, sys.stdout)
     result = {"exit_code": code, "process_s": round(wall, 1), **read_epoch_store(db, env)}
     return result
 
@@ -590,10 +604,10 @@ def verdict(stage: str, result: dict, device: str) -> tuple[bool, str]:
             f"run {r['run']}: {r['status']}, {r['steps']} steps" for r in runs.values()
         ) or str(result.get("store"))
     if stage == "epoch":
-        runs = result.get("runs")
-        if not runs:
+        runs = result.get("runs") or {}
+        parts, ok = [], bool(runs)
+        if not runs and not any(isinstance(e, dict) and "not_reached" in e for e in result.values()):
             return False, str(result.get("store"))
-        parts, ok = [], True
         for name, run in runs.items():
             estimate = run["epoch_estimate_s"]
             ok &= (
@@ -604,6 +618,10 @@ def verdict(stage: str, result: dict, device: str) -> tuple[bool, str]:
             )
             kind = "epoch" if run["epoch_full"] else f"{run['steps']} steps, epoch at that rate"
             parts.append(f"{name}: {kind} {estimate:.1f} s" if estimate else f"{name}: {run['status']}, no timing")
+        for name, entry in result.items():
+            if isinstance(entry, dict) and "not_reached" in entry:
+                ok = False
+                parts.append(f"{name}: not reached ({entry['not_reached']})")
         return ok, "; ".join(parts)
     return False, "unknown stage"
 
@@ -696,6 +714,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.run_stage:
         child(args)
         return 0
+    budget = args.budget
+    if budget is None and args.device == "cuda" and "row" not in args.stages:
+        budget = CALL_BUDGET_S
+    call_ends = time.monotonic() + budget if budget else None  # counted from here: the wheels' install too
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(work, ignore_errors=True)
@@ -718,6 +740,8 @@ def main(argv: list[str] | None = None) -> int:
             env.setdefault("TRITON_INTERPRET", "0")
         for stage in args.stages:
             limit = stage_limit(stage, args.device)
+            if call_ends is not None:
+                limit = min(limit, max(call_ends - time.monotonic(), 1.0))
             cmd = [
                 sys.executable,
                 str(Path(__file__).resolve()),
@@ -732,6 +756,8 @@ def main(argv: list[str] | None = None) -> int:
                 *(["--tiny"] if args.tiny else []),
                 *(["--families", args.families] if args.families else []),
                 *(["--mnist", args.mnist] if args.mnist else []),
+                "--stage-seconds",
+                str(limit),
             ]
             code, seconds = run_process(cmd, env, limit, log_file)
             result_file = work / f"stage-{stage}.json"

@@ -189,6 +189,8 @@ GRAPH_FAMILIES = {
     "srnn": ("srnn", None),
     "scornn (torch loop)": ("scornn", "0"),
     "ornn (torch loop)": ("ornn", "0"),
+    "exprnn (torch loop)": ("exprnn", "0"),  # with fcurnn, the rest of the targets
+    "fcurnn": ("fcurnn", None),
 }
 
 
