@@ -46,6 +46,7 @@ def fails(tmp_path, monkeypatch, capsys, *args, db=None):
             "did you mean model.hidden_size?",
         ),
         (["--trainer.max_stesp", "5"], "did you mean trainer.max_steps?"),
+        (["--trainer.max_step", "5"], "did you mean trainer.max_steps?"),  # a prefix is not taken as the key
         (
             ["--data", "datamodules.CopyTask"],
             "data.class_path = 'datamodules.CopyTask' is not a registered task; did you mean datamodules.CopyingTask?",

@@ -150,7 +150,7 @@ def test_config_rows_read_the_first_comment_and_name_a_missing_one(tmp_path):
 
 
 BAD_INPUT = [
-    (["--model.family", "scorn"], "model.family = 'scorn' is not a registered family"),
+    (["--model.family", "scorn"], "model.family = 'scorn' is not a registered family; did you mean 'scornn'?"),
     (["--model.family_args", "{rho: 300}"], "model.family_args.rho = 300 must lie between 0 and hidden_size = 8"),
     (["--data.seq_len", "0"], "data.seq_len must be a positive integer, got 0"),
     (["--model.hiden_size", "5"], "model.hiden_size"),

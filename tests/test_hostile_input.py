@@ -328,7 +328,9 @@ HOSTILE = [  # (id, argv, parts of the error line)
     ),
     ("db-port-text", [*FIT[:-1], f"postgresql://u:{SECRET}@host:port/runs"], ["not a database URL"]),
     # the other commands ------------------------------------------------------------------------------------------
-    ("unknown-command", ["frobnicate"], ["unknown command 'frobnicate'"]),
+    ("unknown-command", ["frobnicate"], ["unknown command 'frobnicate'; use one of fit"]),
+    ("command-typo", ["run"], ["unknown command 'run'; did you mean 'runs'?"]),
+    ("fit-without-config", ["fit"], ["no task given: name a config with --config FILE"]),
     ("db-unknown-action", ["db", "frobnicate", "--db", "{db}"], ["invalid choice: 'frobnicate'", "ortholab db --help"]),
     ("space-empty", [*SWEEP, "--space", "{folder}/empty_space.yaml"], ["empty_space.yaml: holds nothing"]),
     ("space-low-above-high", [*SWEEP, "--space", "{folder}/lowhigh_space.yaml"], ["low = 9 above high = 3"]),

@@ -783,7 +783,8 @@ def test_an_estimate_timed_beside_other_work_with_too_many_threads_says_so(monke
     assert "about 1.0 of the 2 cores busy" in oversubscribed(busy=1.0, threads=2, cores=2)
     assert oversubscribed(busy=1.0, threads=1, cores=2) is None  # one thread on the core left
     assert oversubscribed(busy=0.1, threads=2, cores=2) is None  # a quiet machine
-    assert oversubscribed(busy=3.0, threads=1, cores=2) is not None  # nothing free: even one thread waits
+    alone = oversubscribed(busy=3.0, threads=1, cores=2)  # nothing free: even one thread waits
+    assert "upper bound" in alone and "OMP_NUM_THREADS" not in alone  # no advice already followed
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert "oversubscribed" not in render([], busy=1.0) and "load average 1.00 when timing began" in render([], 1.0)

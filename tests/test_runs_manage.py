@@ -60,6 +60,11 @@ def test_filters_and_json(db, tmp_path, capsys):
     main(["runs", "--db", db, "--task", "copy", "--name", "B", "--json"])
     assert [r["id"] for r in json.loads(capsys.readouterr().out)] == [b]
     main(["runs", "--db", db, "--status", "running"])
+    assert capsys.readouterr().out.strip().startswith("no recorded run matches the filters; no run has --status")
+    main(["runs", "--db", db, "--family", "scorrn"])  # a typo: named, with the families recorded
+    out = capsys.readouterr().out.strip()
+    assert "no run has --family scorrn (did you mean scornn?); recorded: " in out and "scornn" in out
+    main(["runs", "--db", db, "--family", "lstm", "--task", "adding"])  # both recorded, no run has both
     assert capsys.readouterr().out.strip() == "no recorded run matches the filters"
 
 

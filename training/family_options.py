@@ -10,6 +10,7 @@ this module builds.
 from __future__ import annotations
 
 import argparse
+import difflib
 import inspect
 import shutil
 import textwrap
@@ -27,9 +28,11 @@ NOT_OPTIONS = {"self", "input_size", "hidden_size"}  # set by the model (model.h
 
 def family_class(family: str) -> type:
     if family not in FAMILIES:
+        near = difflib.get_close_matches(str(family), FAMILIES, n=1)
         raise ConfigError(
-            f"model.family = {family!r} is not a registered family; choose one of "
-            f"{sorted(FAMILIES)} (see `ortholab list families`)"
+            f"model.family = {family!r} is not a registered family; "
+            + (f"did you mean {near[0]!r}? " if near else "")
+            + f"choose one of {sorted(FAMILIES)} (see `ortholab list families`)"
         )
     return FAMILIES[family]
 

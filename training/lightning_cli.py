@@ -74,6 +74,10 @@ class RecordConfig(SaveConfigCallback):
 class OrthoLabArgumentParser(LightningArgumentParser):
     """Parse errors as one line that names the key and, for a misspelt key, the nearest valid one."""
 
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)  # a prefix (--trainer.max_step) is a typo to name, not a key to guess
+        super().__init__(*args, **kwargs)
+
     def dump(self, cfg=None, *args, **kwargs):
         """`--print_config` shows the chosen family's options and each group's optimizer resolved, defaults filled."""
         model = cfg.get("model") if cfg is not None and _ActionPrintConfig.is_print_config_requested(self) else None
@@ -207,6 +211,11 @@ def explain_parse_error(message: str, parser) -> str:
         return (
             f"{key} = {' '.join(given.group(1).split())[:80]!r}: expected {example} (`ortholab fit --help` "
             f"describes {key})"
+        )
+    if re.search(r"the following arguments are required: \w+\.data", message):  # `ortholab fit` with no config
+        return (
+            "no task given: name a config with --config FILE (configs/demo/copying_scornn.yaml, or one that "
+            "`ortholab list configs` shows), or the task with --data CLASS (`ortholab list tasks`)"
         )
     return " ".join(message.split()) + " (see `ortholab fit --help`)"
 

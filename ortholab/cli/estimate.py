@@ -141,6 +141,11 @@ def oversubscribed(busy: float, threads: int, cores: int) -> str | None:
     free = cores - busy
     if threads <= free + 0.5:
         return None
+    if threads == 1:  # fewer threads is no remedy: say what the times are
+        return (
+            f"other work kept about {busy:.1f} of the {cores} cores busy when timing began, so even one thread "
+            f"shared a core: the times are an upper bound for a quiet machine"
+        )
     return (
         f"other work kept about {busy:.1f} of the {cores} cores busy when timing began and each row was timed with "
         f"{threads} thread{'s' * (threads > 1)}: oversubscribed, so the times can be several times too long and "

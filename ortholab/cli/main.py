@@ -7,6 +7,7 @@ training commands pay for Lightning's import only when they run.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 import sys
@@ -32,7 +33,9 @@ Train orthogonal/unitary RNNs and record every run in a SQL store.
 def command_module(name: str) -> ModuleType:
     """The module of command `name` (only that one is imported); one line naming the commands if there is none."""
     if name not in COMMANDS:
-        raise ConfigError(f"unknown command {name!r}; use one of {', '.join(COMMANDS)}")
+        near = difflib.get_close_matches(name, COMMANDS, n=1)
+        hint = f"did you mean {near[0]!r}? " if near else ""
+        raise ConfigError(f"unknown command {name!r}; {hint}use one of {', '.join(COMMANDS)}")
     return importlib.import_module(f"ortholab.cli.{COMMANDS[name]}")
 
 

@@ -4,6 +4,7 @@ label; `runs delete ID...` removes runs (their rows, metric points, artifacts an
 
 from __future__ import annotations
 
+import difflib
 import json
 import shutil
 import sys
@@ -60,14 +61,30 @@ def run(args, extra: list[str]) -> None:
             f"runs: unexpected {args.targets[0]!r}; filter with --family, --task, --status, --tag or "
             f"--name, or give an action: tag, untag, delete"
         )
-    rows = filter_rows(runs_rows(args.db), args.family, args.task, args.status, args.tag, args.name)
+    recorded = runs_rows(args.db)
+    rows = filter_rows(recorded, args.family, args.task, args.status, args.tag, args.name)
     if args.json:  # full ISO start times
         print(json.dumps(rows, indent=2, default=str))
     elif rows:
         print(table([shown(row) for row in rows], COLUMNS))
     else:
         filtered = any(getattr(args, k) for k in ("family", "task", "status", "tag", "name"))
-        print("no recorded run matches the filters" if filtered else "no runs recorded yet")
+        hint = unmatched_hint(recorded, args) if filtered else ""
+        print(f"no recorded run matches the filters{hint}" if filtered else "no runs recorded yet")
+
+
+def unmatched_hint(recorded: list[dict], args) -> str:
+    """For a --family, --task or --status value no recorded run has: the values recorded, and the nearest one."""
+    for key in ("family", "task", "status"):
+        wanted, values = getattr(args, key), sorted({str(row[key]) for row in recorded if row[key] is not None})
+        if wanted is not None and wanted not in values and values:
+            near = difflib.get_close_matches(wanted, values, n=1)
+            return (
+                f"; no run has --{key} {wanted}"
+                + (f" (did you mean {near[0]}?)" if near else "")
+                + (f"; recorded: {', '.join(values)}")
+            )
+    return ""
 
 
 def shown(row: dict) -> dict:
