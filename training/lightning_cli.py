@@ -213,11 +213,14 @@ def explain_parse_error(message: str, parser) -> str:
             f"describes {key})"
         )
     if re.search(r"the following arguments are required: \w+\.data", message):  # `ortholab fit` with no config
-        return (
-            "no task given: name a config with --config FILE (configs/demo/copying_scornn.yaml, or one that "
-            "`ortholab list configs` shows), or the task with --data CLASS (`ortholab list tasks`)"
-        )
+        return NO_TASK
     return " ".join(message.split()) + " (see `ortholab fit --help`)"
+
+
+NO_TASK = (
+    "no task given: name a config with --config FILE (configs/demo/copying_scornn.yaml, or one that "
+    "`ortholab list configs` shows), or the task with --data CLASS (`ortholab list tasks`)"
+)
 
 
 def task_short_names(argv: list[str]) -> list[str]:
