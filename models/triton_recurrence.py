@@ -20,6 +20,7 @@ CPU (tests/test_triton_recurrence.py); they have not yet run on a GPU.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import os
@@ -40,14 +41,29 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+_TORCH_LOOPS = [False]  # set inside `torch_loops()`
+
+
+@contextlib.contextmanager
+def torch_loops():
+    """Within the block the fused kernels are not taken: a pass captured in CUDA graphs replays the torch loop,
+    which beat the kernel there (one H200: scoRNN n = 170, batch 50, 37.91 ms graphed against 60.59)."""
+    _TORCH_LOOPS[0] = True
+    try:
+        yield
+    finally:
+        _TORCH_LOOPS[0] = False
+
+
 def fused_available(u: torch.Tensor, activation: str = "modrelu") -> bool:
     """Whether the fused kernels take this recurrence: a CUDA float32/float64 tensor, Triton installed, sigma one
-    of ACTIVATIONS and the kernels not disabled by ORTHOLAB_TRITON=0."""
+    of ACTIVATIONS, the kernels not disabled by ORTHOLAB_TRITON=0 and not inside `torch_loops()`."""
     return (
         u.device.type == "cuda"
         and u.dtype in (torch.float32, torch.float64)
         and activation in ACTIVATIONS
         and os.environ.get(DISABLE, "1") != "0"
+        and not _TORCH_LOOPS[0]
         and triton_installed()
     )
 

@@ -14,7 +14,7 @@ from tolerances import roundoff
 from ortholab.cli.main import main
 from ortholab.db import Store
 from ortholab.errors import ConfigError
-from ortholab.models import FAMILIES, SequenceModel
+from ortholab.models import FAMILIES, SequenceModel, triton_recurrence
 from ortholab.training import cuda_graphs, module
 from ortholab.training.cuda_graphs import GraphedTraining, check_graphs_config
 
@@ -30,6 +30,7 @@ class StandIn:
         self.shapes, self.fail = [], fail
 
     def __call__(self, module, sample_args):
+        assert triton_recurrence._TORCH_LOOPS[0]  # captured passes take the torch loops, not the fused kernels
         self.shapes.append(tuple(sample_args[0].shape))
         if self.fail:
             raise RuntimeError("Cannot copy between CPU and CUDA tensors during CUDA graph capture\nmore")
@@ -49,6 +50,7 @@ def test_one_capture_per_shape_and_eager_beyond_max_shapes_and_in_evaluation():
         torch.testing.assert_close(graphed(x), model(x), rtol=0, atol=0)
     assert capture.shapes == [tuple(full.shape), tuple(last.shape)]  # the third shape ran eagerly, uncaptured
     assert set(graphed.graphs) == {(tuple(full.shape), torch.float32), (tuple(last.shape), torch.float32)}
+    assert not triton_recurrence._TORCH_LOOPS[0]  # only while capturing
     model.eval()
     graphed(third)
     with torch.no_grad():

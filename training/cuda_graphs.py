@@ -1,7 +1,8 @@
 """CUDA graphs for training (`model.cuda_graphs: true`): the model's forward and backward captured once per batch
 shape with torch.cuda.make_graphed_callables and replayed at every step, one launch per pass instead of one per
 operation and time step. On one H200 the captured pass ran scoRNN's torch loop 3.6x and the uRNN 9.5x faster than
-eager (benchmarks/results/gpu-check-h200-2026-11-28); through `ortholab fit` it has not yet run on a GPU."""
+eager, scoRNN's also faster than its fused Triton kernel (37.91 against 60.59 ms), so a capture takes the torch
+loops (benchmarks/results/gpu-check-h200-2026-11-28); through `ortholab fit` it has not yet run on a GPU."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import nn
 
 from ortholab.errors import ConfigError
+from ortholab.models.triton_recurrence import torch_loops
 from ortholab.training.precision import runs_on_cpu
 
 FULL_PRECISIONS = ("32-true", "32", "64-true", "64")  # autocast's weight cache cannot be captured: no mixed precision
@@ -92,7 +94,8 @@ class GraphedTraining:
 
     def _capture(self, key: tuple, inputs: torch.Tensor) -> Callable | None:
         try:
-            graphed = self.capture(_Pass(self.model), (inputs.detach().clone(),))
+            with torch_loops():  # graphed, the torch loop beats the fused kernel (module docstring)
+                graphed = self.capture(_Pass(self.model), (inputs.detach().clone(),))
         except Exception as err:  # the family cannot be captured (a host read, a host copy): train eagerly
             self.failure = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:300]
             rank_zero_warn(f"model.cuda_graphs: capture failed ({self.failure}); this run trains eagerly")
