@@ -341,6 +341,10 @@ class OrthoLabCLI(LightningCLI):
     def _subconfig(self):
         return self.config[self.subcommand] if self.subcommand else self.config
 
+    def _set_seed(self) -> None:
+        """Deferred to the end of `before_instantiate_classes`: a config refused there says one line, without
+        Lightning's "Seed set to ..." before it; the classes are still built after seeding."""
+
     def before_instantiate_classes(self) -> None:
         config = self._subconfig()
         aliases.refuse_callables(config)  # a function a value resolved to is never called
@@ -368,6 +372,7 @@ class OrthoLabCLI(LightningCLI):
         if rank_zero_only.rank == 0:
             Store(self._subconfig().db)  # fail now, before any training, if the store cannot be written
             _check_writable_folder(self._subconfig().runs_dir)
+        super()._set_seed()  # the config passed every check: seed, then Lightning builds the classes
 
     def instantiate_trainer(self, **kwargs):
         config = self._subconfig()
