@@ -128,12 +128,15 @@ def _modrelu_scale(
     r: torch.Tensor | None = None,
     s: torch.Tensor | None = None,
     modrelu: ModReLU = SCURNN_MODRELU,
+    root_eps: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(r, s) of sigma_eps at z, written into r and s if given: r = sqrt(|z|^2 + eps), s = relu(r + b) / (r + eps)."""
+    """(r, s) of sigma_eps at z, written into r and s if given: r = sqrt(|z|^2 + eps), s = relu(r + b) / (r + eps).
+    root_eps: modrelu.root_eps as a 0-d tensor on z's device, made once per pass by the caller (one made here from
+    the Python number would be a host-to-device copy, a sync, at every step)."""
     re, im = z.real, z.imag
-    # eps filled on the device (a tensor made from a Python number would be a host copy at every step)
-    r = torch.full_like(re, modrelu.root_eps) if r is None else r.fill_(modrelu.root_eps)
-    r = r.addcmul_(re, re).addcmul_(im, im).sqrt_()
+    if root_eps is None:
+        root_eps = torch.full((), modrelu.root_eps, dtype=re.dtype, device=re.device)
+    r = torch.addcmul(root_eps, re, re, out=r).addcmul_(im, im).sqrt_()
     s = torch.add(r, b, out=s)
     if modrelu.numerator_eps:  # the EUNN code's relu(|z| + eps + b)
         s.add_(modrelu.numerator_eps)
@@ -177,10 +180,11 @@ class _OperatorRecurrence(torch.autograd.Function):
         factors = operator.prepare(*params)
         z, h = torch.empty_like(u), torch.empty_like(u)
         r, s = torch.empty_like(h0.real), torch.empty_like(h0.real)  # sigma_eps's r and s of one step, reused
+        root_eps = torch.full((), modrelu.root_eps, dtype=r.dtype, device=r.device)  # once, on the device
         state = h0
         for t, (u_t, z_t, h_t) in enumerate(zip(u.unbind(0), z.unbind(0), h.unbind(0))):
             operator.apply(state, factors, plus=u_t, out=z_t)  # z_t = u_t + W h_{t-1}
-            _modrelu_scale(z_t, b, r, s, modrelu)
+            _modrelu_scale(z_t, b, r, s, modrelu, root_eps)
             torch.mul(z_t, s, out=h_t)  # h_t = sigma_eps(z_t, b) = z_t s, eq. (5)
             if offsets is not None:
                 h_t.add_(offsets[t])
@@ -201,6 +205,7 @@ class _OperatorRecurrence(torch.autograd.Function):
         grad_z = z  # dL/dz_t overwrites z_t once step t is done with it: one (T, B, n) array fewer at the peak
         grad_b = torch.zeros_like(z.real[0])  # per row, summed over the batch after the loop
         r, s, inverse, along = (torch.empty_like(grad_b) for _ in range(4))  # one step's scratch, reused
+        root_eps = torch.full((), ctx.modrelu.root_eps, dtype=r.dtype, device=r.device)  # once, on the device
         wanted = [i for i in range(len(params)) if ctx.needs_input_grad[6 + i]]
         grads = operator.gradient_buffers(factors, z.shape[1])  # dL/dfactor, summed over the steps
         want_total = ctx.needs_input_grad[5]
@@ -212,7 +217,7 @@ class _OperatorRecurrence(torch.autograd.Function):
             if want_total:
                 total[t] = carry
             z_t, grad_z_t = z[t], grad_z[t]
-            _modrelu_scale(z_t, b, r, s, modrelu)
+            _modrelu_scale(z_t, b, r, s, modrelu, root_eps)
             torch.add(r, modrelu.denominator_eps, out=inverse).reciprocal_().masked_fill_(s <= 0, 0.0)  # ds/db
             torch.mul(z_t.real, carry.real, out=along).addcmul_(z_t.imag, carry.imag)  # z . dL/dh_t per unit
             grad_b.addcmul_(along, inverse)
