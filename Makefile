@@ -6,20 +6,29 @@ BIN := $(VENV)/bin
 # CPU-only one (docs/getting-started.md); empty, pip's own configuration decides (PyPI, or a local wheel where pip is set so).
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
+APP_STAMP := $(VENV)/.installed-app
 STAMP := $(VENV)/.installed
 
 .PHONY: install demo lint test test-slow test-docker test-kernels bench docs screenshots gpu-pack gpu-check clean delete-recorded-runs
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml tools/install_torchaudio.py
+# What `make demo` needs: torch, the project (editable) with its `all` extra (dashboard, PostgreSQL, sweeps, speech
+# metrics) and torchaudio; about 2.1 GB with the CPU torch.
+$(APP_STAMP): pyproject.toml tools/install_torchaudio.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)") "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install -e ".[dev]"
+	$(BIN)/python -m pip install -e ".[all]"
 	$(BIN)/python tools/install_torchaudio.py
+	touch $(APP_STAMP)
+
+# Then what the tests, lint and docs need: the `dev` extra (Triton, whose interpreter the kernel tests run, is
+# 1 GB of it).
+$(STAMP): $(APP_STAMP)
+	$(BIN)/python -m pip install -e ".[dev]"
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(APP_STAMP)
 	$(BIN)/ortholab fit --config configs/demo/copying_scornn.yaml
 
 # ruff's linter and formatter as pyproject configures them (CI runs this before the tests)

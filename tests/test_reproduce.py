@@ -232,6 +232,10 @@ def test_a_tables_list_and_the_report_show_what_was_asked_in_lines_of_120_column
 
     listed = out("reproduce", "toy_figure1", "--list")
     assert "never_ran" in listed and "elsewhere" not in listed and "…" in listed and widest(listed) <= 120
+    every_table = out("reproduce", "--list").splitlines()  # no TABLE: one line a table with its counts, not its rows
+    counts = {line.split()[0]: line.split()[-4:] for line in every_table if line.startswith(("toy_", "other_"))}
+    assert counts == {"toy_figure1": ["2", "1", "1", "1"], "other_table2": ["1", "0", "0", "0"]}
+    assert len(every_table) == 5 and "never_ran" not in "".join(every_table) and every_table[-1].startswith("`ortholab")
     assert long.strip() in out("reproduce", "toy_figure1", "--list", "--wide")
     report = out("report")
     assert "| ran |" in report and "never_ran" not in report and "elsewhere" not in report

@@ -62,7 +62,8 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--list",
         action="store_true",
-        help="show every row (of TABLE, if given), its config and whether it has been run",
+        help="show each table with how many of its rows have run; with TABLE, each row, its config and whether it "
+        "has been run (--json: every row)",
     )
     parser.add_argument(
         "--rows",
@@ -152,15 +153,16 @@ def run(args, extra: list[str]) -> None:
         estimate(args.table, rows, extra, parse_seeds(args.seeds))
     elif args.list:
         listed = list_rows(args.db, args.table)
-        columns = ["row", "family", "task", "published", "config", "status", "run"]
-        columns = columns if args.table else ["table", *columns]  # one table: its name on every line says nothing
-        print(
-            json.dumps(listed, indent=2, default=str)
-            if args.json
-            else text_table(listed, columns, None if args.wide else LINE_WIDTH)
-            if listed
-            else "nothing registered"
-        )
+        width = None if args.wide else LINE_WIDTH
+        if args.json:
+            print(json.dumps(listed, indent=2, default=str))
+        elif not listed:
+            print("nothing registered")
+        elif args.table:
+            print(text_table(listed, ["row", "family", "task", "published", "config", "status", "run"], width))
+        else:  # every table's rows would be hundreds of lines: one line a table, then how to see its rows
+            print(text_table(table_counts(listed), ["table", "title", "rows", "with config", "run", "finished"], width))
+            print("`ortholab reproduce --list TABLE` lists a table's rows; `ortholab reproduce TABLE` trains them")
     else:
         finish_reproduce(
             reproduce(
@@ -601,6 +603,22 @@ def list_rows(db: str | None, table: str | None = None) -> list[dict]:
                 }
             )
     return out
+
+
+def table_counts(listed: list[dict]) -> list[dict]:
+    """Per table of `list_rows`'s rows: its title, how many rows it has, have a config, have a run, have finished."""
+    titles = {table.id: table.title for table in load_tables().values()}
+    out: dict[str, dict] = {}
+    for item in listed:
+        counts = out.setdefault(
+            item["table"],
+            {"table": item["table"], "title": titles[item["table"]], "rows": 0, "with config": 0, "run": 0, "finished": 0},
+        )
+        counts["rows"] += 1
+        counts["with config"] += item["config"] != "-"
+        counts["run"] += item["run"] is not None
+        counts["finished"] += item["status"].startswith("finished")
+    return list(out.values())
 
 
 def reproduce(
