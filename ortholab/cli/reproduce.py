@@ -610,10 +610,8 @@ def table_counts(listed: list[dict]) -> list[dict]:
     titles = {table.id: table.title for table in load_tables().values()}
     out: dict[str, dict] = {}
     for item in listed:
-        counts = out.setdefault(
-            item["table"],
-            {"table": item["table"], "title": titles[item["table"]], "rows": 0, "with config": 0, "run": 0, "finished": 0},
-        )
+        zero = {"rows": 0, "with config": 0, "run": 0, "finished": 0}
+        counts = out.setdefault(item["table"], {"table": item["table"], "title": titles[item["table"]], **zero})
         counts["rows"] += 1
         counts["with config"] += item["config"] != "-"
         counts["run"] += item["run"] is not None
