@@ -14,7 +14,7 @@ STAMP := $(VENV)/.installed
 install: $(STAMP)
 
 # What `make demo` needs: torch, the project (editable) with its `all` extra (dashboard, PostgreSQL, sweeps, speech
-# metrics) and torchaudio; about 2.1 GB with the CPU torch.
+# metrics) and torchaudio: a .venv of 2.0 GB with the CPU torch (a clean clone, 2026-11-28).
 $(APP_STAMP): pyproject.toml tools/install_torchaudio.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)") "$(TORCH_SPEC)"

@@ -14,6 +14,7 @@ the baseline (a loss above it is worse than the baseline, not at it).
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -466,14 +467,21 @@ def clip(text: str, width: int) -> str:
 
 
 def shrink_to_fit(
-    widths: list[int], room: int, first: tuple[int, ...] = (), keep: tuple[int, ...] = (), least: int = 8
+    widths: list[int],
+    room: int,
+    first: tuple[int, ...] = (),
+    keep: tuple[int, ...] = (),
+    least: int = 8,
+    first_least: int = 8,
 ) -> list[int]:
-    """Column widths summing to at most `room` where they can: the columns in `first` are cut first, in order, then
-    the widest one at a time, none below `least` characters; the columns in `keep` (ids to type back) never."""
+    """Column widths summing to at most `room` where they can: the columns in `first` are cut first, in order, to no
+    fewer than `first_least` characters, then again to no fewer than `least`, then the widest one at a time, none
+    below `least` characters; the columns in `keep` (ids to type back) never."""
     widths = list(widths)
-    for i in first:
-        if (over := sum(widths) - room) > 0:
-            widths[i] = max(min(widths[i], least), widths[i] - over)
+    for floor in (first_least, least):  # the `first` columns to `first_least` each, then (still over) to `least`
+        for i in first:
+            if (over := sum(widths) - room) > 0:
+                widths[i] = max(min(widths[i], floor), widths[i] - over)
     cut = [i for i in range(len(widths)) if i not in keep]
     while cut and (over := sum(widths) - room) > 0:
         widest = max(cut, key=lambda i: widths[i])
@@ -486,12 +494,48 @@ def shrink_to_fit(
     return widths
 
 
-def _markdown_line(cells: list[str], width: int | None, first: tuple[int, ...] = (), keep: tuple[int, ...] = ()) -> str:
-    """One Markdown table line; with `width`, its cells cut (those in `first` first, those in `keep` never) to fit."""
+CUT_FIRST = ("published", "length", "seeds")  # in this order, before the widest column
+WIDE_ONLY = ("params", "recorded_for")  # left out of a terminal's report (--wide shows them)
+REPRODUCED_WIDTH = 40  # a terminal's reproduced cell: its value and verdict (below baseline (val/loss 0.0001936) ✓)
+FIRST_CUT_LEAST = 20  # the published text is cut first, but no shorter than this while other columns are wider
+
+
+def _markdown_line(
+    cells: list[str],
+    width: int | None,
+    first: tuple[int, ...] = (),
+    keep: tuple[int, ...] = (),
+    last: tuple[int, ...] = (),
+) -> str:
+    """One Markdown table line; with `width`, its cells cut to fit: those in `first` first, those in `last` only when
+    the others are at their least, those in `keep` never."""
     if width is not None:
         room = width - 4 - 3 * (len(cells) - 1)  # "| " and " |" around, " | " between
-        cells = [clip(c, w) for c, w in zip(cells, shrink_to_fit([len(c) for c in cells], room, first, keep))]
+        widths = shrink_to_fit([len(c) for c in cells], room, first, keep + last, first_least=FIRST_CUT_LEAST)
+        widths = shrink_to_fit(widths, room, (), keep)
+        cells = [clip(c, w) for c, w in zip(cells, widths)]
     return "| " + " | ".join(cells) + " |"
+
+
+# columns a terminal's report states once above the table when every row has the same value in them
+LIFTABLE = ("setting", "family", "n", "params", "seeds", "length", "verdict", "status", "scale", "recorded_for")
+
+
+def _same(rows: list[dict], column: str) -> bool:
+    return len({str(row[column]) for row in rows}) == 1
+
+
+def _squeezed(text: str) -> str:
+    return "".join(ch for ch in str(text) if ch not in " =-_")
+
+
+def _named_by_row_id(rows: list[dict], column: str) -> bool:
+    """Whether every row's id already says the column's value (adding-T200_scurnn_n116: setting T=200, family
+    scurnn, n 116), so that a terminal's report can leave the column out."""
+    spelled = {"family": lambda v: str(v), "n": lambda v: f"n{v}", "setting": _squeezed}.get(column)
+    return spelled is not None and all(
+        row[column] in (None, "-") or spelled(row[column]) in _squeezed(row["row"]) for row in rows
+    )
 
 
 def markdown_report(
@@ -503,7 +547,8 @@ def markdown_report(
 ) -> str:
     """Published vs reproduced, one Markdown table per paper table (`found`: their reproductions, if read already).
     `recorded_only`: only the rows with a run (a table without one is left out, a last line counts the others);
-    `width`: lines fit it (columns empty in every row left out, the published text cut first, with …)."""
+    `width`: lines fit it (a terminal: columns empty in every row, named by the row ids or in WIDE_ONLY left out,
+    those of one value in every row said once above the table, the published text cut first, with …)."""
     out, hidden, total = [], 0, 0
     if found is None:
         every = load_tables()  # where twin rows are looked up, read once
@@ -516,20 +561,28 @@ def markdown_report(
             hidden += len(found[table.id]) - len(rows)
             if not rows:
                 continue
-        columns = (
-            REPORT_COLUMNS
-            if width is None
-            else [c for c in REPORT_COLUMNS if c == "row" or any(row[c] not in (None, "-") for row in rows)]
-        )
-        first = tuple(columns.index(c) for c in ("published",) if c in columns)
+        columns, shared = REPORT_COLUMNS, {}
+        if width is not None:  # a terminal: columns empty in every row left out, those of one value said once above
+            columns = [c for c in REPORT_COLUMNS if c == "row" or any(row[c] not in (None, "-") for row in rows)]
+            shared = {c: rows[0][c] for c in columns if c in LIFTABLE and len(rows) > 1 and _same(rows, c)}
+            columns = [c for c in columns if c not in shared and c not in WIDE_ONLY and not _named_by_row_id(rows, c)]
+        first = tuple(columns.index(c) for c in CUT_FIRST if c in columns)
         keep = tuple(columns.index(c) for c in ("row", "run") if c in columns)  # ids a user types back
+        last = tuple(columns.index(c) for c in ("reproduced",) if c in columns)  # (its text cut to REPRODUCED_WIDTH)
         title = f"### {table.paper} {table.table}: {table.title}"
         out.append((title if width is None else clip(title, width)) + "\n")
-        out.append(f"metric: `{table.metric}` ({table.mode}), published = {table.scale:g} x OrthoLab value\n")
+        scale = f", published = {table.scale:g} x OrthoLab value" if table.scale != 1 else ""
+        out.append(f"metric: `{table.metric}` ({table.mode}){scale}\n")
+        if shared:
+            every = "every row: " + " · ".join(f"{c} {v}" for c, v in shared.items())
+            out.append(textwrap.fill(every, width, break_on_hyphens=False) + "\n")
         out.append(_markdown_line(columns, width, keep=keep))
         out.append("|" + "---|" * len(columns))
         for row in rows:
-            out.append(_markdown_line(["-" if row[c] is None else str(row[c]) for c in columns], width, first, keep))
+            cells = ["-" if row[c] is None else str(row[c]) for c in columns]
+            if width is not None and "reproduced" in columns:
+                cells[columns.index("reproduced")] = clip(cells[columns.index("reproduced")], REPRODUCED_WIDTH)
+            out.append(_markdown_line(cells, width, first, keep, last))
         out.append("")
     if hidden:
         out.append(f"{hidden} of {total} rows not yet run are not shown (--all shows every row)")

@@ -246,6 +246,45 @@ def test_a_tables_list_and_the_report_show_what_was_asked_in_lines_of_120_column
     assert long.strip() in out("report", "--wide")
 
 
+def test_a_terminals_report_says_shared_values_once_and_keeps_the_reproduced_value(tmp_path, monkeypatch, capsys):
+    """`report` in 120 columns cut every one of a dozen cells to eight characters ('above b…'): the columns the row
+    ids already name (family, n, setting) are left out, those of one value in every row are said once above the
+    table, and the reproduced value is cut last; "published = 1 x OrthoLab value" said nothing."""
+    long = "drops below the baseline after a few hundred steps and stays far below it until the end of training " * 2
+    row = {"task": "copying", "family": "scornn", "setting": "T=100", "value": None, "expect": "below_baseline"}
+    rows = [{**row, "row": f"copying-T100_scornn_n{n}", "hidden_size": n, "outcome": long} for n in (190, 64)]
+    scaled = {**_toy("test/acc", [{**row, "row": "mnist", "hidden_size": 8, "value": 97.3}]), "scale": 100}
+    _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("val/loss", rows), toy_table2=scaled)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    store = Store(db)
+    for n, loss in ((190, 0.0001234), (64, 0.0005678)):
+        run = store.create_run(
+            name=f"r{n}",
+            family="scornn",
+            task="copying",
+            tags=[f"paper:toy_figure1/copying-T100_scornn_n{n}", "scale:full"],
+            main_metric="val/loss",
+            baseline=0.5,
+        )
+        store.log_metrics(run, {"val/loss": loss}, step=0)
+        store.set_status(run, "finished")
+    store.close()
+    main(["report", "--db", db])
+    text = capsys.readouterr().out
+    header = next(line for line in text.splitlines() if line.startswith("| row |"))
+    assert header.split(" | ")[1:3] == ["published", "reproduced"]  # no setting, family or n: the ids name them
+    assert "every row: " in text and "status finished" in text and "scale full" in text
+    assert "(val/loss 0.0001234) ✓" in text and "(val/loss 0.0005678) ✓" in text
+    assert max(len(line) for line in text.splitlines()) <= 120
+    assert "x OrthoLab value" not in text  # toy_table2 (scale 100) has no run: not shown
+    main(["report", "--all", "--db", db])
+    every = capsys.readouterr().out
+    assert every.count("x OrthoLab value") == 1 and "published = 100 x OrthoLab value" in every
+    main(["report", "--wide", "--db", db])
+    wide = capsys.readouterr().out  # the full table: every column on every line
+    assert "| copying-T100_scornn_n190 | T=100 | scornn | 190 |" in wide and long.strip() in wide
+
+
 def test_the_repositorys_tables_load_and_their_configs_exist():
     tables = load_tables()
     assert "cpu_checks" in tables and len(tables) > 10 and all(table.rows for table in tables.values())

@@ -36,8 +36,9 @@ chosen = st.selectbox(
 )
 table = tables[chosen]
 st.caption(
-    f"Metric `{table.metric}` ({'higher' if table.mode == 'max' else 'lower'} is better); published = "
-    f"{table.scale:g} × OrthoLab value. Run the missing rows with `ortholab reproduce {table.id}` "
+    f"Metric `{table.metric}` ({'higher' if table.mode == 'max' else 'lower'} is better)"
+    + (f"; published = {table.scale:g} × OrthoLab value" if table.scale != 1 else "")
+    + f". Run the missing rows with `ortholab reproduce {table.id}` "
     f"(`--scale cpu-smoke` for a few minutes per row on CPU). A reproduced value marked (val/…) was read from "
     "validation because the run has no test evaluation yet."
 )
