@@ -113,3 +113,91 @@ def backward_kernel(
                 slope_t = tl.where(out > 0, 1.0, slope)
             tl.store(grad_z_ptr + where, total * slope_t, mask=tile)
         tl.debug_barrier()  # dL/dz_t stored before step t-1 reads it
+
+
+# The per-step kernels: one launch computes one step t for every (BLOCK_B, BLOCK_N) tile of the states at once
+# (programs over rows and columns: ceil(B / BLOCK_B) * ceil(N / BLOCK_N) of them, not ceil(B / BLOCK_B)), and the
+# launch boundary orders the steps instead of a barrier. The pointers come in offset to their step.
+
+
+@triton.jit
+def forward_step_kernel(
+    u_ptr,  # u_t
+    w_ptr,
+    b_ptr,
+    prev_ptr,  # h_{t-1} (h0 at t = 0)
+    offsets_ptr,  # offsets_t
+    h_ptr,  # h_t, written
+    B,
+    N,
+    slope_ptr,
+    ACTIVATION: tl.constexpr,
+    HAS_OFFSETS: tl.constexpr,
+    BLOCK_B: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    lanes = tl.arange(0, BLOCK_N)
+    row_ok = rows < B
+    tile = row_ok[:, None] & (cols < N)[None, :]
+    where = rows[:, None] * N + cols[None, :]
+    z = tl.load(u_ptr + where, mask=tile, other=0.0)
+    for k0 in range(0, N, BLOCK_N):
+        ks = k0 + lanes
+        prev = tl.load(prev_ptr + rows[:, None] * N + ks[None, :], mask=row_ok[:, None] & (ks < N)[None, :], other=0.0)
+        wt = tl.load(w_ptr + cols[None, :] * N + ks[:, None], mask=(ks < N)[:, None] & (cols < N)[None, :], other=0.0)
+        z += tl.dot(prev, wt, input_precision="ieee")  # z_t = u_t + W h_{t-1}
+    b = tl.load(b_ptr + cols, mask=cols < N, other=0.0)
+    h = sigma(z, b, tl.load(slope_ptr), ACTIVATION)
+    if HAS_OFFSETS:
+        h += tl.load(offsets_ptr + where, mask=tile, other=0.0)
+    tl.store(h_ptr + where, h, mask=tile)
+
+
+@triton.jit
+def backward_step_kernel(
+    grad_h_ptr,  # dL/dh_t from the layers above
+    w_ptr,
+    h_ptr,  # h_t
+    offsets_ptr,  # offsets_t
+    later_ptr,  # dL/dz_{t+1} (read only with HAS_LATER: not at the last step)
+    grad_z_ptr,  # dL/dz_t, written
+    total_ptr,  # dL/dh_t in total, written with WANT_TOTAL
+    B,
+    N,
+    slope_ptr,
+    ACTIVATION: tl.constexpr,
+    HAS_OFFSETS: tl.constexpr,
+    HAS_LATER: tl.constexpr,
+    WANT_TOTAL: tl.constexpr,
+    BLOCK_B: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    lanes = tl.arange(0, BLOCK_N)
+    row_ok = rows < B
+    tile = row_ok[:, None] & (cols < N)[None, :]
+    where = rows[:, None] * N + cols[None, :]
+    total = tl.load(grad_h_ptr + where, mask=tile, other=0.0)
+    if HAS_LATER:  # dL/dh_t = direct + W^T dL/dz_{t+1}, as row vectors: dz_{t+1} W
+        for k0 in range(0, N, BLOCK_N):
+            ks = k0 + lanes
+            later = tl.load(
+                later_ptr + rows[:, None] * N + ks[None, :], mask=row_ok[:, None] & (ks < N)[None, :], other=0.0
+            )
+            w = tl.load(
+                w_ptr + ks[:, None] * N + cols[None, :], mask=(ks < N)[:, None] & (cols < N)[None, :], other=0.0
+            )
+            total += tl.dot(later, w, input_precision="ieee")
+    if WANT_TOTAL:
+        tl.store(total_ptr + where, total, mask=tile)
+    out = tl.load(h_ptr + where, mask=tile, other=0.0)
+    if HAS_OFFSETS:
+        out -= tl.load(offsets_ptr + where, mask=tile, other=0.0)  # sigma's own output
+    if ACTIVATION == 0:
+        slope_t = tl.where(out != 0, 1.0, 0.0)  # modReLU passes z exactly where its output is nonzero
+    else:
+        slope_t = tl.where(out > 0, 1.0, tl.load(slope_ptr))
+    tl.store(grad_z_ptr + where, total * slope_t, mask=tile)

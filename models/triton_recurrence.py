@@ -13,9 +13,15 @@ barrier orders step t's stores before step t+1's loads. The products use IEEE fl
 match the torch loop to float32 round-off. dL/dW, dL/db and dL/dh0 are then one product / reduction over all
 steps in torch, as in the loops.
 
+That persistent schedule is the default. It keeps ceil(B / BLOCK_B) programs busy (4 of an H200's 132 SMs at batch
+50) and took 60.59 ms there for scoRNN n = 170, batch 50, T = 784, forward and backward: 28.77x cuDNN's
+`nn.RNN(relu)` (benchmarks/results/gpu-check-h200-2026-11-28). The per-step schedule (`launch(schedule="per_step")`)
+launches one kernel a step over every (BLOCK_B, BLOCK_N) tile of the states, for the GPU check to time against it,
+eager and in CUDA graphs; it has run only in the interpreter so far.
+
 Triton is optional (`pip install 'ortholab[gpu]'`) and imported only when a CUDA tensor comes by; without it, or
 for other dtypes, devices or sigma = tanh, the torch loop runs. TRITON_INTERPRET=1 runs the same kernels on the
-CPU (tests/test_triton_recurrence.py); they have not yet run on a GPU.
+CPU (tests/test_triton_recurrence.py); on CUDA they passed the same tests on the H200.
 """
 
 from __future__ import annotations
@@ -30,6 +36,10 @@ import torch
 ACTIVATIONS = {"modrelu": 0, "leaky_relu": 1}
 BLOCK_B, BLOCK_N = 16, 32  # tl.dot's tiles: at least 16 on each side
 DISABLE = "ORTHOLAB_TRITON"  # set to 0 to keep the torch loops on CUDA (e.g. to compare)
+SCHEDULES = ("persistent", "per_step")
+# How the kernels are launched; the defaults are what ran on the H200 (60.59 ms at n = 170, batch 50). `launch()`
+# changes them for a block, so that the GPU check can time the others (tools/gpu_timing.py).
+_LAUNCH = {"schedule": "persistent", "block_b": BLOCK_B, "block_n": BLOCK_N, "num_warps": 4}
 
 
 def triton_installed() -> bool:
@@ -55,6 +65,31 @@ def torch_loops():
         _TORCH_LOOPS[0] = False
 
 
+@contextlib.contextmanager
+def launch(
+    schedule: str | None = None, block_b: int | None = None, block_n: int | None = None, num_warps: int | None = None
+):
+    """Within the block the kernels launch so: `schedule` "persistent" (one launch a pass, each program looping over
+    the whole sequence for its BLOCK_B rows) or "per_step" (one launch a step over every tile of the states),
+    tiles of `block_b` rows by `block_n` columns (powers of two, at least 16: tl.dot's least), `num_warps` warps a
+    program. None keeps the current value."""
+    chosen = {"schedule": schedule, "block_b": block_b, "block_n": block_n, "num_warps": num_warps}
+    if schedule is not None and schedule not in SCHEDULES:
+        raise ValueError(f"schedule {schedule!r}: choose one of {SCHEDULES}")
+    for name in ("block_b", "block_n"):
+        if chosen[name] is not None and chosen[name] not in (16, 32, 64, 128):
+            raise ValueError(f"{name} {chosen[name]!r}: choose 16, 32, 64 or 128 (tl.dot's tiles are at least 16)")
+    if num_warps is not None and num_warps not in (1, 2, 4, 8, 16):
+        raise ValueError(f"num_warps {num_warps!r}: choose 1, 2, 4, 8 or 16")
+    saved = dict(_LAUNCH)
+    _LAUNCH.update({k: v for k, v in chosen.items() if v is not None})
+    try:
+        yield
+    finally:
+        _LAUNCH.clear()
+        _LAUNCH.update(saved)
+
+
 def fused_available(u: torch.Tensor, activation: str = "modrelu") -> bool:
     """Whether the fused kernels take this recurrence: a CUDA float32/float64 tensor, Triton installed, sigma one
     of ACTIVATIONS, the kernels not disabled by ORTHOLAB_TRITON=0 and not inside `torch_loops()`."""
@@ -75,38 +110,42 @@ def _kernels(interpret: bool):
     spec = importlib.util.find_spec("ortholab.models.triton_kernels")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.forward_kernel, module.backward_kernel
+    return module
 
 
 def _grid(batch: int) -> tuple[int]:
-    return ((batch + BLOCK_B - 1) // BLOCK_B,)
+    return ((batch + _LAUNCH["block_b"] - 1) // _LAUNCH["block_b"],)
+
+
+def _step_grid(batch: int, n: int) -> tuple[int, int]:
+    return ((batch + _LAUNCH["block_b"] - 1) // _LAUNCH["block_b"], (n + _LAUNCH["block_n"] - 1) // _LAUNCH["block_n"])
+
+
+def _tiles() -> dict:
+    """The launch's tile sizes and warps, as the kernels take them."""
+    return {"BLOCK_B": _LAUNCH["block_b"], "BLOCK_N": _LAUNCH["block_n"], "num_warps": _LAUNCH["num_warps"]}
 
 
 class _FusedRecurrence(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u, w, b, h0, offsets, activation: str, slope: float):
-        forward_kernel, _ = _kernels(interpreting())
+        kernels = _kernels(interpreting())
         u, w, h0 = u.contiguous(), w.contiguous(), h0.contiguous()
         steps, batch, n = u.shape
         bias = b.contiguous() if b is not None else u.new_zeros(n)
         h = torch.empty_like(u)
         offsets_arg = offsets.contiguous() if offsets is not None else h  # never read without HAS_OFFSETS
-        forward_kernel[_grid(batch)](
-            u,
-            w,
-            bias,
-            h0,
-            offsets_arg,
-            h,
-            steps,
-            batch,
-            n,
-            u.new_full((1,), slope),
-            ACTIVATION=ACTIVATIONS[activation],
-            HAS_OFFSETS=offsets is not None,
-            BLOCK_B=BLOCK_B,
-            BLOCK_N=BLOCK_N,
-        )
+        slope_arg = u.new_full((1,), slope)
+        flags = {"ACTIVATION": ACTIVATIONS[activation], "HAS_OFFSETS": offsets is not None, **_tiles()}
+        if _LAUNCH["schedule"] == "persistent":
+            kernels.forward_kernel[_grid(batch)](u, w, bias, h0, offsets_arg, h, steps, batch, n, slope_arg, **flags)
+        else:
+            grid = _step_grid(batch, n)
+            for t in range(steps):  # one launch a step: the step's tiles in parallel
+                prev = h0 if t == 0 else h[t - 1]
+                kernels.forward_step_kernel[grid](
+                    u[t], w, bias, prev, offsets_arg[t], h[t], batch, n, slope_arg, **flags
+                )
         ctx.activation, ctx.slope, ctx.has_bias = activation, slope, b is not None
         ctx.save_for_backward(w, h0, h, offsets_arg if offsets is not None else None)
         return h
@@ -114,30 +153,43 @@ class _FusedRecurrence(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_h):
-        _, backward_kernel = _kernels(interpreting())
+        kernels = _kernels(interpreting())
         w, h0, h, offsets = ctx.saved_tensors
         steps, batch, n = h.shape
         grad_h = grad_h.contiguous()
         grad_z = torch.empty_like(h)
         want_total = ctx.needs_input_grad[4]
         total = torch.empty_like(h) if want_total else grad_z  # never written without WANT_TOTAL
-        backward_kernel[_grid(batch)](
-            grad_h,
-            w,
-            h,
-            offsets if offsets is not None else h,
-            grad_z,
-            total,
-            steps,
-            batch,
-            n,
-            h.new_full((1,), ctx.slope),
-            ACTIVATION=ACTIVATIONS[ctx.activation],
-            HAS_OFFSETS=offsets is not None,
-            WANT_TOTAL=want_total,
-            BLOCK_B=BLOCK_B,
-            BLOCK_N=BLOCK_N,
-        )
+        offsets_arg = offsets if offsets is not None else h
+        slope_arg = h.new_full((1,), ctx.slope)
+        flags = {
+            "ACTIVATION": ACTIVATIONS[ctx.activation],
+            "HAS_OFFSETS": offsets is not None,
+            "WANT_TOTAL": want_total,
+            **_tiles(),
+        }
+        if _LAUNCH["schedule"] == "persistent":
+            kernels.backward_kernel[_grid(batch)](
+                grad_h, w, h, offsets_arg, grad_z, total, steps, batch, n, slope_arg, **flags
+            )
+        else:
+            grid = _step_grid(batch, n)
+            for t in reversed(range(steps)):  # one launch a step, in reversed time
+                later = grad_z[t + 1] if t + 1 < steps else grad_z[t]  # never read at the last step
+                kernels.backward_step_kernel[grid](
+                    grad_h[t],
+                    w,
+                    h[t],
+                    offsets_arg[t],
+                    later,
+                    grad_z[t],
+                    total[t],
+                    batch,
+                    n,
+                    slope_arg,
+                    HAS_LATER=t + 1 < steps,
+                    **flags,
+                )
         grad_w = grad_z[1:].reshape(-1, n).t() @ h[:-1].reshape(-1, n)  # sum_t dz_t h_{t-1}^T
         grad_w.addmm_(grad_z[0].t(), h0)
         grad_h0 = grad_z[0] @ w

@@ -52,6 +52,20 @@ def test_a_cuda_stage_with_a_skipped_case_fails_and_the_cpu_rehearsal_may_skip()
     assert not passed and "tests.test_x::test_y" in summary
 
 
+def test_a_kernel_launch_whose_states_are_off_the_loops_fails_the_stage_however_fast():
+    row = {"batch": 50, "n": 170, "vs_torch_loop": 1.0}
+    rows = [
+        {**row, "what": "scornn (triton)", "ms": 60.0, "vs_rnn_relu": 28.0},
+        {**row, "what": "recurrence (torch loop)", "ms": 100.0, "rel_error": 0.0},
+        {**row, "what": "recurrence (triton, per-step)", "ms": 5.0, "rel_error": 1e-6},
+    ]
+    passed, summary = gpu_check.verdict("kernels", {"rows": rows}, "cuda")
+    assert passed and "fastest recurrence (triton, per-step) B=50 n=170: 5.0 ms" in summary
+    rows[2]["rel_error"] = 0.3  # e.g. a tile width that drops columns
+    passed, summary = gpu_check.verdict("kernels", {"rows": rows}, "cuda")
+    assert not passed and summary.startswith("states off the torch loop's by more than 0.001: recurrence (triton, per")
+
+
 def test_the_call_budget_names_the_epoch_runs_it_left_no_time_for(tmp_path):
     # the stages share --budget seconds: a stage that starts with too little left starts nothing and says so, and
     # the stages before it keep their results

@@ -3,7 +3,7 @@ on the CPU through Triton's interpreter (TRITON_INTERPRET=1), on CUDA compiled w
 
 import pytest
 import torch
-from devices import DEVICES, needs_cuda
+from devices import CUDA_MARKS, needs_cuda
 from tolerances import close, norm
 
 from ortholab.models import triton_recurrence as fused
@@ -57,18 +57,40 @@ def _compare(run, reference, inputs, dtype):
         )
 
 
-@pytest.mark.parametrize("device", DEVICES, indirect=True)
+# the launches the GPU check times (tools/gpu_timing.py): the default, the per-step schedule, other tiles and warps
+# (one row block wider than B; three column tiles, the last partial)
+LAUNCHES = {
+    "persistent": {},
+    "per_step": {"schedule": "per_step"},
+    "persistent_tiles": {"block_b": 32, "block_n": 16, "num_warps": 2},
+    "per_step_tiles": {"schedule": "per_step", "block_b": 32, "block_n": 16, "num_warps": 8},
+}
+
+
+# the interpreter runs every launch; a GPU (the check's tests stage, its time counted) the two schedules
+DEVICE_LAUNCHES = [pytest.param("cpu", name, id=f"cpu-{name}") for name in LAUNCHES] + [
+    pytest.param("cuda", name, marks=CUDA_MARKS, id=f"cuda-{name}") for name in ("persistent", "per_step")
+]
+
+
+@pytest.fixture
+def launch(request):
+    with fused.launch(**LAUNCHES[request.param]):
+        yield request.param
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("with_offsets", [False, True])
-def test_fused_modrelu_recurrence_matches_the_loop(device, dtype, with_offsets):
+@pytest.mark.parametrize("device,launch", DEVICE_LAUNCHES, indirect=True)
+def test_fused_modrelu_recurrence_matches_the_loop(device, dtype, with_offsets, launch):
     inputs = _inputs(dtype, device, with_offsets)
     _compare(fused.fused_modrelu_recurrence, modrelu_recurrence_reference, inputs, dtype)
 
 
-@pytest.mark.parametrize("device", DEVICES, indirect=True)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("with_offsets", [False, True])
-def test_fused_leaky_relu_recurrence_matches_the_loop(device, dtype, with_offsets):
+@pytest.mark.parametrize("device,launch", DEVICE_LAUNCHES, indirect=True)
+def test_fused_leaky_relu_recurrence_matches_the_loop(device, dtype, with_offsets, launch):
     inputs = _inputs(dtype, device, with_offsets)
     del inputs["b"]
 
@@ -79,6 +101,26 @@ def test_fused_leaky_relu_recurrence_matches_the_loop(device, dtype, with_offset
         return pointwise_recurrence_reference(u, w, h0, "leaky_relu", 0.1, offsets)
 
     _compare(run, reference, inputs, dtype)
+
+
+def test_a_launch_is_checked_and_undone_after_its_block():
+    before = dict(fused._LAUNCH)
+    with fused.launch(schedule="per_step", num_warps=2):
+        assert fused._LAUNCH == {**before, "schedule": "per_step", "num_warps": 2}
+        with pytest.raises(RuntimeError), fused.launch(block_n=64):
+            assert fused._LAUNCH["block_n"] == 64 and fused._LAUNCH["schedule"] == "per_step"
+            raise RuntimeError  # undone also when the block raises
+        assert fused._LAUNCH["block_n"] == before["block_n"]
+    assert fused._LAUNCH == before
+    for options, message in (
+        ({"schedule": "stepwise"}, "schedule 'stepwise'"),
+        ({"block_b": 8}, "block_b 8"),
+        ({"block_n": 48}, "block_n 48"),
+        ({"num_warps": 3}, "num_warps 3"),
+    ):
+        with pytest.raises(ValueError, match=message), fused.launch(**options):
+            pass
+    assert fused._LAUNCH == before
 
 
 def test_the_kernels_are_chosen_only_on_cuda(monkeypatch):

@@ -120,7 +120,8 @@ def measure_all(device: str, tiny: bool) -> dict:
                         "vs_lstm": ms / timed[lstm_key][0],
                     }
                 )
-            rows += recurrence_rows(batch, n, seq_len, device, warmup, repeats, interpreter)
+            sweep = LAUNCH_SWEEP if n == setting["sizes"][0] else {}
+            rows += recurrence_rows(batch, n, seq_len, device, warmup, repeats, interpreter, rnn_ms, sweep)
     # on the CPU the capture is a stand-in that returns the model (graphs need a GPU): the rest of the code runs
     graphs = graph_rows(
         device, setting, torch.cuda.make_graphed_callables if device == "cuda" else lambda model, args: model
@@ -146,8 +147,41 @@ def measure_all(device: str, tiny: bool) -> dict:
     }
 
 
-def recurrence_rows(batch, n, seq_len, device, warmup, repeats, interpreter) -> list[dict]:
-    """The bare modReLU recurrence: the fused kernel against the torch loop (models/recurrence.py)."""
+# The Triton kernels' other launches (models/triton_recurrence.launch), timed eager at the first n beside the
+# default (persistent, block_b 16, block_n 32, 4 warps): which one the kernels should take is a measurement
+LAUNCH_SWEEP = {
+    "persistent, 1 warp": {"num_warps": 1},
+    "persistent, 2 warps": {"num_warps": 2},
+    "persistent, 8 warps": {"num_warps": 8},
+    "persistent, block_n 16": {"block_n": 16},
+    "persistent, block_n 64": {"block_n": 64},
+    "per-step, block_n 16": {"schedule": "per_step", "block_n": 16},
+    "per-step, block_n 64": {"schedule": "per_step", "block_n": 64},
+    "per-step, 2 warps": {"schedule": "per_step", "num_warps": 2},
+}
+
+
+def captured(go, device: str):
+    """go() (a forward and backward) recorded once in a CUDA graph after warm-up on a side stream, returned as the
+    graph's replay; on the CPU go itself (graphs need a GPU)."""
+    if device != "cuda":
+        return go
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            go()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        go()
+    return graph.replay
+
+
+def recurrence_rows(batch, n, seq_len, device, warmup, repeats, interpreter, rnn_ms, sweep) -> list[dict]:
+    """The bare modReLU recurrence: the fused kernels (persistent, the default, and per-step) against the torch
+    loop (models/recurrence.py), eager and captured in a CUDA graph; then the kernels' other launches in `sweep`.
+    A capture that fails is a row with its error instead of a time."""
     from ortholab.models import triton_recurrence as fused
     from ortholab.models.recurrence import modrelu_recurrence
 
@@ -170,13 +204,49 @@ def recurrence_rows(batch, n, seq_len, device, warmup, repeats, interpreter) -> 
 
         return go
 
-    rows = []
+    variants = {  # label: (the function, ORTHOLAB_TRITON, the kernels' launch)
+        "triton kernel": (fused.fused_modrelu_recurrence, None, {}),
+        "triton, per-step": (fused.fused_modrelu_recurrence, None, {"schedule": "per_step"}),
+        "torch loop": (modrelu_recurrence, "0", {}),
+    }
+    with environment(ORTHOLAB_TRITON="0"), torch.no_grad():
+        expected = modrelu_recurrence(u, w, b, h0)
+    scale = expected.abs().max().item()
+
+    def off_by(fn) -> float:
+        """How far fn's states are from the torch loop's, relative to the largest state (a fast launch that computes
+        something else shows here)."""
+        with torch.no_grad():
+            return (fn(u, w, b, h0) - expected).abs().max().item() / scale
+
+    timed: dict[str, float | str] = {}
+    errors: dict[str, float] = {}
     with environment(TRITON_INTERPRET=interpreter):
-        kernel_ms = median_ms(run(fused.fused_modrelu_recurrence), device, warmup, repeats)
-    with environment(ORTHOLAB_TRITON="0"):
-        loop_ms = median_ms(run(modrelu_recurrence), device, warmup, repeats)
-    for what, ms in (("recurrence (triton kernel)", kernel_ms), ("recurrence (torch loop)", loop_ms)):
-        rows.append({"what": what, "batch": batch, "n": n, "ms": ms, "vs_torch_loop": ms / loop_ms})
+        for label, (fn, switch, options) in variants.items():
+            with environment(ORTHOLAB_TRITON=switch), fused.launch(**options):
+                errors[label] = off_by(fn)
+                timed[label] = median_ms(run(fn), device, warmup, repeats)
+                try:
+                    timed[f"{label}, graphed"] = median_ms(captured(run(fn), device), device, warmup, repeats)
+                except Exception as err:  # reported, not raised: the answer is which ones capture
+                    timed[f"{label}, graphed"] = (
+                        f"capture failed: {type(err).__name__}: {str(err).splitlines()[0][:160]}"
+                    )
+        for label, options in sweep.items():
+            with fused.launch(**options):
+                errors[f"triton, {label}"] = off_by(fused.fused_modrelu_recurrence)
+                timed[f"triton, {label}"] = median_ms(run(fused.fused_modrelu_recurrence), device, warmup, repeats)
+    loop_ms = timed["torch loop"]
+    rows = []
+    for label, ms in timed.items():
+        row = {"what": f"recurrence ({label})", "batch": batch, "n": n}
+        if isinstance(ms, str):
+            rows.append({**row, "ms": None, "error": ms})
+        else:
+            error = errors.get(label.removesuffix(", graphed"))
+            rows.append(
+                {**row, "ms": ms, "vs_torch_loop": ms / loop_ms, "vs_rnn_relu": ms / rnn_ms, "rel_error": error}
+            )
     return rows
 
 
