@@ -30,13 +30,15 @@ import contextlib
 import functools
 import importlib.util
 import os
+from typing import Literal
 
 import torch
+
+from ortholab.models.choices import checks_choices
 
 ACTIVATIONS = {"modrelu": 0, "leaky_relu": 1}
 BLOCK_B, BLOCK_N = 16, 32  # tl.dot's tiles: at least 16 on each side
 DISABLE = "ORTHOLAB_TRITON"  # set to 0 to keep the torch loops on CUDA (e.g. to compare)
-SCHEDULES = ("persistent", "per_step")
 # How the kernels are launched; the defaults are what ran on the H200 (60.59 ms at n = 170, batch 50). `launch()`
 # changes them for a block, so that the GPU check can time the others (tools/gpu_timing.py).
 _LAUNCH = {"schedule": "persistent", "block_b": BLOCK_B, "block_n": BLOCK_N, "num_warps": 4}
@@ -65,22 +67,23 @@ def torch_loops():
         _TORCH_LOOPS[0] = False
 
 
+Schedule = Literal["persistent", "per_step"]
+Tile = Literal[16, 32, 64, 128]  # tl.dot's tiles are at least 16 on each side
+Warps = Literal[1, 2, 4, 8, 16]
+
+
 @contextlib.contextmanager
+@checks_choices(key_prefix="launch: ")
 def launch(
-    schedule: str | None = None, block_b: int | None = None, block_n: int | None = None, num_warps: int | None = None
+    schedule: Schedule | None = None,
+    block_b: Tile | None = None,
+    block_n: Tile | None = None,
+    num_warps: Warps | None = None,
 ):
     """Within the block the kernels launch so: `schedule` "persistent" (one launch a pass, each program looping over
     the whole sequence for its BLOCK_B rows) or "per_step" (one launch a step over every tile of the states),
-    tiles of `block_b` rows by `block_n` columns (powers of two, at least 16: tl.dot's least), `num_warps` warps a
-    program. None keeps the current value."""
+    tiles of `block_b` rows by `block_n` columns, `num_warps` warps a program. None keeps the current value."""
     chosen = {"schedule": schedule, "block_b": block_b, "block_n": block_n, "num_warps": num_warps}
-    if schedule is not None and schedule not in SCHEDULES:
-        raise ValueError(f"schedule {schedule!r}: choose one of {SCHEDULES}")
-    for name in ("block_b", "block_n"):
-        if chosen[name] is not None and chosen[name] not in (16, 32, 64, 128):
-            raise ValueError(f"{name} {chosen[name]!r}: choose 16, 32, 64 or 128 (tl.dot's tiles are at least 16)")
-    if num_warps is not None and num_warps not in (1, 2, 4, 8, 16):
-        raise ValueError(f"num_warps {num_warps!r}: choose 1, 2, 4, 8 or 16")
     saved = dict(_LAUNCH)
     _LAUNCH.update({k: v for k, v in chosen.items() if v is not None})
     try:

@@ -113,10 +113,10 @@ def test_a_launch_is_checked_and_undone_after_its_block():
         assert fused._LAUNCH["block_n"] == before["block_n"]
     assert fused._LAUNCH == before
     for options, message in (
-        ({"schedule": "stepwise"}, "schedule 'stepwise'"),
-        ({"block_b": 8}, "block_b 8"),
-        ({"block_n": 48}, "block_n 48"),
-        ({"num_warps": 3}, "num_warps 3"),
+        ({"schedule": "stepwise"}, "launch: schedule = 'stepwise'; choose one of"),
+        ({"block_b": 8}, "launch: block_b = 8; choose one of"),
+        ({"block_n": 48}, "launch: block_n = 48; choose one of"),
+        ({"num_warps": 3}, "launch: num_warps = 3; choose one of"),
     ):
         with pytest.raises(ValueError, match=message), fused.launch(**options):
             pass
