@@ -155,9 +155,12 @@ LAUNCH_SWEEP = {
     "persistent, 8 warps": {"num_warps": 8},
     "persistent, block_n 16": {"block_n": 16},
     "persistent, block_n 64": {"block_n": 64},
+    # a step's product in 4 tile products instead of 36 (n = 170): whether the step's time is their latency
+    "persistent, block_n 128, 8 warps": {"block_n": 128, "num_warps": 8},
     "per-step, block_n 16": {"schedule": "per_step", "block_n": 16},
     "per-step, block_n 64": {"schedule": "per_step", "block_n": 64},
     "per-step, 2 warps": {"schedule": "per_step", "num_warps": 2},
+    "per-step, block_b 32": {"schedule": "per_step", "block_b": 32},
 }
 
 
