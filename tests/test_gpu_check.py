@@ -66,6 +66,19 @@ def test_a_kernel_launch_whose_states_are_off_the_loops_fails_the_stage_however_
     assert not passed and summary.startswith("states off the torch loop's by more than 0.001: recurrence (triton, per")
 
 
+def test_the_kernel_stage_past_its_deadline_names_what_it_left_and_fails():
+    """Killed at its limit, the stage would bring back nothing: past its deadline it stops measuring and names the
+    rest (here the deadline has passed before the first timing)."""
+    spec = importlib.util.spec_from_file_location("gpu_timing", REPO / "tools" / "gpu_timing.py")
+    gpu_timing = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_timing)
+    result = gpu_timing.measure_all("cpu", tiny=True, deadline=0.0)
+    assert result["rows"] == [] and result["graphs"] == {}
+    assert result["not_reached"] == ["batch 4, n = 8"] + [f"{f}, eager and graphed" for f in gpu_timing.GRAPH_FAMILIES]
+    passed, summary = gpu_check.verdict("kernels", result, "cpu")
+    assert not passed and summary.startswith(f"not reached in the stage's time: {1 + len(gpu_timing.GRAPH_FAMILIES)}")
+
+
 def test_the_call_budget_names_the_epoch_runs_it_left_no_time_for(tmp_path):
     # the stages share --budget seconds: a stage that starts with too little left starts nothing and says so, and
     # the stages before it keep their results

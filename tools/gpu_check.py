@@ -325,7 +325,9 @@ def stage_kernels(args, work: Path) -> dict:
     sys.path.insert(0, str(TOOLS))
     import gpu_timing
 
-    return gpu_timing.measure_all(args.device, args.tiny)
+    # what is left 10 s before the stage's limit is named, not measured: a killed stage would bring back nothing
+    deadline = time.monotonic() + (args.stage_seconds or stage_limit("kernels", args.device)) - 10
+    return gpu_timing.measure_all(args.device, args.tiny, deadline)
 
 
 def bench_families(args) -> list[str]:
@@ -600,7 +602,10 @@ def verdict(stage: str, result: dict, device: str) -> tuple[bool, str]:
         wrong = [r["what"] for r in result["rows"] if (r.get("rel_error") or 0) > KERNEL_REL_ERROR]
         if wrong:  # a launch whose states are not the loop's fails the stage, however fast
             ratios.insert(0, f"states off the torch loop's by more than {KERNEL_REL_ERROR:g}: {', '.join(wrong)}")
-        return bool(result["rows"]) and not wrong, "; ".join(ratios[:5])
+        left = result.get("not_reached") or []
+        if left:
+            ratios.insert(0, f"not reached in the stage's time: {len(left)} ({left[0]}, ...)")
+        return bool(result["rows"]) and not wrong and not left, "; ".join(ratios[:6])
     if stage == "bench":
         lost = [f"{f} ({why})" for f, why in result["failed"].items()] + [
             f"{f} (not reached)" for f in result["not_reached"]
@@ -694,6 +699,8 @@ def speed_markdown(results: dict) -> str:
                 else f"capture failed: {g['capture_failed']} | -"
             )
             out.append(f"| {family} | {g['n']} | {g['batch']} | {g['eager_ms']:.2f} | {graphed} |")
+    if kernels and kernels.get("not_reached"):
+        out += ["", "Not measured, the stage's time ran out: " + "; ".join(kernels["not_reached"])]
     bench = results.get("bench", {}).get("result")
     if bench:
         out += [

@@ -75,19 +75,32 @@ def model_pass(model, x, y):
     return run
 
 
-def measure_all(device: str, tiny: bool) -> dict:
+def out_of_time(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() > deadline
+
+
+def measure_all(device: str, tiny: bool, deadline: float | None = None) -> dict:
+    """Every timing of the stage, the first size's (with the launch sweep) and the graphed families before the
+    second size's; past `deadline` (time.monotonic()) what is left is named in `not_reached`, not measured."""
     from ortholab.bench.families import build, plain_rnn
     from ortholab.models.sizing import hidden_size_for_budget
 
     setting = TINY if tiny else FULL
     seq_len, warmup, repeats = setting["seq_len"], setting["warmup"], setting["repeats"]
     interpreter = "1" if device == "cpu" else None  # on the CPU only the interpreter runs Triton's kernels
-    rows = []
+    rows, graphs, not_reached = [], {}, []
+    # on the CPU the capture is a stand-in that returns the model (graphs need a GPU): the rest of the code runs
+    capture = torch.cuda.make_graphed_callables if device == "cuda" else lambda model, args: model
     for batch in setting["batches"]:
         torch.manual_seed(0)
         x = torch.rand(batch, seq_len, 1, device=device)
         y = torch.randint(0, 10, (batch,), device=device)
         for n in setting["sizes"]:
+            if n != setting["sizes"][0] and not graphs:
+                graphs = graph_rows(device, setting, capture, deadline, not_reached)
+            if out_of_time(deadline):
+                not_reached.append(f"batch {batch}, n = {n}")
+                continue
             timed = {}
             for family in ("scornn", "ornn"):
                 model = build(family, n, device)
@@ -121,11 +134,11 @@ def measure_all(device: str, tiny: bool) -> dict:
                     }
                 )
             sweep = LAUNCH_SWEEP if n == setting["sizes"][0] else {}
-            rows += recurrence_rows(batch, n, seq_len, device, warmup, repeats, interpreter, rnn_ms, sweep)
-    # on the CPU the capture is a stand-in that returns the model (graphs need a GPU): the rest of the code runs
-    graphs = graph_rows(
-        device, setting, torch.cuda.make_graphed_callables if device == "cuda" else lambda model, args: model
-    )
+            rows += recurrence_rows(
+                batch, n, seq_len, device, warmup, repeats, interpreter, rnn_ms, sweep, deadline, not_reached
+            )
+    if not graphs:
+        graphs = graph_rows(device, setting, capture, deadline, not_reached)
     timer = "CUDA events" if device == "cuda" else "wall time, CPU rehearsal"
     note = (
         None
@@ -143,6 +156,7 @@ def measure_all(device: str, tiny: bool) -> dict:
         "rows": rows,
         "note": note,
         "graphs": graphs,
+        "not_reached": not_reached,
         "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu",
     }
 
@@ -181,7 +195,9 @@ def captured(go, device: str):
     return graph.replay
 
 
-def recurrence_rows(batch, n, seq_len, device, warmup, repeats, interpreter, rnn_ms, sweep) -> list[dict]:
+def recurrence_rows(
+    batch, n, seq_len, device, warmup, repeats, interpreter, rnn_ms, sweep, deadline=None, not_reached=None
+) -> list[dict]:
     """The bare modReLU recurrence: the fused kernels (persistent, the default, and per-step) against the torch
     loop (models/recurrence.py), eager and captured in a CUDA graph; then the kernels' other launches in `sweep`.
     A capture that fails is a row with its error instead of a time."""
@@ -236,6 +252,9 @@ def recurrence_rows(batch, n, seq_len, device, warmup, repeats, interpreter, rnn
                         f"capture failed: {type(err).__name__}: {str(err).splitlines()[0][:160]}"
                     )
         for label, options in sweep.items():
+            if out_of_time(deadline):
+                not_reached.append(f"recurrence (triton, {label}) B={batch} n={n}")
+                continue
             with fused.launch(**options):
                 errors[f"triton, {label}"] = off_by(fused.fused_modrelu_recurrence)
                 timed[f"triton, {label}"] = median_ms(run(fused.fused_modrelu_recurrence), device, warmup, repeats)
@@ -267,7 +286,7 @@ GRAPH_FAMILIES = {
 }
 
 
-def graph_rows(device: str, setting: dict, capture) -> dict:
+def graph_rows(device: str, setting: dict, capture, deadline=None, not_reached=None) -> dict:
     """Where Triton is not the answer: each unfused family's forward+backward eager against the same captured in
     CUDA graphs (torch.cuda.make_graphed_callables: one replay per pass instead of a launch per operation), at the
     16k budget and the first batch size. A capture that fails is named with its error."""
@@ -279,6 +298,9 @@ def graph_rows(device: str, setting: dict, capture) -> dict:
     y = torch.randint(0, CLASSES, (batch,), device=device)
     out = {}
     for label, (family, triton) in GRAPH_FAMILIES.items():
+        if out_of_time(deadline):
+            not_reached.append(f"{label}, eager and graphed")
+            continue
         n = PAPER_SIZES["16k"].get(family) or hidden_size_for_budget(family, BUDGETS["16k"], 1, CLASSES)
         if setting is TINY:
             n = 8
