@@ -72,7 +72,8 @@ from ortholab.db.schema_version import upgrade as upgrade_schema
 ENV_VAR = "ORTHOLAB_DB"
 RUNS_ENV_VAR = "ORTHOLAB_RUNS"  # the folder that holds the default store and the run folders (default ./runs)
 FIX = f"pass --db URL, or set {ENV_VAR} to a writable database or {RUNS_ENV_VAR} to a writable folder"
-SQLITE_PRAGMAS = ("busy_timeout=30000", "foreign_keys=ON", "synchronous=NORMAL")  # wait first
+SQLITE_WAIT_S = 30  # how long a connection waits for a lock; also for the switch to WAL (_switch_to_wal)
+SQLITE_PRAGMAS = (f"busy_timeout={SQLITE_WAIT_S * 1000}", "foreign_keys=ON", "synchronous=NORMAL")  # wait first
 SQLITE_JOURNAL = "journal_mode=WAL"  # kept by the file: set only on an empty file or an OrthoLab store
 JSON_FIELDS = ("config", "info", "tags")
 LEASE_FIELDS = frozenset({"lease_owner", "lease_expires_at"})  # written only through leases
@@ -875,10 +876,28 @@ def _sqlite_pragmas(set_journal: bool) -> Callable[[Any, Any], None]:
         if set_journal:
             tables = {row[0] for row in cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if not tables or tables & (OUR_TABLES | {VERSION_TABLE}):
-                cursor.execute(f"PRAGMA {SQLITE_JOURNAL}")
+                _switch_to_wal(cursor)
         cursor.close()
 
     return on_connect
+
+
+def _switch_to_wal(cursor: Any) -> None:
+    """WAL for the file, unless it has it already. Several processes opening a new file at once (DDP ranks, sweep
+    jobs) each try the switch, and SQLite answers 'database is locked' at once, not after busy_timeout, to all but
+    one: those wait and look again, for up to SQLITE_WAIT_S."""
+    deadline = time.monotonic() + SQLITE_WAIT_S
+    pause = 0.01
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                cursor.execute(f"PRAGMA {SQLITE_JOURNAL}")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
 
 
 def _can_write(path: Path) -> bool:
