@@ -497,7 +497,7 @@ def shrink_to_fit(
 CUT_FIRST = ("published", "length", "seeds")  # in this order, before the widest column
 WIDE_ONLY = ("params", "recorded_for")  # left out of a terminal's report (--wide shows them)
 REPRODUCED_WIDTH = 40  # a terminal's reproduced cell: its value and verdict (below baseline (val/loss 0.0001936) ✓)
-FIRST_CUT_LEAST = 20  # the published text is cut first, but no shorter than this while other columns are wider
+FIRST_CUT_LEAST = 20  # the CUT_FIRST columns are cut first, to no fewer characters than this, then to `least`
 
 
 def _markdown_line(
