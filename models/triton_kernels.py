@@ -14,6 +14,90 @@ def sigma(z, b, slope, ACTIVATION: tl.constexpr):  # slope: a scalar in z's dtyp
 
 
 @triton.jit
+def forward_tile(
+    u_ptr,
+    w_ptr,
+    b_ptr,
+    prev_ptr,
+    offsets_ptr,
+    h_ptr,
+    rows,
+    row_ok,
+    cols,
+    N,
+    slope,
+    ACTIVATION,
+    HAS_OFFSETS,
+    BLOCK_N: tl.constexpr,
+):
+    """One (rows, cols) tile of h_t = sigma(u_t + W h_{t-1}) [+ offsets_t]: u, offsets and h point at step t, prev
+    at h_{t-1}."""
+    lanes = tl.arange(0, BLOCK_N)
+    tile = row_ok[:, None] & (cols < N)[None, :]
+    where = rows[:, None] * N + cols[None, :]
+    z = tl.load(u_ptr + where, mask=tile, other=0.0)
+    for k0 in range(0, N, BLOCK_N):
+        ks = k0 + lanes
+        prev = tl.load(prev_ptr + rows[:, None] * N + ks[None, :], mask=row_ok[:, None] & (ks < N)[None, :], other=0.0)
+        # W^T[k, j] = W[j, k]
+        wt = tl.load(w_ptr + cols[None, :] * N + ks[:, None], mask=(ks < N)[:, None] & (cols < N)[None, :], other=0.0)
+        z += tl.dot(prev, wt, input_precision="ieee")  # z_t = u_t + W h_{t-1}
+    b = tl.load(b_ptr + cols, mask=cols < N, other=0.0)
+    h = sigma(z, b, slope, ACTIVATION)
+    if HAS_OFFSETS:
+        h += tl.load(offsets_ptr + where, mask=tile, other=0.0)
+    tl.store(h_ptr + where, h, mask=tile)
+
+
+@triton.jit
+def backward_tile(
+    grad_h_ptr,
+    w_ptr,
+    h_ptr,
+    offsets_ptr,
+    later_ptr,
+    grad_z_ptr,
+    total_ptr,
+    rows,
+    row_ok,
+    cols,
+    N,
+    slope,
+    has_later,
+    ACTIVATION,
+    HAS_OFFSETS,
+    WANT_TOTAL,
+    BLOCK_N: tl.constexpr,
+):
+    """One (rows, cols) tile of dL/dz_t from dL/dh_t (direct, plus W^T dL/dz_{t+1} where `has_later`): grad_h, h,
+    offsets, grad_z and total point at step t, later at dL/dz_{t+1}."""
+    lanes = tl.arange(0, BLOCK_N)
+    tile = row_ok[:, None] & (cols < N)[None, :]
+    where = rows[:, None] * N + cols[None, :]
+    total = tl.load(grad_h_ptr + where, mask=tile, other=0.0)
+    if has_later:  # dL/dh_t = direct + W^T dL/dz_{t+1}, as row vectors: dz_{t+1} W
+        for k0 in range(0, N, BLOCK_N):
+            ks = k0 + lanes
+            later = tl.load(
+                later_ptr + rows[:, None] * N + ks[None, :], mask=row_ok[:, None] & (ks < N)[None, :], other=0.0
+            )
+            w = tl.load(
+                w_ptr + ks[:, None] * N + cols[None, :], mask=(ks < N)[:, None] & (cols < N)[None, :], other=0.0
+            )
+            total += tl.dot(later, w, input_precision="ieee")
+    if WANT_TOTAL:
+        tl.store(total_ptr + where, total, mask=tile)
+    out = tl.load(h_ptr + where, mask=tile, other=0.0)
+    if HAS_OFFSETS:
+        out -= tl.load(offsets_ptr + where, mask=tile, other=0.0)  # sigma's own output
+    if ACTIVATION == 0:
+        slope_t = tl.where(out != 0, 1.0, 0.0)  # modReLU passes z exactly where its output is nonzero
+    else:
+        slope_t = tl.where(out > 0, 1.0, slope)
+    tl.store(grad_z_ptr + where, total * slope_t, mask=tile)
+
+
+@triton.jit
 def forward_kernel(
     u_ptr,
     w_ptr,
@@ -31,32 +115,32 @@ def forward_kernel(
     BLOCK_N: tl.constexpr,
 ):
     rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
-    lanes = tl.arange(0, BLOCK_N)
     row_ok = rows < B
     slope = tl.load(slope_ptr)  # in the states' dtype (a float argument would be float32)
     for t in range(T):
         step = t * B * N
+        if t == 0:
+            prev_ptr = h0_ptr
+        else:
+            prev_ptr = h_ptr + step - B * N
         for j0 in range(0, N, BLOCK_N):
-            cols = j0 + lanes
-            tile = row_ok[:, None] & (cols < N)[None, :]
-            z = tl.load(u_ptr + step + rows[:, None] * N + cols[None, :], mask=tile, other=0.0)
-            for k0 in range(0, N, BLOCK_N):
-                ks = k0 + lanes
-                prev_tile = row_ok[:, None] & (ks < N)[None, :]
-                if t == 0:
-                    prev = tl.load(h0_ptr + rows[:, None] * N + ks[None, :], mask=prev_tile, other=0.0)
-                else:
-                    prev = tl.load(h_ptr + step - B * N + rows[:, None] * N + ks[None, :], mask=prev_tile, other=0.0)
-                # W^T[k, j] = W[j, k]
-                wt = tl.load(
-                    w_ptr + cols[None, :] * N + ks[:, None], mask=(ks < N)[:, None] & (cols < N)[None, :], other=0.0
-                )
-                z += tl.dot(prev, wt, input_precision="ieee")  # z_t = u_t + W h_{t-1}
-            b = tl.load(b_ptr + cols, mask=cols < N, other=0.0)
-            h = sigma(z, b, slope, ACTIVATION)
-            if HAS_OFFSETS:
-                h += tl.load(offsets_ptr + step + rows[:, None] * N + cols[None, :], mask=tile, other=0.0)
-            tl.store(h_ptr + step + rows[:, None] * N + cols[None, :], h, mask=tile)
+            cols = j0 + tl.arange(0, BLOCK_N)
+            forward_tile(
+                u_ptr + step,
+                w_ptr,
+                b_ptr,
+                prev_ptr,
+                offsets_ptr + step,
+                h_ptr + step,
+                rows,
+                row_ok,
+                cols,
+                N,
+                slope,
+                ACTIVATION,
+                HAS_OFFSETS,
+                BLOCK_N,
+            )
         tl.debug_barrier()  # step t's states stored before step t+1 reads them
 
 
@@ -79,39 +163,31 @@ def backward_kernel(
     BLOCK_N: tl.constexpr,
 ):
     rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
-    lanes = tl.arange(0, BLOCK_N)
     row_ok = rows < B
     slope = tl.load(slope_ptr)
     for s in range(T):
-        t = T - 1 - s
-        step = t * B * N
+        step = (T - 1 - s) * B * N
         for j0 in range(0, N, BLOCK_N):
-            cols = j0 + lanes
-            tile = row_ok[:, None] & (cols < N)[None, :]
-            where = step + rows[:, None] * N + cols[None, :]
-            total = tl.load(grad_h_ptr + where, mask=tile, other=0.0)
-            if s > 0:  # dL/dh_t = direct + W^T dL/dz_{t+1}, as row vectors: dz_{t+1} W
-                for k0 in range(0, N, BLOCK_N):
-                    ks = k0 + lanes
-                    later = tl.load(
-                        grad_z_ptr + step + B * N + rows[:, None] * N + ks[None, :],
-                        mask=row_ok[:, None] & (ks < N)[None, :],
-                        other=0.0,
-                    )
-                    w = tl.load(
-                        w_ptr + ks[:, None] * N + cols[None, :], mask=(ks < N)[:, None] & (cols < N)[None, :], other=0.0
-                    )
-                    total += tl.dot(later, w, input_precision="ieee")
-            if WANT_TOTAL:
-                tl.store(total_ptr + where, total, mask=tile)
-            out = tl.load(h_ptr + where, mask=tile, other=0.0)
-            if HAS_OFFSETS:
-                out -= tl.load(offsets_ptr + where, mask=tile, other=0.0)  # sigma's own output
-            if ACTIVATION == 0:
-                slope_t = tl.where(out != 0, 1.0, 0.0)  # modReLU passes z exactly where its output is nonzero
-            else:
-                slope_t = tl.where(out > 0, 1.0, slope)
-            tl.store(grad_z_ptr + where, total * slope_t, mask=tile)
+            cols = j0 + tl.arange(0, BLOCK_N)
+            backward_tile(
+                grad_h_ptr + step,
+                w_ptr,
+                h_ptr + step,
+                offsets_ptr + step,
+                grad_z_ptr + step + B * N,
+                grad_z_ptr + step,
+                total_ptr + step,
+                rows,
+                row_ok,
+                cols,
+                N,
+                slope,
+                s > 0,
+                ACTIVATION,
+                HAS_OFFSETS,
+                WANT_TOTAL,
+                BLOCK_N,
+            )
         tl.debug_barrier()  # dL/dz_t stored before step t-1 reads it
 
 
@@ -138,21 +214,22 @@ def forward_step_kernel(
 ):
     rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    lanes = tl.arange(0, BLOCK_N)
-    row_ok = rows < B
-    tile = row_ok[:, None] & (cols < N)[None, :]
-    where = rows[:, None] * N + cols[None, :]
-    z = tl.load(u_ptr + where, mask=tile, other=0.0)
-    for k0 in range(0, N, BLOCK_N):
-        ks = k0 + lanes
-        prev = tl.load(prev_ptr + rows[:, None] * N + ks[None, :], mask=row_ok[:, None] & (ks < N)[None, :], other=0.0)
-        wt = tl.load(w_ptr + cols[None, :] * N + ks[:, None], mask=(ks < N)[:, None] & (cols < N)[None, :], other=0.0)
-        z += tl.dot(prev, wt, input_precision="ieee")  # z_t = u_t + W h_{t-1}
-    b = tl.load(b_ptr + cols, mask=cols < N, other=0.0)
-    h = sigma(z, b, tl.load(slope_ptr), ACTIVATION)
-    if HAS_OFFSETS:
-        h += tl.load(offsets_ptr + where, mask=tile, other=0.0)
-    tl.store(h_ptr + where, h, mask=tile)
+    forward_tile(
+        u_ptr,
+        w_ptr,
+        b_ptr,
+        prev_ptr,
+        offsets_ptr,
+        h_ptr,
+        rows,
+        rows < B,
+        cols,
+        N,
+        tl.load(slope_ptr),
+        ACTIVATION,
+        HAS_OFFSETS,
+        BLOCK_N,
+    )
 
 
 @triton.jit
@@ -176,28 +253,22 @@ def backward_step_kernel(
 ):
     rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    lanes = tl.arange(0, BLOCK_N)
-    row_ok = rows < B
-    tile = row_ok[:, None] & (cols < N)[None, :]
-    where = rows[:, None] * N + cols[None, :]
-    total = tl.load(grad_h_ptr + where, mask=tile, other=0.0)
-    if HAS_LATER:  # dL/dh_t = direct + W^T dL/dz_{t+1}, as row vectors: dz_{t+1} W
-        for k0 in range(0, N, BLOCK_N):
-            ks = k0 + lanes
-            later = tl.load(
-                later_ptr + rows[:, None] * N + ks[None, :], mask=row_ok[:, None] & (ks < N)[None, :], other=0.0
-            )
-            w = tl.load(
-                w_ptr + ks[:, None] * N + cols[None, :], mask=(ks < N)[:, None] & (cols < N)[None, :], other=0.0
-            )
-            total += tl.dot(later, w, input_precision="ieee")
-    if WANT_TOTAL:
-        tl.store(total_ptr + where, total, mask=tile)
-    out = tl.load(h_ptr + where, mask=tile, other=0.0)
-    if HAS_OFFSETS:
-        out -= tl.load(offsets_ptr + where, mask=tile, other=0.0)  # sigma's own output
-    if ACTIVATION == 0:
-        slope_t = tl.where(out != 0, 1.0, 0.0)  # modReLU passes z exactly where its output is nonzero
-    else:
-        slope_t = tl.where(out > 0, 1.0, tl.load(slope_ptr))
-    tl.store(grad_z_ptr + where, total * slope_t, mask=tile)
+    backward_tile(
+        grad_h_ptr,
+        w_ptr,
+        h_ptr,
+        offsets_ptr,
+        later_ptr,
+        grad_z_ptr,
+        total_ptr,
+        rows,
+        rows < B,
+        cols,
+        N,
+        tl.load(slope_ptr),
+        HAS_LATER,
+        ACTIVATION,
+        HAS_OFFSETS,
+        WANT_TOTAL,
+        BLOCK_N,
+    )
