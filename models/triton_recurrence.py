@@ -21,7 +21,8 @@ eager and in CUDA graphs; it has run only in the interpreter so far.
 
 Triton is optional (`pip install 'ortholab[gpu]'`) and imported only when a CUDA tensor comes by; without it, or
 for other dtypes, devices or sigma = tanh, the torch loop runs. TRITON_INTERPRET=1 runs the same kernels on the
-CPU (tests/test_triton_recurrence.py); on CUDA they passed the same tests on the H200.
+CPU (tests/test_triton_recurrence.py); on CUDA the persistent kernels passed the same tests on the H200, before
+their tile bodies were shared with the per-step kernels (models/triton_kernels.py's forward_tile, backward_tile).
 """
 
 from __future__ import annotations
