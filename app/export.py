@@ -354,7 +354,14 @@ def _provenance(store: Store, run_id: int) -> dict[str, str]:
     hardware = [m for k, m in enumerate(starts) if k == 0 or m != starts[k - 1]]  # a resume on the same one: once
     recorded = any(c.get("machine") for c in codes)
     where = (detail.hostname or "-") + (f" ({'; resumed on '.join(hardware)})" if recorded else "")
-    return {"commit": commit, "machine": where, "command": info.get("command") or "not recorded"}
+    command = info.get("command") or "not recorded"
+    for resume in info.get("resumes", []):  # a continuation with another setting is part of how the run trained
+        if resume.get("changed"):
+            settings = ", ".join(
+                f"{key} {after!r} (was {before!r})" for key, (before, after) in resume["changed"].items()
+            )
+            command += f"; continued from step {resume['step']} with {settings}: {resume.get('command', '')}"
+    return {"commit": commit, "machine": where, "command": command}
 
 
 def _number(value: float | None) -> str:

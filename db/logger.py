@@ -25,7 +25,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 
 from ortholab.db import lease, provenance
-from ortholab.db.store import LeaseLost, RunBusy, Store, StoreError
+from ortholab.db.store import LeaseLost, RunBusy, Store, StoreError, flatten
 
 OTHER_RANK_VERSION = "pending"  # version on ranks other than zero, which never see the run row
 FINAL_STATUS = {"success": "finished", "failed": "failed"}  # Lightning's finalize() words -> run status
@@ -86,6 +86,7 @@ class SQLLogger(Logger):
         self._owner = lease.current_owner().token  # the lease holder: this logger and its pickled copies
         self._refused: str | None = None  # why the run could not be taken (another process writes it)
         self._heartbeat: tuple[threading.Thread, threading.Event] | None = None
+        self._resume: dict[str, Any] | None = None  # a resume's record, written once its step is known
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -124,7 +125,8 @@ class SQLLogger(Logger):
             except RunBusy as e:
                 self._refused = str(e)
                 raise
-            self.store.set_status(run.id, "running", clear_reason=True)  # the stop's reason no longer holds
+            self._resume = {"stopped": run.status, **({"reason": run.reason} if run.reason else {})}
+            self.store.set_status(run.id, "running", clear_reason=True)  # the stop's reason moves to info.resumes
             self._name = run.name
             self._folder = self._resumed_folder(run.id, run.name, run.run_dir)
             self._run_id = run.id
@@ -233,12 +235,18 @@ class SQLLogger(Logger):
             fields["info"] = {**info, "code": before + [c for c in info["code"] if c not in before[-1:]]}
             if recorded.get("command"):  # the command that started the run, not the one that resumed it
                 fields["info"]["command"] = recorded["command"]
+            if recorded.get("resumes"):  # kept, as the command is
+                fields["info"]["resumes"] = recorded["resumes"]
         self.store.update_run(self.run_id, **fields)
 
     @rank_zero_only
     def log_config(self, config: Mapping[str, Any]) -> None:
         """Store the full resolved config on the run and as flattened params."""
         config = _as_dict(config)
+        run_id = self.run_id  # a resume is known once the run is taken
+        if self._resume is not None and "changed" not in self._resume:  # against the config before this resume
+            before = self.store.get_run(run_id).config or {}
+            self._resume["changed"] = config_changes(before, config)
         self.store.update_run(self.run_id, config=config)
         self.store.log_params(self.run_id, config)
         self._config_logged = True
@@ -301,13 +309,28 @@ class SQLLogger(Logger):
         """A resume from a checkpoint with this stamp at `step`: forget what the run recorded after the checkpoint
         was written (it is re-run and recorded again); everything recorded before it stays. Returns the number of
         metric points forgotten."""
-        return self.store.rewind_run(self.run_id, int(stamp["metrics_upto"]), int(stamp["artifacts_upto"]), step)
+        forgotten = self.store.rewind_run(self.run_id, int(stamp["metrics_upto"]), int(stamp["artifacts_upto"]), step)
+        self._record_resume(step)
+        return forgotten
 
     @rank_zero_only
     def continue_from(self, step: int) -> int:
         """Drop what was recorded at steps >= `step` (a resume from a checkpoint without a stamp, written before
         stamps existed): a resumed run re-runs them (they replace, never duplicate). Returns the points dropped."""
-        return self.store.truncate_run(self.run_id, step)
+        dropped = self.store.truncate_run(self.run_id, step)
+        self._record_resume(step)
+        return dropped
+
+    def _record_resume(self, step: int) -> None:
+        """Append this resume to the run's info['resumes']: the step it continued from, how the run had stopped
+        (status and reason, which the resume clears from the run's columns), the config keys it changed (before,
+        after) and its command, so that a run continued with another setting says so."""
+        if self._resume is None:
+            return
+        info = self.store.get_run(self.run_id).info or {}
+        entry = {"step": int(step), **self._resume, "command": provenance.command_line()}
+        self.store.update_run(self.run_id, info={**info, "resumes": [*info.get("resumes", []), entry]})
+        self._resume = None
 
     @rank_zero_only
     def mark_interrupted(self, reason: str) -> None:
@@ -338,6 +361,20 @@ class SQLLogger(Logger):
             if status == "success":
                 raise
             rank_zero_warn(f"Could not record run status {run_status!r}: {e}")  # keep the original error on top
+
+
+NOT_SETTINGS = ("ckpt_path", "db")  # where a resume reads from and writes to, not how the run trains
+
+
+def config_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """The dotted config keys a resume gives another value: {key: [before, after]}. Keys only one side has (added
+    or dropped by another OrthoLab version, whose commit info['code'] records) are left out."""
+    old, new = flatten(before), flatten(after)
+    return {
+        key: [old[key], new[key]]
+        for key in sorted(old.keys() & new.keys())
+        if old[key] != new[key] and key.split(".")[0] not in NOT_SETTINGS
+    }
 
 
 def _as_dict(params: Any) -> Any:

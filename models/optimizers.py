@@ -133,6 +133,11 @@ def _defaults(optimizer: type[Optimizer]) -> dict:
     return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
 
 
+def optimizer_defaults(name: str) -> dict:
+    """The options optimizer `name` (a key of OPTIMIZERS) takes when a spec leaves them out."""
+    return _defaults(OPTIMIZERS[name])
+
+
 def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 

@@ -39,3 +39,16 @@ class FreezeWeights(Callback):
         for optimizer in trainer.optimizers:
             for group in optimizer.param_groups:
                 group["lr"] = 0.0
+
+
+class NaNGradientAt(Callback):
+    """A NaN in one gradient entry at optimizer step `step`, once (a marker file remembers): the NaN guard fails the
+    run there, as a diverging setting would."""
+
+    def __init__(self, step: int, marker: str = "poisoned"):
+        self.step, self.marker = step, Path(marker)
+
+    def on_after_backward(self, trainer, pl_module):
+        if trainer.global_step == self.step and not self.marker.exists():
+            self.marker.write_text(str(self.step))
+            next(p for p in pl_module.parameters() if p.grad is not None).grad.view(-1)[0] = float("nan")

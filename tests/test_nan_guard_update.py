@@ -108,6 +108,15 @@ def test_a_zero_mean_square_with_eps_0_is_named_as_0_over_0_before_the_family_hi
     assert _fit_without_failure(_GradientStaysZero(), optimizers=with_eps)
 
 
+def test_the_0_over_0_fix_names_the_config_key_the_group_took_its_optimizer_from(tmp_path):
+    """A group configured through model.optimizers.default (the uRNN configs) is fixed there: the message names
+    that key, not model.optimizers.other, which would need a whole optimizer of its own."""
+    no_eps = {"name": "rmsprop_tf", "lr": 1e-3, "eps": 0.0, "initial_accumulator": 1e-3}
+    optimizers = {"recurrent": OPTIMIZERS["recurrent"], "default": no_eps}
+    *_, message = _fit(tmp_path, _GradientStaysZero(), modrelu_bias=0.5, optimizers=optimizers)
+    assert "give model.optimizers.default.eps a positive value" in message
+
+
 def _fit_without_failure(callback, optimizers: dict) -> bool:
     task, module, trainer = _setup(callback, optimizers, logger=False, max_steps=4)
     trainer.fit(module, datamodule=task)

@@ -692,6 +692,27 @@ def test_resume_with_rows_continues_only_those_rows(tmp_path, monkeypatch, capsy
     assert len([r for r in store.list_runs() if r.stage == "test"]) == 1
 
 
+def test_resume_names_a_failed_row_with_its_reason_and_the_way_on(tmp_path, monkeypatch, capsys):
+    """A row whose fit failed (the NaN guard) is not resumed as it was (it would fail the same way): --resume says
+    so with the recorded reason and how to continue it with a changed setting, not "never started"."""
+    from test_cli import DEMO, TINY
+
+    _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("test/loss", _copying_rows(DEMO, "copy", "copy2")))
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    main(["fit", "--config", DEMO, *TINY, "--db", db, "--tags", '["paper:toy_figure1/copy2"]'])
+    store = Store(db)
+    (fit,) = store.list_runs()
+    store.set_status(fit.id, "failed", reason="non-finite parameters at step 3: lower model.optimizers.other.lr")
+    capsys.readouterr()
+    main(["reproduce", "--resume", "--rows", "copy,copy2", "--db", db])
+    err = capsys.readouterr().err
+    assert f"run {fit.id} failed, recorded up to step {fit.steps} (non-finite parameters at step 3: lower" in err
+    assert f"`ortholab fit --resume {fit.id} --KEY VALUE`" in err and "`--again`" in err
+    assert "nothing to resume for copy:" in err and "copy2:" not in err.split("nothing to resume")[1]
+    assert store.get_run(fit.id).status == "failed"  # left as it was
+
+
 def test_a_resumed_rows_evaluation_is_a_test_run_of_its_own(tmp_path, monkeypatch, capsys):
     """A fit continued by `reproduce --resume` is tested as a new test run: its run folder's config.yaml (written by
     the resume) does not name the fit, so the test points do not land in the fit's record at step 0."""

@@ -115,6 +115,36 @@ def test_sigkill_mid_epoch_then_resume_equals_an_uninterrupted_run(tmp_path, ref
     assert_same_training(store, after, reference)
 
 
+def test_a_failed_run_continued_with_another_setting_records_the_change_and_why_it_had_stopped(tmp_path):
+    """`fit --resume ID --KEY VALUE` after the NaN guard failed the run: the same run goes on from its last checkpoint,
+    and its info keeps the failure's reason (the resume clears the run's reason column), the step, the key with
+    its old and new value, and the command; the export's provenance says so."""
+    from ortholab.app.export import _provenance
+
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    poisoned = ["--trainer.callbacks+=faults.NaNGradientAt", "--trainer.callbacks.step=8"]
+    failed = ortholab(tmp_path, "fit", "--config", DEMO, *RUN, "--db", db, *poisoned)
+    store = Store(db)
+    (run,) = store.list_runs()
+    assert failed.returncode != 0 and run.status == "failed" and "non-finite" in run.reason
+
+    resumed = ortholab(tmp_path, "fit", "--resume", str(run.id), "--db", db, "--model.optimizers.other.lr", "0.002")
+    assert resumed.returncode == 0, resumed.stderr
+    detail = store.get_run(run.id)
+    assert detail.status == "finished" and detail.reason is None
+    (resume,) = detail.info["resumes"]
+    assert resume["step"] == 6 and resume["stopped"] == "failed" and resume["reason"] == run.reason
+    assert resume["changed"] == {"model.optimizers.other.lr": [0.001, 0.002]}
+    assert "--model.optimizers.other.lr 0.002" in resume["command"]
+    assert store.params_of([run.id])[run.id]["model.optimizers.other.lr"] == 0.002  # the setting it ends with
+    optimizers = torch.load(Path(detail.run_dir) / "checkpoints" / "last.ckpt", weights_only=False)["optimizer_states"]
+    assert [g["lr"] for state in optimizers for g in state["param_groups"]] == [1e-4, 0.002]  # trained with it
+    assert steps_of(store, run.id) == list(range(12))  # no point lost or doubled
+    command = _provenance(store, run.id)["command"]
+    assert command.startswith("ortholab fit --config")
+    assert "; continued from step 6 with model.optimizers.other.lr 0.002 (was 0.001): ortholab fit --resume" in command
+
+
 def test_sigterm_stops_at_a_batch_boundary_with_a_checkpoint_and_an_interrupted_run(tmp_path, reference):
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     stopped = fit_signalled(tmp_path, db, 5, *RUN, signal_name="SIGTERM")

@@ -8,6 +8,7 @@ config with the run. Imported only by the training commands (Lightning takes sec
 from __future__ import annotations
 
 import contextlib
+import copy
 import difflib
 import math
 import os
@@ -336,7 +337,25 @@ class OrthoLabCLI(LightningCLI):
                         f"builds model.{key} = {ours!r}; use the config the checkpoint was trained with (`ortholab "
                         f"fit --resume RUN_ID` reuses a run's own config) or a checkpoint of this model"
                     )
+        model = self.config[sub].model if path else None
+        given = (
+            {key: copy.deepcopy(model.get(key)) for key in getattr(self, "_command_line_model_keys", ())}
+            if model
+            else {}
+        )
         super()._parse_ckpt_path()
+        for key, value in given.items():  # a --model.* flag wins over the checkpoint's hyperparameters: a resume
+            # with another setting (`fit --resume ID --model.optimizers.default.eps 1e-10`) trains with it
+            self.config[sub].model[key] = value
+
+    def parse_arguments(self, parser, args) -> None:
+        """Remember which model options the command line gives (`--model.KEY ...`): those win over a checkpoint's."""
+        argv = sys.argv[1:] if args is None else args if isinstance(args, (list, tuple)) else []
+        flags = (str(arg).split("=", 1)[0] for arg in argv)
+        self._command_line_model_keys = sorted(
+            {f[len("--model.") :].split(".")[0] for f in flags if f.startswith("--model.")}
+        )
+        super().parse_arguments(parser, args)
 
     def _subconfig(self):
         return self.config[self.subcommand] if self.subcommand else self.config

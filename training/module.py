@@ -13,7 +13,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from ortholab.datamodules.spec import TaskSpec
 from ortholab.db.provenance import code_version, command_line
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
-from ortholab.models.optimizers import DEFAULT_OPTIMIZERS, build_optimizer, check_optimizer_spec
+from ortholab.models.optimizers import DEFAULT_OPTIMIZERS, build_optimizer, check_optimizer_spec, optimizer_defaults
 from ortholab.models.precision import autocast_off
 from ortholab.models.sequence import input_adapter as build_input_adapter
 from ortholab.models.stack import build_layers
@@ -124,7 +124,8 @@ class RecurrentModule(pl.LightningModule):
             adapter=adapter,
             readout_init=readout_init,
         )
-        self.optimizer_specs = self._optimizer_specs(optimizers or DEFAULT_OPTIMIZERS)
+        # each group's optimizer, and the config key it came from (the one a hint tells a user to change)
+        self.optimizer_specs, self.optimizer_keys = self._optimizer_specs(optimizers or DEFAULT_OPTIMIZERS)
         if self.spec.loss not in OBJECTIVES:
             raise ConfigError(
                 f"task {self.spec.name!r} asks for loss {self.spec.loss!r}, which no objective in "
@@ -201,7 +202,7 @@ class RecurrentModule(pl.LightningModule):
             groups["other"].extend(self.model.adapter.parameters())
         return groups
 
-    def _optimizer_specs(self, optimizers: dict[str, dict]) -> dict[str, dict]:
+    def _optimizer_specs(self, optimizers: dict[str, dict]) -> tuple[dict[str, dict], dict[str, str]]:
         groups = self.parameter_groups()
         unknown = sorted(set(optimizers) - set(groups) - {"default"})
         if unknown:
@@ -209,7 +210,7 @@ class RecurrentModule(pl.LightningModule):
                 f"model.optimizers.{unknown[0]}: family {self.hparams.family!r} has no parameter group "
                 f"{unknown[0]!r}; its groups are {sorted(groups)} (or use 'default')"
             )
-        specs = {}
+        specs, keys = {}, {}
         family_defaults = self.model.layer.default_optimizers  # e.g. the Stiefel step a unitary W needs
         for name in groups:
             if name in optimizers:
@@ -225,7 +226,8 @@ class RecurrentModule(pl.LightningModule):
                 )
             check_optimizer_spec(spec, where)
             specs[name] = spec
-        return specs
+            keys[name] = where if where.startswith("model.") else f"model.optimizers.{name}"
+        return specs, keys
 
     def configure_optimizers(self):
         groups = self.parameter_groups()
@@ -309,6 +311,32 @@ class RecurrentModule(pl.LightningModule):
                 f"--ckpt_path: the checkpoint was trained on task {theirs!r}, this config's data is "
                 f"task {self.spec.name!r}; give a checkpoint of this task or the matching data config"
             )
+        self._changed_optimizer_options(saved.get("optimizers"), checkpoint.get("optimizer_states") or [])
+
+    def _changed_optimizer_options(self, saved: dict | None, states: list[dict]) -> None:
+        """A resume whose config changes an optimizer option (`fit --resume ID --model.optimizers.default.eps 1e-10`):
+        the new value goes into the optimizer state about to be restored, which would bring back the old one. Only
+        options the config changed: an lr a schedule lowered during training stays as restored."""
+        if not saved or not states:
+            return
+        before, _ = self._optimizer_specs(saved)
+        built = [name for name, params in self.parameter_groups().items() if params and name in self.optimizer_specs]
+        for name, state in zip(built, states):  # configure_optimizers' order, the order Lightning saved them in
+            old, new = before[name], self.optimizer_specs[name]
+            if old["name"] != new["name"]:
+                raise ConfigError(
+                    f"{self.optimizer_keys[name]}.name: the checkpoint's group {name!r} was trained with "
+                    f"{old['name']!r}, its state cannot continue as {new['name']!r}; keep {old['name']!r} or start a "
+                    f"new run"
+                )
+            defaults = optimizer_defaults(new["name"])
+            changed = {
+                key: value
+                for key, value in {**defaults, **new}.items()
+                if key != "name" and {**defaults, **old}.get(key) != value
+            }
+            for group in state.get("param_groups", []):
+                group.update({key: value for key, value in changed.items() if key in group})
 
     def _check_scurnn_side(self, state: dict) -> None:
         """scuRNN weights trained with D on one side are another function on the other (models/scurnn.py); a

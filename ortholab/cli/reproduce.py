@@ -539,12 +539,20 @@ def resume_unfinished(
         chosen = [(row, fit) for row, fit in found if row.row in rows]
         if idle := [name for name in rows if all(row.row != name for row, _ in chosen)]:
             others = sorted({row.row for row, _ in found} - set(rows))
-            print(
-                f"nothing to resume for {', '.join(idle)}: not stopped early, still running, or never started"
-                + (f" (unfinished rows: {', '.join(others)})" if others else ""),
-                file=sys.stderr,
-                flush=True,
-            )
+            failed = failed_fits(store, idle)
+            for fit in failed:
+                print(failed_note(fit), file=sys.stderr, flush=True)
+            if idle := [
+                name
+                for name in idle
+                if not any(tag.startswith("paper:") and tag.endswith(f"/{name}") for fit in failed for tag in fit.tags)
+            ]:
+                print(
+                    f"nothing to resume for {', '.join(idle)}: not stopped early, still running, or never started"
+                    + (f" (unfinished rows: {', '.join(others)})" if others else ""),
+                    file=sys.stderr,
+                    flush=True,
+                )
         found = chosen
     outcomes = _each(resume, found, workers)
     if not outcomes:
@@ -554,6 +562,30 @@ def resume_unfinished(
             flush=True,
         )
     return outcomes
+
+
+def failed_fits(store: Store, row_ids: list[str]) -> list:
+    """The latest fit of each of these rows (and seeds) where it failed (the NaN guard, an error): `--resume`
+    continues only runs that stopped, since running a failed one again the same way fails the same way."""
+    latest: dict[tuple[str, str | None], object] = {}
+    for run in store.list_runs():
+        row_tags = [t for t in run.tags if t.startswith("paper:") and t.split("/", 1)[-1] in row_ids]
+        if run.stage == "fit" and row_tags:
+            key = (row_tags[0], next((t for t in run.tags if t.startswith("seed:")), None))
+            if key not in latest or run.id > latest[key].id:
+                latest[key] = run
+    return [fit for fit in latest.values() if fit.status == "failed"]
+
+
+def failed_note(fit) -> str:
+    """What to do about a failed paper run, in one line: its reason, and the two ways on."""
+    reason = (fit.reason or "no reason recorded").split(" (checkpoint before the step")[0]
+    return (
+        f"{fit.name}: run {fit.id} failed, recorded up to step {fit.steps} ({reason}); --resume continues only "
+        f"stopped runs: "
+        f"after fixing the cause, continue it with `ortholab fit --resume {fit.id} --KEY VALUE` (the changed keys "
+        f"are recorded with the run) or train the row anew with `--again`"
+    )
 
 
 def continue_run(row: PaperRow, fit_id: int, store: Store, extra: list[str]) -> Outcome:
