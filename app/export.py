@@ -25,7 +25,7 @@ from pathlib import Path
 from ortholab.app.style import run_style
 from ortholab.db import Store
 from ortholab.db.extract import MAX_BYTES, copy_resume_files, write_run_store_within
-from ortholab.db.provenance import UNRECORDED, code_version, describe, machine
+from ortholab.db.provenance import UNRECORDED, changed_settings, code_version, describe, machine
 from ortholab.db.published import (
     REPORT_COLUMNS,
     PaperTable,
@@ -356,10 +356,7 @@ def _provenance(store: Store, run_id: int) -> dict[str, str]:
     where = (detail.hostname or "-") + (f" ({'; resumed on '.join(hardware)})" if recorded else "")
     command = info.get("command") or "not recorded"
     for resume in info.get("resumes", []):  # a continuation with another setting is part of how the run trained
-        if resume.get("changed"):
-            settings = ", ".join(
-                f"{key} {after!r} (was {before!r})" for key, (before, after) in resume["changed"].items()
-            )
+        if settings := changed_settings(resume):
             command += f"; continued from step {resume['step']} with {settings}: {resume.get('command', '')}"
     return {"commit": commit, "machine": where, "command": command}
 

@@ -101,3 +101,33 @@ def details(code: dict) -> str:
         f"{describe(code)} (torch {code.get('torch')}, Lightning {code.get('lightning')}, Python {code.get('python')})"
         + where
     )
+
+
+def changed_settings(resume: dict) -> str:
+    """The keys one resume changed, as 'key after (was before)', comma-separated; '' when it changed none."""
+    return ", ".join(
+        f"{key} {after!r} (was {before!r})" for key, (before, after) in (resume.get("changed") or {}).items()
+    )
+
+
+HOW_IT_STOPPED = {  # a resumed run's status before the resume
+    "failed": "failed",
+    "interrupted": "was interrupted",
+    "running": "was killed",  # left 'running' by a process that ended without a word
+    "finished": "had finished",  # (its evaluation was left, or its max_steps raised)
+}
+
+
+def resume_notes(info: dict | None) -> list[str]:
+    """One sentence per resume recorded in a run's info['resumes'] (db.SQLLogger), for its details page."""
+    notes = []
+    for resume in (info or {}).get("resumes", []):
+        how = HOW_IT_STOPPED.get(resume.get("stopped"), "stopped")
+        stopped = how + (f" ({resume['reason']})" if resume.get("reason") else "")
+        settings = changed_settings(resume)
+        notes.append(
+            f"Continued from step {resume.get('step')} after it {stopped}"
+            + (f", with {settings}" if settings else ", with the same settings")
+            + (f": `{resume['command']}`" if resume.get("command") else "")
+        )
+    return notes

@@ -120,6 +120,7 @@ def test_a_failed_run_continued_with_another_setting_records_the_change_and_why_
     and its info keeps the failure's reason (the resume clears the run's reason column), the step, the key with
     its old and new value, and the command; the export's provenance says so."""
     from ortholab.app.export import _provenance
+    from ortholab.db.provenance import resume_notes
 
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     poisoned = ["--trainer.callbacks+=faults.NaNGradientAt", "--trainer.callbacks.step=8"]
@@ -140,6 +141,9 @@ def test_a_failed_run_continued_with_another_setting_records_the_change_and_why_
     optimizers = torch.load(Path(detail.run_dir) / "checkpoints" / "last.ckpt", weights_only=False)["optimizer_states"]
     assert [g["lr"] for state in optimizers for g in state["param_groups"]] == [1e-4, 0.002]  # trained with it
     assert steps_of(store, run.id) == list(range(12))  # no point lost or doubled
+    (note,) = resume_notes(detail.info)  # the dashboard's run details
+    assert note.startswith(f"Continued from step 6 after it failed ({run.reason}), with ")
+    assert "model.optimizers.other.lr 0.002 (was 0.001): `ortholab fit --resume" in note
     command = _provenance(store, run.id)["command"]
     assert command.startswith("ortholab fit --config")
     assert "; continued from step 6 with model.optimizers.other.lr 0.002 (was 0.001): ortholab fit --resume" in command

@@ -236,6 +236,8 @@ with overview:
         f"world size {detail.world_size}, host `{detail.hostname}`"
         + (f", run folder `{detail.run_dir}`." if detail.run_dir else ".")
     )
+    for note in provenance.resume_notes(detail.info):
+        st.write(note + ".")
     codes = (detail.info or {}).get("code") or []
     st.write(
         "Code: "
