@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from ortholab.db.lease import silence
+from ortholab.db.provenance import changed_settings
 from ortholab.db.records import RunSummary
 from ortholab.db.seeds import SEED_TAG, SeedRun, Spread, baseline_crossing, seed_of, spread
 from ortholab.db.store import Store, StoreError
@@ -160,12 +161,21 @@ class Reproduction:
     seeds: tuple[SeedRun, ...] = ()  # per seed its latest finished fit (else latest), in seed order
     spread: Spread | None = None  # the seeds' values against the published one (db/seeds.py)
     selected_spread: Spread | None = None  # the same of the values selected on validation
+    changed: str | None = None  # settings a resume of the fit changed ('KEY VALUE (was OLD) from step S')
 
     @property
     def status(self) -> str:
         if self.fit is None:
             return "not yet run"
-        return _status(self.fit) + (f"; rerun {self.newer.id} {_status(self.newer)}" if self.newer else "")
+        changed = f"; {self.changed}" if self.changed else ""
+        return _status(self.fit) + changed + (f"; rerun {self.newer.id} {_status(self.newer)}" if self.newer else "")
+
+
+def _changed(store: Store, fit: RunSummary) -> str | None:
+    """The settings resumes of `fit` changed, each from the step it went on from (db.SQLLogger's info['resumes'])."""
+    resumes = (store.get_run(fit.id).info or {}).get("resumes", [])
+    said = [f"{settings} from step {r['step']}" for r in resumes if (settings := changed_settings(r))]
+    return "; ".join(said) or None
 
 
 def _status(run: RunSummary) -> str:
@@ -256,6 +266,7 @@ def reproduction(store: Store, row: PaperRow, runs: list[RunSummary], same: tupl
         seeds,
         spread([s.value for s in ended], row.value) if (ended := _ended(seeds)) else None,
         spread([s.selected for s in ended], row.value) if ended else None,
+        _changed(store, fit) if fit is not None else None,
     )
 
 

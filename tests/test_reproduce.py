@@ -394,6 +394,23 @@ def test_the_papers_protocol_value_sits_beside_the_validation_selected_one_with_
     assert item.verdict == "below"  # 97.9 against 98.1 printed to 0.1: more than half a unit (0.05) away
 
 
+def test_a_setting_a_resume_changed_is_part_of_the_rows_status(tmp_path):
+    """A fit continued with another setting (info['resumes'], db.SQLLogger) is not reported as if it had trained
+    with one: its status names each changed key, its old value and the step it changed at."""
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    mnist = load_table(_write(tmp_path, TABLE)).rows[0]
+    table = load_table(tmp_path / "demo_table9.yaml")
+    fit = store.create_run(name="a", family="scornn", task="mnist", tags=[mnist.tag], main_metric="val/acc")
+    store.log_metrics(fit, {"val/acc": 0.97}, step=99)
+    store.set_status(fit, "finished")
+    assert reproductions(store, table)[0].status == "finished"
+    plain = {"step": 50, "stopped": "running", "changed": {}}
+    eps = {"step": 60, "stopped": "failed", "changed": {"model.optimizers.default.eps": [0.0, 1e-10]}}
+    store.update_run(fit, info={"resumes": [plain, eps]})
+    expected = "finished; model.optimizers.default.eps 1e-10 (was 0.0) from step 60"
+    assert reproductions(store, table)[0].status == expected
+
+
 def test_a_rerun_in_progress_leaves_the_finished_run_in_the_report_and_is_named_beside_it(tmp_path):
     """A row's finished result stays shown (with its own test run) while a later fit of the row trains or stops."""
     store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
