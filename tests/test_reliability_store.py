@@ -265,22 +265,22 @@ def test_a_reader_on_a_mistyped_path_says_it_does_not_exist_and_creates_nothing(
 
 
 @pytest.mark.parametrize(
-    "command,listed",
-    [
-        (["reproduce", "--list"], "scornn_table1     "),  # a line a table (its name padded), its rows counted
-        (["reproduce", "scornn_table1", "--list"], "not yet run"),
-        (["report", "--all"], "not yet run"),
+    "command,listed,said",
+    [  # a line a table (its name padded), its rows counted
+        (["reproduce", "--list"], "scornn_table1     ", "Every table's rows are counted as not run."),
+        (["reproduce", "scornn_table1", "--list"], "not yet run", "Every row is listed as not yet run."),
+        (["report", "--all"], "not yet run", "Every row is listed as not yet run."),
     ],
 )
 def test_the_papers_rows_are_listed_before_any_store_exists_without_making_one(
-    tmp_path, monkeypatch, capsys, command, listed
+    tmp_path, monkeypatch, capsys, command, listed, said
 ):
     monkeypatch.chdir(tmp_path)  # plain `report` without a store is refused (tests/test_hostile_commands.py)
     typo = tmp_path / "rnus" / "ortholab.db"
     main([*command, "--db", f"sqlite:///{typo}"])
     out, err = capsys.readouterr()
     assert listed in out and "does not exist" in err
-    assert "Every row is listed as not yet run." in err
+    assert said in err
     assert list(tmp_path.iterdir()) == []
 
 

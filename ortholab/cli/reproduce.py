@@ -152,7 +152,8 @@ def run(args, extra: list[str]) -> None:
     elif args.estimate:
         estimate(args.table, rows, extra, parse_seeds(args.seeds))
     elif args.list:
-        listed = list_rows(args.db, args.table)
+        counted = not args.table and not args.json  # one line a table
+        listed = list_rows(args.db, args.table, "Every table's rows are counted as not run." if counted else None)
         width = None if args.wide else LINE_WIDTH
         if args.json:
             print(json.dumps(listed, indent=2, default=str))
@@ -613,12 +614,12 @@ def existing_store(db: str | None, absent: str = "Every row is listed as not yet
         return None
 
 
-def list_rows(db: str | None, table: str | None = None) -> list[dict]:
+def list_rows(db: str | None, table: str | None = None, absent: str | None = None) -> list[dict]:
     """Every row (of `table`, else of every table) with its config and whether the store holds a run of it (no store
-    yet: none has run)."""
+    yet: none has run, which `absent` says on stderr, or existing_store's default)."""
     every = load_tables()
     select_rows(every, table, None)  # an unknown table is one line naming the tables
-    store = existing_store(db)
+    store = existing_store(db) if absent is None else existing_store(db, absent)
     out = []
     for paper in [t for t in every.values() if table in (None, t.id)]:
         for item in reproductions(store, paper, every):
