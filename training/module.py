@@ -319,7 +319,10 @@ class RecurrentModule(pl.LightningModule):
         options the config changed: an lr a schedule lowered during training stays as restored."""
         if not saved or not states:
             return
-        before, _ = self._optimizer_specs(saved)
+        try:
+            before, _ = self._optimizer_specs(saved)
+        except ConfigError:  # a spec this version no longer reads: the restored options stay as they were
+            return
         built = [name for name, params in self.parameter_groups().items() if params and name in self.optimizer_specs]
         for name, state in zip(built, states):  # configure_optimizers' order, the order Lightning saved them in
             old, new = before[name], self.optimizer_specs[name]
