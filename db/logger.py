@@ -22,7 +22,7 @@ from typing import Any
 
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_only
-from lightning.pytorch.utilities.rank_zero import rank_zero_warn
+from lightning.pytorch.utilities.rank_zero import rank_zero_info, rank_zero_warn
 
 from ortholab.db import lease, provenance
 from ortholab.db.store import LeaseLost, RunBusy, Store, StoreError, flatten
@@ -331,6 +331,8 @@ class SQLLogger(Logger):
         entry = {"step": int(step), **self._resume, "command": provenance.command_line()}
         self.store.update_run(self.run_id, info={**info, "resumes": [*info.get("resumes", []), entry]})
         self._resume = None
+        if settings := provenance.changed_settings(entry):  # the flags took effect: say so where the user looks
+            rank_zero_info(f"Run {self.run_id} goes on from step {step} with {settings}")
 
     @rank_zero_only
     def mark_interrupted(self, reason: str) -> None:

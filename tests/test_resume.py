@@ -131,6 +131,8 @@ def test_a_failed_run_continued_with_another_setting_records_the_change_and_why_
 
     resumed = ortholab(tmp_path, "fit", "--resume", str(run.id), "--db", db, "--model.optimizers.other.lr", "0.002")
     assert resumed.returncode == 0, resumed.stderr
+    said = f"Run {run.id} goes on from step 6 with model.optimizers.other.lr 0.002 (was 0.001)"
+    assert said in resumed.stdout + resumed.stderr
     detail = store.get_run(run.id)
     assert detail.status == "finished" and detail.reason is None
     (resume,) = detail.info["resumes"]
