@@ -169,7 +169,7 @@ def test_an_overflowing_update_from_the_cli_is_one_message_a_failed_run_and_fini
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "ortholab: error: non-finite parameters of group 'recurrent'" in err and "at step 0" in err
-    assert "model.optimizers.recurrent.lr" in err
+    assert "model.optimizers.default.lr" in err  # the key the config sets, not model.optimizers.recurrent
     (run,) = Store(db).list_runs()
     assert run.status == "failed" and run.reason.startswith("non-finite parameters of group 'recurrent'")
     run_dir = Store(db).get_run(run.id).run_dir

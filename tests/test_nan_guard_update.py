@@ -115,6 +115,8 @@ def test_the_0_over_0_fix_names_the_config_key_the_group_took_its_optimizer_from
     optimizers = {"recurrent": OPTIMIZERS["recurrent"], "default": no_eps}
     *_, message = _fit(tmp_path, _GradientStaysZero(), modrelu_bias=0.5, optimizers=optimizers)
     assert "give model.optimizers.default.eps a positive value" in message
+    *_, poisoned = _fit(tmp_path / "lr", _PoisonGradient("model.layer.input_weight"), optimizers=optimizers)
+    assert "model.optimizers.default.lr" in poisoned and "model.optimizers.other" not in poisoned
 
 
 def _fit_without_failure(callback, optimizers: dict) -> bool:

@@ -62,7 +62,15 @@ def zero_second_moment(pl_module, group: str, optimizer) -> str | None:
 
 
 def likely_cause(pl_module, group: str | None, update: bool = False, optimizer=None) -> str:
-    """Why `group`'s gradient (or, with `update`, its optimizer step) went non-finite; `group` None: the loss."""
+    """Why `group`'s gradient (or, with `update`, its optimizer step) went non-finite; `group` None: the loss. The
+    optimizer keys it names are those the config sets (model.optimizers.default.lr where a group takes the default)."""
+    cause = _likely_cause(pl_module, group, update, optimizer)
+    for name, key in getattr(pl_module, "optimizer_keys", {}).items():
+        cause = cause.replace(f"model.optimizers.{name}.", f"{key}.")
+    return cause
+
+
+def _likely_cause(pl_module, group: str | None, update: bool = False, optimizer=None) -> str:
     if update and group is not None:  # a definite cause first: the families' hints are likelihoods
         zero = zero_second_moment(pl_module, group, optimizer)
         if zero:
