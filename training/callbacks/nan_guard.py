@@ -42,7 +42,6 @@ def zero_second_moment(pl_module, group: str, optimizer) -> str | None:
     if optimizer is None:
         return None
     names = {id(p): name for name, p in pl_module.named_parameters()}
-    config_key = getattr(pl_module, "optimizer_keys", {}).get(group, f"model.optimizers.{group}")  # e.g. .default
     for param_group in optimizer.param_groups:
         if param_group.get("eps", 0) != 0:
             continue
@@ -56,7 +55,7 @@ def zero_second_moment(pl_module, group: str, optimizer) -> str | None:
                         f"the optimizer's {key} of {names.get(id(p), 'a parameter')} reached exactly 0 in "
                         f"{zeros} {'entry' if zeros == 1 else 'entries'} (a gradient that stayed 0 until the "
                         f"decaying average underflowed) and with eps = 0 the step divided 0 by 0: give "
-                        f"{config_key}.eps a positive value (e.g. 1e-10, TF1's default)"
+                        f"model.optimizers.{group}.eps a positive value (e.g. 1e-10, TF1's default)"
                     )
     return None
 
