@@ -620,26 +620,25 @@ def test_exports_side_by_side_share_one_plotly_bundle_in_their_parent_folder(tmp
 def test_workers_run_rows_at_the_same_time_each_with_a_share_of_the_threads(tmp_path, monkeypatch, capsys):
     """`reproduce --workers 2`: both rows' processes run at once (each starts before the other ends), both runs
     finish, each child told to use half of the CPU's threads."""
-    import subprocess
-
     from test_cli import DEMO, TINY
 
+    import ortholab.cli.children as children
     import ortholab.cli.reproduce as reproduce
 
     _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("val/loss", _copying_rows(DEMO, "first", "second")))
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(reproduce.os, "cpu_count", lambda: 8)
     threads, spans = [], []
-    real_run = subprocess.run
+    real_run = children.run
 
     def run(cmd, env):  # each child: the threads it is told to use, and when it started and ended
         threads.append(env.get("OMP_NUM_THREADS"))
         start = time.monotonic()
-        done = real_run(cmd, env=env)
+        code = real_run(cmd, env)
         spans.append((start, time.monotonic()))
-        return done
+        return code
 
-    monkeypatch.setattr(reproduce.subprocess, "run", run)
+    monkeypatch.setattr(children, "run", run)
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     main(["reproduce", "toy_figure1", "--workers", "2", "--db", db, *TINY])

@@ -9,7 +9,8 @@ splits, so that every row's path runs on a CPU in minutes; its numbers are not t
 rows at a time (with --resume too), each process given an equal share of the CPU's threads unless
 OMP_NUM_THREADS is set. `--seeds 3` trains each row with its config's seed and the next two (`--seeds 1,2,3`:
 those seeds), one run per seed; with --resume, the seeds' stopped runs continue first. It ends with one line a
-script can read, `reproduce: N done, N failed, N skipped`, and exits 1 when a row failed.
+script can read, `reproduce: N done, N failed, N skipped`, and exits 1 when a row failed. Ctrl-C or SIGTERM stops
+the row training at a batch boundary with its checkpoint (cli/children.py), starts no other, and exits 130 or 143.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 import yaml
 
 from ortholab.aliases import full_class_path
+from ortholab.cli import children
 from ortholab.cli.common import DB_HELP, LINE_WIDTH, exit_reason
 from ortholab.cli.common import table as text_table
 from ortholab.db import Store
@@ -142,13 +144,14 @@ def run(args, extra: list[str]) -> None:
         seeds = parse_seeds(args.seeds)
         scale = args.scale if seeds is not None else None  # the scale --seeds trains at; plain --resume: any
         stale_after_s = args.stale_minutes * 60
-        outcomes = resume_unfinished(args.db, stale_after_s, extra, args.workers, rows, args.table, seeds, scale)
-        if seeds is not None and any(o.state == "failed" for o in outcomes):
-            print("--seeds: no new seed started, a resumed run failed", flush=True)
-        elif seeds is not None:  # then the seeds with no run yet, as `reproduce --seeds` alone would
-            resumed = {o.resumed for o in outcomes}
-            outcomes += reproduce(args.table, rows, args.scale, args.db, extra, args.workers, seeds, skip=resumed)
-        finish_reproduce(outcomes)
+        with children.stopping_gracefully():
+            outcomes = resume_unfinished(args.db, stale_after_s, extra, args.workers, rows, args.table, seeds, scale)
+            if seeds is not None and any(o.state == "failed" for o in outcomes):
+                print("--seeds: no new seed started, a resumed run failed", flush=True)
+            elif seeds is not None and not children.stopped_by():  # the seeds with no run yet, as --seeds alone would
+                resumed = {o.resumed for o in outcomes}
+                outcomes += reproduce(args.table, rows, args.scale, args.db, extra, args.workers, seeds, skip=resumed)
+            finish_reproduce(outcomes)
     elif args.estimate:
         estimate(args.table, rows, extra, parse_seeds(args.seeds))
     elif args.list:
@@ -165,16 +168,33 @@ def run(args, extra: list[str]) -> None:
             print(text_table(table_counts(listed), ["table", "title", "rows", "with config", "run", "finished"], width))
             print("`ortholab reproduce --list TABLE` lists a table's rows; `ortholab reproduce TABLE` trains them")
     else:
-        finish_reproduce(
-            reproduce(
-                args.table, rows, args.scale, args.db, extra, args.workers, parse_seeds(args.seeds), again=args.again
+        with children.stopping_gracefully():
+            finish_reproduce(
+                reproduce(
+                    args.table,
+                    rows,
+                    args.scale,
+                    args.db,
+                    extra,
+                    args.workers,
+                    parse_seeds(args.seeds),
+                    again=args.again,
+                )
             )
-        )
 
 
 def finish_reproduce(outcomes: list[Outcome]) -> None:
-    """The summary line last; exit 1 when a row failed (0 when every row is done or skipped)."""
+    """The summary line last; exit 1 when a row failed (0 when every row is done or skipped), 128 + the signal when
+    Ctrl-C or SIGTERM stopped the command (130, 143)."""
+    if stopped := children.stopped_by():
+        print(
+            f"reproduce: stopped by {_stop_name()}; the same command again goes on from there (a stopped run "
+            f"continues from its checkpoint)",
+            flush=True,
+        )
     print(summary(outcomes), flush=True)
+    if stopped:
+        raise SystemExit(128 + stopped)
     if any(o.state == "failed" for o in outcomes):
         raise SystemExit(1)
 
@@ -266,16 +286,24 @@ def select_rows(tables: dict[str, PaperTable], table: str | None, rows: list[str
 _child_threads: int | None = None  # OMP_NUM_THREADS of the child processes while several rows run at a time
 
 
-def _ortholab(*args: str, db: str | None = None) -> int:
-    """A child `ortholab` process; the store's URL travels in its environment, never on its command line (`ps`)."""
+def _ortholab(*args: str, db: str | None = None) -> int | None:
+    """A child `ortholab` process; the store's URL travels in its environment, never on its command line (`ps`).
+    None: not started, this command was stopped (Ctrl-C, SIGTERM) before it."""
     from ortholab.db.masking import child_env
 
     env = child_env(db) if db else dict(os.environ)
     if _child_threads is not None:
         env["OMP_NUM_THREADS"] = str(_child_threads)
-    return subprocess.run(
-        [sys.executable, "-c", "from ortholab.cli.main import main; main()", *args], env=env
-    ).returncode
+    return children.run([sys.executable, "-c", "from ortholab.cli.main import main; main()", *args], env)
+
+
+def not_started(label: str, what: str = "not started") -> Outcome:
+    """The outcome of a row this command was stopped before: the same command again goes on from there."""
+    return Outcome(f"{label}: {what}, reproduce was stopped ({_stop_name()})", "skipped")
+
+
+def _stop_name() -> str:
+    return "Ctrl-C" if children.stopped_by() == signal.SIGINT else "SIGTERM"
 
 
 def estimate(table: str | None, rows: list[str] | None, extra: list[str], seeds: int | list[int] | None = None) -> list:
@@ -335,11 +363,11 @@ def _each(work, items: list, workers: int) -> list[Outcome]:
         print(outcome.line, flush=True)
         return outcome
 
-    if workers == 1:  # in this thread: Ctrl-C reaches the one child as it always did
+    if workers == 1:  # in this thread; Ctrl-C and SIGTERM: cli/children.py
         return [printed(work(item)) for item in items]
     global _child_threads
     _child_threads = None if "OMP_NUM_THREADS" in os.environ else max(1, (os.cpu_count() or 1) // workers)
-    try:  # Ctrl-C in a terminal reaches every child too (one process group): each stops as `interrupted`
+    try:  # Ctrl-C in a terminal reaches every child too (one process group), SIGTERM is passed on: cli/children.py
         with ThreadPoolExecutor(max_workers=workers) as pool:
             return [printed(done.result()) for done in as_completed([pool.submit(work, item) for item in items])]
     finally:
@@ -387,6 +415,8 @@ def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str], seed: i
         str(seed),
         db=db,
     )
+    if code is None:
+        return not_started(label)
     if code:
         return fit_failed(label, code, row)
     store = Store(db)
@@ -428,10 +458,14 @@ def evaluate_row(
             checkpoint,
             db=db,
         )
+        if code is None:
+            return not_started(label, f"run {run.id} trained, its test not started")
         if code:
             return Outcome(f"{label}: run {run.id} trained; test failed ({exit_reason(code)})", "failed")
     if row.metric.startswith("audio/"):
         code = _ortholab("evaluate-audio", str(run.id), "--split", "test", db=db)
+        if code is None:
+            return not_started(label, f"run {run.id} trained, its audio evaluation not started")
         if code:
             return Outcome(f"{label}: run {run.id} trained; audio evaluation failed ({exit_reason(code)})", "failed")
     return Outcome(f"{label}: run {run.id} {run.status}", "done" if run.status == "finished" else "failed")
@@ -596,6 +630,8 @@ def continue_run(row: PaperRow, fit_id: int, store: Store, extra: list[str]) -> 
     seed = seed_of(fit, {})
     label = row.tag if seed is None else f"{row.tag} (seed {seed})"
     code = 0 if fit.status == "finished" else _ortholab("fit", "--resume", str(fit.id), *extra, db=store.url)
+    if code is None:
+        return not_started(label, f"run {fit.id} not continued")
     if code:
         return fit_failed(label, code, row, what=f"resuming run {fit.id}")
     run = store.get_run(fit.id)
@@ -687,6 +723,8 @@ def reproduce(
         row, seed = item
         if (row.tag, seed) not in stopped:
             return run_row(row, scale, db, extra, seed)
+        if children.stopped_by():
+            return not_started(f"{row.tag} (seed {seed})", f"run {stopped[row.tag, seed]} not continued")
         print(f"{row.tag} (seed {seed}): continuing run {stopped[row.tag, seed]}, stopped before its end", flush=True)
         store = Store(db, access="write")
         try:

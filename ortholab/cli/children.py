@@ -1,0 +1,58 @@
+"""The processes a command trains through (`reproduce`'s fits and tests): Ctrl-C or SIGTERM stop them the way a fit
+run alone stops, at a batch boundary with a checkpoint, and the command waits for that, then starts nothing more.
+
+Without this, Python's subprocess killed the child with SIGKILL a quarter of a second after a Ctrl-C (before it
+could save its step), and a SIGTERM to the parent alone ended the parent and left its child training, orphaned."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from contextlib import contextmanager
+
+_live: set[subprocess.Popen] = set()
+_stopped_by: signal.Signals | None = None
+
+
+def stopped_by() -> signal.Signals | None:
+    """The signal that asked this command to stop (None: none did)."""
+    return _stopped_by
+
+
+def run(argv: list[str], env: dict) -> int | None:
+    """argv as a child process, waited for even through Ctrl-C: its exit code, or None when a stop was asked
+    before it started."""
+    if _stopped_by is not None:
+        return None
+    child = subprocess.Popen(argv, env=env)
+    _live.add(child)
+    if _stopped_by == signal.SIGTERM:  # the signal came between the check above and the line before
+        child.send_signal(signal.SIGTERM)
+    try:
+        return child.wait()
+    finally:
+        _live.discard(child)
+
+
+def _stop(signum: int, frame) -> None:
+    global _stopped_by
+    _stopped_by = _stopped_by or signal.Signals(signum)
+    if signum == signal.SIGTERM:  # sent to this process alone (`kill PID`): each child stops as a fit run alone does
+        for child in list(_live):
+            child.send_signal(signal.SIGTERM)
+    # Ctrl-C in a terminal reaches every process of the group: the children have it already (a second would
+    # stop them at once, without their checkpoint)
+
+
+@contextmanager
+def stopping_gracefully():
+    """Within: SIGTERM and Ctrl-C are recorded (`stopped_by`) and passed on as above instead of ending this
+    process; the previous handlers come back after."""
+    global _stopped_by
+    _stopped_by = None
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,115 @@
+"""Stopping `ortholab reproduce` for real (cli/children.py): Ctrl-C in a terminal or a SIGTERM to it alone stop the row
+training at a batch boundary with its checkpoint, as a fit run alone stops, and start no other row.
+
+Before, Python's subprocess killed the fit with SIGKILL a quarter of a second after a Ctrl-C (its run left
+`running`, its last steps lost), and a SIGTERM ended reproduce and left the fit training, orphaned."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ortholab.db import Store
+from ortholab.db.store import StoreMissing
+
+REPO = Path(__file__).resolve().parents[1]
+# reproduce in a process of its own, reading the toy table from the folder given first
+DRIVER = """
+import sys
+from pathlib import Path
+from ortholab.db import published
+published.PUBLISHED_DIR, published.CHECKS_DIR = Path(sys.argv[1]), Path(sys.argv[1]) / "no-checks"
+from ortholab.cli.main import main
+main(sys.argv[2:])
+"""
+
+
+def _toy_table(folder: Path) -> Path:
+    """A one-row table whose run trains far longer than the test waits (tiny steps, 100000 of them)."""
+    config = yaml.safe_load((REPO / "configs" / "demo" / "copying_scornn.yaml").read_text())
+    config["model"]["hidden_size"], config["model"]["family_args"] = 8, {"rho": 4}
+    config["data"]["init_args"].update(seq_len=5, batch_size=10, train_size=200, val_size=20, test_size=20)
+    config["trainer"].update(max_steps=100000, val_check_interval=20, enable_progress_bar=False)
+    (folder / "row.yaml").write_text(yaml.safe_dump(config))
+    row = {"row": "copy_T5_scornn", "task": "copying", "family": "scornn", "value": None}
+    row.update(expect="below_baseline", config=str(folder / "row.yaml"))
+    table = {"paper": "scornn-icml2018", "table": "Figure 1", "title": "copying", "metric": "val/loss", "mode": "min"}
+    published = folder / "published"
+    published.mkdir()
+    (published / "toy_figure1.yaml").write_text(yaml.safe_dump({**table, "rows": [row]}))
+    return published
+
+
+def _training_run(db: str, process: subprocess.Popen, deadline_s: float = 180.0):
+    """The run once it has recorded a few steps (the fit child is then inside its training loop)."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        assert process.poll() is None, process.communicate()
+        try:
+            runs = Store(db, access="read").list_runs()
+        except StoreMissing:
+            runs = []
+        if runs and runs[0].steps >= 3:
+            return runs[0]
+        time.sleep(0.2)
+    raise AssertionError("the row's run never started training")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "how, code, said, recorded",
+    [("SIGTERM to reproduce alone", 143, "SIGTERM", "SIGTERM"), ("Ctrl-C in a terminal", 130, "Ctrl-C", "SIGINT")],
+)
+def test_a_stopped_reproduce_stops_its_fit_with_a_checkpoint_and_starts_no_other_row(
+    tmp_path, how, code, said, recorded
+):
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    env.pop("ORTHOLAB_DB", None)
+    command = ["reproduce", "toy_figure1", "--seeds", "5544,5545", "--db", db]
+    process = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(_toy_table(tmp_path)), *command],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's job: Ctrl-C reaches the group
+    )
+    try:
+        run = _training_run(db, process)
+        if how.startswith("Ctrl-C"):
+            os.killpg(process.pid, signal.SIGINT)
+        else:
+            process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=180)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == code, (out, err)
+    assert "Traceback" not in err, err
+    with pytest.raises(ProcessLookupError):  # nothing of it left running: the fit child ended too
+        os.killpg(process.pid, 0)
+    lines = out.strip().splitlines()
+    assert lines[-2:] == [
+        f"reproduce: stopped by {said}; the same command again goes on from there (a stopped run continues from "
+        "its checkpoint)",
+        "reproduce: 0 done, 1 failed, 1 skipped",
+    ], out
+    assert (
+        f"paper:toy_figure1/copy_T5_scornn (seed 5544): fit stopped by {said} with a checkpoint; continue it with "
+        "`ortholab reproduce toy_figure1 --resume --rows copy_T5_scornn`" in lines
+    ), out
+    assert f"paper:toy_figure1/copy_T5_scornn (seed 5545): not started, reproduce was stopped ({said})" in lines
+    (stopped,) = Store(db, access="read").list_runs()  # the second seed never started
+    assert stopped.id == run.id and stopped.status == "interrupted", stopped
+    assert stopped.reason.startswith(f"{recorded} at step "), stopped.reason
+    step = int(stopped.reason.split(" at step ")[1].split(";")[0])
+    assert (
+        step >= 3 and (Path(Store(db, access="read").get_run(run.id).run_dir) / "checkpoints" / "last.ckpt").is_file()
+    )
