@@ -708,6 +708,36 @@ def test_resume_with_rows_continues_only_those_rows(tmp_path, monkeypatch, capsy
     assert len([r for r in store.list_runs() if r.stage == "test"]) == 1
 
 
+def test_resume_trains_anew_a_run_whose_folder_is_not_on_this_machine(tmp_path, monkeypatch, capsys):
+    """An exported store's run that was still training (its folder and checkpoints left on the old machine) cannot
+    be continued: `reproduce --resume` trains that row and seed anew as a new run instead of failing with `fit
+    --resume`'s "no stored config" (as it did for the permuted-MNIST seed 5547 on 2026-11-29)."""
+    import shutil
+
+    config = yaml.safe_load((published.PUBLISHED_DIR.parents[1] / "demo" / "copying_scornn.yaml").read_text())
+    config["model"]["hidden_size"], config["model"]["family_args"] = 8, {"rho": 4}
+    config["data"]["init_args"].update(seq_len=5, batch_size=10, train_size=40, val_size=20, eval_batch_size=20)
+    config["trainer"].update(max_steps=6, val_check_interval=3, enable_progress_bar=False)
+    (tmp_path / "row.yaml").write_text(yaml.safe_dump(config))
+    _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("val/loss", _copying_rows(str(tmp_path / "row.yaml"), "copy")))
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    tags = '["paper:toy_figure1/copy", "scale:full", "seed:7"]'
+    main(["fit", "--config", str(tmp_path / "row.yaml"), "--db", db, "--tags", tags, "--seed_everything", "7"])
+    store = Store(db)
+    (lost,) = store.list_runs()
+    store.set_status(lost.id, "interrupted", reason="SIGTERM at step 2")
+    shutil.rmtree(store.get_run(lost.id).run_dir)
+    capsys.readouterr()
+    main(["reproduce", "--resume", "--rows", "copy", "--seeds", "7,", "--db", db])
+    out = capsys.readouterr().out
+    assert f"paper:toy_figure1/copy (seed 7): run {lost.id} has no checkpoint at " in out, out
+    (new,) = [r for r in store.list_runs() if r.id != lost.id]
+    assert f"paper:toy_figure1/copy (seed 7): run {new.id} finished" in out, out
+    assert new.status == "finished" and {"scale:full", "seed:7"} <= set(new.tags)
+    assert out.strip().splitlines()[-1] == "reproduce: 1 done, 0 failed, 0 skipped"  # seed 7 not trained twice
+
+
 def test_resume_names_a_failed_row_with_its_reason_and_the_way_on(tmp_path, monkeypatch, capsys):
     """A row whose fit failed (the NaN guard) is not resumed as it was (it would fail the same way): --resume says
     so with the recorded reason and how to continue it with a changed setting, not "never started"."""

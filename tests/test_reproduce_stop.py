@@ -113,3 +113,62 @@ def test_a_stopped_reproduce_stops_its_fit_with_a_checkpoint_and_starts_no_other
     assert (
         step >= 3 and (Path(Store(db, access="read").get_run(run.id).run_dir) / "checkpoints" / "last.ckpt").is_file()
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how, code, said", [("SIGTERM to reproduce alone", 143, "SIGTERM"), ("Ctrl-C", 130, "Ctrl-C")])
+def test_a_stopped_estimate_stops_its_timing_run_and_says_which_rows_were_not_timed(tmp_path, how, code, said):
+    published = _toy_table(tmp_path)
+    row = yaml.safe_load((tmp_path / "row.yaml").read_text())
+    row["trainer"]["val_check_interval"] = 50000  # the timing run: 2 intervals, far longer than the test waits
+    (tmp_path / "row.yaml").write_text(yaml.safe_dump(row))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)}
+    process = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(published), "reproduce", "toy_figure1", "--estimate"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        end = time.monotonic() + 180
+        while not _timing(tmp_path):
+            assert process.poll() is None and time.monotonic() < end, process.communicate()
+            time.sleep(0.2)
+        if how == "Ctrl-C":
+            os.killpg(process.pid, signal.SIGINT)
+        else:
+            process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=180)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == code, (out, err)
+    assert "Traceback" not in err, err
+    with pytest.raises(ProcessLookupError):  # the timing run ended too, not orphaned
+        os.killpg(process.pid, 0)
+    assert f"paper:toy_figure1/copy_T5_scornn: not timed, the estimate was stopped ({said})" in out + err
+    assert out.strip().splitlines()[-2:] == [
+        f"reproduce: stopped by {said}; the same command again goes on from there",
+        "reproduce: 0 done, 0 failed, 1 skipped",
+    ], out
+    assert not _timing_stores(tmp_path)  # its scratch folder went with it
+
+
+def _timing_stores(folder: Path) -> list[Path]:
+    """The store of `--estimate`'s timing run, in its scratch folder under TMPDIR."""
+    return list(folder.glob("ortholab-estimate-*/estimate.db"))
+
+
+def _timing(folder: Path) -> bool:
+    """Whether the timing run has recorded a few steps (it is then inside its training loop)."""
+    for db in _timing_stores(folder):
+        try:
+            runs = Store(f"sqlite:///{db}", access="read").list_runs()
+        except Exception:  # the fit is still creating its store
+            continue
+        if runs and runs[0].steps >= 3:
+            return True
+    return False

@@ -1,5 +1,6 @@
-"""The processes a command trains through (`reproduce`'s fits and tests): Ctrl-C or SIGTERM stop them the way a fit
-run alone stops, at a batch boundary with a checkpoint, and the command waits for that, then starts nothing more.
+"""The processes a command trains through (`reproduce`'s fits and tests, `sweep`'s trials and workers): Ctrl-C or
+SIGTERM stop them the way a fit run alone stops, at a batch boundary with a checkpoint, and the command waits for
+that, then starts nothing more.
 
 Without this, Python's subprocess killed the child with SIGKILL a quarter of a second after a Ctrl-C (before it
 could save its step), and a SIGTERM to the parent alone ended the parent and left its child training, orphaned."""
@@ -19,19 +20,35 @@ def stopped_by() -> signal.Signals | None:
     return _stopped_by
 
 
-def run(argv: list[str], env: dict) -> int | None:
-    """argv as a child process, waited for even through Ctrl-C: its exit code, or None when a stop was asked
-    before it started."""
+def start(argv: list[str], env: dict, **popen) -> subprocess.Popen | None:
+    """argv as a child process that a stop reaches (see `wait`); None when a stop was asked before it started."""
     if _stopped_by is not None:
         return None
-    child = subprocess.Popen(argv, env=env)
+    child = subprocess.Popen(argv, env=env, **popen)
     _live.add(child)
     if _stopped_by == signal.SIGTERM:  # the signal came between the check above and the line before
         child.send_signal(signal.SIGTERM)
+    return child
+
+
+def wait(child: subprocess.Popen) -> int:
+    """The child's exit code, waited for even through Ctrl-C; a stop no longer reaches it after."""
     try:
         return child.wait()
     finally:
         _live.discard(child)
+
+
+def run(argv: list[str], env: dict) -> int | None:
+    """argv as a child process, waited for even through Ctrl-C: its exit code, or None when a stop was asked
+    before it started."""
+    child = start(argv, env)
+    return None if child is None else wait(child)
+
+
+def stop_name() -> str:
+    """The stop in a user's words: "Ctrl-C" or "SIGTERM"."""
+    return "Ctrl-C" if _stopped_by == signal.SIGINT else "SIGTERM"
 
 
 def _stop(signum: int, frame) -> None:

@@ -20,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -153,7 +154,8 @@ def run(args, extra: list[str]) -> None:
                 outcomes += reproduce(args.table, rows, args.scale, args.db, extra, args.workers, seeds, skip=resumed)
             finish_reproduce(outcomes)
     elif args.estimate:
-        estimate(args.table, rows, extra, parse_seeds(args.seeds))
+        with children.stopping_gracefully():  # Ctrl-C and SIGTERM: the rows timed so far, then exit 130 or 143
+            estimate(args.table, rows, extra, parse_seeds(args.seeds))
     elif args.list:
         counted = not args.table and not args.json  # one line a table
         listed = list_rows(args.db, args.table, "Every table's rows are counted as not run." if counted else None)
@@ -183,13 +185,15 @@ def run(args, extra: list[str]) -> None:
             )
 
 
-def finish_reproduce(outcomes: list[Outcome]) -> None:
+AFTER_A_STOP = " (a stopped run continues from its checkpoint)"
+
+
+def finish_reproduce(outcomes: list[Outcome], after_a_stop: str = AFTER_A_STOP) -> None:
     """The summary line last; exit 1 when a row failed (0 when every row is done or skipped), 128 + the signal when
     Ctrl-C or SIGTERM stopped the command (130, 143)."""
     if stopped := children.stopped_by():
         print(
-            f"reproduce: stopped by {_stop_name()}; the same command again goes on from there (a stopped run "
-            f"continues from its checkpoint)",
+            f"reproduce: stopped by {children.stop_name()}; the same command again goes on from there{after_a_stop}",
             flush=True,
         )
     print(summary(outcomes), flush=True)
@@ -299,11 +303,7 @@ def _ortholab(*args: str, db: str | None = None) -> int | None:
 
 def not_started(label: str, what: str = "not started") -> Outcome:
     """The outcome of a row this command was stopped before: the same command again goes on from there."""
-    return Outcome(f"{label}: {what}, reproduce was stopped ({_stop_name()})", "skipped")
-
-
-def _stop_name() -> str:
-    return "Ctrl-C" if children.stopped_by() == signal.SIGINT else "SIGTERM"
+    return Outcome(f"{label}: {what}, reproduce was stopped ({children.stop_name()})", "skipped")
 
 
 def estimate(table: str | None, rows: list[str] | None, extra: list[str], seeds: int | list[int] | None = None) -> list:
@@ -313,15 +313,23 @@ def estimate(table: str | None, rows: list[str] | None, extra: list[str], seeds:
     from ortholab.db.masking import child_env
 
     def run_fit(args: list[str], db: str) -> int:  # quiet: its output only where it failed
-        done = subprocess.run(
-            [sys.executable, "-c", "from ortholab.cli.main import main; main()", "fit", *args],
-            env=child_env(db),
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode:
-            print(done.stderr[-2000:], file=sys.stderr)
-        return done.returncode
+        with tempfile.TemporaryFile("w+") as errors:  # a file, not a pipe: a pipe left unread could stall the child
+            child = children.start(
+                [sys.executable, "-c", "from ortholab.cli.main import main; main()", "fit", *args],
+                env=child_env(db),
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
+            )
+            if child is None:  # stopped before it started
+                return 128 + children.stopped_by()
+            code = children.wait(child)
+            if code and not children.stopped_by():
+                errors.seek(0)
+                print(errors.read()[-2000:], file=sys.stderr)
+        return code
+
+    def stopped(row) -> str:  # a row the stop came before or during: timed again by the same command
+        return f"{row.tag}: not timed, the estimate was stopped ({children.stop_name()})"
 
     busy = os.getloadavg()[0] if hasattr(os, "getloadavg") else None  # other work, before this timing adds to it
     results = []
@@ -329,8 +337,13 @@ def estimate(table: str | None, rows: list[str] | None, extra: list[str], seeds:
         if row.config is None:
             results.append(f"{row.tag}: no config (family {row.family!r}: {row.notes or 'not available'})")
             continue
+        if children.stopped_by():
+            results.append(stopped(row))
+            continue
         print(f"timing {row.tag} ...", file=sys.stderr, flush=True)
         measured = estimate_row(row, REPO_ROOT / row.config, extra, run_fit)
+        if children.stopped_by():  # a timing cut short is no timing
+            measured = stopped(row)
         results.append(measured)
         # each row as it is timed: an estimate stopped midway keeps what it measured
         print(f"  {line(measured) if isinstance(measured, Estimate) else measured}", file=sys.stderr, flush=True)
@@ -347,7 +360,8 @@ def estimate(table: str | None, rows: list[str] | None, extra: list[str], seeds:
         [
             Outcome(str(item), "done" if isinstance(item, Estimate) else "failed" if "failed" in item else "skipped")
             for item in results
-        ]
+        ],
+        after_a_stop="",
     )
     return results
 
@@ -540,9 +554,9 @@ def resume_unfinished(
 ) -> list[Outcome]:
     """`ortholab reproduce [TABLE] --resume`: continue every unfinished row's run (of `table`, if given; or those of
     the row ids in `rows`; with `seeds`, only the runs tagged with those seeds, and at `scale` if given) from its
-    last checkpoint (the same run id: no
-    point lost or doubled), `workers` at a time, then evaluate it as `reproduce` would have (only that, where the fit
-    had finished)."""
+    last checkpoint (the same run id: no point lost or doubled), `workers` at a time, then evaluate it as `reproduce`
+    would have (only that, where the fit had finished). A run with no checkpoint here (stopped before its first, or
+    its run folder left behind on another machine) is trained anew, with its seed and scale, as a new run."""
     if stale_after_s < 0:
         raise ConfigError(
             f"--stale_minutes {stale_after_s / 60:g}: give a number of minutes >= 0 after which a "
@@ -559,7 +573,18 @@ def resume_unfinished(
 
     def resume(found) -> Outcome:
         row, fit = found
-        return replace(continue_run(row, fit.id, store, extra), resumed=(row.tag, seed_of(fit, {})))
+        seed = seed_of(fit, {})
+        if _resumable(store, fit):
+            outcome = continue_run(row, fit.id, store, extra)
+        else:  # stopped before its first checkpoint, or trained on a machine whose run folders are gone
+            scale = next((t.removeprefix("scale:") for t in fit.tags if t.startswith("scale:")), "full")
+            print(
+                f"{row.tag} (seed {seed}): run {fit.id} has no checkpoint at {store.get_run(fit.id).run_dir}: "
+                f"trained anew as a new run",
+                flush=True,
+            )
+            outcome = run_row(row, scale, db, extra, seed)
+        return replace(outcome, resumed=(row.tag, seed))
 
     if table is not None:
         select_rows(load_tables(), table, None)  # an unknown table: one line naming the tables

@@ -1,5 +1,6 @@
 """`ortholab sweep`: a hyperparameter search through Optuna (ortholab/cli/sweep_study.py), every trial a recorded
-run tagged with the sweep; several workers, on one machine or several, join a sweep through the store."""
+run tagged with the sweep; several workers, on one machine or several, join a sweep through the store. Ctrl-C or
+SIGTERM stop it with the running trial's checkpoint and exit 130 or 143; the same command again goes on."""
 
 from __future__ import annotations
 
@@ -32,18 +33,27 @@ def run(args, extra: list[str]) -> None:
     from ortholab.extras import require_extra
 
     require_extra("sweeps")
-    from ortholab.cli.sweep_study import report, run_sweep
+    from ortholab.cli import children
+    from ortholab.cli.sweep_study import report, run_sweep, summary_line
 
-    study = run_sweep(
-        args.config,
-        args.space,
-        args.trials,
-        db=args.db,
-        name=args.name,
-        sampler=args.sampler,
-        seed=args.seed,
-        workers=args.workers,
-        extra=extra,
-        pruner=args.pruner,
-    )
+    with children.stopping_gracefully():  # Ctrl-C and SIGTERM stop the running trial with its checkpoint
+        study = run_sweep(
+            args.config,
+            args.space,
+            args.trials,
+            db=args.db,
+            name=args.name,
+            sampler=args.sampler,
+            seed=args.seed,
+            workers=args.workers,
+            extra=extra,
+            pruner=args.pruner,
+        )
+    if stop := children.stopped_by():
+        print(
+            f"sweep: stopped by {children.stop_name()}; the same command again goes on from there (a stopped trial "
+            "is trained again from its start, with the same values)"
+        )
+        print(summary_line(study), flush=True)
+        raise SystemExit(128 + stop)
     print(report(study))

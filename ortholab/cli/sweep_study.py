@@ -11,6 +11,11 @@ whose best so far is worse than the median of the completed trials' at the same 
 checkpoint, status interrupted), tagged `pruned`, and recorded as pruned in the study. `--pruner none` runs every
 trial to its end.
 
+Stopping (Ctrl-C, or SIGTERM to the sweep alone): the running trial stops at a batch boundary with its checkpoint
+(cli/children.py), is recorded as failed with the user attribute `stopped`, and a copy of it with the same values
+waits in the study; the same command again trains that copy first, and a stopped trial does not count toward
+`--trials`.
+
 A space file maps dotted config keys to what to try:
 
     model.hidden_size: [64, 128]                              # choices (grid or sampled)
@@ -33,6 +38,7 @@ from pathlib import Path
 import optuna
 import yaml
 
+from ortholab.cli import children
 from ortholab.db import Store, default_db_url
 from ortholab.db.masking import child_env, mask_secrets
 from ortholab.errors import ConfigError
@@ -43,6 +49,8 @@ PRUNERS = ("median", "none")
 PRUNE_STARTUP = 5  # completed trials before any is pruned (Optuna's MedianPruner default)
 POLL_S = 2.0  # how often a running trial's validation points are read from the store
 PRUNED_TAG = "pruned"
+STOPPED = "stopped"  # the user attribute of a trial Ctrl-C or SIGTERM stopped: its reason
+STARTED = tuple(s for s in optuna.trial.TrialState if s != optuna.trial.TrialState.WAITING)
 
 
 TOP_LEVEL_KEYS = ("model", "data", "trainer", "seed_everything", "analysis", "test_every_validation")
@@ -218,7 +226,8 @@ def fit_trial(
     """Run one trial as `ortholab fit` in its own process; the id of the run it recorded. The store's URL goes to
     the child through its environment: a password on its command line would be readable by every local user.
     With `trial`, its validation points are reported to the study as they come, and a trial the pruner stops
-    raises optuna.TrialPruned after its run is stopped and tagged `pruned`."""
+    raises optuna.TrialPruned after its run is stopped and tagged `pruned`. TrialStopped when Ctrl-C or SIGTERM
+    stopped the sweep before the run finished (or before it started)."""
     args = [
         "fit",
         "--config",
@@ -231,14 +240,16 @@ def fit_trial(
         *cli_overrides(config, overrides),
     ]  # the trial's values last: they win over the shared flags
     with _scratch() as errors_file:
-        child = subprocess.Popen(
+        child = children.start(
             [sys.executable, "-c", "from ortholab.cli.main import main; main()", *args],
+            env=child_env(db),
             stdout=subprocess.DEVNULL,
             stderr=errors_file,
-            env=child_env(db),
         )
+        if child is None:
+            raise TrialStopped(f"trial {run_name}: not started, the sweep was stopped ({children.stop_name()})")
         pruned = _watch(child, db, run_name, tags, trial) if trial is not None else False
-        code = child.wait()
+        code = children.wait(child)
         errors_file.seek(0)
         stderr = errors_file.read()
     recorded = [r.id for r in Store(db).list_runs() if r.name == run_name and set(tags) <= set(r.tags)]
@@ -246,6 +257,9 @@ def fit_trial(
         store = Store(db, access="write")
         store.update_run(recorded[0], tags=[*store.get_run(recorded[0]).tags, PRUNED_TAG])
         raise optuna.TrialPruned(f"trial {run_name}: pruned at step {pruned}")
+    if children.stopped_by() and not (recorded and Store(db).get_run(recorded[0]).status == "finished"):
+        where = f"run {recorded[0]} stopped with a checkpoint" if recorded else "nothing recorded"
+        raise TrialStopped(f"trial {run_name}: stopped by {children.stop_name()} ({where})")
     if code != 0 or not recorded:
         errors = [line for line in stderr.splitlines() if line.startswith("ortholab: error:")]
         last = (errors or stderr.strip().splitlines() or [f"exit code {code}"])[-1]
@@ -275,7 +289,7 @@ def _watch(child: subprocess.Popen, db: str, run_name: str, tags: list[str], tri
             if point.step not in reported and math.isfinite(point.value):
                 reported.add(point.step)
                 trial.report(sign * point.value, point.step)
-        if reported and trial.should_prune():
+        if reported and not children.stopped_by() and trial.should_prune():
             child.send_signal(signal.SIGTERM)  # a checkpoint, then status interrupted (training/callbacks)
             store.close()
             return max(reported)
@@ -285,6 +299,31 @@ def _watch(child: subprocess.Popen, db: str, run_name: str, tags: list[str], tri
 
 class TrialFailed(RuntimeError):
     """A trial's run could not be trained or recorded; the message is its one-line reason."""
+
+
+class TrialStopped(RuntimeError):
+    """Ctrl-C or SIGTERM stopped the sweep while this trial trained (or before it started); the message says so."""
+
+
+def _try_again_later(trial: optuna.Trial) -> None:
+    """A waiting copy of a stopped trial, with its values: the sweep's next `optimize` trains it first (as Optuna's
+    RetryFailedTrialCallback makes one; its system attributes keep a grid sweep's point)."""
+    frozen = next(t for t in trial.study.get_trials(deepcopy=False) if t.number == trial.number)
+    trial.study.add_trial(
+        optuna.trial.create_trial(
+            state=optuna.trial.TrialState.WAITING,
+            params=frozen.params,
+            distributions=frozen.distributions,
+            user_attrs={"retry_of": trial.number},
+            system_attrs={**frozen.system_attrs, "retry_of": trial.number},
+        )
+    )
+
+
+def started_trials(study: optuna.Study) -> int:
+    """The trials that count toward `--trials`: every one started, but a stopped one (its waiting copy counts once
+    it starts)."""
+    return sum(STOPPED not in t.user_attrs for t in study.get_trials(deepcopy=False, states=STARTED))
 
 
 def run_sweep(
@@ -314,7 +353,7 @@ def run_sweep(
         trials = min(trials, len(grid_points(space)))
     study = open_study(name, db, sampler, space, seed, pruner)
     helpers = [
-        subprocess.Popen(
+        children.start(
             [
                 sys.executable,
                 "-c",
@@ -339,7 +378,7 @@ def run_sweep(
             env=child_env(db),
         )  # the store's URL in the environment, not on the command line
         for k in range(workers - 1)
-    ]
+    ]  # None for one a stop came before
 
     def objective(trial: optuna.Trial) -> float:  # minimised: a metric to maximise enters negated
         overrides = suggest(trial, space)
@@ -361,17 +400,26 @@ def run_sweep(
             trial.set_user_attr("error", str(failure))
             print(f"ortholab sweep: {failure}", file=sys.stderr, flush=True)
             return math.nan
+        except TrialStopped as stop:  # failed too, but not counted: its copy waits for the same command again
+            trial.set_user_attr(STOPPED, str(stop))
+            _try_again_later(trial)
+            print(f"ortholab sweep: {stop}", file=sys.stderr, flush=True)
+            trial.study.stop()
+            return math.nan
         return run.best if run.main_metric_mode == "min" else -run.best
 
-    started = tuple(s for s in optuna.trial.TrialState if s != optuna.trial.TrialState.WAITING)
-    remaining = trials - len(study.get_trials(deepcopy=False, states=started))
-    if remaining > 0:  # the callback stops every worker once `trials` trials have started in the shared study
-        study.optimize(
-            objective, n_trials=remaining, callbacks=[optuna.study.MaxTrialsCallback(trials, states=started)]
-        )
+    def enough(study: optuna.Study, _) -> None:  # stops every worker once `trials` have started in the shared study
+        if started_trials(study) >= trials:
+            study.stop()
+
+    remaining = trials - started_trials(study)
+    if remaining > 0 and not children.stopped_by():
+        study.optimize(objective, n_trials=remaining, callbacks=[enough])
     for helper in helpers:
-        helper.wait()
-    check_completed(study)
+        if helper is not None:
+            children.wait(helper)
+    if not children.stopped_by():
+        check_completed(study)
     return study
 
 
@@ -389,14 +437,18 @@ def check_completed(study: optuna.Study) -> None:
 
 
 def summary_line(study: optuna.Study) -> str:
-    """`sweep: N trials done, N failed, N pruned`: the line a script reads (the last of the command's output)."""
-    states = [t.state for t in study.get_trials(deepcopy=False)]
+    """`sweep: N trials done, N failed, N pruned[, N stopped]`: the line a script reads (the last of the command's
+    output); a stopped trial is not among the failed ones."""
+    trials = study.get_trials(deepcopy=False)
 
-    def count(state) -> int:
-        return sum(s == state for s in states)
+    def count(state, stopped: bool = False) -> int:
+        return sum(t.state == state and (STOPPED in t.user_attrs) == stopped for t in trials)
 
     State = optuna.trial.TrialState
-    return f"sweep: {count(State.COMPLETE)} trials done, {count(State.FAIL)} failed, {count(State.PRUNED)} pruned"
+    stopped = count(State.FAIL, stopped=True)
+    return f"sweep: {count(State.COMPLETE)} trials done, {count(State.FAIL)} failed, {count(State.PRUNED)} pruned" + (
+        f", {stopped} stopped" if stopped else ""
+    )
 
 
 def report(study: optuna.Study) -> str:
@@ -405,7 +457,7 @@ def report(study: optuna.Study) -> str:
         return f"sweep {study.study_name}: no trial completed\n{summary_line(study)}"
     best = min(done, key=lambda t: t.value)
     params = ", ".join(f"{k}={v}" for k, v in best.params.items())
-    failed = sum(t.state == optuna.trial.TrialState.FAIL for t in study.trials)
+    failed = sum(t.state == optuna.trial.TrialState.FAIL and STOPPED not in t.user_attrs for t in study.trials)
     pruned = sum(t.state == optuna.trial.TrialState.PRUNED for t in study.trials)
     return (
         f"sweep {study.study_name}: {len(done)} trials completed"
