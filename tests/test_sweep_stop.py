@@ -1,6 +1,6 @@
 """Stopping `ortholab sweep` for real (cli/children.py): Ctrl-C in a terminal or a SIGTERM to it alone stop the running
 trial at a batch boundary with its checkpoint, start no other, and leave a copy of the trial waiting; the same
-command again trains that copy first and the stopped trial does not count toward --trials.
+command again trains that copy, and the stopped trial does not count toward --trials.
 
 Before, a SIGTERM ended the sweep and left its trial training, orphaned, and Optuna counted the trial as done."""
 
@@ -66,19 +66,19 @@ def test_a_stopped_sweep_stops_its_trial_with_a_checkpoint_and_trains_it_again_n
     ], out
     (stopped,) = Store(db, access="read").list_runs()  # no second trial started
     assert stopped.id == run.id and stopped.status == "interrupted" and "trial:0" in stopped.tags, stopped
-    assert (Path(stopped.run_dir) / "checkpoints" / "last.ckpt").is_file()
+    assert (Path(Store(db, access="read").get_run(run.id).run_dir) / "checkpoints" / "last.ckpt").is_file()
     study = optuna.load_study(study_name="s", storage=db)
-    first, copy = study.get_trials(deepcopy=False)
+    first, *_, copy = study.get_trials(deepcopy=False)  # a grid sweep's other point waits between them
     assert first.state == State.FAIL and first.user_attrs["stopped"].startswith(f"trial s-t0: stopped by {said}")
     assert copy.state == State.WAITING and copy.params == first.params and copy.user_attrs == {"retry_of": 0}
 
-    again = subprocess.run(  # the same sweep, its trials short now: the copy first, then the grid's other point
+    again = subprocess.run(  # the same sweep, its trials short now: the grid's other point, then the copy
         _sweep(tmp_path, db, "--trainer.max_steps", "5"), cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert again.returncode == 0, again.stderr[-3000:]
     assert again.stdout.strip().splitlines()[-1] == "sweep: 2 trials done, 0 failed, 0 pruned, 1 stopped"
     trials = optuna.load_study(study_name="s", storage=db).get_trials(deepcopy=False)
     assert [t.state for t in trials] == [State.FAIL, State.COMPLETE, State.COMPLETE]
-    assert trials[1].params == first.params and trials[2].params != first.params  # the whole grid, each point done
+    assert trials[0].number == 0 and trials[2].params == first.params and trials[1].params != first.params
     runs = {r.name: r.status for r in Store(db, access="read").list_runs()}
     assert runs == {"s-t0": "interrupted", "s-t1": "finished", "s-t2": "finished"}, runs

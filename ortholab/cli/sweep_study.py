@@ -13,8 +13,8 @@ trial to its end.
 
 Stopping (Ctrl-C, or SIGTERM to the sweep alone): the running trial stops at a batch boundary with its checkpoint
 (cli/children.py), is recorded as failed with the user attribute `stopped`, and a copy of it with the same values
-waits in the study; the same command again trains that copy first, and a stopped trial does not count toward
-`--trials`.
+waits in the study; the same command again trains that copy (after any trial already waiting, such as a grid
+sweep's points), and a stopped trial does not count toward `--trials`.
 
 A space file maps dotted config keys to what to try:
 
@@ -306,7 +306,7 @@ class TrialStopped(RuntimeError):
 
 
 def _try_again_later(trial: optuna.Trial) -> None:
-    """A waiting copy of a stopped trial, with its values: the sweep's next `optimize` trains it first (as Optuna's
+    """A waiting copy of a stopped trial, with its values: the sweep's next `optimize` trains it (as Optuna's
     RetryFailedTrialCallback makes one; its system attributes keep a grid sweep's point)."""
     frozen = next(t for t in trial.study.get_trials(deepcopy=False) if t.number == trial.number)
     trial.study.add_trial(
