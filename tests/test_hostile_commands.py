@@ -477,3 +477,31 @@ def test_a_sweep_ends_with_a_summary_line_a_script_reads(tmp_path, monkeypatch, 
     )
     assert code == 0, err[-3000:]
     assert out.strip().splitlines()[-1] == "sweep: 1 trials done, 0 failed, 0 pruned"
+
+
+@pytest.mark.parametrize(
+    "argv, own, passed_on",
+    [
+        (["--trainer.max_steps", "6", "--rows", "a"], ["--rows", "a"], ["--trainer.max_steps", "6"]),
+        (["--model.family_args={rho: 4}", "--list"], ["--list"], ["--model.family_args={rho: 4}"]),
+        (["t", "--model.family_args", "{rho: 4}", "--est"], ["t", "--est"], ["--model.family_args", "{rho: 4}"]),
+        (["--model.optimizers.other.lr", "-0.01", "t"], ["t"], ["--model.optimizers.other.lr", "-0.01"]),
+        (["--trainer.fast_dev_run", "--seeds", "3"], ["--seeds", "3"], ["--trainer.fast_dev_run"]),
+        (["--", "--rows"], ["--", "--rows"], []),
+    ],
+)
+def test_reproduce_passes_on_every_flag_it_does_not_define_with_its_value(argv, own, passed_on):
+    """`--key value` and `--key=value` alike, whatever the value holds (argparse alone read the 6 of
+    `--trainer.max_steps 6` as the table, and a value with a space as a positional)."""
+    from ortholab.cli import reproduce
+    from ortholab.cli.common import OneLineParser
+
+    parser = OneLineParser(prog="ortholab reproduce")
+    reproduce.add_arguments(parser)
+    assert parser.split_passed_on(argv) == (own, passed_on)
+
+
+def test_a_passed_on_value_with_a_space_is_not_read_as_the_table(tmp_path, capsys):
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    main(["reproduce", "--model.family_args", "{rho: 4}", "--list", "--db", db])  # was: no published table '{rho: 4}'
+    assert "scornn_table1" in capsys.readouterr().out

@@ -66,6 +66,37 @@ def positive_ints(text: str, flag: str) -> list[int]:
 class OneLineParser(argparse.ArgumentParser):
     """argparse's errors as the CLI's one line (no usage block), naming the help to read; exit code 2."""
 
+    def __init__(self, *args, **kwargs):
+        self.option_names: set[str] = set()  # first: argparse's own __init__ adds --help through add_argument
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *names, **kwargs):
+        self.option_names.update(name for name in names if name.startswith("-"))
+        return super().add_argument(*names, **kwargs)
+
+    def split_passed_on(self, argv: list[str]) -> tuple[list[str], list[str]]:
+        """argv as (this command's own arguments, the `--key value` or `--key=value` config flags it passes on to
+        its runs: every `--key` it does not define, with the value after it). argparse alone reads the 6 of
+        `--trainer.max_steps 6` as a positional where one is free, and `--model.family_args={rho: 4}` too (a space)."""
+        own: list[str] = []
+        passed_on: list[str] = []
+        i = 0
+        while i < len(argv):
+            arg = argv[i]
+            if arg == "--":  # argparse's end of options: the rest is its own
+                own += argv[i:]
+                break
+            name = arg.split("=", 1)[0]  # `--est` is --estimate's: argparse takes unambiguous abbreviations
+            if not arg.startswith("--") or any(known.startswith(name) for known in self.option_names):
+                own.append(arg)
+            else:
+                passed_on.append(arg)
+                if "=" not in arg and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                    i += 1
+                    passed_on.append(argv[i])  # its value (a flag followed by another option has none)
+            i += 1
+        return own, passed_on
+
     def error(self, message: str):
         from ortholab.db.masking import known_passwords, mask_secrets
 

@@ -60,8 +60,12 @@ def run_parsed(module: ModuleType, argv: list[str]) -> None:
     epilog = EXTRA_FLAGS_HELP if getattr(module, "EXTRA_FLAGS", False) else None
     parser = OneLineParser(prog=f"ortholab {argv[0]}", description=module.HELP, epilog=epilog)
     module.add_arguments(parser)
+    if getattr(module, "EXTRA_FLAGS", False):
+        own, extra = parser.split_passed_on(argv[1:])
+        module.run(parser.parse_args(own), extra)
+        return
     args, extra = parser.parse_known_args(argv[1:])
-    if extra and not getattr(module, "EXTRA_FLAGS", False):
+    if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     module.run(args, extra)
 

@@ -129,11 +129,6 @@ def add_arguments(parser) -> None:
 
 def run(args, extra: list[str]) -> None:
     rows = args.rows.split(",") if args.rows else None
-    if args.table is not None and extra and args.table not in load_tables():  # `--trainer.max_steps 6`: 6 read as TABLE
-        raise ConfigError(
-            f"no published table {args.table!r}; if it is the value of an option passed on to the runs, "
-            f"write it as --key=value (e.g. --trainer.max_steps=6)"
-        )
     if args.estimate and (args.scale != "full" or args.resume or args.list):
         raise ConfigError(
             "--estimate times the rows at the paper's settings (--scale full); it takes no "
