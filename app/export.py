@@ -28,6 +28,7 @@ from ortholab.db.extract import MAX_BYTES, copy_resume_files, write_run_store_wi
 from ortholab.db.provenance import UNRECORDED, changed_settings, code_version, describe, machine
 from ortholab.db.published import (
     REPORT_COLUMNS,
+    UNFINISHED,
     PaperTable,
     Reproduction,
     comparison_rows,
@@ -110,7 +111,7 @@ def _curves(store: Store, items: list[Reproduction]) -> list[dict]:
                 for seed, values in seeds
             ]
             # the band and mean over the seeds that ended; a seed still training is drawn thin only
-            ended = [(seed, values) for seed, values in seeds if seed.fit.status != "running"] or seeds
+            ended = [(seed, values) for seed, values in seeds if seed.fit.status not in UNFINISHED] or seeds
             common = sorted(set.intersection(*(set(values) for _, values in ended)))
             at = [[values[step] for _, values in ended] for step in common]
             curve["band"] = {

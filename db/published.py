@@ -270,10 +270,13 @@ def reproduction(store: Store, row: PaperRow, runs: list[RunSummary], same: tupl
     )
 
 
+UNFINISHED = ("running", "interrupted")  # a fit still training, or stopped before its end to be continued
+
+
 def _ended(seeds: list[SeedRun]) -> list[SeedRun]:
-    """The seeds whose runs are not still training: a running seed's value is partial, so the spread leaves it out
-    (the export draws it thin, outside the band, and the report counts it as still training)."""
-    return [s for s in seeds if s.fit.status != "running"]
+    """The seeds whose runs ended: a running or interrupted seed's value is partial, so the spread leaves it out
+    (the export draws it thin, outside the band, and the report counts it as still training or stopped)."""
+    return [s for s in seeds if s.fit.status not in UNFINISHED]
 
 
 def _row_value(
@@ -429,8 +432,11 @@ def seeds_text(item: Reproduction) -> str | None:
     if not seeds:
         return None
     n, ended = len(seeds), _ended(seeds)
-    running = n - len(ended)
-    training = f"; {running} still training" if running else ""
+    running = sum(s.fit.status == "running" for s in seeds)
+    stopped = sum(s.fit.status == "interrupted" for s in seeds)
+    training = (f"; {running} still training" if running else "") + (
+        f"; {stopped} stopped before its end" if stopped else ""
+    )
     if item.row.value is None:  # judged against the baseline
         judged = [s for s in ended if s.ends_beyond is not None]
         if not judged:

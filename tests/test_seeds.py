@@ -67,6 +67,11 @@ def test_the_report_aggregates_a_rows_seeds_as_numpy_does(tmp_path):
     assert len(item.seeds) == 4 and item.spread.n == 3 and item.spread.mean == pytest.approx(best.mean())
     assert f"({best.min():.4g}–{best.max():.4g})" in (report := markdown_report(store, {"demo_table9": table}))
     assert "1 still training" in report
+    _fits(store, mnist, {5: [0.2]})  # a fifth, stopped before its end (to be resumed): left out as well
+    store.set_status(max(r.id for r in store.list_runs()), "interrupted")
+    item = reproductions(store, table)[0]
+    assert len(item.seeds) == 5 and item.spread.n == 3 and item.spread.mean == pytest.approx(best.mean())
+    assert "1 still training; 1 stopped before its end" in markdown_report(store, {"demo_table9": table})
 
 
 def test_baseline_rows_count_the_seeds_that_end_beyond_it(tmp_path):
