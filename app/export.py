@@ -110,7 +110,7 @@ def _curves(store: Store, items: list[Reproduction]) -> list[dict]:
                 }
                 for seed, values in seeds
             ]
-            # the band and mean over the seeds that ended; a seed still training is drawn thin only
+            # the band and mean over the seeds that ended; one still training or stopped is drawn thin only
             ended = [(seed, values) for seed, values in seeds if seed.fit.status not in UNFINISHED] or seeds
             common = sorted(set.intersection(*(set(values) for _, values in ended)))
             at = [[values[step] for _, values in ended] for step in common]
