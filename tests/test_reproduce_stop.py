@@ -60,6 +60,33 @@ def _training_run(db: str, process: subprocess.Popen, deadline_s: float = 180.0)
     raise AssertionError("the row's run never started training")
 
 
+def stopped_job(argv: list[str], cwd: Path, env: dict, started, ctrl_c: bool):
+    """argv as a terminal's job (its own process group), stopped once `started(process)` returns: Ctrl-C to the
+    group, or SIGTERM to the process alone; (process, stdout, stderr, what `started` returned)."""
+    process = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        found = started(process)
+        if ctrl_c:
+            os.killpg(process.pid, signal.SIGINT)
+        else:
+            process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=180)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    return process, out, err, found
+
+
+def assert_ended_whole(process: subprocess.Popen, code: int, out: str, err: str) -> None:
+    """Exit `code`, no traceback, and nothing of the job left running (its children ended too, not orphaned)."""
+    assert process.returncode == code, (out, err)
+    assert "Traceback" not in err, err
+    with pytest.raises(ProcessLookupError):
+        os.killpg(process.pid, 0)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "how, code, said, recorded",
@@ -72,29 +99,10 @@ def test_a_stopped_reproduce_stops_its_fit_with_a_checkpoint_and_starts_no_other
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     env.pop("ORTHOLAB_DB", None)
     command = ["reproduce", "toy_figure1", "--seeds", "5544,5545", "--db", db]
-    process = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, str(_toy_table(tmp_path)), *command],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group, as a terminal's job: Ctrl-C reaches the group
-    )
-    try:
-        run = _training_run(db, process)
-        if how.startswith("Ctrl-C"):
-            os.killpg(process.pid, signal.SIGINT)
-        else:
-            process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=180)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-    assert process.returncode == code, (out, err)
-    assert "Traceback" not in err, err
-    with pytest.raises(ProcessLookupError):  # nothing of it left running: the fit child ended too
-        os.killpg(process.pid, 0)
+    argv = [sys.executable, "-c", DRIVER, str(_toy_table(tmp_path)), *command]
+    ctrl_c = how.startswith("Ctrl-C")
+    process, out, err, run = stopped_job(argv, tmp_path, env, lambda job: _training_run(db, job), ctrl_c)
+    assert_ended_whole(process, code, out, err)
     lines = out.strip().splitlines()
     assert lines[-2:] == [
         f"reproduce: stopped by {said}; the same command again goes on from there (a stopped run continues from "
@@ -123,32 +131,10 @@ def test_a_stopped_estimate_stops_its_timing_run_and_says_which_rows_were_not_ti
     row["trainer"]["val_check_interval"] = 50000  # the timing run: 2 intervals, far longer than the test waits
     (tmp_path / "row.yaml").write_text(yaml.safe_dump(row))
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)}
-    process = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, str(published), "reproduce", "toy_figure1", "--estimate"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        end = time.monotonic() + 180
-        while not _timing(tmp_path):
-            assert process.poll() is None and time.monotonic() < end, process.communicate()
-            time.sleep(0.2)
-        if how == "Ctrl-C":
-            os.killpg(process.pid, signal.SIGINT)
-        else:
-            process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=180)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-    assert process.returncode == code, (out, err)
-    assert "Traceback" not in err, err
-    with pytest.raises(ProcessLookupError):  # the timing run ended too, not orphaned
-        os.killpg(process.pid, 0)
+    argv = [sys.executable, "-c", DRIVER, str(published), "reproduce", "toy_figure1", "--estimate"]
+    started = lambda job: _wait_for_timing(tmp_path, job)  # noqa: E731
+    process, out, err, _ = stopped_job(argv, tmp_path, env, started, how == "Ctrl-C")
+    assert_ended_whole(process, code, out, err)
     assert f"paper:toy_figure1/copy_T5_scornn: not timed, the estimate was stopped ({said})" in out + err
     assert out.strip().splitlines()[-2:] == [
         f"reproduce: stopped by {said}; the same command again goes on from there",
@@ -160,6 +146,13 @@ def test_a_stopped_estimate_stops_its_timing_run_and_says_which_rows_were_not_ti
 def _timing_stores(folder: Path) -> list[Path]:
     """The store of `--estimate`'s timing run, in its scratch folder under TMPDIR."""
     return list(folder.glob("ortholab-estimate-*/estimate.db"))
+
+
+def _wait_for_timing(folder: Path, process: subprocess.Popen) -> None:
+    end = time.monotonic() + 180
+    while not _timing(folder):
+        assert process.poll() is None and time.monotonic() < end, process.communicate()
+        time.sleep(0.2)
 
 
 def _timing(folder: Path) -> bool:

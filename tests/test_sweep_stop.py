@@ -5,7 +5,6 @@ command again trains that copy, and the stopped trial does not count toward --tr
 Before, a SIGTERM ended the sweep and left its trial training, orphaned, and Optuna counted the trial as done."""
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 import optuna
 import pytest
 from test_cli import DEMO, TINY
-from test_reproduce_stop import _training_run
+from test_reproduce_stop import _training_run, assert_ended_whole, stopped_job
 
 from ortholab.db import Store
 
@@ -36,29 +35,9 @@ def test_a_stopped_sweep_stops_its_trial_with_a_checkpoint_and_trains_it_again_n
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     env.pop("ORTHOLAB_DB", None)
     long = ["--trainer.max_steps", "100000", "--trainer.val_check_interval", "20", "--data.train_size", "2000"]
-    process = subprocess.Popen(
-        _sweep(tmp_path, db, *long),  # the later flags win over TINY's: a trial far longer than the test waits
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group, as a terminal's job: Ctrl-C reaches the group
-    )
-    try:
-        run = _training_run(db, process)
-        if how == "Ctrl-C":
-            os.killpg(process.pid, signal.SIGINT)
-        else:
-            process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=180)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-    assert process.returncode == code, (out, err)
-    assert "Traceback" not in err, err
-    with pytest.raises(ProcessLookupError):  # nothing of it left running: the trial's fit ended too
-        os.killpg(process.pid, 0)
+    argv = _sweep(tmp_path, db, *long)  # the later flags win over TINY's: a trial far longer than the test waits
+    process, out, err, run = stopped_job(argv, tmp_path, env, lambda job: _training_run(db, job), how == "Ctrl-C")
+    assert_ended_whole(process, code, out, err)
     assert out.strip().splitlines()[-2:] == [
         f"sweep: stopped by {said}; the same command again goes on from there (a stopped trial is trained again "
         "from its start, with the same values)",
