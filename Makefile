@@ -43,7 +43,7 @@ test: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 test-slow: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -m slow
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -n $(TEST_WORKERS) -m slow
 
 # The compose stack on a real Docker engine (tests/test_compose_stack.py): one image build, then the stack brought
 # up, trained through and taken down. Skips, saying why, where no engine runs (CI starts one: .ci/run).
@@ -57,7 +57,7 @@ KERNEL_TESTS := tests/test_cayley.py tests/test_exprnn.py tests/test_nnrnn.py te
 	tests/test_nru.py tests/test_recurrence.py tests/test_fused_recurrences.py tests/test_optimizers.py
 test-kernels: $(STAMP)
 	ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=1 PATH="$(CURDIR)/$(BIN):$$PATH" \
-		$(BIN)/python -m pytest $(KERNEL_TESTS)
+		$(BIN)/python -m pytest -n $(TEST_WORKERS) $(KERNEL_TESTS)
 
 # Speed as ratios (docs/benchmarks.md): scoRNN at the paper's n = 170 against nn.RNN(relu) at that n and nn.LSTM at
 # its 16k budget, T = 784, batch 128. Other measurements: `make bench BENCH="--suite callbacks"`, `ortholab bench --help`.

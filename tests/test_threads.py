@@ -39,3 +39,18 @@ def test_importing_ortholab_sizes_the_pool_numba_launches(omp, numba_threads, ex
     assert pool == expected
     if numba_threads is None:  # a pool of one: the kernels and torch's ops on the one thread OMP_NUM_THREADS gives
         assert used == torch_threads == 1
+
+
+def test_each_pytest_worker_and_its_children_take_only_their_share_of_the_cores():
+    """conftest.py: two xdist workers at a thread per core each spun against each other (a 95 s test past 600 s)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    share = max(1, (os.cpu_count() or 1) // workers)
+    if workers == 1 or os.environ["OMP_NUM_THREADS"] != str(share):
+        pytest.skip("one pytest process, or OMP_NUM_THREADS given by the caller: nothing to share out")
+    code = "import torch, ortholab, os; print(torch.get_num_threads(), os.environ['NUMBA_NUM_THREADS'])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [str(share), str(share)]
+    import torch
+
+    assert torch.get_num_threads() == share
