@@ -37,7 +37,8 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 # the venv's tools (ortholab, hadolint) on PATH for the tests that run them; TEST_WORKERS pytest-xdist processes (most
-# tests wait on an `ortholab` child process, so two workers use the two cores: docs/testing.md has the times)
+# tests wait on an `ortholab` child process, so two workers use the two cores), each with its share of the cores'
+# threads (tests/conftest.py; docs/testing.md has the times)
 TEST_WORKERS ?= 2
 test: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -n $(TEST_WORKERS)
