@@ -24,3 +24,11 @@ def size_numba_pool(environ: dict | None = None) -> str | None:
         return None
     environ["NUMBA_NUM_THREADS"] = threads
     return threads
+
+
+def threads_each(workers: int, environ: dict | None = None) -> int | None:
+    """Threads for each of `workers` training processes sharing this machine: cpu_count // workers, at least 1; None
+    where OMP_NUM_THREADS is set (the user's choice stands). At a thread per core each, the processes spin against
+    each other in OpenMP's wait loop: a 95 s training took over 600 s beside another on 2 cores (docs/testing.md)."""
+    environ = os.environ if environ is None else environ
+    return None if "OMP_NUM_THREADS" in environ else max(1, (os.cpu_count() or 1) // workers)

@@ -1,5 +1,6 @@
 """`ortholab sweep` with two workers on a tiny space: every trial recorded once, tagged, and the best reported."""
 
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -112,6 +113,45 @@ def test_a_trial_gets_the_store_through_its_environment_never_its_command_line(t
     assert not [a for a in args if "s3cretpw" in a] and "--db" not in args
     assert env["ORTHOLAB_DB"] == url
     assert "s3cretpw" not in str(failed.value) and "ortholab:***@db.example" in str(failed.value)
+
+
+@pytest.mark.parametrize("workers, threads", [(1, None), (2, "4")])
+def test_each_worker_and_its_trials_get_their_share_of_the_cores(tmp_path, monkeypatch, workers, threads):
+    """`sweep --workers 2` on 8 cores: the other worker and each trial are told to use 4 threads (OMP_NUM_THREADS).
+    At a thread per core each, trainings spin against each other (docs/testing.md); one worker keeps torch's default,
+    and a user's own OMP_NUM_THREADS stands."""
+    from ortholab.cli import sweep_study as sweep
+    from ortholab.models import ConfigError
+
+    started = []
+
+    class FakeChild:  # the other worker ends at once; the trial fails with one error line, so nothing trains here
+        def __init__(self, args, **kwargs):
+            self.command = args[3]
+            started.append((self.command, kwargs["env"].get("OMP_NUM_THREADS")))
+            if self.command == "fit":
+                kwargs["stderr"].write("ortholab: error: not trained in this test\n")
+
+        def poll(self):
+            return self.wait()
+
+        def wait(self):
+            return 2 if self.command == "fit" else 0
+
+    monkeypatch.setattr(sweep.subprocess, "Popen", FakeChild)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    space = tmp_path / "space.yaml"
+    space.write_text("model.hidden_size: [4, 6]\n")
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    with pytest.raises(ConfigError, match="none of its 1 trials completed"):
+        sweep.run_sweep(DEMO, str(space), trials=1, db=db, workers=workers)
+    assert sorted(started) == sorted([("fit", threads)] + [("sweep", threads)] * (workers - 1))
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    started.clear()
+    with pytest.raises(ConfigError):
+        sweep.run_sweep(DEMO, str(space), trials=1, db=db, workers=workers, name="again")
+    assert {threads for _, threads in started} == {"3"}  # inherited from this process, not set by the sweep
 
 
 def test_a_study_without_a_completed_trial_is_refused_with_the_first_reason(tmp_path):

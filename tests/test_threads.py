@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ortholab.threads import size_numba_pool
+from ortholab.threads import size_numba_pool, threads_each
 
 
 def test_the_pool_follows_omp_num_threads_unless_numba_num_threads_is_given():
@@ -54,3 +54,11 @@ def test_each_pytest_worker_and_its_children_take_only_their_share_of_the_cores(
     import torch
 
     assert torch.get_num_threads() == share
+
+
+def test_threads_each_shares_the_cores_unless_the_user_chose(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert [threads_each(k, {}) for k in (1, 2, 3, 8, 16)] == [8, 4, 2, 1, 1]
+    assert threads_each(2, {"OMP_NUM_THREADS": "3"}) is None
+    monkeypatch.setattr(os, "cpu_count", lambda: None)  # unknown: one core
+    assert threads_each(2, {}) == 1

@@ -38,6 +38,7 @@ from ortholab.db.seeds import seed_of
 from ortholab.db.store import ENV_VAR as DB_ENV_VAR
 from ortholab.db.store import RUNS_ENV_VAR, StoreMissing
 from ortholab.errors import ConfigError
+from ortholab.threads import threads_each
 from ortholab.training.config_files import PACKAGE_ROOT as REPO_ROOT
 
 USAGE = "reproduce [TABLE] [--rows a,b] [--seeds 3] [--workers N] [--estimate] [--resume] | reproduce [TABLE] --list"
@@ -375,7 +376,7 @@ def _each(work, items: list, workers: int) -> list[Outcome]:
     if workers == 1:  # in this thread; Ctrl-C and SIGTERM: cli/children.py
         return [printed(work(item)) for item in items]
     global _child_threads
-    _child_threads = None if "OMP_NUM_THREADS" in os.environ else max(1, (os.cpu_count() or 1) // workers)
+    _child_threads = threads_each(workers)
     try:  # Ctrl-C in a terminal reaches every child too (one process group), SIGTERM is passed on: cli/children.py
         with ThreadPoolExecutor(max_workers=workers) as pool:
             return [printed(done.result()) for done in as_completed([pool.submit(work, item) for item in items])]

@@ -42,6 +42,7 @@ from ortholab.cli import children
 from ortholab.db import Store, default_db_url
 from ortholab.db.masking import child_env, mask_secrets
 from ortholab.errors import ConfigError
+from ortholab.threads import threads_each
 from ortholab.training.config_files import PACKAGE_ROOT, check_config_files
 
 SAMPLERS = ("grid", "random", "tpe")
@@ -214,6 +215,11 @@ def cli_overrides(config: str, overrides: dict) -> list[str]:
     return flags
 
 
+def _with_threads(env: dict, threads: int | None) -> dict:
+    """env with OMP_NUM_THREADS (torch's, OpenMP's and numba's threads in the child) where `threads` is given."""
+    return env if threads is None else {**env, "OMP_NUM_THREADS": str(threads)}
+
+
 def fit_trial(
     config: str,
     overrides: dict,
@@ -222,12 +228,13 @@ def fit_trial(
     tags: list[str],
     extra: list[str],
     trial: optuna.Trial | None = None,
+    threads: int | None = None,
 ) -> int:
     """Run one trial as `ortholab fit` in its own process; the id of the run it recorded. The store's URL goes to
     the child through its environment: a password on its command line would be readable by every local user.
     With `trial`, its validation points are reported to the study as they come, and a trial the pruner stops
     raises optuna.TrialPruned after its run is stopped and tagged `pruned`. TrialStopped when Ctrl-C or SIGTERM
-    stopped the sweep before the run finished (or before it started)."""
+    stopped the sweep before the run finished (or before it started). `threads`: its OMP_NUM_THREADS where given."""
     args = [
         "fit",
         "--config",
@@ -242,7 +249,7 @@ def fit_trial(
     with _scratch() as errors_file:
         child = children.start(
             [sys.executable, "-c", "from ortholab.cli.main import main; main()", *args],
-            env=child_env(db),
+            env=_with_threads(child_env(db), threads),
             stdout=subprocess.DEVNULL,
             stderr=errors_file,
         )
@@ -352,6 +359,7 @@ def run_sweep(
     if sampler == "grid":
         trials = min(trials, len(grid_points(space)))
     study = open_study(name, db, sampler, space, seed, pruner)
+    threads = threads_each(workers) if workers > 1 else None  # each worker's trials get their share of the cores
     helpers = [
         children.start(
             [
@@ -375,7 +383,7 @@ def run_sweep(
                 pruner,
                 *extra,
             ],
-            env=child_env(db),
+            env=_with_threads(child_env(db), threads),
         )  # the store's URL in the environment, not on the command line
         for k in range(workers - 1)
     ]  # None for one a stop came before
@@ -391,6 +399,7 @@ def run_sweep(
                 [f"sweep:{name}", f"trial:{trial.number}"],
                 list(extra),
                 trial,
+                threads,
             )
             run = Store(db).get_run(run_id)
             trial.set_user_attr("run_id", run_id)
