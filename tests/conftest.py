@@ -6,9 +6,12 @@ import os
 # Each pytest-xdist worker (`make test` runs two) and the `ortholab` processes it starts get their share of the cores
 # for torch's, OpenMP's and numba's threads: two workers at a thread per core each spin against each other in OpenMP's
 # wait loop (the 95 s NRU learning check took over 600 s beside another worker on 2 cores, 2026-12-01; docs/testing.md).
+from ortholab.threads import size_numba_pool, threads_each  # imports neither torch nor numba
+
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-if WORKERS > 1 and "OMP_NUM_THREADS" not in os.environ:
-    os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // WORKERS))
+if WORKERS > 1 and (share := threads_each(WORKERS)):
+    os.environ["OMP_NUM_THREADS"] = str(share)
+    size_numba_pool()  # `import ortholab` above ran it before OMP_NUM_THREADS was set
 from standins import SHARED_DATA  # noqa: E402 (imports torch, which reads OMP_NUM_THREADS once)
 
 if SHARED_DATA.is_dir():
