@@ -44,7 +44,7 @@ def test_importing_ortholab_sizes_the_pool_numba_launches(omp, numba_threads, ex
 def test_each_pytest_worker_and_its_children_take_only_their_share_of_the_cores():
     """conftest.py: two xdist workers at a thread per core each spun against each other (a 95 s test past 600 s)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    share = max(1, (os.cpu_count() or 1) // workers)
+    share = threads_each(workers, {})
     if workers == 1 or os.environ["OMP_NUM_THREADS"] != str(share):
         pytest.skip("one pytest process, or OMP_NUM_THREADS given by the caller: nothing to share out")
     code = "import torch, ortholab, os; print(torch.get_num_threads(), os.environ['NUMBA_NUM_THREADS'])"
