@@ -35,9 +35,8 @@ from torch import nn
 
 from ortholab.models.base import ConfigError
 from ortholab.models.choices import checks_choices
-from ortholab.models.compiled import supported
+from ortholab.models.compiled import kernel, supported
 from ortholab.models.complex_recurrence import complex_modrelu_recurrence, eunn_modrelu
-from ortholab.models.givens_kernels import givens_recurrence_features
 from ortholab.models.operator_recurrence import (
     FactoredUnitaryLayer,
     gather_units,
@@ -228,7 +227,10 @@ class EURNN(FactoredUnitaryLayer):
 
     def recurrence_for(self, u: torch.Tensor):
         """On the CPU, the compiled loops of models/givens_kernels.py (2-3x faster there); else the torch BPTT."""
-        recurrence = givens_recurrence_features if supported(u) else operator_recurrence_features
+        if supported(u):
+            recurrence = kernel("givens_kernels", "givens_recurrence_features")
+        else:
+            recurrence = operator_recurrence_features
         return partial(recurrence, modrelu=self.modrelu)
 
     def forward(

@@ -16,9 +16,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ortholab.models.compiled import supported
+from ortholab.models.compiled import kernel, supported
 from ortholab.models.operator_recurrence import FactoredUnitaryLayer, gather_units, operator_recurrence_features
-from ortholab.models.urnn_kernels import urnn_recurrence_features
 
 
 def fft(x: torch.Tensor) -> torch.Tensor:
@@ -156,4 +155,6 @@ class URNN(FactoredUnitaryLayer):
 
     def recurrence_for(self, u: torch.Tensor):
         """On the CPU, the compiled kernels of models/urnn_kernels.py; else the torch BPTT."""
-        return urnn_recurrence_features if supported(u) else operator_recurrence_features
+        if supported(u):
+            return kernel("urnn_kernels", "urnn_recurrence_features")
+        return operator_recurrence_features

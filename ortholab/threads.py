@@ -8,7 +8,8 @@ copying T = 1000 (batch 20) took 6.10 s with pools of two and 1.72 s with pools 
 numba-pool`, docs/benchmarks.md).
 `size_numba_pool` sizes the pool by OMP_NUM_THREADS, which sets torch's threads (and which `reproduce --workers`
 gives each row), unless NUMBA_NUM_THREADS is given. It must run before numba is first imported: `import ortholab`
-does it.
+does it, and again models/compiled.py's `kernel`, which imports numba only at the first compiled forward, after
+Lightning has given a CPU DDP rank its share of the cores.
 """
 
 from __future__ import annotations

@@ -41,6 +41,29 @@ def test_importing_ortholab_sizes_the_pool_numba_launches(omp, numba_threads, ex
         assert used == torch_threads == 1
 
 
+@pytest.mark.parametrize("family, options", [("urnn", ""), ("eurnn", "recurrence='layers'")])
+def test_a_ddp_rank_given_its_share_after_import_launches_numba_with_that_share(family, options):
+    """Lightning's DDP launcher sets each rank's OMP_NUM_THREADS after the model registry is imported: numba must not
+    be imported by then (it fixes its pool size at import), but at the first compiled forward (models/compiled.py)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS")}
+    code = (
+        "import os, sys, torch\n"
+        "from ortholab.models import FAMILIES\n"
+        "import ortholab.datamodules, ortholab.training.module\n"
+        f"layer = FAMILIES['{family}'](2, 4, {options})\n"
+        "print('numba' in sys.modules)\n"
+        "os.environ['OMP_NUM_THREADS'] = '1'; torch.set_num_threads(1)  # as lightning's _set_num_threads_if_needed\n"
+        "layer(torch.randn(2, 5, 2)).sum().backward()  # on the CPU: the compiled kernels\n"
+        "import numba\n"
+        "print(numba.config.NUMBA_NUM_THREADS, numba.get_num_threads())"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    imported_early, pool, used = done.stdout.split()
+    assert imported_early == "False"
+    assert (pool, used) == ("1", "1")
+
+
 def test_each_pytest_worker_and_its_children_take_only_their_share_of_the_cores():
     """conftest.py: two xdist workers at a thread per core each spun against each other (a 95 s test past 600 s)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
