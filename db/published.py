@@ -32,6 +32,7 @@ PUBLISHED_DIR = Path(__file__).resolve().parents[1] / "configs" / "papers" / "pu
 CHECKS_DIR = PUBLISHED_DIR.parent / "checks"  # not paper tables: the papers' claims re-checked at CPU scale
 EXPECTATIONS = ("below_baseline", "above_baseline", "at_baseline")
 BEYOND_BASELINE = 0.1  # a run leaves the baseline when its best main metric is 10% better than it
+FLAGS_TAG = "flags:"  # `reproduce` tags a run given flags that change the experiment: 'flags:--trainer.max_steps 20'
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,8 @@ class Reproduction:
     def status(self) -> str:
         if self.fit is None:
             return "not yet run"
-        changed = f"; {self.changed}" if self.changed else ""
+        flags = run_flags(self.fit)
+        changed = (f"; with {flags}" if flags else "") + (f"; {self.changed}" if self.changed else "")
         return _status(self.fit) + changed + (f"; rerun {self.newer.id} {_status(self.newer)}" if self.newer else "")
 
 
@@ -176,6 +178,17 @@ def _changed(store: Store, fit: RunSummary) -> str | None:
     resumes = (store.get_run(fit.id).info or {}).get("resumes", [])
     said = [f"{settings} from step {r['step']}" for r in resumes if (settings := changed_settings(r))]
     return "; ".join(said) or None
+
+
+def run_flags(run: RunSummary) -> str | None:
+    """The flags `reproduce` was given that change the row's experiment ('--trainer.max_steps 20'), or None."""
+    return next((t.removeprefix(FLAGS_TAG) for t in run.tags if t.startswith(FLAGS_TAG)), None)
+
+
+def at_paper_settings(run: RunSummary) -> bool:
+    """Whether the run trained the row as the paper does: at full scale (or with no scale tag: a run tagged by hand)
+    and with no flag that changes the experiment."""
+    return run_flags(run) is None and all(t == "scale:full" for t in run.tags if t.startswith("scale:"))
 
 
 def _status(run: RunSummary) -> str:
@@ -217,16 +230,32 @@ def twins(row: PaperRow, tables: dict[str, PaperTable]) -> list[PaperRow]:
     ]
 
 
+def _setting(run: RunSummary) -> tuple:
+    return run_flags(run), sorted(t for t in run.tags if t.startswith("scale:"))
+
+
+def _one_setting(tagged: list[RunSummary]) -> list[RunSummary]:
+    """The runs at the paper's settings where any fit is; else those at the setting of the latest finished fit (else
+    the latest fit): a smoke run, or one given other flags, never stands in for the paper's, nor mixes with others."""
+    paper = [r for r in tagged if at_paper_settings(r)]
+    fits = [r for r in tagged if r.stage == "fit"]
+    if any(r.stage == "fit" for r in paper) or not fits:
+        return paper
+    latest = max([r for r in fits if r.status == "finished"] or fits, key=lambda r: r.id)
+    return [r for r in tagged if _setting(r) == _setting(latest)]
+
+
 def reproduction(store: Store, row: PaperRow, runs: list[RunSummary], same: tuple[PaperRow, ...] = ()) -> Reproduction:
-    """The row's runs (those tagged with the row, else those of the first twin row in `same` that has one): its
-    latest finished fit, else its latest fit; a later unfinished fit of the same seed (a rerun) is named beside it
-    (another seed's is one of `seeds`)."""
+    """The row's runs (those tagged with the row, else those of the first twin row in `same` that has one), those at
+    the paper's settings where there are any (`at_paper_settings`): its latest finished fit, else its latest fit; a
+    later unfinished fit of the same seed (a rerun) is named beside it (another seed's is one of `seeds`)."""
     for source in (row, *same):
         tagged = [r for r in runs if source.tag in r.tags]
         if any(r.stage == "fit" for r in tagged):
             break
     else:
         source, tagged = row, []
+    tagged = _one_setting(tagged)
     fits = sorted((r for r in tagged if r.stage == "fit"), key=lambda r: r.id)
     finished = [r for r in fits if r.status == "finished"]
     fit = (finished or fits or [None])[-1]

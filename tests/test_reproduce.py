@@ -996,3 +996,59 @@ def test_resume_finds_at_once_a_running_row_whose_process_here_has_ended(tmp_pat
     assert not store.holder_ended(ids["elsewhere"])
     assert [(row.row, fit.id) for row, fit in unfinished_runs(store, 1800)] == [("ended", ids["ended"])]
     assert [row.row for row, _ in unfinished_runs(store, 0)] == ["ended", "live", "elsewhere"]
+
+
+def test_a_run_given_other_flags_or_at_smoke_scale_neither_stands_for_the_row_nor_blocks_its_paper_run(
+    tmp_path, monkeypatch, capsys
+):
+    """A shortened run (`reproduce --trainer.max_steps 20`) or a smoke run is another experiment: the report shows the
+    row's run at the paper's settings, or, where it has none, the latest other run alone and says with which flags;
+    the paper's own command trains the row anew instead of skipping it, and the same flags again do skip it."""
+    import ortholab.cli.reproduce as reproduce
+
+    config = tmp_path / "row.yaml"
+    config.write_text("seed_everything: 5544\n")
+    _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("val/loss", _copying_rows(str(config), "copy", "short_only")))
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    store = Store(db)
+
+    def recorded(row: str, tags: list[str], value: float) -> int:
+        tags = [f"paper:toy_figure1/{row}", "seed:5544", *tags]
+        run = store.create_run(name=row, family="scornn", task="copying", tags=tags, main_metric="val/loss")
+        store.log_metrics(run, {"val/loss": value}, step=100)
+        store.set_status(run, "finished")
+        return run
+
+    paper = recorded("copy", ["scale:full"], 0.001)
+    recorded("copy", ["scale:cpu-smoke"], 0.03)
+    recorded("copy", ["scale:full", "flags:--trainer.max_steps 20"], 0.02)
+    recorded("short_only", ["scale:cpu-smoke"], 0.03)
+    short = recorded("short_only", ["scale:full", "flags:--trainer.max_steps 20"], 0.02)
+    every = load_tables()
+    copy, short_only = comparison_rows(reproductions(store, every["toy_figure1"], every))
+    assert (copy["run"], copy["scale"], copy["status"]) == (paper, "full", "finished")
+    assert copy["reproduced"] == "0.001" and copy["seeds"].startswith("1 seed")
+    assert (short_only["run"], short_only["status"]) == (short, "finished; with --trainer.max_steps 20")
+    assert short_only["seeds"].startswith("1 seed")  # the smoke run of the same seed is not a second one
+
+    trained = []
+    monkeypatch.setattr(reproduce, "run_row", lambda row, scale, db, extra, seed: trained.append(row.row) or None)
+    monkeypatch.setattr(reproduce, "_each", lambda work, items, workers: [work(item) for item in items])
+    reproduce.reproduce("toy_figure1", None, "full", db, [])  # the paper's settings: short_only has no run there
+    assert trained == ["short_only"]
+    out = capsys.readouterr().out
+    assert f"paper:toy_figure1/copy (seed 5544): skipped, run {paper} finished" in out
+    trained.clear()
+    reproduce.reproduce("toy_figure1", None, "full", db, ["--trainer.max_steps=20", "--data.path", "/data"])
+    assert trained == []  # the same experiment flags (written either way; --data.path only says where): both done
+    reproduce.reproduce("toy_figure1", None, "full", db, ["--model.hidden_size", "100"])
+    assert trained == ["copy", "short_only"]
+
+
+def test_experiment_flags_leave_out_those_that_only_say_where_a_row_runs():
+    from ortholab.cli.reproduce import experiment_flags
+
+    assert experiment_flags([]) is None
+    assert experiment_flags(["--data.path", "/d", "--trainer.accelerator=gpu", "--runs_dir", "r"]) is None
+    given = ["--trainer.max_steps=20", "--data.path", "/d", "--model.optimizers", "{default: {lr: 1}}"]
+    assert experiment_flags(given) == "--trainer.max_steps 20 --model.optimizers {default: {lr: 1}}"

@@ -8,9 +8,11 @@ split. `--scale cpu-smoke` keeps every row's model and task but trains a few doz
 splits, so that every row's path runs on a CPU in minutes; its numbers are not the paper's. `--workers N` runs N
 rows at a time (with --resume too), each process given an equal share of the CPU's threads unless
 OMP_NUM_THREADS is set. `--seeds 3` trains each row with its config's seed and the next two (`--seeds 1,2,3`:
-those seeds), one run per seed; with --resume, the seeds' stopped runs continue first. It ends with one line a
-script can read, `reproduce: N done, N failed, N skipped`, and exits 1 when a row failed. Ctrl-C or SIGTERM stops
-the row training at a batch boundary with its checkpoint (cli/children.py), starts no other, and exits 130 or 143.
+those seeds), one run per seed; with --resume, the seeds' stopped runs continue first. Flags that change the
+experiment (experiment_flags) tag the runs `flags:...`: a row's runs with other flags neither skip nor continue it.
+It ends with one line a script can read, `reproduce: N done, N failed, N skipped`, and exits 1 when a row failed.
+Ctrl-C or SIGTERM stops the row training at a batch boundary with its checkpoint (cli/children.py), starts no
+other, and exits 130 or 143.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from ortholab.cli import children
 from ortholab.cli.common import DB_HELP, LINE_WIDTH, exit_reason
 from ortholab.cli.common import table as text_table
 from ortholab.db import Store
-from ortholab.db.published import PaperRow, PaperTable, load_tables, reproductions
+from ortholab.db.published import FLAGS_TAG, PaperRow, PaperTable, load_tables, reproductions, run_flags
 from ortholab.db.seeds import seed_of
 from ortholab.db.store import ENV_VAR as DB_ENV_VAR
 from ortholab.db.store import RUNS_ENV_VAR, StoreMissing
@@ -46,6 +48,14 @@ HELP = "run the papers' table rows, each a recorded run tagged with its row (and
 EXTRA_FLAGS = True  # other --key value flags apply to every row (e.g. --data.path)
 SCALES = ("full", "cpu-smoke")
 SMOKE_STEPS = 40
+# flags that say where or how a row runs, not what it trains: a run given only these stands for the paper's row
+PLACE_FLAGS = (
+    "--data.path",
+    "--runs_dir",
+    "--trainer.accelerator",
+    "--trainer.enable_progress_bar",
+    "--trainer.enable_model_summary",
+)
 GENERATED_TASKS = (
     "ortholab.datamodules.CopyingTask",
     "ortholab.datamodules.AddingTask",
@@ -397,6 +407,20 @@ def fit_failed(label: str, code: int, row: PaperRow, what: str = "fit") -> Outco
     return Outcome(f"{label}: {what} failed ({exit_reason(code)})", "failed")
 
 
+def experiment_flags(extra: list[str]) -> str | None:
+    """The flags of `extra` that change the experiment (all but PLACE_FLAGS) as one text, '--key=value' written as
+    '--key value' ('--trainer.max_steps 20 --data.val_size 100'); None when there are none."""
+    given: list[list[str]] = []
+    for token in extra:
+        if token.startswith("--"):
+            key, equals, value = token.partition("=")
+            given.append([key, value] if equals else [key])
+        elif given:
+            given[-1].append(token)
+    kept = [" ".join(flag) for flag in given if flag[0] not in PLACE_FLAGS]
+    return " ".join(kept) or None
+
+
 def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str], seed: int | None = None) -> Outcome:
     """Train (and evaluate) one row with `seed` (default: its config's); returns its outcome."""
     if row.config is None:
@@ -407,7 +431,8 @@ def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str], seed: i
     config = yaml.safe_load(config_path.read_text())
     seed = row_seeds(config, None)[0] if seed is None else seed
     seed_tag = f"seed:{seed}"
-    tags = ["--tags", json.dumps([row.tag, f"scale:{scale}", seed_tag])]
+    changes = experiment_flags(extra)  # a run given them is its own experiment, not the paper's row (db/published.py)
+    tags = ["--tags", json.dumps([row.tag, f"scale:{scale}", seed_tag, *([FLAGS_TAG + changes] if changes else [])])]
     flags = smoke_overrides(config) if scale == "cpu-smoke" else []
     name = f"{row.table}.{row.row}"
     label = f"{row.tag} (seed {seed})"
@@ -730,7 +755,7 @@ def reproduce(
     if scale == "full" and (hint := checkout_hint(db, extra)):
         print(hint, file=sys.stderr, flush=True)
     items = [(row, seed) for row in chosen for seed in _chosen_seeds(row, seeds) if (row.tag, seed) not in skip]
-    done, stopped = ({}, {}) if again else recorded_seeds(db, scale)
+    done, stopped = ({}, {}) if again else recorded_seeds(db, scale, experiment_flags(extra))
     outcomes = [
         Outcome(f"{row.tag} (seed {seed}): skipped, {done[row.tag, seed]}", "skipped")
         for row, seed in items
@@ -756,11 +781,13 @@ def reproduce(
     return outcomes + _each(train, todo, workers)
 
 
-def recorded_seeds(db: str | None, scale: str) -> tuple[dict[tuple[str, int], str], dict[tuple[str, int], int]]:
-    """Per (row tag, seed) of the runs at `scale`: why it needs no new run (its latest fit finished and was
-    evaluated, or another process is training it now), and the id of its latest fit where that stopped before its
-    end (interrupted; 'running' with no live process holding it; finished but not evaluated). Nothing where there
-    is no store yet."""
+def recorded_seeds(
+    db: str | None, scale: str, flags: str | None = None
+) -> tuple[dict[tuple[str, int], str], dict[tuple[str, int], int]]:
+    """Per (row tag, seed) of the runs at `scale` given the same experiment `flags` (experiment_flags): why it
+    needs no new run (its latest fit finished and was evaluated, or another process is training it now), and the id
+    of its latest fit where that stopped before its end (interrupted; 'running' with no live process holding it;
+    finished but not evaluated). Nothing where there is no store yet."""
     try:
         store = Store(db, access="read")
     except StoreMissing:
@@ -768,7 +795,8 @@ def recorded_seeds(db: str | None, scale: str) -> tuple[dict[tuple[str, int], st
     try:  # closed before the runs start: an open reader would hold the SQLite file
         runs = store.list_runs()
         latest: dict[tuple[str, int], object] = {}
-        for run in sorted((r for r in runs if r.stage == "fit" and f"scale:{scale}" in r.tags), key=lambda r: r.id):
+        ours = (r for r in runs if r.stage == "fit" and f"scale:{scale}" in r.tags and run_flags(r) == flags)
+        for run in sorted(ours, key=lambda r: r.id):
             seed = seed_of(run, {})
             for tag in (t for t in run.tags if t.startswith("paper:")):
                 latest[tag, seed] = run
