@@ -546,6 +546,12 @@ REPRODUCED_WIDTH = 40  # a terminal's reproduced cell: its value and verdict (be
 FIRST_CUT_LEAST = 20  # the CUT_FIRST columns are cut first, to no fewer characters than this, then to `least`
 
 
+def _terse(reproduced: str, metric: str) -> str:
+    """A terminal's reproduced cell without what the lines above say: 'above baseline (0.303) ✗ (paper: below)' for
+    'above baseline (val/loss 0.303) ✗ (paper: below baseline)' under 'metric: `val/loss`'."""
+    return reproduced.replace(f"({metric} ", "(").replace(" baseline)", ")")
+
+
 def _markdown_line(
     cells: list[str],
     width: int | None,
@@ -627,7 +633,8 @@ def markdown_report(
         for row in rows:
             cells = ["-" if row[c] is None else str(row[c]) for c in columns]
             if width is not None and "reproduced" in columns:
-                cells[columns.index("reproduced")] = clip(cells[columns.index("reproduced")], REPRODUCED_WIDTH)
+                reproduced = _terse(cells[columns.index("reproduced")], table.metric)
+                cells[columns.index("reproduced")] = clip(reproduced, REPRODUCED_WIDTH)
             out.append(_markdown_line(cells, width, first, keep, last))
         out.append("")
     if hidden:

@@ -274,7 +274,7 @@ def test_a_terminals_report_says_shared_values_once_and_keeps_the_reproduced_val
     header = next(line for line in text.splitlines() if line.startswith("| row |"))
     assert header.split(" | ")[1:3] == ["published", "reproduced"]  # no setting, family or n: the ids name them
     assert "every row: " in text and "status finished" in text and "scale full" in text
-    assert "(val/loss 0.0001234) ✓" in text and "(val/loss 0.0005678) ✓" in text
+    assert "below baseline (0.0001234) ✓" in text and "below baseline (0.0005678) ✓" in text  # metric: said above
     assert max(len(line) for line in text.splitlines()) <= 120
     assert "x OrthoLab value" not in text  # toy_table2 (scale 100) has no run: not shown
     main(["report", "--all", "--db", db])
