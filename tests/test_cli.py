@@ -58,7 +58,7 @@ def test_fit_in_a_subprocess_records_a_run(tmp_path):
     db = f"sqlite:///{tmp_path / 'store.db'}"
     done = ortholab("fit", "--config", DEMO, *TINY, "--db", db, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "recorded in" in done.stdout
+    assert "recorded in" in done.stdout and f"runs --db '{db}'`." in done.stdout  # the hint lists this store's runs
 
     store = Store(db)
     (run,) = store.list_runs()
@@ -95,6 +95,7 @@ def test_runs_root_keeps_store_and_run_folders_outside_the_checkout(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "ORTHOLAB_DB"} | {"ORTHOLAB_RUNS": str(root)}
     done = ortholab("fit", "--config", DEMO, *TINY, cwd=checkout, env=env)
     assert done.returncode == 0, done.stderr
+    assert " runs`." in done.stdout  # the default store: plain `ortholab runs` lists it
     assert not (checkout / "runs").exists()
     store = Store(f"sqlite:///{root / 'ortholab.db'}")
     (run,) = store.list_runs()
@@ -156,6 +157,8 @@ BAD_INPUT = [
     (["--model.hiden_size", "5"], "model.hiden_size"),
     (["--model.family_args", "{rhoo: 3}"], "model.family_args.rhoo is not an option of family 'scornn'"),
     (["--model.optimizers", "{recurrent: {name: rmsprob, lr: 0.1}}"], "model.optimizers.recurrent.name = 'rmsprob'"),
+    (["--trainer.gradient_clip_val", "1.0"], "clip the gradients' total norm with --model.grad_clip_norm 1.0 instead"),
+    (["--trainer.accumulate_grad_batches", "4"], "trainer.accumulate_grad_batches = 4 is not available"),
 ]
 
 

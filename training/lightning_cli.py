@@ -382,6 +382,7 @@ class OrthoLabCLI(LightningCLI):
             raise ConfigError(
                 f"model.grad_clip_norm = {clip!r} must be a positive finite number (e.g. 1.0), or null for no clipping"
             )
+        check_manual_optimization(config.trainer)
         interval = config.trainer.get("val_check_interval")
         if interval is not None and not isinstance(interval, bool) and interval <= 0:
             raise ConfigError(
@@ -523,9 +524,26 @@ class OrthoLabCLI(LightningCLI):
             split = run.main_metric.split("/")[0]  # each split against its own baseline
             baseline = f" (baseline on the {split} split: {run.baseline:.4g})" if run.baseline is not None else ""
             print(f"Best {run.main_metric}: {run.best:.4g}{baseline}")
+        where = "" if logger.store.url == default_db_url() else f" --db '{mask_url(logger.store.url)}'"
         print(
             f"Run {run.id} ({run.name}, {run.status}) recorded in {mask_url(logger.store.url)}; "
-            f"run folder {logger.log_dir}. List runs with `{console_command()} runs`."
+            f"run folder {logger.log_dir}. List runs with `{console_command()} runs{where}`."
+        )
+
+
+def check_manual_optimization(trainer: dict) -> None:
+    """Lightning's gradient clipping and accumulation, which the module's own optimizer steps (one per parameter
+    group) rule out: one line with what to use, before a run is recorded (Lightning's own error left a failed run)."""
+    clip, accumulate = trainer.get("gradient_clip_val"), trainer.get("accumulate_grad_batches")
+    if clip is not None:
+        raise ConfigError(
+            f"trainer.gradient_clip_val = {clip!r} is not available: the model steps each parameter group's optimizer "
+            f"itself; clip the gradients' total norm with --model.grad_clip_norm {clip} instead"
+        )
+    if accumulate not in (None, 1):
+        raise ConfigError(
+            f"trainer.accumulate_grad_batches = {accumulate!r} is not available: the model steps each parameter "
+            f"group's optimizer itself at every batch; a larger --data.batch_size is the way to average more sequences"
         )
 
 
