@@ -51,6 +51,21 @@ def test_last_checkpoint_follows_every_validation_when_the_metric_stops_improvin
     assert last["loops"]["fit_loop"]["epoch_loop.batch_progress"]["total"]["completed"] == 12
 
 
+@pytest.mark.parametrize("steps, validated", [(2, []), (5, [3])])
+def test_a_fit_whose_last_steps_no_validation_followed_keeps_them_in_last_ckpt(tmp_path, monkeypatch, steps, validated):
+    """A fit of fewer steps than its validation interval (or ending between two validations) ended with no
+    checkpoint of its final weights, or with one steps behind them: last.ckpt is written once more at its end."""
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    main(["fit", "--config", DEMO, *RUN, "--trainer.max_steps", str(steps), "--db", db])
+    store = Store(db)
+    (summary,) = store.list_runs()
+    run = store.get_run(summary.id)
+    assert run.status == "finished" and [p.step for p in store.metric_series(run.id, "val/loss")] == validated
+    last = torch.load(Path(run.run_dir) / "checkpoints" / "last.ckpt", weights_only=False)
+    assert last["global_step"] == steps
+
+
 def test_ctrl_c_stops_with_exit_130_an_interrupted_run_and_a_checkpoint(tmp_path):
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     stopped = ortholab(

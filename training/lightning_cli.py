@@ -35,6 +35,7 @@ from ortholab.errors import ConfigError
 from ortholab.extras import check_logger_extras
 from ortholab.training.callbacks import AudioEvaluation, NonFiniteError, default_callbacks
 from ortholab.training.callbacks.checkpoint_io import AtomicCheckpointIO
+from ortholab.training.callbacks.last_checkpoint import LastCheckpoint
 from ortholab.training.callbacks.lifecycle import ContinueRun, GracefulInterrupt, StampCheckpoints
 from ortholab.training.cuda_graphs import check_graphs_config
 from ortholab.training.family_options import recorded_family_args
@@ -447,9 +448,7 @@ class OrthoLabCLI(LightningCLI):
                     auto_insert_metric_name=False,
                 )
             )
-            # last.ckpt at every validation, improved or not: Lightning's save_last writes it only beside a new best,
-            # so a run whose metric plateaus would resume from its last best, hours back
-            extra.append(ModelCheckpoint(filename="last", enable_version_counter=False))
+            extra.append(LastCheckpoint())  # last.ckpt at every validation and at the end of training
         if config.trainer.enable_progress_bar is not False and not any(isinstance(c, ProgressBar) for c in configured):
             # Lightning's rich bar on a terminal (rich is a dependency); plain lines in a log file or a scheduler's
             extra.append(StepBudgetProgressBar() if sys.stdout.isatty() else PlainProgress())
