@@ -152,8 +152,9 @@ class GivensLayers:
 
 
 class EURNN(FactoredUnitaryLayer):
-    """Efficient unitary RNN: n complex units, real readout of h's real and imaginary parts (output_size = 2n,
-    interleaved as models/operator_recurrence.py lays them out).
+    """Efficient unitary RNN: n complex units, real readout of [Re h, Im h] (output_size = 2n).
+
+    The readout's features interleave h's real and imaginary parts as models/operator_recurrence.py lays them out.
 
     style: 'tunable' (capacity L layers, default L = 2) or 'fft' (ceil(log2 n) layers; capacity is ignored).
     capacity: L, the number of rotation layers of the tunable style.

@@ -114,8 +114,9 @@ class RestrictedUnitary:
 
 
 class URNN(FactoredUnitaryLayer):
-    """Arjovsky's unitary evolution RNN: n complex units, real readout of h's real and imaginary parts
-    (output_size = 2n, interleaved as models/operator_recurrence.py lays them out).
+    """Arjovsky's unitary evolution RNN: n complex units, real readout of [Re h, Im h] (output_size = 2n).
+
+    The readout's features interleave h's real and imaginary parts as models/operator_recurrence.py lays them out.
 
     Initialisation as the paper's Section "Initialization" and the SRNN repo's port: phases w_k ~ U(-pi, pi),
     reflection vectors' real and imaginary parts ~ U(-1, 1), modReLU bias b = 0, input U a real (2n, m)

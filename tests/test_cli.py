@@ -487,3 +487,11 @@ def test_help_says_where_other_flags_go(command, passes_flags, capsys):
     assert done.value.code == 0
     shown = " ".join(capsys.readouterr().out.split())
     assert ("Other --key value flags are config keys given to every fit" in shown) is passes_flags
+
+
+def test_every_family_and_task_summary_is_a_whole_sentence():
+    """`ortholab list` shows each docstring's first line: one cut mid-sentence read '... (output_size = 2n,'."""
+    from ortholab.cli.listing import family_rows, task_rows
+
+    for row in family_rows() + task_rows():
+        assert row["summary"].endswith((".", ")")) and row["summary"].count("(") == row["summary"].count(")"), row
