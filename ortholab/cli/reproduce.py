@@ -307,6 +307,21 @@ def _ortholab(*args: str, db: str | None = None) -> int | None:
     return children.run([sys.executable, "-c", "from ortholab.cli.main import main; main()", *args], env)
 
 
+def check_flags(row: PaperRow, extra: list[str]) -> None:
+    """The flags given for every row, read once with the first row's config before any row trains: a typo is one
+    line and exit 2, not a failed fit per row."""
+    if row.config is None:
+        return
+    argv = ["fit", "--config", str(REPO_ROOT / row.config), *row.args, *extra, "--print_config"]
+    done = subprocess.run(
+        [sys.executable, "-c", "from ortholab.cli.main import main; main()", *argv], capture_output=True, text=True
+    )
+    if done.returncode:
+        said = [line for line in done.stderr.splitlines() if line.startswith("ortholab: error: ")]
+        why = said[-1].removeprefix("ortholab: error: ") if said else done.stderr.strip()[-300:]
+        raise ConfigError(f"{why} (the flags given to reproduce, read with row {row.tag}'s config; no row was trained)")
+
+
 def not_started(label: str, what: str = "not started") -> Outcome:
     """The outcome of a row this command was stopped before: the same command again goes on from there."""
     return Outcome(f"{label}: {what}, reproduce was stopped ({children.stop_name()})", "skipped")
@@ -764,6 +779,8 @@ def reproduce(
     for outcome in outcomes:
         print(outcome.line, flush=True)
     todo = [(row, seed) for row, seed in items if (row.tag, seed) not in done]
+    if extra and todo:
+        check_flags(todo[0][0], extra)
 
     def train(item) -> Outcome:
         row, seed = item
