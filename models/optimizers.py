@@ -14,7 +14,7 @@ from typing import Iterable
 import torch
 from torch.optim import Optimizer
 
-from ortholab.errors import ConfigError
+from ortholab.errors import ConfigError, did_you_mean
 from ortholab.models.stiefel import StiefelCayley
 
 
@@ -90,7 +90,10 @@ def check_optimizer_spec(spec: dict, where: str) -> None:
         raise ConfigError(f"{where} must be a mapping like {{name: adam, lr: 1.0e-3}}, got {spec!r}")
     name = spec.get("name")
     if name not in OPTIMIZERS:
-        raise ConfigError(f"{where}.name = {name!r} is not a known optimizer; choose one of {sorted(OPTIMIZERS)}")
+        raise ConfigError(
+            f"{where}.name = {name!r} is not a known optimizer; {did_you_mean(name, OPTIMIZERS)}"
+            f"choose one of {sorted(OPTIMIZERS)}"
+        )
     accepted = set(inspect.signature(OPTIMIZERS[name].__init__).parameters) - {"self", "params"}
     unknown = sorted(set(spec) - accepted - {"name"})
     if unknown:

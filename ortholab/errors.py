@@ -1,5 +1,15 @@
 """The errors a user acts on, importable by every package (models, data modules, store, app) without the others."""
 
+import difflib
+from collections.abc import Iterable
+
 
 class ConfigError(ValueError):
     """A configuration value a user must change; the message names the key and the fix."""
+
+
+def did_you_mean(value: object, choices: Iterable) -> str:
+    """'did you mean 'scornn'? ' for a value close to one of `choices`, case aside ('scoRNN', 'rmsprp'); else ''."""
+    lowered = {str(choice).lower(): choice for choice in choices}
+    near = difflib.get_close_matches(str(value).lower(), list(lowered), n=1, cutoff=0.6)
+    return f"did you mean {lowered[near[0]]!r}? " if near else ""

@@ -157,6 +157,12 @@ BAD_INPUT = [
     (["--model.hiden_size", "5"], "model.hiden_size"),
     (["--model.family_args", "{rhoo: 3}"], "model.family_args.rhoo is not an option of family 'scornn'"),
     (["--model.optimizers", "{recurrent: {name: rmsprob, lr: 0.1}}"], "model.optimizers.recurrent.name = 'rmsprob'"),
+    (["--model.family", "scoRNN"], "did you mean 'scornn'?"),  # case aside
+    (
+        ["--model.family_args", "{rh: 3}"],
+        "model.family_args.rh is not an option of family 'scornn'; did you mean 'rho'?",
+    ),
+    (["--model.optimizers", "{recurrent: {name: rmsprp, lr: 0.1}}"], "did you mean 'rmsprop'?"),
     (["--trainer.gradient_clip_val", "1.0"], "clip the gradients' total norm with --model.grad_clip_norm 1.0 instead"),
     (["--trainer.accumulate_grad_batches", "4"], "trainer.accumulate_grad_batches = 4 is not available"),
 ]

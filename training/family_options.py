@@ -10,7 +10,6 @@ this module builds.
 from __future__ import annotations
 
 import argparse
-import difflib
 import inspect
 import shutil
 import textwrap
@@ -19,7 +18,7 @@ from typing import Any
 
 from jsonargparse import ArgumentParser
 
-from ortholab.errors import ConfigError
+from ortholab.errors import ConfigError, did_you_mean
 from ortholab.models import FAMILIES
 from ortholab.models.choices import check_choices, option_choices
 
@@ -28,11 +27,9 @@ NOT_OPTIONS = {"self", "input_size", "hidden_size"}  # set by the model (model.h
 
 def family_class(family: str) -> type:
     if family not in FAMILIES:
-        near = difflib.get_close_matches(str(family), FAMILIES, n=1)
         raise ConfigError(
-            f"model.family = {family!r} is not a registered family; "
-            + (f"did you mean {near[0]!r}? " if near else "")
-            + f"choose one of {sorted(FAMILIES)} (see `ortholab list families`)"
+            f"model.family = {family!r} is not a registered family; {did_you_mean(family, FAMILIES)}"
+            f"choose one of {sorted(FAMILIES)} (see `ortholab list families`)"
         )
     return FAMILIES[family]
 
@@ -89,8 +86,8 @@ def resolve_family_args(family: str, given: dict[str, Any] | None) -> dict[str, 
     for key, value in given.items():
         if key not in parameters:
             raise ConfigError(
-                f"model.family_args.{key} is not an option of family {family!r}; its options are "
-                f"{sorted(parameters)} (see `ortholab list families --family {family}`)"
+                f"model.family_args.{key} is not an option of family {family!r}; {did_you_mean(key, parameters)}"
+                f"its options are {sorted(parameters)} (see `ortholab list families --family {family}`)"
             )
         # a Literal option: `KEY = VALUE; choose one of [...]`, as the constructor itself refuses it
         check_choices(family_class(family), {key: value}, explained_by=f"`ortholab list families --family {family}`")
