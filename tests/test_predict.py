@@ -107,6 +107,8 @@ def test_predict_on_a_recorded_run_writes_class_scores_and_records_the_link(
     )
     assert code == 0, err
     (tested,) = [r for r in store.list_runs() if r.stage == "test"]
+    assert tested.name == source.name  # a run folder's config.yaml names the run after its run, not 'config'
+    assert not [w for w in recwarn if "dirpath has changed" in str(w.message)]  # nor for `test`
     (accuracy,) = [p.value for p in store.metric_series(tested.id, "test/acc")]
     assert abs(accuracy - float(np.mean(saved["predicted_class"] == labels))) <= roundoff(torch.float32, n=360)
 

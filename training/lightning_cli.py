@@ -430,7 +430,8 @@ class OrthoLabCLI(LightningCLI):
             extra.append(PredictionWriter(config.predict_split, config.ckpt_path))
             # predicting restores weights only: the training callbacks Lightning asks for have nothing to restore
             warnings.filterwarnings("ignore", message="Be aware that when using `ckpt_path`, callbacks used")
-            # nor the checkpoint callback's state: a prediction saves no checkpoint, so the training run's folder
+        if self.subcommand in ("predict", "test", "validate"):
+            # the checkpoint callback's state: an evaluation saves no checkpoint, so the training run's folder
             # differing from this run's changes nothing (Lightning warns that it will not reload best_k_models)
             warnings.filterwarnings("ignore", message="The dirpath has changed from")
         if (
@@ -685,5 +686,11 @@ def swapped_task(config) -> tuple[str, str | None] | None:
 
 
 def _name_from_config_files(paths) -> str | None:
+    """The last config file's name; a run folder's own config.yaml (NAME/ID/config.yaml) gives its run's NAME."""
     paths = [p for p in (paths or []) if p is not None]
-    return Path(str(paths[-1])).stem if paths else None
+    if not paths:
+        return None
+    path = Path(str(paths[-1]))
+    if path.name == "config.yaml" and path.parent.name.isdigit() and path.parent.parent.name:
+        return path.parent.parent.name
+    return path.stem
