@@ -76,6 +76,13 @@ def test_tag_untag_and_filter_by_tag(db, tmp_path, capsys):
     assert sorted(r["id"] for r in json.loads(capsys.readouterr().out)) == [a, c]
     main(["runs", "untag", str(a), "best", "--db", db])
     assert Store(db).get_run(a).tags == ("x",) and Store(db).get_run(c).tags == ("x", "best")
+    main(["runs", "--db", db, "--tag", "bset"])  # a typo: named, with the nearest recorded tag
+    assert capsys.readouterr().out.strip().endswith("no run has the tag bset (did you mean best?)")
+    with pytest.raises(SystemExit) as refused:  # untagging a label the runs lack changed nothing and said nothing
+        main(["runs", "untag", str(c), "bset", "--db", db])
+    assert refused.value.code == 2
+    assert f"no run of {c} has the tag 'bset'; did you mean 'best'?" in capsys.readouterr().err
+    assert Store(db).get_run(c).tags == ("x", "best")
 
 
 def test_delete_removes_one_run_and_its_folder_and_nothing_else(db, tmp_path, capsys, monkeypatch):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ortholab.cli.common import DB_HELP, table
 from ortholab.db.progress import runs_rows
-from ortholab.errors import ConfigError
+from ortholab.errors import ConfigError, did_you_mean
 
 ACTIONS = ("tag", "untag", "delete")
 USAGE = "runs [--family F] [--task T] [--status S] [--tag T] [--json] | runs tag|untag|delete ID... [LABEL]"
@@ -84,6 +84,10 @@ def unmatched_hint(recorded: list[dict], args) -> str:
                 + (f" (did you mean {near[0]}?)" if near else "")
                 + (f"; recorded: {', '.join(values)}")
             )
+    tags = sorted({tag for row in recorded for tag in row["tags"] or ()})
+    if args.tag is not None and args.tag not in tags:
+        near = difflib.get_close_matches(args.tag, tags, n=1)
+        return f"; no run has the tag {args.tag}" + (f" (did you mean {near[0]}?)" if near else "")
     return ""
 
 
@@ -152,6 +156,12 @@ def manage(action: str, targets: list[str], db: str | None, yes: bool = False) -
         ids, label = _run_ids(targets, action), None
     store = Store(db, access="write")  # never creates a store: a mistyped --db is named
     runs = {run_id: store.get_run(run_id) for run_id in ids}  # StoreError naming a missing one, before any change
+    if action == "untag" and not any(label in run.tags for run in runs.values()):
+        held = sorted({tag for run in runs.values() for tag in run.tags})
+        raise ConfigError(
+            f"runs untag: no run of {', '.join(map(str, ids))} has the tag {label!r}; "
+            f"{did_you_mean(label, held)}their tags: {', '.join(held) or '(none)'}"
+        )
     if action in ("tag", "untag"):
         for run_id in ids:
             tags = store.set_tags(
