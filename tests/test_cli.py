@@ -501,3 +501,11 @@ def test_every_family_and_task_summary_is_a_whole_sentence():
 
     for row in family_rows() + task_rows():
         assert row["summary"].endswith((".", ")")) and row["summary"].count("(") == row["summary"].count(")"), row
+
+
+def test_a_tasks_options_by_its_listed_name(capsys):
+    """`ortholab fit --data.help copying` failed ('Expected a dot import path string'); the class path worked."""
+    for name in ("copying", "CopyingTask"):
+        with pytest.raises(SystemExit) as done:
+            main(["fit", "--data.help", name])
+        assert done.value.code == 0 and "--data.seq_len" in capsys.readouterr().out

@@ -226,11 +226,12 @@ NO_TASK = (
 
 
 def task_short_names(argv: list[str]) -> list[str]:
-    """`--data.class_path mnist` (the name `ortholab list tasks` prints) as that task's class path."""
+    """`--data.class_path mnist` or `--data.help mnist` (the name `ortholab list tasks` prints) as that task's class
+    path."""
     out = list(argv)
     for i, arg in enumerate(argv):
         key, eq, value = arg.partition("=")
-        if key not in ("--data.class_path", "--data"):
+        if key not in ("--data.class_path", "--data", "--data.help"):
             continue
         if not eq and i + 1 < len(argv):
             value = argv[i + 1]
