@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from ortholab.errors import ConfigError
+from ortholab.errors import ConfigError, did_you_mean
 
 DATA_ENV = "ORTHOLAB_DATA"
 MIRROR_ENV = "ORTHOLAB_DATA_MIRROR"
@@ -254,4 +254,7 @@ def get(name: str) -> DataSet:
         return CATALOG[name]
     if name in PATH_ONLY:
         raise ConfigError(f"{name} cannot be fetched: {PATH_ONLY[name]}")
-    raise ConfigError(f"no data set {name!r}; choose one of {', '.join(CATALOG)} or 'all' (`ortholab data list`)")
+    raise ConfigError(
+        f"no data set {name!r}; {did_you_mean(name, CATALOG)}choose one of {', '.join(CATALOG)} or 'all' "
+        f"(`ortholab data list`)"
+    )

@@ -193,6 +193,11 @@ def closed_port() -> int:
         return probe.getsockname()[1]
 
 
+def test_a_mistyped_data_set_names_the_nearest(own_data_root, capsys):
+    code, _, err = ortholab(capsys, "data", "fetch", "mnst")
+    assert code == 2 and "no data set 'mnst'; did you mean 'mnist'?" in err and leftovers(own_data_root) == []
+
+
 def test_no_network_says_so_and_where_to_put_the_files(own_data_root, capsys):
     unreachable = f"http://127.0.0.1:{closed_port()}/"
     code, _, err = ortholab(capsys, "data", "fetch", "nottingham", "--mirror", unreachable)

@@ -195,6 +195,8 @@ def test_unknown_table_or_row_is_one_clear_message(tmp_path, monkeypatch, capsys
         (["reproduce", "demo_table9", "--rows", "x"], "--rows: 'x' is not a row"),
         (["reproduce", "demo_table9", "--scale", "huge"], "--scale 'huge'"),
         (["report", "nope"], "no published table 'nope'"),
+        (["report", "demo_tabel9"], "no published table 'demo_tabel9'; did you mean 'demo_table9'?"),
+        (["reproduce", "demo_tabel9"], "did you mean 'demo_table9'?"),
         (["report", "--shared-plotly"], "--shared-plotly applies only to an export: add --export DIR"),
         (["report", "--with-artifacts"], "--with-artifacts applies only to an export: add --export DIR"),
         (["report", "--with-checkpoints"], "--with-checkpoints applies only to an export: add --export DIR"),

@@ -55,7 +55,7 @@ def run(args, extra: list[str]) -> None:
     from ortholab.db import Store
     from ortholab.db.published import load_tables, markdown_report
     from ortholab.db.store import StoreMissing
-    from ortholab.errors import ConfigError
+    from ortholab.errors import ConfigError, did_you_mean
 
     export_only = {"--with-artifacts": args.with_artifacts, "--with-checkpoints": args.with_checkpoints}
     export_only["--shared-plotly"] = args.shared_plotly
@@ -64,7 +64,9 @@ def run(args, extra: list[str]) -> None:
         raise ConfigError(f"{flag} applies only to an export: add --export DIR, or leave {flag} out")
     tables = load_tables()
     if args.table is not None and args.table not in tables:
-        raise ConfigError(f"no published table {args.table!r}; choose one of {sorted(tables)}")
+        raise ConfigError(
+            f"no published table {args.table!r}; {did_you_mean(args.table, tables)}choose one of {sorted(tables)}"
+        )
     chosen = {k: v for k, v in tables.items() if args.table in (None, k)}
     try:  # --all lists the rows before any run; without it, no store is a refusal: nothing recorded to report
         store = existing_store(args.db) if args.all and not args.export else Store(args.db, access="read")

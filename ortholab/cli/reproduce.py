@@ -39,7 +39,7 @@ from ortholab.db.published import FLAGS_TAG, PaperRow, PaperTable, load_tables, 
 from ortholab.db.seeds import seed_of
 from ortholab.db.store import ENV_VAR as DB_ENV_VAR
 from ortholab.db.store import RUNS_ENV_VAR, StoreMissing
-from ortholab.errors import ConfigError
+from ortholab.errors import ConfigError, did_you_mean
 from ortholab.threads import threads_each
 from ortholab.training.config_files import PACKAGE_ROOT as REPO_ROOT
 
@@ -280,7 +280,10 @@ def smoke_overrides(config: dict) -> list[str]:
 
 def select_rows(tables: dict[str, PaperTable], table: str | None, rows: list[str] | None) -> list[PaperRow]:
     if table is not None and table not in tables:
-        raise ConfigError(f"no published table {table!r}; choose one of {sorted(tables)} (`ortholab reproduce --list`)")
+        raise ConfigError(
+            f"no published table {table!r}; {did_you_mean(table, tables)}choose one of {sorted(tables)} "
+            f"(`ortholab reproduce --list`)"
+        )
     chosen = [row for t in tables.values() if table in (None, t.id) for row in t.rows]
     if rows:
         known = {row.row for row in chosen}
