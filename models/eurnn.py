@@ -152,7 +152,7 @@ class GivensLayers:
 
 
 class EURNN(FactoredUnitaryLayer):
-    """Efficient unitary RNN: n complex units, real readout of [Re h, Im h] (output_size = 2n).
+    """Efficient unitary RNN: n complex units, real readout of their real and imaginary parts (output_size = 2n).
 
     The readout's features interleave h's real and imaginary parts as models/operator_recurrence.py lays them out.
 

@@ -114,7 +114,7 @@ class RestrictedUnitary:
 
 
 class URNN(FactoredUnitaryLayer):
-    """Arjovsky's unitary evolution RNN: n complex units, real readout of [Re h, Im h] (output_size = 2n).
+    """Unitary evolution RNN (Arjovsky): n complex units, readout of their real and imaginary parts (output_size = 2n).
 
     The readout's features interleave h's real and imaginary parts as models/operator_recurrence.py lays them out.
 
