@@ -21,6 +21,13 @@ def test_the_pool_follows_omp_num_threads_unless_numba_num_threads_is_given():
     assert size_numba_pool({}) is None
 
 
+def _printed(code: str, env: dict) -> list[str]:
+    """What `code` prints, run in a fresh Python with `env` (numba's pool is sized once per process)."""
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.split()
+
+
 @pytest.mark.parametrize("omp, numba_threads, expected", [("1", None, 1), ("1", "2", 2)])
 def test_importing_ortholab_sizes_the_pool_numba_launches(omp, numba_threads, expected):
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_NUM_THREADS"}
@@ -33,9 +40,7 @@ def test_importing_ortholab_sizes_the_pool_numba_launches(omp, numba_threads, ex
         "match_torch_threads()\n"
         "print(numba.config.NUMBA_NUM_THREADS, numba.get_num_threads(), torch.get_num_threads())"
     )
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    pool, used, torch_threads = map(int, done.stdout.split())
+    pool, used, torch_threads = map(int, _printed(code, env))
     assert pool == expected
     if numba_threads is None:  # a pool of one: the kernels and torch's ops on the one thread OMP_NUM_THREADS gives
         assert used == torch_threads == 1
@@ -57,9 +62,7 @@ def test_a_ddp_rank_given_its_share_after_import_launches_numba_with_that_share(
         "import numba\n"
         "print(numba.config.NUMBA_NUM_THREADS, numba.get_num_threads())"
     )
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    imported_early, pool, used = done.stdout.split()
+    imported_early, pool, used = _printed(code, env)
     assert imported_early == "False"
     assert (pool, used) == ("1", "1")
 

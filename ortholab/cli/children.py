@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 from contextlib import contextmanager
+
+ORTHOLAB = [sys.executable, "-c", "from ortholab.cli.main import main; main()"]  # `ortholab` as a child process
 
 _live: set[subprocess.Popen] = set()
 _stopped_by: signal.Signals | None = None

@@ -307,7 +307,7 @@ def _ortholab(*args: str, db: str | None = None) -> int | None:
     env = child_env(db) if db else dict(os.environ)
     if _child_threads is not None:
         env["OMP_NUM_THREADS"] = str(_child_threads)
-    return children.run([sys.executable, "-c", "from ortholab.cli.main import main; main()", *args], env)
+    return children.run([*children.ORTHOLAB, *args], env)
 
 
 def check_flags(row: PaperRow, extra: list[str]) -> None:
@@ -316,9 +316,7 @@ def check_flags(row: PaperRow, extra: list[str]) -> None:
     if row.config is None:
         return
     argv = ["fit", "--config", str(REPO_ROOT / row.config), *row.args, *extra, "--print_config"]
-    done = subprocess.run(
-        [sys.executable, "-c", "from ortholab.cli.main import main; main()", *argv], capture_output=True, text=True
-    )
+    done = subprocess.run([*children.ORTHOLAB, *argv], capture_output=True, text=True)
     if done.returncode:
         said = [line for line in done.stderr.splitlines() if line.startswith("ortholab: error: ")]
         why = said[-1].removeprefix("ortholab: error: ") if said else done.stderr.strip()[-300:]
@@ -339,7 +337,7 @@ def estimate(table: str | None, rows: list[str] | None, extra: list[str], seeds:
     def run_fit(args: list[str], db: str) -> int:  # quiet: its output only where it failed
         with tempfile.TemporaryFile("w+") as errors:  # a file, not a pipe: a pipe left unread could stall the child
             child = children.start(
-                [sys.executable, "-c", "from ortholab.cli.main import main; main()", "fit", *args],
+                [*children.ORTHOLAB, "fit", *args],
                 env=child_env(db),
                 stdout=subprocess.DEVNULL,
                 stderr=errors,

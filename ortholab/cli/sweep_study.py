@@ -248,7 +248,7 @@ def fit_trial(
     ]  # the trial's values last: they win over the shared flags
     with _scratch() as errors_file:
         child = children.start(
-            [sys.executable, "-c", "from ortholab.cli.main import main; main()", *args],
+            [*children.ORTHOLAB, *args],
             env=_with_threads(child_env(db), threads),
             stdout=subprocess.DEVNULL,
             stderr=errors_file,
@@ -363,9 +363,7 @@ def run_sweep(
     helpers = [
         children.start(
             [
-                sys.executable,
-                "-c",
-                "from ortholab.cli.main import main; main()",
+                *children.ORTHOLAB,
                 "sweep",
                 "--config",
                 config,
