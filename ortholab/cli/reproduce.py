@@ -319,7 +319,7 @@ def check_flags(row: PaperRow, extra: list[str]) -> None:
     done = subprocess.run([*children.ORTHOLAB, *argv], capture_output=True, text=True)
     if done.returncode:
         said = [line for line in done.stderr.splitlines() if line.startswith("ortholab: error: ")]
-        why = said[-1].removeprefix("ortholab: error: ") if said else done.stderr.strip()[-300:]
+        why = said[-1].removeprefix("ortholab: error: ") if said else " ".join(done.stderr.split())[-300:]
         raise ConfigError(f"{why} (the flags given to reproduce, read with row {row.tag}'s config; no row was trained)")
 
 
