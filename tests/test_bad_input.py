@@ -42,7 +42,7 @@ def fails(tmp_path, monkeypatch, capsys, *args, db=None):
     [
         (
             ["--model.hiden_size", "5"],
-            "unknown config key model.hiden_size (on the command line or in a --config file); "
+            "unknown config key model.hiden_size (on the command line); "
             "did you mean model.hidden_size?",
         ),
         (["--trainer.max_stesp", "5"], "did you mean trainer.max_steps?"),
@@ -53,7 +53,7 @@ def fails(tmp_path, monkeypatch, capsys, *args, db=None):
         ),
         (
             ["--data.init_args.seq_lenn", "5"],
-            "unknown config key data.seq_lenn: datamodules.CopyingTask has no option "
+            "unknown config key data.seq_lenn (on the command line): datamodules.CopyingTask has no option "
             "'seq_lenn'; did you mean data.seq_len?",
         ),
     ],
@@ -77,7 +77,23 @@ def test_a_tasks_listed_name_is_its_class_on_the_command_line_and_one_line_in_a_
 def test_a_misspelt_key_in_a_config_file_is_named_too(tmp_path, monkeypatch, capsys):
     (tmp_path / "typo.yaml").write_text("model:\n  famliy: lstm\n")
     line = fails(tmp_path, monkeypatch, capsys, "--config", str(tmp_path / "typo.yaml"))
-    assert "unknown config key model.famliy" in line and "did you mean model.family?" in line
+    assert f"unknown config key model.famliy (in {tmp_path / 'typo.yaml'}); did you mean model.family?" in line
+
+
+@pytest.mark.parametrize(
+    "content,expected",
+    [
+        ("trainer:\n  max_stepz: 3\n", "unknown config key trainer.max_stepz (in {file}); did you mean"),
+        ("data:\n  init_args:\n    seq_lenn: 3\n", "unknown config key data.seq_lenn (in {file}): "),
+        ("trainer:\n  max_steps: abc\n", "trainer.max_steps = 'abc' (in {file}): expected int"),
+    ],
+)
+def test_a_bad_key_or_value_names_the_config_file_that_holds_it(tmp_path, monkeypatch, capsys, content, expected):
+    """Of two config files, the error names the one whose key is wrong, not the first or the paper's config."""
+    (tmp_path / "fine.yaml").write_text("trainer:\n  max_steps: 4\n")
+    (tmp_path / "mine.yaml").write_text(content)
+    args = ["--config", str(tmp_path / "fine.yaml"), "--config", str(tmp_path / "mine.yaml")]
+    assert expected.format(file=tmp_path / "mine.yaml") in fails(tmp_path, monkeypatch, capsys, *args)
 
 
 @pytest.mark.parametrize(

@@ -273,7 +273,7 @@ HOSTILE = [  # (id, argv, parts of the error line)
     (
         "family-args-a-list",
         [*FIT, "--model.family_args", "[1, 2]"],
-        ["model.family_args = '[1, 2]': expected a mapping"],
+        ["model.family_args = '[1, 2]' (on the command line): expected a mapping"],
     ),
     ("family-arg-wrong-type", [*FIT, "--model.family_args", "{rho: many}"], ["model.family_args.rho", "'many'"]),
     (

@@ -102,8 +102,10 @@ class OrthoLabArgumentParser(LightningArgumentParser):
         if not self.exit_on_error:
             return super().error(message, ex)
         parser = getattr(ex, "subcommand_parser", None) or self
+        argv = getattr(self, "given_args", None)
+        line = explain_parse_error(message, parser, sys.argv[1:] if argv is None else argv)
         print(
-            f"ortholab: error: {mask_secrets(explain_parse_error(message, parser), known_passwords(sys.argv))}",
+            f"ortholab: error: {mask_secrets(line, known_passwords(sys.argv))}",
             file=sys.stderr,
         )
         self.exit(2)
@@ -119,8 +121,39 @@ def _known_keys(parser) -> list[str]:
     return keys
 
 
-def explain_parse_error(message: str, parser) -> str:
-    """jsonargparse's message rewritten for a user: the unknown key with a suggestion, a refused class path."""
+def _flat_values(tree, prefix: str = "") -> dict[str, object]:
+    """A YAML mapping's values by dotted key, `init_args` levels left out (`data.init_args.seq_len` is
+    `data.seq_len`)."""
+    values = {}
+    for name, value in tree.items() if isinstance(tree, dict) else ():
+        dotted = prefix if name == "init_args" else f"{prefix}.{name}" if prefix else str(name)
+        values[dotted] = value
+        values.update(_flat_values(value, dotted))
+    return values
+
+
+def where_given(key: str, argv: list[str], value: str | None = None, unknown: str = "") -> str:
+    """Where the user wrote `key` (with `value`, when given): 'on the command line' or 'in FILE', the last place
+    in argv's order, whose value stands; `unknown` when no place holds it."""
+    key, places = key.replace(".init_args.", "."), []
+    argv = [str(arg) for arg in argv]
+    for i, arg in enumerate(argv):
+        flag, eq, given = arg.partition("=")
+        given = given if eq else argv[i + 1] if i + 1 < len(argv) else ""
+        if flag == "--config":
+            with contextlib.suppress(OSError, yaml.YAMLError, UnicodeDecodeError):
+                held = _flat_values(yaml.safe_load(Path(given).read_text()))
+                if key in held:
+                    places.append((f"in {given}", str(held[key])))
+        elif flag.startswith("--") and flag[2:].replace(".init_args.", ".") == key:
+            places.append(("on the command line", given))
+    matching = [place for place, held in places if value is None or held == value]
+    return (matching or [place for place, _ in places] or [unknown])[-1]
+
+
+def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
+    """jsonargparse's message rewritten for a user: the unknown key (and where it was given) with a suggestion, a
+    refused class path."""
     unknown = re.search(r"unrecognized arguments: --?(\S+)", message) or re.search(
         r"does not accept option '([^']+)'", message
     )
@@ -129,7 +162,7 @@ def explain_parse_error(message: str, parser) -> str:
         close = difflib.get_close_matches(key, _known_keys(parser), n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]}?" if close else ""
         return (
-            f"unknown config key {key} (on the command line or in a --config file){hint} "
+            f"unknown config key {key} ({where_given(key, argv, unknown=ANYWHERE)}){hint} "
             f"`ortholab fit --help` lists every key"
         )
     stray = re.search(r"unrecognized arguments: ([^-\s]\S*)", message)
@@ -170,7 +203,8 @@ def explain_parse_error(message: str, parser) -> str:
         close = difflib.get_close_matches(key, options, n=1, cutoff=0.6)
         hint = f"did you mean data.{close[0]}? " if close else ""
         return (
-            f"unknown config key data.{key}: {task_option.group(1)} has no option {key!r}; {hint}"
+            f"unknown config key data.{key} ({where_given(f'data.{key}', argv, unknown=ANYWHERE)}): {task_option.group(1)} has no "
+            f"option {key!r}; {hint}"
             f"its options are {options}"
         )
     missing = re.search(r"given class_path '([\w.]+)':\s*module '[\w.]+' has no attribute", message)
@@ -210,8 +244,11 @@ def explain_parse_error(message: str, parser) -> str:
         key = wrong_type.group(1)
         names = {"dict": "a mapping such as '{rho: 4}'", "list": "a list such as '[a, b]'", "bool": "true/false"}
         example = " or ".join(dict.fromkeys(names.get(t, t) for t in types))
+        value = " ".join(given.group(1).split())
+        where = where_given(key, argv, value)
         return (
-            f"{key} = {' '.join(given.group(1).split())[:80]!r}: expected {example} (`ortholab fit --help` "
+            f"{key} = {value[:80]!r}{f' ({where})' if where else ''}: expected {example} "
+            f"(`ortholab fit --help` "
             f"describes {key})"
         )
     if re.search(r"the following arguments are required: \w+\.data", message):  # `ortholab fit` with no config
@@ -219,6 +256,7 @@ def explain_parse_error(message: str, parser) -> str:
     return " ".join(message.split()) + " (see `ortholab fit --help`)"
 
 
+ANYWHERE = "on the command line or in a --config file"
 NO_TASK = (
     "no task given: name a config with --config FILE (configs/demo/copying_scornn.yaml, or one that "
     "`ortholab list configs` shows), or the task with --data CLASS (`ortholab list tasks`)"
@@ -357,6 +395,9 @@ class OrthoLabCLI(LightningCLI):
         self._command_line_model_keys = sorted(
             {f[len("--model.") :].split(".")[0] for f in flags if f.startswith("--model.")}
         )
+        subcommands = getattr(parser, "_subcommands_action", None)
+        for each in (parser, *(subcommands.choices.values() if subcommands else ())):  # a key's error says whether
+            each.given_args = list(argv)  # the command line or which --config file has it
         super().parse_arguments(parser, args)
 
     def _subconfig(self):
