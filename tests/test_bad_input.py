@@ -42,8 +42,7 @@ def fails(tmp_path, monkeypatch, capsys, *args, db=None):
     [
         (
             ["--model.hiden_size", "5"],
-            "unknown config key model.hiden_size (on the command line); "
-            "did you mean model.hidden_size?",
+            "unknown config key model.hiden_size (on the command line); did you mean model.hidden_size?",
         ),
         (["--trainer.max_stesp", "5"], "did you mean trainer.max_steps?"),
         (["--trainer.max_step", "5"], "did you mean trainer.max_steps?"),  # a prefix is not taken as the key

@@ -202,9 +202,9 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
         key = task_option.group(2)
         close = difflib.get_close_matches(key, options, n=1, cutoff=0.6)
         hint = f"did you mean data.{close[0]}? " if close else ""
+        where = where_given(f"data.{key}", argv, unknown=ANYWHERE)
         return (
-            f"unknown config key data.{key} ({where_given(f'data.{key}', argv, unknown=ANYWHERE)}): {task_option.group(1)} has no "
-            f"option {key!r}; {hint}"
+            f"unknown config key data.{key} ({where}): {task_option.group(1)} has no option {key!r}; {hint}"
             f"its options are {options}"
         )
     missing = re.search(r"given class_path '([\w.]+)':\s*module '[\w.]+' has no attribute", message)
