@@ -85,6 +85,7 @@ class Run(Base):
     """One training, validation or test run."""
 
     __tablename__ = "runs"
+    __table_args__ = {"sqlite_autoincrement": True}  # a deleted run's id is never given again (PostgreSQL: a sequence)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String)

@@ -101,6 +101,15 @@ def test_delete_removes_one_run_and_its_folder_and_nothing_else(db, tmp_path, ca
     assert store.metric_series(b, "val/loss") == [] and store.artifacts(b) == []
 
 
+def test_a_deleted_runs_id_is_never_given_to_a_new_run(db, tmp_path, capsys):
+    """A note, a bookmark or a sweep trial that names run c must not come to name another run: deleting the latest
+    run does not hand its id to the next (SQLite's AUTOINCREMENT; PostgreSQL's sequence)."""
+    a, b, c = _runs(db, tmp_path)
+    main(["runs", "delete", str(c), "--db", db, "--yes"])
+    capsys.readouterr()
+    assert Store(db).create_run(name="d", family="lstm", task="copy") > c  # PostgreSQL may skip ids, never reuse one
+
+
 def test_delete_refuses_a_run_being_written_and_asks_where_it_cannot(db, tmp_path, capsys, monkeypatch):
     a, b, c = _runs(db, tmp_path)
     writer = Store(db)
