@@ -109,6 +109,7 @@ def test_hostile_input_is_one_line_and_touches_nothing(sentinel, args, expected)
         timeout=300,
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().startswith("ortholab: error:"), done.stderr  # nothing before it ("Seed set to ...")
     (line,) = [line for line in done.stderr.splitlines() if line.startswith("ortholab: error:")]
     assert expected in line, line
     assert "accelerator" not in line  # no hint about devices for a setting that has nothing to do with them
@@ -136,6 +137,7 @@ def refusal(done, *expected, forbidden=(SECRET,)):
     output = done.stdout + done.stderr
     assert done.returncode == 2 and "Traceback" not in output, output[-3000:]
     (line,) = [line for line in done.stderr.splitlines() if line.startswith("ortholab: error:")]
+    assert "Seed set" not in done.stderr.split(line)[0], done.stderr  # the refusal is the first thing said
     assert all(part in line for part in expected), line
     assert not [word for word in forbidden if word in output], output[-3000:]
     return line

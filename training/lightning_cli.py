@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import difflib
+import logging
 import math
 import os
 import re
@@ -22,6 +23,7 @@ from pathlib import Path
 import yaml
 from jsonargparse._actions import _ActionPrintConfig  # the one hook of --print_config
 from lightning.fabric.plugins import CheckpointIO
+from lightning.fabric.utilities.rank_zero import _get_rank, rank_prefixed_message
 from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
@@ -256,6 +258,7 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
     return " ".join(message.split()) + " (see `ortholab fit --help`)"
 
 
+SEED_LOGGER = "lightning.fabric.utilities.seed"  # Lightning's "Seed set to N"
 ANYWHERE = "on the command line or in a --config file"
 NO_TASK = (
     "no task given: name a config with --config FILE (configs/demo/copying_scornn.yaml, or one that "
@@ -404,8 +407,9 @@ class OrthoLabCLI(LightningCLI):
         return self.config[self.subcommand] if self.subcommand else self.config
 
     def _set_seed(self) -> None:
-        """Deferred to the end of `before_instantiate_classes`: a config refused there says one line, without
-        Lightning's "Seed set to ..." before it; the classes are still built after seeding."""
+        """Deferred to the end of `before_instantiate_classes`, and said once the trainer is built: a config, model or
+        task refused says one line, without Lightning's "Seed set to ..." before it; the classes are still built
+        after seeding."""
 
     def before_instantiate_classes(self) -> None:
         config = self._subconfig()
@@ -435,7 +439,15 @@ class OrthoLabCLI(LightningCLI):
         if rank_zero_only.rank == 0:
             Store(self._subconfig().db)  # fail now, before any training, if the store cannot be written
             _check_writable_folder(self._subconfig().runs_dir)
-        super()._set_seed()  # the config passed every check: seed, then Lightning builds the classes
+        seed_log = logging.getLogger(SEED_LOGGER)
+        level = seed_log.level
+        seed_log.setLevel(
+            logging.WARNING
+        )  # "Seed set to N" once the model and the task are built (instantiate_trainer)
+        try:
+            super()._set_seed()  # the config passed every check: seed, then Lightning builds the classes
+        finally:
+            seed_log.setLevel(level)
 
     def instantiate_trainer(self, **kwargs):
         config = self._subconfig()
@@ -512,6 +524,9 @@ class OrthoLabCLI(LightningCLI):
         for callback in trainer.callbacks:  # a speech task without PESQ/STOI: one line before the run is recorded
             if isinstance(callback, AudioEvaluation):
                 callback.check_task(self.datamodule)
+        seed = config.get("seed_everything")
+        if seed is not False and seed is not None:  # said now: a model or task refused above says only why
+            logging.getLogger(SEED_LOGGER).info(rank_prefixed_message(f"Seed set to {seed}", _get_rank()))
         return trainer
 
     def _run_subcommand(self, subcommand: str) -> None:
