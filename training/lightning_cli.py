@@ -441,9 +441,7 @@ class OrthoLabCLI(LightningCLI):
             _check_writable_folder(self._subconfig().runs_dir)
         seed_log = logging.getLogger(SEED_LOGGER)
         level = seed_log.level
-        seed_log.setLevel(
-            logging.WARNING
-        )  # "Seed set to N" once the model and the task are built (instantiate_trainer)
+        seed_log.setLevel(logging.WARNING)  # "Seed set to N" is said once the trainer is built (instantiate_trainer)
         try:
             super()._set_seed()  # the config passed every check: seed, then Lightning builds the classes
         finally:
