@@ -109,6 +109,26 @@ def test_report_without_a_store_names_the_way_to_list_the_rows_anyway(tmp_path, 
 
 
 # predict ------------------------------------------------------------------------------------------------------------
+def test_predict_on_a_run_that_kept_no_best_checkpoint_uses_its_last(tmp_path, monkeypatch, capsys):
+    """A fit that ended before its first validation keeps only last.ckpt: `predict --run` takes it and says so;
+    `--checkpoint best` still names what the folder holds."""
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    short = ["--trainer.max_steps", "2", "--trainer.val_check_interval", "50", *QUIET]
+    main(["fit", "--config", DEMO, *TINY, *short, "--db", db, "--runs_dir", str(tmp_path / "runs")])
+    (listed,) = Store(db).list_runs()
+    source = Store(db).get_run(listed.id)
+    checkpoints = Path(source.run_dir) / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["last.ckpt"]
+    code, out, err = cli(capsys, "predict", "--run", source.id, "--db", db, *QUIET)
+    assert code == 0, err[-3000:]
+    assert f"note: run {source.id} kept no best-step checkpoint" in err
+    (run,) = [r for r in Store(db).list_runs() if r.stage == "predict"]
+    assert Store(db).get_run(run.id).info["predict"]["checkpoint"] == str((checkpoints / "last.ckpt").resolve())
+    code, out, err = cli(capsys, "predict", "--run", source.id, "--checkpoint", "best", "--db", db, *QUIET)
+    assert code == 2 and "the run folder holds ['last.ckpt'] (choose --checkpoint last" in err
+
+
 def test_predict_on_a_run_still_training_uses_its_last_checkpoint(fresh, tmp_path, monkeypatch, capsys):
     """Training deletes best-step files as better ones are saved: here the moment predict starts."""
     import lightning.pytorch as pl

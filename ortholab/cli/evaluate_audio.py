@@ -23,7 +23,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--split", choices=["val", "test"], default="val")
     parser.add_argument("--utterances", type=int, default=16, help="how many utterances to score (in order)")
     parser.add_argument("--clips", type=int, default=3, help="how many of them to store as audio clips")
-    parser.add_argument("--checkpoint", default="best", help="'best', 'last' or a checkpoint path")
+    parser.add_argument(
+        "--checkpoint", default=None, help="'best' (default; 'last' for a run that kept none), 'last' or a path"
+    )
     parser.add_argument("--method", choices=["true_phase", "griffin_lim"], default="true_phase")
 
 
@@ -91,14 +93,14 @@ def evaluate_run(
     split: str = "val",
     utterances: int | None = 16,
     clips: int = 3,
-    checkpoint: str = "best",
+    checkpoint: str | None = None,
     method: str = "true_phase",
     per_utterance: bool = True,
 ):
     """`ortholab evaluate-audio RUN_ID`: score a stored speech run's checkpoint on `split` and record the results
     in that run at the checkpoint's training step (see the module docstring for what is recorded)."""
     from ortholab.db import Store
-    from ortholab.evaluation.audio import StoreRecorder, checkpoint_of, evaluate_split, record_report
+    from ortholab.evaluation.audio import StoreRecorder, best_or_last, checkpoint_of, evaluate_split, record_report
     from ortholab.training.module import RecurrentModule
 
     if split not in ("val", "test"):
@@ -111,7 +113,7 @@ def evaluate_run(
     run = store.get_run(run_id)  # StoreError naming the id when there is none
     if not run.run_dir:
         raise ConfigError(f"run {run_id} has no run folder recorded, so no checkpoint to evaluate")
-    path = checkpoint_of(Path(run.run_dir), checkpoint)
+    path = checkpoint_of(Path(run.run_dir), checkpoint or best_or_last(Path(run.run_dir)))  # None: best, else last
     state = load_checkpoint(path)  # before any data is read: a file that is not a checkpoint is one line
     datamodule = _datamodule_from_config(run.config, run_id)
     module = RecurrentModule.load_from_checkpoint(path, map_location="cpu", weights_only=True)

@@ -119,14 +119,20 @@ def predict_arguments(argv: list[str]) -> list[str]:
             )
         return argv
     from ortholab.db import Store
-    from ortholab.evaluation.audio import checkpoint_of
+    from ortholab.evaluation.audio import best_or_last, checkpoint_of
 
     store = Store(known.db, access="read")  # a reader: a mistyped --db is reported, never made into a new store
     run = store.get_run(known.run)  # StoreError naming the id and the store when it is missing
     if not run.run_dir:
         raise ConfigError(f"run {run.id} has no run folder recorded, so no checkpoint to predict with")
     run_dir = Path(run.run_dir)
-    choice = known.checkpoint or "best"
+    choice = known.checkpoint or best_or_last(run_dir)
+    if choice == "last" and known.checkpoint is None and known.ckpt_path is None:
+        print(
+            f"note: run {run.id} kept no best-step checkpoint (training ended before its first validation); "
+            f"predicting with its last.ckpt",
+            file=sys.stderr,
+        )
     if choice == "best" and known.ckpt_path is None and store.lease_holder(run.id) is not None:
         # training deletes a best-step file whenever a better one is saved; last.ckpt is replaced atomically
         choice = "last"

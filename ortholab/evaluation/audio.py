@@ -265,6 +265,15 @@ def record_report(report: AudioReport, recorder: Recorder, step: int, per_uttera
 
 
 # a stored run ------------------------------------------------------------------------------------------------
+def best_or_last(run_dir: Path) -> str:
+    """'best' when the run kept a best-step checkpoint, else 'last' where it has last.ckpt: a fit that ended before
+    its first validation kept only that."""
+    folder = run_dir / "checkpoints"
+    if not any(folder.glob("best-step*.ckpt")) and (folder / "last.ckpt").is_file():
+        return "last"
+    return "best"
+
+
 def checkpoint_of(run_dir: Path, checkpoint: str) -> Path:
     """The run's checkpoint: 'last', 'best' (the best-step file ModelCheckpoint kept), or a path."""
     folder = run_dir / "checkpoints"
