@@ -199,7 +199,7 @@ def test_tags_are_comma_separated_or_a_list_as_the_docs_say(capsys, tmp_path, mo
     assert "`--tags a,b`" in documented and "--tags '[a, b]'" in documented and "--tags a b" not in documented
 
 
-def test_swapping_the_task_names_the_dropped_options_and_the_run_after_its_task(capsys, tmp_path, monkeypatch):
+def test_swapping_the_task_or_family_names_the_run_after_what_it_runs(capsys, tmp_path, monkeypatch):
     """Issue 49: `--data.class_path datamodules.PixelMNIST` on the copying config dropped seq_len, train_size and
     test_size silently and recorded an MNIST run named copying_scornn; `mnist` (as `list tasks` names it) works."""
     monkeypatch.chdir(tmp_path)
@@ -232,11 +232,17 @@ def test_swapping_the_task_names_the_dropped_options_and_the_run_after_its_task(
     assert "the run is named" not in capsys.readouterr().err  # --name given: the user's name stands
     main(["fit", "--config", DEMO, *TINY, "--db", db])
     assert "note: data.class_path" not in capsys.readouterr().err  # the config's own task: nothing to say
+    switched = ["--model.family", "lstm", "--model.family_args", "{}", "--model.optimizers", "{}"]
+    main(["fit", "--config", DEMO, *TINY, *switched, "--db", db])  # another family: named after it, not scornn
+    (tmp_path / "mine.yaml").write_text(Path(DEMO).read_text())
+    main(["fit", "--config", str(tmp_path / "mine.yaml"), *TINY, *switched, "--db", db])  # no family in the name
     runs = sorted(Store(db).list_runs(), key=lambda r: r.id)
-    assert [(r.name, r.task, r.status) for r in runs] == [
-        ("mnist_scornn", "mnist", "finished"),
-        ("mine", "mnist", "finished"),
-        ("copying_scornn", "copying", "finished"),
+    assert [(r.name, r.task, r.family, r.status) for r in runs] == [
+        ("mnist_scornn", "mnist", "scornn", "finished"),
+        ("mine", "mnist", "scornn", "finished"),
+        ("copying_scornn", "copying", "scornn", "finished"),
+        ("copying_lstm", "copying", "lstm", "finished"),
+        ("mine_lstm", "copying", "lstm", "finished"),
     ]
 
 

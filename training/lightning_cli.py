@@ -454,7 +454,8 @@ class OrthoLabCLI(LightningCLI):
         note, swapped_name = getattr(self, "_task_swap", None) or (None, None)
         if note and rank_zero_only.rank == 0:  # once the task is built: a task refused says only why
             print(note, file=sys.stderr)
-        derived = swapped_name or _name_from_config_files(config.get("config")) or self.model.hparams.family
+        family = self.model.hparams.family
+        derived = swapped_name or _name_for_family(_name_from_config_files(config.get("config")), config, family)
         name = config.name or folder_name(derived)  # a config file's name may hold anything: as a folder name
         resume = config.resume if self.subcommand == "fit" else None  # only training continues a recorded run:
         # testing with a run folder's config.yaml (older resumes wrote `resume: ID` into it) records a run of its own
@@ -738,6 +739,22 @@ def swapped_task(config) -> tuple[str, str | None] | None:
     )
     named = f"; the run is named {name} (--name sets another)" if name else ""
     return f"note: data.class_path {chosen} replaces the config's {given}: {what}{named}", name
+
+
+def _name_for_family(name: str | None, config, family: str) -> str:
+    """A config file's name for a run of `family`: a run of the LSTM from copying_scornn.yaml is copying_lstm (the
+    config's family replaced where the name holds it, else appended), not named after a family it does not run."""
+    if not name:
+        return family
+    given = None
+    for path in [p for p in (config.get("config") or []) if p is not None]:  # the last file's model.family stands
+        with contextlib.suppress(OSError, AttributeError, TypeError, yaml.YAMLError):
+            given = (yaml.safe_load(Path(os.fspath(path)).read_text()).get("model") or {}).get("family") or given
+    if not isinstance(given, str) or given.lower() == family.lower():
+        return name
+    parts = name.split("_")
+    renamed = [family if part.lower() == given.lower() else part for part in parts]
+    return "_".join(renamed) if renamed != parts else f"{name}_{family}"
 
 
 def _name_from_config_files(paths) -> str | None:
