@@ -153,6 +153,21 @@ def where_given(key: str, argv: list[str], value: str | None = None, unknown: st
     return (matching or [place for place, _ in places] or [unknown])[-1]
 
 
+def _unknown_task_option(class_path: str, key: str, argv: list[str]) -> str:
+    """`data.KEY` that the task `class_path` does not take: where it was given, the nearest option, all of them."""
+    import importlib
+    import inspect
+
+    module, _, name = class_path.rpartition(".")
+    task_init = getattr(importlib.import_module(module), name).__init__
+    options = [p for p in inspect.signature(task_init).parameters if p != "self"]
+    close = difflib.get_close_matches(key, options, n=1, cutoff=0.6)
+    hint = f"did you mean data.{close[0]}? " if close else ""
+    where = where_given(f"data.{key}", argv, unknown=ANYWHERE)
+    unknown = f"unknown config key data.{key} ({where}): {class_path} has no option {key!r}"
+    return f"{unknown}; {hint}its options are {options}"
+
+
 def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
     """jsonargparse's message rewritten for a user: the unknown key (and where it was given) with a suggestion, a
     refused class path."""
@@ -192,23 +207,7 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
         )
     task_option = re.search(r"class_path '([\w.]+)':\s*(?:Option|Key) '([^']+)' is not (?:accepted|expected)", message)
     if task_option:
-        import importlib
-        import inspect
-
-        module, _, name = task_option.group(1).rpartition(".")
-        options = [
-            p
-            for p in inspect.signature(getattr(importlib.import_module(module), name).__init__).parameters
-            if p != "self"
-        ]
-        key = task_option.group(2)
-        close = difflib.get_close_matches(key, options, n=1, cutoff=0.6)
-        hint = f"did you mean data.{close[0]}? " if close else ""
-        where = where_given(f"data.{key}", argv, unknown=ANYWHERE)
-        return (
-            f"unknown config key data.{key} ({where}): {task_option.group(1)} has no option {key!r}; {hint}"
-            f"its options are {options}"
-        )
+        return _unknown_task_option(task_option.group(1), task_option.group(2), argv)
     missing = re.search(r"given class_path '([\w.]+)':\s*module '[\w.]+' has no attribute", message)
     if missing:
         from ortholab.datamodules import TASKS
