@@ -198,6 +198,37 @@ def test_resume_refuses_the_checkpoint_of_another_run_and_an_unreadable_one(tmp_
     other.finalize("success")
 
 
+@pytest.mark.parametrize(
+    "flags,refusal",
+    [
+        (["--data.class_path", "adding"], "the checkpoint was trained on task 'copying', this config's data is task"),
+        (["--model.hidden_size", "6"], "the checkpoint holds a model with model.hidden_size = 8"),
+    ],
+)
+def test_a_refused_resume_leaves_the_run_as_it_was_and_a_plain_resume_continues_it(tmp_path, capsys, flags, refusal):
+    """A resume whose flags change the task or the model is refused before anything is recorded: the run keeps its
+    status, task, reason, baseline, config and config.yaml, so `fit --resume ID` alone still continues it."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    quiet = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false", "--db", url]
+    tiny = ["--model.hidden_size", "8", "--model.family_args", "{rho: 4}", "--trainer.val_check_interval", "2"]
+    main(["fit", "--config", DEMO, *tiny, "--trainer.max_steps", "4", "--runs_dir", str(tmp_path / "runs"), *quiet])
+    before = Store(url).get_run(1)
+    stored = Path(before.run_dir, "config.yaml").read_bytes()
+    points = Store(url).metric_series(1, "val/loss")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--resume", "1", *flags, "--trainer.max_steps", "8", *quiet])
+    assert exit_info.value.code == 2 and refusal in capsys.readouterr().err
+    after = Store(url).get_run(1)
+    fields = ("status", "task", "reason", "baseline", "config", "ended_at", "info")
+    assert [getattr(after, f) for f in fields] == [getattr(before, f) for f in fields]
+    assert (
+        Path(before.run_dir, "config.yaml").read_bytes() == stored and Store(url).metric_series(1, "val/loss") == points
+    )
+    main(["fit", "--resume", "1", "--trainer.max_steps", "6", *quiet])
+    assert Store(url).get_run(1).status == "finished"
+    assert [p.step for p in Store(url).metric_series(1, "val/loss")] == [2, 4, 6]
+
+
 def test_a_resume_keeps_all_that_was_recorded_before_its_checkpoint_and_clears_the_stop_reason(tmp_path):
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     logger = SQLLogger(db_url=url, root_dir=str(tmp_path / "runs"))

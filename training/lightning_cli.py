@@ -364,7 +364,8 @@ class OrthoLabCLI(LightningCLI):
             import torch
 
             try:
-                saved = torch.load(path, weights_only=True, map_location="cpu").get("hyper_parameters") or {}
+                self._checkpoint_to_check = torch.load(path, weights_only=True, map_location="cpu")
+                saved = self._checkpoint_to_check.get("hyper_parameters") or {}
             except Exception as err:  # any unreadable file is the same user error
                 raise ConfigError(
                     f"--ckpt_path {path}: cannot read it as a checkpoint ({err.__class__.__name__}); "
@@ -448,6 +449,9 @@ class OrthoLabCLI(LightningCLI):
 
     def instantiate_trainer(self, **kwargs):
         config = self._subconfig()
+        checkpoint, self._checkpoint_to_check = getattr(self, "_checkpoint_to_check", None), None
+        if checkpoint is not None:  # the model and task are built: refuse another's checkpoint before the run is
+            self.model.refuse_foreign_checkpoint(checkpoint)  # recorded (a refused resume changes nothing of it)
         if rank_zero_only.rank == 0 and self.subcommand == "fit":
             check_free_space(config.runs_dir, self.model)  # before the run is recorded: a full disk is one line
         note, swapped_name = getattr(self, "_task_swap", None) or (None, None)

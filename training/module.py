@@ -294,7 +294,15 @@ class RecurrentModule(pl.LightningModule):
                 logger.describe_run(info={**getattr(self, "_run_info", {}), "plan": plan})
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        """Refuse, before any weight is copied, a checkpoint of another model (family, size, layers or task)."""
+        """Refuse, before any weight is copied, a checkpoint of another model; bring in changed optimizer options."""
+        self.refuse_foreign_checkpoint(checkpoint)
+        self._changed_optimizer_options(
+            (checkpoint.get("hyper_parameters") or {}).get("optimizers"), checkpoint.get("optimizer_states") or []
+        )
+
+    def refuse_foreign_checkpoint(self, checkpoint: dict) -> None:
+        """ConfigError for a checkpoint of another model (family, size, layers, scuRNN's side of D) or task; the CLI
+        asks before it records anything, so a refused resume leaves its run as it was."""
         saved = checkpoint.get("hyper_parameters") or {}
         for key in ("family", "hidden_size", "num_layers"):
             theirs, ours = saved.get(key, 1 if key == "num_layers" else None), self.hparams.get(key)
@@ -311,7 +319,6 @@ class RecurrentModule(pl.LightningModule):
                 f"--ckpt_path: the checkpoint was trained on task {theirs!r}, this config's data is "
                 f"task {self.spec.name!r}; give a checkpoint of this task or the matching data config"
             )
-        self._changed_optimizer_options(saved.get("optimizers"), checkpoint.get("optimizer_states") or [])
 
     def _changed_optimizer_options(self, saved: dict | None, states: list[dict]) -> None:
         """A resume whose config changes an optimizer option (`fit --resume ID --model.optimizers.default.eps 1e-10`):
