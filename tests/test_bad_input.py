@@ -176,3 +176,21 @@ def test_every_row_of_the_docs_bad_input_table_names_an_existing_test():
         for path, name in tests:
             source = (TROUBLESHOOTING.parents[1] / path).read_text()
             assert f"def {name}(" in source, f"{path}::{name} (docs/troubleshooting.md) does not exist"
+
+
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (["--trainer.accelerator", "gpuu"], "trainer.accelerator = 'gpuu' (on the command line): You selected an"),
+        (["--trainer.strategy", "foo"], "trainer.strategy = 'foo' (on the command line): You selected an invalid"),
+        (["--trainer.precision", "15"], "trainer.precision = '15' (on the command line): expected one of 64, 32, 16"),
+    ],
+)
+def test_a_trainer_value_lightning_refuses_is_one_line_and_records_no_run(
+    tmp_path, monkeypatch, capsys, args, expected
+):
+    """Lightning's own refusals (raised while it builds the Trainer) were a traceback with exit code 1."""
+    line = fails(tmp_path, monkeypatch, capsys, *args)
+    assert expected in line and "Union subtypes" not in line, line
+    db = tmp_path / "x.db"  # refused at parsing: no store made; by Lightning: a store without a run
+    assert not db.exists() or Store(f"sqlite:///{db}", access="read").list_runs() == []

@@ -27,6 +27,7 @@ from lightning.fabric.utilities.rank_zero import _get_rank, rank_prefixed_messag
 from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from ortholab import aliases
 from ortholab.datamodules import TASKS, TaskDataModule
@@ -168,6 +169,21 @@ def _unknown_task_option(class_path: str, key: str, argv: list[str]) -> str:
     return f"{unknown}; {hint}its options are {options}"
 
 
+def _expected(message: str) -> str | None:
+    """What jsonargparse's type error says a value must be, in a user's words: 'int', 'a mapping such as ...', 'one
+    of 64, 32, 16, 16-mixed, ...' (a Literal's values); None when it names no type."""
+    names = {"dict": "a mapping such as '{rho: 4}'", "list": "a list such as '[a, b]'", "bool": "true/false"}
+    types = [names.get(t, t) for t in re.findall(r"Expected an? <class '(\w+)'>", message) if t != "NoneType"]
+    values = [
+        v.strip(" '")
+        for group in re.findall(r"Expected an? typing\.Literal\[([^\]]*)\]", message)
+        for v in group.split(",")
+    ]
+    if values:
+        types.append("one of " + ", ".join(dict.fromkeys(values)))
+    return " or ".join(dict.fromkeys(types)) or None
+
+
 def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
     """jsonargparse's message rewritten for a user: the unknown key (and where it was given) with a suggestion, a
     refused class path."""
@@ -239,17 +255,14 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
             f"registered task ({tasks}; `ortholab list tasks`)"
         )
     wrong_type = re.search(r'Parser key "([^"]+)":', message)
-    types = [t for t in re.findall(r"Expected an? <class '(\w+)'>", message) if t != "NoneType"]
     given = re.search(r"(?:Given|Got) value: (.*?)\s*$", message, re.DOTALL)
-    if wrong_type and types and given:
+    example = _expected(message)
+    if wrong_type and example and given:
         key = wrong_type.group(1)
-        names = {"dict": "a mapping such as '{rho: 4}'", "list": "a list such as '[a, b]'", "bool": "true/false"}
-        example = " or ".join(dict.fromkeys(names.get(t, t) for t in types))
         value = " ".join(given.group(1).split())
         where = where_given(key, argv, value)
         return (
-            f"{key} = {value[:80]!r}{f' ({where})' if where else ''}: expected {example} "
-            f"(`ortholab fit --help` "
+            f"{key} = {value[:80]!r}{f' ({where})' if where else ''}: expected {example} (`ortholab fit --help` "
             f"describes {key})"
         )
     if re.search(r"the following arguments are required: \w+\.data", message):  # `ortholab fit` with no config
@@ -398,6 +411,7 @@ class OrthoLabCLI(LightningCLI):
         self._command_line_model_keys = sorted(
             {f[len("--model.") :].split(".")[0] for f in flags if f.startswith("--model.")}
         )
+        self._given_args = list(argv)
         subcommands = getattr(parser, "_subcommands_action", None)
         for each in (parser, *(subcommands.choices.values() if subcommands else ())):  # a key's error says whether
             each.given_args = list(argv)  # the command line or which --config file has it
@@ -513,7 +527,10 @@ class OrthoLabCLI(LightningCLI):
         plugins = list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
         if not any(isinstance(p, CheckpointIO) for p in plugins):  # checkpoints written atomically in their folder
             plugins.append(AtomicCheckpointIO())
-        trainer = super().instantiate_trainer(callbacks=configured + extra, plugins=plugins, **kwargs)
+        try:
+            trainer = super().instantiate_trainer(callbacks=configured + extra, plugins=plugins, **kwargs)
+        except (ValueError, TypeError, MisconfigurationException) as err:  # Lightning refuses a trainer.* value
+            raise ConfigError(trainer_refusal(err, config.trainer, getattr(self, "_given_args", None))) from None
         if self.subcommand == "fit":
             self.datamodule.test_every_validation = bool(config.get("test_every_validation"))
         trainer.loggers = [logger, *trainer.loggers]
@@ -588,6 +605,19 @@ class OrthoLabCLI(LightningCLI):
             f"Run {run.id} ({run.name}, {run.status}) recorded in {mask_url(logger.store.url)}; "
             f"run folder {logger.log_dir}. List runs with `{console_command()} runs{where}`."
         )
+
+
+def trainer_refusal(err: Exception, trainer: dict, argv: list[str] | None = None) -> str:
+    """Lightning's refusal of a trainer setting (`accelerator='gpuu'`, `strategy='foo'`) as one line naming the key
+    and where it was given."""
+    text = " ".join(str(err).split())
+    named = re.search(r"`(\w+)(?:=|`)", text)
+    key = named.group(1) if named and named.group(1) in trainer else None
+    if key is None:
+        return f"the trainer settings were refused by Lightning: {text} (`ortholab fit --help` describes trainer.*)"
+    where = where_given(f"trainer.{key}", sys.argv[1:] if argv is None else argv)
+    value = trainer[key]
+    return f"trainer.{key} = {value!r}{f' ({where})' if where else ''}: {text}"
 
 
 def check_manual_optimization(trainer: dict) -> None:
