@@ -164,6 +164,7 @@ BAD_INPUT = [
     ),
     (["--model.optimizers", "{recurrent: {name: rmsprp, lr: 0.1}}"], "did you mean 'rmsprop'?"),
     (["--trainer.gradient_clip_val", "1.0"], "clip the gradients' total norm with --model.grad_clip_norm 1.0 instead"),
+    (["--trainer.gradient_clip_val", "-1"], "--model.grad_clip_norm NORM (> 0) instead"),  # no value it would refuse
     (["--trainer.accumulate_grad_batches", "4"], "trainer.accumulate_grad_batches = 4 is not available"),
 ]
 

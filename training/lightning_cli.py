@@ -627,7 +627,9 @@ def check_manual_optimization(trainer: dict) -> None:
     if clip is not None:
         raise ConfigError(
             f"trainer.gradient_clip_val = {clip!r} is not available: the model steps each parameter group's optimizer "
-            f"itself; clip the gradients' total norm with --model.grad_clip_norm {clip} instead"
+            f"itself; clip the gradients' total norm with --model.grad_clip_norm "
+            f"{clip if isinstance(clip, (int, float)) and not isinstance(clip, bool) and clip > 0 else 'NORM (> 0)'} "
+            f"instead"
         )
     if accumulate not in (None, 1):
         raise ConfigError(
