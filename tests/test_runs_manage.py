@@ -133,3 +133,15 @@ def test_delete_refuses_a_run_being_written_and_asks_where_it_cannot(db, tmp_pat
             main([*argv, "--db", db])
         err = capsys.readouterr().err.strip().splitlines()
         assert stop.value.code == 2 and len(err) == 1 and says in err[0], err
+
+
+def test_a_mistyped_flag_is_named_not_the_value_argparse_then_misreads(db, tmp_path, capsys):
+    """`runs --statsu finished` said "argument action: invalid choice: 'finished'", never naming --statsu."""
+    _runs(db, tmp_path)
+    for args in (["--statsu", "finished"], ["--statsu"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["runs", "--db", db, *args])
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert exit_info.value.code == 2 and line.startswith(
+            "ortholab: error: unknown flag --statsu; did you mean --status?"
+        )

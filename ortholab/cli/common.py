@@ -97,8 +97,29 @@ class OneLineParser(argparse.ArgumentParser):
             i += 1
         return own, passed_on
 
+    def parse_known_args(self, args=None, namespace=None):
+        self.given_args = list(sys.argv[1:] if args is None else args)  # error() names a mistyped flag among them
+        return super().parse_known_args(args, namespace)
+
+    def unknown_flag(self) -> str | None:
+        """The first `--flag` given that this command does not define (nor abbreviates), with the nearest one."""
+        import difflib
+
+        flags = sorted(n[2:] for n in self.option_names if n.startswith("--"))
+        for arg in getattr(self, "given_args", ()):
+            name = str(arg).split("=", 1)[0]
+            if name == "--" or not name.startswith("--"):
+                continue
+            if not any(known.startswith(name) for known in self.option_names):
+                near = difflib.get_close_matches(name[2:].lower(), flags, n=1, cutoff=0.6)
+                return f"unknown flag {name}{f'; did you mean --{near[0]}?' if near else ''}"
+        return None
+
     def error(self, message: str):
         from ortholab.db.masking import known_passwords, mask_secrets
+
+        if message.startswith(("unrecognized arguments", "argument ")) and self.unknown_flag():
+            message = self.unknown_flag()  # `runs --statsu finished`: the typo, not the value argparse then misread
 
         print(
             f"ortholab: error: {mask_secrets(message, known_passwords(sys.argv))} (see `{self.prog} --help`)",
