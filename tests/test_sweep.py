@@ -89,6 +89,37 @@ def test_a_bad_space_is_one_line_naming_the_file_and_key(tmp_path, text, expecte
     assert not (tmp_path / "pwned").exists() and not __import__("pathlib").Path("pwned").exists()
 
 
+@pytest.mark.parametrize(
+    "space_text, extra, expected",
+    [
+        ("model.family_args.rhoo: [2, 4]\n", [], "model.family_args.rhoo is not an option of family 'scornn'"),
+        ("model.hidden_size: [4, 6]\n", ["--model.hiden_size", "3"], "unknown config key model.hiden_size"),
+        ("trainer.max_stepz: [2]\n", [], "unknown config key trainer.max_stepz"),
+    ],
+)
+def test_a_typo_in_the_space_or_the_flags_is_refused_before_any_trial(tmp_path, capsys, space_text, extra, expected):
+    """Before, a typo cost a failed trial that joined the study: the same command with the typo fixed then trained
+    nothing and repeated the old error. Now it is one line before the study exists; fixed, the sweep trains."""
+    from ortholab.cli.sweep_study import run_sweep
+    from ortholab.models import ConfigError
+
+    space = tmp_path / "space.yaml"
+    space.write_text(space_text)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    with pytest.raises(ConfigError) as refused:
+        run_sweep(DEMO, str(space), trials=1, db=db, name="typo", extra=[*TINY, *extra])
+    assert expected in str(refused.value) and f"read with {space}'s first values" in str(refused.value)
+    assert optuna.get_all_study_summaries(db) == [] and Store(db, access="read").list_runs() == []
+    if "hiden" not in space_text + " ".join(extra):
+        return
+    study = run_sweep(DEMO, str(space), trials=1, db=db, name="typo", extra=list(TINY))  # the typo fixed
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE]
+    assert "continuing the study" not in capsys.readouterr().out  # nothing of the refused attempt is left to join
+    study = run_sweep(DEMO, str(space), trials=2, db=db, name="typo", extra=list(TINY))  # the same name: joined
+    assert len(study.trials) == 2
+    assert "sweep typo: continuing the study of that name in the store (1 trials done" in capsys.readouterr().out
+
+
 def test_a_trial_gets_the_store_through_its_environment_never_its_command_line(tmp_path, monkeypatch):
     """`ps` shows every local user a process's command line: the store's URL (with its password) goes to the trial's
     environment instead, and a failed trial's reason comes back masked."""
@@ -139,6 +170,7 @@ def test_each_worker_and_its_trials_get_their_share_of_the_cores(tmp_path, monke
             return 2 if self.command == "fit" else 0
 
     monkeypatch.setattr(sweep.subprocess, "Popen", FakeChild)
+    monkeypatch.setattr(sweep.children, "refused_fit_args", lambda argv, env=None: None)  # the flags' check: passed
     monkeypatch.setattr(os, "cpu_count", lambda: 8)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     space = tmp_path / "space.yaml"

@@ -76,3 +76,36 @@ def stopping_gracefully():
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def refused_fit_args(argv: list[str], env: dict | None = None) -> str | None:
+    """What `ortholab fit ARGV --print_config` refuses (the reason of its `ortholab: error:` line), read in a child
+    before anything trains; None when it reads them. A typo in a flag or a sweep space is then one line, not one
+    failed fit per row or trial."""
+    done = subprocess.run([*ORTHOLAB, "fit", *argv, "--print_config"], capture_output=True, text=True, env=env)
+    if not done.returncode:
+        return _refused_model_options(done.stdout)
+    said = [line for line in done.stderr.splitlines() if line.startswith("ortholab: error: ")]
+    return said[-1].removeprefix("ortholab: error: ") if said else " ".join(done.stderr.split())[-300:]
+
+
+def _refused_model_options(printed: str) -> str | None:
+    """The family options and optimizers of a printed config checked as a run checks them (`--print_config` shows
+    invalid ones as given, so that the run names them): the reason, or None."""
+    import yaml
+
+    from ortholab.errors import ConfigError
+    from ortholab.training.family_options import resolve_family_args, resolve_optimizers
+
+    try:
+        model = (yaml.safe_load(printed) or {}).get("model") or {}
+    except yaml.YAMLError:  # not a config: nothing more to check here; the run itself reads it
+        return None
+    if not isinstance(model.get("family"), str):
+        return None
+    try:
+        family_args = resolve_family_args(model["family"], model.get("family_args"))
+        resolve_optimizers(model["family"], family_args, model.get("optimizers"))
+    except ConfigError as refused:
+        return str(refused)
+    return None

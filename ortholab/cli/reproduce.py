@@ -315,11 +315,8 @@ def check_flags(row: PaperRow, extra: list[str]) -> None:
     line and exit 2, not a failed fit per row."""
     if row.config is None:
         return
-    argv = ["fit", "--config", str(REPO_ROOT / row.config), *row.args, *extra, "--print_config"]
-    done = subprocess.run([*children.ORTHOLAB, *argv], capture_output=True, text=True)
-    if done.returncode:
-        said = [line for line in done.stderr.splitlines() if line.startswith("ortholab: error: ")]
-        why = said[-1].removeprefix("ortholab: error: ") if said else " ".join(done.stderr.split())[-300:]
+    why = children.refused_fit_args(["--config", str(REPO_ROOT / row.config), *row.args, *extra])
+    if why:
         raise ConfigError(f"{why} (the flags given to reproduce, read with row {row.tag}'s config; no row was trained)")
 
 

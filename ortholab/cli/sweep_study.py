@@ -358,7 +358,15 @@ def run_sweep(
     name = name or f"{Path(config).stem}-sweep"
     if sampler == "grid":
         trials = min(trials, len(grid_points(space)))
+    check_first_point(config, space, space_file, extra)
     study = open_study(name, db, sampler, space, seed, pruner)
+    if study.trials and started_trials(study) < trials:  # a sweep of this name ran here before: say what counts
+        so_far = summary_line(study).removeprefix("sweep: ")
+        print(
+            f"sweep {name}: continuing the study of that name in the store ({so_far}); --trials {trials} counts "
+            f"its trials (--name NEW starts another)",
+            flush=True,
+        )
     threads = threads_each(workers) if workers > 1 else None  # each worker's trials get their share of the cores
     helpers = [
         children.start(
@@ -428,6 +436,17 @@ def run_sweep(
     if not children.stopped_by():
         check_completed(study)
     return study
+
+
+def check_first_point(config: str, space: dict, space_file: str, extra: list[str]) -> None:
+    """The space's keys and the extra flags, read once with the space's first point before any trial: a typo
+    (`model.family_args.rhoo`, `--model.hiden_size`) is one line, and no failed trial joins the study."""
+    first = {key: spec[0] if isinstance(spec, list) else spec["low"] for key, spec in space.items()}
+    why = children.refused_fit_args(
+        ["--config", config, *extra, *cli_overrides(config, first)]
+    )  # as fit_trial orders them
+    if why:
+        raise ConfigError(f"{why} (read with {space_file}'s first values and the flags given to sweep; no trial ran)")
 
 
 def check_completed(study: optuna.Study) -> None:
