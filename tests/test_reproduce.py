@@ -178,6 +178,11 @@ def test_reproduce_runs_a_row_in_cpu_smoke_tags_it_and_reports_it(tmp_path, monk
         "seed:5544",
     }  # the config's seed
     assert run.steps == 40 and run.name == "toy_figure1.copy_T5_scornn"  # the smoke scale's 40 steps
+    main(["reproduce", "--list", "toy_figure1", "--db", db])  # a smoke run: listed with its scale, not a result
+    assert "finished; cpu-smoke scale" in capsys.readouterr().out
+    main(["reproduce", "--list", "--db", db])
+    (counts,) = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("toy_figure1")]
+    assert counts[-4:] == ["2", "1", "1", "0"]  # rows, with config, run, finished at the paper's settings
 
     main(["report", "toy_figure1", "--db", db, "--wide"])  # every column, the empty ones too
     report = capsys.readouterr().out

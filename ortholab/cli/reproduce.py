@@ -35,7 +35,15 @@ from ortholab.cli import children
 from ortholab.cli.common import DB_HELP, LINE_WIDTH, exit_reason
 from ortholab.cli.common import table as text_table
 from ortholab.db import Store
-from ortholab.db.published import FLAGS_TAG, PaperRow, PaperTable, load_tables, reproductions, run_flags
+from ortholab.db.published import (
+    FLAGS_TAG,
+    PaperRow,
+    PaperTable,
+    at_paper_settings,
+    load_tables,
+    reproductions,
+    run_flags,
+)
 from ortholab.db.seeds import seed_of
 from ortholab.db.store import ENV_VAR as DB_ENV_VAR
 from ortholab.db.store import RUNS_ENV_VAR, StoreMissing
@@ -718,6 +726,7 @@ def list_rows(db: str | None, table: str | None = None, absent: str | None = Non
     out = []
     for paper in [t for t in every.values() if table in (None, t.id)]:
         for item in reproductions(store, paper, every):
+            scale = next((t[6:] for t in (item.fit.tags if item.fit else ()) if t.startswith("scale:")), "full")
             out.append(
                 {
                     "table": paper.id,
@@ -726,15 +735,17 @@ def list_rows(db: str | None, table: str | None = None, absent: str | None = Non
                     "task": item.row.task,
                     "published": item.row.value if item.row.value is not None else item.row.outcome,
                     "config": item.row.config or "-",
-                    "status": item.status,
+                    "status": item.status + ("" if scale == "full" else f"; {scale} scale"),
                     "run": item.fit.id if item.fit else None,
+                    "paper settings": bool(item.fit) and at_paper_settings(item.fit),  # full scale, no flags
                 }
             )
     return out
 
 
 def table_counts(listed: list[dict]) -> list[dict]:
-    """Per table of `list_rows`'s rows: its title, how many rows it has, have a config, have a run, have finished."""
+    """Per table of `list_rows`'s rows: its title, how many rows it has, have a config, have a run, have finished at
+    the paper's settings (a smoke run, or one given flags that change the experiment, is a run but no result)."""
     titles = {table.id: table.title for table in load_tables().values()}
     out: dict[str, dict] = {}
     for item in listed:
@@ -743,7 +754,7 @@ def table_counts(listed: list[dict]) -> list[dict]:
         counts["rows"] += 1
         counts["with config"] += item["config"] != "-"
         counts["run"] += item["run"] is not None
-        counts["finished"] += item["status"].startswith("finished")
+        counts["finished"] += item["status"].startswith("finished") and item["paper settings"]
     return list(out.values())
 
 
