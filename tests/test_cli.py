@@ -228,6 +228,7 @@ def test_swapping_the_task_or_family_names_the_run_after_what_it_runs(capsys, tm
     main(["fit", "--config", DEMO, *tiny, "--data.class_path", "datamodules.PixelMNIST"])
     (note,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: data.class_path")]
     assert "its options seq_len, train_size, test_size do not apply to PixelMNIST and were dropped" in note
+    assert "; kept: batch_size: 10, val_size: 500;" in note  # copying's 500 validation sequences: MNIST's now
     assert "the run is named mnist_scornn" in note
     main(["fit", "--config", DEMO, *tiny, "--data.class_path", "mnist", "--name", "mine"])
     assert "the run is named" not in capsys.readouterr().err  # --name given: the user's name stands

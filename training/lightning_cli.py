@@ -761,17 +761,18 @@ def swapped_task(config) -> tuple[str, str | None] | None:
     chosen = str(config.data.get("class_path") or "") if config.get("data") else ""
     if given is None or not chosen or given.rsplit(".", 1)[-1] == chosen.rsplit(".", 1)[-1]:
         return None
-    kept = config.data.get("init_args")
-    kept = set(kept.keys()) if kept is not None else set()
+    init_args = config.data.get("init_args")
+    kept = set(init_args.keys()) if init_args is not None else set()
     dropped = [key for key in options if key not in kept]
     cls_name = chosen.rsplit(".", 1)[-1]
     task = next((name for name, cls in TASKS.items() if cls.__name__ == cls_name), cls_name.lower())
     name = None if config.name else f"{task}_{config.model.get('family')}"
+    carried = [f"{key}: {init_args[key]}" for key in options if key not in dropped]  # as the run takes them
     what = (
         f"its options {', '.join(dropped)} do not apply to {cls_name} and were dropped"
         if dropped
         else "all of its options apply"
-    )
+    ) + (f"; kept: {', '.join(carried)}" if dropped and carried else "")  # e.g. copying's val_size: 500 for MNIST
     named = f"; the run is named {name} (--name sets another)" if name else ""
     return f"note: data.class_path {chosen} replaces the config's {given}: {what}{named}", name
 
