@@ -88,3 +88,54 @@ def test_ctrl_c_stops_with_exit_130_an_interrupted_run_and_a_checkpoint(tmp_path
     assert run.status == "interrupted" and run.reason.startswith("SIGINT at step 5")
     last = Path(store.get_run(run.id).run_dir) / "checkpoints" / "last.ckpt"
     assert torch.load(last, weights_only=False)["global_step"] == 5
+
+
+@pytest.mark.parametrize("at_step", [0, 2])
+def test_a_ctrl_c_lightning_catches_itself_exits_130_and_says_how_the_run_goes_on(
+    tmp_path, monkeypatch, capsys, at_step
+):
+    """A Ctrl-C in the first moments of a fit (before GracefulInterrupt listens), or a second one, reaches Lightning,
+    which exited 1 after "Detected KeyboardInterrupt": the run then held no reason, and `fit --resume` of one that
+    never trained asked for a config. Now: exit 130, the run's reason, and a resume that says there is nothing."""
+    from ortholab.training.module import RecurrentModule
+
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    real_step = RecurrentModule.training_step
+
+    def pressed(self, *args, **kwargs):  # as Python raises it on SIGINT with no handler of ours installed
+        if self.trainer.global_step >= at_step:
+            raise KeyboardInterrupt
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(RecurrentModule, "training_step", pressed)
+    monkeypatch.setattr(signal, "signal", lambda *args: None)  # Lightning ignores SIGINT from then on: not here
+    with pytest.raises(SystemExit) as stop:
+        main(["fit", "--config", DEMO, *RUN, "--db", db])
+    said = capsys.readouterr().err
+    run = Store(db).list_runs()[0]
+    assert stop.value.code == 130 and run.status == "interrupted"
+    reason = Store(db).get_run(run.id).reason
+    if at_step == 0:
+        assert reason == "stopped by Ctrl-C before its first training step"
+        assert f"Interrupted by SIGINT: run {run.id} holds nothing to continue; run the same command again" in said
+        for expected in ("(it stopped before its first checkpoint); start a new run instead", "its config or a"):
+            with pytest.raises(SystemExit) as refused:
+                main(["fit", "--resume", str(run.id), "--db", db])
+            assert refused.value.code == 2 and expected in capsys.readouterr().err
+            Path(Store(db).get_run(run.id).run_dir, "config.yaml").unlink(missing_ok=True)  # a Ctrl-C a moment earlier
+    else:
+        assert reason == "stopped at once by a second Ctrl-C at step 2; continue from its last checkpoint"
+        assert f"`ortholab fit --resume {run.id}`" in said
+
+
+def test_a_ctrl_c_outside_training_is_one_line_and_exit_130(monkeypatch, capsys):
+    """While Python imports Lightning, or a reader reads: a KeyboardInterrupt traceback before."""
+
+    def interrupted(name):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("ortholab.cli.main.command_module", interrupted)
+    with pytest.raises(SystemExit) as stop:
+        main(["runs"])
+    assert stop.value.code == 130 and capsys.readouterr().err.strip() == "ortholab: stopped by Ctrl-C"

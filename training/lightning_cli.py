@@ -552,6 +552,12 @@ class OrthoLabCLI(LightningCLI):
         """A run stopped by a user error (a full disk, a bad checkpoint) keeps the one-line reason with its status."""
         try:
             super()._run_subcommand(subcommand)
+        except SystemExit as stop:  # Lightning's exit 1 after a Ctrl-C it caught itself: before GracefulInterrupt
+            trainer = getattr(self, "trainer", None)  # listens (the first moments of a fit), or a second Ctrl-C
+            if stop.code != 1 or trainer is None or not trainer.interrupted:
+                raise
+            self._interrupted_at_once(trainer)
+            raise SystemExit(128 + signal.SIGINT) from None  # the shell's convention, as a first Ctrl-C exits
         except Exception as err:  # re-raised; main() prints the same line
             logger = self.trainer.loggers[0] if getattr(self, "trainer", None) and self.trainer.loggers else None
             reported = user_error(err)
@@ -564,6 +570,22 @@ class OrthoLabCLI(LightningCLI):
                 with contextlib.suppress(Exception):  # the original error matters more than its record
                     logger.record_failure(mask_secrets(" ".join(str(reported).split())))
             raise
+
+    def _interrupted_at_once(self, trainer) -> None:
+        """A Ctrl-C that stopped the fit at once: the run says so, and how (or whether) it goes on."""
+        logger = trainer.loggers[0] if trainer.loggers else None
+        if not isinstance(logger, SQLLogger) or getattr(logger, "_run_id", None) is None or not trainer.is_global_zero:
+            return
+        run, step = logger.run_id, trainer.global_step
+        if step == 0:
+            reason = "stopped by Ctrl-C before its first training step"
+            said = f"run {run} holds nothing to continue; run the same command again (`ortholab runs delete {run}`)"
+        else:
+            reason = f"stopped at once by a second Ctrl-C at step {step}; continue from its last checkpoint"
+            said = f"continue run {run} from its last checkpoint with `ortholab fit --resume {run}`"
+        with contextlib.suppress(Exception):  # the stop matters more than its record
+            logger.mark_interrupted(reason)
+        print(f"Interrupted by SIGINT: {said}", file=sys.stderr)
 
     def after_fit(self) -> None:
         self._print_record()

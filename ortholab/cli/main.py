@@ -91,6 +91,9 @@ def main(argv: list[str] | None = None) -> None:
             module.main(argv, given)
         else:
             run_parsed(module, argv)
+    except KeyboardInterrupt:  # Ctrl-C outside a training's own handler (while Python imports, a reader reads)
+        print("ortholab: stopped by Ctrl-C", file=sys.stderr)
+        sys.exit(130)
     except BrokenPipeError:  # the reader went away (`ortholab runs | head`): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
         sys.exit(0)

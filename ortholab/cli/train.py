@@ -84,6 +84,12 @@ def resume_arguments(argv: list[str]) -> list[str]:
     run_dir = Path(run.run_dir or "")
     config, last = run_dir / "config.yaml", run_dir / "checkpoints" / "last.ckpt"
     extra = []
+    if not known.config and not config.is_file() and not last.is_file():
+        raise ConfigError(
+            f"run {run.id} stopped before it recorded its config or a checkpoint ({run.status}"
+            f"{': ' + run.reason if run.reason else ''}), so there is nothing to continue: start it anew with the "
+            f"command that started it (`ortholab runs delete {run.id}` removes this one)"
+        )
     if not known.config:
         if not config.is_file():
             raise ConfigError(f"run {run.id} has no stored config at {config}; pass --config FILE as well")
