@@ -84,6 +84,20 @@ SQLITE_WAL_HEADER_BYTE = 18  # the file format's write version: 2 in WAL mode
 DAMAGED = "the file is damaged (SQLite found bytes that are not text where its schema or a text value belongs)"
 DAMAGED_WORDS = re.compile(r"damaged|malformed|file is not a database|Could not decode to UTF-8|disk image")
 DAMAGED_FIX = "nothing was changed; restore it from a backup (`sqlite3 FILE .recover` salvages what it can)"
+WRONG_FILE_FIX = "nothing was changed; check --db, $ORTHOLAB_DB or $ORTHOLAB_RUNS: they name another file"
+
+
+def _starts_as_sqlite(url: str) -> bool:
+    """Whether a SQLite URL's file begins with SQLite's header (True for other URLs and unreadable files): a file
+    that does not was never a store, so no backup restores it."""
+    parsed = make_url(url)
+    if not parsed.drivername.startswith("sqlite") or not parsed.database:
+        return True
+    try:
+        with open(parsed.database, "rb") as file:
+            return file.read(16) in (b"SQLite format 3\x00", b"")
+    except OSError:
+        return True
 
 
 class StoreError(RuntimeError):
@@ -294,6 +308,10 @@ class Store:
 
     def _error(self, reason: str) -> StoreError:
         fix = DAMAGED_FIX if DAMAGED_WORDS.search(reason) else FIX  # a damaged file is not a wrong --db
+        if fix is DAMAGED_FIX and not _starts_as_sqlite(self.url):  # a YAML file or a CSV named by mistake
+            reason, fix = "the file is no SQLite database at all (it does not begin as one)", WRONG_FILE_FIX
+        elif re.search(r"dialects:postgres(?!ql)", reason):  # the postgres:// that some hosts print
+            fix = "write the URL as postgresql+psycopg://USER@HOST/DB (SQLAlchemy has no 'postgres://' scheme)"
         return StoreError(f"Cannot use the run database {self.display_url}: {reason}; {fix}.")
 
     @contextmanager

@@ -205,6 +205,16 @@ def test_a_store_with_damaged_bytes_is_one_line_naming_the_file(tmp_path, monkey
     assert "UnicodeDecodeError" not in line and path.read_bytes() == content  # nothing written into it
 
 
+def test_a_file_that_never_was_a_store_is_not_called_damaged(tmp_path, monkeypatch, capsys):
+    """`--db` naming a YAML file said "file is not a database; restore it from a backup": the user named the
+    wrong file, which no backup mends. A URL in the 'postgres://' form some hosts print is named with the fix."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "space.yaml").write_text("model.hidden_size: [4, 8]\n")
+    line = one_line(*cli(capsys, "runs", "--db", f"sqlite:///{tmp_path / 'space.yaml'}")[::2], "space.yaml")
+    assert "no SQLite database at all" in line and "they name another file" in line and "backup" not in line
+    line = one_line(*cli(capsys, "runs", "--db", "postgres://u@h/db")[::2], "postgresql+psycopg://USER@HOST/DB")
+
+
 # bench -------------------------------------------------------------------------------------------------------------
 def test_bench_refuses_a_missing_data_file_instead_of_measuring_stand_ins(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)

@@ -318,6 +318,8 @@ HOSTILE = [  # (id, argv, parts of the error line)
     ("max-epochs-text", [*FIT, "--trainer.max_epochs", "abc"], ["trainer.max_epochs = 'abc': expected int"]),
     # stores and secrets ------------------------------------------------------------------------------------------
     ("db-unknown-scheme", [*FIT[:-1], f"ftp://u:{SECRET}@host/x"], ["no database driver", "ftp://u:***@host/x"]),
+    ("db-postgres-scheme", ["runs", "--db", "postgres://u@h/db"], ["write the URL as postgresql+psycopg://"]),
+    ("db-a-yaml-file", ["runs", "--db", "sqlite:///{folder}/failing_space.yaml"], ["no SQLite database at all"]),
     ("db-unreachable", [*FIT[:-1], UNREACHABLE], ["Cannot use the run database", ":***@127.0.0.1:9/runs"]),
     ("db-version-unreachable", ["db", "version", "--db", UNREACHABLE], [":***@127.0.0.1:9/runs"]),
     ("db-upgrade-unreachable", ["db", "upgrade", "--db", UNREACHABLE], [":***@127.0.0.1:9/runs"]),
