@@ -198,6 +198,7 @@ def test_unknown_table_or_row_is_one_clear_message(tmp_path, monkeypatch, capsys
     for argv, message in (
         (["reproduce", "nope"], "no published table 'nope'"),
         (["reproduce", "demo_table9", "--rows", "x"], "--rows: 'x' is not a row"),
+        (["reproduce", "demo_table9", "--rows", "mnist_scornn_n9"], "did you mean 'mnist_scornn_n8'? its rows are"),
         (["reproduce", "demo_table9", "--scale", "huge"], "--scale 'huge'"),
         (["report", "nope"], "no published table 'nope'"),
         (["report", "demo_tabel9"], "no published table 'demo_tabel9'; did you mean 'demo_table9'?"),

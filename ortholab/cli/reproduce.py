@@ -298,7 +298,8 @@ def select_rows(tables: dict[str, PaperTable], table: str | None, rows: list[str
         missing = [r for r in rows if r not in known]
         if missing:
             raise ConfigError(
-                f"--rows: {missing[0]!r} is not a row of {table or 'any table'}; its rows are {sorted(known)}"
+                f"--rows: {missing[0]!r} is not a row of {table or 'any table'}; {did_you_mean(missing[0], known)}"
+                f"its rows are {sorted(known)}"
             )
         chosen = [row for row in chosen if row.row in rows]
     return chosen
