@@ -517,3 +517,10 @@ def test_a_tasks_options_by_its_listed_name(capsys):
         with pytest.raises(SystemExit) as done:
             main(["fit", "--data.help", name])
         assert done.value.code == 0 and "--data.seq_len" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as done:  # a mistyped name: the nearest task
+        main(["fit", "--data.help", "copyng"])
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert (
+        done.value.code == 2
+        and "--data.help 'copyng' is not a task's class path or name; did you mean copying?" in line
+    )

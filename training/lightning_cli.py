@@ -234,16 +234,18 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
             f"data.class_path = {missing.group(1)!r} is not a registered task; {hint}`ortholab list tasks` shows them"
         )
     undotted = re.search(r"Expected a dot import path string: (\S+)", message)
-    if undotted and 'Parser key "data"' in message:  # a task's short name in a config file (task_short_names maps
-        # it on the command line)
+    helped = message.startswith("--data.help")  # `--data.help copyng`: a task name mistyped
+    if undotted and ('Parser key "data"' in message or helped):  # a task's short name in a config file
+        # (task_short_names maps it on the command line)
         from ortholab.datamodules import TASKS
 
         paths = {name: f"datamodules.{cls.__name__}" for name, cls in TASKS.items()}
         close = difflib.get_close_matches(undotted.group(1), [*paths, *paths.values()], 1)
-        hint = f"did you mean {paths.get(close[0], close[0])}? " if close else ""
+        hint = f"did you mean {close[0] if helped else paths.get(close[0], close[0])}? " if close else ""
         return (
-            f"data.class_path = {undotted.group(1)!r} is not a task's class path; {hint}`ortholab list tasks` "
-            f"names the tasks, each class path is datamodules.<class>"
+            f"{'--data.help' if helped else 'data.class_path ='} {undotted.group(1)!r} is not a task's class path"
+            f"{' or name' if helped else ''}; {hint}`ortholab list tasks` names the tasks, each class path is "
+            f"datamodules.<class>"
         )
     refused = re.search(r"Import path (\S+) does not correspond to a subclass of (\w+)", message)
     if refused:
