@@ -27,7 +27,6 @@ from lightning.fabric.utilities.rank_zero import _get_rank, rank_prefixed_messag
 from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
-from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from ortholab import aliases
 from ortholab.datamodules import TASKS, TaskDataModule
@@ -531,7 +530,9 @@ class OrthoLabCLI(LightningCLI):
             plugins.append(AtomicCheckpointIO())
         try:
             trainer = super().instantiate_trainer(callbacks=configured + extra, plugins=plugins, **kwargs)
-        except (ValueError, TypeError, MisconfigurationException) as err:  # Lightning refuses a trainer.* value
+        except (ValueError, TypeError) as err:  # Lightning refuses a trainer.* value (`accelerator='gpuu'`)
+            if user_error(err) is not None:  # already one line (a MisconfigurationException: user_errors.py)
+                raise
             raise ConfigError(trainer_refusal(err, config.trainer, getattr(self, "_given_args", None))) from None
         if self.subcommand == "fit":
             self.datamodule.test_every_validation = bool(config.get("test_every_validation"))
