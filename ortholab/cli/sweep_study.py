@@ -360,13 +360,7 @@ def run_sweep(
         trials = min(trials, len(grid_points(space)))
     check_first_point(config, space, space_file, extra)
     study = open_study(name, db, sampler, space, seed, pruner)
-    if study.trials and started_trials(study) < trials:  # a sweep of this name ran here before: say what counts
-        so_far = summary_line(study).removeprefix("sweep: ")
-        print(
-            f"sweep {name}: continuing the study of that name in the store ({so_far}); --trials {trials} counts "
-            f"its trials (--name NEW starts another)",
-            flush=True,
-        )
+    say_continued(study, trials)
     threads = threads_each(workers) if workers > 1 else None  # each worker's trials get their share of the cores
     helpers = [
         children.start(
@@ -436,6 +430,17 @@ def run_sweep(
     if not children.stopped_by():
         check_completed(study)
     return study
+
+
+def say_continued(study: optuna.Study, trials: int) -> None:
+    """A sweep of this name ran in the store before: say so, and that `--trials` counts its trials."""
+    if study.trials and started_trials(study) < trials:
+        so_far = summary_line(study).removeprefix("sweep: ")
+        print(
+            f"sweep {study.study_name}: continuing the study of that name in the store ({so_far}); --trials {trials} "
+            f"counts its trials (--name NEW starts another)",
+            flush=True,
+        )
 
 
 def check_first_point(config: str, space: dict, space_file: str, extra: list[str]) -> None:

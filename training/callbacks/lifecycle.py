@@ -134,8 +134,12 @@ class ContinueRun(Callback):
             if forgotten:  # training after the checkpoint is lost with the process: say how much is re-run
                 rank_zero_info(
                     f"Run {getattr(logger, 'run_id', '')} continues from its checkpoint at step "
-                    f"{trainer.global_step}: the {forgotten} metric points recorded after it are "
-                    f"recorded again as those steps re-run"
+                    f"{trainer.global_step}: "
+                    + (
+                        "the metric point recorded after it is recorded again as that step re-runs"
+                        if forgotten == 1
+                        else f"the {forgotten} metric points recorded after it are recorded again as those steps re-run"
+                    )
                 )
             folder = getattr(logger, "log_dir", None)
             if folder:
@@ -178,7 +182,7 @@ class GracefulInterrupt(Callback):
             self._waited = True  # once: with one batch an epoch every batch is the last
             return
         folder = trainer.loggers[0].log_dir if trainer.loggers else trainer.default_root_dir
-        trainer.save_checkpoint(os.path.join(folder, "checkpoints", "last.ckpt"))
+        trainer.save_checkpoint(os.path.join(folder, "checkpoints", "last.ckpt"), weights_only=False)
         for callback in trainer.checkpoint_callbacks:  # Lightning's own "already saved at this step"
             callback._last_global_step_saved = trainer.global_step
         for logger in trainer.loggers:

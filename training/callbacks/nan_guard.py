@@ -222,7 +222,7 @@ class NaNGuard(Callback):
         path = os.path.join(folder, "checkpoints", f"nan-step{step}.ckpt")
         self._checkpoint_step = step
         try:
-            trainer.save_checkpoint(path)  # the parameters are those before the bad step
+            trainer.save_checkpoint(path, weights_only=False)  # the parameters are those before the bad step
         finally:
             self._checkpoint_step = None
         # after the checkpoint: the recheck's forward may draw random numbers (dropout) the checkpoint should not see
