@@ -83,6 +83,7 @@ SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 SQLITE_WAL_HEADER_BYTE = 18  # the file format's write version: 2 in WAL mode
 DAMAGED = "the file is damaged (SQLite found bytes that are not text where its schema or a text value belongs)"
 DAMAGED_WORDS = re.compile(r"damaged|malformed|file is not a database|Could not decode to UTF-8|disk image")
+READER_FIX = f"check --db, {ENV_VAR} or {RUNS_ENV_VAR}: it must name a store this machine can read"  # no write
 DAMAGED_FIX = "nothing was changed; restore it from a backup (`sqlite3 FILE .recover` salvages what it can)"
 WRONG_FILE_FIX = "nothing was changed; check --db, $ORTHOLAB_DB or $ORTHOLAB_RUNS: they name another file"
 
@@ -307,7 +308,7 @@ class Store:
             engine.dispose()
 
     def _error(self, reason: str) -> StoreError:
-        fix = DAMAGED_FIX if DAMAGED_WORDS.search(reason) else FIX  # a damaged file is not a wrong --db
+        fix = DAMAGED_FIX if DAMAGED_WORDS.search(reason) else FIX if self._access != "read" else READER_FIX
         if fix is DAMAGED_FIX and not _starts_as_sqlite(self.url):  # a YAML file or a CSV named by mistake
             reason, fix = "the file is no SQLite database at all (it does not begin as one)", WRONG_FILE_FIX
         elif re.search(r"dialects:postgres(?!ql)", reason):  # the postgres:// that some hosts print

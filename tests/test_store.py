@@ -352,3 +352,14 @@ def test_bulk_reads_match_the_per_run_reads(store):
     assert columns["value"].tolist() == [p.value for p in series]
     np.testing.assert_array_equal(columns["epoch"], [0, 1, np.nan])  # no epoch recorded: NaN
     assert math.isnan(store.metric_columns(a, "n")["value"][0])
+
+
+def test_a_reader_that_cannot_reach_its_store_is_not_told_to_find_a_writable_one():
+    """Readers never write: their fix is the URL, not a writable database or folder."""
+    unreachable = "postgresql+psycopg://reader@127.0.0.1:9/runs"
+    with pytest.raises(StoreError) as refused:
+        Store(unreachable, access="read")
+    assert "it must name a store this machine can read" in str(refused.value) and "writable" not in str(refused.value)
+    with pytest.raises(StoreError) as refused:
+        Store(unreachable)  # a writer: where to write instead
+    assert "writable" in str(refused.value)
