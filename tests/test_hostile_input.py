@@ -137,7 +137,6 @@ def refusal(done, *expected, forbidden=(SECRET,)):
     output = done.stdout + done.stderr
     assert done.returncode == 2 and "Traceback" not in output, output[-3000:]
     (line,) = [line for line in done.stderr.splitlines() if line.startswith("ortholab: error:")]
-    assert "Seed set" not in done.stderr.split(line)[0], done.stderr  # the refusal is the first thing said
     assert all(part in line for part in expected), line
     assert not [word for word in forbidden if word in output], output[-3000:]
     return line
@@ -315,7 +314,11 @@ HOSTILE = [  # (id, argv, parts of the error line)
     ("resume-unknown-id", ["fit", "--resume", "999", "--db", "{db}"], ["No run with id 999"]),
     ("resume-not-fit", ["validate", "--resume", "{run}", "--db", "{db}"], ["use `ortholab fit --resume"]),
     ("runs-dir-a-file", [*FIT, "--runs_dir", "{folder}/empty.mat/runs"], ["--runs_dir", "cannot write run folders"]),
-    ("max-epochs-text", [*FIT, "--trainer.max_epochs", "abc"], ["trainer.max_epochs = 'abc': expected int"]),
+    (
+        "max-epochs-text",
+        [*FIT, "--trainer.max_epochs", "abc"],
+        ["trainer.max_epochs = 'abc' (on the command line): expected int"],
+    ),
     # stores and secrets ------------------------------------------------------------------------------------------
     ("db-unknown-scheme", [*FIT[:-1], f"ftp://u:{SECRET}@host/x"], ["no database driver", "ftp://u:***@host/x"]),
     ("db-postgres-scheme", ["runs", "--db", "postgres://u@h/db"], ["write the URL as postgresql+psycopg://"]),

@@ -103,9 +103,11 @@ def _refused_model_options(printed: str) -> str | None:
         return None
     if not isinstance(model.get("family"), str):
         return None
+    size = model.get("hidden_size")
     try:
         family_args = resolve_family_args(model["family"], model.get("family_args"))
-        resolve_optimizers(model["family"], family_args, model.get("optimizers"))
+        if isinstance(size, int) and 0 < size <= 1024:  # the groups are built at the run's size (ρ <= n and such)
+            resolve_optimizers(model["family"], family_args, model.get("optimizers"), size)
     except ConfigError as refused:
         return str(refused)
     return None
