@@ -457,6 +457,24 @@ def _shared_plotly(folder: Path) -> list[Path]:
     return [_write_atomically(target, lambda p: p.write_text(bundle, encoding="utf-8"))]
 
 
+def _refuse_another_tables_export(folder: Path, tables: dict[str, PaperTable]) -> None:
+    """A folder holding the export of another table is not written over: its runs.db and report would be replaced
+    by this one's (exporting the same tables again is how an export is brought up to date)."""
+    try:
+        with open(folder / "report.csv", newline="", encoding="utf-8") as file:
+            before = {line.get("table") for line in csv.DictReader(file)} - {None, ""}
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return
+    ids = {table.id for table in tables.values()}
+    other = sorted(before - ids)
+    if other:
+        now = next(iter(ids)) if len(ids) == 1 else "these tables"
+        raise ConfigError(
+            f"--export {folder}: it holds the export of {', '.join(other)}; writing {now} there would replace it "
+            f"(its runs.db and report); give another folder, or remove this one first"
+        )
+
+
 def export_report(
     store: Store,
     tables: dict[str, PaperTable],
@@ -475,7 +493,10 @@ def export_report(
     for name, flag in (("shared_plotly", shared_plotly), ("with_checkpoints", with_checkpoints)):
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be True or False, not {flag!r}")
+    if not str(folder).strip():  # Path("") would be the current folder
+        raise ConfigError("--export '': give the folder to write the report into")
     folder = Path(folder)
+    _refuse_another_tables_export(folder, tables)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         writer = describe(code_version())  # before any file is written: the export's own files are no "+changes"

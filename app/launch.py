@@ -75,7 +75,7 @@ def run_dashboard(db_url: str | None = None, port: int = DEFAULT_PORT, host: str
     if not 0 < port < 65536:
         raise ConfigError(f"--port {port}: a TCP port is a number from 1 to 65535 (default {DEFAULT_PORT})")
     url = db_url or default_db_url()
-    store = Store(url)
+    store = Store(url, access="read")  # a reader: never creates a store, nor switches its journal (WAL)
     store.close()
     if not is_loopback(host):
         print(

@@ -3,6 +3,7 @@ axes and baselines, figures, WAV decoding and spectrograms, snapshot picking, an
 
 import io
 import math
+import sqlite3
 import wave
 from datetime import datetime, timedelta, timezone
 
@@ -24,7 +25,7 @@ from ortholab.app.tables import (
     runs_frame,
 )
 from ortholab.app.wav import clip_scores, decode_wav, group_clips, spectrogram, speech_metric
-from ortholab.db import ArtifactRecord, RunDetail, RunSummary
+from ortholab.db import ArtifactRecord, RunDetail, RunSummary, Store
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -369,8 +370,15 @@ def test_run_dashboard_checks_the_database_then_becomes_the_server(tmp_path, mon
 
     monkeypatch.setattr(launch.os, "execve", execve)
     url = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert launch.main(["--db", url]) == 2 and not (tmp_path / "runs.db").exists()  # a reader makes no store
+    assert "does not exist" in capsys.readouterr().err
+    Store(url).close()
+    with sqlite3.connect(tmp_path / "runs.db") as connection:  # as an export's runs.db is committed
+        connection.execute("PRAGMA journal_mode=DELETE")
+    before = (tmp_path / "runs.db").read_bytes()
     with pytest.raises(Served):
         launch.main(["--db", url, "--port", "8600"])
+    assert (tmp_path / "runs.db").read_bytes() == before  # not switched to WAL: a reader writes nothing
     ((program, command, env),) = calls
     assert program == command[0] and command[1:4] == ["-m", "streamlit", "run"]
     assert env["ORTHOLAB_DB"] == url and "8600" in command and "127.0.0.1" in command
@@ -379,7 +387,7 @@ def test_run_dashboard_checks_the_database_then_becomes_the_server(tmp_path, mon
     blocker = tmp_path / "file"
     blocker.write_text("")
     assert launch.main(["--db", f"sqlite:///{blocker}/runs.db"]) == 2  # a file where a directory should be
-    assert "ortholab dashboard: error: Cannot use the run database" in capsys.readouterr().err
+    assert "ortholab dashboard: error: The run database" in capsys.readouterr().err
     assert len(calls) == 1  # nothing started for the bad database
 
 

@@ -167,3 +167,28 @@ def test_exported_checkpoints_are_committable_while_run_folders_stay_ignored():
     )
     assert ignored("runs/store-0a1b2c3d/copying_scornn/1/checkpoints/last.ckpt")
     assert ignored("elsewhere/model.ckpt")
+
+
+def test_an_export_is_not_written_over_by_another_tables(tmp_path, monkeypatch, capsys):
+    """`report OTHER --export DIR` into a table's export replaced its runs.db and report without a word."""
+    monkeypatch.chdir(tmp_path)  # `--export ''` once wrote into the current folder
+    db = _store(tmp_path, monkeypatch)
+    folder = tmp_path / "out"
+    main(["report", "demo_table9", "--db", db, "--export", str(folder)])
+    main(["report", "demo_table9", "--db", db, "--export", str(folder)])  # the same table again: brought up to date
+    before = {p.name: _digest(p) for p in folder.iterdir()}
+    capsys.readouterr()
+    published.PUBLISHED_DIR.joinpath("other_table.yaml").write_text(
+        published.PUBLISHED_DIR.joinpath("demo_table9.yaml").read_text().replace("Table 9", "Table 10")
+    )
+    for argv in (
+        ["report", "other_table", "--db", db, "--export", str(folder)],
+        ["report", "demo_table9", "--db", db, "--export", ""],
+    ):
+        with pytest.raises(SystemExit) as refused:
+            main(argv)
+        assert refused.value.code == 2
+    first, second = capsys.readouterr().err.strip().splitlines()
+    assert f"--export {folder}: it holds the export of demo_table9; writing other_table there would replace it" in first
+    assert "--export '': give the folder" in second
+    assert {p.name for p in folder.iterdir()} == set(before) and _digest(folder / "runs.db") == before["runs.db"]

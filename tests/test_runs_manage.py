@@ -3,6 +3,8 @@
 written, and leaves every other run untouched; on SQLite and on a real PostgreSQL server."""
 
 import json
+import sqlite3
+from pathlib import Path
 
 import pytest
 from postgres import postgres_server, unavailable_reason, wait_until_ready
@@ -28,7 +30,7 @@ def _runs(db, tmp_path) -> list[int]:
     store = Store(db)
     ids = []
     for name, family, task in (("a", "scornn", "copy"), ("b", "lstm", "copy"), ("c", "scornn", "adding")):
-        run_dir = tmp_path / "runs" / name
+        run_dir = tmp_path / "runs" / f"store-{store.store_id[:8]}" / name  # as fit lays out run folders
         run = store.create_run(name=name, family=family, task=task, tags=["x"], run_dir=None)
         folder = run_dir / str(run)
         folder.mkdir(parents=True)
@@ -145,3 +147,20 @@ def test_a_mistyped_flag_is_named_not_the_value_argparse_then_misreads(db, tmp_p
         assert exit_info.value.code == 2 and line.startswith(
             "ortholab: error: unknown flag --statsu; did you mean --status?"
         )
+
+
+def test_deleting_from_a_copy_of_a_store_keeps_the_originals_run_folder(db, tmp_path, capsys):
+    """A copy (an export's runs.db) names the run folders of the store it was copied from: they are not its own."""
+    if not db.startswith("sqlite"):
+        pytest.skip("a file copy of a store: SQLite")
+    a, b, c = _runs(db, tmp_path)
+    store = Store(db)
+    copy = tmp_path / "copy.db"
+    with sqlite3.connect(db.removeprefix("sqlite:///")) as source, sqlite3.connect(copy) as target:
+        source.backup(target)
+    with sqlite3.connect(copy) as target:  # the copy is a store of its own (as export writes one)
+        target.execute("UPDATE store_info SET value = 'feedface' || value WHERE key = 'store_id'")
+    main(["runs", "delete", str(a), "--db", f"sqlite:///{copy}", "--yes"])
+    assert "is not this store's" in capsys.readouterr().out and Path(store.get_run(a).run_dir).is_dir()
+    main(["runs", "delete", str(b), "--db", db, "--yes"])  # the original's own run: its folder goes
+    assert "and its folder" in capsys.readouterr().out

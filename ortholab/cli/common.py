@@ -118,7 +118,7 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str):
         from ortholab.db.masking import known_passwords, mask_secrets
 
-        if message.startswith(("unrecognized arguments", "argument ")) and self.unknown_flag():
+        if ("unrecognized arguments" in message or "invalid choice" in message) and self.unknown_flag():
             message = self.unknown_flag()  # `runs --statsu finished`: the typo, not the value argparse then misread
 
         print(

@@ -59,7 +59,7 @@ def run(args, extra: list[str]) -> None:
 
     export_only = {"--with-artifacts": args.with_artifacts, "--with-checkpoints": args.with_checkpoints}
     export_only["--shared-plotly"] = args.shared_plotly
-    if not args.export and any(export_only.values()):
+    if args.export is None and any(export_only.values()):
         flag = next(name for name, given in export_only.items() if given)
         raise ConfigError(f"{flag} applies only to an export: add --export DIR, or leave {flag} out")
     tables = load_tables()
@@ -69,12 +69,12 @@ def run(args, extra: list[str]) -> None:
         )
     chosen = {k: v for k, v in tables.items() if args.table in (None, k)}
     try:  # --all lists the rows before any run; without it, no store is a refusal: nothing recorded to report
-        store = existing_store(args.db) if args.all and not args.export else Store(args.db, access="read")
+        store = existing_store(args.db) if args.all and args.export is None else Store(args.db, access="read")
     except StoreMissing as missing:
         hint = "`ortholab report --all` lists the papers' rows before any has run."
         raise StoreMissing(f"{missing} {hint}") from None
     print(markdown_report(store, chosen, recorded_only=not args.all, width=None if args.wide else LINE_WIDTH))
-    if args.export:
+    if args.export is not None:  # `--export ""` too: refused by export_report, not silently ignored
         from ortholab.app.export import export_report
 
         for path in export_report(

@@ -186,11 +186,15 @@ def manage(action: str, targets: list[str], db: str | None, yes: bool = False) -
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing deleted")
             return
+    ours = f"store-{store.store_id[:8]}"
     for run_id, run in runs.items():
         store.delete_run(run_id)
         folder = Path(run.run_dir) if run.run_dir else None
         removed = ""
         if folder is not None and folder.is_dir() and folder.name == str(run_id):  # a run folder: .../<name>/<id>
-            shutil.rmtree(folder)
-            removed = f" and its folder {folder}"
+            if folder.parent.parent.name == ours:  # .../store-<this store's id>/<name>/<id>
+                shutil.rmtree(folder)
+                removed = f" and its folder {folder}"
+            else:  # a copy of a store (an export's runs.db) names the folders of the store it was copied from
+                removed = f"; its folder {folder} is not this store's (a copy's, or from before store folders): kept"
         print(f"deleted run {run_id} ({run.name}){removed}")

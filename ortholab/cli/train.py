@@ -4,10 +4,10 @@ user types: `configs/...` names from any folder, `fit --resume ID`, `predict --r
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
+from ortholab.cli.common import OneLineParser
 from ortholab.db.masking import MaskedStream, known_passwords
 from ortholab.errors import ConfigError
 
@@ -66,7 +66,7 @@ def resume_arguments(argv: list[str]) -> list[str]:
     from ortholab.db import Store, StoreError
     from ortholab.training.callbacks.lifecycle import check_resume_checkpoint
 
-    peek = argparse.ArgumentParser(add_help=False)
+    peek = OneLineParser(prog="ortholab fit", add_help=False)  # `--resume abc`: one line, exit 2
     peek.add_argument("--resume", type=int)
     peek.add_argument("--db")
     peek.add_argument("--config", action="append")
@@ -110,7 +110,7 @@ def predict_arguments(argv: list[str]) -> list[str]:
     name, as LightningCLI's `predict --config ... --ckpt_path ...` takes them. Other argv is returned as it is."""
     if not argv or argv[0] != "predict":
         return argv
-    peek = argparse.ArgumentParser(add_help=False)
+    peek = OneLineParser(prog="ortholab predict", add_help=False)  # `--run abc`: one line, exit 2
     peek.add_argument("--run", type=int)
     peek.add_argument("--checkpoint", default=None)
     peek.add_argument("--db")
