@@ -185,6 +185,11 @@ def run_flags(run: RunSummary) -> str | None:
     return next((t.removeprefix(FLAGS_TAG) for t in run.tags if t.startswith(FLAGS_TAG)), None)
 
 
+def run_scale(run: RunSummary | None) -> str | None:
+    """The scale `reproduce` trained the run at ('full', 'cpu-smoke'), from its `scale:` tag; None without one."""
+    return next((t.removeprefix("scale:") for t in (run.tags if run else ()) if t.startswith("scale:")), None)
+
+
 def at_paper_settings(run: RunSummary) -> bool:
     """Whether the run trained the row as the paper does: at full scale (or with no scale tag: a run tagged by hand)
     and with no flag that changes the experiment."""
@@ -428,7 +433,7 @@ def comparison_rows(items: list[Reproduction]) -> list[dict[str, Any]]:
             reproduced = _number(item.value)
             if item.measured_as and item.measured_as != row.metric:
                 reproduced += f" ({item.measured_as})"
-        scale = next((t[6:] for t in (item.fit.tags if item.fit else ()) if t.startswith("scale:")), None)
+        scale = run_scale(item.fit)
         rows.append(
             {
                 "row": row.row,

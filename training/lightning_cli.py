@@ -412,7 +412,6 @@ class OrthoLabCLI(LightningCLI):
         self._command_line_model_keys = sorted(
             {f[len("--model.") :].split(".")[0] for f in flags if f.startswith("--model.")}
         )
-        self._given_args = list(argv)
         subcommands = getattr(parser, "_subcommands_action", None)
         for each in (parser, *(subcommands.choices.values() if subcommands else ())):  # a key's error says whether
             each.given_args = list(argv)  # the command line or which --config file has it
@@ -438,9 +437,7 @@ class OrthoLabCLI(LightningCLI):
         check_trainer_devices(config.trainer)
         check_logger_extras(config.trainer.get("logger"))  # MLFlowLogger without mlflow: one line, not a traceback
         clip = config.model.get("grad_clip_norm")
-        if clip is not None and not (
-            isinstance(clip, (int, float)) and not isinstance(clip, bool) and math.isfinite(clip) and clip > 0
-        ):  # a negative norm would flip gradients
+        if clip is not None and not positive_norm(clip):  # a negative norm would flip gradients
             raise ConfigError(
                 f"model.grad_clip_norm = {clip!r} must be a positive finite number (e.g. 1.0), or null for no clipping"
             )
@@ -533,7 +530,7 @@ class OrthoLabCLI(LightningCLI):
         except (ValueError, TypeError) as err:  # Lightning refuses a trainer.* value (`accelerator='gpuu'`)
             if user_error(err) is not None:  # already one line (a MisconfigurationException: user_errors.py)
                 raise
-            raise ConfigError(trainer_refusal(err, config.trainer, getattr(self, "_given_args", None))) from None
+            raise ConfigError(trainer_refusal(err, config.trainer, getattr(self.parser, "given_args", None))) from None
         if self.subcommand == "fit":
             self.datamodule.test_every_validation = bool(config.get("test_every_validation"))
         trainer.loggers = [logger, *trainer.loggers]
@@ -645,6 +642,11 @@ def trainer_refusal(err: Exception, trainer: dict, argv: list[str] | None = None
     return f"trainer.{key} = {value!r}{f' ({where})' if where else ''}: {text}"
 
 
+def positive_norm(value) -> bool:
+    """Whether `value` is a gradient norm to clip to: a finite number above zero."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
 def check_manual_optimization(trainer: dict) -> None:
     """Lightning's gradient clipping and accumulation, which the module's own optimizer steps (one per parameter
     group) rule out: one line with what to use, before a run is recorded (Lightning's own error left a failed run)."""
@@ -653,7 +655,7 @@ def check_manual_optimization(trainer: dict) -> None:
         raise ConfigError(
             f"trainer.gradient_clip_val = {clip!r} is not available: the model steps each parameter group's optimizer "
             f"itself; clip the gradients' total norm with --model.grad_clip_norm "
-            f"{clip if isinstance(clip, (int, float)) and not isinstance(clip, bool) and clip > 0 else 'NORM (> 0)'} "
+            f"{clip if positive_norm(clip) else 'NORM (> 0)'} "
             f"instead"
         )
     if accumulate not in (None, 1):
@@ -768,15 +770,24 @@ def _check_writable_folder(folder: str) -> None:
         ) from None
 
 
+def config_file_mappings(config) -> list[dict]:
+    """The --config files as the mappings they hold, in order; a file the parser read already but that is no
+    mapping here (or cannot be read again) is left out: there is nothing in it to compare."""
+    mappings = []
+    for path in [p for p in (config.get("config") or []) if p is not None]:
+        with contextlib.suppress(OSError, yaml.YAMLError, UnicodeDecodeError):
+            mapping = yaml.safe_load(Path(os.fspath(path)).read_text())
+            if isinstance(mapping, dict):
+                mappings.append(mapping)
+    return mappings
+
+
 def swapped_task(config) -> tuple[str, str | None] | None:
     """When data.class_path names another task than the --config files do: a one-line note naming the options of
     theirs that the task dropped, and the run's name after the task it runs (None with --name); None: no swap."""
     given, options = None, {}
-    for path in [p for p in (config.get("config") or []) if p is not None]:
-        try:
-            data = (yaml.safe_load(Path(os.fspath(path)).read_text()) or {}).get("data")
-        except (OSError, AttributeError, yaml.YAMLError):  # a file the parser read already; nothing to compare
-            continue
+    for mapping in config_file_mappings(config):
+        data = mapping.get("data")
         if not isinstance(data, dict):
             continue
         if data.get("class_path") and data["class_path"] != given:
@@ -808,9 +819,9 @@ def _name_for_family(name: str | None, config, family: str) -> str:
     if not name:
         return family
     given = None
-    for path in [p for p in (config.get("config") or []) if p is not None]:  # the last file's model.family stands
-        with contextlib.suppress(OSError, AttributeError, TypeError, yaml.YAMLError):
-            given = (yaml.safe_load(Path(os.fspath(path)).read_text()).get("model") or {}).get("family") or given
+    for mapping in config_file_mappings(config):  # the last file's model.family stands
+        model = mapping.get("model")
+        given = (model.get("family") if isinstance(model, dict) else None) or given
     if not isinstance(given, str) or given.lower() == family.lower():
         return name
     parts = name.split("_")

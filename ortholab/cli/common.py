@@ -118,8 +118,8 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str):
         from ortholab.db.masking import known_passwords, mask_secrets
 
-        if ("unrecognized arguments" in message or "invalid choice" in message) and self.unknown_flag():
-            message = self.unknown_flag()  # `runs --statsu finished`: the typo, not the value argparse then misread
+        if ("unrecognized arguments" in message or "invalid choice" in message) and (typo := self.unknown_flag()):
+            message = typo  # `runs --statsu finished`: the typo, not the value argparse then misread
 
         print(
             f"ortholab: error: {mask_secrets(message, known_passwords(sys.argv))} (see `{self.prog} --help`)",

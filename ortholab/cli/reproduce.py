@@ -43,6 +43,7 @@ from ortholab.db.published import (
     load_tables,
     reproductions,
     run_flags,
+    run_scale,
 )
 from ortholab.db.seeds import seed_of
 from ortholab.db.store import ENV_VAR as DB_ENV_VAR
@@ -620,7 +621,7 @@ def resume_unfinished(
         if _resumable(store, fit):
             outcome = continue_run(row, fit.id, store, extra)
         else:  # stopped before its first checkpoint, or trained on a machine whose run folders are gone
-            scale = next((t.removeprefix("scale:") for t in fit.tags if t.startswith("scale:")), "full")
+            scale = run_scale(fit) or "full"
             print(
                 f"{row.tag} (seed {seed}): run {fit.id} has no checkpoint at {store.get_run(fit.id).run_dir}: "
                 f"trained anew as a new run",
@@ -727,7 +728,7 @@ def list_rows(db: str | None, table: str | None = None, absent: str | None = Non
     out = []
     for paper in [t for t in every.values() if table in (None, t.id)]:
         for item in reproductions(store, paper, every):
-            scale = next((t[6:] for t in (item.fit.tags if item.fit else ()) if t.startswith("scale:")), "full")
+            scale = run_scale(item.fit) or "full"
             out.append(
                 {
                     "table": paper.id,
