@@ -200,3 +200,14 @@ def test_a_study_without_a_completed_trial_is_refused_with_the_first_reason(tmp_
     trial = study.ask()
     study.tell(trial, 1.0)
     check_completed(study)  # one completed trial is a result
+
+
+def test_the_flag_check_names_bad_family_options_and_leaves_shapes_it_does_not_know_to_the_run():
+    """A printed config's family options and optimizers as a run checks them; an odd shape is no traceback here."""
+    from ortholab.cli.children import _refused_model_options
+
+    model = "model:\n  family: scornn\n  hidden_size: 8\n"
+    assert "model.family_args.rhoo is not an option" in _refused_model_options(model + "  family_args: {rhoo: 4}\n")
+    assert "recurrent must be a mapping" in _refused_model_options(model + "  optimizers: {recurrent: 5}\n")
+    assert _refused_model_options(model + "  family_args: [1, 2]\n") is None  # the run names it with its key
+    assert _refused_model_options("not: [a, mapping\n") is None and _refused_model_options("- a list\n") is None

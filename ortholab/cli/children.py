@@ -98,10 +98,11 @@ def _refused_model_options(printed: str) -> str | None:
     from ortholab.training.family_options import resolve_family_args, resolve_optimizers
 
     try:
-        model = (yaml.safe_load(printed) or {}).get("model") or {}
+        printed_config = yaml.safe_load(printed)
     except yaml.YAMLError:  # not a config: nothing more to check here; the run itself reads it
         return None
-    if not isinstance(model.get("family"), str):
+    model = printed_config.get("model") if isinstance(printed_config, dict) else None
+    if not isinstance(model, dict) or not isinstance(model.get("family"), str):
         return None
     size = model.get("hidden_size")
     try:
@@ -110,4 +111,6 @@ def _refused_model_options(printed: str) -> str | None:
             resolve_optimizers(model["family"], family_args, model.get("optimizers"), size)
     except ConfigError as refused:
         return str(refused)
+    except (AttributeError, KeyError, TypeError, ValueError):  # a shape it does not know: the run names it
+        return None
     return None
