@@ -150,6 +150,26 @@ def test_config_rows_read_the_first_comment_and_name_a_missing_one(tmp_path):
     }
 
 
+def test_list_configs_for_one_family_keeps_only_its_configs_and_names_a_misspelt_family(tmp_path, capsys):
+    root = tmp_path / "configs"
+    (root / "demo").mkdir(parents=True)
+    (root / "demo" / "a.yaml").write_text("# scoRNN\nmodel:\n  family: scornn\n")
+    (root / "demo" / "b.yaml").write_text("# LSTM\nmodel: {family: lstm}\n")
+    (root / "demo" / "c.yaml").write_text("# no family: the default\nmodel: {hidden_size: 8}\n")
+    assert [row["config"] for row in config_rows(root, family="lstm")] == ["configs/demo/b.yaml"]
+    assert len(config_rows(root)) == 3
+    main(["list", "configs", "--family", "eurnn", "--json"])
+    listed = json.loads(capsys.readouterr().out)
+    assert listed and all("eurnn" in row["config"] for row in listed)
+    for argv, message in [
+        (["list", "configs", "--family", "scorn"], "--family 'scorn' is not a registered family; did you mean"),
+        (["list", "tasks", "--family", "scornn"], "not to `list tasks`: drop --family"),
+    ]:
+        with pytest.raises(SystemExit) as stopped:
+            main(argv)
+        assert stopped.value.code == 2 and message in capsys.readouterr().err
+
+
 BAD_INPUT = [
     (["--model.family", "scorn"], "model.family = 'scorn' is not a registered family; did you mean 'scornn'?"),
     (["--model.family_args", "{rho: 300}"], "model.family_args.rho = 300 must lie between 0 and hidden_size = 8"),

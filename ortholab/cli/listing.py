@@ -1,4 +1,5 @@
-"""`ortholab list families|tasks|configs`: what is registered; `list families --family NAME`: one family's options."""
+"""`ortholab list families|tasks|configs`: what is registered; `list families --family NAME`: one family's options;
+`list configs --family NAME`: the configs that train that family."""
 
 from __future__ import annotations
 
@@ -6,10 +7,13 @@ import inspect
 import json
 from pathlib import Path
 
+import yaml
+
 from ortholab.cli.common import table
+from ortholab.errors import ConfigError, did_you_mean
 from ortholab.training.config_files import PACKAGE_ROOT
 
-USAGE = "list families|tasks|configs [--json] | list families --family NAME"
+USAGE = "list families|tasks|configs [--json] | list families|configs --family NAME"
 HELP = "what is registered; one family's options (model.family_args)"
 
 
@@ -20,11 +24,25 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--family",
         default=None,
-        help="with `families`: that family's options (model.family_args) with types and defaults",
+        help="with `families`: that family's options (model.family_args) with types and defaults; "
+        "with `configs`: only the configs whose model.family is NAME",
     )
 
 
 def run(args, extra: list[str]) -> None:
+    if args.family is not None:
+        from ortholab.models import FAMILIES
+
+        if args.family not in FAMILIES:
+            raise ConfigError(
+                f"--family {args.family!r} is not a registered family; {did_you_mean(args.family, FAMILIES)}"
+                f"choose one of {sorted(FAMILIES)}"
+            )
+        if args.what == "tasks":
+            raise ConfigError(
+                "--family applies to `list families` (its options) and `list configs` (its configs), "
+                "not to `list tasks`: drop --family"
+            )
     if args.what == "families" and args.family is not None:
         from ortholab.training.family_options import describe_options, family_options_rows
 
@@ -42,11 +60,17 @@ def run(args, extra: list[str]) -> None:
             spec = row["spec"] or {}
             row.update(loss=spec.get("loss"), readout=spec.get("readout"), baseline=spec.get("baseline"))
     else:
-        rows, columns = config_rows(), ["config", "description"]
+        rows, columns = config_rows(family=args.family), ["config", "description"]
     if args.json:
         print(json.dumps(rows, indent=2, default=str))
     else:
-        print(table(rows, columns) if rows else "nothing registered")
+        print(table(rows, columns) if rows else nothing_listed(args))
+
+
+def nothing_listed(args) -> str:
+    if args.what == "configs" and args.family is not None:
+        return f"no config trains {args.family}: start from another family's config with --model.family {args.family}"
+    return "nothing registered"
 
 
 def _options(cls, skip: set[str]) -> dict:
@@ -83,7 +107,6 @@ def family_rows() -> list[dict]:
 
 def task_rows() -> list[dict]:
     from ortholab.datamodules import TASKS
-    from ortholab.errors import ConfigError
 
     rows = []
     for name, cls in TASKS.items():
@@ -120,12 +143,22 @@ def config_description(path: Path) -> str:
     return NO_DESCRIPTION
 
 
-def config_rows(root: Path | None = None) -> list[dict]:
-    """Every trainable config under `root` (default: ./configs, else the repository's) with its description."""
+def config_family(path: Path) -> str | None:
+    """The config's model.family; None when the file names none (or is not a mapping)."""
+    loaded = yaml.safe_load(path.read_text())
+    model = loaded.get("model") if isinstance(loaded, dict) else None
+    return model.get("family") if isinstance(model, dict) else None
+
+
+def config_rows(root: Path | None = None, family: str | None = None) -> list[dict]:
+    """Every trainable config under `root` (default: ./configs, else the repository's) with its description;
+    with `family`, only those whose model.family is that family."""
     root = root or (Path.cwd() / "configs" if (Path.cwd() / "configs").is_dir() else PACKAGE_ROOT / "configs")
     rows = []
     for path in sorted(root.rglob("*.yaml")):
         if any(path.relative_to(root).is_relative_to(folder) for folder in NOT_TRAINABLE):
+            continue
+        if family is not None and config_family(path) != family:
             continue
         rows.append({"config": str(path.relative_to(root.parent)), "description": config_description(path)})
     return rows
