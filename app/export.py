@@ -523,7 +523,12 @@ def _export(
         else "ortholab report --export" + (" --shared-plotly" if plotly_js != "directory" else "")
     )
     every = load_tables()  # where twin rows are looked up
-    found = {table.id: reproductions(store, table, every) for table in tables.values()}  # read once
+    found = {table.id: reproductions(store, table, every) for table in tables.values()}
+    checkpoints = []
+    if with_checkpoints:  # before the store is read for the rest: a run training meanwhile has exported points
+        shutil.rmtree(folder / "checkpoints", ignore_errors=True)  # at least as new as its exported checkpoint
+        checkpoints = copy_resume_files(store, runs_behind(found), folder / "checkpoints")  # (this export's only)
+        found = {table.id: reproductions(store, table, every) for table in tables.values()}  # read once from here
     behind = runs_behind(found)
     codes = [code for run_id in behind for code in (store.get_run(run_id).info or {}).get("code") or [UNRECORDED]]
     trained_by = sorted({describe(code) for code in codes})  # every start's (a resume by other code adds one)
@@ -557,9 +562,7 @@ def _export(
         if size > MAX_BYTES
         else ""
     )
-    if with_checkpoints:  # this export's unfinished runs only: an earlier export's checkpoints go
-        shutil.rmtree(folder / "checkpoints", ignore_errors=True)
-        written += copy_resume_files(store, behind, folder / "checkpoints")
+    written += checkpoints
     provenance = (
         f"written by `{command}` on {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC\n"
         f"commit {writer}\nmachine {machine()}\nfrom the store {store.display_url}\n"

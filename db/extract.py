@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ortholab.db.schema_version import STORE_INFO
 from ortholab.db.store import Store
+from ortholab.errors import ConfigError
 
 MAX_POINTS = 2_000  # points kept per thinned series
 WHOLE = ("val/", "test/")  # never thinned
@@ -110,6 +111,18 @@ def copy_resume_files(source: Store, run_ids: Iterable[int], folder: str | Path)
             if path.is_file():
                 target = Path(folder, *parts, path.relative_to(run_dir))
                 target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(path, target)
+                copy_settled(path, target)
                 written.append(target)
     return written
+
+
+def copy_settled(source: Path, target: Path, tries: int = 5) -> None:
+    """Copy `source` again until it did not change while being copied (a live run rewrites last.ckpt in place,
+    not by rename); after `tries` copies that each saw a change, a ConfigError (a ValueError) naming the file."""
+    for _ in range(tries):
+        before = source.stat()
+        shutil.copyfile(source, target)
+        after = source.stat()
+        if (before.st_size, before.st_mtime_ns) == (after.st_size, after.st_mtime_ns):
+            return
+    raise ConfigError(f"{source} changed during each of {tries} copies: stop the run writing it, then export again")

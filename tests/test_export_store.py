@@ -192,3 +192,56 @@ def test_an_export_is_not_written_over_by_another_tables(tmp_path, monkeypatch, 
     assert f"--export {folder}: it holds the export of demo_table9; writing other_table there would replace it" in first
     assert "--export '': give the folder" in second
     assert {p.name for p in folder.iterdir()} == set(before) and _digest(folder / "runs.db") == before["runs.db"]
+
+
+def test_a_run_training_during_an_export_has_its_points_at_least_as_new_as_its_checkpoint(tmp_path, monkeypatch):
+    """The checkpoints are copied before the store is read for the report and runs.db: a run that goes on training
+    meanwhile resumes from the exported checkpoint with every point after it recorded again, not with a gap (until
+    stop 71 runs.db was written first, and a live run's copied last.ckpt could be newer than its exported points)."""
+    from ortholab.app import export
+
+    db = _store(tmp_path, monkeypatch)
+    store = Store(db)
+    (copying_run,) = [r for r in store.list_runs() if r.task == "copying"]
+    run_dir = tmp_path / "runs" / "store-0a1b2c3d" / "c" / str(copying_run.id)
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "checkpoints" / "last.ckpt").write_bytes(b"step 0")
+    store.update_run(copying_run.id, run_dir=str(run_dir), status="interrupted")
+    copy_resume_files = export.copy_resume_files
+
+    def copy_then_train_on(source, run_ids, folder):
+        written = copy_resume_files(source, run_ids, folder)
+        store.log_metrics(copying_run.id, {"val/loss": 0.2}, step=50)  # the run trains on after the copy
+        return written
+
+    monkeypatch.setattr(export, "copy_resume_files", copy_then_train_on)
+    main(["report", "demo_table9", "--db", db, "--export", str(tmp_path / "out"), "--with-checkpoints"])
+    copied = tmp_path / "out" / "checkpoints" / "store-0a1b2c3d" / "c" / str(copying_run.id) / "checkpoints"
+    assert (copied / "last.ckpt").read_bytes() == b"step 0"
+    exported = Store(f"sqlite:///{tmp_path / 'out' / 'runs.db'}", access="read")
+    assert [point.step for point in exported.metric_series(copying_run.id, "val/loss")] == [0, 50]
+
+
+def test_a_checkpoint_rewritten_while_copied_is_copied_again(tmp_path, monkeypatch):
+    """last.ckpt is rewritten in place by a live run: a copy that saw the file change is taken again."""
+    import shutil
+
+    from ortholab.db import extract
+
+    source, target = tmp_path / "last.ckpt", tmp_path / "copy.ckpt"
+    source.write_bytes(b"old")
+    calls, copyfile = [], shutil.copyfile
+
+    def copy_while_written(src, dst):
+        calls.append(src)
+        copyfile(src, dst)
+        if len(calls) == 1:
+            source.write_bytes(b"new, longer")  # the run saved again during the first copy
+        return dst
+
+    monkeypatch.setattr(extract.shutil, "copyfile", copy_while_written)
+    extract.copy_settled(source, target)
+    assert len(calls) == 2 and target.read_bytes() == b"new, longer"
+    monkeypatch.setattr(extract.shutil, "copyfile", lambda src, dst: source.write_bytes(source.read_bytes() + b"."))
+    with pytest.raises(ValueError, match=r"last.ckpt changed during each of 5 copies: stop the run writing it"):
+        extract.copy_settled(source, target)
