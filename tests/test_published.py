@@ -304,3 +304,19 @@ def test_rows_shared_by_two_papers_agree_where_the_papers_do():
     shared = set(sco) & set(scu)
     assert len(shared) >= 14
     assert {key: sco[key] for key in shared} == {key: scu[key] for key in shared}
+
+
+def test_no_row_reads_a_path_beside_the_checkout():
+    """`reproduce` runs from any folder (reproducing.md): a row's flags name no relative path such as
+    ../shared/data/poly_music, which resolved only from the checkout (the cpu_checks music rows until stop 71);
+    data sets come from the data root."""
+    from ortholab.db.published import load_tables
+
+    relative = [
+        f"{table.id}: {row.row}: {arg}"
+        for table in load_tables().values()
+        for row in table.rows
+        for arg in row.args
+        if re.match(r"\.{1,2}/", arg) or "/shared/" in arg
+    ]
+    assert relative == []
