@@ -32,6 +32,7 @@ from sqlalchemy import (
     delete,
     event,
     exists,
+    false,
     func,
     insert,
     or_,
@@ -539,6 +540,30 @@ class Store:
             self._touch(session, run_id)
             deleted = session.execute(delete(Metric).where(Metric.run_id == run_id, Metric.step >= from_step))
             session.execute(delete(Artifact).where(Artifact.run_id == run_id, Artifact.step >= from_step))
+        return deleted.rowcount
+
+    def remove_at_step(
+        self, run_id: int, step: int, key_prefixes: Iterable[str], artifact_kinds: Iterable[str] = (), name_prefix=""
+    ) -> int:
+        """Delete the run's metric points at `step` whose key starts with one of `key_prefixes`, and its artifacts
+        at `step` of `artifact_kinds` whose name starts with `name_prefix` (a record about to be written again in
+        full, e.g. an audio evaluation with fewer utterances); return how many points were deleted."""
+        prefixes, kinds = list(key_prefixes), list(artifact_kinds)
+        with self._session() as session:
+            self._touch(session, run_id)
+            keys = (
+                or_(*(Metric.key.startswith(prefix, autoescape=True) for prefix in prefixes)) if prefixes else false()
+            )
+            deleted = session.execute(delete(Metric).where(Metric.run_id == run_id, Metric.step == step, keys))
+            if kinds:
+                session.execute(
+                    delete(Artifact).where(
+                        Artifact.run_id == run_id,
+                        Artifact.step == step,
+                        Artifact.kind.in_(kinds),
+                        Artifact.name.startswith(name_prefix, autoescape=True),
+                    )
+                )
         return deleted.rowcount
 
     def watermark(self, run_id: int) -> dict[str, int]:

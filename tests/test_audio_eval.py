@@ -292,6 +292,21 @@ def test_fit_test_and_evaluate_run_on_fsdd_record_scores_and_clips(tmp_path, mon
     assert "Audio evaluation on 1 test utterances (griffin lim reconstruction)" in capsys.readouterr().out
     assert store.metric_series(run.id, "test_audio/segsnr_voicebox")[0].step == 2
 
+    # the fit's own val scores (2 utterances at step 2) are not replaced by a re-evaluation unless asked
+    again = ["evaluate-audio", str(run.id), "--db", db, "--checkpoint", "last", "--clips", "0"]
+    before = {key: store.metric_series(run.id, key) for key in store.metric_keys(run.id)}
+    with pytest.raises(SystemExit) as refused:
+        main(again)
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and "already holds its val audio scores at step 2 (2 utterances)" in err
+    assert {key: store.metric_series(run.id, key) for key in store.metric_keys(run.id)} == before
+    main([*again, "--replace", "--utterances", "1"])
+    assert [p.value for p in store.metric_series(run.id, "val_audio/n_utterances")] == [1.0]
+    scored = {k.rsplit("/", 1)[1] for k in store.metric_keys(run.id) if k.startswith("val_audio/stoi/")}
+    assert len(scored) == 1  # the second utterance's points of the earlier evaluation went with it
+    assert {a.meta["role"] for a in store.artifacts(run.id, AUDIO) if a.name.startswith("val/")} == set()  # --clips 0
+    assert len(store.artifacts(run.id, AUDIO_SCORES)) == 2  # one for val (replaced), one for test
+
 
 def test_clips_keep_levels_and_count_what_had_to_be_clipped():
     from ortholab.evaluation.audio import wav_bytes

@@ -13,7 +13,7 @@ from ortholab.errors import ConfigError
 if TYPE_CHECKING:
     from ortholab.datamodules.speech import SpeechPrediction
 
-USAGE = "evaluate-audio RUN_ID [--split val|test] [--utterances N] [--checkpoint best|last|PATH]"
+USAGE = "evaluate-audio RUN_ID [--split val|test] [--utterances N] [--checkpoint best|last|PATH] [--replace]"
 HELP = "SegSNR, STOI and PESQ of a speech run's reconstructions, recorded in the run"
 
 
@@ -21,12 +21,22 @@ def add_arguments(parser) -> None:
     parser.add_argument("run_id", type=int)
     parser.add_argument("--db", default=None, help=DB_HELP)
     parser.add_argument("--split", choices=["val", "test"], default="val")
-    parser.add_argument("--utterances", type=int, default=16, help="how many utterances to score (in order)")
+    parser.add_argument(
+        "--utterances",
+        type=int,
+        default=None,
+        help="how many utterances to score (in order); default: as many as the run's own AudioEvaluation, else 16",
+    )
     parser.add_argument("--clips", type=int, default=3, help="how many of them to store as audio clips")
     parser.add_argument(
         "--checkpoint", default=None, help="'best' (default; 'last' for a run that kept none), 'last' or a path"
     )
     parser.add_argument("--method", choices=["true_phase", "griffin_lim"], default="true_phase")
+    parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="record the scores in place of those the run already holds for the split at the checkpoint's step",
+    )
 
 
 def run(args, extra: list[str]) -> None:
@@ -38,6 +48,7 @@ def run(args, extra: list[str]) -> None:
         clips=args.clips,
         checkpoint=args.checkpoint,
         method=args.method,
+        replace=args.replace,
     )
     print(report.summary())
 
@@ -87,19 +98,26 @@ def _datamodule_from_config(config: dict, run_id: int) -> SpeechPrediction:
     return cls(**(data.get("init_args") or {}))
 
 
+DEFAULT_UTTERANCES = 16  # AudioEvaluation's default (training/callbacks/audio.py)
+
+
 def evaluate_run(
     db_url: str | None,
     run_id: int,
     split: str = "val",
-    utterances: int | None = 16,
+    utterances: int | None = None,
     clips: int = 3,
     checkpoint: str | None = None,
     method: str = "true_phase",
     per_utterance: bool = True,
+    replace: bool = False,
 ):
     """`ortholab evaluate-audio RUN_ID`: score a stored speech run's checkpoint on `split` and record the results
-    in that run at the checkpoint's training step (see the module docstring for what is recorded)."""
+    in that run at the checkpoint's training step (see the module docstring for what is recorded). `utterances`
+    None: as many as the run's own AudioEvaluation scored (else 16). Scores the run already holds for `split` at
+    that step are a ConfigError unless `replace`: the fit's own are never lost to a re-evaluation by mistake."""
     from ortholab.db import Store
+    from ortholab.db.artifacts import AUDIO, AUDIO_SCORES
     from ortholab.evaluation.audio import StoreRecorder, best_or_last, checkpoint_of, evaluate_split, record_report
     from ortholab.training.module import RecurrentModule
 
@@ -115,10 +133,38 @@ def evaluate_run(
         raise ConfigError(f"run {run_id} has no run folder recorded, so no checkpoint to evaluate")
     path = checkpoint_of(Path(run.run_dir), checkpoint or best_or_last(Path(run.run_dir)))  # None: best, else last
     state = load_checkpoint(path)  # before any data is read: a file that is not a checkpoint is one line
+    step = int(state.get("global_step", 0))
+    if not replace:
+        refuse_recorded_scores(store, run_id, split, step)
+    if utterances is None:
+        utterances = configured_utterances(run.config)
     datamodule = _datamodule_from_config(run.config, run_id)
     module = RecurrentModule.load_from_checkpoint(path, map_location="cpu", weights_only=True)
     report = evaluate_split(module, datamodule, split, utterances, clips, method)
-    record_report(
-        report, StoreRecorder(store, run_id, state.get("epoch")), int(state.get("global_step", 0)), per_utterance
-    )
+    if replace:  # the earlier evaluation whole: its points and clips of utterances not scored now go too
+        prefixes = [f"{split}_audio/", f"{split}_audio_baseline/"]
+        store.remove_at_step(run_id, step, prefixes, artifact_kinds=(AUDIO, AUDIO_SCORES), name_prefix=f"{split}/")
+    record_report(report, StoreRecorder(store, run_id, state.get("epoch")), step, per_utterance)
     return report
+
+
+def refuse_recorded_scores(store, run_id: int, split: str, step: int) -> None:
+    """A ConfigError when the run holds `split`'s audio scores at `step` (recording again would replace them)."""
+    key = f"{split}_audio/n_utterances"
+    held = [point for point in store.metric_series(run_id, key) if point.step == step]
+    if held:
+        raise ConfigError(
+            f"run {run_id} already holds its {split} audio scores at step {step} ({held[0].value:.0f} utterances); "
+            f"add --replace to record these in their place (the earlier ones are then gone), or score another "
+            f"checkpoint or split (--checkpoint, --split)"
+        )
+
+
+def configured_utterances(config: dict | None) -> int | None:
+    """How many utterances the run's own AudioEvaluation callback scored (None: all), else DEFAULT_UTTERANCES."""
+    callbacks = ((config or {}).get("trainer") or {}).get("callbacks") or []
+    for callback in callbacks if isinstance(callbacks, list) else []:
+        if isinstance(callback, dict) and str(callback.get("class_path", "")).endswith("AudioEvaluation"):
+            init_args = callback.get("init_args") or {}
+            return init_args.get("utterances", DEFAULT_UTTERANCES)
+    return DEFAULT_UTTERANCES
