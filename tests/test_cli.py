@@ -161,6 +161,11 @@ def test_list_configs_for_one_family_keeps_only_its_configs_and_names_a_misspelt
     main(["list", "configs", "--family", "eurnn", "--json"])
     listed = json.loads(capsys.readouterr().out)
     assert listed and all("eurnn" in row["config"] for row in listed)
+    main(["list", "families", "--family", "scurnn", "--json"])  # its options and its optimizer groups
+    described = json.loads(capsys.readouterr().out)
+    assert described["groups"] == ["other", "recurrent", "scaling"] and described["options"][0]["key"].startswith(
+        "model.family_args."
+    )
     for argv, message in [
         (["list", "configs", "--family", "scorn"], "--family 'scorn' is not a registered family; did you mean"),
         (["list", "tasks", "--family", "scornn"], "not to `list tasks`: drop --family"),

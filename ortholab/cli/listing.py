@@ -46,11 +46,13 @@ def run(args, extra: list[str]) -> None:
     if args.what == "families" and args.family is not None:
         from ortholab.training.family_options import describe_options, family_options_rows
 
-        print(
-            json.dumps(family_options_rows(args.family), indent=2, default=repr)
-            if args.json
-            else describe_options(args.family)
-        )
+        groups = family_groups(args.family)
+        if args.json:
+            rows = {"family": args.family, "groups": groups, "options": family_options_rows(args.family)}
+            print(json.dumps(rows, indent=2, default=repr))
+        else:
+            print(describe_options(args.family))
+            print(f"parameter groups (model.optimizers keys; `default` covers any not named): {', '.join(groups)}")
         return
     if args.what == "families":
         rows, columns = family_rows(), ["family", "groups", "recurrent_matrix", "summary"]
@@ -84,6 +86,13 @@ def _options(cls, skip: set[str]) -> dict:
 
 def _summary(cls) -> str:
     return (inspect.getdoc(cls) or "").splitlines()[0]
+
+
+def family_groups(family: str) -> list[str]:
+    """The family's parameter groups, each an optimizer key (model.optimizers.<group>)."""
+    from ortholab.models import FAMILIES
+
+    return sorted(FAMILIES[family](2, 4).parameter_groups())
 
 
 def family_rows() -> list[dict]:
