@@ -598,3 +598,69 @@ def test_filter_expression_and_columns_on_the_runs_page(server, browser):
     assert any(
         "Filter expression not applied: no run field, param or metric is called 'scornn'" in a for a in alerts
     ), alerts
+
+
+def selectbox_field(driver, label):
+    from selenium.webdriver.common.by import By
+
+    return widget(driver, "stSelectbox", label).find_element(By.CSS_SELECTOR, 'input[role="combobox"]')
+
+
+def choose(driver, label, value):
+    """Pick `value` in the selectbox `label`, typed into its field as a user would."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    field = selectbox_field(driver, label)
+    field.click()
+    field.send_keys(Keys.CONTROL, "a")
+    field.send_keys(value)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        options = [o for o in driver.find_elements(By.CSS_SELECTOR, '[role="option"]') if o.text.strip() == value]
+        if options:
+            options[0].click()
+            return
+        time.sleep(0.1)
+    pytest.fail(f"{label!r} offers no option {value!r}")
+
+
+def test_the_papers_table_is_part_of_the_address(server, browser):
+    """docs/dashboard.md's bookmark /papers?paper_table=<file stem> opens that table, not the default one, and
+    keeps it (and the selection) in the address; choosing another table writes its stem there, and the session
+    keeps it across pages; an unknown stem falls back to the default and says so."""
+    from selenium.webdriver.common.by import By
+
+    from ortholab.app.tables import default_table
+    from ortholab.db import published
+
+    base, ids, _ = server
+    tables = published.load_tables()
+    labels = {key: f"{t.paper} · {t.table}: {t.title}" for key, t in tables.items()}
+    default = default_table(tables, [])  # no run in this store reproduces a paper row
+    assert default != "srnn_table4"
+    run = ids["lstm-adding"]
+    browser.get(f"{base}/papers?paper_table=srnn_table4&run={run}")  # a bookmarked view
+    settle(browser, "Papers")
+    assert selectbox_field(browser, "Table").get_attribute("value") == labels["srnn_table4"]
+    assert "ortholab reproduce srnn_table4" in browser.find_element(*By_MAIN).text
+    assert "paper_table=srnn_table4" in browser.current_url and f"run={run}" in browser.current_url
+
+    choose(browser, "Table", labels["scurnn_table1"])
+    settle(browser, "Papers")
+    assert selectbox_field(browser, "Table").get_attribute("value") == labels["scurnn_table1"]
+    assert re.search(r"paper_table=scurnn_table1(&|$)", browser.current_url), browser.current_url
+    browser.find_element(By.CSS_SELECTOR, '[data-testid="stSidebarNav"] a[href$="/compare"]').click()
+    settle(browser, "Compare")
+    assert "paper_table" not in browser.current_url and f"run={run}" in browser.current_url
+    browser.find_element(By.CSS_SELECTOR, '[data-testid="stSidebarNav"] a[href$="/papers"]').click()
+    settle(browser, "Papers")
+    assert selectbox_field(browser, "Table").get_attribute("value") == labels["scurnn_table1"]  # the session's
+    assert "paper_table=scurnn_table1" in browser.current_url
+
+    browser.get(f"{base}/papers?paper_table=no_such_table")
+    settle(browser, "Papers")
+    assert selectbox_field(browser, "Table").get_attribute("value") == labels[default]
+    assert f"paper_table={default}" in browser.current_url
+    alerts = [a.text for a in browser.find_elements(By.CSS_SELECTOR, '[data-testid="stAlert"]')]
+    assert any("no published table is called 'no_such_table'" in a for a in alerts), alerts

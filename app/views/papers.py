@@ -16,6 +16,7 @@ DETAILS = [
 ROOM_PX = 900  # the page's width for a table in a 1400 px window with the sidebar open (the screenshots')
 HEADER_PX = ROW_PX = 35  # Streamlit's header and one-line rows
 ROWS_SHOWN = 12  # rows in view; more scroll
+TABLE = "paper_table"  # session-state key and URL query parameter: a file stem under configs/papers/published
 
 reader = data.reader()
 st.title("Papers")
@@ -25,15 +26,20 @@ if not tables:
     st.stop()
 
 labels = {key: f"{t.paper} · {t.table}: {t.title}" for key, t in tables.items()}
-chosen = st.selectbox(
-    "Table",
-    list(tables),
-    index=list(tables).index(default_table(tables, reader.runs())),
-    format_func=labels.get,
-    key="paper_table",
-    bind="query-params",
-    persist_state="session",
-)
+# The address names the table by its file stem (?paper_table=scornn_table1). Not bind="query-params": a bound
+# widget keeps what it shows in the URL, here the long label, so a stem in a bookmark would be dropped.
+asked = st.query_params.get(TABLE)
+unknown = None
+if st.session_state.get(TABLE) not in tables:  # a new session (or a table since removed): the URL's, else default
+    unknown = asked if asked and asked not in tables else None
+    st.session_state[TABLE] = asked if asked in tables else default_table(tables, reader.runs())
+chosen = st.selectbox("Table", list(tables), format_func=labels.get, key=TABLE, persist_state="session")
+if unknown is not None:
+    st.error(
+        f"Table from the address not shown: no published table is called {unknown!r}; showing {chosen}.",
+        icon=":material/table_chart:",
+    )
+st.query_params[TABLE] = chosen  # the address bar names the view's table
 table = tables[chosen]
 st.caption(
     f"Metric `{table.metric}` ({'higher' if table.mode == 'max' else 'lower'} is better)"
