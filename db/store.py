@@ -89,6 +89,20 @@ DAMAGED_FIX = "nothing was changed; restore it from a backup (`sqlite3 FILE .rec
 WRONG_FILE_FIX = "nothing was changed; check --db, $ORTHOLAB_DB or $ORTHOLAB_RUNS: they name another file"
 
 
+def expand_home(url: str) -> str:
+    """A SQLite URL whose file starts with ~ (sqlite:///~/runs/ortholab.db) with the home folder put in, as a shell
+    would: SQLite itself would make a folder named ~ in the current one. Other URLs are returned as given."""
+    if not url.startswith("sqlite") or "~" not in url:
+        return url
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return url  # Store reports what is wrong with it
+    if not (parsed.database or "").startswith("~"):
+        return url
+    return parsed.set(database=str(Path(parsed.database).expanduser())).render_as_string(hide_password=False)
+
+
 def _starts_as_sqlite(url: str) -> bool:
     """Whether a SQLite URL's file begins with SQLite's header (True for other URLs and unreadable files): a file
     that does not was never a store, so no backup restores it."""
@@ -160,7 +174,7 @@ class Store:
     def __init__(self, url: str | None = None, *, access: str = "create"):
         if access not in ACCESS:
             raise ValueError(f"access must be one of {ACCESS}, not {access!r}")
-        self._url = url or default_db_url()
+        self._url = expand_home(url or default_db_url())
         self._access = access
         self._owners: dict[int, str] = {}  # runs this Store writes under a lease: run id -> owner token
         self._facts: dict[str, str] | None = None
@@ -271,7 +285,7 @@ class Store:
         """Migrate the store at `url` to this OrthoLab's schema (`ortholab db upgrade`). Refused: a SQLite file that
         does not exist, a store from a newer OrthoLab, and (unless `allow_foreign`) a database of someone else's
         tables."""
-        url = url or default_db_url()
+        url = expand_home(url or default_db_url())
         shown = _masked(url)
         try:
             parsed = make_url(url)

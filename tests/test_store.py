@@ -301,6 +301,20 @@ def test_default_db_url_under_the_runs_root(tmp_path, monkeypatch):
     assert default_db_url() == "sqlite:////elsewhere/x.db"
 
 
+def test_a_sqlite_url_under_the_home_folder_is_expanded_not_made_a_folder_named_tilde(tmp_path, monkeypatch):
+    """`--db sqlite:///~/x/ortholab.db` made ./~/x/ortholab.db (walk-through 3): a folder that `rm -rf ~` removes
+    the wrong way. It is the home folder's, as $ORTHOLAB_RUNS=~/... already was."""
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    store = Store("sqlite:///~/x/ortholab.db")
+    assert store.url == f"sqlite:///{tmp_path}/home/x/ortholab.db" and (tmp_path / "home/x/ortholab.db").is_file()
+    assert not (tmp_path / "cwd" / "~").exists()
+    store.close()
+    assert Store("sqlite:///~/x/ortholab.db", access="read").list_runs() == []
+    assert Store.upgrade("sqlite:///~/x/ortholab.db") is not None
+
+
 def test_not_a_url(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(StoreError, match="not a database URL.*--db"):
