@@ -347,3 +347,18 @@ def test_a_crafted_checkpoint_is_refused_without_running_its_code(tmp_path, monk
     assert (
         "weights_only=False" not in Path(__import__("ortholab.evaluation.audio", fromlist=["x"]).__file__).read_text()
     )
+
+
+def test_a_run_that_kept_no_checkpoint_is_named_as_such(tmp_path):
+    """A predict run (or a fit stopped before its first checkpoint) keeps none: '--checkpoint last' was suggested
+    for it, and failed the same way (walk-through 3)."""
+    from ortholab.errors import ConfigError
+    from ortholab.evaluation.audio import checkpoint_of
+
+    for choice in ("best", "last"):
+        with pytest.raises(ConfigError, match=r"the run kept no checkpoint .* give a fit run that trained"):
+            checkpoint_of(tmp_path, choice)
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"")
+    with pytest.raises(ConfigError, match=r"the run folder holds \['last.ckpt'\] \(choose --checkpoint last"):
+        checkpoint_of(tmp_path, "best")

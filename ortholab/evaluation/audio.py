@@ -284,9 +284,14 @@ def checkpoint_of(run_dir: Path, checkpoint: str) -> Path:
         path = best[-1] if best else folder / "best-step<k>.ckpt"
     else:
         path = Path(checkpoint)
+    kept = sorted(p.name for p in folder.glob("*.ckpt"))
+    if not path.is_file() and not kept and checkpoint in ("last", "best"):
+        raise ConfigError(
+            f"the run kept no checkpoint ({folder} holds none): a predict, validate or test run keeps none, nor "
+            f"does a fit stopped before its first; give a fit run that trained, or --checkpoint PATH"
+        )
     if not path.is_file():
         raise ConfigError(
-            f"no checkpoint {path}; the run folder holds {sorted(p.name for p in folder.glob('*.ckpt'))}"
-            f" (choose --checkpoint last, best or a path)"
+            f"no checkpoint {path}; the run folder holds {kept} (choose --checkpoint last, best or a path)"
         )
     return path
