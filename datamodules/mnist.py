@@ -108,6 +108,11 @@ def check_options(dataset: str, path, scaling: str, val_from: str, std, pixel_ma
             "data.dataset = 'idx' needs data.path: the directory of the four IDX files "
             "(e.g. /usr/share/datasets/fashion-mnist after `apt-get install dataset-fashion-mnist`)"
         )
+    if dataset == "sklearn_digits" and path is not None:  # built in: a path given was meant for another set
+        raise ConfigError(
+            f"data.path = {str(path)!r} is not read by data.dataset = 'sklearn_digits' (built in); give "
+            f"data.dataset mnist, fashion-mnist or idx to read it, or drop data.path"
+        )
     if scaling not in ("unit", "standard"):
         raise ConfigError(
             f"data.scaling = {scaling!r}; choose 'unit' (pixel / pixel_max) or 'standard' "

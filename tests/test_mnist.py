@@ -224,3 +224,11 @@ def test_the_real_mnist_follows_the_scornn_protocol():
         )
     )
     assert torch.equal(inputs, again)  # the shuffled order is seeded: a re-run sees the same first batch
+
+
+def test_a_path_the_built_in_digits_would_not_read_is_refused(tmp_path):
+    """`--data.path DIR` with the demo's built-in digits trained on them and kept DIR in the config, even when DIR
+    did not exist (walk-through 3)."""
+    with pytest.raises(ConfigError, match=r"data.path = '.*nosuch' is not read by data.dataset = 'sklearn_digits'"):
+        PixelMNIST(dataset="sklearn_digits", path=str(tmp_path / "nosuch"))
+    assert PixelMNIST(dataset="sklearn_digits").path is None
