@@ -162,6 +162,10 @@ class TaskDataModule(pl.LightningDataModule):
         self.num_workers = require_workers(num_workers)
         self._splits: dict[str, TensorDataset] = {}
 
+    def check_data(self) -> None:
+        """A ConfigError when the task's data is not there (cheap: nothing is read); the CLI calls it before the
+        run is recorded, so a missing corpus records nothing. Tasks whose data is read when built need none."""
+
     def make_split(self, split: str) -> tuple[torch.Tensor, ...]:
         """(inputs, targets) of one split: 'train', 'val' or 'test'."""
         raise NotImplementedError

@@ -295,6 +295,9 @@ class PolyphonicMusic(GatheredTaskDataModule):
         )
 
     def setup(self, stage: str) -> None:
+        self.check_data()
+
+    def check_data(self) -> None:
         if self.file is None:
             raise ConfigError(
                 f"data.path is not set: give the piano-roll file "

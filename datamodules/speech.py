@@ -72,7 +72,8 @@ class SpeechPrediction(GatheredTaskDataModule):
     recordings_per_utterance: FSDD recordings joined per utterance. framing / log_scale: see spectral.py.
     target: 'next_frame' or 'previous_frame' (expRNN); mse: 'valid_frames' or 'with_padding' (Wisdom et al.).
     max_utterances: keep only the first N utterances of every split (quick runs). cache_dir: where computed
-    features are saved (null: memory only). seed: FSDD's grouping and the training order.
+    features are saved (null: memory only); a relative path lies under the runs folder (--runs_dir, $ORTHOLAB_RUNS,
+    else ./runs), as `place_cache` puts it. seed: FSDD's grouping and the training order.
     """
 
     def __init__(
@@ -151,8 +152,16 @@ class SpeechPrediction(GatheredTaskDataModule):
         return self.reader.sample_rate
 
     # which recordings -----------------------------------------------------------------------------------
+    def place_cache(self, runs_dir: str | Path) -> None:
+        """A relative cache_dir under `runs_dir` (the CLI's runs folder), so that the cache is found from any folder."""
+        if self.cache_dir is not None and not self.cache_dir.is_absolute():
+            self.cache_dir = Path(runs_dir).expanduser().absolute() / self.cache_dir
+
+    def check_data(self) -> None:
+        self.sources()  # a missing or malformed corpus fails here, before the run is recorded
+
     def setup(self, stage: str) -> None:
-        self.sources()  # a missing or malformed corpus fails here, before training starts
+        self.check_data()
 
     def sources(self) -> dict[str, list[UtteranceSource]]:
         """{split: utterances} of the corpus, cut to `max_utterances` (listed once, no audio read)."""

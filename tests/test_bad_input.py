@@ -194,3 +194,21 @@ def test_a_trainer_value_lightning_refuses_is_one_line_and_records_no_run(
     assert expected in line and "Union subtypes" not in line, line
     db = tmp_path / "x.db"  # refused at parsing: no store made; by Lightning: a store without a run
     assert not db.exists() or Store(f"sqlite:///{db}", access="read").list_runs() == []
+
+
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (["--data.download", "false"], "fsdd is not in the data root"),
+        (["--data.corpus", "timit"], "data.path is not set: give TIMIT's folder"),
+    ],
+)
+def test_a_speech_corpus_not_there_records_no_run(tmp_path, monkeypatch, capsys, args, expected):
+    """The speech task listed its corpus in setup, after the run was recorded: each such mistake left a failed run
+    (walk-through 3); the other tasks' data errors never did."""
+    monkeypatch.setenv("ORTHOLAB_DATA", str(tmp_path / "empty-data-root"))
+    speech = str(Path(DEMO).parent / "speech_fsdd_scornn.yaml")
+    line = fails(tmp_path, monkeypatch, capsys, "--config", speech, *args)
+    assert expected in line, line
+    db = tmp_path / "x.db"
+    assert not db.exists() or Store(f"sqlite:///{db}", access="read").list_runs() == []

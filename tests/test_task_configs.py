@@ -41,7 +41,8 @@ def test_config_parses(config, capsys):
     assert "class_path: datamodules." in capsys.readouterr().out
 
 
-# 4 utterances of 2 recordings per split, their features cached in the test's folder, 1 utterance evaluated as audio
+# 4 utterances of 2 recordings per split, their features cached under the runs folder (a relative cache_dir), 1
+# utterance evaluated as audio
 SPEECH_TINY = [
     "--data.max_utterances",
     "4",
@@ -50,7 +51,7 @@ SPEECH_TINY = [
     "--data.batch_size",
     "2",
     "--data.cache_dir",
-    "{tmp}/cache",
+    "cache",
     "--trainer.callbacks.utterances",
     "1",
     "--trainer.callbacks.clips",
@@ -100,13 +101,13 @@ def test_demo_fit_records_the_main_metric(config, extra, main_metric, needs, tmp
     values = [point.value for point in Store(db).metric_series(run.id, main_metric)]
     assert len(values) == 1 and values[0] == values[0]  # recorded once (after step 3), and not NaN
     assert run.best == pytest.approx(values[0])
-    if "--data.cache_dir" in extra:  # the speech features were computed once and saved where the flag says
-        assert sorted(path.name.split("-")[2] for path in (tmp_path / "cache").glob("speech-fsdd-*.pt")) == [
-            "train",
-            "val",
-        ]
+    if "--data.cache_dir" in extra:  # computed once and saved under --runs_dir, not the folder the run started in
+        cache = tmp_path / "runs" / "cache"
+        assert sorted(path.name.split("-")[2] for path in cache.glob("speech-fsdd-*.pt")) == ["train", "val"]
+        assert Store(db).get_run(run.id).config["data"]["init_args"]["cache_dir"] == str(cache)  # where it went
+        assert not (REPO / "cache").exists()
 
 
 def test_speech_demo_caches_its_features_under_runs():
     data = yaml.safe_load((REPO / "configs" / "demo" / "speech_fsdd_scornn.yaml").read_text())["data"]["init_args"]
-    assert data["cache_dir"].startswith("runs/")  # computed once, beside the runs, ignored by git
+    assert data["cache_dir"] == "cache/fsdd"  # relative: under the runs folder (place_cache), never the checkout

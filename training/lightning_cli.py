@@ -62,7 +62,9 @@ class RecordConfig(SaveConfigCallback):
             # the folder the run started in is recorded absolute, so `fit --resume` and `reproduce --resume` read
             # this config from any folder
             is_path = key == "path" or key.endswith(("_file", "_dir"))
-            if is_path and isinstance(value, str) and value[:1] not in ("", "~"):  # "~/..." and "" stay as given
+            if key == "cache_dir" and getattr(trainer.datamodule, "cache_dir", None) is not None:
+                data_args[key] = str(trainer.datamodule.cache_dir)  # where place_cache put it (the runs folder)
+            elif is_path and isinstance(value, str) and value[:1] not in ("", "~"):  # "~/..." and "" stay as given
                 data_args[key] = str(Path(value).absolute())
         model = config.get("model") or {}
         if model.get("family"):  # every family option with the value it ran with, defaults included: a resume or a
@@ -464,6 +466,12 @@ class OrthoLabCLI(LightningCLI):
         checkpoint, self._checkpoint_to_check = getattr(self, "_checkpoint_to_check", None), None
         if checkpoint is not None:  # the model and task are built: refuse another's checkpoint before the run is
             self.model.refuse_foreign_checkpoint(checkpoint)  # recorded (a refused resume changes nothing of it)
+        place_cache = getattr(self.datamodule, "place_cache", None)
+        if place_cache is not None:  # a relative cache_dir lies under the runs folder, not the current one
+            place_cache(config.runs_dir)
+        check_data = getattr(self.datamodule, "check_data", None)
+        if check_data is not None:  # a corpus not there: one line, and no failed run left behind
+            check_data()
         if rank_zero_only.rank == 0 and self.subcommand == "fit":
             check_free_space(config.runs_dir, self.model)  # before the run is recorded: a full disk is one line
         note, swapped_name = getattr(self, "_task_swap", None) or (None, None)

@@ -95,7 +95,10 @@ def _datamodule_from_config(config: dict, run_id: int) -> SpeechPrediction:
             f"run {run_id} trained data.class_path = {class_path!r}; audio evaluation needs the speech "
             f"task (datamodules.SpeechPrediction)"
         )
-    return cls(**(data.get("init_args") or {}))
+    datamodule = cls(**(data.get("init_args") or {}))
+    if config.get("runs_dir"):  # a relative cache_dir (a config recorded before stop 71): under its runs folder
+        datamodule.place_cache(config["runs_dir"])
+    return datamodule
 
 
 DEFAULT_UTTERANCES = 16  # AudioEvaluation's default (training/callbacks/audio.py)
