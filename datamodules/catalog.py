@@ -15,6 +15,8 @@ well, before it is decompressed. TIMIT (LDC licence) and PTB (LDC licence) canno
 from __future__ import annotations
 
 import os
+import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -57,20 +59,93 @@ class DataSet:
     def path(self, root: Path | None = None) -> Path:
         return (root or data_root()) / self.folder
 
+    def problems(self, root: Path | None = None) -> list[Problem]:
+        """What is wrong with each file in the data root that is absent, of the wrong size or still gzipped (a quick
+        check of sizes, no checksum: `fetch` verifies the SHA-256 of every file)."""
+        folder = self.path(root)
+        return [p for p in (size_problem(folder, f) for f in self.files) if p is not None]
+
     def missing(self, root: Path | None = None) -> list[DataFile]:
         """The files absent from the data root or of the wrong size (a quick check; `fetch` verifies checksums)."""
-        folder = self.path(root)
-        return [f for f in self.files if not _has_size(folder / f.name, f.size)]
+        return [p.file for p in self.problems(root)]
 
     def present(self, root: Path | None = None) -> bool:
         return not self.missing(root)
 
 
-def _has_size(path: Path, size: int) -> bool:
+@dataclass(frozen=True)
+class Problem:
+    """A file of a data set that is not in the data root as it should be.
+
+    kind: 'missing' (nothing there), 'gzipped' (only NAME.gz there: OrthoLab reads the uncompressed file), or
+    'damaged' (something there of the wrong size, or failing its SHA-256 when `digest` is given)."""
+
+    file: DataFile
+    path: Path
+    kind: str
+    size: int | None = None  # bytes of what lies there (the archive's for 'gzipped'); None: not a file
+    digest: str | None = None  # its SHA-256, when it was computed and is wrong
+
+    def describe(self) -> str:
+        """One clause naming the file, what lies there and what is expected."""
+        expected = f"{self.file.size:,} bytes"
+        if self.kind == "missing":
+            return f"{self.path} is missing"
+        if self.kind == "gzipped":
+            return (
+                f"{self.path}.gz is there but OrthoLab reads {self.path.name} uncompressed: gunzip it "
+                f"(`gunzip -k {self.path}.gz`)"
+            )
+        if self.size is None:
+            return f"{self.path} cannot be read as a file (a folder, or unreadable); a file of {expected} expected"
+        if self.digest is not None:
+            return (
+                f"{self.path} is damaged or another file: {self.size:,} bytes as expected but its SHA-256 is "
+                f"{self.digest}, expected {self.file.sha256}"
+            )
+        return f"{self.path} is damaged or another file: {self.size:,} bytes, expected {expected}"
+
+
+def gunzip_note(dataset: DataSet, problems: Sequence[Problem], fetch_hint: bool = True) -> str:
+    """'' when none of `problems` is a gzipped file, else one clause: gunzip them (or fetch, which decompresses the
+    archives it finds in the data set's folder when they are the published ones and no mirror is set)."""
+    gzipped = [p for p in problems if p.kind == "gzipped"]
+    if not gzipped:
+        return ""
+    if len(gzipped) == 1:
+        note = gzipped[0].describe()
+    else:
+        folder = gzipped[0].path.parent
+        note = (
+            f"{folder} holds {len(gzipped)} of its files gzipped (e.g. {gzipped[0].file.name}.gz) but OrthoLab "
+            f"reads them uncompressed: gunzip them (`gunzip -k {folder}/*.gz`)"
+        )
+    if fetch_hint:
+        note += (
+            f", or run `ortholab data fetch {dataset.name}`, which decompresses each archive that has the SHA-256 of "
+            f"the published one"
+        )
+    return note
+
+
+def size_problem(folder: Path, file: DataFile) -> Problem | None:
+    """What is wrong with `file` in `folder` by its size alone (None: there, with the right size)."""
+    path = folder / file.name
     try:
-        return path.stat().st_size == size
-    except OSError:
-        return False
+        found = path.stat()
+    except OSError:  # absent (or unreadable): a gzip archive of it in its place?
+        try:
+            archive = (folder / f"{file.name}.gz").stat()
+        except OSError:
+            return Problem(file, path, "missing")
+        if stat.S_ISREG(archive.st_mode):
+            return Problem(file, path, "gzipped", archive.st_size)
+        return Problem(file, path, "missing")
+    if not stat.S_ISREG(found.st_mode):
+        return Problem(file, path, "damaged")
+    if found.st_size != file.size:
+        return Problem(file, path, "damaged", found.st_size)
+    return None
 
 
 def data_root() -> Path:

@@ -38,7 +38,17 @@ from pathlib import Path, PureWindowsPath
 
 from tqdm.auto import tqdm
 
-from ortholab.datamodules.catalog import DATA_ENV, MIRROR_ENV, DataFile, DataSet, data_root, get
+from ortholab.datamodules.catalog import (
+    DATA_ENV,
+    MIRROR_ENV,
+    DataFile,
+    DataSet,
+    Problem,
+    data_root,
+    get,
+    gunzip_note,
+    size_problem,
+)
 from ortholab.errors import ConfigError
 
 CHUNK_BYTES = 1 << 16  # read, written and shown on the progress bar this many bytes at a time
@@ -66,6 +76,15 @@ class Broken(Exception):
 
 class TooLong(Exception):
     """The source sends more bytes than the file has: not this file (nothing past the file's size is read)."""
+
+
+class FetchError(ConfigError):
+    """A data set could not be fetched: the message says why and the fix; `reason` says why in a few words (the
+    summary of `ortholab data fetch all`)."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -123,9 +142,10 @@ def _disk_full(err: OSError, path: Path, done: str) -> ConfigError | None:
     """A write that ran out of space as one line naming the file, what was done with it and the fix; else None."""
     if err.errno not in (errno.ENOSPC, errno.EDQUOT):
         return None
-    return ConfigError(
+    return FetchError(
         f"no space left on the device writing {path} ({err.strerror}); {done}; free space there, or "
-        f"set ${DATA_ENV} to a folder on another disk, and fetch again"
+        f"set ${DATA_ENV} to a folder on another disk, and fetch again",
+        "no space left on the device",
     )
 
 
@@ -227,8 +247,8 @@ def _checksum_line(name: str, source: Source, got: str | None, folder: Path) -> 
         else f"it sends more than the file's {source.size:,} bytes, so they fail the {kind} checksum; no more was read"
     )
     return (
-        f"{name}: the copy at {source.url} is damaged or another file ({why}); it was deleted and nothing was "
-        f"written to {folder}. Fetch again, or from another mirror (--mirror URL or ${MIRROR_ENV})"
+        f"{name}: the copy at {source.url} is damaged or another file ({why}); what was received was deleted and "
+        f"nothing was written to {folder}. Fetch again, or from another mirror (--mirror URL or ${MIRROR_ENV})"
     )
 
 
@@ -236,7 +256,7 @@ def _unwritable(path: Path, err: OSError, fix: str) -> ConfigError:
     """One line for a folder that cannot be created or written: the path, why (a file in the way?) and `fix`."""
     blocker = next((p for p in (path, *path.parents) if os.path.lexists(p) and not os.path.isdir(p)), None)
     why = f"{blocker} is a file, not a folder" if blocker is not None else (err.strerror or _reason(err))
-    return ConfigError(f"cannot write the data into {path}: {why}; {fix}")
+    return FetchError(f"cannot write the data into {path}: {why}; {fix}", f"cannot write into {path}: {why}")
 
 
 def fetch_file(
@@ -314,24 +334,51 @@ def fetch_file(
         os.replace(part, target)
         return target
     if failed:
-        raise ConfigError(failed[0])
+        raise FetchError(failed[0], f"the source's copy of {name} fails its checksum")
     if absent:
         raise NotServed("; ".join(absent + unreachable))
     raise Unreachable("; ".join(unreachable))
 
 
-def _intact(path: Path, file: DataFile) -> bool:
+def _check(folder: Path, file: DataFile) -> Problem | None:
+    """What is wrong with `file` in `folder`, its SHA-256 computed when its size is right; None when intact."""
+    problem = size_problem(folder, file)
+    if problem is not None:
+        return problem
+    path = folder / file.name
     try:
-        return path.stat().st_size == file.size and digest_of(path) == file.sha256
+        got = digest_of(path)
     except OSError:
-        return False
+        return Problem(file, path, "damaged")
+    return None if got == file.sha256 else Problem(file, path, "damaged", file.size, got)
 
 
-def _by_hand(dataset: DataSet, folder: Path) -> str:
+def _more(problems: Sequence[Problem]) -> str:
+    return f" (and {len(problems) - 1} more file(s) like it)" if len(problems) > 1 else ""
+
+
+def _whence(file: DataFile) -> str:
+    """Where `file` is published: its first URL, and that it is served gzipped."""
+    if not file.urls:
+        return file.name
+    return f"{file.name} from {file.urls[0]}{' (then gunzip it)' if file.gzip_sha256 else ''}"
+
+
+def _by_hand(dataset: DataSet, folder: Path, problems: Sequence[Problem] = ()) -> str:
+    """What is wrong with the files already there, and where to copy each file from by hand."""
+    files = [p.file for p in problems] or list(dataset.files)
+    damaged = [p for p in problems if p.kind == "damaged"]
+    notes = f"{damaged[0].describe()}{_more(damaged)}; " if damaged else ""
+    if gunzipped := gunzip_note(dataset, problems, fetch_hint=False):
+        notes += f"{gunzipped}; "
+    if len(files) <= 4:
+        copy = f"copy {', '.join(_whence(f) for f in files)} by hand into {folder}"
+    else:
+        copy = f"copy its {len(files)} files by hand into {folder}, each from its own URL (e.g. {_whence(files[0])})"
     return (
-        f"copy the files by hand into {folder} (from {dataset.homepage}, or any copy with the same SHA-256: "
-        f"`ortholab data list {dataset.name}` lists each file's checksum and URL), or set $ORTHOLAB_DATA to a "
-        f"folder holding {dataset.folder}/, or ${MIRROR_ENV} to a copy of a data root"
+        f"{notes}{copy}, or any copy with the same SHA-256 (`ortholab data list {dataset.name}` lists each file's "
+        f"checksum and URL), or set ${DATA_ENV} to a folder holding {dataset.folder}/, or ${MIRROR_ENV} to a copy "
+        f"of a data root"
     )
 
 
@@ -385,7 +432,7 @@ def fetch(
         else "give a writable folder"
     )
     folder = Path(folder) if folder is not None else dataset.path(root)
-    if all(_intact(folder / f.name, f) for f in dataset.files):  # stops at the first file missing
+    if not any(_check(folder, f) for f in dataset.files):  # stops at the first file missing or damaged
         return folder
     with contextlib.ExitStack() as held:
         try:
@@ -434,9 +481,15 @@ def _exclusive(path: Path):
 
 
 def _fetch_into(dataset: DataSet, folder: Path, mirror: str | None, timeout: float, workers: int) -> Path:
-    todo = [f for f in dataset.files if not _intact(folder / f.name, f)]  # again: another process may have done it
-    if not todo:
+    problems = [p for p in (_check(folder, f) for f in dataset.files) if p]  # again: another process may have done it
+    if not problems:
         return folder
+    todo = [p.file for p in problems]
+    damaged = [p for p in problems if p.kind == "damaged"]
+    for problem in damaged[:3]:
+        print(f"{dataset.name}: {problem.describe()}; fetching it again to replace it", file=sys.stderr)
+    if len(damaged) > 3:
+        print(f"{dataset.name}: and {len(damaged) - 3} more damaged file(s), fetched again", file=sys.stderr)
     jobs = [(f, _sources(dataset, f, (folder / f.name).parent, mirror)) for f in todo]
     print(
         f"fetching {dataset.name} ({dataset.license}): {len(todo)} file(s), {sum(f.size for f in todo) / 1e6:.1f} MB "
@@ -459,18 +512,21 @@ def _fetch_into(dataset: DataSet, folder: Path, mirror: str | None, timeout: flo
                 for future in done:
                     future.result()  # the first error, if any
     except Unreachable as err:
-        raise ConfigError(
+        raise FetchError(
             f"cannot fetch {dataset.name}: no source could be reached ({err}), so this machine seems "
-            f"to have no network access; {_by_hand(dataset, folder)}"
+            f"to have no network access; {_by_hand(dataset, folder, problems)}",
+            f"no source could be reached{f' at {mirror}' if mirror else ''}",
         ) from None
     except NotServed as err:
-        raise ConfigError(
-            f"cannot fetch {dataset.name}: no source serves its files ({err}); {_by_hand(dataset, folder)}"
+        raise FetchError(
+            f"cannot fetch {dataset.name}: no source serves its files ({err}); {_by_hand(dataset, folder, problems)}",
+            f"not on the mirror {mirror}" if mirror else "not served at its public URLs",
         ) from None
     except Broken as err:
-        raise ConfigError(
+        raise FetchError(
             f"cannot fetch {dataset.name}: {err}; what was received is kept as .part files in "
-            f"{folder}: run `ortholab data fetch {dataset.name}` again to resume"
+            f"{folder}: run `ortholab data fetch {dataset.name}` again to resume",
+            "the transfer broke (fetch it again to resume)",
         ) from None
     finally:
         bar.close()
@@ -481,15 +537,25 @@ def ensure(name: str, download: bool = False, key: str = "data.download") -> Pat
     """The folder of data set `name` in the data root, fetched first when it is missing and `download` is set."""
     dataset = get(name)
     folder = dataset.path()
-    missing = dataset.missing()
-    if not missing:
+    problems = dataset.problems()  # sizes only: `fetch` checks the SHA-256 of every file
+    if not problems:
         return folder
     if download:
         return fetch(dataset)
+    damaged = [p for p in problems if p.kind == "damaged"]
+    gzipped = [p for p in problems if p.kind == "gzipped"]
+    if damaged:
+        raise ConfigError(
+            f"{dataset.name} cannot be read from the data root: {damaged[0].describe()}{_more(damaged)}; fetch it "
+            f"again with `ortholab data fetch {dataset.name}` or {key}: true (the fetch replaces it), or copy "
+            f"{_whence(damaged[0].file)} by hand (`ortholab data list {dataset.name}` lists each file's SHA-256)"
+        )
+    if gzipped:
+        raise ConfigError(f"{dataset.name} cannot be read from the data root: {gunzip_note(dataset, gzipped)}")
     raise ConfigError(
-        f"{dataset.name} is not in the data root: {folder} lacks {len(missing)} of its "
-        f"{len(dataset.files)} files (e.g. {missing[0].name}); fetch it with `ortholab data fetch "
-        f"{dataset.name}` or {key}: true, or set $ORTHOLAB_DATA to the folder holding "
+        f"{dataset.name} is not in the data root: {folder} lacks {len(problems)} of its "
+        f"{len(dataset.files)} files (e.g. {problems[0].file.name}); fetch it with `ortholab data fetch "
+        f"{dataset.name}` or {key}: true, or set ${DATA_ENV} to the folder holding "
         f"{dataset.folder}/ (now {data_root()})"
     )
 

@@ -32,12 +32,33 @@ from ortholab.datamodules.base import require_positive
 from ortholab.datamodules.batching import GatheredTaskDataModule
 from ortholab.datamodules.download import ensure
 from ortholab.datamodules.spec import TaskSpec
-from ortholab.errors import ConfigError
+from ortholab.errors import ConfigError, did_you_mean
 
 HOW_TO_FIX = (
     "a recording of the Free Spoken Digit Dataset (8 kHz mono, https://github.com/Jakobovski/"
     "free-spoken-digit-dataset) from the data root: data.fsdd_recording: 0_jackson_0.wav"
 )
+
+
+FSDD_NAMES = "{digit}_{speaker}_{index}.wav (digit 0-9, index 0-49; e.g. 0_jackson_0.wav)"
+
+
+def fsdd_recording_path(folder: Path, name: str) -> Path:
+    """The recording `name` (data.fsdd_recording) in FSDD's recordings `folder`; a ConfigError naming the key, the
+    naming rule and the nearest existing name when there is no such recording."""
+    path = folder / name
+    if path.is_file():
+        return path
+    try:
+        existing = sorted(p.name for p in folder.iterdir() if p.suffix.lower() == ".wav")
+    except OSError:
+        existing = []
+    speakers = sorted({n.split("_")[1] for n in existing if n.count("_") == 2})
+    who = f", speaker one of {', '.join(speakers)}" if speakers else ""
+    raise ConfigError(
+        f"data.fsdd_recording = {name!r}: there is no such recording in {folder}; FSDD names its recordings "
+        f"{FSDD_NAMES}{who}; {did_you_mean(name, existing)}`ls {folder}` lists them"
+    )
 
 
 def read_mono(path: Path, sample_rate: int | None) -> np.ndarray:
@@ -106,7 +127,7 @@ class SequenceGeneration(GatheredTaskDataModule):
         self.num_excerpts = require_positive(num_excerpts, "num_excerpts")
         self.inputs = inputs
         if fsdd_recording is not None and path is None:  # a path given (e.g. on the command line) wins
-            path = str(ensure("fsdd", download) / "recordings" / fsdd_recording)
+            path = str(fsdd_recording_path(ensure("fsdd", download) / "recordings", fsdd_recording))
         self.path = Path(path).expanduser() if path is not None else None
         self.excerpts = None
         if self.path is not None:
@@ -139,6 +160,9 @@ class SequenceGeneration(GatheredTaskDataModule):
         return excerpts / peak if peak_normalize else excerpts
 
     def setup(self, stage: str) -> None:
+        self.check_data()
+
+    def check_data(self) -> None:
         if self.excerpts is None:
             raise ConfigError(f"data.path is not set: give a mono audio file, e.g. {HOW_TO_FIX}")
 

@@ -396,3 +396,141 @@ def test_a_gzip_archive_is_checked_then_decompressed_and_checked_again(server, o
     with pytest.raises(ConfigError, match="decompressed.*fail the SHA-256 checksum"):  # the archive is right, its
         fetch(DataSet("blob", "a gzipped blob", "blobs", "none", "", (wrong,)))  # content is not the file
     assert not (own_data_root / "blobs" / "other.bin").exists() and leftovers(own_data_root) == []
+
+
+# what is wrong with a file already there, and fetch all past a set the mirror lacks --------------------------
+DEMOS = REPO / "configs" / "demo"
+
+
+def fit_fails(capsys, tmp_path, config: str, *args: str) -> str:
+    """`ortholab fit --config DEMOS/config ARGS` that must stop at its data: its one `ortholab: error:` line."""
+    code, _, err = ortholab(
+        capsys,
+        "fit",
+        "--config",
+        str(DEMOS / config),
+        "--db",
+        f"sqlite:///{tmp_path / 'runs.db'}",
+        "--runs_dir",
+        str(tmp_path / "runs"),
+        "--trainer.max_steps",
+        "1",
+        *args,
+    )
+    errors = [line for line in err.splitlines() if line.startswith("ortholab: error:")]
+    assert code == 2 and "Traceback" not in err and len(errors) == 1, err
+    return errors[0]
+
+
+def test_a_damaged_file_is_reported_as_damaged_naming_its_size_not_as_missing(own_data_root, tmp_path, capsys):
+    damaged = own_data_root / "poly_music" / "JSB_Chorales.mat"
+    damaged.parent.mkdir(parents=True)
+    damaged.write_bytes(b"\x00" * 5000)
+    code, out, _ = ortholab(capsys, "data", "list", "--json")
+    row = {row["name"]: row for row in json.loads(out)["datasets"]}["jsb"]
+    assert code == 0 and row["state"] == "damaged (1 file)"
+    assert f"{damaged} is damaged or another file: 5,000 bytes, expected 96,095 bytes" in row["problems"][0]
+    _, table, _ = ortholab(capsys, "data", "list")
+    assert "damaged (1 file)" in table and "5,000 bytes, expected 96,095 bytes" in table
+    line = fit_fails(capsys, tmp_path, "music_jsb_lstm.yaml", "--data.download", "false")
+    assert "not in the data root" not in line and "lacks" not in line
+    assert str(damaged) in line and "5,000 bytes, expected 96,095 bytes" in line
+    assert "ortholab data fetch jsb" in line and CATALOG["jsb"].files[0].urls[0] in line
+    assert damaged.read_bytes() == b"\x00" * 5000  # nothing deleted
+
+
+def test_a_file_of_the_right_size_failing_its_sha256_is_named_when_it_cannot_be_fetched(own_data_root, tmp_path):
+    good = b"the right bytes " * 64
+    unreachable = f"http://127.0.0.1:{closed_port()}/"
+    file = DataFile("blob.bin", hashlib.sha256(good).hexdigest(), len(good), (unreachable + "blob.bin",))
+    dataset = DataSet("blob", "a blob", "blobs", "none", "http://example.org/old-page", (file,))
+    there = own_data_root / "blobs" / "blob.bin"
+    there.parent.mkdir(parents=True)
+    there.write_bytes(b"x" * len(good))  # the right size, other bytes
+    assert dataset.present()  # sizes only: `data list` and the tasks never hash a file
+    with pytest.raises(ConfigError) as err:
+        fetch(dataset)
+    message = str(err.value)
+    assert "\n" not in message and "no network" in message
+    assert f"{there} is damaged or another file: 1,024 bytes as expected but its SHA-256 is" in message
+    assert hashlib.sha256(b"x" * len(good)).hexdigest() in message and file.sha256 in message
+    assert there.read_bytes() == b"x" * len(good) and leftovers(own_data_root) == []  # kept as it was
+
+
+def test_the_offline_message_points_at_each_files_own_url(own_data_root):
+    unreachable = f"http://127.0.0.1:{closed_port()}/"
+    with pytest.raises(ConfigError) as err:
+        fetch("nottingham", mirror=unreachable)
+    message = str(err.value)
+    assert "Nottingham.mat from " + CATALOG["nottingham"].files[0].urls[0] in message
+    assert CATALOG["nottingham"].homepage not in message  # its pickles never match the .mat's checksum
+    with pytest.raises(ConfigError) as err:
+        fetch("mnist", mirror=unreachable)
+    first = CATALOG["mnist"].files[0]
+    assert f"{first.name} from {first.urls[0]} (then gunzip it)" in str(err.value)
+
+
+def test_mnist_copied_gzipped_says_gunzip_it(own_data_root, tmp_path, capsys):
+    folder = own_data_root / "mnist"
+    folder.mkdir(parents=True)
+    for file in CATALOG["mnist"].files:  # as `data list mnist` links to them (only their sizes are looked at)
+        (folder / f"{file.name}.gz").write_bytes(gzip.compress(b"\x00" * 100))
+    code, out, _ = ortholab(capsys, "data", "list", "--json")
+    row = {row["name"]: row for row in json.loads(out)["datasets"]}["mnist"]
+    assert row["state"] == "gzipped (4 files)" and f"gunzip -k {folder}/*.gz" in row["problems"][0]
+    line = fit_fails(
+        capsys, tmp_path, "mnist_digits_scornn.yaml", "--data.dataset", "mnist", "--data.download", "false"
+    )
+    assert "gzipped" in line and f"gunzip -k {folder}/*.gz" in line and "train-images-idx3-ubyte.gz" in line
+    assert "not in the data root" not in line
+
+
+def fake_fsdd(root: Path) -> Path:
+    """FSDD's 3,000 recordings as empty files of their sizes (sparse: nothing is read but the one asked for)."""
+    folder = root / "fsdd"
+    (folder / "recordings").mkdir(parents=True)
+    for file in CATALOG["fsdd"].files:
+        with open(folder / file.name, "wb") as out:
+            out.truncate(file.size)
+    return folder / "recordings"
+
+
+def test_a_misspelt_fsdd_recording_names_the_key_the_naming_rule_and_the_nearest_name(own_data_root, tmp_path, capsys):
+    from ortholab.datamodules import SequenceGeneration
+
+    recordings = fake_fsdd(own_data_root)
+    with pytest.raises(ConfigError) as err:
+        SequenceGeneration(fsdd_recording="0_jackson_99.wav", sample_rate=8000)
+    message = str(err.value)
+    assert message.startswith("data.fsdd_recording = '0_jackson_99.wav': there is no such recording in ")
+    assert str(recordings) in message and "{digit}_{speaker}_{index}.wav" in message and "index 0-49" in message
+    assert "did you mean '0_jackson_9.wav'?" in message and "data.path" not in message
+    line = fit_fails(capsys, tmp_path, "generation_fsdd_scornn.yaml", "--data.fsdd_recording", "0_jackson_99.wav")
+    assert "data.fsdd_recording = '0_jackson_99.wav'" in line and "not an audio file" not in line
+
+
+def test_fetch_all_goes_on_past_a_set_the_mirror_lacks_then_exits_2_naming_it(
+    own_data_root, tmp_path, monkeypatch, capsys
+):
+    served = tmp_path / "served"
+    sets = {}
+    for name in ("first", "lacking", "last"):
+        payload = name.encode() * 100
+        if name != "lacking":
+            (served / name).mkdir(parents=True)
+            (served / name / "f.bin").write_bytes(payload)
+        file = DataFile("f.bin", hashlib.sha256(payload).hexdigest(), len(payload), ())
+        sets[name] = DataSet(name, name, name, "none", "", (file,))
+    monkeypatch.setattr(catalog, "CATALOG", sets)
+    code, out, err = ortholab(capsys, "data", "fetch", "all", "--mirror", served.as_uri())
+    errors = [line for line in err.splitlines() if line.startswith("ortholab: error:")]
+    assert code == 2 and "Traceback" not in err and len(errors) == 1, err
+    lines = out.splitlines()
+    assert len(lines) == 3, out  # one line per set, the last one too
+    assert lines[0].startswith("first: fetched and verified") and lines[2].startswith("last: fetched and verified")
+    assert lines[1].startswith("lacking: not fetched: cannot fetch lacking: no source serves its files")
+    assert errors[0] == (
+        f"ortholab: error: could not fetch 1 of 3 data sets: lacking (not on the mirror {served.as_uri()}); the "
+        f"other 2 are in place; the lines above say how to get each (`ortholab data list` shows what is there)"
+    )
+    assert sets["first"].present() and sets["last"].present() and not sets["lacking"].present()

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ortholab.errors import ConfigError
 
 if TYPE_CHECKING:
-    from ortholab.datamodules.catalog import DataSet
+    from ortholab.datamodules.catalog import DataSet, Problem
 
 USAGE = "data list [NAME] [--json] | data fetch NAME|all [--mirror URL]"
 HELP = "the data sets that can be fetched (license, size, present?) into $ORTHOLAB_DATA"
@@ -19,29 +19,49 @@ def _megabytes(size: int) -> str:
     return f"{size / 1e6:.1f} MB"
 
 
-def _state(dataset: DataSet) -> str:
-    missing = len(dataset.missing())
-    if not missing:
+def _files(count: int) -> str:
+    return f"{count} file{'s' if count != 1 else ''}"
+
+
+def _state(dataset: DataSet, problems: list[Problem]) -> str:
+    """present, missing, partial (present/total), damaged (a file of the wrong size) or gzipped (NAME.gz only)."""
+    if not problems:
         return "present"
+    for kind in ("damaged", "gzipped"):
+        count = sum(p.kind == kind for p in problems)
+        if count:
+            return f"{kind} ({_files(count)})"
     total = len(dataset.files)
-    return "missing" if missing == total else f"partial ({total - missing}/{total})"
+    return "missing" if len(problems) == total else f"partial ({total - len(problems)}/{total})"
+
+
+def _notes(dataset: DataSet, problems: list[Problem]) -> list[str]:
+    """What is wrong with the files that are there and the fix: one line per damaged file, one for the gzipped."""
+    from ortholab.datamodules.catalog import gunzip_note
+
+    fix = f"`ortholab data fetch {dataset.name}` replaces it"
+    notes = [f"{p.describe()}; {fix}" for p in problems if p.kind == "damaged"]
+    return notes + ([gunzip] if (gunzip := gunzip_note(dataset, problems)) else [])
 
 
 def dataset_rows() -> list[dict]:
     from ortholab.datamodules.catalog import CATALOG, PATH_ONLY
 
-    rows = [
-        {
-            "name": d.name,
-            "license": d.license,
-            "size": d.size,
-            "files": len(d.files),
-            "state": _state(d),
-            "path": str(d.path()),
-            "title": d.title,
-        }
-        for d in CATALOG.values()
-    ]
+    rows = []
+    for d in CATALOG.values():
+        problems = d.problems()
+        rows.append(
+            {
+                "name": d.name,
+                "license": d.license,
+                "size": d.size,
+                "files": len(d.files),
+                "state": _state(d, problems),
+                "path": str(d.path()),
+                "title": d.title,
+                "problems": _notes(d, problems),
+            }
+        )
     rows += [
         {
             "name": name,
@@ -67,6 +87,8 @@ def print_list(name: str | None, as_json: bool) -> None:
 
     if name is not None:  # one data set: every file with its checksum and where it comes from
         dataset = get(name)
+        problems = dataset.problems()
+        kinds = {p.file.name: p.kind for p in problems}
         files = [
             {
                 "name": f.name,
@@ -74,6 +96,7 @@ def print_list(name: str | None, as_json: bool) -> None:
                 "size": f.size,
                 "urls": list(f.urls),
                 "present": (dataset.path() / f.name).is_file(),
+                "state": kinds.get(f.name, "present"),
             }
             for f in dataset.files
         ]
@@ -97,6 +120,7 @@ def print_list(name: str | None, as_json: bool) -> None:
         )
         for f in dataset.files:
             print(f"{f.sha256}  {f.name}  ({f.size:,} bytes; {f.urls[0]})")
+        _print_notes(dataset.name, _notes(dataset, problems))
         return
     rows = dataset_rows()
     if as_json:
@@ -117,7 +141,18 @@ def print_list(name: str | None, as_json: bool) -> None:
         for r in rows
     ]
     print(_table(table))
+    for r in rows:
+        if r.get("problems"):
+            _print_notes(r["name"], r["problems"])
     print("fetch one with `ortholab data fetch NAME` (or all); `ortholab data list NAME` shows its files' checksums")
+
+
+def _print_notes(name: str, notes: list[str], shown: int = 3) -> None:
+    """The first `shown` notes on the damaged or gzipped files of data set `name`."""
+    for note in notes[:shown]:
+        print(f"{name}: {note}")
+    if len(notes) > shown:
+        print(f"{name}: and {len(notes) - shown} more such file(s) (`ortholab data list {name} --json`)")
 
 
 def fetch_command(name: str, mirror: str | None) -> None:
@@ -127,11 +162,30 @@ def fetch_command(name: str, mirror: str | None) -> None:
     if mirror is not None:  # before anything is fetched: a path or gopher:// is no mirror
         check_mirror(mirror, "--mirror")
     chosen = list(CATALOG.values()) if name == "all" else [get(name)]
+    failed: dict[str, str] = {}  # name -> why, in a few words
     for dataset in chosen:
         before = len(dataset.missing())
-        folder = fetch(dataset, mirror=mirror)
+        try:
+            folder = fetch(dataset, mirror=mirror)
+        except ConfigError as err:
+            if len(chosen) == 1:
+                raise
+            print(f"{dataset.name}: not fetched: {err}", flush=True)  # and on with the next set
+            failed[dataset.name] = getattr(err, "reason", None) or str(err)
+            continue
         state = "already present, verified" if before == 0 else f"fetched and verified ({_megabytes(dataset.size)})"
-        print(f"{dataset.name}: {state} in {folder}")
+        print(f"{dataset.name}: {state} in {folder}", flush=True)
+    if failed:
+        by_reason: dict[str, list[str]] = {}
+        for failed_name, why in failed.items():
+            by_reason.setdefault(why, []).append(failed_name)
+        reasons = "; ".join(f"{', '.join(names)} ({why})" for why, names in by_reason.items())
+        fetched = len(chosen) - len(failed)
+        raise ConfigError(
+            f"could not fetch {len(failed)} of {len(chosen)} data sets: {reasons}"
+            + (f"; the other {fetched} are in place" if fetched else "")
+            + "; the lines above say how to get each (`ortholab data list` shows what is there)"
+        )
 
 
 def add_arguments(parser) -> None:
