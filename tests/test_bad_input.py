@@ -212,3 +212,15 @@ def test_a_speech_corpus_not_there_records_no_run(tmp_path, monkeypatch, capsys,
     assert expected in line, line
     db = tmp_path / "x.db"
     assert not db.exists() or Store(f"sqlite:///{db}", access="read").list_runs() == []
+
+
+def test_an_allowed_module_python_cannot_import_is_one_line_saying_how_to_install_it(tmp_path, monkeypatch, capsys):
+    """configs.md's own-classes example run from the package's parent folder: the console script does not put the
+    current folder on sys.path, and jsonargparse's Union dump hid why (walk-through 3)."""
+    import os
+
+    monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", os.environ["ORTHOLAB_CONFIG_MODULES"] + ",nosuchlab.callbacks")
+    (tmp_path / "my.yaml").write_text("trainer:\n  callbacks:\n    - class_path: nosuchlab.callbacks.Hello\n")
+    line = fails(tmp_path, monkeypatch, capsys, "--config", str(tmp_path / "my.yaml"))
+    assert "names a class of 'nosuchlab.callbacks' (allowed by $ORTHOLAB_CONFIG_MODULES)" in line, line
+    assert "No module named 'nosuchlab'" in line and "PYTHONPATH" in line and "Union" not in line

@@ -185,6 +185,12 @@ def _expected(message: str) -> str | None:
     return " or ".join(dict.fromkeys(types)) or None
 
 
+def _extra_module_of(missing: str) -> str | None:
+    """The $ORTHOLAB_CONFIG_MODULES entry that the module Python could not find belongs to (None: not the user's)."""
+    extra = aliases.allowed_config_imports()[len(aliases.CONFIG_IMPORTS_ALLOWED) :]
+    return next((m for m in extra if m == missing or m.startswith(missing + ".")), None)
+
+
 def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
     """jsonargparse's message rewritten for a user: the unknown key (and where it was given) with a suggestion, a
     refused class path."""
@@ -221,6 +227,14 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
             f"import: configs name only OrthoLab's tasks and callbacks and Lightning's callbacks, loggers and "
             f"profilers, never a function (`ortholab list tasks`; a package of your own: "
             f"${aliases.EXTRA_MODULES_VAR}=yourpackage)"
+        )
+    unimportable = re.search(r"No module named '([\w.]+)'", message)
+    if unimportable and (extra := _extra_module_of(unimportable.group(1))):
+        key = re.search(r'Parser key "([^"]+)"', message)
+        return (
+            f"{key.group(1) if key else 'a config value'} names a class of {extra!r} (allowed by "
+            f"${aliases.EXTRA_MODULES_VAR}), which Python cannot import here ({unimportable.group(0)}): install its "
+            f"package (`pip install -e .` in its folder) or add the folder holding it to PYTHONPATH"
         )
     task_option = re.search(r"class_path '([\w.]+)':\s*(?:Option|Key) '([^']+)' is not (?:accepted|expected)", message)
     if task_option:
