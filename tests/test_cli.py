@@ -549,3 +549,17 @@ def test_a_tasks_options_by_its_listed_name(capsys):
         done.value.code == 2
         and "--data.help 'copyng' is not a task's class path or name; did you mean copying?" in line
     )
+
+
+def test_epochs_shorter_than_the_logging_interval_record_training_points_without_lightnings_warning(tmp_path):
+    """Lightning warns that an epoch of 4 batches is shorter than log_every_n_steps = 5 "if you want to see logs for
+    the training epoch"; the points are recorded every 5 steps across epochs all the same (walk-through 3)."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    args = [*TINY[: TINY.index("--trainer.log_every_n_steps")], "--trainer.log_every_n_steps", "5"]
+    args += TINY[TINY.index("--trainer.log_every_n_steps") + 2 :]
+    done = ortholab("fit", "--config", DEMO, *args, "--trainer.max_steps", "10", "--db", db, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "smaller than the logging interval" not in done.stderr + done.stdout
+    store = Store(db, access="read")
+    (run,) = store.list_runs()
+    assert [p.step for p in store.metric_series(run.id, "train/loss")] == [4, 9]  # every 5th step, epochs of 4
