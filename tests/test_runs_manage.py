@@ -65,7 +65,9 @@ def test_filters_and_json(db, tmp_path, capsys):
     assert capsys.readouterr().out.strip().startswith("no recorded run matches the filters; no run has --status")
     main(["runs", "--db", db, "--family", "scorrn"])  # a typo: named, with the families recorded
     out = capsys.readouterr().out.strip()
-    assert "no run has --family scorrn (did you mean scornn?); recorded: " in out and "scornn" in out
+    assert "no run has --family scorrn (did you mean 'scornn'?); recorded: " in out and "scornn" in out
+    main(["runs", "--db", db, "--family", "LSTM"])  # case aside (walk-through 3: no hint at all)
+    assert "no run has --family LSTM (did you mean 'lstm'?)" in capsys.readouterr().out
     main(["runs", "--db", db, "--family", "lstm", "--task", "adding"])  # both recorded, no run has both
     assert capsys.readouterr().out.strip() == "no recorded run matches the filters"
 
@@ -79,7 +81,7 @@ def test_tag_untag_and_filter_by_tag(db, tmp_path, capsys):
     main(["runs", "untag", str(a), "best", "--db", db])
     assert Store(db).get_run(a).tags == ("x",) and Store(db).get_run(c).tags == ("x", "best")
     main(["runs", "--db", db, "--tag", "bset"])  # a typo: named, with the nearest recorded tag
-    assert capsys.readouterr().out.strip().endswith("no run has the tag bset (did you mean best?)")
+    assert capsys.readouterr().out.strip().endswith("no run has the tag bset (did you mean 'best'?)")
     with pytest.raises(SystemExit) as refused:  # untagging a label the runs lack changed nothing and said nothing
         main(["runs", "untag", str(c), "bset", "--db", db])
     assert refused.value.code == 2

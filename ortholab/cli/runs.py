@@ -4,7 +4,6 @@ label; `runs delete ID...` removes runs (their rows, metric points, artifacts an
 
 from __future__ import annotations
 
-import difflib
 import json
 import shutil
 import sys
@@ -78,16 +77,16 @@ def unmatched_hint(recorded: list[dict], args) -> str:
     for key in ("family", "task", "status"):
         wanted, values = getattr(args, key), sorted({str(row[key]) for row in recorded if row[key] is not None})
         if wanted is not None and wanted not in values and values:
-            near = difflib.get_close_matches(wanted, values, n=1)
+            near = did_you_mean(wanted, values).strip()  # case aside: LSTM finds lstm
             return (
                 f"; no run has --{key} {wanted}"
-                + (f" (did you mean {near[0]}?)" if near else "")
+                + (f" ({near})" if near else "")
                 + (f"; recorded: {', '.join(values)}")
             )
     tags = sorted({tag for row in recorded for tag in row["tags"] or ()})
     if args.tag is not None and args.tag not in tags:
-        near = difflib.get_close_matches(args.tag, tags, n=1)
-        return f"; no run has the tag {args.tag}" + (f" (did you mean {near[0]}?)" if near else "")
+        near = did_you_mean(args.tag, tags).strip()
+        return f"; no run has the tag {args.tag}" + (f" ({near})" if near else "")
     return ""
 
 
