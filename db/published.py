@@ -629,7 +629,15 @@ def markdown_report(
         title = f"### {table.paper} {table.table}: {table.title}"
         out.append((title if width is None else clip(title, width)) + "\n")
         scale = f", published = {table.scale:g} x OrthoLab value" if table.scale != 1 else ""
-        out.append(f"metric: `{table.metric}` ({table.mode}){scale}\n")
+        own = sorted(
+            {
+                f"`{row.metric}` ({row.mode})"
+                for row in table.rows
+                if (row.metric, row.mode) != (table.metric, table.mode)
+            }
+        )
+        others = f"; rows with their own: {', '.join(own)}" if own else ""  # (cpu_checks' music rows: test/nll)
+        out.append(f"metric: `{table.metric}` ({table.mode}){scale}{others}\n")
         if shared:
             every = "every row: " + " · ".join(f"{c} {v}" for c, v in shared.items())
             out.append(textwrap.fill(every, width, break_on_hyphens=False) + "\n")

@@ -128,6 +128,7 @@ def test_the_report_reads_test_runs_falls_back_to_val_and_judges_qualitative_row
         in report
     )
     assert "at baseline (val/loss 0.48) ✓" in report and "not yet run" in report
+    assert "metric: `test/acc` (max), published = 100 x OrthoLab value; rows with their own: `val/loss` (min)" in report
 
 
 def test_reproduce_runs_a_row_in_cpu_smoke_tags_it_and_reports_it(tmp_path, monkeypatch, capsys):
