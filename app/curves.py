@@ -162,6 +162,28 @@ def baselines_for(runs: Sequence[RunSummary], metric: str) -> list[Baseline]:
     return [Baseline(f"baseline ({', '.join(tasks)}) {shown}", value) for shown, (value, tasks) in lines.items()]
 
 
+BASELINE_FORMULAS = {  # the papers' analytic baselines, said beside the dashed line
+    "copying": "copying 10 ln 8 / (T + 20)",
+    "adding": "adding 1/6",
+}
+
+
+def baselines_caption(runs: Sequence[RunSummary], metric: str) -> str | None:
+    """The caption under a chart with dashed baselines: the formula of each drawn task the papers give one for."""
+    tasks = sorted(
+        {
+            run.task or "task"
+            for run in runs
+            if run.baseline is not None and run.main_metric and metric_name(run.main_metric) == metric_name(metric)
+        }
+    )
+    if not tasks:
+        return None
+    said = [BASELINE_FORMULAS.get(task, f"{task}: its task's baseline (`ortholab list tasks`)") for task in tasks]
+    papers = ", as in the papers' figures" if set(tasks) & set(BASELINE_FORMULAS) else ""
+    return f"Dashed: the task's analytic baseline ({'; '.join(said)}){papers}."
+
+
 CSV_COLUMNS = ["run", "name", "metric", "step", "epoch", "wall_time", "value"]
 
 

@@ -12,7 +12,7 @@ import pytest
 from dashboard_store import wav_bytes
 
 from ortholab.app import launch
-from ortholab.app.curves import Baseline, Curve, baselines_for, build_curve, x_values
+from ortholab.app.curves import Baseline, Curve, baselines_caption, baselines_for, build_curve, x_values
 from ortholab.app.figures import EigenPanel, curves_figure, eigenvalue_figure
 from ortholab.app.smoothing import debiased_ema, thin
 from ortholab.app.snapshots import at_step, by_step, no_snapshot_note, steps_of
@@ -249,6 +249,17 @@ def test_baselines_apply_to_the_main_metrics_quantity():
     assert [b.label for b in lines] == ["baseline (copying) 0.1733", "baseline (adding) 0.1667"]
     assert lines[0].value == 0.17328679513998632
     assert baselines_for(runs, "val/acc") == []
+    said = baselines_caption(runs, "train/loss")
+    assert (
+        said
+        == "Dashed: the task's analytic baseline (adding 1/6; copying 10 ln 8 / (T + 20)), as in the papers' figures."
+    )
+    text = [summary(5, task="text", baseline=4.7)]  # walk-through 3: a text run's caption spoke of copying and adding
+    assert (
+        baselines_caption(text, "val/loss")
+        == "Dashed: the task's analytic baseline (text: its task's baseline (`ortholab list tasks`))."
+    )
+    assert baselines_caption(runs, "val/acc") is None
 
 
 def test_x_values_per_axis():

@@ -11,6 +11,7 @@ from ortholab.app.curves import (
     MAX_POINTS,
     SMOOTH_MIN_POINTS,
     X_AXES,
+    baselines_caption,
     baselines_for,
     batch_size,
     build_curve,
@@ -242,9 +243,7 @@ def metric_chart(metric: str, shown: list, fresh: data.Reader, choices: Choices,
             f"{figure.layout.meta['floor']:.0e}, where the axis reads 0."
         )
     if baselines:
-        messages.append(
-            "Dashed: the task's analytic baseline (copying 10 ln 8 / (T + 20), adding 1/6), as in the papers' figures."
-        )
+        messages.append(baselines_caption(shown, metric))
     for message in messages:
         st.caption(message)
 
