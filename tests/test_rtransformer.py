@@ -308,3 +308,31 @@ def test_rtransformer_solves_adding_at_t50(tmp_path, monkeypatch):
         ],
     )
     assert run.best < 0.05  # the adding baseline is 0.167
+
+
+def test_the_weights_tool_writes_the_checkpoint_and_refuses_bad_input_in_one_line(tmp_path, capsys):
+    """`--help` exited 1 and a missing file was a traceback (walk-through 3)."""
+    tool = _load_tool()
+    with pytest.raises(SystemExit) as helped:
+        tool.main(["--help"])
+    assert helped.value.code == 0 and "official" in capsys.readouterr().out
+    official = _official_weights(5, 8, 1, 4)
+    torch.save(official, tmp_path / "official.pt")
+    template = {"state_dict": {k: torch.zeros_like(v) for k, v in tool.ortholab_state_dict(official).items()}}
+    torch.save({**template, "epoch": 3}, tmp_path / "template.ckpt")
+    tool.main([str(tmp_path / "official.pt"), str(tmp_path / "template.ckpt"), str(tmp_path / "out.ckpt")])
+    written = torch.load(tmp_path / "out.ckpt", weights_only=True)
+    assert written["epoch"] == 3 and torch.equal(
+        written["state_dict"]["model.readout.weight"], official["linear.weight"]
+    )
+    for argv, said in [
+        ([str(tmp_path / "nope.pt"), str(tmp_path / "template.ckpt"), "x"], "nope.pt: no such file"),
+        (
+            [str(tmp_path / "template.ckpt"), str(tmp_path / "template.ckpt"), "x"],
+            "is not a state_dict of the official",
+        ),
+    ]:
+        with pytest.raises(SystemExit) as refused:
+            tool.main(argv)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert refused.value.code == 2 and said in err[-1] and "Traceback" not in "\n".join(err)

@@ -12,8 +12,11 @@ never calls) are left out.
 
 from __future__ import annotations
 
+import argparse
+import pickle
 import re
 import sys
+from pathlib import Path
 
 import torch
 
@@ -64,21 +67,33 @@ def ortholab_state_dict(official: dict[str, torch.Tensor]) -> dict[str, torch.Te
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) != 3:
-        raise SystemExit(__doc__)
-    official_path, template_path, out_path = argv
-    official = torch.load(official_path, map_location="cpu", weights_only=True)
-    checkpoint = torch.load(template_path, map_location="cpu", weights_only=False)
-    converted = ortholab_state_dict(official)
+    parser = argparse.ArgumentParser(
+        prog="python tools/official_rtransformer_weights.py",
+        description=__doc__.split("\n\n")[0],
+        epilog="Then: ortholab test --config RUN/config.yaml --ckpt_path OUT.ckpt",
+    )
+    parser.add_argument("official", type=Path, help="a state_dict of the official RT (torch.save)")
+    parser.add_argument("template", type=Path, help="a checkpoint of an OrthoLab run of the same sizes and cell")
+    parser.add_argument("out", type=Path, help="where to write the checkpoint holding the official weights")
+    args = parser.parse_args(argv)
+    for name in ("official", "template"):
+        if not getattr(args, name).is_file():
+            parser.error(f"{name} {getattr(args, name)}: no such file")
+    try:  # tensors and plain containers only: a crafted file cannot run code
+        official = torch.load(args.official, map_location="cpu", weights_only=True)
+        checkpoint = torch.load(args.template, map_location="cpu", weights_only=True)
+        converted = ortholab_state_dict(official)
+    except (KeyError, RuntimeError, pickle.UnpicklingError) as err:
+        parser.error(f"{args.official} is not a state_dict of the official RT ({str(err)[:200]})")
     expected = checkpoint["state_dict"]
     if set(converted) != set(expected) or any(converted[k].shape != expected[k].shape for k in converted):
         wrong = sorted(set(converted) ^ set(expected)) or [
             k for k in converted if converted[k].shape != expected[k].shape
         ]
-        raise SystemExit(f"{official_path} does not fit {template_path} (a run of other sizes or cell?): {wrong[:6]}")
+        parser.error(f"{args.official} does not fit {args.template} (a run of other sizes or cell?): {wrong[:6]}")
     checkpoint["state_dict"] = converted
-    torch.save(checkpoint, out_path)
-    print(f"wrote {out_path}: {official_path}'s weights in {template_path}'s run")
+    torch.save(checkpoint, args.out)
+    print(f"wrote {args.out}: {args.official}'s weights in {args.template}'s run")
 
 
 if __name__ == "__main__":
