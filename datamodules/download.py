@@ -434,13 +434,20 @@ def fetch(
     folder = Path(folder) if folder is not None else dataset.path(root)
     if not any(_check(folder, f) for f in dataset.files):  # stops at the first file missing or damaged
         return folder
-    with contextlib.ExitStack() as held:
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            held.enter_context(_exclusive(folder / LOCK_NAME))  # one fetch per folder at once (DDP's processes)
-        except OSError as err:  # read-only, a file in the way, no permission, disk full
-            raise _unwritable(folder, err, fix) from None
-        return _fetch_into(dataset, folder, mirror, timeout, workers)
+    made = not folder.exists()
+    try:
+        with contextlib.ExitStack() as held:
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                held.enter_context(_exclusive(folder / LOCK_NAME))  # one fetch per folder at once (DDP's processes)
+            except OSError as err:  # read-only, a file in the way, no permission, disk full
+                raise _unwritable(folder, err, fix) from None
+            return _fetch_into(dataset, folder, mirror, timeout, workers)
+    except ConfigError:
+        if made:  # nothing received (no network): no empty folder left to look like a data set
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when empty: .part files of a broken transfer stay, to resume
+        raise
 
 
 @contextlib.contextmanager

@@ -207,6 +207,7 @@ def test_no_network_says_so_and_where_to_put_the_files(own_data_root, capsys):
     assert "no network" in line and str(own_data_root / "poly_music") in line and "by hand" in line
     assert "ortholab data list nottingham" in line and "refused" in line.lower()
     assert leftovers(own_data_root) == []
+    assert not (own_data_root / "poly_music").exists()  # nothing received: no empty folder left (walk-through 3)
 
 
 def test_the_public_locations_unreachable_name_them_all(own_data_root, monkeypatch):
