@@ -67,6 +67,7 @@ def runs_rows(db_url: str | None) -> list[dict]:
             "baseline": d["baseline"],
             "started": d["created_at"],
             "tags": d["tags"],
+            "reason": d.get("reason"),  # why it failed or stopped, when known
         }
         row.update(run_progress(store, run, now))  # running runs only: the only rows whose progress changes
         rows.append(row)

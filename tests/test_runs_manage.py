@@ -72,6 +72,22 @@ def test_filters_and_json(db, tmp_path, capsys):
     assert capsys.readouterr().out.strip() == "no recorded run matches the filters"
 
 
+def test_a_failed_runs_reason_is_listed(db, tmp_path, capsys):
+    """A failed run said only `failed` (walk-through 3); its reason is in the store: the table shows it cut, JSON
+    whole, and a list with no reason to show has no such column."""
+    a, b, c = _runs(db, tmp_path)
+    main(["runs", "--db", db])
+    assert "reason" not in capsys.readouterr().out.splitlines()[0]
+    why = "data.path is not set: give TIMIT's folder; TIMIT (LDC93S1) is licensed by the Linguistic Data Consortium"
+    Store(db).set_status(b, "failed", why)
+    main(["runs", "--db", db])
+    header, _, *lines = capsys.readouterr().out.splitlines()
+    (line,) = [line for line in lines if line.startswith(f"{b} ")]
+    assert header.rstrip().endswith("reason") and line.rstrip().endswith(why[:59] + "…")
+    main(["runs", "--db", db, "--json"])
+    assert {r["id"]: r["reason"] for r in json.loads(capsys.readouterr().out)} == {a: None, b: why, c: None}
+
+
 def test_tag_untag_and_filter_by_tag(db, tmp_path, capsys):
     a, b, c = _runs(db, tmp_path)
     main(["runs", "tag", str(a), str(c), "best", "--db", db])

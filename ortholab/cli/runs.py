@@ -30,7 +30,9 @@ COLUMNS = [
     "best",
     "baseline",
     "started",
+    "reason",
 ]
+REASON_WIDTH = 60  # the table shows a failed or stopped run's reason cut to this; --json and the dashboard in full
 
 
 def add_arguments(parser) -> None:
@@ -65,7 +67,8 @@ def run(args, extra: list[str]) -> None:
     if args.json:  # full ISO start times
         print(json.dumps(rows, indent=2, default=str))
     elif rows:
-        print(table([shown(row) for row in rows], COLUMNS))
+        rows = [shown(row) for row in rows]
+        print(table(rows, COLUMNS if any(row["reason"] for row in rows) else COLUMNS[:-1]))
     else:
         filtered = any(getattr(args, k) for k in ("family", "task", "status", "tag", "name"))
         hint = unmatched_hint(recorded, args) if filtered else ""
@@ -79,9 +82,7 @@ def unmatched_hint(recorded: list[dict], args) -> str:
         if wanted is not None and wanted not in values and values:
             near = did_you_mean(wanted, values).strip()  # case aside: LSTM finds lstm
             return (
-                f"; no run has --{key} {wanted}"
-                + (f" ({near})" if near else "")
-                + (f"; recorded: {', '.join(values)}")
+                f"; no run has --{key} {wanted}" + (f" ({near})" if near else "") + (f"; recorded: {', '.join(values)}")
             )
     tags = sorted({tag for row in recorded for tag in row["tags"] or ()})
     if args.tag is not None and args.tag not in tags:
@@ -100,7 +101,12 @@ def shown(row: dict) -> dict:
         "steps": steps_of_plan(row["steps"], row.get("total_steps")),
         "eta": duration(row.get("eta_s")),
         "status": f"{row['status']} ({row['silent']})" if row.get("silent") else row["status"],
+        "reason": _cut(row.get("reason") if row["status"] != "finished" else None, REASON_WIDTH),
     }
+
+
+def _cut(text: str | None, width: int) -> str | None:
+    return text if text is None or len(text) <= width else text[: width - 1] + "…"
 
 
 def filter_rows(
