@@ -526,8 +526,13 @@ def _export(
     found = {table.id: reproductions(store, table, every) for table in tables.values()}
     checkpoints = []
     if with_checkpoints:  # before the store is read for the rest: a run training meanwhile has exported points
-        shutil.rmtree(folder / "checkpoints", ignore_errors=True)  # at least as new as its exported checkpoint
-        checkpoints = copy_resume_files(store, runs_behind(found), folder / "checkpoints")  # (this export's only)
+        staging = folder / "checkpoints.part"  # at least as new as its exported checkpoint
+        shutil.rmtree(staging, ignore_errors=True)
+        copied = copy_resume_files(store, runs_behind(found), staging)  # this export's only
+        shutil.rmtree(folder / "checkpoints", ignore_errors=True)  # an earlier export's go once these are whole
+        if staging.is_dir():
+            staging.rename(folder / "checkpoints")
+        checkpoints = [folder / "checkpoints" / path.relative_to(staging) for path in copied]
         found = {table.id: reproductions(store, table, every) for table in tables.values()}  # read once from here
     behind = runs_behind(found)
     codes = [code for run_id in behind for code in (store.get_run(run_id).info or {}).get("code") or [UNRECORDED]]

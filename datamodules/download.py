@@ -445,9 +445,17 @@ def fetch(
             return _fetch_into(dataset, folder, mirror, timeout, workers)
     except ConfigError:
         if made:  # nothing received (no network): no empty folder left to look like a data set
-            with contextlib.suppress(OSError):
-                folder.rmdir()  # only when empty: .part files of a broken transfer stay, to resume
+            _remove_empty_folders(folder)  # only empty ones: .part files of a broken transfer stay, to resume
         raise
+
+
+def _remove_empty_folders(folder: Path) -> None:
+    """`folder` and the folders under it (FSDD's recordings/), deepest first, where empty."""
+    for path in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            path.rmdir()
+    with contextlib.suppress(OSError):
+        folder.rmdir()
 
 
 @contextlib.contextmanager

@@ -107,22 +107,31 @@ def copy_resume_files(source: Store, run_ids: Iterable[int], folder: str | Path)
             continue
         in_store_folder = len(run_dir.parts) >= 3 and run_dir.parts[-3].startswith("store-")
         parts = run_dir.parts[-3:] if in_store_folder else run_dir.parts[-2:]  # (legacy folders: NAME/ID)
-        for path in [run_dir / "config.yaml", *sorted((run_dir / "checkpoints").glob("*.ckpt"))]:
-            if path.is_file():
-                target = Path(folder, *parts, path.relative_to(run_dir))
-                target.parent.mkdir(parents=True, exist_ok=True)
-                copy_settled(path, target)
-                written.append(target)
+        for attempt in range(3):  # a live run that saves a better best-step file deletes the one listed: again
+            files = [run_dir / "config.yaml", *sorted((run_dir / "checkpoints").glob("*.ckpt"))]
+            copied = [copy_settled(path, Path(folder, *parts, path.relative_to(run_dir))) for path in files]
+            if all(copied) or attempt == 2:
+                break
+            for target in copied:  # the round's files are taken again, together
+                if target is not None:
+                    target.unlink()
+        written += [target for target in copied if target is not None]
     return written
 
 
-def copy_settled(source: Path, target: Path, tries: int = 5) -> None:
+def copy_settled(source: Path, target: Path, tries: int = 5) -> Path | None:
     """Copy `source` again until it did not change while being copied (a live run rewrites last.ckpt in place,
-    not by rename); after `tries` copies that each saw a change, a ConfigError (a ValueError) naming the file."""
+    not by rename); returns `target`, or None when `source` is not there (or went away meanwhile: a run deletes an
+    older best-step file); after `tries` copies that each saw a change, a ConfigError (a ValueError) naming it."""
+    target.parent.mkdir(parents=True, exist_ok=True)
     for _ in range(tries):
-        before = source.stat()
-        shutil.copyfile(source, target)
-        after = source.stat()
+        try:
+            before = source.stat()
+            shutil.copyfile(source, target)
+            after = source.stat()
+        except FileNotFoundError:
+            target.unlink(missing_ok=True)
+            return None
         if (before.st_size, before.st_mtime_ns) == (after.st_size, after.st_mtime_ns):
-            return
+            return target
     raise ConfigError(f"{source} changed during each of {tries} copies: stop the run writing it, then export again")

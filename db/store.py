@@ -557,18 +557,26 @@ class Store:
         return deleted.rowcount
 
     def remove_at_step(
-        self, run_id: int, step: int, key_prefixes: Iterable[str], artifact_kinds: Iterable[str] = (), name_prefix=""
+        self,
+        run_id: int,
+        step: int,
+        key_prefixes: Iterable[str],
+        artifact_kinds: Iterable[str] = (),
+        name_prefix: str = "",
+        keep_keys: Iterable[str] = (),
+        keep_names: Iterable[str] = (),
     ) -> int:
-        """Delete the run's metric points at `step` whose key starts with one of `key_prefixes`, and its artifacts
-        at `step` of `artifact_kinds` whose name starts with `name_prefix` (a record about to be written again in
-        full, e.g. an audio evaluation with fewer utterances); return how many points were deleted."""
-        prefixes, kinds = list(key_prefixes), list(artifact_kinds)
+        """Delete the run's metric points at `step` whose key starts with one of `key_prefixes` (but for
+        `keep_keys`), and its artifacts at `step` of `artifact_kinds` whose name starts with `name_prefix` (but for
+        `keep_names`): what an earlier record at that step held that a new one, written first, did not write again
+        (an audio evaluation of fewer utterances); returns how many points were deleted."""
+        prefixes, kinds, keys, names = list(key_prefixes), list(artifact_kinds), list(keep_keys), list(keep_names)
         with self._session() as session:
             self._touch(session, run_id)
-            keys = (
-                or_(*(Metric.key.startswith(prefix, autoescape=True) for prefix in prefixes)) if prefixes else false()
+            matching = or_(*(Metric.key.startswith(p, autoescape=True) for p in prefixes)) if prefixes else false()
+            deleted = session.execute(
+                delete(Metric).where(Metric.run_id == run_id, Metric.step == step, matching, Metric.key.not_in(keys))
             )
-            deleted = session.execute(delete(Metric).where(Metric.run_id == run_id, Metric.step == step, keys))
             if kinds:
                 session.execute(
                     delete(Artifact).where(
@@ -576,6 +584,7 @@ class Store:
                         Artifact.step == step,
                         Artifact.kind.in_(kinds),
                         Artifact.name.startswith(name_prefix, autoescape=True),
+                        Artifact.name.not_in(names),
                     )
                 )
         return deleted.rowcount

@@ -305,7 +305,9 @@ def test_fit_test_and_evaluate_run_on_fsdd_record_scores_and_clips(tmp_path, mon
     scored = {k.rsplit("/", 1)[1] for k in store.metric_keys(run.id) if k.startswith("val_audio/stoi/")}
     assert len(scored) == 1  # the second utterance's points of the earlier evaluation went with it
     assert {a.meta["role"] for a in store.artifacts(run.id, AUDIO) if a.name.startswith("val/")} == set()  # --clips 0
-    assert len(store.artifacts(run.id, AUDIO_SCORES)) == 2  # one for val (replaced), one for test
+    main([*again, "--replace"])  # as many utterances as the run's own evaluation (its callback: 2), not 16
+    assert [p.value for p in store.metric_series(run.id, "val_audio/n_utterances")] == [2.0]
+    assert len({k for k in store.metric_keys(run.id) if k.startswith("val_audio/stoi/")}) == 2
 
 
 def test_clips_keep_levels_and_count_what_had_to_be_clipped():
@@ -358,6 +360,8 @@ def test_a_run_that_kept_no_checkpoint_is_named_as_such(tmp_path):
     for choice in ("best", "last"):
         with pytest.raises(ConfigError, match=r"the run kept no checkpoint .* give a fit run that trained"):
             checkpoint_of(tmp_path, choice)
+        with pytest.raises(ConfigError, match=r"elsewhere is not on this machine .* --checkpoint PATH"):
+            checkpoint_of(tmp_path / "elsewhere", choice)  # a store restored from an export: the folder is not here
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"")
     with pytest.raises(ConfigError, match=r"the run folder holds \['last.ckpt'\] \(choose --checkpoint last"):

@@ -12,6 +12,7 @@ import pytest
 from ortholab.cli.listing import NO_DESCRIPTION, config_rows
 from ortholab.cli.main import main
 from ortholab.db import Store
+from ortholab.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = str(REPO / "configs" / "demo" / "copying_scornn.yaml")
@@ -157,7 +158,14 @@ def test_list_configs_for_one_family_keeps_only_its_configs_and_names_a_misspelt
     (root / "demo" / "b.yaml").write_text("# LSTM\nmodel: {family: lstm}\n")
     (root / "demo" / "c.yaml").write_text("# no family: the default\nmodel: {hidden_size: 8}\n")
     assert [row["config"] for row in config_rows(root, family="lstm")] == ["configs/demo/b.yaml"]
+    assert [row["config"] for row in config_rows(root, family="scornn")] == [
+        "configs/demo/a.yaml",
+        "configs/demo/c.yaml",
+    ]
     assert len(config_rows(root)) == 3
+    (root / "demo" / "d.yaml").write_text("# half edited\nmodel: {family: lstm\n")
+    with pytest.raises(ConfigError, match=r"d.yaml: cannot be read as a YAML config .* fix it or move it out"):
+        config_rows(root, family="lstm")
     main(["list", "configs", "--family", "eurnn", "--json"])
     listed = json.loads(capsys.readouterr().out)
     assert listed and all("eurnn" in row["config"] for row in listed)

@@ -520,7 +520,8 @@ def test_fetch_all_goes_on_past_a_set_the_mirror_lacks_then_exits_2_naming_it(
         if name != "lacking":
             (served / name).mkdir(parents=True)
             (served / name / "f.bin").write_bytes(payload)
-        file = DataFile("f.bin", hashlib.sha256(payload).hexdigest(), len(payload), ())
+        where = "recordings/f.bin" if name == "lacking" else "f.bin"  # FSDD's layout: a folder under the set's
+        file = DataFile(where, hashlib.sha256(payload).hexdigest(), len(payload), ())
         sets[name] = DataSet(name, name, name, "none", "", (file,))
     monkeypatch.setattr(catalog, "CATALOG", sets)
     code, out, err = ortholab(capsys, "data", "fetch", "all", "--mirror", served.as_uri())
@@ -535,3 +536,4 @@ def test_fetch_all_goes_on_past_a_set_the_mirror_lacks_then_exits_2_naming_it(
         f"other 2 are in place; the lines above say how to get each (`ortholab data list` shows what is there)"
     )
     assert sets["first"].present() and sets["last"].present() and not sets["lacking"].present()
+    assert not (own_data_root / "lacking").exists()  # nothing received: no empty folders left, recordings/ either

@@ -245,3 +245,36 @@ def test_a_checkpoint_rewritten_while_copied_is_copied_again(tmp_path, monkeypat
     monkeypatch.setattr(extract.shutil, "copyfile", lambda src, dst: source.write_bytes(source.read_bytes() + b"."))
     with pytest.raises(ValueError, match=r"last.ckpt changed during each of 5 copies: stop the run writing it"):
         extract.copy_settled(source, target)
+
+
+def test_a_best_checkpoint_replaced_while_exported_is_taken_as_the_new_one(tmp_path, monkeypatch):
+    """A live run deletes its best-step file when it saves a better one: the export listed the old one, and its
+    copy raised FileNotFoundError, reported as an unwritable export folder (review of stop 71)."""
+    import shutil
+
+    from ortholab.db import extract
+
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    run = store.create_run(name="c", family="lstm", task="copying")
+    run_dir = tmp_path / "runs" / "store-0a1b2c3d" / "c" / str(run)
+    (run_dir / "checkpoints").mkdir(parents=True)
+    for name in ("last.ckpt", "best-step5.ckpt"):
+        (run_dir / "checkpoints" / name).write_bytes(name.encode())
+    store.update_run(run, run_dir=str(run_dir), status="interrupted")
+    copyfile = shutil.copyfile
+
+    def a_better_best_meanwhile(src, dst):
+        if pathlib.Path(src).name == "best-step5.ckpt" and pathlib.Path(src).exists():
+            pathlib.Path(src).unlink()
+            (run_dir / "checkpoints" / "best-step9.ckpt").write_bytes(b"best-step9.ckpt")
+        return copyfile(src, dst)
+
+    monkeypatch.setattr(extract.shutil, "copyfile", a_better_best_meanwhile)
+    written = extract.copy_resume_files(store, [run], tmp_path / "out")
+    names = sorted(path.name for path in written)
+    assert names == ["best-step9.ckpt", "last.ckpt"]  # the new best; no config.yaml in this run folder
+    folder = tmp_path / "out" / "store-0a1b2c3d" / "c" / str(run) / "checkpoints"
+    assert (
+        sorted(p.name for p in folder.iterdir()) == names
+        and (folder / "best-step9.ckpt").read_bytes() == b"best-step9.ckpt"
+    )

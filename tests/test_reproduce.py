@@ -1078,3 +1078,23 @@ def test_a_mistyped_flag_for_every_row_is_one_line_before_any_row_trains(tmp_pat
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "did you mean model.hidden_size?" in err and "no row was trained" in err
     assert not db.exists()
+
+
+def test_an_estimate_reads_and_keeps_the_feature_cache_real_runs_share(tmp_path, monkeypatch):
+    """A relative data.cache_dir lies under the runs folder; the timing run's runs folder is a temporary one, so
+    the estimate passes the shared cache (under $ORTHOLAB_RUNS), or it would compute TIMIT's features every time
+    and throw them away (review of stop 71)."""
+    from ortholab.cli.estimate import estimate_row
+    from ortholab.db.published import PaperRow
+
+    monkeypatch.setenv("ORTHOLAB_RUNS", str(tmp_path / "kept"))
+    config = tmp_path / "speech.yaml"
+    config.write_text("data:\n  class_path: datamodules.SpeechPrediction\n  init_args: {cache_dir: cache/speech}\n")
+    row = PaperRow(table="t", row="r", task="speech", family="scornn", metric="val/mse", mode="min", scale=1.0)
+    given = []
+    assert "failed" in estimate_row(row, config, [], lambda args, db: given.append(args) or 1)
+    (args,) = given
+    assert args[args.index("--data.cache_dir") + 1] == str(tmp_path / "kept" / "cache" / "speech")
+    config.write_text("data:\n  init_args: {cache_dir: /abs/cache}\n")  # an absolute one is left as it is
+    estimate_row(row, config, [], lambda args, db: given.append(args) or 1)
+    assert "--data.cache_dir" not in given[-1]

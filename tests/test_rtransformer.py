@@ -327,9 +327,12 @@ def test_the_weights_tool_writes_the_checkpoint_and_refuses_bad_input_in_one_lin
     )
     for argv, said in [
         ([str(tmp_path / "nope.pt"), str(tmp_path / "template.ckpt"), "x"], "nope.pt: no such file"),
+        ([str(tmp_path / "template.ckpt"), str(tmp_path / "template.ckpt"), "x"], "not a state_dict (a mapping"),
+        ([str(tmp_path / "official.pt"), str(tmp_path / "official.pt"), "x"], "not a checkpoint of an OrthoLab run"),
+        ([str(tmp_path / "official.pt"), str(tmp_path / "template.ckpt"), "/no/such/dir/x"], "does not exist"),
         (
-            [str(tmp_path / "template.ckpt"), str(tmp_path / "template.ckpt"), "x"],
-            "is not a state_dict of the official",
+            [str(tmp_path / "template.ckpt").replace("template.ckpt", "x.pt"), str(tmp_path / "template.ckpt"), "x"],
+            "no such",
         ),
     ]:
         with pytest.raises(SystemExit) as refused:

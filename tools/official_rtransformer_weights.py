@@ -76,15 +76,26 @@ def main(argv: list[str]) -> None:
     parser.add_argument("template", type=Path, help="a checkpoint of an OrthoLab run of the same sizes and cell")
     parser.add_argument("out", type=Path, help="where to write the checkpoint holding the official weights")
     args = parser.parse_args(argv)
+    if not args.out.parent.is_dir():
+        parser.error(f"out {args.out}: its folder {args.out.parent} does not exist")
+    loaded = {}
     for name in ("official", "template"):
-        if not getattr(args, name).is_file():
-            parser.error(f"{name} {getattr(args, name)}: no such file")
-    try:  # tensors and plain containers only: a crafted file cannot run code
-        official = torch.load(args.official, map_location="cpu", weights_only=True)
-        checkpoint = torch.load(args.template, map_location="cpu", weights_only=True)
+        path = getattr(args, name)
+        if not path.is_file():
+            parser.error(f"{name} {path}: no such file")
+        try:  # tensors and plain containers only: a crafted file cannot run code
+            loaded[name] = torch.load(path, map_location="cpu", weights_only=True)
+        except (RuntimeError, OSError, pickle.UnpicklingError, EOFError) as err:
+            parser.error(f"{name} {path}: cannot be read with torch.load ({' '.join(str(err).split())[:160]})")
+    official, checkpoint = loaded["official"], loaded["template"]
+    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("state_dict"), dict):
+        parser.error(f"template {args.template}: not a checkpoint of an OrthoLab run (no state_dict)")
+    if not isinstance(official, dict) or not all(isinstance(v, torch.Tensor) for v in official.values()):
+        parser.error(f"official {args.official}: not a state_dict (a mapping of names to tensors)")
+    try:
         converted = ortholab_state_dict(official)
-    except (KeyError, RuntimeError, pickle.UnpicklingError) as err:
-        parser.error(f"{args.official} is not a state_dict of the official RT ({str(err)[:200]})")
+    except KeyError as err:
+        parser.error(f"official {args.official} is not a state_dict of the official RT ({str(err)[:200]})")
     expected = checkpoint["state_dict"]
     if set(converted) != set(expected) or any(converted[k].shape != expected[k].shape for k in converted):
         wrong = sorted(set(converted) ^ set(expected)) or [

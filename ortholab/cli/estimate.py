@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from ortholab.cli.common import exit_reason
-from ortholab.db import Store
+from ortholab.db import Store, runs_root
 from ortholab.db.published import PaperRow
 
 LOG_EVERY = 10  # train/loss every 10 steps: the timed stretch runs from step 9 to the last logged step
@@ -80,6 +80,9 @@ def estimate_row(row: PaperRow, config_path: Path, extra: list[str], run_fit) ->
             "null",
         ]
     )
+    cache = setting(config, flags, "data.cache_dir") or setting(config, [], "data.init_args.cache_dir")
+    if isinstance(cache, str) and not Path(cache).expanduser().is_absolute():  # the features real runs share, not
+        flags = [*flags, "--data.cache_dir", str(runs_root().absolute() / cache)]  # the timing run's own runs folder
     with tempfile.TemporaryDirectory(prefix="ortholab-estimate-") as folder:
         db = f"sqlite:///{Path(folder) / 'estimate.db'}"
         code = run_fit(

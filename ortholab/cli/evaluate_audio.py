@@ -95,10 +95,7 @@ def _datamodule_from_config(config: dict, run_id: int) -> SpeechPrediction:
             f"run {run_id} trained data.class_path = {class_path!r}; audio evaluation needs the speech "
             f"task (datamodules.SpeechPrediction)"
         )
-    datamodule = cls(**(data.get("init_args") or {}))
-    if config.get("runs_dir"):  # a relative cache_dir (a config recorded before stop 71): under its runs folder
-        datamodule.place_cache(config["runs_dir"])
-    return datamodule
+    return cls(**(data.get("init_args") or {}))  # a recorded config's cache_dir is absolute (RecordConfig)
 
 
 DEFAULT_UTTERANCES = 16  # AudioEvaluation's default (training/callbacks/audio.py)
@@ -121,7 +118,14 @@ def evaluate_run(
     that step are a ConfigError unless `replace`: the fit's own are never lost to a re-evaluation by mistake."""
     from ortholab.db import Store
     from ortholab.db.artifacts import AUDIO, AUDIO_SCORES
-    from ortholab.evaluation.audio import StoreRecorder, best_or_last, checkpoint_of, evaluate_split, record_report
+    from ortholab.evaluation.audio import (
+        StoreRecorder,
+        best_or_last,
+        checkpoint_of,
+        evaluate_split,
+        record_report,
+        recorded_names,
+    )
     from ortholab.training.module import RecurrentModule
 
     if split not in ("val", "test"):
@@ -144,10 +148,13 @@ def evaluate_run(
     datamodule = _datamodule_from_config(run.config, run_id)
     module = RecurrentModule.load_from_checkpoint(path, map_location="cpu", weights_only=True)
     report = evaluate_split(module, datamodule, split, utterances, clips, method)
-    if replace:  # the earlier evaluation whole: its points and clips of utterances not scored now go too
+    record_report(report, StoreRecorder(store, run_id, state.get("epoch")), step, per_utterance)  # replaces alike
+    if replace:  # then what the earlier evaluation held beyond these (utterances and clips not scored now) goes
+        keys, names = recorded_names(report, per_utterance)
         prefixes = [f"{split}_audio/", f"{split}_audio_baseline/"]
-        store.remove_at_step(run_id, step, prefixes, artifact_kinds=(AUDIO, AUDIO_SCORES), name_prefix=f"{split}/")
-    record_report(report, StoreRecorder(store, run_id, state.get("epoch")), step, per_utterance)
+        store.remove_at_step(
+            run_id, step, prefixes, (AUDIO, AUDIO_SCORES), name_prefix=f"{split}/", keep_keys=keys, keep_names=names
+        )
     return report
 
 

@@ -152,11 +152,21 @@ def config_description(path: Path) -> str:
     return NO_DESCRIPTION
 
 
-def config_family(path: Path) -> str | None:
-    """The config's model.family; None when the file names none (or is not a mapping)."""
-    loaded = yaml.safe_load(path.read_text())
+DEFAULT_FAMILY = "scornn"  # what a config naming no model.family trains (RecurrentModule's default)
+
+
+def config_family(path: Path) -> str:
+    """The family the config trains: its model.family, else DEFAULT_FAMILY; a file that is not YAML is a
+    ConfigError naming it."""
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        reason = " ".join(str(err).split())[:160]
+        fix = "fix it or move it out of configs/"
+        raise ConfigError(f"{path}: cannot be read as a YAML config ({reason}); {fix}") from None
     model = loaded.get("model") if isinstance(loaded, dict) else None
-    return model.get("family") if isinstance(model, dict) else None
+    family = model.get("family") if isinstance(model, dict) else None
+    return family if isinstance(family, str) else DEFAULT_FAMILY
 
 
 def config_rows(root: Path | None = None, family: str | None = None) -> list[dict]:

@@ -232,6 +232,12 @@ class StoreRecorder:
         )
 
 
+def recorded_names(report: AudioReport, per_utterance: bool = True) -> tuple[set[str], set[str]]:
+    """The metric keys and artifact names `record_report` writes for `report`."""
+    names = {f"{report.split}/scores"} | {f"{report.split}/{clip.utterance}/{clip.role}" for clip in report.clips}
+    return set(report.metric_points(per_utterance)), names
+
+
 def record_report(report: AudioReport, recorder: Recorder, step: int, per_utterance: bool = True) -> None:
     recorder.metrics(report.metric_points(per_utterance), step)
     table = report.table()
@@ -285,6 +291,11 @@ def checkpoint_of(run_dir: Path, checkpoint: str) -> Path:
     else:
         path = Path(checkpoint)
     kept = sorted(p.name for p in folder.glob("*.ckpt"))
+    if not path.is_file() and not run_dir.is_dir() and checkpoint in ("last", "best"):
+        raise ConfigError(
+            f"the run's folder {run_dir} is not on this machine (a store copied from another, or a moved "
+            f"$ORTHOLAB_RUNS); restore its checkpoints there, or give --checkpoint PATH"
+        )
     if not path.is_file() and not kept and checkpoint in ("last", "best"):
         raise ConfigError(
             f"the run kept no checkpoint ({folder} holds none): a predict, validate or test run keeps none, nor "
