@@ -354,12 +354,19 @@ def add_chip(driver, label, value):
     field = widget(driver, "stMultiSelect", label).find_element(By.CSS_SELECTOR, 'input[role="combobox"]')
     field.click()
     field.send_keys(value)
+    click_option(driver, label, value)
+    field.send_keys(Keys.ESCAPE)
+
+
+def click_option(driver, label, value):
+    """Click the open list's option `value` of the widget `label` once it shows (10 s at most)."""
+    from selenium.webdriver.common.by import By
+
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         options = [o for o in driver.find_elements(By.CSS_SELECTOR, '[role="option"]') if o.text.strip() == value]
         if options:
             options[0].click()
-            field.send_keys(Keys.ESCAPE)
             return
         time.sleep(0.1)
     pytest.fail(f"{label!r} offers no option {value!r}")
@@ -608,21 +615,13 @@ def selectbox_field(driver, label):
 
 def choose(driver, label, value):
     """Pick `value` in the selectbox `label`, typed into its field as a user would."""
-    from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
     field = selectbox_field(driver, label)
     field.click()
     field.send_keys(Keys.CONTROL, "a")
     field.send_keys(value)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        options = [o for o in driver.find_elements(By.CSS_SELECTOR, '[role="option"]') if o.text.strip() == value]
-        if options:
-            options[0].click()
-            return
-        time.sleep(0.1)
-    pytest.fail(f"{label!r} offers no option {value!r}")
+    click_option(driver, label, value)
 
 
 def test_the_papers_table_is_part_of_the_address(server, browser):
