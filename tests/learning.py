@@ -14,6 +14,30 @@ QUIET = [
     "cpu",
 ]
 
+# copying T = 20 and adding T = 50: the tasks of the slow learning checks, each a few hundred steps on one thread
+COPYING_T20 = [
+    "--data",
+    "datamodules.CopyingTask",
+    "--data.seq_len",
+    "20",
+    "--data.batch_size",
+    "20",
+    "--data.val_size",
+    "500",
+]
+ADDING_T50 = [
+    "--data",
+    "datamodules.AddingTask",
+    "--data.seq_len",
+    "50",
+    "--data.batch_size",
+    "50",
+    "--data.train_size",
+    "100000",
+    "--data.val_size",
+    "1000",
+]
+
 
 def fit_recorded(tmp_path, monkeypatch, args):
     """Train with `args` in tmp_path and return the finished run's summary (its best main metric is `best`)."""

@@ -9,32 +9,10 @@ slowly (MSE 0.045 after 1,500 steps at lr 1e-3 / 1e-2, not monotonically), so it
 """
 
 import pytest
-from learning import fit_recorded
+from learning import ADDING_T50, COPYING_T20, fit_recorded
 
 pytestmark = pytest.mark.slow
 
-COPYING_T20 = [
-    "--data",
-    "datamodules.CopyingTask",
-    "--data.seq_len",
-    "20",
-    "--data.batch_size",
-    "20",
-    "--data.val_size",
-    "500",
-]
-ADDING_T50 = [
-    "--data",
-    "datamodules.AddingTask",
-    "--data.seq_len",
-    "50",
-    "--data.batch_size",
-    "50",
-    "--data.train_size",
-    "100000",
-    "--data.val_size",
-    "1000",
-]
 # the official scripts' optimizer: torch RMSprop (alpha 0.99), non-orthogonal lr = 10 x orthogonal lr
 EXPRNN_RMSPROP = "{recurrent: {name: rmsprop, lr: %s}, other: {name: rmsprop, lr: %s}}"
 # the SRNN code's nnRNN settings: RMSprop (alpha 0.99) lr 1e-3 for everything but P, T with weight decay 1e-4,

@@ -1,32 +1,9 @@
 """Learning checks of the oRNN and the Shuffling RNN through the CLI (slow: `make test-slow`; CI runs them)."""
 
 import pytest
-from learning import fit_recorded
+from learning import ADDING_T50, COPYING_T20, fit_recorded
 
 pytestmark = pytest.mark.slow
-
-COPYING_T20 = [
-    "--data",
-    "datamodules.CopyingTask",
-    "--data.seq_len",
-    "20",
-    "--data.batch_size",
-    "20",
-    "--data.val_size",
-    "500",
-]
-ADDING_T50 = [
-    "--data",
-    "datamodules.AddingTask",
-    "--data.seq_len",
-    "50",
-    "--data.batch_size",
-    "50",
-    "--data.train_size",
-    "100000",
-    "--data.val_size",
-    "1000",
-]
 
 
 def test_ornn_beats_the_copying_baseline_at_t20(tmp_path, monkeypatch):

@@ -8,32 +8,10 @@ each, the checks ask for a clear drop below the baseline.
 """
 
 import pytest
-from learning import fit_recorded
+from learning import ADDING_T50, COPYING_T20, fit_recorded
 
 pytestmark = pytest.mark.slow
 
-COPYING_T20 = [
-    "--data",
-    "datamodules.CopyingTask",
-    "--data.seq_len",
-    "20",
-    "--data.batch_size",
-    "20",
-    "--data.val_size",
-    "500",
-]
-ADDING_T50 = [
-    "--data",
-    "datamodules.AddingTask",
-    "--data.seq_len",
-    "50",
-    "--data.batch_size",
-    "50",
-    "--data.train_size",
-    "100000",
-    "--data.val_size",
-    "1000",
-]
 # Arjovsky's RMSProp (complex_RNN/optimizations.py): mean square from 1e-3, decay 0.9, no epsilon
 ARJOVSKY_RMSPROP = "{name: rmsprop_tf, lr: 1.0e-3, initial_accumulator: 1.0e-3, eps: 0.0}"
 
