@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 from streamlit.testing.v1 import AppTest
+from test_cli import TINY
 
 from ortholab.db import Store
 from ortholab.db.artifacts import (
@@ -33,32 +34,6 @@ APP_MAIN = str(REPO / "app" / "main.py")
 COPYING_T = 100
 COPYING_BASELINE = 10 * math.log(8) / (COPYING_T + 20)
 ADDING_BASELINE = 1 / 6
-REAL_FIT = [
-    "--model.hidden_size",
-    "8",
-    "--model.family_args",
-    "{rho: 4}",
-    "--data.seq_len",
-    "5",
-    "--data.train_size",
-    "40",
-    "--data.batch_size",
-    "10",
-    "--data.val_size",
-    "20",
-    "--data.eval_batch_size",
-    "20",
-    "--trainer.max_steps",
-    "6",
-    "--trainer.val_check_interval",
-    "3",
-    "--trainer.log_every_n_steps",
-    "1",
-    "--trainer.enable_progress_bar",
-    "false",
-    "--trainer.enable_model_summary",
-    "false",
-]
 
 
 def train_real_run(url: str, runs_dir: Path, name: str = "real-scornn") -> None:
@@ -71,7 +46,7 @@ def train_real_run(url: str, runs_dir: Path, name: str = "real-scornn") -> None:
             "fit",
             "--config",
             str(REPO / "configs" / "demo" / "copying_scornn.yaml"),
-            *REAL_FIT,
+            *TINY,
             "--db",
             url,
             "--name",
