@@ -8,6 +8,14 @@ from torch import nn
 from ortholab.errors import ConfigError
 from ortholab.models.precision import autocast_active, autocast_off, first_device_type, to_full_precision
 
+# what output and h_n of a family's torch.nn layer (models/layers.py) hold, by the family's `layout`
+REAL_STATE = "output and h_n hold the real hidden state h (n features)."
+PLANAR_STATE = "output and h_n hold the complex state h as [Re h | Im h] (2n features); `as_complex` gives h."
+INTERLEAVED_STATE = (
+    "output and h_n hold the complex state h interleaved, (Re h_0, Im h_0, Re h_1, ...) (2n "
+    "features); `as_complex` gives h."
+)
+
 
 class RecurrentLayer(nn.Module):
     """A sequence layer like `nn.RNN(batch_first=True)`: (B, T, input_size) -> all hidden features (B, T, output_size).
@@ -37,6 +45,12 @@ class RecurrentLayer(nn.Module):
     # weights, zero bias, tf.layers.dense: the TensorFlow codes of scoRNN, scuRNN, EURNN), "torch" (nn.Linear's own,
     # the PyTorch codes whose readout is a default nn.Linear), ... (models/sequence.py READOUT_INITS).
     readout_init = "glorot"
+    # How the output features hold the hidden state: "real" (n features), or a complex state's 2n as "planar"
+    # [Re h | Im h] or "interleaved" (Re h_0, Im h_0, Re h_1, ...) (the torch.nn layer's `layout` and `as_complex`).
+    layout = "real"
+    # The docstring of the family's torch.nn layer, ortholab.nn.<class name> (models/layers.py): the paper, what
+    # output and h_n hold, the parameter groups and the initial state.
+    layer_doc = ""
 
     def __init__(self, input_size: int, hidden_size: int):
         super().__init__()

@@ -33,7 +33,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from ortholab.models.base import ConfigError
+from ortholab.models.base import INTERLEAVED_STATE, ConfigError
 from ortholab.models.choices import checks_choices
 from ortholab.models.compiled import kernel, supported
 from ortholab.models.complex_recurrence import complex_modrelu_recurrence, eunn_modrelu
@@ -174,6 +174,11 @@ class EURNN(FactoredUnitaryLayer):
     The official code reads out only Re h from a complex cell; here, as the other complex families, Re h and Im h.
     Parameter groups: `recurrent` (angles, phases, D's phases), `other` (U, b).
     """
+
+    layer_doc = (
+        f"Efficient unitary RNN, Givens-rotation layers (Jing et al. 2017). {INTERLEAVED_STATE} "
+        "Groups: recurrent, other. h0 = 0."
+    )
 
     @checks_choices
     def __init__(

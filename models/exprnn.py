@@ -35,7 +35,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from ortholab.models.base import ConfigError, RecurrentLayer
+from ortholab.models.base import REAL_STATE, ConfigError, RecurrentLayer
 from ortholab.models.cayley import skew_from_upper, upper_from_skew
 from ortholab.models.choices import checks_choices
 from ortholab.models.matrix_exp import SkewInit, initial_skew, skew_matrix_exp
@@ -97,6 +97,11 @@ class ExpRNN(RecurrentLayer):
     The step counter is a persistent buffer, so a resumed checkpoint continues the schedule where it stopped.
     Parameter groups: `recurrent` (S), `other` (W_in, b). The papers' rule: the `other` lr is 10x `recurrent`'s.
     """
+
+    layer_doc = (
+        f"expRNN, W = exp(A) (Lezcano-Casado and Martinez-Rubio 2019). {REAL_STATE} "
+        "Groups: recurrent (A), other. h0 = 0."
+    )
 
     supports_state_offsets = True
     forms_recurrent_matrix = True

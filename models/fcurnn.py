@@ -32,7 +32,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from ortholab.models.base import RecurrentLayer
+from ortholab.models.base import PLANAR_STATE, RecurrentLayer
 from ortholab.models.choices import checks_choices
 from ortholab.models.complex_recurrence import complex_modrelu_recurrence
 
@@ -60,6 +60,12 @@ class FullCapacityURNN(RecurrentLayer):
     `param_budget` sizing counts n^2. Unless the config names an optimizer for `recurrent`, W gets the Stiefel
     step at Wisdom et al.'s rate 1e-3 (a `default` entry in the config does not replace it).
     """
+
+    layout = "planar"
+    layer_doc = (
+        "Full-capacity uRNN, dense unitary W stepped on the Stiefel manifold (Wisdom et al. 2016). "
+        f"{PLANAR_STATE} Groups: recurrent (W, Stiefel step by default), other (with the trained h0)."
+    )
 
     supports_state_offsets = True
     default_optimizers = {"recurrent": {"name": "stiefel_cayley", "lr": 1e-3}}

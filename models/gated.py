@@ -37,6 +37,11 @@ class LSTM(RecurrentLayer):
     forget_bias: initial forget-gate bias (the papers tune it in [-4, 4]); None keeps PyTorch's init.
     """
 
+    layer_doc = (
+        "nn.LSTM with the papers' forget-gate bias 1 (forget_bias). h0 and h_n are the pair (h, c), as nn.LSTM. "
+        "Groups: other."
+    )
+
     def __init__(self, input_size: int, hidden_size: int, forget_bias: float | None = 1.0):
         super().__init__(input_size, hidden_size)
         self.rnn = nn.LSTM(input_size, hidden_size, batch_first=True)
@@ -66,6 +71,8 @@ class LSTM(RecurrentLayer):
 class GRU(RecurrentLayer):
     """nn.GRU with PyTorch's initialisation."""
 
+    layer_doc = "nn.GRU. Groups: other."
+
     def __init__(self, input_size: int, hidden_size: int):
         super().__init__(input_size, hidden_size)
         self.rnn = nn.GRU(input_size, hidden_size, batch_first=True)
@@ -86,6 +93,8 @@ class RNN(RecurrentLayer):
 
     nonlinearity: f, 'tanh' or 'relu'.
     """
+
+    layer_doc = "nn.RNN (nonlinearity 'tanh' or 'relu'). Groups: other."
 
     @checks_choices
     def __init__(self, input_size: int, hidden_size: int, nonlinearity: Literal["tanh", "relu"] = "tanh"):

@@ -50,8 +50,6 @@ NOT_A_RECURRENCE = {
     "apply; use ortholab.models.RTransformer(input_size, d_model, ...) as a (N, L, H_in) -> "
     "(N, L, d_model) module",
 }
-# how the 2n features of a complex family hold h: [Re h | Im h], or (Re h_0, Im h_0, Re h_1, ...)
-COMPLEX_LAYOUTS = {"scurnn": "planar", "fcurnn": "planar", "urnn": "interleaved", "eurnn": "interleaved"}
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the checkout, or site-packages/ortholab: configs/ beside
 
 
@@ -124,7 +122,7 @@ class FamilyRNN(nn.Module):
         core = build_layers(cls, input_size, hidden_size, dict(family_args), num_layers, dropout)
         self.core = core.to(device=device, dtype=dtype or torch.get_default_dtype())
         self.output_size = core.output_size  # H_out: n, or 2n for the complex families
-        self.layout = COMPLEX_LAYOUTS.get(family, "real")
+        self.layout = cls.layout  # how the features hold h: real, planar or interleaved
 
     # the layers ------------------------------------------------------------------------------------------------
     @property
@@ -288,108 +286,14 @@ def _family_layer(name: str, family: str, doc: str) -> type[FamilyRNN]:
     return type(name, (FamilyRNN,), {"__init__": __init__, "__doc__": doc, "__module__": __name__})
 
 
-REAL_STATE = "output and h_n hold the real hidden state h (n features)."
-PLANAR = "output and h_n hold the complex state h as [Re h | Im h] (2n features); `as_complex` gives h."
-INTERLEAVED = (
-    "output and h_n hold the complex state h interleaved, (Re h_0, Im h_0, Re h_1, ...) (2n "
-    "features); `as_complex` gives h."
-)
-ScoRNN = _family_layer(
-    "ScoRNN",
-    "scornn",
-    f"scoRNN, W = (I + A)^-1 (I - A) D (Helfrich et al. 2018). {REAL_STATE} Groups: recurrent (A), other. h0 = 0.",
-)
-ScuRNN = _family_layer(
-    "ScuRNN",
-    "scurnn",
-    f"scuRNN, W from (I + A)^-1 (I - A) and diag(e^(i theta)) (Maduranga et "
-    f"al. 2019). {PLANAR} Groups: recurrent (A), scaling (theta), other (with the trained h0).",
-)
-ORNN = _family_layer(
-    "ORNN",
-    "ornn",
-    f"oRNN, W a product of Householder reflections (Mhammedi et al. 2017). "
-    f"{REAL_STATE} Groups: recurrent, other (with the trained h0).",
-)
-SRNN = _family_layer(
-    "SRNN", "srnn", f"Shuffling RNN, W a fixed cyclic shift (Rotman and Wolf 2021). {REAL_STATE} Groups: other. h0 = 0."
-)
-ExpRNN = _family_layer(
-    "ExpRNN",
-    "exprnn",
-    f"expRNN, W = exp(A) (Lezcano-Casado and Martinez-Rubio 2019). {REAL_STATE} Groups: recurrent (A), other. h0 = 0.",
-)
-NNRNN = _family_layer(
-    "NNRNN",
-    "nnrnn",
-    f"nnRNN, W = P (Lambda + T) P^T (Kerg et al. 2019). {REAL_STATE} Groups: "
-    "orthogonal, spectrum, non_normal, other. h0 = 0.",
-)
-URNN = _family_layer(
-    "URNN",
-    "urnn",
-    f"Unitary evolution RNN (Arjovsky et al. 2016). {INTERLEAVED} Groups: recurrent, other (with the trained h0).",
-)
-EURNN = _family_layer(
-    "EURNN",
-    "eurnn",
-    f"Efficient unitary RNN, Givens-rotation layers (Jing et al. 2017). "
-    f"{INTERLEAVED} Groups: recurrent, other. h0 = 0.",
-)
-FullCapacityURNN = _family_layer(
-    "FullCapacityURNN",
-    "fcurnn",
-    f"Full-capacity uRNN, dense unitary W stepped on the "
-    f"Stiefel manifold (Wisdom et al. 2016). {PLANAR} Groups: recurrent (W, Stiefel "
-    f"step by default), other (with the trained h0).",
-)
-NRU = _family_layer(
-    "NRU",
-    "nru",
-    "Non-saturating recurrent unit (Chandar et al. 2019). output holds h; h0 and h_n "
-    "are the pair (h, memory). Groups: other. Zero initial state.",
-)
-LSTM = _family_layer(
-    "LSTM",
-    "lstm",
-    "nn.LSTM with the papers' forget-gate bias 1 (forget_bias). h0 and h_n are the "
-    "pair (h, c), as nn.LSTM. Groups: other.",
-)
-GRU = _family_layer("GRU", "gru", "nn.GRU. Groups: other.")
-RNN = _family_layer("RNN", "rnn", "nn.RNN (nonlinearity 'tanh' or 'relu'). Groups: other.")
-SSM_STATE = (
-    "output holds each step's block features (n); h0 and h_n hold each layer's complex recurrence state x "
-    "as [Re x | Im x] (state_features)."
-)
-LRU = _family_layer(
-    "LRU",
-    "lru",
-    f"Linear Recurrent Unit blocks (Orvieto et al. 2023), one per layer. {SSM_STATE} "
-    "Groups: recurrent (nu, theta, gamma; Adam 5e-4 by default), other. Zero initial state.",
-)
-S4D = _family_layer(
-    "S4D",
-    "s4d",
-    f"S4D blocks, diagonal SSMs by zero-order hold (Gu et al. 2022), one per layer. "
-    f"{SSM_STATE} Groups: recurrent (dt, A; Adam 1e-3 by default), other. Zero initial state.",
-)
+# every registered family with a carried state (all but NOT_A_RECURRENCE) as a layer named as its cells' class, its
+# docstring the family's `layer_doc`: a new family in models/__init__.py's FAMILIES is a layer here with no new line
 LAYERS: dict[str, type[FamilyRNN]] = {
-    "scornn": ScoRNN,
-    "scurnn": ScuRNN,
-    "ornn": ORNN,
-    "srnn": SRNN,
-    "exprnn": ExpRNN,
-    "nnrnn": NNRNN,
-    "urnn": URNN,
-    "eurnn": EURNN,
-    "fcurnn": FullCapacityURNN,
-    "nru": NRU,
-    "lstm": LSTM,
-    "gru": GRU,
-    "rnn": RNN,
-    "lru": LRU,
-    "s4d": S4D,
-}  # every registered family with a carried state (all but NOT_A_RECURRENCE)
+    family: _family_layer(cls.__name__, family, cls.layer_doc)
+    for family, cls in FAMILIES.items()
+    if family not in NOT_A_RECURRENCE
+}
+globals().update({layer.__name__: layer for layer in LAYERS.values()})  # ScoRNN, LSTM, ... as this module's names
 
 
 # training a model that holds these layers ----------------------------------------------------------------------

@@ -25,7 +25,7 @@ from ortholab.models.choices import checks_choices
 from ortholab.models.fft_convolution import causal_convolution
 from ortholab.models.linear_scan import diagonal_scan
 from ortholab.models.sequence import lecun_normal_
-from ortholab.models.ssm_block import DiagonalStateSpaceLayer, FeatureBatchNorm, positive_int, real_number
+from ortholab.models.ssm_block import SSM_STATE, DiagonalStateSpaceLayer, FeatureBatchNorm, positive_int, real_number
 
 
 def _clamped(nu_log: torch.Tensor, theta_log: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -182,6 +182,11 @@ class LRU(DiagonalStateSpaceLayer):
     Parameter groups: `recurrent` (ν, θ, γ: by default Adam at half the base rate, no weight decay, as
     run_train.py:69-71 and train_helpers.py:91-99), `other` (B, C, D, the GLU, the norm, the encoder).
     """
+
+    layer_doc = (
+        f"Linear Recurrent Unit blocks (Orvieto et al. 2023), one per layer. {SSM_STATE} "
+        "Groups: recurrent (nu, theta, gamma; Adam 5e-4 by default), other. Zero initial state."
+    )
 
     # the reference's 'ssm' group: Adam (no weight decay) at lr_factor 0.5 x lr_base 1e-3 (run_train.py:69, 71;
     # train_helpers.py:97-99); its other parameters take AdamW 1e-3 with weight decay 0.05 (run_train.py:79)

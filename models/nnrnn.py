@@ -32,7 +32,7 @@ import math
 import torch
 from torch import nn
 
-from ortholab.models.base import ConfigError, RecurrentLayer
+from ortholab.models.base import REAL_STATE, ConfigError, RecurrentLayer
 from ortholab.models.cayley import upper_from_skew
 from ortholab.models.choices import checks_choices
 from ortholab.models.matrix_exp import SkewInit, exp_skew, initial_skew
@@ -88,6 +88,11 @@ class NNRNN(RecurrentLayer):
         `non_normal`: T's n(n-1)/2 entries; give it weight_decay (the code's Tdecay: 1e-4 in the SRNN code);
         `other`: U and b. The code trains spectrum, non_normal and other with one optimizer and lr.
     """
+
+    layer_doc = (
+        f"nnRNN, W = P (Lambda + T) P^T (Kerg et al. 2019). {REAL_STATE} Groups: orthogonal, spectrum, non_normal, "
+        "other. h0 = 0."
+    )
 
     supports_state_offsets = True
     forms_recurrent_matrix = True

@@ -76,6 +76,11 @@ class NRU(RecurrentLayer):
     at 1 (model.grad_clip_norm: 1.0).
     """
 
+    layer_doc = (
+        "Non-saturating recurrent unit (Chandar et al. 2019). output holds h; h0 and h_n are the pair (h, memory). "
+        "Groups: other. Zero initial state."
+    )
+
     readout_init = "xavier_normal"  # the port's W_h2o: Xavier-normal, zero bias
     supports_state_offsets = True
 

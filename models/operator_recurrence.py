@@ -292,6 +292,7 @@ class FactoredUnitaryLayer(RecurrentLayer):
     """
 
     supports_state_offsets = True
+    layout = "interleaved"
 
     def operator(self) -> UnitaryOperator:
         raise NotImplementedError

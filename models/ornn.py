@@ -12,7 +12,7 @@ import math
 import torch
 from torch import nn
 
-from ortholab.models.base import ConfigError, RecurrentLayer, count_from_fraction
+from ortholab.models.base import REAL_STATE, ConfigError, RecurrentLayer, count_from_fraction
 from ortholab.models.choices import checks_choices
 from ortholab.models.householder import entries_from_tril, householder_product, tril_from_entries
 from ortholab.models.pointwise_recurrence import Activation, pointwise_recurrence
@@ -35,6 +35,11 @@ class ORNN(RecurrentLayer):
     Parameter groups: `recurrent` (the reflection vectors' n*m - m(m-1)/2 free entries), `other` (V, b, h0).
     The official code trains every parameter with one Adam.
     """
+
+    layer_doc = (
+        f"oRNN, W a product of Householder reflections (Mhammedi et al. 2017). {REAL_STATE} "
+        "Groups: recurrent, other (with the trained h0)."
+    )
 
     supports_state_offsets = True
     forms_recurrent_matrix = True

@@ -26,7 +26,7 @@ from ortholab.models.base import ConfigError
 from ortholab.models.choices import checks_choices
 from ortholab.models.fft_convolution import channelwise_causal_convolution
 from ortholab.models.linear_scan import diagonal_scan
-from ortholab.models.ssm_block import DiagonalStateSpaceLayer, positive_int, real_number
+from ortholab.models.ssm_block import SSM_STATE, DiagonalStateSpaceLayer, positive_int, real_number
 
 
 def imaginary_parts(init: str, state_size: int, width: int) -> torch.Tensor:
@@ -150,6 +150,11 @@ class S4D(DiagonalStateSpaceLayer):
     Parameter groups: `recurrent` (log Δ, A: by default Adam 1e-3, no weight decay, as example.py:177 and
     s4d.py:57), `other` (C, D, the GLU, the LayerNorm, the encoder).
     """
+
+    layer_doc = (
+        f"S4D blocks, diagonal SSMs by zero-order hold (Gu et al. 2022), one per layer. {SSM_STATE} "
+        "Groups: recurrent (dt, A; Adam 1e-3 by default), other. Zero initial state."
+    )
 
     # the official example trains Δ and A with lr min(0.001, lr) and weight decay 0 (example.py:177; s4d.py:57), the
     # rest with AdamW lr 0.01, weight decay 0.01 (example.py:52-53, 265)

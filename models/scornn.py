@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ortholab.models.base import RecurrentLayer, count_from_fraction
+from ortholab.models.base import REAL_STATE, RecurrentLayer, count_from_fraction
 from ortholab.models.cayley import CayleyInit, ScaledCayley
 from ortholab.models.choices import checks_choices
 from ortholab.models.recurrence import modrelu_recurrence
@@ -19,6 +19,10 @@ class ScoRNN(RecurrentLayer):
     input_init_range: U's entries start ~ U(-r, r) (the official code's 0.01).
     Parameter groups: `recurrent` (A's n(n-1)/2 free entries), `other` (U, b).
     """
+
+    layer_doc = (
+        f"scoRNN, W = (I + A)^-1 (I - A) D (Helfrich et al. 2018). {REAL_STATE} Groups: recurrent (A), other. h0 = 0."
+    )
 
     supports_state_offsets = True
     forms_recurrent_matrix = True

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ortholab.models.base import RecurrentLayer
+from ortholab.models.base import PLANAR_STATE, RecurrentLayer
 from ortholab.models.choices import checks_choices
 from ortholab.models.complex_recurrence import complex_modrelu_recurrence
 from ortholab.models.unitary import CayleyGradient, ComplexScaledCayley, DSide, UnitaryInit
@@ -24,6 +24,12 @@ class ScuRNN(RecurrentLayer):
         functions after relabelling the units by D^H, but other theta gradients).
     Parameter groups: `recurrent` (A's n^2 real coordinates), `scaling` (theta), `other` (U, b, h0).
     """
+
+    layout = "planar"
+    layer_doc = (
+        "scuRNN, W from (I + A)^-1 (I - A) and diag(e^(i theta)) (Maduranga et al. 2019). "
+        f"{PLANAR_STATE} Groups: recurrent (A), scaling (theta), other (with the trained h0)."
+    )
 
     supports_state_offsets = True
     forms_recurrent_matrix = True

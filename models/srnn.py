@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ortholab.models.base import ConfigError, RecurrentLayer
+from ortholab.models.base import REAL_STATE, ConfigError, RecurrentLayer
 from ortholab.models.choices import checks_choices
 from ortholab.models.shift_recurrence import Shift, shift_relu_recurrence
 
@@ -29,6 +29,8 @@ class SRNN(RecurrentLayer):
         tasks: nn.Embedding(vocab, hyper)); False feeds them one-hot. Must be False for real-valued inputs.
     The code's unused Embedding(1, 1) on real-valued tasks (one parameter in its counts) is not created.
     """
+
+    layer_doc = f"Shuffling RNN, W a fixed cyclic shift (Rotman and Wolf 2021). {REAL_STATE} Groups: other. h0 = 0."
 
     embeds_symbols = True  # receives symbol ids for symbolic tasks; embeds or one-hots them itself
     readout_init = "torch"  # the official end_fc is a default nn.Linear(d_h, d_out) (srnn-exprnn-facts 1.2)

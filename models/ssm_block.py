@@ -33,6 +33,12 @@ def positive_int(key: str, value) -> int:
     return int(value)
 
 
+SSM_STATE = (  # what output, h0 and h_n of the torch.nn layer hold (models/layers.py)
+    "output holds each step's block features (n); h0 and h_n hold each layer's complex recurrence state x "
+    "as [Re x | Im x] (state_features)."
+)
+
+
 def real_number(key: str, value) -> float:
     """An option that is a real number: TypeError otherwise, naming the key."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ortholab.models.base import INTERLEAVED_STATE
 from ortholab.models.compiled import kernel, supported
 from ortholab.models.operator_recurrence import FactoredUnitaryLayer, gather_units, operator_recurrence_features
 
@@ -131,6 +132,11 @@ class URNN(FactoredUnitaryLayer):
     |z| + 1e-5, the port by |z| + 1e-6, both without eps under the root).
     Parameter groups: `recurrent` (3n phases, 2 x 2n reflection coordinates: 7n), `other` (U, b, h0).
     """
+
+    layer_doc = (
+        f"Unitary evolution RNN (Arjovsky et al. 2016). {INTERLEAVED_STATE} "
+        "Groups: recurrent, other (with the trained h0)."
+    )
 
     def __init__(self, input_size: int, hidden_size: int):
         super().__init__(input_size, hidden_size)

@@ -8,24 +8,9 @@ Everything here lives in ortholab.models.layers and ortholab.models.optimizers; 
 """
 
 from ortholab.models.layers import (
-    EURNN,
-    GRU,
     LAYERS,
-    LRU,
-    LSTM,
-    NNRNN,
-    NRU,
-    ORNN,
-    RNN,
-    S4D,
-    SRNN,
-    URNN,
-    ExpRNN,
     FamilyRNN,
-    FullCapacityURNN,
     GroupOptimizer,
-    ScoRNN,
-    ScuRNN,
     group_optimizer,
     paper_optimizers,
     parameter_groups,
@@ -33,25 +18,14 @@ from ortholab.models.layers import (
 from ortholab.models.optimizers import OPTIMIZERS, AdagradTF, RMSpropTF, build_optimizer
 from ortholab.models.stiefel import StiefelCayley
 
+# one layer per family, named as its class (ScoRNN, ScuRNN, ..., LSTM): a family added to the registry is here too
+globals().update({layer.__name__: layer for layer in LAYERS.values()})
+
 __all__ = [
-    "EURNN",
-    "GRU",
+    *(layer.__name__ for layer in LAYERS.values()),
     "LAYERS",
-    "LRU",
-    "LSTM",
-    "NRU",
-    "NNRNN",
-    "ORNN",
-    "RNN",
-    "S4D",
-    "SRNN",
-    "URNN",
-    "ExpRNN",
     "FamilyRNN",
-    "FullCapacityURNN",
     "GroupOptimizer",
-    "ScoRNN",
-    "ScuRNN",
     "group_optimizer",
     "paper_optimizers",
     "parameter_groups",

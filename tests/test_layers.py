@@ -57,6 +57,9 @@ def _random_state(layer, batch, generator):
 
 def test_every_family_with_a_state_has_a_layer_and_rtransformer_is_refused():
     assert set(onn.LAYERS) == set(FAMILIES) - {"rtransformer"}
+    for family, layer in onn.LAYERS.items():  # named and described by the family's own class (its `layer_doc`)
+        assert getattr(onn, layer.__name__) is layer and layer.__name__ == FAMILIES[family].__name__
+        assert layer.__doc__ and "Groups:" in layer.__doc__, family
     with pytest.raises(ValueError, match="rtransformer.*no nn.RNN form.*RTransformer"):
         onn.FamilyRNN("rtransformer", 3, 8)
     with pytest.raises(ValueError, match="'rhoo' is not an option of family 'scornn'"):
