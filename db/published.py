@@ -638,6 +638,8 @@ def markdown_report(
         )
         others = f"; rows with their own: {', '.join(own)}" if own else ""  # (cpu_checks' music rows: test/nll)
         out.append(f"metric: `{table.metric}` ({table.mode}){scale}{others}\n")
+        if any(seed.ends_beyond is not None for item in found[table.id] for seed in item.seeds):  # what it means
+            out.append(f"beyond the baseline: at a validation, {BEYOND_BASELINE:.0%} or more better than it\n")
         if shared:
             every = "every row: " + " · ".join(f"{c} {v}" for c, v in shared.items())
             out.append(textwrap.fill(every, width, break_on_hyphens=False) + "\n")

@@ -502,6 +502,7 @@ def test_papers_page_shows_published_beside_reproduced_with_a_link_to_the_run(tm
     assert frame["seeds"][0] is not None and "seed" in frame["seeds"][0]  # the seeds' aggregate, as the report
     assert frame["run"][0] == f"curves?run={run}" and frame["scale"][0] == "cpu-smoke"
     assert any("1 of 2 rows not yet run" in n for n in notes(at))
+    assert any("beyond the baseline at a validation 10% or more better than it" in n for n in notes(at))
 
 
 def test_an_unreachable_store_is_one_error_on_the_page(monkeypatch):

@@ -46,7 +46,8 @@ st.caption(
     + (f"; published = {table.scale:g} × OrthoLab value" if table.scale != 1 else "")
     + f". Run the missing rows with `ortholab reproduce {table.id}` "
     f"(`--scale cpu-smoke` for a few minutes per row on CPU). A reproduced value marked (val/…) was read from "
-    "validation because the run has no test evaluation yet."
+    "validation because the run has no test evaluation yet. A run is beyond the baseline at a validation "
+    f"{published.BEYOND_BASELINE:.0%} or more better than it."
 )
 frame = pd.DataFrame(data.paper_comparison(reader.url, chosen))
 frame["run"] = [f"curves?run={int(i)}" if pd.notna(i) else None for i in frame["run"]]
