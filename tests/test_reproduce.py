@@ -1054,6 +1054,72 @@ def test_a_run_given_other_flags_or_at_smoke_scale_neither_stands_for_the_row_no
     assert trained == ["copy", "short_only"]
 
 
+def _another_process_finishes(store: Store, row: str) -> int:
+    """A finished fit of toy_figure1's `row` (seed 5544, full scale), as another `reproduce` would record it."""
+    tags = [f"paper:toy_figure1/{row}", "seed:5544", "scale:full"]
+    run = store.create_run(name=row, family="scornn", task="copying", tags=tags, main_metric="val/loss")
+    store.log_metrics(run, {"val/loss": 0.001}, step=100)
+    store.set_status(run, "finished")
+    return run
+
+
+def test_a_row_trained_by_another_process_meanwhile_is_skipped_not_trained_twice(tmp_path, monkeypatch, capsys):
+    """Two `reproduce` commands over the same rows (two terminals, two machines on one store): each row is looked up
+    in the store again just before it trains, so a row the other command trained meanwhile is skipped. Before, the
+    plan made at the start stood, and a row the other command had finished since was trained a second time."""
+    import ortholab.cli.reproduce as reproduce
+
+    config = tmp_path / "row.yaml"
+    config.write_text("seed_everything: 5544\n")
+    _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("val/loss", _copying_rows(str(config), "first", "second")))
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    trained, other = [], {}
+
+    def run_row(row, scale, db, extra, seed):
+        trained.append(row.row)
+        if row.row == "first":  # while this row trains, the other command finishes the second
+            other["second"] = _another_process_finishes(Store(db), "second")
+        return reproduce.Outcome(f"{row.tag}: trained")
+
+    monkeypatch.setattr(reproduce, "run_row", run_row)
+    monkeypatch.setattr(reproduce, "_each", lambda work, items, workers: [work(item) for item in items])
+    outcomes = reproduce.reproduce("toy_figure1", None, "full", db, [])
+    assert trained == ["first"] and [o.state for o in outcomes] == ["done", "skipped"]
+    assert f"paper:toy_figure1/second (seed 5544): skipped, run {other['second']} finished" in capsys.readouterr().out
+
+
+def test_a_stopped_row_resumed_by_another_process_meanwhile_is_skipped_by_resume(tmp_path, monkeypatch, capsys):
+    """`reproduce --resume` lists the stopped rows once, then takes them one by one: a row whose listed run another
+    command has since replaced by a finished one is skipped, not trained anew beside it."""
+    import ortholab.cli.reproduce as reproduce
+
+    config = tmp_path / "row.yaml"
+    config.write_text("seed_everything: 5544\n")
+    _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("val/loss", _copying_rows(str(config), "first", "second")))
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    store, stopped = Store(db), {}
+    for row in ("first", "second"):  # stopped with their machine: no checkpoint here, so each is trained anew
+        tags = [f"paper:toy_figure1/{row}", "seed:5544", "scale:full"]
+        stopped[row] = store.create_run(name=row, family="scornn", task="copying", tags=tags, main_metric="val/loss")
+        store.set_status(stopped[row], "interrupted")
+    trained = []
+
+    def run_row(row, scale, db, extra, seed):
+        trained.append(row.row)
+        if row.row == "first":
+            _another_process_finishes(Store(db), "second")
+        return reproduce.Outcome(f"{row.tag}: trained")
+
+    monkeypatch.setattr(reproduce, "run_row", run_row)
+    monkeypatch.setattr(reproduce, "_each", lambda work, items, workers: [work(item) for item in items])
+    outcomes = reproduce.resume_unfinished(db, 1800.0, [], table="toy_figure1")
+    assert trained == ["first"] and [o.state for o in outcomes] == ["done", "skipped"]
+    assert (
+        f"paper:toy_figure1/second (seed 5544): skipped, trained or being trained by another process since run "
+        f"{stopped['second']} was listed" in capsys.readouterr().out
+    )
+
+
 def test_experiment_flags_leave_out_those_that_only_say_where_a_row_runs():
     from ortholab.cli.reproduce import experiment_flags
 

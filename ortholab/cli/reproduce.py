@@ -616,8 +616,20 @@ def resume_unfinished(
     store = Store(db, access="write")
 
     def resume(found) -> Outcome:
-        row, fit = found
-        seed = seed_of(fit, {})
+        row, listed = found
+        seed = seed_of(listed, {})
+        # the store again, just before the row: another process may have trained, or be training, it since
+        fit = next(
+            (f for r, f in unfinished_runs(store, stale_after_s) if r.tag == row.tag and seed_of(f, {}) == seed), None
+        )
+        if fit is None:
+            label = row.tag if seed is None else f"{row.tag} (seed {seed})"
+            outcome = Outcome(
+                f"{label}: skipped, trained or being trained by another process since run {listed.id} was listed",
+                "skipped",
+            )
+            print(outcome.line, flush=True)
+            return replace(outcome, resumed=(row.tag, seed))
         if _resumable(store, fit):
             outcome = continue_run(row, fit.id, store, extra)
         else:  # stopped before its first checkpoint, or trained on a machine whose run folders are gone
@@ -795,14 +807,21 @@ def reproduce(
 
     def train(item) -> Outcome:
         row, seed = item
-        if (row.tag, seed) not in stopped:
+        latest = stopped
+        if not again:  # the store again, just before the row: another process may have trained or begun it since
+            done_now, latest = recorded_seeds(db, scale, experiment_flags(extra))
+            if (row.tag, seed) in done_now:
+                outcome = Outcome(f"{row.tag} (seed {seed}): skipped, {done_now[row.tag, seed]}", "skipped")
+                print(outcome.line, flush=True)
+                return outcome
+        if (row.tag, seed) not in latest:
             return run_row(row, scale, db, extra, seed)
         if children.stopped_by():
-            return not_started(f"{row.tag} (seed {seed})", f"run {stopped[row.tag, seed]} not continued")
-        print(f"{row.tag} (seed {seed}): continuing run {stopped[row.tag, seed]}, stopped before its end", flush=True)
+            return not_started(f"{row.tag} (seed {seed})", f"run {latest[row.tag, seed]} not continued")
+        print(f"{row.tag} (seed {seed}): continuing run {latest[row.tag, seed]}, stopped before its end", flush=True)
         store = Store(db, access="write")
         try:
-            return continue_run(row, stopped[row.tag, seed], store, extra)
+            return continue_run(row, latest[row.tag, seed], store, extra)
         finally:
             store.close()
 
