@@ -528,7 +528,7 @@ def _export(
     if with_checkpoints:  # before the store is read for the rest: a run training meanwhile has exported points
         staging = folder / "checkpoints.part"  # at least as new as its exported checkpoint
         shutil.rmtree(staging, ignore_errors=True)
-        copied = copy_resume_files(store, runs_behind(found), staging)  # this export's only
+        copied = copy_resume_files(store, runs_behind(found), staging, earlier=folder / "checkpoints")
         shutil.rmtree(folder / "checkpoints", ignore_errors=True)  # an earlier export's go once these are whole
         if staging.is_dir():
             staging.rename(folder / "checkpoints")

@@ -95,18 +95,29 @@ def write_run_store_within(
         points = max(MIN_POINTS, points // 2)
 
 
-def copy_resume_files(source: Store, run_ids: Iterable[int], folder: str | Path) -> list[Path]:
+def copy_resume_files(
+    source: Store, run_ids: Iterable[int], folder: str | Path, earlier: str | Path | None = None
+) -> list[Path]:
     """For every run of `run_ids` that has not finished and has a last checkpoint, its config.yaml and checkpoints
     (last.ckpt, which `fit --resume` loads, and the best one, which the row's test at the end loads) into
-    folder/store-XXXXXXXX/NAME/ID (its run folder's last parts); returns the files written."""
+    folder/store-XXXXXXXX/NAME/ID (its run folder's last parts); returns the files written. A run whose folder is
+    not on this machine (a store restored from an export's runs.db) keeps the copies `earlier` (the folder an
+    earlier export wrote them to) holds for it."""
     written = []
     for run_id in sorted(set(int(i) for i in run_ids)):
         run = source.get_run(run_id)
         run_dir = Path(run.run_dir or "")
-        if run.status == "finished" or not (run_dir / "checkpoints" / "last.ckpt").is_file():
-            continue
         in_store_folder = len(run_dir.parts) >= 3 and run_dir.parts[-3].startswith("store-")
         parts = run_dir.parts[-3:] if in_store_folder else run_dir.parts[-2:]  # (legacy folders: NAME/ID)
+        if run.status == "finished" or not parts:
+            continue
+        if not (run_dir / "checkpoints" / "last.ckpt").is_file():
+            kept = Path(earlier, *parts) if earlier is not None else None
+            if kept is not None and (kept / "checkpoints" / "last.ckpt").is_file() and not run_dir.is_dir():
+                files = [path for path in sorted(kept.rglob("*")) if path.is_file()]
+                copies = [copy_settled(path, Path(folder, *parts, path.relative_to(kept))) for path in files]
+                written += [target for target in copies if target is not None]
+            continue
         for attempt in range(3):  # a live run that saves a better best-step file deletes the one listed: again
             files = [run_dir / "config.yaml", *sorted((run_dir / "checkpoints").glob("*.ckpt"))]
             copied = [copy_settled(path, Path(folder, *parts, path.relative_to(run_dir))) for path in files]

@@ -209,8 +209,8 @@ def test_a_run_training_during_an_export_has_its_points_at_least_as_new_as_its_c
     store.update_run(copying_run.id, run_dir=str(run_dir), status="interrupted")
     copy_resume_files = export.copy_resume_files
 
-    def copy_then_train_on(source, run_ids, folder):
-        written = copy_resume_files(source, run_ids, folder)
+    def copy_then_train_on(source, run_ids, folder, **options):
+        written = copy_resume_files(source, run_ids, folder, **options)
         store.log_metrics(copying_run.id, {"val/loss": 0.2}, step=50)  # the run trains on after the copy
         return written
 
@@ -220,6 +220,37 @@ def test_a_run_training_during_an_export_has_its_points_at_least_as_new_as_its_c
     assert (copied / "last.ckpt").read_bytes() == b"step 0"
     exported = Store(f"sqlite:///{tmp_path / 'out' / 'runs.db'}", access="read")
     assert [point.step for point in exported.metric_series(copying_run.id, "val/loss")] == [0, 50]
+
+
+def test_a_run_whose_folder_is_on_another_machine_keeps_the_checkpoints_its_earlier_export_holds(tmp_path, monkeypatch):
+    """A store restored from an export's runs.db on a new machine has no run folders: exported again with
+    checkpoints, a stopped run's checkpoints from the earlier export stay in it (they were deleted, and with them
+    the only copy of, e.g., a NaN run's checkpoint before its bad step), while a run that went on here is taken
+    from its folder."""
+    db = _store(tmp_path, monkeypatch)
+    store = Store(db)
+    (copying_run,) = [r for r in store.list_runs() if r.task == "copying"]
+    run_dir = tmp_path / "runs" / "store-0a1b2c3d" / "c" / str(copying_run.id)
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "checkpoints" / "last.ckpt").write_bytes(b"step 0")
+    (run_dir / "checkpoints" / "nan-step7.ckpt").write_bytes(b"before the bad step")
+    store.update_run(copying_run.id, run_dir=str(run_dir), status="failed")
+    out = tmp_path / "out"
+    main(["report", "demo_table9", "--db", db, "--export", str(out), "--with-checkpoints"])
+    copied = out / "checkpoints" / "store-0a1b2c3d" / "c" / str(copying_run.id) / "checkpoints"
+    assert sorted(p.name for p in copied.iterdir()) == ["last.ckpt", "nan-step7.ckpt"]
+    moved = tmp_path / "elsewhere"
+    run_dir.rename(moved)  # the new machine: the run folder is not here
+    main(["report", "demo_table9", "--db", db, "--export", str(out), "--with-checkpoints"])
+    assert (copied / "nan-step7.ckpt").read_bytes() == b"before the bad step"
+    assert (copied / "last.ckpt").read_bytes() == b"step 0" and not (out / "checkpoints.part").exists()
+    moved.rename(run_dir)  # here again, and trained on: the folder's files are taken, not the earlier export's
+    (run_dir / "checkpoints" / "last.ckpt").write_bytes(b"step 9")
+    (run_dir / "checkpoints" / "nan-step7.ckpt").unlink()
+    main(["report", "demo_table9", "--db", db, "--export", str(out), "--with-checkpoints"])
+    assert (
+        sorted(p.name for p in copied.iterdir()) == ["last.ckpt"] and (copied / "last.ckpt").read_bytes() == b"step 9"
+    )
 
 
 def test_a_checkpoint_rewritten_while_copied_is_copied_again(tmp_path, monkeypatch):
