@@ -1,7 +1,7 @@
 """Learning checks through the CLI (slow: `make test-slow`; CI runs them)."""
 
 import pytest
-from learning import fit_recorded
+from learning import ADDING_T50, fit_recorded
 
 pytestmark = pytest.mark.slow
 
@@ -50,16 +50,7 @@ def test_scornn_solves_adding_at_t50(tmp_path, monkeypatch):
             "{rho: 0.5}",
             "--model.optimizers",
             "{recurrent: {name: rmsprop_tf, lr: 1.0e-3}, other: {name: adam, lr: 1.0e-3}}",
-            "--data",
-            "datamodules.AddingTask",
-            "--data.seq_len",
-            "50",
-            "--data.batch_size",
-            "50",
-            "--data.train_size",
-            "100000",
-            "--data.val_size",
-            "1000",
+            *ADDING_T50,
             "--trainer.max_steps",
             "2000",
             "--trainer.val_check_interval",

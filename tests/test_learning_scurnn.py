@@ -1,7 +1,7 @@
 """scuRNN learns, through the CLI (slow: `make test-slow`; CI runs them)."""
 
 import pytest
-from learning import fit_recorded
+from learning import ADDING_T50, fit_recorded
 
 pytestmark = pytest.mark.slow
 
@@ -51,16 +51,7 @@ def test_scurnn_solves_adding_at_t50(tmp_path, monkeypatch):
             "--model.optimizers",
             "{recurrent: %s, scaling: {name: adam, lr: 1.0e-3}, "
             "other: {name: adam, lr: 1.0e-2}}" % (A_RMSPROP % "1.0e-3"),
-            "--data",
-            "datamodules.AddingTask",
-            "--data.seq_len",
-            "50",
-            "--data.batch_size",
-            "50",
-            "--data.train_size",
-            "100000",
-            "--data.val_size",
-            "1000",
+            *ADDING_T50,
             "--trainer.max_steps",
             "1500",
             "--trainer.val_check_interval",

@@ -277,7 +277,7 @@ def test_bad_options_name_the_key(options, key):
 
 @pytest.mark.slow
 def test_rtransformer_solves_adding_at_t50(tmp_path, monkeypatch):
-    from learning import fit_recorded
+    from learning import ADDING_T50, fit_recorded
 
     run = fit_recorded(
         tmp_path,
@@ -291,16 +291,7 @@ def test_rtransformer_solves_adding_at_t50(tmp_path, monkeypatch):
             "{cell: gru, window: 4, levels: 1, heads: 2, dropout: 0.0}",
             "--model.optimizers",
             "{default: {name: adam, lr: 2.0e-3}}",
-            "--data",
-            "datamodules.AddingTask",
-            "--data.seq_len",
-            "50",
-            "--data.batch_size",
-            "50",
-            "--data.train_size",
-            "100000",
-            "--data.val_size",
-            "1000",
+            *ADDING_T50,
             "--trainer.max_steps",
             "800",
             "--trainer.val_check_interval",
