@@ -620,15 +620,14 @@ def resume_unfinished(
         seed = seed_of(listed, {})
         # the store again, just before the row: another process may have trained, or be training, it since
         fit = next(
-            (f for r, f in unfinished_runs(store, stale_after_s) if r.tag == row.tag and seed_of(f, {}) == seed), None
+            (f for r, f in unfinished_runs(store, stale_after_s) if f.id == listed.id and r.tag == row.tag), None
         )
-        if fit is None:
+        if fit is None:  # (printed by _each, as every outcome)
             label = row.tag if seed is None else f"{row.tag} (seed {seed})"
             outcome = Outcome(
                 f"{label}: skipped, trained or being trained by another process since run {listed.id} was listed",
                 "skipped",
             )
-            print(outcome.line, flush=True)
             return replace(outcome, resumed=(row.tag, seed))
         if _resumable(store, fit):
             outcome = continue_run(row, fit.id, store, extra)
@@ -810,10 +809,8 @@ def reproduce(
         latest = stopped
         if not again:  # the store again, just before the row: another process may have trained or begun it since
             done_now, latest = recorded_seeds(db, scale, experiment_flags(extra))
-            if (row.tag, seed) in done_now:
-                outcome = Outcome(f"{row.tag} (seed {seed}): skipped, {done_now[row.tag, seed]}", "skipped")
-                print(outcome.line, flush=True)
-                return outcome
+            if (row.tag, seed) in done_now:  # (printed by _each, as every outcome)
+                return Outcome(f"{row.tag} (seed {seed}): skipped, {done_now[row.tag, seed]}", "skipped")
         if (row.tag, seed) not in latest:
             return run_row(row, scale, db, extra, seed)
         if children.stopped_by():
