@@ -1,7 +1,7 @@
 """Learning checks through the CLI (slow: `make test-slow`; CI runs them)."""
 
 import pytest
-from learning import ADDING_T50, fit_recorded
+from learning import ADDING_T50, COPYING_T20, fit_recorded
 
 pytestmark = pytest.mark.slow
 
@@ -19,14 +19,7 @@ def test_scornn_beats_the_copying_baseline_at_t20(tmp_path, monkeypatch):
             "{rho: 64}",
             "--model.optimizers",
             "{recurrent: {name: rmsprop_tf, lr: 1.0e-4}, other: {name: rmsprop_tf, lr: 1.0e-3}}",
-            "--data",
-            "datamodules.CopyingTask",
-            "--data.seq_len",
-            "20",
-            "--data.batch_size",
-            "20",
-            "--data.val_size",
-            "500",
+            *COPYING_T20,
             "--trainer.max_steps",
             "600",
             "--trainer.val_check_interval",

@@ -1,7 +1,7 @@
 """scuRNN learns, through the CLI (slow: `make test-slow`; CI runs them)."""
 
 import pytest
-from learning import ADDING_T50, fit_recorded
+from learning import ADDING_T50, COPYING_T20, fit_recorded
 
 pytestmark = pytest.mark.slow
 
@@ -21,14 +21,7 @@ def test_scurnn_beats_the_copying_baseline_at_t20(tmp_path, monkeypatch):
             "--model.optimizers",
             "{recurrent: %s, scaling: {name: adagrad_tf, lr: 1.0e-3}, "
             "other: {name: adam, lr: 1.0e-3}}" % (A_RMSPROP % "1.0e-3"),
-            "--data",
-            "datamodules.CopyingTask",
-            "--data.seq_len",
-            "20",
-            "--data.batch_size",
-            "20",
-            "--data.val_size",
-            "500",
+            *COPYING_T20,
             "--trainer.max_steps",
             "300",
             "--trainer.val_check_interval",
