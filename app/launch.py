@@ -74,9 +74,9 @@ def run_dashboard(db_url: str | None = None, port: int = DEFAULT_PORT, host: str
     require_extra("dashboard")  # streamlit and plotly: one line naming the extra, not a server that cannot start
     if not 0 < port < 65536:
         raise ConfigError(f"--port {port}: a TCP port is a number from 1 to 65535 (default {DEFAULT_PORT})")
-    url = db_url or default_db_url()
-    store = Store(url, access="read")  # a reader: never creates a store, nor switches its journal (WAL)
+    store = Store(db_url or default_db_url(), access="read")  # a reader: never creates a store, nor its WAL journal
     store.close()
+    url = store.url  # a file's path as its absolute URL: the server's working folder may differ
     if not is_loopback(host):
         print(
             f"warning: --host {host} opens the dashboard to the network, and it has no authentication: anyone who "
@@ -94,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--db",
         default=None,
-        help="SQLAlchemy URL of the run store (default: $ORTHOLAB_DB, else ortholab.db in $ORTHOLAB_RUNS, "
-        "else in ./runs)",
+        help="the run store: a SQLite file's path or an SQLAlchemy URL (default: $ORTHOLAB_DB, else ortholab.db "
+        "in $ORTHOLAB_RUNS, else in ./runs)",
     )
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--host", default=DEFAULT_HOST, help="address to bind (default: localhost only)")

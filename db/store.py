@@ -89,6 +89,18 @@ DAMAGED_FIX = "nothing was changed; restore it from a backup (`sqlite3 FILE .rec
 WRONG_FILE_FIX = "nothing was changed; check --db, $ORTHOLAB_DB or $ORTHOLAB_RUNS: they name another file"
 
 
+URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")  # sqlite:, postgresql+psycopg: (a path has no such start)
+
+
+def store_url(value: str) -> str:
+    """The database URL a --db value or $ORTHOLAB_DB names: a SQLite file's path (docs/results/x/runs.db,
+    ~/runs/ortholab.db, relative to the current folder) as its absolute sqlite:/// URL; a URL as given, with a
+    leading ~ in a SQLite file's name expanded (expand_home)."""
+    if URL_SCHEME.match(value):
+        return expand_home(value)
+    return f"sqlite:///{Path(value).expanduser().absolute()}"
+
+
 def expand_home(url: str) -> str:
     """A SQLite URL whose file starts with ~ (sqlite:///~/runs/ortholab.db) with the home folder put in, as a shell
     would: SQLite itself would make a folder named ~ in the current one. Other URLs are returned as given."""
@@ -174,7 +186,7 @@ class Store:
     def __init__(self, url: str | None = None, *, access: str = "create"):
         if access not in ACCESS:
             raise ValueError(f"access must be one of {ACCESS}, not {access!r}")
-        self._url = expand_home(url or default_db_url())
+        self._url = store_url(url or default_db_url())
         self._access = access
         self._owners: dict[int, str] = {}  # runs this Store writes under a lease: run id -> owner token
         self._facts: dict[str, str] | None = None
@@ -227,7 +239,9 @@ class Store:
         try:
             url = make_url(self._url)
         except ArgumentError as e:
-            raise self._error("it is not a database URL (a file is written sqlite:////abs/path/runs.db)") from e
+            raise self._error(
+                "it is not a database URL (a SQLite file is given by its path, or as sqlite:////abs/path/runs.db)"
+            ) from e
         except ValueError as e:  # a port that is not a number
             raise self._error(
                 f"it is not a database URL ({e}); a server is written postgresql+psycopg://user@host:5432/runs"
@@ -285,14 +299,14 @@ class Store:
         """Migrate the store at `url` to this OrthoLab's schema (`ortholab db upgrade`). Refused: a SQLite file that
         does not exist, a store from a newer OrthoLab, and (unless `allow_foreign`) a database of someone else's
         tables."""
-        url = expand_home(url or default_db_url())
+        url = store_url(url or default_db_url())
         shown = _masked(url)
         try:
             parsed = make_url(url)
         except (ArgumentError, ValueError):  # ValueError: a port that is not a number
             raise StoreError(
-                f"Cannot upgrade the run database {shown}: it is not a database URL (a file is written "
-                f"sqlite:////abs/path/runs.db)."
+                f"Cannot upgrade the run database {shown}: it is not a database URL (a SQLite file is "
+                f"given by its path, or as sqlite:////abs/path/runs.db)."
             ) from None
         database = parsed.database or ""
         if (

@@ -394,12 +394,16 @@ def test_run_dashboard_checks_the_database_then_becomes_the_server(tmp_path, mon
     assert program == command[0] and command[1:4] == ["-m", "streamlit", "run"]
     assert env["ORTHOLAB_DB"] == url and "8600" in command and "127.0.0.1" in command
     assert "http://127.0.0.1:8600" in capsys.readouterr().out
+    monkeypatch.chdir(tmp_path)  # a file by its relative path: the server is handed its absolute URL
+    with pytest.raises(Served):
+        launch.main(["--db", "runs.db"])
+    assert calls[-1][2]["ORTHOLAB_DB"] == url
 
     blocker = tmp_path / "file"
     blocker.write_text("")
     assert launch.main(["--db", f"sqlite:///{blocker}/runs.db"]) == 2  # a file where a directory should be
     assert "ortholab dashboard: error: The run database" in capsys.readouterr().err
-    assert len(calls) == 1  # nothing started for the bad database
+    assert len(calls) == 2  # nothing started for the bad database
 
 
 def test_sweeps_and_their_best_trial_follow_the_metric_mode():

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import event
 
 from ortholab.db import Store, StoreError, default_db_url, runs_root
+from ortholab.db.store import StoreMissing, store_url
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -316,10 +317,31 @@ def test_a_sqlite_url_under_the_home_folder_is_expanded_not_made_a_folder_named_
 
 
 def test_not_a_url(tmp_path, monkeypatch):
+    """A scheme without the URL's // (sqlite:runs.db) is a mistyped URL, not a file named so: refused, nothing made."""
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(StoreError, match="not a database URL.*--db"):
-        Store("runs.db")
+    for typo in ("sqlite:runs.db", "postgresql:/host/runs"):
+        with pytest.raises(StoreError, match="not a database URL.*its path.*--db"):
+            Store(typo)
     assert list(tmp_path.iterdir()) == []  # nothing created
+
+
+def test_a_path_names_a_sqlite_file_as_its_absolute_url(tmp_path, monkeypatch):
+    """`--db docs/results/x/runs.db`, as a user types it for an export: the file at that path, from the current
+    folder, with ~ expanded; a reader given a path that does not exist creates nothing."""
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    with pytest.raises(StoreMissing, match="does not exist"):
+        Store("exports/runs.db", access="read")
+    assert list((tmp_path / "cwd").iterdir()) == []
+    store = Store("exports/runs.db")
+    assert store.url == f"sqlite:///{tmp_path}/cwd/exports/runs.db" and (tmp_path / "cwd/exports/runs.db").is_file()
+    store.close()
+    assert Store("~/runs.db").url == f"sqlite:///{tmp_path}/home/runs.db" and (tmp_path / "home/runs.db").is_file()
+    monkeypatch.chdir(tmp_path)  # the same file from elsewhere, by another path and by its URL
+    assert Store("cwd/exports/runs.db", access="read").store_id == Store(store.url, access="read").store_id
+    assert store_url("sqlite:////abs/x.db") == "sqlite:////abs/x.db"
+    assert store_url("postgresql+psycopg://u@h/runs") == "postgresql+psycopg://u@h/runs"
 
 
 def test_arrays_round_trip_through_artifacts(tmp_path):

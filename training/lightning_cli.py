@@ -333,8 +333,8 @@ class OrthoLabCLI(LightningCLI):
             "--db",
             type=str | None,
             default=None,
-            help="SQLAlchemy URL of the run store (default: $ORTHOLAB_DB, else the SQLite file "
-            "ortholab.db in $ORTHOLAB_RUNS, else in ./runs)",
+            help="the run store: a SQLite file's path or an SQLAlchemy URL (default: $ORTHOLAB_DB, else the SQLite "
+            "file ortholab.db in $ORTHOLAB_RUNS, else in ./runs)",
         )
         parser.add_argument(
             "--name", type=str | None, default=None, help="run name in the store (default: the config file's name)"

@@ -6,7 +6,10 @@ import argparse
 import signal
 import sys
 
-DB_HELP = "SQLAlchemy URL (default: $ORTHOLAB_DB, else the SQLite file ortholab.db in $ORTHOLAB_RUNS, else in ./runs)"
+DB_HELP = (
+    "the run store: a SQLite file's path or an SQLAlchemy URL (default: $ORTHOLAB_DB, else the SQLite file "
+    "ortholab.db in $ORTHOLAB_RUNS, else in ./runs)"
+)
 LINE_WIDTH = 120  # tables printed for a terminal fit this many columns (their --wide flags show every character)
 
 
