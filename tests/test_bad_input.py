@@ -85,6 +85,10 @@ def test_a_misspelt_key_in_a_config_file_is_named_too(tmp_path, monkeypatch, cap
         ("trainer:\n  max_stepz: 3\n", "unknown config key trainer.max_stepz (in {file}); did you mean"),
         ("data:\n  init_args:\n    seq_lenn: 3\n", "unknown config key data.seq_lenn (in {file}): "),
         ("trainer:\n  max_steps: abc\n", "trainer.max_steps = 'abc' (in {file}): expected int"),
+        (  # a task's option: its own key and where, not jsonargparse's `data` union cut mid-word
+            "data:\n  class_path: datamodules.CopyingTask\n  init_args:\n    batch_size: twenty\n",
+            "data.batch_size = 'twenty' (in {file}): expected int (`ortholab fit --data.help CopyingTask` describes",
+        ),
     ],
 )
 def test_a_bad_key_or_value_names_the_config_file_that_holds_it(tmp_path, monkeypatch, capsys, content, expected):

@@ -319,6 +319,7 @@ HOSTILE = [  # (id, argv, parts of the error line)
         [*FIT, "--trainer.max_epochs", "abc"],
         ["trainer.max_epochs = 'abc' (on the command line): expected int"],
     ),
+    ("task-option-text", [*FIT, "--data.seq_len", "1OO"], ["data.seq_len = '1OO' (on the command line): expected int"]),
     # stores and secrets ------------------------------------------------------------------------------------------
     ("db-unknown-scheme", [*FIT[:-1], f"ftp://u:{SECRET}@host/x"], ["no database driver", "ftp://u:***@host/x"]),
     ("db-postgres-scheme", ["runs", "--db", "postgres://u@h/db"], ["write the URL as postgresql+psycopg://"]),

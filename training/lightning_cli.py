@@ -271,17 +271,24 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
             f"data.class_path = {refused.group(1)!r} is not an OrthoLab task; a config may only name a "
             f"registered task ({tasks}; `ortholab list tasks`)"
         )
+    nested = re.search(  # a task's option of the wrong type: its own key and value, not the whole `data` union's
+        r'Parser key "([^"]+)":.*?Problem with given class_path \'([\w.]+)\':\s*'
+        r'Parser key "([^"]+)":\s*(.*?Got value: [^\n]*)',
+        message,
+        re.DOTALL,
+    )
     wrong_type = re.search(r'Parser key "([^"]+)":', message)
+    key = wrong_type.group(1) if wrong_type else None
     given = re.search(r"(?:Given|Got) value: (.*?)\s*$", message, re.DOTALL)
-    example = _expected(message)
-    if wrong_type and example and given:
-        key = wrong_type.group(1)
+    example, described = _expected(message), "`ortholab fit --help` describes"
+    if nested and _expected(nested.group(4)):
+        key = f"{nested.group(1)}.{nested.group(3)}"
+        example, given = _expected(nested.group(4)), re.search(r"Got value: (.*)$", nested.group(4))
+        described = f"`ortholab fit --data.help {nested.group(2).rpartition('.')[2]}` describes"
+    if key and example and given:
         value = " ".join(given.group(1).split())
         where = where_given(key, argv, value)
-        return (
-            f"{key} = {value[:80]!r}{f' ({where})' if where else ''}: expected {example} (`ortholab fit --help` "
-            f"describes {key})"
-        )
+        return f"{key} = {value[:80]!r}{f' ({where})' if where else ''}: expected {example} ({described} {key})"
     if re.search(r"the following arguments are required: \w+\.data", message):  # `ortholab fit` with no config
         return NO_TASK
     return " ".join(message.split()) + " (see `ortholab fit --help`)"
