@@ -116,6 +116,9 @@ def test_predict_on_a_run_that_kept_no_best_checkpoint_uses_its_last(tmp_path, m
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     short = ["--trainer.max_steps", "2", "--trainer.val_check_interval", "50", *QUIET]
     main(["fit", "--config", DEMO, *TINY, *short, "--db", db, "--runs_dir", str(tmp_path / "runs")])
+    said = capsys.readouterr().out  # the fit says why it has no best value, and what changes that
+    assert "No validation ran in its 2 steps (trainer.val_check_interval = 50)" in said
+    assert "--trainer.val_check_interval validates sooner" in said
     (listed,) = Store(db).list_runs()
     source = Store(db).get_run(listed.id)
     checkpoints = Path(source.run_dir) / "checkpoints"

@@ -617,6 +617,7 @@ class OrthoLabCLI(LightningCLI):
         print(f"Interrupted by SIGINT: {said}", file=sys.stderr)
 
     def after_fit(self) -> None:
+        self._note_no_validation()
         self._print_record()
         interrupt = next((c for c in self.trainer.callbacks if isinstance(c, GracefulInterrupt)), None)
         if interrupt is not None and interrupt.stopped_at is not None:  # the shell's convention: 128 + the signal
@@ -627,6 +628,21 @@ class OrthoLabCLI(LightningCLI):
                 f"`ortholab fit --resume {self.trainer.loggers[0].version}{where}`."
             )
             sys.exit(128 + int(getattr(signal, interrupt.requested)))
+
+    def _note_no_validation(self) -> None:
+        """A fit shorter than its validation interval (`--trainer.max_steps 20` on a config validating every 100
+        steps) records no best value and keeps no best checkpoint: said, with the key that changes it."""
+        trainer, logger = self.trainer, self.trainer.loggers[0] if self.trainer.loggers else None
+        if not (trainer.is_global_zero and isinstance(logger, SQLLogger)) or trainer.global_step == 0:
+            return
+        if trainer.limit_val_batches == 0:  # validation turned off on purpose
+            return
+        if logger.store.get_run(logger.run_id).best is None:
+            print(
+                f"No validation ran in its {trainer.global_step} steps (trainer.val_check_interval = "
+                f"{trainer.val_check_interval}), so the run has no best value and no best checkpoint; a smaller "
+                f"--trainer.val_check_interval validates sooner."
+            )
 
     def after_validate(self) -> None:
         self._print_record()
