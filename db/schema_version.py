@@ -70,9 +70,9 @@ def ortholab_version() -> str:
         return "unknown"
 
 
-def ensure_current(connection: Connection, create: bool = True) -> None:
+def ensure_current(connection: Connection, create: bool = True) -> bool:
     """Accept a store at the head revision; create a new one there when `create` (writers); raise SchemaMismatch
-    otherwise, saying what to do."""
+    otherwise, saying what to do. True when it created the store."""
     tables = set(inspect(connection).get_table_names())
     if not tables & (OUR_TABLES | {VERSION_TABLE}):  # new, or someone else's (Optuna's tables come after ours)
         if tables:
@@ -86,10 +86,10 @@ def ensure_current(connection: Connection, create: bool = True) -> None:
                 "record a run there first with `ortholab fit --db URL`"
             )
         _create(connection)
-        return
+        return True
     revision, head = current_revision(connection), head_revision()
     if revision == head:
-        return
+        return False
     if revision is None or revision in _known_revisions():
         raise SchemaMismatch(
             f"its schema is at revision {revision or 'none (written before versioning)'} and this "

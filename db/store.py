@@ -190,6 +190,7 @@ class Store:
         self._access = access
         self._owners: dict[int, str] = {}  # runs this Store writes under a lease: run id -> owner token
         self._facts: dict[str, str] | None = None
+        self.created = False  # whether opening it made the store (a new file or an empty database)
         self._engine = self._open()
         self._sessions = sessionmaker(self._engine, expire_on_commit=False)
 
@@ -276,7 +277,7 @@ class Store:
             with engine.connect() as conn:
                 if is_sqlite and self._access == "create":  # one transaction, as pysqlite commits each CREATE
                     conn.exec_driver_sql("BEGIN IMMEDIATE")  # TABLE on its own: a store opened at once elsewhere
-                ensure_current(conn, create=self._access == "create")  # is seen whole or not at all
+                self.created = ensure_current(conn, create=self._access == "create")  # seen whole or not at all
                 conn.commit()
             if self._access != "read":
                 with engine.connect() as conn:  # a write that is rolled back: fails now if read-only

@@ -61,6 +61,7 @@ def test_fit_in_a_subprocess_records_a_run(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "recorded in" in done.stdout and f"runs --db '{db}'`." in done.stdout  # the hint lists this store's runs
     assert "Best val/loss" in done.stdout and "No validation ran" not in done.stdout  # it validated at steps 3, 6
+    assert f"New run store {db}: nothing was recorded there before." in done.stdout  # a mistyped --db is seen
 
     store = Store(db)
     (run,) = store.list_runs()

@@ -340,6 +340,7 @@ def test_a_path_names_a_sqlite_file_as_its_absolute_url(tmp_path, monkeypatch):
     assert Store("~/runs.db").url == f"sqlite:///{tmp_path}/home/runs.db" and (tmp_path / "home/runs.db").is_file()
     monkeypatch.chdir(tmp_path)  # the same file from elsewhere, by another path and by its URL
     assert Store("cwd/exports/runs.db", access="read").store_id == Store(store.url, access="read").store_id
+    assert store.created and not Store(store.url).created  # made once, then opened
     assert store_url("sqlite:////abs/x.db") == "sqlite:////abs/x.db"
     assert store_url("postgresql+psycopg://u@h/runs") == "postgresql+psycopg://u@h/runs"
 

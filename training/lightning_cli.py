@@ -472,7 +472,9 @@ class OrthoLabCLI(LightningCLI):
                 f"(int) or a fraction of an epoch in (0, 1]"
             )
         if rank_zero_only.rank == 0:
-            Store(self._subconfig().db)  # fail now, before any training, if the store cannot be written
+            store = Store(self._subconfig().db)  # fail now, before any training, if the store cannot be written
+            if store.created:  # a first run, or a mistyped --db: either way the user sees where runs now go
+                print(f"New run store {mask_url(store.url)}: nothing was recorded there before.", flush=True)
             _check_writable_folder(self._subconfig().runs_dir)
         seed_log = logging.getLogger(SEED_LOGGER)
         level = seed_log.level
