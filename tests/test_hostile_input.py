@@ -313,6 +313,7 @@ HOSTILE = [  # (id, argv, parts of the error line)
     ("tags-not-json", [*FIT, "--tags", "[unclosed"], ["tags = '[unclosed': expected a list"]),
     ("resume-unknown-id", ["fit", "--resume", "999", "--db", "{db}"], ["No run with id 999"]),
     ("resume-not-fit", ["validate", "--resume", "{run}", "--db", "{db}"], ["use `ortholab fit --resume"]),
+    ("resume-finished", ["fit", "--resume", "{run}", "--db", "{db}"], ["is finished", "--trainer.max_steps N"]),
     ("runs-dir-a-file", [*FIT, "--runs_dir", "{folder}/empty.mat/runs"], ["--runs_dir", "cannot write run folders"]),
     (
         "max-epochs-text",

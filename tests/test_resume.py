@@ -228,6 +228,10 @@ def test_sigterm_at_the_last_batch_of_training_lets_the_run_finish(tmp_path):
     assert "Interrupted" not in done.stdout
     (run,) = Store(db).list_runs()
     assert (run.status, run.reason) == ("finished", None)
+    again = ortholab(tmp_path, "fit", "--resume", str(run.id), "--db", db)  # would stop at once: refused, saying why
+    assert again.returncode == 2 and f"run {run.id} is finished" in again.stderr
+    assert f"`ortholab fit --resume {run.id} --trainer.max_steps N`" in again.stderr
+    assert Store(db).get_run(run.id).status == "finished"
 
 
 def test_sigterm_with_one_batch_an_epoch_stops_one_batch_later(tmp_path):

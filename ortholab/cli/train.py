@@ -81,6 +81,13 @@ def resume_arguments(argv: list[str]) -> list[str]:
     busy = store.lease_holder(run.id)  # its process still runs: two writers would double its points
     if busy is not None:
         raise StoreError(busy)
+    longer = ("--trainer.max_steps", "--trainer.max_epochs", "--trainer.max_time")
+    if run.status == "finished" and not any(arg.split("=")[0] in longer for arg in argv):
+        raise ConfigError(
+            f"run {run.id} is finished: it went as far as its trainer.max_steps or max_epochs (or its early "
+            f"stopping) allowed, so it would stop at once; to train it further, give a larger one, e.g. "
+            f"`ortholab fit --resume {run.id} --trainer.max_steps N`"
+        )
     run_dir = Path(run.run_dir or "")
     config, last = run_dir / "config.yaml", run_dir / "checkpoints" / "last.ckpt"
     extra = []
