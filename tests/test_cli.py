@@ -128,6 +128,35 @@ def test_list_json(what, expected, capsys):
         assert groups["scornn"] == ["other", "recurrent"] and groups["lstm"] == ["other"]
 
 
+def test_list_without_an_argument_lists_all_three_as_each_list_does(capsys):
+    """`ortholab list`, as a newcomer types it first: families, tasks and configs, each under its own command."""
+    main(["list", "--json"])
+    together = json.loads(capsys.readouterr().out)
+    assert list(together) == ["families", "tasks", "configs"]
+    for what, rows in together.items():
+        main(["list", what, "--json"])
+        assert json.loads(capsys.readouterr().out) == rows, what
+    main(["list"])
+    out = capsys.readouterr().out
+    headings = [line for line in out.splitlines() if line.endswith("`):")]
+    assert headings == [f"{what} (`ortholab list {what}`):" for what in together]
+    assert "copying_scornn" in out and "scurnn" in out
+    with pytest.raises(SystemExit) as stopped:
+        main(["list", "--family", "scornn"])
+    assert stopped.value.code == 2 and "`ortholab list families --family NAME`" in capsys.readouterr().err
+
+
+def test_version_names_the_package_and_the_checkout_commit(capsys):
+    from importlib.metadata import version
+
+    from ortholab.db.provenance import commit
+
+    main(["--version"])
+    line = capsys.readouterr().out.strip()
+    assert line.startswith(f"ortholab {version('ortholab')} ") and "torch 2." in line and "lightning" in line
+    assert (f"(commit {commit()})" in line) == (commit() is not None)
+
+
 def test_list_configs_shows_only_trainable_configs_each_described(capsys):
     main(["list", "configs", "--json"])
     rows = json.loads(capsys.readouterr().out)

@@ -13,12 +13,13 @@ from ortholab.cli.common import table
 from ortholab.errors import ConfigError, did_you_mean
 from ortholab.training.config_files import PACKAGE_ROOT
 
-USAGE = "list families|tasks|configs [--json] | list families|configs --family NAME"
+USAGE = "list [families|tasks|configs] [--json] | list families|configs --family NAME"
 HELP = "what is registered; one family's options (model.family_args)"
+WHAT = ("families", "tasks", "configs")
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("what", choices=["families", "tasks", "configs"])
+    parser.add_argument("what", nargs="?", choices=WHAT, help="one list (default: all three, one after another)")
     parser.add_argument("--db", default=None, help="accepted for symmetry; listing does not read the store")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(
@@ -30,6 +31,18 @@ def add_arguments(parser) -> None:
 
 
 def run(args, extra: list[str]) -> None:
+    if args.what is None:  # `ortholab list`: everything, each under its name ({name: rows} with --json)
+        if args.family is not None:
+            raise ConfigError(
+                "--family needs `list families` or `list configs`: e.g. `ortholab list families --family NAME`"
+            )
+        if args.json:
+            print(json.dumps({what: _rows(what, None)[0] for what in WHAT}, indent=2, default=str))
+            return
+        for what in WHAT:
+            rows, columns = _rows(what, None)
+            print(f"{what} (`ortholab list {what}`):\n{table(rows, columns)}\n")
+        return
     if args.family is not None:
         from ortholab.models import FAMILIES
 
@@ -54,19 +67,24 @@ def run(args, extra: list[str]) -> None:
             print(describe_options(args.family))
             print(f"parameter groups (model.optimizers keys; `default` covers any not named): {', '.join(groups)}")
         return
-    if args.what == "families":
-        rows, columns = family_rows(), ["family", "groups", "recurrent_matrix", "summary"]
-    elif args.what == "tasks":
-        rows, columns = task_rows(), ["task", "loss", "readout", "baseline", "summary"]
-        for row in rows:
-            spec = row["spec"] or {}
-            row.update(loss=spec.get("loss"), readout=spec.get("readout"), baseline=spec.get("baseline"))
-    else:
-        rows, columns = config_rows(family=args.family), ["config", "description"]
+    rows, columns = _rows(args.what, args.family)
     if args.json:
         print(json.dumps(rows, indent=2, default=str))
     else:
         print(table(rows, columns) if rows else nothing_listed(args))
+
+
+def _rows(what: str, family: str | None) -> tuple[list[dict], list[str]]:
+    """One list's rows and the columns its table shows."""
+    if what == "families":
+        return family_rows(), ["family", "groups", "recurrent_matrix", "summary"]
+    if what == "tasks":
+        rows = task_rows()
+        for row in rows:
+            spec = row["spec"] or {}
+            row.update(loss=spec.get("loss"), readout=spec.get("readout"), baseline=spec.get("baseline"))
+        return rows, ["task", "loss", "readout", "baseline", "summary"]
+    return config_rows(family=family), ["config", "description"]
 
 
 def nothing_listed(args) -> str:

@@ -24,10 +24,19 @@ from ortholab.training.console import quiet_third_party_noise
 from ortholab.training.subnormals import flush_subnormals
 from ortholab.user_errors import user_error
 
-HEADER = """usage: ortholab {fit,validate,test,predict,runs,list,reproduce,report,...} ...
+HEADER = """usage: ortholab {fit,validate,test,predict,runs,list,reproduce,report,...} ... | ortholab --version
 
 Train orthogonal/unitary RNNs and record every run in a SQL store.
 """
+
+
+def version_line() -> str:
+    """`ortholab --version`: the installed version, the checkout's commit when run from one, torch and Lightning."""
+    from ortholab.db.provenance import code_version
+
+    code = code_version()
+    commit = f" (commit {code['commit']})" if code["commit"] else ""
+    return f"ortholab {code['ortholab'] or 'unknown'}{commit}; torch {code['torch']}, lightning {code['lightning']}"
 
 
 def command_module(name: str) -> ModuleType:
@@ -76,6 +85,9 @@ def main(argv: list[str] | None = None) -> None:
     aliases.install()  # configs' short class paths (datamodules.CopyingTask) in this process
     if not argv or argv[0] in ("-h", "--help"):
         print(top_help())
+        return
+    if argv[0] in ("-V", "--version"):
+        print(version_line())
         return
     if not given and COMMANDS.get(argv[0]) in ("train", "bench"):  # the console script: a training process
         reuse_freed_memory()
