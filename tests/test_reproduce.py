@@ -875,6 +875,9 @@ def test_estimate_times_a_step_plan_and_an_epoch_plan_without_touching_the_store
     step_s, evaluation_s = float(epochs[6]), float(epochs[8])
     assert evaluation_s >= 0 and float(epochs[-1]) == pytest.approx(3 * (80 * step_s + evaluation_s) / 3600, abs=0.006)
     assert "paper:toy_figure1/none: no config" in out
+    assert "a step: seconds a training step" in out and out.strip().splitlines()[-1] == (
+        "reproduce: 2 timed, 0 failed, 1 skipped"  # nothing was trained: its rows were timed
+    )
     assert not (tmp_path / "mine.db").exists() and not (tmp_path / "runs").exists()  # nothing recorded
     for other in (["--resume"], ["--scale", "cpu-smoke"]):
         with pytest.raises(SystemExit):

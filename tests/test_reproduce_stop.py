@@ -138,7 +138,7 @@ def test_a_stopped_estimate_stops_its_timing_run_and_says_which_rows_were_not_ti
     assert f"paper:toy_figure1/copy_T5_scornn: not timed, the estimate was stopped ({said})" in out + err
     assert out.strip().splitlines()[-2:] == [
         f"reproduce: stopped by {said}; the same command again goes on from there",
-        "reproduce: 0 done, 0 failed, 1 skipped",
+        "reproduce: 0 timed, 0 failed, 1 skipped",
     ], out
     assert not _timing_stores(tmp_path)  # its scratch folder went with it
 

@@ -306,7 +306,7 @@ def test_an_estimate_whose_timing_run_fails_exits_1(tmp_path, monkeypatch, capsy
     with pytest.raises(SystemExit) as stop:
         main(["reproduce", "toy_figure1", "--estimate"])
     out = capsys.readouterr().out.strip().splitlines()
-    assert stop.value.code == 1 and out[-1] == "reproduce: 0 done, 1 failed, 0 skipped"
+    assert stop.value.code == 1 and out[-1] == "reproduce: 0 timed, 1 failed, 0 skipped"
     assert any("the timing run failed" in line for line in out)
 
 

@@ -156,6 +156,12 @@ def oversubscribed(busy: float, threads: int, cores: int) -> str | None:
     )
 
 
+LEGEND = (
+    "a step: seconds a training step, its validations included where the plan is in steps; evaluation: one "
+    "validation (and test where measured beside it) of a plan in epochs, - where a step already holds it"
+)
+
+
 def render(estimates: list[Estimate | str], busy: float | None = None) -> str:
     """The estimates as a table, then the rows that could not be timed; `busy`: the load average before timing."""
     threads = os.environ.get("OMP_NUM_THREADS")
@@ -167,6 +173,7 @@ def render(estimates: list[Estimate | str], busy: float | None = None) -> str:
         f"{'row':<52} {'plan':<36} {'a step':>9} {'evaluation':>10} {'hours':>7}",
     ]
     lines += [line(item) for item in estimates if isinstance(item, Estimate)]
+    lines.append(LEGEND)
     lines += [item for item in estimates if isinstance(item, str)]
     timed_with = int(threads) if threads and threads.isdigit() and int(threads) > 0 else cores  # torch's default
     warning = oversubscribed(busy, timed_with, cores) if busy is not None else None

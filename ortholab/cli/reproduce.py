@@ -10,7 +10,8 @@ rows at a time (with --resume too), each process given an equal share of the CPU
 OMP_NUM_THREADS is set. `--seeds 3` trains each row with its config's seed and the next two (`--seeds 1,2,3`:
 those seeds), one run per seed; with --resume, the seeds' stopped runs continue first. Flags that change the
 experiment (experiment_flags) tag the runs `flags:...`: a row's runs with other flags neither skip nor continue it.
-It ends with one line a script can read, `reproduce: N done, N failed, N skipped`, and exits 1 when a row failed.
+It ends with one line a script can read, `reproduce: N done, N failed, N skipped` (`N timed` with --estimate), and
+exits 1 when a row failed.
 Ctrl-C or SIGTERM stops the row training at a batch boundary with its checkpoint (cli/children.py), starts no
 other, and exits 130 or 143.
 """
@@ -203,7 +204,7 @@ def run(args, extra: list[str]) -> None:
 AFTER_A_STOP = " (a stopped run continues from its checkpoint)"
 
 
-def finish_reproduce(outcomes: list[Outcome], after_a_stop: str = AFTER_A_STOP) -> None:
+def finish_reproduce(outcomes: list[Outcome], after_a_stop: str = AFTER_A_STOP, done: str = "done") -> None:
     """The summary line last; exit 1 when a row failed (0 when every row is done or skipped), 128 + the signal when
     Ctrl-C or SIGTERM stopped the command (130, 143)."""
     if stopped := children.stopped_by():
@@ -211,17 +212,17 @@ def finish_reproduce(outcomes: list[Outcome], after_a_stop: str = AFTER_A_STOP) 
             f"reproduce: stopped by {children.stop_name()}; the same command again goes on from there{after_a_stop}",
             flush=True,
         )
-    print(summary(outcomes), flush=True)
+    print(summary(outcomes, done=done), flush=True)
     if stopped:
         raise SystemExit(128 + stopped)
     if any(o.state == "failed" for o in outcomes):
         raise SystemExit(1)
 
 
-def summary(outcomes: list[Outcome], what: str = "reproduce") -> str:
-    """The last line a script reads: 'reproduce: 3 done, 1 failed, 0 skipped'."""
+def summary(outcomes: list[Outcome], what: str = "reproduce", done: str = "done") -> str:
+    """The last line a script reads: 'reproduce: 3 done, 1 failed, 0 skipped' ('3 timed' for --estimate)."""
     counts = {state: sum(o.state == state for o in outcomes) for state in ("done", "failed", "skipped")}
-    return f"{what}: {counts['done']} done, {counts['failed']} failed, {counts['skipped']} skipped"
+    return f"{what}: {counts['done']} {done}, {counts['failed']} failed, {counts['skipped']} skipped"
 
 
 MAX_SEED_COUNT = 20  # --seeds N: N runs per row; a larger number is taken for a seed given without its comma
@@ -391,6 +392,7 @@ def estimate(table: str | None, rows: list[str] | None, extra: list[str], seeds:
             for item in results
         ],
         after_a_stop="",
+        done="timed",
     )
     return results
 
