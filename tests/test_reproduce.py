@@ -250,9 +250,29 @@ def test_a_tables_list_and_the_report_show_what_was_asked_in_lines_of_120_column
     assert "| ran |" in report and "never_ran" not in report and "elsewhere" not in report
     assert "2 of 3 rows not yet run are not shown (--all shows every row)" in report
     assert "…" in report and widest(report) <= 120
+    assert report.strip().splitlines()[-1] == "(cells ending in … are cut to fit 120 columns; --wide shows them whole)"
     every = out("report", "--all")
     assert "| never_ran |" in every and "| elsewhere |" in every and widest(every) <= 120
     assert long.strip() in out("report", "--wide")
+
+
+def test_tables_fit_the_terminal_and_a_file_or_pipe_gets_120_columns(monkeypatch):
+    """A 200-column terminal (COLUMNS) is used whole; a pipe gets LINE_WIDTH whatever the window; never under 80."""
+    import io
+
+    from ortholab.cli.common import LINE_WIDTH, line_width
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setattr("sys.stdout", io.StringIO())
+    assert line_width() == LINE_WIDTH == 120
+    monkeypatch.setattr("sys.stdout", Terminal())
+    assert line_width() == 200
+    monkeypatch.setenv("COLUMNS", "40")
+    assert line_width() == 80
 
 
 def test_a_terminals_report_says_shared_values_once_and_keeps_the_reproduced_value(tmp_path, monkeypatch, capsys):

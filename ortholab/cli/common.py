@@ -11,6 +11,17 @@ DB_HELP = (
     "ortholab.db in $ORTHOLAB_RUNS, else in ./runs)"
 )
 LINE_WIDTH = 120  # tables printed for a terminal fit this many columns (their --wide flags show every character)
+NARROWEST = 80  # a terminal narrower than this still gets 80 columns: fewer would cut every cell
+
+
+def line_width() -> int:
+    """The columns tables are cut to: a terminal's width (its COLUMNS too), at least NARROWEST; LINE_WIDTH when the
+    output goes to a file or a pipe, so that what a script reads does not depend on the window it ran in."""
+    import shutil
+
+    if not sys.stdout.isatty():
+        return LINE_WIDTH
+    return max(NARROWEST, shutil.get_terminal_size((LINE_WIDTH, 24)).columns)
 
 
 def exit_reason(code: int) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from ortholab.cli.common import DB_HELP, LINE_WIDTH
+from ortholab.cli.common import DB_HELP, LINE_WIDTH, line_width
 
 USAGE = "report [TABLE] [--all] [--wide] [--export DIR [--shared-plotly] [--with-checkpoints]]"
 HELP = "published vs reproduced, as Markdown tables (the rows run; --all: every row)"
@@ -19,8 +19,8 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--wide",
         action="store_true",
-        help=f"every column and text in full (default: lines fit "
-        f"{LINE_WIDTH} columns: empty columns left out, long text "
+        help=f"every column and text in full (default: lines fit the terminal, or "
+        f"{LINE_WIDTH} columns in a file or pipe: empty columns left out, long text "
         f"cut with …)",
     )
     parser.add_argument("--db", default=None, help=DB_HELP)
@@ -73,7 +73,11 @@ def run(args, extra: list[str]) -> None:
     except StoreMissing as missing:
         hint = "`ortholab report --all` lists the papers' rows before any has run."
         raise StoreMissing(f"{missing} {hint}") from None
-    print(markdown_report(store, chosen, recorded_only=not args.all, width=None if args.wide else LINE_WIDTH))
+    width = None if args.wide else line_width()
+    report = markdown_report(store, chosen, recorded_only=not args.all, width=width)
+    print(report)
+    if width is not None and "…" in report:  # a cut cell is otherwise a dead end
+        print(f"(cells ending in … are cut to fit {width} columns; --wide shows them whole)")
     if args.export is not None:  # `--export ""` too: refused by export_report, not silently ignored
         from ortholab.app.export import export_report
 

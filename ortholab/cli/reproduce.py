@@ -33,7 +33,7 @@ import yaml
 
 from ortholab.aliases import full_class_path
 from ortholab.cli import children
-from ortholab.cli.common import DB_HELP, LINE_WIDTH, exit_reason
+from ortholab.cli.common import DB_HELP, LINE_WIDTH, exit_reason, line_width
 from ortholab.cli.common import table as text_table
 from ortholab.db import Store
 from ortholab.db.published import (
@@ -104,7 +104,8 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--wide",
         action="store_true",
-        help=f"with --list: every column in full (default: lines fit {LINE_WIDTH} columns, long text cut with …)",
+        help=f"with --list: every column in full (default: lines fit the terminal, or {LINE_WIDTH} columns in a "
+        f"file or pipe; long text cut with …)",
     )
     parser.add_argument(
         "--resume",
@@ -175,7 +176,7 @@ def run(args, extra: list[str]) -> None:
     elif args.list:
         counted = not args.table and not args.json  # one line a table
         listed = list_rows(args.db, args.table, "Every table's rows are counted as not run." if counted else None)
-        width = None if args.wide else LINE_WIDTH
+        width = None if args.wide else line_width()
         if args.json:
             print(json.dumps(listed, indent=2, default=str))
         elif not listed:
