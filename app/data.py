@@ -8,7 +8,7 @@ cached by id. The database URL is `$ORTHOLAB_DB` (set by `app.launch`), else the
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from functools import cached_property
 
 import numpy as np
@@ -101,6 +101,14 @@ class Reader:
     def __init__(self, url: str):
         self.url = url
         self.display_url = _store(url).display_url  # opens the store: StoreError here if it cannot
+        copied_at = _store(url).copied_at if _store(url).copied_from else None
+        self.copied = (
+            f"{copied_at:%Y-%m-%d %H:%M} UTC" if copied_at else "time not recorded" if _store(url).copied_from else None
+        )
+
+    def clock(self) -> datetime:
+        """Now; for an export's copy, the moment it was copied (Store.clock): its running runs as they were then."""
+        return _store(self.url).clock()
 
     @cached_property
     def _all(self) -> list[RunSummary]:
@@ -117,7 +125,7 @@ class Reader:
     def progress(self) -> dict[int, dict]:
         """Every running run's steps of its plan, epoch and ETA, or its silence (db/progress.py), by id: read
         afresh on each rerun (two small queries a running run), as an ETA and a silence change with the clock."""
-        now = datetime.now(timezone.utc)
+        now = self.clock()
         return {run.id: run_progress(_store(self.url), run, now) for run in self._all if run.status == "running"}
 
     def summaries(self, run_ids: list[int]) -> list[RunSummary]:

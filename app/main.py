@@ -34,5 +34,6 @@ page = st.navigation(
 )
 state.sidebar_selection(runs)
 image_format_control()
-st.sidebar.caption(f"Store: `{reader.display_url}` · {len(runs)} runs")
+copy = f" · a copy an export wrote ({reader.copied}): runs as they were then" if reader.copied else ""
+st.sidebar.caption(f"Store: `{reader.display_url}` · {len(runs)} runs{copy}")
 page.run()

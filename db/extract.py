@@ -50,6 +50,7 @@ def write_run_store(
     if max_points < 2:
         raise ValueError(f"max_points must be at least 2 (the first and the last point), got {max_points}")
     path = Path(path)
+    copied_at = source.clock()  # now; a copy of a copy keeps the first copy's moment
     part = path.with_name(path.name + ".part")
     for leftover in (part, part.with_name(part.name + "-wal"), part.with_name(part.name + "-shm")):
         leftover.unlink(missing_ok=True)
@@ -61,7 +62,8 @@ def write_run_store(
     finally:
         target.close()
     with sqlite3.connect(part) as connection:  # committed on leaving: journal_mode cannot change in a transaction
-        connection.execute(f"INSERT INTO {STORE_INFO} (key, value) VALUES ('copied_from', ?)", (source.store_id,))
+        facts = [("copied_from", source.store_id), ("copied_at", copied_at.isoformat())]
+        connection.executemany(f"INSERT INTO {STORE_INFO} (key, value) VALUES (?, ?)", facts)
     connection.close()
     with sqlite3.connect(part) as connection:  # one self-contained file: readable where nothing can be written
         connection.execute("PRAGMA journal_mode=DELETE")

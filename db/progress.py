@@ -3,7 +3,7 @@ and an ETA from its recent step times."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 
 from ortholab.db.lease import silence
 
@@ -23,7 +23,8 @@ def run_progress(store, run, now: datetime) -> dict:
     out = {"total_steps": total}
     if per_epoch:
         out["epoch"] = f"{run.steps // per_epoch}/{epochs}" if epochs else str(run.steps // per_epoch)
-    silent = silence(run.heartbeat_at, now) or (ENDED if store.holder_ended(run.id) else None)
+    ended = store.copied_from is None and store.holder_ended(run.id)  # a copy's holder is the source store's
+    silent = silence(run.heartbeat_at, now) or (ENDED if ended else None)
     if silent:  # killed outright (a machine's end, SIGKILL): no ETA; `ortholab reproduce --resume` goes on
         out["silent"] = silent
         return out
@@ -46,12 +47,23 @@ def duration(seconds: float | None) -> str | None:
     return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
 
 
+def copy_note(db_url: str | None) -> str | None:
+    """For a store an export copied (its runs.db): when, and that its running runs are shown as they were then."""
+    from ortholab.db import Store
+
+    store = Store(db_url, access="read")
+    if store.copied_from is None:
+        return None
+    when = f"on {store.copied_at:%Y-%m-%d %H:%M} UTC" if store.copied_at else "(its time not recorded)"
+    return f"a copy an export wrote {when}: its runs as they were then (a running one trains on elsewhere)"
+
+
 def runs_rows(db_url: str | None) -> list[dict]:
     """Every run of the store at `db_url` as a row of `ortholab runs` (a running run with its progress)."""
     from ortholab.db import Store
 
     store = Store(db_url, access="read")  # a reader: never creates a store, opens a read-only one read-only
-    rows, now = [], datetime.now(timezone.utc)
+    rows, now = [], store.clock()  # an export's copy: as it was when copied
     for run in store.list_runs():
         d = run.to_dict()
         row = {

@@ -163,6 +163,7 @@ class Reproduction:
     spread: Spread | None = None  # the seeds' values against the published one (db/seeds.py)
     selected_spread: Spread | None = None  # the same of the values selected on validation
     changed: str | None = None  # settings a resume of the fit changed ('KEY VALUE (was OLD) from step S')
+    as_of: datetime | None = None  # when a running run's silence is measured (Store.clock: an export's moment)
 
     @property
     def status(self) -> str:
@@ -170,7 +171,9 @@ class Reproduction:
             return "not yet run"
         flags = run_flags(self.fit)
         changed = (f"; with {flags}" if flags else "") + (f"; {self.changed}" if self.changed else "")
-        return _status(self.fit) + changed + (f"; rerun {self.newer.id} {_status(self.newer)}" if self.newer else "")
+        now = self.as_of or datetime.now(timezone.utc)
+        rerun = f"; rerun {self.newer.id} {_status(self.newer, now)}" if self.newer else ""
+        return _status(self.fit, now) + changed + rerun
 
 
 def _changed(store: Store, fit: RunSummary) -> str | None:
@@ -196,11 +199,11 @@ def at_paper_settings(run: RunSummary) -> bool:
     return run_flags(run) is None and all(t == "scale:full" for t in run.tags if t.startswith("scale:"))
 
 
-def _status(run: RunSummary) -> str:
+def _status(run: RunSummary, now: datetime) -> str:
     """The run's status; a 'running' run that stopped writing says so ('running (silent 2.0 h: killed?)'), a failed
     one says why in the first clause of its reason ('failed (non-finite gradient of parameter group 'recurrent' at
     step 443)')."""
-    quiet = silence(run.heartbeat_at, datetime.now(timezone.utc)) if run.status == "running" else None
+    quiet = silence(run.heartbeat_at, now) if run.status == "running" else None
     if run.status == "failed" and run.reason:
         quiet = run.reason.split(": ")[0].split(" (checkpoint before")[0]
     return f"{run.status} ({quiet})" if quiet else run.status
@@ -301,6 +304,7 @@ def reproduction(store: Store, row: PaperRow, runs: list[RunSummary], same: tupl
         spread([s.value for s in ended], row.value) if (ended := _ended(seeds)) else None,
         spread([s.selected for s in ended], row.value) if ended else None,
         _changed(store, fit) if fit is not None else None,
+        store.clock(),
     )
 
 

@@ -19,7 +19,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -214,6 +214,23 @@ class Store:
         """The id of the store this one's runs were copied from (an export's runs.db, db/extract.py), else None:
         their checkpoints, stamped by that store, may resume them here."""
         return self._store_facts().get("copied_from")
+
+    @property
+    def copied_at(self) -> datetime | None:
+        """When an export copied this store's runs (UTC), else None (a live store, or a copy from before 2026-12)."""
+        stamp = self._store_facts().get("copied_at")
+        return datetime.fromisoformat(stamp) if stamp else None
+
+    def clock(self) -> datetime:
+        """The moment a 'running' run's silence is measured at: now; in an export's copy, whose runs write elsewhere,
+        the moment it was copied (an older copy: its runs' last write), so it shows them as they were then."""
+        if self.copied_from is None:
+            return utcnow()
+        if self.copied_at is not None:
+            return self.copied_at
+        with self._session() as session:
+            last = session.execute(select(func.max(Run.heartbeat_at))).scalar_one_or_none()
+        return last or utcnow()
 
     @property
     def written_by(self) -> str | None:

@@ -435,7 +435,7 @@ def test_runs_marks_a_running_run_that_went_silent_and_drops_its_eta(tmp_path, c
     """A run killed outright (SIGKILL, the machine gone) still reads 'running': its silence says so, and no ETA."""
     import datetime as dt
 
-    from ortholab.db import progress as commands
+    from ortholab.db import store as store_module
 
     db = f"sqlite:///{tmp_path / 'store.db'}"
     store = Store(db)
@@ -443,12 +443,8 @@ def test_runs_marks_a_running_run_that_went_silent_and_drops_its_eta(tmp_path, c
     store.update_run(run, info={"plan": {"total_steps": 1_000, "steps_per_epoch": 100, "max_epochs": 10}})
     store.log_metrics(run, {"time/step_s": 0.5}, step=200)
 
-    class TwoHoursLater(dt.datetime):
-        @classmethod
-        def now(cls, tz=None):
-            return dt.datetime.now(tz) + dt.timedelta(hours=2)
-
-    monkeypatch.setattr(commands, "datetime", TwoHoursLater)
+    later = store_module.utcnow() + dt.timedelta(hours=2)
+    monkeypatch.setattr(store_module, "utcnow", lambda: later)  # the store's clock (Store.clock), two hours on
     main(["runs", "--json", "--db", db])
     (row,) = json.loads(capsys.readouterr().out)
     assert row["status"] == "running" and row["silent"] == "silent 2.0 h: killed?" and "eta_s" not in row

@@ -91,6 +91,9 @@ def test_the_dashboard_reads_the_exported_store_in_a_read_only_folder_without_wr
         at = AppTest.from_file(APP_MAIN, default_timeout=60)
         at.run()
         assert not at.exception and not at.error, (at.exception, at.error)
+        assert any(
+            "a copy an export wrote (" in c.value and "UTC): runs as they were then" in c.value for c in at.caption
+        )
         assert {p.name: _digest(p) for p in folder.iterdir()} == before  # nothing written, nothing added
     finally:
         folder.chmod(stat.S_IRWXU)
@@ -310,3 +313,35 @@ def test_a_best_checkpoint_replaced_while_exported_is_taken_as_the_new_one(tmp_p
         sorted(p.name for p in folder.iterdir()) == names
         and (folder / "best-step9.ckpt").read_bytes() == b"best-step9.ckpt"
     )
+
+
+def test_a_run_exported_while_it_trained_reads_as_it_was_then_not_as_silent(tmp_path, monkeypatch, capsys):
+    """Run 31 of the scurnn_figure5 export read 'running (silent 1.0 h: killed?)' an hour after its export: a copy's
+    runs write elsewhere, so their silence is measured at the moment the export copied them (Store.clock)."""
+    from datetime import timedelta
+
+    import ortholab.db.store as store_module
+    from ortholab.db.progress import copy_note, runs_rows
+
+    db = _store(tmp_path, monkeypatch)
+    source = Store(db)
+    (training,) = [run for run in source.list_runs() if run.name == "c"]
+    source.set_status(training.id, "running")
+    source.log_metrics(training.id, {"val/loss": 0.25}, step=100)  # a write: its heartbeat is now
+    main(["report", "demo_table9", "--db", db, "--export", str(tmp_path / "one")])
+    exported = f"sqlite:///{tmp_path / 'one' / 'runs.db'}"
+    assert "| running |" in (tmp_path / "one" / "report.md").read_text()
+    copy = Store(exported, access="read")
+    assert copy.copied_at is not None and abs((copy.clock() - source.clock()).total_seconds()) < 60
+    later = store_module.utcnow() + timedelta(hours=3)
+    monkeypatch.setattr(store_module, "utcnow", lambda: later)  # three hours on
+    capsys.readouterr()
+    main(["report", "demo_table9", "--db", db, "--wide"])  # the live store: its silent run is named so
+    assert "running (silent 3.0 h: killed?)" in capsys.readouterr().out
+    main(["report", "demo_table9", "--db", exported, "--export", str(tmp_path / "two")])  # its copy: as then
+    for name in ("report.md", "report.csv"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes(), name
+    (row,) = [row for row in runs_rows(exported) if row["name"] == "c"]
+    assert row["status"] == "running" and "silent" not in row
+    assert copy_note(exported).startswith(f"a copy an export wrote on {copy.copied_at:%Y-%m-%d %H:%M} UTC")
+    assert copy_note(db) is None

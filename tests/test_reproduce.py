@@ -490,12 +490,10 @@ def test_a_running_row_that_stopped_writing_says_so(tmp_path, monkeypatch):
     store, table, fit = _one_mnist_fit(tmp_path)
     assert reproductions(store, table)[0].status == "running"  # just written
 
-    class ThreeHoursLater(dt.datetime):
-        @classmethod
-        def now(cls, tz=None):
-            return dt.datetime.now(tz) + dt.timedelta(hours=3)
+    from ortholab.db import store as store_module
 
-    monkeypatch.setattr(published, "datetime", ThreeHoursLater)
+    later = store_module.utcnow() + dt.timedelta(hours=3)
+    monkeypatch.setattr(store_module, "utcnow", lambda: later)  # the store's clock (Store.clock), three hours on
     item = reproductions(store, table)[0]
     assert item.status == "running (silent 3.0 h: killed?)" and item.verdict == "not finished"
 

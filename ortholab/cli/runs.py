@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ortholab.cli.common import DB_HELP, table
-from ortholab.db.progress import runs_rows
+from ortholab.db.progress import copy_note, runs_rows
 from ortholab.errors import ConfigError, did_you_mean
 
 ACTIONS = ("tag", "untag", "delete")
@@ -69,6 +69,8 @@ def run(args, extra: list[str]) -> None:
     elif rows:
         rows = [shown(row) for row in rows]
         print(table(rows, COLUMNS if any(row["reason"] for row in rows) else COLUMNS[:-1]))
+        if note := copy_note(args.db):
+            print(note)
     else:
         filtered = any(getattr(args, k) for k in ("family", "task", "status", "tag", "name"))
         hint = unmatched_hint(recorded, args) if filtered else ""
