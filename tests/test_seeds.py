@@ -90,6 +90,7 @@ def test_baseline_rows_count_the_seeds_that_end_beyond_it(tmp_path):
     report = markdown_report(store, {"demo_table9": table}, width=None)
     assert "1/3 seeds end beyond the baseline (first beyond at steps 200, -, 100)" in report
     assert "\nbeyond the baseline: at a validation, 10% or more better than it\n" in report  # what "beyond" means
+    assert "\n✓ / ✗: the best validation against the baseline agrees / disagrees with the paper's curve" in report
     _fits(store, copy, {4: [0.5, 0.5]}, "val/loss", "min", 0.5)  # a fourth seed, still training: not judged yet
     store.set_status(max(r.id for r in store.list_runs()), "running")
     report = markdown_report(store, {"demo_table9": table}, width=None)
