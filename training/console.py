@@ -18,13 +18,16 @@ class _DropMessages(logging.Filter):
 
 
 def quiet_third_party_noise() -> None:
-    """Drop Lightning's advertisement for its cloud logger, the deprecation warning its own pytree helper raises
-    under newer torch, its checkpoint callback's warning on a fit shorter than one validation interval, and its
-    warning on epochs shorter than the logging interval (none is actionable for an OrthoLab user)."""
+    """Drop Lightning's advertisements for its cloud logger and model registry, the deprecation warning its own pytree
+    helper raises under newer torch, its checkpoint callback's warnings on a fit shorter than one validation interval
+    and on a resumed run's own checkpoint folder, and its warning on epochs shorter than the logging interval (none
+    is actionable for an OrthoLab user)."""
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
-        logging.getLogger(name).addFilter(_DropMessages("litlogger"))
+        logging.getLogger(name).addFilter(_DropMessages("litlogger", "litmodels"))
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated")
     # a fit that ends before its first validation: nothing to compare yet (once one ran, Lightning raises instead)
     warnings.filterwarnings("ignore", message=r"`ModelCheckpoint\(monitor=.*could not find the monitored key")
     # an epoch of fewer batches than log_every_n_steps: training points are still recorded every N steps, across epochs
     warnings.filterwarnings("ignore", message=r"The number of training batches \(\d+\) is smaller than the logging")
+    # `fit --resume`: the run's own checkpoint folder holds its earlier checkpoints, as it should
+    warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
