@@ -630,7 +630,7 @@ def markdown_report(
         first = tuple(columns.index(c) for c in CUT_FIRST if c in columns)
         keep = tuple(columns.index(c) for c in ("row", "run") if c in columns)  # ids a user types back
         last = tuple(columns.index(c) for c in ("reproduced",) if c in columns)  # (its text cut to REPRODUCED_WIDTH)
-        title = f"### {table.paper} {table.table}: {table.title}"
+        title = f"### {table.id}: {table.paper} {table.table}, {table.title}"  # the id `report TABLE` takes
         out.append((title if width is None else clip(title, width)) + "\n")
         scale = f", published = {table.scale:g} x OrthoLab value" if table.scale != 1 else ""
         own = sorted(

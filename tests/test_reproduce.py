@@ -247,6 +247,7 @@ def test_a_tables_list_and_the_report_show_what_was_asked_in_lines_of_120_column
     assert len(every_table) == 5 and "never_ran" not in "".join(every_table) and every_table[-1].startswith("`ortholab")
     assert long.strip() in out("reproduce", "toy_figure1", "--list", "--wide")
     report = out("report")
+    assert report.startswith("### toy_figure1: ")  # each table under the id `report TABLE` takes
     assert "| ran |" in report and "never_ran" not in report and "elsewhere" not in report
     assert "2 of 3 rows not yet run are not shown (--all shows every row)" in report
     assert "…" in report and widest(report) <= 120
