@@ -149,6 +149,13 @@ def test_a_failed_run_continued_with_another_setting_records_the_change_and_why_
     command = _provenance(store, run.id)["command"]
     assert command.startswith("ortholab fit --config")
     assert "; continued from step 6 with model.optimizers.other.lr 0.002 (was 0.001): ortholab fit --resume" in command
+    shown = ortholab(tmp_path, "runs", "show", str(run.id), "--db", db)  # the run whole, for a terminal
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == f"run {run.id}: copying_scornn · fit · scornn on copying · finished"
+    assert lines[1].startswith("steps 12/12 · best val/loss ") and "(baseline " in lines[1]
+    assert f"run folder: {detail.run_dir}" in lines and "checkpoints: " in shown.stdout
+    assert "continued with other code" not in shown.stdout and note in lines  # same code; the resume as the dashboard
 
 
 def test_sigterm_stops_at_a_batch_boundary_with_a_checkpoint_and_an_interrupted_run(tmp_path, reference):

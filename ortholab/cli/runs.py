@@ -1,6 +1,7 @@
-"""`ortholab runs`: the recorded runs, filtered; `runs tag ID... LABEL` / `runs untag ID... LABEL` add or remove a
-label; `runs delete ID...` removes runs (their rows, metric points, artifacts and run folders) after a confirmation
-(`--yes` for scripts), never a run that is being written, never another run."""
+"""`ortholab runs`: the recorded runs, filtered; `runs show ID`: one run whole; `runs tag ID... LABEL` /
+`runs untag ID... LABEL` add or remove a label; `runs delete ID...` removes runs (their rows, metric points,
+artifacts and run folders) after a confirmation (`--yes` for scripts), never a run that is being written, never
+another run."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ from pathlib import Path
 
 from ortholab.cli.common import DB_HELP, table
 from ortholab.db.progress import copy_note, runs_rows
+from ortholab.db.provenance import resume_notes
 from ortholab.errors import ConfigError, did_you_mean
 
-ACTIONS = ("tag", "untag", "delete")
-USAGE = "runs [--family F] [--task T] [--status S] [--tag T] [--json] | runs tag|untag|delete ID... [LABEL]"
-HELP = "list recorded runs (filtered); tag, untag or delete runs"
+ACTIONS = ("show", "tag", "untag", "delete")
+USAGE = (
+    "runs [--family F] [--task T] [--status S] [--tag T] [--json] | runs show ID | runs tag|untag|delete ID... [LABEL]"
+)
+HELP = "list recorded runs (filtered); show one whole; tag, untag or delete runs"
 COLUMNS = [
     "id",
     "name",
@@ -41,7 +45,8 @@ def add_arguments(parser) -> None:
         nargs="?",
         choices=ACTIONS,
         default=None,
-        help="tag ID... LABEL / untag ID... LABEL: add or remove a label; delete ID...: remove runs, "
+        help="show ID: one run whole (settings it was started and continued with, its code, folder and "
+        "checkpoints); tag ID... LABEL / untag ID... LABEL: add or remove a label; delete ID...: remove runs, "
         "their points, artifacts and run folders (asks first; --yes for scripts)",
     )
     parser.add_argument("targets", nargs="*", help="run ids (then the label, for tag and untag)")
@@ -54,6 +59,9 @@ def add_arguments(parser) -> None:
 
 
 def run(args, extra: list[str]) -> None:
+    if args.action == "show":
+        show(args.targets, args.db, as_json=args.json)
+        return
     if args.action:
         manage(args.action, args.targets, args.db, yes=args.yes)
         return
@@ -147,6 +155,62 @@ def _run_ids(values: list[str], action: str) -> list[int]:
         usage = "ID... LABEL" if action in ("tag", "untag") else "ID..."
         raise ConfigError(f"runs {action}: give at least one run id: `ortholab runs {action} {usage}`")
     return list(dict.fromkeys(ids))
+
+
+def show(targets: list[str], db: str | None, as_json: bool = False) -> None:
+    """`runs show ID`: what the store holds of one run beyond its `runs` line, as lines (or the whole record)."""
+    from ortholab.db import Store
+
+    if len(targets) != 1:
+        raise ConfigError("runs show: give one run id, e.g. `ortholab runs show 3` (`ortholab runs` lists them)")
+    (run_id,) = _run_ids(targets, "show")
+    store = Store(db, access="read")
+    run = store.get_run(run_id)  # StoreError naming a missing id and the store
+    if as_json:
+        print(json.dumps(run.__dict__, indent=2, default=str))
+        return
+    print("\n".join(run_card(run)))
+    if note := copy_note(db):
+        print(note)
+
+
+def run_card(run) -> list[str]:
+    """One run as lines: what, where, the best value, the code and command it began with, each continuation."""
+    info = run.info or {}
+    best = f"best {run.main_metric} {run.best:.4g}" if run.best is not None else "no validation value yet"
+    baseline = f" (baseline {run.baseline:.4g})" if run.baseline is not None else ""
+    total = (info.get("plan") or {}).get("total_steps")
+    lines = [
+        f"run {run.id}: {run.name} · {run.stage} · {run.family or '-'} on {run.task or '-'} · {run.status}"
+        + (f" ({run.reason})" if run.reason else ""),
+        f"steps {run.steps}{f'/{total}' if total else ''} · {best}{baseline}"
+        + (f" · {run.parameter_count:,} parameters" if run.parameter_count else ""),
+        f"started {run.created_at:%Y-%m-%d %H:%M} UTC on {run.hostname or '?'}"
+        + (f", {run.world_size} processes" if run.world_size > 1 else "")
+        + (f" · ended {run.ended_at:%Y-%m-%d %H:%M} UTC" if run.ended_at else ""),
+        f"tags: {', '.join(run.tags) or '(none)'}",
+        f"run folder: {run.run_dir or '(none)'}",
+    ]
+    folder = Path(run.run_dir) / "checkpoints" if run.run_dir else None
+    if folder is not None and folder.is_dir():
+        lines.append(f"checkpoints: {', '.join(sorted(p.name for p in folder.glob('*.ckpt'))) or '(none)'}")
+    code = info.get("code") or []  # the code it started with, then each other code a continuation ran
+    if code:
+        first = code[0]
+        lines.append(
+            f"code: commit {first.get('commit') or 'unknown (an installed wheel)'}, ortholab {first.get('ortholab')}, "
+            f"torch {first.get('torch')}, on {first.get('machine')}"
+        )
+    if len(code) > 1:
+        later = ", ".join(str(entry.get("commit") or "unknown") for entry in code[1:])
+        lines.append(f"continued with other code at: {later} (each continuation whose code differed)")
+    if info.get("command"):
+        lines.append(f"command: {info['command']}")
+    predicted = info.get("predict") or {}
+    if predicted.get("source_run") is not None:
+        lines.append(f"predictions of run {predicted['source_run']} ({predicted.get('checkpoint')})")
+    lines += resume_notes(info)  # as the dashboard's run details say them (recorded since 2026-11-29)
+    return lines
 
 
 def manage(action: str, targets: list[str], db: str | None, yes: bool = False) -> None:
