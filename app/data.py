@@ -101,13 +101,11 @@ class Reader:
     def __init__(self, url: str):
         self.url = url
         self.display_url = _store(url).display_url  # opens the store: StoreError here if it cannot
-        copied_at = _store(url).copied_at if _store(url).copied_from else None
-        self.copied = (
-            f"{copied_at:%Y-%m-%d %H:%M} UTC" if copied_at else "time not recorded" if _store(url).copied_from else None
-        )
+        frozen_at = _store(url).frozen_at  # an export's copy, not written since: when it was made
+        self.copied = f"{frozen_at:%Y-%m-%d %H:%M} UTC" if frozen_at else None
 
     def clock(self) -> datetime:
-        """Now; for an export's copy, the moment it was copied (Store.clock): its running runs as they were then."""
+        """Now; for an export's frozen copy, the moment it was made (Store.clock): its runs as they were then."""
         return _store(self.url).clock()
 
     @cached_property

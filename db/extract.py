@@ -21,6 +21,7 @@ import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 
+from ortholab.db.schema import utcnow
 from ortholab.db.schema_version import STORE_INFO
 from ortholab.db.store import Store
 from ortholab.errors import ConfigError
@@ -50,7 +51,6 @@ def write_run_store(
     if max_points < 2:
         raise ValueError(f"max_points must be at least 2 (the first and the last point), got {max_points}")
     path = Path(path)
-    copied_at = source.clock()  # now; a copy of a copy keeps the first copy's moment
     part = path.with_name(path.name + ".part")
     for leftover in (part, part.with_name(part.name + "-wal"), part.with_name(part.name + "-shm")):
         leftover.unlink(missing_ok=True)
@@ -61,6 +61,7 @@ def write_run_store(
         )
     finally:
         target.close()
+    copied_at = source.frozen_at or utcnow()  # after the copy: no copied heartbeat is later; a copy's copy keeps its
     with sqlite3.connect(part) as connection:  # committed on leaving: journal_mode cannot change in a transaction
         facts = [("copied_from", source.store_id), ("copied_at", copied_at.isoformat())]
         connection.executemany(f"INSERT INTO {STORE_INFO} (key, value) VALUES (?, ?)", facts)

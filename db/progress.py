@@ -23,7 +23,7 @@ def run_progress(store, run, now: datetime) -> dict:
     out = {"total_steps": total}
     if per_epoch:
         out["epoch"] = f"{run.steps // per_epoch}/{epochs}" if epochs else str(run.steps // per_epoch)
-    ended = store.copied_from is None and store.holder_ended(run.id)  # a copy's holder is the source store's
+    ended = store.frozen_at is None and store.holder_ended(run.id)  # a frozen copy's holder is the source store's
     silent = silence(run.heartbeat_at, now) or (ENDED if ended else None)
     if silent:  # killed outright (a machine's end, SIGKILL): no ETA; `ortholab reproduce --resume` goes on
         out["silent"] = silent
@@ -51,11 +51,13 @@ def copy_note(db_url: str | None) -> str | None:
     """For a store an export copied (its runs.db): when, and that its running runs are shown as they were then."""
     from ortholab.db import Store
 
-    store = Store(db_url, access="read")
-    if store.copied_from is None:
+    frozen_at = Store(db_url, access="read").frozen_at
+    if frozen_at is None:  # a live store, or a copy restored as one and written to since
         return None
-    when = f"on {store.copied_at:%Y-%m-%d %H:%M} UTC" if store.copied_at else "(its time not recorded)"
-    return f"a copy an export wrote {when}: its runs as they were then (a running one trains on elsewhere)"
+    return (
+        f"a copy an export wrote on {frozen_at:%Y-%m-%d %H:%M} UTC: its runs as they were then (a running one trains "
+        f"on elsewhere)"
+    )
 
 
 def runs_rows(db_url: str | None) -> list[dict]:

@@ -644,7 +644,7 @@ def markdown_report(
         out.append(f"metric: `{table.metric}` ({table.mode}){scale}{others}\n")
         if any(seed.ends_beyond is not None for item in found[table.id] for seed in item.seeds):  # what it means
             out.append(f"beyond the baseline: at a validation, {BEYOND_BASELINE:.0%} or more better than it\n")
-        if any(row.expect for row in table.rows if row.value is None):  # the marks after a baseline verdict
+        if any(i.verdict and i.row.value is None and i.row.expect for i in found[table.id]):  # a ✓ or ✗ is shown
             marks = (
                 "✓ / ✗: the best validation against the baseline agrees / disagrees with the paper's curve; no mark "
                 "where the paper gives no state to judge (the row's notes say why)"

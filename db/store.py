@@ -41,7 +41,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -98,7 +98,8 @@ def store_url(value: str) -> str:
     leading ~ in a SQLite file's name expanded (expand_home)."""
     if URL_SCHEME.match(value):
         return expand_home(value)
-    return f"sqlite:///{Path(value).expanduser().absolute()}"
+    path = str(Path(value).expanduser().absolute())  # URL.create quotes what a URL would misread (?, #, %)
+    return URL.create("sqlite", database=path).render_as_string(hide_password=False)
 
 
 def expand_home(url: str) -> str:
@@ -221,16 +222,22 @@ class Store:
         stamp = self._store_facts().get("copied_at")
         return datetime.fromisoformat(stamp) if stamp else None
 
-    def clock(self) -> datetime:
-        """The moment a 'running' run's silence is measured at: now; in an export's copy, whose runs write elsewhere,
-        the moment it was copied (an older copy: its runs' last write), so it shows them as they were then."""
-        if self.copied_from is None:
-            return utcnow()
-        if self.copied_at is not None:
-            return self.copied_at
+    @property
+    def frozen_at(self) -> datetime | None:
+        """When an export copied this store, while nothing was written to it since (its runs write elsewhere); None
+        for a live store, and for a copy restored as one (`cp DIR/runs.db $ORTHOLAB_RUNS/ortholab.db`) and written to
+        since. A copy from before copied_at was recorded counts as live."""
+        copied_at = self.copied_at if self.copied_from is not None else None
+        if copied_at is None:
+            return None
         with self._session() as session:
             last = session.execute(select(func.max(Run.heartbeat_at))).scalar_one_or_none()
-        return last or utcnow()
+        return copied_at if last is None or last <= copied_at else None
+
+    def clock(self) -> datetime:
+        """The moment a 'running' run's silence is measured at: now; in a frozen copy (frozen_at), the moment it was
+        copied, so that it shows its runs as they were then."""
+        return self.frozen_at or utcnow()
 
     @property
     def written_by(self) -> str | None:

@@ -7,6 +7,7 @@ import errno
 import hashlib
 import os
 import pathlib
+import shutil
 import stat
 
 import pytest
@@ -345,3 +346,11 @@ def test_a_run_exported_while_it_trained_reads_as_it_was_then_not_as_silent(tmp_
     assert row["status"] == "running" and "silent" not in row
     assert copy_note(exported).startswith(f"a copy an export wrote on {copy.copied_at:%Y-%m-%d %H:%M} UTC")
     assert copy_note(db) is None
+    # restored as a live store (checkpoints.md: cp DIR/runs.db $ORTHOLAB_RUNS/ortholab.db) and trained on: live again
+    shutil.copy(tmp_path / "one" / "runs.db", tmp_path / "restored.db")
+    restored = Store(f"sqlite:///{tmp_path / 'restored.db'}", access="write")
+    restored.log_metrics(row["id"], {"val/loss": 0.2}, step=200)  # written three hours after the copy
+    assert restored.frozen_at is None and copy_note(restored.url) is None
+    monkeypatch.setattr(store_module, "utcnow", lambda: later + timedelta(hours=2))  # then killed, two hours on
+    (row,) = [row for row in runs_rows(restored.url) if row["name"] == "c"]
+    assert row["silent"] == "silent 2.0 h: killed?"

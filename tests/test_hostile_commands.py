@@ -514,11 +514,12 @@ def test_a_sweep_ends_with_a_summary_line_a_script_reads(tmp_path, monkeypatch, 
         "--trials",
         "1",
         "--db",
-        f"sqlite:///{tmp_path / 's.db'}",
+        "s.db",  # a file's path, as DB_HELP says: Optuna and the trial get its URL
         *TINY,
     )
     assert code == 0, err[-3000:]
     assert out.strip().splitlines()[-1] == "sweep: 1 trials done, 0 failed, 0 pruned"
+    assert len(Store(f"sqlite:///{tmp_path / 's.db'}", access="read").list_runs()) == 1  # the trial's run, there
 
 
 @pytest.mark.parametrize(

@@ -112,11 +112,11 @@ def test_the_password_is_stored_nowhere_and_resume_uses_the_real_url(pg_url, tmp
     stored = Path(detail.run_dir, "config.yaml").read_text()
     assert "s3cret" not in stored and "\ndb: null\n" in stored  # the URL came from the environment: not stored
     assert "s3cret" not in json.dumps(detail.config) and not any("s3cret" in str(v) for v in detail.params.values())
-    argv = _resume_arguments(["fit", "--resume", str(run.id)])
+    argv = _resume_arguments(["fit", "--resume", str(run.id), "--trainer.max_steps", "12"])  # finished: go further
     assert argv[argv.index("--db") + 1] == url  # placed after the stored config, whose URL is masked
     main(["fit", "--config", DEMO, *TINY, "--db", url, "--name", "with-password-flag"])  # given on the command line
     flagged = next(r for r in store.list_runs() if r.name == "with-password-flag")
     stored = Path(store.get_run(flagged.id).run_dir, "config.yaml").read_text()
     assert "s3cret" not in stored and "ortholab:***@127.0.0.1" in stored  # masked
-    argv = _resume_arguments(["fit", "--resume", str(flagged.id), "--db", url])
+    argv = _resume_arguments(["fit", "--resume", str(flagged.id), "--db", url, "--trainer.max_steps", "12"])
     assert argv[argv.index("--db") + 1] == url

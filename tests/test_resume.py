@@ -238,6 +238,9 @@ def test_sigterm_at_the_last_batch_of_training_lets_the_run_finish(tmp_path):
     again = ortholab(tmp_path, "fit", "--resume", str(run.id), "--db", db)  # would stop at once: refused, saying why
     assert again.returncode == 2 and f"run {run.id} is finished" in again.stderr
     assert f"`ortholab fit --resume {run.id} --trainer.max_steps N`" in again.stderr
+    assert "trainer.max_steps = 12" in again.stderr  # the limit it reached
+    same = ortholab(tmp_path, "fit", "--resume", str(run.id), "--db", db, "--trainer.max_steps", "12")  # not above
+    assert same.returncode == 2 and f"run {run.id} is finished" in same.stderr
     assert Store(db).get_run(run.id).status == "finished"
 
 

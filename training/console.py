@@ -29,5 +29,5 @@ def quiet_third_party_noise() -> None:
     warnings.filterwarnings("ignore", message=r"`ModelCheckpoint\(monitor=.*could not find the monitored key")
     # an epoch of fewer batches than log_every_n_steps: training points are still recorded every N steps, across epochs
     warnings.filterwarnings("ignore", message=r"The number of training batches \(\d+\) is smaller than the logging")
-    # `fit --resume`: the run's own checkpoint folder holds its earlier checkpoints, as it should
+    # a run folder holds only its own run's checkpoints (`fit --resume`: its earlier ones), so this is never a clash
     warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")

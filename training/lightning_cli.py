@@ -33,6 +33,7 @@ from ortholab.datamodules import TASKS, TaskDataModule
 from ortholab.db import SQLLogger, Store, default_db_url, runs_root
 from ortholab.db.logger import folder_name, is_run_name
 from ortholab.db.masking import known_passwords, mask_secrets, mask_url
+from ortholab.db.store import store_url
 from ortholab.errors import ConfigError
 from ortholab.extras import check_logger_extras
 from ortholab.training.callbacks import AudioEvaluation, NonFiniteError, default_callbacks
@@ -191,6 +192,30 @@ def _extra_module_of(missing: str) -> str | None:
     return next((m for m in extra if m == missing or m.startswith(missing + ".")), None)
 
 
+def _wrong_type(message: str, argv: list[str]) -> str | None:
+    """A value of the wrong type as 'KEY = VALUE (where): expected TYPE (where it is described)'; a task's option
+    is named as data.KEY with its own value, not as jsonargparse's whole `data` union. None: not a type error."""
+    nested = re.search(  # a task's option of the wrong type: its own key and value, not the whole `data` union's
+        r'Parser key "([^"]+)":.*?Problem with given class_path \'([\w.]+)\':\s*'
+        r'Parser key "([^"]+)":\s*(.*?Got value: [^\n]*)',
+        message,
+        re.DOTALL,
+    )
+    wrong_type = re.search(r'Parser key "([^"]+)":', message)
+    key = wrong_type.group(1) if wrong_type else None
+    given = re.search(r"(?:Given|Got) value: (.*?)\s*$", message, re.DOTALL)
+    example, described = _expected(message), "`ortholab fit --help` describes"
+    if nested and _expected(nested.group(4)):
+        key = f"{nested.group(1)}.{nested.group(3)}"
+        example, given = _expected(nested.group(4)), re.search(r"Got value: (.*)$", nested.group(4))
+        described = f"`ortholab fit --data.help {nested.group(2).rpartition('.')[2]}` describes"
+    if key and example and given:
+        value = " ".join(given.group(1).split())
+        where = where_given(key, argv, value)
+        return f"{key} = {value[:80]!r}{f' ({where})' if where else ''}: expected {example} ({described} {key})"
+    return None
+
+
 def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
     """jsonargparse's message rewritten for a user: the unknown key (and where it was given) with a suggestion, a
     refused class path."""
@@ -271,24 +296,9 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
             f"data.class_path = {refused.group(1)!r} is not an OrthoLab task; a config may only name a "
             f"registered task ({tasks}; `ortholab list tasks`)"
         )
-    nested = re.search(  # a task's option of the wrong type: its own key and value, not the whole `data` union's
-        r'Parser key "([^"]+)":.*?Problem with given class_path \'([\w.]+)\':\s*'
-        r'Parser key "([^"]+)":\s*(.*?Got value: [^\n]*)',
-        message,
-        re.DOTALL,
-    )
-    wrong_type = re.search(r'Parser key "([^"]+)":', message)
-    key = wrong_type.group(1) if wrong_type else None
-    given = re.search(r"(?:Given|Got) value: (.*?)\s*$", message, re.DOTALL)
-    example, described = _expected(message), "`ortholab fit --help` describes"
-    if nested and _expected(nested.group(4)):
-        key = f"{nested.group(1)}.{nested.group(3)}"
-        example, given = _expected(nested.group(4)), re.search(r"Got value: (.*)$", nested.group(4))
-        described = f"`ortholab fit --data.help {nested.group(2).rpartition('.')[2]}` describes"
-    if key and example and given:
-        value = " ".join(given.group(1).split())
-        where = where_given(key, argv, value)
-        return f"{key} = {value[:80]!r}{f' ({where})' if where else ''}: expected {example} ({described} {key})"
+    wrong = _wrong_type(message, argv)
+    if wrong:
+        return wrong
     if re.search(r"the following arguments are required: \w+\.data", message):  # `ortholab fit` with no config
         return NO_TASK
     return " ".join(message.split()) + " (see `ortholab fit --help`)"
@@ -619,12 +629,13 @@ class OrthoLabCLI(LightningCLI):
         print(f"Interrupted by SIGINT: {said}", file=sys.stderr)
 
     def after_fit(self) -> None:
-        self._note_no_validation()
-        self._print_record()
         interrupt = next((c for c in self.trainer.callbacks if isinstance(c, GracefulInterrupt)), None)
+        if interrupt is None or interrupt.stopped_at is None:  # a stopped run validates once it goes on
+            self._note_no_validation()
+        self._print_record()
         if interrupt is not None and interrupt.stopped_at is not None:  # the shell's convention: 128 + the signal
             store = self.trainer.loggers[0].store
-            where = "" if store.url == default_db_url() else f" --db '{mask_url(store.url)}'"
+            where = "" if store.url == store_url(default_db_url()) else f" --db '{mask_url(store.url)}'"
             print(
                 f"Interrupted by {interrupt.requested}; checkpoint saved, continue with "
                 f"`ortholab fit --resume {self.trainer.loggers[0].version}{where}`."
@@ -640,10 +651,12 @@ class OrthoLabCLI(LightningCLI):
         if trainer.limit_val_batches == 0:  # validation turned off on purpose
             return
         if logger.store.get_run(logger.run_id).best is None:
+            every = trainer.check_val_every_n_epoch
+            key = f"trainer.check_val_every_n_epoch = {every}" if every and every > 1 else None
+            key = key or f"trainer.val_check_interval = {trainer.val_check_interval}"
             print(
-                f"No validation ran in its {trainer.global_step} steps (trainer.val_check_interval = "
-                f"{trainer.val_check_interval}), so the run has no best value and no best checkpoint; a smaller "
-                f"--trainer.val_check_interval validates sooner."
+                f"No validation ran in its {trainer.global_step} steps ({key}), so the run has no best value and no "
+                f"best checkpoint; a smaller --{key.split(' = ')[0]} validates sooner."
             )
 
     def after_validate(self) -> None:
@@ -669,7 +682,7 @@ class OrthoLabCLI(LightningCLI):
             split = run.main_metric.split("/")[0]  # each split against its own baseline
             baseline = f" (baseline on the {split} split: {run.baseline:.4g})" if run.baseline is not None else ""
             print(f"Best {run.main_metric}: {run.best:.4g}{baseline}")
-        where = "" if logger.store.url == default_db_url() else f" --db '{mask_url(logger.store.url)}'"
+        where = "" if logger.store.url == store_url(default_db_url()) else f" --db '{mask_url(logger.store.url)}'"
         print(
             f"Run {run.id} ({run.name}, {run.status}) recorded in {mask_url(logger.store.url)}; "
             f"run folder {logger.log_dir}. List runs with `{console_command()} runs{where}`."

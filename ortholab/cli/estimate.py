@@ -173,7 +173,8 @@ def render(estimates: list[Estimate | str], busy: float | None = None) -> str:
         f"{'row':<52} {'plan':<36} {'a step':>9} {'evaluation':>10} {'hours':>7}",
     ]
     lines += [line(item) for item in estimates if isinstance(item, Estimate)]
-    lines.append(LEGEND)
+    if any(isinstance(item, Estimate) for item in estimates):  # a table to explain
+        lines.append(LEGEND)
     lines += [item for item in estimates if isinstance(item, str)]
     timed_with = int(threads) if threads and threads.isdigit() and int(threads) > 0 else cores  # torch's default
     warning = oversubscribed(busy, timed_with, cores) if busy is not None else None

@@ -98,6 +98,10 @@ def main(argv: list[str] | None = None) -> None:
     try:
         for url in db_urls_in(argv):  # a password that would be misread (and quoted back) is refused first
             check_db_url(url, "--db" if url != os.environ.get("ORTHOLAB_DB") else "$ORTHOLAB_DB =")
+        if os.environ.get("ORTHOLAB_DB"):  # a file's path as its absolute URL, for this process and its children
+            from ortholab.db.store import store_url
+
+            os.environ["ORTHOLAB_DB"] = store_url(os.environ["ORTHOLAB_DB"])
         module = command_module(argv[0])
         if COMMANDS[argv[0]] == "train":
             module.main(argv, given)

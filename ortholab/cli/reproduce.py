@@ -150,6 +150,9 @@ def add_arguments(parser) -> None:
 
 
 def run(args, extra: list[str]) -> None:
+    from ortholab.db.store import store_url
+
+    args.db = store_url(args.db) if args.db else None  # a file's path as its absolute URL, for every child process
     rows = args.rows.split(",") if args.rows else None
     if args.estimate and (args.scale != "full" or args.resume or args.list):
         raise ConfigError(

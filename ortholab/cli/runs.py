@@ -167,7 +167,7 @@ def show(targets: list[str], db: str | None, as_json: bool = False) -> None:
     store = Store(db, access="read")
     run = store.get_run(run_id)  # StoreError naming a missing id and the store
     if as_json:
-        print(json.dumps(run.__dict__, indent=2, default=str))
+        print(json.dumps(run.to_dict(), indent=2, default=str))
         return
     print("\n".join(run_card(run)))
     if note := copy_note(db):
@@ -201,8 +201,9 @@ def run_card(run) -> list[str]:
             f"code: commit {first.get('commit') or 'unknown (an installed wheel)'}, ortholab {first.get('ortholab')}, "
             f"torch {first.get('torch')}, on {first.get('machine')}"
         )
-    if len(code) > 1:
-        later = ", ".join(str(entry.get("commit") or "unknown") for entry in code[1:])
+    commits = list(dict.fromkeys(str(entry.get("commit") or "unknown") for entry in code))  # another machine: same
+    if len(commits) > 1:
+        later = ", ".join(commits[1:])
         lines.append(f"continued with other code at: {later} (each continuation whose code differed)")
     if info.get("command"):
         lines.append(f"command: {info['command']}")

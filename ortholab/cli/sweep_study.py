@@ -353,8 +353,8 @@ def run_sweep(
     config = str(resolve_config(config))
     check_config_files(["--config", config])  # a YAML mapping, named in one line otherwise
     space = load_space(space_file)
-    db = db or default_db_url()
-    Store(db)  # the run tables first: the store must be OrthoLab's before Optuna adds its own tables
+    db = Store(db or default_db_url()).url  # the run tables first: the store must be OrthoLab's before Optuna adds
+    # its own; and a file's path as the URL Optuna and the trials take
     name = name or f"{Path(config).stem}-sweep"
     if sampler == "grid":
         trials = min(trials, len(grid_points(space)))

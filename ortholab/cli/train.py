@@ -81,14 +81,9 @@ def resume_arguments(argv: list[str]) -> list[str]:
     busy = store.lease_holder(run.id)  # its process still runs: two writers would double its points
     if busy is not None:
         raise StoreError(busy)
-    longer = ("--trainer.max_steps", "--trainer.max_epochs", "--trainer.max_time")
-    if run.status == "finished" and not any(arg.split("=")[0] in longer for arg in argv):
-        raise ConfigError(
-            f"run {run.id} is finished: it went as far as its trainer.max_steps or max_epochs (or its early "
-            f"stopping) allowed, so it would stop at once; to train it further, give a larger one, e.g. "
-            f"`ortholab fit --resume {run.id} --trainer.max_steps N`"
-        )
     run_dir = Path(run.run_dir or "")
+    if run.status == "finished" and not known.config and known.ckpt_path is None:
+        refuse_a_finished_run_that_would_stop_at_once(run.id, run_dir / "config.yaml", argv)
     config, last = run_dir / "config.yaml", run_dir / "checkpoints" / "last.ckpt"
     extra = []
     if not known.config and not config.is_file() and not last.is_file():
@@ -110,6 +105,36 @@ def resume_arguments(argv: list[str]) -> list[str]:
         extra += ["--ckpt_path", str(last)]
     check_resume_checkpoint(Path(known.ckpt_path) if known.ckpt_path else last, store, run.id)
     return [argv[0], *extra, *argv[1:]]
+
+
+def refuse_a_finished_run_that_would_stop_at_once(run_id: int, config: Path, argv: list[str]) -> None:
+    """`fit --resume` of a finished run goes on only with a limit above the one it reached (trainer.max_steps or
+    max_epochs, or any max_time): otherwise it would restore, stop at once and say nothing."""
+    import yaml
+
+    try:
+        trainer = (yaml.safe_load(config.read_text()) or {}).get("trainer") or {}
+    except (OSError, yaml.YAMLError):
+        return  # no stored config: the resume's own checks name that
+    given = {}
+    for i, arg in enumerate(argv):
+        flag, eq, value = arg.partition("=")
+        if flag in ("--trainer.max_steps", "--trainer.max_epochs", "--trainer.max_time"):
+            given[flag[len("--trainer.") :]] = value if eq else argv[i + 1] if i + 1 < len(argv) else ""
+    if "max_time" in given:
+        return
+    for key, value in given.items():
+        before = trainer.get(key)
+        try:
+            if before in (None, -1) or int(value) == -1 or int(value) > before:
+                return
+        except (TypeError, ValueError):
+            return  # not a number: the CLI names the value
+    limits = ", ".join(f"trainer.{key} = {trainer.get(key)}" for key in ("max_steps", "max_epochs"))
+    raise ConfigError(
+        f"run {run_id} is finished: it reached its limits ({limits}), so it would stop at once; to train it further, "
+        f"give a larger one, e.g. `ortholab fit --resume {run_id} --trainer.max_steps N`"
+    )
 
 
 def predict_arguments(argv: list[str]) -> list[str]:
