@@ -61,7 +61,7 @@ def write_run_store(
         )
     finally:
         target.close()
-    copied_at = source.frozen_at or utcnow()  # after the copy: no copied heartbeat is later; a copy's copy keeps its
+    copied_at = source.frozen_at or utcnow()  # after the copy, so no copied heartbeat is later (a frozen copy: its own)
     with sqlite3.connect(part) as connection:  # committed on leaving: journal_mode cannot change in a transaction
         facts = [("copied_from", source.store_id), ("copied_at", copied_at.isoformat())]
         connection.executemany(f"INSERT INTO {STORE_INFO} (key, value) VALUES (?, ?)", facts)
