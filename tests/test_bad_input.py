@@ -228,3 +228,11 @@ def test_an_allowed_module_python_cannot_import_is_one_line_saying_how_to_instal
     line = fails(tmp_path, monkeypatch, capsys, "--config", str(tmp_path / "my.yaml"))
     assert "names a class of 'nosuchlab.callbacks' (allowed by $ORTHOLAB_CONFIG_MODULES)" in line, line
     assert "No module named 'nosuchlab'" in line and "PYTHONPATH" in line and "Union" not in line
+
+
+def test_a_mistyped_config_name_is_answered_with_the_installed_config_it_resembles(tmp_path, monkeypatch, capsys):
+    """`--config configs/demo/copying_scornm.yaml` (a newcomer's typo): the installed config of the nearest name."""
+    line = fails(tmp_path, monkeypatch, capsys, "--config", "configs/demo/copying_scornm.yaml")
+    assert "copying_scornm.yaml: no such file; did you mean configs/demo/copying_scornn.yaml?" in line
+    line = fails(tmp_path, monkeypatch, capsys, "--config", str(tmp_path / "zzz.yaml"))  # nothing near it
+    assert "zzz.yaml: no such file; give a YAML config" in line

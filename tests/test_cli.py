@@ -144,6 +144,11 @@ def test_list_without_an_argument_lists_all_three_as_each_list_does(capsys):
     with pytest.raises(SystemExit) as stopped:
         main(["list", "--family", "scornn"])
     assert stopped.value.code == 2 and "`ortholab list families --family NAME`" in capsys.readouterr().err
+    for what in ("families", "configs"):  # `list families scurnn`, as a newcomer types it, is --family scurnn
+        main(["list", what, "scurnn", "--json"])
+        named = capsys.readouterr().out
+        main(["list", what, "--family", "scurnn", "--json"])
+        assert named == capsys.readouterr().out and "scurnn" in named
 
 
 def test_version_names_the_package_and_the_checkout_commit(capsys):

@@ -216,6 +216,15 @@ def _wrong_type(message: str, argv: list[str]) -> str | None:
     return None
 
 
+def _config_meant(given: str) -> str:
+    """'did you mean configs/demo/copying_scornn.yaml? ' for a mistyped config's name, else ''."""
+    from ortholab.training.config_files import PACKAGE_ROOT
+
+    by_name = {p.name: str(p.relative_to(PACKAGE_ROOT)) for p in sorted((PACKAGE_ROOT / "configs").rglob("*.yaml"))}
+    close = difflib.get_close_matches(Path(given).name, by_name, n=1, cutoff=0.8)
+    return f"did you mean {by_name[close[0]]}? " if close else ""
+
+
 def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
     """jsonargparse's message rewritten for a user: the unknown key (and where it was given) with a suggestion, a
     refused class path."""
@@ -240,8 +249,8 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
     if config_file:
         why = "no such file" if config_file.group(1).startswith("File") else "not a file"
         return (
-            f"--config {config_file.group(2)}: {why}; give a YAML config (`ortholab list configs` shows the "
-            f"installed ones)"
+            f"--config {config_file.group(2)}: {why}; {_config_meant(config_file.group(2))}give a YAML config "
+            f"(`ortholab list configs` shows the installed ones)"
         )
     denied = re.search(r"Importing '([\w.]+)' is not allowed", message)
     if denied:

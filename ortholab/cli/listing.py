@@ -13,13 +13,14 @@ from ortholab.cli.common import table
 from ortholab.errors import ConfigError, did_you_mean
 from ortholab.training.config_files import PACKAGE_ROOT
 
-USAGE = "list [families|tasks|configs] [--json] | list families|configs --family NAME"
+USAGE = "list [families|tasks|configs] [--json] | list families|configs [--family] NAME"
 HELP = "what is registered; one family's options (model.family_args)"
 WHAT = ("families", "tasks", "configs")
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("what", nargs="?", choices=WHAT, help="one list (default: all three, one after another)")
+    parser.add_argument("name", nargs="?", default=None, help="a family: `list families scornn` is --family scornn")
     parser.add_argument("--db", default=None, help="accepted for symmetry; listing does not read the store")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(
@@ -31,6 +32,10 @@ def add_arguments(parser) -> None:
 
 
 def run(args, extra: list[str]) -> None:
+    if args.name is not None:  # `list families scornn`, as a newcomer types it
+        if args.family is not None and args.family != args.name:
+            raise ConfigError(f"list: {args.name!r} and --family {args.family!r} name two families; give one")
+        args.family = args.name
     if args.what is None:  # `ortholab list`: everything, each under its name ({name: rows} with --json)
         if args.family is not None:
             raise ConfigError(
