@@ -54,6 +54,20 @@ def _store(tmp_path, monkeypatch):
     return db
 
 
+def _copying_run_with_a_folder(tmp_path, monkeypatch, status: str, more: dict[str, bytes] | None = None):
+    """_store's copying run given a run folder holding last.ckpt ('step 0') and `more` checkpoints, and `status`:
+    (db, store, run)."""
+    db = _store(tmp_path, monkeypatch)
+    store = Store(db)
+    (copying_run,) = [r for r in store.list_runs() if r.task == "copying"]
+    run_dir = tmp_path / "runs" / "store-0a1b2c3d" / "c" / str(copying_run.id)
+    (run_dir / "checkpoints").mkdir(parents=True)
+    for name, content in {"last.ckpt": b"step 0", **(more or {})}.items():
+        (run_dir / "checkpoints" / name).write_bytes(content)
+    store.update_run(copying_run.id, run_dir=str(run_dir), status=status)
+    return db, store, copying_run
+
+
 def _digest(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -205,13 +219,7 @@ def test_a_run_training_during_an_export_has_its_points_at_least_as_new_as_its_c
     stop 71 runs.db was written first, and a live run's copied last.ckpt could be newer than its exported points)."""
     from ortholab.app import export
 
-    db = _store(tmp_path, monkeypatch)
-    store = Store(db)
-    (copying_run,) = [r for r in store.list_runs() if r.task == "copying"]
-    run_dir = tmp_path / "runs" / "store-0a1b2c3d" / "c" / str(copying_run.id)
-    (run_dir / "checkpoints").mkdir(parents=True)
-    (run_dir / "checkpoints" / "last.ckpt").write_bytes(b"step 0")
-    store.update_run(copying_run.id, run_dir=str(run_dir), status="interrupted")
+    db, store, copying_run = _copying_run_with_a_folder(tmp_path, monkeypatch, "interrupted")
     copy_resume_files = export.copy_resume_files
 
     def copy_then_train_on(source, run_ids, folder, **options):
@@ -232,19 +240,15 @@ def test_a_run_whose_folder_is_on_another_machine_keeps_the_checkpoints_its_earl
     checkpoints, a stopped run's checkpoints from the earlier export stay in it (they were deleted, and with them
     the only copy of, e.g., a NaN run's checkpoint before its bad step), while a run that went on here is taken
     from its folder."""
-    db = _store(tmp_path, monkeypatch)
-    store = Store(db)
-    (copying_run,) = [r for r in store.list_runs() if r.task == "copying"]
-    run_dir = tmp_path / "runs" / "store-0a1b2c3d" / "c" / str(copying_run.id)
-    (run_dir / "checkpoints").mkdir(parents=True)
-    (run_dir / "checkpoints" / "last.ckpt").write_bytes(b"step 0")
-    (run_dir / "checkpoints" / "nan-step7.ckpt").write_bytes(b"before the bad step")
-    store.update_run(copying_run.id, run_dir=str(run_dir), status="failed")
+    db, store, copying_run = _copying_run_with_a_folder(
+        tmp_path, monkeypatch, "failed", {"nan-step7.ckpt": b"before the bad step"}
+    )
     out = tmp_path / "out"
     main(["report", "demo_table9", "--db", db, "--export", str(out), "--with-checkpoints"])
     copied = out / "checkpoints" / "store-0a1b2c3d" / "c" / str(copying_run.id) / "checkpoints"
     assert sorted(p.name for p in copied.iterdir()) == ["last.ckpt", "nan-step7.ckpt"]
     moved = tmp_path / "elsewhere"
+    run_dir = pathlib.Path(store.get_run(copying_run.id).run_dir)
     run_dir.rename(moved)  # the new machine: the run folder is not here
     main(["report", "demo_table9", "--db", db, "--export", str(out), "--with-checkpoints"])
     assert (copied / "nan-step7.ckpt").read_bytes() == b"before the bad step"
