@@ -716,6 +716,17 @@ class Store:
         decoded = {key: json.loads(value) for key, value in sorted(params)}
         return RunDetail(**_summary_fields(row._mapping), params=decoded)
 
+    def predictions_of(self, run_ids: list[int]) -> dict[int, list[int]]:
+        """The predict runs naming each of `run_ids` as the run whose checkpoint they predicted with (info.predict)."""
+        with self._session() as session:
+            rows = session.execute(select(Run.id, Run.info).where(Run.stage == "predict").order_by(Run.id)).all()
+        named: dict[int, list[int]] = {}
+        for run_id, info in rows:
+            source = ((info or {}).get("predict") or {}).get("source_run")
+            if source in run_ids:
+                named.setdefault(source, []).append(run_id)
+        return named
+
     def run_plan(self, run_id: int) -> dict[str, Any]:
         """The run's planned length as recorded at its start (total_steps, steps_per_epoch, max_epochs), or {}."""
         with self._session() as session:

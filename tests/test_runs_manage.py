@@ -121,6 +121,33 @@ def test_delete_removes_one_run_and_its_folder_and_nothing_else(db, tmp_path, ca
     assert store.metric_series(b, "val/loss") == [] and store.artifacts(b) == []
 
 
+def test_deleting_a_run_names_the_predict_runs_that_stay_naming_it(db, tmp_path, capsys, monkeypatch):
+    """A predict run records the run it predicted with (info.predict.source_run); deleting that run keeps the
+    predictions, and says so before asking and after deleting, with the command that removes them too."""
+    a, b, c = _runs(db, tmp_path)
+    store = Store(db)
+    predictions = []
+    for source in (a, a, c):
+        run = store.create_run(name="p", stage="predict", family="scornn", task="copy")
+        store.update_run(run, info={"predict": {"source_run": source, "split": "test"}})
+        predictions.append(run)
+    assert store.predictions_of([a, b]) == {a: predictions[:2]}  # a fit run's own info is never read as a link
+    asked = []
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt: asked.append(prompt) or "y")
+    main(["runs", "delete", str(a), str(b), "--db", db])
+    assert f"not runs {predictions[0]}, {predictions[1]} (predictions of run {a})" in asked[0]
+    said = capsys.readouterr().out.splitlines()
+    first, second = predictions[:2]
+    assert said[1] == (
+        f"kept runs {first}, {second} (predictions of run {a}), naming a run no longer in this store: "
+        f"`ortholab runs delete {first} {second}` removes them too"
+    ), said
+    assert sorted(r.id for r in store.list_runs()) == sorted([c, *predictions])
+    main(["runs", "delete", str(c), str(predictions[2]), "--db", db, "--yes"])  # deleted together: nothing to say
+    assert not any("kept" in line for line in capsys.readouterr().out.splitlines())
+
+
 def test_a_deleted_runs_id_is_never_given_to_a_new_run(db, tmp_path, capsys):
     """A note, a bookmark or a sweep trial that names run c must not come to name another run: deleting the latest
     run does not hand its id to the next (SQLite's AUTOINCREMENT; PostgreSQL's sequence)."""

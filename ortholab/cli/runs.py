@@ -248,6 +248,15 @@ def manage(action: str, targets: list[str], db: str | None, yes: bool = False) -
         f"{run_id} {run.name} ({run.status}{', folder ' + run.run_dir if run.run_dir else ''})"
         for run_id, run in runs.items()
     )
+    predicted = {
+        source: kept
+        for source, ids_ in store.predictions_of(ids).items()
+        if (kept := [i for i in ids_ if i not in runs])
+    }  # predict runs that stay, naming a run about to go
+    if predicted:
+        listed += "; " + "; ".join(
+            f"not {_runs_named(p)} (predictions of run {source})" for source, p in predicted.items()
+        )
     if not yes:
         if not sys.stdin.isatty():
             raise ConfigError(
@@ -270,3 +279,13 @@ def manage(action: str, targets: list[str], db: str | None, yes: bool = False) -
             else:  # a copy of a store (an export's runs.db) names the folders of the store it was copied from
                 removed = f"; its folder {folder} is not this store's (a copy's, or from before store folders): kept"
         print(f"deleted run {run_id} ({run.name}){removed}")
+        if run_id in predicted:
+            kept = predicted[run_id]
+            print(
+                f"kept {_runs_named(kept)} (predictions of run {run_id}), naming a run no longer in this store: "
+                f"`ortholab runs delete {' '.join(map(str, kept))}` removes {'it' if len(kept) == 1 else 'them'} too"
+            )
+
+
+def _runs_named(ids: list[int]) -> str:
+    return f"run {ids[0]}" if len(ids) == 1 else f"runs {', '.join(map(str, ids))}"
