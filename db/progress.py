@@ -47,11 +47,12 @@ def duration(seconds: float | None) -> str | None:
     return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
 
 
-def copy_note(db_url: str | None) -> str | None:
-    """For a store an export copied (its runs.db): when, and that its running runs are shown as they were then."""
+def copy_note(db) -> str | None:
+    """For a store an export copied (its runs.db): when, and that its running runs are shown as they were then.
+    `db`: an open Store, or the URL (or None: the default store) to open one for reading."""
     from ortholab.db import Store
 
-    frozen_at = Store(db_url, access="read").frozen_at
+    frozen_at = (db if isinstance(db, Store) else Store(db, access="read")).frozen_at
     if frozen_at is None:  # a live store, or a copy restored as one and written to since
         return None
     return (

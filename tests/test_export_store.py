@@ -349,7 +349,9 @@ def test_a_run_exported_while_it_trained_reads_as_it_was_then_not_as_silent(tmp_
     (row,) = [row for row in runs_rows(exported) if row["name"] == "c"]
     assert row["status"] == "running" and "silent" not in row
     assert copy_note(exported).startswith(f"a copy an export wrote on {copy.copied_at:%Y-%m-%d %H:%M} UTC")
-    assert copy_note(db) is None
+    assert copy_note(Store(exported, access="read")) == copy_note(exported) and copy_note(db) is None
+    main(["runs", "show", str(row["id"]), "--db", exported])  # one run of the copy: as it was, and the note
+    assert capsys.readouterr().out.splitlines()[-1] == copy_note(exported)
     # restored as a live store (checkpoints.md: cp DIR/runs.db $ORTHOLAB_RUNS/ortholab.db) and trained on: live again
     shutil.copy(tmp_path / "one" / "runs.db", tmp_path / "restored.db")
     restored = Store(f"sqlite:///{tmp_path / 'restored.db'}", access="write")

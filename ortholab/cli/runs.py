@@ -170,7 +170,7 @@ def show(targets: list[str], db: str | None, as_json: bool = False) -> None:
         print(json.dumps(run.to_dict(), indent=2, default=str))
         return
     print("\n".join(run_card(run)))
-    if note := copy_note(db):
+    if note := copy_note(store):
         print(note)
 
 
