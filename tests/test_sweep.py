@@ -146,6 +146,26 @@ def test_a_trial_gets_the_store_through_its_environment_never_its_command_line(t
     assert "s3cretpw" not in str(failed.value) and "ortholab:***@db.example" in str(failed.value)
 
 
+def test_the_sweeps_own_flags_inside_a_mapping_hold_beside_the_trials_values(capsys):
+    """`sweep --model.optimizers.other.lr 0.05 --model.family_args.init zeros` over a space of
+    model.optimizers.recurrent.lr: each trial's config has all three, with the config's optimizer names and rho
+    (once the trial's values came as whole mappings rebuilt from the config, which dropped the sweep's own flags)."""
+    import yaml
+
+    from ortholab.cli.main import main
+    from ortholab.cli.sweep_study import trial_args
+
+    extra = ["--model.optimizers.other.lr", "0.05", "--model.family_args.init", "zeros"]
+    args = trial_args(DEMO, {"model.optimizers.recurrent.lr": 0.002, "model.family_args.rho": 3}, "t0", ["s"], extra)
+    with pytest.raises(SystemExit) as printed:
+        main([*args, "--print_config"])
+    assert printed.value.code in (0, None)
+    model = yaml.safe_load(capsys.readouterr().out)["model"]
+    chosen = {group: (spec["name"], spec["lr"]) for group, spec in model["optimizers"].items()}  # printed whole
+    assert chosen == {"recurrent": ("rmsprop_tf", 0.002), "other": ("rmsprop_tf", 0.05)}
+    assert (model["family_args"]["rho"], model["family_args"]["init"]) == (3, "zeros")
+
+
 @pytest.mark.parametrize("workers, threads", [(1, None), (2, "4")])
 def test_each_worker_and_its_trials_get_their_share_of_the_cores(tmp_path, monkeypatch, workers, threads):
     """`sweep --workers 2` on 8 cores: the other worker and each trial are told to use 4 threads (OMP_NUM_THREADS).

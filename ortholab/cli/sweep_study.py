@@ -186,33 +186,26 @@ def open_study(name: str, db: str, kind: str, space: dict, seed: int, pruner: st
     return study
 
 
-MAPPING_KEYS = ("model.family_args", "model.optimizers")  # free-form mappings: the CLI replaces them whole
+def cli_overrides(overrides: dict) -> list[str]:
+    """A trial's values as `--key value` flags. A key inside a free-form mapping (model.optimizers.recurrent.lr) stays
+    a dotted flag: fit merges it into the mapping the config and the earlier flags built (cli/mapping_flags.py), so
+    that the sweep's own flags inside it (--model.family_args.init zeros) hold in every trial."""
+    return [token for key, value in overrides.items() for token in (f"--{key}", json.dumps(value))]
 
 
-def cli_overrides(config: str, overrides: dict) -> list[str]:
-    """`--key value` flags; a key inside a free-form mapping (model.optimizers.recurrent.lr) is merged into the
-    config's mapping and the whole mapping passed, since the CLI would replace it rather than merge."""
-    base = yaml.safe_load(Path(config).read_text()) or {}
-    merged: dict[str, dict] = {}
-    flags = []
-    for key, value in overrides.items():
-        parent = next((p for p in MAPPING_KEYS if key.startswith(p + ".")), None)
-        if parent is None:
-            flags += [f"--{key}", json.dumps(value)]
-            continue
-        if parent not in merged:
-            node = base
-            for part in parent.split("."):
-                node = (node or {}).get(part, {})
-            merged[parent] = json.loads(json.dumps(node or {}))
-        node = merged[parent]
-        *path, leaf = key[len(parent) + 1 :].split(".")
-        for part in path:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    for parent, mapping in merged.items():
-        flags += [f"--{parent}", json.dumps(mapping)]
-    return flags
+def trial_args(config: str, overrides: dict, run_name: str, tags: list[str], extra: list[str]) -> list[str]:
+    """The `ortholab fit` arguments of one trial: the config, the sweep's flags, then the trial's values (they win)."""
+    return [
+        "fit",
+        "--config",
+        config,
+        "--name",
+        run_name,
+        "--tags",
+        json.dumps(tags),
+        *extra,
+        *cli_overrides(overrides),
+    ]
 
 
 def _with_threads(env: dict, threads: int | None) -> dict:
@@ -235,17 +228,7 @@ def fit_trial(
     With `trial`, its validation points are reported to the study as they come, and a trial the pruner stops
     raises optuna.TrialPruned after its run is stopped and tagged `pruned`. TrialStopped when Ctrl-C or SIGTERM
     stopped the sweep before the run finished (or before it started). `threads`: its OMP_NUM_THREADS where given."""
-    args = [
-        "fit",
-        "--config",
-        config,
-        "--name",
-        run_name,
-        "--tags",
-        json.dumps(tags),
-        *extra,
-        *cli_overrides(config, overrides),
-    ]  # the trial's values last: they win over the shared flags
+    args = trial_args(config, overrides, run_name, tags, extra)
     with _scratch() as errors_file:
         child = children.start(
             [*children.ORTHOLAB, *args],
@@ -447,9 +430,7 @@ def check_first_point(config: str, space: dict, space_file: str, extra: list[str
     """The space's keys and the extra flags, read once with the space's first point before any trial: a typo
     (`model.family_args.rhoo`, `--model.hiden_size`) is one line, and no failed trial joins the study."""
     first = {key: spec[0] if isinstance(spec, list) else spec["low"] for key, spec in space.items()}
-    why = children.refused_fit_args(
-        ["--config", config, *extra, *cli_overrides(config, first)]
-    )  # as fit_trial orders them
+    why = children.refused_fit_args(["--config", config, *extra, *cli_overrides(first)])  # as trial_args orders them
     if why:
         raise ConfigError(f"{why} (read with {space_file}'s first values and the flags given to sweep; no trial ran)")
 
