@@ -78,6 +78,21 @@ def fresh(trained, tmp_path):
     return f"sqlite:///{copy}", source
 
 
+def test_predictions_of_a_sweeps_trial_are_not_counted_as_one_of_its_trials(fresh, tmp_path, capsys, monkeypatch):
+    """The trial's sweep:/trial: tags stay with the trial: `runs --tag sweep:NAME` and the dashboard's count of a
+    sweep's trials read them; its other tags go on to the predict run, and a --tags given wins."""
+    monkeypatch.chdir(tmp_path)
+    db, source = fresh
+    Store(db, access="write").set_tags(source.id, add=["sweep:s", "trial:0", "kept"])
+    code, _, err = ortholab(capsys, "predict", "--run", source.id, "--db", db)
+    assert code == 0, err
+    code, _, err = ortholab(capsys, "predict", "--run", source.id, "--db", db, "--tags", '["trial:0"]')
+    assert code == 0, err
+    plain, given = sorted((r for r in Store(db).list_runs() if r.stage == "predict"), key=lambda r: r.id)
+    assert "sweep:s" not in plain.tags and "trial:0" not in plain.tags and "kept" in plain.tags
+    assert "trial:0" in given.tags
+
+
 def test_predict_on_a_recorded_run_writes_class_scores_and_records_the_link(
     fresh, tmp_path, capsys, monkeypatch, recwarn
 ):

@@ -4,6 +4,7 @@ user types: `configs/...` names from any folder, `fit --resume ID`, `predict --r
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -190,7 +191,13 @@ def predict_arguments(argv: list[str]) -> list[str]:
         extra += ["--ckpt_path", str(checkpoint_of(run_dir, choice))]
     if known.name is None:
         extra += ["--name", run.name]
+    kept = [tag for tag in run.tags if not tag.startswith(TRIAL_TAGS)]
+    if len(kept) < len(run.tags) and not any(a == "--tags" or a.startswith("--tags=") for a in rest):
+        extra += ["--tags", json.dumps(kept)]  # predictions of a sweep's trial are not a trial of that sweep
     return ["predict", *extra, *rest]
+
+
+TRIAL_TAGS = ("sweep:", "trial:")  # `ortholab sweep` marks its trials' runs so (the dashboard counts them)
 
 
 def without_options(args: list[str], keys: tuple[str, ...]) -> list[str]:
