@@ -120,6 +120,29 @@ def test_a_typo_in_the_space_or_the_flags_is_refused_before_any_trial(tmp_path, 
     assert "sweep typo: continuing the study of that name in the store (1 trials done" in capsys.readouterr().out
 
 
+def test_a_new_grid_study_is_not_called_continued_and_a_capped_trials_count_is_said(tmp_path, capsys):
+    """A new grid study holds its points as waiting trials: the sweep once called it 'continuing the study of that
+    name (0 trials done)'; and `--trials 5` on a grid of 2 trained 2 in silence."""
+    from ortholab.cli.sweep_study import open_study, run_sweep, say_continued
+    from ortholab.models import ConfigError
+
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    Store(db)  # OrthoLab's tables first, as run_sweep makes them
+    space = {"model.hidden_size": [4, 6]}
+    study = open_study("grid", db, "grid", space, seed=0)
+    say_continued(study, 2)
+    assert capsys.readouterr().out == "" and len(study.trials) == 2  # the two points, waiting
+    trial = study.ask()
+    study.tell(trial, 0.5)
+    say_continued(open_study("grid", db, "grid", space, seed=0), 2)
+    assert "sweep grid: continuing the study of that name in the store (1 trials done" in capsys.readouterr().out
+    typo = tmp_path / "space.yaml"
+    typo.write_text("model.hiden_size: [4, 6]\n")  # refused before any trial, after the count is settled
+    with pytest.raises(ConfigError):
+        run_sweep(DEMO, str(typo), trials=5, db=db, name="capped", sampler="grid", extra=list(TINY))
+    assert "sweep capped: the grid has 2 points, so --trials 5 trains 2" in capsys.readouterr().out
+
+
 def test_a_trial_gets_the_store_through_its_environment_never_its_command_line(tmp_path, monkeypatch):
     """`ps` shows every local user a process's command line: the store's URL (with its password) goes to the trial's
     environment instead, and a failed trial's reason comes back masked."""

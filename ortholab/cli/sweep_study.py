@@ -339,8 +339,10 @@ def run_sweep(
     db = Store(db or default_db_url()).url  # the run tables first: the store must be OrthoLab's before Optuna adds
     # its own; and a file's path as the URL Optuna and the trials take
     name = name or f"{Path(config).stem}-sweep"
-    if sampler == "grid":
-        trials = min(trials, len(grid_points(space)))
+    if sampler == "grid" and trials > len(grid_points(space)):
+        points = len(grid_points(space))
+        print(f"sweep {name}: the grid has {points} points, so --trials {trials} trains {points}", flush=True)
+        trials = points
     check_first_point(config, space, space_file, extra)
     study = open_study(name, db, sampler, space, seed, pruner)
     say_continued(study, trials)
@@ -417,7 +419,8 @@ def run_sweep(
 
 def say_continued(study: optuna.Study, trials: int) -> None:
     """A sweep of this name ran in the store before: say so, and that `--trials` counts its trials."""
-    if study.trials and started_trials(study) < trials:
+    waiting = optuna.trial.TrialState.WAITING  # a new grid study holds its points as waiting trials
+    if any(t.state != waiting for t in study.get_trials(deepcopy=False)) and started_trials(study) < trials:
         so_far = summary_line(study).removeprefix("sweep: ")
         print(
             f"sweep {study.study_name}: continuing the study of that name in the store ({so_far}); --trials {trials} "
