@@ -120,7 +120,7 @@ def test_a_typo_in_the_space_or_the_flags_is_refused_before_any_trial(tmp_path, 
     assert "sweep typo: continuing the study of that name in the store (1 trials done" in capsys.readouterr().out
 
 
-def test_a_new_grid_study_is_not_called_continued_and_a_capped_trials_count_is_said(tmp_path, capsys):
+def test_a_new_grid_study_is_not_called_continued_and_a_capped_count_and_a_new_store_are_said(tmp_path, capsys):
     """A new grid study holds its points as waiting trials: the sweep once called it 'continuing the study of that
     name (0 trials done)'; and `--trials 5` on a grid of 2 trained 2 in silence."""
     from ortholab.cli.sweep_study import open_study, run_sweep, say_continued
@@ -140,7 +140,12 @@ def test_a_new_grid_study_is_not_called_continued_and_a_capped_trials_count_is_s
     typo.write_text("model.hiden_size: [4, 6]\n")  # refused before any trial, after the count is settled
     with pytest.raises(ConfigError):
         run_sweep(DEMO, str(typo), trials=5, db=db, name="capped", sampler="grid", extra=list(TINY))
-    assert "sweep capped: the grid has 2 points, so --trials 5 trains 2" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "sweep capped: the grid has 2 points, so --trials 5 trains 2" in said and "New run store" not in said
+    elsewhere = tmp_path / "mistyped" / "runs.db"  # a mistyped --db makes a store, and says so
+    with pytest.raises(ConfigError):
+        run_sweep(DEMO, str(typo), trials=1, db=str(elsewhere), name="new", extra=list(TINY))
+    assert f"New run store sqlite:///{elsewhere}: nothing was recorded there before." in capsys.readouterr().out
 
 
 def test_a_trial_gets_the_store_through_its_environment_never_its_command_line(tmp_path, monkeypatch):

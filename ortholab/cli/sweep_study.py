@@ -40,7 +40,7 @@ import yaml
 
 from ortholab.cli import children
 from ortholab.db import Store, default_db_url
-from ortholab.db.masking import child_env, mask_secrets
+from ortholab.db.masking import child_env, mask_secrets, mask_url
 from ortholab.errors import ConfigError
 from ortholab.threads import threads_each
 from ortholab.training.config_files import PACKAGE_ROOT, check_config_files
@@ -336,8 +336,12 @@ def run_sweep(
     config = str(resolve_config(config))
     check_config_files(["--config", config])  # a YAML mapping, named in one line otherwise
     space = load_space(space_file)
-    db = Store(db or default_db_url()).url  # the run tables first: the store must be OrthoLab's before Optuna adds
-    # its own; and a file's path as the URL Optuna and the trials take
+    store = Store(
+        db or default_db_url()
+    )  # the run tables first: the store must be OrthoLab's before Optuna adds its own
+    if store.created:  # a first sweep, or a mistyped --db (the trials' own note goes where their output goes)
+        print(f"New run store {mask_url(store.url)}: nothing was recorded there before.", flush=True)
+    db = store.url  # a file's path as the URL Optuna and the trials take
     name = name or f"{Path(config).stem}-sweep"
     if sampler == "grid" and trials > len(grid_points(space)):
         points = len(grid_points(space))
