@@ -114,7 +114,13 @@ def test_a_typo_in_the_space_or_the_flags_is_refused_before_any_trial(tmp_path, 
         return
     study = run_sweep(DEMO, str(space), trials=1, db=db, name="typo", extra=list(TINY))  # the typo fixed
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE]
-    assert "continuing the study" not in capsys.readouterr().out  # nothing of the refused attempt is left to join
+    said = capsys.readouterr().out
+    assert "continuing the study" not in said  # nothing of the refused attempt is left to join
+    (run,) = Store(db, access="read").list_runs()  # each trial's end is said, with its run
+    assert f"sweep typo: trial 0 is run {run.id}, best val/loss {run.best:.4g}" in said
+    slow = [*TINY, "--trainer.val_check_interval", "100"]  # 6 steps, none validated: fit's note was never seen
+    with pytest.raises(ConfigError, match=r"no validation ran in its 6 steps: a smaller --trainer.val_check_interval"):
+        run_sweep(DEMO, str(space), trials=1, db=db, name="unvalidated", extra=slow)
     study = run_sweep(DEMO, str(space), trials=2, db=db, name="typo", extra=list(TINY))  # the same name: joined
     assert len(study.trials) == 2
     assert "sweep typo: continuing the study of that name in the store (1 trials done" in capsys.readouterr().out

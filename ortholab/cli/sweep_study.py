@@ -393,7 +393,16 @@ def run_sweep(
             run = Store(db).get_run(run_id)
             trial.set_user_attr("run_id", run_id)
             if run.best is None:
-                raise TrialFailed(f"trial {name}-t{trial.number}: run {run_id} recorded no {run.main_metric}")
+                why = f"trial {name}-t{trial.number}: run {run_id} recorded no {run.main_metric}"
+                if run.status == "finished":  # fit's own note about it went where the trial's output goes
+                    why += (
+                        f" (no validation ran in its {run.steps} steps: a smaller --trainer.val_check_interval, or "
+                        f"--trainer.check_val_every_n_epoch, validates sooner)"
+                    )
+                raise TrialFailed(why)
+            print(
+                f"sweep {name}: trial {trial.number} is run {run_id}, best {run.main_metric} {run.best:.4g}", flush=True
+            )
         except TrialFailed as failure:  # recorded with the trial (every worker sees it); NaN marks it failed
             trial.set_user_attr("error", str(failure))
             print(f"ortholab sweep: {failure}", file=sys.stderr, flush=True)
