@@ -8,8 +8,10 @@ reading the database named by $ORTHOLAB_DB. `python -m app.launch --db URL --por
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -64,6 +66,26 @@ def dashboard_env(db_url: str) -> dict[str, str]:
     return {**os.environ, "ORTHOLAB_DB": db_url, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
 
 
+def check_port_free(host: str, port: int) -> None:
+    """ConfigError naming --port when another server holds host:port, or --host when it cannot be bound: Streamlit
+    would print "Port N is not available" after our start line and exit 1."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as error:
+        raise ConfigError(f"--host {host}: not an address of this machine ({error.strerror})") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: a closed one's port is free
+        try:
+            probe.bind(address)
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise ConfigError(
+                    f"--port {port}: {host}:{port} is in use (another dashboard?); give another, e.g. --port {port + 1}"
+                ) from None
+            raise ConfigError(f"--host {host}: cannot serve there ({error.strerror})") from None
+
+
 def run_dashboard(db_url: str | None = None, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST) -> NoReturn:
     """Serve the dashboard on http://host:port until stopped (Ctrl-C or SIGTERM); does not return.
 
@@ -76,6 +98,7 @@ def run_dashboard(db_url: str | None = None, port: int = DEFAULT_PORT, host: str
         raise ConfigError(f"--port {port}: a TCP port is a number from 1 to 65535 (default {DEFAULT_PORT})")
     store = Store(db_url or default_db_url(), access="read")  # a reader: never creates a store, nor its WAL journal
     store.close()
+    check_port_free(host, port)
     url = store.url  # a file's path as its absolute URL: the server's working folder may differ
     if not is_loopback(host):
         print(

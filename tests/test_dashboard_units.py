@@ -3,6 +3,7 @@ axes and baselines, figures, WAV decoding and spectrograms, snapshot picking, an
 
 import io
 import math
+import socket
 import sqlite3
 import wave
 from datetime import datetime, timedelta, timezone
@@ -369,6 +370,12 @@ def test_launch_command_is_headless_local_and_without_telemetry():
     assert launch.dashboard_env("sqlite:///x.db")["ORTHOLAB_DB"] == "sqlite:///x.db"
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def test_run_dashboard_checks_the_database_then_becomes_the_server(tmp_path, monkeypatch, capsys):
     calls = []
 
@@ -387,17 +394,29 @@ def test_run_dashboard_checks_the_database_then_becomes_the_server(tmp_path, mon
     with sqlite3.connect(tmp_path / "runs.db") as connection:  # as an export's runs.db is committed
         connection.execute("PRAGMA journal_mode=DELETE")
     before = (tmp_path / "runs.db").read_bytes()
+    port = _free_port()
     with pytest.raises(Served):
-        launch.main(["--db", url, "--port", "8600"])
+        launch.main(["--db", url, "--port", str(port)])
     assert (tmp_path / "runs.db").read_bytes() == before  # not switched to WAL: a reader writes nothing
     ((program, command, env),) = calls
     assert program == command[0] and command[1:4] == ["-m", "streamlit", "run"]
-    assert env["ORTHOLAB_DB"] == url and "8600" in command and "127.0.0.1" in command
-    assert "http://127.0.0.1:8600" in capsys.readouterr().out
+    assert env["ORTHOLAB_DB"] == url and str(port) in command and "127.0.0.1" in command
+    assert f"http://127.0.0.1:{port}" in capsys.readouterr().out
     monkeypatch.chdir(tmp_path)  # a file by its relative path: the server is handed its absolute URL
     with pytest.raises(Served):
-        launch.main(["--db", "runs.db"])
+        launch.main(["--db", "runs.db", "--port", str(port)])
     assert calls[-1][2]["ORTHOLAB_DB"] == url
+    capsys.readouterr()
+    with socket.create_server(("127.0.0.1", port)):  # another server on the port: one line before any start line
+        assert launch.main(["--db", url, "--port", str(port)]) == 2
+        said = capsys.readouterr()
+    assert said.err.strip() == (
+        f"ortholab dashboard: error: --port {port}: 127.0.0.1:{port} is in use (another dashboard?); give another, "
+        f"e.g. --port {port + 1}"
+    )
+    assert said.out == "" and len(calls) == 2
+    assert launch.main(["--db", url, "--host", "192.0.2.1"]) == 2  # TEST-NET-1: no interface of this machine
+    assert "error: --host 192.0.2.1: cannot serve there (" in capsys.readouterr().err
 
     blocker = tmp_path / "file"
     blocker.write_text("")
