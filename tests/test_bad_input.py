@@ -236,3 +236,36 @@ def test_a_mistyped_config_name_is_answered_with_the_installed_config_it_resembl
     assert "copying_scornm.yaml: no such file; did you mean configs/demo/copying_scornn.yaml?" in line
     line = fails(tmp_path, monkeypatch, capsys, "--config", str(tmp_path / "zzz.yaml"))  # nothing near it
     assert "zzz.yaml: no such file; give a YAML config" in line
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (
+            ["predict", "--ru", "3"],
+            "unknown config key ru (on the command line); did you mean --run? `ortholab predict",
+        ),
+        (
+            ["fit", "--config", DEMO, "--zzz", "3"],
+            "unknown config key zzz (on the command line); `ortholab fit --help`",
+        ),
+        (["predict"], "no task given: give a recorded run with --run ID, or name a config with --config FILE"),
+        (["evaluate-audio"], "evaluate-audio: give one run id, e.g. `ortholab evaluate-audio 6` (or --run 6;"),
+        (["evaluate-audio", "--run", "999", "--db", "{db}"], "No run with id 999"),  # --run as predict takes it
+        (["sweep", "--config", DEMO, "--space", "s.yaml", "--trials", "1", "--workrs", "2"], "did you mean --workers?"),
+        (["reproduce", "scornn_table1", "--seds", "3", "--estimate"], "unknown flag --seds; did you mean --seeds?"),
+        (["db", "versoin"], "'versoin' is not one of upgrade, version; did you mean version?"),  # not "argument action"
+        (["sweep", "--config", DEMO, "--space", "s", "--trials", "1", "--sampler", "gird"], "--sampler 'gird' is not"),
+        (["list", "tasks", "mnist"], "a task's options are described by `ortholab fit --data.help mnist`"),
+    ],
+)
+def test_a_commands_own_flag_mistyped_or_missing_is_named_with_that_commands_help(tmp_path, capsys, argv, expected):
+    """`predict --ru 3` was fit's unknown key with fit's help and no `; `; `sweep --workrs 2` went on to every trial
+    as a config key; `predict` alone never named --run; `evaluate-audio --run 6` was an unknown flag."""
+    db = str(tmp_path / "runs.db")
+    Store(db).close()
+    with pytest.raises(SystemExit) as exit_info:
+        main([a.replace("{db}", db) for a in argv])
+    err = capsys.readouterr().err
+    (line,) = [line for line in err.splitlines() if line.startswith("ortholab: error:")]
+    assert exit_info.value.code == 2 and "Traceback" not in err and expected in line, line

@@ -340,7 +340,11 @@ HOSTILE = [  # (id, argv, parts of the error line)
     ("unknown-command", ["frobnicate"], ["unknown command 'frobnicate'; use one of fit"]),
     ("command-typo", ["run"], ["unknown command 'run'; did you mean 'runs'?"]),
     ("fit-without-config", ["fit"], ["no task given: name a config with --config FILE"]),
-    ("db-unknown-action", ["db", "frobnicate", "--db", "{db}"], ["invalid choice: 'frobnicate'", "ortholab db --help"]),
+    (
+        "db-unknown-action",
+        ["db", "frobnicate", "--db", "{db}"],
+        ["'frobnicate' is not one of upgrade, version", "ortholab db --help"],
+    ),
     ("space-empty", [*SWEEP, "--space", "{folder}/empty_space.yaml"], ["empty_space.yaml: holds nothing"]),
     ("space-low-above-high", [*SWEEP, "--space", "{folder}/lowhigh_space.yaml"], ["low = 9 above high = 3"]),
     ("space-log-from-0", [*SWEEP, "--space", "{folder}/log0_space.yaml"], ["log scale from low = 0"]),
@@ -376,7 +380,7 @@ HOSTILE = [  # (id, argv, parts of the error line)
     ("dashboard-port", ["dashboard", "--port", "70000", "--db", "{db}"], ["--port 70000"]),
     ("bench-batches-text", ["bench", "--batches", "x", "--families", "lstm"], ["--batches 'x'"]),
     ("report-unknown-table", ["report", "nosuch", "--db", "{db}"], ["no published table 'nosuch'"]),
-    ("list-unknown", ["list", "nothing"], ["invalid choice: 'nothing'"]),
+    ("list-unknown", ["list", "nothing"], ["'nothing' is not one of families, tasks, configs"]),
 ]
 
 

@@ -225,6 +225,9 @@ def _config_meant(given: str) -> str:
     return f"did you mean {by_name[close[0]]}? " if close else ""
 
 
+COMMAND_FLAGS = {"fit": ["resume"], "validate": [], "test": [], "predict": ["run", "checkpoint"]}  # cli/train.py's own
+
+
 def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
     """jsonargparse's message rewritten for a user: the unknown key (and where it was given) with a suggestion, a
     refused class path."""
@@ -233,11 +236,14 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
     )
     if unknown:
         key = unknown.group(1).split("=")[0]
-        close = difflib.get_close_matches(key, _known_keys(parser), n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]}?" if close else ""
+        command = next((a for a in argv if a in COMMAND_FLAGS), "fit")
+        close = difflib.get_close_matches(key, _known_keys(parser) + COMMAND_FLAGS[command], n=1, cutoff=0.6)
+        hint = (
+            f"; did you mean {'--' if close and close[0] in COMMAND_FLAGS[command] else ''}{close[0]}?" if close else ""
+        )
         return (
-            f"unknown config key {key} ({where_given(key, argv, unknown=ANYWHERE)}){hint} "
-            f"`ortholab fit --help` lists every key"
+            f"unknown config key {key} ({where_given(key, argv, unknown=ANYWHERE)}){hint + ' ' if hint else '; '}"
+            f"`ortholab {command} --help` lists every key"
         )
     stray = re.search(r"unrecognized arguments: ([^-\s]\S*)", message)
     if stray:  # `--tags a b`: a second value where a flag takes one
@@ -309,7 +315,12 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
     if wrong:
         return wrong
     if re.search(r"the following arguments are required: \w+\.data", message):  # `ortholab fit` with no config
-        return NO_TASK
+        predicting = "predict" in argv  # its own form first: a recorded run's checkpoint and config
+        return (
+            NO_TASK.replace("given: name", "given: give a recorded run with --run ID, or name")
+            if predicting
+            else NO_TASK
+        )
     return " ".join(message.split()) + " (see `ortholab fit --help`)"
 
 

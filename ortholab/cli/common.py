@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import sys
 
@@ -109,7 +110,22 @@ class OneLineParser(argparse.ArgumentParser):
                     i += 1
                     passed_on.append(argv[i])  # its value (a flag followed by another option has none)
             i += 1
+        self._refuse_a_mistyped_own_flag(passed_on)
         return own, passed_on
+
+    def _refuse_a_mistyped_own_flag(self, passed_on: list[str]) -> None:
+        """`sweep --workrs 2` would go on to every trial as a config key and come back as fit's unknown key: an
+        undotted flag near one of this command's own is named as its typo (config keys a run takes are dotted,
+        or fit's top-level ones, none of which is near a command's own flag)."""
+        import difflib
+
+        flags = sorted(n[2:] for n in self.option_names if n.startswith("--"))
+        for arg in passed_on:
+            name = arg.split("=", 1)[0]
+            if name.startswith("--") and "." not in name:
+                near = difflib.get_close_matches(name[2:].lower(), flags, n=1, cutoff=0.75)
+                if near:
+                    self.error(f"unknown flag {name}; did you mean --{near[0]}?")
 
     def parse_known_args(self, args=None, namespace=None):
         self.given_args = list(sys.argv[1:] if args is None else args)  # error() names a mistyped flag among them
@@ -134,9 +150,21 @@ class OneLineParser(argparse.ArgumentParser):
 
         if ("unrecognized arguments" in message or "invalid choice" in message) and (typo := self.unknown_flag()):
             message = typo  # `runs --statsu finished`: the typo, not the value argparse then misread
+        elif choice := re.match(r"argument (\S+): invalid choice: '(.*)' \(choose from (.*)\)$", message):
+            message = _not_a_choice(*choice.groups())  # `db versoin`: argparse named the argument's dest, 'action'
 
         print(
             f"ortholab: error: {mask_secrets(message, known_passwords(sys.argv))} (see `{self.prog} --help`)",
             file=sys.stderr,
         )
         sys.exit(2)
+
+
+def _not_a_choice(argument: str, value: str, listed: str) -> str:
+    """ "'versoin' is not one of upgrade, version; did you mean version?" (`--sampler 'gird'` for an option)."""
+    import difflib
+
+    options = re.findall(r"'([^']*)'", listed)
+    near = difflib.get_close_matches(value, options, n=1, cutoff=0.6)
+    what = f"{argument} {value!r}" if argument.startswith("-") else repr(value)
+    return f"{what} is not one of {', '.join(options)}" + (f"; did you mean {near[0]}?" if near else "")

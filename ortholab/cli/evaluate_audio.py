@@ -13,12 +13,15 @@ from ortholab.errors import ConfigError
 if TYPE_CHECKING:
     from ortholab.datamodules.speech import SpeechPrediction
 
-USAGE = "evaluate-audio RUN_ID [--split val|test] [--utterances N] [--checkpoint best|last|PATH] [--replace]"
+USAGE = "evaluate-audio RUN_ID|--run ID [--split val|test] [--utterances N] [--checkpoint best|last|PATH] [--replace]"
 HELP = "SegSNR, STOI and PESQ of a speech run's reconstructions, recorded in the run"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("run_id", type=int)
+    parser.add_argument("run_id", type=int, nargs="?", help="the speech run to score (or --run ID)")
+    parser.add_argument(
+        "--run", type=int, default=None, help="the same as RUN_ID, as `ortholab predict --run` takes it"
+    )
     parser.add_argument("--db", default=None, help=DB_HELP)
     parser.add_argument("--split", choices=["val", "test"], default="val")
     parser.add_argument(
@@ -40,9 +43,13 @@ def add_arguments(parser) -> None:
 
 
 def run(args, extra: list[str]) -> None:
+    if (args.run_id is None) == (args.run is None):
+        raise ConfigError(
+            "evaluate-audio: give one run id, e.g. `ortholab evaluate-audio 6` (or --run 6; `ortholab runs` lists them)"
+        )
     report = evaluate_run(
         args.db,
-        args.run_id,
+        args.run if args.run_id is None else args.run_id,
         split=args.split,
         utterances=args.utterances,
         clips=args.clips,

@@ -32,6 +32,11 @@ def add_arguments(parser) -> None:
 
 
 def run(args, extra: list[str]) -> None:
+    if args.name is not None and args.what == "tasks":  # `list tasks mnist`: a task's options are fit's to describe
+        raise ConfigError(
+            f"list tasks: a task's options are described by `ortholab fit --data.help {args.name}`; "
+            f"`ortholab list tasks` names the tasks"
+        )
     if args.name is not None:  # `list families scornn`, as a newcomer types it
         if args.family is not None and args.family != args.name:
             raise ConfigError(f"list: {args.name!r} and --family {args.family!r} name two families; give one")

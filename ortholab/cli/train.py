@@ -67,7 +67,7 @@ def resume_arguments(argv: list[str]) -> list[str]:
     from ortholab.db import Store, StoreError
     from ortholab.training.callbacks.lifecycle import check_resume_checkpoint
 
-    peek = OneLineParser(prog="ortholab fit", add_help=False)  # `--resume abc`: one line, exit 2
+    peek = OneLineParser(prog="ortholab fit", add_help=False, allow_abbrev=False)  # `--resume abc`: one line
     peek.add_argument("--resume", type=int)
     peek.add_argument("--db")
     peek.add_argument("--config", action="append")
@@ -143,7 +143,7 @@ def predict_arguments(argv: list[str]) -> list[str]:
     name, as LightningCLI's `predict --config ... --ckpt_path ...` takes them. Other argv is returned as it is."""
     if not argv or argv[0] != "predict":
         return argv
-    peek = OneLineParser(prog="ortholab predict", add_help=False)  # `--run abc`: one line, exit 2
+    peek = OneLineParser(prog="ortholab predict", add_help=False, allow_abbrev=False)  # `--run abc`: one line
     peek.add_argument("--run", type=int)
     peek.add_argument("--checkpoint", default=None)
     peek.add_argument("--db")
