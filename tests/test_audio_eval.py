@@ -164,7 +164,11 @@ def test_report_excludes_failures_from_means_counts_them_and_keeps_reasons():
     table = json.loads(json.dumps(report.table(), allow_nan=False))
     assert table["utterances"][1]["failures"]["model"] == {"pesq_nb_mos_lqo": "BufferTooShortError: too short"}
     assert table["failed"]["model"]["pesq_nb_mos_lqo"] == 1 and table["means"]["model"]["stoi"] == 0.5
-    assert "1 failed" in report.summary()
+    said = report.summary()  # the count, and the reason the artifact holds: a diverged model's -421 dB needs it
+    assert "1 failed" in said and said.endswith(
+        "failed scores: 1; the most common reason (1): BufferTooShortError: too short"
+    )
+    assert "failed scores" not in AudioReport("val", FS, "true_phase", "-", utterances[:1], []).summary()
 
 
 # reconstruction ----------------------------------------------------------------------------------------------
@@ -289,7 +293,11 @@ def test_fit_test_and_evaluate_run_on_fsdd_record_scores_and_clips(tmp_path, mon
             "griffin_lim",
         ]
     )  # the on-demand command, as a user types it
-    assert "Audio evaluation on 1 test utterances (griffin lim reconstruction)" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "Audio evaluation on 1 test utterances (griffin lim reconstruction)" in said
+    assert said.rstrip().endswith(
+        f"recorded in run {run.id} (`ortholab runs show {run.id}`; the dashboard's Audio page plays its clips)"
+    )
     assert store.metric_series(run.id, "test_audio/segsnr_voicebox")[0].step == 2
 
     # the fit's own val scores (2 utterances at step 2) are not replaced by a re-evaluation unless asked

@@ -47,9 +47,10 @@ def run(args, extra: list[str]) -> None:
         raise ConfigError(
             "evaluate-audio: give one run id, e.g. `ortholab evaluate-audio 6` (or --run 6; `ortholab runs` lists them)"
         )
+    run_id = args.run if args.run_id is None else args.run_id
     report = evaluate_run(
         args.db,
-        args.run if args.run_id is None else args.run_id,
+        run_id,
         split=args.split,
         utterances=args.utterances,
         clips=args.clips,
@@ -58,6 +59,7 @@ def run(args, extra: list[str]) -> None:
         replace=args.replace,
     )
     print(report.summary())
+    print(f"recorded in run {run_id} (`ortholab runs show {run_id}`; the dashboard's Audio page plays its clips)")
 
 
 def load_checkpoint(path: Path) -> dict:

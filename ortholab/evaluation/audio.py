@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -131,10 +132,21 @@ class AudioReport:
                 parts.append(f"{metric} {text}" + (f" ({failed} failed)" if failed else ""))
             return ", ".join(parts)
 
-        return (
+        text = (
             f"Audio evaluation on {len(self.utterances)} {self.split} utterances ({self.method.replace('_', ' ')} "
             f"reconstruction): {line('model')}\n  baseline ({self.baseline}): {line('baseline')}"
         )
+        reasons = Counter(
+            score.reason
+            for u in self.utterances
+            for who in (u.model, u.baseline)
+            for score in who.values()
+            if not score.ok
+        )
+        if reasons:  # each failure's reason is in the audio_scores artifact; the most common one here
+            reason, count = reasons.most_common(1)[0]
+            text += f"\n  failed scores: {sum(reasons.values())}; the most common reason ({count}): {reason}"
+        return text
 
 
 def _json_number(value: float | None) -> float | None:
