@@ -63,3 +63,23 @@ def test_fit_raises_the_parsers_error_as_a_config_error(tmp_path):
             db=f"sqlite:///{tmp_path / 'store.db'}",
             runs_dir=str(tmp_path / "runs"),
         )
+
+
+def test_a_bad_key_or_value_is_named_where_the_function_was_given_it(tmp_path):
+    """The parser's words for the command line ("on the command line", a scratch file's path for a dict) read as what
+    fit() was given: its overrides, or the config dict."""
+    from pathlib import Path
+
+    import pytest
+
+    from ortholab.errors import ConfigError
+
+    places = {"db": f"sqlite:///{tmp_path / 'store.db'}", "runs_dir": str(tmp_path / "runs")}
+    with pytest.raises(ConfigError) as typo:
+        fit(DEMO, {"model.hiden_size": 3}, **places)
+    assert str(typo.value).startswith("unknown config key model.hiden_size (in overrides); did you mean model.hidden")
+    config = yaml.safe_load(Path(DEMO).read_text())
+    config["data"]["init_args"]["seq_len"] = "1OO"
+    with pytest.raises(ConfigError) as wrong:
+        fit(config, **places)
+    assert str(wrong.value).startswith("data.seq_len = '1OO' (in the config dict): expected int")

@@ -91,6 +91,8 @@ def test_predictions_of_a_sweeps_trial_are_not_counted_as_one_of_its_trials(fres
     plain, given = sorted((r for r in Store(db).list_runs() if r.stage == "predict"), key=lambda r: r.id)
     assert "sweep:s" not in plain.tags and "trial:0" not in plain.tags and "kept" in plain.tags
     assert "trial:0" in given.tags
+    code, out, _ = ortholab(capsys, "runs", "show", plain.id, "--db", db)  # no "yet": a predict run validates never
+    assert code == 0 and "no best value (a predict run)" in out and f"predictions of run {source.id}" in out
 
 
 def test_predict_on_a_recorded_run_writes_class_scores_and_records_the_link(

@@ -68,6 +68,7 @@ def fit(
 
     aliases.install()  # the configs' short class paths (datamodules.CopyingTask), as the CLI's main() does
     quiet_third_party_noise()
+    given = config
     with tempfile.TemporaryDirectory() as folder:
         if isinstance(config, dict):
             path = Path(folder) / f"{name or 'config'}.yaml"
@@ -85,6 +86,9 @@ def fit(
             if stop.code in (0, None):
                 raise
             message = stderr.last_line() or f"ortholab fit stopped with exit code {stop.code}"
+            message = message.replace("on the command line", "in overrides")  # as fit() was given them
+            if isinstance(given, dict):  # the dict, not the scratch file it was written to
+                message = message.replace(str(config), "the config dict")
             raise ConfigError(message.removeprefix("ortholab: error: ")) from None
     return int(cli.trainer.loggers[0].version)
 

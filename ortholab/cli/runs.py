@@ -177,7 +177,8 @@ def show(targets: list[str], db: str | None, as_json: bool = False) -> None:
 def run_card(run) -> list[str]:
     """One run as lines: what, where, the best value, the code and command it began with, each continuation."""
     info = run.info or {}
-    best = f"best {run.main_metric} {run.best:.4g}" if run.best is not None else "no validation value yet"
+    none = "no validation value yet" if run.stage == "fit" else f"no best value (a {run.stage} run)"
+    best = f"best {run.main_metric} {run.best:.4g}" if run.best is not None else none
     baseline = f" (baseline {run.baseline:.4g})" if run.baseline is not None else ""
     total = (info.get("plan") or {}).get("total_steps")
     lines = [

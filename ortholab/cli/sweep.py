@@ -13,7 +13,11 @@ EXTRA_FLAGS = True  # other --key value flags apply to every trial (e.g. --train
 
 def add_arguments(parser) -> None:
     parser.add_argument("--config", required=True, help="the config every trial starts from")
-    parser.add_argument("--space", required=True, help="YAML: config keys -> list of choices or {low, high[, log]}")
+    parser.add_argument(
+        "--space",
+        required=True,
+        help="YAML: config keys -> a list of choices or a range {low, high[, log][, step]} (docs/sweeps.md)",
+    )
     parser.add_argument("--trials", type=int, required=True, help="trials in all, over every worker")
     parser.add_argument("--workers", type=int, default=1, help="processes on this machine working on the sweep")
     parser.add_argument("--sampler", choices=["grid", "random", "tpe"], default="tpe")
