@@ -141,7 +141,13 @@ def test_a_new_grid_study_is_not_called_continued_and_a_capped_count_and_a_new_s
     trial = study.ask()
     study.tell(trial, 0.5)
     say_continued(open_study("grid", db, "grid", space, seed=0), 2)
-    assert "sweep grid: continuing the study of that name in the store (1 trials done" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "sweep grid: continuing the study of that name in the store (1 trials done" in said
+    assert "warning" not in said  # the same space and flags
+    open_study("grid", db, "grid", {"model.hidden_size": [4, 8]}, seed=0, flags=["--trainer.max_steps", "10"])
+    assert capsys.readouterr().out.startswith(
+        "warning: sweep grid: the study's earlier trials had another space and other flags than this command gives"
+    )
     typo = tmp_path / "space.yaml"
     typo.write_text("model.hiden_size: [4, 6]\n")  # refused before any trial, after the count is settled
     with pytest.raises(ConfigError):

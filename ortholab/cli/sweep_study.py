@@ -171,15 +171,29 @@ def make_pruner(kind: str) -> optuna.pruners.BasePruner:
     )
 
 
-def open_study(name: str, db: str, kind: str, space: dict, seed: int, pruner: str = "median") -> optuna.Study:
+def open_study(
+    name: str, db: str, kind: str, space: dict, seed: int, pruner: str = "median", flags: list[str] = ()
+) -> optuna.Study:
     """Create the study, or join it. Its creator enqueues a grid's points, so that concurrent workers take each
-    point exactly once (Optuna's GridSampler may repeat points across workers)."""
+    point exactly once (Optuna's GridSampler may repeat points across workers), and records the space and the
+    flags every trial gets, which a later command joining it is compared with."""
     sampler = optuna.samplers.TPESampler(seed=seed) if kind == "tpe" else optuna.samplers.RandomSampler(seed=seed)
     chosen = make_pruner(pruner)
+    plan = {"space": json.loads(json.dumps(space)), "flags": list(flags)}
     try:
         study = optuna.create_study(study_name=name, storage=db, sampler=sampler, pruner=chosen, direction="minimize")
     except optuna.exceptions.DuplicatedStudyError:
-        return optuna.load_study(study_name=name, storage=db, sampler=sampler, pruner=chosen)
+        study = optuna.load_study(study_name=name, storage=db, sampler=sampler, pruner=chosen)
+        changed = [what for what, value in plan.items() if study.user_attrs.get(what, value) != value]
+        if changed:  # e.g. a wider range, or --trainer.max_steps 10 where the earlier trials trained 20
+            print(
+                f"warning: sweep {name}: the study's earlier trials had another {' and other '.join(changed)} "
+                f"than this command gives; their values are ranked with these (--name NEW starts a study of its own)",
+                flush=True,
+            )
+        return study
+    for what, value in plan.items():
+        study.set_user_attr(what, value)
     if kind == "grid":
         for point in grid_points(space):
             study.enqueue_trial(point)
@@ -348,7 +362,7 @@ def run_sweep(
         print(f"sweep {name}: the grid has {points} points, so --trials {trials} trains {points}", flush=True)
         trials = points
     check_first_point(config, space, space_file, extra)
-    study = open_study(name, db, sampler, space, seed, pruner)
+    study = open_study(name, db, sampler, space, seed, pruner, flags=list(extra))
     say_continued(study, trials)
     threads = threads_each(workers) if workers > 1 else None  # each worker's trials get their share of the cores
     helpers = [
