@@ -27,14 +27,14 @@ def test_fit_from_python_records_the_same_run_as_the_cli(tmp_path, monkeypatch):
         "trainer.enable_model_summary": False,
     }
     from_python = fit(DEMO, overrides, db=db)
-    from_dict = fit(yaml.safe_load(open(DEMO)), overrides, db=db, name="as_dict")
+    from_dict = fit(yaml.safe_load(open(DEMO)), overrides, db=db)  # named after its task and family, as a CLI run
     store = Store(db)
     cli_run = min(run.id for run in store.list_runs())
     assert {from_python, from_dict} == {cli_run + 1, cli_run + 2}
     reference = [p.value for p in store.metric_series(cli_run, "train/loss")]
     for run_id in (from_python, from_dict):  # same seed, data and config: the same numbers
         assert [p.value for p in store.metric_series(run_id, "train/loss")] == reference
-    assert store.get_run(from_dict).name == "as_dict"
+    assert store.get_run(from_dict).name == "copying_scornn"  # not "config", its scratch file's name
 
 
 def test_fit_resolves_the_configs_short_class_paths_in_a_fresh_process(tmp_path):

@@ -603,3 +603,14 @@ def test_epochs_shorter_than_the_logging_interval_record_training_points_without
     store = Store(db, access="read")
     (run,) = store.list_runs()
     assert [p.step for p in store.metric_series(run.id, "train/loss")] == [4, 9]  # every 5th step, epochs of 4
+
+
+def test_a_run_without_a_config_file_is_named_after_its_task_and_family(tmp_path, monkeypatch):
+    """`fit --data datamodules.CopyingTask --model.family lstm ...` was named `lstm`, where a config swapped to
+    another task is named `mnist_scornn` (cli.md): it is `copying_lstm` now."""
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    task = ["--data", "datamodules.CopyingTask", *TINY[4:12]]  # seq_len, train_size, batch_size, val_size
+    main(["fit", *task, "--model.family", "lstm", "--model.hidden_size", "8", "--trainer.max_steps", "2", "--db", db])
+    (run,) = Store(db).list_runs()
+    assert (run.name, run.family) == ("copying_lstm", "lstm")

@@ -71,7 +71,8 @@ def fit(
     given = config
     with tempfile.TemporaryDirectory() as folder:
         if isinstance(config, dict):
-            path = Path(folder) / f"{name or 'config'}.yaml"
+            name = name or _named_after_task(config)  # as a run without a config file: not after the scratch file
+            path = Path(folder) / "config.yaml"
             path.write_text(_yaml(config, "config", sort_keys=False))
             config = path
         argv = packaged_configs(["fit", "--config", str(config)])
@@ -112,3 +113,13 @@ class _Tail:
     def last_line(self) -> str:
         lines = [line.strip() for line in self.text.splitlines() if line.strip()]
         return lines[-1] if lines else ""
+
+
+def _named_after_task(config: dict) -> str | None:
+    """`mnist_scornn` for a config dict of that task and family (None when it names neither)."""
+    from ortholab.training.lightning_cli import task_run_name
+
+    data, model = config.get("data"), config.get("model")
+    task = data.get("class_path") if isinstance(data, dict) else data
+    family = model.get("family") if isinstance(model, dict) else None
+    return task_run_name(task, family) if isinstance(task, str) and isinstance(family, str) else None

@@ -881,8 +881,7 @@ def swapped_task(config) -> tuple[str, str | None] | None:
     kept = set(init_args.keys()) if init_args is not None else set()
     dropped = [key for key in options if key not in kept]
     cls_name = chosen.rsplit(".", 1)[-1]
-    task = next((name for name, cls in TASKS.items() if cls.__name__ == cls_name), cls_name.lower())
-    name = None if config.name else f"{task}_{config.model.get('family')}"
+    name = None if config.name else task_run_name(chosen, config.model.get("family"))
     carried = [f"{key}: {init_args[key]}" for key in options if key not in dropped]  # as the run takes them
     what = (
         f"its options {', '.join(dropped)} do not apply to {cls_name} and were dropped"
@@ -893,11 +892,20 @@ def swapped_task(config) -> tuple[str, str | None] | None:
     return f"note: data.class_path {chosen} replaces the config's {given}: {what}{named}", name
 
 
+def task_run_name(class_path: str, family: str) -> str:
+    """A run's name after its task and family where no config file names it: `mnist_scornn`."""
+    cls_name = str(class_path).rsplit(".", 1)[-1]
+    task = next((name for name, cls in TASKS.items() if cls.__name__ == cls_name), cls_name.lower())
+    return f"{task}_{family}"
+
+
 def _name_for_family(name: str | None, config, family: str) -> str:
     """A config file's name for a run of `family`: a run of the LSTM from copying_scornn.yaml is copying_lstm (the
-    config's family replaced where the name holds it, else appended), not named after a family it does not run."""
+    config's family replaced where the name holds it, else appended), not named after a family it does not run.
+    No config file: the task and the family (`--data mnist --model.family scornn`: mnist_scornn)."""
     if not name:
-        return family
+        chosen = config.data.get("class_path") if config.get("data") else None
+        return task_run_name(chosen, family) if chosen else family
     given = None
     for mapping in config_file_mappings(config):  # the last file's model.family stands
         model = mapping.get("model")
