@@ -614,3 +614,11 @@ def test_a_run_without_a_config_file_is_named_after_its_task_and_family(tmp_path
     main(["fit", *task, "--model.family", "lstm", "--model.hidden_size", "8", "--trainer.max_steps", "2", "--db", db])
     (run,) = Store(db).list_runs()
     assert (run.name, run.family) == ("copying_lstm", "lstm")
+
+
+def test_predict_help_begins_with_the_run_form_lightnings_help_does_not_know(capsys):
+    with pytest.raises(SystemExit) as shown:
+        main(["predict", "--help"])
+    out = capsys.readouterr().out
+    assert shown.value.code in (0, None) and out.startswith("ortholab predict --run ID [--checkpoint best|last|PATH]")
+    assert "--ckpt_path FILE" in out and "--trainer.max_steps" in out  # then Lightning's form, every key

@@ -23,6 +23,12 @@ HELP_ENTRIES = (
     ),
 )
 USAGE, HELP = HELP_ENTRIES[0]
+PREDICT_HELP = """ortholab predict --run ID [--checkpoint best|last|PATH] [--predict_split test|val|train] [--db URL]
+  --run ID         a recorded run: its stored config, store and checkpoint (`ortholab runs` lists the ids)
+  --checkpoint     best (default; its last.ckpt where it kept none or still trains), last, or a file's path
+  The predictions go into a new run of stage predict linked to it (docs/cli.md#ortholab-predict).
+Or Lightning's form, with the config the checkpoint was trained with: every key below.
+  ortholab predict --config CONFIG.yaml --ckpt_path FILE [--key value ...]"""
 
 
 def main(argv: list[str], given: bool) -> None:
@@ -38,6 +44,8 @@ def main(argv: list[str], given: bool) -> None:
             )
         print(describe_options(argv[at + 1]))
         return
+    if argv[0] == "predict" and ("--help" in argv or "-h" in argv):  # Lightning's help knows only the --config form
+        print(PREDICT_HELP + "\n", flush=True)
     from ortholab.training.config_files import check_config_files, packaged_configs
 
     check_config_files(argv)  # before torch's and Lightning's imports (~5 s): a config file's mistake is told at once
