@@ -722,7 +722,8 @@ class Store:
             rows = session.execute(select(Run.id, Run.info).where(Run.stage == "predict").order_by(Run.id)).all()
         named: dict[int, list[int]] = {}
         for run_id, info in rows:
-            source = ((info or {}).get("predict") or {}).get("source_run")
+            link = info.get("predict") if isinstance(info, dict) else None
+            source = link.get("source_run") if isinstance(link, dict) else None
             if source in run_ids:
                 named.setdefault(source, []).append(run_id)
         return named

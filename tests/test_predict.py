@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import soundfile
 import torch
+import yaml
 from standins import SHARED_DATA
 from tolerances import roundoff
 
@@ -83,14 +84,19 @@ def test_predictions_of_a_sweeps_trial_are_not_counted_as_one_of_its_trials(fres
     sweep's trials read them; its other tags go on to the predict run, and a --tags given wins."""
     monkeypatch.chdir(tmp_path)
     db, source = fresh
-    Store(db, access="write").set_tags(source.id, add=["sweep:s", "trial:0", "kept"])
-    code, _, err = ortholab(capsys, "predict", "--run", source.id, "--db", db)
-    assert code == 0, err
-    code, _, err = ortholab(capsys, "predict", "--run", source.id, "--db", db, "--tags", '["trial:0"]')
-    assert code == 0, err
+    stored = Path(source.run_dir) / "config.yaml"  # as a sweep's trial stores them: its config's tags
+    original = stored.read_text()
+    try:
+        stored.write_text(yaml.safe_dump({**yaml.safe_load(original), "tags": ["sweep:s", "trial:0", "kept"]}))
+        Store(db, access="write").set_tags(source.id, add=["later"])  # a label given after: the run's, not its config's
+        code, _, err = ortholab(capsys, "predict", "--run", source.id, "--db", db)
+        assert code == 0, err
+        code, _, err = ortholab(capsys, "predict", "--run", source.id, "--db", db, "--tags", '["trial:0"]')
+        assert code == 0, err
+    finally:
+        stored.write_text(original)
     plain, given = sorted((r for r in Store(db).list_runs() if r.stage == "predict"), key=lambda r: r.id)
-    assert "sweep:s" not in plain.tags and "trial:0" not in plain.tags and "kept" in plain.tags
-    assert "trial:0" in given.tags
+    assert plain.tags == ("kept",) and given.tags == ("trial:0",)
     code, out, _ = ortholab(capsys, "runs", "show", plain.id, "--db", db)  # no "yet": a predict run validates never
     assert code == 0 and "no best value (a predict run)" in out and f"predictions of run {source.id}" in out
 

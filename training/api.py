@@ -64,15 +64,14 @@ def fit(
     from ortholab.errors import ConfigError
     from ortholab.training.config_files import packaged_configs
     from ortholab.training.console import quiet_third_party_noise
-    from ortholab.training.lightning_cli import OrthoLabCLI
+    from ortholab.training.lightning_cli import UNNAMED_CONFIG, OrthoLabCLI
 
     aliases.install()  # the configs' short class paths (datamodules.CopyingTask), as the CLI's main() does
     quiet_third_party_noise()
     given = config
     with tempfile.TemporaryDirectory() as folder:
-        if isinstance(config, dict):
-            name = name or _named_after_task(config)  # as a run without a config file: not after the scratch file
-            path = Path(folder) / "config.yaml"
+        if isinstance(config, dict):  # a file without a name of its own: the run is named as without one
+            path = Path(folder) / UNNAMED_CONFIG
             path.write_text(_yaml(config, "config", sort_keys=False))
             config = path
         argv = packaged_configs(["fit", "--config", str(config)])
@@ -113,13 +112,3 @@ class _Tail:
     def last_line(self) -> str:
         lines = [line.strip() for line in self.text.splitlines() if line.strip()]
         return lines[-1] if lines else ""
-
-
-def _named_after_task(config: dict) -> str | None:
-    """`mnist_scornn` for a config dict of that task and family (None when it names neither)."""
-    from ortholab.training.lightning_cli import task_run_name
-
-    data, model = config.get("data"), config.get("model")
-    task = data.get("class_path") if isinstance(data, dict) else data
-    family = model.get("family") if isinstance(model, dict) else None
-    return task_run_name(task, family) if isinstance(task, str) and isinstance(family, str) else None

@@ -917,12 +917,17 @@ def _name_for_family(name: str | None, config, family: str) -> str:
     return "_".join(renamed) if renamed != parts else f"{name}_{family}"
 
 
+UNNAMED_CONFIG = "unnamed-config.yaml"  # training/api.py writes a config dict there: it names no run
+
+
 def _name_from_config_files(paths) -> str | None:
     """The last config file's name; a run folder's own config.yaml (NAME/ID/config.yaml) gives its run's NAME."""
     paths = [p for p in (paths or []) if p is not None]
     if not paths:
         return None
     path = Path(str(paths[-1]))
+    if path.name == UNNAMED_CONFIG:
+        return None
     if path.name == "config.yaml" and path.parent.name.isdigit() and path.parent.parent.name:
         return path.parent.parent.name
     return path.stem

@@ -164,7 +164,7 @@ def _not_a_choice(argument: str, value: str, listed: str) -> str:
     """ "'versoin' is not one of upgrade, version; did you mean version?" (`--sampler 'gird'` for an option)."""
     import difflib
 
-    options = re.findall(r"'([^']*)'", listed)
+    options = [option.strip().strip("'") for option in listed.split(", ")]  # quoted until Python 3.12.x, then not
     near = difflib.get_close_matches(value, options, n=1, cutoff=0.6)
     what = f"{argument} {value!r}" if argument.startswith("-") else repr(value)
     return f"{what} is not one of {', '.join(options)}" + (f"; did you mean {near[0]}?" if near else "")

@@ -179,7 +179,7 @@ def open_study(
     flags every trial gets, which a later command joining it is compared with."""
     sampler = optuna.samplers.TPESampler(seed=seed) if kind == "tpe" else optuna.samplers.RandomSampler(seed=seed)
     chosen = make_pruner(pruner)
-    plan = {"space": json.loads(json.dumps(space)), "flags": list(flags)}
+    plan = {"space": json.loads(json.dumps(space)), "flags": [t for f in flags for t in f.split("=", 1)]}  # --k=v
     try:
         study = optuna.create_study(study_name=name, storage=db, sampler=sampler, pruner=chosen, direction="minimize")
     except optuna.exceptions.DuplicatedStudyError:
@@ -204,7 +204,19 @@ def cli_overrides(overrides: dict) -> list[str]:
     """A trial's values as `--key value` flags. A key inside a free-form mapping (model.optimizers.recurrent.lr) stays
     a dotted flag: fit merges it into the mapping the config and the earlier flags built (cli/mapping_flags.py), so
     that the sweep's own flags inside it (--model.family_args.init zeros) hold in every trial."""
-    return [token for key, value in overrides.items() for token in (f"--{key}", json.dumps(value))]
+    return [token for key, value in overrides.items() for token in (f"--{key}", _flag_value(value))]
+
+
+def _flag_value(value) -> str:
+    """A value as the command line gives it: text as it is where YAML reads it back as that text (jsonargparse keeps
+    the quotes of '"zeros"' for a free-form mapping's entry and a str option), anything else as JSON."""
+    if isinstance(value, str):
+        try:
+            if yaml.safe_load(value) == value:
+                return value
+        except yaml.YAMLError:
+            pass
+    return json.dumps(value)
 
 
 def trial_args(config: str, overrides: dict, run_name: str, tags: list[str], extra: list[str]) -> list[str]:
@@ -408,11 +420,14 @@ def run_sweep(
             trial.set_user_attr("run_id", run_id)
             if run.best is None:
                 why = f"trial {name}-t{trial.number}: run {run_id} recorded no {run.main_metric}"
-                if run.status == "finished":  # fit's own note about it went where the trial's output goes
+                validated = Store(db).metric_series(run_id, run.main_metric)  # points, NaN ones too
+                if run.status == "finished" and not validated:  # fit's own note went where trial output goes
                     why += (
                         f" (no validation ran in its {run.steps} steps: a smaller --trainer.val_check_interval, or "
                         f"--trainer.check_val_every_n_epoch, validates sooner)"
                     )
+                elif run.status == "finished":
+                    why += f" (none of its {len(validated)} validation values was finite)"
                 raise TrialFailed(why)
             print(
                 f"sweep {name}: trial {trial.number} is run {run_id}, best {run.main_metric} {run.best:.4g}", flush=True
