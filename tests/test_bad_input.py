@@ -269,3 +269,14 @@ def test_a_commands_own_flag_mistyped_or_missing_is_named_with_that_commands_hel
     err = capsys.readouterr().err
     (line,) = [line for line in err.splitlines() if line.startswith("ortholab: error:")]
     assert exit_info.value.code == 2 and "Traceback" not in err and expected in line, line
+
+
+def test_an_invalid_choice_is_read_whether_python_quotes_the_choices_or_not():
+    """argparse quotes the choices up to Python 3.12.x and not after: both read as the same line."""
+    from ortholab.cli.common import _not_a_choice
+
+    for listed in ("'upgrade', 'version'", "upgrade, version"):
+        assert (
+            _not_a_choice("action", "versoin", listed)
+            == "'versoin' is not one of upgrade, version; did you mean version?"
+        )

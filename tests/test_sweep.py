@@ -195,8 +195,9 @@ def test_the_sweeps_own_flags_inside_a_mapping_hold_beside_the_trials_values(cap
     from ortholab.cli.main import main
     from ortholab.cli.sweep_study import trial_args
 
-    extra = ["--model.optimizers.other.lr", "0.05", "--model.family_args.init", "zeros"]
-    args = trial_args(DEMO, {"model.optimizers.recurrent.lr": 0.002, "model.family_args.rho": 3}, "t0", ["s"], extra)
+    extra = ["--model.optimizers.other.lr", "0.05", "--model.family_args.rho", "3"]
+    values = {"model.optimizers.recurrent.lr": 0.002, "model.family_args.init": "zeros"}  # text: not '"zeros"'
+    args = trial_args(DEMO, values, "t0", ["s"], extra)
     with pytest.raises(SystemExit) as printed:
         main([*args, "--print_config"])
     assert printed.value.code in (0, None)
