@@ -67,21 +67,30 @@ def dashboard_env(db_url: str) -> dict[str, str]:
 
 
 def check_port_free(host: str, port: int) -> None:
-    """ConfigError naming --port when another server holds host:port, or --host when it cannot be bound: Streamlit
-    would print "Port N is not available" after our start line and exit 1."""
+    """ConfigError naming --port when another server holds host:port on any address `host` resolves to (or the port
+    needs root), or --host when it cannot be bound; Streamlit would print "Port N is not available" after our start
+    line and exit 1. Each address is probed as Tornado binds it (IPv6 only on IPv6; ::1 skipped where absent)."""
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as error:
-        raise ConfigError(f"--host {host}: not an address of this machine ({error.strerror})") from None
-    family, kind, proto, _, address = infos[0]
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: a closed one's port is free
+        infos = sorted(set(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)))
+    except (socket.gaierror, UnicodeError) as error:
+        raise ConfigError(f"--host {host}: not an address of this machine ({error})") from None
+    for family, kind, proto, _, address in infos:
         try:
-            probe.bind(address)
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server: a closed one's port
+                if family == socket.AF_INET6:
+                    probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                probe.bind(address)
         except OSError as error:
+            if error.errno == errno.EAFNOSUPPORT or (error.errno == errno.EADDRNOTAVAIL and address[0] == "::1"):
+                continue  # no IPv6 here (a container): the server skips that address too
             if error.errno == errno.EADDRINUSE:
                 raise ConfigError(
                     f"--port {port}: {host}:{port} is in use (another dashboard?); give another, e.g. --port {port + 1}"
+                ) from None
+            if error.errno == errno.EACCES:
+                raise ConfigError(
+                    f"--port {port}: a port below 1024 needs root; give another, e.g. --port 8501"
                 ) from None
             raise ConfigError(f"--host {host}: cannot serve there ({error.strerror})") from None
 

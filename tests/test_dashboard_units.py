@@ -408,6 +408,8 @@ def test_run_dashboard_checks_the_database_then_becomes_the_server(tmp_path, mon
     assert calls[-1][2]["ORTHOLAB_DB"] == url
     capsys.readouterr()
     with socket.create_server(("127.0.0.1", port)):  # another server on the port: one line before any start line
+        assert launch.main(["--db", url, "--host", "localhost", "--port", str(port)]) == 2  # every address it names
+        assert f"--port {port}: localhost:{port} is in use" in capsys.readouterr().err
         assert launch.main(["--db", url, "--port", str(port)]) == 2
         said = capsys.readouterr()
     assert said.err.strip() == (
