@@ -362,9 +362,7 @@ def run_sweep(
     config = str(resolve_config(config))
     check_config_files(["--config", config])  # a YAML mapping, named in one line otherwise
     space = load_space(space_file)
-    store = Store(
-        db or default_db_url()
-    )  # the run tables first: the store must be OrthoLab's before Optuna adds its own
+    store = Store(db or default_db_url())  # OrthoLab's tables first, before Optuna adds its own
     if store.created:  # a first sweep, or a mistyped --db (the trials' own note goes where their output goes)
         print(f"New run store {mask_url(store.url)}: nothing was recorded there before.", flush=True)
     db = store.url  # a file's path as the URL Optuna and the trials take
@@ -377,31 +375,7 @@ def run_sweep(
     study = open_study(name, db, sampler, space, seed, pruner, flags=list(extra))
     say_continued(study, trials)
     threads = threads_each(workers) if workers > 1 else None  # each worker's trials get their share of the cores
-    helpers = [
-        children.start(
-            [
-                *children.ORTHOLAB,
-                "sweep",
-                "--config",
-                config,
-                "--space",
-                space_file,
-                "--trials",
-                str(trials),
-                "--name",
-                name,
-                "--sampler",
-                sampler,
-                "--seed",
-                str(seed + k + 1),
-                "--pruner",
-                pruner,
-                *extra,
-            ],
-            env=_with_threads(child_env(db), threads),
-        )  # the store's URL in the environment, not on the command line
-        for k in range(workers - 1)
-    ]  # None for one a stop came before
+    helpers = start_workers(workers - 1, config, space_file, trials, name, sampler, seed, pruner, extra, db, threads)
 
     def objective(trial: optuna.Trial) -> float:  # minimised: a metric to maximise enters negated
         overrides = suggest(trial, space)
@@ -416,19 +390,8 @@ def run_sweep(
                 trial,
                 threads,
             )
-            run = Store(db).get_run(run_id)
             trial.set_user_attr("run_id", run_id)
-            if run.best is None:
-                why = f"trial {name}-t{trial.number}: run {run_id} recorded no {run.main_metric}"
-                validated = Store(db).metric_series(run_id, run.main_metric)  # points, NaN ones too
-                if run.status == "finished" and not validated:  # fit's own note went where trial output goes
-                    why += (
-                        f" (no validation ran in its {run.steps} steps: a smaller --trainer.val_check_interval, or "
-                        f"--trainer.check_val_every_n_epoch, validates sooner)"
-                    )
-                elif run.status == "finished":
-                    why += f" (none of its {len(validated)} validation values was finite)"
-                raise TrialFailed(why)
+            run = scored_run(db, run_id, f"{name}-t{trial.number}")
             print(
                 f"sweep {name}: trial {trial.number} is run {run_id}, best {run.main_metric} {run.best:.4g}", flush=True
             )
@@ -457,6 +420,67 @@ def run_sweep(
     if not children.stopped_by():
         check_completed(study)
     return study
+
+
+def start_workers(
+    count: int,
+    config: str,
+    space_file: str,
+    trials: int,
+    name: str,
+    sampler: str,
+    seed: int,
+    pruner: str,
+    extra: list[str],
+    db: str,
+    threads: int | None,
+) -> list:
+    """`count` more `ortholab sweep` processes joining this sweep, each with its own sampler seed (None for one a stop
+    came before); the store's URL goes in their environment, not on their command line."""
+    return [
+        children.start(
+            [
+                *children.ORTHOLAB,
+                "sweep",
+                "--config",
+                config,
+                "--space",
+                space_file,
+                "--trials",
+                str(trials),
+                "--name",
+                name,
+                "--sampler",
+                sampler,
+                "--seed",
+                str(seed + k + 1),
+                "--pruner",
+                pruner,
+                *extra,
+            ],
+            env=_with_threads(child_env(db), threads),
+        )
+        for k in range(count)
+    ]
+
+
+def scored_run(db: str, run_id: int, trial_name: str):
+    """The trial's run, which recorded its best main metric; TrialFailed saying why not where it did not (fit's own
+    note about it went where a trial's output goes)."""
+    store = Store(db, access="read")
+    run = store.get_run(run_id)
+    if run.best is not None:
+        return run
+    why = f"trial {trial_name}: run {run_id} recorded no {run.main_metric}"
+    validated = store.metric_series(run_id, run.main_metric)  # its points, NaN ones too
+    if run.status == "finished" and not validated:
+        why += (
+            f" (no validation ran in its {run.steps} steps: a smaller --trainer.val_check_interval, or "
+            f"--trainer.check_val_every_n_epoch, validates sooner)"
+        )
+    elif run.status == "finished":
+        why += f" (none of its {len(validated)} validation values was finite)"
+    raise TrialFailed(why)
 
 
 def say_continued(study: optuna.Study, trials: int) -> None:
