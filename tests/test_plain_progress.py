@@ -26,6 +26,22 @@ def test_a_run_without_a_terminal_prints_plain_lines(tmp_path, capsys):
     assert len(lines) >= 2 and all(LINE.match(line) for line in lines), lines
     assert LINE.match(lines[0]).group(1) == "1" and "ETA" in lines[0]  # at once after the first step
     assert lines[-1].startswith("step 6/6") and "training ended after" in lines[-1]
+    assert [line for line in lines if line.startswith("step 6/6")] == lines[-1:]  # the last step said once
+
+
+def test_the_last_step_is_said_once_even_where_every_n_steps_falls_on_it(capsys):
+    from types import SimpleNamespace
+
+    trainer = SimpleNamespace(global_step=0, estimated_stepping_batches=6, is_global_zero=True, callback_metrics={})
+    progress = PlainProgress(every_s=3600, every_n_steps=3)
+    progress.on_train_start(trainer, None)
+    for step in range(1, 7):
+        trainer.global_step = step
+        progress.on_train_batch_end(trainer, None, None, None, step - 1)
+    progress.on_train_end(trainer, None)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" · ")[0] for line in lines] == ["step 1/6", "step 3/6", "step 6/6"], lines
+    assert "training ended after" in lines[-1]
 
 
 def test_every_n_steps_adds_lines_and_bad_intervals_are_named():

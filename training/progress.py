@@ -54,9 +54,15 @@ class PlainProgress(ProgressBar):
             or now - self._last >= self.every_s
             or (self.every_n_steps is not None and step % self.every_n_steps == 0)
         )
-        if due and self._enabled and trainer.is_global_zero:
+        if due and self._enabled and trainer.is_global_zero and not self._last_step(trainer, step):
             self._last = now
             print(self.line(trainer, now), flush=True)
+
+    @staticmethod
+    def _last_step(trainer, step: int) -> bool:
+        """The plan's last step: the line training's end prints says it, once."""
+        total = trainer.estimated_stepping_batches
+        return isinstance(total, (int, float)) and math.isfinite(total) and step >= int(total)
 
     def on_train_end(self, trainer, pl_module) -> None:
         if self._enabled and trainer.is_global_zero:
