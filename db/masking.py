@@ -9,13 +9,21 @@ from collections.abc import Iterable
 
 ENV_VAR = "ORTHOLAB_DB"  # the store's URL for a child process (db/store.py reads it as the default)
 HIDDEN = "***"
-# scheme://userinfo@host: userinfo runs to the LAST '@' of the authority, so an unencoded '@' in a password is hidden
-URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s:/@'\"]*):(?P<password>[^\s/'\"]*)@")
+# scheme://user:password@host in any text: the password runs to the LAST '@' of its word, so an unencoded '@' or '/'
+# in it is hidden too
+URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s:/@'\"]*):(?P<password>[^\s'\"]*)@")
+# a whole URL as SQLAlchemy reads one (engine/url.py): the user up to ':' or '/', the password up to the first '@',
+# spaces included
+WHOLE_URL_PASSWORD = re.compile(r"^\s*[A-Za-z][A-Za-z0-9+.\-]*://[^:/]*:(?P<password>[^@]*)@")
 QUERY_PASSWORD = re.compile(r"(?P<key>[?&](?:password|passwd|pwd|sslpassword)=)(?P<value>[^&\s'\"]*)", re.IGNORECASE)
 
 
 def mask_url(url: str) -> str:
-    """`url` with its password (in the user info or a `password=` query parameter) replaced by ***."""
+    """`url` with its password (in the user info or a `password=` query parameter) replaced by ***, also one holding
+    a space, which text around a URL could not tell from the URL's end."""
+    whole = WHOLE_URL_PASSWORD.match(url)
+    if whole and whole.group("password"):
+        url = url[: whole.start("password")] + HIDDEN + url[whole.end("password") :]
     return mask_secrets(url)
 
 
@@ -23,10 +31,11 @@ def passwords_in(url: str | None) -> list[str]:
     """The password(s) a URL holds, as written (for masking them wherever else they turn up)."""
     if not url:
         return []
+    whole = WHOLE_URL_PASSWORD.match(url)
     found = [m.group("password") for m in URL_USERINFO.finditer(url)] + [
         m.group("value") for m in QUERY_PASSWORD.finditer(url)
     ]
-    return [p for p in found if p]
+    return list(dict.fromkeys(p for p in [whole.group("password") if whole else "", *found] if p))
 
 
 def mask_secrets(text: str, known: Iterable[str] = ()) -> str:
@@ -71,7 +80,7 @@ def check_db_url(url: str, source: str = "--db") -> None:
     if match and "@" in match.group("password"):
         raise ConfigError(
             f"{source} {mask_url(url)}: the password holds an '@'; percent-encode it as %40 "
-            f"(and ':' as %3A, '/' as %2F)"
+            f"(and '/' as %2F, '%' as %25, a space as %20), or leave it out of the URL and set PGPASSWORD"
         )
     try:
         make_url(url)

@@ -69,7 +69,7 @@ def command_line(argv: list[str] | None = None) -> str:
     import shlex
     import sys
 
-    from ortholab.db.masking import mask_secrets
+    from ortholab.db.masking import mask_url
 
     argv = list(sys.argv if argv is None else argv)
     program = (
@@ -79,7 +79,7 @@ def command_line(argv: list[str] | None = None) -> str:
         if argv
         else "python"
     )
-    return " ".join([program, *(shlex.quote(mask_secrets(arg)) for arg in argv[1:])])
+    return " ".join([program, *(shlex.quote(mask_url(arg)) for arg in argv[1:])])  # an argument that is a URL whole
 
 
 UNRECORDED = {"ortholab": None, "commit": None}  # the first entry of a run trained by an OrthoLab that recorded no code

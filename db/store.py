@@ -304,8 +304,8 @@ class Store:
                 self.created = ensure_current(conn, create=self._access == "create")  # seen whole or not at all
                 conn.commit()
             if self._access != "read":
-                with engine.connect() as conn:  # a write that is rolled back: fails now if read-only
-                    conn.execute(insert(Run).values(name="write-probe", hostname=""))
+                with engine.connect() as conn:  # a write that is rolled back: fails now if read-only; its own id
+                    conn.execute(insert(Run).values(id=-1, name="write-probe", hostname=""))  # uses no sequence number
                     conn.rollback()
         except SchemaMismatch as e:
             engine.dispose()

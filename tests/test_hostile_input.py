@@ -664,6 +664,10 @@ def test_a_postgres_password_is_in_no_output_and_on_no_command_line(tmp_path):
         (f"postgresql+psycopg://u:p@{SECRET}@h/db", "postgresql+psycopg://u:***@h/db"),  # an unencoded '@' in it
         (f"mysql://u:pw@h/db?password={SECRET}&x=1", "mysql://u:***@h/db?password=***&x=1"),
         ("sqlite:////abs/runs.db and sqlite:///rel.db", "sqlite:////abs/runs.db and sqlite:///rel.db"),
+        (f"postgresql+psycopg://u:pa/{SECRET}@h:5432/db", "postgresql+psycopg://u:***@h:5432/db"),  # a '/': was shown
+        (f"postgresql+psycopg://u:pa {SECRET}@h/db", "postgresql+psycopg://u:***@h/db"),  # a space, as SQLAlchemy reads
+        (f"postgresql://u:p@ss/{SECRET}:x@h/db", "postgresql://u:***@h/db"),  # '@' then '/': all of it, not 'p'
+        ("postgresql+psycopg://user@host:5432/runs", "postgresql+psycopg://user@host:5432/runs"),  # none to mask
     ],
 )
 def test_every_url_is_printed_with_its_password_masked(text, shown):
@@ -687,6 +691,7 @@ def test_a_known_password_is_masked_wherever_a_message_quotes_it(monkeypatch):
     "url, expected",
     [
         ("postgresql://u:p@ss@h/db", "the password holds an '@'; percent-encode it as %40"),
+        ("postgresql://u:p@ss/pw:x@h/db", "the password holds an '@'; percent-encode it as %40"),  # '/' after the '@'
         ("postgresql://u:pw@h:port/db", "not a database URL"),
     ],
 )

@@ -157,6 +157,15 @@ def test_a_deleted_runs_id_is_never_given_to_a_new_run(db, tmp_path, capsys):
     assert Store(db).create_run(name="d", family="lstm", task="copy") > c  # PostgreSQL may skip ids, never reuse one
 
 
+def test_opening_a_store_to_write_uses_up_no_run_id(db):
+    """The check that a store is writable inserts a run and rolls it back: on PostgreSQL that took a sequence number
+    each time (runs 3, 7, 11 ... in a fresh database shared by a team); its probe row has its own id now."""
+    store = Store(db)  # made
+    for _ in range(3):
+        Store(db, access="write").close()
+    assert [store.create_run(name=name, family="lstm", task="copy") for name in "ab"] == [1, 2]
+
+
 def test_delete_refuses_a_run_being_written_and_asks_where_it_cannot(db, tmp_path, capsys, monkeypatch):
     a, b, c = _runs(db, tmp_path)
     writer = Store(db)
