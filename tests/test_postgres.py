@@ -95,7 +95,7 @@ def test_dashboard_pages_render_from_postgres(pg_url, monkeypatch):
         clear_caches()
 
 
-def test_the_password_is_stored_nowhere_and_resume_uses_the_real_url(pg_url, tmp_path, monkeypatch):
+def test_the_password_is_stored_nowhere_and_resume_uses_the_real_url(pg_url, tmp_path, monkeypatch, capsys):
     """A password in ORTHOLAB_DB never reaches the stored config; `--resume ID` then still opens the real store."""
     from pathlib import Path
 
@@ -114,7 +114,12 @@ def test_the_password_is_stored_nowhere_and_resume_uses_the_real_url(pg_url, tmp
     assert "s3cret" not in json.dumps(detail.config) and not any("s3cret" in str(v) for v in detail.params.values())
     argv = _resume_arguments(["fit", "--resume", str(run.id), "--trainer.max_steps", "12"])  # finished: go further
     assert argv[argv.index("--db") + 1] == url  # placed after the stored config, whose URL is masked
+    capsys.readouterr()
+    monkeypatch.delenv("ORTHOLAB_DB")  # the store is no longer the default one
     main(["fit", "--config", DEMO, *TINY, "--db", url, "--name", "with-password-flag"])  # given on the command line
+    said = capsys.readouterr().out  # a command to copy cannot hold ***: it names URL, the one given
+    assert "s3cret" not in said, said
+    assert "runs --db URL` (URL: the one given, password and all)." in said, said
     flagged = next(r for r in store.list_runs() if r.name == "with-password-flag")
     stored = Path(store.get_run(flagged.id).run_dir, "config.yaml").read_text()
     assert "s3cret" not in stored and "ortholab:***@127.0.0.1" in stored  # masked

@@ -654,11 +654,10 @@ class OrthoLabCLI(LightningCLI):
             self._note_no_validation()
         self._print_record()
         if interrupt is not None and interrupt.stopped_at is not None:  # the shell's convention: 128 + the signal
-            store = self.trainer.loggers[0].store
-            where = "" if store.url == store_url(default_db_url()) else f" --db '{mask_url(store.url)}'"
+            where, said = db_flag(self.trainer.loggers[0].store.url)
             print(
                 f"Interrupted by {interrupt.requested}; checkpoint saved, continue with "
-                f"`ortholab fit --resume {self.trainer.loggers[0].version}{where}`."
+                f"`ortholab fit --resume {self.trainer.loggers[0].version}{where}`{said}."
             )
             sys.exit(128 + int(getattr(signal, interrupt.requested)))
 
@@ -702,11 +701,20 @@ class OrthoLabCLI(LightningCLI):
             split = run.main_metric.split("/")[0]  # each split against its own baseline
             baseline = f" (baseline on the {split} split: {run.baseline:.4g})" if run.baseline is not None else ""
             print(f"Best {run.main_metric}: {run.best:.4g}{baseline}")
-        where = "" if logger.store.url == store_url(default_db_url()) else f" --db '{mask_url(logger.store.url)}'"
+        where, said = db_flag(logger.store.url)
         print(
             f"Run {run.id} ({run.name}, {run.status}) recorded in {mask_url(logger.store.url)}; "
-            f"run folder {logger.log_dir}. List runs with `{console_command()} runs{where}`."
+            f"run folder {logger.log_dir}. List runs with `{console_command()} runs{where}`{said}."
         )
+
+
+def db_flag(url: str) -> tuple[str, str]:
+    """The `--db` of a command to copy (none for the default store) and what to say of it: a URL holding a password
+    is never printed whole, so the command names URL, the one given, and says so."""
+    if url == store_url(default_db_url()):
+        return "", ""
+    shown = mask_url(url)
+    return (f" --db '{shown}'", "") if shown == url else (" --db URL", " (URL: the one given, password and all)")
 
 
 def trainer_refusal(err: Exception, trainer: dict, argv: list[str] | None = None) -> str:
