@@ -56,6 +56,12 @@ def test_two_workers_share_one_grid_sweep(tmp_path):
     assert grid == {(4, 0.001), (4, 0.01), (6, 0.001), (6, 0.01)}  # the whole grid, each point once
     best = min(runs, key=lambda r: r.best)
     assert f"best run {best.id} " in done.stdout and "4 trials completed" in done.stdout
+    summaries = [line for line in done.stdout.splitlines() if line.startswith("sweep: ")]
+    assert summaries == [done.stdout.strip().splitlines()[-1]], done.stdout  # the worker's own is not printed
+    assert sorted(line.split(" is run ")[0] for line in done.stdout.splitlines() if " is run " in line) == [
+        f"sweep tiny: trial {k}" for k in range(4)
+    ]  # each trial's line, from whichever worker trained it
+    assert "[I " not in done.stderr  # Optuna's info lines: ours say each trial
 
 
 # the space file and the trials' processes, without training (fast) -------------------------------------------

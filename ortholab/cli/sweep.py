@@ -37,8 +37,10 @@ def run(args, extra: list[str]) -> None:
     from ortholab.extras import require_extra
 
     require_extra("sweeps")
+    import os
+
     from ortholab.cli import children
-    from ortholab.cli.sweep_study import report, run_sweep, summary_line
+    from ortholab.cli.sweep_study import WORKER_ENV, report, run_sweep, summary_line
 
     with children.stopping_gracefully():  # Ctrl-C and SIGTERM stop the running trial with its checkpoint
         study = run_sweep(
@@ -53,11 +55,14 @@ def run(args, extra: list[str]) -> None:
             extra=extra,
             pruner=args.pruner,
         )
+    worker = os.environ.get(WORKER_ENV) == "1"  # one of the workers this sweep started: the starter sums up
     if stop := children.stopped_by():
-        print(
-            f"sweep: stopped by {children.stop_name()}; the same command again goes on from there (a stopped trial "
-            "is trained again from its start, with the same values)"
-        )
-        print(summary_line(study), flush=True)
+        if not worker:
+            print(
+                f"sweep: stopped by {children.stop_name()}; the same command again goes on from there (a stopped "
+                "trial is trained again from its start, with the same values)"
+            )
+            print(summary_line(study), flush=True)
         raise SystemExit(128 + stop)
-    print(report(study))
+    if not worker:
+        print(report(study))

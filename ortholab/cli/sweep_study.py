@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -372,6 +373,7 @@ def run_sweep(
         print(f"sweep {name}: the grid has {points} points, so --trials {trials} trains {points}", flush=True)
         trials = points
     check_first_point(config, space, space_file, extra)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # a line per trial is ours (its run and best value)
     study = open_study(name, db, sampler, space, seed, pruner, flags=list(extra))
     say_continued(study, trials)
     threads = threads_each(workers) if workers > 1 else None  # each worker's trials get their share of the cores
@@ -417,7 +419,7 @@ def run_sweep(
     for helper in helpers:
         if helper is not None:
             children.wait(helper)
-    if not children.stopped_by():
+    if not children.stopped_by() and os.environ.get(WORKER_ENV) != "1":  # the starter says it, once
         check_completed(study)
     return study
 
@@ -458,10 +460,13 @@ def start_workers(
                 pruner,
                 *extra,
             ],
-            env=_with_threads(child_env(db), threads),
+            env={**_with_threads(child_env(db), threads), WORKER_ENV: "1"},
         )
         for k in range(count)
     ]
+
+
+WORKER_ENV = "ORTHOLAB_SWEEP_WORKER"  # set in a worker `sweep` starts: the sweep's own summary is the starter's
 
 
 def scored_run(db: str, run_id: int, trial_name: str):
