@@ -78,7 +78,8 @@ def ensure_current(connection: Connection, create: bool = True) -> bool:
         if tables:
             raise SchemaMismatch(
                 f"it is not an OrthoLab store (it holds the tables {sorted(tables)}); "
-                f"give a new file or an empty database"
+                f"give a new file or an empty database, or add OrthoLab's tables beside them with "
+                f"`ortholab db upgrade --allow-foreign --db URL`"
             )
         if not create:
             raise NoStore(

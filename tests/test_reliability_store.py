@@ -233,10 +233,14 @@ def test_upgrade_refuses_a_database_of_other_tables_unless_told(url, capsys):
     raw(url, "CREATE TABLE invoices (id INTEGER PRIMARY KEY)")
     line = one_line_error(*cli(capsys, "db", "upgrade", "--db", url))
     assert "not an OrthoLab store (it holds the tables ['invoices'])" in line and "--allow-foreign" in line
+    line = one_line_error(*cli(capsys, "runs", "--db", url))  # any other command names the way too
+    assert "not an OrthoLab store" in line and "`ortholab db upgrade --allow-foreign --db URL`" in line
     assert inspect(create_engine(url)).get_table_names() == ["invoices"]  # untouched
     main(["db", "upgrade", "--allow-foreign", "--db", url])
     assert {"runs", "metrics", "invoices"} <= set(inspect(create_engine(url)).get_table_names())
     Store(url)  # now a store at head
+    main(["db", "upgrade", "--db", url])  # nothing to do: said so, not "0003 -> 0003"
+    assert capsys.readouterr().out.rstrip().endswith(", current")
 
 
 def test_upgrade_of_a_store_from_a_newer_ortholab_names_its_version_in_one_line(url, capsys):
