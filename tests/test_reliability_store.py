@@ -239,8 +239,6 @@ def test_upgrade_refuses_a_database_of_other_tables_unless_told(url, capsys):
     main(["db", "upgrade", "--allow-foreign", "--db", url])
     assert {"runs", "metrics", "invoices"} <= set(inspect(create_engine(url)).get_table_names())
     Store(url)  # now a store at head
-    main(["db", "upgrade", "--db", url])  # nothing to do: said so, not "0003 -> 0003"
-    assert capsys.readouterr().out.rstrip().endswith(", current")
 
 
 def test_upgrade_of_a_store_from_a_newer_ortholab_names_its_version_in_one_line(url, capsys):

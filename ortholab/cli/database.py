@@ -35,8 +35,7 @@ def run(args, extra: list[str]) -> None:
             if done.duplicate_points_removed
             else ""
         )
-        change = f"{done.before or 'none'} -> {done.after}" if done.before != done.after else f"{done.after}, current"
-        print(f"{shown}: schema revision {change}{removed}")
+        print(f"{shown}: schema revision {done.before or 'none'} -> {done.after}{removed}")
     else:
         print(f"this OrthoLab's schema revision: {head_revision()}")
         Store(args.db, access="read")  # raises, saying what to do, unless the store is at that revision
