@@ -117,15 +117,18 @@ class OneLineParser(argparse.ArgumentParser):
         """`sweep --workrs 2` would go on to every trial as a config key and come back as fit's unknown key: an
         undotted flag near one of this command's own is named as its typo (config keys a run takes are dotted,
         or fit's top-level ones, none of which is near a command's own flag)."""
+        for arg in passed_on:
+            name = arg.split("=", 1)[0]
+            if name.startswith("--") and "." not in name and (near := self._nearest_flag(name, cutoff=0.75)):
+                self.error(f"unknown flag {name}; did you mean {near}?")
+
+    def _nearest_flag(self, name: str, cutoff: float) -> str | None:
+        """This command's own flag nearest to `name` (`--workers` for `--workrs`), or None."""
         import difflib
 
         flags = sorted(n[2:] for n in self.option_names if n.startswith("--"))
-        for arg in passed_on:
-            name = arg.split("=", 1)[0]
-            if name.startswith("--") and "." not in name:
-                near = difflib.get_close_matches(name[2:].lower(), flags, n=1, cutoff=0.75)
-                if near:
-                    self.error(f"unknown flag {name}; did you mean --{near[0]}?")
+        near = difflib.get_close_matches(name[2:].lower(), flags, n=1, cutoff=cutoff)
+        return f"--{near[0]}" if near else None
 
     def parse_known_args(self, args=None, namespace=None):
         self.given_args = list(sys.argv[1:] if args is None else args)  # error() names a mistyped flag among them
@@ -133,16 +136,13 @@ class OneLineParser(argparse.ArgumentParser):
 
     def unknown_flag(self) -> str | None:
         """The first `--flag` given that this command does not define (nor abbreviates), with the nearest one."""
-        import difflib
-
-        flags = sorted(n[2:] for n in self.option_names if n.startswith("--"))
         for arg in getattr(self, "given_args", ()):
             name = str(arg).split("=", 1)[0]
             if name == "--" or not name.startswith("--"):
                 continue
             if not any(known.startswith(name) for known in self.option_names):
-                near = difflib.get_close_matches(name[2:].lower(), flags, n=1, cutoff=0.6)
-                return f"unknown flag {name}{f'; did you mean --{near[0]}?' if near else ''}"
+                near = self._nearest_flag(name, cutoff=0.6)
+                return f"unknown flag {name}{f'; did you mean {near}?' if near else ''}"
         return None
 
     def error(self, message: str):
