@@ -47,6 +47,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ortholab.db import lease
 from ortholab.db.masking import mask_url
+from ortholab.db.reconnect import waits_for_the_server
 from ortholab.db.records import ArtifactRecord, MetricPoint, RunDetail, RunSummary
 from ortholab.db.schema import (
     MODES,
@@ -194,6 +195,8 @@ class Store:
         self.created = False  # whether opening it made the store (a new file or an empty database)
         self._engine = self._open()
         self._sessions = sessionmaker(self._engine, expire_on_commit=False)
+        # a writer to a server waits out its restart (db/reconnect.py); a reader fails at once, SQLite never waits
+        self.waits_for_restarts = access != "read" and self._engine.dialect.name != "sqlite"
 
     @property
     def url(self) -> str:
@@ -292,7 +295,8 @@ class Store:
             else:
                 creator = _sqlite_connector(path, read_only=self._access == "read" and not _can_write(path))
         try:
-            engine = create_engine(url, creator=creator) if creator else create_engine(url)
+            # a server's pooled connection is tested before use: one a restart ended is replaced, not failed on
+            engine = create_engine(url, creator=creator) if creator else create_engine(url, pool_pre_ping=not is_sqlite)
         except (ArgumentError, ImportError) as e:  # unknown dialect or driver not installed
             raise self._error(f"no database driver for it ({e})") from e
         if is_sqlite:
@@ -452,6 +456,7 @@ class Store:
             self._owners[run_id] = owner
         return run_id
 
+    @waits_for_the_server
     def acquire_run(self, run_id: int, owner: str) -> None:
         """Take the run's lease for `owner` (a resume): RunBusy, naming the holder, while another process holds it
         and is alive; a lease whose holder died on this machine, or which expired, is taken over."""
@@ -517,6 +522,7 @@ class Store:
         with self._session() as session:
             self._touch(session, run_id)
 
+    @waits_for_the_server
     def update_run(self, run_id: int, **fields: Any) -> None:
         """Set any of the run's columns (all but id), e.g. update_run(7, task='copy', parameter_count=1234)."""
         unknown = sorted(set(fields) - RUN_FIELDS)
@@ -531,6 +537,7 @@ class Store:
         with self._session() as session:
             self._touch(session, run_id, **fields)
 
+    @waits_for_the_server
     def log_params(self, run_id: int, params: Mapping[str, Any]) -> None:
         """Record hyperparameters under flattened dotted keys; a key logged again takes the new value."""
         rows = [
@@ -543,6 +550,7 @@ class Store:
                 session.execute(delete(Param).where(Param.run_id == run_id, Param.key.in_([r["key"] for r in rows])))
                 session.execute(insert(Param), rows)
 
+    @waits_for_the_server
     def log_metrics(
         self,
         run_id: int,
@@ -570,6 +578,7 @@ class Store:
             if rows:
                 _upsert_points(session, rows)
 
+    @waits_for_the_server
     def set_status(
         self, run_id: int, status: str, reason: str | None = None, *, clear_reason: bool = False, release: bool = False
     ) -> None:
@@ -586,6 +595,7 @@ class Store:
         if release:
             self._owners.pop(run_id, None)
 
+    @waits_for_the_server
     def truncate_run(self, run_id: int, from_step: int) -> int:
         """Delete the run's metric points and artifacts at steps >= from_step (steps about to be re-run after a
         resume); return how many points were deleted."""
@@ -628,6 +638,7 @@ class Store:
                 )
         return deleted.rowcount
 
+    @waits_for_the_server
     def watermark(self, run_id: int) -> dict[str, int]:
         """The ids of the run's newest metric point and artifact (0 for none): what a checkpoint written now
         follows. Rows are numbered in the order they are recorded."""
@@ -636,6 +647,7 @@ class Store:
             artifacts = session.scalar(select(func.max(Artifact.id)).where(Artifact.run_id == run_id))
         return {"metrics_upto": int(points or 0), "artifacts_upto": int(artifacts or 0)}
 
+    @waits_for_the_server
     def rewind_run(self, run_id: int, metrics_upto: int, artifacts_upto: int, step: int) -> int:
         """Forget what the run recorded after a checkpoint written at optimizer step `step` (a resume from it re-runs
         that): the points and artifacts at later steps, and those at `step` newer than the checkpoint's watermark.
@@ -661,6 +673,7 @@ class Store:
             )
         return deleted.rowcount
 
+    @waits_for_the_server
     def add_artifact(
         self,
         run_id: int,
@@ -705,6 +718,7 @@ class Store:
             rows = session.execute(_summary_query().order_by(Run.id.desc())).all()
         return [RunSummary(**_summary_fields(row._mapping)) for row in rows]
 
+    @waits_for_the_server
     def get_run(self, run_id: int) -> RunDetail:
         """One run with its config, params and host details; StoreError if there is no such run."""
         query = _summary_query(Run.config, Run.run_dir, Run.hostname, Run.world_size, Run.info)
