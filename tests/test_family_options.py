@@ -1,6 +1,7 @@
 """A family's options and each group's optimizer as the argument parser knows them: typed, defaulted, documented."""
 
 import inspect
+import os
 
 import pytest
 import yaml
@@ -129,3 +130,23 @@ def test_a_wrong_type_on_the_command_line_is_one_line_naming_the_key(tmp_path):
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert "model.family_args.rho: expected int | float, got 'abc'" in done.stderr
+
+
+def test_a_printed_config_pins_no_runs_folder_and_a_run_records_the_optimizers_it_ran_with(tmp_path):
+    """A config dumped with --print_config and trained later under another $ORTHOLAB_RUNS keeps its store and its
+    run folders together (the dump said `runs_dir: /old/runs` once); the run's stored config holds each group's
+    optimizer with its defaults, as its family options, so that two runs that trained alike compare alike."""
+    from ortholab.db import Store
+
+    dumped = ortholab("fit", "--config", DEMO, *TINY, "--print_config", cwd=tmp_path)
+    assert dumped.returncode == 0, dumped.stderr
+    assert yaml.safe_load(dumped.stdout)["runs_dir"] is None
+    (tmp_path / "mine.yaml").write_text(dumped.stdout)
+    elsewhere = tmp_path / "elsewhere"
+    done = ortholab("fit", "--config", "mine.yaml", cwd=tmp_path, env={**os.environ, "ORTHOLAB_RUNS": str(elsewhere)})
+    assert done.returncode == 0, done.stderr
+    store = Store(str(elsewhere / "ortholab.db"), access="read")
+    run = store.get_run(store.list_runs()[0].id)
+    assert run.run_dir.startswith(str(elsewhere)), run.run_dir
+    recurrent = run.config["model"]["optimizers"]["recurrent"]
+    assert recurrent == {"name": "rmsprop_tf", "lr": 1.0e-4, "decay": 0.9, "eps": 1.0e-10, "initial_accumulator": 1.0}

@@ -41,7 +41,7 @@ from ortholab.training.callbacks.checkpoint_io import AtomicCheckpointIO
 from ortholab.training.callbacks.last_checkpoint import LastCheckpoint
 from ortholab.training.callbacks.lifecycle import ContinueRun, GracefulInterrupt, StampCheckpoints
 from ortholab.training.cuda_graphs import check_graphs_config
-from ortholab.training.family_options import recorded_family_args
+from ortholab.training.family_options import recorded_family_args, with_resolved_options
 from ortholab.training.limits import check_model_limits, check_trainer_devices
 from ortholab.training.module import RecurrentModule
 from ortholab.training.precision import check_precision
@@ -71,6 +71,7 @@ class RecordConfig(SaveConfigCallback):
         if model.get("family"):  # every family option with the value it ran with, defaults included: a resume or a
             # side-by-side comparison does not depend on the defaults of the OrthoLab version that reads it
             model["family_args"] = recorded_family_args(model["family"], model.get("family_args"))
+            model["optimizers"] = with_resolved_options(model).get("optimizers")  # each group's, defaults filled
         for logger in trainer.loggers:
             if isinstance(logger, SQLLogger):
                 logger.log_config(config)
@@ -385,8 +386,8 @@ class OrthoLabCLI(LightningCLI):
         )
         parser.add_argument(
             "--runs_dir",
-            type=str,
-            default=str(runs_root()),
+            type=str | None,
+            default=None,  # resolved when used: a printed or stored config does not pin this machine's folder
             help="folder for run folders (checkpoints, config.yaml); default: $ORTHOLAB_RUNS, else ./runs",
         )
         parser.add_argument(
@@ -470,6 +471,10 @@ class OrthoLabCLI(LightningCLI):
             each.given_args = list(argv)  # the command line or which --config file has it
         super().parse_arguments(parser, args)
 
+    def _runs_dir(self) -> str:
+        """--runs_dir, else the runs root ($ORTHOLAB_RUNS, else ./runs) as this process finds it."""
+        return self._subconfig().runs_dir or str(runs_root())
+
     def _subconfig(self):
         return self.config[self.subcommand] if self.subcommand else self.config
 
@@ -505,7 +510,7 @@ class OrthoLabCLI(LightningCLI):
             store = Store(self._subconfig().db)  # fail now, before any training, if the store cannot be written
             if store.created:  # a first run, or a mistyped --db: either way the user sees where runs now go
                 print(f"New run store {mask_url(store.url)}: nothing was recorded there before.", flush=True)
-            _check_writable_folder(self._subconfig().runs_dir)
+            _check_writable_folder(self._runs_dir())
         seed_log = logging.getLogger(SEED_LOGGER)
         level = seed_log.level
         seed_log.setLevel(logging.WARNING)  # "Seed set to N" is said once the trainer is built (instantiate_trainer)
@@ -521,12 +526,12 @@ class OrthoLabCLI(LightningCLI):
             self.model.refuse_foreign_checkpoint(checkpoint)  # recorded (a refused resume changes nothing of it)
         place_cache = getattr(self.datamodule, "place_cache", None)
         if place_cache is not None:  # a relative cache_dir lies under the runs folder, not the current one
-            place_cache(config.runs_dir)
+            place_cache(self._runs_dir())
         check_data = getattr(self.datamodule, "check_data", None)
         if check_data is not None:  # a corpus not there: one line, and no failed run left behind
             check_data()
         if rank_zero_only.rank == 0 and self.subcommand == "fit":
-            check_free_space(config.runs_dir, self.model)  # before the run is recorded: a full disk is one line
+            check_free_space(self._runs_dir(), self.model)  # before the run is recorded: a full disk is one line
         note, swapped_name = getattr(self, "_task_swap", None) or (None, None)
         if note and rank_zero_only.rank == 0:  # once the task is built: a task refused says only why
             print(note, file=sys.stderr)
@@ -538,7 +543,7 @@ class OrthoLabCLI(LightningCLI):
         logger = SQLLogger(
             db_url=config.db,
             name=name,
-            root_dir=config.runs_dir,
+            root_dir=self._runs_dir(),
             stage=self.subcommand or "fit",
             run_id=resume,
             tags=config.tags,
