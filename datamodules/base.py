@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Sampler, TensorDataset
 
+from ortholab.datamodules.sharding import EvaluationShard
 from ortholab.datamodules.spec import TaskSpec
 from ortholab.errors import ConfigError
 
@@ -184,9 +185,15 @@ class TaskDataModule(pl.LightningDataModule):
     # leaves the metrics, means over every valid step of the split, unchanged
     evaluate_by_length = False
 
-    def _loader(self, split: str, batch_size: int, shuffle: bool, by_length: bool = False) -> DataLoader:
+    def _loader(
+        self, split: str, batch_size: int, shuffle: bool, by_length: bool = False, shard: bool = False
+    ) -> DataLoader:
         data = self.dataset(split)
         order = data.lengths.argsort(stable=True).tolist() if by_length and self.evaluate_by_length else None
+        world_size = getattr(self.trainer, "world_size", 1) if self.trainer is not None else 1
+        if shard and world_size > 1:  # each sequence on one process, none repeated (datamodules/sharding.py)
+            positions = order if order is not None else range(len(data))
+            order = EvaluationShard(positions, self.trainer.global_rank, world_size, split)
         return DataLoader(
             data,
             batch_size=batch_size,
@@ -228,11 +235,11 @@ class TaskDataModule(pl.LightningDataModule):
     test_every_validation = False
 
     def val_dataloader(self) -> DataLoader | list[DataLoader]:
-        val = self._loader("val", self.eval_batch_size, False, by_length=True)
+        val = self._loader("val", self.eval_batch_size, False, by_length=True, shard=True)
         return [val, self.test_dataloader()] if self.test_every_validation else val
 
     def test_dataloader(self) -> DataLoader:
-        return self._loader("test", self.eval_batch_size, False, by_length=True)
+        return self._loader("test", self.eval_batch_size, False, by_length=True, shard=True)
 
     predict_split = "test"  # set by `ortholab predict --predict_split` (training/callbacks/predictions.py)
 

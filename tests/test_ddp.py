@@ -31,6 +31,10 @@ def test_two_process_ddp_records_one_run_with_synced_metrics(tmp_path):
             "--config",
             DEMO,
             *TINY,
+            "--data.val_size",  # 7 over 2 processes: torch's DistributedSampler would evaluate one of them twice
+            "7",
+            "--data.eval_batch_size",
+            "3",
             "--db",
             db,
             "--trainer.devices",
@@ -61,18 +65,18 @@ def test_two_process_ddp_records_one_run_with_synced_metrics(tmp_path):
     w0, w1 = (torch.load(tmp_path / "ranks" / f"rank{r}.pt") for r in (0, 1))
     assert torch.equal(w0, w1)
 
-    # validation covers the whole split: the last val/loss equals a single-process evaluation of the final weights
+    # validation covers the whole split once: the last val/loss equals a single-process evaluation of the final weights
     checkpoint = Path(detail.run_dir) / "checkpoints" / "last.ckpt"
     module = RecurrentModule.load_from_checkpoint(checkpoint, weights_only=False)
-    task = CopyingTask(seq_len=5, train_size=40, batch_size=10, val_size=20, eval_batch_size=20)
+    task = CopyingTask(seq_len=5, train_size=40, batch_size=10, val_size=7, eval_batch_size=7)
     inputs, targets = task.make_split("val")
     with torch.no_grad():
         loss = module.objective.loss(module(inputs), targets)
     last_val = store.metric_series(run.id, "val/loss")[-1]
     assert torch.load(checkpoint, weights_only=False)["global_step"] == last_val.step
-    # float32: T = 25 steps through n = 8 units, a readout and a softmax over 9 symbols, the mean of 500 CE terms
+    # float32: T = 25 steps through n = 8 units, a readout and a softmax over 9 symbols, the mean of 175 CE terms
     # (split over two ranks there), relative to the loss
-    assert abs(last_val.value - loss.item()) < roundoff(torch.float32, 8 * 25 + 2 * 9 + 500, scale=loss.item())
+    assert abs(last_val.value - loss.item()) < roundoff(torch.float32, 8 * 25 + 2 * 9 + 175, scale=loss.item())
 
 
 def test_four_concurrent_runs_share_one_sqlite_file(tmp_path):
@@ -111,3 +115,18 @@ def test_four_concurrent_runs_share_one_sqlite_file(tmp_path):
         assert run.status == "finished"
         assert [p.step for p in store.metric_series(run.id, "train/loss")] == list(range(6))
         assert [p.step for p in store.metric_series(run.id, "val/loss")] == [3, 6]
+
+
+def test_an_evaluation_shard_gives_each_position_to_one_process_and_refuses_an_idle_one():
+    import pytest
+
+    from ortholab.datamodules.sharding import EvaluationShard
+    from ortholab.errors import ConfigError
+
+    order = [4, 0, 6, 2, 1, 5, 3]
+    shards = [list(EvaluationShard(order, rank, 3, "val")) for rank in range(3)]
+    assert sorted(sum(shards, [])) == list(range(7)) and [len(s) for s in shards] == [3, 2, 2]
+    assert [len(EvaluationShard(order, rank, 3, "val")) for rank in range(3)] == [3, 2, 2]
+    assert shards[0] == [4, 2, 3]  # the split's evaluation order (by length) is kept within a process
+    with pytest.raises(ConfigError, match="data.test_size 4 or more"):
+        EvaluationShard([0, 1, 2], 0, 4, "test")
