@@ -201,8 +201,9 @@ def test_resume_refuses_the_checkpoint_of_another_run_and_an_unreadable_one(tmp_
 @pytest.mark.parametrize(
     "flags,refusal",
     [
-        (["--data.class_path", "adding"], "the checkpoint was trained on task 'copying', this config's data is task"),
-        (["--model.hidden_size", "6"], "the checkpoint holds a model with model.hidden_size = 8"),
+        (["--data.class_path", "adding"], "--resume 1: the run's checkpoint was trained on task 'copying', this"),
+        (["--model.hidden_size", "6"], "--resume 1: the run's checkpoint holds a model with model.hidden_size = 8"),
+        (["--model.optimizers.other.name", "adam"], "group 'other' was trained with 'rmsprop_tf', its state cannot"),
     ],
 )
 def test_a_refused_resume_leaves_the_run_as_it_was_and_a_plain_resume_continues_it(tmp_path, capsys, flags, refusal):
@@ -217,7 +218,8 @@ def test_a_refused_resume_leaves_the_run_as_it_was_and_a_plain_resume_continues_
     points = Store(url).metric_series(1, "val/loss")
     with pytest.raises(SystemExit) as exit_info:
         main(["fit", "--resume", "1", *flags, "--trainer.max_steps", "8", *quiet])
-    assert exit_info.value.code == 2 and refusal in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert exit_info.value.code == 2 and refusal in said and "--ckpt_path" not in said, said  # none was given
     after = Store(url).get_run(1)
     fields = ("status", "task", "reason", "baseline", "config", "ended_at", "info")
     assert [getattr(after, f) for f in fields] == [getattr(before, f) for f in fields]

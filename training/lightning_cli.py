@@ -41,7 +41,7 @@ from ortholab.training.callbacks.checkpoint_io import AtomicCheckpointIO
 from ortholab.training.callbacks.last_checkpoint import LastCheckpoint
 from ortholab.training.callbacks.lifecycle import ContinueRun, GracefulInterrupt, StampCheckpoints
 from ortholab.training.cuda_graphs import check_graphs_config
-from ortholab.training.family_options import recorded_family_args, with_resolved_options
+from ortholab.training.family_options import recorded_family_args
 from ortholab.training.limits import check_model_limits, check_trainer_devices
 from ortholab.training.module import RecurrentModule
 from ortholab.training.precision import check_precision
@@ -71,7 +71,6 @@ class RecordConfig(SaveConfigCallback):
         if model.get("family"):  # every family option with the value it ran with, defaults included: a resume or a
             # side-by-side comparison does not depend on the defaults of the OrthoLab version that reads it
             model["family_args"] = recorded_family_args(model["family"], model.get("family_args"))
-            model["optimizers"] = with_resolved_options(model).get("optimizers")  # each group's, defaults filled
         for logger in trainer.loggers:
             if isinstance(logger, SQLLogger):
                 logger.log_config(config)
@@ -443,11 +442,13 @@ class OrthoLabCLI(LightningCLI):
             for key, default in (("family", None), ("hidden_size", None), ("num_layers", 1)):
                 theirs, ours = saved.get(key, default), model.get(key, default)
                 if theirs is not None and ours != "auto" and theirs != ours:
-                    raise ConfigError(
+                    refusal = (
                         f"--ckpt_path {path}: the checkpoint holds a model with model.{key} = {theirs!r}, the config "
                         f"builds model.{key} = {ours!r}; use the config the checkpoint was trained with (`ortholab "
                         f"fit --resume RUN_ID` reuses a run's own config) or a checkpoint of this model"
                     )
+                    resume = self.config[sub].get("resume")
+                    raise ConfigError(refusal if resume is None else _as_said_by_resume(refusal, resume))
         model = self.config[sub].model if path else None
         given = (
             {key: copy.deepcopy(model.get(key)) for key in getattr(self, "_command_line_model_keys", ())}
@@ -523,7 +524,12 @@ class OrthoLabCLI(LightningCLI):
         config = self._subconfig()
         checkpoint, self._checkpoint_to_check = getattr(self, "_checkpoint_to_check", None), None
         if checkpoint is not None:  # the model and task are built: refuse another's checkpoint before the run is
-            self.model.refuse_foreign_checkpoint(checkpoint)  # recorded (a refused resume changes nothing of it)
+            try:  # recorded (a refused resume changes nothing of it)
+                self.model.refuse_foreign_checkpoint(checkpoint)
+            except ConfigError as refused:
+                if config.resume is None:
+                    raise
+                raise ConfigError(_as_said_by_resume(str(refused), config.resume)) from None
         place_cache = getattr(self.datamodule, "place_cache", None)
         if place_cache is not None:  # a relative cache_dir lies under the runs folder, not the current one
             place_cache(self._runs_dir())
@@ -847,6 +853,16 @@ def check_run_name(name: str | None) -> None:
             f"script and punctuation, starting with a letter or digit, without spaces, control "
             f'characters or /\\<>:"|?*, at most 100 characters; e.g. --name {example}'
         )
+
+
+def _as_said_by_resume(message: str, run_id: int) -> str:
+    """A checkpoint's refusal worded for `fit --resume ID`, which reads the run's checkpoint itself (no --ckpt_path
+    was given) and whose flags, not its config, changed the model."""
+    message = re.sub(r"^--ckpt_path(?: .*?)?: the checkpoint", f"--resume {run_id}: the run's checkpoint", message)
+    return message.replace(
+        "(`ortholab fit --resume RUN_ID` reuses a run's own config)",
+        f"(`ortholab fit --resume {run_id}` without the flag that changes it)",
+    )
 
 
 def _check_writable_folder(folder: str) -> None:

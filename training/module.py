@@ -319,11 +319,17 @@ class RecurrentModule(pl.LightningModule):
                 f"--ckpt_path: the checkpoint was trained on task {theirs!r}, this config's data is "
                 f"task {self.spec.name!r}; give a checkpoint of this task or the matching data config"
             )
+        for name, _, old, new in self._optimizer_pairs(saved.get("optimizers"), checkpoint.get("optimizer_states")):
+            if old["name"] != new["name"]:
+                raise ConfigError(
+                    f"{self.optimizer_keys[name]}.name: the checkpoint's group {name!r} was trained with "
+                    f"{old['name']!r}, its state cannot continue as {new['name']!r}; keep {old['name']!r} or start a "
+                    f"new run"
+                )
 
-    def _changed_optimizer_options(self, saved: dict | None, states: list[dict]) -> None:
-        """A resume whose config changes an optimizer option (`fit --resume ID --model.optimizers.default.eps 1e-10`):
-        the new value goes into the optimizer state about to be restored, which would bring back the old one. Only
-        options the config changed: an lr a schedule lowered during training stays as restored."""
+    def _optimizer_pairs(self, saved: dict | None, states: list[dict] | None):
+        """(group, its saved optimizer state, the spec it was trained with, the spec this config gives) for each
+        built group; none where the checkpoint holds no optimizer, or a spec this version no longer reads."""
         if not saved or not states:
             return
         try:
@@ -332,13 +338,13 @@ class RecurrentModule(pl.LightningModule):
             return
         built = [name for name, params in self.parameter_groups().items() if params and name in self.optimizer_specs]
         for name, state in zip(built, states):  # configure_optimizers' order, the order Lightning saved them in
-            old, new = before[name], self.optimizer_specs[name]
-            if old["name"] != new["name"]:
-                raise ConfigError(
-                    f"{self.optimizer_keys[name]}.name: the checkpoint's group {name!r} was trained with "
-                    f"{old['name']!r}, its state cannot continue as {new['name']!r}; keep {old['name']!r} or start a "
-                    f"new run"
-                )
+            yield name, state, before[name], self.optimizer_specs[name]
+
+    def _changed_optimizer_options(self, saved: dict | None, states: list[dict]) -> None:
+        """A resume whose config changes an optimizer option (`fit --resume ID --model.optimizers.default.eps 1e-10`):
+        the new value goes into the optimizer state about to be restored, which would bring back the old one. Only
+        options the config changed: an lr a schedule lowered during training stays as restored."""
+        for _, state, old, new in self._optimizer_pairs(saved, states):  # another optimizer: refused before
             defaults = optimizer_defaults(new["name"])
             changed = {
                 key: value
