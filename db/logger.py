@@ -160,6 +160,17 @@ class SQLLogger(Logger):
         return legacy if os.path.abspath(legacy) == os.path.normpath(recorded) else recorded
 
     @property
+    def resumed(self) -> bool:
+        """Whether this logger continues a recorded run (`fit --resume ID`) rather than recording a new one."""
+        return self._resume_id is not None
+
+    @property
+    def run_name(self) -> str:
+        """The run's name as recorded (a resumed run's own name)."""
+        self.run_id  # noqa: B018 - a resume reads the recorded name when it takes the run
+        return self._name
+
+    @property
     def name(self) -> str:
         """The folder name the run folders of this name share (the run's name when it is a valid folder name)."""
         if self._folder is not None:

@@ -62,6 +62,9 @@ def test_fit_in_a_subprocess_records_a_run(tmp_path):
     assert "recorded in" in done.stdout and f"runs --db '{db}'`." in done.stdout  # the hint lists this store's runs
     assert "Best val/loss" in done.stdout and "No validation ran" not in done.stdout  # it validated at steps 3, 6
     assert f"New run store {db}: nothing was recorded there before." in done.stdout  # a mistyped --db is seen
+    lines = done.stdout.splitlines()  # the run is named before training: a log cut short still says which to resume
+    named = next(i for i, line in enumerate(lines) if line.startswith("Run 1 (copying_scornn) records in "))
+    assert named < next(i for i, line in enumerate(lines) if line.startswith("Best val/loss")) and db in lines[named]
 
     store = Store(db)
     (run,) = store.list_runs()

@@ -659,17 +659,28 @@ class OrthoLabCLI(LightningCLI):
             logger.mark_interrupted(reason)
         print(f"Interrupted by SIGINT: {said}", file=sys.stderr)
 
+    def before_fit(self) -> None:
+        """Name the run before training starts: a log cut short (SIGKILL, a closed terminal) still says which run
+        to resume."""
+        logger = self.trainer.loggers[0] if self.trainer.loggers else None
+        if not (rank_zero_only.rank == 0 and isinstance(logger, SQLLogger)):
+            return
+        run_id = logger.run_id  # the run row exists from here (a resume: the run it continues)
+        doing = "continues" if logger.resumed else "records"
+        print(f"Run {run_id} ({logger.run_name}) {doing} in {mask_url(logger.store.url)}; run folder {logger.log_dir}")
+
     def after_fit(self) -> None:
         interrupt = next((c for c in self.trainer.callbacks if isinstance(c, GracefulInterrupt)), None)
         if interrupt is None or interrupt.stopped_at is None:  # a stopped run validates once it goes on
             self._note_no_validation()
         self._print_record()
         if interrupt is not None and interrupt.stopped_at is not None:  # the shell's convention: 128 + the signal
-            where, said = db_flag(self.trainer.loggers[0].store.url)
-            print(
-                f"Interrupted by {interrupt.requested}; checkpoint saved, continue with "
-                f"`ortholab fit --resume {self.trainer.loggers[0].version}{where}`{said}."
-            )
+            if self.trainer.is_global_zero:  # the other ranks know no run id
+                where, said = db_flag(self.trainer.loggers[0].store.url)
+                print(
+                    f"Interrupted by {interrupt.requested}; checkpoint saved, continue with "
+                    f"`ortholab fit --resume {self.trainer.loggers[0].version}{where}`{said}."
+                )
             sys.exit(128 + int(getattr(signal, interrupt.requested)))
 
     def _note_no_validation(self) -> None:
@@ -684,9 +695,12 @@ class OrthoLabCLI(LightningCLI):
             every = trainer.check_val_every_n_epoch
             key = f"trainer.check_val_every_n_epoch = {every}" if every and every > 1 else None
             key = key or f"trainer.val_check_interval = {trainer.val_check_interval}"
+            sooner = f"a smaller --{key.split(' = ')[0]} validates sooner"
+            if isinstance(trainer.val_check_interval, float):  # a fraction of an epoch: steps are said with an int
+                sooner = "--trainer.val_check_interval K (an int: every K steps) validates sooner"
             print(
                 f"No validation ran in its {trainer.global_step} steps ({key}), so the run has no best value and no "
-                f"best checkpoint; a smaller --{key.split(' = ')[0]} validates sooner."
+                f"best checkpoint; {sooner}."
             )
 
     def after_validate(self) -> None:
