@@ -47,9 +47,10 @@ LAYOUTS = (  # (train, valid, test) file names looked for in data.path, in this 
     ("train.txt", "valid.txt", "test.txt"),
 )
 HOW_TO_OBTAIN = (
-    "Penn Treebank character data: ptb.char.*.txt of Mikolov's simple-examples archive "
-    "(http://www.fit.vutbr.cz/~imikolov/rnnlm/simple-examples.tgz, folder data/); any UTF-8 text "
-    "files work with file_format: plain"
+    "Penn Treebank: Mikolov's simple-examples archive (http://www.fit.vutbr.cz/~imikolov/rnnlm/simple-examples.tgz), "
+    "folder data/: ptb.train.txt, ptb.valid.txt, ptb.test.txt (file_format: plain, as the oRNN code reads them) or "
+    "ptb.char.*.txt (file_format: char: characters spaced, '_' for a space); any UTF-8 text files work with "
+    "file_format: plain"
 )
 SPLITS = ("train", "val", "test")
 FILE_KEYS = "data.train_file, data.val_file and data.test_file"
@@ -97,9 +98,15 @@ def find_single_file(path: str | None, given: dict[str, str | None]) -> dict[str
 
 
 def find_text_files(
-    path: str | None, train_file: str | None, val_file: str | None, test_file: str | None, single: bool = False
+    path: str | None,
+    train_file: str | None,
+    val_file: str | None,
+    test_file: str | None,
+    single: bool = False,
+    file_format: str = "auto",
 ) -> dict[str, Path]:
-    """The train / val / test files: given one by one, found in the folder `path`, or (`single`) `path` itself."""
+    """The train / val / test files: given one by one, found in the folder `path`, or (`single`) `path` itself. A
+    folder is searched in LAYOUTS' order; for file_format 'plain' the spaced ptb.char.* files are never taken."""
     given = {"train": train_file, "val": val_file, "test": test_file}
     if single:
         return find_single_file(path, given)
@@ -127,9 +134,17 @@ def find_text_files(
                 f"train/valid/test text files, the three files as {FILE_KEYS}, or one file with "
                 f"{SPLIT_EXAMPLE}. {HOW_TO_OBTAIN}"
             )
-        names = next((names for names in LAYOUTS if all((folder / n).is_file() for n in names)), None)
+        layouts = [names for names in LAYOUTS if file_format != "plain" or ".char." not in names[0]]
+        names = next((names for names in layouts if all((folder / n).is_file() for n in names)), None)
+        if names is None and file_format == "plain" and all((folder / n).is_file() for n in LAYOUTS[0]):
+            raise ConfigError(  # read as plain text, the spaced files are another task (another vocabulary, baseline)
+                f"data.path = {path!r} holds ptb.char.*.txt (characters spaced, '_' for a space), but "
+                f"data.file_format is plain, which reads ptb.train.txt, ptb.valid.txt and ptb.test.txt of the same "
+                f"archive: put those there, or set data.file_format: char to train on the spaced files (another "
+                f"task than this config's)"
+            )
         if names is None:
-            expected = "; ".join(", ".join(names) for names in LAYOUTS)
+            expected = "; ".join(", ".join(names) for names in layouts)
             raise ConfigError(
                 f"data.path = {path!r} holds none of the usual file sets ({expected}); give the files "
                 f"with {FILE_KEYS}. {HOW_TO_OBTAIN}"
@@ -231,7 +246,9 @@ class CharText(GatheredTaskDataModule):
         self.layout = layout
         self.fractions = None if split is None else check_fractions(split)
         # the vocabulary needs the data now
-        self.files = find_text_files(path, train_file, val_file, test_file, single=self.fractions is not None)
+        self.files = find_text_files(
+            path, train_file, val_file, test_file, single=self.fractions is not None, file_format=file_format
+        )
         if file_format == "auto":
             file_format = "char" if ".char." in self.files["train"].name else "plain"
         self.file_format = file_format

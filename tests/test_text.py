@@ -45,6 +45,22 @@ def test_char_format_reads_as_the_plain_text(tmp_path):
         assert torch.equal(char.ids[split], plain.ids[split])
 
 
+def test_plain_format_never_takes_the_spaced_files_and_refuses_a_folder_of_only_them(tmp_path):
+    """The oRNN configs read ptb.*.txt as plain text; the spaced ptb.char.*.txt read as plain are another task
+    (another vocabulary and baseline), which a folder holding both, or only them, once trained in silence."""
+    from ortholab.errors import ConfigError
+
+    chars = ("ptb.char.train.txt", "ptb.char.valid.txt", "ptb.char.test.txt")
+    both = write_text_set(tmp_path / "both", TRAIN, VALID, TEST, names=chars, char_format=True)
+    write_text_set(both, TRAIN, VALID, TEST, names=("ptb.train.txt", "ptb.valid.txt", "ptb.test.txt"))
+    task = CharText(path=str(both), seq_len=4, file_format="plain")
+    assert task.files["train"].name == "ptb.train.txt" and "_" not in task.vocabulary.symbols
+    assert CharText(path=str(both), seq_len=4).files["train"].name == "ptb.char.train.txt"  # auto: as before
+    only_spaced = write_text_set(tmp_path / "spaced", TRAIN, VALID, TEST, names=chars, char_format=True)
+    with pytest.raises(ConfigError, match="holds ptb.char.*but data.file_format is plain, which reads ptb.train.txt"):
+        CharText(path=str(only_spaced), seq_len=4, file_format="plain")
+
+
 @pytest.mark.parametrize("shift", [1, 5])
 def test_windows_predict_shift_steps_ahead(tmp_path, shift):
     task = CharText(path=str(write_text_set(tmp_path, TRAIN, VALID, TEST)), seq_len=7, shift=shift, batch_size=3)
