@@ -958,7 +958,7 @@ def test_a_row_stopped_by_sigterm_says_how_to_continue_it_and_other_exits_say_fa
 
     row = PaperRow("scornn_figure1", "copying-T1000_fcurnn_n128", "copying", "fcurnn", "val/loss", "min", 1.0)
     stopped = fit_failed("paper:x (seed 1)", 143, row)
-    assert stopped.state == "failed" and stopped.line == (
+    assert stopped.state == "stopped" and stopped.line == (
         "paper:x (seed 1): fit stopped by SIGTERM with a checkpoint; continue it with "
         "`ortholab reproduce scornn_figure1 --resume --rows copying-T1000_fcurnn_n128`"
     )
@@ -1186,3 +1186,15 @@ def test_an_estimate_reads_and_keeps_the_feature_cache_real_runs_share(tmp_path,
     config.write_text("data:\n  init_args: {cache_dir: /abs/cache}\n")  # an absolute one is left as it is
     estimate_row(row, config, [], lambda args, db: given.append(args) or 1)
     assert "--data.cache_dir" not in given[-1]
+
+
+def test_a_row_stopped_by_a_signal_is_counted_stopped_not_failed():
+    """A fit stopped by Ctrl-C or SIGTERM wrote its checkpoint and `--resume` continues it: the summary scripts read
+    says so apart from a failure (the exit code is still 1: the row is not done)."""
+    from ortholab.cli.reproduce import Outcome, fit_failed, summary
+
+    row = published.PaperRow("scornn_figure1", "copying-T1000_fcurnn_n128", "copying", "fcurnn", "val/loss", "min", 1.0)
+    assert fit_failed("row", 130, row).state == "stopped" and fit_failed("row", 1, row).state == "failed"
+    outcomes = [Outcome("a"), Outcome("b", "stopped"), Outcome("c", "skipped")]
+    assert summary(outcomes) == "reproduce: 1 done, 0 failed, 1 skipped, 1 stopped"
+    assert summary(outcomes[:1]) == "reproduce: 1 done, 0 failed, 0 skipped"  # the line as it always was

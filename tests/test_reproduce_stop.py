@@ -107,7 +107,7 @@ def test_a_stopped_reproduce_stops_its_fit_with_a_checkpoint_and_starts_no_other
     assert lines[-2:] == [
         f"reproduce: stopped by {said}; the same command again goes on from there (a stopped run continues from "
         "its checkpoint)",
-        "reproduce: 0 done, 1 failed, 1 skipped",
+        "reproduce: 0 done, 0 failed, 1 skipped, 1 stopped",  # stopped with a checkpoint: not failed
     ], out
     assert (
         f"paper:toy_figure1/copy_T5_scornn (seed 5544): fit stopped by {said} with a checkpoint; continue it with "
@@ -137,7 +137,7 @@ def test_a_stopped_estimate_stops_its_timing_run_and_says_which_rows_were_not_ti
     assert_ended_whole(process, code, out, err)
     assert f"paper:toy_figure1/copy_T5_scornn: not timed, the estimate was stopped ({said})" in out + err
     assert out.strip().splitlines()[-2:] == [
-        f"reproduce: stopped by {said}; the same command again goes on from there",
+        f"reproduce: stopped by {said}; the rows not timed are marked above",
         "reproduce: 0 timed, 0 failed, 1 skipped",
     ], out
     assert not _timing_stores(tmp_path)  # its scratch folder went with it

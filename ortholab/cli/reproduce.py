@@ -74,7 +74,8 @@ GENERATED_TASKS = (
 
 @dataclass(frozen=True)
 class Outcome:
-    """What became of one row (and seed): its line, and whether it is done, failed or skipped."""
+    """What became of one row (and seed): its line, and whether it is done, failed, stopped (by a signal, with a
+    checkpoint: --resume continues it) or skipped."""
 
     line: str
     state: str = "done"
@@ -167,8 +168,8 @@ def run(args, extra: list[str]) -> None:
         stale_after_s = args.stale_minutes * 60
         with children.stopping_gracefully():
             outcomes = resume_unfinished(args.db, stale_after_s, extra, args.workers, rows, args.table, seeds, scale)
-            if seeds is not None and any(o.state == "failed" for o in outcomes):
-                print("--seeds: no new seed started, a resumed run failed", flush=True)
+            if seeds is not None and any(o.state in ("failed", "stopped") for o in outcomes):
+                print("--seeds: no new seed started, a resumed run failed or was stopped", flush=True)
             elif seeds is not None and not children.stopped_by():  # the seeds with no run yet, as --seeds alone would
                 resumed = {o.resumed for o in outcomes}
                 outcomes += reproduce(args.table, rows, args.scale, args.db, extra, args.workers, seeds, skip=resumed)
@@ -212,21 +213,23 @@ def finish_reproduce(outcomes: list[Outcome], after_a_stop: str = AFTER_A_STOP, 
     """The summary line last; exit 1 when a row failed (0 when every row is done or skipped), 128 + the signal when
     Ctrl-C or SIGTERM stopped the command (130, 143)."""
     if stopped := children.stopped_by():
-        print(
-            f"reproduce: stopped by {children.stop_name()}; the same command again goes on from there{after_a_stop}",
-            flush=True,
+        goes_on = (
+            "the rows not timed are marked above" if done == "timed" else "the same command again goes on from there"
         )
+        print(f"reproduce: stopped by {children.stop_name()}; {goes_on}{after_a_stop}", flush=True)
     print(summary(outcomes, done=done), flush=True)
     if stopped:
         raise SystemExit(128 + stopped)
-    if any(o.state == "failed" for o in outcomes):
+    if any(o.state in ("failed", "stopped") for o in outcomes):  # a stopped row is not done either
         raise SystemExit(1)
 
 
 def summary(outcomes: list[Outcome], what: str = "reproduce", done: str = "done") -> str:
-    """The last line a script reads: 'reproduce: 3 done, 1 failed, 0 skipped' ('3 timed' for --estimate)."""
-    counts = {state: sum(o.state == state for o in outcomes) for state in ("done", "failed", "skipped")}
-    return f"{what}: {counts['done']} {done}, {counts['failed']} failed, {counts['skipped']} skipped"
+    """The last line a script reads: 'reproduce: 3 done, 1 failed, 0 skipped' ('3 timed' for --estimate), and ', 1
+    stopped' where a row's fit was stopped by a signal (with a checkpoint: not failed, not done)."""
+    counts = {state: sum(o.state == state for o in outcomes) for state in ("done", "failed", "skipped", "stopped")}
+    line = f"{what}: {counts['done']} {done}, {counts['failed']} failed, {counts['skipped']} skipped"
+    return line + (f", {counts['stopped']} stopped" if counts["stopped"] else "")
 
 
 MAX_SEED_COUNT = 20  # --seeds N: N runs per row; a larger number is taken for a seed given without its comma
@@ -431,7 +434,7 @@ def fit_failed(label: str, code: int, row: PaperRow, what: str = "fit") -> Outco
         return Outcome(
             f"{label}: {what} stopped by {stops[code]} with a checkpoint; continue it with "
             f"`ortholab reproduce {row.table} --resume --rows {row.row}`",
-            "failed",
+            "stopped",
         )
     return Outcome(f"{label}: {what} failed ({exit_reason(code)})", "failed")
 
@@ -532,7 +535,9 @@ def evaluate_row(
             return not_started(label, f"run {run.id} trained, its audio evaluation not started")
         if code:
             return Outcome(f"{label}: run {run.id} trained; audio evaluation failed ({exit_reason(code)})", "failed")
-    return Outcome(f"{label}: run {run.id} {run.status}", "done" if run.status == "finished" else "failed")
+    return Outcome(
+        f"{label}: run {run.id} {run.status}", {"finished": "done", "interrupted": "stopped"}.get(run.status, "failed")
+    )
 
 
 def unfinished_runs(store: Store, stale_after_s: float) -> list[tuple[PaperRow, object]]:
