@@ -5,6 +5,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import torch
+from tolerances import roundoff
+
 LIBRARY = Path(__file__).resolve().parents[1] / "docs" / "library.md"
 
 
@@ -21,6 +24,7 @@ def test_the_library_page_has_an_example_of_each_part():
         "frames.metrics(",
         "frames.artifacts(",
         "fit(config",
+        "RecurrentModule.load_from_checkpoint(",
     ):
         assert part in code, f"docs/library.md has no example of {part}"
 
@@ -35,3 +39,8 @@ def test_the_library_page_examples_run(tmp_path):
     printed = done.stdout.splitlines()
     assert printed[1] == "True", printed[:3]  # the two halves with h_n passed on equal the whole sequence
     assert "shorter" in done.stdout  # the second fit's run, read back from the store by name
+    shape, loaded = printed[-2].rsplit(" ", 1)
+    assert shape == "(20, 28, 9)", printed[-2:]  # val_size sequences of T = 8 + 20 steps over 9 symbols
+    # float32: the loaded model's val/loss is the recorded one (the same weights and sequences; a mean of 20 * 28
+    # cross-entropies through n = 6 units, 28 steps), to round-off relative to the loss
+    assert abs(float(loaded) - float(printed[-1])) < roundoff(torch.float32, 6 * 28 + 20 * 28, scale=float(loaded))
