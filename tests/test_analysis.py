@@ -176,3 +176,29 @@ def test_an_overflowing_update_from_the_cli_is_one_message_a_failed_run_and_fini
     checkpoint = torch.load(os.path.join(run_dir, "checkpoints", "nan-step0.ckpt"), weights_only=False)
     weights = [t for t in checkpoint["state_dict"].values() if t.is_floating_point()]
     assert weights and all(t.isfinite().all() for t in weights)
+
+
+def test_an_epoch_trained_in_part_records_no_epoch_time():
+    """`time/epoch_s` is an epoch's training time: an epoch a resume joined midway (or max_steps cut short, or a
+    resume at the very end of one) records none, where it once recorded the part's time (0.0 at a finished run's
+    end), which the timing tables would read as an epoch's."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from ortholab.training.callbacks.timing import Timing
+
+    recorded = []
+    logger = SimpleNamespace(log_metrics=lambda metrics, step: recorded.append((step, dict(metrics))))
+    trainer = SimpleNamespace(
+        is_global_zero=True, loggers=[logger], current_epoch=0, global_step=0, num_training_batches=4
+    )
+    timing, batch = Timing(every_n_steps=None), (torch.zeros(2, 3),)
+    for batches in (4, 3, 0):  # a whole epoch; one a resume joined after its first batch; one resumed at its end
+        timing.on_train_epoch_start(trainer, None)
+        for _ in range(batches):
+            timing.on_train_batch_start(trainer, None, batch, 0)
+            trainer.global_step += 1
+            timing.on_train_batch_end(trainer, None, None, batch, 0)
+        timing.on_train_epoch_end(trainer, None)
+    assert [step for step, metrics in recorded if "time/epoch_s" in metrics] == [4]

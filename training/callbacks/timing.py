@@ -32,7 +32,8 @@ def peak_memory_mb(device: torch.device) -> float:
 
 class Timing(Callback):
     """Every `every_n_steps` steps: `time/step_s` (mean since the last record) and `time/samples_per_s`;
-    at each epoch's end `time/epoch_s`; with each record `memory/peak_mb` (MiB: the
+    at the end of each epoch this process trained whole `time/epoch_s` (none for an epoch a resume joined midway or
+    max_steps cut short: its time would be part of an epoch's); with each record `memory/peak_mb` (MiB: the
     CUDA peak allocated on a GPU, else the process peak resident memory). Validation time is excluded."""
 
     def __init__(self, every_n_steps: int | None = 50):
@@ -40,9 +41,10 @@ class Timing(Callback):
         self._since = self._epoch_start = 0.0
         self._steps = self._samples = 0
         self._epoch_train_s = 0.0
+        self._epoch_batches = 0
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
-        self._epoch_train_s = 0.0
+        self._epoch_train_s, self._epoch_batches = 0.0, 0
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         self._start = time.perf_counter()
@@ -51,6 +53,7 @@ class Timing(Callback):
         elapsed = time.perf_counter() - self._start
         self._since += elapsed
         self._epoch_train_s += elapsed
+        self._epoch_batches += 1
         self._steps += 1
         self._samples += int(batch[0].shape[0])
         if is_due(trainer.global_step, self.every_n_steps):
@@ -66,4 +69,6 @@ class Timing(Callback):
             self._since, self._steps, self._samples = 0.0, 0, 0
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
+        if self._epoch_batches < trainer.num_training_batches != float("inf"):  # (an iterable's epoch: no count)
+            return
         record_metrics(trainer, {"time/epoch_s": self._epoch_train_s}, trainer.global_step)
