@@ -344,6 +344,12 @@ class SQLLogger(Logger):
         self._resume = None
         if settings := provenance.changed_settings(entry):  # the flags took effect: say so where the user looks
             rank_zero_info(f"Run {self.run_id} goes on from step {step} with {settings}")
+        if task_keys := [key for key in entry.get("changed", {}) if changes_the_data(key)]:
+            rank_zero_warn(  # a curriculum may mean it; a summary that mixes two tasks must not come by surprise
+                f"Run {self.run_id}'s data changes at step {step} ({', '.join(task_keys)}): its points before and "
+                f"after are of different data, and its best value and baseline mix the two; a new run from the "
+                f"checkpoint (`ortholab fit --config CONFIG --ckpt_path CHECKPOINT`) keeps them apart."
+            )
 
     @rank_zero_only
     def mark_interrupted(self, reason: str) -> None:
@@ -377,6 +383,14 @@ class SQLLogger(Logger):
 
 
 NOT_SETTINGS = ("ckpt_path", "db")  # where a resume reads from and writes to, not how the run trains
+SAME_DATA = ("path", "num_workers", "batch_size", "eval_batch_size")  # data keys that leave the sequences as they are
+
+
+def changes_the_data(key: str) -> bool:
+    """Whether a changed config key makes other sequences (data.init_args.seq_len), not where or how fast they are
+    read (data.init_args.path, a *_file or *_dir, num_workers, batch sizes)."""
+    parts = key.split(".")
+    return parts[0] == "data" and parts[-1] not in SAME_DATA and not parts[-1].endswith(("_file", "_dir"))
 
 
 def config_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, list[Any]]:

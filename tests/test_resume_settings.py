@@ -45,3 +45,28 @@ def test_switching_the_optimizer_on_a_resume_is_refused_naming_the_key():
     checkpoint = _checkpoint(_module(SAVED), lr_now=1e-3)
     with pytest.raises(ConfigError, match=r"model\.optimizers\.default\.name: .* trained with 'rmsprop_tf'"):
         module.on_load_checkpoint(checkpoint)
+
+
+def test_a_resume_that_changes_the_data_warns_that_the_runs_summary_mixes_two_settings(tmp_path):
+    from ortholab.db import SQLLogger
+    from ortholab.db.logger import changes_the_data
+
+    assert changes_the_data("data.init_args.seq_len") and changes_the_data("data.class_path")
+    for same in (
+        "data.init_args.path",
+        "data.init_args.train_file",
+        "data.init_args.cache_dir",
+        "data.init_args.num_workers",
+        "data.init_args.batch_size",
+        "model.hidden_size",
+    ):
+        assert not changes_the_data(same), same
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    first = SQLLogger(db_url=url, root_dir=str(tmp_path / "runs"))
+    first.log_config({"data": {"init_args": {"seq_len": 100, "num_workers": 0}}})
+    first.finalize("success")
+    resumed = SQLLogger(db_url=url, root_dir=str(tmp_path / "runs"), run_id=first.run_id)
+    resumed.log_config({"data": {"init_args": {"seq_len": 50, "num_workers": 2}}})
+    with pytest.warns(UserWarning, match=r"Run 1's data changes at step 3 \(data.init_args.seq_len\): its points"):
+        resumed.continue_from(3)
+    resumed.finalize("success")
