@@ -19,6 +19,7 @@ from ortholab.app.wav import decode_wav, spectrogram
 from ortholab.db import ArtifactRecord, RunDetail, RunSummary, Store, default_db_url, published
 from ortholab.db.artifacts import array_from_bytes
 from ortholab.db.progress import run_progress
+from ortholab.training.family_options import with_optimizer_defaults
 
 RUNS_TTL_S = 2.0
 
@@ -168,8 +169,8 @@ class Reader:
     def fields(self, run_id: int) -> dict:
         """What runs are compared and grouped by: family, task and every param."""
         run = self._by_id[run_id]
-        params = {k: v for k, v in self.params(run_id).items() if k != "model.family"}  # the same as family
-        return {"family": run.family, "task": run.task, **params}
+        params = {k: v for k, v in with_optimizer_defaults(self.params(run_id)).items() if k != "model.family"}
+        return {"family": run.family, "task": run.task, **params}  # (model.family: the same as family)
 
     def _versions(self, run_ids: list[int]) -> tuple[tuple[int, str], ...]:
         return tuple((i, self._version(i)) for i in run_ids)

@@ -14,6 +14,7 @@ from ortholab.db import ArtifactRecord, RunDetail, RunSummary
 from ortholab.db.lease import silence
 from ortholab.db.progress import duration, steps_of_plan
 from ortholab.db.published import PaperTable
+from ortholab.training.family_options import with_optimizer_defaults
 
 RUN_COLUMNS = [
     "id",
@@ -256,17 +257,27 @@ def _short(value: Any) -> str | None:
     return f"{value:.6g}" if isinstance(value, float) else display_value(value)
 
 
+BY_DEFAULT = " (default)"  # after an optimizer option the run's config left out, shown with the value it took
+
+
 def params_compare_frame(details: Sequence[RunDetail], *, only_differing: bool) -> pd.DataFrame:
     """Params (dotted keys) as rows, one column per run, values as display strings, plus a boolean column
-    'differs'. A key that a run lacks shows ABSENT and counts as a difference."""
+    'differs'. An optimizer option the run's config left out shows the default it took (marked BY_DEFAULT, equal
+    to the same value given); any other key that a run lacks shows ABSENT and counts as a difference."""
     labels = [run_label(d) for d in details]
-    keys = sorted(set().union(*(d.params for d in details))) if details else []
+    filled = [with_optimizer_defaults(d.params) for d in details]
+    keys = sorted(set().union(*filled)) if details else []
+    values = {
+        label: [display_value(f[k]) if k in f else ABSENT for k in keys]
+        for label, f in zip(labels, filled, strict=True)
+    }
+    differs = pd.DataFrame(values, index=keys, columns=labels).nunique(axis=1) > 1 if labels else []
     data = {
-        label: [display_value(d.params[k]) if k in d.params else ABSENT for k in keys]
+        label: [v + BY_DEFAULT if k not in d.params and v != ABSENT else v for k, v in zip(keys, values[label])]
         for label, d in zip(labels, details, strict=True)
     }
     frame = pd.DataFrame(data, index=pd.Index(keys, name="param"), columns=labels)
-    frame["differs"] = frame[labels].nunique(axis=1) > 1 if labels else []
+    frame["differs"] = pd.Series(list(differs), index=frame.index, dtype=bool)  # bool even when empty: a mask
     return frame[frame["differs"]] if only_differing else frame
 
 

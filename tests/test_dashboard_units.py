@@ -19,6 +19,7 @@ from ortholab.app.smoothing import debiased_ema, thin
 from ortholab.app.snapshots import at_step, by_step, no_snapshot_note, steps_of
 from ortholab.app.tables import (
     ABSENT,
+    BY_DEFAULT,
     filter_runs,
     merge_selection,
     parameter_groups_frame,
@@ -237,6 +238,21 @@ def test_params_compare_shows_differences_and_absent_keys():
     assert differing.loc["tags"].tolist()[:2] == [ABSENT, '["x"]']
     everything = params_compare_frame(runs, only_differing=False)
     assert not everything.loc["seed", "differs"] and everything.loc["lr", "differs"]
+
+
+def test_an_optimizer_option_left_to_its_default_compares_equal_to_the_same_value_given():
+    """Walk-through 5: a run of the demo config (lr only) and one of its `--print_config` copy (every option) were
+    shown as differing in decay, eps and initial_accumulator, though both trained with the same values."""
+    short = {"model.optimizers.other.name": "rmsprop_tf", "model.optimizers.other.lr": 0.001}
+    spelt = {**short, "model.optimizers.other.decay": 0.9, "model.optimizers.other.eps": 1e-10}
+    spelt["model.optimizers.other.initial_accumulator"] = 1.0
+    runs = [detail(1, short), detail(2, spelt)]
+    assert params_compare_frame(runs, only_differing=True).empty
+    everything = params_compare_frame(runs, only_differing=False)
+    assert everything.loc["model.optimizers.other.decay"].tolist()[:2] == ["0.9" + BY_DEFAULT, "0.9"]
+    other = {**spelt, "model.optimizers.other.decay": 0.95}
+    differing = params_compare_frame([detail(1, short), detail(3, other)], only_differing=True)
+    assert list(differing.index) == ["model.optimizers.other.decay"]  # a value another than the default still shows
 
 
 def test_baselines_apply_to_the_main_metrics_quantity():

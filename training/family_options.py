@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import re
 import shutil
 import textwrap
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -186,3 +188,19 @@ def with_resolved_options(model: dict[str, Any]) -> dict[str, Any]:
     except (ConfigError, KeyError, TypeError, ValueError):
         return model
     return model | {"family_args": family_args, "optimizers": optimizers}
+
+
+OPTIMIZER_NAME = re.compile(r"(model\.optimizers\.[^.]+)\.name")  # a group's optimizer among a run's dotted params
+
+
+def with_optimizer_defaults(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's params with each optimizer option its config left out filled in with the optimizer's default: a config
+    that names only `lr` and one that lists every option (a `--print_config` copy) trained alike and compare alike."""
+    from ortholab.models.optimizers import OPTIMIZERS, optimizer_defaults
+
+    filled = dict(params)
+    for key, name in params.items():
+        if (group := OPTIMIZER_NAME.fullmatch(key)) and isinstance(name, str) and name in OPTIMIZERS:
+            for option, value in optimizer_defaults(name).items():
+                filled.setdefault(f"{group[1]}.{option}", value)
+    return filled
