@@ -10,16 +10,27 @@ from ortholab.app.tables import merge_selection
 from ortholab.db import RunSummary
 
 SELECTED = "run"  # session-state key and URL query parameter
+NOT_HERE = "runs_not_in_store"  # the address's run ids this store lacks, warned about once
 
 
 def sidebar_selection(runs: list[RunSummary]) -> list[int]:
     """Draw the selection widget and return the selected run ids. A new session starts from the URL's
-    ?run= ids when given, else with the newest run; runs no longer in the store drop out."""
+    ?run= ids when given (ids this store lacks are named in a warning), else with the newest run that trained (not
+    a predict run); runs no longer in the store drop out."""
     labels = {run.id: run_label(run) for run in runs}
     if SELECTED not in st.session_state:
-        from_url = [int(v) for v in st.query_params.get_all(SELECTED) if v.isdigit()]
-        st.session_state[SELECTED] = from_url if from_url else [run.id for run in runs[:1]]
+        given = st.query_params.get_all(SELECTED)
+        from_url = [int(v) for v in given if v.isdigit()]
+        if unknown := [v for v in given if not v.isdigit() or int(v) not in labels]:  # said once, below
+            st.session_state[NOT_HERE] = unknown
+        trained = [run.id for run in runs if run.stage != "predict"]  # a predict run has no curves to show
+        st.session_state[SELECTED] = from_url if from_url else (trained or [run.id for run in runs])[:1]
     st.session_state[SELECTED] = [i for i in st.session_state[SELECTED] if i in labels]
+    if unknown := st.session_state.pop(NOT_HERE, None):
+        st.sidebar.warning(
+            f"The address names run{'s' * (len(unknown) > 1)} {', '.join(unknown)}, which this store does not hold: "
+            f"a link from another store? `ortholab dashboard --db STORE` opens that one."
+        )
     chosen = st.sidebar.multiselect(
         "Selected runs",
         list(labels),

@@ -242,6 +242,28 @@ def test_curves_notes_for_missing_metrics_and_empty_selections(lab, monkeypatch)
     assert any("No runs selected" in n for n in notes(open_page(store, monkeypatch, "curves", [])))
 
 
+def test_an_address_naming_runs_this_store_lacks_says_so_and_a_first_visit_skips_predict_runs(tmp_path, monkeypatch):
+    """Walk-through 5: `/curves?run=99` dropped run 99 and said only "No runs selected"; a first visit after `predict`
+    selected the predict run, which has no curves."""
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    trained = store.create_run(name="trained")
+    store.log_metrics(trained, {"train/loss": 1.0}, step=0)
+    store.create_run(name="predictions", stage="predict")
+    monkeypatch.setenv("ORTHOLAB_DB", store.url)
+    at = AppTest.from_file(APP_MAIN, default_timeout=60)
+    at.query_params["run"] = [str(trained), "99"]
+    rerun(at)
+    assert at.session_state["run"] == [trained]
+    (warning,) = [w.value for w in at.sidebar.warning]
+    assert warning.startswith("The address names run 99, which this store does not hold"), warning
+    first = AppTest.from_file(APP_MAIN, default_timeout=60)
+    rerun(first)
+    assert first.session_state["run"] == [trained] and not first.sidebar.warning  # not the newer predict run
+    assert "The selected runs are predict runs: they record predictions (a file), no metric points." in notes(
+        open_page(store, monkeypatch, "curves", [trained + 1])
+    )
+
+
 def test_curves_of_a_live_run_pick_up_new_points(tmp_path, monkeypatch):
     from ortholab.app import data
 

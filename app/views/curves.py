@@ -35,7 +35,10 @@ reader, runs = selected_runs_page("Curves")
 
 every_key = {key for run in runs for key in reader.metric_keys(run.id)}
 if not every_key:
-    st.info("The selected runs have no metric points yet.")
+    if all(run.stage == "predict" for run in runs):  # they never will: predictions are a file, not curves
+        st.info("The selected runs are predict runs: they record predictions (a file), no metric points.")
+    else:
+        st.info("The selected runs have no metric points yet.")
     st.stop()
 main_keys, per_clip = split_per_clip(every_key)
 

@@ -68,7 +68,11 @@ st.header("Hidden-state trajectory of the probe sequence")
 trajectories = {run.id: by_step(reader.artifacts(run.id, HIDDEN_TRAJECTORY)) for run in runs}
 with_states = [run for run in runs if trajectories[run.id]]
 if not with_states:
-    st.info("No selected run records hidden-state trajectories ('hidden_trajectory' snapshots).")
+    st.info(
+        "No selected run records hidden-state trajectories ('hidden_trajectory' snapshots): they are off by default; "
+        "`--trainer.callbacks+=training.callbacks.HiddenTrajectory --trainer.callbacks.steps '[0, 1000]'` records "
+        "them at those steps."
+    )
 else:
     run_col, step_col = st.columns(2)
     choices = [r.id for r in with_states]
