@@ -88,10 +88,14 @@ def log_ticks(low: float, high: float, length_px: float = AXIS_PX) -> tuple[list
 
 
 def log_axis_layout(scale: LogScale) -> dict:
-    """Plotly axis settings: type log, the range of the values (from the floor when values sit there), explicit
-    full-value ticks; the floor's tick reads '0' when values <= 0 are drawn there."""
+    """Plotly axis settings: type log, the range of the values (from the floor when values sit there; widened to
+    the enclosing decades where it would show fewer than two ticks, e.g. one value), explicit full-value ticks; the
+    floor's tick reads '0' when values <= 0 are drawn there."""
     low, high = scale.low, max(scale.top, scale.low * 1.0001)
     values, texts = log_ticks(low, high)
+    if len(values) < 2:  # a single value, or values within a decade that holds no tick: the enclosing decades
+        low, high = 10.0 ** math.floor(math.log10(low)), 10.0 ** (math.floor(math.log10(high)) + 1)
+        values, texts = log_ticks(low, high)
     if scale.at_floor:  # the floor's tick stands for the values drawn there
         kept = [(v, t) for v, t in zip(values, texts, strict=True) if v > scale.floor]
         values, texts = [scale.floor, *(v for v, _ in kept)], ["0", *(t for _, t in kept)]

@@ -739,3 +739,15 @@ def test_the_report_export_draws_each_run_in_its_dashboard_style():
 
     assert set(MATPLOTLIB_MARKERS) == set(SYMBOLS)  # every marker a run can have, in matplotlib's words
     assert set(MATPLOTLIB_DASHES) == set(DASHES)  # and every dash
+
+
+def test_a_log_axis_of_one_value_has_ticks_to_read_it_by():
+    """Walk-through 5: a 30-step run's orthogonality drift (one point, 1.1e-6) was drawn on a log axis with no tick
+    labels; the axis now spans the enclosing decade, its ticks readable, and holds the value."""
+    from ortholab.app.logaxis import log_axis_layout, log_scale
+
+    layout = log_axis_layout(log_scale([np.array([1.1e-6])]))
+    assert layout["ticktext"][0] == "1e-6" and layout["ticktext"][-1] == "1e-5" and len(layout["tickvals"]) >= 2
+    assert layout["range"][0] < np.log10(1.1e-6) < layout["range"][1]
+    spread = log_axis_layout(log_scale([np.array([1e-3, 1e-1])]))
+    assert spread["tickvals"][0] == 1e-3 and spread["tickvals"][-1] == 0.1  # a range with ticks stays as it was
