@@ -147,3 +147,18 @@ def test_a_printed_config_pins_no_runs_folder(tmp_path):
     store = Store(str(elsewhere / "ortholab.db"), access="read")
     run = store.get_run(store.list_runs()[0].id)
     assert run.run_dir.startswith(str(elsewhere)), run.run_dir
+
+
+def test_switching_the_family_on_the_command_line_names_every_option_and_group_the_new_one_lacks(tmp_path):
+    """Walk-through 5: `--model.family lstm` on the scoRNN demo was refused for rho, then (once that was cleared) for
+    the 'recurrent' optimizer group: now one line names both and the flags that replace them, which then train."""
+    i = TINY.index("--model.family_args")
+    tiny = TINY[:i] + TINY[i + 2 :]  # the config's own family_args, as a user switching the family has them
+    done = ortholab("fit", "--config", DEMO, *tiny, "--model.family", "lstm", cwd=tmp_path)
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "model.family_args ['init', 'rho']" in line and "model.optimizers groups ['recurrent']" in line, line
+    fixes = ["--model.family_args", "{}", "--model.optimizers", "{default: {name: rmsprop_tf, lr: 1.0e-3}}"]
+    assert " ".join(f"'{f}'" if f.startswith("{") else f for f in fixes) in line
+    switched = ortholab("fit", "--config", DEMO, *tiny, "--model.family", "lstm", *fixes, cwd=tmp_path)
+    assert switched.returncode == 0, switched.stderr

@@ -14,7 +14,7 @@ import inspect
 import re
 import shutil
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -204,3 +204,38 @@ def with_optimizer_defaults(params: Mapping[str, Any]) -> dict[str, Any]:
             for option, value in optimizer_defaults(name).items():
                 filled.setdefault(f"{group[1]}.{option}", value)
     return filled
+
+
+def check_family_switch(model: Mapping[str, Any], given_on_command_line: Sequence[str]) -> None:
+    """`--model.family NEW` on a config written for another family, whose family_args or optimizer groups NEW does
+    not take: one ConfigError naming all of them and the flags that replace them (each was refused alone before,
+    one at a time). Nothing to say when the command line gives family_args or optimizers of its own."""
+    family = model.get("family")
+    if "family" not in given_on_command_line or family not in FAMILIES:
+        return
+    problems, fixes = [], []
+    options = {p.name for p in _parameters(family)}
+    foreign = sorted(set(model.get("family_args") or {}) - options)
+    if foreign and "family_args" not in given_on_command_line:
+        problems.append(f"model.family_args {foreign} ({family}'s options: {sorted(options)})")
+        fixes.append("--model.family_args '{}'")
+    groups = _optimizer_groups(family)
+    foreign = sorted(set(model.get("optimizers") or {}) - groups - {"default"})
+    if foreign and groups and "optimizers" not in given_on_command_line:
+        problems.append(f"model.optimizers groups {foreign} ({family}'s groups: {sorted(groups)}, or default)")
+        fixes.append("--model.optimizers '{default: {name: rmsprop_tf, lr: 1.0e-3}}'")
+    if problems:
+        raise ConfigError(
+            f"--model.family {family}: the config's {' and '.join(problems)} are another family's; give "
+            f"{family}'s own, e.g. {' '.join(fixes)} (`ortholab list families --family {family}`)"
+        )
+
+
+def _optimizer_groups(family: str) -> set[str]:
+    """The family's parameter groups as a model builds them (its layer's, and 'other' for the readout); empty when
+    the family cannot be built with its defaults."""
+    try:
+        layer = family_class(family)(2, 4, **resolve_family_args(family, None))
+    except Exception:  # a family that needs an option given: no group check
+        return set()
+    return set(layer.parameter_groups()) | {"other"}

@@ -41,7 +41,7 @@ from ortholab.training.callbacks.checkpoint_io import AtomicCheckpointIO
 from ortholab.training.callbacks.last_checkpoint import LastCheckpoint
 from ortholab.training.callbacks.lifecycle import ContinueRun, GracefulInterrupt, StampCheckpoints
 from ortholab.training.cuda_graphs import check_graphs_config
-from ortholab.training.family_options import recorded_family_args
+from ortholab.training.family_options import check_family_switch, recorded_family_args
 from ortholab.training.limits import check_model_limits, check_trainer_devices
 from ortholab.training.module import RecurrentModule
 from ortholab.training.precision import check_precision
@@ -490,6 +490,7 @@ class OrthoLabCLI(LightningCLI):
         config.tags = tag_list(config.tags)
         check_run_name(config.name)
         self._task_swap = swapped_task(config)  # (the note, the run's name) when the command line swapped the task
+        check_family_switch(config.model, getattr(self, "_command_line_model_keys", ()))  # all of it in one line
         check_precision(config.trainer.get("precision"), config.trainer.get("accelerator"), config.model.get("family"))
         check_model_limits(config.model)  # a stack of 10^8 layers, 64 processes on 2 cores: refused, not started
         check_graphs_config(config.model, config.trainer)  # CUDA graphs: one CUDA device, full precision

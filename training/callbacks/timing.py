@@ -31,10 +31,11 @@ def peak_memory_mb(device: torch.device) -> float:
 
 
 class Timing(Callback):
-    """Every `every_n_steps` steps: `time/step_s` (mean since the last record) and `time/samples_per_s`;
-    at the end of each epoch this process trained whole `time/epoch_s` (none for an epoch a resume joined midway or
-    max_steps cut short: its time would be part of an epoch's); with each record `memory/peak_mb` (MiB: the
-    CUDA peak allocated on a GPU, else the process peak resident memory). Validation time is excluded."""
+    """Every `every_n_steps` steps and at the end of training: `time/step_s` (mean since the last record) and
+    `time/samples_per_s`; at the end of each epoch this process trained whole `time/epoch_s` (none for an epoch a
+    resume joined midway or max_steps cut short: its time would be part of an epoch's); with each record
+    `memory/peak_mb` (MiB: the CUDA peak allocated on a GPU, else the process peak resident memory). Validation
+    time is excluded."""
 
     def __init__(self, every_n_steps: int | None = 50):
         self.every_n_steps = every_n_steps
@@ -57,16 +58,24 @@ class Timing(Callback):
         self._steps += 1
         self._samples += int(batch[0].shape[0])
         if is_due(trainer.global_step, self.every_n_steps):
-            record_metrics(
-                trainer,
-                {
-                    "time/step_s": self._since / self._steps,
-                    "time/samples_per_s": self._samples / self._since,
-                    "memory/peak_mb": peak_memory_mb(pl_module.device),
-                },
-                trainer.global_step,
-            )
-            self._since, self._steps, self._samples = 0.0, 0, 0
+            self._record_steps(trainer, pl_module)
+
+    def _record_steps(self, trainer, pl_module) -> None:
+        record_metrics(
+            trainer,
+            {
+                "time/step_s": self._since / self._steps,
+                "time/samples_per_s": self._samples / self._since,
+                "memory/peak_mb": peak_memory_mb(pl_module.device),
+            },
+            trainer.global_step,
+        )
+        self._since, self._steps, self._samples = 0.0, 0, 0
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        """The steps since the last record, recorded at the last one: a run's points reach the step it ended at."""
+        if self._steps and self.every_n_steps:
+            self._record_steps(trainer, pl_module)
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
         if self._epoch_batches < trainer.num_training_batches != float("inf"):  # (an iterable's epoch: no count)
