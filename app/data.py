@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from ortholab.app.tables import with_optimizer_defaults
 from ortholab.app.wav import decode_wav, spectrogram
 from ortholab.db import ArtifactRecord, RunDetail, RunSummary, Store, default_db_url, published
 from ortholab.db.artifacts import array_from_bytes
 from ortholab.db.progress import run_progress
-from ortholab.training.family_options import with_optimizer_defaults
 
 RUNS_TTL_S = 2.0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -14,7 +15,6 @@ from ortholab.db import ArtifactRecord, RunDetail, RunSummary
 from ortholab.db.lease import silence
 from ortholab.db.progress import duration, steps_of_plan
 from ortholab.db.published import PaperTable
-from ortholab.training.family_options import with_optimizer_defaults
 
 RUN_COLUMNS = [
     "id",
@@ -258,6 +258,26 @@ def _short(value: Any) -> str | None:
 
 
 BY_DEFAULT = " (default)"  # after an optimizer option the run's config left out, shown with the value it took
+OPTIMIZER_NAME = re.compile(r"(model\.optimizers\.[^.]+)\.name")  # a group's optimizer among a run's dotted params
+
+
+def with_optimizer_defaults(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's params with each optimizer option its config left out filled in with the optimizer's default (this
+    OrthoLab's): a config that names only `lr` and one that lists every option (a `--print_config` copy) trained
+    alike and compare alike. torch is imported only where a run names an optimizer."""
+    filled = dict(params)
+    for key, name in params.items():
+        if (group := OPTIMIZER_NAME.fullmatch(key)) and isinstance(name, str):
+            from ortholab.models.optimizers import OPTIMIZERS, optimizer_defaults
+
+            for option, value in optimizer_defaults(name).items() if name in OPTIMIZERS else ():
+                filled.setdefault(f"{group[1]}.{option}", value)
+    return filled
+
+
+def _same_number(value: Any) -> Any:
+    """1 and 1.0 (an int default, a float given) as one value; other values as they are."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
 
 
 def params_compare_frame(details: Sequence[RunDetail], *, only_differing: bool) -> pd.DataFrame:
@@ -271,7 +291,11 @@ def params_compare_frame(details: Sequence[RunDetail], *, only_differing: bool) 
         label: [display_value(f[k]) if k in f else ABSENT for k in keys]
         for label, f in zip(labels, filled, strict=True)
     }
-    differs = pd.DataFrame(values, index=keys, columns=labels).nunique(axis=1) > 1 if labels else []
+    compared = {  # momentum 0 (a default) and 0.0 (given) are one value
+        label: [display_value(_same_number(f[k])) if k in f else ABSENT for k in keys]
+        for label, f in zip(labels, filled, strict=True)
+    }
+    differs = pd.DataFrame(compared, index=keys, columns=labels).nunique(axis=1) > 1 if labels else []
     data = {
         label: [v + BY_DEFAULT if k not in d.params and v != ABSENT else v for k, v in zip(keys, values[label])]
         for label, d in zip(labels, details, strict=True)

@@ -76,6 +76,7 @@ RUNS_ENV_VAR = "ORTHOLAB_RUNS"  # the folder that holds the default store and th
 FIX = f"pass --db URL, or set {ENV_VAR} to a writable database or {RUNS_ENV_VAR} to a writable folder"
 SQLITE_WAIT_S = 30  # how long a connection waits for a lock; also for the switch to WAL (_switch_to_wal)
 SQLITE_PRAGMAS = (f"busy_timeout={SQLITE_WAIT_S * 1000}", "foreign_keys=ON", "synchronous=NORMAL")  # wait first
+POSTGRES_CONNECT = {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10}
 SQLITE_JOURNAL = "journal_mode=WAL"  # kept by the file: set only on an empty file or an OrthoLab store
 JSON_FIELDS = ("config", "info", "tags")
 LEASE_FIELDS = frozenset({"lease_owner", "lease_expires_at"})  # written only through leases
@@ -197,6 +198,7 @@ class Store:
         self._sessions = sessionmaker(self._engine, expire_on_commit=False)
         # a writer to a server waits out its restart (db/reconnect.py); a reader fails at once, SQLite never waits
         self.waits_for_restarts = access != "read" and self._engine.dialect.name != "sqlite"
+        self.unreachable_since: float | None = None  # when the current outage began (time.monotonic())
 
     @property
     def url(self) -> str:
@@ -295,8 +297,14 @@ class Store:
             else:
                 creator = _sqlite_connector(path, read_only=self._access == "read" and not _can_write(path))
         try:
-            # a server's pooled connection is tested before use: one a restart ended is replaced, not failed on
-            engine = create_engine(url, creator=creator) if creator else create_engine(url, pool_pre_ping=not is_sqlite)
+            # a server's pooled connection is tested before use: one a restart ended is replaced, not failed on; a
+            # PostgreSQL connection gives up connecting after 10 s and notices a silent network cut (TCP keepalives)
+            server = dict(
+                pool_pre_ping=True, connect_args=POSTGRES_CONNECT if url.get_backend_name() == "postgresql" else {}
+            )
+            engine = (
+                create_engine(url, creator=creator) if creator else create_engine(url, **({} if is_sqlite else server))
+            )
         except (ArgumentError, ImportError) as e:  # unknown dialect or driver not installed
             raise self._error(f"no database driver for it ({e})") from e
         if is_sqlite:
@@ -384,15 +392,17 @@ class Store:
         except UnicodeDecodeError:
             raise self._error(DAMAGED) from None
 
-    def _touch(self, session: Session, run_id: int, **values: Any) -> None:
+    def _touch(self, session: Session, run_id: int, *, releasing: bool = False, **values: Any) -> None:
         """Update the run's columns and bump its heartbeat (and its lease, for a run written under one); StoreError
-        if there is no such run, LeaseLost if another process took it over."""
+        if there is no such run, LeaseLost if another process took it over. `releasing`: the write gives the lease
+        up, and a lease already given up counts as this writer's (a retry of a release whose reply was lost)."""
         now = utcnow()
         values = {"heartbeat_at": now, **values}
         query = update(Run).where(Run.id == run_id)
         owner = self._owners.get(run_id)
         if owner is not None:  # the write and the check of the lease are one statement: no two writers ever
-            query = query.where(Run.lease_owner == owner)
+            held = Run.lease_owner == owner
+            query = query.where(or_(held, Run.lease_owner.is_(None)) if releasing else held)
             values.setdefault("lease_expires_at", now + timedelta(seconds=lease.LEASE_S))
         if session.execute(query.values(**values)).rowcount == 0:
             raise self._not_writable(session, run_id, owner)
@@ -591,7 +601,9 @@ class Store:
         if release and run_id in self._owners:
             extra.update(lease_owner=None, lease_expires_at=None)
         with self._session() as session:
-            self._touch(session, run_id, status=status, ended_at=ended_at, **extra)
+            self._touch(
+                session, run_id, releasing=release and run_id in self._owners, status=status, ended_at=ended_at, **extra
+            )
         if release:
             self._owners.pop(run_id, None)
 

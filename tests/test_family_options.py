@@ -158,7 +158,19 @@ def test_switching_the_family_on_the_command_line_names_every_option_and_group_t
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
     assert "model.family_args ['init', 'rho']" in line and "model.optimizers groups ['recurrent']" in line, line
-    fixes = ["--model.family_args", "{}", "--model.optimizers", "{default: {name: rmsprop_tf, lr: 1.0e-3}}"]
+    fixes = ["--model.family_args", "{}", "--model.optimizers", "{}"]
     assert " ".join(f"'{f}'" if f.startswith("{") else f for f in fixes) in line
     switched = ortholab("fit", "--config", DEMO, *tiny, "--model.family", "lstm", *fixes, cwd=tmp_path)
     assert switched.returncode == 0, switched.stderr
+
+
+def test_a_family_switch_with_its_own_options_is_checked_with_them():
+    """The review: the R-Transformer with SRNN... cells builds a 'recurrent' group only with `cell` given; the check
+    built it with its defaults and refused a config the model takes."""
+    from ortholab.training.family_options import check_family_switch
+
+    optimizers = {"recurrent": {"name": "rmsprop_tf", "lr": 1e-4}, "other": {"name": "rmsprop_tf", "lr": 1e-3}}
+    model = {"family": "rtransformer", "family_args": {"cell": "scornn"}, "optimizers": optimizers}
+    check_family_switch(model, ["family", "family_args"])  # no error: scoRNN cells have a recurrent group
+    with pytest.raises(ConfigError, match=r"model.optimizers groups \['recurrent'\]"):
+        check_family_switch({**model, "family_args": {}}, ["family", "family_args"])

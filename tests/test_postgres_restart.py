@@ -79,6 +79,10 @@ def test_a_writer_gives_up_after_the_wait_in_one_line_naming_the_resume(server, 
     message = str(error.value)
     assert "\n" not in message and "unreachable for 1 s" in message and "fit --resume" in message, message
     assert "--db URL" not in message  # the Store's usual fix names another database: not the fix here
+    started = time.monotonic()
+    with pytest.raises(StoreError, match="unreachable for"):  # the run's final status as it stops: the same
+        store.set_status(run_id, "failed")  # outage, whose wait is over, so no second wait
+    assert time.monotonic() - started < 1.0
 
 
 def test_a_reader_and_a_refused_statement_do_not_wait(server, short_waits, monkeypatch):
@@ -103,6 +107,26 @@ def test_sqlite_stores_never_wait_and_only_lost_connections_count(tmp_path):
     refused = IntegrityError("insert", {}, Exception("duplicate key value violates unique constraint"))
     assert reconnect.is_unreachable(lost) and not reconnect.is_unreachable(refused)
     assert not reconnect.is_unreachable(ValueError("not a database error")) and not reconnect.is_unreachable(None)
+
+    class ServerSaid(Exception):
+        def __init__(self, sqlstate):
+            super().__init__(sqlstate)
+            self.sqlstate = sqlstate
+
+    for state, waits in (("57P01", True), ("08006", True), ("53300", True), ("53100", False), ("57014", False)):
+        error = OperationalError("insert", {}, ServerSaid(state))  # shutting down, lost, too many; disk full, cancelled
+        assert reconnect.is_unreachable(error) is waits, state
+
+
+def test_a_release_retried_after_its_reply_was_lost_is_not_a_takeover(tmp_path):
+    """The review: a release (the run's final status) whose commit reached the database but whose reply was lost is
+    retried; the lease is already given up then, which the retry must not read as another process taking it."""
+    store = Store(str(tmp_path / "runs.db"))
+    run_id = store.create_run(name="released", owner="me|boot|ns|1|2")
+    store.set_status(run_id, "finished", release=True)
+    store._owners[run_id] = "me|boot|ns|1|2"  # as before the first attempt, which the retry repeats
+    store.set_status(run_id, "finished", release=True)  # no LeaseLost
+    assert store.get_run(run_id).status == "finished"
 
 
 def test_a_fit_goes_on_through_a_server_restart_and_records_every_step(server, tmp_path):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import re
 import shutil
 import textwrap
 from collections.abc import Mapping, Sequence
@@ -190,22 +189,6 @@ def with_resolved_options(model: dict[str, Any]) -> dict[str, Any]:
     return model | {"family_args": family_args, "optimizers": optimizers}
 
 
-OPTIMIZER_NAME = re.compile(r"(model\.optimizers\.[^.]+)\.name")  # a group's optimizer among a run's dotted params
-
-
-def with_optimizer_defaults(params: Mapping[str, Any]) -> dict[str, Any]:
-    """A run's params with each optimizer option its config left out filled in with the optimizer's default: a config
-    that names only `lr` and one that lists every option (a `--print_config` copy) trained alike and compare alike."""
-    from ortholab.models.optimizers import OPTIMIZERS, optimizer_defaults
-
-    filled = dict(params)
-    for key, name in params.items():
-        if (group := OPTIMIZER_NAME.fullmatch(key)) and isinstance(name, str) and name in OPTIMIZERS:
-            for option, value in optimizer_defaults(name).items():
-                filled.setdefault(f"{group[1]}.{option}", value)
-    return filled
-
-
 def check_family_switch(model: Mapping[str, Any], given_on_command_line: Sequence[str]) -> None:
     """`--model.family NEW` on a config written for another family, whose family_args or optimizer groups NEW does
     not take: one ConfigError naming all of them and the flags that replace them (each was refused alone before,
@@ -219,23 +202,24 @@ def check_family_switch(model: Mapping[str, Any], given_on_command_line: Sequenc
     if foreign and "family_args" not in given_on_command_line:
         problems.append(f"model.family_args {foreign} ({family}'s options: {sorted(options)})")
         fixes.append("--model.family_args '{}'")
-    groups = _optimizer_groups(family)
+    args = model.get("family_args") if "family_args" in given_on_command_line else None  # the ones it will build
+    groups = _optimizer_groups(family, args)
     foreign = sorted(set(model.get("optimizers") or {}) - groups - {"default"})
     if foreign and groups and "optimizers" not in given_on_command_line:
         problems.append(f"model.optimizers groups {foreign} ({family}'s groups: {sorted(groups)}, or default)")
-        fixes.append("--model.optimizers '{default: {name: rmsprop_tf, lr: 1.0e-3}}'")
+        fixes.append("--model.optimizers '{}'")
     if problems:
         raise ConfigError(
             f"--model.family {family}: the config's {' and '.join(problems)} are another family's; give "
-            f"{family}'s own, e.g. {' '.join(fixes)} (`ortholab list families --family {family}`)"
+            f"{family}'s own, e.g. {' '.join(fixes)} (its defaults; `ortholab list families --family {family}`)"
         )
 
 
-def _optimizer_groups(family: str) -> set[str]:
-    """The family's parameter groups as a model builds them (its layer's, and 'other' for the readout); empty when
-    the family cannot be built with its defaults."""
+def _optimizer_groups(family: str, family_args: dict[str, Any] | None) -> set[str]:
+    """The family's parameter groups as a model with these options builds them (its layer's, and 'other' for the
+    readout); empty when it cannot be built (the run then says why)."""
     try:
-        layer = family_class(family)(2, 4, **resolve_family_args(family, None))
+        layer = family_class(family)(2, 4, **resolve_family_args(family, family_args))
     except Exception:  # a family that needs an option given: no group check
         return set()
     return set(layer.parameter_groups()) | {"other"}
