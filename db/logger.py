@@ -383,12 +383,20 @@ class SQLLogger(Logger):
 
 
 NOT_SETTINGS = ("ckpt_path", "db")  # where a resume reads from and writes to, not how the run trains
-SAME_DATA = ("path", "num_workers", "batch_size", "eval_batch_size")  # data keys that leave the sequences as they are
+SAME_DATA = (  # data keys that leave the sequences as they are: where and how fast they are read
+    "path",
+    "num_workers",
+    "batch_size",
+    "eval_batch_size",
+    "download",
+    "mirrors",
+    "memory_map",
+)
 
 
 def changes_the_data(key: str) -> bool:
     """Whether a changed config key makes other sequences (data.init_args.seq_len), not where or how fast they are
-    read (data.init_args.path, a *_file or *_dir, num_workers, batch sizes)."""
+    read (data.init_args.path, a *_file or *_dir, SAME_DATA)."""
     parts = key.split(".")
     return parts[0] == "data" and parts[-1] not in SAME_DATA and not parts[-1].endswith(("_file", "_dir"))
 

@@ -119,7 +119,14 @@ def test_predict_on_a_run_that_kept_no_best_checkpoint_uses_its_last(tmp_path, m
     said = capsys.readouterr().out  # the fit says why it has no best value, and what changes that
     assert "No validation ran in its 2 steps (trainer.val_check_interval = 50)" in said
     assert "--trainer.val_check_interval validates sooner" in said
-    (listed,) = Store(db).list_runs()
+    by_epoch = ["--trainer.max_steps", "2", "--trainer.val_check_interval", "1.0", *QUIET, "--db", db]
+    main(["fit", "--config", DEMO, *TINY, *by_epoch, "--trainer.check_val_every_n_epoch", "5"])
+    said = capsys.readouterr().out  # every 5th epoch: that key is the one to lower, not the interval
+    assert "(trainer.check_val_every_n_epoch = 5)" in said and "a smaller --trainer.check_val_every_n_epoch" in said
+    main(["fit", "--config", DEMO, *TINY, *by_epoch, "--trainer.check_val_every_n_epoch", "1"])
+    said = capsys.readouterr().out  # a fraction of an epoch: "smaller" would mean 0.5; steps are an int
+    assert "--trainer.val_check_interval K (an int: every K steps) validates sooner" in said, said
+    (listed, *_) = sorted(Store(db).list_runs(), key=lambda run: run.id)
     source = Store(db).get_run(listed.id)
     checkpoints = Path(source.run_dir) / "checkpoints"
     assert sorted(p.name for p in checkpoints.iterdir()) == ["last.ckpt"]

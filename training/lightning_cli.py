@@ -39,7 +39,7 @@ from ortholab.extras import check_logger_extras
 from ortholab.training.callbacks import AudioEvaluation, NonFiniteError, default_callbacks
 from ortholab.training.callbacks.checkpoint_io import AtomicCheckpointIO
 from ortholab.training.callbacks.last_checkpoint import LastCheckpoint
-from ortholab.training.callbacks.lifecycle import ContinueRun, GracefulInterrupt, StampCheckpoints
+from ortholab.training.callbacks.lifecycle import ContinueRun, GracefulInterrupt, NameTheRun, StampCheckpoints
 from ortholab.training.cuda_graphs import check_graphs_config
 from ortholab.training.family_options import check_family_switch, recorded_family_args
 from ortholab.training.limits import check_model_limits, check_trainer_devices
@@ -556,7 +556,7 @@ class OrthoLabCLI(LightningCLI):
             tags=config.tags,
         )
         configured = list(self._get(self.config_init, "trainer").get("callbacks") or [])
-        extra = [GracefulInterrupt()]
+        extra = [GracefulInterrupt(), *([NameTheRun()] if self.subcommand == "fit" else [])]
         if (
             self.subcommand == "predict"
         ):  # training/callbacks/predictions.py: the split's predictions into the run folder
@@ -660,16 +660,6 @@ class OrthoLabCLI(LightningCLI):
             logger.mark_interrupted(reason)
         print(f"Interrupted by SIGINT: {said}", file=sys.stderr)
 
-    def before_fit(self) -> None:
-        """Name the run before training starts: a log cut short (SIGKILL, a closed terminal) still says which run
-        to resume."""
-        logger = self.trainer.loggers[0] if self.trainer.loggers else None
-        if not (rank_zero_only.rank == 0 and isinstance(logger, SQLLogger)):
-            return
-        run_id = logger.run_id  # the run row exists from here (a resume: the run it continues)
-        doing = "continues" if logger.resumed else "records"
-        print(f"Run {run_id} ({logger.run_name}) {doing} in {mask_url(logger.store.url)}; run folder {logger.log_dir}")
-
     def after_fit(self) -> None:
         interrupt = next((c for c in self.trainer.callbacks if isinstance(c, GracefulInterrupt)), None)
         if interrupt is None or interrupt.stopped_at is None:  # a stopped run validates once it goes on
@@ -697,8 +687,8 @@ class OrthoLabCLI(LightningCLI):
             key = f"trainer.check_val_every_n_epoch = {every}" if every and every > 1 else None
             key = key or f"trainer.val_check_interval = {trainer.val_check_interval}"
             sooner = f"a smaller --{key.split(' = ')[0]} validates sooner"
-            if isinstance(trainer.val_check_interval, float):  # a fraction of an epoch: steps are said with an int
-                sooner = "--trainer.val_check_interval K (an int: every K steps) validates sooner"
+            if key.startswith("trainer.val_check_interval") and isinstance(trainer.val_check_interval, float):
+                sooner = "--trainer.val_check_interval K (an int: every K steps) validates sooner"  # not a fraction
             print(
                 f"No validation ran in its {trainer.global_step} steps ({key}), so the run has no best value and no "
                 f"best checkpoint; {sooner}."

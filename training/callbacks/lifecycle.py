@@ -13,6 +13,7 @@ from lightning.pytorch import Callback
 from lightning.pytorch.utilities import rank_zero_info
 
 from ortholab.db.logger import STAMP_KEY
+from ortholab.db.masking import mask_url
 from ortholab.errors import ConfigError
 from ortholab.training.callbacks.checkpoint_io import remove_stale_temporaries
 
@@ -102,6 +103,20 @@ class StampCheckpoints(Callback):
             if stamp is not None:
                 checkpoint[STAMP_KEY] = stamp
                 return
+
+
+class NameTheRun(Callback):
+    """Say which run a fit records, and where, before it trains: a log cut short (SIGKILL, a closed terminal) still
+    names the run to resume. In on_fit_start: after the DDP processes are launched (a forked rank never shares the
+    launcher's database connections), before the first step."""
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        logger = trainer.loggers[0] if trainer.loggers else None
+        if not trainer.is_global_zero or not hasattr(logger, "run_name"):
+            return
+        doing = "continues" if logger.resumed else "records"
+        where = mask_url(logger.store.url)
+        print(f"Run {logger.run_id} ({logger.run_name}) {doing} in {where}; run folder {logger.log_dir}", flush=True)
 
 
 class ContinueRun(Callback):
