@@ -234,6 +234,13 @@ class TaskDataModule(pl.LightningDataModule):
     # scoRNN/scuRNN papers report the best test figure over the epoch ends (logged as test/*)
     test_every_validation = False
 
+    def check_evaluation_shards(self, world_size: int, stage: str | None) -> None:
+        """ConfigError when a split `stage` evaluates holds fewer sequences than the run has processes (each
+        process evaluates its own share, datamodules/sharding.py); the CLI asks before the run is recorded."""
+        evaluated = {"fit": ["val", *(["test"] if self.test_every_validation else [])], "validate": ["val"]}
+        for split in {**evaluated, "test": ["test"]}.get(stage or "", []):
+            EvaluationShard(range(len(self.dataset(split))), 0, world_size, split)  # refuses an idle process
+
     def val_dataloader(self) -> DataLoader | list[DataLoader]:
         val = self._loader("val", self.eval_batch_size, False, by_length=True, shard=True)
         return [val, self.test_dataloader()] if self.test_every_validation else val

@@ -22,11 +22,14 @@ class EvaluationShard(DistributedSampler):
 
     def __init__(self, order: Sequence[int], rank: int, world_size: int, split: str):
         if len(order) < world_size:  # a process with nothing to evaluate would wait forever for the others' sums
+            held = f"{len(order)} sequence{'s' * (len(order) != 1)}"
             raise ConfigError(
-                f"the {split} split holds {len(order)} sequences for {world_size} processes: each process needs "
-                f"one at least; give data.{split}_size {world_size} or more, or fewer --trainer.devices"
+                f"the {split} split holds {held} for {world_size} processes: each process needs one at least; give "
+                f"a {split} split of {world_size} or more (data.{split}_size where the task has it), or fewer "
+                f"--trainer.devices"
             )
-        self.order, self.rank, self.num_replicas = list(order), rank, world_size
+        super().__init__(list(order), num_replicas=world_size, rank=rank, shuffle=False, drop_last=False)
+        self.order = list(order)
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.order[self.rank :: self.num_replicas])

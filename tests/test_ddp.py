@@ -128,5 +128,21 @@ def test_an_evaluation_shard_gives_each_position_to_one_process_and_refuses_an_i
     assert sorted(sum(shards, [])) == list(range(7)) and [len(s) for s in shards] == [3, 2, 2]
     assert [len(EvaluationShard(order, rank, 3, "val")) for rank in range(3)] == [3, 2, 2]
     assert shards[0] == [4, 2, 3]  # the split's evaluation order (by length) is kept within a process
-    with pytest.raises(ConfigError, match="data.test_size 4 or more"):
+    with pytest.raises(ConfigError, match="a test split of 4 or more"):
         EvaluationShard([0, 1, 2], 0, 4, "test")
+
+
+def test_a_split_smaller_than_the_processes_is_refused_before_the_run_is_recorded(tmp_path):
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    done = subprocess.run(
+        [str(ORTHOLAB), "fit", "--config", DEMO, *TINY, "--data.val_size", "1", "--db", db]
+        + ["--trainer.devices", "2", "--trainer.strategy", "ddp", "--trainer.accelerator", "cpu"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"PYTHONPATH": f"{REPO}:{REPO / 'tests'}", "PATH": str(ORTHOLAB.parent)},
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "the val split holds 1 sequence for 2 processes" in done.stderr
+    assert Store(db).list_runs() == []  # nothing recorded, no failed run left behind

@@ -606,6 +606,9 @@ class OrthoLabCLI(LightningCLI):
             raise ConfigError(trainer_refusal(err, config.trainer, getattr(self.parser, "given_args", None))) from None
         if self.subcommand == "fit":
             self.datamodule.test_every_validation = bool(config.get("test_every_validation"))
+        check_split_sizes = getattr(self.datamodule, "check_evaluation_shards", None)
+        if check_split_sizes is not None and trainer.world_size > 1:  # refused before the run is recorded
+            check_split_sizes(trainer.world_size, self.subcommand)
         trainer.loggers = [logger, *trainer.loggers]
         first = [StampCheckpoints()]  # every checkpoint names its store and run, and how far their record went
         if resume is not None:
