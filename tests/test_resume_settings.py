@@ -70,3 +70,12 @@ def test_a_resume_that_changes_the_data_warns_that_the_runs_summary_mixes_two_se
     with pytest.warns(UserWarning, match=r"Run 1's data changes at step 3 \(data.init_args.seq_len\): its points"):
         resumed.continue_from(3)
     resumed.finalize("success")
+
+
+def test_evaluating_a_checkpoint_with_another_optimizer_in_the_config_is_not_refused():
+    """validate and test restore the weights alone: the optimizer the config names does not matter there."""
+    module = _module({"default": {"name": "adam", "lr": 1e-3}})
+    checkpoint = _checkpoint(_module(SAVED), lr_now=1e-3)
+    module.refuse_foreign_checkpoint(checkpoint, continues_training=False)
+    with pytest.raises(ConfigError, match="cannot continue as 'adam'"):
+        module.refuse_foreign_checkpoint(checkpoint)

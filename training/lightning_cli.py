@@ -447,7 +447,7 @@ class OrthoLabCLI(LightningCLI):
                         f"builds model.{key} = {ours!r}; use the config the checkpoint was trained with (`ortholab "
                         f"fit --resume RUN_ID` reuses a run's own config) or a checkpoint of this model"
                     )
-                    resume = self.config[sub].get("resume")
+                    resume = self.config[sub].get("resume") if sub == "fit" else None  # (a test of an old config.yaml)
                     raise ConfigError(refusal if resume is None else _as_said_by_resume(refusal, resume))
         model = self.config[sub].model if path else None
         given = (
@@ -526,9 +526,9 @@ class OrthoLabCLI(LightningCLI):
         checkpoint, self._checkpoint_to_check = getattr(self, "_checkpoint_to_check", None), None
         if checkpoint is not None:  # the model and task are built: refuse another's checkpoint before the run is
             try:  # recorded (a refused resume changes nothing of it)
-                self.model.refuse_foreign_checkpoint(checkpoint)
+                self.model.refuse_foreign_checkpoint(checkpoint, continues_training=self.subcommand == "fit")
             except ConfigError as refused:
-                if config.resume is None:
+                if config.resume is None or self.subcommand != "fit":
                     raise
                 raise ConfigError(_as_said_by_resume(str(refused), config.resume)) from None
         place_cache = getattr(self.datamodule, "place_cache", None)
@@ -866,7 +866,7 @@ def check_run_name(name: str | None) -> None:
 def _as_said_by_resume(message: str, run_id: int) -> str:
     """A checkpoint's refusal worded for `fit --resume ID`, which reads the run's checkpoint itself (no --ckpt_path
     was given) and whose flags, not its config, changed the model."""
-    message = re.sub(r"^--ckpt_path(?: .*?)?: the checkpoint", f"--resume {run_id}: the run's checkpoint", message)
+    message = re.sub(r"^--ckpt_path(?: .*?)?: (?:the|this) ", f"--resume {run_id}: the run's ", message)
     return message.replace(
         "(`ortholab fit --resume RUN_ID` reuses a run's own config)",
         f"(`ortholab fit --resume {run_id}` without the flag that changes it)",

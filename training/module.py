@@ -295,14 +295,16 @@ class RecurrentModule(pl.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         """Refuse, before any weight is copied, a checkpoint of another model; bring in changed optimizer options."""
-        self.refuse_foreign_checkpoint(checkpoint)
+        fitting = self._trainer is None or self.trainer.state.fn == TrainerFn.FITTING  # (no trainer: as a fit would)
+        self.refuse_foreign_checkpoint(checkpoint, continues_training=fitting)
         self._changed_optimizer_options(
             (checkpoint.get("hyper_parameters") or {}).get("optimizers"), checkpoint.get("optimizer_states") or []
         )
 
-    def refuse_foreign_checkpoint(self, checkpoint: dict) -> None:
-        """ConfigError for a checkpoint of another model (family, size, layers, scuRNN's side of D) or task; the CLI
-        asks before it records anything, so a refused resume leaves its run as it was."""
+    def refuse_foreign_checkpoint(self, checkpoint: dict, continues_training: bool = True) -> None:
+        """ConfigError for a checkpoint of another model (family, size, layers, scuRNN's side of D) or task, and, when
+        it `continues_training` (fit), of another optimizer for a group; the CLI asks before it records anything, so
+        a refused resume leaves its run as it was."""
         saved = checkpoint.get("hyper_parameters") or {}
         for key in ("family", "hidden_size", "num_layers"):
             theirs, ours = saved.get(key, 1 if key == "num_layers" else None), self.hparams.get(key)
@@ -319,7 +321,8 @@ class RecurrentModule(pl.LightningModule):
                 f"--ckpt_path: the checkpoint was trained on task {theirs!r}, this config's data is "
                 f"task {self.spec.name!r}; give a checkpoint of this task or the matching data config"
             )
-        for name, _, old, new in self._optimizer_pairs(saved.get("optimizers"), checkpoint.get("optimizer_states")):
+        states = checkpoint.get("optimizer_states") if continues_training else None  # validate, test: weights only
+        for name, _, old, new in self._optimizer_pairs(saved.get("optimizers"), states):
             if old["name"] != new["name"]:
                 raise ConfigError(
                     f"{self.optimizer_keys[name]}.name: the checkpoint's group {name!r} was trained with "
