@@ -260,6 +260,22 @@ def test_resuming_an_unknown_run_names_it(tmp_path):
     assert failed.returncode == 2 and "No run with id 42" in failed.stderr and "Traceback" not in failed.stderr
 
 
+def test_a_resume_from_another_folder_uses_the_runs_folder_the_run_was_recorded_in(tmp_path):
+    """A config no longer pins --runs_dir (a `--print_config` copy would have pinned it): `fit --resume ID` from
+    another folder and without $ORTHOLAB_RUNS checks, and writes in, the run's own runs folder, making no ./runs."""
+    first, elsewhere = tmp_path / "first", tmp_path / "elsewhere"
+    first.mkdir(), elsewhere.mkdir()
+    db = f"sqlite:///{first / 'runs' / 'runs.db'}"
+    short = ["--trainer.max_steps", "6", "--trainer.val_check_interval", "3"]
+    trained = ortholab(first, "fit", "--config", DEMO, *TINY, *short, "--db", db, env={"ORTHOLAB_RUNS": ""})
+    assert trained.returncode == 0, trained.stderr
+    (run,) = Store(db).list_runs()
+    resumed = ortholab(elsewhere, "fit", "--resume", str(run.id), "--db", db, "--trainer.max_steps", "9")
+    assert resumed.returncode == 0, resumed.stderr
+    assert not (elsewhere / "runs").exists() and Store(db).get_run(run.id).status == "finished"
+    assert Store(db).get_run(run.id).run_dir.startswith(str(first / "runs"))
+
+
 WRITER = """
 import sys
 from ortholab.db import Store

@@ -30,7 +30,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from ortholab import aliases
 from ortholab.datamodules import TASKS, TaskDataModule
-from ortholab.db import SQLLogger, Store, default_db_url, runs_root
+from ortholab.db import SQLLogger, Store, StoreError, default_db_url, runs_root
 from ortholab.db.logger import folder_name, is_run_name
 from ortholab.db.masking import known_passwords, mask_secrets, mask_url
 from ortholab.db.store import store_url
@@ -473,8 +473,33 @@ class OrthoLabCLI(LightningCLI):
         super().parse_arguments(parser, args)
 
     def _runs_dir(self) -> str:
-        """--runs_dir, else the runs root ($ORTHOLAB_RUNS, else ./runs) as this process finds it."""
-        return self._subconfig().runs_dir or str(runs_root())
+        """--runs_dir; else, for `fit --resume`, the runs folder the run was recorded in (its folder's checks and a
+        relative cache go there, whatever the current folder and $ORTHOLAB_RUNS); else the runs root
+        ($ORTHOLAB_RUNS, else ./runs) as this process finds it."""
+        config = self._subconfig()
+        if config.runs_dir:
+            return config.runs_dir
+        if self.subcommand == "fit" and config.get("resume") is not None:
+            if (recorded := self._recorded_runs_dir(config)) is not None:
+                return recorded
+        return str(runs_root())
+
+    def _recorded_runs_dir(self, config) -> str | None:
+        """The runs folder holding the resumed run's folder (RUNS/store-ID/NAME/RUN, or RUNS/NAME/RUN of older runs);
+        None where the store or the run cannot be read (the resume itself then says why)."""
+        if not hasattr(self, "_recorded_runs_folder"):
+            try:
+                folder = Store(config.db, access="read").get_run(config.resume).run_dir
+            except StoreError:
+                folder = None
+            if folder:
+                path = Path(folder)
+                self._recorded_runs_folder = str(
+                    path.parents[2] if path.parents[1].name.startswith("store-") else path.parents[1]
+                )
+            else:
+                self._recorded_runs_folder = None
+        return self._recorded_runs_folder
 
     def _subconfig(self):
         return self.config[self.subcommand] if self.subcommand else self.config
