@@ -20,17 +20,18 @@ def sidebar_selection(runs: list[RunSummary]) -> list[int]:
     labels = {run.id: run_label(run) for run in runs}
     if SELECTED not in st.session_state:
         given = st.query_params.get_all(SELECTED)
-        from_url = [int(v) for v in given if v.isdigit()]
+        from_url = [int(v) for v in given if v.isdigit() and int(v) in labels]
         if unknown := [v for v in given if not v.isdigit() or int(v) not in labels]:  # said once, below
-            st.session_state[NOT_HERE] = unknown
+            st.session_state[NOT_HERE] = (
+                f"The address names run{'s' * (len(unknown) > 1)} {', '.join(unknown)}, which this store does not "
+                f"hold (a link from another store? `ortholab dashboard --db STORE` opens that one); "
+                + ("the others are shown." if from_url else "the newest run is shown instead.")
+            )
         trained = [run.id for run in runs if run.stage != "predict"]  # a predict run has no curves to show
         st.session_state[SELECTED] = from_url if from_url else (trained or [run.id for run in runs])[:1]
     st.session_state[SELECTED] = [i for i in st.session_state[SELECTED] if i in labels]
-    if unknown := st.session_state.pop(NOT_HERE, None):
-        st.sidebar.warning(
-            f"The address names run{'s' * (len(unknown) > 1)} {', '.join(unknown)}, which this store does not hold: "
-            f"a link from another store? `ortholab dashboard --db STORE` opens that one."
-        )
+    if warning := st.session_state.pop(NOT_HERE, None):
+        st.sidebar.warning(warning)
     chosen = st.sidebar.multiselect(
         "Selected runs",
         list(labels),

@@ -420,6 +420,12 @@ def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
+def is_marked(item: Reproduction) -> bool:
+    """Whether a baseline row's reproduction gets ✓ or ✗ against the paper's curve: a run at the paper's settings,
+    judged; a cpu-smoke run shows that the row runs, not the paper's result."""
+    return bool(item.verdict and item.row.value is None and item.row.expect) and run_scale(item.fit) != "cpu-smoke"
+
+
 def comparison_rows(items: list[Reproduction]) -> list[dict[str, Any]]:
     """The report's columns, one dict per row (the dashboard and `ortholab report` show the same)."""
     rows = []
@@ -431,7 +437,7 @@ def comparison_rows(items: list[Reproduction]) -> list[dict[str, Any]]:
         elif row.value is None and item.verdict:
             shown = (item.measured_as, item.value) if item.value is not None else (item.fit.main_metric, item.fit.best)
             reproduced = f"{item.verdict.replace('_', ' ')} ({shown[0]} {_number(shown[1])})"
-            if row.expect:
+            if is_marked(item):
                 reproduced += " ✓" if item.verdict == row.expect else " ✗ (paper: " + row.expect.replace("_", " ") + ")"
         else:
             reproduced = _number(item.value)
@@ -478,7 +484,7 @@ def seeds_text(item: Reproduction) -> str | None:
     if item.row.value is None:  # judged against the baseline
         judged = [s for s in ended if s.ends_beyond is not None]
         if not judged:
-            return f"{n} seed{'s' * (n > 1)}"
+            return f"{n} seed{'s' * (n > 1)}" + training
         if len(judged) == 1:
             return _one_seed_against_baseline(judged[0]) + training
         steps = ", ".join("-" if s.crossed_at is None else str(s.crossed_at) for s in judged)
@@ -644,7 +650,7 @@ def markdown_report(
         out.append(f"metric: `{table.metric}` ({table.mode}){scale}{others}\n")
         if any(seed.ends_beyond is not None for item in found[table.id] for seed in item.seeds):  # what it means
             out.append(f"beyond the baseline: at a validation, {BEYOND_BASELINE:.0%} or more better than it\n")
-        if any(i.verdict and i.row.value is None and i.row.expect for i in found[table.id]):  # a ✓ or ✗ is shown
+        if any(is_marked(i) for i in found[table.id]):  # a ✓ or ✗ is shown
             marks = (
                 "✓ / ✗: the best validation against the baseline agrees / disagrees with the paper's curve; no mark "
                 "where the paper gives no state to judge (the row's notes say why)"

@@ -202,3 +202,29 @@ def test_an_epoch_trained_in_part_records_no_epoch_time():
             timing.on_train_batch_end(trainer, None, None, batch, 0)
         timing.on_train_epoch_end(trainer, None)
     assert [step for step, metrics in recorded if "time/epoch_s" in metrics] == [4]
+
+
+def test_the_steps_since_the_last_timing_record_are_recorded_when_training_ends():
+    """Every 4 steps, 6 steps trained: points at 4 and, flushed at the end, at 6 (a run's points reach its last
+    step; its summary's step count is the largest step recorded)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from ortholab.training.callbacks.timing import Timing
+
+    recorded = []
+    logger = SimpleNamespace(log_metrics=lambda metrics, step: recorded.append((step, dict(metrics))))
+    trainer = SimpleNamespace(
+        is_global_zero=True, loggers=[logger], current_epoch=0, global_step=0, num_training_batches=100
+    )
+    timing, batch = Timing(every_n_steps=4), (torch.zeros(2, 3),)
+    module = SimpleNamespace(device=torch.device("cpu"))
+    for _ in range(6):
+        timing.on_train_batch_start(trainer, module, batch, 0)
+        trainer.global_step += 1
+        timing.on_train_batch_end(trainer, module, None, batch, 0)
+    timing.on_train_end(trainer, module)
+    assert [step for step, metrics in recorded if "time/step_s" in metrics] == [4, 6]
+    timing.on_train_end(trainer, module)  # nothing since: nothing more
+    assert len(recorded) == 2

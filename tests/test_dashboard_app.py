@@ -256,6 +256,11 @@ def test_an_address_naming_runs_this_store_lacks_says_so_and_a_first_visit_skips
     assert at.session_state["run"] == [trained]
     (warning,) = [w.value for w in at.sidebar.warning]
     assert warning.startswith("The address names run 99, which this store does not hold"), warning
+    assert warning.endswith("the others are shown."), warning
+    alone = AppTest.from_file(APP_MAIN, default_timeout=60)
+    alone.query_params["run"] = ["99"]
+    rerun(alone)  # only an unknown run: the newest trained one instead of nothing
+    assert alone.session_state["run"] == [trained] and alone.sidebar.warning[0].value.endswith("shown instead.")
     first = AppTest.from_file(APP_MAIN, default_timeout=60)
     rerun(first)
     assert first.session_state["run"] == [trained] and not first.sidebar.warning  # not the newer predict run

@@ -188,6 +188,7 @@ def test_reproduce_runs_a_row_in_cpu_smoke_tags_it_and_reports_it(tmp_path, monk
     main(["report", "toy_figure1", "--db", db, "--wide"])  # every column, the empty ones too
     report = capsys.readouterr().out
     assert "| copy_T5_scornn | - | scornn | - | - | - |" in report and f"| cpu-smoke | {run.id} |" in report
+    assert "✓" not in report and "✗" not in report  # a smoke run shows that the row runs: not judged by the paper
 
 
 def test_unknown_table_or_row_is_one_clear_message(tmp_path, monkeypatch, capsys):

@@ -12,7 +12,7 @@ from test_reproduce import TABLE, _write
 
 from ortholab.cli.main import main
 from ortholab.db import Store, published
-from ortholab.db.published import load_table, markdown_report, reproductions
+from ortholab.db.published import load_table, markdown_report, reproductions, seeds_text
 from ortholab.db.seeds import spread
 from ortholab.errors import ConfigError
 
@@ -78,6 +78,10 @@ def test_baseline_rows_count_the_seeds_that_end_beyond_it(tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
     table = load_table(_write(tmp_path, TABLE))
     copy = table.rows[1]
+    _fits(store, copy, {9: [0.5, 0.3]}, "val/loss", "min", 0.5)  # its only seed so far, stopped before its end
+    store.set_status(max(r.id for r in store.list_runs()), "interrupted")
+    assert seeds_text(reproductions(store, table)[1]) == "1 seed; 1 stopped before its end"  # said, as with more
+    store.delete_run(max(r.id for r in store.list_runs()))
     # baseline 0.5: beyond is below 0.45 (10% better); seed 1 crosses at step 200 and stays, seed 2 never, seed 3
     # crosses at step 100 and ends back at the baseline
     _fits(store, copy, {1: [0.5, 0.48, 0.3, 0.2], 2: [0.5, 0.49, 0.5], 3: [0.5, 0.4, 0.5]}, "val/loss", "min", 0.5)
