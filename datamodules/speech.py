@@ -50,7 +50,7 @@ from ortholab.datamodules.speech_corpora import (
     timit_splits,
 )
 from ortholab.datamodules.speech_split import SpeechSplit, cache_key
-from ortholab.errors import ConfigError
+from ortholab.errors import ConfigError, OrthoLabWarning
 
 CORPORA = ("fsdd", "timit")
 TARGETS = ("next_frame", "previous_frame")
@@ -176,7 +176,8 @@ class SpeechPrediction(GatheredTaskDataModule):
                 if found != expected:
                     rank_zero_warn(
                         f"TIMIT at {self.path}: {found} utterances per split, where the complete corpus "
-                        f"gives {expected}; is the copy complete?"
+                        f"gives {expected}; is the copy complete?",
+                        category=OrthoLabWarning,
                     )
             else:
                 splits = fsdd_splits(

@@ -26,6 +26,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_info, rank_zero_warn
 
 from ortholab.db import lease, provenance
 from ortholab.db.store import LeaseLost, RunBusy, Store, StoreError, flatten
+from ortholab.errors import OrthoLabWarning
 
 OTHER_RANK_VERSION = "pending"  # version on ranks other than zero, which never see the run row
 FINAL_STATUS = {"success": "finished", "failed": "failed"}  # Lightning's finalize() words -> run status
@@ -348,7 +349,8 @@ class SQLLogger(Logger):
             rank_zero_warn(  # a curriculum may mean it; a summary that mixes two tasks must not come by surprise
                 f"Run {self.run_id}'s data changes at step {step} ({', '.join(task_keys)}): its points before and "
                 f"after are of different data, and its best value and baseline mix the two; a new run from the "
-                f"checkpoint (`ortholab fit --config CONFIG --ckpt_path CHECKPOINT`) keeps them apart."
+                f"checkpoint (`ortholab fit --config CONFIG --ckpt_path CHECKPOINT`) keeps them apart.",
+                category=OrthoLabWarning,
             )
 
     @rank_zero_only
@@ -379,7 +381,8 @@ class SQLLogger(Logger):
         except StoreError as e:
             if status == "success":
                 raise
-            rank_zero_warn(f"Could not record run status {run_status!r}: {e}")  # keep the original error on top
+            # a warning: the original error stays the one reported
+            rank_zero_warn(f"Could not record run status {run_status!r}: {e}", category=OrthoLabWarning)
 
 
 NOT_SETTINGS = ("ckpt_path", "db")  # where a resume reads from and writes to, not how the run trains

@@ -8,6 +8,11 @@ class ConfigError(ValueError):
     """A configuration value a user must change; the message names the key and the fix."""
 
 
+class OrthoLabWarning(UserWarning):
+    """Something a user should know that does not stop the command (an incomplete corpus, a resume that changes the
+    data); printed as one line `ortholab: warning: ...` (training/console.py), not as Python's file:line report."""
+
+
 def did_you_mean(value: object, choices: Iterable) -> str:
     """'did you mean 'scornn'? ' for a value close to one of `choices`, case aside ('scoRNN', 'rmsprp'); else ''."""
     lowered = {str(choice).lower(): choice for choice in choices}

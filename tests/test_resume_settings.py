@@ -79,3 +79,21 @@ def test_evaluating_a_checkpoint_with_another_optimizer_in_the_config_is_not_ref
     module.refuse_foreign_checkpoint(checkpoint, continues_training=False)
     with pytest.raises(ConfigError, match="cannot continue as 'adam'"):
         module.refuse_foreign_checkpoint(checkpoint)
+
+
+def test_ortholabs_own_warnings_print_as_one_plain_line():
+    import warnings
+
+    from ortholab.errors import OrthoLabWarning
+    from ortholab.training.console import quiet_third_party_noise
+
+    before = warnings.formatwarning
+    try:
+        quiet_third_party_noise()
+        quiet_third_party_noise()  # installed once
+        own = warnings.formatwarning("the copy looks incomplete", OrthoLabWarning, "/x/speech.py", 177)
+        other = warnings.formatwarning("deprecated", DeprecationWarning, "/x/lib.py", 3)
+    finally:
+        warnings.formatwarning = before
+    assert own == "ortholab: warning: the copy looks incomplete\n"
+    assert other.startswith("/x/lib.py:3: DeprecationWarning: deprecated")

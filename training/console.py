@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 import warnings
 
+from ortholab.errors import OrthoLabWarning
+
 
 class _DropMessages(logging.Filter):
     def __init__(self, *fragments: str):
@@ -15,6 +17,18 @@ class _DropMessages(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not any(fragment in record.getMessage() for fragment in self.fragments)
+
+
+def _plain_own_warnings(format_warning):
+    """warnings.formatwarning that prints an OrthoLabWarning as one line without Python's file and line."""
+
+    def formatted(message, category, filename, lineno, line=None):
+        if issubclass(category, OrthoLabWarning):
+            return f"ortholab: warning: {message}\n"
+        return format_warning(message, category, filename, lineno, line)
+
+    formatted.plain_own_warnings = True
+    return formatted
 
 
 def quiet_third_party_noise() -> None:
@@ -31,3 +45,5 @@ def quiet_third_party_noise() -> None:
     warnings.filterwarnings("ignore", message=r"The number of training batches \(\d+\) is smaller than the logging")
     # a run folder holds only its own run's checkpoints (`fit --resume`: its earlier ones), so this is never a clash
     warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
+    if not getattr(warnings.formatwarning, "plain_own_warnings", False):  # our own: one plain line
+        warnings.formatwarning = _plain_own_warnings(warnings.formatwarning)

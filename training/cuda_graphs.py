@@ -12,7 +12,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import nn
 
-from ortholab.errors import ConfigError
+from ortholab.errors import ConfigError, OrthoLabWarning
 from ortholab.models.triton_recurrence import torch_loops
 from ortholab.training.precision import runs_on_cpu
 
@@ -98,7 +98,9 @@ class GraphedTraining:
                 graphed = self.capture(_Pass(self.model), (inputs.detach().clone(),))
         except Exception as err:  # the family cannot be captured (a host read, a host copy): train eagerly
             self.failure = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:300]
-            rank_zero_warn(f"model.cuda_graphs: capture failed ({self.failure}); this run trains eagerly")
+            rank_zero_warn(
+                f"model.cuda_graphs: capture failed ({self.failure}); this run trains eagerly", category=OrthoLabWarning
+            )
             return None
         self.graphs[key] = graphed
         rank_zero_info(f"model.cuda_graphs: captured the training pass for inputs of shape {list(key[0])}")

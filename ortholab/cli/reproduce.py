@@ -210,8 +210,8 @@ AFTER_A_STOP = " (a stopped run continues from its checkpoint)"
 
 
 def finish_reproduce(outcomes: list[Outcome], after_a_stop: str = AFTER_A_STOP, done: str = "done") -> None:
-    """The summary line last; exit 1 when a row failed (0 when every row is done or skipped), 128 + the signal when
-    Ctrl-C or SIGTERM stopped the command (130, 143)."""
+    """The summary line last; exit 1 when a row failed or was stopped (0 when every row is done or skipped), 128 + the
+    signal when Ctrl-C or SIGTERM stopped the command itself (130, 143)."""
     if stopped := children.stopped_by():
         goes_on = (
             "the rows not timed are marked above" if done == "timed" else "the same command again goes on from there"

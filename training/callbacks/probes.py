@@ -7,6 +7,7 @@ from lightning.pytorch import Callback
 from lightning.pytorch.utilities import rank_zero_warn
 
 from ortholab.db.artifacts import GRAD_NORMS, HIDDEN_TRAJECTORY, NPY_MEDIA_TYPE, array_to_bytes
+from ortholab.errors import OrthoLabWarning
 from ortholab.training.callbacks.record import record_artifact
 
 
@@ -66,7 +67,8 @@ class GradientNormProfile(_ProbeCallback):
             if not getattr(self, "_warned", False):
                 rank_zero_warn(
                     f"GradientNormProfile: family {type(pl_module.model.layer).__name__} cannot expose "
-                    "dL/dh_t (no state_offsets support); no gradient profile is recorded"
+                    "dL/dh_t (no state_offsets support); no gradient profile is recorded",
+                    category=OrthoLabWarning,
                 )
                 self._warned = True
             return
