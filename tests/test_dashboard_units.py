@@ -253,6 +253,9 @@ def test_an_optimizer_option_left_to_its_default_compares_equal_to_the_same_valu
     other = {**spelt, "model.optimizers.other.decay": 0.95}
     differing = params_compare_frame([detail(1, short), detail(3, other)], only_differing=True)
     assert list(differing.index) == ["model.optimizers.other.decay"]  # a value another than the default still shows
+    sgd = {"model.optimizers.other.name": "sgd", "model.optimizers.other.lr": 0.1}
+    given = {**sgd, "model.optimizers.other.momentum": 0.0, "model.optimizers.other.weight_decay": 0.0}
+    assert params_compare_frame([detail(1, sgd), detail(2, given)], only_differing=True).empty  # 0 (default) is 0.0
 
 
 def test_baselines_apply_to_the_main_metrics_quantity():
