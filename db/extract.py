@@ -98,31 +98,38 @@ def write_run_store_within(
         points = max(MIN_POINTS, points // 2)
 
 
+NAN_GUARD_CHECKPOINTS = "nan-step*.ckpt"  # the weights before a non-finite step (training/callbacks/nan_guard.py)
+
+
 def copy_resume_files(
     source: Store, run_ids: Iterable[int], folder: str | Path, earlier: str | Path | None = None
 ) -> list[Path]:
     """For every run of `run_ids` that has not finished and has a last checkpoint, its config.yaml and checkpoints
-    (last.ckpt, which `fit --resume` loads, and the best one, which the row's test at the end loads) into
-    folder/store-XXXXXXXX/NAME/ID (its run folder's last parts); returns the files written. A run whose folder is
-    not on this machine (a store restored from an export's runs.db) keeps the copies `earlier` (the folder an
-    earlier export wrote them to) holds for it."""
+    (last.ckpt, which `fit --resume` loads, the best one, which the row's test at the end loads, and a NaN guard's)
+    into folder/store-XXXXXXXX/NAME/ID (its run folder's last parts); for a finished run, its config.yaml and NaN
+    guard's checkpoints alone, where it has any (the evidence of a step it went on past, which a float64 recheck
+    reads); returns the files written. A run whose folder is not on this machine (a store restored from an export's
+    runs.db) keeps the copies `earlier` (the folder an earlier export wrote them to) holds for it."""
     written = []
     for run_id in sorted(set(int(i) for i in run_ids)):
         run = source.get_run(run_id)
         run_dir = Path(run.run_dir or "")
         in_store_folder = len(run_dir.parts) >= 3 and run_dir.parts[-3].startswith("store-")
         parts = run_dir.parts[-3:] if in_store_folder else run_dir.parts[-2:]  # (legacy folders: NAME/ID)
-        if run.status == "finished" or not parts:
+        if not parts:
             continue
-        if not (run_dir / "checkpoints" / "last.ckpt").is_file():
+        finished = run.status == "finished"
+        wanted = NAN_GUARD_CHECKPOINTS if finished else "*.ckpt"
+
+        if not _worth_copying(run_dir, finished):
             kept = Path(earlier, *parts) if earlier is not None else None
-            if kept is not None and (kept / "checkpoints" / "last.ckpt").is_file() and not run_dir.is_dir():
-                files = [path for path in sorted(kept.rglob("*")) if path.is_file()]
+            if kept is not None and _worth_copying(kept, finished) and not run_dir.is_dir():
+                files = [kept / "config.yaml", *sorted((kept / "checkpoints").glob(wanted))]
                 copies = [copy_settled(path, Path(folder, *parts, path.relative_to(kept))) for path in files]
                 written += [target for target in copies if target is not None]
             continue
         for attempt in range(3):  # a live run that saves a better best-step file deletes the one listed: again
-            files = [run_dir / "config.yaml", *sorted((run_dir / "checkpoints").glob("*.ckpt"))]
+            files = [run_dir / "config.yaml", *sorted((run_dir / "checkpoints").glob(wanted))]
             copied = [copy_settled(path, Path(folder, *parts, path.relative_to(run_dir))) for path in files]
             if all(copied) or attempt == 2:
                 break
@@ -131,6 +138,13 @@ def copy_resume_files(
                     target.unlink()
         written += [target for target in copied if target is not None]
     return written
+
+
+def _worth_copying(run_dir: Path, finished: bool) -> bool:
+    """A run folder (or an earlier export's copy of one) holds what an export keeps of it: a NaN guard's checkpoint
+    (a finished run), last.ckpt (one still to go on)."""
+    checkpoints = run_dir / "checkpoints"
+    return any(checkpoints.glob(NAN_GUARD_CHECKPOINTS)) if finished else (checkpoints / "last.ckpt").is_file()
 
 
 def copy_settled(source: Path, target: Path, tries: int = 5) -> Path | None:

@@ -262,6 +262,27 @@ def test_a_run_whose_folder_is_on_another_machine_keeps_the_checkpoints_its_earl
     )
 
 
+def test_a_finished_run_keeps_only_its_nan_guards_checkpoint_and_config(tmp_path, monkeypatch):
+    """A run that met a non-finite step and went on (eps raised on a resume) to finish: its NaN guard's checkpoint is
+    the evidence a float64 recheck reads, kept by every export; its last and best ones are not needed by anyone."""
+    db, store, copying_run = _copying_run_with_a_folder(
+        tmp_path, monkeypatch, "finished", {"nan-step7.ckpt": b"before the bad step", "best-step5.ckpt": b"best"}
+    )
+    run_dir = pathlib.Path(store.get_run(copying_run.id).run_dir)
+    (run_dir / "config.yaml").write_text("model: {}\n")
+    out = tmp_path / "out"
+    main(["report", "demo_table9", "--db", db, "--export", str(out), "--with-checkpoints"])
+    copied = out / "checkpoints" / "store-0a1b2c3d" / "c" / str(copying_run.id)
+    assert sorted(p.name for p in copied.rglob("*") if p.is_file()) == ["config.yaml", "nan-step7.ckpt"]
+    run_dir.rename(tmp_path / "elsewhere")  # a new machine, the store restored from runs.db: the copy stays
+    main(["report", "demo_table9", "--db", db, "--export", str(out), "--with-checkpoints"])
+    assert (copied / "checkpoints" / "nan-step7.ckpt").read_bytes() == b"before the bad step"
+    (tmp_path / "elsewhere").rename(run_dir)
+    (run_dir / "checkpoints" / "nan-step7.ckpt").unlink()  # a finished run without one: nothing of it is copied
+    main(["report", "demo_table9", "--db", db, "--export", str(out), "--with-checkpoints"])
+    assert not copied.exists()
+
+
 def test_a_checkpoint_rewritten_while_copied_is_copied_again(tmp_path, monkeypatch):
     """last.ckpt is rewritten in place by a live run: a copy that saw the file change is taken again."""
     import shutil
