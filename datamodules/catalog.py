@@ -289,7 +289,7 @@ JSB = _music(
     "JSB_Chorales.mat",
     "ac0e608527cc411c7e21ef7d38be47f0de7fb6b13b3ae168b8eccf1c2a9b18d4",
     96095,
-    "not stated (Bach chorales: public domain)",
+    "not stated; Bach chorales: public domain",
 )
 NOTTINGHAM = _music(
     "nottingham",
@@ -305,7 +305,7 @@ MUSE = _music(
     "MuseData.mat",
     "e8d9eb422ec3833c25f43a9f854d4ee0b9118a20b45f2c183395cdc30ffa14ff",
     947219,
-    "not stated (MuseData, CCARH: research use)",
+    "not stated; MuseData, CCARH: research use",
 )
 PIANO = _music(
     "piano",

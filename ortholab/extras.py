@@ -35,7 +35,8 @@ def missing_extra_message(extra: str, module: str) -> str:
     feature = {**EXTRAS, **TRACKERS}[extra][0]
     every = " (or 'ortholab[all]' for every optional part)" if extra in EXTRAS else ""
     return (
-        f"{feature} needs the optional package {module!r}, which is not installed: "
+        f"{feature} {'need' if ' and ' in feature else 'needs'} the optional package {module!r}, which is not "
+        f"installed: "
         f"pip install 'ortholab[{extra}]'{every}"
     )
 

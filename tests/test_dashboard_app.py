@@ -109,7 +109,7 @@ def test_runs_filters_by_family_task_status_and_text(lab, monkeypatch):
     at.multiselect(key="filter_status").set_value([])
     at.multiselect(key="filter_task").set_value(["timit"])
     assert rerun(at) and names() == {"speech"}
-    assert any("1 of 13 runs match" in n for n in notes(at))
+    assert any("1 of 13 runs match · rows 1–1 shown" in n for n in notes(at))
 
 
 def test_run_details_show_config_parameter_groups_artifacts_and_metrics(lab, monkeypatch):

@@ -88,7 +88,7 @@ if expression.strip():
         tree = filter_expr.parse(expression)
         shown = shown[filter_expr.evaluate(tree, shown, known, lambda name: column_values(name, shown))]
     except filter_expr.FilterError as error:
-        st.error(f"Filter expression not applied: {error}.", icon=":material/filter_alt_off:")
+        st.error(f"Filter expression not applied: {str(error).rstrip('.')}.", icon=":material/filter_alt_off:")
 
 if sweep:
     best = tables.best_run(shown)
@@ -139,11 +139,12 @@ rows = tables.page_of(shown, page, size)
 
 displayed = [int(i) for i in rows["id"]]
 selected = state.selected_ids()
+first_row = (page - 1) * size + 1
+shown_rows = f"rows {first_row}–{first_row + len(rows) - 1} shown" if len(rows) else "none shown"
 st.caption(
-    f"{len(shown)} of {len(frame)} runs match · rows {(page - 1) * size + 1 if len(rows) else 0}–"
-    f"{(page - 1) * size + len(rows)} shown · {len(selected)} selected. Tick rows to select runs for the other "
-    "pages; runs hidden by the filters or on other pages stay selected. 'Sort by' orders all matching runs; a "
-    "click on a column header sorts this page."
+    f"{len(shown)} of {len(frame)} runs match · {shown_rows} · {len(selected)} selected. Tick rows to select runs "
+    "for the other pages; runs hidden by the filters or on other pages stay selected. 'Sort by' orders all matching "
+    "runs; a click on a column header sorts this page."
 )
 # a fresh table whenever rows or selection change, so its ticks always mirror the shared selection
 table_key = "runs_table_" + hashlib.sha1(repr((displayed, selected, list(rows.columns))).encode()).hexdigest()[:12]
