@@ -629,11 +629,7 @@ class OrthoLabCLI(LightningCLI):
             if user_error(err) is not None:  # already one line (a MisconfigurationException: user_errors.py)
                 raise
             raise ConfigError(trainer_refusal(err, config.trainer, getattr(self.parser, "given_args", None))) from None
-        if self.subcommand == "fit":
-            self.datamodule.test_every_validation = bool(config.get("test_every_validation"))
-        check_split_sizes = getattr(self.datamodule, "check_evaluation_shards", None)
-        if check_split_sizes is not None and trainer.world_size > 1:  # refused before the run is recorded
-            check_split_sizes(trainer.world_size, self.subcommand)
+        _prepare_evaluation(self.datamodule, trainer.world_size, self.subcommand, config)
         trainer.loggers = [logger, *trainer.loggers]
         first = [StampCheckpoints()]  # every checkpoint names its store and run, and how far their record went
         if resume is not None:
@@ -886,6 +882,16 @@ def check_run_name(name: str | None) -> None:
             f"script and punctuation, starting with a letter or digit, without spaces, control "
             f'characters or /\\<>:"|?*, at most 100 characters; e.g. --name {example}'
         )
+
+
+def _prepare_evaluation(datamodule, world_size: int, subcommand: str | None, config) -> None:
+    """`--test_every_validation` handed to the task; a split smaller than the DDP processes refused before the run is
+    recorded (datamodules/sharding.py)."""
+    if subcommand == "fit":
+        datamodule.test_every_validation = bool(config.get("test_every_validation"))
+    check_split_sizes = getattr(datamodule, "check_evaluation_shards", None)
+    if check_split_sizes is not None and world_size > 1:
+        check_split_sizes(world_size, subcommand)
 
 
 def _as_said_by_resume(message: str, run_id: int) -> str:
