@@ -198,15 +198,15 @@ def check_family_switch(model: Mapping[str, Any], given_on_command_line: Sequenc
         return
     problems, fixes = [], []
     options = {p.name for p in _parameters(family)}
-    foreign = sorted(set(model.get("family_args") or {}) - options)
-    if foreign and "family_args" not in given_on_command_line:
-        problems.append(f"model.family_args {foreign} ({family}'s options: {sorted(options)})")
+    foreign_options = sorted(set(model.get("family_args") or {}) - options)
+    if foreign_options and "family_args" not in given_on_command_line:
+        problems.append(f"model.family_args {foreign_options} ({family}'s options: {sorted(options)})")
         fixes.append("--model.family_args '{}'")
-    args = model.get("family_args") if "family_args" in given_on_command_line else None  # the ones it will build
-    groups = _optimizer_groups(family, args)
-    foreign = sorted(set(model.get("optimizers") or {}) - groups - {"default"})
-    if foreign and groups and "optimizers" not in given_on_command_line:
-        problems.append(f"model.optimizers groups {foreign} ({family}'s groups: {sorted(groups)}, or default)")
+    # the groups of the options it will build: its own where they all fit, else its defaults (what '{}' gives)
+    groups = _optimizer_groups(family, None if foreign_options else model.get("family_args"))
+    foreign_groups = sorted(set(model.get("optimizers") or {}) - groups - {"default"})
+    if foreign_groups and groups and "optimizers" not in given_on_command_line:
+        problems.append(f"model.optimizers groups {foreign_groups} ({family}'s groups: {sorted(groups)}, or default)")
         fixes.append("--model.optimizers '{}'")
     if problems:
         raise ConfigError(
