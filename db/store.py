@@ -297,14 +297,12 @@ class Store:
             else:
                 creator = _sqlite_connector(path, read_only=self._access == "read" and not _can_write(path))
         try:
-            # a server's pooled connection is tested before use: one a restart ended is replaced, not failed on; a
-            # PostgreSQL connection gives up connecting after 10 s and notices a silent network cut (TCP keepalives)
-            server = dict(
-                pool_pre_ping=True, connect_args=POSTGRES_CONNECT if url.get_backend_name() == "postgresql" else {}
-            )
-            engine = (
-                create_engine(url, creator=creator) if creator else create_engine(url, **({} if is_sqlite else server))
-            )
+            if creator or is_sqlite:
+                engine = create_engine(url, creator=creator) if creator else create_engine(url)
+            else:  # a server's pooled connection is tested before use (one a restart ended is replaced, not failed
+                # on); PostgreSQL gives up connecting after 10 s and notices a silent network cut (TCP keepalives)
+                postgres = url.get_backend_name() == "postgresql"
+                engine = create_engine(url, pool_pre_ping=True, connect_args=POSTGRES_CONNECT if postgres else {})
         except (ArgumentError, ImportError) as e:  # unknown dialect or driver not installed
             raise self._error(f"no database driver for it ({e})") from e
         if is_sqlite:
