@@ -19,7 +19,7 @@ def sidebar_selection(runs: list[RunSummary]) -> list[int]:
     a predict run); runs no longer in the store drop out."""
     labels = {run.id: run_label(run) for run in runs}
     if SELECTED not in st.session_state:
-        given = st.query_params.get_all(SELECTED)
+        given = [v for v in st.query_params.get_all(SELECTED) if v.strip()]  # (`?run=` alone names none)
         from_url = [int(v) for v in given if v.isdigit() and int(v) in labels]
         if unknown := [v for v in given if not v.isdigit() or int(v) not in labels]:  # said once, below
             st.session_state[NOT_HERE] = (
