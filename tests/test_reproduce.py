@@ -214,6 +214,22 @@ def test_unknown_table_or_row_is_one_clear_message(tmp_path, monkeypatch, capsys
         assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
+def test_a_tables_list_names_each_rows_own_flags_after_its_config(tmp_path, monkeypatch, capsys):
+    """Walk-through 4: `reproduce --list cpu_checks` named the T = 1000 config for its T = 100 rows, the flags that
+    make them T = 100 unsaid."""
+    row = {"task": "copying", "family": "scornn", "value": None, "config": "c.yaml"}
+    shorter = {**row, "row": "short", "args": ["--data.seq_len", "100", "--name", "two words"]}
+    _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("val/loss", [shorter, {**row, "row": "plain"}]))
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    main(["reproduce", "toy_figure1", "--list", "--wide", "--db", db])
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert "c.yaml --data.seq_len 100 --name 'two words'  " in lines["short"]  # quoted as a shell takes it
+    assert "c.yaml  " in lines["plain"] and "--" not in lines["plain"]
+    main(["reproduce", "toy_figure1", "--list", "--json", "--db", db])
+    listed = {r["row"]: r for r in json.loads(capsys.readouterr().out)}
+    assert listed["short"]["config"] == "c.yaml" and listed["short"]["args"] == shorter["args"]
+
+
 def test_a_tables_list_and_the_report_show_what_was_asked_in_lines_of_120_columns(tmp_path, monkeypatch, capsys):
     """Issue 49: `reproduce scornn_table1 --list` printed every table's rows in lines of up to 300 characters and
     `report` on a store without paper runs printed hundreds of lines of 'not yet run'."""

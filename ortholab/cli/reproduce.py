@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -185,8 +186,9 @@ def run(args, extra: list[str]) -> None:
             print(json.dumps(listed, indent=2, default=str))
         elif not listed:
             print("nothing registered")
-        elif args.table:
-            print(text_table(listed, ["row", "family", "task", "published", "config", "status", "run"], width))
+        elif args.table:  # a row's flags follow its config: a T = 100 row of a T = 1000 config says so
+            shown = [{**r, "config": " ".join([r["config"], *map(shlex.quote, r["args"])])} for r in listed]
+            print(text_table(shown, ["row", "family", "task", "published", "config", "status", "run"], width))
         else:  # every table's rows would be hundreds of lines: one line a table, then how to see its rows
             print(text_table(table_counts(listed), ["table", "title", "rows", "with config", "run", "finished"], width))
             print("`ortholab reproduce --list TABLE` lists a table's rows; `ortholab reproduce TABLE` trains them")
@@ -759,6 +761,7 @@ def list_rows(db: str | None, table: str | None = None, absent: str | None = Non
                     "task": item.row.task,
                     "published": item.row.value if item.row.value is not None else item.row.outcome,
                     "config": item.row.config or "-",
+                    "args": list(item.row.args),  # the row's own flags on top of its config (e.g. a shorter T)
                     "status": item.status + ("" if scale == "full" else f"; {scale} scale"),
                     "run": item.fit.id if item.fit else None,
                     "paper settings": bool(item.fit) and at_paper_settings(item.fit),  # full scale, no flags
