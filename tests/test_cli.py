@@ -625,3 +625,16 @@ def test_predict_help_begins_with_the_run_form_lightnings_help_does_not_know(cap
     out = capsys.readouterr().out
     assert shown.value.code in (0, None) and out.startswith("ortholab predict --run ID [--checkpoint best|last|PATH]")
     assert "--ckpt_path FILE" in out and "--trainer.max_steps" in out  # then Lightning's form, every key
+
+
+def test_an_audio_evaluation_given_for_a_task_without_audio_is_refused_before_a_run_is_recorded(tmp_path, capsys):
+    """Walk-through 6: `--trainer.callbacks+ AudioEvaluation` on copying trained and scored nothing, in silence. The
+    instance every run gets still skips other tasks: the same fit without it records a run."""
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    with pytest.raises(SystemExit) as exit_:
+        main(["fit", "--config", DEMO, *TINY, "--db", db, "--trainer.callbacks+", "AudioEvaluation"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "trainer.callbacks: AudioEvaluation scores the speech task" in err
+    assert "this run trains datamodules.CopyingTask" in err and Store(db).list_runs() == []
+    main(["fit", "--config", DEMO, *TINY, "--db", db])
+    assert [r.status for r in Store(db).list_runs()] == ["finished"]

@@ -637,9 +637,9 @@ class OrthoLabCLI(LightningCLI):
         if config.analysis:
             first += default_callbacks(trainer.callbacks)
         trainer.callbacks[:0] = first
-        for callback in trainer.callbacks:  # a speech task without PESQ/STOI: one line before the run is recorded
-            if isinstance(callback, AudioEvaluation):
-                callback.check_task(self.datamodule)
+        for callback in trainer.callbacks:  # a speech task without PESQ/STOI, or a user's one on another task: one line
+            if isinstance(callback, AudioEvaluation):  # before the run is recorded
+                callback.check_task(self.datamodule, given=any(callback is c for c in configured))
         seed = config.get("seed_everything")
         if seed is not False and seed is not None:  # said now: a model or task refused above says only why
             logging.getLogger(SEED_LOGGER).info(rank_prefixed_message(f"Seed set to {seed}", _get_rank()))

@@ -2,8 +2,10 @@
 
 See ortholab/evaluation/audio.py for what is reconstructed, scored and recorded. Runs on global rank zero only, with
 the weights the model has at that moment (after fit: the last ones), recorded at the trainer's global step.
-Skipped for tasks other than speech and when training was stopped by a signal (the job is being preempted). PESQ and
-STOI (the `speech` extra) are required only when the callback meets a speech task: a bare install trains the others.
+Every run gets one (training/callbacks/__init__.py), which skips tasks other than speech; one a user puts in
+`trainer.callbacks` for another task is refused before training (it would record nothing). Skipped when training was
+stopped by a signal (the job is being preempted). PESQ and STOI (the `speech` extra) are required only when the
+callback meets a speech task: a bare install trains the others.
 """
 
 from __future__ import annotations
@@ -53,8 +55,19 @@ class AudioEvaluation(Callback):
         self.utterances, self.clips, self.method = utterances, clips, method
         self.per_utterance, self.after_fit, self.after_test = per_utterance, after_fit, after_test
 
-    def check_task(self, datamodule) -> None:
-        """A speech task without PESQ and STOI installed is refused here, before training; other tasks need neither."""
+    def check_task(self, datamodule, given: bool = False) -> None:
+        """Before training: speech without PESQ and STOI installed is refused, and so is another task when the user
+        `given` this callback (the instance every run gets skips other tasks)."""
+        if given and not isinstance(datamodule, SpeechPrediction):
+            kind = type(datamodule)
+            ours = kind.__module__.startswith("ortholab.datamodules")  # named as a config names it
+            task = f"datamodules.{kind.__name__}" if ours else f"{kind.__module__}.{kind.__name__}"
+            task = "no data module" if datamodule is None else task
+            raise ConfigError(
+                f"trainer.callbacks: AudioEvaluation scores the speech task (datamodules.SpeechPrediction) only, and "
+                f"this run trains {task}, where it would record nothing; remove it from trainer.callbacks "
+                "(`--trainer.callbacks '[]'` empties a config's list)"
+            )
         if isinstance(datamodule, SpeechPrediction):
             require_extra("speech")
 
