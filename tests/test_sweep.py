@@ -278,3 +278,26 @@ def test_the_flag_check_names_bad_family_options_and_leaves_shapes_it_does_not_k
     assert "recurrent must be a mapping" in _refused_model_options(model + "  optimizers: {recurrent: 5}\n")
     assert _refused_model_options(model + "  family_args: [1, 2]\n") is None  # the run names it with its key
     assert _refused_model_options("not: [a, mapping\n") is None and _refused_model_options("- a list\n") is None
+
+
+@pytest.mark.parametrize("kind", ["tpe", "random"])
+def test_a_command_joining_a_study_does_not_redraw_the_values_its_first_command_drew(tmp_path, kind):
+    """Walk-through 7: the same `sweep` command again (same --seed 0) drew the first command's values anew, so two
+    of four trials trained points already trained. Each command draws from its own stream; the first still follows
+    --seed (the same study made again draws the same first values)."""
+    from ortholab.cli.sweep_study import open_study
+
+    space = {"model.optimizers.recurrent.lr": {"low": 1.0e-5, "high": 1.0e-3, "log": True}}
+
+    def draw(study, count):
+        values = []
+        for _ in range(count):
+            trial = study.ask()
+            values.append(trial.suggest_float("lr", 1.0e-5, 1.0e-3, log=True))
+            study.tell(trial, 0.5)
+        return values
+
+    first = draw(open_study("s", f"sqlite:///{tmp_path / 'a.db'}", kind, space, seed=0), 2)
+    assert draw(open_study("s", f"sqlite:///{tmp_path / 'b.db'}", kind, space, seed=0), 2) == first
+    again = draw(open_study("s", f"sqlite:///{tmp_path / 'a.db'}", kind, space, seed=0), 2)  # joined
+    assert not set(again) & set(first)

@@ -31,11 +31,14 @@ import json
 import math
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
+import numpy as np
 import optuna
 import yaml
 
@@ -172,18 +175,33 @@ def make_pruner(kind: str) -> optuna.pruners.BasePruner:
     )
 
 
+def make_sampler(kind: str, seed: int) -> optuna.samplers.BaseSampler:
+    """TPE for `tpe`; random draws for `random` and for a grid's trials beyond its enqueued points."""
+    return optuna.samplers.TPESampler(seed=seed) if kind == "tpe" else optuna.samplers.RandomSampler(seed=seed)
+
+
+def joining_seed(seed: int, held: int) -> int:
+    """The sampler seed of a command joining a study that holds `held` trials: mixed with them and with this process
+    (host and PID), since --seed alone would redraw the values the study's first command drew (walk-through 7: a
+    continued sweep trained two of its four trials again), and two machines joining at once would draw alike."""
+    process = zlib.crc32(socket.gethostname().encode()), os.getpid()
+    return int(np.random.SeedSequence([seed, held, *process]).generate_state(1)[0])
+
+
 def open_study(
     name: str, db: str, kind: str, space: dict, seed: int, pruner: str = "median", flags: list[str] = ()
 ) -> optuna.Study:
     """Create the study, or join it. Its creator enqueues a grid's points, so that concurrent workers take each
     point exactly once (Optuna's GridSampler may repeat points across workers), and records the space and the
     flags every trial gets, which a later command joining it is compared with."""
-    sampler = optuna.samplers.TPESampler(seed=seed) if kind == "tpe" else optuna.samplers.RandomSampler(seed=seed)
     chosen = make_pruner(pruner)
     plan = {"space": json.loads(json.dumps(space)), "flags": [t for f in flags for t in f.split("=", 1)]}  # --k=v
     try:
+        sampler = make_sampler(kind, seed)
         study = optuna.create_study(study_name=name, storage=db, sampler=sampler, pruner=chosen, direction="minimize")
     except optuna.exceptions.DuplicatedStudyError:
+        held = len(optuna.load_study(study_name=name, storage=db).get_trials(deepcopy=False))
+        sampler = make_sampler(kind, joining_seed(seed, held))
         study = optuna.load_study(study_name=name, storage=db, sampler=sampler, pruner=chosen)
         changed = [what for what, value in plan.items() if study.user_attrs.get(what, value) != value]
         if changed:  # e.g. a wider range, or --trainer.max_steps 10 where the earlier trials trained 20
