@@ -73,6 +73,11 @@ def test_a_tasks_listed_name_is_its_class_on_the_command_line_and_one_line_in_a_
     assert "data.class_path = 'mnist' is not a task's class path; did you mean datamodules.PixelMNIST?" in line
 
 
+def test_a_models_own_refusal_of_a_flag_says_it_was_given_on_the_command_line(tmp_path, monkeypatch, capsys):
+    line = fails(tmp_path, monkeypatch, capsys, "--model.optimizers.recurent.lr", "1e-3")  # a dotted group flag
+    assert "model.optimizers.recurent (on the command line): family 'scornn' has no parameter group" in line
+
+
 def test_a_misspelt_key_in_a_config_file_is_named_too(tmp_path, monkeypatch, capsys):
     (tmp_path / "typo.yaml").write_text("model:\n  famliy: lstm\n")
     line = fails(tmp_path, monkeypatch, capsys, "--config", str(tmp_path / "typo.yaml"))
@@ -88,6 +93,17 @@ def test_a_misspelt_key_in_a_config_file_is_named_too(tmp_path, monkeypatch, cap
         (  # a task's option: its own key and where, not jsonargparse's `data` union cut mid-word
             "data:\n  class_path: datamodules.CopyingTask\n  init_args:\n    batch_size: twenty\n",
             "data.batch_size = 'twenty' (in {file}): expected int (`ortholab fit --data.help CopyingTask` describes",
+        ),
+        # the model's own checks (walk-through 7: they named no file, troubleshooting.md promised one)
+        ("model:\n  family: scorn\n", "model.family = 'scorn' (in {file}) is not a registered family; did you mean"),
+        (
+            "model:\n  optimizers:\n    recurent: {name: adam, lr: 1.0e-3}\n",
+            "model.optimizers.recurent (in {file}): family 'scornn' has no parameter group 'recurent'; did you mean "
+            "'recurrent'? its groups",
+        ),
+        (
+            "model:\n  optimizers:\n    default: {name: adam, lr: -1.0}\n",
+            "model.optimizers.default.lr = -1.0 (in {file}) must be a positive finite number",
         ),
     ],
 )

@@ -223,21 +223,33 @@ def test_list_configs_for_one_family_keeps_only_its_configs_and_names_a_misspelt
 
 
 BAD_INPUT = [
-    (["--model.family", "scorn"], "model.family = 'scorn' is not a registered family; did you mean 'scornn'?"),
-    (["--model.family_args", "{rho: 300}"], "model.family_args.rho = 300 must lie between 0 and hidden_size = 8"),
+    (
+        ["--model.family", "scorn"],
+        "model.family = 'scorn' (on the command line) is not a registered family; did you mean 'scornn'?",
+    ),
+    (
+        ["--model.family_args", "{rho: 300}"],
+        "model.family_args.rho = 300 (on the command line) must lie between 0 and hidden_size = 8",
+    ),
     (["--data.seq_len", "0"], "data.seq_len must be a positive integer, got 0"),
     (["--model.hiden_size", "5"], "model.hiden_size"),
-    (["--model.family_args", "{rhoo: 3}"], "model.family_args.rhoo is not an option of family 'scornn'"),
+    (
+        ["--model.family_args", "{rhoo: 3}"],
+        "model.family_args.rhoo (on the command line) is not an option of family 'scornn'",
+    ),
     (["--model.optimizers", "{recurrent: {name: rmsprob, lr: 0.1}}"], "model.optimizers.recurrent.name = 'rmsprob'"),
     (["--model.family", "scoRNN"], "did you mean 'scornn'?"),  # case aside
     (
         ["--model.family_args", "{rh: 3}"],
-        "model.family_args.rh is not an option of family 'scornn'; did you mean 'rho'?",
+        "model.family_args.rh (on the command line) is not an option of family 'scornn'; did you mean 'rho'?",
     ),
     (["--model.optimizers", "{recurrent: {name: rmsprp, lr: 0.1}}"], "did you mean 'rmsprop'?"),
     (["--trainer.gradient_clip_val", "1.0"], "clip the gradients' total norm with --model.grad_clip_norm 1.0 instead"),
     (["--trainer.gradient_clip_val", "-1"], "--model.grad_clip_norm NORM (> 0) instead"),  # no value it would refuse
-    (["--trainer.accumulate_grad_batches", "4"], "trainer.accumulate_grad_batches = 4 is not available"),
+    (
+        ["--trainer.accumulate_grad_batches", "4"],
+        "trainer.accumulate_grad_batches = 4 (on the command line) is not available",
+    ),
 ]
 
 
@@ -361,7 +373,10 @@ def test_hidden_size_auto_sizes_to_the_budget(capsys):
     "extra, message",
     [
         (["--model.hidden_size", "auto"], "model.param_budget is not set"),
-        (["--model.hidden_size", "auto", "--model.param_budget", "0"], "model.param_budget = 0 must be a positive"),
+        (
+            ["--model.hidden_size", "auto", "--model.param_budget", "0"],
+            "model.param_budget = 0 (on the command line) must be a positive",
+        ),
     ],
 )
 def test_impossible_sizes_are_one_clear_message(extra, message, capsys, tmp_path, monkeypatch):

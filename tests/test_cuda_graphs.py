@@ -110,10 +110,14 @@ def _fit(tmp_path, *extra: str) -> None:
 @pytest.mark.parametrize(
     ("extra", "says"),
     [
-        (["--trainer.accelerator", "cpu"], "model.cuda_graphs: true needs a CUDA device, and this run trains on cpu"),
+        (
+            ["--trainer.accelerator", "cpu"],
+            "model.cuda_graphs (on the command line): true needs a CUDA device, and this run trains on cpu",
+        ),
         (
             ["--trainer.accelerator", "gpu", "--trainer.precision", "bf16-mixed"],
-            "model.cuda_graphs: true with trainer.precision bf16-mixed: autocast's cast cache cannot be captured",
+            "model.cuda_graphs (on the command line): true with trainer.precision bf16-mixed: autocast's cast cache "
+            "cannot be captured",
         ),
     ],
 )

@@ -129,7 +129,7 @@ def test_a_wrong_type_on_the_command_line_is_one_line_naming_the_key(tmp_path):
     )
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
-    assert "model.family_args.rho: expected int | float, got 'abc'" in done.stderr
+    assert "model.family_args.rho (on the command line): expected int | float, got 'abc'" in done.stderr
 
 
 def test_a_printed_config_pins_no_runs_folder(tmp_path):

@@ -409,7 +409,7 @@ def test_a_setting_beyond_the_machine_is_one_line_naming_the_key(
         (
             ["--trainer.accelerator", "cpu", "--trainer.devices", str((os.cpu_count() or 1) + 1)],
             [
-                f"trainer.devices = {(os.cpu_count() or 1) + 1} starts",
+                f"trainer.devices = {(os.cpu_count() or 1) + 1} (on the command line) starts",
                 f"this machine has {os.cpu_count() or 1} CPU core",
                 f"--trainer.devices {os.cpu_count() or 1} or fewer",
             ],

@@ -197,7 +197,10 @@ def _fit(tmp_path, *extra):
     "precision, says",
     [
         ("16-mixed", "trainer.precision = 16-mixed: float16 mixed precision runs on CUDA GPUs only"),
-        ("bf16-true", "trainer.precision = bf16-true stores the parameters themselves in 16 bits"),
+        (
+            "bf16-true",
+            "trainer.precision = bf16-true (on the command line) stores the parameters themselves in 16 bits",
+        ),
     ],
 )
 def test_what_the_cpu_cannot_train_is_refused_in_one_line(tmp_path, capsys, precision, says):

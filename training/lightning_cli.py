@@ -137,9 +137,9 @@ def _flat_values(tree, prefix: str = "") -> dict[str, object]:
     return values
 
 
-def where_given(key: str, argv: list[str], value: str | None = None, unknown: str = "") -> str:
+def where_given(key: str, argv: list[str], value: str | None = None, unknown: str = "", exact: bool = False) -> str:
     """Where the user wrote `key` (with `value`, when given): 'on the command line' or 'in FILE', the last place
-    in argv's order, whose value stands; `unknown` when no place holds it."""
+    in argv's order, whose value stands; `unknown` when no place holds it (with `exact`, none holds that value)."""
     key, places = key.replace(".init_args.", "."), []
     argv = [str(arg) for arg in argv]
     for i, arg in enumerate(argv):
@@ -152,8 +152,27 @@ def where_given(key: str, argv: list[str], value: str | None = None, unknown: st
                     places.append((f"in {given}", str(held[key])))
         elif flag.startswith("--") and flag[2:].replace(".init_args.", ".") == key:
             places.append(("on the command line", given))
+            with contextlib.suppress(yaml.YAMLError):  # -1.0e-3 as the code reads it, -0.001
+                places.append(("on the command line", str(yaml.safe_load(given))))
+        elif flag.startswith("--") and key.startswith(flag[2:] + "."):  # --model.family_args '{rho: 300}'
+            with contextlib.suppress(yaml.YAMLError):
+                held = _flat_values(yaml.safe_load(given), flag[2:])
+                if key in held:
+                    places.append(("on the command line", str(held[key])))
     matching = [place for place, held in places if value is None or held == value]
-    return (matching or [place for place, _ in places] or [unknown])[-1]
+    return (matching or ([] if exact else [place for place, _ in places]) or [unknown])[-1]
+
+
+def with_place(message: str, argv: list[str]) -> str:
+    """A refusal that opens with the key it is about (`model.optimizers.recurent: ...`, `model.family = 'x' is ...`)
+    but not with where it was given: the place put after the key and a one-word value, as the parser's own say it."""
+    opening = re.match(r"((?:model|data|trainer)\.[\w.]+)((?: = \S+(?=[ ;:,]))?)", message)
+    if opening is None or re.search(r"\(in [^)]*\)|on the command line", message):
+        return message
+    key, value = opening.group(1), opening.group(2).removeprefix(" = ").strip("'\"") or None
+    inner = any(str(arg).partition("=")[0].startswith(f"--{key}.") for arg in argv)  # --model.optimizers.G.lr
+    where = where_given(key, argv, value, exact=True) or ("on the command line" if inner else "")
+    return f"{opening.group(0)} ({where}){message[opening.end() :]}" if where else message
 
 
 def _unknown_task_option(class_path: str, key: str, argv: list[str]) -> str:

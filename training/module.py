@@ -12,6 +12,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 
 from ortholab.datamodules.spec import TaskSpec
 from ortholab.db.provenance import code_version, command_line
+from ortholab.errors import did_you_mean
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
 from ortholab.models.optimizers import DEFAULT_OPTIMIZERS, build_optimizer, check_optimizer_spec, optimizer_defaults
 from ortholab.models.precision import autocast_off
@@ -208,7 +209,7 @@ class RecurrentModule(pl.LightningModule):
         if unknown:
             raise ConfigError(
                 f"model.optimizers.{unknown[0]}: family {self.hparams.family!r} has no parameter group "
-                f"{unknown[0]!r}; its groups are {sorted(groups)} (or use 'default')"
+                f"{unknown[0]!r}; {did_you_mean(unknown[0], groups)}its groups are {sorted(groups)} (or use 'default')"
             )
         specs, keys = {}, {}
         family_defaults = self.model.layer.default_optimizers  # e.g. the Stiefel step a unitary W needs

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile

@@ -54,8 +54,9 @@ def main(argv: list[str], given: bool) -> None:
 
         flush_subnormals()
     from ortholab.cli.mapping_flags import merge_deep_mapping_flags
-    from ortholab.training.lightning_cli import OrthoLabCLI, task_short_names
+    from ortholab.training.lightning_cli import OrthoLabCLI, task_short_names, with_place
 
+    typed = argv  # as the user wrote it, for saying where a refused key was given
     prepared = merge_deep_mapping_flags(task_short_names(resume_arguments(predict_arguments(packaged_configs(argv)))))
     # --data.class_path mnist: the task's class; --model.optimizers.other.lr: that option, not the whole group
     if prepared != argv:
@@ -65,6 +66,11 @@ def main(argv: list[str], given: bool) -> None:
         sys.stdout = MaskedStream(stdout, known_passwords([*argv, *sys.argv]))  # it prints db: too
     try:
         OrthoLabCLI(args=argv if given else None)  # Lightning reads sys.argv itself
+    except ConfigError as refused:  # a model's or task's own check names its key: where the user gave it, too
+        placed = with_place(str(refused), typed)
+        if placed == str(refused):
+            raise
+        raise ConfigError(placed) from refused
     finally:
         sys.stdout = stdout
 
