@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -653,3 +654,26 @@ def test_an_audio_evaluation_given_for_a_task_without_audio_is_refused_before_a_
     assert "this run trains datamodules.CopyingTask" in err and Store(db).list_runs() == []
     main(["fit", "--config", DEMO, *TINY, "--db", db])
     assert [r.status for r in Store(db).list_runs()] == ["finished"]
+
+
+def test_runs_show_says_each_metrics_last_value_and_the_analyses_recorded(tmp_path, capsys):
+    """Walk-through 6: `evaluate-audio` sent the user to `runs show`, which showed no score, metric or analysis."""
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    main(["fit", "--config", DEMO, *TINY, "--db", db])
+    store = Store(db)
+    (run,) = store.list_runs()
+    store.log_metrics(run.id, {"val/score/first": 1.0, "val/score": float("nan")}, step=6)  # a deeper key; a NaN
+    capsys.readouterr()
+    main(["runs", "show", str(run.id), "--db", db])
+    shown = capsys.readouterr().out.splitlines()
+    last_loss = store.metric_series(run.id, "val/loss")[-1].value
+    (val,) = [line for line in shown if line.startswith("  val: ")]
+    assert f"loss {last_loss:.4g}" in val and "score nan" in val
+    assert "  and 1 keys one level deeper, such as each utterance's scores (`--json` has them)" in shown
+    (analyses,) = [line for line in shown if line.startswith("analyses: ")]
+    kinds = Counter(a.kind for a in store.artifacts(run.id))
+    assert kinds["eigenvalues"] > 0 and all(f"{kind} {count}" in analyses for kind, count in kinds.items())
+    main(["runs", "show", str(run.id), "--db", db, "--json"])
+    record = json.loads(capsys.readouterr().out)  # strict JSON: the NaN is null
+    assert record["last_values"]["val/loss"] == last_loss and record["last_values"]["val/score"] is None
+    assert record["last_values"]["val/score/first"] == 1.0 and record["artifacts"] == dict(kinds)

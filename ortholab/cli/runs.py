@@ -6,11 +6,14 @@ another run."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import sys
+import textwrap
+from collections import Counter
 from pathlib import Path
 
-from ortholab.cli.common import DB_HELP, table
+from ortholab.cli.common import DB_HELP, fmt, table
 from ortholab.db.progress import copy_note, runs_rows
 from ortholab.db.provenance import resume_notes
 from ortholab.errors import ConfigError, did_you_mean
@@ -167,11 +170,41 @@ def show(targets: list[str], db: str | None, as_json: bool = False) -> None:
     store = Store(db, access="read")
     run = store.get_run(run_id)  # StoreError naming a missing id and the store
     if as_json:
-        print(json.dumps(run.to_dict(), indent=2, default=str))
+        last = {key: _finite(v) for (_, key), v in store.last_values([run_id], store.metric_keys(run_id)).items()}
+        kinds = Counter(a.kind for a in store.artifacts(run_id))
+        print(json.dumps({**run.to_dict(), "last_values": last, "artifacts": dict(kinds)}, indent=2, default=str))
         return
-    print("\n".join(run_card(run)))
+    print("\n".join([*run_card(run), *record_lines(store, run_id)]))
     if note := copy_note(store):
         print(note)
+
+
+def _finite(value: float) -> float | None:
+    """JSON has no NaN or infinity: such a value is null."""
+    return value if math.isfinite(value) else None
+
+
+def record_lines(store, run_id: int, width: int = 120) -> list[str]:
+    """What the run recorded: the last value of each metric key, one line per prefix (keys one level deeper, such as
+    each utterance's scores, counted), and the analyses by kind, as `runs show` says them."""
+    keys = store.metric_keys(run_id)
+    top = [key for key in keys if key.count("/") <= 1]
+    last = store.last_values([run_id], top)
+    groups: dict[str, list[str]] = {}
+    for key in top:
+        prefix, _, name = key.rpartition("/")
+        if (run_id, key) in last:
+            groups.setdefault(prefix or "-", []).append(f"{name} {fmt(last[(run_id, key)])}")
+    lines = ["last values:"] if groups else ["last values: (none recorded)"]
+    for prefix, items in groups.items():
+        lines += textwrap.wrap(f"{prefix}: {', '.join(items)}", width, initial_indent="  ", subsequent_indent="    ")
+    if deeper := len(keys) - len(top):
+        lines.append(f"  and {deeper} keys one level deeper, such as each utterance's scores (`--json` has them)")
+    kinds = Counter(a.kind for a in store.artifacts(run_id))
+    if kinds:
+        listed = ", ".join(f"{kind} {count}" for kind, count in kinds.items())
+        lines.append(f"analyses: {listed} (the dashboard draws them; docs/library.md reads them in Python)")
+    return lines
 
 
 def run_card(run) -> list[str]:
