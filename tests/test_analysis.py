@@ -32,6 +32,20 @@ def _fit(tmp_path, monkeypatch, *extra):
     return store, run
 
 
+def test_orthogonality_drift_is_recorded_at_the_end_of_training_too(tmp_path, monkeypatch):
+    """Walk-through 6: a run shorter than every_n_steps had one drift point, at step 0, on the Eigenvalues page."""
+    store, run = _fit(tmp_path, monkeypatch)  # the default, every 100 steps: 6 steps
+    assert [p.step for p in store.metric_series(run.id, "analysis/orthogonality")] == [0, 6]
+    (tmp_path / "due").mkdir()
+    store, run = _fit(
+        tmp_path / "due",
+        monkeypatch,
+        "--trainer.callbacks+=training.callbacks.OrthogonalityDrift",
+        "--trainer.callbacks.every_n_steps=3",
+    )
+    assert [p.step for p in store.metric_series(run.id, "analysis/orthogonality")] == [0, 3, 6]  # 6 once
+
+
 def test_default_callbacks_record_drift_eigenvalues_profile_and_timing(tmp_path, monkeypatch):
     store, run = _fit(
         tmp_path,

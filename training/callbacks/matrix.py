@@ -37,7 +37,8 @@ class _MatrixCallback(Callback):
 
 
 class OrthogonalityDrift(_MatrixCallback):
-    """Logs `analysis/orthogonality` = ||W^H W - I||_F every `every_n_steps` optimizer steps (0: off).
+    """Logs `analysis/orthogonality` = ||W^H W - I||_F every `every_n_steps` optimizer steps and at the end of
+    training (0: off).
 
     Families without a recurrent matrix (LSTM, GRU) are skipped.
     """
@@ -49,6 +50,13 @@ class OrthogonalityDrift(_MatrixCallback):
         w = layer.recurrent_matrix()
         if w is not None:
             record_metrics(trainer, {"analysis/orthogonality": orthogonality_error(w)}, step)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        # the weights training ended with: a run shorter than every_n_steps has more than its step-0 point
+        step = trainer.global_step
+        if trainer.is_global_zero and self.every_n_steps and not is_due(step, self.every_n_steps):
+            with torch.no_grad():
+                self.snapshot(trainer, pl_module.model.layer, step)
 
 
 class EigenvalueSnapshots(_MatrixCallback):
