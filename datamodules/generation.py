@@ -89,7 +89,7 @@ def read_mono(path: Path, sample_rate: int | None) -> np.ndarray:
 
 
 class SequenceGeneration(GatheredTaskDataModule):
-    """Generate audio excerpts sample by sample; normalised MSE. See the module docstring for the options.
+    """Generate audio excerpts sample by sample; normalised MSE (docs/tasks.md describes it).
 
     path: the audio file; fsdd_recording: when no path is given, a recording of FSDD in the data root (e.g.
     0_jackson_0.wav; download: true fetches FSDD there first); sample_rate: the rate the file must have (null:

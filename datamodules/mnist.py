@@ -129,7 +129,7 @@ def check_options(dataset: str, path, scaling: str, val_from: str, std, pixel_ma
 
 
 class PixelMNIST(GatheredTaskDataModule):
-    """Sequential (pixel-by-pixel) image classification; see the module docstring for every option."""
+    """Sequential (pixel-by-pixel) image classification (docs/tasks.md describes it and its variants)."""
 
     def __init__(
         self,

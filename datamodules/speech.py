@@ -63,7 +63,7 @@ FEATURE_BATCH = 64  # utterances whose STFTs are computed as one batch
 
 
 class SpeechPrediction(GatheredTaskDataModule):
-    """Predict the next log-magnitude STFT frame of speech (FSDD by default, or TIMIT). See the module docstring.
+    """Predict the next log-magnitude STFT frame of speech (FSDD by default, or TIMIT); docs/tasks.md describes it.
 
     corpus: 'fsdd' or 'timit'; path: FSDD's recordings/ folder (default: fsdd/recordings in the data root,
     `ortholab data list`; download: true fetches it there first, SHA-256 checked) or TIMIT's folder (holding
