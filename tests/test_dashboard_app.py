@@ -2,6 +2,8 @@
 hand-written runs (tests/dashboard_store.py): the tables' contents, the plotly figures' data, the notes
 shown where a run has nothing to plot, and the filters."""
 
+import json
+
 import numpy as np
 import pytest
 import streamlit
@@ -395,6 +397,9 @@ def test_audio_plays_the_stored_wav_bytes_side_by_side(lab, monkeypatch):
     per_clip = [d.value for d in at.dataframe if "reconstruction" in d.value.columns and "run" not in d.value.columns]
     assert len(per_clip) == 2 and per_clip[0].set_index("metric").loc["STOI"].tolist() == [0.8, 0.5]
     assert per_clip[0]["metric"].tolist()[0] == "SegSNR (dB; VOICEBOX v_snrseg 'Vq', 10 ms frames)"
+    clip_tables = [d for d in at.dataframe if "reconstruction" in d.value.columns and "run" not in d.value.columns]
+    shown_as = json.loads(clip_tables[0].proto.columns)  # walk-through 6: -157.37114637924535 was shown whole
+    assert shown_as["reconstruction"]["type_config"]["format"] == "%.4g"
 
     table = next(d.value for d in at.dataframe if "run" in d.value.columns).set_index("metric")
     assert list(table.columns) == ["run", "family", "split", "reconstruction", "baseline"]  # long: no column off-screen

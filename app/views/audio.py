@@ -50,11 +50,16 @@ def clip_panel(run, clip) -> None:
     table = scores_table(by_role)
     if table:
         scores = pd.DataFrame(table)
+        roles = [role for role in SCORED_ROLES if role in scores]  # 4 significant digits, as the table below
         st.dataframe(
             scores,
             hide_index=True,
             key=f"scores_{run.id}_{clip.step}_{clip.utterance}",
-            column_config=table_fit.sized(scores),
+            column_config=table_fit.sized(
+                scores,
+                {role: st.column_config.NumberColumn(role, format="%.4g") for role in roles},
+                formats=dict.fromkeys(roles, "%.4g"),
+            ),
         )
     else:
         st.caption("No per-clip scores recorded for this clip.")
