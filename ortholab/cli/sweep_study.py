@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import math
 import os
 import signal
@@ -173,6 +174,22 @@ def make_pruner(kind: str) -> optuna.pruners.BasePruner:
     return (
         optuna.pruners.MedianPruner(n_startup_trials=PRUNE_STARTUP) if kind == "median" else optuna.pruners.NopPruner()
     )
+
+
+class _SaidAlready(logging.Filter):
+    """Optuna's two warnings for a trial whose objective returned NaN ('Trial 1 failed with value nan.'): the sweep's
+    own line said why (failed, or stopped and waiting to be trained again). An exception's warning stays."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        ours = "The value nan is not acceptable" in text or text.endswith("failed with value nan.")
+        return record.exc_info is not None or not (text.startswith("Trial ") and ours)
+
+
+def quiet_failed_trials() -> None:
+    optimize = logging.getLogger("optuna.study._optimize")  # where Optuna logs a failed trial
+    if not any(isinstance(f, _SaidAlready) for f in optimize.filters):
+        optimize.addFilter(_SaidAlready())
 
 
 def make_sampler(kind: str, seed: int) -> optuna.samplers.BaseSampler:
@@ -392,6 +409,7 @@ def run_sweep(
         trials = points
     check_first_point(config, space, space_file, extra)
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # a line per trial is ours (its run and best value)
+    quiet_failed_trials()
     study = open_study(name, db, sampler, space, seed, pruner, flags=list(extra))
     say_continued(study, trials)
     threads = threads_each(workers) if workers > 1 else None  # each worker's trials get their share of the cores
