@@ -311,6 +311,14 @@ def fit_trial(
         raise optuna.TrialPruned(f"trial {run_name}: pruned at step {pruned}")
     if children.stopped_by() and not (recorded and Store(db).get_run(recorded[0]).status == "finished"):
         where = f"run {recorded[0]} stopped with a checkpoint" if recorded else "nothing recorded"
+        if recorded:  # its reason said `fit --resume ID`; the sweep itself trains a copy of the trial instead
+            sweep = tags[0].removeprefix("sweep:")
+            Store(db, access="write").update_run(
+                recorded[0],
+                reason=f"stopped with sweep {sweep} by {children.stop_name()}: the same sweep command trains this "
+                f"trial's values again as a new run (`ortholab fit --resume {recorded[0]}` goes on with this one "
+                "outside the sweep)",
+            )
         raise TrialStopped(f"trial {run_name}: stopped by {children.stop_name()} ({where})")
     if code != 0 or not recorded:
         errors = [line for line in stderr.splitlines() if line.startswith("ortholab: error:")]
