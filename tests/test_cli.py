@@ -677,3 +677,28 @@ def test_runs_show_says_each_metrics_last_value_and_the_analyses_recorded(tmp_pa
     record = json.loads(capsys.readouterr().out)  # strict JSON: the NaN is null
     assert record["last_values"]["val/loss"] == last_loss and record["last_values"]["val/score"] is None
     assert record["last_values"]["val/score/first"] == 1.0 and record["artifacts"] == dict(kinds)
+
+
+def test_runs_columns_show_each_runs_setting_and_last_metric_value(tmp_path, capsys):
+    """Walk-through 7: comparing sweep trials' learning rates meant parsing `runs show --json` run by run."""
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    for lr in ("0.002", "0.004"):
+        main(["fit", "--config", DEMO, *TINY, "--db", db, "--model.optimizers.other.lr", lr, "--name", f"lr{lr}"])
+    store = Store(db)
+    capsys.readouterr()
+    keys = "model.optimizers.other.lr,data.seq_len,val/loss"
+    main(["runs", "--db", db, "--columns", keys, "--json"])
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    for name, lr in (("lr0.002", 0.002), ("lr0.004", 0.004)):
+        run_id = rows[name]["id"]
+        assert rows[name]["model.optimizers.other.lr"] == lr and rows[name]["data.seq_len"] == 5
+        assert rows[name]["val/loss"] == store.metric_series(run_id, "val/loss")[-1].value
+    main(["runs", "--db", db, "--columns", keys])
+    header, _, *lines = capsys.readouterr().out.splitlines()
+    assert header.split()[10:14] == ["best", "baseline", *keys.split(",")[:2]]
+    assert [line.split()[12] for line in lines] == ["0.004", "0.002"]  # newest first
+    with pytest.raises(SystemExit) as exit_:
+        main(["runs", "--db", db, "--columns", "model.optimizers.othr.lr"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "--columns model.optimizers.othr.lr: no listed run has this setting" in err
+    assert "did you mean 'model.optimizers.other.lr'?" in err

@@ -20,7 +20,8 @@ from ortholab.errors import ConfigError, did_you_mean
 
 ACTIONS = ("show", "tag", "untag", "delete")
 USAGE = (
-    "runs [--family F] [--task T] [--status S] [--tag T] [--json] | runs show ID | runs tag|untag|delete ID... [LABEL]"
+    "runs [--family F] [--task T] [--status S] [--tag T] [--columns KEYS] [--json] | runs show ID | "
+    "runs tag|untag|delete ID... [LABEL]"
 )
 HELP = "list recorded runs (filtered); show one whole; tag, untag or delete runs"
 COLUMNS = [
@@ -59,6 +60,12 @@ def add_arguments(parser) -> None:
         parser.add_argument(f"--{key}", default=None, help=f"only the runs of this {key}")
     parser.add_argument("--name", default=None, help="only the runs whose name holds this text (any case)")
     parser.add_argument("--yes", action="store_true", help="delete: without asking")
+    parser.add_argument(
+        "--columns",
+        default=None,
+        help="comma-separated keys shown as columns after `baseline`: a config key as fit takes it "
+        "(model.optimizers.recurrent.lr, data.seq_len) shows each run's value, a metric (val/acc) its last value",
+    )
 
 
 def run(args, extra: list[str]) -> None:
@@ -75,17 +82,45 @@ def run(args, extra: list[str]) -> None:
         )
     recorded = runs_rows(args.db)
     rows = filter_rows(recorded, args.family, args.task, args.status, args.tag, args.name)
+    keys = [key.strip() for key in (args.columns or "").split(",") if key.strip()]
+    rows = with_columns(rows, keys, args.db) if keys and rows else rows
     if args.json:  # full ISO start times
         print(json.dumps(rows, indent=2, default=str))
     elif rows:
         rows = [shown(row) for row in rows]
-        print(table(rows, COLUMNS if any(row["reason"] for row in rows) else COLUMNS[:-1]))
+        columns = COLUMNS if any(row["reason"] for row in rows) else COLUMNS[:-1]
+        at = columns.index("baseline") + 1
+        print(table(rows, [*columns[:at], *keys, *columns[at:]]))
         if note := copy_note(args.db):
             print(note)
     else:
         filtered = any(getattr(args, k) for k in ("family", "task", "status", "tag", "name"))
         hint = unmatched_hint(recorded, args) if filtered else ""
         print(f"no recorded run matches the filters{hint}" if filtered else "no runs recorded yet")
+
+
+def with_columns(rows: list[dict], keys: list[str], db: str | None) -> list[dict]:
+    """`rows` with each key's value per run: a config key's (`data.seq_len` finds `data.init_args.seq_len`), or a
+    metric's last value (a key holding '/'). A key no listed run has is one line naming the nearest one."""
+    from ortholab.db import Store
+
+    store = Store(db, access="read")
+    ids = [row["id"] for row in rows]
+    settings = {i: {k.replace(".init_args.", "."): v for k, v in p.items()} for i, p in store.params_of(ids).items()}
+    metrics = [key for key in keys if "/" in key]
+    last = store.last_values(ids, metrics) if metrics else {}
+    for key in keys:
+        held = any((i, key) in last for i in ids) if "/" in key else any(key in settings[i] for i in ids)
+        if not held:
+            known = {k for i in ids for k in settings[i]} | {k for i in ids for k in store.metric_keys(i)}
+            raise ConfigError(
+                f"--columns {key}: no listed run has this {'metric' if '/' in key else 'setting'}; "
+                f"{did_you_mean(key, known)}`ortholab runs show ID --json` lists a run's settings (params) and metrics"
+            )
+    return [
+        {**row, **{key: last.get((row["id"], key)) if "/" in key else settings[row["id"]].get(key) for key in keys}}
+        for row in rows
+    ]
 
 
 def unmatched_hint(recorded: list[dict], args) -> str:
