@@ -10,6 +10,7 @@ import yaml
 
 import ortholab.db.published as published
 from ortholab.cli.main import main
+from ortholab.cli.reproduce import last_flags_win
 from ortholab.db import Store, StoreError
 from ortholab.db.published import comparison_rows, load_table, load_tables, markdown_report, reproductions
 
@@ -152,6 +153,7 @@ def test_reproduce_runs_a_row_in_cpu_smoke_tags_it_and_reports_it(tmp_path, monk
                 "value": None,
                 "expect": "below_baseline",
                 "config": str(config_path),
+                "args": ["--trainer.max_steps", "2000"],  # the smoke scale's 40 replace it
             },
             {"row": "pending", "task": "copying", "family": "urnn", "config": None},
         ],
@@ -179,6 +181,8 @@ def test_reproduce_runs_a_row_in_cpu_smoke_tags_it_and_reports_it(tmp_path, monk
         "seed:5544",
     }  # the config's seed
     assert run.steps == 40 and run.name == "toy_figure1.copy_T5_scornn"  # the smoke scale's 40 steps
+    command = Store(db).get_run(run.id).info["command"]  # each setting once (it read --trainer.max_steps 2000 40)
+    assert command.count("--trainer.max_steps") == 1 and "--trainer.max_steps 40" in command
     main(["reproduce", "--list", "toy_figure1", "--db", db])  # a smoke run: listed with its scale, not a result
     assert "finished; cpu-smoke scale" in capsys.readouterr().out
     main(["reproduce", "--list", "--db", db])
@@ -212,6 +216,17 @@ def test_unknown_table_or_row_is_one_clear_message(tmp_path, monkeypatch, capsys
         with pytest.raises(SystemExit) as exit_:
             main([*argv, "--db", f"sqlite:///{tmp_path / 'x.db'}"])
         assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_later_group_of_flags_replaces_an_earlier_groups_same_key_and_config_and_appends_are_kept():
+    row = ["--data.seq_len", "100", "--trainer.max_steps", "2000", "--config", "a.yaml", "--trainer.callbacks+", "X"]
+    smoke = ["--trainer.max_steps=40", "--trainer.callbacks+", "Y"]
+    user = ["--data.seq_len", "-5", "--config", "b.yaml"]
+    assert last_flags_win(row, smoke, user) == [
+        *["--config", "a.yaml", "--trainer.callbacks+", "X"],
+        *["--trainer.max_steps=40", "--trainer.callbacks+", "Y"],
+        *user,
+    ]
 
 
 def test_a_tables_list_names_each_rows_own_flags_after_its_config(tmp_path, monkeypatch, capsys):

@@ -268,6 +268,33 @@ def row_seeds(config: dict, seeds: int | list[int] | None) -> list[int]:
     return [first + k for k in range(seeds or 1)]
 
 
+def _flag_pairs(tokens: list[str]) -> list[tuple[str, list[str]]]:
+    """`--key value` and `--key=value` flags as (key, their tokens)."""
+    out, i = [], 0
+    while i < len(tokens):
+        token = tokens[i]
+        takes_next = token.startswith("--") and "=" not in token and i + 1 < len(tokens)
+        if takes_next and not tokens[i + 1].startswith("--"):
+            out.append((token, tokens[i : i + 2]))
+            i += 2
+        else:
+            out.append((token.partition("=")[0], [token]))
+            i += 1
+    return out
+
+
+def last_flags_win(*groups: list[str]) -> list[str]:
+    """The groups' flags in order, less a key that a later group gives again (the last one wins anyway; the recorded
+    command then says each setting once). --config and appending keys (`--trainer.callbacks+`) are all kept."""
+    out = []
+    for k, group in enumerate(groups):
+        later = {key for rest in groups[k + 1 :] for key, _ in _flag_pairs(rest)}
+        for key, tokens in _flag_pairs(group):
+            if key not in later or key == "--config" or key.endswith("+"):
+                out += tokens
+    return out
+
+
 def smoke_overrides(config: dict) -> list[str]:
     """Flags that shorten a row to a CPU smoke run: few steps, validation twice, a few evaluation batches."""
     flags = [
@@ -477,9 +504,7 @@ def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str], seed: i
         "--name",
         name,
         *tags,
-        *row.args,
-        *flags,
-        *extra,
+        *last_flags_win(list(row.args), flags, extra),
         "--seed_everything",
         str(seed),
         db=db,
@@ -520,9 +545,7 @@ def evaluate_row(
             "--name",
             name,
             *tags,
-            *row.args,
-            *flags,
-            *extra,
+            *last_flags_win(list(row.args), flags, extra),
             "--ckpt_path",
             checkpoint,
             db=db,
