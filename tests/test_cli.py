@@ -670,6 +670,9 @@ def test_runs_show_says_each_metrics_last_value_and_the_analyses_recorded(tmp_pa
     (val,) = [line for line in shown if line.startswith("  val: ")]
     assert f"loss {last_loss:.4g}" in val and "score nan" in val
     assert "  and 1 keys one level deeper, such as each utterance's scores (`--json` has them)" in shown
+    (optimizers,) = [line for line in shown if line.startswith("optimizers: ")]  # the demo's, defaults filled in
+    assert optimizers.startswith("optimizers: recurrent rmsprop_tf (lr 0.0001; defaults: decay 0.9, eps 1e-10")
+    assert "; other rmsprop_tf (lr 0.001; defaults:" in optimizers
     (analyses,) = [line for line in shown if line.startswith("analyses: ")]
     kinds = Counter(a.kind for a in store.artifacts(run.id))
     assert kinds["eigenvalues"] > 0 and all(f"{kind} {count}" in analyses for kind, count in kinds.items())

@@ -40,6 +40,7 @@ COLUMNS = [
     "started",
     "reason",
 ]
+HOW_TORCH_RUNS_IT = {"foreach", "fused", "capturable", "differentiable"}  # options that change no update, left unsaid
 REASON_WIDTH = 60  # the table shows a failed or stopped run's reason cut to this; --json and the dashboard in full
 
 
@@ -242,6 +243,20 @@ def record_lines(store, run_id: int, width: int = 120) -> list[str]:
     return lines
 
 
+def _optimizer_text(group: str, spec: dict) -> str:
+    """'recurrent rmsprop_tf (lr 0.001; defaults: decay 0.9, eps 1e-10, ...)': the options given, then the rest at
+    this OrthoLab's defaults (torch is imported here only)."""
+    from ortholab.models.optimizers import OPTIMIZERS, optimizer_defaults
+
+    name = spec.get("name")
+    given = {k: v for k, v in spec.items() if k != "name"}
+    defaults = optimizer_defaults(name) if name in OPTIMIZERS else {}
+    rest = {k: v for k, v in defaults.items() if k not in given and k not in HOW_TORCH_RUNS_IT}
+    text = ", ".join(f"{k} {fmt(v)}" for k, v in given.items())
+    text += f"; defaults: {', '.join(f'{k} {fmt(v)}' for k, v in rest.items())}" if rest else ""
+    return f"{group} {name} ({text})"
+
+
 def run_card(run) -> list[str]:
     """One run as lines: what, where, the best value, the code and command it began with, each continuation."""
     info = run.info or {}
@@ -260,6 +275,9 @@ def run_card(run) -> list[str]:
         f"tags: {', '.join(run.tags) or '(none)'}",
         f"run folder: {run.run_dir or '(none)'}",
     ]
+    optimizers = info.get("optimizers") or {}  # as the run resolved them: a config's `optimizers: {}` says nothing
+    if optimizers:
+        lines.append(f"optimizers: {'; '.join(_optimizer_text(group, spec) for group, spec in optimizers.items())}")
     folder = Path(run.run_dir) / "checkpoints" if run.run_dir else None
     if folder is not None and folder.is_dir():
         lines.append(f"checkpoints: {', '.join(sorted(p.name for p in folder.glob('*.ckpt'))) or '(none)'}")
