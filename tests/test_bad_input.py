@@ -296,3 +296,20 @@ def test_an_invalid_choice_is_read_whether_python_quotes_the_choices_or_not():
             _not_a_choice("action", "versoin", listed)
             == "'versoin' is not one of upgrade, version; did you mean version?"
         )
+
+
+def test_where_a_refused_key_was_given_is_named_only_when_one_place_holds_it(tmp_path):
+    """Review: a value ending in ';' or ':' got no place, 1e-3 did not match the 0.001 the code printed, and a
+    callback added with `--trainer.callbacks+` was blamed on a config file whose list held another."""
+    from ortholab.training.lightning_cli import with_place
+
+    (tmp_path / "cb.yaml").write_text("trainer:\n  callbacks: [HiddenTrajectory]\n")
+    argv = ["fit", "--config", DEMO, "-c", str(tmp_path / "cb.yaml"), "--data.num_symbols", "9"]
+    argv += ["--model.optimizers.default.lr", "1e-3", "--trainer.callbacks+", "AudioEvaluation"]
+    assert (
+        with_place("data.num_symbols = 9; at most 8", argv) == "data.num_symbols = 9 (on the command line); at most 8"
+    )
+    assert with_place("model.optimizers.default.lr = 0.001 must", argv).endswith("0.001 (on the command line) must")
+    assert with_place("data.seq_len = 100, kept", argv) == f"data.seq_len = 100 (in {DEMO}), kept"
+    for unplaced in ("trainer.callbacks: AudioEvaluation scores", "data.seq_len = 7; derived by the code"):
+        assert with_place(unplaced, argv) == unplaced

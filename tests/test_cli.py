@@ -705,3 +705,9 @@ def test_runs_columns_show_each_runs_setting_and_last_metric_value(tmp_path, cap
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and "--columns model.optimizers.othr.lr: no listed run has this setting" in err
     assert "did you mean 'model.optimizers.other.lr'?" in err
+    latest = max(rows.values(), key=lambda row: row["id"])["id"]
+    store.log_metrics(latest, {"val/loss": float("nan")}, step=7)  # review: JSON has no NaN
+    main(["runs", "--db", db, "--columns", "model.optimizers.other,data.init_args.seq_len,val/loss", "--json"])
+    rows = {row["id"]: row for row in json.loads(capsys.readouterr().out)}
+    assert rows[latest]["val/loss"] is None and rows[latest]["data.seq_len"] == 5
+    assert rows[latest]["model.optimizers.other"] == {"name": "rmsprop_tf", "lr": 0.004}  # a group: its mapping

@@ -196,7 +196,10 @@ def _fit(tmp_path, *extra):
 @pytest.mark.parametrize(
     "precision, says",
     [
-        ("16-mixed", "trainer.precision = 16-mixed: float16 mixed precision runs on CUDA GPUs only"),
+        (
+            "16-mixed",
+            "trainer.precision = 16-mixed (on the command line): float16 mixed precision runs on CUDA GPUs only",
+        ),
         (
             "bf16-true",
             "trainer.precision = bf16-true (on the command line) stores the parameters themselves in 16 bits",

@@ -227,6 +227,9 @@ def test_a_later_group_of_flags_replaces_an_earlier_groups_same_key_and_config_a
         *["--trainer.max_steps=40", "--trainer.callbacks+", "Y"],
         *user,
     ]
+    steps = ["--trainer.callbacks+", "X", "--trainer.callbacks.steps", "[0]", "-c", "a.yaml", "--data", "mnist"]
+    again = ["--trainer.callbacks+", "Y", "--trainer.callbacks.steps", "[5]", "-c", "b.yaml", "--data", "copying"]
+    assert last_flags_win(steps, again) == [*steps, *again]  # review: each applies where it stands
 
 
 def test_a_tables_list_names_each_rows_own_flags_after_its_config(tmp_path, monkeypatch, capsys):

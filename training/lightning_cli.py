@@ -145,7 +145,7 @@ def where_given(key: str, argv: list[str], value: str | None = None, unknown: st
     for i, arg in enumerate(argv):
         flag, eq, given = arg.partition("=")
         given = given if eq else argv[i + 1] if i + 1 < len(argv) else ""
-        if flag == "--config":
+        if flag in ("--config", "-c"):
             with contextlib.suppress(OSError, yaml.YAMLError, UnicodeDecodeError):
                 held = _flat_values(yaml.safe_load(Path(given).read_text()))
                 if key in held:
@@ -159,15 +159,28 @@ def where_given(key: str, argv: list[str], value: str | None = None, unknown: st
                 held = _flat_values(yaml.safe_load(given), flag[2:])
                 if key in held:
                     places.append(("on the command line", str(held[key])))
-    matching = [place for place, held in places if value is None or held == value]
+    matching = [place for place, held in places if value is None or _same_value(held, value)]
     return (matching or ([] if exact else [place for place, _ in places]) or [unknown])[-1]
+
+
+def _same_value(held: str, value: str) -> bool:
+    """'1e-3' (a string to YAML) and 0.001 as the code printed it are one value; other text compares as it is."""
+    if held == value:
+        return True
+    try:
+        return float(held) == float(value)
+    except ValueError:
+        return False
+
+
+LISTS = ("trainer.callbacks", "trainer.plugins")  # built from several places (files, `--key+`): no one place to name
 
 
 def with_place(message: str, argv: list[str]) -> str:
     """A refusal that opens with the key it is about (`model.optimizers.recurent: ...`, `model.family = 'x' is ...`)
     but not with where it was given: the place put after the key and a one-word value, as the parser's own say it."""
-    opening = re.match(r"((?:model|data|trainer)\.[\w.]+)((?: = \S+(?=[ ;:,]))?)", message)
-    if opening is None or re.search(r"\(in [^)]*\)|on the command line", message):
+    opening = re.match(r"((?:model|data|trainer)\.[\w.]+)((?: = (?:'[^']*'|[^\s;:,]+))?)(?=[\s;:,]|$)", message)
+    if opening is None or opening.group(1) in LISTS or re.search(r"\(in [^)]*\)|on the command line", message):
         return message
     key, value = opening.group(1), opening.group(2).removeprefix(" = ").strip("'\"") or None
     inner = any(str(arg).partition("=")[0].startswith(f"--{key}.") for arg in argv)  # --model.optimizers.G.lr

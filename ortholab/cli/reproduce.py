@@ -268,12 +268,15 @@ def row_seeds(config: dict, seeds: int | list[int] | None) -> list[int]:
     return [first + k for k in range(seeds or 1)]
 
 
+ORDERED_FLAGS = ("--config", "-c", "--data", "--data.class_path", "--model.class_path")
+
+
 def _flag_pairs(tokens: list[str]) -> list[tuple[str, list[str]]]:
     """`--key value` and `--key=value` flags as (key, their tokens)."""
     out, i = [], 0
     while i < len(tokens):
         token = tokens[i]
-        takes_next = token.startswith("--") and "=" not in token and i + 1 < len(tokens)
+        takes_next = token.startswith("-") and "=" not in token and i + 1 < len(tokens)
         if takes_next and not tokens[i + 1].startswith("--"):
             out.append((token, tokens[i : i + 2]))
             i += 2
@@ -285,12 +288,14 @@ def _flag_pairs(tokens: list[str]) -> list[tuple[str, list[str]]]:
 
 def last_flags_win(*groups: list[str]) -> list[str]:
     """The groups' flags in order, less a key that a later group gives again (the last one wins anyway; the recorded
-    command then says each setting once). --config and appending keys (`--trainer.callbacks+`) are all kept."""
+    command then says each setting once). Flags whose meaning depends on their order are all kept: config files,
+    callbacks (`--trainer.callbacks+ X --trainer.callbacks.steps ...` sets the one appended just before) and class
+    paths (the options after one apply to its class)."""
     out = []
     for k, group in enumerate(groups):
         later = {key for rest in groups[k + 1 :] for key, _ in _flag_pairs(rest)}
         for key, tokens in _flag_pairs(group):
-            if key not in later or key == "--config" or key.endswith("+"):
+            if key not in later or key in ORDERED_FLAGS or key.startswith("--trainer.callbacks"):
                 out += tokens
     return out
 

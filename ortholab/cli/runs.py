@@ -83,10 +83,11 @@ def run(args, extra: list[str]) -> None:
         )
     recorded = runs_rows(args.db)
     rows = filter_rows(recorded, args.family, args.task, args.status, args.tag, args.name)
-    keys = [key.strip() for key in (args.columns or "").split(",") if key.strip()]
+    keys = [key.strip().replace(".init_args.", ".") for key in (args.columns or "").split(",") if key.strip()]
     rows = with_columns(rows, keys, args.db) if keys and rows else rows
-    if args.json:  # full ISO start times
-        print(json.dumps(rows, indent=2, default=str))
+    if args.json:  # full ISO start times; NaN as null (JSON has no NaN)
+        plain = [{k: _finite(v) if isinstance(v, float) else v for k, v in row.items()} for row in rows]
+        print(json.dumps(plain, indent=2, default=str))
     elif rows:
         rows = [shown(row) for row in rows]
         columns = COLUMNS if any(row["reason"] for row in rows) else COLUMNS[:-1]
@@ -110,8 +111,16 @@ def with_columns(rows: list[dict], keys: list[str], db: str | None) -> list[dict
     settings = {i: {k.replace(".init_args.", "."): v for k, v in p.items()} for i, p in store.params_of(ids).items()}
     metrics = [key for key in keys if "/" in key]
     last = store.last_values(ids, metrics) if metrics else {}
+
+    def setting(run_id: int, key: str):  # a whole group (model.optimizers.recurrent) as the mapping fit takes
+        held = settings[run_id]
+        inner = {k[len(key) + 1 :]: v for k, v in held.items() if k.startswith(key + ".")}
+        return held[key] if key in held else inner or None
+
     for key in keys:
-        held = any((i, key) in last for i in ids) if "/" in key else any(key in settings[i] for i in ids)
+        if key in COLUMNS:
+            raise ConfigError(f"--columns {key}: the table has that column already")
+        held = any((i, key) in last for i in ids) if "/" in key else any(setting(i, key) is not None for i in ids)
         if not held:
             known = {k for i in ids for k in settings[i]} | {k for i in ids for k in store.metric_keys(i)}
             raise ConfigError(
@@ -119,7 +128,10 @@ def with_columns(rows: list[dict], keys: list[str], db: str | None) -> list[dict
                 f"{did_you_mean(key, known)}`ortholab runs show ID --json` lists a run's settings (params) and metrics"
             )
     return [
-        {**row, **{key: last.get((row["id"], key)) if "/" in key else settings[row["id"]].get(key) for key in keys}}
+        {
+            **row,
+            **{key: last.get((row["id"], key)) if "/" in key else setting(row["id"], key) for key in keys},
+        }
         for row in rows
     ]
 

@@ -311,7 +311,8 @@ def fit_trial(
         raise optuna.TrialPruned(f"trial {run_name}: pruned at step {pruned}")
     if children.stopped_by() and not (recorded and Store(db).get_run(recorded[0]).status == "finished"):
         where = f"run {recorded[0]} stopped with a checkpoint" if recorded else "nothing recorded"
-        if recorded:  # its reason said `fit --resume ID`; the sweep itself trains a copy of the trial instead
+        stopped = recorded and Store(db).get_run(recorded[0]).status == "interrupted"  # a failure keeps its reason
+        if stopped:  # its reason said `fit --resume ID`; the sweep itself trains a copy of the trial instead
             sweep = tags[0].removeprefix("sweep:")
             Store(db, access="write").update_run(
                 recorded[0],
