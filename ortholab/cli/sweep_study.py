@@ -324,7 +324,8 @@ def fit_trial(
     if code != 0 or not recorded:
         errors = [line for line in stderr.splitlines() if line.startswith("ortholab: error:")]
         last = (errors or stderr.strip().splitlines() or [f"exit code {code}"])[-1]
-        raise TrialFailed(f"trial {run_name} failed: {mask_secrets(last.removeprefix('ortholab: error: '))}")
+        why = last.removeprefix("ortholab: error: ").replace("(on the command line)", "(given to the trial)")
+        raise TrialFailed(f"trial {run_name} failed: {mask_secrets(why)}")  # its flags: the space's or the sweep's
     return recorded[0]
 
 
