@@ -217,9 +217,8 @@ def open_study(
         sampler = make_sampler(kind, seed)
         study = optuna.create_study(study_name=name, storage=db, sampler=sampler, pruner=chosen, direction="minimize")
     except optuna.exceptions.DuplicatedStudyError:
-        held = len(optuna.load_study(study_name=name, storage=db).get_trials(deepcopy=False))
-        sampler = make_sampler(kind, joining_seed(seed, held))
-        study = optuna.load_study(study_name=name, storage=db, sampler=sampler, pruner=chosen)
+        study = optuna.load_study(study_name=name, storage=db, pruner=chosen)
+        study.sampler = make_sampler(kind, joining_seed(seed, len(study.get_trials(deepcopy=False))))
         changed = [what for what, value in plan.items() if study.user_attrs.get(what, value) != value]
         if changed:  # e.g. a wider range, or --trainer.max_steps 10 where the earlier trials trained 20
             print(
