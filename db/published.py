@@ -422,8 +422,10 @@ def _number(value: float | None) -> str:
 
 def is_marked(item: Reproduction) -> bool:
     """Whether a baseline row's reproduction gets ✓ or ✗ against the paper's curve: a run at the paper's settings,
-    judged; a cpu-smoke run shows that the row runs, not the paper's result."""
-    return bool(item.verdict and item.row.value is None and item.row.expect) and run_scale(item.fit) != "cpu-smoke"
+    judged and ended; a cpu-smoke run shows that the row runs, not the paper's result, and a run still training or
+    stopped to be continued is judged when it ends (uRNNs sit at the baseline for thousands of steps before they descend)."""
+    judged = bool(item.verdict and item.row.value is None and item.row.expect)
+    return judged and run_scale(item.fit) != "cpu-smoke" and item.fit.status not in UNFINISHED
 
 
 def comparison_rows(items: list[Reproduction]) -> list[dict[str, Any]]:
@@ -653,7 +655,7 @@ def markdown_report(
         if any(is_marked(i) for i in found[table.id]):  # a ✓ or ✗ is shown
             marks = (
                 "✓ / ✗: the best validation against the baseline agrees / disagrees with the paper's curve; no mark "
-                "where the paper gives no state to judge (the row's notes say why)"
+                "where the paper gives no state to judge (the row's notes say why), nor before the run ends"
             )
             out.append((textwrap.fill(marks, width, break_on_hyphens=False) if width else marks) + "\n")
         if shared:

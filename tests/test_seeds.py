@@ -105,6 +105,23 @@ def test_baseline_rows_count_the_seeds_that_end_beyond_it(tmp_path):
     assert item.spread.std == pytest.approx(ended.std(ddof=1))
 
 
+
+@pytest.mark.parametrize("unfinished", ["running", "interrupted"])
+def test_a_baseline_row_is_marked_against_the_paper_only_once_its_run_ends(tmp_path, unfinished):
+    """A uRNN sits at the baseline for thousands of steps before it descends: a ✗ at step 700 of 20000 would judge a
+    run that has not ended. Its mark waits for the end; the value so far is shown (this row's paper: at the baseline)."""
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    table = load_table(_write(tmp_path, TABLE))
+    _fits(store, table.rows[1], {1: [0.5, 0.2]}, "val/loss", "min", 0.5)  # below the baseline so far
+    run = max(r.id for r in store.list_runs())
+    store.set_status(run, unfinished)
+    report = markdown_report(store, {"demo_table9": table}, width=None)
+    assert "| below baseline (val/loss 0.2) |" in report and "✗" not in report and "✓ / ✗" not in report
+    store.set_status(run, "finished")  # ended below it: now judged against the paper's "at the baseline"
+    report = markdown_report(store, {"demo_table9": table}, width=None)
+    assert "below baseline (val/loss 0.2) ✗ (paper: at baseline)" in report
+    assert "nor before the run ends" in report
+
 # Continuing a seed's stopped run trains each seed again in a process of its own (~7 s each, ~30 s a test):
 # behind the slow marker, which CI runs (the default suite keeps the three-seed test below)
 CONTINUING = pytest.mark.slow
