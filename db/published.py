@@ -423,7 +423,7 @@ def _number(value: float | None) -> str:
 def is_marked(item: Reproduction) -> bool:
     """Whether a baseline row's reproduction gets ✓ or ✗ against the paper's curve: a run at the paper's settings,
     judged and ended; a cpu-smoke run shows that the row runs, not the paper's result, and a run still training or
-    stopped to be continued is judged when it ends (uRNNs sit at the baseline for thousands of steps before they descend)."""
+    stopped to be continued is judged when it ends (a uRNN sits at the baseline for thousands of steps)."""
     judged = bool(item.verdict and item.row.value is None and item.row.expect)
     return judged and run_scale(item.fit) != "cpu-smoke" and item.fit.status not in UNFINISHED
 

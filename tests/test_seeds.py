@@ -109,7 +109,7 @@ def test_baseline_rows_count_the_seeds_that_end_beyond_it(tmp_path):
 @pytest.mark.parametrize("unfinished", ["running", "interrupted"])
 def test_a_baseline_row_is_marked_against_the_paper_only_once_its_run_ends(tmp_path, unfinished):
     """A uRNN sits at the baseline for thousands of steps before it descends: a ✗ at step 700 of 20000 would judge a
-    run that has not ended. Its mark waits for the end; the value so far is shown (this row's paper: at the baseline)."""
+    run that has not ended. Its mark waits for the end; the value so far is shown (this row's paper: at baseline)."""
     store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
     table = load_table(_write(tmp_path, TABLE))
     _fits(store, table.rows[1], {1: [0.5, 0.2]}, "val/loss", "min", 0.5)  # below the baseline so far
