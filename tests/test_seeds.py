@@ -105,7 +105,6 @@ def test_baseline_rows_count_the_seeds_that_end_beyond_it(tmp_path):
     assert item.spread.std == pytest.approx(ended.std(ddof=1))
 
 
-
 @pytest.mark.parametrize("unfinished", ["running", "interrupted"])
 def test_a_baseline_row_is_marked_against_the_paper_only_once_its_run_ends(tmp_path, unfinished):
     """A uRNN sits at the baseline for thousands of steps before it descends: a ✗ at step 700 of 20000 would judge a
@@ -121,6 +120,7 @@ def test_a_baseline_row_is_marked_against_the_paper_only_once_its_run_ends(tmp_p
     report = markdown_report(store, {"demo_table9": table}, width=None)
     assert "below baseline (val/loss 0.2) ✗ (paper: at baseline)" in report
     assert "nor before the run ends" in report
+
 
 # Continuing a seed's stopped run trains each seed again in a process of its own (~7 s each, ~30 s a test):
 # behind the slow marker, which CI runs (the default suite keeps the three-seed test below)
