@@ -16,6 +16,7 @@ from dataclasses import dataclass
 LEASE_S = 60.0  # a lease lasts this long after the holder's last write or heartbeat
 HEARTBEAT_S = LEASE_S / 4  # how often a live holder renews it
 SEPARATOR = "|"
+CLAIM_PREFIX = "claim:"  # store_info keys of the claims `reproduce` holds on the rows it starts (Store.claim)
 SILENT_AFTER_S = 300.0  # a 'running' run without a write or heartbeat this long was probably killed outright
 
 

@@ -159,7 +159,8 @@ class Artifact(Base):
 
 class StoreInfo(Base):
     """Facts about the store itself: its id (`store_id`, a UUID that run folders carry) and the OrthoLab version
-    that last created or upgraded it (`written_by`)."""
+    that last created or upgraded it (`written_by`); and `claim:` keys, each a row and seed that a `reproduce`
+    command is training (Store.claim), so that two commands never train it twice."""
 
     __tablename__ = "store_info"
 

@@ -42,7 +42,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Engine, make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from ortholab.db import lease
@@ -58,6 +58,7 @@ from ortholab.db.schema import (
     Metric,
     Param,
     Run,
+    StoreInfo,
     utcnow,
 )
 from ortholab.db.schema_version import (
@@ -505,6 +506,40 @@ class Store:
         if holder is not None and lease.is_gone(holder):
             return None
         return self._busy_message(run_id, holder, row.heartbeat_at)
+
+    @waits_for_the_server
+    def claim(self, key: str, owner: str, seconds: float = lease.LEASE_S) -> str | None:
+        """Claim `key` for `owner` for `seconds` (renewed by claiming it again): what `reproduce` holds on a row and
+        seed while it starts and trains it, before and beside its run's own lease. None when this owner holds it now;
+        else who does, as words. An expired claim, or one whose holder ended on this machine, is taken over."""
+        name, now = lease.CLAIM_PREFIX + key, utcnow()
+        mine = f"{owner} {(now + timedelta(seconds=seconds)).isoformat()}"
+        try:  # a write first (a read then a write loses to a concurrent writer in SQLite's WAL: 'database is locked')
+            with self._session() as session:
+                session.add(StoreInfo(key=name, value=mine))
+            return None
+        except StoreError as error:
+            if not isinstance(error.__cause__, IntegrityError):
+                raise
+        with self._session() as session:  # held: ours to renew, or another's, or a dead or expired one to take over
+            held = session.execute(select(StoreInfo.value).where(StoreInfo.key == name)).scalar_one_or_none()
+            token, _, until = (held or "").rpartition(" ")
+            holder = lease.parse(token)
+            live = held and datetime.fromisoformat(until) > now and not (holder and lease.is_gone(holder))
+            if live and token != owner:
+                return holder.describe() if holder else "another process"
+            taken = session.execute(
+                update(StoreInfo).where(StoreInfo.key == name, StoreInfo.value == held).values(value=mine)
+            )
+            return None if taken.rowcount else "another process"  # released or taken meanwhile: left to the other
+
+    def release_claim(self, key: str, owner: str) -> None:
+        """Give up `owner`'s claim on `key` (someone else's is left alone)."""
+        name = lease.CLAIM_PREFIX + key
+        with self._session() as session:
+            session.execute(
+                delete(StoreInfo).where(StoreInfo.key == name, StoreInfo.value.startswith(owner + " ", autoescape=True))
+            )
 
     def holder_ended(self, run_id: int) -> bool:
         """Whether the process that last held the run's lease provably ended: it ran on this machine and is gone

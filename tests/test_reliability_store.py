@@ -2,6 +2,7 @@
 written by one live process at a time (a lease, recovered after a crash), old stores de-duplicated by `db upgrade`,
 foreign and newer databases refused in one line, readers that never create a store and read a read-only one."""
 
+import dataclasses
 import gc
 import json
 import os
@@ -166,6 +167,28 @@ def test_a_lease_from_another_machine_holds_until_it_expires(url):
     raw(url, "UPDATE runs SET lease_expires_at = :t WHERE id = :run", t=past, run=run)  # its heartbeats stopped
     store.acquire_run(run, current_owner().token)  # a crash on another machine: taken over once expired
     assert store.lease_holder(run) is not None  # now ours
+
+
+def test_a_rows_claim_is_held_by_one_command_and_taken_over_once_its_holder_is_gone_or_expired(url):
+    """`reproduce` claims a row and seed before it reads the store for it (ortholab/cli/row_claims.py): a second
+    command finds the claim, not a run its first command's fit has not recorded yet."""
+    store, key = Store(url), "paper:t/r seed:1 scale:full flags:"
+    remote, mine = "elsewhere|boot|pid:[1]|4242|99", current_owner().token
+    assert store.claim(key, remote, 60) is None and store.claim(key, remote, 60) is None  # taken, then renewed
+    assert store.claim(key, mine) == "process 4242 on elsewhere"
+    assert store.claim(key.replace("seed:1", "seed:2"), mine) is None  # another seed: another claim
+    store.release_claim(key, mine)  # not its claim: left alone
+    assert store.claim(key, mine) == "process 4242 on elsewhere"
+    assert store.claim(key, remote, -1) is None  # its holder's last renewal has run out
+    assert store.claim(key, mine) is None  # expired: taken over
+    store.release_claim(key, mine)
+    assert store.claim(key, remote) is None  # released: free for the next
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    dead = dataclasses.replace(current_owner(), pid=ended.pid, started="1").token  # ended here on this machine
+    assert store.claim(key.replace("seed:1", "seed:3"), dead, 3600) is None
+    assert store.claim(key.replace("seed:1", "seed:3"), mine) is None  # taken over at once, not after an hour
+    assert len(store.store_id) == 32  # the store's own facts beside the claims
 
 
 def test_a_writer_that_lost_its_lease_writes_nothing_more(url):

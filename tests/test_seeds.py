@@ -11,6 +11,7 @@ import yaml
 from test_reproduce import TABLE, _write
 
 from ortholab.cli.main import main
+from ortholab.cli.row_claims import claim_key
 from ortholab.db import Store, published
 from ortholab.db.published import load_table, markdown_report, reproductions, seeds_text
 from ortholab.db.seeds import spread
@@ -274,6 +275,25 @@ def test_a_failing_row_exits_1_after_its_summary_line(tmp_path, monkeypatch, cap
     assert stop.value.code == 1
     out = capsys.readouterr().out.strip().splitlines()
     assert "fit failed (exit 2)" in out[0] and out[-1] == "reproduce: 0 done, 1 failed, 0 skipped"
+
+
+def test_a_row_another_command_has_claimed_is_left_to_it_and_a_trained_row_leaves_no_claim(
+    tmp_path, monkeypatch, capsys
+):
+    """Two `reproduce` commands given one row at once each read the store before the other's fit had recorded its
+    run, and both trained it. The claim is taken before that read: the second command leaves the row alone."""
+    db = _toy_table(tmp_path, monkeypatch)
+    store, other = Store(db), "elsewhere|boot|pid:[1]|4242|99"  # the store exists: the other command made it
+    key = claim_key("paper:toy_figure1/copy_T5_scornn", 5544, "cpu-smoke", None)  # the row's seed, from its config
+    assert store.claim(key, other) is None
+    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--db", db])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[0] == "paper:toy_figure1/copy_T5_scornn (seed 5544): skipped, process 4242 on elsewhere is training it"
+    assert out[-1] == "reproduce: 0 done, 0 failed, 1 skipped" and store.list_runs() == []
+    store.release_claim(key, other)  # the other command ended without training it: this one does
+    main(["reproduce", "toy_figure1", "--scale", "cpu-smoke", "--db", db])
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "reproduce: 1 done, 0 failed, 0 skipped"
+    assert store.claim(key, other) is None  # released when it ended
 
 
 @pytest.mark.parametrize(

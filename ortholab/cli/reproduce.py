@@ -36,6 +36,7 @@ from ortholab.aliases import full_class_path
 from ortholab.cli import children
 from ortholab.cli.common import DB_HELP, LINE_WIDTH, exit_reason, line_width
 from ortholab.cli.common import table as text_table
+from ortholab.cli.row_claims import claim_key, claimed
 from ortholab.db import Store
 from ortholab.db.published import (
     FLAGS_TAG,
@@ -659,6 +660,14 @@ def resume_unfinished(
     def resume(found) -> Outcome:
         row, listed = found
         seed = seed_of(listed, {})
+        with claimed(db, claim_key(row.tag, seed, run_scale(listed), run_flags(listed))) as holder:
+            if holder is not None:  # another command is continuing it
+                label = row.tag if seed is None else f"{row.tag} (seed {seed})"
+                outcome = Outcome(f"{label}: skipped, {holder} is training it", "skipped")
+                return replace(outcome, resumed=(row.tag, seed))
+            return resume_claimed(row, listed, seed)
+
+    def resume_claimed(row: PaperRow, listed, seed: int | None) -> Outcome:
         # the store again, just before the row: another process may have trained, or be training, it since
         fit = next(
             (f for r, f in unfinished_runs(store, stale_after_s) if f.id == listed.id and r.tag == row.tag), None
@@ -848,6 +857,12 @@ def reproduce(
 
     def train(item) -> Outcome:
         row, seed = item
+        with claimed(db, claim_key(row.tag, seed, scale, experiment_flags(extra))) as holder:
+            if holder is not None:  # another command began it a moment ago, before its run was recorded
+                return Outcome(f"{row.tag} (seed {seed}): skipped, {holder} is training it", "skipped")
+            return train_claimed(row, seed)
+
+    def train_claimed(row: PaperRow, seed: int | None) -> Outcome:
         latest = stopped
         if not again:  # the store again, just before the row: another process may have trained or begun it since
             done_now, latest = recorded_seeds(db, scale, experiment_flags(extra))
