@@ -1,4 +1,7 @@
-"""Recurrent families by name. A new family is one file in models/ plus one line here."""
+"""Recurrent families by name. A new family is one file in models/ plus one line here; a family of your own, outside
+this package, is registered with register_family from a module named by $ORTHOLAB_CONFIG_MODULES."""
+
+import inspect
 
 from ortholab.models.base import ConfigError, RecurrentLayer
 from ortholab.models.eurnn import EURNN
@@ -38,4 +41,23 @@ FAMILIES: dict[str, type[RecurrentLayer]] = {
 # the R-Transformer runs any other family inside its windows: handed the registry here, it need not import it
 RTransformer.cell_families = {name: cls for name, cls in FAMILIES.items() if cls is not RTransformer}
 
-__all__ = ["FAMILIES", "ConfigError", "RecurrentLayer", "SequenceModel"]
+
+def register_family(name: str, cls: type[RecurrentLayer]) -> None:
+    """Train `cls` as `model.family: name`, as OrthoLab's own families (call it in a module named by
+    $ORTHOLAB_CONFIG_MODULES, which every training and listing command imports first)."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"name must be a short identifier such as 'mytanh', not {name!r}")
+    if not (isinstance(cls, type) and issubclass(cls, RecurrentLayer)):
+        raise TypeError(f"cls must be a subclass of ortholab.models.RecurrentLayer, as every family is; got {cls!r}")
+    try:
+        inspect.signature(cls).bind(1, 2)  # built as cls(input_size, hidden_size, **model.family_args)
+    except TypeError:
+        raise TypeError(
+            f"cls {cls.__name__} must take (input_size, hidden_size, **options) as every family does"
+        ) from None
+    if FAMILIES.get(name, cls) is not cls:
+        raise ValueError(f"name {name!r} is OrthoLab's {FAMILIES[name].__name__} already; choose another")
+    FAMILIES[name] = RTransformer.cell_families[name] = cls
+
+
+__all__ = ["FAMILIES", "ConfigError", "RecurrentLayer", "SequenceModel", "register_family"]

@@ -77,7 +77,7 @@ CONFIG_IMPORTS_DENIED = (
     "lightning.pytorch.callbacks.LambdaCallback",
     "lightning.pytorch.callbacks.lambda_function",
 )
-EXTRA_MODULES_VAR = "ORTHOLAB_CONFIG_MODULES"  # comma-separated modules of the user's own tasks or callbacks
+EXTRA_MODULES_VAR = "ORTHOLAB_CONFIG_MODULES"  # comma-separated modules of the user's own tasks, callbacks, families
 
 
 def allowed_config_imports() -> tuple[str, ...]:
@@ -95,6 +95,23 @@ def allowed_config_imports() -> tuple[str, ...]:
                 f"(e.g. {EXTRA_MODULES_VAR}=mytasks,mylab.callbacks)"
             )
     return (*CONFIG_IMPORTS_ALLOWED, *extra)
+
+
+def import_user_modules() -> None:
+    """Import the modules named in $ORTHOLAB_CONFIG_MODULES, so that those registering a family of the user's own
+    (models.register_family) have done so before a config names it; one that Python cannot find is one line."""
+    import importlib
+
+    for module in allowed_config_imports()[len(CONFIG_IMPORTS_ALLOWED) :]:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as error:
+            from ortholab.errors import ConfigError
+
+            raise ConfigError(
+                f"${EXTRA_MODULES_VAR} names {module!r}, which Python cannot import here ({error}): install its "
+                f"package (`pip install -e .` in its folder) or add the folder holding it to PYTHONPATH"
+            ) from None
 
 
 def restrict_config_imports() -> None:

@@ -13,6 +13,9 @@ class OrthoLabWarning(UserWarning):
     data); printed as one line `ortholab: warning: ...` (training/console.py), not as Python's file:line report."""
 
 
+OWN_FAMILY = "register_family in a module named by $ORTHOLAB_CONFIG_MODULES, docs/configs.md#a-family-of-your-own"
+
+
 def did_you_mean(value: object, choices: Iterable) -> str:
     """'did you mean 'scornn'? ' for a value close to one of `choices`, case aside ('scoRNN', 'rmsprp'); else ''."""
     lowered = {str(choice).lower(): choice for choice in choices}

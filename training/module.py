@@ -37,6 +37,23 @@ def build_layer(
     return build_layers(check_family(family, family_args), input_size, hidden_size, family_args, num_layers, dropout)
 
 
+def check_groups_cover_the_layer(layer: torch.nn.Module, groups: dict[str, list], family: str) -> None:
+    """Every trainable parameter of the layer in exactly one group (models/base.py's promise): one left out would
+    never be trained, one given twice stepped twice. A family of the user's own is where this can go wrong."""
+    counts: dict[int, int] = {}
+    for param in (p for params in groups.values() for p in params):
+        counts[id(param)] = counts.get(id(param), 0) + 1
+    trainable = [(name, p) for name, p in layer.named_parameters() if p.requires_grad]
+    left_out = [name for name, p in trainable if id(p) not in counts]
+    twice = [name for name, p in trainable if counts.get(id(p), 0) > 1]
+    if left_out or twice:
+        wrong = f"leaves out {left_out} (never trained)" if left_out else f"holds {twice} in more than one group"
+        raise ConfigError(
+            f"model.family = {family!r}: its parameter_groups() {wrong}; each trainable parameter of the layer "
+            f"must be in exactly one group"
+        )
+
+
 class RecurrentModule(pl.LightningModule):
     """Trains `family` on the task described by `task` (linked from the datamodule's TaskSpec by the CLI).
 
@@ -198,6 +215,7 @@ class RecurrentModule(pl.LightningModule):
     def parameter_groups(self) -> dict[str, list[torch.nn.Parameter]]:
         """The layer's groups, with the readout in `other`."""
         groups = {name: list(params) for name, params in self.model.layer.parameter_groups().items()}
+        check_groups_cover_the_layer(self.model.layer, groups, self.hparams.family)
         groups.setdefault("other", []).extend(self.model.readout.parameters())
         if self.model.adapter is not None:
             groups["other"].extend(self.model.adapter.parameters())

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from ortholab.cli.common import table
-from ortholab.errors import ConfigError, did_you_mean
+from ortholab.errors import OWN_FAMILY, ConfigError, did_you_mean
 from ortholab.training.config_files import PACKAGE_ROOT
 
 USAGE = "list [families|tasks|configs] [--json] | list families|configs [--family] NAME"
@@ -59,7 +59,7 @@ def run(args, extra: list[str]) -> None:
         if args.family not in FAMILIES:
             raise ConfigError(
                 f"--family {args.family!r} is not a registered family; {did_you_mean(args.family, FAMILIES)}"
-                f"choose one of {sorted(FAMILIES)}"
+                f"choose one of {sorted(FAMILIES)} (one of your own: {OWN_FAMILY})"
             )
         if args.what == "tasks":
             raise ConfigError(

@@ -58,6 +58,8 @@ def top_help() -> str:
     return "\n".join(lines) + "\n"
 
 
+USER_MODULES_FOR = ("train", "listing", "bench", "sweep", "reproduce")  # the commands that build or list families
+
 EXTRA_FLAGS_HELP = (
     "Other --key value flags are config keys given to every fit this command starts, as `ortholab fit` takes them "
     "(e.g. --data.path DIR, --trainer.max_steps 100)."
@@ -103,6 +105,8 @@ def main(argv: list[str] | None = None) -> None:
 
             os.environ["ORTHOLAB_DB"] = store_url(os.environ["ORTHOLAB_DB"])
         module = command_module(argv[0])
+        if COMMANDS[argv[0]] in USER_MODULES_FOR:  # a family of the user's own registers itself as it is imported
+            aliases.import_user_modules()
         if COMMANDS[argv[0]] == "train":
             module.main(argv, given)
         else:

@@ -1,0 +1,109 @@
+"""A family of the user's own, outside OrthoLab's package (a wheel installed): registered by name in a module that
+$ORTHOLAB_CONFIG_MODULES names, it trains and lists as OrthoLab's own do; docs/configs.md's example is run as written.
+A registration or a family that cannot work is refused in one line, before anything trains."""
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from test_cli import DEMO, TINY, ortholab
+from torch import nn
+
+from ortholab import models
+from ortholab.cli.main import main
+from ortholab.db import Store
+from ortholab.models import RecurrentLayer, register_family
+from ortholab.training.module import check_groups_cover_the_layer
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _docs_example() -> str:
+    """docs/configs.md's module, as a user copies it."""
+    text = (REPO / "docs" / "configs.md").read_text()
+    return re.search(r"```python\n(# mylab/families\.py\n.*?)```", text, re.DOTALL).group(1)
+
+
+LEAKY = """
+
+class LeftOut(OrthTanhRNN):
+    def parameter_groups(self):  # W_ih and the biases in no group: they would never train
+        return {"other": [self.rnn.weight_hh_l0]}
+
+
+register_family("leftout", LeftOut)
+"""
+
+
+def test_the_docs_family_of_ones_own_trains_lists_and_one_that_leaves_parameters_out_is_refused(tmp_path):
+    (tmp_path / "mylab").mkdir()
+    (tmp_path / "mylab" / "__init__.py").write_text("")
+    (tmp_path / "mylab" / "families.py").write_text(_docs_example() + LEAKY)
+    env = {k: v for k, v in os.environ.items() if k != "ORTHOLAB_DB"} | {
+        "ORTHOLAB_CONFIG_MODULES": "mylab.families",
+        "PYTHONPATH": str(tmp_path),
+        "ORTHOLAB_RUNS": str(tmp_path / "runs"),
+    }
+    own = ["--model.family", "orthtanh", "--model.family_args", "{}", "--model.optimizers", "{}"]
+    done = ortholab("fit", "--config", DEMO, *TINY, *own, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    (run,) = Store(f"sqlite:///{tmp_path / 'runs' / 'ortholab.db'}").list_runs()
+    assert run.family == "orthtanh" and run.status == "finished"
+    listed = ortholab("list", "families", cwd=tmp_path, env=env)
+    assert listed.returncode == 0 and "orthtanh" in listed.stdout, listed.stderr
+    own[1] = "leftout"
+    refused = ortholab("fit", "--config", DEMO, *TINY, *own, cwd=tmp_path, env=env)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert (
+        "model.family = 'leftout' (on the command line): its parameter_groups() leaves out ['rnn.weight_ih_l0',"
+        in refused.stderr
+    )
+    without = {k: v for k, v in env.items() if k != "ORTHOLAB_CONFIG_MODULES"}  # a fresh shell: the name is unknown
+    unknown = ortholab("fit", "--config", DEMO, *TINY, *own[:1], "orthtanh", *own[2:], cwd=tmp_path, env=without)
+    assert unknown.returncode == 2 and "one of your own: register_family in a module named by" in unknown.stderr
+
+
+class Tanh(RecurrentLayer):
+    def __init__(self, input_size: int, hidden_size: int):
+        super().__init__(input_size, hidden_size)
+        self.rnn = nn.RNN(input_size, hidden_size, batch_first=True)
+
+
+class NoInputSize(RecurrentLayer):
+    def __init__(self, hidden_size: int):
+        super().__init__(1, hidden_size)
+
+
+@pytest.mark.parametrize(
+    "name, cls, error, says",
+    [
+        ("mytanh", nn.RNN, TypeError, "cls must be a subclass of ortholab.models.RecurrentLayer"),
+        ("mytanh", "Tanh", TypeError, "cls must be a subclass"),
+        ("mytanh", NoInputSize, TypeError, "cls NoInputSize must take (input_size, hidden_size, **options)"),
+        ("scornn", Tanh, ValueError, "name 'scornn' is OrthoLab's ScoRNN already"),
+        ("my-tanh", Tanh, ValueError, "name must be a short identifier"),
+    ],
+)
+def test_a_registration_that_cannot_work_is_refused_naming_the_argument(monkeypatch, name, cls, error, says):
+    monkeypatch.setattr(models, "FAMILIES", dict(models.FAMILIES))
+    with pytest.raises(error, match=re.escape(says)):
+        register_family(name, cls)
+    assert "mytanh" not in models.FAMILIES and models.FAMILIES["scornn"].__name__ == "ScoRNN"  # nothing registered
+
+
+def test_parameters_in_no_group_or_in_two_are_named():
+    layer = Tanh(1, 4)
+    check_groups_cover_the_layer(layer, {"other": list(layer.parameters())}, "mytanh")
+    twice = {"recurrent": [layer.rnn.weight_hh_l0], "other": list(layer.parameters())}
+    with pytest.raises(ValueError, match=r"holds \['rnn.weight_hh_l0'\] in more than one group"):
+        check_groups_cover_the_layer(layer, twice, "mytanh")
+
+
+def test_a_module_the_variable_names_that_python_cannot_find_is_one_line(monkeypatch, capsys):
+    monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", "mylab.nosuch")
+    with pytest.raises(SystemExit) as stop:
+        main(["list", "families"])
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and len(err.splitlines()) == 1
+    assert "$ORTHOLAB_CONFIG_MODULES names 'mylab.nosuch', which Python cannot import here" in err
