@@ -251,6 +251,11 @@ BAD_INPUT = [
         ["--trainer.accumulate_grad_batches", "4"],
         "trainer.accumulate_grad_batches = 4 (on the command line) is not available",
     ),
+    (  # a callback's class mistyped: the callback named, not the task (walk-through 8)
+        ["--trainer.callbacks+", "lightning.pytorch.callbacks.EarlyStoping"],
+        "trainer.callbacks names 'lightning.pytorch.callbacks.EarlyStoping', which lightning.pytorch.callbacks does "
+        "not hold; did you mean lightning.pytorch.callbacks.EarlyStopping?",
+    ),
 ]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import difflib
+import importlib
 import logging
 import math
 import os
@@ -248,6 +249,20 @@ def _wrong_type(message: str, argv: list[str]) -> str | None:
     return None
 
 
+def _no_such_class(key: str, path: str, argv: list[str]) -> str:
+    """'trainer.callbacks names 'lightning.pytorch.callbacks.EarlyStoping' (on the command line), which
+    lightning.pytorch.callbacks does not hold; did you mean ...EarlyStopping?'"""
+    module, _, name = path.rpartition(".")
+    try:
+        held = [n for n in vars(importlib.import_module(module)) if not n.startswith("_")]
+    except ImportError:
+        held = []
+    close = difflib.get_close_matches(name, held, n=1)
+    where = where_given(key, argv, path)
+    hint = f"; did you mean {module}.{close[0]}?" if close else ""
+    return f"{key} names {path!r}{f' ({where})' if where else ''}, which {module} does not hold{hint}"
+
+
 def _config_meant(given: str) -> str:
     """'did you mean configs/demo/copying_scornn.yaml? ' for a mistyped config's name, else ''."""
     from ortholab.training.config_files import PACKAGE_ROOT
@@ -312,6 +327,9 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
     if task_option:
         return _unknown_task_option(task_option.group(1), task_option.group(2), argv)
     missing = re.search(r"given class_path '([\w.]+)':\s*module '[\w.]+' has no attribute", message)
+    key = re.match(r'Parser key "([^"]+)"', message)
+    if missing and key and key.group(1) != "data":  # a callback's, a logger's, ...: not a task
+        return _no_such_class(key.group(1), missing.group(1), argv)
     if missing:
         from ortholab.datamodules import TASKS
 
