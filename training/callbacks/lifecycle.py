@@ -151,9 +151,10 @@ class ContinueRun(Callback):
                     f"Run {getattr(logger, 'run_id', '')} continues from its checkpoint at step "
                     f"{trainer.global_step}: "
                     + (
-                        "the metric point recorded after it is recorded again as that step re-runs"
+                        "the metric point recorded from that step on is recorded again as training goes on"
                         if forgotten == 1
-                        else f"the {forgotten} metric points recorded after it are recorded again as those steps re-run"
+                        else f"the {forgotten} metric points recorded from that step on are recorded again as "
+                        "training goes on"
                     )
                 )
             folder = getattr(logger, "log_dir", None)
