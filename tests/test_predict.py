@@ -240,3 +240,18 @@ def test_music_gives_next_frames_and_speech_gives_reconstructed_audio(tmp_path, 
         # the utterance's own length: 'wisdom' framing gives T = 3 + ceil(samples / 128) frames, T - 1 predicted
         assert rate == 8000 and (valid - 3) * 128 < len(samples) <= (valid - 2) * 128
         assert np.abs(samples).max() > 0  # a waveform, not silence
+
+
+@pytest.mark.parametrize("command, split", [("test", "test"), ("validate", "val")])
+def test_test_and_validate_take_a_recorded_run_as_predict_does(fresh, tmp_path, capsys, monkeypatch, command, split):
+    """`ortholab test --run ID` was 'unknown config key run' while `predict --run ID` worked (walk-through 8): both
+    take the run's stored config, store and best checkpoint, and record a run of their stage."""
+    monkeypatch.chdir(tmp_path)
+    db, source = fresh
+    code, _, err = ortholab(capsys, command, "--run", source.id, "--db", db)
+    assert code == 0, err
+    (scored,) = [r for r in Store(db).list_runs() if r.stage == command]
+    assert scored.name == source.name and f"{split}/loss" in Store(db).metric_keys(scored.id)
+    code, out, _ = ortholab(capsys, command, "--help")
+    assert code == 0 and f"ortholab {command} --run ID [--checkpoint best|last|PATH] [--db URL]" in out
+    assert "predict" not in out.split("Or Lightning's form")[0]

@@ -21,12 +21,18 @@ HELP_ENTRIES = (
         "predict --run ID [--checkpoint best|last|PATH] [--predict_split test|val|train]",
         "a recorded run's predictions, written into a predict run linked to it",
     ),
+    (
+        "test|validate --run ID [--checkpoint best|last|PATH]",
+        "a recorded run's checkpoint scored on the test or validation split, recorded as a run of its own",
+    ),
 )
 USAGE, HELP = HELP_ENTRIES[0]
-PREDICT_HELP = """ortholab predict --run ID [--checkpoint best|last|PATH] [--predict_split test|val|train] [--db URL]
+EVALUATING = {"predict": "predicting", "test": "testing", "validate": "validating"}  # their `--run ID` form
+PREDICT_ONLY = " [--predict_split test|val|train]"
+EVALUATE_HELP = """ortholab predict --run ID [--checkpoint best|last|PATH] [--predict_split test|val|train] [--db URL]
   --run ID         a recorded run: its stored config, store and checkpoint (`ortholab runs` lists the ids)
   --checkpoint     best (default; its last.ckpt where it kept none or still trains), last, or a file's path
-  The predictions go into a new run of stage predict linked to it (docs/cli.md#ortholab-predict).
+  A new run of stage predict records what it computes (docs/cli.md#ortholab-predict).
 Or Lightning's form, with the config the checkpoint was trained with: every key below.
   ortholab predict --config CONFIG.yaml --ckpt_path FILE [--key value ...]"""
 
@@ -44,8 +50,9 @@ def main(argv: list[str], given: bool) -> None:
             )
         print(describe_options(argv[at + 1]))
         return
-    if argv[0] == "predict" and ("--help" in argv or "-h" in argv):  # Lightning's help knows only the --config form
-        print(PREDICT_HELP + "\n", flush=True)
+    if argv[0] in EVALUATING and ("--help" in argv or "-h" in argv):  # Lightning's help knows only --config
+        shown = EVALUATE_HELP if argv[0] == "predict" else EVALUATE_HELP.replace(PREDICT_ONLY, "")
+        print(shown.replace("predict", argv[0]) + "\n", flush=True)
     from ortholab.training.config_files import check_config_files, packaged_configs
 
     check_config_files(argv)  # before torch's and Lightning's imports (~5 s): a config file's mistake is told at once
@@ -57,7 +64,7 @@ def main(argv: list[str], given: bool) -> None:
     from ortholab.training.lightning_cli import OrthoLabCLI, task_short_names, with_place
 
     typed = argv  # as the user wrote it, for saying where a refused key was given
-    prepared = merge_deep_mapping_flags(task_short_names(resume_arguments(predict_arguments(packaged_configs(argv)))))
+    prepared = merge_deep_mapping_flags(task_short_names(resume_arguments(run_arguments(packaged_configs(argv)))))
     # --data.class_path mnist: the task's class; --model.optimizers.other.lr: that option, not the whole group
     if prepared != argv:
         given, argv = True, prepared
@@ -152,12 +159,14 @@ def refuse_a_finished_run_that_would_stop_at_once(run_id: int, config: Path, arg
     )
 
 
-def predict_arguments(argv: list[str]) -> list[str]:
-    """`predict --run ID [--checkpoint best|last|PATH]`: the run's stored config, its checkpoint, its store and
-    name, as LightningCLI's `predict --config ... --ckpt_path ...` takes them. Other argv is returned as it is."""
-    if not argv or argv[0] != "predict":
+def run_arguments(argv: list[str]) -> list[str]:
+    """`predict|test|validate --run ID [--checkpoint best|last|PATH]`: the run's stored config, its checkpoint, its
+    store and name, as LightningCLI's `predict --config ... --ckpt_path ...` takes them. Other argv is returned as
+    it is."""
+    if not argv or argv[0] not in EVALUATING:
         return argv
-    peek = OneLineParser(prog="ortholab predict", add_help=False, allow_abbrev=False)  # `--run abc`: one line
+    command, doing = argv[0], EVALUATING[argv[0]]
+    peek = OneLineParser(prog=f"ortholab {command}", add_help=False, allow_abbrev=False)  # `--run abc`: one line
     peek.add_argument("--run", type=int)
     peek.add_argument("--checkpoint", default=None)
     peek.add_argument("--db")
@@ -177,13 +186,13 @@ def predict_arguments(argv: list[str]) -> list[str]:
     store = Store(known.db, access="read")  # a reader: a mistyped --db is reported, never made into a new store
     run = store.get_run(known.run)  # StoreError naming the id and the store when it is missing
     if not run.run_dir:
-        raise ConfigError(f"run {run.id} has no run folder recorded, so no checkpoint to predict with")
+        raise ConfigError(f"run {run.id} has no run folder recorded, so no checkpoint to {command} with")
     run_dir = Path(run.run_dir)
     choice = known.checkpoint or best_or_last(run_dir)
     if choice == "last" and known.checkpoint is None and known.ckpt_path is None:
         print(
             f"note: run {run.id} kept no best-step checkpoint (training ended before its first validation); "
-            f"predicting with its last.ckpt",
+            f"{doing} with its last.ckpt",
             file=sys.stderr,
         )
     if choice == "best" and known.ckpt_path is None and store.lease_holder(run.id) is not None:
@@ -191,7 +200,7 @@ def predict_arguments(argv: list[str]) -> list[str]:
         choice = "last"
         print(
             f"note: run {run.id} is still being written (training deletes its best-step checkpoints as better ones "
-            f"are saved); predicting with its last.ckpt, which stays",
+            f"are saved); {doing} with its last.ckpt, which stays",
             file=sys.stderr,
         )
     rest = without_options(argv[1:], ("--run", "--checkpoint"))
@@ -207,7 +216,7 @@ def predict_arguments(argv: list[str]) -> list[str]:
         extra += ["--name", run.name]
     if not known.config and not any(a == "--tags" or a.startswith("--tags=") for a in rest):
         extra += trial_tags_dropped(run_dir / "config.yaml")  # predictions of a sweep's trial are no trial of it
-    return ["predict", *extra, *rest]
+    return [command, *extra, *rest]
 
 
 def trial_tags_dropped(config: Path) -> list[str]:
