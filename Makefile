@@ -9,7 +9,7 @@ TORCH_INDEX ?=
 APP_STAMP := $(VENV)/.installed-app
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo lint test test-slow test-docker test-kernels bench docs screenshots gpu-pack gpu-check clean delete-recorded-runs
+.PHONY: install demo wheel lint test test-slow test-docker test-kernels bench docs screenshots gpu-pack gpu-check clean delete-recorded-runs
 
 install: $(STAMP)
 
@@ -30,6 +30,13 @@ $(STAMP): $(APP_STAMP)
 
 demo: $(APP_STAMP)
 	$(BIN)/ortholab fit --config configs/demo/copying_scornn.yaml
+
+# dist/ortholab-<version>-py3-none-any.whl; setuptools builds in the checkout's build/, cleared before and after (a
+# leftover there would ship a module since removed from the source)
+wheel: $(STAMP)
+	rm -rf build
+	$(BIN)/python -m pip wheel --no-deps --no-build-isolation -w dist .
+	rm -rf build
 
 # ruff's linter and formatter as pyproject configures them (CI runs this before the tests)
 lint: $(STAMP)
