@@ -100,10 +100,14 @@ def test_parameters_in_no_group_or_in_two_are_named():
         check_groups_cover_the_layer(layer, twice, "mytanh")
 
 
-def test_a_module_the_variable_names_that_python_cannot_find_is_one_line(monkeypatch, capsys):
+def test_a_family_refused_while_a_module_the_variable_names_cannot_be_imported_names_that_module(monkeypatch, capsys):
+    """The module may hold only tasks or callbacks this command never names, so it is not refused at once; a family
+    that module might have registered is refused with the import's failure."""
     monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", "mylab.nosuch")
+    main(["list", "families"])  # nothing of it needed
+    assert "scornn" in capsys.readouterr().out
     with pytest.raises(SystemExit) as stop:
-        main(["list", "families"])
+        main(["list", "families", "--family", "orthtanh"])
     err = capsys.readouterr().err.strip()
-    assert stop.value.code == 2 and len(err.splitlines()) == 1
+    assert stop.value.code == 2 and len(err.splitlines()) == 1 and "'orthtanh' is not a registered family" in err
     assert "$ORTHOLAB_CONFIG_MODULES names 'mylab.nosuch', which Python cannot import here" in err

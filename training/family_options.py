@@ -19,6 +19,7 @@ from typing import Any
 
 from jsonargparse import ArgumentParser
 
+from ortholab import aliases
 from ortholab.errors import OWN_FAMILY, ConfigError, did_you_mean
 from ortholab.models import FAMILIES
 from ortholab.models.choices import check_choices, option_choices
@@ -31,6 +32,7 @@ def family_class(family: str) -> type:
         raise ConfigError(
             f"model.family = {family!r} is not a registered family; {did_you_mean(family, FAMILIES)}"
             f"choose one of {sorted(FAMILIES)} (see `ortholab list families`; one of your own: {OWN_FAMILY})"
+            f"{aliases.unimportable_note()}"
         )
     return FAMILIES[family]
 

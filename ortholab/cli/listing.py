@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from ortholab import aliases
 from ortholab.cli.common import table
 from ortholab.errors import OWN_FAMILY, ConfigError, did_you_mean
 from ortholab.training.config_files import PACKAGE_ROOT
@@ -59,7 +60,7 @@ def run(args, extra: list[str]) -> None:
         if args.family not in FAMILIES:
             raise ConfigError(
                 f"--family {args.family!r} is not a registered family; {did_you_mean(args.family, FAMILIES)}"
-                f"choose one of {sorted(FAMILIES)} (one of your own: {OWN_FAMILY})"
+                f"choose one of {sorted(FAMILIES)} (one of your own: {OWN_FAMILY}){aliases.unimportable_note()}"
             )
         if args.what == "tasks":
             raise ConfigError(
