@@ -117,11 +117,16 @@ def import_user_modules() -> None:
 
 def unimportable_note() -> str:
     """'; $ORTHOLAB_CONFIG_MODULES names 'mylab.families', which Python cannot import here (No module named
-    'mylab'): ...' for a family refused while a module that might register it could not be imported; else ''."""
-    return "".join(
-        f"; ${EXTRA_MODULES_VAR} names {module!r}, which Python cannot import here ({why}): install its package "
-        f"(`pip install -e .` in its folder) or add the folder holding it to PYTHONPATH"
-        for module, why in UNIMPORTABLE.items()
+    'mylab'): ...' for a family refused while a module that might register it could not be imported; else ''.
+    Several such modules make one clause, so the refusal stays one readable line."""
+    if not UNIMPORTABLE:
+        return ""
+    names = ", ".join(repr(module) for module in UNIMPORTABLE)
+    whys = "; ".join(dict.fromkeys(UNIMPORTABLE.values()))  # the same failure said once
+    return (
+        f"; ${EXTRA_MODULES_VAR} names {names}, which Python cannot import here ({whys}): install "
+        f"{'its package' if len(UNIMPORTABLE) == 1 else 'their packages'} (`pip install -e .` in its folder) or add "
+        "the folder holding it to PYTHONPATH"
     )
 
 

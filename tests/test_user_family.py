@@ -111,3 +111,15 @@ def test_a_family_refused_while_a_module_the_variable_names_cannot_be_imported_n
     err = capsys.readouterr().err.strip()
     assert stop.value.code == 2 and len(err.splitlines()) == 1 and "'orthtanh' is not a registered family" in err
     assert "$ORTHOLAB_CONFIG_MODULES names 'mylab.nosuch', which Python cannot import here" in err
+
+
+def test_several_modules_python_cannot_import_make_one_clause_of_the_refusal(monkeypatch, capsys):
+    """The suite's own environment names four test modules a subprocess elsewhere cannot import: a clause each
+    made a family's refusal over 1200 characters (CI's test_hostile_input unknown-family case)."""
+    monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", "mylab.nosuch,otherlab,mylab.nosuch2")
+    with pytest.raises(SystemExit):
+        main(["list", "families", "--family", "orthtanh"])
+    err = capsys.readouterr().err.strip()
+    assert err.count("which Python cannot import here") == 1 and err.count("PYTHONPATH") == 1, err
+    assert "names 'mylab.nosuch', 'otherlab', 'mylab.nosuch2', which Python cannot import here" in err, err
+    assert err.count("No module named 'mylab'") == 1 and "No module named 'otherlab'" in err, err
