@@ -44,6 +44,7 @@ from ortholab.training.callbacks.lifecycle import ContinueRun, GracefulInterrupt
 from ortholab.training.cuda_graphs import check_graphs_config
 from ortholab.training.family_options import check_family_switch, recorded_family_args
 from ortholab.training.limits import check_model_limits, check_trainer_devices
+from ortholab.training.model_summary import replace_lightnings_summary
 from ortholab.training.module import RecurrentModule
 from ortholab.training.precision import check_precision
 from ortholab.training.progress import PlainProgress, StepBudgetProgressBar
@@ -680,6 +681,7 @@ class OrthoLabCLI(LightningCLI):
                 raise
             raise ConfigError(trainer_refusal(err, config.trainer, getattr(self.parser, "given_args", None))) from None
         _prepare_evaluation(self.datamodule, trainer.world_size, self.subcommand, config)
+        trainer.callbacks = replace_lightnings_summary(trainer.callbacks, configured)  # no 'Total FLOPs: 0'
         trainer.loggers = [logger, *trainer.loggers]
         first = [StampCheckpoints()]  # every checkpoint names its store and run, and how far their record went
         if resume is not None:
