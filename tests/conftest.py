@@ -2,6 +2,9 @@
 Nottingham), so the demos read their data sets from there; no test fetches through a mirror it did not set."""
 
 import os
+from pathlib import Path
+
+import pytest
 
 # Each pytest-xdist worker (`make test` runs two) and the `ortholab` processes it starts get their share of the cores
 # for torch's, OpenMP's and numba's threads: two workers at a thread per core each spin against each other in OpenMP's
@@ -23,3 +26,15 @@ os.environ.pop("ORTHOLAB_RUNS", None)
 # the tests' own callbacks and fault injectors (faults.SignalAt, ...) that configs name by class path: the
 # allow-list of config modules admits them only through this variable, as a user admits their own packages
 os.environ["ORTHOLAB_CONFIG_MODULES"] = "faults,hostile_faults,test_bad_input,map_probe"
+
+# A test that names a store but no run folder (--runs_dir) from the checkout puts run folders in the checkout's runs/
+# (the default root is ./runs): the suite fails if it made one (test_sweep_pruner did, 2026-12-03)
+CHECKOUT_RUNS = Path(__file__).resolve().parents[1] / "runs"
+RUNS_BEFORE = CHECKOUT_RUNS.exists()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if not RUNS_BEFORE and CHECKOUT_RUNS.exists() and not hasattr(session.config, "workerinput"):
+        made = sorted(str(p.relative_to(CHECKOUT_RUNS)) for p in CHECKOUT_RUNS.glob("*/*"))[:5]
+        print(f"\nconftest: the tests made {CHECKOUT_RUNS} ({made}): give such a test --runs_dir or chdir(tmp_path)")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -14,6 +14,7 @@ from ortholab.db import Store
 def test_a_trial_worse_than_the_completed_ones_is_pruned(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sweep, "PRUNE_STARTUP", 1)  # prune from the second trial on (Optuna's default: 5)
     monkeypatch.setattr(sweep, "POLL_S", 0.2)
+    monkeypatch.chdir(tmp_path)  # the trials' run folders (no --runs_dir) beside the store, not in the checkout
     space = tmp_path / "space.yaml"
     space.write_text("model.optimizers.other.lr: [0.05, 1.0e-12]\n")  # the second cannot learn its readout
     db = f"sqlite:///{tmp_path / 'runs.db'}"
