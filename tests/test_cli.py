@@ -648,9 +648,12 @@ def test_predict_help_begins_with_the_run_form_lightnings_help_does_not_know(cap
     assert "--ckpt_path FILE" in out and "--trainer.max_steps" in out  # then Lightning's form, every key
 
 
-def test_an_audio_evaluation_given_for_a_task_without_audio_is_refused_before_a_run_is_recorded(tmp_path, capsys):
+def test_an_audio_evaluation_given_for_a_task_without_audio_is_refused_before_a_run_is_recorded(
+    tmp_path, capsys, monkeypatch
+):
     """Walk-through 6: `--trainer.callbacks+ AudioEvaluation` on copying trained and scored nothing, in silence. The
     instance every run gets still skips other tasks: the same fit without it records a run."""
+    monkeypatch.chdir(tmp_path)  # its run folders (no --runs_dir) beside the store, not in the checkout
     db = f"sqlite:///{tmp_path / 'store.db'}"
     with pytest.raises(SystemExit) as exit_:
         main(["fit", "--config", DEMO, *TINY, "--db", db, "--trainer.callbacks+", "AudioEvaluation"])
@@ -661,8 +664,9 @@ def test_an_audio_evaluation_given_for_a_task_without_audio_is_refused_before_a_
     assert [r.status for r in Store(db).list_runs()] == ["finished"]
 
 
-def test_runs_show_says_each_metrics_last_value_and_the_analyses_recorded(tmp_path, capsys):
+def test_runs_show_says_each_metrics_last_value_and_the_analyses_recorded(tmp_path, capsys, monkeypatch):
     """Walk-through 6: `evaluate-audio` sent the user to `runs show`, which showed no score, metric or analysis."""
+    monkeypatch.chdir(tmp_path)  # its run folders (no --runs_dir) beside the store, not in the checkout
     db = f"sqlite:///{tmp_path / 'store.db'}"
     main(["fit", "--config", DEMO, *TINY, "--db", db])
     store = Store(db)
@@ -687,8 +691,9 @@ def test_runs_show_says_each_metrics_last_value_and_the_analyses_recorded(tmp_pa
     assert record["last_values"]["val/score/first"] == 1.0 and record["artifacts"] == dict(kinds)
 
 
-def test_runs_columns_show_each_runs_setting_and_last_metric_value(tmp_path, capsys):
+def test_runs_columns_show_each_runs_setting_and_last_metric_value(tmp_path, capsys, monkeypatch):
     """Walk-through 7: comparing sweep trials' learning rates meant parsing `runs show --json` run by run."""
+    monkeypatch.chdir(tmp_path)  # its run folders (no --runs_dir) beside the store, not in the checkout
     db = f"sqlite:///{tmp_path / 'store.db'}"
     for lr in ("0.002", "0.004"):
         main(["fit", "--config", DEMO, *TINY, "--db", db, "--model.optimizers.other.lr", lr, "--name", f"lr{lr}"])

@@ -103,12 +103,15 @@ def test_a_bad_space_is_one_line_naming_the_file_and_key(tmp_path, text, expecte
         ("trainer.max_stepz: [2]\n", [], "unknown config key trainer.max_stepz"),
     ],
 )
-def test_a_typo_in_the_space_or_the_flags_is_refused_before_any_trial(tmp_path, capsys, space_text, extra, expected):
+def test_a_typo_in_the_space_or_the_flags_is_refused_before_any_trial(
+    tmp_path, capsys, monkeypatch, space_text, extra, expected
+):
     """Before, a typo cost a failed trial that joined the study: the same command with the typo fixed then trained
     nothing and repeated the old error. Now it is one line before the study exists; fixed, the sweep trains."""
     from ortholab.cli.sweep_study import run_sweep
     from ortholab.models import ConfigError
 
+    monkeypatch.chdir(tmp_path)  # the trials' run folders beside the store, not in the checkout
     space = tmp_path / "space.yaml"
     space.write_text(space_text)
     db = f"sqlite:///{tmp_path / 'runs.db'}"
