@@ -265,7 +265,8 @@ def resolve(name: str, known: Sequence[str]) -> str:
     by_tail = {re.split(r"[./]", k)[-1]: k for k in known}  # a misspelt short name (rhoo) finds its param too
     close = [by_tail.get(c, c) for c in difflib.get_close_matches(name, [*known, *by_tail], n=3, cutoff=0.6)]
     close = list(dict.fromkeys(close))
-    hint = f"; did you mean {' or '.join(close)}?" if close else '; text values need quotes (family = "scornn")'
+    quotes = 'text values need quotes (family = "scornn")'
+    hint = f"; did you mean {' or '.join(close)}? Or, if a text value, {quotes}" if close else f"; {quotes}"
     raise FilterError(f"no run field, param or metric is called {name!r}{hint}")
 
 

@@ -162,6 +162,15 @@ def default_db_url() -> str:
     return os.environ.get(ENV_VAR) or f"sqlite:///{Path.cwd() / runs_root() / 'ortholab.db'}"
 
 
+def db_flag(url: str) -> tuple[str, str]:
+    """The `--db` of a command to copy (none for the default store) and what to say of it: a URL holding a password
+    is never printed whole, so the command names URL, the one given, and says so."""
+    if url == store_url(default_db_url()):
+        return "", ""
+    shown = mask_url(url)
+    return (f" --db '{shown}'", "") if shown == url else (" --db URL", " (URL: the one given, password and all)")
+
+
 def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """Nested mappings as one level of dotted keys: {'model': {'hidden_size': 8}} -> {'model.hidden_size': 8}."""
     flat: dict[str, Any] = {}
@@ -406,10 +415,16 @@ class Store:
         if session.execute(query.values(**values)).rowcount == 0:
             raise self._not_writable(session, run_id, owner)
 
+    def _no_such_run(self, run_id: int) -> StoreError:
+        where, said = db_flag(self.url)  # the hint lists this store, not the default one
+        return StoreError(
+            f"No run with id {run_id} in {self.display_url}; `ortholab runs{where}` lists its runs{said}."
+        )
+
     def _not_writable(self, session: Session, run_id: int, owner: str | None) -> StoreError:
         holder = session.execute(select(Run.lease_owner).where(Run.id == run_id)).first()
         if holder is None or owner is None:
-            return StoreError(f"No run with id {run_id} in {self.display_url}; `ortholab runs` lists the runs.")
+            return self._no_such_run(run_id)
         taker = lease.parse(holder.lease_owner)
         return LeaseLost(
             f"Run {run_id} in {self.display_url} was taken over by "
@@ -475,7 +490,7 @@ class Store:
                 select(Run.lease_owner, Run.lease_expires_at, Run.heartbeat_at).where(Run.id == run_id)
             ).first()
             if row is None:
-                raise StoreError(f"No run with id {run_id} in {self.display_url}; `ortholab runs` lists the runs.")
+                raise self._no_such_run(run_id)
             free = or_(
                 Run.lease_owner.is_(None),
                 Run.lease_owner == owner,
@@ -770,7 +785,7 @@ class Store:
         with self._session() as session:
             row = session.execute(query.where(Run.id == run_id)).first()
             if row is None:
-                raise StoreError(f"No run with id {run_id} in {self.display_url}; `ortholab runs` lists the runs.")
+                raise self._no_such_run(run_id)
             params = session.execute(select(Param.key, Param.value).where(Param.run_id == run_id)).all()
         decoded = {key: json.loads(value) for key, value in sorted(params)}
         return RunDetail(**_summary_fields(row._mapping), params=decoded)

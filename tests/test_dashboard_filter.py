@@ -67,7 +67,7 @@ def test_filter_expressions_keep_the_matching_runs(text, ids):
     "text, message",
     [
         ("family = scornn", "no run field, param or metric is called 'scornn'; text values need quotes"),
-        ("rhoo > 0.3", "did you mean"),
+        ("rhoo > 0.3", "did you mean model.family_args.rho? Or, if a text value, text values need quotes"),
         ("acc > 0.9", "'acc' could mean train/acc, val/acc: write the full name"),
         ('hidden_size > "64"', "model.hidden_size holds numbers (e.g. 64), compared with '64'; drop the quotes"),
         ("rho > 0.3 and", "at column 14: expected a name or a value, found the end"),

@@ -159,6 +159,7 @@ def test_a_run_that_is_not_in_the_store_is_named(twelve_runs, read):
     with pytest.raises(StoreError) as raised:
         read(twelve_runs)
     assert one_line(raised.value).startswith("No run with id 999 in sqlite:///")
+    assert f"`ortholab runs --db '{twelve_runs}'` lists its runs." in one_line(raised.value)  # this store's runs
 
 
 @pytest.mark.parametrize(

@@ -31,10 +31,10 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from ortholab import aliases
 from ortholab.datamodules import TASKS, TaskDataModule
-from ortholab.db import SQLLogger, Store, StoreError, default_db_url, runs_root
+from ortholab.db import SQLLogger, Store, StoreError, runs_root
 from ortholab.db.logger import folder_name, is_run_name
 from ortholab.db.masking import known_passwords, mask_secrets, mask_url
-from ortholab.db.store import store_url
+from ortholab.db.store import db_flag
 from ortholab.errors import ConfigError
 from ortholab.extras import check_logger_extras
 from ortholab.training.callbacks import AudioEvaluation, NonFiniteError, default_callbacks
@@ -798,15 +798,6 @@ class OrthoLabCLI(LightningCLI):
             f"Run {run.id} ({run.name}, {run.status}) recorded in {mask_url(logger.store.url)}; "
             f"run folder {logger.log_dir}. List runs with `{console_command()} runs{where}`{said}."
         )
-
-
-def db_flag(url: str) -> tuple[str, str]:
-    """The `--db` of a command to copy (none for the default store) and what to say of it: a URL holding a password
-    is never printed whole, so the command names URL, the one given, and says so."""
-    if url == store_url(default_db_url()):
-        return "", ""
-    shown = mask_url(url)
-    return (f" --db '{shown}'", "") if shown == url else (" --db URL", " (URL: the one given, password and all)")
 
 
 def trainer_refusal(err: Exception, trainer: dict, argv: list[str] | None = None) -> str:

@@ -88,7 +88,11 @@ if expression.strip():
         tree = filter_expr.parse(expression)
         shown = shown[filter_expr.evaluate(tree, shown, known, lambda name: column_values(name, shown))]
     except filter_expr.FilterError as error:
-        st.error(f"Filter expression not applied: {str(error).rstrip('.')}.", icon=":material/filter_alt_off:")
+        said = str(error).rstrip(".")
+        st.error(
+            f"Filter expression not applied: {said}{'' if said.endswith('?') else '.'}",
+            icon=":material/filter_alt_off:",
+        )
 
 if sweep:
     best = tables.best_run(shown)
