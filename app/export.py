@@ -96,6 +96,7 @@ def _curves(store: Store, items: list[Reproduction]) -> list[dict]:
             "mode": item.row.mode,
             "scale": item.row.scale,
             "panel": " · ".join(filter(None, [item.row.setting, metric])),
+            "task": item.row.task,
         }
         if len(item.seeds) > 1:
             seeds = [
@@ -130,10 +131,16 @@ def _curves(store: Store, items: list[Reproduction]) -> list[dict]:
 
 
 def _panels(curves: list[dict]) -> dict[str, list[dict]]:
-    """The curves by panel: one per setting and metric (the papers' T = 1000 left, T = 2000 right), in row order."""
+    """The curves by panel: one per setting and metric (the papers' T = 1000 left, T = 2000 right), in row order;
+    a setting and metric that rows of several tasks share (cpu_checks' copying and adding at T = 200) make a panel
+    per task, named by it: a cross-entropy and an MSE never share an axis."""
+    tasks: dict[str, set[str]] = {}
+    for curve in curves:
+        tasks.setdefault(curve["panel"], set()).add(curve["task"])
     panels: dict[str, list[dict]] = {}
     for curve in curves:
-        panels.setdefault(curve["panel"], []).append(curve)
+        shared = len(tasks[curve["panel"]]) > 1
+        panels.setdefault(f"{curve['task']} · {curve['panel']}" if shared else curve["panel"], []).append(curve)
     return panels
 
 

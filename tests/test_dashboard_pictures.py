@@ -189,7 +189,7 @@ def test_the_browser_check_counts_wrapped_lines_against_the_row_height():
 # ---- the paper figures (report --export) -------------------------------------------------------------------------
 
 
-def curve(run, values, *, published=None, baseline=None, mode="min", panel="p", metric="val/loss"):
+def curve(run, values, *, published=None, baseline=None, mode="min", panel="p", metric="val/loss", task="copying"):
     steps = list(range(100, 100 * (len(values) + 1), 100))
     return dict(
         label=f"row (run {run}, {metric})",
@@ -202,6 +202,7 @@ def curve(run, values, *, published=None, baseline=None, mode="min", panel="p", 
         mode=mode,
         scale=1.0,
         panel=panel,
+        task=task,
     )
 
 
@@ -241,6 +242,33 @@ def test_figure_1_legend_names_only_the_lines_it_draws():
             assert drawn_in_view(ax, ":") and not drawn_in_view(ax, "-.")
     finally:
         plt.close(fig)
+
+
+def test_rows_of_two_tasks_at_one_setting_get_a_panel_each_named_by_its_task(tmp_path):
+    """Walk-through 9: cpu_checks' copying (cross-entropy near 1.7) and adding (MSE near 0.16) rows at T = 200 shared
+    one 'T=200 · val/loss' axis with both baselines; each task now has its panel, in both figures."""
+    import matplotlib.pyplot as plt
+
+    curves = [
+        curve(1, np.linspace(1.9, 1.7, 40), baseline=0.0935, panel="T=200 · val/loss"),
+        curve(2, np.linspace(0.2, 0.16, 40), baseline=0.1667, panel="T=200 · val/loss", task="adding"),
+        curve(3, np.linspace(1.9, 1.2, 40), baseline=0.0935, panel="T=200 · val/loss"),
+    ]
+    assert {name: [c["run"] for c in group] for name, group in export._panels(curves).items()} == {
+        "copying · T=200 · val/loss": [1, 3],
+        "adding · T=200 · val/loss": [2],
+    }
+    fig = export._matplotlib_figure(table("CPU checks"), curves)
+    try:
+        titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
+        assert titles == ["copying · T=200 · val/loss", "adding · T=200 · val/loss"]
+    finally:
+        plt.close(fig)
+    export._html(tmp_path / "f.html", table("CPU checks"), curves, plotly_js="cdn")
+    html = (tmp_path / "f.html").read_text().replace("\\u00b7", "·").replace("\\u002f", "/")  # JSON escapes
+    assert "copying · T=200 · val/loss" in html and "adding · T=200 · val/loss" in html
+    one_task = [c for c in curves if c["task"] == "copying"]  # a table of one task keeps its titles
+    assert list(export._panels(one_task)) == ["T=200 · val/loss"]
 
 
 def test_two_runs_sharing_a_colour_in_one_panel_differ_in_dash_in_both_figures(tmp_path):
