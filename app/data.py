@@ -104,6 +104,7 @@ class Reader:
         self.display_url = _store(url).display_url  # opens the store: StoreError here if it cannot
         frozen_at = _store(url).frozen_at  # an export's copy, not written since: when it was made
         self.copied = f"{frozen_at:%Y-%m-%d %H:%M} UTC" if frozen_at else None
+        self.analyses_left_out = _store(url).copied_without_analyses  # an export without --with-artifacts
 
     def clock(self) -> datetime:
         """Now; for an export's frozen copy, the moment it was made (Store.clock): its runs as they were then."""

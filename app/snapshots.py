@@ -38,13 +38,19 @@ def at_step(records: Sequence[ArtifactRecord], step: int) -> ArtifactRecord | No
     return chosen
 
 
-def no_snapshot_note(run: RunSummary, what: str) -> str:
-    """Why a run has nothing to show for `what` (e.g. 'eigenvalue snapshots'), in words."""
+def no_snapshot_note(run: RunSummary, what: str, left_out: bool = False) -> str:
+    """Why a run has nothing to show for `what` (e.g. 'eigenvalue snapshots'), in words; `left_out`: the store is an
+    export's copy without analyses (Store.copied_without_analyses)."""
     if run.family in GATED_FAMILIES and what.startswith("eigenvalue"):
         return f"{run_label(run)}: the {run.family} family has no single recurrent matrix, so no eigenvalues."
     if run.family == "rtransformer" and what.startswith("eigenvalue"):
         return (
             f"{run_label(run)}: no {what} recorded; an R-Transformer has a single recurrent matrix only when "
             f"its local cell has one (not with the default GRU cell)."
+        )
+    if left_out:
+        return (
+            f"{run_label(run)}: no {what} in this store, an export's copy written without the runs' analyses: "
+            "`ortholab report TABLE --export DIR --with-artifacts` copies them from the store that recorded the runs."
         )
     return f"{run_label(run)}: no {what} recorded for this run."

@@ -238,6 +238,15 @@ class Store:
         return datetime.fromisoformat(stamp) if stamp else None
 
     @property
+    def copied_without_analyses(self) -> bool:
+        """Whether this store is an export's copy holding no artifact (`report --export` without --with-artifacts):
+        its runs' eigenvalues, gradient profiles and clips stayed in the store they were recorded in."""
+        if self.copied_from is None:
+            return False
+        with self._session() as session:
+            return session.execute(select(Artifact.id).limit(1)).first() is None
+
+    @property
     def frozen_at(self) -> datetime | None:
         """When an export copied this store, while nothing was written to it since (its runs write elsewhere); None
         for a live store, and for a copy restored as one (`cp DIR/runs.db $ORTHOLAB_RUNS/ortholab.db`) and written to

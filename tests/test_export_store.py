@@ -381,3 +381,24 @@ def test_a_run_exported_while_it_trained_reads_as_it_was_then_not_as_silent(tmp_
     monkeypatch.setattr(store_module, "utcnow", lambda: later + timedelta(hours=2))  # then killed, two hours on
     (row,) = [row for row in runs_rows(restored.url) if row["name"] == "c"]
     assert row["silent"] == "silent 2.0 h: killed?"
+
+
+def test_an_export_without_analyses_says_so_where_a_page_would_show_them(tmp_path, monkeypatch):
+    """Walk-through 9: the dashboard on an export said 'no eigenvalue snapshots recorded for this run' of runs that
+    recorded them; the export had left them out (no --with-artifacts)."""
+    from ortholab.app.snapshots import no_snapshot_note
+
+    db = _store(tmp_path, monkeypatch)
+    source = Store(db)
+    (fit,) = [r for r in source.list_runs() if r.task == "copying"]
+    source.add_artifact(fit.id, "eigenvalues", "eig", step=0, data=b"0")
+    assert not source.copied_without_analyses  # the store that recorded them
+    main(["report", "demo_table9", "--db", db, "--export", str(tmp_path / "bare")])
+    main(["report", "demo_table9", "--db", db, "--export", str(tmp_path / "full"), "--with-artifacts"])
+    bare = Store(f"sqlite:///{tmp_path / 'bare' / 'runs.db'}", access="read")
+    full = Store(f"sqlite:///{tmp_path / 'full' / 'runs.db'}", access="read")
+    assert bare.copied_without_analyses and not full.copied_without_analyses
+    note = no_snapshot_note(bare.get_run(fit.id), "gradient-norm profiles", bare.copied_without_analyses)  # an LSTM
+    assert "no gradient-norm profiles in this store, an export's copy written without the runs' analyses" in note
+    assert "`ortholab report TABLE --export DIR --with-artifacts` copies them" in note
+    bare.close(), full.close(), source.close()

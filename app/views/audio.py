@@ -28,7 +28,10 @@ show_spectrograms = controls.toggle(st, "Spectrograms", key="audio_spectrograms"
 recorded = {run.id: reader.artifacts(run.id, AUDIO) for run in runs}
 for run in runs:
     if not recorded[run.id]:
-        st.info(no_snapshot_note(run, "audio clips") + " Speech tasks store reference and reconstruction clips.")
+        st.info(
+            no_snapshot_note(run, "audio clips", reader.analyses_left_out)
+            + " Speech tasks store reference and reconstruction clips."
+        )
 
 
 def clip_panel(run, clip) -> None:

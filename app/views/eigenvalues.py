@@ -34,7 +34,7 @@ snapshots = {run.id: by_step(reader.artifacts(run.id, EIGENVALUES)) for run in r
 with_eigs = [run for run in runs if snapshots[run.id]]
 for run in runs:
     if not snapshots[run.id]:
-        st.info(no_snapshot_note(run, "eigenvalue snapshots"))
+        st.info(no_snapshot_note(run, "eigenvalue snapshots", reader.analyses_left_out))
 
 if with_eigs:
     step = step_picker(

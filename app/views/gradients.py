@@ -24,7 +24,7 @@ profiles = {run.id: by_step(reader.artifacts(run.id, GRAD_NORMS)) for run in run
 with_profiles = [run for run in runs if profiles[run.id]]
 for run in runs:
     if not profiles[run.id]:
-        st.info(no_snapshot_note(run, "gradient-norm profiles"))
+        st.info(no_snapshot_note(run, "gradient-norm profiles", reader.analyses_left_out))
 
 if with_profiles:
     log_y = controls.toggle(st, "Log scale", key="grad_log", default=True)
