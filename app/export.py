@@ -482,6 +482,15 @@ def _refuse_another_tables_export(folder: Path, tables: dict[str, PaperTable]) -
         )
 
 
+def check_export_folder(folder: str | Path, tables: dict[str, PaperTable]) -> Path:
+    """The folder an export of `tables` may be written into, checked before anything is read or printed: refused
+    when empty ('' would be the current folder) or holding another table's export."""
+    if not str(folder).strip():  # Path("") would be the current folder
+        raise ConfigError("--export '': give the folder to write the report into")
+    _refuse_another_tables_export(Path(folder), tables)
+    return Path(folder)
+
+
 def export_report(
     store: Store,
     tables: dict[str, PaperTable],
@@ -500,10 +509,14 @@ def export_report(
     for name, flag in (("shared_plotly", shared_plotly), ("with_checkpoints", with_checkpoints)):
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be True or False, not {flag!r}")
-    if not str(folder).strip():  # Path("") would be the current folder
-        raise ConfigError("--export '': give the folder to write the report into")
-    folder = Path(folder)
-    _refuse_another_tables_export(folder, tables)
+    folder = check_export_folder(folder, tables)
+    every = load_tables()
+    if not runs_behind({table.id: reproductions(store, table, every) for table in tables.values()}):
+        names = ", ".join(tables)
+        raise ConfigError(
+            f"--export {folder}: no row of {names} has a run in {store.display_url}, so there is nothing to export "
+            f"(`ortholab reproduce {next(iter(tables)) if len(tables) == 1 else 'TABLE'}` trains its rows)"
+        )
     try:
         folder.mkdir(parents=True, exist_ok=True)
         writer = describe(code_version())  # before any file is written: the export's own files are no "+changes"

@@ -207,10 +207,16 @@ def test_an_export_is_not_written_over_by_another_tables(tmp_path, monkeypatch, 
         with pytest.raises(SystemExit) as refused:
             main(argv)
         assert refused.value.code == 2
-    first, second = capsys.readouterr().err.strip().splitlines()
+    said = capsys.readouterr()
+    first, second = said.err.strip().splitlines()
     assert f"--export {folder}: it holds the export of demo_table9; writing other_table there would replace it" in first
     assert "--export '': give the folder" in second
+    assert said.out == ""  # refused before the report is printed (walk-through 9: the whole report, then the refusal)
     assert {p.name for p in folder.iterdir()} == set(before) and _digest(folder / "runs.db") == before["runs.db"]
+    with pytest.raises(SystemExit) as refused:  # no row of it has a run: an export of nothing is not written
+        main(["report", "other_table", "--db", db, "--export", str(tmp_path / "empty")])
+    assert refused.value.code == 2 and not (tmp_path / "empty").exists()
+    assert "--export " + str(tmp_path / "empty") + ": no row of other_table has a run in" in capsys.readouterr().err
 
 
 def test_a_run_training_during_an_export_has_its_points_at_least_as_new_as_its_checkpoint(tmp_path, monkeypatch):

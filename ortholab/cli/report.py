@@ -68,6 +68,10 @@ def run(args, extra: list[str]) -> None:
             f"no published table {args.table!r}; {did_you_mean(args.table, tables)}choose one of {sorted(tables)}"
         )
     chosen = {k: v for k, v in tables.items() if args.table in (None, k)}
+    if args.export is not None:  # a folder it may not write is refused before the report is printed
+        from ortholab.app.export import check_export_folder
+
+        check_export_folder(args.export, chosen)
     try:  # --all lists the rows before any run; without it, no store is a refusal: nothing recorded to report
         store = existing_store(args.db) if args.all and args.export is None else Store(args.db, access="read")
     except StoreMissing as missing:
