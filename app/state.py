@@ -21,12 +21,22 @@ def sidebar_selection(runs: list[RunSummary]) -> list[int]:
     if SELECTED not in st.session_state:
         given = [v for v in st.query_params.get_all(SELECTED) if v.strip()]  # (`?run=` alone names none)
         from_url = [int(v) for v in given if v.isdigit() and int(v) in labels]
-        if unknown := [v for v in given if not v.isdigit() or int(v) not in labels]:  # said once, below
-            st.session_state[NOT_HERE] = (
-                f"The address names run{'s' * (len(unknown) > 1)} {', '.join(unknown)}, which this store does not "
-                f"hold (a link from another store? `ortholab dashboard --db STORE` opens that one); "
-                + ("the others are shown." if from_url else "the newest run is shown instead.")
+        missing = [v for v in given if v.isdigit() and int(v) not in labels]
+        no_ids = [v for v in given if not v.isdigit()]  # `?run=abc`: no store holds it
+        said = []
+        if missing:
+            said.append(
+                f"The address names run{'s' * (len(missing) > 1)} {', '.join(missing)}, which this store does not "
+                f"hold (a link from another store? `ortholab dashboard --db STORE` opens that one)"
             )
+        if no_ids:
+            quoted = ", ".join(f"run={v}" for v in no_ids)
+            said.append(
+                f"The address's {quoted} names no run: a run is named by its number (`ortholab runs` lists them)"
+            )
+        if said:  # said once, below
+            then = "the others are shown." if from_url else "the newest run is shown instead."
+            st.session_state[NOT_HERE] = "; ".join(said) + "; " + then
         trained = [run.id for run in runs if run.stage != "predict"]  # a predict run has no curves to show
         st.session_state[SELECTED] = from_url if from_url else (trained or [run.id for run in runs])[:1]
     st.session_state[SELECTED] = [i for i in st.session_state[SELECTED] if i in labels]

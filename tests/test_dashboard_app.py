@@ -263,6 +263,12 @@ def test_an_address_naming_runs_this_store_lacks_says_so_and_a_first_visit_skips
     alone.query_params["run"] = ["99"]
     rerun(alone)  # only an unknown run: the newest trained one instead of nothing
     assert alone.session_state["run"] == [trained] and alone.sidebar.warning[0].value.endswith("shown instead.")
+    word = AppTest.from_file(APP_MAIN, default_timeout=60)
+    word.query_params["run"] = ["abc", "99"]  # walk-through 9: 'abc' was called a run another store holds
+    rerun(word)
+    (warning,) = [w.value for w in word.sidebar.warning]
+    assert "names run 99, which this store does not hold" in warning and "abc, which" not in warning, warning
+    assert "The address's run=abc names no run: a run is named by its number" in warning, warning
     first = AppTest.from_file(APP_MAIN, default_timeout=60)
     rerun(first)
     assert first.session_state["run"] == [trained] and not first.sidebar.warning  # not the newer predict run
