@@ -132,6 +132,11 @@ def test_run_details_show_config_parameter_groups_artifacts_and_metrics(lab, mon
     assert len(artifacts) == len(store.artifacts(ids["real-scornn"])) and "eigenvalues" in set(artifacts["kind"])
     metrics = next(f for f in frames if "metric" in f.columns).set_index("metric")
     assert metrics.loc["val/loss", "points"] == len(store.metric_series(ids["real-scornn"], "val/loss"))
+    (shown,) = [d for d in at.dataframe if "metric" in d.value.columns]  # walk-through 9: 7.83e-13 read 0.0000000000007
+    formats = {
+        c: json.loads(shown.proto.columns).get(c, {}).get("type_config", {}).get("format") for c in ("min", "max")
+    }
+    assert formats == {"min": "%.4g", "max": "%.4g"}, shown.proto.columns
 
     at.selectbox(key="detail_run").set_value(ids["lstm-adding"])
     groups = next(d.value for d in rerun(at).dataframe if "optimizer" in d.value.columns)

@@ -289,7 +289,8 @@ with metrics_tab:
                 "max": points["value"].max(),
             }
         )
-    if rows:
-        st.dataframe(pd.DataFrame(rows), hide_index=True)
+    if rows:  # four significant digits, as the CLI prints them (a 7.83e-13 loss read '0.0000000000007')
+        values = {name: st.column_config.NumberColumn(name, format="%.4g") for name in ("last", "min", "max")}
+        st.dataframe(pd.DataFrame(rows), hide_index=True, column_config=values)
     else:
         st.info("No metric points recorded for this run yet.")
