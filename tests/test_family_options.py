@@ -174,3 +174,19 @@ def test_a_family_switch_with_its_own_options_is_checked_with_them():
     check_family_switch(model, ["family", "family_args"])  # no error: scoRNN cells have a recurrent group
     with pytest.raises(ConfigError, match=r"model.optimizers groups \['recurrent'\]"):
         check_family_switch({**model, "family_args": {}}, ["family", "family_args"])
+
+
+def test_a_family_switch_names_a_group_the_new_family_has_and_the_config_does_not_set():
+    """Walk-through 9: scoRNN's config switched to scuRNN was refused for rho, then (that cleared) for the 'scaling'
+    group it did not set: one line now names both. A default entry covers any group."""
+    from ortholab.training.family_options import check_family_switch
+
+    optimizers = {"recurrent": {"name": "rmsprop_tf", "lr": 1e-4}, "other": {"name": "rmsprop_tf", "lr": 1e-3}}
+    model = {"family": "scurnn", "family_args": {"rho": 10}, "optimizers": optimizers}
+    with pytest.raises(ConfigError) as refused:
+        check_family_switch(model, ["family"])
+    said = str(refused.value)
+    assert "model.family_args ['rho']" in said and "model.optimizers with no group ['scaling']" in said, said
+    assert "--model.family_args '{}' --model.optimizers '{}'" in said
+    check_family_switch({**model, "family_args": {}, "optimizers": {**optimizers, "default": {"lr": 1e-3}}}, ["family"])
+    check_family_switch({**model, "family_args": {}, "optimizers": {}}, ["family"])  # '{}': the family's defaults

@@ -206,9 +206,15 @@ def check_family_switch(model: Mapping[str, Any], given_on_command_line: Sequenc
         fixes.append("--model.family_args '{}'")
     # the groups of the options it will build: its own where they all fit, else its defaults (what '{}' gives)
     groups = _optimizer_groups(family, None if foreign_options else model.get("family_args"))
-    foreign_groups = sorted(set(model.get("optimizers") or {}) - groups - {"default"})
-    if foreign_groups and groups and "optimizers" not in given_on_command_line:
-        problems.append(f"model.optimizers groups {foreign_groups} ({family}'s groups: {sorted(groups)}, or default)")
+    configured = set(model.get("optimizers") or {})
+    foreign_groups = sorted(configured - groups - {"default"})
+    # a group it has that the config does not set, with no default entry (scoRNN's config for scuRNN: no 'scaling')
+    missing_groups = sorted(groups - configured) if configured and "default" not in configured else []
+    if (foreign_groups or missing_groups) and groups and "optimizers" not in given_on_command_line:
+        found = [f"groups {foreign_groups}"] * bool(foreign_groups) + [f"with no group {missing_groups}"] * bool(
+            missing_groups
+        )
+        problems.append(f"model.optimizers {' and '.join(found)} ({family}'s groups: {sorted(groups)}, or default)")
         fixes.append("--model.optimizers '{}'")
     if problems:
         raise ConfigError(
