@@ -721,3 +721,20 @@ def test_runs_columns_show_each_runs_setting_and_last_metric_value(tmp_path, cap
     rows = {row["id"]: row for row in json.loads(capsys.readouterr().out)}
     assert rows[latest]["val/loss"] is None and rows[latest]["data.seq_len"] == 5
     assert rows[latest]["model.optimizers.other"] == {"name": "rmsprop_tf", "lr": 0.004}  # a group: its mapping
+
+
+def test_runs_columns_read_a_group_the_config_leaves_to_its_default_entry(tmp_path, capsys):
+    """Walk-through 9: the uRNN and EURNN configs set only optimizers.default, so `--columns
+    model.optimizers.recurrent.lr` showed '-' for them while `runs show` named the rate; a family without that group
+    (the LSTM: 'other' only) still shows none."""
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    store = Store(db)
+    own = {"default": {"name": "rmsprop_tf", "lr": 0.001}}
+    for family, optimizers in (("urnn", own), ("lstm", own), ("scornn", {**own, "recurrent": {"lr": 0.0001}})):
+        run = store.create_run(name=family, family=family, task="copying")
+        store.log_params(run, {"model": {"family": family, "family_args": {}, "optimizers": optimizers}})
+    main(["runs", "--db", db, "--columns", "model.optimizers.recurrent.lr,model.optimizers.other.lr", "--json"])
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    recurrent = {name: row["model.optimizers.recurrent.lr"] for name, row in rows.items()}
+    assert recurrent == {"urnn": 0.001, "lstm": None, "scornn": 0.0001}, recurrent
+    assert {row["model.optimizers.other.lr"] for row in rows.values()} == {0.001}

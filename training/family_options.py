@@ -205,7 +205,7 @@ def check_family_switch(model: Mapping[str, Any], given_on_command_line: Sequenc
         problems.append(f"model.family_args {foreign_options} ({family}'s options: {sorted(options)})")
         fixes.append("--model.family_args '{}'")
     # the groups of the options it will build: its own where they all fit, else its defaults (what '{}' gives)
-    groups = _optimizer_groups(family, None if foreign_options else model.get("family_args"))
+    groups = optimizer_groups(family, None if foreign_options else model.get("family_args"))
     configured = set(model.get("optimizers") or {})
     foreign_groups = sorted(configured - groups - {"default"})
     # a group it has that the config does not set, with no default entry (scoRNN's config for scuRNN: no 'scaling')
@@ -223,7 +223,7 @@ def check_family_switch(model: Mapping[str, Any], given_on_command_line: Sequenc
         )
 
 
-def _optimizer_groups(family: str, family_args: dict[str, Any] | None) -> set[str]:
+def optimizer_groups(family: str, family_args: dict[str, Any] | None) -> set[str]:
     """The family's parameter groups as a model with these options builds them (its layer's, and 'other' for the
     readout); empty when it cannot be built (the run then says why)."""
     try:

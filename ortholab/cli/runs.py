@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import sys
 import textwrap
@@ -105,6 +106,8 @@ def with_columns(rows: list[dict], keys: list[str], db: str | None) -> list[dict
     """`rows` with each key's value per run: a config key's (`data.seq_len` finds `data.init_args.seq_len`), or a
     metric's last value (a key holding '/'). A key no listed run has is one line naming the nearest one."""
     from ortholab.db import Store
+    from ortholab.models import FAMILIES
+    from ortholab.training.family_options import optimizer_groups
 
     store = Store(db, access="read")
     ids = [row["id"] for row in rows]
@@ -115,7 +118,18 @@ def with_columns(rows: list[dict], keys: list[str], db: str | None) -> list[dict
     def setting(run_id: int, key: str):  # a whole group (model.optimizers.recurrent) as the mapping fit takes
         held = settings[run_id]
         inner = {k[len(key) + 1 :]: v for k, v in held.items() if k.startswith(key + ".")}
-        return held[key] if key in held else inner or None
+        if key in held or inner:
+            return held[key] if key in held else inner
+        group = re.fullmatch(r"model\.optimizers\.(\w+)(\..+)?", key)  # a group the config leaves to `default`
+        if group and group[1] != "default" and group[1] in groups_of(run_id):
+            return setting(run_id, f"model.optimizers.default{group[2] or ''}")
+        return None
+
+    def groups_of(run_id: int) -> set[str]:  # the run's family's parameter groups, as its options build them
+        held = settings[run_id]
+        family = held.get("model.family")
+        options = {k[len("model.family_args.") :]: v for k, v in held.items() if k.startswith("model.family_args.")}
+        return optimizer_groups(family, options) if family in FAMILIES else set()
 
     for key in keys:
         if key in COLUMNS:
