@@ -545,6 +545,10 @@ def test_papers_page_shows_published_beside_reproduced_with_a_link_to_the_run(tm
     assert frame["seeds"][0] is not None and "seed" in frame["seeds"][0]  # the seeds' aggregate, as the report
     assert frame["run"][0] == f"curves?run={run}" and frame["scale"][0] == "cpu-smoke"
     assert any("1 of 2 rows not yet run" in n for n in notes(at))
+    (smoke,) = [w.value for w in at.warning]  # walk-through 9: the scale was only in the expander below
+    assert smoke.startswith("adding_scornn: trained at --scale cpu-smoke, a check that the row runs, not a repro"), (
+        smoke
+    )
     assert any("beyond the baseline at a validation 10% or more better than it" in n for n in notes(at))
 
 

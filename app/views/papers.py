@@ -50,6 +50,14 @@ st.caption(
     f"{published.BEYOND_BASELINE:.0%} or more better than it."
 )
 frame = pd.DataFrame(data.paper_comparison(reader.url, chosen))
+reduced = frame[frame["scale"].notna() & (frame["scale"] != "full")]
+if len(reduced):  # a smoke run's number beside the paper's reads as a reproduction unless said (walk-through 9)
+    st.warning(
+        f"{', '.join(reduced['row'])}: trained at --scale {', '.join(sorted(set(reduced['scale'])))}, a check that "
+        "the row runs, not a reproduction of the paper's number (`ortholab reproduce` without --scale trains it "
+        "as the paper does).",
+        icon=":material/science:",
+    )
 frame["run"] = [f"curves?run={int(i)}" if pd.notna(i) else None for i in frame["run"]]
 # What a reader compares, fitted to the page (long claims wrapped over a few lines, nothing cut); the sizes, runs and
 # configs behind the rows in a second table below.
