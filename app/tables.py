@@ -47,11 +47,15 @@ def _seconds(later: datetime | None, earlier: datetime | None) -> float | None:
     return (later - earlier).total_seconds()
 
 
-def activity(run: RunSummary, now: datetime) -> str:
-    """For a running run, how recently it wrote: 'live (3 s ago)' or 'silent 2.1 h: killed?'; '' otherwise."""
+def activity(run: RunSummary, now: datetime, copied: bool = False) -> str:
+    """For a running run, how recently it wrote: 'live (3 s ago)' or 'silent 2.1 h: killed?'; '' otherwise. In an
+    export's copy (`copied`, `now` the moment it was made): 'training when copied (3 s before)'."""
     if run.status != "running":
         return ""
-    return silence(run.heartbeat_at, now) or f"live ({max(0.0, _seconds(now, run.heartbeat_at)):.0f} s ago)"
+    ago = max(0.0, _seconds(now, run.heartbeat_at))
+    if copied:
+        return silence(run.heartbeat_at, now) or f"training when copied ({ago:.0f} s before)"
+    return silence(run.heartbeat_at, now) or f"live ({ago:.0f} s ago)"
 
 
 def beats_baseline(run: RunSummary) -> bool | None:
@@ -62,10 +66,14 @@ def beats_baseline(run: RunSummary) -> bool | None:
 
 
 def runs_frame(
-    runs: Sequence[RunSummary], now: datetime | None = None, progress: Mapping[int, Mapping[str, Any]] | None = None
+    runs: Sequence[RunSummary],
+    now: datetime | None = None,
+    progress: Mapping[int, Mapping[str, Any]] | None = None,
+    copied: bool = False,
 ) -> pd.DataFrame:
     """One row per run with the columns of the Runs page (RUN_COLUMNS), in the order given; `progress` holds the
-    running runs' db.progress.run_progress (steps of the plan, epoch, ETA), by run id."""
+    running runs' db.progress.run_progress (steps of the plan, epoch, ETA), by run id; `copied`: the store is an
+    export's frozen copy and `now` the moment it was made (its running runs were running then)."""
     now = now or datetime.now(timezone.utc)
     progress = progress or {}
     rows = [
@@ -75,7 +83,7 @@ def runs_frame(
             "family": r.family,
             "task": r.task,
             "status": r.status,
-            "activity": progress.get(r.id, {}).get("silent") or activity(r, now),  # its process gone: at once
+            "activity": progress.get(r.id, {}).get("silent") or activity(r, now, copied),  # its process gone: at once
             "steps": r.steps,
             **_progress_cells(r.steps, progress.get(r.id, {})),
             "main metric": r.main_metric,

@@ -186,6 +186,8 @@ def test_runs_frame_names_a_running_run_whose_process_ended_at_once():
     frame = runs_frame(runs, now=NOW, progress={1: {"silent": "its process ended: killed?"}}).set_index("id")
     assert frame.loc[1, "activity"] == "its process ended: killed?"
     assert runs_frame(runs, now=NOW).set_index("id").loc[1, "activity"] == "live (3 s ago)"
+    copied = runs_frame(runs, now=NOW, copied=True).set_index("id")  # an export's copy, NOW when it was made
+    assert copied.loc[1, "activity"] == "training when copied (3 s before)"  # walk-through 9: it read 'live'
 
 
 def test_runs_beat_a_max_mode_baseline_by_being_above_it():

@@ -24,7 +24,7 @@ if not runs:
     )
     st.stop()
 
-frame = tables.runs_frame(runs, now=reader.clock(), progress=reader.progress())
+frame = tables.runs_frame(runs, now=reader.clock(), progress=reader.progress(), copied=reader.copied is not None)
 family_col, task_col, status_col, text_col = st.columns([1, 1, 1, 2])
 families = family_col.multiselect(
     "Family", sorted(frame["family"].dropna().unique()), key="filter_family", persist_state="session"
