@@ -598,3 +598,17 @@ def test_runs_table_shows_a_running_runs_progress_of_its_plan_and_an_eta(tmp_pat
     assert (table.loc["long", "of plan"], table.loc["long", "epoch"]) == ("3300/77000", "3/70")
     assert table.loc["long", "ETA"] == "12h17m"  # 73,700 steps x 0.6 s
     assert (table.loc["short", "of plan"], table.loc["short", "epoch"], table.loc["short", "ETA"]) == ("", "", "")
+
+
+def test_columns_in_the_address_may_be_comma_separated_and_an_unknown_one_is_named(lab, monkeypatch):
+    """Walk-through 9: `/?cols=model.hidden_size,val/acc` (the form `runs --columns` takes) added no column and said
+    nothing, while `cols=a&cols=b` worked."""
+    store, ids, labels = lab
+    monkeypatch.setenv("ORTHOLAB_DB", store.url)
+    at = AppTest.from_file(APP_MAIN, default_timeout=60)
+    at.query_params["cols"] = ["model.hidden_size,val/loss,val/los"]
+    rerun(at)
+    table = at.dataframe[0].value
+    assert "model.hidden_size" in table.columns and "val/loss" in table.columns, list(table.columns)
+    (warning,) = [w.value for w in at.warning if "cols=" in w.value]
+    assert "cols= names val/los, which no listed run records as a param or metric (did you mean val/loss?)" in warning

@@ -596,6 +596,9 @@ def test_filter_expression_and_columns_on_the_runs_page(server, browser):
     settle(browser, "Runs")
     assert chips(browser, "Columns") == ["val/loss"] and "where=" in browser.current_url
     assert {"scornn-seed1", "lstm-seed1"} <= table_cells(browser)
+    browser.get(f"{base}/?cols=model.hidden_size,val/loss")  # as `runs --columns` takes them (walk-through 9)
+    settle(browser, "Runs")
+    assert chips(browser, "Columns") == ["model.hidden_size", "val/loss"], chips(browser, "Columns")
 
     field = widget(browser, "stTextInput", "Filter expression").find_element(By.CSS_SELECTOR, "input")
     field.send_keys(Keys.CONTROL, "a")

@@ -1,6 +1,7 @@
 """Runs page: every run in a filterable, sortable, paged table whose checkboxes edit the shared selection, any
 param or metric as a column (kept in the URL), a filter expression (app/filter_expr.py); one run's details."""
 
+import difflib
 import hashlib
 
 import pandas as pd
@@ -106,6 +107,18 @@ if sweep:
         )
 
 columns_col, sort_col, order_col, size_col = st.columns([4, 2, 1.5, 1.5])  # 'Descending' whole
+asked = st.query_params.get_all("cols")  # `cols=a,b` as `runs --columns` takes them, and `cols=a&cols=b`
+named = [part.strip() for value in asked for part in value.split(",") if part.strip()]
+if unknown := [name for name in named if name not in (*param_keys, *metric_keys)]:
+    close = difflib.get_close_matches(unknown[0], [*param_keys, *metric_keys], n=1)
+    st.warning(
+        f"The address's cols= names {', '.join(unknown)}, which no listed run records as a param or metric"
+        + (f" (did you mean {close[0]}?)" if close else "")
+        + "; the others are shown.",
+        icon=":material/view_column:",
+    )
+if named != asked:  # the widget bound to the address reads each column as one value
+    st.query_params["cols"] = st.session_state["cols"] = [name for name in named if name not in unknown]
 extra = columns_col.multiselect(
     "Columns",
     [*param_keys, *metric_keys],
