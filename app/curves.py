@@ -152,14 +152,28 @@ def baselines_for(runs: Sequence[RunSummary], metric: str) -> list[Baseline]:
     drawn on any split of the same quantity (val/loss's baseline also on train/loss). Runs sharing a
     baseline value share one line."""
     lines: dict[str, tuple[float, list[str]]] = {}  # printed value -> (exact value, tasks): alike prints, one line
+    ids: dict[str, list[int]] = {}  # printed value -> the runs drawn against it
     for run in runs:
         if run.baseline is None or not run.main_metric or metric_name(run.main_metric) != metric_name(metric):
             continue
         _, tasks = lines.setdefault(f"{run.baseline:.4g}", (run.baseline, []))
+        ids.setdefault(f"{run.baseline:.4g}", []).append(run.id)
         task = run.task or "task"
         if task not in tasks:
             tasks.append(task)
-    return [Baseline(f"baseline ({', '.join(tasks)}) {shown}", value) for shown, (value, tasks) in lines.items()]
+    # a task with lines at several values (copying at T = 20 and 100) says whose each is
+    several = {task for _, tasks in lines.values() for task in tasks if sum(task in t for _, t in lines.values()) > 1}
+
+    def whose(shown: str, tasks: list[str]) -> str:
+        if not several & set(tasks):
+            return ""
+        runs_of = ids[shown]
+        return f"; run{'s' * (len(runs_of) > 1)} {', '.join(map(str, runs_of))}"
+
+    return [
+        Baseline(f"baseline ({', '.join(tasks)}{whose(shown, tasks)}) {shown}", value)
+        for shown, (value, tasks) in lines.items()
+    ]
 
 
 BASELINE_FORMULAS = {  # the papers' analytic baselines, said beside the dashed line

@@ -271,6 +271,13 @@ def test_baselines_apply_to_the_main_metrics_quantity():
     assert [b.label for b in lines] == ["baseline (copying) 0.1733", "baseline (adding) 0.1667"]
     assert lines[0].value == 0.17328679513998632
     assert baselines_for(runs, "val/acc") == []
+    longer = [*runs, summary(5, task="copying", baseline=0.0935), summary(6, task="copying", baseline=0.0935)]
+    labels = [b.label for b in baselines_for(longer, "val/loss")]  # walk-through 9: two 'baseline (copying)' lines
+    assert labels == [
+        "baseline (copying; runs 1, 2) 0.1733",
+        "baseline (adding) 0.1667",
+        "baseline (copying; runs 5, 6) 0.0935",
+    ]
     said = baselines_caption(runs, "train/loss")
     assert (
         said
