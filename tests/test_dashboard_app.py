@@ -182,6 +182,8 @@ def test_curves_overlay_each_selected_run_and_the_baselines(lab, monkeypatch):
         assert trace["line"]["dash"] in BASELINE_DASHES and array(trace["y"])[0] == array(trace["y"])[1]
     assert len({t["line"]["dash"] for t in baselines.values()}) == 3  # told apart
     assert "baseline (adding) 0.1667" in baselines
+    (mixed,) = [i.value for i in at.info if "tasks" in i.value]  # walk-through 9: a cross-entropy beside an MSE
+    assert mixed.startswith("The selected runs train 2 tasks (adding, copying): a metric of one name"), mixed
 
     at.slider(key="curve_smoothing").set_value(0.6)
     at.multiselect(key="curve_metrics").set_value(["val/loss", "train/loss"])

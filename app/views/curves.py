@@ -41,6 +41,12 @@ if not every_key:
         st.info("The selected runs have no metric points yet.")
     st.stop()
 main_keys, per_clip = split_per_clip(every_key)
+if len(tasks := sorted({run.task for run in runs if run.task})) > 1:  # walk-through 9: one axis, two quantities
+    st.info(
+        f"The selected runs train {len(tasks)} tasks ({', '.join(tasks)}): a metric of one name (val/loss) may "
+        "measure something else in each (a cross-entropy, an MSE): compare its values within a task.",
+        icon=":material/compare_arrows:",
+    )
 
 
 @dataclass(frozen=True)
