@@ -13,7 +13,7 @@ FLOPS_COLUMN = "FLOPs"
 
 
 class LayerSummary(ModelSummary):
-    """Lightning's summary (rich where Lightning's default is) without a FLOPs count nobody made."""
+    """Lightning's summary, printed with rich as its default is, without a FLOPs count nobody made."""
 
     @staticmethod
     def summarize(
