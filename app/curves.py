@@ -3,6 +3,7 @@ Pure functions of the store's records and metric frames (columns step, epoch, va
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -161,19 +162,17 @@ def baselines_for(runs: Sequence[RunSummary], metric: str) -> list[Baseline]:
         task = run.task or "task"
         if task not in tasks:
             tasks.append(task)
-    # a task with lines at several values (copying at T = 20 and 100) says whose each is
-    several = {task for _, tasks in lines.values() for task in tasks if sum(task in t for _, t in lines.values()) > 1}
-
-    def whose(shown: str, tasks: list[str]) -> str:
-        if not several & set(tasks):
-            return ""
-        runs_of = ids[shown]
-        return f"; run{'s' * (len(runs_of) > 1)} {', '.join(map(str, runs_of))}"
-
-    return [
-        Baseline(f"baseline ({', '.join(tasks)}{whose(shown, tasks)}) {shown}", value)
-        for shown, (value, tasks) in lines.items()
-    ]
+    lines_of = Counter(task for _, tasks in lines.values() for task in tasks)
+    out = []
+    for shown, (value, tasks) in lines.items():
+        runs_of = ids[shown]  # a task with lines at several values (copying at T = 20 and 100) says whose each is
+        whose = (
+            f"; run{'s' * (len(runs_of) > 1)} {', '.join(map(str, runs_of))}"
+            if max(map(lines_of.get, tasks)) > 1
+            else ""
+        )
+        out.append(Baseline(f"baseline ({', '.join(tasks)}{whose}) {shown}", value))
+    return out
 
 
 BASELINE_FORMULAS = {  # the papers' analytic baselines, said beside the dashed line

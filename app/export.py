@@ -510,8 +510,8 @@ def export_report(
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be True or False, not {flag!r}")
     folder = check_export_folder(folder, tables)
-    every = load_tables()
-    if not runs_behind({table.id: reproductions(store, table, every) for table in tables.values()}):
+    found = {table.id: reproductions(store, table, load_tables()) for table in tables.values()}  # read once here
+    if not runs_behind(found):
         names = ", ".join(tables)
         raise ConfigError(
             f"--export {folder}: no row of {names} has a run in {store.display_url}, so there is nothing to export "
@@ -521,9 +521,11 @@ def export_report(
         folder.mkdir(parents=True, exist_ok=True)
         writer = describe(code_version())  # before any file is written: the export's own files are no "+changes"
         if not shared_plotly:
-            return _export(store, tables, folder, with_artifacts, writer, "directory", with_checkpoints)
+            return _export(store, tables, found, folder, with_artifacts, writer, "directory", with_checkpoints)
         shared = _shared_plotly(folder)
-        return shared + _export(store, tables, folder, with_artifacts, writer, f"../{PLOTLY_JS}", with_checkpoints)
+        return shared + _export(
+            store, tables, found, folder, with_artifacts, writer, f"../{PLOTLY_JS}", with_checkpoints
+        )
     except OSError as err:
         raise _folder_error(folder, err) from None
 
@@ -531,6 +533,7 @@ def export_report(
 def _export(
     store: Store,
     tables: dict[str, PaperTable],
+    found: dict[str, list[Reproduction]],
     folder: Path,
     with_artifacts: bool,
     writer: str,
@@ -543,7 +546,6 @@ def _export(
         else "ortholab report --export" + (" --shared-plotly" if plotly_js != "directory" else "")
     )
     every = load_tables()  # where twin rows are looked up
-    found = {table.id: reproductions(store, table, every) for table in tables.values()}
     checkpoints = []
     if with_checkpoints:  # before the store is read for the rest: a run training meanwhile has exported points
         staging = folder / "checkpoints.part"  # at least as new as its exported checkpoint

@@ -53,9 +53,9 @@ def activity(run: RunSummary, now: datetime, copied: bool = False) -> str:
     if run.status != "running":
         return ""
     ago = max(0.0, _seconds(now, run.heartbeat_at))
-    if copied:
-        return silence(run.heartbeat_at, now) or f"training when copied ({ago:.0f} s before)"
-    return silence(run.heartbeat_at, now) or f"live ({ago:.0f} s ago)"
+    return silence(run.heartbeat_at, now) or (
+        f"training when copied ({ago:.0f} s before)" if copied else f"live ({ago:.0f} s ago)"
+    )
 
 
 def beats_baseline(run: RunSummary) -> bool | None:

@@ -211,9 +211,8 @@ def check_family_switch(model: Mapping[str, Any], given_on_command_line: Sequenc
     # a group it has that the config does not set, with no default entry (scoRNN's config for scuRNN: no 'scaling')
     missing_groups = sorted(groups - configured) if configured and "default" not in configured else []
     if (foreign_groups or missing_groups) and groups and "optimizers" not in given_on_command_line:
-        found = [f"groups {foreign_groups}"] * bool(foreign_groups) + [f"with no group {missing_groups}"] * bool(
-            missing_groups
-        )
+        found = [f"groups {foreign_groups}"] if foreign_groups else []
+        found += [f"with no group {missing_groups}"] if missing_groups else []
         problems.append(f"model.optimizers {' and '.join(found)} ({family}'s groups: {sorted(groups)}, or default)")
         fixes.append("--model.optimizers '{}'")
     if problems:

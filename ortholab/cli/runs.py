@@ -5,6 +5,7 @@ another run."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -125,6 +126,7 @@ def with_columns(rows: list[dict], keys: list[str], db: str | None) -> list[dict
             return setting(run_id, f"model.optimizers.default{group[2] or ''}")
         return None
 
+    @functools.cache
     def groups_of(run_id: int) -> set[str]:  # the run's family's parameter groups, as its options build them
         held = settings[run_id]
         family = held.get("model.family")
