@@ -8,12 +8,15 @@ from lightning.pytorch import Callback
 
 
 class SignalAt(Callback):
-    """Send `signal_name` to this very process after optimizer step `step`, once (a marker file remembers)."""
+    """Send `signal_name` to this very process after optimizer step `step`, once (a marker file remembers); with
+    `rank`, only that process of a DDP run is signalled, as a scheduler signals one node's processes."""
 
-    def __init__(self, step: int, signal_name: str = "SIGKILL", marker: str = "signalled"):
-        self.step, self.signal_name, self.marker = step, signal_name, Path(marker)
+    def __init__(self, step: int, signal_name: str = "SIGKILL", marker: str = "signalled", rank: int | None = None):
+        self.step, self.signal_name, self.marker, self.rank = step, signal_name, Path(marker), rank
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if self.rank is not None and trainer.global_rank != self.rank:
+            return
         if trainer.global_step == self.step and not self.marker.exists():
             self.marker.write_text(self.signal_name)
             os.kill(os.getpid(), getattr(signal, self.signal_name))

@@ -1,10 +1,12 @@
 """Two-process DDP on CPU (gloo) through the CLI: one run, no duplicated points, synced validation, equal ranks."""
 
+import signal
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
 import torch
 from test_cli import DEMO, TINY
 from tolerances import roundoff
@@ -146,3 +148,33 @@ def test_a_split_smaller_than_the_processes_is_refused_before_the_run_is_recorde
     assert done.returncode == 2, done.stderr[-2000:]
     assert "the val split holds 1 sequence for 2 processes" in done.stderr
     assert Store(db).list_runs() == []  # nothing recorded, no failed run left behind
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_sigterm_to_one_process_stops_every_rank_with_a_checkpoint_and_no_traceback(tmp_path, rank):
+    """Walk-through 11: a SIGTERM to rank 0 made rank 1 exit with a TypeError (it knew no signal name), and one to
+    rank 1 alone (one node's processes preempted) went unheard: training ran to its end."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    done = subprocess.run(
+        [str(ORTHOLAB), "fit", "--config", DEMO, *TINY, "--trainer.max_steps", "40", "--db", db]
+        + ["--trainer.devices", "2", "--trainer.strategy", "ddp", "--trainer.accelerator", "cpu"]
+        + ["--trainer.callbacks+=faults.SignalAt", "--trainer.callbacks.step=2"]
+        + ["--trainer.callbacks.signal_name=SIGTERM", f"--trainer.callbacks.rank={rank}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={
+            "PYTHONPATH": f"{REPO}:{REPO / 'tests'}",
+            "PATH": str(ORTHOLAB.parent),
+            "ORTHOLAB_CONFIG_MODULES": "faults",
+        },
+    )
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    (run,) = Store(db).list_runs()
+    assert run.status == "interrupted" and run.reason.startswith("SIGTERM at step "), (run.status, run.reason)
+    stopped_at = int(run.reason.split()[3].rstrip(";"))
+    assert stopped_at < 40  # stopped, not trained to the end
+    checkpoint = Path(Store(db).get_run(run.id).run_dir) / "checkpoints" / "last.ckpt"
+    assert torch.load(checkpoint, weights_only=False)["global_step"] == stopped_at

@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import torch
 from lightning.pytorch import Callback
 from lightning.pytorch.utilities import rank_zero_info
 
@@ -191,9 +192,10 @@ class GracefulInterrupt(Callback):
                 return
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        requested = trainer.strategy.broadcast(self.requested)  # every rank stops at the same batch
+        requested = self._requested_on_any_rank(trainer, pl_module)  # every rank stops at the same batch
         if requested is None or self.stopped_at is not None:
             return
+        self.requested = requested  # a rank not signalled itself names the signal another rank was sent
         if trainer.fit_loop.epoch_loop.batch_progress.is_last_batch and not self._waited:
             self._waited = True  # once: with one batch an epoch every batch is the last
             return
@@ -209,6 +211,15 @@ class GracefulInterrupt(Callback):
                 )
         trainer.should_stop = True
         self.stopped_at = trainer.global_step
+
+    def _requested_on_any_rank(self, trainer, pl_module) -> str | None:
+        """The signal any rank was sent (SIGTERM before SIGINT), so that a signal to one node's processes alone stops
+        them all: rank 0's alone left a SIGTERM to another rank unheard."""
+        if trainer.world_size == 1:
+            return self.requested
+        number = int(getattr(signal, self.requested)) if self.requested else 0
+        number = int(trainer.strategy.reduce(torch.tensor(number, device=pl_module.device), reduce_op="max").item())
+        return signal.Signals(number).name if number else None
 
     def teardown(self, trainer, pl_module, stage: str) -> None:
         for sig, handler in self._previous.items():
