@@ -51,3 +51,25 @@ def test_a_trial_worse_than_the_completed_ones_is_pruned(tmp_path, monkeypatch, 
 def test_no_pruner_runs_every_trial_to_its_end():
     assert isinstance(sweep.make_pruner("none"), optuna.pruners.NopPruner)
     assert isinstance(sweep.make_pruner("median"), optuna.pruners.MedianPruner)
+
+
+@pytest.mark.slow  # two trials of 40 steps
+def test_a_trial_is_not_pruned_at_its_last_step(tmp_path, monkeypatch, capsys):
+    """Walk-through 11: the pruner, asked at a trial's last validation (training over), stopped a finished run and
+    counted it pruned, its objective dropped. A trial validated only at its end is never pruned."""
+    monkeypatch.setattr(sweep, "PRUNE_STARTUP", 1)
+    monkeypatch.setattr(sweep, "POLL_S", 0.05)
+    monkeypatch.chdir(tmp_path)
+    space = tmp_path / "space.yaml"
+    space.write_text("model.optimizers.other.lr: [0.05, 1.0e-12]\n")  # the second is worse at the one validation
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    steps = ["--trainer.max_steps", "40", "--trainer.val_check_interval", "40", "--data.train_size", "400"]
+    main(
+        ["sweep", "--config", DEMO, "--space", str(space), "--trials", "2", "--sampler", "grid", "--name", "p"]
+        + ["--db", db, *TINY, *steps, "--analysis", "false"]
+    )
+    study = optuna.load_study(study_name="p", storage=db)
+    assert {t.state for t in study.trials} == {optuna.trial.TrialState.COMPLETE}, [t.state for t in study.trials]
+    runs = Store(db).list_runs()
+    assert [r.status for r in runs] == ["finished", "finished"] and not [r for r in runs if "pruned" in r.tags]
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("sweep: 2 trials done, 0 failed")

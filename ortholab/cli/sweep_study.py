@@ -304,6 +304,8 @@ def fit_trial(
         errors_file.seek(0)
         stderr = errors_file.read()
     recorded = [r.id for r in Store(db).list_runs() if r.name == run_name and set(tags) <= set(r.tags)]
+    if pruned and recorded and Store(db).get_run(recorded[0]).status == "finished":  # it ended before the stop came
+        pruned = False
     if pruned and recorded:
         store = Store(db, access="write")
         store.update_run(recorded[0], tags=[*store.get_run(recorded[0]).tags, PRUNED_TAG])
@@ -350,7 +352,9 @@ def _watch(child: subprocess.Popen, db: str, run_name: str, tags: list[str], tri
             if point.step not in reported and math.isfinite(point.value):
                 reported.add(point.step)
                 trial.report(sign * point.value, point.step)
-        if reported and not children.stopped_by() and trial.should_prune():
+        last = store.run_plan(run.id).get("total_steps")  # a point at the run's last step: training is over
+        ended = last is not None and max(reported, default=0) >= last
+        if reported and not ended and not children.stopped_by() and trial.should_prune():
             child.send_signal(signal.SIGTERM)  # a checkpoint, then status interrupted (training/callbacks)
             store.close()
             return max(reported)
