@@ -74,3 +74,17 @@ def user_error(err: BaseException | None) -> BaseException | None:
         seen.add(id(err))
         err = err.__cause__ or err.__context__
     return None
+
+
+PEER_LOST = re.compile(r"(reset|closed) by peer|remote process exited|communicator was aborted", re.IGNORECASE)
+
+
+def crash_reason(err: BaseException, step: int, limit: int = 300) -> str:
+    """What a run records when a bug (not the user's error) stopped it: the exception's type, the step and the first
+    line of its message, so that `ortholab runs` says why without the console that showed the traceback."""
+    first = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
+    first = first if len(first) <= limit else first[: limit - 1] + "…"
+    said = f": {first}" if first else ""
+    if PEER_LOST.search(first):  # gloo's and NCCL's words when another process of a DDP run died
+        return f"another process of this run was lost at step {step} (its own output says why){said}"
+    return f"{type(err).__name__} at step {step}{said} (a traceback: the console or log of the command shows it)"

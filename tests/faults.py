@@ -55,3 +55,14 @@ class NaNGradientAt(Callback):
         if trainer.global_step == self.step and not self.marker.exists():
             self.marker.write_text(str(self.step))
             next(p for p in pl_module.parameters() if p.grad is not None).grad.view(-1)[0] = float("nan")
+
+
+class RaiseAt(Callback):
+    """A RuntimeError after optimizer step `step`, as a bug in a model or a task would raise one."""
+
+    def __init__(self, step: int, message: str = "injected failure"):
+        self.step, self.message = step, message
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == self.step:
+            raise RuntimeError(f"{self.message}\nits second line")

@@ -11,6 +11,7 @@ from tolerances import roundoff
 
 from ortholab.cli.main import main
 from ortholab.db import Store
+from ortholab.user_errors import crash_reason
 
 
 def test_fit_writes_the_best_checkpoint_by_the_main_metric(tmp_path, monkeypatch):
@@ -49,6 +50,32 @@ def test_last_checkpoint_follows_every_validation_when_the_metric_stops_improvin
     last = torch.load(folder / "last.ckpt", weights_only=False)
     assert last["global_step"] == 12
     assert last["loops"]["fit_loop"]["epoch_loop.batch_progress"]["total"]["completed"] == 12
+
+
+def test_a_run_stopped_by_a_bug_records_the_exception_and_its_step_as_its_reason(tmp_path, monkeypatch):
+    """A traceback (a bug in a model or a task, not a user error) left the run `failed` with no reason: the store
+    now says which exception, at which step, with the first line of its message."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", "faults")
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    with pytest.raises(RuntimeError, match="injected failure"):
+        main(
+            [
+                "fit",
+                "--config",
+                DEMO,
+                *RUN,
+                "--trainer.callbacks+=faults.RaiseAt",
+                "--trainer.callbacks.step=2",
+                "--db",
+                db,
+            ]
+        )
+    (summary,) = Store(db).list_runs()
+    run = Store(db).get_run(summary.id)
+    assert run.status == "failed", run.status
+    assert run.reason.startswith("RuntimeError at step 2: injected failure (a traceback"), run.reason
+    assert "second line" not in run.reason
 
 
 @pytest.mark.parametrize("steps, validated", [(2, []), (5, [3])])
@@ -139,3 +166,13 @@ def test_a_ctrl_c_outside_training_is_one_line_and_exit_130(monkeypatch, capsys)
     with pytest.raises(SystemExit) as stop:
         main(["runs"])
     assert stop.value.code == 130 and capsys.readouterr().err.strip() == "ortholab: stopped by Ctrl-C"
+
+
+def test_a_run_whose_ddp_peer_died_says_another_process_was_lost():
+    """Rank 0 sees only gloo's 'Connection reset by peer' when rank 1 is killed (tried by hand on two CPU processes):
+    the reason says a process was lost, not a bug in rank 0, and keeps a long message to one bounded line."""
+    gloo = RuntimeError("[pair.cc:537] Read error [127.0.0.1]:19148: Connection reset by peer. This is typically\nmore")
+    reason = crash_reason(gloo, 2)
+    assert reason.startswith("another process of this run was lost at step 2 (its own output says why): [pair.cc")
+    assert "more" not in reason
+    assert len(crash_reason(ValueError("x" * 1000), 0)) < 400

@@ -48,7 +48,7 @@ from ortholab.training.model_summary import replace_lightnings_summary
 from ortholab.training.module import RecurrentModule
 from ortholab.training.precision import check_precision
 from ortholab.training.progress import PlainProgress, StepBudgetProgressBar
-from ortholab.user_errors import user_error
+from ortholab.user_errors import crash_reason, user_error
 
 
 class RecordConfig(SaveConfigCallback):
@@ -707,17 +707,17 @@ class OrthoLabCLI(LightningCLI):
                 raise
             self._interrupted_at_once(trainer)
             raise SystemExit(128 + signal.SIGINT) from None  # the shell's convention, as a first Ctrl-C exits
-        except Exception as err:  # re-raised; main() prints the same line
+        except Exception as err:  # re-raised; main() prints the same line, or the traceback of a bug
             logger = self.trainer.loggers[0] if getattr(self, "trainer", None) and self.trainer.loggers else None
             reported = user_error(err)
             if (
-                reported is not None
-                and isinstance(logger, SQLLogger)
-                and not isinstance(reported, NonFiniteError)
+                isinstance(logger, SQLLogger)
+                and not isinstance(reported, NonFiniteError)  # the NaN guard recorded its own reason
                 and getattr(logger, "_run_id", None) is not None
             ):  # only a run that exists (no new row)
+                reason = str(reported) if reported is not None else crash_reason(err, self.trainer.global_step)
                 with contextlib.suppress(Exception):  # the original error matters more than its record
-                    logger.record_failure(mask_secrets(" ".join(str(reported).split())))
+                    logger.record_failure(mask_secrets(" ".join(reason.split())))
             raise
 
     def _interrupted_at_once(self, trainer) -> None:
