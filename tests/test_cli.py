@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ortholab.cli.listing import NO_DESCRIPTION, config_rows
 from ortholab.cli.main import main
@@ -253,10 +254,42 @@ BAD_INPUT = [
     ),
     (  # a callback's class mistyped: the callback named, not the task (walk-through 8)
         ["--trainer.callbacks+", "lightning.pytorch.callbacks.EarlyStoping"],
-        "trainer.callbacks names 'lightning.pytorch.callbacks.EarlyStoping', which lightning.pytorch.callbacks does "
-        "not hold; did you mean lightning.pytorch.callbacks.EarlyStopping?",
+        "trainer.callbacks names 'lightning.pytorch.callbacks.EarlyStoping' (on the command line), which "
+        "lightning.pytorch.callbacks does not hold; did you mean lightning.pytorch.callbacks.EarlyStopping?",
+    ),
+    (  # a callback's option mistyped: it said "names 'lightning.Callback', which a config may not import"
+        ["--trainer.callbacks+=EigenvalueSnapshots", "--trainer.callbacks.every_n_stepz", "3"],
+        "trainer.callbacks: ortholab.training.callbacks.EigenvalueSnapshots has no option 'every_n_stepz' (on the "
+        "command line); did you mean every_n_steps?",
     ),
 ]
+
+
+def test_a_callbacks_mistakes_in_a_config_name_the_callback_and_the_file(capsys, tmp_path, monkeypatch):
+    """A mistyped option of a callback in YAML was reported as `data.every_n_stepz` with no file, and a mistyped
+    class given on the command line was said to be in the config file that listed other callbacks."""
+    monkeypatch.chdir(tmp_path)
+    config = yaml.safe_load(Path(DEMO).read_text())
+    config["trainer"]["callbacks"] = [
+        {"class_path": "training.callbacks.EigenvalueSnapshots", "init_args": {"every_n_stepz": 3}}
+    ]
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(config))
+    db = ["--db", f"sqlite:///{tmp_path / 'x.db'}"]
+    expected = [
+        ([], "trainer.callbacks: training.callbacks.EigenvalueSnapshots has no option 'every_n_stepz' (in mine.yaml)"),
+        (
+            ["--trainer.callbacks+=training.callbacks.Timng"],
+            "trainer.callbacks names 'training.callbacks.Timng' (on the command line), which training.callbacks does "
+            "not hold; did you mean training.callbacks.Timing?",
+        ),
+    ]
+    config["trainer"]["callbacks"][0]["init_args"] = {"every_n_steps": 3}
+    (tmp_path / "good.yaml").write_text(yaml.safe_dump(config))
+    for name, (extra, message) in zip(["mine.yaml", "good.yaml"], expected, strict=True):
+        with pytest.raises(SystemExit) as stopped:
+            main(["fit", "--config", name, *TINY, *db, *extra])
+        (line,) = capsys.readouterr().err.splitlines()
+        assert stopped.value.code == 2 and message in line, line
 
 
 @pytest.mark.parametrize("extra, message", BAD_INPUT)

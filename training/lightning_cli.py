@@ -205,6 +205,46 @@ def _unknown_task_option(class_path: str, key: str, argv: list[str]) -> str:
     return f"{unknown}; {hint}its options are {options}"
 
 
+def _listed_classes(key: str, argv: list[str]) -> list[tuple[str, str, dict]]:
+    """The classes given to the list `key` (trainer.callbacks), in argv's order: (where, class path, its options
+    given there); a `--key.OPTION` after a class belongs to that class, as jsonargparse reads it."""
+    given: list[tuple[str, str, dict]] = []
+    argv = [str(arg) for arg in argv]
+    for i, arg in enumerate(argv):
+        flag, eq, value = arg.partition("=")
+        value = value if eq else argv[i + 1] if i + 1 < len(argv) else ""
+        if flag in ("--config", "-c"):
+            with contextlib.suppress(OSError, yaml.YAMLError, UnicodeDecodeError, AttributeError):
+                tree = yaml.safe_load(Path(value).read_text())
+                for item in _flat_values(tree).get(key) or []:
+                    item = {"class_path": item} if isinstance(item, str) else item
+                    if isinstance(item, dict) and "class_path" in item:
+                        options = item.get("init_args") or {k: v for k, v in item.items() if k != "class_path"}
+                        given.append((f"in {value}", str(item["class_path"]), dict(options)))
+        elif flag in (f"--{key}", f"--{key}+"):
+            given.append(("on the command line", value, {}))
+        elif flag.startswith(f"--{key}.") and given:
+            given[-1][2][flag.removeprefix(f"--{key}.").removeprefix("init_args.")] = value
+    return given
+
+
+def _unknown_class_option(key: str, class_path: str, option: str, argv: list[str]) -> str:
+    """`trainer.callbacks`' class `class_path` given an option it does not take: where, the nearest, all of them."""
+    import inspect
+
+    module, _, name = class_path.rpartition(".")
+    try:
+        init = getattr(importlib.import_module(module), name).__init__
+        options = [p for p in inspect.signature(init).parameters if p not in ("self", "args", "kwargs")]
+    except (ImportError, AttributeError, ValueError, TypeError):
+        options = []
+    close = difflib.get_close_matches(option, options, n=1, cutoff=0.6)
+    places = [where for where, path, given in _listed_classes(key, argv) if option in given]
+    where = f" ({places[-1]})" if places else ""
+    hint = f"did you mean {close[0]}? " if close else ""
+    return f"{key}: {class_path} has no option {option!r}{where}; {hint}its options are {options}"
+
+
 def _expected(message: str) -> str | None:
     """What jsonargparse's type error says a value must be, in a user's words: 'int', 'a mapping such as ...', 'one
     of 64, 32, 16, 16-mixed, ...' (a Literal's values); None when it names no type."""
@@ -259,7 +299,10 @@ def _no_such_class(key: str, path: str, argv: list[str]) -> str:
     except ImportError:
         held = []
     close = difflib.get_close_matches(name, held, n=1)
-    where = where_given(key, argv, path)
+    if key in LISTS:  # a list built from several places: the one that names this class
+        where = next((w for w, given, _ in reversed(_listed_classes(key, argv)) if given == path), "")
+    else:
+        where = where_given(key, argv, path)
     hint = f"; did you mean {module}.{close[0]}?" if close else ""
     return f"{key} names {path!r}{f' ({where})' if where else ''}, which {module} does not hold{hint}"
 
@@ -306,6 +349,12 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
             f"--config {config_file.group(2)}: {why}; {_config_meant(config_file.group(2))}give a YAML config "
             f"(`ortholab list configs` shows the installed ones)"
         )
+    task_option = re.search(r"class_path '([\w.]+)':\s*(?:Option|Key) '([^']+)' is not (?:accepted|expected)", message)
+    listed = re.match(r'Parser key "([^"]+)"', message)  # before `denied`: jsonargparse also tries lightning.Callback
+    if task_option and listed and listed.group(1) in LISTS:
+        return _unknown_class_option(listed.group(1), task_option.group(1), task_option.group(2), argv)
+    if task_option:
+        return _unknown_task_option(task_option.group(1), task_option.group(2), argv)
     denied = re.search(r"Importing '([\w.]+)' is not allowed", message)
     if denied:
         key = re.search(r'Parser key "([^"]+)"', message)
@@ -324,9 +373,6 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
             f"${aliases.EXTRA_MODULES_VAR}), which Python cannot import here ({unimportable.group(0)}): install its "
             f"package (`pip install -e .` in its folder) or add the folder holding it to PYTHONPATH"
         )
-    task_option = re.search(r"class_path '([\w.]+)':\s*(?:Option|Key) '([^']+)' is not (?:accepted|expected)", message)
-    if task_option:
-        return _unknown_task_option(task_option.group(1), task_option.group(2), argv)
     missing = re.search(r"given class_path '([\w.]+)':\s*module '[\w.]+' has no attribute", message)
     key = re.match(r'Parser key "([^"]+)"', message)
     if missing and key and key.group(1) != "data":  # a callback's, a logger's, ...: not a task
