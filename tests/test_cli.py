@@ -262,6 +262,10 @@ BAD_INPUT = [
         "trainer.callbacks: ortholab.training.callbacks.EigenvalueSnapshots has no option 'every_n_stepz' (on the "
         "command line); did you mean every_n_steps?",
     ),
+    (  # it left a ghost `running` run and a second, failed one (walk-through 11)
+        ["--trainer.strategy", "ddp_spawn", "--trainer.devices", "2", "--trainer.accelerator", "cpu"],
+        "trainer.strategy = 'ddp_spawn' (on the command line) starts its processes from inside the fit",
+    ),
 ]
 
 

@@ -12,8 +12,10 @@ import pytest
 import torch
 from test_cli import DEMO, TINY
 
-from ortholab.db import Store
+from ortholab.cli.train import resume_arguments
+from ortholab.db import Store, StoreError
 from ortholab.db.extract import copy_resume_files, write_run_store
+from ortholab.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 # 4 batches per epoch, validation (and so a checkpoint) every 3 steps, 12 steps in all
@@ -278,7 +280,9 @@ def test_a_resume_from_another_folder_uses_the_runs_folder_the_run_was_recorded_
 
 WRITER = """
 import sys
-from ortholab.db import Store
+from ortholab.cli.train import resume_arguments
+from ortholab.db import Store, StoreError
+from ortholab.errors import ConfigError
 store = Store(sys.argv[1])
 run = store.create_run(name="victim")
 print(run, flush=True)
@@ -403,3 +407,30 @@ def test_reproduce_resume_continues_a_killed_paper_row_as_the_same_run(tmp_path,
     (after,) = store.list_runs()
     assert after.id == run.id and after.status == "finished"
     assert_same_training(store, after, reference)
+
+
+def test_a_resume_on_a_machine_without_the_run_folder_says_so_not_that_nothing_was_recorded(tmp_path):
+    """A node of a multi-node resume (or a new machine) lacking the run's folder was told the run stopped before it
+    recorded anything and to delete it."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    run = Store(db).create_run(name="elsewhere", run_dir=str(tmp_path / "on-node-0" / "runs" / "1"))
+    with pytest.raises(ConfigError) as refused:
+        resume_arguments(["fit", "--resume", str(run), "--db", db])
+    assert f"run {run}'s folder {tmp_path / 'on-node-0' / 'runs' / '1'} is not on this machine" in str(refused.value)
+    assert "runs delete" not in str(refused.value)
+
+
+def test_only_rank_0_of_a_resume_checks_the_runs_lease(tmp_path, monkeypatch):
+    """Every process of a torchrun or SLURM launch runs `fit --resume`; one that starts after rank 0 took the run's
+    lease must not refuse the run as busy (only a resume started alone, or rank 0, checks for another writer)."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    folder = tmp_path / "runs" / "1"
+    folder.mkdir(parents=True)
+    run = Store(db).create_run(name="held", run_dir=str(folder), owner="node0|boot|pid:[1]|4242|99")  # rank 0, live
+    for variable in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"):
+        monkeypatch.delenv(variable, raising=False)
+    with pytest.raises(StoreError, match="still being written by process 4242 on node0"):
+        resume_arguments(["fit", "--resume", str(run), "--db", db])
+    monkeypatch.setenv("RANK", "1")
+    with pytest.raises(ConfigError, match="stopped before it recorded its config"):  # past the lease, to the folder
+        resume_arguments(["fit", "--resume", str(run), "--db", db])

@@ -43,7 +43,7 @@ from ortholab.training.callbacks.last_checkpoint import LastCheckpoint
 from ortholab.training.callbacks.lifecycle import ContinueRun, GracefulInterrupt, NameTheRun, StampCheckpoints
 from ortholab.training.cuda_graphs import check_graphs_config
 from ortholab.training.family_options import check_family_switch, recorded_family_args
-from ortholab.training.limits import check_model_limits, check_trainer_devices
+from ortholab.training.limits import check_model_limits, check_trainer_devices, check_trainer_strategy
 from ortholab.training.model_summary import replace_lightnings_summary
 from ortholab.training.module import RecurrentModule
 from ortholab.training.precision import check_precision
@@ -617,6 +617,7 @@ class OrthoLabCLI(LightningCLI):
         check_model_limits(config.model)  # a stack of 10^8 layers, 64 processes on 2 cores: refused, not started
         check_graphs_config(config.model, config.trainer)  # CUDA graphs: one CUDA device, full precision
         check_trainer_devices(config.trainer)
+        check_trainer_strategy(config.trainer)  # ddp_spawn: a ghost run, children failing on it
         check_logger_extras(config.trainer.get("logger"))  # MLFlowLogger without mlflow: one line, not a traceback
         clip = config.model.get("grad_clip_norm")
         if clip is not None and not positive_norm(clip):  # a negative norm would flip gradients

@@ -56,3 +56,17 @@ def check_trainer_devices(trainer) -> None:
             f"trainer.devices = {devices} starts {asked} CPU processes, and this machine has {cores} CPU "
             f"core(s); set --trainer.devices {cores} or fewer (1: no data parallelism)"
         )
+
+
+SPAWNING = ("spawn", "fork", "notebook")  # Lightning's strategies that start the processes from inside the fit
+
+
+def check_trainer_strategy(trainer) -> None:
+    """`ddp_spawn`, `ddp_fork`, `ddp_notebook` start their processes from inside the fit, after the run is recorded:
+    the parent's record is never closed (a ghost `running` run) and the children fail on it; `ddp` works."""
+    strategy = trainer.get("strategy") if trainer is not None else None
+    if isinstance(strategy, str) and any(word in strategy.lower() for word in SPAWNING):
+        raise ConfigError(
+            f"trainer.strategy = {strategy!r} starts its processes from inside the fit, which the run record cannot "
+            f"follow; set --trainer.strategy ddp (the same data parallelism; docs/gpus.md)"
+        )

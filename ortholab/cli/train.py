@@ -100,10 +100,16 @@ def resume_arguments(argv: list[str]) -> list[str]:
         raise ConfigError(f"--resume continues training: use `ortholab fit --resume {known.resume}`")
     store = Store(known.db, access="write")  # a mistyped --db is not a new, empty store
     run = store.get_run(known.resume)  # StoreError naming the id and the store when it is missing
-    busy = store.lease_holder(run.id)  # its process still runs: two writers would double its points
-    if busy is not None:
+    busy = store.lease_holder(run.id) if launched_rank() == 0 else None  # its process still runs: two writers
+    if busy is not None:  # would double its points (another rank of this resume finds rank 0 holding it: no check)
         raise StoreError(busy)
     run_dir = Path(run.run_dir or "")
+    if run.run_dir and not run_dir.is_dir():  # another machine's folder (a node of a multi-node run, a new machine)
+        raise ConfigError(
+            f"run {run.id}'s folder {run_dir} is not on this machine, so its config and checkpoints are not here: "
+            f"continue it where that folder is, or keep run folders on a disk every machine sees (--runs_dir or "
+            f"$ORTHOLAB_RUNS; docs/gpus.md)"
+        )
     if run.status == "finished" and not known.config and known.ckpt_path is None:
         refuse_a_finished_run_that_would_stop_at_once(run.id, run_dir / "config.yaml", argv)
     config, last = run_dir / "config.yaml", run_dir / "checkpoints" / "last.ckpt"
@@ -127,6 +133,14 @@ def resume_arguments(argv: list[str]) -> list[str]:
         extra += ["--ckpt_path", str(last)]
     check_resume_checkpoint(Path(known.ckpt_path) if known.ckpt_path else last, store, run.id)
     return [argv[0], *extra, *argv[1:]]
+
+
+def launched_rank() -> int:
+    """This process's global rank as its launcher set it (torchrun's RANK, SLURM's SLURM_PROCID, Lightning's own
+    children); 0 for a process started alone."""
+    from lightning.fabric.utilities.rank_zero import _get_rank
+
+    return _get_rank() or 0
 
 
 def refuse_a_finished_run_that_would_stop_at_once(run_id: int, config: Path, argv: list[str]) -> None:
