@@ -63,9 +63,12 @@ def known_passwords(argv: Iterable[str]) -> list[str]:
     return [p for url in db_urls_in(argv) for p in passwords_in(url)]
 
 
+GIVEN_VAR = "ORTHOLAB_DB_GIVEN"  # set by child_env: $ORTHOLAB_DB holds a parent's --db, not the user's own setting
+
+
 def child_env(db_url: str, base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a child `ortholab` process that works on the store `db_url` (instead of `--db URL`)."""
-    return {**(os.environ if base is None else base), ENV_VAR: db_url}
+    return {**(os.environ if base is None else base), ENV_VAR: db_url, GIVEN_VAR: "1"}
 
 
 def check_db_url(url: str, source: str = "--db") -> None:

@@ -46,7 +46,7 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from ortholab.db import lease
-from ortholab.db.masking import mask_url
+from ortholab.db.masking import GIVEN_VAR, mask_url
 from ortholab.db.reconnect import waits_for_the_server
 from ortholab.db.records import ArtifactRecord, MetricPoint, RunDetail, RunSummary
 from ortholab.db.schema import (
@@ -164,8 +164,9 @@ def default_db_url() -> str:
 
 def db_flag(url: str) -> tuple[str, str]:
     """The `--db` of a command to copy (none for the default store) and what to say of it: a URL holding a password
-    is never printed whole, so the command names URL, the one given, and says so."""
-    if url == store_url(default_db_url()):
+    is never printed whole, so the command names URL, the one given, and says so. A parent's --db that
+    `reproduce` or `sweep` handed its fits through $ORTHOLAB_DB is named too: the user's shell lacks it."""
+    if url == store_url(default_db_url()) and os.environ.get(GIVEN_VAR) != "1":
         return "", ""
     shown = mask_url(url)
     return (f" --db '{shown}'", "") if shown == url else (" --db URL", " (URL: the one given, password and all)")

@@ -775,3 +775,18 @@ def test_runs_columns_read_a_group_the_config_leaves_to_its_default_entry(tmp_pa
     recurrent = {name: row["model.optimizers.recurrent.lr"] for name, row in rows.items()}
     assert recurrent == {"urnn": 0.001, "lstm": None, "scornn": 0.0001}, recurrent
     assert {row["model.optimizers.other.lr"] for row in rows.values()} == {0.001}
+
+
+def test_a_fit_started_by_reproduce_or_sweep_names_the_parents_store_in_its_hint(tmp_path, monkeypatch):
+    """A parent's --db reaches its fits as $ORTHOLAB_DB (child_env): their closing `ortholab runs` hint named no
+    store, so in the user's shell it listed the default one; a store the user's own $ORTHOLAB_DB names stays unsaid."""
+    from ortholab.db.masking import GIVEN_VAR, child_env
+    from ortholab.db.store import db_flag
+
+    db = f"sqlite:///{tmp_path / 'theirs.db'}"
+    monkeypatch.delenv(GIVEN_VAR, raising=False)
+    monkeypatch.setenv("ORTHOLAB_DB", db)
+    assert db_flag(db) == ("", "")  # the user's own setting: `ortholab runs` in their shell lists it
+    for key, value in child_env(db, base={}).items():
+        monkeypatch.setenv(key, value)
+    assert db_flag(db) == (f" --db '{db}'", "")
