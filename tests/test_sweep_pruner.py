@@ -45,7 +45,10 @@ def test_a_trial_worse_than_the_completed_ones_is_pruned(tmp_path, monkeypatch, 
     assert states == {0.05: optuna.trial.TrialState.COMPLETE, 1e-12: optuna.trial.TrialState.PRUNED}, states
     (pruned,) = [r for r in Store(db).list_runs() if "pruned" in r.tags]
     assert pruned.status == "interrupted" and pruned.steps < 200  # stopped early, resumable
-    assert capsys.readouterr().out.strip().splitlines()[-1] == "sweep: 1 trials done, 0 failed, 1 pruned"
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1] == "sweep: 1 trials done, 0 failed, 1 pruned"
+    said = [line for line in out if line.startswith(f"sweep p: trial 1 is run {pruned.id}, pruned at step ")]
+    assert said, out  # a pruned trial's own line, as a completed one gets
 
 
 def test_no_pruner_runs_every_trial_to_its_end():
@@ -73,3 +76,14 @@ def test_a_trial_is_not_pruned_at_its_last_step(tmp_path, monkeypatch, capsys):
     runs = Store(db).list_runs()
     assert [r.status for r in runs] == ["finished", "finished"] and not [r for r in runs if "pruned" in r.tags]
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("sweep: 2 trials done, 0 failed")
+
+
+def test_the_sweeps_report_gives_the_best_metric_in_its_own_sign_not_the_negated_objective():
+    """A metric to maximise enters the (minimising) study negated: the report said 'objective -0.93' for an
+    accuracy of 0.93."""
+    study = optuna.create_study()
+    for number, accuracy in enumerate([0.93, 0.81]):
+        attrs = {"run_id": number + 1, "metric": "val/acc", "sign": -1}
+        study.add_trial(optuna.trial.create_trial(value=-accuracy, params={}, distributions={}, user_attrs=attrs))
+    said = sweep.report(study)
+    assert "best run 1 (trial 0, val/acc 0.93)" in said, said

@@ -309,6 +309,13 @@ def fit_trial(
     if pruned and recorded:
         store = Store(db, access="write")
         store.update_run(recorded[0], tags=[*store.get_run(recorded[0]).tags, PRUNED_TAG])
+        run = Store(db).get_run(recorded[0])
+        best = f", best {run.main_metric} {run.best:.4g}" if run.best is not None else ""
+        print(
+            f"sweep {tags[0].removeprefix('sweep:')}: trial {run_name.rpartition('-t')[2]} is run {run.id}, pruned "
+            f"at step {pruned}{best}",
+            flush=True,
+        )
         raise optuna.TrialPruned(f"trial {run_name}: pruned at step {pruned}")
     if children.stopped_by() and not (recorded and Store(db).get_run(recorded[0]).status == "finished"):
         where = f"run {recorded[0]} stopped with a checkpoint" if recorded else "nothing recorded"
@@ -443,6 +450,8 @@ def run_sweep(
             )
             trial.set_user_attr("run_id", run_id)
             run = scored_run(db, run_id, f"{name}-t{trial.number}")
+            trial.set_user_attr("metric", run.main_metric)  # the report names it, not the negated objective
+            trial.set_user_attr("sign", 1 if run.main_metric_mode == "min" else -1)
             print(
                 f"sweep {name}: trial {trial.number} is run {run_id}, best {run.main_metric} {run.best:.4g}", flush=True
             )
@@ -586,6 +595,15 @@ def summary_line(study: optuna.Study) -> str:
     )
 
 
+def best_value(trial: optuna.trial.FrozenTrial) -> str:
+    """'val/acc 0.93' in the metric's own sign (the study minimises a metric to maximise negated), or the objective
+    of a trial recorded before the metric's name was kept."""
+    metric = trial.user_attrs.get("metric")
+    if metric is None:
+        return f"objective {trial.value:.4g}"
+    return f"{metric} {trial.value * trial.user_attrs.get('sign', 1):.4g}"
+
+
 def report(study: optuna.Study) -> str:
     done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     if not done:
@@ -598,6 +616,6 @@ def report(study: optuna.Study) -> str:
         f"sweep {study.study_name}: {len(done)} trials completed"
         + (f", {failed} failed" if failed else "")
         + (f", {pruned} pruned" if pruned else "")
-        + f"; best run {best.user_attrs['run_id']} (trial {best.number}, objective {best.value:.4g}) with {params}"
+        + f"; best run {best.user_attrs['run_id']} (trial {best.number}, {best_value(best)}) with {params}"
         f"\n{summary_line(study)}"
     )
