@@ -555,6 +555,16 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
     proc.stdout.close()
     err = proc.stderr.read()
     assert proc.wait(timeout=120) == 0 and err == b"", err.decode()
+    for flag in ("--help", "--version"):  # the reader gone before a word was written (`ortholab --help | head -1`)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from ortholab.cli.main import main; main()", flag],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        proc.stdout.close()  # Python takes far longer to start than this
+        err = proc.stderr.read()
+        assert proc.wait(timeout=120) == 0 and err == b"", (flag, err.decode())
 
 
 def test_make_clean_keeps_recorded_runs():

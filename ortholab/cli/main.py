@@ -81,15 +81,21 @@ def run_parsed(module: ModuleType, argv: list[str]) -> None:
     module.run(args, extra)
 
 
+def reader_went_away() -> None:
+    """The reader of the output went away (`ortholab runs | head`): stop quietly, as Unix tools do."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+    sys.exit(0)
+
+
 def main(argv: list[str] | None = None) -> None:
     given = argv is not None
     argv = list(argv if given else sys.argv[1:])
     aliases.install()  # configs' short class paths (datamodules.CopyingTask) in this process
-    if not argv or argv[0] in ("-h", "--help"):
-        print(top_help())
-        return
-    if argv[0] in ("-V", "--version"):
-        print(version_line())
+    if not argv or argv[0] in ("-h", "--help", "-V", "--version"):
+        try:
+            print(version_line() if argv and argv[0] in ("-V", "--version") else top_help(), flush=True)
+        except BrokenPipeError:  # `ortholab --help | head`
+            reader_went_away()
         return
     if not given and COMMANDS.get(argv[0]) in ("train", "bench"):  # the console script: a training process
         reuse_freed_memory()
@@ -114,9 +120,8 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:  # Ctrl-C outside a training's own handler (while Python imports, a reader reads)
         print("ortholab: stopped by Ctrl-C", file=sys.stderr)
         sys.exit(130)
-    except BrokenPipeError:  # the reader went away (`ortholab runs | head`): stop quietly, as Unix tools do
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
-        sys.exit(0)
+    except BrokenPipeError:  # `ortholab runs | head`
+        reader_went_away()
     except Exception as err:  # a user error anywhere in the chain is reported as one line
         reported = user_error(err)
         if reported is None:
