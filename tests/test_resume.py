@@ -160,6 +160,31 @@ def test_a_failed_run_continued_with_another_setting_records_the_change_and_why_
     assert "continued with other code" not in shown.stdout and note in lines  # same code; the resume as the dashboard
 
 
+def test_a_setting_changed_by_a_resume_stays_when_the_next_resume_starts_from_an_older_checkpoint(tmp_path):
+    """`fit --resume ID --KEY VALUE` killed before its first checkpoint (a machine gone, an export taken while it
+    trained): the next plain `fit --resume ID` starts from a checkpoint written with the old value, and trains with
+    the run's setting, VALUE (the checkpoint's hyperparameters had won, undoing the change: scurnn_figure5 run 32
+    went back to eps = 0 and failed again at the same step)."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    store, run = killed_at_step_8(tmp_path, db)  # its last checkpoint: step 6, lr 0.001
+    killed_again = ortholab(
+        tmp_path,
+        *("fit", "--resume", str(run.id), "--db", db, "--model.optimizers.other.lr", "0.002"),
+        *("--trainer.callbacks+=faults.SignalAt", "--trainer.callbacks.step=7", "--trainer.callbacks.marker=again"),
+    )
+    assert killed_again.returncode == -signal.SIGKILL, killed_again.stderr
+    folder = Path(store.get_run(run.id).run_dir)
+    assert torch.load(folder / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 6  # none since
+
+    resumed = ortholab(tmp_path, "fit", "--resume", str(run.id), "--db", db)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "(was 0.002)" not in resumed.stdout + resumed.stderr  # no change back to the checkpoint's 0.001
+    assert store.params_of([run.id])[run.id]["model.optimizers.other.lr"] == 0.002
+    optimizers = torch.load(folder / "checkpoints" / "last.ckpt", weights_only=False)["optimizer_states"]
+    assert [g["lr"] for state in optimizers for g in state["param_groups"]] == [1e-4, 0.002]  # trained with it
+    assert store.get_run(run.id).status == "finished" and steps_of(store, run.id) == list(range(12))
+
+
 def test_sigterm_stops_at_a_batch_boundary_with_a_checkpoint_and_an_interrupted_run(tmp_path, reference):
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     stopped = fit_signalled(tmp_path, db, 5, *RUN, signal_name="SIGTERM")

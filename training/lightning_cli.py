@@ -547,14 +547,14 @@ class OrthoLabCLI(LightningCLI):
                     resume = self.config[sub].get("resume") if sub == "fit" else None  # (a test of an old config.yaml)
                     raise ConfigError(refusal if resume is None else _as_said_by_resume(refusal, resume))
         model = self.config[sub].model if path else None
-        given = (
-            {key: copy.deepcopy(model.get(key)) for key in getattr(self, "_command_line_model_keys", ())}
-            if model
-            else {}
-        )
+        keys = set(getattr(self, "_command_line_model_keys", ()))
+        if sub == "fit" and self.config[sub].get("resume") is not None:  # the run's config.yaml holds its latest
+            keys |= _model_keys_in(self.config[sub].get("config"))  # settings; its last checkpoint may predate them
+        given = {key: copy.deepcopy(model.get(key)) for key in sorted(keys)} if model else {}
         super()._parse_ckpt_path()
         for key, value in given.items():  # a --model.* flag wins over the checkpoint's hyperparameters: a resume
-            # with another setting (`fit --resume ID --model.optimizers.default.eps 1e-10`) trains with it
+            # with another setting (`fit --resume ID --model.optimizers.default.eps 1e-10`) trains with it, and so
+            # does the next resume (killed before its first checkpoint, the checkpoint still holds the old setting)
             self.config[sub].model[key] = value
 
     def parse_arguments(self, parser, args) -> None:
@@ -982,6 +982,19 @@ def _prepare_evaluation(datamodule, world_size: int, subcommand: str | None, con
     check_split_sizes = getattr(datamodule, "check_evaluation_shards", None)
     if check_split_sizes is not None and world_size > 1:
         check_split_sizes(world_size, subcommand)
+
+
+def _model_keys_in(configs) -> set[str]:
+    """The model keys that the --config files (YAML) set; those a file does not hold or that cannot be read: none."""
+    keys = set()
+    for config in configs or ():
+        try:
+            loaded = yaml.safe_load(Path(str(config)).read_text())
+        except (OSError, yaml.YAMLError):
+            continue
+        model = loaded.get("model") if isinstance(loaded, dict) else None
+        keys |= set(model) if isinstance(model, dict) else set()
+    return keys
 
 
 def _as_said_by_resume(message: str, run_id: int) -> str:
