@@ -57,6 +57,20 @@ def ortholab(*args, cwd, env=None):
     )
 
 
+def test_a_refused_fit_leaves_no_new_store_and_no_runs_folder(tmp_path):
+    """A config refused once its model is built (hidden_size 0) creates neither the store --db names nor the runs
+    folder, and so says nothing of a new store: the next, good command says it (it was said on the refused one,
+    then never again, so a mistyped --db went unseen)."""
+    db = f"sqlite:///{tmp_path / 'typo.db'}"
+    refused = ortholab("fit", "--config", DEMO, *TINY, "--db", db, "--model.hidden_size", "0", cwd=tmp_path)
+    assert refused.returncode == 2 and "model.hidden_size" in refused.stderr, refused.stderr
+    assert "New run store" not in refused.stdout + refused.stderr
+    assert not (tmp_path / "typo.db").exists() and not (tmp_path / "runs").exists()
+    done = ortholab("fit", "--config", DEMO, *TINY, "--db", db, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"New run store {db}: nothing was recorded there before." in done.stdout
+
+
 def test_fit_in_a_subprocess_records_a_run(tmp_path):
     db = f"sqlite:///{tmp_path / 'store.db'}"
     done = ortholab("fit", "--config", DEMO, *TINY, "--db", db, cwd=tmp_path)

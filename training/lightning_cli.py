@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import difflib
+import errno
 import importlib
 import logging
 import math
@@ -34,7 +35,7 @@ from ortholab.datamodules import TASKS, TaskDataModule
 from ortholab.db import SQLLogger, Store, StoreError, runs_root
 from ortholab.db.logger import folder_name, is_run_name
 from ortholab.db.masking import known_passwords, mask_secrets, mask_url
-from ortholab.db.store import db_flag
+from ortholab.db.store import StoreMissing, db_flag
 from ortholab.errors import ConfigError
 from ortholab.extras import check_logger_extras
 from ortholab.training.callbacks import AudioEvaluation, NonFiniteError, default_callbacks
@@ -549,7 +550,9 @@ class OrthoLabCLI(LightningCLI):
         model = self.config[sub].model if path else None
         keys = set(getattr(self, "_command_line_model_keys", ()))
         if sub == "fit" and self.config[sub].get("resume") is not None:  # the run's config.yaml holds its latest
-            keys |= _model_keys_in(self.config[sub].get("config"))  # settings; its last checkpoint may predate them
+            # settings, and its last checkpoint may predate them: the config's model keys win too
+            models = [mapping.get("model") for mapping in config_file_mappings(self.config[sub])]
+            keys |= {key for model_keys in models if isinstance(model_keys, dict) for key in model_keys}
         given = {key: copy.deepcopy(model.get(key)) for key in sorted(keys)} if model else {}
         super()._parse_ckpt_path()
         for key, value in given.items():  # a --model.* flag wins over the checkpoint's hyperparameters: a resume
@@ -632,9 +635,11 @@ class OrthoLabCLI(LightningCLI):
                 f"(int) or a fraction of an epoch in (0, 1]"
             )
         if rank_zero_only.rank == 0:
-            store = Store(self._subconfig().db)  # fail now, before any training, if the store cannot be written
-            if store.created:  # a first run, or a mistyped --db: either way the user sees where runs now go
-                print(f"New run store {mask_url(store.url)}: nothing was recorded there before.", flush=True)
+            try:  # fail now, before any training, if the store cannot be written
+                Store(self._subconfig().db, access="write")
+                self._store_to_create = False
+            except StoreMissing:  # made once the model and task are built (instantiate_trainer): a refused
+                self._store_to_create = True  # config leaves no new, empty store behind
             _check_writable_folder(self._runs_dir())
         seed_log = logging.getLogger(SEED_LOGGER)
         level = seed_log.level
@@ -662,6 +667,10 @@ class OrthoLabCLI(LightningCLI):
             check_data()
         if rank_zero_only.rank == 0 and self.subcommand == "fit":
             check_free_space(self._runs_dir(), self.model)  # before the run is recorded: a full disk is one line
+        if rank_zero_only.rank == 0 and getattr(self, "_store_to_create", False):  # every check passed: the run
+            store = Store(config.db)  # is recorded, and a first run or a mistyped --db shows where runs now go
+            if store.created:
+                print(f"New run store {mask_url(store.url)}: nothing was recorded there before.", flush=True)
         note, swapped_name = getattr(self, "_task_swap", None) or (None, None)
         if note and rank_zero_only.rank == 0:  # once the task is built: a task refused says only why
             print(note, file=sys.stderr)
@@ -911,7 +920,7 @@ def check_free_space(folder: str, model) -> None:
     import shutil
 
     needed = 3 * checkpoint_bytes(model)
-    free = shutil.disk_usage(folder).free
+    free = shutil.disk_usage(_nearest_folder(folder)).free
     if free < needed:
         raise ConfigError(
             f"--runs_dir {folder}: {free / 2**20:.2f} MiB free, and this model's checkpoints (last, best "
@@ -984,19 +993,6 @@ def _prepare_evaluation(datamodule, world_size: int, subcommand: str | None, con
         check_split_sizes(world_size, subcommand)
 
 
-def _model_keys_in(configs) -> set[str]:
-    """The model keys that the --config files (YAML) set; those a file does not hold or that cannot be read: none."""
-    keys = set()
-    for config in configs or ():
-        try:
-            loaded = yaml.safe_load(Path(str(config)).read_text())
-        except (OSError, yaml.YAMLError):
-            continue
-        model = loaded.get("model") if isinstance(loaded, dict) else None
-        keys |= set(model) if isinstance(model, dict) else set()
-    return keys
-
-
 def _as_said_by_resume(message: str, run_id: int) -> str:
     """A checkpoint's refusal worded for `fit --resume ID`, which reads the run's checkpoint itself (no --ckpt_path
     was given) and whose flags, not its config, changed the model."""
@@ -1008,17 +1004,30 @@ def _as_said_by_resume(message: str, run_id: int) -> str:
 
 
 def _check_writable_folder(folder: str) -> None:
-    """The run folders' parent exists or can be made, and accepts files (checkpoints go there)."""
+    """The run folders' parent exists or can be made, and accepts files (checkpoints go there); a folder not there
+    yet is judged by the nearest one that is, so that a command refused later leaves no empty folder behind."""
+    path = Path(folder).absolute()
+    existing = next(p for p in (path, *path.parents) if p.exists())
     try:
-        os.makedirs(folder, exist_ok=True)
-        probe = Path(folder, f".ortholab-write-check-{os.getpid()}")
-        probe.write_bytes(b"")
-        probe.unlink()
+        if not existing.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+        if existing != path and not os.access(existing, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+        if existing == path:
+            probe = Path(folder, f".ortholab-write-check-{os.getpid()}")
+            probe.write_bytes(b"")
+            probe.unlink()
     except OSError as err:
         raise ConfigError(
             f"--runs_dir {folder}: cannot write run folders there ({err.strerror}); give a writable "
             f"folder with --runs_dir"
         ) from None
+
+
+def _nearest_folder(folder: str) -> Path:
+    """`folder`, or the nearest folder above it that exists (the runs folder is made by the run's first write)."""
+    path = Path(folder).absolute()
+    return next(p for p in (path, *path.parents) if p.is_dir())
 
 
 def config_file_mappings(config) -> list[dict]:
