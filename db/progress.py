@@ -40,10 +40,12 @@ def steps_of_plan(steps: int, total: int | None) -> str:
 
 
 def duration(seconds: float | None) -> str | None:
-    """'1h26m' or '7m' (rounded to the minute); None stays None."""
+    """'1h26m' or '7m' (rounded to the minute), '<1m' under half a minute; None stays None."""
     if seconds is None:
         return None
     minutes = round(seconds / 60)
+    if minutes == 0 and seconds > 0:  # a run about to end: not '0m', which reads as ended
+        return "<1m"
     return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
 
 

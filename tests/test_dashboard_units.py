@@ -165,6 +165,14 @@ def test_runs_frame_summarises_and_flags_stale_running_runs():
     assert frame.loc[2, "tags"] == ["a", "b"]
 
 
+def test_durations_read_as_a_person_would():
+    """db.progress.duration: minutes rounded, hours past 60; a run about to end is '<1m', never '0m' (read as over)."""
+    from ortholab.db.progress import duration
+
+    seconds = [None, 0, 10, 29, 31, 7 * 60, 59 * 60 + 40, 86 * 60]
+    assert [duration(s) for s in seconds] == [None, "0m", "<1m", "<1m", "1m", "7m", "1h00m", "1h26m"]
+
+
 def test_runs_frame_shows_progress_only_where_it_is_known():
     """Steps of the plan, epoch and ETA from db.progress.run_progress, blank where a piece is unknown: no plan, no
     pace yet, or silent (killed: no ETA)."""
