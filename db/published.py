@@ -569,21 +569,28 @@ def _terse(reproduced: str, metric: str) -> str:
     return reproduced.replace(f"({metric} ", "(").replace(" baseline)", ")")
 
 
-def _markdown_line(
-    cells: list[str],
-    width: int | None,
+def _markdown_line(cells: list[str], widths: list[int] | None = None) -> str:
+    """One Markdown table line; with `widths` (a terminal), each cell cut to its column's width and padded to it, so
+    that the columns line up."""
+    if widths is not None:
+        cells = [clip(cell, w).ljust(w) for cell, w in zip(cells, widths)]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _column_widths(
+    lines: list[list[str]],
+    width: int,
     first: tuple[int, ...] = (),
     keep: tuple[int, ...] = (),
     last: tuple[int, ...] = (),
-) -> str:
-    """One Markdown table line; with `width`, its cells cut to fit: those in `first` first, those in `last` only when
-    the others are at their least, those in `keep` never."""
-    if width is not None:
-        room = width - 4 - 3 * (len(cells) - 1)  # "| " and " |" around, " | " between
-        widths = shrink_to_fit([len(c) for c in cells], room, first, keep + last, first_least=FIRST_CUT_LEAST)
-        widths = shrink_to_fit(widths, room, (), keep)
-        cells = [clip(c, w) for c, w in zip(cells, widths)]
-    return "| " + " | ".join(cells) + " |"
+) -> list[int]:
+    """One width per column for every line of a table (its header and rows) to fit `width` characters: each column
+    as wide as its widest cell, then those in `first` cut first, those in `last` only when the others are at their
+    least, those in `keep` never."""
+    room = width - 4 - 3 * (len(lines[0]) - 1)  # "| " and " |" around, " | " between
+    widest = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    widths = shrink_to_fit(widest, room, first, keep + last, first_least=FIRST_CUT_LEAST)
+    return shrink_to_fit(widths, room, (), keep)
 
 
 # columns a terminal's report states once above the table when every row has the same value in them
@@ -661,15 +668,16 @@ def markdown_report(
         if shared:
             every = "every row: " + " · ".join(f"{c} {v}" for c, v in shared.items())
             out.append(textwrap.fill(every, width, break_on_hyphens=False) + "\n")
-        out.append(_markdown_line(columns, width, keep=keep))
-        out.append("|" + "---|" * len(columns))
+        lines = [list(columns)]
         for row in rows:
             cells = ["-" if row[c] is None else str(row[c]) for c in columns]
             if width is not None and "reproduced" in columns:
                 reproduced = _terse(cells[columns.index("reproduced")], table.metric)
                 cells[columns.index("reproduced")] = clip(reproduced, REPRODUCED_WIDTH)
-            out.append(_markdown_line(cells, width, first, keep, last))
-        out.append("")
+            lines.append(cells)
+        widths = _column_widths(lines, width, first, keep, last) if width is not None else None
+        rule = "|" + "---|" * len(columns) if widths is None else "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+        out += [_markdown_line(lines[0], widths), rule, *(_markdown_line(cells, widths) for cells in lines[1:]), ""]
     if hidden:
         out.append(f"{hidden} of {total} rows not yet run are not shown (--all shows every row)")
     return "\n".join(out)

@@ -336,8 +336,12 @@ def test_a_terminals_report_says_shared_values_once_and_keeps_the_reproduced_val
     store.close()
     main(["report", "--db", db])
     text = capsys.readouterr().out
-    header = next(line for line in text.splitlines() if line.startswith("| row |"))
-    assert header.split(" | ")[1:3] == ["published", "reproduced"]  # no setting, family or n: the ids name them
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("| row "))
+    cells = [cell.strip() for cell in lines[header].split(" | ")]
+    assert cells[1:3] == ["published", "reproduced"]  # no setting, family or n: the ids name them
+    table = lines[header : header + 4]  # header, rule and both rows: the columns line up (each | at one place)
+    assert len({tuple(i for i, ch in enumerate(line) if ch == "|") for line in table}) == 1, "\n".join(table)
     assert "every row: " in text and "status finished" in text and "scale full" in text
     assert "below baseline (0.0001234) ✓" in text and "below baseline (0.0005678) ✓" in text  # metric: said above
     assert max(len(line) for line in text.splitlines()) <= 120
