@@ -667,10 +667,7 @@ class OrthoLabCLI(LightningCLI):
             check_data()
         if rank_zero_only.rank == 0 and self.subcommand == "fit":
             check_free_space(self._runs_dir(), self.model)  # before the run is recorded: a full disk is one line
-        if rank_zero_only.rank == 0 and getattr(self, "_store_to_create", False):  # every check passed: the run
-            store = Store(config.db)  # is recorded, and a first run or a mistyped --db shows where runs now go
-            if store.created:
-                print(f"New run store {mask_url(store.url)}: nothing was recorded there before.", flush=True)
+        _make_store(config.db, getattr(self, "_store_to_create", False))  # every check passed: the run is recorded
         note, swapped_name = getattr(self, "_task_swap", None) or (None, None)
         if note and rank_zero_only.rank == 0:  # once the task is built: a task refused says only why
             print(note, file=sys.stderr)
@@ -1001,6 +998,16 @@ def _as_said_by_resume(message: str, run_id: int) -> str:
         "(`ortholab fit --resume RUN_ID` reuses a run's own config)",
         f"(`ortholab fit --resume {run_id}` without the flag that changes it)",
     )
+
+
+def _make_store(db: str, missing: bool) -> None:
+    """Create the store a run records in where it was `missing`, saying so (rank 0): a first run, or a mistyped --db,
+    shows where runs now go."""
+    if not missing or rank_zero_only.rank != 0:
+        return
+    store = Store(db)
+    if store.created:
+        print(f"New run store {mask_url(store.url)}: nothing was recorded there before.", flush=True)
 
 
 def _check_writable_folder(folder: str) -> None:
