@@ -21,6 +21,7 @@ COMMANDS = {  # command -> its module in this package
     "bench": "bench",
     "reproduce": "reproduce",
     "report": "report",
+    "restore": "restore",
     "db": "database",
     "dashboard": "dashboard",
 }
