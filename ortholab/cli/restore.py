@@ -37,12 +37,10 @@ def recorded_root(run_dir: str) -> Path:
 
 def _checkpointed_runs(export: Path) -> dict[int, Path]:
     """The runs the export's checkpoints/ holds a folder of (store-ID/NAME/RUN, or NAME/RUN): id -> that folder."""
-    found = {}
-    for config in sorted((export / "checkpoints").glob("**/config.yaml")):
-        folder = config.parent
-        if folder.name.isdigit():
-            found[int(folder.name)] = folder.relative_to(export / "checkpoints")
-    return found
+    held = export / "checkpoints"
+    folders = {path.parent for path in held.glob("**/config.yaml")}
+    folders |= {path.parents[1] for path in held.glob("**/checkpoints/*.ckpt")}  # (a config.yaml not copied)
+    return {int(folder.name): folder.relative_to(held) for folder in sorted(folders) if folder.name.isdigit()}
 
 
 def _target_root(roots: set[Path], given: str | None) -> Path:
