@@ -55,6 +55,22 @@ def test_a_restored_export_goes_on_to_the_same_training(exported, reference, tmp
     assert (runs_root / "ortholab.db").read_bytes() == before
 
 
+def test_an_export_of_finished_runs_is_restored_into_any_runs_folder(tmp_path):
+    """Nothing to go on: the runs folders they trained in do not matter; the store takes new runs beside them."""
+    source = Store(f"sqlite:///{tmp_path / 'source.db'}")
+    run = source.create_run(name="done", family="lstm", task="copying", main_metric="val/loss")
+    source.update_run(run, run_dir="/a/machine/long/gone/runs/store-0a1b2c3d/done/1", status="finished")
+    write_run_store(source, [run], tmp_path / "export" / "runs.db")
+    restored = ortholab(tmp_path, "restore", str(tmp_path / "export"), "--runs-dir", str(tmp_path / "here"))
+    assert restored.returncode == 0, restored.stderr
+    assert restored.stdout.splitlines() == [
+        f"Restored 1 run from {tmp_path / 'export' / 'runs.db'} into {tmp_path / 'here' / 'ortholab.db'}.",
+        "No unfinished run among them: the store takes new runs and seeds beside these.",
+    ]
+    (copied,) = Store(f"sqlite:///{tmp_path / 'here' / 'ortholab.db'}", access="read").list_runs()
+    assert (copied.id, copied.name, copied.status) == (run, "done", "finished")
+
+
 @pytest.mark.parametrize(
     "case, says",
     [

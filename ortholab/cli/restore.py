@@ -44,8 +44,9 @@ def _checkpointed_runs(export: Path) -> dict[int, Path]:
 
 
 def _target_root(roots: set[Path], given: str | None) -> Path:
-    """Where to restore: the recorded runs folder; --runs-dir or $ORTHOLAB_RUNS must name it when given."""
-    from ortholab.db.store import RUNS_ENV_VAR
+    """Where to restore: the runs folder of the unfinished runs with checkpoints (`roots`), which --runs-dir or
+    $ORTHOLAB_RUNS must name when given; with none, --runs-dir, else the runs root ($ORTHOLAB_RUNS, else ./runs)."""
+    from ortholab.db.store import RUNS_ENV_VAR, runs_root
 
     if len(roots) > 1:
         raise ConfigError(
@@ -63,11 +64,7 @@ def _target_root(roots: set[Path], given: str | None) -> Path:
                 f"its folder was; restore with --runs-dir {recorded} (and ORTHOLAB_RUNS={recorded} for the resume)"
             )
         return chosen
-    if recorded is None:
-        raise ConfigError(
-            f"no run of runs.db records a folder: give the runs folder with --runs-dir (or ${RUNS_ENV_VAR})"
-        )
-    return recorded
+    return recorded if recorded is not None else runs_root().absolute()  # nothing to go on: any runs folder
 
 
 def _refuse_what_is_there(root: Path, folders: list[Path]) -> None:
@@ -105,8 +102,8 @@ def run(args, extra: list[str]) -> None:
     unknown = sorted(set(checkpointed) - set(runs))
     if unknown:
         raise ConfigError(f"{export}/checkpoints holds runs {unknown}, which its runs.db does not: not one export")
-    roots = {recorded_root(runs[i].run_dir) for i in checkpointed if runs[i].run_dir}
-    root = _target_root(roots or {recorded_root(r.run_dir) for r in runs.values() if r.run_dir}, args.runs_dir)
+    going_on = sorted(i for i in checkpointed if runs[i].status != "finished")
+    root = _target_root({recorded_root(runs[i].run_dir) for i in going_on if runs[i].run_dir}, args.runs_dir)
     _refuse_what_is_there(root, list(checkpointed.values()))
     root.mkdir(parents=True, exist_ok=True)
     for folder in checkpointed.values():
@@ -114,9 +111,8 @@ def run(args, extra: list[str]) -> None:
     part = root / "ortholab.db.part"
     shutil.copyfile(copy, part)
     os.replace(part, root / "ortholab.db")  # the store appears whole, after its run folders
-    going_on = sorted(i for i in checkpointed if runs[i].status != "finished")
-    restored = f"Restored {len(runs)} runs from {copy} into {root / 'ortholab.db'}"
-    print(f"{restored}, with the run folders of {len(checkpointed)}.")
+    restored = f"Restored {len(runs)} run{'' if len(runs) == 1 else 's'} from {copy} into {root / 'ortholab.db'}"
+    print(f"{restored}, with the run folders of {len(checkpointed)}." if checkpointed else f"{restored}.")
     if going_on:
         print(
             f"Unfinished, with their checkpoints: {', '.join(map(str, going_on))}. Continue with "
