@@ -582,14 +582,16 @@ def check_completed(study: optuna.Study) -> None:
 
 def summary_line(study: optuna.Study) -> str:
     """`sweep: N trials done, N failed, N pruned[, N stopped]`: the line a script reads (the last of the command's
-    output); a stopped trial is not among the failed ones."""
+    output); a stopped trial is not among the failed ones, and counts as stopped until its copy has been trained
+    (the copy is then counted as done, failed or pruned)."""
     trials = study.get_trials(deepcopy=False)
 
     def count(state, stopped: bool = False) -> int:
         return sum(t.state == state and (STOPPED in t.user_attrs) == stopped for t in trials)
 
     State = optuna.trial.TrialState
-    stopped = count(State.FAIL, stopped=True)
+    trained_again = {t.user_attrs.get("retry_of") for t in trials if t.state in STARTED}
+    stopped = sum(t.state == State.FAIL and STOPPED in t.user_attrs and t.number not in trained_again for t in trials)
     return f"sweep: {count(State.COMPLETE)} trials done, {count(State.FAIL)} failed, {count(State.PRUNED)} pruned" + (
         f", {stopped} stopped" if stopped else ""
     )
