@@ -205,6 +205,35 @@ def test_sigterm_stops_at_a_batch_boundary_with_a_checkpoint_and_an_interrupted_
     assert_same_training(store, run, reference)
 
 
+def test_slurms_sigusr1_stops_the_run_with_its_checkpoint_and_no_requeue_of_a_new_run(tmp_path, reference):
+    """On SLURM (`--signal=USR1@90`), Lightning's own handler saved hpc_ckpt_1.ckpt in the current folder and asked
+    `scontrol requeue`: the requeued job's `ortholab fit --config X` then loaded that checkpoint into a new run (its
+    points from step 5 on, the first run left 'running'). Now SIGUSR1 stops the run as SIGTERM does: checkpoint at
+    the batch boundary, run interrupted, exit 128 + 10; `fit --resume` reaches the uninterrupted curve."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "scontrol.log"}\n')
+    (fake / "scontrol").chmod(0o755)
+    slurm = {"SLURM_NTASKS": "1", "SLURM_JOB_NAME": "job", "SLURM_JOB_ID": "42", "SLURM_NODELIST": "localhost"}
+    slurm |= {"SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0"}
+    env = {**slurm, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"}
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    signalled = ["--trainer.callbacks+=faults.SignalAt", "--trainer.callbacks.step=5"]
+    signalled.append("--trainer.callbacks.signal_name=SIGUSR1")
+    stopped = ortholab(tmp_path, "fit", "--config", DEMO, *RUN, "--db", db, *signalled, env=env)
+    assert stopped.returncode == 128 + signal.SIGUSR1, stopped.stderr
+    assert "SLURM auto-requeueing enabled" not in stopped.stdout + stopped.stderr  # (OrthoLab's handler answers)
+    store = Store(db)
+    (run,) = store.list_runs()
+    assert run.status == "interrupted" and run.reason.startswith("SIGUSR1 at step 5; resume with `ortholab fit")
+    assert not list(tmp_path.glob("hpc_ckpt_*.ckpt")) and not (tmp_path / "scontrol.log").exists()
+    resumed = ortholab(tmp_path, "fit", "--resume", str(run.id), "--db", db, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    (run,) = store.list_runs()
+    assert (run.status, run.reason) == ("finished", None)
+    assert_same_training(store, run, reference)
+
+
 # an epoch-bounded run (3 epochs of 4 batches, shuffled), validated and tested at each epoch end as the MNIST rows
 EPOCHS = [
     *TINY,

@@ -34,10 +34,14 @@ def _plain_own_warnings(format_warning):
 def quiet_third_party_noise() -> None:
     """Drop Lightning's advertisements for its cloud logger and model registry, the deprecation warning its own pytree
     helper raises under newer torch, its checkpoint callback's warnings on a fit shorter than one validation interval
-    and on a resumed run's own checkpoint folder, and its warning on epochs shorter than the logging interval (none
-    is actionable for an OrthoLab user)."""
+    and on a resumed run's own checkpoint folder, its warning on epochs shorter than the logging interval, and its
+    SLURM auto-requeue notice, which OrthoLab's own handlers replace (none is actionable for an OrthoLab user)."""
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
         logging.getLogger(name).addFilter(_DropMessages("litlogger", "litmodels"))
+    # on SLURM: the run's GracefulInterrupt answers SIGUSR1 and SIGTERM itself (a checkpoint, the run interrupted)
+    logging.getLogger("lightning.pytorch.trainer.connectors.signal_connector").addFilter(
+        _DropMessages("SLURM auto-requeueing enabled")
+    )
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated")
     # a fit that ends before its first validation: nothing to compare yet (once one ran, Lightning raises instead)
     warnings.filterwarnings("ignore", message=r"`ModelCheckpoint\(monitor=.*could not find the monitored key")

@@ -163,9 +163,15 @@ class ContinueRun(Callback):
                 remove_abandoned_checkpoints(os.path.join(folder, "checkpoints"), trainer.global_step)
 
 
+# the signals that stop a run with a checkpoint: a scheduler's preemption (SIGTERM; SLURM's `--signal=USR1@90`, which
+# Lightning's own handler would answer by saving hpc_ckpt_N.ckpt in the current folder, where the requeued job's new
+# run silently loaded it), Ctrl-C
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGUSR1", "SIGINT") if hasattr(signal, name))
+
+
 class GracefulInterrupt(Callback):
-    """SIGTERM (a scheduler's preemption) or a first Ctrl-C stop training at the end of the current batch, write
-    `checkpoints/last.ckpt` and leave the run `interrupted`; a second Ctrl-C interrupts at once.
+    """SIGTERM or SIGUSR1 (a scheduler's preemption) or a first Ctrl-C stop training at the end of the current batch,
+    write `checkpoints/last.ckpt` and leave the run `interrupted`; a second Ctrl-C interrupts at once.
 
     The checkpoint is written in on_train_batch_end, which Lightning resumes natively (it counts the batch as
     completed on restart; the loaders' state counts batches processed). A request during an epoch's last batch
@@ -185,7 +191,7 @@ class GracefulInterrupt(Callback):
 
     def on_train_start(self, trainer, pl_module) -> None:
         self.requested, self.stopped_at, self._waited = None, None, False
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in STOP_SIGNALS:  # (after Lightning's SLURM handlers, which these replace for the fit)
             try:
                 self._previous[sig] = signal.signal(sig, self._request)
             except ValueError:  # not the main thread: leave signals to Lightning
@@ -213,8 +219,8 @@ class GracefulInterrupt(Callback):
         self.stopped_at = trainer.global_step
 
     def _requested_on_any_rank(self, trainer, pl_module) -> str | None:
-        """The signal any rank was sent (SIGTERM before SIGINT), so that a signal to one node's processes alone stops
-        them all: rank 0's alone left a SIGTERM to another rank unheard."""
+        """The signal any rank was sent (the highest number: SIGTERM, then SIGUSR1, then SIGINT), so that a signal to
+        one node's processes alone stops them all: rank 0's alone left a SIGTERM to another rank unheard."""
         if trainer.world_size == 1:
             return self.requested
         number = int(getattr(signal, self.requested)) if self.requested else 0
