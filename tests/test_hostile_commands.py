@@ -225,12 +225,12 @@ def test_a_file_that_never_was_a_store_is_not_called_damaged(tmp_path, monkeypat
     line = one_line(*cli(capsys, "runs", "--db", "postgres://u@h/db")[::2], "postgresql+psycopg://USER@HOST/DB")
 
 
-@pytest.mark.parametrize("command", [["predict", "--run", "abc"], ["fit", "--resume", "abc"]])
-def test_a_run_id_that_is_no_number_is_one_line(tmp_path, monkeypatch, capsys, command):
-    """argparse printed a usage block under the program name 'ortholab' before its error."""
+def test_a_run_id_that_is_no_number_is_one_line(tmp_path, monkeypatch, capsys):
+    """argparse printed a usage block under the program name 'ortholab' before its error. (`fit --resume` takes a
+    run's name too: tests/test_resume.py.)"""
     monkeypatch.chdir(tmp_path)
-    code, out, err = cli(capsys, *command)
-    line = one_line(code, err, f"argument {command[1]}: invalid int value: 'abc'", f"`ortholab {command[0]} --help`")
+    code, out, err = cli(capsys, "predict", "--run", "abc")
+    line = one_line(code, err, "argument --run: invalid int value: 'abc'", "`ortholab predict --help`")
     assert err.strip() == line  # no usage block before it
 
 

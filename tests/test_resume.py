@@ -160,6 +160,26 @@ def test_a_failed_run_continued_with_another_setting_records_the_change_and_why_
     assert "continued with other code" not in shown.stdout and note in lines  # same code; the resume as the dashboard
 
 
+def test_a_run_is_resumed_by_its_name_as_a_job_script_that_knows_no_id_does(tmp_path, reference):
+    """`fit --resume NAME`: the newest run of that name not finished (a requeued SLURM job's script reruns one command);
+    once it has finished, or for a name no run has, one line and nothing recorded."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    store, run = killed_at_step_8(tmp_path, db)
+    resumed = ortholab(tmp_path, "fit", "--resume", run.name, "--db", db)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"--resume {run.name}: run {run.id}, the newest run of that name not finished" in resumed.stdout
+    (after,) = store.list_runs()
+    assert after.id == run.id and after.status == "finished"
+    assert_same_training(store, after, reference)
+    for name, says in (
+        (run.name, f"--resume {run.name}: every run named {run.name!r} has finished (the newest is run {run.id})"),
+        ("no-such-run", f"--resume no-such-run: no run in {db} has that id or name; give a run's id or name"),
+    ):
+        refused = ortholab(tmp_path, "fit", "--resume", name, "--db", db)
+        assert refused.returncode == 2 and says in refused.stderr.strip().splitlines()[-1], refused.stderr
+    assert [r.id for r in store.list_runs()] == [run.id]
+
+
 def test_a_setting_changed_by_a_resume_stays_when_the_next_resume_starts_from_an_older_checkpoint(tmp_path):
     """`fit --resume ID --KEY VALUE` killed before its first checkpoint (a machine gone, an export taken while it
     trained): the next plain `fit --resume ID` starts from a checkpoint written with the old value, and trains with

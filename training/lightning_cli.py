@@ -491,8 +491,8 @@ class OrthoLabCLI(LightningCLI):
             "--resume",
             type=int | None,
             default=None,
-            help="continue the recorded run with this id from its last checkpoint (`ortholab fit "
-            "--resume ID` alone reuses the run's stored config)",
+            help="continue the recorded run with this id (or the newest run of this name not finished) from its "
+            "last checkpoint (`ortholab fit --resume ID` alone reuses the run's stored config)",
         )
         parser.add_argument(
             "--analysis",

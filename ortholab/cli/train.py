@@ -88,8 +88,8 @@ def resume_arguments(argv: list[str]) -> list[str]:
     from ortholab.db import Store, StoreError
     from ortholab.training.callbacks.lifecycle import check_resume_checkpoint
 
-    peek = OneLineParser(prog="ortholab fit", add_help=False, allow_abbrev=False)  # `--resume abc`: one line
-    peek.add_argument("--resume", type=int)
+    peek = OneLineParser(prog="ortholab fit", add_help=False, allow_abbrev=False)
+    peek.add_argument("--resume")  # a run's id, or its name (the newest run of that name not finished)
     peek.add_argument("--db")
     peek.add_argument("--config", action="append")
     peek.add_argument("--ckpt_path")
@@ -99,7 +99,10 @@ def resume_arguments(argv: list[str]) -> list[str]:
     if argv[0] != "fit":
         raise ConfigError(f"--resume continues training: use `ortholab fit --resume {known.resume}`")
     store = Store(known.db, access="write")  # a mistyped --db is not a new, empty store
-    run = store.get_run(known.resume)  # StoreError naming the id and the store when it is missing
+    run_id = resumed_run_id(store, known.resume)
+    if str(run_id) != known.resume:  # a name: Lightning's parser takes the id
+        argv = with_resume_id(argv, run_id)
+    run = store.get_run(run_id)  # StoreError naming the id and the store when it is missing
     busy = store.lease_holder(run.id) if launched_rank() == 0 else None  # its process still runs: two writers
     if busy is not None:  # would double its points (another rank of this resume finds rank 0 holding it: no check)
         raise StoreError(busy)
@@ -133,6 +136,44 @@ def resume_arguments(argv: list[str]) -> list[str]:
         extra += ["--ckpt_path", str(last)]
     check_resume_checkpoint(Path(known.ckpt_path) if known.ckpt_path else last, store, run.id)
     return [argv[0], *extra, *argv[1:]]
+
+
+def resumed_run_id(store, value: str) -> int:
+    """`--resume`'s run: an id as given, or, for a run's name (a job script that does not know the id: a requeued
+    SLURM job), the newest run of that name that has not finished."""
+    if value.strip().isdigit():
+        return int(value)
+    named = [run for run in store.list_runs() if run.name == value and run.stage == "fit"]  # newest first
+    if not named:
+        raise ConfigError(
+            f"--resume {value}: no run in {store.display_url} has that id or name; give a run's id or name "
+            f"(`ortholab runs` lists them)"
+        )
+    going_on = [run for run in named if run.status != "finished"]
+    if not going_on:
+        raise ConfigError(
+            f"--resume {value}: every run named {value!r} has finished (the newest is run {named[0].id}); "
+            f"nothing to continue"
+        )
+    if launched_rank() == 0:
+        print(f"--resume {value}: run {going_on[0].id}, the newest run of that name not finished", flush=True)
+    return going_on[0].id
+
+
+def with_resume_id(argv: list[str], run_id: int) -> list[str]:
+    """`argv` with its --resume value (`--resume NAME` or `--resume=NAME`) replaced by `run_id`."""
+    out, skip = [], False
+    for i, arg in enumerate(argv):
+        if skip:
+            skip = False
+        elif arg == "--resume" and i + 1 < len(argv):
+            out += ["--resume", str(run_id)]
+            skip = True
+        elif arg.startswith("--resume="):
+            out.append(f"--resume={run_id}")
+        else:
+            out.append(arg)
+    return out
 
 
 def launched_rank() -> int:
