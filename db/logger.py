@@ -18,6 +18,7 @@ import time
 import weakref
 from argparse import Namespace
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from lightning.pytorch.loggers import Logger
@@ -48,6 +49,12 @@ def folder_name(name: str) -> str:
     if is_run_name(name):
         return name
     return re.sub(r"[^\w.+-]+", "-", name).strip(".-+_")[:100].rstrip(".-+_") or "run"
+
+
+def runs_folder_of(run_dir: str | Path) -> Path:
+    """The runs folder holding a run folder: RUNS/store-ID/NAME/RUN (or RUNS/NAME/RUN of older runs)."""
+    path = Path(run_dir)
+    return path.parents[2] if path.parents[1].name.startswith("store-") else path.parents[1]
 
 
 class SQLLogger(Logger):

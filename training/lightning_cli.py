@@ -33,7 +33,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from ortholab import aliases
 from ortholab.datamodules import TASKS, TaskDataModule
 from ortholab.db import SQLLogger, Store, StoreError, runs_root
-from ortholab.db.logger import folder_name, is_run_name
+from ortholab.db.logger import folder_name, is_run_name, runs_folder_of
 from ortholab.db.masking import known_passwords, mask_secrets, mask_url
 from ortholab.db.store import StoreMissing, db_flag
 from ortholab.errors import ConfigError
@@ -592,13 +592,7 @@ class OrthoLabCLI(LightningCLI):
                 folder = Store(config.db, access="read").get_run(config.resume).run_dir
             except StoreError:
                 folder = None
-            if folder:
-                path = Path(folder)
-                self._recorded_runs_folder = str(
-                    path.parents[2] if path.parents[1].name.startswith("store-") else path.parents[1]
-                )
-            else:
-                self._recorded_runs_folder = None
+            self._recorded_runs_folder = str(runs_folder_of(folder)) if folder else None
         return self._recorded_runs_folder
 
     def _subconfig(self):

@@ -29,12 +29,6 @@ def add_arguments(parser) -> None:
     )
 
 
-def recorded_root(run_dir: str) -> Path:
-    """The runs folder holding a run folder: RUNS/store-ID/NAME/RUN (or RUNS/NAME/RUN of older runs)."""
-    path = Path(run_dir)
-    return path.parents[2] if path.parents[1].name.startswith("store-") else path.parents[1]
-
-
 def _checkpointed_runs(export: Path) -> dict[int, Path]:
     """The runs the export's checkpoints/ holds a folder of (store-ID/NAME/RUN, or NAME/RUN): id -> that folder."""
     held = export / "checkpoints"
@@ -89,6 +83,7 @@ def _refuse_what_is_there(root: Path, folders: list[Path]) -> None:
 
 def run(args, extra: list[str]) -> None:
     from ortholab.db import Store
+    from ortholab.db.logger import runs_folder_of
 
     export = Path(args.export)
     copy = export / "runs.db"
@@ -103,7 +98,7 @@ def run(args, extra: list[str]) -> None:
     if unknown:
         raise ConfigError(f"{export}/checkpoints holds runs {unknown}, which its runs.db does not: not one export")
     going_on = sorted(i for i in checkpointed if runs[i].status != "finished")
-    root = _target_root({recorded_root(runs[i].run_dir) for i in going_on if runs[i].run_dir}, args.runs_dir)
+    root = _target_root({runs_folder_of(runs[i].run_dir) for i in going_on if runs[i].run_dir}, args.runs_dir)
     _refuse_what_is_there(root, list(checkpointed.values()))
     root.mkdir(parents=True, exist_ok=True)
     for folder in checkpointed.values():
