@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import asdict, dataclass
+
+from ortholab.errors import ConfigError
+
+READOUTS = ("every_step", "last_step")  # a prediction at every step, or one per sequence at its last step
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,38 @@ class TaskSpec:
     baseline: float | None = None
     description: str = ""
     test_baseline: float | None = None
+
+    def __post_init__(self):
+        """Each field of a task's own TaskSpec checked where it is built: one line naming the field and its fix."""
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError(f"TaskSpec name = {self.name!r}: give the task a short name such as 'sign_of_sum'")
+        for field in ("input_size", "output_size"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"TaskSpec {field} = {value!r}: a positive integer (channels, classes or symbols)")
+        if self.readout not in READOUTS:
+            raise ConfigError(
+                f"TaskSpec readout = {self.readout!r}: choose 'every_step' (a prediction at every step) or "
+                f"'last_step' (one per sequence)"
+            )
+        if not isinstance(self.loss, str) or not self.loss:
+            raise ConfigError(f"TaskSpec loss = {self.loss!r}: name a loss, e.g. 'cross_entropy' or 'mse'")
+        if not isinstance(self.main_metric, str) or not self.main_metric.startswith("val/"):
+            raise ConfigError(
+                f"TaskSpec main_metric = {self.main_metric!r}: a validation metric, e.g. 'val/loss' or 'val/acc'"
+            )
+        if self.main_metric_mode not in ("min", "max"):
+            raise ConfigError(
+                f"TaskSpec main_metric_mode = {self.main_metric_mode!r}: 'min' (lower is better) or 'max'"
+            )
+        if not isinstance(self.symbolic, bool):
+            raise ConfigError(f"TaskSpec symbolic = {self.symbolic!r}: True (integer symbol ids) or False")
+        for field in ("baseline", "test_baseline"):
+            value = getattr(self, field)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
+                raise ConfigError(f"TaskSpec {field} = {value!r}: a number, or None when the task has none")
+            if value is not None and not math.isfinite(value):
+                raise ConfigError(f"TaskSpec {field} = {value!r}: a finite number, or None when the task has none")
 
     def baseline_for(self, split: str) -> float | None:
         """The baseline on `split` ('val' or 'test'): each split is compared with its own."""

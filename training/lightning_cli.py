@@ -31,7 +31,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveCon
 from lightning.pytorch.utilities import rank_zero_only
 
 from ortholab import aliases
-from ortholab.datamodules import TASKS, TaskDataModule
+from ortholab.datamodules import TASKS, TaskDataModule, TaskSpec, task_class_path
 from ortholab.db import SQLLogger, Store, StoreError, runs_root
 from ortholab.db.logger import folder_name, is_run_name, runs_folder_of
 from ortholab.db.masking import known_passwords, mask_secrets, mask_url
@@ -49,6 +49,7 @@ from ortholab.training.model_summary import replace_lightnings_summary
 from ortholab.training.module import RecurrentModule
 from ortholab.training.precision import check_precision
 from ortholab.training.progress import PlainProgress, StepBudgetProgressBar
+from ortholab.training.task_check import check_task
 from ortholab.user_errors import crash_reason, user_error
 
 
@@ -441,7 +442,7 @@ def task_short_names(argv: list[str]) -> list[str]:
         if not eq and i + 1 < len(argv):
             value = argv[i + 1]
         if value in TASKS:
-            path = f"datamodules.{TASKS[value].__name__}"
+            path = task_class_path(TASKS[value])
             out[i if eq else i + 1] = f"{key}={path}" if eq else path
     return out
 
@@ -653,12 +654,7 @@ class OrthoLabCLI(LightningCLI):
                 if config.resume is None or self.subcommand != "fit":
                     raise
                 raise ConfigError(_as_said_by_resume(str(refused), config.resume)) from None
-        place_cache = getattr(self.datamodule, "place_cache", None)
-        if place_cache is not None:  # a relative cache_dir lies under the runs folder, not the current one
-            place_cache(self._runs_dir())
-        check_data = getattr(self.datamodule, "check_data", None)
-        if check_data is not None:  # a corpus not there: one line, and no failed run left behind
-            check_data()
+        self._check_task_data(config)
         if rank_zero_only.rank == 0 and self.subcommand == "fit":
             check_free_space(self._runs_dir(), self.model)  # before the run is recorded: a full disk is one line
         _make_store(config.db, getattr(self, "_store_to_create", False))  # every check passed: the run is recorded
@@ -743,6 +739,16 @@ class OrthoLabCLI(LightningCLI):
         if seed is not False and seed is not None:  # said now: a model or task refused above says only why
             logging.getLogger(SEED_LOGGER).info(rank_prefixed_message(f"Seed set to {seed}", _get_rank()))
         return trainer
+
+    def _check_task_data(self, config) -> None:
+        """The task's data there and its first batches as its TaskSpec says, before the run is recorded."""
+        place_cache = getattr(self.datamodule, "place_cache", None)
+        if place_cache is not None:  # a relative cache_dir lies under the runs folder, not the current one
+            place_cache(self._runs_dir())
+        check_data = getattr(self.datamodule, "check_data", None)
+        if check_data is not None:  # a corpus not there: one line, and no failed run left behind
+            check_data()
+        check_task(self.datamodule, self.subcommand, config.get("predict_split") or "test")  # training/task_check.py
 
     def _run_subcommand(self, subcommand: str) -> None:
         """A run stopped by a user error (a full disk, a bad checkpoint) keeps the one-line reason with its status."""
@@ -950,6 +956,11 @@ def task_spec_of(datamodule) -> dict:
         raise ConfigError(
             f"data.class_path = '{cls.__module__}.{cls.__qualname__}' is a base class, not a task (it "
             f"sets no TaskSpec); choose a task: {tasks} (`ortholab list tasks`)"
+        )
+    if not isinstance(spec, TaskSpec):
+        raise ConfigError(
+            f"{type(datamodule).__name__}.spec is a {type(spec).__name__}, not a TaskSpec: set self.spec = "
+            f"TaskSpec(name=..., input_size=..., ...) in its __init__ (docs/tasks.md#a-task-of-your-own)"
         )
     return spec.to_dict()
 

@@ -113,8 +113,13 @@ def _options(cls, skip: set[str]) -> dict:
     }
 
 
-def _summary(cls) -> str:
-    return (inspect.getdoc(cls) or "").splitlines()[0]
+def _summary(*described) -> str:
+    """The first docstring line of the first of `described` (a module, a class) that has one; '' if none does."""
+    for thing in described:
+        lines = (inspect.getdoc(thing) or "").strip().splitlines()
+        if lines:
+            return lines[0]
+    return ""
 
 
 def family_groups(family: str) -> list[str]:
@@ -150,7 +155,7 @@ def task_rows() -> list[dict]:
     for name, cls in TASKS.items():
         try:
             spec = cls().spec.to_dict()
-        except ConfigError:  # the task needs its data to describe itself (text: the vocabulary of its files)
+        except (ConfigError, TypeError):  # it needs its data (text: the vocabulary of its files) or arguments
             spec = None
         rows.append(
             {
@@ -158,7 +163,7 @@ def task_rows() -> list[dict]:
                 "class": f"{cls.__module__}.{cls.__qualname__}",
                 "spec": spec,
                 "options": _options(cls, {"self"}),
-                "summary": _summary(inspect.getmodule(cls)),
+                "summary": _summary(inspect.getmodule(cls), cls),
             }
         )
     return rows

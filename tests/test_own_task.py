@@ -1,0 +1,233 @@
+"""A task of the user's own: docs/tasks.md's example lists, trains and is recorded as OrthoLab's tasks are; a task
+whose batches or TaskSpec disagree is one line naming the split, the tensor and the fix, before anything is recorded."""
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from test_cli import ortholab
+
+from ortholab.cli.main import main
+from ortholab.datamodules import TASKS, TaskDataModule, TaskSpec, register_task
+from ortholab.datamodules.adding import AddingTask
+from ortholab.datamodules.copying import CopyingTask
+from ortholab.db import Store
+from ortholab.errors import ConfigError
+from ortholab.training.task_check import check_batch, check_task
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _docs_example() -> str:
+    """docs/tasks.md's module, as a user copies it."""
+    text = (REPO / "docs" / "tasks.md").read_text()
+    return re.search(r"```python\n(# mytasks\.py\n.*?)```", text, re.DOTALL).group(1)
+
+
+def test_the_docs_task_of_ones_own_is_listed_trained_and_recorded_by_its_name(tmp_path):
+    (tmp_path / "mytasks.py").write_text(_docs_example())
+    env = {k: v for k, v in os.environ.items() if k != "ORTHOLAB_DB"} | {
+        "ORTHOLAB_CONFIG_MODULES": "mytasks",
+        "PYTHONPATH": str(tmp_path),
+        "ORTHOLAB_RUNS": str(tmp_path / "runs"),
+    }
+    listed = ortholab("list", "tasks", cwd=tmp_path, env=env)
+    assert listed.returncode == 0, listed.stderr
+    (row,) = [line for line in listed.stdout.splitlines() if line.startswith("sign_of_sum ")]
+    assert "cross_entropy" in row and "last_step" in row, row
+    args = ["--data", "sign_of_sum", "--data.seq_len", "20", "--model.family", "scornn", "--model.hidden_size", "8"]
+    steps = ["--trainer.max_steps", "20", "--trainer.val_check_interval", "10"]
+    done = ortholab("fit", *args, *steps, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    store = Store(f"sqlite:///{tmp_path / 'runs' / 'ortholab.db'}")
+    (run,) = store.list_runs()
+    assert (run.name, run.status, run.steps) == ("sign_of_sum_scornn", "finished", 20)
+    points = store.metric_series(run.id, "val/acc")
+    assert [p.step for p in points] == [10, 20] and all(0 <= p.value <= 1 for p in points)
+
+
+class Coin(TaskDataModule):
+    """A well-formed task of one's own (N sequences of T Gaussian steps, the class the sign of their sum); the
+    broken ones below each change one thing of it."""
+
+    def __init__(self, seq_len: int = 6, size: int = 20, batch_size: int = 10, **spec):
+        super().__init__(batch_size)
+        self.seq_len, self.size = seq_len, size
+        fields = dict(input_size=1, output_size=2, readout="last_step", loss="cross_entropy", main_metric="val/acc")
+        self.spec = TaskSpec(name="coin", main_metric_mode="max", **(fields | spec))
+
+    def make_split(self, split):
+        inputs = torch.randn(self.size, self.seq_len, 1, generator=torch.Generator().manual_seed(len(split)))
+        return inputs, (inputs.sum(dim=(1, 2)) > 0).long()
+
+
+class TwoChannels(Coin):
+    def make_split(self, split):
+        inputs, targets = super().make_split(split)
+        return torch.cat([inputs, inputs], dim=2), targets
+
+
+class NoChannelAxis(Coin):
+    def make_split(self, split):
+        inputs, targets = super().make_split(split)
+        return inputs[..., 0], targets
+
+
+class FloatClasses(Coin):
+    def make_split(self, split):
+        inputs, targets = super().make_split(split)
+        return inputs, targets.float()
+
+
+class ClassPerStep(Coin):
+    def make_split(self, split):
+        inputs, targets = super().make_split(split)
+        return inputs, targets[:, None].expand(-1, self.seq_len).contiguous()
+
+
+class ClassesFromOne(Coin):
+    def make_split(self, split):
+        inputs, targets = super().make_split(split)
+        return inputs, targets + 1
+
+
+class FloatMask(Coin):
+    def make_split(self, split):
+        inputs, targets = super().make_split(split)
+        return inputs, targets, torch.ones(inputs.shape[:2])
+
+
+class OnlyInputs(Coin):
+    def make_split(self, split):
+        return (super().make_split(split)[0],)
+
+
+class BrokenInValidationOnly(Coin):
+    def make_split(self, split):
+        inputs, targets = super().make_split(split)
+        return (inputs, targets) if split == "train" else (inputs, targets[:, None])
+
+
+class NoSplits(TaskDataModule):
+    def __init__(self, batch_size: int = 10):
+        super().__init__(batch_size)
+        self.spec = TaskSpec(name="nothing", input_size=1, output_size=2, readout="last_step", loss="cross_entropy")
+
+
+class MetricNotLogged(Coin):
+    def __init__(self, batch_size: int = 10):
+        super().__init__(batch_size=batch_size, main_metric="val/accuracy")
+
+
+class SpecAsDict(Coin):
+    def __init__(self, batch_size: int = 10):
+        super().__init__(batch_size=batch_size)
+        self.spec = self.spec.to_dict()
+
+
+def _fit_fails(tmp_path, monkeypatch, capsys, task: str) -> str:
+    """`ortholab fit --data test_own_task.<task>`: the one error line (exit 2, no traceback), and no store made."""
+    monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", "test_own_task")  # the user's module, opted in
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "runs.db"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--data", f"test_own_task.{task}", "--model.hidden_size", "8", "--db", f"sqlite:///{db}"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "Traceback" not in err, err
+    (line,) = [line for line in err.splitlines() if line.startswith("ortholab: error:")]
+    assert not db.exists() and not (tmp_path / "runs").exists()  # nothing recorded
+    return line
+
+
+@pytest.mark.parametrize(
+    "task,expected",
+    [
+        ("TwoChannels", "TwoChannels (train split): the inputs are torch.float32 (2, 6, 2); the TaskSpec expects real "
+         "values (batch, steps, 1) (input_size = 1); set input_size = 2, or return float inputs of that shape"),
+        ("NoChannelAxis", "the inputs are torch.float32 (2, 6); the TaskSpec expects real values (batch, steps, 1) "
+         "(input_size = 1); add the channel axis"),
+        ("FloatClasses", "FloatClasses (train split): the targets are torch.float32 (2,); the TaskSpec expects class "
+         "ids for loss 'cross_entropy' and readout 'last_step': an integer (batch,) = (2,) tensor"),
+        ("ClassPerStep", "the targets are torch.int64 (2, 6); the TaskSpec expects class ids for loss "
+         "'cross_entropy' and readout 'last_step'"),
+        ("ClassesFromOne", "the target classes run from 1 to 2; the TaskSpec expects classes 0..1 (output_size = 2); "
+         "set output_size = 3 or number the classes from 0"),
+        ("FloatMask", "the mask is torch.float32 (2, 6); the TaskSpec expects a bool (batch, steps) = (2, 6) mask"),
+        ("OnlyInputs", "OnlyInputs (train split): a batch is (inputs, targets) or (inputs, targets, mask), got 1 "
+         "items"),
+        ("BrokenInValidationOnly", "BrokenInValidationOnly (val split): the targets are torch.int64 (2, 1)"),
+        ("NoSplits", "NoSplits does not define make_split(split): return the split's (inputs, targets) tensors"),
+        ("MetricNotLogged", "MetricNotLogged: TaskSpec main_metric = 'val/accuracy' is not logged by loss "
+         "'cross_entropy'; choose one of ['val/loss', 'val/acc']"),
+        ("SpecAsDict", "SpecAsDict.spec is a dict, not a TaskSpec: set self.spec = TaskSpec("),
+    ],
+)  # fmt: skip
+def test_a_task_whose_batches_disagree_with_its_spec_is_one_line_and_records_nothing(
+    tmp_path, monkeypatch, capsys, task, expected
+):
+    line = _fit_fails(tmp_path, monkeypatch, capsys, task)
+    assert expected in line and "docs/tasks.md#a-task-of-your-own" in line, line
+
+
+@pytest.mark.parametrize(
+    "field,value,expected",
+    [
+        ("input_size", 0, "TaskSpec input_size = 0: a positive integer"),
+        ("output_size", 2.0, "TaskSpec output_size = 2.0: a positive integer"),
+        ("readout", "last", "TaskSpec readout = 'last': choose 'every_step'"),
+        ("loss", "", "TaskSpec loss = '': name a loss"),
+        ("main_metric", "acc", "TaskSpec main_metric = 'acc': a validation metric"),
+        ("main_metric_mode", "maximum", "TaskSpec main_metric_mode = 'maximum': 'min'"),
+        ("symbolic", 1, "TaskSpec symbolic = 1: True"),
+        ("baseline", float("nan"), "TaskSpec baseline = nan: a finite number"),
+        ("test_baseline", "0.5", "TaskSpec test_baseline = '0.5': a number"),
+    ],
+)
+def test_a_taskspec_field_out_of_range_is_a_value_error_naming_it(field, value, expected):
+    fields = dict(name="t", input_size=1, output_size=2, readout="last_step", loss="mse") | {field: value}
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        TaskSpec(**fields)
+
+
+def test_register_task_refuses_a_taken_name_or_a_class_that_is_not_a_task():
+    with pytest.raises(ValueError, match="name 'copying' is OrthoLab's CopyingTask already"):
+        register_task("copying", Coin)
+    with pytest.raises(ValueError, match="name must be a short identifier"):
+        register_task("my task", Coin)
+    with pytest.raises(TypeError, match="cls must be a subclass of ortholab.datamodules.TaskDataModule"):
+        register_task("coin", dict)
+    assert "coin" not in TASKS and TASKS["copying"] is CopyingTask  # nothing registered by a refusal
+
+
+def test_the_shipped_generated_tasks_pass_the_check_on_every_split_a_command_reads():
+    """Copying (symbol ids, a class per step), adding (one value per sequence), fresh copying batches (no train set
+    built): each layout the check knows is the layout OrthoLab's own tasks serve."""
+    tasks = [
+        CopyingTask(seq_len=5, train_size=20, val_size=10, test_size=10, batch_size=10, eval_batch_size=10),
+        CopyingTask(seq_len=5, val_size=10, test_size=10, batch_size=10, eval_batch_size=10, fresh_batches=True),
+        AddingTask(seq_len=5, train_size=20, val_size=10, test_size=10, batch_size=10, eval_batch_size=10),
+    ]
+    for task in tasks:
+        for stage in ("fit", "validate", "test", "predict"):
+            check_task(task, stage)
+    assert "train" not in tasks[1]._splits  # fresh batches: the check built no training set
+
+
+def test_a_padded_batch_with_a_per_step_real_target_and_its_mask_passes():
+    spec = TaskSpec(name="frames", input_size=3, output_size=3, readout="every_step", loss="frame_mse")
+    inputs, mask = torch.zeros(2, 4, 3), torch.tensor([[True] * 4, [True, True, False, False]])
+    check_batch((inputs, torch.zeros(2, 4, 3), mask), spec, "frames")
+    with pytest.raises(ConfigError, match=re.escape("the targets are torch.float32 (2, 4, 2)")):
+        check_batch((inputs, torch.zeros(2, 4, 2), mask), spec, "frames")
+    with pytest.raises(ConfigError, match=re.escape("the inputs are torch.int64 (2, 4, 3)")):
+        check_batch((inputs.long(), torch.zeros(2, 4, 3), mask), spec, "frames")
+
+
+def test_symbol_ids_beyond_the_vocabulary_name_the_size_that_holds_them():
+    spec = TaskSpec(name="ids", input_size=5, output_size=5, readout="every_step", loss="cross_entropy", symbolic=True)
+    with pytest.raises(ConfigError, match=re.escape("the input ids run from 0 to 7; the TaskSpec expects ids in 0..4")):
+        check_batch((torch.tensor([[0, 7]]), torch.tensor([[0, 1]])), spec, "ids")
+    with pytest.raises(ConfigError, match=re.escape("set symbolic = False for real inputs")):
+        check_batch((torch.zeros(1, 2, 5), torch.tensor([[0, 1]])), spec, "ids")

@@ -1,0 +1,151 @@
+"""A task's first batch checked against its TaskSpec before a run is recorded: a task of one's own that returns
+inputs, targets or a mask of the wrong shape or kind is one line naming the split, the tensor and the fix, not a
+traceback from inside the model or the loss (docs/tasks.md#a-task-of-your-own)."""
+
+from __future__ import annotations
+
+import torch
+from torch.utils.data import DataLoader
+
+from ortholab.datamodules.spec import TaskSpec
+from ortholab.errors import ConfigError
+from ortholab.training.objectives import OBJECTIVES
+
+FIX = "docs/tasks.md#a-task-of-your-own"
+
+
+def splits_checked(datamodule, stage: str | None, predict_split: str = "test") -> list[str]:
+    """The splits a command reads: training reads train (unless the task draws it afresh) and val."""
+    if stage == "fit":
+        return [*(["train"] if not getattr(datamodule, "fresh_batches", False) else []), "val"]
+    return {"validate": ["val"], "test": ["test"], "predict": [predict_split]}.get(stage or "", [])
+
+
+def check_task(datamodule, stage: str | None, predict_split: str = "test") -> None:
+    """ConfigError (one line) when the task's main metric is one no objective logs, or the first batch of a split
+    `stage` reads does not match its TaskSpec."""
+    spec, task = datamodule.spec, type(datamodule).__name__
+    check_main_metric(spec, task)
+    for split in splits_checked(datamodule, stage, predict_split):
+        check_batch(first_batch(datamodule, split, task), spec, f"{task} ({split} split)")
+
+
+def check_main_metric(spec: TaskSpec, task: str) -> None:
+    """The main metric (the best checkpoint's monitor) is `val/loss` or a metric the task's objective logs."""
+    objective = OBJECTIVES.get(spec.loss)
+    if objective is None:  # an unknown loss: the model refuses it in one line of its own
+        return
+    logged = ["val/loss", *(f"val/{name}" for name in objective(spec).metrics())]
+    if spec.main_metric not in logged:
+        raise ConfigError(
+            f"{task}: TaskSpec main_metric = {spec.main_metric!r} is not logged by loss {spec.loss!r}; "
+            f"choose one of {logged} ({FIX})"
+        )
+
+
+def first_batch(datamodule, split: str, task: str):
+    """The first two sequences of `split`, batched as the split's loaders batch them."""
+    try:
+        data = datamodule.dataset(split)
+    except NotImplementedError:
+        raise ConfigError(
+            f"{task} does not define make_split(split): return the split's (inputs, targets) tensors from it, or "
+            f"its Dataset from make_dataset(split) ({FIX})"
+        ) from None
+    if len(data) == 0:
+        raise ConfigError(f"{task} ({split} split) holds no sequences; make_split must return at least one")
+    loader = DataLoader(data, batch_size=min(2, len(data)), collate_fn=getattr(data, "collate", None))
+    return next(iter(loader))
+
+
+def _shape(tensor: torch.Tensor) -> str:
+    return str(tuple(tensor.shape))  # (2,) (2, 50, 1)
+
+
+def _refuse(where: str, what: str, expected: str, fix: str) -> None:
+    raise ConfigError(f"{where}: {what}; the TaskSpec expects {expected}; {fix} ({FIX})")
+
+
+def check_batch(batch, spec: TaskSpec, where: str) -> None:
+    """(inputs, targets) or (inputs, targets, mask) as the model and the loss the TaskSpec names read them."""
+    if not isinstance(batch, (tuple, list)) or len(batch) not in (2, 3):
+        kind = f"{len(batch)} items" if isinstance(batch, (tuple, list)) else type(batch).__name__
+        raise ConfigError(f"{where}: a batch is (inputs, targets) or (inputs, targets, mask), got {kind} ({FIX})")
+    for name, tensor in zip(("inputs", "targets", "mask"), batch):
+        if not isinstance(tensor, torch.Tensor):
+            raise ConfigError(f"{where}: the {name} are a {type(tensor).__name__}, not a torch.Tensor ({FIX})")
+    check_inputs(batch[0], spec, where)
+    steps = batch[0].shape[1]
+    check_targets(batch[1], spec, where, steps)
+    if len(batch) == 3:
+        mask = batch[2]
+        if mask.dtype != torch.bool or tuple(mask.shape) != tuple(batch[0].shape[:2]):
+            _refuse(
+                where,
+                f"the mask is {mask.dtype} {_shape(mask)}",
+                f"a bool (batch, steps) = {tuple(batch[0].shape[:2])} mask, True at valid steps",
+                "return mask.bool() of that shape from make_split, or no mask",
+            )
+
+
+def check_inputs(inputs: torch.Tensor, spec: TaskSpec, where: str) -> None:
+    """Symbol ids (batch, steps) below input_size, or real values (batch, steps, input_size)."""
+    if spec.symbolic:
+        if inputs.dim() != 2 or inputs.is_floating_point() or inputs.is_complex():
+            _refuse(
+                where,
+                f"the inputs are {inputs.dtype} {_shape(inputs)}",
+                "symbol ids: an integer (batch, steps) tensor (symbolic = True)",
+                "return .long() ids of that shape, or set symbolic = False for real inputs",
+            )
+        low, high = int(inputs.min()), int(inputs.max())
+        if low < 0 or high >= spec.input_size:
+            _refuse(
+                where,
+                f"the input ids run from {low} to {high}",
+                f"ids in 0..{spec.input_size - 1} (input_size = {spec.input_size}, the vocabulary's size)",
+                f"set input_size = {max(high + 1, spec.input_size)} or map the ids into that range",
+            )
+        return
+    if inputs.dim() != 3 or inputs.shape[-1] != spec.input_size or not inputs.is_floating_point():
+        channels = f"set input_size = {inputs.shape[-1]}, or " if inputs.dim() == 3 else "add the channel axis: "
+        _refuse(
+            where,
+            f"the inputs are {inputs.dtype} {_shape(inputs)}",
+            f"real values (batch, steps, {spec.input_size}) (input_size = {spec.input_size})",
+            f"{channels}return float inputs of that shape (symbolic = True for integer ids (batch, steps))",
+        )
+
+
+def check_targets(targets: torch.Tensor, spec: TaskSpec, where: str, steps: int) -> None:
+    """Class ids (cross-entropy) or values (every other loss), one per sequence or one per step as the readout."""
+    per_step = spec.readout == "every_step"
+    if spec.loss in ("cross_entropy", "cross_entropy_bits"):
+        expected = (len(targets), steps) if per_step else (len(targets),)
+        if targets.is_floating_point() or targets.is_complex() or tuple(targets.shape) != expected:
+            _refuse(
+                where,
+                f"the targets are {targets.dtype} {_shape(targets)}",
+                f"class ids for loss {spec.loss!r} and readout {spec.readout!r}: an integer "
+                f"{'(batch, steps)' if per_step else '(batch,)'} = {expected} tensor",
+                "return .long() class ids of that shape from make_split",
+            )
+        low, high = int(targets.min()), int(targets.max())
+        if low < 0 or high >= spec.output_size:
+            _refuse(
+                where,
+                f"the target classes run from {low} to {high}",
+                f"classes 0..{spec.output_size - 1} (output_size = {spec.output_size})",
+                f"set output_size = {max(high + 1, spec.output_size)} or number the classes from 0",
+            )
+        return
+    expected = (len(targets), *((steps,) if per_step else ()), spec.output_size)
+    if not targets.is_floating_point() or tuple(targets.shape) != expected:
+        layout = "(batch, steps, output_size)" if per_step else "(batch, output_size)"
+        _refuse(
+            where,
+            f"the targets are {targets.dtype} {_shape(targets)}",
+            f"real values for loss {spec.loss!r} and readout {spec.readout!r}: {layout} = {expected}",
+            "return float targets of that shape from make_split (a last-step target keeps its channel axis: "
+            "y[:, None] for one value)",
+        )
