@@ -254,6 +254,25 @@ def test_slurms_sigusr1_stops_the_run_with_its_checkpoint_and_no_requeue_of_a_ne
     assert_same_training(store, run, reference)
 
 
+def test_a_stale_hpc_checkpoint_in_the_current_folder_is_not_loaded_into_a_new_run_under_slurm(tmp_path):
+    """Under SLURM, Lightning loads the newest hpc_ckpt_N.ckpt of trainer.default_root_dir into a fit given no
+    checkpoint; that folder was the current one, where earlier Lightning jobs (or OrthoLab before SIGUSR1 stopped runs
+    itself) left them. A new run now starts from its own initialisation, as without SLURM."""
+    slurm = {"SLURM_NTASKS": "1", "SLURM_JOB_NAME": "job", "SLURM_JOB_ID": "42", "SLURM_NODELIST": "localhost"}
+    slurm |= {"SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0"}
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    first = ortholab(tmp_path, "fit", "--config", DEMO, *RUN, "--db", db)
+    assert first.returncode == 0, first.stderr
+    (earlier,) = Store(db).list_runs()
+    shutil.copy(Path(Store(db).get_run(earlier.id).run_dir) / "checkpoints" / "last.ckpt", tmp_path / "hpc_ckpt_1.ckpt")
+    second = ortholab(tmp_path, "fit", "--config", DEMO, *RUN, "--db", db, env=slurm)
+    assert second.returncode == 0, second.stderr
+    assert "hpc_ckpt" not in second.stdout + second.stderr
+    run = max(Store(db).list_runs(), key=lambda r: r.id)
+    steps = [p.step for p in Store(db).metric_series(run.id, "train/loss")]
+    assert run.id != earlier.id and len(steps) == 12 and steps[0] == 0  # all 12 steps, not none after the file's 12
+
+
 # an epoch-bounded run (3 epochs of 4 batches, shuffled), validated and tested at each epoch end as the MNIST rows
 EPOCHS = [
     *TINY,

@@ -717,6 +717,8 @@ class OrthoLabCLI(LightningCLI):
         plugins = list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
         if not any(isinstance(p, CheckpointIO) for p in plugins):  # checkpoints written atomically in their folder
             plugins.append(AtomicCheckpointIO())
+        if not config.trainer.get("default_root_dir"):  # not the current folder: under SLURM, Lightning loads the
+            kwargs.setdefault("default_root_dir", self._runs_dir())  # hpc_ckpt_N.ckpt it finds there into a new run
         try:
             trainer = super().instantiate_trainer(callbacks=configured + extra, plugins=plugins, **kwargs)
         except (ValueError, TypeError) as err:  # Lightning refuses a trainer.* value (`accelerator='gpuu'`)
