@@ -30,6 +30,7 @@ page = st.navigation(
         st.Page("views/audio.py", title="Audio", icon=":material/graphic_eq:"),
         st.Page("views/compare.py", title="Compare", icon=":material/compare_arrows:"),
         st.Page("views/papers.py", title="Papers", icon=":material/menu_book:"),
+        st.Page("views/artifacts.py", title="Artifacts", icon=":material/category:"),
     ]
 )
 state.sidebar_selection(runs)

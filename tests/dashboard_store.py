@@ -110,6 +110,40 @@ SPEECH_POINTS = {
 }
 
 
+OWN_STEPS = (0, 100, 200)
+
+
+def add_own_artifacts(store: Store, run: int) -> None:
+    """What a user's own callback records (docs/configs.md): an array per step, a number per step, a matrix, JSON,
+    a PNG image and an artifact with meta only."""
+    for k, step in enumerate(OWN_STEPS):
+        values = np.linspace(1.0 + k, 0.5, 16)
+        add = store.add_artifact
+        add(run, "singular_values", "recurrent", step=step, data=array_to_bytes(values), media_type=NPY_MEDIA_TYPE)
+        add(run, "spectral_norm", "recurrent", step=step, data=array_to_bytes(values[:1]), media_type=NPY_MEDIA_TYPE)
+    for step in (100, 200):
+        gram = array_to_bytes(own_gram(step))
+        store.add_artifact(run, "gram", "recurrent", step=step, data=gram, media_type=NPY_MEDIA_TYPE)
+    notes = json.dumps({"rank": 16, "condition": 3.0}).encode()
+    store.add_artifact(run, "notes", "summary", step=200, data=notes, media_type="application/json")
+    store.add_artifact(run, "picture", "weights", step=200, data=png_bytes(), media_type="image/png")
+    store.add_artifact(run, "marker", "epoch-end", step=100, meta={"epoch": 1, "note": "learning rate halved"})
+
+
+def own_gram(step: int) -> np.ndarray:
+    return np.eye(4) + step / 1000 * np.arange(16).reshape(4, 4)
+
+
+def png_bytes() -> bytes:
+    """A 24 x 16 gradient as PNG bytes."""
+    from PIL import Image
+
+    pixels = np.linspace(0, 255, 24 * 16).reshape(16, 24).astype(np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
 def add_hand_written_runs(store: Store) -> dict[str, int]:
     """Runs covering what the pages show; returns name -> run id. Points are stamped from now on."""
     ids = {}
@@ -168,6 +202,7 @@ def add_hand_written_runs(store: Store) -> dict[str, int]:
             np.linspace(-1, 1, 30 * 16, dtype=np.float32).reshape(30, 16),
             unshifted=False,
         )
+    add_own_artifacts(store, run)
     store.update_run(run, parameter_count=1_500)
     store.set_status(run, "finished")
 

@@ -32,7 +32,7 @@ from ortholab.db import Store
 from ortholab.db.artifacts import AUDIO
 
 REAL_BASELINE = 10 * np.log(8) / (5 + 20)  # the real run's copying task has T = 5
-PAGES = ["runs", "curves", "eigenvalues", "gradients", "audio", "compare"]
+PAGES = ["runs", "curves", "eigenvalues", "gradients", "audio", "compare", "artifacts"]
 
 
 @pytest.fixture(scope="module")

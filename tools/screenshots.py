@@ -1,10 +1,12 @@
 """Screenshots of every dashboard page for the documentation, from a store of small REAL runs.
 
-    python tools/screenshots.py [--out docs/images] [--work DIR [--reuse]] [--keep]      (`make screenshots`)
+    python tools/screenshots.py [--out docs/images] [--work DIR [--reuse]] [--keep] [--only NAME ...]
+                                                                                          (`make screenshots`)
 
 1. Trains a few small runs with `ortholab fit` into a fresh SQLite store (scoRNN and LSTM on copying and on adding,
-   scuRNN on copying, a tiny speech run with audio clips when the FSDD recordings are at ../shared/data) and runs
-   one paper row at `cpu-smoke` scale, so every page has real data to show.
+   scuRNN on copying, scoRNN with docs/configs.md's callback of one's own, a tiny speech run with audio clips when
+   the FSDD recordings are at ../shared/data) and runs one paper row at `cpu-smoke` scale, so every page has real
+   data to show.
 2. Serves the dashboard on that store (`ortholab dashboard`, a free local port) and drives Debian's headless
    Chromium through Selenium over every page that app/main.py registers (read from its `st.Page(...)` calls, so a
    new page gets its picture), waiting until each has rendered.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import ast
 import os
+import re
 import shutil
 import signal
 import socket
@@ -51,7 +54,12 @@ CHROMIUM_FLAGS = [  # as tests/test_dashboard_browser.py: no background connecti
     "--hide-scrollbars",
 ]
 SIDEWAYS = {"", "compare"}  # pages whose tables are wider than the page by design (tests/test_dashboard_browser.py)
-CHART_PAGES = {"curves", "eigenvalues", "gradients"}  # pages that draw a plotly chart once their runs are selected
+CHART_PAGES = {
+    "curves",
+    "eigenvalues",
+    "gradients",
+    "artifacts",
+}  # pages that draw a plotly chart once their runs are selected
 WINDOW = (1400, 1700)  # tall enough that a chart page shows its first chart whole
 QUIET = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
 
@@ -78,10 +86,10 @@ def dashboard_pages(main: Path = APP_MAIN) -> list[dict]:
     return pages
 
 
-def ortholab(*args: str, cwd: Path) -> None:
+def ortholab(*args: str, cwd: Path, env: dict | None = None) -> None:
     command = [sys.executable, "-c", "from ortholab.cli.main import main; main()", *args]
     print("$ ortholab " + " ".join(args), flush=True)
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})})
     if done.returncode != 0:
         raise SystemExit(f"ortholab {args[0]} failed:\n{done.stderr[-3000:]}")
 
@@ -137,6 +145,30 @@ def adding_config(family: str, hidden: int, family_args: dict, optimizers: dict)
 RMSPROP_TF = {"recurrent": {"name": "rmsprop_tf", "lr": 1.0e-4}, "other": {"name": "rmsprop_tf", "lr": 1.0e-3}}
 
 
+SELECTIONS = {  # the runs each picture selects, by name
+    "copying": ["scornn-copying", "lstm-copying"],
+    "eigen": ["scornn-copying", "scurnn-copying"],
+    "adding": ["scornn-adding", "lstm-adding"],
+    "own": ["scornn-own-callback"],
+    "speech": ["scornn-speech"],
+}
+
+
+def train_with_own_callback(work: Path, configs: Path, config: dict, common: list[str]) -> None:
+    """scoRNN on copying with docs/configs.md's SingularValues callback, as a user writes it: the Artifacts page's
+    run (singular values of W every 25 steps)."""
+    text = (REPO / "docs" / "configs.md").read_text()
+    module = re.search(r"```python\n(# mylab/callbacks\.py\n.*?)```", text, re.DOTALL).group(1)
+    (work / "mylab").mkdir(exist_ok=True)
+    (work / "mylab" / "__init__.py").write_text("")
+    (work / "mylab" / "callbacks.py").write_text(module)
+    name, every = "scornn-own-callback", str(max(STEPS // 16, 1))
+    callback = ["--trainer.callbacks+=mylab.callbacks.SingularValues", "--trainer.callbacks.every_n_steps", every]
+    path = str(write_config(configs, name, config))
+    env = {"ORTHOLAB_CONFIG_MODULES": "mylab.callbacks", "PYTHONPATH": str(work)}
+    ortholab("fit", "--config", path, "--name", name, *callback, *common, cwd=work, env=env)
+
+
 def build_store(work: Path) -> tuple[str, dict[str, list[str]]]:
     """Train the runs; returns the store's URL and, per selection name, the run names to select."""
     url = f"sqlite:///{work / 'store.db'}"
@@ -161,12 +193,8 @@ def build_store(work: Path) -> tuple[str, dict[str, list[str]]]:
     }
     for name, config in plan.items():
         ortholab("fit", "--config", str(write_config(configs, name, config)), "--name", name, *common, cwd=work)
-    selections = {
-        "copying": ["scornn-copying", "lstm-copying"],
-        "eigen": ["scornn-copying", "scurnn-copying"],
-        "adding": ["scornn-adding", "lstm-adding"],
-        "speech": [],
-    }
+    train_with_own_callback(work, configs, plan["scornn-copying"], common)
+    selections = {**SELECTIONS, "speech": []}
     if FSDD.is_dir():  # a tiny speech run: a few steps, then SegSNR/STOI/PESQ and clips of its reconstructions
         ortholab(
             "fit",
@@ -295,6 +323,7 @@ def selection_for(name: str, selections: dict[str, list[str]]) -> list[str]:
     return {
         "eigenvalues": selections["eigen"],
         "audio": selections["speech"] or selections["copying"],
+        "artifacts": selections["own"],
         "runs": [],
         "curves-adding": selections["adding"],
     }.get(name, selections["copying"])
@@ -310,12 +339,7 @@ def existing_store(work: Path) -> tuple[str, dict[str, list[str]]]:
     """The store a previous run of this script left in `work` (--reuse): its URL and the same selections."""
     url = f"sqlite:///{work / 'store.db'}"
     names = set(run_ids(url))
-    selections = {
-        "copying": ["scornn-copying", "lstm-copying"],
-        "eigen": ["scornn-copying", "scurnn-copying"],
-        "adding": ["scornn-adding", "lstm-adding"],
-        "speech": ["scornn-speech"] if "scornn-speech" in names else [],
-    }
+    selections = {**SELECTIONS, "speech": SELECTIONS["speech"] if "scornn-speech" in names else []}
     missing = {n for s in selections.values() for n in s} - names
     if missing:
         raise SystemExit(f"--reuse: {work / 'store.db'} lacks the runs {sorted(missing)}; run without --reuse")
@@ -330,11 +354,15 @@ def cut_text(driver, page: dict) -> list[str]:
     return [f"{page['name']}: {what}" for what in found]
 
 
-def take(out: Path, work: Path, reuse: bool = False) -> list[Path]:
-    url, selections = existing_store(work) if reuse else build_store(work)
-    ids = run_ids(url)
+def take(out: Path, work: Path, reuse: bool = False, only: list[str] | None = None) -> list[Path]:
     pages = dashboard_pages()
     shots = [*pages, {"name": "curves-adding", "url": "curves", "title": "Curves"}]
+    unknown = set(only or []) - {shot["name"] for shot in shots}
+    if unknown:
+        raise SystemExit(f"--only {sorted(unknown)}: no such picture; choose among {[s['name'] for s in shots]}")
+    shots = [shot for shot in shots if not only or shot["name"] in only]
+    url, selections = existing_store(work) if reuse else build_store(work)
+    ids = run_ids(url)
     server, base = serve(url, work)
     driver = browser(work / "chromium-profile")
     written, cut = [], []
@@ -372,6 +400,9 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="with --work: take the pictures from the store a previous run left there instead of training again",
     )
+    parser.add_argument(
+        "--only", nargs="+", metavar="NAME", help="write only these pictures (e.g. artifacts curves-adding)"
+    )
     args = parser.parse_args(argv)
     STEPS = args.steps
     if args.reuse and args.work is None:
@@ -379,7 +410,7 @@ def main(argv: list[str] | None = None) -> None:
     work = args.work or Path(tempfile.mkdtemp(prefix="ortholab-screenshots-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        take(args.out.resolve(), work.resolve(), reuse=args.reuse)
+        take(args.out.resolve(), work.resolve(), reuse=args.reuse, only=args.only)
     finally:
         if args.work is None and not args.keep:
             shutil.rmtree(work, ignore_errors=True)
