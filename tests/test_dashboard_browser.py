@@ -53,6 +53,7 @@ PAGES = {  # url path -> (title, plotly charts expected)
     "audio": ("Audio", True),
     "compare": ("Compare", False),  # parallel coordinates need numeric params in every selected run
     "papers": ("Papers", False),
+    "artifacts": ("Artifacts", True),  # scornn-snapshots' own kinds: the first, a matrix, as a heatmap
 }
 SIDEWAYS = {"", "compare"}  # pages whose tables are wider than the page by design: one column per field / per run
 
