@@ -497,7 +497,20 @@ def heatmap_figure(
     fig = go.Figure(trace)
     _x_axis(fig, x_title)
     fig.layout.yaxis = dict(title=dict(text=y_title))
+    fig.update_xaxes(tick0=0, dtick=index_tick_step(z.shape[1]))  # whole rows and columns, never 0.5
+    fig.update_yaxes(tick0=0, dtick=index_tick_step(z.shape[0]))
     return _layout(fig, title=title)
+
+
+def index_tick_step(size: int, most: int = 10) -> int:
+    """The step between index ticks: the smallest of 1, 2, 5, 10, 20, 50, ... that puts at most `most` ticks on an
+    axis of `size` whole indices."""
+    magnitude = 1
+    while True:
+        for unit in (1, 2, 5):
+            if size / (unit * magnitude) <= most:
+                return unit * magnitude
+        magnitude *= 10
 
 
 def spectrogram_figure(times: np.ndarray, freqs: np.ndarray, power_db: np.ndarray, *, title: str) -> go.Figure:

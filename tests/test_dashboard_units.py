@@ -773,3 +773,11 @@ def test_a_log_axis_of_one_value_has_ticks_to_read_it_by():
     assert low < np.log10(drift) < high
     spread = log_axis_layout(log_scale([np.array([1e-3, 1e-1])]))
     assert spread["tickvals"][0] == 1e-3 and spread["tickvals"][-1] == 0.1  # a range with ticks stays as it was
+
+
+def test_heatmap_ticks_fall_on_whole_rows_and_columns():
+    from ortholab.app.figures import heatmap_figure, index_tick_step
+
+    assert [index_tick_step(n) for n in (1, 4, 10, 11, 25, 50, 100, 170, 784)] == [1, 1, 1, 2, 5, 5, 10, 20, 100]
+    figure = heatmap_figure(np.ones((4, 30)), x_title="t", y_title="unit")
+    assert (figure.layout.xaxis.tick0, figure.layout.xaxis.dtick, figure.layout.yaxis.dtick) == (0, 5, 1)
