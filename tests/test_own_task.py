@@ -231,3 +231,18 @@ def test_symbol_ids_beyond_the_vocabulary_name_the_size_that_holds_them():
         check_batch((torch.tensor([[0, 7]]), torch.tensor([[0, 1]])), spec, "ids")
     with pytest.raises(ConfigError, match=re.escape("set symbolic = False for real inputs")):
         check_batch((torch.zeros(1, 2, 5), torch.tensor([[0, 1]])), spec, "ids")
+
+
+def test_a_mistyped_name_of_ones_own_task_is_answered_with_its_class_path(tmp_path, monkeypatch, capsys):
+    (tmp_path / "mytasks.py").write_text(_docs_example())
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", "mytasks")
+    monkeypatch.chdir(tmp_path)
+    try:
+        for given in ("sign_of_sun", "mytasks.SignOfSun"):
+            with pytest.raises(SystemExit) as exit_info:
+                main(["fit", "--data", given, "--db", f"sqlite:///{tmp_path / 'runs.db'}"])
+            err = capsys.readouterr().err
+            assert exit_info.value.code == 2 and "did you mean mytasks.SignOfSum?" in err, err
+    finally:
+        TASKS.pop("sign_of_sum", None)  # registered by importing the module in this process

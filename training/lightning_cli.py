@@ -382,7 +382,7 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
     if missing:
         from ortholab.datamodules import TASKS
 
-        close = difflib.get_close_matches(missing.group(1), [f"datamodules.{c.__name__}" for c in TASKS.values()], 1)
+        close = difflib.get_close_matches(missing.group(1), [task_class_path(c) for c in TASKS.values()], 1)
         hint = f"did you mean {close[0]}? " if close else ""
         return (
             f"data.class_path = {missing.group(1)!r} is not a registered task; {hint}`ortholab list tasks` shows them"
@@ -393,19 +393,18 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
         # (task_short_names maps it on the command line)
         from ortholab.datamodules import TASKS
 
-        paths = {name: f"datamodules.{cls.__name__}" for name, cls in TASKS.items()}
+        paths = {name: task_class_path(cls) for name, cls in TASKS.items()}
         close = difflib.get_close_matches(undotted.group(1), [*paths, *paths.values()], 1)
         hint = f"did you mean {close[0] if helped else paths.get(close[0], close[0])}? " if close else ""
         return (
             f"{'--data.help' if helped else 'data.class_path ='} {undotted.group(1)!r} is not a task's class path"
-            f"{' or name' if helped else ''}; {hint}`ortholab list tasks` names the tasks, each class path is "
-            f"datamodules.<class>"
+            f"{' or name' if helped else ''}; {hint}`ortholab list tasks` names the tasks and their classes"
         )
     refused = re.search(r"Import path (\S+) does not correspond to a subclass of (\w+)", message)
     if refused:
         from ortholab.datamodules import TASKS
 
-        tasks = ", ".join(f"datamodules.{cls.__name__}" for cls in TASKS.values())
+        tasks = ", ".join(task_class_path(cls) for cls in TASKS.values())
         return (
             f"data.class_path = {refused.group(1)!r} is not an OrthoLab task; a config may only name a "
             f"registered task ({tasks}; `ortholab list tasks`)"
@@ -954,7 +953,7 @@ def task_spec_of(datamodule) -> dict:
         from ortholab.datamodules import TASKS
 
         cls = type(datamodule)
-        tasks = ", ".join(f"datamodules.{task.__name__}" for task in TASKS.values())
+        tasks = ", ".join(task_class_path(task) for task in TASKS.values())
         raise ConfigError(
             f"data.class_path = '{cls.__module__}.{cls.__qualname__}' is a base class, not a task (it "
             f"sets no TaskSpec); choose a task: {tasks} (`ortholab list tasks`)"
