@@ -183,7 +183,7 @@ def test_nan_inputs_in_a_custom_dataset_name_the_split_and_sample(tmp_path, monk
         "--data.val_size",
         "20",
     )
-    assert "NaNTask (train split): the inputs hold 1 NaN/infinite values (first in sample 3)" in line  # read first
+    assert "NaNTask (val split): the inputs hold 1 NaN/infinite values (first in sample 3)" in line
 
 
 def test_every_row_of_the_docs_bad_input_table_names_an_existing_test():

@@ -15,7 +15,7 @@ from ortholab.datamodules.adding import AddingTask
 from ortholab.datamodules.copying import CopyingTask
 from ortholab.db import Store
 from ortholab.errors import ConfigError
-from ortholab.training.task_check import check_batch, check_task
+from ortholab.training.task_check import check_batch, check_task, splits_checked
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -202,8 +202,9 @@ def test_register_task_refuses_a_taken_name_or_a_class_that_is_not_a_task():
 
 
 def test_the_shipped_generated_tasks_pass_the_check_on_every_split_a_command_reads():
-    """Copying (symbol ids, a class per step), adding (one value per sequence), fresh copying batches (no train set
-    built): each layout the check knows is the layout OrthoLab's own tasks serve."""
+    """Copying (symbol ids, a class per step) and adding (one value per sequence): each layout the check knows is the
+    layout OrthoLab's own tasks serve. Copying serves its training batches through a loader of its own (fresh
+    batches drawn every step when asked): that split is left to it, and no training set is built for the check."""
     tasks = [
         CopyingTask(seq_len=5, train_size=20, val_size=10, test_size=10, batch_size=10, eval_batch_size=10),
         CopyingTask(seq_len=5, val_size=10, test_size=10, batch_size=10, eval_batch_size=10, fresh_batches=True),
@@ -212,7 +213,25 @@ def test_the_shipped_generated_tasks_pass_the_check_on_every_split_a_command_rea
     for task in tasks:
         for stage in ("fit", "validate", "test", "predict"):
             check_task(task, stage)
-    assert "train" not in tasks[1]._splits  # fresh batches: the check built no training set
+    assert [sorted(task._splits) for task in tasks] == [["test", "val"], ["test", "val"], ["test", "train", "val"]]
+
+
+class StreamedTraining(Coin):
+    """Training batches streamed by a loader of the task's own: no training split to build."""
+
+    def train_dataloader(self):
+        return [(torch.randn(10, self.seq_len, 1), torch.zeros(10, dtype=torch.long))]
+
+    def make_split(self, split):
+        if split == "train":
+            raise NotImplementedError
+        return super().make_split(split)
+
+
+def test_a_split_served_by_a_loader_of_the_tasks_own_is_left_to_it():
+    assert splits_checked(StreamedTraining(), "fit") == ["val"]
+    check_task(StreamedTraining(), "fit")  # no "does not define make_split"
+    assert splits_checked(Coin(), "predict", "train") == ["train"] and splits_checked(Coin(), None) == []
 
 
 def test_a_padded_batch_with_a_per_step_real_target_and_its_mask_passes():

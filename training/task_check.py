@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import DataLoader
 
+from ortholab.datamodules.base import TaskDataModule
 from ortholab.datamodules.spec import TaskSpec
 from ortholab.errors import ConfigError
 from ortholab.training.objectives import OBJECTIVES
@@ -14,11 +15,19 @@ from ortholab.training.objectives import OBJECTIVES
 FIX = "docs/tasks.md#a-task-of-your-own"
 
 
+LOADERS = {"train": "train_dataloader", "val": "val_dataloader", "test": "test_dataloader"}
+
+
 def splits_checked(datamodule, stage: str | None, predict_split: str = "test") -> list[str]:
-    """The splits a command reads: training reads train (unless the task draws it afresh) and val."""
-    if stage == "fit":
-        return [*(["train"] if not getattr(datamodule, "fresh_batches", False) else []), "val"]
-    return {"validate": ["val"], "test": ["test"], "predict": [predict_split]}.get(stage or "", [])
+    """The splits a command reads (training: train and val), less those the task serves through a loader of its own
+    (CopyingTask's fresh batches, a user's streamed data): what such a loader yields is the task's to say."""
+    splits = {"fit": ["train", "val"], "validate": ["val"], "test": ["test"], "predict": [predict_split]}
+    loaders = {**LOADERS, **({predict_split: "predict_dataloader"} if stage == "predict" else {})}
+    return [
+        split
+        for split in splits.get(stage or "", [])
+        if getattr(type(datamodule), loaders[split]) is getattr(TaskDataModule, loaders[split])
+    ]
 
 
 def check_task(datamodule, stage: str | None, predict_split: str = "test") -> None:
