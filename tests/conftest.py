@@ -33,6 +33,17 @@ CHECKOUT_RUNS = Path(__file__).resolve().parents[1] / "runs"
 RUNS_BEFORE = CHECKOUT_RUNS.exists()
 
 
+@pytest.fixture
+def fresh_dashboard_caches():
+    """st.cache_data/cache_resource outlive an AppTest; each test starts from the database itself (the dashboard's
+    tests use it: `pytestmark = pytest.mark.usefixtures("fresh_dashboard_caches")`)."""
+    from ortholab.app.data import clear_caches
+
+    clear_caches()
+    yield
+    clear_caches()
+
+
 def pytest_sessionfinish(session, exitstatus):
     if not RUNS_BEFORE and CHECKOUT_RUNS.exists() and not hasattr(session.config, "workerinput"):
         made = sorted(str(p.relative_to(CHECKOUT_RUNS)) for p in CHECKOUT_RUNS.glob("*/*"))[:5]

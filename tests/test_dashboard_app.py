@@ -25,7 +25,6 @@ from dashboard_store import (
 )
 from streamlit.testing.v1 import AppTest
 
-from ortholab.app.data import clear_caches
 from ortholab.app.figures import BASELINE_DASHES
 from ortholab.app.smoothing import debiased_ema
 from ortholab.db import Store
@@ -49,12 +48,7 @@ def lab(tmp_path_factory):
     store.close()
 
 
-@pytest.fixture(autouse=True)
-def fresh_caches():
-    """st.cache_data/cache_resource outlive an AppTest; each test starts from the database itself."""
-    clear_caches()
-    yield
-    clear_caches()
+pytestmark = pytest.mark.usefixtures("fresh_dashboard_caches")
 
 
 def series(store, run_id, key):

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from dashboard_store import OWN_STEPS, add_hand_written_runs, array, charts, notes, open_page, own_gram, rerun, traces
 
-from ortholab.app.data import clear_caches
 from ortholab.app.own_artifacts import DRAWN_ELSEWHERE, own_kinds, real_values, shown_as
 from ortholab.db import ArtifactRecord, Store
 from ortholab.db.artifacts import NPY_MEDIA_TYPE
@@ -23,11 +22,7 @@ def lab(tmp_path_factory):
     store.close()
 
 
-@pytest.fixture(autouse=True)
-def fresh_caches():
-    clear_caches()
-    yield
-    clear_caches()
+pytestmark = pytest.mark.usefixtures("fresh_dashboard_caches")
 
 
 def choose_kind(at, kind):

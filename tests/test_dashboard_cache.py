@@ -9,15 +9,9 @@ import pytest
 from dashboard_store import array, charts, open_page, rerun, traces
 
 from ortholab.app import data
-from ortholab.app.data import clear_caches
 from ortholab.db import Store
 
-
-@pytest.fixture(autouse=True)
-def fresh_caches():
-    clear_caches()
-    yield
-    clear_caches()
+pytestmark = pytest.mark.usefixtures("fresh_dashboard_caches")
 
 
 @pytest.fixture

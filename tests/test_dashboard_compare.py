@@ -21,7 +21,6 @@ from dashboard_store import (
 )
 
 from ortholab.app.charts import EXPORT_WIDTH, PNG_SCALE
-from ortholab.app.data import clear_caches
 from ortholab.app.style import run_style
 from ortholab.db import Store
 
@@ -35,11 +34,7 @@ def lab(tmp_path_factory):
     store.close()
 
 
-@pytest.fixture(autouse=True)
-def fresh_caches():
-    clear_caches()
-    yield
-    clear_caches()
+pytestmark = pytest.mark.usefixtures("fresh_dashboard_caches")
 
 
 def widgets_agree_with_charts(at):
