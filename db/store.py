@@ -15,7 +15,6 @@ import json
 import os
 import re
 import socket
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -62,8 +61,6 @@ from ortholab.db.schema import (
     utcnow,
 )
 from ortholab.db.schema_version import (
-    OUR_TABLES,
-    VERSION_TABLE,
     NoStore,
     SchemaMismatch,
     Upgraded,
@@ -71,20 +68,16 @@ from ortholab.db.schema_version import (
     store_facts,
 )
 from ortholab.db.schema_version import upgrade as upgrade_schema
+from ortholab.db.sqlite_files import can_write, sqlite_connector, sqlite_pragmas, starts_as_sqlite
 
 ENV_VAR = "ORTHOLAB_DB"
 RUNS_ENV_VAR = "ORTHOLAB_RUNS"  # the folder that holds the default store and the run folders (default ./runs)
 FIX = f"pass --db URL, or set {ENV_VAR} to a writable database or {RUNS_ENV_VAR} to a writable folder"
-SQLITE_WAIT_S = 30  # how long a connection waits for a lock; also for the switch to WAL (_switch_to_wal)
-SQLITE_PRAGMAS = (f"busy_timeout={SQLITE_WAIT_S * 1000}", "foreign_keys=ON", "synchronous=NORMAL")  # wait first
 POSTGRES_CONNECT = {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10}
-SQLITE_JOURNAL = "journal_mode=WAL"  # kept by the file: set only on an empty file or an OrthoLab store
 JSON_FIELDS = ("config", "info", "tags")
 LEASE_FIELDS = frozenset({"lease_owner", "lease_expires_at"})  # written only through leases
 RUN_FIELDS = frozenset(Run.__table__.columns.keys()) - {"id"} - LEASE_FIELDS
 ACCESS = ("create", "write", "read")
-SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
-SQLITE_WAL_HEADER_BYTE = 18  # the file format's write version: 2 in WAL mode
 DAMAGED = "the file is damaged (SQLite found bytes that are not text where its schema or a text value belongs)"
 DAMAGED_WORDS = re.compile(r"damaged|malformed|file is not a database|Could not decode to UTF-8|disk image")
 READER_FIX = f"check --db, {ENV_VAR} or {RUNS_ENV_VAR}: it must name a store this machine can read"  # no write
@@ -117,19 +110,6 @@ def expand_home(url: str) -> str:
     if not (parsed.database or "").startswith("~"):
         return url
     return parsed.set(database=str(Path(parsed.database).expanduser())).render_as_string(hide_password=False)
-
-
-def _starts_as_sqlite(url: str) -> bool:
-    """Whether a SQLite URL's file begins with SQLite's header (True for other URLs and unreadable files): a file
-    that does not was never a store, so no backup restores it."""
-    parsed = make_url(url)
-    if not parsed.drivername.startswith("sqlite") or not parsed.database:
-        return True
-    try:
-        with open(parsed.database, "rb") as file:
-            return file.read(16) in (b"SQLite format 3\x00", b"")
-    except OSError:
-        return True
 
 
 class StoreError(RuntimeError):
@@ -315,7 +295,7 @@ class Store:
                     f"that records there)."
                 )
             else:
-                creator = _sqlite_connector(path, read_only=self._access == "read" and not _can_write(path))
+                creator = sqlite_connector(path, read_only=self._access == "read" and not can_write(path))
         try:
             if creator or is_sqlite:
                 engine = create_engine(url, creator=creator) if creator else create_engine(url)
@@ -326,7 +306,7 @@ class Store:
         except (ArgumentError, ImportError) as e:  # unknown dialect or driver not installed
             raise self._error(f"no database driver for it ({e})") from e
         if is_sqlite:
-            event.listen(engine, "connect", _sqlite_pragmas(set_journal=self._access != "read"))
+            event.listen(engine, "connect", sqlite_pragmas(set_journal=self._access != "read"))
         try:
             with engine.connect() as conn:
                 if is_sqlite and self._access == "create":  # one transaction, as pysqlite commits each CREATE
@@ -379,7 +359,7 @@ class Store:
         except (ArgumentError, ImportError) as e:
             raise StoreError(f"Cannot upgrade the run database {shown}: no database driver for it ({e}).") from None
         if parsed.get_backend_name() == "sqlite":  # wait for another upgrade's lock, as writers do
-            event.listen(engine, "connect", _sqlite_pragmas(set_journal=False))
+            event.listen(engine, "connect", sqlite_pragmas(set_journal=False))
         try:
             with engine.begin() as conn:
                 return upgrade_schema(conn, allow_foreign=allow_foreign)
@@ -393,7 +373,7 @@ class Store:
 
     def _error(self, reason: str) -> StoreError:
         fix = DAMAGED_FIX if DAMAGED_WORDS.search(reason) else FIX if self._access != "read" else READER_FIX
-        if fix is DAMAGED_FIX and not _starts_as_sqlite(self.url):  # a YAML file or a CSV named by mistake
+        if fix is DAMAGED_FIX and not starts_as_sqlite(self.url):  # a YAML file or a CSV named by mistake
             reason, fix = "the file is no SQLite database at all (it does not begin as one)", WRONG_FILE_FIX
         elif re.search(r"dialects:postgres(?!ql)", reason):  # the postgres:// that some hosts print
             fix = "write the URL as postgresql+psycopg://USER@HOST/DB (SQLAlchemy has no 'postgres://' scheme)"
@@ -1064,81 +1044,6 @@ def _summary_fields(row: Mapping[str, Any]) -> dict[str, Any]:
         fields["best"] = fields["last"] = None
     fields["tags"] = tuple(fields["tags"] or ())
     return fields
-
-
-def _sqlite_pragmas(set_journal: bool) -> Callable[[Any, Any], None]:
-    """Per-connection SQLite settings: a generous lock wait, and (writers only) WAL so readers never block the
-    writer, set only on a file that is empty or an OrthoLab store: the file keeps its journal mode, and someone
-    else's is refused."""
-
-    def on_connect(dbapi_connection: Any, _record: Any) -> None:
-        cursor = dbapi_connection.cursor()
-        for pragma in SQLITE_PRAGMAS:
-            cursor.execute(f"PRAGMA {pragma}")
-        if set_journal:
-            tables = {row[0] for row in cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if not tables or tables & (OUR_TABLES | {VERSION_TABLE}):
-                _switch_to_wal(cursor)
-        cursor.close()
-
-    return on_connect
-
-
-def _switch_to_wal(cursor: Any) -> None:
-    """WAL for the file, unless it has it already. Several processes opening a new file at once (DDP ranks, sweep
-    jobs) each try the switch, and SQLite answers 'database is locked' at once, not after busy_timeout, to all but
-    one: those wait and look again, for up to SQLITE_WAIT_S."""
-    deadline = time.monotonic() + SQLITE_WAIT_S
-    pause = 0.01
-    while True:
-        try:
-            if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                cursor.execute(f"PRAGMA {SQLITE_JOURNAL}")
-            return
-        except sqlite3.OperationalError as error:
-            if "locked" not in str(error) or time.monotonic() > deadline:
-                raise
-            time.sleep(pause)
-            pause = min(pause * 2, 0.5)
-
-
-def _can_write(path: Path) -> bool:
-    """Whether this process may write the SQLite file and make its side files (-wal, -shm) beside it; false on a
-    read-only filesystem even for root (access(2) reports EROFS)."""
-    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
-
-
-def _is_wal(path: Path) -> bool:
-    with open(path, "rb") as f:
-        header = f.read(SQLITE_WAL_HEADER_BYTE + 1)
-    return len(header) > SQLITE_WAL_HEADER_BYTE and header[SQLITE_WAL_HEADER_BYTE] == 2
-
-
-def _sqlite_connector(path: Path, read_only: bool) -> Callable[[], sqlite3.Connection]:
-    """Connections to an existing SQLite file that never create it. Read-only: `mode=ro`, which sees a live
-    writer's WAL; a WAL file without side files (no writer has it open) or one on read-only media, where `mode=ro`
-    cannot open it, as `immutable=1`, which creates no -wal or -shm file and reads the main file as it is."""
-    base = path.as_uri()
-    if not read_only:
-        candidates = [f"{base}?mode=rw"]
-    elif any(Path(f"{path}{suffix}").exists() for suffix in SQLITE_SIDE_FILES) or not _is_wal(path):
-        candidates = [f"{base}?mode=ro", f"{base}?immutable=1"]
-    else:
-        candidates = [f"{base}?immutable=1"]
-
-    def connect() -> sqlite3.Connection:
-        error: sqlite3.Error | None = None
-        for uri in candidates:
-            connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
-            try:
-                connection.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opening is lazy: read now
-                return connection
-            except (sqlite3.Error, UnicodeDecodeError) as e:  # a damaged schema's message may not decode
-                connection.close()
-                error = e
-        raise error
-
-    return connect
 
 
 def _upsert_points(session: Session, rows: list[dict[str, Any]]) -> None:

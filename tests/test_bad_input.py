@@ -301,7 +301,7 @@ def test_an_invalid_choice_is_read_whether_python_quotes_the_choices_or_not():
 def test_where_a_refused_key_was_given_is_named_only_when_one_place_holds_it(tmp_path):
     """Review: a value ending in ';' or ':' got no place, 1e-3 did not match the 0.001 the code printed, and a
     callback added with `--trainer.callbacks+` was blamed on a config file whose list held another."""
-    from ortholab.training.lightning_cli import with_place
+    from ortholab.training.parse_errors import with_place
 
     (tmp_path / "cb.yaml").write_text("trainer:\n  callbacks: [HiddenTrajectory]\n")
     argv = ["fit", "--config", DEMO, "-c", str(tmp_path / "cb.yaml"), "--data.num_symbols", "9"]

@@ -64,7 +64,8 @@ def fit(
     from ortholab.errors import ConfigError
     from ortholab.training.config_files import packaged_configs
     from ortholab.training.console import quiet_third_party_noise
-    from ortholab.training.lightning_cli import UNNAMED_CONFIG, OrthoLabCLI
+    from ortholab.training.lightning_cli import OrthoLabCLI
+    from ortholab.training.run_names import UNNAMED_CONFIG
 
     aliases.install()  # the configs' short class paths (datamodules.CopyingTask), as the CLI's main() does
     quiet_third_party_noise()

@@ -1,4 +1,5 @@
-"""Lightning's CLI for fit/validate/test/predict: the parser's one-line errors, the run's record in the SQL store.
+"""Lightning's CLI for fit/validate/test/predict: the run's record in the SQL store (its checks before recording:
+preflight.py; the parser's one-line errors: parse_errors.py; the run's name: run_names.py).
 
 Every run is recorded: the CLI puts a `db.SQLLogger` first among the trainer's loggers and stores the full resolved
 config with the run. Imported only by the training commands (Lightning takes seconds to import); `ortholab runs`,
@@ -9,11 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import difflib
-import errno
-import importlib
 import logging
-import math
 import os
 import re
 import shutil
@@ -31,9 +28,9 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveCon
 from lightning.pytorch.utilities import rank_zero_only
 
 from ortholab import aliases
-from ortholab.datamodules import TASKS, TaskDataModule, TaskSpec, task_class_path
+from ortholab.datamodules import TASKS, TaskDataModule, task_class_path
 from ortholab.db import SQLLogger, Store, StoreError, runs_root
-from ortholab.db.logger import folder_name, is_run_name, runs_folder_of
+from ortholab.db.logger import folder_name, runs_folder_of
 from ortholab.db.masking import known_passwords, mask_secrets, mask_url
 from ortholab.db.store import StoreMissing, db_flag
 from ortholab.errors import ConfigError
@@ -47,8 +44,20 @@ from ortholab.training.family_options import check_family_switch, recorded_famil
 from ortholab.training.limits import check_model_limits, check_trainer_devices, check_trainer_strategy
 from ortholab.training.model_summary import replace_lightnings_summary
 from ortholab.training.module import RecurrentModule
+from ortholab.training.parse_errors import explain_parse_error, trainer_refusal
 from ortholab.training.precision import check_precision
+from ortholab.training.preflight import (
+    check_ckpt_path,
+    check_free_space,
+    check_manual_optimization,
+    check_run_name,
+    check_writable_folder,
+    positive_norm,
+    tag_list,
+    task_spec_of,
+)
 from ortholab.training.progress import PlainProgress, StepBudgetProgressBar
+from ortholab.training.run_names import config_file_mappings, name_for_family, name_from_config_files, swapped_task
 from ortholab.training.task_check import check_task
 from ortholab.user_errors import crash_reason, user_error
 
@@ -120,314 +129,7 @@ class OrthoLabArgumentParser(LightningArgumentParser):
         self.exit(2)
 
 
-def _known_keys(parser) -> list[str]:
-    keys = []
-    for action in parser._actions:
-        keys += [o[2:] for o in action.option_strings if o.startswith("--")]
-        for sub in getattr(action, "choices", None) or {}:  # subcommands: their own options
-            if isinstance(action.choices, dict) and hasattr(action.choices[sub], "_actions"):
-                keys += _known_keys(action.choices[sub])
-    return keys
-
-
-def _flat_values(tree, prefix: str = "") -> dict[str, object]:
-    """A YAML mapping's values by dotted key, `init_args` levels left out (`data.init_args.seq_len` is
-    `data.seq_len`)."""
-    values = {}
-    for name, value in tree.items() if isinstance(tree, dict) else ():
-        dotted = prefix if name == "init_args" else f"{prefix}.{name}" if prefix else str(name)
-        values[dotted] = value
-        values.update(_flat_values(value, dotted))
-    return values
-
-
-def where_given(key: str, argv: list[str], value: str | None = None, unknown: str = "", exact: bool = False) -> str:
-    """Where the user wrote `key` (with `value`, when given): 'on the command line' or 'in FILE', the last place
-    in argv's order, whose value stands; `unknown` when no place holds it (with `exact`, none holds that value)."""
-    key, places = key.replace(".init_args.", "."), []
-    argv = [str(arg) for arg in argv]
-    for i, arg in enumerate(argv):
-        flag, eq, given = arg.partition("=")
-        given = given if eq else argv[i + 1] if i + 1 < len(argv) else ""
-        if flag in ("--config", "-c"):
-            with contextlib.suppress(OSError, yaml.YAMLError, UnicodeDecodeError):
-                held = _flat_values(yaml.safe_load(Path(given).read_text()))
-                if key in held:
-                    places.append((f"in {given}", str(held[key])))
-        elif flag.startswith("--") and flag[2:].replace(".init_args.", ".") == key:
-            places.append(("on the command line", given))
-            with contextlib.suppress(yaml.YAMLError):  # -1.0e-3 as the code reads it, -0.001
-                places.append(("on the command line", str(yaml.safe_load(given))))
-        elif flag.startswith("--") and key.startswith(flag[2:] + "."):  # --model.family_args '{rho: 300}'
-            with contextlib.suppress(yaml.YAMLError):
-                held = _flat_values(yaml.safe_load(given), flag[2:])
-                if key in held:
-                    places.append(("on the command line", str(held[key])))
-    matching = [place for place, held in places if value is None or _same_value(held, value)]
-    return (matching or ([] if exact else [place for place, _ in places]) or [unknown])[-1]
-
-
-def _same_value(held: str, value: str) -> bool:
-    """'1e-3' (a string to YAML) and 0.001 as the code printed it are one value; other text compares as it is."""
-    if held == value:
-        return True
-    try:
-        return float(held) == float(value)
-    except ValueError:
-        return False
-
-
-LISTS = ("trainer.callbacks", "trainer.plugins")  # built from several places (files, `--key+`): no one place to name
-
-
-def with_place(message: str, argv: list[str]) -> str:
-    """A refusal that opens with the key it is about (`model.optimizers.recurent: ...`, `model.family = 'x' is ...`)
-    but not with where it was given: the place put after the key and a one-word value, as the parser's own say it."""
-    opening = re.match(r"((?:model|data|trainer)\.[\w.]+)((?: = (?:'[^']*'|[^\s;:,]+))?)(?=[\s;:,]|$)", message)
-    if opening is None or opening.group(1) in LISTS or re.search(r"\(in [^)]*\)|on the command line", message):
-        return message
-    key, value = opening.group(1), opening.group(2).removeprefix(" = ").strip("'\"") or None
-    inner = any(str(arg).partition("=")[0].startswith(f"--{key}.") for arg in argv)  # --model.optimizers.G.lr
-    where = where_given(key, argv, value, exact=True) or ("on the command line" if inner else "")
-    return f"{opening.group(0)} ({where}){message[opening.end() :]}" if where else message
-
-
-def _unknown_task_option(class_path: str, key: str, argv: list[str]) -> str:
-    """`data.KEY` that the task `class_path` does not take: where it was given, the nearest option, all of them."""
-    import importlib
-    import inspect
-
-    module, _, name = class_path.rpartition(".")
-    task_init = getattr(importlib.import_module(module), name).__init__
-    options = [p for p in inspect.signature(task_init).parameters if p != "self"]
-    close = difflib.get_close_matches(key, options, n=1, cutoff=0.6)
-    hint = f"did you mean data.{close[0]}? " if close else ""
-    where = where_given(f"data.{key}", argv, unknown=ANYWHERE)
-    unknown = f"unknown config key data.{key} ({where}): {class_path} has no option {key!r}"
-    return f"{unknown}; {hint}its options are {options}"
-
-
-def _listed_classes(key: str, argv: list[str]) -> list[tuple[str, str, dict]]:
-    """The classes given to the list `key` (trainer.callbacks), in argv's order: (where, class path, its options
-    given there); a `--key.OPTION` after a class belongs to that class, as jsonargparse reads it."""
-    given: list[tuple[str, str, dict]] = []
-    argv = [str(arg) for arg in argv]
-    for i, arg in enumerate(argv):
-        flag, eq, value = arg.partition("=")
-        value = value if eq else argv[i + 1] if i + 1 < len(argv) else ""
-        if flag in ("--config", "-c"):
-            with contextlib.suppress(OSError, yaml.YAMLError, UnicodeDecodeError, AttributeError):
-                tree = yaml.safe_load(Path(value).read_text())
-                for item in _flat_values(tree).get(key) or []:
-                    item = {"class_path": item} if isinstance(item, str) else item
-                    if isinstance(item, dict) and "class_path" in item:
-                        options = item.get("init_args") or {k: v for k, v in item.items() if k != "class_path"}
-                        given.append((f"in {value}", str(item["class_path"]), dict(options)))
-        elif flag in (f"--{key}", f"--{key}+"):
-            given.append(("on the command line", value, {}))
-        elif flag.startswith(f"--{key}.") and given:
-            given[-1][2][flag.removeprefix(f"--{key}.").removeprefix("init_args.")] = value
-    return given
-
-
-def _unknown_class_option(key: str, class_path: str, option: str, argv: list[str]) -> str:
-    """`trainer.callbacks`' class `class_path` given an option it does not take: where, the nearest, all of them."""
-    import inspect
-
-    module, _, name = class_path.rpartition(".")
-    try:
-        init = getattr(importlib.import_module(module), name).__init__
-        options = [p for p in inspect.signature(init).parameters if p not in ("self", "args", "kwargs")]
-    except (ImportError, AttributeError, ValueError, TypeError):
-        options = []
-    close = difflib.get_close_matches(option, options, n=1, cutoff=0.6)
-    places = [where for where, path, given in _listed_classes(key, argv) if option in given]
-    where = f" ({places[-1]})" if places else ""
-    hint = f"did you mean {close[0]}? " if close else ""
-    return f"{key}: {class_path} has no option {option!r}{where}; {hint}its options are {options}"
-
-
-def _expected(message: str) -> str | None:
-    """What jsonargparse's type error says a value must be, in a user's words: 'int', 'a mapping such as ...', 'one
-    of 64, 32, 16, 16-mixed, ...' (a Literal's values); None when it names no type."""
-    names = {"dict": "a mapping such as '{rho: 4}'", "list": "a list such as '[a, b]'", "bool": "true/false"}
-    types = [names.get(t, t) for t in re.findall(r"Expected an? <class '(\w+)'>", message) if t != "NoneType"]
-    values = [
-        v.strip(" '")
-        for group in re.findall(r"Expected an? typing\.Literal\[([^\]]*)\]", message)
-        for v in group.split(",")
-    ]
-    if values:
-        types.append("one of " + ", ".join(dict.fromkeys(values)))
-    return " or ".join(dict.fromkeys(types)) or None
-
-
-def _extra_module_of(missing: str) -> str | None:
-    """The $ORTHOLAB_CONFIG_MODULES entry that the module Python could not find belongs to (None: not the user's)."""
-    extra = aliases.allowed_config_imports()[len(aliases.CONFIG_IMPORTS_ALLOWED) :]
-    return next((m for m in extra if m == missing or m.startswith(missing + ".")), None)
-
-
-def _wrong_type(message: str, argv: list[str]) -> str | None:
-    """A value of the wrong type as 'KEY = VALUE (where): expected TYPE (where it is described)'; a task's option
-    is named as data.KEY with its own value, not as jsonargparse's whole `data` union. None: not a type error."""
-    nested = re.search(  # a task's option of the wrong type: its own key and value, not the whole `data` union's
-        r'Parser key "([^"]+)":.*?Problem with given class_path \'([\w.]+)\':\s*'
-        r'Parser key "([^"]+)":\s*(.*?Got value: [^\n]*)',
-        message,
-        re.DOTALL,
-    )
-    wrong_type = re.search(r'Parser key "([^"]+)":', message)
-    key = wrong_type.group(1) if wrong_type else None
-    given = re.search(r"(?:Given|Got) value: (.*?)\s*$", message, re.DOTALL)
-    example, described = _expected(message), "`ortholab fit --help` describes"
-    if nested and _expected(nested.group(4)):
-        key = f"{nested.group(1)}.{nested.group(3)}"
-        example, given = _expected(nested.group(4)), re.search(r"Got value: (.*)$", nested.group(4))
-        described = f"`ortholab fit --data.help {nested.group(2).rpartition('.')[2]}` describes"
-    if key and example and given:
-        value = " ".join(given.group(1).split())
-        where = where_given(key, argv, value)
-        return f"{key} = {value[:80]!r}{f' ({where})' if where else ''}: expected {example} ({described} {key})"
-    return None
-
-
-def _no_such_class(key: str, path: str, argv: list[str]) -> str:
-    """'trainer.callbacks names 'lightning.pytorch.callbacks.EarlyStoping' (on the command line), which
-    lightning.pytorch.callbacks does not hold; did you mean ...EarlyStopping?'"""
-    module, _, name = path.rpartition(".")
-    try:
-        held = [n for n in vars(importlib.import_module(module)) if not n.startswith("_")]
-    except ImportError:
-        held = []
-    close = difflib.get_close_matches(name, held, n=1)
-    if key in LISTS:  # a list built from several places: the one that names this class
-        where = next((w for w, given, _ in reversed(_listed_classes(key, argv)) if given == path), "")
-    else:
-        where = where_given(key, argv, path)
-    hint = f"; did you mean {module}.{close[0]}?" if close else ""
-    return f"{key} names {path!r}{f' ({where})' if where else ''}, which {module} does not hold{hint}"
-
-
-def _config_meant(given: str) -> str:
-    """'did you mean configs/demo/copying_scornn.yaml? ' for a mistyped config's name, else ''."""
-    from ortholab.training.config_files import PACKAGE_ROOT
-
-    by_name = {p.name: str(p.relative_to(PACKAGE_ROOT)) for p in sorted((PACKAGE_ROOT / "configs").rglob("*.yaml"))}
-    close = difflib.get_close_matches(Path(given).name, by_name, n=1, cutoff=0.8)
-    return f"did you mean {by_name[close[0]]}? " if close else ""
-
-
-COMMAND_FLAGS = {"fit": ["resume"], "validate": [], "test": [], "predict": ["run", "checkpoint"]}  # cli/train.py's own
-
-
-def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
-    """jsonargparse's message rewritten for a user: the unknown key (and where it was given) with a suggestion, a
-    refused class path."""
-    unknown = re.search(r"unrecognized arguments: --?(\S+)", message) or re.search(
-        r"does not accept option '([^']+)'", message
-    )
-    if unknown:
-        key = unknown.group(1).split("=")[0]
-        command = next((a for a in argv if a in COMMAND_FLAGS), "fit")
-        close = difflib.get_close_matches(key, _known_keys(parser) + COMMAND_FLAGS[command], n=1, cutoff=0.6)
-        hint = (
-            f"; did you mean {'--' if close and close[0] in COMMAND_FLAGS[command] else ''}{close[0]}?" if close else ""
-        )
-        return (
-            f"unknown config key {key} ({where_given(key, argv, unknown=ANYWHERE)}){hint + ' ' if hint else '; '}"
-            f"`ortholab {command} --help` lists every key"
-        )
-    stray = re.search(r"unrecognized arguments: ([^-\s]\S*)", message)
-    if stray:  # `--tags a b`: a second value where a flag takes one
-        return (
-            f"unexpected value {stray.group(1)!r} on the command line: each --key takes one value (several tags: "
-            f"--tags a,b; a value holding spaces goes in quotes)"
-        )
-    config_file = re.search(r'Parser key "config": (File does not exist|Path is not a file): \'(.*)\'', message)
-    if config_file:
-        why = "no such file" if config_file.group(1).startswith("File") else "not a file"
-        return (
-            f"--config {config_file.group(2)}: {why}; {_config_meant(config_file.group(2))}give a YAML config "
-            f"(`ortholab list configs` shows the installed ones)"
-        )
-    task_option = re.search(r"class_path '([\w.]+)':\s*(?:Option|Key) '([^']+)' is not (?:accepted|expected)", message)
-    listed = re.match(r'Parser key "([^"]+)"', message)  # before `denied`: jsonargparse also tries lightning.Callback
-    if task_option and listed and listed.group(1) in LISTS:
-        return _unknown_class_option(listed.group(1), task_option.group(1), task_option.group(2), argv)
-    if task_option:
-        return _unknown_task_option(task_option.group(1), task_option.group(2), argv)
-    denied = re.search(r"Importing '([\w.]+)' is not allowed", message)
-    if denied:
-        key = re.search(r'Parser key "([^"]+)"', message)
-        where = {"data": "data.class_path"}.get(key.group(1), key.group(1)) if key else "a config value"
-        return (
-            f"{where} names {denied.group(1)!r}, which a config may not "
-            f"import: configs name only OrthoLab's tasks and callbacks and Lightning's callbacks, loggers and "
-            f"profilers, never a function (`ortholab list tasks`; a package of your own: "
-            f"${aliases.EXTRA_MODULES_VAR}=yourpackage)"
-        )
-    unimportable = re.search(r"No module named '([\w.]+)'", message)
-    if unimportable and (extra := _extra_module_of(unimportable.group(1))):
-        key = re.search(r'Parser key "([^"]+)"', message)
-        return (
-            f"{key.group(1) if key else 'a config value'} names a class of {extra!r} (allowed by "
-            f"${aliases.EXTRA_MODULES_VAR}), which Python cannot import here ({unimportable.group(0)}): install its "
-            f"package (`pip install -e .` in its folder) or add the folder holding it to PYTHONPATH"
-        )
-    missing = re.search(r"given class_path '([\w.]+)':\s*module '[\w.]+' has no attribute", message)
-    key = re.match(r'Parser key "([^"]+)"', message)
-    if missing and key and key.group(1) != "data":  # a callback's, a logger's, ...: not a task
-        return _no_such_class(key.group(1), missing.group(1), argv)
-    if missing:
-        from ortholab.datamodules import TASKS
-
-        close = difflib.get_close_matches(missing.group(1), [task_class_path(c) for c in TASKS.values()], 1)
-        hint = f"did you mean {close[0]}? " if close else ""
-        return (
-            f"data.class_path = {missing.group(1)!r} is not a registered task; {hint}`ortholab list tasks` shows them"
-        )
-    undotted = re.search(r"Expected a dot import path string: (\S+)", message)
-    helped = message.startswith("--data.help")  # `--data.help copyng`: a task name mistyped
-    if undotted and ('Parser key "data"' in message or helped):  # a task's short name in a config file
-        # (task_short_names maps it on the command line)
-        from ortholab.datamodules import TASKS
-
-        paths = {name: task_class_path(cls) for name, cls in TASKS.items()}
-        close = difflib.get_close_matches(undotted.group(1), [*paths, *paths.values()], 1)
-        hint = f"did you mean {close[0] if helped else paths.get(close[0], close[0])}? " if close else ""
-        return (
-            f"{'--data.help' if helped else 'data.class_path ='} {undotted.group(1)!r} is not a task's class path"
-            f"{' or name' if helped else ''}; {hint}`ortholab list tasks` names the tasks and their classes"
-        )
-    refused = re.search(r"Import path (\S+) does not correspond to a subclass of (\w+)", message)
-    if refused:
-        from ortholab.datamodules import TASKS
-
-        tasks = ", ".join(task_class_path(cls) for cls in TASKS.values())
-        return (
-            f"data.class_path = {refused.group(1)!r} is not an OrthoLab task; a config may only name a "
-            f"registered task ({tasks}; `ortholab list tasks`)"
-        )
-    wrong = _wrong_type(message, argv)
-    if wrong:
-        return wrong
-    if re.search(r"the following arguments are required: \w+\.data", message):  # `ortholab fit` with no config
-        predicting = "predict" in argv  # its own form first: a recorded run's checkpoint and config
-        return (
-            NO_TASK.replace("given: name", "given: give a recorded run with --run ID, or name")
-            if predicting
-            else NO_TASK
-        )
-    return " ".join(message.split()) + " (see `ortholab fit --help`)"
-
-
 SEED_LOGGER = "lightning.fabric.utilities.seed"  # Lightning's "Seed set to N"
-ANYWHERE = "on the command line or in a --config file"
-NO_TASK = (
-    "no task given: name a config with --config FILE (configs/demo/copying_scornn.yaml, or one that "
-    "`ortholab list configs` shows), or the task with --data CLASS (`ortholab list tasks`)"
-)
 
 
 def task_short_names(argv: list[str]) -> list[str]:
@@ -634,7 +336,7 @@ class OrthoLabCLI(LightningCLI):
                 self._store_to_create = False
             except StoreMissing:  # made once the model and task are built (instantiate_trainer): a refused
                 self._store_to_create = True  # config leaves no new, empty store behind
-            _check_writable_folder(self._runs_dir())
+            check_writable_folder(self._runs_dir())
         seed_log = logging.getLogger(SEED_LOGGER)
         level = seed_log.level
         seed_log.setLevel(logging.WARNING)  # "Seed set to N" is said once the trainer is built (instantiate_trainer)
@@ -661,7 +363,7 @@ class OrthoLabCLI(LightningCLI):
         if note and rank_zero_only.rank == 0:  # once the task is built: a task refused says only why
             print(note, file=sys.stderr)
         family = self.model.hparams.family
-        derived = swapped_name or _name_for_family(_name_from_config_files(config.get("config")), config, family)
+        derived = swapped_name or name_for_family(name_from_config_files(config.get("config")), config, family)
         name = config.name or folder_name(derived)  # a config file's name may hold anything: as a folder name
         resume = config.resume if self.subcommand == "fit" else None  # only training continues a recorded run:
         # testing with a run folder's config.yaml (older resumes wrote `resume: ID` into it) records a run of its own
@@ -854,42 +556,6 @@ class OrthoLabCLI(LightningCLI):
         )
 
 
-def trainer_refusal(err: Exception, trainer: dict, argv: list[str] | None = None) -> str:
-    """Lightning's refusal of a trainer setting (`accelerator='gpuu'`, `strategy='foo'`) as one line naming the key
-    and where it was given."""
-    text = " ".join(str(err).split())
-    named = re.search(r"`(\w+)(?:=|`)", text)
-    key = named.group(1) if named and named.group(1) in trainer else None
-    if key is None:
-        return f"the trainer settings were refused by Lightning: {text} (`ortholab fit --help` describes trainer.*)"
-    where = where_given(f"trainer.{key}", sys.argv[1:] if argv is None else argv)
-    value = trainer[key]
-    return f"trainer.{key} = {value!r}{f' ({where})' if where else ''}: {text}"
-
-
-def positive_norm(value) -> bool:
-    """Whether `value` is a gradient norm to clip to: a finite number above zero."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-
-
-def check_manual_optimization(trainer: dict) -> None:
-    """Lightning's gradient clipping and accumulation, which the module's own optimizer steps (one per parameter
-    group) rule out: one line with what to use, before a run is recorded (Lightning's own error left a failed run)."""
-    clip, accumulate = trainer.get("gradient_clip_val"), trainer.get("accumulate_grad_batches")
-    if clip is not None:
-        raise ConfigError(
-            f"trainer.gradient_clip_val = {clip!r} is not available: the model steps each parameter group's optimizer "
-            f"itself; clip the gradients' total norm with --model.grad_clip_norm "
-            f"{clip if positive_norm(clip) else 'NORM (> 0)'} "
-            f"instead"
-        )
-    if accumulate not in (None, 1):
-        raise ConfigError(
-            f"trainer.accumulate_grad_batches = {accumulate!r} is not available: the model steps each parameter "
-            f"group's optimizer itself at every batch; a larger --data.batch_size is the way to average more sequences"
-        )
-
-
 def console_command() -> str:
     """How to type this installation's `ortholab`: the bare name where PATH finds it, its path otherwise (a venv
     not activated, as after `make demo`)."""
@@ -900,90 +566,6 @@ def console_command() -> str:
     with contextlib.suppress(ValueError):  # under the current folder: as typed there, e.g. .venv/bin/ortholab
         return str(script.relative_to(Path.cwd()))
     return str(script)
-
-
-CHECKPOINT_OVERHEAD_BYTES = 256 * 1024  # a checkpoint's bytes beyond the tensors (loops, callbacks, hparams): ~10 KiB
-# measured for a tiny scoRNN, with room for the analysis callbacks' state
-
-
-def checkpoint_bytes(model) -> int:
-    """A generous estimate of one checkpoint's size: the weights, up to two optimizer moments of each, overhead."""
-    weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    return 3 * weights + CHECKPOINT_OVERHEAD_BYTES
-
-
-def check_free_space(folder: str, model) -> None:
-    """--runs_dir has room for the run's checkpoints (last, best and the temporary file an atomic write needs),
-    else one line now rather than an OSError and a failed run later."""
-    import shutil
-
-    needed = 3 * checkpoint_bytes(model)
-    free = shutil.disk_usage(_nearest_folder(folder)).free
-    if free < needed:
-        raise ConfigError(
-            f"--runs_dir {folder}: {free / 2**20:.2f} MiB free, and this model's checkpoints (last, best "
-            f"and a temporary copy) need about {needed / 2**20:.2f} MiB; free space there or give "
-            f"--runs_dir on another disk"
-        )
-
-
-def check_ckpt_path(path: str | None) -> None:
-    """--ckpt_path names a checkpoint file (or Lightning's 'last', 'best', 'hpc', or a URL): one line otherwise,
-    before a run is recorded."""
-    if not path or path in ("last", "best", "hpc", "registry") or "://" in str(path) or Path(path).is_file():
-        return
-    if Path(path).is_dir():
-        found = sorted(
-            str(p.relative_to(path)) for pattern in ("*.ckpt", "checkpoints/*.ckpt") for p in Path(path).glob(pattern)
-        )[:3]  # not a deep search: the folder may be huge
-        held = f"it holds {', '.join(found)}" if found else "it holds no .ckpt file"
-        raise ConfigError(
-            f"--ckpt_path {path} is a folder ({held}); give the checkpoint file, e.g. RUN_FOLDER/checkpoints/last.ckpt"
-        )
-    raise ConfigError(
-        f"--ckpt_path {path}: no such file; give a .ckpt file written by `ortholab fit` (a run's "
-        f"folder holds checkpoints/last.ckpt; `ortholab fit --resume RUN_ID` finds it for you)"
-    )
-
-
-def task_spec_of(datamodule) -> dict:
-    """The model's `task`: the datamodule's TaskSpec; a class that describes no task (a base class) is refused."""
-    spec = getattr(datamodule, "spec", None)
-    if spec is None:
-        from ortholab.datamodules import TASKS
-
-        cls = type(datamodule)
-        tasks = ", ".join(task_class_path(task) for task in TASKS.values())
-        raise ConfigError(
-            f"data.class_path = '{cls.__module__}.{cls.__qualname__}' is a base class, not a task (it "
-            f"sets no TaskSpec); choose a task: {tasks} (`ortholab list tasks`)"
-        )
-    if not isinstance(spec, TaskSpec):
-        raise ConfigError(
-            f"{type(datamodule).__name__}.spec is a {type(spec).__name__}, not a TaskSpec: set self.spec = "
-            f"TaskSpec(name=..., input_size=..., ...) in its __init__ (docs/tasks.md#a-task-of-your-own)"
-        )
-    return spec.to_dict()
-
-
-def tag_list(tags) -> list[str]:
-    """--tags as given: comma-separated labels (a,b) or a list; a text opening a list that did not parse is refused."""
-    if not isinstance(tags, str):
-        return list(tags or [])
-    if tags.lstrip().startswith("["):
-        raise ConfigError(f"tags = {tags!r}: expected a list such as '[a, b]', or comma-separated labels: --tags a,b")
-    return [tag.strip() for tag in tags.split(",") if tag.strip()]
-
-
-def check_run_name(name: str | None) -> None:
-    """A run's name is a folder under --runs_dir: one path component (letters of any script), 100 at most."""
-    if name is not None and not is_run_name(name):
-        example = re.sub(r"[^\w.+-]+", "-", name).strip(".-_")[:100] or "my-run"
-        raise ConfigError(
-            f"--name {name!r}: a run name is one folder name under --runs_dir: letters and digits of any "
-            f"script and punctuation, starting with a letter or digit, without spaces, control "
-            f'characters or /\\<>:"|?*, at most 100 characters; e.g. --name {example}'
-        )
 
 
 def _prepare_evaluation(datamodule, world_size: int, subcommand: str | None, config) -> None:
@@ -1014,113 +596,3 @@ def _make_store(db: str, missing: bool) -> None:
     store = Store(db)
     if store.created:
         print(f"New run store {mask_url(store.url)}: nothing was recorded there before.", flush=True)
-
-
-def _check_writable_folder(folder: str) -> None:
-    """The run folders' parent exists or can be made, and accepts files (checkpoints go there); a folder not there
-    yet is judged by the nearest one that is, so that a command refused later leaves no empty folder behind."""
-    path = Path(folder).absolute()
-    existing = next(p for p in (path, *path.parents) if p.exists())
-    try:
-        if not existing.is_dir():
-            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
-        if existing != path and not os.access(existing, os.W_OK | os.X_OK):
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
-        if existing == path:
-            probe = Path(folder, f".ortholab-write-check-{os.getpid()}")
-            probe.write_bytes(b"")
-            probe.unlink()
-    except OSError as err:
-        raise ConfigError(
-            f"--runs_dir {folder}: cannot write run folders there ({err.strerror}); give a writable "
-            f"folder with --runs_dir"
-        ) from None
-
-
-def _nearest_folder(folder: str) -> Path:
-    """`folder`, or the nearest folder above it that exists (the runs folder is made by the run's first write)."""
-    path = Path(folder).absolute()
-    return next(p for p in (path, *path.parents) if p.is_dir())
-
-
-def config_file_mappings(config) -> list[dict]:
-    """The --config files as the mappings they hold, in order; a file the parser read already but that is no
-    mapping here (or cannot be read again) is left out: there is nothing in it to compare."""
-    mappings = []
-    for path in [p for p in (config.get("config") or []) if p is not None]:
-        with contextlib.suppress(OSError, yaml.YAMLError, UnicodeDecodeError):
-            mapping = yaml.safe_load(Path(os.fspath(path)).read_text())
-            if isinstance(mapping, dict):
-                mappings.append(mapping)
-    return mappings
-
-
-def swapped_task(config) -> tuple[str, str | None] | None:
-    """When data.class_path names another task than the --config files do: a one-line note naming the options of
-    theirs that the task dropped, and the run's name after the task it runs (None with --name); None: no swap."""
-    given, options = None, {}
-    for mapping in config_file_mappings(config):
-        data = mapping.get("data")
-        if not isinstance(data, dict):
-            continue
-        if data.get("class_path") and data["class_path"] != given:
-            given, options = data["class_path"], {}
-        options.update({k: v for k, v in data.items() if k not in ("class_path", "init_args")})
-        options.update(data.get("init_args") or {})
-    chosen = str(config.data.get("class_path") or "") if config.get("data") else ""
-    if given is None or not chosen or given.rsplit(".", 1)[-1] == chosen.rsplit(".", 1)[-1]:
-        return None
-    init_args = config.data.get("init_args")
-    kept = set(init_args.keys()) if init_args is not None else set()
-    dropped = [key for key in options if key not in kept]
-    cls_name = chosen.rsplit(".", 1)[-1]
-    name = None if config.name else task_run_name(chosen, config.model.get("family"))
-    carried = [f"{key}: {init_args[key]}" for key in options if key not in dropped]  # as the run takes them
-    what = (
-        f"its options {', '.join(dropped)} do not apply to {cls_name} and were dropped"
-        if dropped
-        else "all of its options apply"
-    ) + (f"; kept: {', '.join(carried)}" if dropped and carried else "")  # e.g. copying's val_size: 500 for MNIST
-    named = f"; the run is named {name} (--name sets another)" if name else ""
-    return f"note: data.class_path {chosen} replaces the config's {given}: {what}{named}", name
-
-
-def task_run_name(class_path: str, family: str) -> str:
-    """A run's name after its task and family where no config file names it: `mnist_scornn`."""
-    cls_name = str(class_path).rsplit(".", 1)[-1]
-    task = next((name for name, cls in TASKS.items() if cls.__name__ == cls_name), cls_name.lower())
-    return f"{task}_{family}"
-
-
-def _name_for_family(name: str | None, config, family: str) -> str:
-    """A config file's name for a run of `family`: a run of the LSTM from copying_scornn.yaml is copying_lstm (the
-    config's family replaced where the name holds it, else appended), not named after a family it does not run.
-    No config file: the task and the family (`--data mnist --model.family scornn`: mnist_scornn)."""
-    if not name:
-        chosen = config.data.get("class_path") if config.get("data") else None
-        return task_run_name(chosen, family) if chosen else family
-    given = None
-    for mapping in config_file_mappings(config):  # the last file's model.family stands
-        model = mapping.get("model")
-        given = (model.get("family") if isinstance(model, dict) else None) or given
-    if not isinstance(given, str) or given.lower() == family.lower():
-        return name
-    parts = name.split("_")
-    renamed = [family if part.lower() == given.lower() else part for part in parts]
-    return "_".join(renamed) if renamed != parts else f"{name}_{family}"
-
-
-UNNAMED_CONFIG = "unnamed-config.yaml"  # training/api.py writes a config dict there: it names no run
-
-
-def _name_from_config_files(paths) -> str | None:
-    """The last config file's name; a run folder's own config.yaml (NAME/ID/config.yaml) gives its run's NAME."""
-    paths = [p for p in (paths or []) if p is not None]
-    if not paths:
-        return None
-    path = Path(str(paths[-1]))
-    if path.name == UNNAMED_CONFIG:
-        return None
-    if path.name == "config.yaml" and path.parent.name.isdigit() and path.parent.parent.name:
-        return path.parent.parent.name
-    return path.stem

@@ -63,7 +63,8 @@ def _target_root(roots: set[Path], given: str | None) -> Path:
 
 def _refuse_what_is_there(root: Path, folders: list[Path]) -> None:
     """Nothing the restore would write over: a store (its side files too: SQLite replays a -wal onto the copy)."""
-    from ortholab.db.store import ENV_VAR, SQLITE_SIDE_FILES
+    from ortholab.db.sqlite_files import SQLITE_SIDE_FILES
+    from ortholab.db.store import ENV_VAR
 
     if os.environ.get(ENV_VAR):
         raise ConfigError(

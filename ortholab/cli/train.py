@@ -61,7 +61,8 @@ def main(argv: list[str], given: bool) -> None:
 
         flush_subnormals()
     from ortholab.cli.mapping_flags import merge_deep_mapping_flags
-    from ortholab.training.lightning_cli import OrthoLabCLI, task_short_names, with_place
+    from ortholab.training.lightning_cli import OrthoLabCLI, task_short_names
+    from ortholab.training.parse_errors import with_place
 
     typed = argv  # as the user wrote it, for saying where a refused key was given
     prepared = merge_deep_mapping_flags(task_short_names(resume_arguments(run_arguments(packaged_configs(argv)))))

@@ -1,0 +1,148 @@
+"""Checks of a run's settings made before it is recorded: each refusal one line naming the setting and the fix, so
+that a command refused here leaves no run, folder or store behind."""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+import re
+from pathlib import Path
+
+from ortholab.datamodules import TaskSpec, task_class_path
+from ortholab.db.logger import is_run_name
+from ortholab.errors import ConfigError
+
+
+def positive_norm(value) -> bool:
+    """Whether `value` is a gradient norm to clip to: a finite number above zero."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def check_manual_optimization(trainer: dict) -> None:
+    """Lightning's gradient clipping and accumulation, which the module's own optimizer steps (one per parameter
+    group) rule out: one line with what to use, before a run is recorded (Lightning's own error left a failed run)."""
+    clip, accumulate = trainer.get("gradient_clip_val"), trainer.get("accumulate_grad_batches")
+    if clip is not None:
+        raise ConfigError(
+            f"trainer.gradient_clip_val = {clip!r} is not available: the model steps each parameter group's optimizer "
+            f"itself; clip the gradients' total norm with --model.grad_clip_norm "
+            f"{clip if positive_norm(clip) else 'NORM (> 0)'} "
+            f"instead"
+        )
+    if accumulate not in (None, 1):
+        raise ConfigError(
+            f"trainer.accumulate_grad_batches = {accumulate!r} is not available: the model steps each parameter "
+            f"group's optimizer itself at every batch; a larger --data.batch_size is the way to average more sequences"
+        )
+
+
+CHECKPOINT_OVERHEAD_BYTES = 256 * 1024  # a checkpoint's bytes beyond the tensors (loops, callbacks, hparams): ~10 KiB
+# measured for a tiny scoRNN, with room for the analysis callbacks' state
+
+
+def checkpoint_bytes(model) -> int:
+    """A generous estimate of one checkpoint's size: the weights, up to two optimizer moments of each, overhead."""
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    return 3 * weights + CHECKPOINT_OVERHEAD_BYTES
+
+
+def check_free_space(folder: str, model) -> None:
+    """--runs_dir has room for the run's checkpoints (last, best and the temporary file an atomic write needs),
+    else one line now rather than an OSError and a failed run later."""
+    import shutil
+
+    needed = 3 * checkpoint_bytes(model)
+    free = shutil.disk_usage(nearest_folder(folder)).free
+    if free < needed:
+        raise ConfigError(
+            f"--runs_dir {folder}: {free / 2**20:.2f} MiB free, and this model's checkpoints (last, best "
+            f"and a temporary copy) need about {needed / 2**20:.2f} MiB; free space there or give "
+            f"--runs_dir on another disk"
+        )
+
+
+def check_ckpt_path(path: str | None) -> None:
+    """--ckpt_path names a checkpoint file (or Lightning's 'last', 'best', 'hpc', or a URL): one line otherwise,
+    before a run is recorded."""
+    if not path or path in ("last", "best", "hpc", "registry") or "://" in str(path) or Path(path).is_file():
+        return
+    if Path(path).is_dir():
+        found = sorted(
+            str(p.relative_to(path)) for pattern in ("*.ckpt", "checkpoints/*.ckpt") for p in Path(path).glob(pattern)
+        )[:3]  # not a deep search: the folder may be huge
+        held = f"it holds {', '.join(found)}" if found else "it holds no .ckpt file"
+        raise ConfigError(
+            f"--ckpt_path {path} is a folder ({held}); give the checkpoint file, e.g. RUN_FOLDER/checkpoints/last.ckpt"
+        )
+    raise ConfigError(
+        f"--ckpt_path {path}: no such file; give a .ckpt file written by `ortholab fit` (a run's "
+        f"folder holds checkpoints/last.ckpt; `ortholab fit --resume RUN_ID` finds it for you)"
+    )
+
+
+def task_spec_of(datamodule) -> dict:
+    """The model's `task`: the datamodule's TaskSpec; a class that describes no task (a base class) is refused."""
+    spec = getattr(datamodule, "spec", None)
+    if spec is None:
+        from ortholab.datamodules import TASKS
+
+        cls = type(datamodule)
+        tasks = ", ".join(task_class_path(task) for task in TASKS.values())
+        raise ConfigError(
+            f"data.class_path = '{cls.__module__}.{cls.__qualname__}' is a base class, not a task (it "
+            f"sets no TaskSpec); choose a task: {tasks} (`ortholab list tasks`)"
+        )
+    if not isinstance(spec, TaskSpec):
+        raise ConfigError(
+            f"{type(datamodule).__name__}.spec is a {type(spec).__name__}, not a TaskSpec: set self.spec = "
+            f"TaskSpec(name=..., input_size=..., ...) in its __init__ (docs/tasks.md#a-task-of-your-own)"
+        )
+    return spec.to_dict()
+
+
+def tag_list(tags) -> list[str]:
+    """--tags as given: comma-separated labels (a,b) or a list; a text opening a list that did not parse is refused."""
+    if not isinstance(tags, str):
+        return list(tags or [])
+    if tags.lstrip().startswith("["):
+        raise ConfigError(f"tags = {tags!r}: expected a list such as '[a, b]', or comma-separated labels: --tags a,b")
+    return [tag.strip() for tag in tags.split(",") if tag.strip()]
+
+
+def check_run_name(name: str | None) -> None:
+    """A run's name is a folder under --runs_dir: one path component (letters of any script), 100 at most."""
+    if name is not None and not is_run_name(name):
+        example = re.sub(r"[^\w.+-]+", "-", name).strip(".-_")[:100] or "my-run"
+        raise ConfigError(
+            f"--name {name!r}: a run name is one folder name under --runs_dir: letters and digits of any "
+            f"script and punctuation, starting with a letter or digit, without spaces, control "
+            f'characters or /\\<>:"|?*, at most 100 characters; e.g. --name {example}'
+        )
+
+
+def check_writable_folder(folder: str) -> None:
+    """The run folders' parent exists or can be made, and accepts files (checkpoints go there); a folder not there
+    yet is judged by the nearest one that is, so that a command refused later leaves no empty folder behind."""
+    path = Path(folder).absolute()
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+        if existing != path and not os.access(existing, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+        if existing == path:
+            probe = Path(folder, f".ortholab-write-check-{os.getpid()}")
+            probe.write_bytes(b"")
+            probe.unlink()
+    except OSError as err:
+        raise ConfigError(
+            f"--runs_dir {folder}: cannot write run folders there ({err.strerror}); give a writable "
+            f"folder with --runs_dir"
+        ) from None
+
+
+def nearest_folder(folder: str) -> Path:
+    """`folder`, or the nearest folder above it that exists (the runs folder is made by the run's first write)."""
+    path = Path(folder).absolute()
+    return next(p for p in (path, *path.parents) if p.is_dir())
