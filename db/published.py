@@ -557,10 +557,18 @@ def shrink_to_fit(
     return widths
 
 
-CUT_FIRST = ("published", "length", "seeds")  # in this order, before the widest column
+CUT_FIRST = ("published", "seeds")  # in this order, before the widest column
 WIDE_ONLY = ("params", "recorded_for")  # left out of a terminal's report (--wide shows them)
 REPRODUCED_WIDTH = 40  # a terminal's reproduced cell: its value and verdict (below baseline (val/loss 0.0001936) ✓)
 FIRST_CUT_LEAST = 20  # the CUT_FIRST columns are cut first, to no fewer characters than this, then to `least`
+
+
+def _terse_lengths(cells: list[str]) -> tuple[str, list[str]]:
+    """A terminal's length column, never cut: '20000/20000' under the header 'steps' where every row counts steps
+    alone; else each epoch-bounded row as 'epoch 3/70' (its steps are in --wide)."""
+    if all(cell == "-" or (cell.endswith(" steps") and "," not in cell) for cell in cells):
+        return "steps", [cell.removesuffix(" steps") for cell in cells]
+    return "length", [cell[cell.index("epoch ") :] if ", epoch " in cell else cell for cell in cells]
 
 
 def _terse(reproduced: str, metric: str) -> str:
@@ -643,7 +651,8 @@ def markdown_report(
             shared = {c: rows[0][c] for c in columns if c in LIFTABLE and len(rows) > 1 and _same(rows, c)}
             columns = [c for c in columns if c not in shared and c not in WIDE_ONLY and not _named_by_row_id(rows, c)]
         first = tuple(columns.index(c) for c in CUT_FIRST if c in columns)
-        keep = tuple(columns.index(c) for c in ("row", "run") if c in columns)  # ids a user types back
+        kept = ("row", "run", "length") if width is not None else ()  # ids a user types back; counts cut are unread
+        keep = tuple(columns.index(c) for c in kept if c in columns)
         last = tuple(columns.index(c) for c in ("reproduced",) if c in columns)  # (its text cut to REPRODUCED_WIDTH)
         title = f"### {table.id}: {table.paper} {table.table}, {table.title}"  # the id `report TABLE` takes
         out.append((title if width is None else clip(title, width)) + "\n")
@@ -675,6 +684,11 @@ def markdown_report(
                 reproduced = _terse(cells[columns.index("reproduced")], table.metric)
                 cells[columns.index("reproduced")] = clip(reproduced, REPRODUCED_WIDTH)
             lines.append(cells)
+        if width is not None and "length" in columns:
+            at = columns.index("length")
+            lines[0][at], lengths = _terse_lengths([cells[at] for cells in lines[1:]])
+            for cells, length in zip(lines[1:], lengths):
+                cells[at] = length
         widths = _column_widths(lines, width, first, keep, last) if width is not None else None
         rule = "|" + "---|" * len(columns) if widths is None else "|" + "|".join("-" * (w + 2) for w in widths) + "|"
         out += [_markdown_line(lines[0], widths), rule, *(_markdown_line(cells, widths) for cells in lines[1:]), ""]

@@ -292,6 +292,33 @@ def test_a_tables_list_and_the_report_show_what_was_asked_in_lines_of_120_column
     assert long.strip() in out("report", "--wide")
 
 
+def test_a_terminals_report_never_cuts_a_rows_length(capsys):
+    """At 120 columns the report cut '20000/20000 steps' to '20000/2…' (left alone in stop 79): a count cut is
+    unreadable. The column is never cut now, its unit in the header where every row counts steps alone, and every
+    row's count is the one --wide shows."""
+    db = str(Path(__file__).parents[1] / "docs" / "results" / "scurnn_figure5" / "runs.db")
+
+    def table(*flags):
+        main(["report", "scurnn_figure5", "--db", db, *flags])
+        lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+        header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+        return header, [dict(zip(header, (c.strip() for c in line.strip("|").split("|")))) for line in lines[1:]]
+
+    header, terminal = table()
+    _, wide = table("--wide")
+    assert "steps" in header and "length" not in header and len(terminal) == len(wide) >= 10
+    for short, whole in zip(terminal, wide):
+        assert short["row"] == whole["row"] and f"{short['steps']} steps" == whole["length"]
+        assert re.fullmatch(r"\d+/\d+", short["steps"])
+
+
+def test_epoch_bounded_rows_show_their_epochs_in_a_terminal():
+    """An epoch-bounded row's length in a terminal is its epoch count, whole."""
+    lengths = ["3300/77000 steps, epoch 3/70", "-"]
+    assert published._terse_lengths(lengths) == ("length", ["epoch 3/70", "-"])
+    assert published._terse_lengths(["12/40 steps", "-"]) == ("steps", ["12/40", "-"])
+
+
 def test_tables_fit_the_terminal_and_a_file_or_pipe_gets_120_columns(monkeypatch):
     """A 200-column terminal (COLUMNS) is used whole; a pipe gets LINE_WIDTH whatever the window; never under 80."""
     import io
