@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 from test_cli import ortholab
+from torch.utils.data import TensorDataset
 
 from ortholab.cli.main import main
 from ortholab.datamodules import TASKS, TaskDataModule, TaskSpec, register_task
@@ -15,7 +16,7 @@ from ortholab.datamodules.adding import AddingTask
 from ortholab.datamodules.copying import CopyingTask
 from ortholab.db import Store
 from ortholab.errors import ConfigError
-from ortholab.training.task_check import check_batch, check_task, splits_checked
+from ortholab.training.task_check import check_batch, check_id_ranges, check_task, splits_checked
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -93,6 +94,15 @@ class ClassesFromOne(Coin):
         return inputs, targets + 1
 
 
+class ThirdClassLate(Coin):
+    """Two classes in its first sequences, a third (id 2, beyond output_size = 2) in sequence 17 of each split."""
+
+    def make_split(self, split):
+        inputs, targets = super().make_split(split)
+        targets[17] = 2
+        return inputs, targets
+
+
 class FloatMask(Coin):
     def make_split(self, split):
         inputs, targets = super().make_split(split)
@@ -154,6 +164,8 @@ def _fit_fails(tmp_path, monkeypatch, capsys, task: str) -> str:
          "'cross_entropy' and readout 'last_step'"),
         ("ClassesFromOne", "the target classes run from 1 to 2; the TaskSpec expects classes 0..1 (output_size = 2); "
          "set output_size = 3 or number the classes from 0"),
+        ("ThirdClassLate", "ThirdClassLate (train split): the target classes run from 0 to 2 (1 out of range, first in "
+         "sequence 17); the TaskSpec expects ids in 0..1 (output_size = 2); set output_size = 3"),
         ("FloatMask", "the mask is torch.float32 (2, 6); the TaskSpec expects a bool (batch, steps) = (2, 6) mask"),
         ("OnlyInputs", "OnlyInputs (train split): a batch is (inputs, targets) or (inputs, targets, mask), got 1 "
          "items"),
@@ -250,6 +262,24 @@ def test_symbol_ids_beyond_the_vocabulary_name_the_size_that_holds_them():
         check_batch((torch.tensor([[0, 7]]), torch.tensor([[0, 1]])), spec, "ids")
     with pytest.raises(ConfigError, match=re.escape("set symbolic = False for real inputs")):
         check_batch((torch.zeros(1, 2, 5), torch.tensor([[0, 1]])), spec, "ids")
+
+
+def test_ids_out_of_range_past_the_first_batch_are_found_at_the_steps_the_mask_keeps():
+    """The first batch held two sequences; an id further into a split reached torch's embedding or cross_entropy as
+    an index error mid-training (left alone in stop 79). Padding beyond the mask may hold any id."""
+    spec = TaskSpec(name="ids", input_size=5, output_size=5, readout="every_step", loss="cross_entropy", symbolic=True)
+    ids = torch.zeros(30, 4, dtype=torch.long)
+    mask = torch.ones(30, 4, dtype=torch.bool)
+    ids[20, 3], mask[20, 3] = -1, False  # a pad id at a masked step: not the model's to read
+    check_id_ranges(TensorDataset(ids, ids.clone(), mask), spec, "ids")
+    ids[25, 1] = 9
+    late = "run from 0 to 9 (1 out of range, first in sequence 25); the TaskSpec expects ids in 0..4"
+    with pytest.raises(ConfigError, match=re.escape("the input ids " + late)):
+        check_id_ranges(TensorDataset(ids, torch.zeros(30, 4, dtype=torch.long), mask), spec, "ids")
+    with pytest.raises(ConfigError, match=re.escape("the target classes " + late)):
+        check_id_ranges(TensorDataset(torch.zeros(30, 4, dtype=torch.long), ids, mask), spec, "ids")
+    real = TaskSpec(name="values", input_size=1, output_size=1, readout="last_step", loss="mse")
+    check_id_ranges(TensorDataset(torch.zeros(30, 4, 1), torch.full((30, 1), 9.0)), real, "values")  # no ids to check
 
 
 def test_a_mistyped_name_of_ones_own_task_is_answered_with_its_class_path(tmp_path, monkeypatch, capsys):

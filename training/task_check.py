@@ -1,6 +1,7 @@
-"""A task's first batch checked against its TaskSpec before a run is recorded: a task of one's own that returns
-inputs, targets or a mask of the wrong shape or kind is one line naming the split, the tensor and the fix, not a
-traceback from inside the model or the loss (docs/tasks.md#a-task-of-your-own)."""
+"""A task's first batch checked against its TaskSpec before a run is recorded, and its symbol and class ids over the
+whole split: a task of one's own that returns inputs, targets or a mask of the wrong shape or kind, or an id out of
+range, is one line naming the split, the tensor and the fix, not a traceback from inside the model or the loss
+(docs/tasks.md#a-task-of-your-own)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from ortholab.training.objectives import OBJECTIVES
 FIX = "docs/tasks.md#a-task-of-your-own"
 
 
+CLASS_LOSSES = ("cross_entropy", "cross_entropy_bits")  # targets are class ids
 LOADERS = {"train": "train_dataloader", "val": "val_dataloader", "test": "test_dataloader"}
 
 
@@ -37,6 +39,7 @@ def check_task(datamodule, stage: str | None, predict_split: str = "test") -> No
     check_main_metric(spec, task)
     for split in splits_checked(datamodule, stage, predict_split):
         check_batch(first_batch(datamodule, split, task), spec, f"{task} ({split} split)")
+        check_id_ranges(datamodule.dataset(split), spec, f"{task} ({split} split)")
 
 
 def check_main_metric(spec: TaskSpec, task: str) -> None:
@@ -65,6 +68,36 @@ def first_batch(datamodule, split: str, task: str):
         raise ConfigError(f"{task} ({split} split) holds no sequences; make_split must return at least one")
     loader = DataLoader(data, batch_size=min(2, len(data)), collate_fn=getattr(data, "collate", None))
     return next(iter(loader))
+
+
+def check_id_ranges(data, spec: TaskSpec, where: str) -> None:
+    """Symbol and class ids of the whole split (a TensorDataset of make_split's tensors, its first batch already
+    checked) within the vocabulary and the classes, at the steps its mask keeps: an id out of range further into a
+    split otherwise reaches torch's embedding or cross_entropy as an index error mid-training."""
+    tensors = getattr(data, "tensors", None)
+    if not isinstance(tensors, tuple) or len(tensors) not in (2, 3):
+        return
+    if not all(isinstance(tensor, torch.Tensor) for tensor in tensors):  # rows finished on demand (datamodules/batching.py)
+        return
+    inputs, targets, mask = (*tensors, None)[:3]
+    for name, ids, size, key in (
+        ("input ids", inputs, spec.input_size if spec.symbolic else None, "input_size"),
+        ("target classes", targets, spec.output_size if spec.loss in CLASS_LOSSES else None, "output_size"),
+    ):
+        if size is None or ids.is_floating_point() or ids.is_complex() or ids.numel() == 0:
+            continue
+        out = (ids < 0) | (ids >= size)
+        masked = mask is not None and tuple(mask.shape) == tuple(ids.shape)
+        out, kept = (out & mask, ids[mask]) if masked else (out, ids)  # padding past the mask may hold any id
+        if bool(out.any()):
+            sequence = int(out.reshape(len(ids), -1).any(dim=1).nonzero()[0])
+            low, high = int(kept.min()), int(kept.max())
+            _refuse(
+                where,
+                f"the {name} run from {low} to {high} ({int(out.sum())} out of range, first in sequence {sequence})",
+                f"ids in 0..{size - 1} ({key} = {size})",
+                f"set {key} = {max(high + 1, size)} or map the ids into that range",
+            )
 
 
 def _shape(tensor: torch.Tensor) -> str:
@@ -129,7 +162,7 @@ def check_inputs(inputs: torch.Tensor, spec: TaskSpec, where: str) -> None:
 def check_targets(targets: torch.Tensor, spec: TaskSpec, where: str, steps: int) -> None:
     """Class ids (cross-entropy) or values (every other loss), one per sequence or one per step as the readout."""
     per_step = spec.readout == "every_step"
-    if spec.loss in ("cross_entropy", "cross_entropy_bits"):
+    if spec.loss in CLASS_LOSSES:
         expected = (len(targets), steps) if per_step else (len(targets),)
         if targets.is_floating_point() or targets.is_complex() or tuple(targets.shape) != expected:
             _refuse(
