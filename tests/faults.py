@@ -22,6 +22,24 @@ class SignalAt(Callback):
             os.kill(os.getpid(), getattr(signal, self.signal_name))
 
 
+class SignalAtStartOf(Callback):
+    """Send `signal_name` to this very process as the sanity check (the validation before training) or a test starts,
+    while Lightning's own signal handlers listen."""
+
+    def __init__(self, stage: str = "sanity_check", signal_name: str = "SIGTERM"):
+        self.stage, self.signal_name = stage, signal_name
+
+    def _send(self, stage: str) -> None:
+        if stage == self.stage:
+            os.kill(os.getpid(), getattr(signal, self.signal_name))
+
+    def on_sanity_check_start(self, trainer, pl_module):
+        self._send("sanity_check")
+
+    def on_test_start(self, trainer, pl_module):
+        self._send("test")
+
+
 class SaveRecurrentMatrix(Callback):
     """At the end of training every rank writes its recurrent matrix to `<folder>/rank<k>.pt`."""
 

@@ -156,6 +156,52 @@ def test_a_ctrl_c_lightning_catches_itself_exits_130_and_says_how_the_run_goes_o
         assert f"`ortholab fit --resume {run.id}`" in said
 
 
+@pytest.mark.parametrize("val_batches", [2, 1])
+def test_a_sigterm_before_training_exits_143_with_an_interrupted_run(tmp_path, val_batches):
+    """A SIGTERM in the sanity check reached Lightning's own handler, whose SystemExit without a code exited 0 and left
+    the run `failed` with no reason; with a one-batch sanity check it was heard a step later the same way. Now exit
+    143 and an `interrupted` run: stopped before its first step, or at step 1 with its checkpoint."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    stopped = ortholab(
+        tmp_path,
+        "fit",
+        "--config",
+        DEMO,
+        *RUN,
+        "--db",
+        db,
+        "--data.val_size",
+        str(20 * val_batches),  # the demo's batches hold 20 sequences
+        "--trainer.callbacks+=faults.SignalAtStartOf",
+    )
+    assert stopped.returncode == 128 + signal.SIGTERM == 143, stopped.stderr
+    assert "Traceback" not in stopped.stderr
+    store = Store(db)
+    (run,) = store.list_runs()
+    reason = store.get_run(run.id).reason
+    assert run.status == "interrupted", (run.status, reason)
+    if val_batches == 2:  # Lightning raised it between the sanity check's two batches
+        assert reason == "stopped by SIGTERM before its first training step"
+        assert f"Interrupted by SIGTERM: run {run.id} holds nothing to continue" in stopped.stderr
+    else:  # heard after the last batch: the stop is GracefulInterrupt's, at the end of the first step
+        assert reason.startswith("SIGTERM at step 1; resume with")
+        last = Path(store.get_run(run.id).run_dir) / "checkpoints" / "last.ckpt"
+        assert torch.load(last, weights_only=False)["global_step"] == 1
+
+
+def test_a_sigterm_during_a_test_exits_143_and_the_test_run_says_so(tmp_path):
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert ortholab(tmp_path, "fit", "--config", DEMO, *RUN, "--db", db).returncode == 0
+    (trained,) = Store(db).list_runs()
+    flags = ["--trainer.callbacks+=faults.SignalAtStartOf", "--trainer.callbacks.stage=test"]
+    stopped = ortholab(tmp_path, "test", "--run", str(trained.id), "--db", db, *flags)
+    assert stopped.returncode == 143 and "Traceback" not in stopped.stderr, stopped.stderr
+    assert "Interrupted by SIGTERM: run the same command again" in stopped.stderr
+    tested = max(Store(db).list_runs(), key=lambda r: r.id)
+    assert tested.id != trained.id and tested.status == "interrupted"
+    assert Store(db).get_run(tested.id).reason == "stopped by SIGTERM during test"
+
+
 def test_a_ctrl_c_outside_training_is_one_line_and_exit_130(monkeypatch, capsys):
     """While Python imports Lightning, or a reader reads: a KeyboardInterrupt traceback before."""
 

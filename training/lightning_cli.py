@@ -26,6 +26,7 @@ from lightning.fabric.utilities.rank_zero import _get_rank, rank_prefixed_messag
 from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from ortholab import aliases
 from ortholab.datamodules import TASKS, TaskDataModule, task_class_path
@@ -459,9 +460,12 @@ class OrthoLabCLI(LightningCLI):
             super()._run_subcommand(subcommand)
         except SystemExit as stop:  # Lightning's exit 1 after a Ctrl-C it caught itself: before GracefulInterrupt
             trainer = getattr(self, "trainer", None)  # listens (the first moments of a fit), or a second Ctrl-C
+            if isinstance(stop, SIGTERMException) and trainer is not None:  # Lightning's own SIGTERM handler (the
+                self._interrupted_at_once(trainer, "SIGTERM")  # sanity check; validate, test): an exit 0 before
+                raise SystemExit(128 + signal.SIGTERM) from None
             if stop.code != 1 or trainer is None or not trainer.interrupted:
                 raise
-            self._interrupted_at_once(trainer)
+            self._interrupted_at_once(trainer, "SIGINT")
             raise SystemExit(128 + signal.SIGINT) from None  # the shell's convention, as a first Ctrl-C exits
         except Exception as err:  # re-raised; main() prints the same line, or the traceback of a bug
             logger = self.trainer.loggers[0] if getattr(self, "trainer", None) and self.trainer.loggers else None
@@ -476,21 +480,26 @@ class OrthoLabCLI(LightningCLI):
                     logger.record_failure(mask_secrets(" ".join(reason.split())))
             raise
 
-    def _interrupted_at_once(self, trainer) -> None:
-        """A Ctrl-C that stopped the fit at once: the run says so, and how (or whether) it goes on."""
+    def _interrupted_at_once(self, trainer, name: str) -> None:
+        """A Ctrl-C (SIGINT) or SIGTERM that stopped the command at once: the run says so, and how (or whether) it
+        goes on."""
         logger = trainer.loggers[0] if trainer.loggers else None
         if not isinstance(logger, SQLLogger) or getattr(logger, "_run_id", None) is None or not trainer.is_global_zero:
             return
         run, step = logger.run_id, trainer.global_step
-        if step == 0:
-            reason = "stopped by Ctrl-C before its first training step"
+        by = "Ctrl-C" if name == "SIGINT" else name
+        if self.subcommand != "fit":
+            reason, said = f"stopped by {by} during {self.subcommand}", "run the same command again"
+        elif step == 0:
+            reason = f"stopped by {by} before its first training step"
             said = f"run {run} holds nothing to continue; run the same command again (`ortholab runs delete {run}`)"
         else:
-            reason = f"stopped at once by a second Ctrl-C at step {step}; continue from its last checkpoint"
+            again = "a second Ctrl-C" if name == "SIGINT" else by
+            reason = f"stopped at once by {again} at step {step}; continue from its last checkpoint"
             said = f"continue run {run} from its last checkpoint with `ortholab fit --resume {run}`"
         with contextlib.suppress(Exception):  # the stop matters more than its record
             logger.mark_interrupted(reason)
-        print(f"Interrupted by SIGINT: {said}", file=sys.stderr)
+        print(f"Interrupted by {name}: {said}", file=sys.stderr)
 
     def after_fit(self) -> None:
         interrupt = next((c for c in self.trainer.callbacks if isinstance(c, GracefulInterrupt)), None)

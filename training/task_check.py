@@ -77,7 +77,7 @@ def check_id_ranges(data, spec: TaskSpec, where: str) -> None:
     tensors = getattr(data, "tensors", None)
     if not isinstance(tensors, tuple) or len(tensors) not in (2, 3):
         return
-    if not all(isinstance(tensor, torch.Tensor) for tensor in tensors):  # rows finished on demand (datamodules/batching.py)
+    if not all(isinstance(tensor, torch.Tensor) for tensor in tensors):  # rows finished on demand (batching.py)
         return
     inputs, targets, mask = (*tensors, None)[:3]
     for name, ids, size, key in (

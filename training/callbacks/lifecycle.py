@@ -191,6 +191,9 @@ class GracefulInterrupt(Callback):
 
     def on_train_start(self, trainer, pl_module) -> None:
         self.requested, self.stopped_at, self._waited = None, None, False
+        connector = getattr(trainer, "_signal_connector", None)  # a SIGTERM that Lightning's own handler heard in
+        if getattr(connector, "received_sigterm", False):  # the sanity check's last batch: this stop's, not an
+            self.requested, connector.received_sigterm = "SIGTERM", False  # exit 0 from Lightning a batch later
         for sig in STOP_SIGNALS:  # (after Lightning's SLURM handlers, which these replace for the fit)
             try:
                 self._previous[sig] = signal.signal(sig, self._request)
