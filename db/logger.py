@@ -25,7 +25,7 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.rank_zero import rank_zero_info, rank_zero_warn
 
-from ortholab.db import lease, provenance
+from ortholab.db import folder_lock, lease, provenance
 from ortholab.db.store import LeaseLost, RunBusy, Store, StoreError, flatten
 from ortholab.errors import OrthoLabWarning
 
@@ -95,11 +95,13 @@ class SQLLogger(Logger):
         self._refused: str | None = None  # why the run could not be taken (another process writes it)
         self._heartbeat: tuple[threading.Thread, threading.Event] | None = None
         self._resume: dict[str, Any] | None = None  # a resume's record, written once its step is known
+        self._folder_lock: str | None = None  # the run folder's lock while this process writes it (folder_lock.py)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_store"] = None  # engines do not pickle; the copy reconnects when used
         state["_heartbeat"] = None  # nor do threads
+        state["_folder_lock"] = None  # the process that took the folder holds it
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -128,21 +130,25 @@ class SQLLogger(Logger):
             raise RunBusy(self._refused)
         if self._run_id is None and self._resume_id is not None:
             run = self.store.get_run(self._resume_id)  # StoreError naming the id when there is no such run
-            try:
+            folder = self._resumed_folder(run.id, run.name, run.run_dir)
+            try:  # the folder first: a process of another store (a copy of this one) may be writing it
+                self._folder_lock = folder_lock.hold(folder, self.store.store_id, run.id)
                 self.store.acquire_run(run.id, self._owner)
             except RunBusy as e:
-                self._refused = str(e)
+                folder_lock.release(self._folder_lock)
+                self._folder_lock, self._refused = None, str(e)
                 raise
             self._resume = {"stopped": run.status, **({"reason": run.reason} if run.reason else {})}
             self.store.set_status(run.id, "running", clear_reason=True)  # the stop's reason moves to info.resumes
             self._name = run.name
-            self._folder = self._resumed_folder(run.id, run.name, run.run_dir)
+            self._folder = folder
             self._run_id = run.id
             self._start_heartbeat()
         if self._run_id is None:
             run_id = self.store.create_run(name=self._name, stage=self._stage, tags=self._tags, owner=self._owner)
             self._folder = self._new_folder(run_id)
             os.makedirs(self._folder, exist_ok=True)
+            self._folder_lock = folder_lock.hold(self._folder, self.store.store_id, run_id)
             self.store.update_run(run_id, run_dir=os.path.abspath(self._folder))
             self._run_id = run_id
             self._start_heartbeat()
@@ -390,6 +396,9 @@ class SQLLogger(Logger):
                 raise
             # a warning: the original error stays the one reported
             rank_zero_warn(f"Could not record run status {run_status!r}: {e}", category=OrthoLabWarning)
+        finally:
+            folder_lock.release(self._folder_lock)
+            self._folder_lock = None
 
 
 NOT_SETTINGS = ("ckpt_path", "db")  # where a resume reads from and writes to, not how the run trains

@@ -2,6 +2,7 @@
 
 import os
 import signal
+import time
 from pathlib import Path
 
 from lightning.pytorch import Callback
@@ -38,6 +39,22 @@ class SignalAtStartOf(Callback):
 
     def on_test_start(self, trainer, pl_module):
         self._send("test")
+
+
+class PauseAt(Callback):
+    """After optimizer step `step`, write the file `paused` and wait (up to `timeout_s`) until the file `go` exists: a
+    live training process that a test holds still while it tries something beside it."""
+
+    def __init__(self, step: int, paused: str = "paused", go: str = "go", timeout_s: float = 120.0):
+        self.step, self.paused, self.go, self.timeout_s = step, Path(paused), Path(go), timeout_s
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step != self.step:
+            return
+        self.paused.write_text(str(os.getpid()))
+        deadline = time.monotonic() + self.timeout_s
+        while not self.go.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 class SaveRecurrentMatrix(Callback):

@@ -406,6 +406,43 @@ def test_a_store_killed_mid_write_opens_at_its_last_commit(tmp_path):
     assert per_key[0] == list(range(len(per_key[0])))
 
 
+def test_a_copy_of_the_store_does_not_resume_a_run_into_the_folder_a_live_process_writes(tmp_path):
+    """An export's runs.db names the run folders of the store it was copied from; on the machine that still trains
+    them, `fit --resume ID --db COPY` took a run that the copy showed as stopped, loaded the live run's last.ckpt,
+    rewrote its config.yaml and, stopped, its last.ckpt, stamped by the copy. The folder's lock refuses it now, with
+    nothing in the folder or either store changed; the live run goes on to its end."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    store, run = killed_at_step_8(tmp_path, db)
+    write_run_store(store, [run.id], tmp_path / "copy.db")  # as `report --export` writes DIR/runs.db
+    copy_db = f"sqlite:///{tmp_path / 'copy.db'}"
+    run_dir = Path(store.get_run(run.id).run_dir)
+    pause = ["--trainer.callbacks+=faults.PauseAt", "--trainer.callbacks.step=9"]
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}", "ORTHOLAB_CONFIG_MODULES": FAULT_MODULES}
+    command = [sys.executable, "-c", "from ortholab.cli.main import main; main()", "fit", "--resume", str(run.id)]
+    live = subprocess.Popen([*command, "--db", db, *pause], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "paused").exists() and live.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (tmp_path / "paused").exists(), live.stderr.read() if live.poll() is not None else "not paused"
+        before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+        copy_before = Store(copy_db, access="read").get_run(run.id)
+        refused = ortholab(tmp_path, "fit", "--resume", str(run.id), "--db", copy_db)
+        assert refused.returncode == 2, refused.stderr
+        (line,) = [x for x in refused.stderr.splitlines() if x.startswith("ortholab: error:")]
+        assert f"Run {run.id}'s folder {run_dir} is being written by process {live.pid} on " in line
+        assert "of another store (store id" in line and "one is a copy of the other" in line
+        assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before  # nothing written there
+        after = Store(copy_db, access="read").get_run(run.id)
+        assert (after.status, after.steps, after.reason) == (copy_before.status, copy_before.steps, copy_before.reason)
+    finally:
+        (tmp_path / "go").write_text("")
+        live.wait(timeout=300)
+    assert live.returncode == 0, live.stderr.read()
+    assert Store(db).get_run(run.id).status == "finished" and steps_of(Store(db), run.id) == list(range(12))
+
+
 def test_an_exported_unfinished_run_resumes_from_a_copy_of_its_store_on_a_new_machine(tmp_path, reference):
     """The machine goes away with its store and run folders; what `report --export --with-checkpoints` wrote (runs.db,
     the run's config and last checkpoint) is restored into the same runs folder, and `fit --resume` on the copied

@@ -1,0 +1,89 @@
+"""One process writes a run folder at a time: an advisory lock (flock) on the folder's `.writer.lock`, held while a
+run trains. The store's lease keeps two processes of one store off a run; the lock also keeps off a process of another
+store that names the same folder: a copy of the store, or an export's runs.db, whose runs were recorded there.
+
+The lock ends with the process (the kernel releases it), so a killed run leaves nothing to clean up. Where the
+filesystem takes no locks (some network mounts), the folder is written unlocked, as before the lock existed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; the lease alone guards a run
+    fcntl = None
+
+from ortholab.db.store import RunBusy
+
+LOCK_NAME = ".writer.lock"
+_HELD: dict[str, list[int]] = {}  # the folders this process holds (real path): [the lock file's descriptor, holds]
+
+
+def hold(folder: str, store_id: str, run_id: int) -> str | None:
+    """Lock `folder` for this process as run `run_id` of store `store_id`: a key to `release` it by (the process's end
+    frees it too), None where locks are not available. RunBusy naming the holder when another process holds the
+    folder; a folder this process holds already (a run resumed in the same process) is held once more."""
+    if fcntl is None:
+        return None
+    key = os.path.realpath(folder)
+    if key in _HELD:
+        _HELD[key][1] += 1
+        return key
+    os.makedirs(folder, exist_ok=True)
+    fd = os.open(os.path.join(folder, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _holder(fd)
+        os.close(fd)
+        raise RunBusy(_busy(folder, holder, store_id, run_id)) from None
+    except OSError:  # ENOLCK and the like: a filesystem without locks
+        os.close(fd)
+        return None
+    facts = {"pid": os.getpid(), "host": socket.gethostname(), "store_id": store_id, "run_id": run_id}
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(facts).encode(), 0)
+    _HELD[key] = [fd, 1]
+    return key
+
+
+def release(key: str | None) -> None:
+    """Give the folder up once; the last release closes the lock file, which frees the lock."""
+    held = _HELD.get(key) if key is not None else None
+    if held is None:
+        return
+    held[1] -= 1
+    if held[1] == 0:
+        del _HELD[key]
+        try:
+            os.close(held[0])
+        except OSError:
+            pass
+
+
+def _holder(fd: int) -> dict:
+    try:
+        return json.loads(os.pread(fd, 4096, 0).decode() or "{}")
+    except (OSError, ValueError):
+        return {}
+
+
+def _busy(folder: str, holder: dict, store_id: str, run_id: int) -> str:
+    who = f"process {holder['pid']} on {holder.get('host', '?')}" if holder.get("pid") else "another process"
+    theirs = str(holder.get("store_id", ""))
+    whose = (
+        f"run {holder.get('run_id')} of another store (store id {theirs[:8]}, this one is {store_id[:8]}: one "
+        f"is a copy of the other)"
+        if theirs and theirs != store_id
+        else f"run {holder.get('run_id', run_id)} of this store"
+    )
+    return (
+        f"Run {run_id}'s folder {Path(folder)} is being written by {who}, as {whose}; both would write the same "
+        f"checkpoints. Stop that process first (`kill -TERM` saves a checkpoint), or continue the run from the store "
+        f"that process writes."
+    )
