@@ -265,15 +265,16 @@ class SQLLogger(Logger):
         self.store.update_run(self.run_id, **fields)
 
     @rank_zero_only
-    def log_config(self, config: Mapping[str, Any]) -> None:
-        """Store the full resolved config on the run and as flattened params."""
+    def log_config(self, config: Mapping[str, Any], resolved: Mapping[str, Any] | None = None) -> None:
+        """Store the full resolved config on the run and as flattened params; `resolved` (dotted keys) gives the
+        params of values the config leaves to the run (model.hidden_size: auto) as the run took them."""
         config = _as_dict(config)
         run_id = self.run_id  # a resume is known once the run is taken
         if self._resume is not None and "changed" not in self._resume:  # against the config before this resume
             before = self.store.get_run(run_id).config or {}
             self._resume["changed"] = config_changes(before, config)
         self.store.update_run(self.run_id, config=config)
-        self.store.log_params(self.run_id, config)
+        self.store.log_params(self.run_id, {**flatten(config), **(resolved or {})})
         self._config_logged = True
 
     @rank_zero_only

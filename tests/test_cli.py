@@ -443,6 +443,26 @@ def test_impossible_sizes_are_one_clear_message(extra, message, capsys, tmp_path
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
+def test_an_auto_sized_runs_params_hold_the_size_it_ran_with_and_its_config_stays_auto(tmp_path, monkeypatch):
+    """`runs --columns model.hidden_size` showed 'auto' for the 34 paper configs sized to a budget: the size used was
+    only in the checkpoint. The params now hold it; the config keeps 'auto', so a resume sizes the model the same way
+    and sees no changed setting."""
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    sized = ["--model.hidden_size", "auto", "--model.param_budget", "3000"]
+    main(["fit", "--config", DEMO, *TINY, "--db", db, *sized])
+    store = Store(db)
+    (run,) = store.list_runs()
+    params, config = store.params_of([run.id])[run.id], store.get_run(run.id).config
+    assert config["model"]["hidden_size"] == "auto" and params["model.param_budget"] == 3000
+    assert isinstance(params["model.hidden_size"], int) and 20 < params["model.hidden_size"] < 100
+    assert run.parameter_count <= 3000 + 200
+    main(["fit", "--resume", str(run.id), "--db", db, "--trainer.max_steps", "8"])
+    resumed = store.get_run(run.id)
+    assert resumed.status == "finished" and resumed.info["resumes"][-1]["changed"] == {"trainer.max_steps": [6, 8]}
+    assert store.params_of([run.id])[run.id]["model.hidden_size"] == params["model.hidden_size"]
+
+
 def test_an_auto_sized_model_rebuilds_from_its_saved_hyperparameters():
     # load_from_checkpoint and `ortholab test --ckpt_path` rebuild the module from hparams holding the resolved
     # size beside the budget

@@ -85,9 +85,12 @@ class RecordConfig(SaveConfigCallback):
         if model.get("family"):  # every family option with the value it ran with, defaults included: a resume or a
             # side-by-side comparison does not depend on the defaults of the OrthoLab version that reads it
             model["family_args"] = recorded_family_args(model["family"], model.get("family_args"))
+        resolved = {}  # `hidden_size: auto` stays as given in the config (a resume sizes the model again the same
+        if model.get("hidden_size") == "auto":  # way); its params give the size it ran with, for columns and groups
+            resolved["model.hidden_size"] = pl_module.hparams.hidden_size
         for logger in trainer.loggers:
             if isinstance(logger, SQLLogger):
-                logger.log_config(config)
+                logger.log_config(config, resolved)
                 os.makedirs(logger.log_dir, exist_ok=True)
                 Path(logger.log_dir, "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
 
