@@ -353,6 +353,8 @@ HOSTILE = [  # (id, argv, parts of the error line)
     # the other commands ------------------------------------------------------------------------------------------
     ("unknown-command", ["frobnicate"], ["unknown command 'frobnicate'; use one of fit"]),
     ("command-typo", ["run"], ["unknown command 'run'; did you mean 'runs'?"]),
+    ("command-of-another-name", ["show", "2"], ["unknown command 'show'; did you mean `ortholab runs show ID`?"]),
+    ("command-of-another-tool", ["train"], ["unknown command 'train'; did you mean `ortholab fit`?"]),
     ("fit-without-config", ["fit"], ["no task given: name a config with --config FILE"]),
     (
         "db-unknown-action",

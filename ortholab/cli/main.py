@@ -39,11 +39,39 @@ def version_line() -> str:
     return f"ortholab {code['ortholab'] or 'unknown'}{commit}; torch {code['torch']}, lightning {code['lightning']}"
 
 
+# words a user may try for a command that has another name, or is a subcommand of one
+MEANT = {
+    "show": "`ortholab runs show ID`",
+    "info": "`ortholab runs show ID`",
+    "inspect": "`ortholab runs show ID`",
+    "delete": "`ortholab runs delete ID`",
+    "rm": "`ortholab runs delete ID`",
+    "tag": "`ortholab runs tag ID LABEL`",
+    "untag": "`ortholab runs untag ID LABEL`",
+    "ls": "`ortholab runs`",
+    "status": "`ortholab runs`",
+    "compare": "`ortholab runs --columns KEY,KEY` (runs side by side) or `ortholab dashboard` (curves)",
+    "diff": "`ortholab runs --columns KEY,KEY` (runs side by side) or `ortholab dashboard` (curves)",
+    "train": "`ortholab fit`",
+    "resume": "`ortholab fit --resume ID`",
+    "eval": "`ortholab validate` or `ortholab test`",
+    "evaluate": "`ortholab validate` or `ortholab test`",
+    "export": "`ortholab report TABLE --export DIR`",
+    "upgrade": "`ortholab db upgrade`",
+    "migrate": "`ortholab db upgrade`",
+    "ui": "`ortholab dashboard`",
+    "app": "`ortholab dashboard`",
+    "serve": "`ortholab dashboard`",
+}
+
+
 def command_module(name: str) -> ModuleType:
     """The module of command `name` (only that one is imported); one line naming the commands if there is none."""
     if name not in COMMANDS:
         near = difflib.get_close_matches(name, COMMANDS, n=1)
         hint = f"did you mean {near[0]!r}? " if near else ""
+        if name.lower() in MEANT:
+            hint = f"did you mean {MEANT[name.lower()]}? "
         raise ConfigError(f"unknown command {name!r}; {hint}use one of {', '.join(COMMANDS)}")
     return importlib.import_module(f"ortholab.cli.{COMMANDS[name]}")
 
