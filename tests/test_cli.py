@@ -463,6 +463,34 @@ def test_an_auto_sized_runs_params_hold_the_size_it_ran_with_and_its_config_stay
     assert store.params_of([run.id])[run.id]["model.hidden_size"] == params["model.hidden_size"]
 
 
+def test_a_family_swapped_on_the_command_line_is_told_the_budget_the_config_sized_for_its_own(tmp_path, capsys):
+    """`--model.family lstm` on the scoRNN demo kept n = 190: 155k parameters against scoRNN's 21.8k, unsaid. The
+    note names both counts and the flags that size the LSTM to the config's budget; none when the size is given."""
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    small = ["--trainer.max_steps", "1", "--data.seq_len", "5", "--data.train_size", "20", "--data.val_size", "20"]
+    lstm = ["--model.family", "lstm", "--model.family_args", "{}", "--model.optimizers", "{}"]
+    base = ["fit", "--config", DEMO, *small, "--data.test_size", "20", "--db", db, "--runs_dir", str(tmp_path)]
+    main([*base, *lstm])
+    (note,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: model.hidden_size")]
+    from ortholab.datamodules import CopyingTask
+    from ortholab.training.module import RecurrentModule
+
+    spec = CopyingTask(seq_len=5).spec
+    scornn = RecurrentModule(spec, family="scornn", hidden_size=190, family_args={"rho": 95, "init": "henaff"})
+    budget = sum(scornn.parameter_counts().values())
+    ours = sum(RecurrentModule(spec, family="lstm", hidden_size=190).parameter_counts().values())
+    assert note == (
+        f"note: model.hidden_size 190 is the config's size for scornn ({budget:,} parameters); lstm has {ours:,} at "
+        f"it; `--model.hidden_size auto --model.param_budget {budget}` sizes lstm to the same budget"
+    )
+    main([*base, *lstm, "--model.hidden_size", "auto", "--model.param_budget", str(budget)])
+    main([*base, *lstm, "--model.hidden_size", "68"])
+    main([*base])  # no swap
+    assert "note: model.hidden_size" not in capsys.readouterr().err
+    sized = max(Store(db).list_runs(), key=lambda r: r.id)
+    assert abs(Store(db).get_run(sized.id - 2).parameter_count - budget) < 0.02 * budget
+
+
 def test_an_auto_sized_model_rebuilds_from_its_saved_hyperparameters():
     # load_from_checkpoint and `ortholab test --ckpt_path` rebuild the module from hparams holding the resolved
     # size beside the budget

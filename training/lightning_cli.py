@@ -42,6 +42,7 @@ from ortholab.training.callbacks.last_checkpoint import LastCheckpoint
 from ortholab.training.callbacks.lifecycle import ContinueRun, GracefulInterrupt, NameTheRun, StampCheckpoints
 from ortholab.training.cuda_graphs import check_graphs_config
 from ortholab.training.family_options import check_family_switch, recorded_family_args
+from ortholab.training.family_swap import size_note
 from ortholab.training.limits import check_model_limits, check_trainer_devices, check_trainer_strategy
 from ortholab.training.model_summary import replace_lightnings_summary
 from ortholab.training.module import RecurrentModule
@@ -366,6 +367,10 @@ class OrthoLabCLI(LightningCLI):
         note, swapped_name = getattr(self, "_task_swap", None) or (None, None)
         if note and rank_zero_only.rank == 0:  # once the task is built: a task refused says only why
             print(note, file=sys.stderr)
+        if self.subcommand == "fit" and config.resume is None and rank_zero_only.rank == 0:
+            sized = size_note(self.model, config_file_mappings(config), getattr(self, "_command_line_model_keys", ()))
+            if sized:  # a family swapped on the command line kept the size the file chose for its own
+                print(sized, file=sys.stderr)
         family = self.model.hparams.family
         derived = swapped_name or name_for_family(name_from_config_files(config.get("config")), config, family)
         name = config.name or folder_name(derived)  # a config file's name may hold anything: as a folder name
