@@ -364,13 +364,7 @@ class OrthoLabCLI(LightningCLI):
         if rank_zero_only.rank == 0 and self.subcommand == "fit":
             check_free_space(self._runs_dir(), self.model)  # before the run is recorded: a full disk is one line
         _make_store(config.db, getattr(self, "_store_to_create", False))  # every check passed: the run is recorded
-        note, swapped_name = getattr(self, "_task_swap", None) or (None, None)
-        if note and rank_zero_only.rank == 0:  # once the task is built: a task refused says only why
-            print(note, file=sys.stderr)
-        if self.subcommand == "fit" and config.resume is None and rank_zero_only.rank == 0:
-            sized = size_note(self.model, config_file_mappings(config), getattr(self, "_command_line_model_keys", ()))
-            if sized:  # a family swapped on the command line kept the size the file chose for its own
-                print(sized, file=sys.stderr)
+        swapped_name = self._say_swaps(config)
         family = self.model.hparams.family
         derived = swapped_name or name_for_family(name_from_config_files(config.get("config")), config, family)
         name = config.name or folder_name(derived)  # a config file's name may hold anything: as a folder name
@@ -451,6 +445,20 @@ class OrthoLabCLI(LightningCLI):
         if seed is not False and seed is not None:  # said now: a model or task refused above says only why
             logging.getLogger(SEED_LOGGER).info(rank_prefixed_message(f"Seed set to {seed}", _get_rank()))
         return trainer
+
+    def _say_swaps(self, config) -> str | None:
+        """Once the model and task are built (a refused one says only why): a note for a task or a family swapped on
+        the command line; the run's name after a swapped task."""
+        note, swapped_name = getattr(self, "_task_swap", None) or (None, None)
+        if rank_zero_only.rank != 0:
+            return swapped_name
+        if note:
+            print(note, file=sys.stderr)
+        if self.subcommand == "fit" and config.resume is None:
+            sized = size_note(self.model, config_file_mappings(config), getattr(self, "_command_line_model_keys", ()))
+            if sized:  # a family swapped on the command line kept the size the file chose for its own
+                print(sized, file=sys.stderr)
+        return swapped_name
 
     def _check_task_data(self, config) -> None:
         """The task's data there and its first batches as its TaskSpec says, before the run is recorded."""
