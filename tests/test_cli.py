@@ -557,6 +557,8 @@ def test_runs_shows_progress_against_the_plan_and_an_eta(tmp_path, capsys):
     table = capsys.readouterr().out
     assert "3300/77000" in table and "3/70" in table and "12h17m" in table  # 73,700 steps x 0.6 s
     assert "silent" not in table  # just written: live
+    header = table.splitlines()[0]  # the start times are UTC, whatever TZ says: the header says so
+    assert header.endswith("started (UTC)") and rows["short"]["started"].endswith("+00:00")
 
 
 def test_runs_marks_a_running_run_that_went_silent_and_drops_its_eta(tmp_path, capsys, monkeypatch):

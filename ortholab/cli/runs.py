@@ -43,6 +43,7 @@ COLUMNS = [
     "reason",
 ]
 HOW_TORCH_RUNS_IT = {"foreach", "fused", "capturable", "differentiable"}  # options that change no update, left unsaid
+STARTED = "started (UTC)"  # the table's header of `started` (--json: "started", an ISO time with its offset)
 REASON_WIDTH = 60  # the table shows a failed or stopped run's reason cut to this; --json and the dashboard in full
 
 
@@ -93,6 +94,7 @@ def run(args, extra: list[str]) -> None:
     elif rows:
         rows = [shown(row) for row in rows]
         columns = COLUMNS if any(row["reason"] for row in rows) else COLUMNS[:-1]
+        columns = [STARTED if column == "started" else column for column in columns]
         at = columns.index("baseline") + 1
         print(table(rows, [*columns[:at], *keys, *columns[at:]]))
         if note := copy_note(args.db):
@@ -174,7 +176,7 @@ def shown(row: dict) -> dict:
 
     return {
         **row,
-        "started": (row["started"] or "")[:19].replace("T", " "),
+        STARTED: (row["started"] or "")[:19].replace("T", " "),
         "steps": steps_of_plan(row["steps"], row.get("total_steps")),
         "eta": duration(row.get("eta_s")),
         "status": f"{row['status']} ({row['silent']})" if row.get("silent") else row["status"],
