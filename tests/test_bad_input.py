@@ -70,7 +70,10 @@ def test_a_tasks_listed_name_is_its_class_on_the_command_line_and_one_line_in_a_
         assert exit_info.value.code == 0 and "class_path: datamodules.PixelMNIST" in capsys.readouterr().out
     (tmp_path / "short.yaml").write_text("data:\n  class_path: mnist\n")
     line = fails(tmp_path, monkeypatch, capsys, "--config", str(tmp_path / "short.yaml"))
-    assert "data.class_path = 'mnist' is not a task's class path; did you mean datamodules.PixelMNIST?" in line
+    said = f"data.class_path = 'mnist' (in {tmp_path / 'short.yaml'}) is not a task's class path; did you mean"
+    assert f"{said} datamodules.PixelMNIST?" in line
+    line = fails(tmp_path, monkeypatch, capsys, "--data", "mnst")
+    assert "data.class_path = 'mnst' (on the command line) is not a task's class path; did you mean" in line
 
 
 def test_a_models_own_refusal_of_a_flag_says_it_was_given_on_the_command_line(tmp_path, monkeypatch, capsys):

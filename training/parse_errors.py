@@ -292,9 +292,13 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
         paths = {name: task_class_path(cls) for name, cls in TASKS.items()}
         close = difflib.get_close_matches(undotted.group(1), [*paths, *paths.values()], 1)
         hint = f"did you mean {close[0] if helped else paths.get(close[0], close[0])}? " if close else ""
+        given = undotted.group(1)
+        where = "" if helped else where_given("data.class_path", argv, given, exact=True)
+        where = where or ("" if helped else where_given("data", argv, given, exact=True))
         return (
-            f"{'--data.help' if helped else 'data.class_path ='} {undotted.group(1)!r} is not a task's class path"
-            f"{' or name' if helped else ''}; {hint}`ortholab list tasks` names the tasks and their classes"
+            f"{'--data.help' if helped else 'data.class_path ='} {given!r}{f' ({where})' if where else ''} is not a "
+            f"task's class path{' or name' if helped else ''}; {hint}`ortholab list tasks` names the tasks and their "
+            f"classes"
         )
     refused = re.search(r"Import path (\S+) does not correspond to a subclass of (\w+)", message)
     if refused:
