@@ -165,8 +165,15 @@ def test_a_checkpoint_of_another_family_is_refused_before_loading(tmp_path, monk
         db=db,
     )
     assert "the checkpoint holds a model with model.family = 'scornn', the config builds model.family = 'lstm'" in line
+    assert "(`ortholab fit --resume RUN_ID` reuses a run's own config)" in line
     runs = {r.id: r for r in Store(db).list_runs()}
     assert runs[earlier.id].status == "finished" and runs[earlier.id].steps == earlier.steps  # nothing lost
+    for command in ("validate", "test"):  # their own --run reads a run's config and checkpoint together
+        with pytest.raises(SystemExit) as refused:
+            main([command, "--config", DEMO, *TINY, "--model.hidden_size", "9", "--ckpt_path", str(checkpoint)])
+        (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("ortholab: error:")]
+        assert refused.value.code == 2 and "model.hidden_size = 8, the config builds model.hidden_size = 9" in line
+        assert f"(`ortholab {command} --run RUN_ID` reads a run's own config and checkpoint)" in line
 
 
 def test_nan_inputs_in_a_custom_dataset_name_the_split_and_sample(tmp_path, monkeypatch, capsys):

@@ -247,10 +247,11 @@ class OrthoLabCLI(LightningCLI):
             for key, default in (("family", None), ("hidden_size", None), ("num_layers", 1)):
                 theirs, ours = saved.get(key, default), model.get(key, default)
                 if theirs is not None and ours != "auto" and theirs != ours:
-                    refusal = (
+                    refusal = _as_said_by(
+                        sub,
                         f"--ckpt_path {path}: the checkpoint holds a model with model.{key} = {theirs!r}, the config "
                         f"builds model.{key} = {ours!r}; use the config the checkpoint was trained with (`ortholab "
-                        f"fit --resume RUN_ID` reuses a run's own config) or a checkpoint of this model"
+                        f"fit --resume RUN_ID` reuses a run's own config) or a checkpoint of this model",
                     )
                     resume = self.config[sub].get("resume") if sub == "fit" else None  # (a test of an old config.yaml)
                     raise ConfigError(refusal if resume is None else _as_said_by_resume(refusal, resume))
@@ -357,7 +358,9 @@ class OrthoLabCLI(LightningCLI):
             try:  # recorded (a refused resume changes nothing of it)
                 self.model.refuse_foreign_checkpoint(checkpoint, continues_training=self.subcommand == "fit")
             except ConfigError as refused:
-                if config.resume is None or self.subcommand != "fit":
+                if self.subcommand != "fit":
+                    raise ConfigError(_as_said_by(self.subcommand, str(refused))) from None
+                if config.resume is None:
                     raise
                 raise ConfigError(_as_said_by_resume(str(refused), config.resume)) from None
         self._check_task_data(config)
@@ -610,6 +613,17 @@ def _as_said_by_resume(message: str, run_id: int) -> str:
     return message.replace(
         "(`ortholab fit --resume RUN_ID` reuses a run's own config)",
         f"(`ortholab fit --resume {run_id}` without the flag that changes it)",
+    )
+
+
+def _as_said_by(subcommand: str | None, message: str) -> str:
+    """A checkpoint's refusal for `validate`, `test` or `predict`, whose own `--run ID` reads a run's config and
+    checkpoint together (a fit's refusal is left as it is)."""
+    if subcommand in (None, "fit"):
+        return message
+    return message.replace(
+        "(`ortholab fit --resume RUN_ID` reuses a run's own config)",
+        f"(`ortholab {subcommand} --run RUN_ID` reads a run's own config and checkpoint)",
     )
 
 
