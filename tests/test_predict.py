@@ -255,3 +255,17 @@ def test_test_and_validate_take_a_recorded_run_as_predict_does(fresh, tmp_path, 
     code, out, _ = ortholab(capsys, command, "--help")
     assert code == 0 and f"ortholab {command} --run ID [--checkpoint best|last|PATH] [--db URL]" in out
     assert "predict" not in out.split("Or Lightning's form")[0]
+
+
+def test_an_evaluation_runs_card_names_the_checkpoint_it_evaluated_not_steps(fresh, tmp_path, capsys, monkeypatch):
+    """`runs show` of a test run said 'steps 0' and nothing of the run or checkpoint it measured."""
+    monkeypatch.chdir(tmp_path)
+    db, source = fresh
+    code, _, err = ortholab(capsys, "test", "--run", source.id, "--db", db)
+    assert code == 0, err
+    tested = max((r for r in Store(db).list_runs() if r.stage == "test"), key=lambda r: r.id)
+    code, out, _ = ortholab(capsys, "runs", "show", tested.id, "--db", db)
+    lines = out.splitlines()
+    assert code == 0 and lines[1].startswith("best test/") and "steps" not in lines[1]
+    (said,) = [line for line in lines if line.startswith("evaluated checkpoint: ")]
+    assert said.removeprefix("evaluated checkpoint: ").startswith(str(Path(source.run_dir) / "checkpoints"))

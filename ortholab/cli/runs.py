@@ -297,7 +297,8 @@ def run_card(run) -> list[str]:
     lines = [
         f"run {run.id}: {run.name} · {run.stage} · {run.family or '-'} on {run.task or '-'} · {run.status}"
         + (f" ({run.reason})" if run.reason else ""),
-        f"steps {run.steps}{f'/{total}' if total else ''} · {best}{baseline}"
+        (f"steps {run.steps}{f'/{total}' if total else ''} · " if run.stage == "fit" else "")  # an evaluation trains
+        + f"{best}{baseline}"  # none: its checkpoint is said below
         + (f" · {run.parameter_count:,} parameters" if run.parameter_count else ""),
         f"started {run.created_at:%Y-%m-%d %H:%M} UTC on {run.hostname or '?'}"
         + (f", {run.world_size} processes" if run.world_size > 1 else "")
@@ -324,6 +325,9 @@ def run_card(run) -> list[str]:
         lines.append(f"continued with other code at: {later} (each continuation whose code differed)")
     if info.get("command"):
         lines.append(f"command: {info['command']}")
+    evaluated = (run.config or {}).get("ckpt_path") if run.stage in ("validate", "test") else None
+    if evaluated:
+        lines.append(f"evaluated checkpoint: {evaluated}")
     predicted = info.get("predict") or {}
     if predicted.get("source_run") is not None:
         lines.append(f"predictions of run {predicted['source_run']} ({predicted.get('checkpoint')})")
