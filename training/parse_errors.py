@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import importlib
+import inspect
 import re
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from ortholab import aliases
-from ortholab.datamodules import task_class_path
+from ortholab.datamodules import TASKS, task_class_path
 
 
 def _known_keys(parser) -> list[str]:
@@ -90,9 +91,6 @@ def with_place(message: str, argv: list[str]) -> str:
 
 def _unknown_task_option(class_path: str, key: str, argv: list[str]) -> str:
     """`data.KEY` that the task `class_path` does not take: where it was given, the nearest option, all of them."""
-    import importlib
-    import inspect
-
     module, _, name = class_path.rpartition(".")
     task_init = getattr(importlib.import_module(module), name).__init__
     options = [p for p in inspect.signature(task_init).parameters if p != "self"]
@@ -128,8 +126,6 @@ def _listed_classes(key: str, argv: list[str]) -> list[tuple[str, str, dict]]:
 
 def _unknown_class_option(key: str, class_path: str, option: str, argv: list[str]) -> str:
     """`trainer.callbacks`' class `class_path` given an option it does not take: where, the nearest, all of them."""
-    import inspect
-
     module, _, name = class_path.rpartition(".")
     try:
         init = getattr(importlib.import_module(module), name).__init__
@@ -276,8 +272,6 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
     if missing and key and key.group(1) != "data":  # a callback's, a logger's, ...: not a task
         return _no_such_class(key.group(1), missing.group(1), argv)
     if missing:
-        from ortholab.datamodules import TASKS
-
         close = difflib.get_close_matches(missing.group(1), [task_class_path(c) for c in TASKS.values()], 1)
         hint = f"did you mean {close[0]}? " if close else ""
         return (
@@ -287,8 +281,6 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
     helped = message.startswith("--data.help")  # `--data.help copyng`: a task name mistyped
     if undotted and ('Parser key "data"' in message or helped):  # a task's short name in a config file
         # (task_short_names maps it on the command line)
-        from ortholab.datamodules import TASKS
-
         paths = {name: task_class_path(cls) for name, cls in TASKS.items()}
         close = difflib.get_close_matches(undotted.group(1), [*paths, *paths.values()], 1)
         hint = f"did you mean {close[0] if helped else paths.get(close[0], close[0])}? " if close else ""
@@ -302,8 +294,6 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
         )
     refused = re.search(r"Import path (\S+) does not correspond to a subclass of (\w+)", message)
     if refused:
-        from ortholab.datamodules import TASKS
-
         tasks = ", ".join(task_class_path(cls) for cls in TASKS.values())
         return (
             f"data.class_path = {refused.group(1)!r} is not an OrthoLab task; a config may only name a "

@@ -7,9 +7,10 @@ import errno
 import math
 import os
 import re
+import shutil
 from pathlib import Path
 
-from ortholab.datamodules import TaskSpec, task_class_path
+from ortholab.datamodules import TASKS, TaskSpec, task_class_path
 from ortholab.db.logger import is_run_name
 from ortholab.errors import ConfigError
 
@@ -50,8 +51,6 @@ def checkpoint_bytes(model) -> int:
 def check_free_space(folder: str, model) -> None:
     """--runs_dir has room for the run's checkpoints (last, best and the temporary file an atomic write needs),
     else one line now rather than an OSError and a failed run later."""
-    import shutil
-
     needed = 3 * checkpoint_bytes(model)
     free = shutil.disk_usage(nearest_folder(folder)).free
     if free < needed:
@@ -85,8 +84,6 @@ def task_spec_of(datamodule) -> dict:
     """The model's `task`: the datamodule's TaskSpec; a class that describes no task (a base class) is refused."""
     spec = getattr(datamodule, "spec", None)
     if spec is None:
-        from ortholab.datamodules import TASKS
-
         cls = type(datamodule)
         tasks = ", ".join(task_class_path(task) for task in TASKS.values())
         raise ConfigError(
