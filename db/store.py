@@ -112,6 +112,14 @@ def expand_home(url: str) -> str:
     return parsed.set(database=str(Path(parsed.database).expanduser())).render_as_string(hide_password=False)
 
 
+EXPORT_FILES = ("runs.db", "export.txt")  # an export folder's store and its provenance (app/export.py)
+
+
+def is_export(path: Path) -> bool:
+    """Whether a SQLite file is an export's runs.db: readers open it as it is, writers are refused."""
+    return path.name == EXPORT_FILES[0] and (path.parent / EXPORT_FILES[1]).is_file()
+
+
 class StoreError(RuntimeError):
     """The run database cannot be opened or written, or a request names something absent."""
 
@@ -282,6 +290,13 @@ class Store:
             path = Path(url.database).absolute()  # SQLite resolves relative paths from the cwd too
             if path.is_dir():
                 raise self._error(f"{path} is a directory, not a database file")
+            if self._access != "read" and is_export(path):  # a tracked file: training would change the evidence
+                raise StoreError(
+                    f"Cannot write the run database {self.display_url}: it is the runs.db of an export ({path.parent}"
+                    f" holds its export.txt), kept as `ortholab report --export` wrote it; `ortholab restore "
+                    f"{path.parent}` makes a store of its runs to go on with (`dashboard` and `report` read it as "
+                    f"it is)."
+                )
             if self._access == "create":
                 try:
                     path.parent.mkdir(parents=True, exist_ok=True)

@@ -92,6 +92,28 @@ def test_the_exported_store_writes_the_same_report_again(tmp_path, monkeypatch, 
     assert len(seeds) == 2 and all("abc1234" in line and "ortholab reproduce --seeds" in line for line in seeds)
 
 
+def test_an_exports_store_is_read_as_it_is_and_refused_to_writers(tmp_path, monkeypatch, capsys):
+    """`fit --resume ID --db DIR/runs.db` trained into an export's store, a committed file of evidence (and, on the
+    machine that trained the run, into its live run folder). Writers are refused in one line pointing to `ortholab
+    restore`; readers open it unchanged; a copy of the file under another name or beside no export.txt is a store."""
+    db = _store(tmp_path, monkeypatch)
+    main(["report", "demo_table9", "--db", db, "--export", str(tmp_path / "one")])
+    exported = tmp_path / "one" / "runs.db"
+    before = _digest(exported)
+    capsys.readouterr()
+    for argv in (["fit", "--resume", "6"], ["runs", "tag", "6", "mine"], ["runs", "delete", "6", "--yes"]):
+        with pytest.raises(SystemExit) as refused:
+            main([*argv, "--db", str(exported)])
+        line = capsys.readouterr().err.strip()
+        assert refused.value.code == 2 and f"it is the runs.db of an export ({exported.parent} holds its export" in line
+        assert f"`ortholab restore {exported.parent}` makes a store of its runs to go on with" in line
+    main(["runs", "--db", str(exported)])
+    assert "a copy an export wrote on" in capsys.readouterr().out and _digest(exported) == before
+    shutil.copyfile(exported, tmp_path / "one" / "mine.db")  # by hand, as docs/checkpoints.md restores it
+    main(["runs", "tag", "6", "mine", "--db", str(tmp_path / "one" / "mine.db")])
+    assert "mine" in Store(f"sqlite:///{tmp_path / 'one' / 'mine.db'}", access="read").get_run(6).tags
+
+
 def test_the_dashboard_reads_the_exported_store_in_a_read_only_folder_without_writing(tmp_path, monkeypatch):
     from streamlit.testing.v1 import AppTest
     from test_dashboard_app import APP_MAIN
