@@ -83,3 +83,25 @@ def test_a_bad_key_or_value_is_named_where_the_function_was_given_it(tmp_path):
     with pytest.raises(ConfigError) as wrong:
         fit(config, **places)
     assert str(wrong.value).startswith("data.seq_len = '1OO' (in the config dict): expected int")
+
+
+def test_fit_reads_its_flags_as_the_command_does_and_gives_the_subnormal_mode_back(tmp_path):
+    """fit() passed its flags to Lightning's parser as they were: one option of an optimizer group replaced the
+    whole group (`model.optimizers.recurrent.name = None is not a known optimizer`), and a task's listed name was
+    no class path; `ortholab fit` rewrites both first. It trains with subnormals flushed, as the command does, and
+    leaves the caller's mode as it was."""
+    from ortholab.training.subnormals import subnormals_flushed
+
+    places = {"db": f"sqlite:///{tmp_path / 'store.db'}", "runs_dir": str(tmp_path / "runs")}
+    before = subnormals_flushed()
+    one_option = fit(DEMO, [*TINY, "--model.optimizers.recurrent.lr", "0.003"], **places)
+    as_dict = fit(DEMO, {"model.optimizers.recurrent.lr": 0.002, "model.hidden_size": 8, "data.seq_len": 5,
+                         "model.family_args": {"rho": 4}, "trainer.max_steps": 2, "data.train_size": 40},
+                  **places)  # fmt: skip
+    by_name = fit(DEMO, [*TINY, "--data.class_path", "adding"], **places)
+    store = Store(places["db"])
+    recurrent = store.get_run(one_option).config["model"]["optimizers"]["recurrent"]
+    assert recurrent == {"name": "rmsprop_tf", "lr": 0.003}  # the group's optimizer kept, its lr changed
+    assert store.get_run(by_name).task == "adding"
+    assert store.get_run(as_dict).config["model"]["optimizers"]["recurrent"] == {"name": "rmsprop_tf", "lr": 0.002}
+    assert subnormals_flushed() == before

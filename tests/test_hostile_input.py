@@ -734,7 +734,7 @@ def test_db_version_prints_the_url_masked(tmp_path, monkeypatch, capsys):
 
 def test_a_deep_optimizer_flag_changes_that_option_and_keeps_the_group(capsys):
     from ortholab.cli.main import main
-    from ortholab.cli.mapping_flags import merge_deep_mapping_flags
+    from ortholab.training.mapping_flags import merge_deep_mapping_flags
 
     argv = ["fit", "--config", DEMO, "--model.optimizers.other.lr", "0.01", "--model.family_args.rho", "4"]
     merged = merge_deep_mapping_flags(argv)

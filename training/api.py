@@ -64,8 +64,10 @@ def fit(
     from ortholab.errors import ConfigError
     from ortholab.training.config_files import packaged_configs
     from ortholab.training.console import quiet_third_party_noise
-    from ortholab.training.lightning_cli import OrthoLabCLI
+    from ortholab.training.lightning_cli import OrthoLabCLI, task_short_names
+    from ortholab.training.mapping_flags import merge_deep_mapping_flags
     from ortholab.training.run_names import UNNAMED_CONFIG
+    from ortholab.training.subnormals import flush_subnormals, subnormals_flushed
 
     aliases.install()  # the configs' short class paths (datamodules.CopyingTask), as the CLI's main() does
     quiet_third_party_noise()
@@ -79,10 +81,21 @@ def fit(
         for flag, value in (("--db", db), ("--name", name), ("--runs_dir", runs_dir)):
             if value is not None:
                 argv += [flag, value]
+        # as `ortholab fit` reads its flags: a task's listed name, one option of an optimizer group or family_args
+        argv = merge_deep_mapping_flags(task_short_names(argv + flags))
         stderr = _Tail(sys.stderr)
+        kept = not subnormals_flushed()  # the CPU's subnormal mode as the caller had it, given back after
         try:
             with contextlib.redirect_stderr(stderr):
-                cli = OrthoLabCLI(args=argv + flags)
+                if kept and flush_subnormals():  # trained as the command trains (training/subnormals.py)
+                    try:
+                        cli = OrthoLabCLI(args=argv)
+                    finally:
+                        import torch
+
+                        torch.set_flush_denormal(False)
+                else:
+                    cli = OrthoLabCLI(args=argv)
         except SystemExit as stop:  # the argument parser's error: raised here as the ConfigError it reports
             if stop.code in (0, None):
                 raise

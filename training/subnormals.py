@@ -23,3 +23,12 @@ def flush_subnormals() -> bool:
     import torch  # here: the command line imports this module for every command, most of which need no torch
 
     return torch.set_flush_denormal(True)
+
+
+def subnormals_flushed() -> bool:
+    """Whether this thread's CPU arithmetic flushes subnormals now: the smallest float32 subnormal, halved by an
+    operation, reads as 0 under denormals-are-zero and flush-to-zero and as a subnormal otherwise."""
+    import torch
+
+    tiny = torch.tensor([2.0**-148], dtype=torch.float32)  # 4 * 2^-150: a subnormal
+    return bool((tiny * 0.5).item() == 0.0)

@@ -237,7 +237,7 @@ def open_study(
 
 def cli_overrides(overrides: dict) -> list[str]:
     """A trial's values as `--key value` flags. A key inside a free-form mapping (model.optimizers.recurrent.lr) stays
-    a dotted flag: fit merges it into the mapping the config and the earlier flags built (cli/mapping_flags.py), so
+    a dotted flag: fit merges it into the mapping the config and the earlier flags built (training/mapping_flags.py), so
     that the sweep's own flags inside it (--model.family_args.init zeros) hold in every trial."""
     return [token for key, value in overrides.items() for token in (f"--{key}", _flag_value(value))]
 

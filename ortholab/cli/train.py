@@ -60,8 +60,8 @@ def main(argv: list[str], given: bool) -> None:
         from ortholab.training.subnormals import flush_subnormals
 
         flush_subnormals()
-    from ortholab.cli.mapping_flags import merge_deep_mapping_flags
     from ortholab.training.lightning_cli import OrthoLabCLI, task_short_names
+    from ortholab.training.mapping_flags import merge_deep_mapping_flags
     from ortholab.training.parse_errors import with_place
 
     typed = argv  # as the user wrote it, for saying where a refused key was given
