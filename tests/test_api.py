@@ -105,3 +105,13 @@ def test_fit_reads_its_flags_as_the_command_does_and_gives_the_subnormal_mode_ba
     assert store.get_run(by_name).task == "adding"
     assert store.get_run(as_dict).config["model"]["optimizers"]["recurrent"] == {"name": "rmsprop_tf", "lr": 0.002}
     assert subnormals_flushed() == before
+
+
+def test_after_fit_the_process_answers_signals_as_it_did_before(tmp_path):
+    """GracefulInterrupt's teardown put back the handler it had found, Lightning's, after Lightning had restored the
+    process's own: a notebook or script that called fit() then ignored SIGTERM ('Received SIGTERM', and on)."""
+    import signal
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)}
+    fit(DEMO, TINY, db=f"sqlite:///{tmp_path / 'store.db'}", runs_dir=str(tmp_path / "runs"))
+    assert {sig: signal.getsignal(sig) for sig in before} == before

@@ -231,6 +231,7 @@ class GracefulInterrupt(Callback):
         return signal.Signals(number).name if number else None
 
     def teardown(self, trainer, pl_module, stage: str) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+        for sig, handler in self._previous.items():  # only where ours still listens: Lightning's own teardown has
+            if signal.getsignal(sig) == self._request:  # put SIGTERM back as the process had it, and the handler
+                signal.signal(sig, handler)  # saved here was Lightning's, which ignores SIGTERM once it is done
         self._previous = {}
