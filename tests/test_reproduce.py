@@ -1018,18 +1018,27 @@ def test_full_scale_runs_inside_a_checkout_get_a_note_on_where_to_keep_them(tmp_
     assert checkout_hint(None, []) is None
 
 
-def test_a_row_stopped_by_sigterm_says_how_to_continue_it_and_other_exits_say_failed():
+def test_a_row_stopped_by_sigterm_says_how_to_continue_it_and_other_exits_say_failed(tmp_path, monkeypatch):
     from ortholab.cli.reproduce import fit_failed
     from ortholab.db.published import PaperRow
 
     row = PaperRow("scornn_figure1", "copying-T1000_fcurnn_n128", "copying", "fcurnn", "val/loss", "min", 1.0)
-    stopped = fit_failed("paper:x (seed 1)", 143, row)
+    monkeypatch.delenv("ORTHOLAB_DB", raising=False)
+    monkeypatch.setenv("ORTHOLAB_RUNS", str(tmp_path / "runs"))
+    stopped = fit_failed("paper:x (seed 1)", 143, row, None, [])
     assert stopped.state == "stopped" and stopped.line == (
         "paper:x (seed 1): fit stopped by SIGTERM with a checkpoint; continue it with "
         "`ortholab reproduce scornn_figure1 --resume --rows copying-T1000_fcurnn_n128`"
     )
-    assert "resuming run 7 stopped by Ctrl-C" in fit_failed("r", 130, row, what="resuming run 7").line
-    assert fit_failed("r", 2, row).line == "r: fit failed (exit 2)"
+    # its store and flags too: the hint without them continued nothing (another store) or, where the run had no
+    # checkpoint, trained the paper's full-size row anew
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    flags = ["--model.hidden_size", "8", "--data.val_size", "100"]
+    assert fit_failed("r", 143, row, other, flags).line.endswith(
+        f"--rows copying-T1000_fcurnn_n128 --db '{other}' --model.hidden_size 8 --data.val_size 100`"
+    )
+    assert "resuming run 7 stopped by Ctrl-C" in fit_failed("r", 130, row, None, [], what="resuming run 7").line
+    assert fit_failed("r", 2, row, None, []).line == "r: fit failed (exit 2)"
 
 
 def test_a_child_killed_by_a_signal_is_named_and_sigkill_points_at_the_memory_killer():
@@ -1047,7 +1056,7 @@ def test_a_child_killed_by_a_signal_is_named_and_sigkill_points_at_the_memory_ki
     child.send_signal(signal.SIGKILL)
     code = child.wait(timeout=30)
     row = PaperRow("scurnn_figure5", "adding-T750_urnn_n950", "adding", "urnn", "val/loss", "min", 1.0)
-    assert code == -9 and fit_failed("r", code, row).line == (
+    assert code == -9 and fit_failed("r", code, row, None, []).line == (
         "r: fit failed (killed by SIGKILL, most often the out-of-memory killer: `dmesg` names it)"
     )
     assert exit_reason(-signal.SIGSEGV) == "killed by SIGSEGV" and exit_reason(0) == "exit 0"
@@ -1260,7 +1269,8 @@ def test_a_row_stopped_by_a_signal_is_counted_stopped_not_failed():
     from ortholab.cli.reproduce import Outcome, fit_failed, summary
 
     row = published.PaperRow("scornn_figure1", "copying-T1000_fcurnn_n128", "copying", "fcurnn", "val/loss", "min", 1.0)
-    assert fit_failed("row", 130, row).state == "stopped" and fit_failed("row", 1, row).state == "failed"
+    assert fit_failed("row", 130, row, None, []).state == "stopped"
+    assert fit_failed("row", 1, row, None, []).state == "failed"
     outcomes = [Outcome("a"), Outcome("b", "stopped"), Outcome("c", "skipped")]
     assert summary(outcomes) == "reproduce: 1 done, 0 failed, 1 skipped, 1 stopped"
     assert summary(outcomes[:1]) == "reproduce: 1 done, 0 failed, 0 skipped"  # the line as it always was

@@ -461,14 +461,19 @@ def _each(work, items: list, workers: int) -> list[Outcome]:
         _child_threads = None
 
 
-def fit_failed(label: str, code: int, row: PaperRow, what: str = "fit") -> Outcome:
+def fit_failed(label: str, code: int, row: PaperRow, db: str | None, extra: list[str], what: str = "fit") -> Outcome:
     """A fit's non-zero exit as an outcome line; a stop by SIGTERM or Ctrl-C (which save a checkpoint,
-    training/callbacks/lifecycle.py) says so and how to continue the row."""
+    training/callbacks/lifecycle.py) says so and how to continue the row: in its store, with the flags it trained
+    with (a run trained anew, having no checkpoint here, takes them again)."""
+    from ortholab.db.store import db_flag, default_db_url, store_url
+
     stops = {128 + signal.SIGTERM: "SIGTERM", 128 + signal.SIGINT: "Ctrl-C"}
     if code in stops:
+        where, _ = db_flag(store_url(db or default_db_url()))
+        flags = f" {shlex.join(extra)}" if extra else ""
         return Outcome(
             f"{label}: {what} stopped by {stops[code]} with a checkpoint; continue it with "
-            f"`ortholab reproduce {row.table} --resume --rows {row.row}`",
+            f"`ortholab reproduce {row.table} --resume --rows {row.row}{where}{flags}`",
             "stopped",
         )
     return Outcome(f"{label}: {what} failed ({exit_reason(code)})", "failed")
@@ -518,7 +523,7 @@ def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str], seed: i
     if code is None:
         return not_started(label)
     if code:
-        return fit_failed(label, code, row)
+        return fit_failed(label, code, row, db, extra)
     store = Store(db)
     run = max(
         (r for r in store.list_runs() if row.tag in r.tags and seed_tag in r.tags and r.stage == "fit"),
@@ -763,7 +768,7 @@ def continue_run(row: PaperRow, fit_id: int, store: Store, extra: list[str]) -> 
     if code is None:
         return not_started(label, f"run {fit.id} not continued")
     if code:
-        return fit_failed(label, code, row, what=f"resuming run {fit.id}")
+        return fit_failed(label, code, row, store.url, extra, what=f"resuming run {fit.id}")
     run = store.get_run(fit.id)
     tags = ["--tags", json.dumps(list(run.tags))]
     path = Path(run.run_dir) / "config.yaml"
