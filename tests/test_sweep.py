@@ -118,7 +118,7 @@ def test_a_typo_in_the_space_or_the_flags_is_refused_before_any_trial(
     with pytest.raises(ConfigError) as refused:
         run_sweep(DEMO, str(space), trials=1, db=db, name="typo", extra=[*TINY, *extra])
     assert expected in str(refused.value) and f"read with {space}'s first values" in str(refused.value)
-    assert optuna.get_all_study_summaries(db) == [] and Store(db, access="read").list_runs() == []
+    assert not (tmp_path / "runs.db").exists()  # refused before the store was made: no study, no run, no file
     if "hiden" not in space_text + " ".join(extra):
         return
     study = run_sweep(DEMO, str(space), trials=1, db=db, name="typo", extra=list(TINY))  # the typo fixed
@@ -160,13 +160,14 @@ def test_a_new_grid_study_is_not_called_continued_and_a_capped_count_and_a_new_s
     typo = tmp_path / "space.yaml"
     typo.write_text("model.hiden_size: [4, 6]\n")  # refused before any trial, after the count is settled
     with pytest.raises(ConfigError):
-        run_sweep(DEMO, str(typo), trials=5, db=db, name="capped", sampler="grid", extra=list(TINY))
+        run_sweep(DEMO, str(typo), trials=5, db=db, name="capped", sampler="grid", extra=list(TINY), workers=9)
     said = capsys.readouterr().out
     assert "sweep capped: the grid has 2 points, so --trials 5 trains 2" in said and "New run store" not in said
-    elsewhere = tmp_path / "mistyped" / "runs.db"  # a mistyped --db makes a store, and says so
+    assert "sweep capped: --workers 9 for 2 trials starts 2" in said  # not 8 helpers with no trial to take
+    elsewhere = tmp_path / "mistyped" / "runs.db"  # a refused sweep makes no store, at a mistyped --db either
     with pytest.raises(ConfigError):
         run_sweep(DEMO, str(typo), trials=1, db=str(elsewhere), name="new", extra=list(TINY))
-    assert f"New run store sqlite:///{elsewhere}: nothing was recorded there before." in capsys.readouterr().out
+    assert "New run store" not in capsys.readouterr().out and not elsewhere.parent.exists()
 
 
 def test_a_trial_gets_the_store_through_its_environment_never_its_command_line(tmp_path, monkeypatch):
@@ -246,13 +247,13 @@ def test_each_worker_and_its_trials_get_their_share_of_the_cores(tmp_path, monke
     space = tmp_path / "space.yaml"
     space.write_text("model.hidden_size: [4, 6]\n")
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    with pytest.raises(ConfigError, match="none of its 1 trials completed"):
-        sweep.run_sweep(DEMO, str(space), trials=1, db=db, workers=workers)
-    assert sorted(started) == sorted([("fit", threads)] + [("sweep", threads)] * (workers - 1))
+    with pytest.raises(ConfigError, match=f"none of its {workers} trials completed"):  # a trial for each worker
+        sweep.run_sweep(DEMO, str(space), trials=workers, db=db, workers=workers)
+    assert sorted(started) == sorted([("fit", threads)] * workers + [("sweep", threads)] * (workers - 1))
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     started.clear()
     with pytest.raises(ConfigError):
-        sweep.run_sweep(DEMO, str(space), trials=1, db=db, workers=workers, name="again")
+        sweep.run_sweep(DEMO, str(space), trials=workers, db=db, workers=workers, name="again")
     assert {threads for _, threads in started} == {"3"}  # inherited from this process, not set by the sweep
 
 

@@ -418,16 +418,19 @@ def run_sweep(
     config = str(resolve_config(config))
     check_config_files(["--config", config])  # a YAML mapping, named in one line otherwise
     space = load_space(space_file)
-    store = Store(db or default_db_url())  # OrthoLab's tables first, before Optuna adds its own
-    if store.created:  # a first sweep, or a mistyped --db (the trials' own note goes where their output goes)
-        print(f"New run store {mask_url(store.url)}: nothing was recorded there before.", flush=True)
-    db = store.url  # a file's path as the URL Optuna and the trials take
     name = name or f"{Path(config).stem}-sweep"
     if sampler == "grid" and trials > len(grid_points(space)):
         points = len(grid_points(space))
         print(f"sweep {name}: the grid has {points} points, so --trials {trials} trains {points}", flush=True)
         trials = points
-    check_first_point(config, space, space_file, extra)
+    if workers > trials:  # a worker with no trial to take would only start, check and wait
+        print(f"sweep {name}: --workers {workers} for {trials} trials starts {trials}", flush=True)
+        workers = trials
+    check_first_point(config, space, space_file, extra)  # a refused space or flag leaves no new store behind
+    store = Store(db or default_db_url())  # OrthoLab's tables first, before Optuna adds its own
+    if store.created:  # a first sweep, or a mistyped --db (the trials' own note goes where their output goes)
+        print(f"New run store {mask_url(store.url)}: nothing was recorded there before.", flush=True)
+    db = store.url  # a file's path as the URL Optuna and the trials take
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # a line per trial is ours (its run and best value)
     quiet_failed_trials()
     study = open_study(name, db, sampler, space, seed, pruner, flags=list(extra))
