@@ -339,6 +339,39 @@ def test_sigterm_at_the_last_batch_of_training_lets_the_run_finish(tmp_path):
     assert Store(db).get_run(run.id).status == "finished"
 
 
+def test_a_run_stopped_by_its_time_limit_is_told_to_give_time_not_steps(tmp_path, monkeypatch, capsys):
+    """A run ended by trainer.max_time was told to raise max_steps, which trained nothing: Lightning's timer
+    restores the time spent from the checkpoint and stops at once ('Time limit reached')."""
+    from ortholab.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    timed = ["--trainer.max_steps", "1000000", "--trainer.max_time", "00:00:00:01", "--data.train_size", "4000"]
+    main(["fit", "--config", DEMO, *TINY, *timed, "--db", db])
+    (run,) = Store(db).list_runs()
+    assert run.status == "finished" and 0 < run.steps < 1000000  # stopped by the clock
+    for more in ([], ["--trainer.max_steps", "2000000"]):
+        with pytest.raises(SystemExit) as refused:
+            main(["fit", "--resume", str(run.id), "--db", db, *more])
+        said = capsys.readouterr().err
+        assert refused.value.code == 2 and "trainer.max_time = '00:00:00:01' too" in said, said
+        assert f"`ortholab fit --resume {run.id} --trainer.max_time null`" in said
+    main(
+        [
+            "fit",
+            "--resume",
+            str(run.id),
+            "--db",
+            db,
+            "--trainer.max_time",
+            "null",
+            "--trainer.max_steps",
+            str(run.steps + 5),
+        ]
+    )
+    assert Store(db).get_run(run.id).steps == run.steps + 5
+
+
 def test_sigterm_with_one_batch_an_epoch_stops_one_batch_later(tmp_path):
     """Every batch is its epoch's last: the stop waits out one of them, not all."""
     db = f"sqlite:///{tmp_path / 'runs.db'}"

@@ -201,6 +201,12 @@ def refuse_a_finished_run_that_would_stop_at_once(run_id: int, config: Path, arg
             given[flag[len("--trainer.") :]] = value if eq else argv[i + 1] if i + 1 < len(argv) else ""
     if "max_time" in given:
         return
+    if trainer.get("max_time") is not None:  # the time it trained is in its checkpoint (Lightning's Timer): a larger
+        raise ConfigError(  # step count alone would restore the spent time and stop again at once
+            f"run {run_id} is finished: its config stops it at trainer.max_time = {trainer['max_time']!r} too, which "
+            f"it may have spent (the time trained so far counts); give more time, or none: `ortholab fit --resume "
+            f"{run_id} --trainer.max_time null` (with --trainer.max_steps N to train to another step count)"
+        )
     for key, value in given.items():
         before = trainer.get(key)
         try:
