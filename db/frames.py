@@ -13,7 +13,9 @@ hold is a StoreError naming it.
 
 from __future__ import annotations
 
+import difflib
 import numbers
+import os
 from collections.abc import Iterable
 
 import pandas as pd
@@ -43,10 +45,10 @@ METRIC_COLUMNS = ["run", "key", "step", "epoch", "value", "wall_time"]
 ARTIFACT_COLUMNS = ["id", "run", "kind", "name", "step", "epoch", "media_type", "meta", "created_at"]
 
 
-def runs(db: str | None = None, params: bool = True) -> pd.DataFrame:
+def runs(db: str | os.PathLike | None = None, params: bool = True) -> pd.DataFrame:
     """One row per run (newest first, as `ortholab runs`): its summary, and with `params` every recorded config
     key as a column named `param.<dotted key>` (absent in a run: NaN)."""
-    store = Store(db, access="read")
+    store = _store(db)
     rows = []
     for summary in store.list_runs():
         row = {column: getattr(summary, column) for column in RUN_COLUMNS}
@@ -59,14 +61,22 @@ def runs(db: str | None = None, params: bool = True) -> pd.DataFrame:
 
 
 def metrics(
-    run_ids: int | Iterable[int], keys: str | Iterable[str] | None = None, db: str | None = None
+    run_ids: int | Iterable[int], keys: str | Iterable[str] | None = None, db: str | os.PathLike | None = None
 ) -> pd.DataFrame:
     """The metric points of `run_ids` (every key, or `keys`), long format: run, key, step, epoch, value,
-    wall_time (unix seconds), ordered by run, key and step."""
-    store = Store(db, access="read")
+    wall_time (unix seconds), ordered by run, key and step. A key none of the runs recorded is a ValueError naming
+    the nearest one they did (a run without it, beside others with it, has no rows)."""
+    store = _store(db)
     single = isinstance(run_ids, numbers.Integral) or not isinstance(run_ids, Iterable) or isinstance(run_ids, str)
     ids = [_run_id(store, r, "run_ids") for r in ([run_ids] if single else list(run_ids))]
     wanted = [keys] if isinstance(keys, str) else (None if keys is None else list(keys))
+    if wanted is not None:
+        recorded = sorted({key for run_id in ids for key in store.metric_keys(run_id)})
+        for key in wanted:
+            if key not in recorded:
+                near = difflib.get_close_matches(str(key), recorded, n=1)
+                hint = f"did you mean {near[0]!r}? " if near else ""
+                raise ValueError(f"keys: no run of {ids} recorded {key!r}; {hint}they recorded {recorded}")
     rows = []
     for run_id in ids:
         for key in wanted if wanted is not None else store.metric_keys(run_id):
@@ -74,15 +84,30 @@ def metrics(
     return pd.DataFrame(rows, columns=METRIC_COLUMNS)
 
 
-def artifacts(run_id: int, kind: str | None = None, db: str | None = None) -> pd.DataFrame:
+def artifacts(run_id: int, kind: str | None = None, db: str | os.PathLike | None = None) -> pd.DataFrame:
     """A run's artifacts (eigenvalue snapshots, gradient profiles, audio, ...) without their bytes;
-    `Store(db).artifact_data(id)` reads one's bytes."""
-    store = Store(db, access="read")
-    records = store.artifacts(_run_id(store, run_id, "run_id"), kind)
+    `Store(db).artifact_data(id)` reads one's bytes. A `kind` the run has none of, while it has others, is a
+    ValueError naming them."""
+    store = _store(db)
+    run_id = _run_id(store, run_id, "run_id")
+    records = store.artifacts(run_id, kind)
+    if kind is not None and not records:
+        kinds = sorted({a.kind for a in store.artifacts(run_id)})
+        if kinds:
+            near = difflib.get_close_matches(str(kind), kinds, n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise ValueError(f"kind: run {run_id} holds no {kind!r} artifact; {hint}its kinds are {kinds}")
     return pd.DataFrame(
         [(a.id, a.run_id, a.kind, a.name, a.step, a.epoch, a.media_type, a.meta, a.created_at) for a in records],
         columns=ARTIFACT_COLUMNS,
     )
+
+
+def _store(db) -> Store:
+    """The store `db` names (a URL, a SQLite file's path as str or os.PathLike, None: the default), read only."""
+    if db is not None and not isinstance(db, (str, os.PathLike)):
+        raise TypeError(f"db must be a database URL or a SQLite file's path, got {db!r} ({type(db).__name__})")
+    return Store(None if db is None else os.fspath(db), access="read")
 
 
 def _run_id(store: Store, value, argument: str) -> int:

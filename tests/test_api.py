@@ -115,3 +115,43 @@ def test_after_fit_the_process_answers_signals_as_it_did_before(tmp_path):
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)}
     fit(DEMO, TINY, db=f"sqlite:///{tmp_path / 'store.db'}", runs_dir=str(tmp_path / "runs"))
     assert {sig: signal.getsignal(sig) for sig in before} == before
+
+
+def test_fit_takes_path_objects_and_names_an_argument_of_another_type(tmp_path):
+    from pathlib import Path
+
+    import pytest
+
+    run = fit(Path(DEMO), TINY, db=tmp_path / "store.db", runs_dir=tmp_path / "runs")
+    assert Store(f"sqlite:///{tmp_path / 'store.db'}").get_run(run).run_dir.startswith(str(tmp_path / "runs"))
+    for bad, said in (
+        ({"config": 123}, "config must be a YAML file's path or a dict, got 123"),
+        ({"name": 7}, "name must be a str, got 7"),
+        ({"db": 3.5}, "db must be a str or a path, got 3.5"),
+    ):
+        with pytest.raises(TypeError, match=said):
+            fit(**{"config": DEMO, **bad})
+
+
+def test_ctrl_c_in_fit_is_a_keyboard_interrupt_with_the_run_interrupted(tmp_path, monkeypatch):
+    """It was `ConfigError: ortholab fit stopped with exit code 130`, a configuration error for a user's Ctrl-C."""
+    import signal
+
+    import pytest
+
+    from ortholab.training.module import RecurrentModule
+
+    real_step = RecurrentModule.training_step
+
+    def pressed(self, *args, **kwargs):  # as Python raises it on SIGINT, at step 2
+        if self.trainer.global_step >= 2:
+            raise KeyboardInterrupt
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(RecurrentModule, "training_step", pressed)
+    monkeypatch.setattr(signal, "signal", lambda *args: None)  # Lightning ignores SIGINT from then on: not here
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    with pytest.raises(KeyboardInterrupt):
+        fit(DEMO, TINY, db=db, runs_dir=str(tmp_path / "runs"))
+    (run,) = Store(db).list_runs()
+    assert run.status == "interrupted"

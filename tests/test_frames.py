@@ -54,3 +54,23 @@ def test_artifacts_frame_lists_what_the_run_stored(recorded):
     table = frames.artifacts(run_id, db=db)
     assert table["id"].tolist() == [a.id for a in store.artifacts(run_id)] and len(table) > 0
     assert set(table["kind"]) == {a.kind for a in store.artifacts(run_id)}
+
+
+def test_a_mistyped_key_or_kind_is_named_and_a_path_object_names_the_store(recorded):
+    """`frames.metrics(1, ["val/los"])` and `frames.artifacts(1, kind="eigen")` returned empty frames in silence
+    (`ortholab runs --columns val/los` names val/loss); a pathlib.Path as db raised a TypeError from re."""
+    from pathlib import Path
+
+    db, folder = recorded
+    run_id = Store(db).list_runs()[0].id
+    with pytest.raises(ValueError, match=r"keys: no run of \[\d+\] recorded 'val/los'; did you mean 'val/loss'\?"):
+        frames.metrics(run_id, ["val/los"], db=db)
+    kinds = sorted({a.kind for a in Store(db).artifacts(run_id)})
+    with pytest.raises(ValueError, match=rf"kind: run {run_id} holds no 'eigen' artifact; .*its kinds are"):
+        frames.artifacts(run_id, kind="eigen", db=db)
+    assert len(frames.artifacts(run_id, kind=kinds[0], db=db)) > 0
+    path = Path(folder / "store.db")
+    assert frames.runs(path)["id"].tolist() == frames.runs(db)["id"].tolist()
+    assert len(frames.metrics(run_id, "val/loss", db=path)) > 0
+    with pytest.raises(TypeError, match="db must be a database URL or a SQLite file's path, got 7"):
+        frames.runs(7)

@@ -7,6 +7,8 @@ run_id = fit("configs/demo/copying_scornn.yaml", {"model.hidden_size": 64, "trai
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -46,20 +48,30 @@ def _yaml(value: Any, where: str, **options) -> str:
 
 
 def fit(
-    config: str | Path | dict,
+    config: str | os.PathLike | dict,
     overrides: dict[str, Any] | list[str] | None = None,
     *,
-    db: str | None = None,
+    db: str | os.PathLike | None = None,
     name: str | None = None,
-    runs_dir: str | None = None,
+    runs_dir: str | os.PathLike | None = None,
 ) -> int:
     """Train as `ortholab fit --config CONFIG [overrides]` does, in this process; returns the run's id.
 
-    config: a YAML file (or a name `ortholab list configs` shows) or the config as a dict; overrides: dotted keys
-    to values (or raw `--key value` flags); db, name, runs_dir: as the CLI's flags. Bad input raises ConfigError;
-    overrides that are not a dict or list, or a value YAML cannot write, raise TypeError.
+    config: a YAML file's path (an installed one as `ortholab list configs` shows it) or the config as a dict;
+    overrides: dotted keys to values (or raw `--key value` flags); db, name, runs_dir: as the CLI's flags (paths may
+    be os.PathLike). Bad input raises ConfigError;
+    overrides that are not a dict or list, or a value YAML cannot write, and arguments of another type raise
+    TypeError. Ctrl-C stops the run with its checkpoint (`interrupted`) and raises KeyboardInterrupt.
     """
     flags = _flags(overrides)  # before the imports: a mistake in them is reported at once
+    if not isinstance(config, (str, os.PathLike, dict)):
+        raise TypeError(f"config must be a YAML file's path or a dict, got {config!r} ({type(config).__name__})")
+    places = {"db": db, "name": name, "runs_dir": runs_dir}
+    for argument, value in places.items():
+        kinds = (str,) if argument == "name" else (str, os.PathLike)
+        if value is not None and not isinstance(value, kinds):
+            what = "a str" if argument == "name" else "a str or a path"
+            raise TypeError(f"{argument} must be {what}, got {value!r} ({type(value).__name__})")
     from ortholab import aliases
     from ortholab.errors import ConfigError
     from ortholab.training.config_files import packaged_configs
@@ -78,9 +90,9 @@ def fit(
             path.write_text(_yaml(config, "config", sort_keys=False))
             config = path
         argv = packaged_configs(["fit", "--config", str(config)])
-        for flag, value in (("--db", db), ("--name", name), ("--runs_dir", runs_dir)):
+        for argument, value in places.items():
             if value is not None:
-                argv += [flag, value]
+                argv += [f"--{argument}", os.fspath(value)]
         # as `ortholab fit` reads its flags: a task's listed name, one option of an optimizer group or family_args
         argv = merge_deep_mapping_flags(task_short_names(argv + flags))
         stderr = _Tail(sys.stderr)
@@ -98,6 +110,10 @@ def fit(
                     cli = OrthoLabCLI(args=argv)
         except SystemExit as stop:  # the argument parser's error: raised here as the ConfigError it reports
             if stop.code in (0, None):
+                raise
+            if stop.code == 128 + signal.SIGINT:  # Ctrl-C: the run is `interrupted` with its checkpoint, as Python
+                raise KeyboardInterrupt(stderr.last_line()) from None  # stops on one
+            if isinstance(stop.code, int) and stop.code > 128:  # SIGTERM, SIGUSR1: the process was asked to stop
                 raise
             message = stderr.last_line() or f"ortholab fit stopped with exit code {stop.code}"
             message = message.replace("on the command line", "in overrides")  # as fit() was given them
