@@ -47,8 +47,8 @@ from ortholab.models.stack import StackedLayers, build_layers
 NOT_A_RECURRENCE = {
     "rtransformer": "its causal attention reads the whole sequence and its local windows restart from zeros, so "
     "no state carries from one call to the next and nn.RNN's (input, h0) -> (output, h_n) does not "
-    "apply; use ortholab.models.RTransformer(input_size, d_model, ...) as a (N, L, H_in) -> "
-    "(N, L, d_model) module",
+    "apply; use ortholab.models.RTransformer(input_size, hidden_size, ...) (hidden_size is d_model) as a "
+    "(N, L, H_in) -> (N, L, hidden_size) module",
 }
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the checkout, or site-packages/ortholab: configs/ beside
 

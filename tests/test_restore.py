@@ -61,7 +61,8 @@ def test_an_export_of_finished_runs_is_restored_into_any_runs_folder(tmp_path):
     run = source.create_run(name="done", family="lstm", task="copying", main_metric="val/loss")
     source.update_run(run, run_dir="/a/machine/long/gone/runs/store-0a1b2c3d/done/1", status="finished")
     write_run_store(source, [run], tmp_path / "export" / "runs.db")
-    restored = ortholab(tmp_path, "restore", str(tmp_path / "export"), "--runs-dir", str(tmp_path / "here"))
+    spelt = "--runs_dir"  # as `fit --runs_dir` spells it (--runs-dir too): refused as unknown before
+    restored = ortholab(tmp_path, "restore", str(tmp_path / "export"), spelt, str(tmp_path / "here"))
     assert restored.returncode == 0, restored.stderr
     assert restored.stdout.splitlines() == [
         f"Restored 1 run from {tmp_path / 'export' / 'runs.db'} into {tmp_path / 'here' / 'ortholab.db'}.",

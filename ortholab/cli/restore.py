@@ -23,6 +23,8 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument(
         "--runs-dir",
+        "--runs_dir",  # as `fit --runs_dir` spells it
+        dest="runs_dir",
         default=None,
         help="the runs folder to restore into: the one the runs trained in, as runs.db records their folders as full "
         "paths (default: that one; $ORTHOLAB_RUNS, where set, must name it)",
