@@ -70,6 +70,25 @@ def check_options(family: str, family_args: dict) -> type:
             f"{unknown[0]!r} is not an option of family {family!r}; its options are {sorted(accepted)} "
             f"(models/{family}.py explains each)"
         )
+    for key, value in family_args.items():  # a number's or a switch's option given another kind (forget_bias="1")
+        default = inspect.signature(cls.__init__).parameters[key].default
+        if value is None:  # (forget_bias: None, rebase_every: None) the family says what None means
+            wrong = False
+        elif isinstance(default, bool) or isinstance(value, bool):
+            wrong = isinstance(default, bool) != isinstance(value, bool) and isinstance(default, (bool, int, float))
+        elif isinstance(default, (int, float)):
+            wrong = (
+                not isinstance(value, numbers.Real)
+                or isinstance(default, int)
+                and not isinstance(value, numbers.Integral)
+            )
+        else:
+            wrong = False
+        if wrong:
+            raise TypeError(
+                f"{key} of family {family!r} must be {type(default).__name__} (default {default!r}), got {value!r} "
+                f"({type(value).__name__})"
+            )
     if family_args.get("embed_symbols"):
         raise ValueError(
             "embed_symbols: an nn.RNN-style layer reads real features; put nn.Embedding(vocab, hyper) "
@@ -115,6 +134,10 @@ class FamilyRNN(nn.Module):
             check_count(owner, key, value)
             for key, value in (("input_size", input_size), ("hidden_size", hidden_size), ("num_layers", num_layers))
         )
+        if not isinstance(batch_first, bool):  # "yes" was taken as true
+            raise TypeError(f"{owner}: batch_first must be True or False, got {batch_first!r}")
+        if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+            raise TypeError(f"{owner}: dtype must be a torch floating dtype such as torch.float64, got {dtype!r}")
         cls = check_options(family, family_args)
         self.family, self.input_size, self.hidden_size = family, input_size, hidden_size
         self.num_layers, self.batch_first, self.dropout = num_layers, batch_first, dropout
@@ -300,6 +323,8 @@ globals().update({layer.__name__: layer for layer in LAYERS.values()})  # ScoRNN
 def parameter_groups(model: nn.Module) -> dict[str, list[nn.Parameter]]:
     """Every parameter of `model` once: its OrthoLab layers' groups merged by name, all others in `other` (as
     `ortholab fit` puts the readout and input adapter there)."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {model!r} ({type(model).__name__})")
     groups: dict[str, list[nn.Parameter]] = {}
     seen: set[int] = set()
     for module in model.modules():
@@ -353,6 +378,11 @@ class GroupOptimizer:
 
 def group_optimizer(model: nn.Module, specs: dict[str, dict] | str | Path) -> GroupOptimizer:
     """`GroupOptimizer(model, specs)`; specs may also be a config (path or name) whose `model.optimizers` to use."""
+    if not isinstance(specs, (dict, str, Path)):
+        raise TypeError(
+            f"specs must be a dict of group -> optimizer ({{'recurrent': {{'name': 'rmsprop_tf', 'lr': 1e-3}}}}) or a "
+            f"config's path or name, got {specs!r} ({type(specs).__name__})"
+        )
     return GroupOptimizer(model, specs if isinstance(specs, dict) else paper_optimizers(specs))
 
 

@@ -2,6 +2,7 @@
 and `training.api.fit` refuse what they cannot use in one line naming the argument (as torch.nn.RNN does), and the
 filter expression refuses what is too long or nested too deep at once, with its other errors' one line."""
 
+import re
 import time
 from pathlib import Path
 
@@ -99,6 +100,36 @@ def test_a_float64_layer_takes_float64_and_refuses_float32():
     assert output.dtype == h_n.dtype == torch.float64
     with pytest.raises(ValueError, match="input must have the type torch.float64, got type torch.float32"):
         layer(torch.randn(5, 2, 3))
+
+
+@pytest.mark.parametrize(
+    "layer, options, said",
+    [
+        ("ScoRNN", {"batch_first": "yes"}, "ScoRNN: batch_first must be True or False, got 'yes'"),  # taken as True
+        ("ScoRNN", {"dtype": "float64"}, "ScoRNN: dtype must be a torch floating dtype such as torch.float64"),
+        ("ScoRNN", {"dtype": torch.int64}, "dtype must be a torch floating dtype"),
+        ("LSTM", {"forget_bias": "1"}, "forget_bias of family 'lstm' must be float (default 1.0), got '1' (str)"),
+        ("EURNN", {"capacity": 2.5}, "capacity of family 'eurnn' must be int (default 2), got 2.5"),
+        ("EURNN", {"capacity": True}, "capacity of family 'eurnn' must be int (default 2), got True"),
+    ],
+)
+def test_a_layer_argument_of_another_type_is_a_type_error_naming_it(layer, options, said):
+    """These reached torch's own errors (fill_() received an invalid combination of arguments), or were taken."""
+    with pytest.raises(TypeError, match=re.escape(said)):
+        getattr(onn, layer)(3, 16, **options)
+    assert onn.LSTM(3, 4, forget_bias=1).hidden_size == 4 and onn.LSTM(3, 4, forget_bias=None).hidden_size == 4
+
+
+def test_group_optimizer_names_a_model_or_specs_of_another_type():
+    """group_optimizer(m, None) read None as a config's name; group_optimizer("model", ...) an AttributeError."""
+    layer = onn.ScoRNN(3, 4)
+    for specs in (None, ["adam"]):
+        with pytest.raises(TypeError, match="specs must be a dict of group -> optimizer"):
+            onn.group_optimizer(layer, specs)
+    with pytest.raises(TypeError, match="model must be a torch.nn.Module, got 'model'"):
+        onn.group_optimizer("model", {"default": {"name": "adam", "lr": 1e-3}})
+    with pytest.raises(TypeError, match=r"model must be a torch.nn.Module, got \[1\]"):
+        onn.parameter_groups([1])
 
 
 @pytest.mark.parametrize("family", FAMILIES)
