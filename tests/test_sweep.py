@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import optuna
 import pytest
@@ -305,3 +306,46 @@ def test_a_command_joining_a_study_does_not_redraw_the_values_its_first_command_
     assert draw(open_study("s", f"sqlite:///{tmp_path / 'b.db'}", kind, space, seed=0), 2) == first
     again = draw(open_study("s", f"sqlite:///{tmp_path / 'a.db'}", kind, space, seed=0), 2)  # joined
     assert not set(again) & set(first)
+
+
+POPPER = """
+import sys, time, optuna
+from ortholab.cli.sweep_study import study_storage
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+study = optuna.load_study(study_name="race", storage=study_storage(sys.argv[1]))
+while time.time() < float(sys.argv[2]):  # both start popping at the same moment
+    time.sleep(0.001)
+taken = []
+while True:
+    trial = study.ask()  # a waiting grid point while one is left
+    study.tell(trial, 0.0)
+    if trial.number >= int(sys.argv[3]):
+        break
+    taken.append(trial.number)
+print(" ".join(map(str, taken)))
+"""
+
+
+def test_two_workers_never_take_the_same_waiting_grid_point(tmp_path):
+    """On SQLite two workers could both read a waiting point, both set it running and both train it (the second
+    then failed: "Cannot tell a COMPLETE trial", seen once in CI): study_storage makes the read and the write one."""
+    import time
+
+    from ortholab.cli.sweep_study import study_storage
+
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    Store(db)
+    points = 60
+    study = optuna.create_study(study_name="race", storage=study_storage(db))
+    for k in range(points):
+        study.enqueue_trial({"x": float(k)})
+    start = str(time.time() + 3)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    workers = [
+        subprocess.Popen([sys.executable, "-c", POPPER, db, start, str(points)], stdout=subprocess.PIPE, text=True,
+                         env=env)
+        for _ in range(2)
+    ]  # fmt: skip
+    taken = [[int(n) for n in worker.communicate(timeout=300)[0].split()] for worker in workers]
+    assert all(worker.returncode == 0 for worker in workers)
+    assert sorted(taken[0] + taken[1]) == list(range(points))  # each point once, none twice

@@ -46,6 +46,7 @@ import yaml
 from ortholab.cli import children
 from ortholab.db import Store, default_db_url
 from ortholab.db.masking import child_env, mask_secrets, mask_url
+from ortholab.db.sqlite_files import SQLITE_WAIT_S
 from ortholab.errors import ConfigError
 from ortholab.threads import threads_each
 from ortholab.training.config_files import PACKAGE_ROOT, check_config_files
@@ -205,6 +206,29 @@ def joining_seed(seed: int, held: int) -> int:
     return int(np.random.SeedSequence([seed, held, *process]).generate_state(1)[0])
 
 
+def study_storage(db: str):
+    """Optuna's storage on the store's URL. On SQLite each of its transactions takes the write lock as it begins
+    (BEGIN IMMEDIATE): Optuna takes a waiting grid point by reading its state, then writing RUNNING, and SQLite ignores
+    the FOR UPDATE that serialises this on PostgreSQL, so two workers could both read it waiting and both train it
+    (the second then failed: "Cannot tell a COMPLETE trial"). Other databases: the URL, as Optuna opens it."""
+    if not db.startswith("sqlite"):
+        return db
+    from sqlalchemy import event
+
+    storage = optuna.storages.RDBStorage(db, engine_kwargs={"connect_args": {"timeout": SQLITE_WAIT_S}})
+
+    @event.listens_for(storage.engine, "connect")
+    def _own_transactions(dbapi_connection, _record) -> None:  # pysqlite's own BEGIN would be deferred
+        dbapi_connection.isolation_level = None
+
+    @event.listens_for(storage.engine, "begin")
+    def _immediate(connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    storage.engine.dispose()  # the connections opened before the listeners: new ones take them
+    return storage
+
+
 def open_study(
     name: str, db: str, kind: str, space: dict, seed: int, pruner: str = "median", flags: list[str] = ()
 ) -> optuna.Study:
@@ -215,9 +239,12 @@ def open_study(
     plan = {"space": json.loads(json.dumps(space)), "flags": [t for f in flags for t in f.split("=", 1)]}  # --k=v
     try:
         sampler = make_sampler(kind, seed)
-        study = optuna.create_study(study_name=name, storage=db, sampler=sampler, pruner=chosen, direction="minimize")
+        storage = study_storage(db)
+        study = optuna.create_study(
+            study_name=name, storage=storage, sampler=sampler, pruner=chosen, direction="minimize"
+        )
     except optuna.exceptions.DuplicatedStudyError:
-        study = optuna.load_study(study_name=name, storage=db, pruner=chosen)
+        study = optuna.load_study(study_name=name, storage=storage, pruner=chosen)
         study.sampler = make_sampler(kind, joining_seed(seed, len(study.get_trials(deepcopy=False))))
         changed = [what for what, value in plan.items() if study.user_attrs.get(what, value) != value]
         if changed:  # e.g. a wider range, or --trainer.max_steps 10 where the earlier trials trained 20
