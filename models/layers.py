@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import inspect
 import numbers
+import typing
 from pathlib import Path
 
 import torch
@@ -70,10 +71,14 @@ def check_options(family: str, family_args: dict) -> type:
             f"{unknown[0]!r} is not an option of family {family!r}; its options are {sorted(accepted)} "
             f"(models/{family}.py explains each)"
         )
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # an annotation this module cannot resolve: the family checks its own options
+        hints = {}
     for key, value in family_args.items():  # a number's or a switch's option given another kind (forget_bias="1")
         default = inspect.signature(cls.__init__).parameters[key].default
-        if value is None:  # (forget_bias: None, rebase_every: None) the family says what None means
-            wrong = False
+        if value is None or typing.get_origin(hints.get(key)) is typing.Literal:  # None: the family says what it
+            wrong = False  # means (forget_bias, rebase_every); a choice (shift: 1 or -1): the family names them
         elif isinstance(default, bool) or isinstance(value, bool):
             wrong = isinstance(default, bool) != isinstance(value, bool) and isinstance(default, (bool, int, float))
         elif isinstance(default, (int, float)):
