@@ -34,8 +34,11 @@ def hold(folder: str, store_id: str, run_id: int) -> str | None:
     if key in _HELD:
         _HELD[key][1] += 1
         return key
-    os.makedirs(folder, exist_ok=True)
-    fd = os.open(os.path.join(folder, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd = os.open(os.path.join(folder, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:  # a folder it cannot write: the run's own first write says so, in its words
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
