@@ -128,9 +128,16 @@ def test_a_typo_in_the_space_or_the_flags_is_refused_before_any_trial(
     assert "continuing the study" not in said  # nothing of the refused attempt is left to join
     (run,) = Store(db, access="read").list_runs()  # each trial's end is said, with its run
     assert f"sweep typo: trial 0 is run {run.id}, best val/loss {run.best:.4g}" in said
-    slow = [*TINY, "--trainer.val_check_interval", "100"]  # 6 steps, none validated: fit's note was never seen
-    with pytest.raises(ConfigError, match=r"no validation ran in its 6 steps: a smaller --trainer.val_check_interval"):
+    slow = [*TINY, "--trainer.val_check_interval", "100"]  # 6 steps, none validated: once known after a trial only
+    with pytest.raises(ConfigError, match=r"max_steps = 6 ends before the first validation \(trainer.val_check_"):
         run_sweep(DEMO, str(space), trials=1, db=db, name="unvalidated", extra=slow)
+    with pytest.raises(ConfigError, match=r"trainer.limit_val_batches = 0 turns validation off"):
+        off = [*TINY, "--trainer.limit_val_batches", "0"]
+        run_sweep(DEMO, str(space), trials=1, db=db, name="unvalidated", extra=off)
+    assert len(Store(db, access="read").list_runs()) == 1  # neither trained a trial
+    epochs = [*TINY, "--trainer.val_check_interval", "null", "--trainer.check_val_every_n_epoch", "2"]  # at step 8
+    with pytest.raises(ConfigError, match=r"no validation ran in its 6 steps: a smaller --trainer.val_check_interval"):
+        run_sweep(DEMO, str(space), trials=1, db=db, name="epochs", extra=epochs)  # the data's epoch: known after
     study = run_sweep(DEMO, str(space), trials=2, db=db, name="typo", extra=list(TINY))  # the same name: joined
     assert len(study.trials) == 2
     assert "sweep typo: continuing the study of that name in the store (1 trials done" in capsys.readouterr().out
@@ -242,7 +249,7 @@ def test_each_worker_and_its_trials_get_their_share_of_the_cores(tmp_path, monke
             return 2 if self.command == "fit" else 0
 
     monkeypatch.setattr(sweep.subprocess, "Popen", FakeChild)
-    monkeypatch.setattr(sweep.children, "refused_fit_args", lambda argv, env=None: None)  # the flags' check: passed
+    monkeypatch.setattr(sweep.children, "read_fit_args", lambda argv, env=None: (None, None))  # flags: passed
     monkeypatch.setattr(os, "cpu_count", lambda: 8)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     space = tmp_path / "space.yaml"
@@ -276,13 +283,18 @@ def test_a_study_without_a_completed_trial_is_refused_with_the_first_reason(tmp_
 
 def test_the_flag_check_names_bad_family_options_and_leaves_shapes_it_does_not_know_to_the_run():
     """A printed config's family options and optimizers as a run checks them; an odd shape is no traceback here."""
+    import yaml
+
     from ortholab.cli.children import _refused_model_options
 
+    def refused(text: str) -> str | None:  # as read_fit_args gives it the printed config
+        return _refused_model_options(yaml.safe_load(text))
+
     model = "model:\n  family: scornn\n  hidden_size: 8\n"
-    assert "model.family_args.rhoo is not an option" in _refused_model_options(model + "  family_args: {rhoo: 4}\n")
-    assert "recurrent must be a mapping" in _refused_model_options(model + "  optimizers: {recurrent: 5}\n")
-    assert _refused_model_options(model + "  family_args: [1, 2]\n") is None  # the run names it with its key
-    assert _refused_model_options("not: [a, mapping\n") is None and _refused_model_options("- a list\n") is None
+    assert "model.family_args.rhoo is not an option" in refused(model + "  family_args: {rhoo: 4}\n")
+    assert "recurrent must be a mapping" in refused(model + "  optimizers: {recurrent: 5}\n")
+    assert refused(model + "  family_args: [1, 2]\n") is None  # the run names it with its key
+    assert refused("- a list\n") is None and refused("model: 3\n") is None
 
 
 @pytest.mark.parametrize("kind", ["tpe", "random"])

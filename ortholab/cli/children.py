@@ -82,25 +82,30 @@ def refused_fit_args(argv: list[str], env: dict | None = None) -> str | None:
     """What `ortholab fit ARGV --print_config` refuses (the reason of its `ortholab: error:` line), read in a child
     before anything trains; None when it reads them. A typo in a flag or a sweep space is then one line, not one
     failed fit per row or trial."""
-    done = subprocess.run([*ORTHOLAB, "fit", *argv, "--print_config"], capture_output=True, text=True, env=env)
-    if not done.returncode:
-        return _refused_model_options(done.stdout)
-    said = [line for line in done.stderr.splitlines() if line.startswith("ortholab: error: ")]
-    return said[-1].removeprefix("ortholab: error: ") if said else " ".join(done.stderr.split())[-300:]
+    return read_fit_args(argv, env)[0]
 
 
-def _refused_model_options(printed: str) -> str | None:
-    """The family options and optimizers of a printed config checked as a run checks them (`--print_config` shows
-    invalid ones as given, so that the run names them): the reason, or None."""
+def read_fit_args(argv: list[str], env: dict | None = None) -> tuple[str | None, dict | None]:
+    """(the refusal's reason or None, the config `ortholab fit ARGV --print_config` printed or None), as above."""
     import yaml
 
+    done = subprocess.run([*ORTHOLAB, "fit", *argv, "--print_config"], capture_output=True, text=True, env=env)
+    if not done.returncode:
+        try:
+            printed = yaml.safe_load(done.stdout)
+        except yaml.YAMLError:  # not a config: nothing more to check here; the run itself reads it
+            return None, None
+        return _refused_model_options(printed), printed if isinstance(printed, dict) else None
+    said = [line for line in done.stderr.splitlines() if line.startswith("ortholab: error: ")]
+    return (said[-1].removeprefix("ortholab: error: ") if said else " ".join(done.stderr.split())[-300:]), None
+
+
+def _refused_model_options(printed_config) -> str | None:
+    """The family options and optimizers of a printed config checked as a run checks them (`--print_config` shows
+    invalid ones as given, so that the run names them): the reason, or None."""
     from ortholab.errors import ConfigError
     from ortholab.training.family_options import resolve_family_args, resolve_optimizers
 
-    try:
-        printed_config = yaml.safe_load(printed)
-    except yaml.YAMLError:  # not a config: nothing more to check here; the run itself reads it
-        return None
     model = printed_config.get("model") if isinstance(printed_config, dict) else None
     if not isinstance(model, dict) or not isinstance(model.get("family"), str):
         return None
