@@ -147,6 +147,17 @@ def test_list_json(what, expected, capsys):
         assert groups["scornn"] == ["other", "recurrent"] and groups["lstm"] == ["other"]
 
 
+def test_list_tasks_names_the_tasks_whose_dashes_their_data_decides(capsys):
+    """`-` under loss or baseline read as missing; the line under the table says the data decides them."""
+    main(["list", "tasks"])
+    *table_lines, note = capsys.readouterr().out.strip().splitlines()
+    dashed = [line.split()[0] for line in table_lines[2:] if " - " in f" {line} "]
+    assert dashed and note == (
+        f"-: read from the task's data ({', '.join(dashed)}); a run prints and records its task's loss and baseline"
+    )
+    assert "copying" not in dashed
+
+
 def test_list_without_an_argument_lists_all_three_as_each_list_does(capsys):
     """`ortholab list`, as a newcomer types it first: families, tasks and configs, each under its own command."""
     main(["list", "--json"])

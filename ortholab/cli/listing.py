@@ -83,6 +83,8 @@ def run(args, extra: list[str]) -> None:
         print(json.dumps(rows, indent=2, default=str))
     else:
         print(table(rows, columns) if rows else nothing_listed(args))
+        if args.what == "tasks" and unknown_until_data(rows):
+            print(unknown_until_data(rows))
 
 
 def _rows(what: str, family: str | None) -> tuple[list[dict], list[str]]:
@@ -146,6 +148,17 @@ def family_rows() -> list[dict]:
             }
         )
     return rows
+
+
+def unknown_until_data(rows: list[dict]) -> str:
+    """The line under the tasks table naming the tasks whose `-` the data decides (text's vocabulary, a data set's
+    own baseline), and where a run says them."""
+    waiting = [row["task"] for row in rows if None in (row["loss"], row["readout"], row["baseline"])]
+    return (
+        f"-: read from the task's data ({', '.join(waiting)}); a run prints and records its task's loss and baseline"
+        if waiting
+        else ""
+    )
 
 
 def task_rows() -> list[dict]:
