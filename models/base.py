@@ -73,6 +73,23 @@ class RecurrentLayer(nn.Module):
             full = {key: to_full_precision(value) for key, value in kwargs.items()}
             return call(*map(to_full_precision, args), **full)
 
+    def _apply(self, fn, recurse: bool = True):
+        """nn.Module's conversion (.to, .double(), Lightning's 64-true); a float32 layer made float64 then re-projects
+        the orthogonal/unitary matrix it stores, orthogonal only to float32's ~1e-7 (`exact_after_widening_`)."""
+        before = self._stored_dtype()
+        result = super()._apply(fn, recurse)
+        if before == torch.float32 and self._stored_dtype() == torch.float64:
+            with torch.no_grad():
+                self.exact_after_widening_()
+        return result
+
+    def _stored_dtype(self) -> torch.dtype | None:
+        return next((p.dtype for p in self.parameters(recurse=False) if p.is_floating_point()), None)
+
+    def exact_after_widening_(self) -> None:
+        """Put a stored orthogonal/unitary matrix back onto its manifold in the new float64 precision: a no-op for
+        the families that form W from free parameters (a Cayley transform, an exponential), exact in any precision."""
+
     def recurrent_matrix(self) -> torch.Tensor | None:
         """The (n, n) matrix W of h_t = f(W h_{t-1} + ...), or None for families without one (LSTM, GRU)."""
         return None

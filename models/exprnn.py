@@ -40,6 +40,7 @@ from ortholab.models.cayley import skew_from_upper, upper_from_skew
 from ortholab.models.choices import checks_choices
 from ortholab.models.matrix_exp import SkewInit, initial_skew, skew_matrix_exp
 from ortholab.models.recurrence import modrelu_recurrence
+from ortholab.models.stiefel import nearest_unitary
 
 
 def _fill_missing_stale_state(module, state_dict, prefix, *_) -> None:
@@ -187,8 +188,10 @@ class ExpRNN(RecurrentLayer):
     @torch.no_grad()
     def project_base_(self) -> None:
         """base <- U V^T from base = U Sigma V^T: the closest orthogonal matrix, undoing round-off drift."""
-        u, _, vh = torch.linalg.svd(self.base)
-        self.base.copy_(u @ vh)
+        self.base.copy_(nearest_unitary(self.base))
+
+    def exact_after_widening_(self) -> None:  # dtriv's base stored in float32 is orthogonal to ~1e-7 only
+        self.project_base_()
 
     def _projects_at_rebasing(self, number: int) -> bool:
         """Whether the number-th re-basing, the initial base being the first, projects: the code increments m

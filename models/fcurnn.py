@@ -35,6 +35,7 @@ from torch import nn
 from ortholab.models.base import PLANAR_STATE, RecurrentLayer
 from ortholab.models.choices import checks_choices
 from ortholab.models.complex_recurrence import complex_modrelu_recurrence
+from ortholab.models.stiefel import nearest_unitary
 
 DRIFT_HINT_THRESHOLD = 1e-2  # ||W^H W - I||_F beyond this: the multiplicative updates have left the manifold
 
@@ -93,6 +94,11 @@ class FullCapacityURNN(RecurrentLayer):
 
     def recurrent_matrix(self) -> torch.Tensor:
         return torch.complex(self.w_real, self.w_imag)
+
+    def exact_after_widening_(self) -> None:  # W stored in float32 is unitary to ~1e-7: float64's own W from it
+        w = nearest_unitary(self.recurrent_matrix())
+        self.w_real.copy_(w.real)
+        self.w_imag.copy_(w.imag)
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
         return {"recurrent": [self.w_real, self.w_imag], "other": [self.input_weight, self.bias, self.h0]}

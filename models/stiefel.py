@@ -40,6 +40,12 @@ def skew_hermitian_direction(w: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     return gw - gw.mH
 
 
+def nearest_unitary(w: torch.Tensor) -> torch.Tensor:
+    """U V^H from W = U Sigma V^H: the unitary (orthogonal, for a real W) matrix closest to W in Frobenius norm."""
+    u, _, vh = torch.linalg.svd(w)
+    return u @ vh
+
+
 def cayley_step(w: torch.Tensor, b: torch.Tensor, lr: float) -> torch.Tensor:
     """(I + lr/2 B)^-1 (I - lr/2 B) W, by a solve rather than an explicit inverse (Wisdom et al. eq. 9)."""
     eye = torch.eye(w.shape[-1], dtype=w.dtype, device=w.device)

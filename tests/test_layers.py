@@ -204,9 +204,30 @@ def test_a_user_model_with_the_family_trains_and_w_stays_orthogonal(family):
     if family in ORTHOGONAL:
         # forming W (a solve, an exponential, a product of n factors) and W^H W each sum n terms per entry, and the
         # Stiefel step (fcurnn) adds that much per step: (5 + 2) n^2 roundings, measured over n^2 entries (sqrt(n));
-        # added to W's error at the start (fcurnn stores W itself, drawn in float32 as `ortholab fit` draws it)
+        # added to W's error at the start
         n = model.rnn.hidden_size
         assert _unitarity_error(model.rnn) <= before + roundoff(torch.float64, n=7 * n * n, scale=math.sqrt(n))
+
+
+@pytest.mark.parametrize("made", ["dtype", "double"])
+@pytest.mark.parametrize("family", ORTHOGONAL)
+def test_a_float64_layer_starts_orthogonal_to_float64_round_off(family, made):
+    """fcurnn's W and dtriv expRNN's base are stored, drawn in float32: built with dtype=torch.float64 or made so by
+    .double() (as Lightning's 64-true does), they were unitary to ~1e-7 only, and Stiefel steps never fixed that."""
+    options = {**TINY.get(family, {}), **({"trivialization": "dtriv"} if family == "exprnn" else {})}
+    torch.manual_seed(3)
+    single = onn.LAYERS[family](3, 16, **options)
+    torch.manual_seed(3)
+    layer = onn.LAYERS[family](3, 16, dtype=torch.float64, **options) if made == "dtype" else single.double()
+    n = 16
+    # forming W and W^H W each sum n terms per entry (n^2 roundings, the SVD's p(n) alike), Frobenius over n^2 entries
+    assert _unitarity_error(layer) <= roundoff(torch.float64, n=2 * n * n, scale=math.sqrt(n))
+    torch.manual_seed(3)
+    w32 = onn.LAYERS[family](3, 16, **options).recurrent_matrices()[0].detach()
+    w64 = layer.recurrent_matrices()[0].detach()
+    # the float64 W is the float32 one up to float32's forming error: n^2 roundings (oRNN: n products of n terms)
+    moved = float(torch.linalg.matrix_norm(w64 - w32.to(w64.dtype)))
+    assert moved <= roundoff(torch.float32, n=n * n, scale=math.sqrt(n))
 
 
 def _unitarity_error(layer) -> float:
