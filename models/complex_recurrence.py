@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ortholab.models.backward_limits import refuse_create_graph
+
 MODRELU_EPS = 1e-5  # the eps of scuRNN eq. (5), inside the root and in the denominator
 
 
@@ -94,6 +96,7 @@ class _ComplexModReLURecurrence(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_h):
+        refuse_create_graph("complex modReLU recurrence of scuRNN, fcuRNN, EURNN", "models/complex_recurrence.py")
         m, b, h0, z, h, r, s = ctx.saved_tensors
         steps, batch, width = z.shape
         n = width // 2

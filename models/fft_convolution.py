@@ -18,7 +18,8 @@ size for each of u and K. They are first derivatives only (a second backward rai
 from __future__ import annotations
 
 import torch
-from torch.autograd.function import once_differentiable
+
+from ortholab.models.backward_limits import refuse_create_graph
 
 
 def _spectrum(sequence: torch.Tensor, size: int) -> torch.Tensor:
@@ -40,8 +41,8 @@ class _CausalConvolution(torch.autograd.Function):
         return y.transpose(0, 1).contiguous()  # (B, T, H) in memory too, as the signal (see models/ssm_block.py)
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        refuse_create_graph("LRU/S4D FFT convolution", "models/fft_convolution.py")
         signal_f, kernel_f = ctx.saved_tensors
         steps = grad.shape[1]
         size = 2 * steps
@@ -65,8 +66,8 @@ class _ChannelwiseCausalConvolution(torch.autograd.Function):
         return torch.fft.irfft(signal_f * kernel_f, n=size)[..., : signal.shape[-1]]
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        refuse_create_graph("LRU/S4D FFT convolution", "models/fft_convolution.py")
         signal_f, kernel_f = ctx.saved_tensors
         steps = grad.shape[-1]
         grad_f = torch.fft.rfft(grad, n=2 * steps)

@@ -16,9 +16,10 @@ import numba
 import numpy as np
 import torch
 
+from ortholab.models.backward_limits import refuse_create_graph, refuse_second_backward
 from ortholab.models.compiled import OPTIONS, as_array, match_torch_threads, real_scalar
 from ortholab.models.complex_recurrence import SCURNN_MODRELU, ModReLU
-from ortholab.models.operator_recurrence import gradient_as_complex, parameter_gradients, refuse_second_backward
+from ortholab.models.operator_recurrence import gradient_as_complex, parameter_gradients
 
 
 @numba.njit(**OPTIONS)
@@ -135,6 +136,7 @@ class _GivensRecurrence(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_features):
+        refuse_create_graph("EURNN recurrence", "models/givens_kernels.py")
         refuse_second_backward(ctx, "EURNN", "models/givens_kernels.py")
         match_torch_threads()
         operator = ctx.operator

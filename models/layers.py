@@ -118,8 +118,8 @@ class FamilyRNN(nn.Module):
     num_layers, dropout: stack layers with dropout on the features passed between them, as nn.RNN and
     `model.num_layers` / `model.dropout`. device, dtype: where and in what precision the parameters live (built
     as `ortholab fit` builds them, then moved; a stored orthogonal/unitary matrix made float64 is re-projected onto
-    its manifold there, models/base.py `exact_after_widening_`). The cells are `self.core` (one cell, or a StackedLayers of them):
-    its state_dict is a CLI checkpoint's `model.layer.*` entries.
+    its manifold there, models/base.py `exact_after_widening_`). The cells are `self.core` (one cell, or a
+    StackedLayers of them): its state_dict is a CLI checkpoint's `model.layer.*` entries.
     """
 
     def __init__(

@@ -38,6 +38,7 @@ from typing import Literal
 
 import torch
 
+from ortholab.models.backward_limits import refuse_create_graph
 from ortholab.models.cayley import skew_from_upper
 from ortholab.models.choices import checks_choices
 
@@ -98,8 +99,8 @@ class _SkewExponential(torch.autograd.Function):
             return b
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        refuse_create_graph("expRNN/nnRNN matrix exponential", "models/matrix_exp.py")
         with torch.autocast(grad.device.type, enabled=False):
             return _exp_gradient(*ctx.saved_tensors, grad)
 

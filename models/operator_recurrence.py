@@ -44,6 +44,7 @@ from typing import Protocol
 
 import torch
 
+from ortholab.models.backward_limits import refuse_create_graph, refuse_second_backward
 from ortholab.models.base import RecurrentLayer
 from ortholab.models.complex_recurrence import SCURNN_MODRELU, ModReLU
 
@@ -143,17 +144,6 @@ def _modrelu_scale(
     return r, s.relu_().div_(r + modrelu.denominator_eps)  # eq. (5)
 
 
-def refuse_second_backward(ctx, family: str, source: str) -> None:
-    """The hand-written backwards write dL/dz over the pre-activations they saved: a second one is refused."""
-    if getattr(ctx, "spent", False):
-        raise RuntimeError(
-            f"the {family} recurrence ({source}) writes dL/dz over the pre-activations it saved, so it "
-            "backpropagates once per forward pass: run the forward again instead of calling "
-            "backward(retain_graph=True) or torch.autograd.gradcheck through it"
-        )
-    ctx.spent = True
-
-
 def parameter_gradients(
     operator: UnitaryOperator, params: tuple[torch.Tensor, ...], wanted: list[int], factor_grads: list[torch.Tensor]
 ) -> list[torch.Tensor | None]:
@@ -197,6 +187,7 @@ class _OperatorRecurrence(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_features):
+        refuse_create_graph("uRNN/EURNN recurrence", "models/operator_recurrence.py")
         refuse_second_backward(ctx, "uRNN/EURNN", "models/operator_recurrence.py")
         operator = ctx.operator
         grad_h = gradient_as_complex(grad_features)

@@ -12,6 +12,7 @@ from typing import Literal
 
 import torch
 
+from ortholab.models.backward_limits import refuse_create_graph
 from ortholab.models.choices import checks_choices
 from ortholab.models.triton_recurrence import fused_available, fused_leaky_relu_recurrence
 
@@ -50,6 +51,7 @@ class _PointwiseRecurrence(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_h):
+        refuse_create_graph("oRNN recurrence", "models/pointwise_recurrence.py")
         w, h0, h, offsets = ctx.saved_tensors
         grad_h = grad_h.contiguous()
         output = h if offsets is None else h - offsets  # sigma's own output

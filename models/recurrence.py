@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from ortholab.models.backward_limits import refuse_create_graph
 from ortholab.models.modrelu import modrelu
 from ortholab.models.triton_recurrence import fused_available, fused_modrelu_recurrence
 
@@ -35,6 +36,7 @@ class _ModReLURecurrence(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_h):
+        refuse_create_graph("modReLU recurrence of scoRNN, expRNN, nnRNN", "models/recurrence.py")
         w, h0, h, offsets = ctx.saved_tensors
         grad_h = grad_h.contiguous()  # one copy instead of a strided read per step
         activation = h if offsets is None else h - offsets  # modReLU's own output

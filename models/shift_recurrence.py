@@ -13,6 +13,7 @@ from typing import Literal
 
 import torch
 
+from ortholab.models.backward_limits import refuse_create_graph
 from ortholab.models.choices import checks_choices
 
 Shift = Literal[1, -1]  # +1: the official code's roll; -1: the paper's eq. 4 (SRNN's `shift` option)
@@ -46,6 +47,7 @@ class _ShiftReLURecurrence(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_h):
+        refuse_create_graph("SRNN recurrence", "models/shift_recurrence.py")
         h, offsets = ctx.saved_tensors
         grad_h = grad_h.contiguous()
         active = ((h if offsets is None else h - offsets) > 0).to(h.dtype)  # ReLU' for every step at once

@@ -35,6 +35,7 @@ from typing import Literal
 
 import torch
 
+from ortholab.models.backward_limits import refuse_create_graph
 from ortholab.models.choices import checks_choices
 
 ACTIVATIONS = {"modrelu": 0, "leaky_relu": 1}
@@ -155,8 +156,8 @@ class _FusedRecurrence(torch.autograd.Function):
         return h
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, grad_h):
+        refuse_create_graph("fused Triton recurrence", "models/triton_recurrence.py")
         kernels = _kernels(interpreting())
         w, h0, h, offsets = ctx.saved_tensors
         steps, batch, n = h.shape

@@ -209,6 +209,22 @@ def test_a_user_model_with_the_family_trains_and_w_stays_orthogonal(family):
         assert _unitarity_error(model.rnn) <= before + roundoff(torch.float64, n=7 * n * n, scale=math.sqrt(n))
 
 
+@pytest.mark.parametrize("family, options", CASES)
+def test_a_second_derivative_is_right_or_refused_in_one_line(family, options):
+    """Some hand-written backwards returned a gradient with no graph behind it under create_graph=True: the uRNN's,
+    EURNN's and S4D's second derivatives came out wrong (zero along the recurrence) without a word."""
+    torch.manual_seed(0)
+    layer = _layer(family, 3, 4, batch_first=True, dtype=torch.float64, **options)
+    x = torch.randn(1, 3, 3, dtype=torch.float64, requires_grad=True)
+    try:
+        right = torch.autograd.gradgradcheck(lambda x: layer(x)[0], (x,), fast_mode=True)
+    except RuntimeError as refused:  # gradcheck's own mismatch error is a RuntimeError too, with another message
+        assert "has a hand-written backward that gives first derivatives only" in str(refused), str(refused)
+        assert family not in ("lstm", "gru", "rnn", "nru")  # autograd's own backward: differentiable again
+    else:
+        assert right
+
+
 @pytest.mark.parametrize("made", ["dtype", "double"])
 @pytest.mark.parametrize("family", ORTHOGONAL)
 def test_a_float64_layer_starts_orthogonal_to_float64_round_off(family, made):
