@@ -220,6 +220,8 @@ class FamilyRNN(nn.Module):
         x = input if not batched else (input if self.batch_first else input.transpose(0, 1))
         x = x if batched else x.unsqueeze(0)  # (N, L, H_in) from here on
         states = self._initial_states(hx, x.shape[0], batched)
+        if x.shape[0] == 0:  # no sequence: empty output and h_n as nn.RNN gives (some cells' FFTs refuse 0 rows)
+            return self._empty(x)
         finals = []
         for k, cell in enumerate(self.cells):
             if k:
@@ -232,6 +234,13 @@ class FamilyRNN(nn.Module):
         elif not self.batch_first:
             x = x.transpose(0, 1)
         return x, (h_n[0] if len(h_n) == 1 else tuple(h_n))
+
+    def _empty(self, x: torch.Tensor):
+        """(output, h_n) of a batch of 0 sequences: output (0, L, H_out) or (L, 0, H_out), h_n (num_layers, 0, .)."""
+        output = x.new_zeros(x.shape[0], x.shape[1], self.output_size)
+        h_n = [x.new_zeros(self.num_layers, 0, size) for size in self.state_size.values()]
+        output = output if self.batch_first else output.transpose(0, 1)
+        return output, (h_n[0] if len(h_n) == 1 else tuple(h_n))
 
     def _initial_states(self, hx, batch: int, batched: bool) -> list[torch.Tensor] | None:
         """h0 as a list of its parts (h, and c or memory), each (num_layers, N, features), checked; or None."""

@@ -209,6 +209,19 @@ def test_a_user_model_with_the_family_trains_and_w_stays_orthogonal(family):
         assert _unitarity_error(model.rnn) <= before + roundoff(torch.float64, n=7 * n * n, scale=math.sqrt(n))
 
 
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("family", list(onn.LAYERS))
+def test_a_batch_of_no_sequences_gives_empty_outputs_as_nn_rnn(family, batch_first):
+    """N = 0 (a filtered batch left empty): the uRNN's FFT, the LRU's and S4D's reshapes raised internal errors."""
+    layer = _layer(family, 3, 4, batch_first=batch_first)
+    shape = (lambda n: (n, 5, 3)) if batch_first else (lambda n: (5, n, 3))
+    output, h_n = layer(torch.randn(shape(0)))
+    some, some_h_n = layer(torch.randn(shape(2)))
+    assert output.shape == (*shape(0)[:2], some.shape[-1])
+    for empty, part in zip(_parts(h_n), _parts(some_h_n)):
+        assert empty.shape == (part.shape[0], 0, part.shape[2])
+
+
 @pytest.mark.parametrize("family, options", CASES)
 def test_a_second_derivative_is_right_or_refused_in_one_line(family, options):
     """Some hand-written backwards returned a gradient with no graph behind it under create_graph=True: the uRNN's,
