@@ -6,10 +6,22 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ortholab.models.base import PLANAR_STATE, RecurrentLayer
+from ortholab.models.base import PLANAR_STATE, ConfigError, RecurrentLayer
 from ortholab.models.choices import checks_choices
 from ortholab.models.complex_recurrence import complex_modrelu_recurrence
 from ortholab.models.unitary import CayleyGradient, ComplexScaledCayley, DSide, UnitaryInit
+
+
+def _refuse_the_other_side(module, state_dict, prefix, *_) -> None:
+    """load_state_dict pre-hook: weights trained with D on one side are another function on the other."""
+    trained_left = state_dict.get(prefix + "d_on_left")
+    if trained_left is not None and bool(trained_left) != bool(module.d_on_left):
+        side = "left" if bool(trained_left) else "right"
+        raise ConfigError(
+            f"these scuRNN weights were trained with D on the {side} ({prefix}d_on_left), a layer with "
+            f"d_side={module.cayley.d_side!r} would compute another function with them: build it with "
+            f"d_side={side!r} (model.family_args.d_side: {side})"
+        )
 
 
 class ScuRNN(RecurrentLayer):
@@ -54,6 +66,7 @@ class ScuRNN(RecurrentLayer):
         # which side D was applied on when these weights were trained: a checkpoint is read the same way
         # (RecurrentModule.on_load_checkpoint; a checkpoint without it predates d_side: D on the right)
         self.register_buffer("d_on_left", torch.tensor(d_side == "left"))
+        self.register_load_state_dict_pre_hook(_refuse_the_other_side)
 
     def recurrent_matrix(self) -> torch.Tensor:
         return self.cayley()

@@ -217,12 +217,19 @@ def test_default_reproduces_the_codes_gradients_and_training(device):
     assert_same_trajectory(ours, code)
 
 
+def same_weights(target: torch.nn.Module, source: torch.nn.Module) -> None:
+    """source's weights in target, which keeps its own side's marker (loading the other side's is refused)."""
+    state = source.state_dict()
+    state.update({key: value for key, value in target.state_dict().items() if key.endswith("d_on_left")})
+    target.load_state_dict(state)
+
+
 def relabelled_right(left: RecurrentModule) -> RecurrentModule:
     """A 'right' module computing the same function as `left`: its units are h' = D^H h. From h_t = sigma(U x + D K^T
     h_{t-1}): h'_t = sigma(D^H U x + K(A^T) D h'_{t-1}), so A' = A^T, theta' = theta, U' = D^H U, h0' = D^H h0, and
     the readout Re(c h) (c = Re V - i Im V over [Re h | Im h]) becomes Re(c D h')."""
     right = ortholab_module("right")
-    right.load_state_dict(left.state_dict())
+    same_weights(right, left)
     n, cayley = HIDDEN, right.model.layer.cayley
     d = torch.polar(torch.ones(n, dtype=F64), cayley.theta.detach())
 
@@ -267,7 +274,7 @@ def test_d_on_the_right_is_the_former_layer(dtype):
     torch.manual_seed(4)
     right = ScuRNN(INPUTS, HIDDEN, d_side="right").to(dtype)
     left = ScuRNN(INPUTS, HIDDEN).to(dtype)
-    left.load_state_dict(right.state_dict())
+    same_weights(left, right)
     x = torch.randn(BATCH, STEPS_T, INPUTS, dtype=dtype)
     cayley = right.cayley
     former_w = complex_scaled_cayley(cayley.skew().to(torch.complex128), cayley.theta.double()).to(cayley.skew().dtype)
@@ -290,7 +297,7 @@ def test_both_sides_have_the_same_spectrum_and_phases():
     torch.manual_seed(5)
     right = ScuRNN(INPUTS, HIDDEN, d_side="right").double()
     left = ScuRNN(INPUTS, HIDDEN).double()
-    left.load_state_dict(right.state_dict())
+    same_weights(left, right)
     eig_left, eig_right = (torch.linalg.eigvals(layer.recurrent_matrix().detach()) for layer in (left, right))
     _, conditioning = rounding_terms(left.cayley.skew().detach(), 1)
     nearest = (eig_left[:, None] - eig_right[None, :]).abs().min(dim=1).values
@@ -329,3 +336,19 @@ def test_a_checkpoint_is_read_with_the_side_it_was_trained_with():
         left.on_load_checkpoint({"hyper_parameters": {}, "state_dict": dict(old)})
     right.on_load_checkpoint({"hyper_parameters": {}, "state_dict": old})  # the old behaviour, asked for
     assert bool(old["model.layer.d_on_left"]) is False  # filled in, so the weights load
+
+
+def test_a_state_dict_is_loaded_only_into_a_layer_with_its_side():
+    """ortholab.nn.ScuRNN.load_state_dict took weights trained with D on the left into a d_side='right' layer and
+    computed another function with them; the CLI's checkpoint check (above) never ran there."""
+    from ortholab import nn as onn
+
+    left, right = onn.ScuRNN(3, 4, batch_first=True), onn.ScuRNN(3, 4, batch_first=True, d_side="right")
+    before = {key: value.clone() for key, value in right.state_dict().items()}
+    with pytest.raises(ValueError, match=r"trained with D on the left \(core.d_on_left\).*build it with d_side='left'"):
+        right.load_state_dict(left.state_dict())
+    assert all(torch.equal(value, before[key]) for key, value in right.state_dict().items())  # nothing loaded
+    same = onn.ScuRNN(3, 4, batch_first=True)
+    same.load_state_dict(left.state_dict())
+    x = torch.randn(2, 5, 3)
+    assert torch.equal(same(x)[0], left(x)[0])
