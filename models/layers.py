@@ -352,6 +352,20 @@ def parameter_groups(model: nn.Module) -> dict[str, list[nn.Parameter]]:
     return groups
 
 
+def _refuse_mixed_defaults(layers: list[FamilyRNN], defaults: dict[str, dict]) -> None:
+    """A group one family steps with its own optimizer (the full-capacity uRNN's W: stiefel_cayley) cannot also hold
+    another family's parameters: one optimizer would step both, and either W leaves U(n) or the other's fails."""
+    for group, spec in defaults.items():
+        families = sorted({layer.family for layer in layers if layer.parameter_groups().get(group)})
+        needing = sorted({layer.family for layer in layers if group in layer.default_optimizers})
+        if set(families) != set(needing):
+            raise ValueError(
+                f"group {group!r} would hold the parameters of {families}, and {needing} steps it with "
+                f"{spec['name']} only: give each such layer its own group_optimizer(layer, specs) and the rest of "
+                f"the model its own optimizer"
+            )
+
+
 class GroupOptimizer:
     """One optimizer per parameter group of `model`, stepped together, then every layer's after-step hook.
 
@@ -366,6 +380,7 @@ class GroupOptimizer:
         defaults: dict[str, dict] = {}
         for layer in self.layers:
             defaults.update(layer.default_optimizers)
+        _refuse_mixed_defaults(self.layers, defaults)
         self.specs = group_specs(groups, specs, defaults, where="optimizers")
         self.optimizers = {
             name: build_optimizer(groups[name], spec, f"optimizers.{name}")

@@ -369,3 +369,15 @@ def test_the_layer_in_a_users_loop_reproduces_ortholab_fit(family, tmp_path):
     assert len(recorded) == STEPS and losses[-1] != losses[0]
     # the same operations on the same numbers in the same process: equal to the bit
     torch.testing.assert_close(torch.tensor(losses), torch.tensor(recorded), rtol=0, atol=0)
+
+
+def test_a_group_the_full_capacity_urnn_steps_on_its_manifold_holds_no_other_familys_parameters():
+    """A scoRNN and a full-capacity uRNN in one model: their `recurrent` groups merged, so one optimizer stepped
+    both (the uRNN's W left U(n) under RMSprop without a word, or Stiefel's step refused scoRNN's A)."""
+    model = nn.ModuleDict({"a": onn.ScoRNN(2, 8, batch_first=True), "b": onn.FullCapacityURNN(8, 8, batch_first=True)})
+    with pytest.raises(ValueError, match=r"group 'recurrent' would hold the parameters of \['fcurnn', 'scornn'\]"):
+        onn.group_optimizer(model, {"recurrent": {"name": "rmsprop_tf", "lr": 1e-2}, "other": {"name": "adam"}})
+    two = nn.ModuleDict({"a": onn.FullCapacityURNN(2, 8), "b": onn.FullCapacityURNN(2, 8)})  # one family: fine
+    optimizer = onn.group_optimizer(two, {"default": {"name": "adam", "lr": 1e-3}})
+    assert optimizer.specs["recurrent"]["name"] == "stiefel_cayley"
+    assert onn.group_optimizer(model["b"], {"default": {"name": "adam"}}).specs["recurrent"]["name"] == "stiefel_cayley"
