@@ -24,10 +24,38 @@ LOCK_NAME = ".writer.lock"
 _HELD: dict[str, list[int]] = {}  # the folders this process holds (real path): [the lock file's descriptor, holds]
 
 
-def hold(folder: str, store_id: str, run_id: int) -> str | None:
-    """Lock `folder` for this process as run `run_id` of store `store_id`: a key to `release` it by (the process's end
-    frees it too), None where locks are not available. RunBusy naming the holder when another process holds the
-    folder; a folder this process holds already (a run resumed in the same process) is held once more."""
+def store_place(url: str) -> str:
+    """Where a store lives, as the lock file names it: a SQLite file's real path, or a server's URL without its
+    password. A byte copy of a SQLite store has the same store id but another place."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        return f"sqlite:{os.path.realpath(parsed.database)}"
+    return parsed.render_as_string(hide_password=True)
+
+
+def written_by(folder: str | Path) -> dict:
+    """The facts the folder's lock file holds about the run that last wrote it ({} where it has none): pid, host,
+    store_id, run_id and, since 2026-12-04, store (`store_place`). Read only: nothing is created or locked."""
+    try:
+        facts = json.loads((Path(folder) / LOCK_NAME).read_text() or "{}")
+    except (OSError, ValueError):
+        return {}
+    return facts if isinstance(facts, dict) else {}
+
+
+def adopt(folder: str | Path, store_id: str, run_id: int, store_url: str) -> None:
+    """Name store `store_id` at `store_url` as the folder's writer (`restore` gives it the store it restored)."""
+    facts = {**written_by(folder), "store_id": store_id, "run_id": run_id, "store": store_place(store_url)}
+    (Path(folder) / LOCK_NAME).write_text(json.dumps(facts))
+
+
+def hold(folder: str, store_id: str, run_id: int, store_url: str | None = None) -> str | None:
+    """Lock `folder` for this process as run `run_id` of store `store_id` (at `store_url`): a key to `release` it by
+    (the process's end frees it too), None where locks are not available. RunBusy naming the holder when another
+    process holds the folder; a folder this process holds already (a run resumed in the same process) is held once
+    more."""
     if fcntl is None:
         return None
     key = os.path.realpath(folder)
@@ -49,6 +77,8 @@ def hold(folder: str, store_id: str, run_id: int) -> str | None:
         os.close(fd)
         return None
     facts = {"pid": os.getpid(), "host": socket.gethostname(), "store_id": store_id, "run_id": run_id}
+    if store_url is not None:
+        facts["store"] = store_place(store_url)
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps(facts).encode(), 0)
     _HELD[key] = [fd, 1]

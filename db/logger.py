@@ -132,7 +132,7 @@ class SQLLogger(Logger):
             run = self.store.get_run(self._resume_id)  # StoreError naming the id when there is no such run
             folder = self._resumed_folder(run.id, run.name, run.run_dir)
             try:  # the folder first: a process of another store (a copy of this one) may be writing it
-                self._folder_lock = folder_lock.hold(folder, self.store.store_id, run.id)
+                self._folder_lock = folder_lock.hold(folder, self.store.store_id, run.id, self.store.url)
                 self.store.acquire_run(run.id, self._owner)
             except RunBusy as e:
                 folder_lock.release(self._folder_lock)
@@ -148,7 +148,7 @@ class SQLLogger(Logger):
             run_id = self.store.create_run(name=self._name, stage=self._stage, tags=self._tags, owner=self._owner)
             self._folder = self._new_folder(run_id)
             os.makedirs(self._folder, exist_ok=True)
-            self._folder_lock = folder_lock.hold(self._folder, self.store.store_id, run_id)
+            self._folder_lock = folder_lock.hold(self._folder, self.store.store_id, run_id, self.store.url)
             self.store.update_run(run_id, run_dir=os.path.abspath(self._folder))
             self._run_id = run_id
             self._start_heartbeat()

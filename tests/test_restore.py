@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from test_resume import assert_same_training, killed_at_step_8, ortholab, reference  # noqa: F401
 
-from ortholab.db import Store
+from ortholab.db import Store, folder_lock
 from ortholab.db.extract import copy_resume_files, write_run_store
 
 
@@ -37,6 +37,9 @@ def test_a_restored_export_goes_on_to_the_same_training(exported, reference, tmp
     assert f"into {runs_root / 'ortholab.db'}, with the run folders of 1." in said
     assert f"Unfinished, with their checkpoints: {run_id}. Continue with `ORTHOLAB_RUNS={runs_root} ortholab" in said
     assert (run_dir / "checkpoints" / "last.ckpt").is_file()
+    url = f"sqlite:///{runs_root / 'ortholab.db'}"  # the restored store names itself the folder's writer
+    facts = folder_lock.written_by(run_dir)
+    assert facts["store"] == folder_lock.store_place(url) and facts["store_id"] == Store(url, access="read").store_id
 
     machine = runs_root.parent  # (the folder of the fault's marker file: killed once, not again)
     resumed = ortholab(machine, "fit", "--resume", str(run_id), env={"ORTHOLAB_RUNS": str(runs_root)})
@@ -46,6 +49,16 @@ def test_a_restored_export_goes_on_to_the_same_training(exported, reference, tmp
     assert after.id == run_id and after.status == "finished" and store.get_run(run_id).run_dir == str(run_dir)
     assert_same_training(store, after, reference)
     store.close()
+
+    # a byte copy of the store has its id, but the folder names the store that wrote it: the copy's delete keeps it
+    shutil.copyfile(runs_root / "ortholab.db", tmp_path / "copy.db")
+    deleted = ortholab(tmp_path, "runs", "delete", str(run_id), "--db", str(tmp_path / "copy.db"), "--yes")
+    assert deleted.returncode == 0, deleted.stderr
+    place = folder_lock.store_place(url)
+    assert f"its folder {run_dir} is written by the store at {place}, not this one" in deleted.stdout
+    assert (run_dir / "checkpoints" / "last.ckpt").is_file()
+    deleted = ortholab(tmp_path, "runs", "delete", str(run_id), "--db", url, "--yes")  # the store's own: removed
+    assert f"deleted run {run_id} ({after.name}) and its folder {run_dir}" in deleted.stdout and not run_dir.exists()
 
     again = ortholab(tmp_path, "restore", str(export))  # the store is there now, trained on: never written over
     before = (runs_root / "ortholab.db").read_bytes()

@@ -84,6 +84,16 @@ def _refuse_what_is_there(root: Path, folders: list[Path]) -> None:
             raise ConfigError(f"{root / folder} exists: a run folder would be written over (nothing was copied)")
 
 
+def _adopt_folders(root: Path, checkpointed: dict[int, Path]) -> None:
+    """The restored store names itself the writer of the run folders it brought (`runs delete` then owns them)."""
+    from ortholab.db import Store, folder_lock
+
+    url = f"sqlite:///{(root / 'ortholab.db').absolute()}"
+    store_id = Store(url, access="read").store_id
+    for run_id, folder in checkpointed.items():
+        folder_lock.adopt(root / folder, store_id, run_id, url)
+
+
 def run(args, extra: list[str]) -> None:
     from ortholab.db import Store
     from ortholab.db.logger import runs_folder_of
@@ -109,6 +119,7 @@ def run(args, extra: list[str]) -> None:
     part = root / "ortholab.db.part"
     shutil.copyfile(copy, part)
     os.replace(part, root / "ortholab.db")  # the store appears whole, after its run folders
+    _adopt_folders(root, checkpointed)
     restored = f"Restored {len(runs)} run{'' if len(runs) == 1 else 's'} from {copy} into {root / 'ortholab.db'}"
     print(f"{restored}, with the run folders of {len(checkpointed)}." if checkpointed else f"{restored}.")
     if going_on:

@@ -388,17 +388,17 @@ def manage(action: str, targets: list[str], db: str | None, yes: bool = False) -
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing deleted")
             return
-    ours = f"store-{store.store_id[:8]}"
     for run_id, run in runs.items():
         store.delete_run(run_id)
         folder = Path(run.run_dir) if run.run_dir else None
         removed = ""
         if folder is not None and folder.is_dir() and folder.name == str(run_id):  # a run folder: .../<name>/<id>
-            if folder.parent.parent.name == ours:  # .../store-<this store's id>/<name>/<id>
+            whose = _folder_owner(store, folder)
+            if whose is None:
                 shutil.rmtree(folder)
                 removed = f" and its folder {folder}"
-            else:  # a copy of a store (an export's runs.db) names the folders of the store it was copied from
-                removed = f"; its folder {folder} is not this store's (a copy's, or from before store folders): kept"
+            else:
+                removed = f"; its folder {folder} is {whose}: kept"
         print(f"deleted run {run_id} ({run.name}){removed}")
         if run_id in predicted:
             kept = predicted[run_id]
@@ -406,6 +406,22 @@ def manage(action: str, targets: list[str], db: str | None, yes: bool = False) -
                 f"kept {_runs_named(kept)} (predictions of run {run_id}), naming a run no longer in this store: "
                 f"`ortholab runs delete {' '.join(map(str, kept))}` removes {'it' if len(kept) == 1 else 'them'} too"
             )
+
+
+def _folder_owner(store, folder: Path) -> str | None:
+    """None where `folder` is this store's to delete; otherwise whose it is, in words. The folder's lock file names
+    the store that last wrote it (a byte copy of a SQLite store has the same id in another file); folders written
+    before it did are this store's when they lie under store-<its id>/."""
+    from ortholab.db import folder_lock
+
+    facts = folder_lock.written_by(folder)
+    if facts.get("store"):
+        if facts["store"] == folder_lock.store_place(store.url) and facts.get("store_id") == store.store_id:
+            return None
+        return f"written by the store at {facts['store']}, not this one (a copy of it, or moved since)"
+    if folder.parent.parent.name == f"store-{store.store_id[:8]}":  # .../store-<this store's id>/<name>/<id>
+        return None
+    return "not this store's (a copy's, or from before store folders)"
 
 
 def _runs_named(ids: list[int]) -> str:
