@@ -1038,6 +1038,12 @@ def test_a_row_stopped_by_sigterm_says_how_to_continue_it_and_other_exits_say_fa
         f"--rows copying-T1000_fcurnn_n128 --db '{other}' --model.hidden_size 8 --data.val_size 100`"
     )
     assert "resuming run 7 stopped by Ctrl-C" in fit_failed("r", 130, row, None, [], what="resuming run 7").line
+    # and the command's seeds: the hint without them continued one seed and left the others untrained, unsaid
+    for seeds, flag in ((3, "--seeds 3"), ([4, 5], "--seeds 4,5"), ([7], "--seeds 7,")):
+        monkeypatch.setattr("ortholab.cli.reproduce._seeds_given", seeds)
+        assert fit_failed("r", 130, row, None, ["--trainer.max_steps", "9"]).line.endswith(
+            f"--rows copying-T1000_fcurnn_n128 {flag} --trainer.max_steps 9`"
+        )
     assert fit_failed("r", 2, row, None, []).line == "r: fit failed (exit 2)"
 
 

@@ -111,7 +111,7 @@ def test_a_stopped_reproduce_stops_its_fit_with_a_checkpoint_and_starts_no_other
     ], out
     assert (
         f"paper:toy_figure1/copy_T5_scornn (seed 5544): fit stopped by {said} with a checkpoint; continue it with "
-        f"`ortholab reproduce toy_figure1 --resume --rows copy_T5_scornn --db '{db}'`" in lines  # its own store
+        f"`ortholab reproduce toy_figure1 --resume --rows copy_T5_scornn --db '{db}' --seeds 5544,5545`" in lines
     ), out
     assert f"paper:toy_figure1/copy_T5_scornn (seed 5545): not started, reproduce was stopped ({said})" in lines
     (stopped,) = Store(db, access="read").list_runs()  # the second seed never started

@@ -322,7 +322,15 @@ def test_parse_seeds_reads_a_count_or_a_list():
     assert row_seeds({"seed_everything": 10}, [4, 5]) == [4, 5]
     with pytest.raises(ConfigError):
         parse_seeds("-1")
-    assert json.dumps(parse_seeds("2,2,3")) == "[2, 3]"
+    for given, says in (  # once trained a fit per row that failed (out of numpy's range), or silently dropped
+        ("2,2,3", "seed 2 is given twice"),
+        ("99999999999999999999,", r"seed 99999999999999999999 is outside 0 \.\. 4294967295"),
+        ("-1,", "seed -1 is outside"),
+        (",".join(map(str, range(1, 22))), "21 seeds, at most 20 per command"),
+    ):
+        with pytest.raises(ConfigError, match=says):
+            parse_seeds(given)
+    assert parse_seeds(",".join(map(str, range(20)))) == list(range(20)) and parse_seeds("4294967295,") == [4294967295]
 
 
 def test_a_loss_far_above_the_baseline_is_not_called_at_it(tmp_path):

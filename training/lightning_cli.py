@@ -55,6 +55,7 @@ from ortholab.training.preflight import (
     check_run_name,
     check_writable_folder,
     positive_norm,
+    runs_folder_source,
     tag_list,
     task_spec_of,
 )
@@ -342,7 +343,7 @@ class OrthoLabCLI(LightningCLI):
                 self._store_to_create = False
             except StoreMissing:  # made once the model and task are built (instantiate_trainer): a refused
                 self._store_to_create = True  # config leaves no new, empty store behind
-            check_writable_folder(self._runs_dir())
+            check_writable_folder(self._runs_dir(), runs_folder_source(self._subconfig().runs_dir))
         seed_log = logging.getLogger(SEED_LOGGER)
         level = seed_log.level
         seed_log.setLevel(logging.WARNING)  # "Seed set to N" is said once the trainer is built (instantiate_trainer)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ortholab.datamodules import TASKS, TaskSpec, task_class_path
 from ortholab.db.logger import is_run_name
+from ortholab.db.store import RUNS_ENV_VAR
 from ortholab.errors import ConfigError
 
 
@@ -118,9 +119,17 @@ def check_run_name(name: str | None) -> None:
         )
 
 
-def check_writable_folder(folder: str) -> None:
+def runs_folder_source(runs_dir: str | None) -> str:
+    """How a command was given its runs folder, as its errors name it."""
+    if runs_dir:
+        return "--runs_dir"
+    return f"${RUNS_ENV_VAR}" if os.environ.get(RUNS_ENV_VAR) else "the default runs folder"
+
+
+def check_writable_folder(folder: str, given_as: str = "--runs_dir") -> None:
     """The run folders' parent exists or can be made, and accepts files (checkpoints go there); a folder not there
-    yet is judged by the nearest one that is, so that a command refused later leaves no empty folder behind."""
+    yet is judged by the nearest one that is, so that a command refused later leaves no empty folder behind.
+    given_as: where the folder came from (--runs_dir, $ORTHOLAB_RUNS, the default ./runs), as the error names it."""
     path = Path(folder).absolute()
     existing = next(p for p in (path, *path.parents) if p.exists())
     try:
@@ -134,8 +143,8 @@ def check_writable_folder(folder: str) -> None:
             probe.unlink()
     except OSError as err:
         raise ConfigError(
-            f"--runs_dir {folder}: cannot write run folders there ({err.strerror}); give a writable "
-            f"folder with --runs_dir"
+            f"{given_as} {folder}: cannot write run folders there ({err.strerror}); give a writable "
+            f"folder with --runs_dir or ${RUNS_ENV_VAR}"
         ) from None
 
 

@@ -100,6 +100,25 @@ def read_fit_args(argv: list[str], env: dict | None = None) -> tuple[str | None,
     return (said[-1].removeprefix("ortholab: error: ") if said else " ".join(done.stderr.split())[-300:]), None
 
 
+def validates_nothing(printed: dict | None, so: str) -> str | None:
+    """Why a fit of this printed config would record no validation (`so`: what that costs the caller), where its
+    trainer keys alone tell (validation every K steps, K past max_steps; validation turned off); None otherwise
+    (validation counted in epochs depends on the data: the fit itself says)."""
+    trainer = (printed or {}).get("trainer")
+    if not isinstance(trainer, dict):
+        return None
+    if trainer.get("limit_val_batches") in (0, 0.0):
+        return f"trainer.limit_val_batches = 0 turns validation off, so {so}"
+    steps, every = trainer.get("max_steps"), trainer.get("val_check_interval")
+    counts = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (steps, every))
+    if counts and trainer.get("check_val_every_n_epoch") is None and steps < every:
+        return (
+            f"trainer.max_steps = {steps} ends before the first validation (trainer.val_check_interval = {every}), "
+            f"so {so}; give --trainer.val_check_interval {steps} or less"
+        )
+    return None
+
+
 def _refused_model_options(printed_config) -> str | None:
     """The family options and optimizers of a printed config checked as a run checks them (`--print_config` shows
     invalid ones as given, so that the run names them): the reason, or None."""

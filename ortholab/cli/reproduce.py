@@ -257,7 +257,25 @@ def parse_seeds(text: str | None) -> int | list[int] | None:
             f"--seeds {text}: a count of {values[0]} runs per row (at most {MAX_SEED_COUNT}); to train with the seed "
             f"{values[0]} alone, give it as a list: --seeds {values[0]},"
         )
-    return values[0] if "," not in str(text) else list(dict.fromkeys(values))
+    if "," not in str(text):
+        return values[0]
+    return _checked_seed_list(text, values)
+
+
+MAX_SEED = 2**32 - 1  # seed_everything takes 0 .. 2^32 - 1 (numpy's range)
+
+
+def _checked_seed_list(text: str, values: list[int]) -> list[int]:
+    """--seeds 1,2,3: at most MAX_SEED_COUNT seeds, each in numpy's range, none twice."""
+    wrong = next((v for v in values if not 0 <= v <= MAX_SEED), None)
+    if wrong is not None:
+        raise ConfigError(f"--seeds {text}: seed {wrong} is outside 0 .. {MAX_SEED} (the seeds a run can take)")
+    if len(values) > MAX_SEED_COUNT:
+        raise ConfigError(f"--seeds {text}: {len(values)} seeds, at most {MAX_SEED_COUNT} per command")
+    twice = sorted({v for v in values if values.count(v) > 1})
+    if twice:
+        raise ConfigError(f"--seeds {text}: seed {twice[0]} is given twice; each seed trains one run per row")
+    return values
 
 
 def row_seeds(config: dict, seeds: int | list[int] | None) -> list[int]:
@@ -363,12 +381,15 @@ def _ortholab(*args: str, db: str | None = None) -> int | None:
     return children.run([*children.ORTHOLAB, *args], env)
 
 
-def check_flags(row: PaperRow, extra: list[str]) -> None:
-    """The flags given for every row, read once with the first row's config before any row trains: a typo is one
-    line and exit 2, not a failed fit per row."""
+def check_flags(row: PaperRow, extra: list[str], scale: str = "full") -> None:
+    """The flags given for every row, read once with the first row's config (and the scale's flags) before any row
+    trains: a typo, or a trainer that would validate nothing, is one line and exit 2, not a failed fit per row."""
     if row.config is None:
         return
-    why = children.refused_fit_args(["--config", str(REPO_ROOT / row.config), *row.args, *extra])
+    config_path = REPO_ROOT / row.config
+    flags = smoke_overrides(yaml.safe_load(config_path.read_text())) if scale == "cpu-smoke" else []
+    why, printed = children.read_fit_args(["--config", str(config_path), *last_flags_win(list(row.args), flags, extra)])
+    why = why or children.validates_nothing(printed, "its run would have no result for the report")
     if why:
         raise ConfigError(f"{why} (the flags given to reproduce, read with row {row.tag}'s config; no row was trained)")
 
@@ -461,6 +482,18 @@ def _each(work, items: list, workers: int) -> list[Outcome]:
         _child_threads = None
 
 
+_seeds_given: int | list[int] | None = None  # this command's --seeds, for the hint that continues a stopped row
+
+
+def seeds_flag(seeds: int | list[int] | None) -> str:
+    """' --seeds 3', ' --seeds 4,5', ' --seeds 7,' as the command was given them; '' for none."""
+    if seeds is None:
+        return ""
+    if isinstance(seeds, int):
+        return f" --seeds {seeds}"
+    return f" --seeds {','.join(map(str, seeds))}{',' if len(seeds) == 1 else ''}"
+
+
 def fit_failed(label: str, code: int, row: PaperRow, db: str | None, extra: list[str], what: str = "fit") -> Outcome:
     """A fit's non-zero exit as an outcome line; a stop by SIGTERM or Ctrl-C (which save a checkpoint,
     training/callbacks/lifecycle.py) says so and how to continue the row: in its store, with the flags it trained
@@ -470,7 +503,7 @@ def fit_failed(label: str, code: int, row: PaperRow, db: str | None, extra: list
     stops = {128 + signal.SIGTERM: "SIGTERM", 128 + signal.SIGINT: "Ctrl-C"}
     if code in stops:
         where, _ = db_flag(store_url(db or default_db_url()))
-        flags = f" {shlex.join(extra)}" if extra else ""
+        flags = f"{seeds_flag(_seeds_given)}{f' {shlex.join(extra)}' if extra else ''}"
         return Outcome(
             f"{label}: {what} stopped by {stops[code]} with a checkpoint; continue it with "
             f"`ortholab reproduce {row.table} --resume --rows {row.row}{where}{flags}`",
@@ -508,6 +541,7 @@ def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str], seed: i
     flags = smoke_overrides(config) if scale == "cpu-smoke" else []
     name = f"{row.table}.{row.row}"
     label = f"{row.tag} (seed {seed})"
+    before = _newest_fit_id(db, row.tag, seed_tag)
     code = _ortholab(
         "fit",
         "--config",
@@ -522,14 +556,43 @@ def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str], seed: i
     )
     if code is None:
         return not_started(label)
-    if code:
+    if code and not _finished_since(db, row.tag, seed_tag, before):  # a stop heard after its end: it finished
         return fit_failed(label, code, row, db, extra)
     store = Store(db)
-    run = max(
-        (r for r in store.list_runs() if row.tag in r.tags and seed_tag in r.tags and r.stage == "fit"),
-        key=lambda r: r.id,
+    return evaluate_row(
+        row, _newest_fit(store, row.tag, seed_tag), config_path, name, tags, db, flags, extra, store, label
     )
-    return evaluate_row(row, run, config_path, name, tags, db, flags, extra, store, label)
+
+
+def _newest_fit(store: Store, tag: str, seed_tag: str):
+    """The row's newest fit with that seed, or None."""
+    fits = [r for r in store.list_runs() if tag in r.tags and seed_tag in r.tags and r.stage == "fit"]
+    return max(fits, key=lambda r: r.id, default=None)
+
+
+def _newest_fit_id(db: str | None, tag: str, seed_tag: str) -> int | None:
+    try:
+        store = Store(db, access="read")
+    except StoreMissing:
+        return None
+    try:
+        fit = _newest_fit(store, tag, seed_tag)
+        return None if fit is None else fit.id
+    finally:
+        store.close()
+
+
+def _finished_since(db: str | None, tag: str, seed_tag: str, before: int | None) -> bool:
+    """Whether a fit of the row and seed newer than run `before` finished (its process may still exit non-zero:
+    a Ctrl-C that came as it ended)."""
+    newest = _newest_fit_id(db, tag, seed_tag)
+    if newest is None or (before is not None and newest <= before):
+        return False
+    store = Store(db, access="read")
+    try:
+        return store.get_run(newest).status == "finished"
+    finally:
+        store.close()
 
 
 def evaluate_row(
@@ -767,7 +830,7 @@ def continue_run(row: PaperRow, fit_id: int, store: Store, extra: list[str]) -> 
     code = 0 if fit.status == "finished" else _ortholab("fit", "--resume", str(fit.id), *extra, db=store.url)
     if code is None:
         return not_started(label, f"run {fit.id} not continued")
-    if code:
+    if code and store.get_run(fit.id).status != "finished":  # finished: a stop heard as it ended
         return fit_failed(label, code, row, store.url, extra, what=f"resuming run {fit.id}")
     run = store.get_run(fit.id)
     tags = ["--tags", json.dumps(list(run.tags))]
@@ -844,6 +907,8 @@ def reproduce(
     `skip` (row tag, seed: just resumed) are left out silently."""
     if scale not in SCALES:
         raise ConfigError(f"--scale {scale!r}; choose one of {SCALES}")
+    global _seeds_given
+    _seeds_given = seeds
     chosen = select_rows(load_tables(), table, rows)
     if scale == "full" and (hint := checkout_hint(db, extra)):
         print(hint, file=sys.stderr, flush=True)
@@ -858,7 +923,7 @@ def reproduce(
         print(outcome.line, flush=True)
     todo = [(row, seed) for row, seed in items if (row.tag, seed) not in done]
     if extra and todo:
-        check_flags(todo[0][0], extra)
+        check_flags(todo[0][0], extra, scale)
 
     def train(item) -> Outcome:
         row, seed = item

@@ -593,27 +593,9 @@ def check_first_point(config: str, space: dict, space_file: str, extra: list[str
     (`model.family_args.rhoo`, `--model.hiden_size`) is one line, and no failed trial joins the study."""
     first = {key: spec[0] if isinstance(spec, list) else spec["low"] for key, spec in space.items()}
     why, printed = children.read_fit_args(["--config", config, *extra, *cli_overrides(first)])  # as trial_args orders
-    why = why or unvalidated(printed)
+    why = why or children.validates_nothing(printed, "no trial would record the metric it is scored by")
     if why:
         raise ConfigError(f"{why} (read with {space_file}'s first values and the flags given to sweep; no trial ran)")
-
-
-def unvalidated(printed: dict | None) -> str | None:
-    """Why a trial of this config would record no main metric, where its trainer keys alone tell (validation every
-    K steps, K past max_steps; validation turned off); None otherwise (epochs depend on the data: the trial says)."""
-    trainer = (printed or {}).get("trainer")
-    if not isinstance(trainer, dict):
-        return None
-    if trainer.get("limit_val_batches") in (0, 0.0):
-        return "trainer.limit_val_batches = 0 turns validation off, so no trial would record the metric it is scored by"
-    steps, every = trainer.get("max_steps"), trainer.get("val_check_interval")
-    counts = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (steps, every))
-    if counts and trainer.get("check_val_every_n_epoch") is None and steps < every:
-        return (
-            f"trainer.max_steps = {steps} ends before the first validation (trainer.val_check_interval = {every}), "
-            f"so no trial would record the metric it is scored by; give --trainer.val_check_interval {steps} or less"
-        )
-    return None
 
 
 def check_completed(study: optuna.Study) -> None:
