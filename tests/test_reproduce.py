@@ -1280,3 +1280,19 @@ def test_a_row_stopped_by_a_signal_is_counted_stopped_not_failed():
     outcomes = [Outcome("a"), Outcome("b", "stopped"), Outcome("c", "skipped")]
     assert summary(outcomes) == "reproduce: 1 done, 0 failed, 1 skipped, 1 stopped"
     assert summary(outcomes[:1]) == "reproduce: 1 done, 0 failed, 0 skipped"  # the line as it always was
+
+
+def test_an_unwritable_runs_folder_is_one_line_before_any_row(tmp_path, monkeypatch):
+    """Each row and seed once failed on it in turn (about 10 s each), naming a --runs_dir nobody gave."""
+    from ortholab.cli.reproduce import reproduce
+    from ortholab.errors import ConfigError
+
+    (tmp_path / "afile").write_text("")
+    monkeypatch.delenv("ORTHOLAB_DB", raising=False)
+    monkeypatch.setenv("ORTHOLAB_RUNS", str(tmp_path / "afile" / "runs"))
+    with pytest.raises(ConfigError, match=r"^\$ORTHOLAB_RUNS .*afile/runs: cannot write run folders there"):
+        reproduce("cpu_checks", ["copying-T100_lstm_n68"], "full", None, [], seeds=2)
+    given = ["--runs_dir", str(tmp_path / "afile" / "other")]
+    with pytest.raises(ConfigError, match=r"^--runs_dir .*afile/other: cannot write run folders there"):
+        reproduce("cpu_checks", ["copying-T100_lstm_n68"], "full", f"sqlite:///{tmp_path / 'r.db'}", given)
+    assert not (tmp_path / "r.db").exists()

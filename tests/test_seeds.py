@@ -2,7 +2,6 @@
 aggregates them (n, mean, sample std, min, max) and judges the published value against their spread; baseline rows
 say how many seeds end beyond the baseline and where each first crossed it. Exit codes scripts can trust."""
 
-import json
 from pathlib import Path
 
 import numpy as np

@@ -50,7 +50,7 @@ from ortholab.db.published import (
 )
 from ortholab.db.seeds import seed_of
 from ortholab.db.store import ENV_VAR as DB_ENV_VAR
-from ortholab.db.store import RUNS_ENV_VAR, StoreMissing
+from ortholab.db.store import RUNS_ENV_VAR, StoreMissing, runs_root
 from ortholab.errors import ConfigError, did_you_mean
 from ortholab.threads import threads_each
 from ortholab.training.config_files import PACKAGE_ROOT as REPO_ROOT
@@ -379,6 +379,16 @@ def _ortholab(*args: str, db: str | None = None) -> int | None:
     if _child_threads is not None:
         env["OMP_NUM_THREADS"] = str(_child_threads)
     return children.run([*children.ORTHOLAB, *args], env)
+
+
+def _runs_dir_flag(extra: list[str]) -> str | None:
+    """The --runs_dir the flags give each fit (the last one), or None."""
+    found = None
+    for k, token in enumerate(extra):
+        key, _, value = token.partition("=")
+        if key in ("--runs_dir", "--runs-dir"):
+            found = value if value else (extra[k + 1] if k + 1 < len(extra) else None)
+    return found
 
 
 def check_flags(row: PaperRow, extra: list[str], scale: str = "full") -> None:
@@ -924,6 +934,11 @@ def reproduce(
     todo = [(row, seed) for row, seed in items if (row.tag, seed) not in done]
     if extra and todo:
         check_flags(todo[0][0], extra, scale)
+    if todo:  # once, not a failed fit per row and seed
+        from ortholab.training.preflight import check_writable_folder, runs_folder_source
+
+        given = _runs_dir_flag(extra)
+        check_writable_folder(given or str(runs_root()), runs_folder_source(given))
 
     def train(item) -> Outcome:
         row, seed = item
