@@ -103,6 +103,14 @@ def test_tag_untag_and_filter_by_tag(db, tmp_path, capsys):
     assert refused.value.code == 2
     assert f"no run of {c} has the tag 'bset'; did you mean 'best'?" in capsys.readouterr().err
     assert Store(db).get_run(c).tags == ("x", "best")
+    # reproduce's own tags: untagging `flags:...` once made a 200-step run the paper's full-scale row in the report
+    Store(db).set_tags(c, add=["flags:--trainer.max_steps 200"])
+    for action, label in (("untag", "flags:--trainer.max_steps 200"), ("tag", "seed:3"), ("tag", "paper:t/r")):
+        with pytest.raises(SystemExit) as refused:
+            main(["runs", action, str(c), label, "--db", db])
+        said = capsys.readouterr().err
+        assert refused.value.code == 2 and f"{label!r} is one of the tags `reproduce` records" in said
+    assert Store(db).get_run(c).tags == ("x", "best", "flags:--trainer.max_steps 200")
 
 
 def test_delete_removes_one_run_and_its_folder_and_nothing_else(db, tmp_path, capsys, monkeypatch):

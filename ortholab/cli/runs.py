@@ -21,6 +21,7 @@ from ortholab.db.provenance import resume_notes
 from ortholab.errors import ConfigError, did_you_mean
 
 ACTIONS = ("show", "tag", "untag", "delete")
+PROVENANCE_TAGS = ("paper:", "scale:", "seed:", "flags:")  # reproduce's tags (db/published.py, db/seeds.py)
 USAGE = (
     "runs [--family F] [--task T] [--status S] [--tag T] [--columns KEYS] [--json] | runs show ID | "
     "runs tag|untag|delete ID... [LABEL]"
@@ -345,6 +346,12 @@ def manage(action: str, targets: list[str], db: str | None, yes: bool = False) -
         ids, label = _run_ids(targets[:-1], action), targets[-1]
         if not label.strip() or any(c in label for c in "\n\t,"):
             raise ConfigError(f"runs {action}: the label {label!r} must be a word without commas or line breaks")
+        if label.startswith(PROVENANCE_TAGS):
+            raise ConfigError(
+                f"runs {action}: {label!r} is one of the tags `reproduce` records ({', '.join(PROVENANCE_TAGS)}: the "
+                f"row, scale, seed and changed flags a run was trained with), which `report` reads; they are not "
+                f"edited by hand: give another label"
+            )
     else:
         ids, label = _run_ids(targets, action), None
     store = Store(db, access="write")  # never creates a store: a mistyped --db is named
