@@ -69,7 +69,7 @@ def check_options(family: str, family_args: dict) -> type:
     if unknown:
         raise ValueError(
             f"{unknown[0]!r} is not an option of family {family!r}; its options are {sorted(accepted)} "
-            f"(models/{family}.py explains each)"
+            f"({cls.__module__.replace('ortholab.', '').replace('.', '/')}.py explains each)"
         )
     try:
         hints = typing.get_type_hints(cls.__init__)
@@ -144,6 +144,16 @@ class FamilyRNN(nn.Module):
             raise TypeError(f"{owner}: batch_first must be True or False, got {batch_first!r}")
         if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
             raise TypeError(f"{owner}: dtype must be a torch floating dtype such as torch.float64, got {dtype!r}")
+        if dtype in LOW_PRECISION:  # their maps (a solve, an exponential, an FFT) have no 16-bit kernels on the CPU
+            raise ValueError(
+                f"{owner}: dtype {dtype} would hold the parameters in 16 bits; keep them float32 and run the model "
+                f"under torch.autocast (the orthogonal map and recurrence stay float32, as `ortholab fit` runs "
+                f"bf16-mixed)"
+            )
+        if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real):
+            raise TypeError(f"{owner}: dropout should be a number in [0, 1), got {dropout!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"{owner}: dropout must be in [0, 1) (the chance of zeroing a feature), got {dropout}")
         cls = check_options(family, family_args)
         self.family, self.input_size, self.hidden_size = family, input_size, hidden_size
         self.num_layers, self.batch_first, self.dropout = num_layers, batch_first, dropout
@@ -206,7 +216,12 @@ class FamilyRNN(nn.Module):
                 f"{type(self).__name__}: input must be (L, H_in), (L, N, H_in) or with batch_first "
                 f"(N, L, H_in); got shape {tuple(input.shape)}"
             )
-        if not input.is_floating_point() or input.shape[-1] != self.input_size:
+        if not input.is_floating_point():
+            raise TypeError(
+                f"{type(self).__name__}: input must be a floating-point tensor (real features), got {input.dtype}; "
+                f"symbol ids go through nn.Embedding first"
+            )
+        if input.shape[-1] != self.input_size:
             raise ValueError(
                 f"{type(self).__name__}: input must hold {self.input_size} real features per step "
                 f"(input_size); got shape {tuple(input.shape)} of {input.dtype}"

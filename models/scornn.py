@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
-from ortholab.models.base import REAL_STATE, RecurrentLayer, count_from_fraction
+from ortholab.models.base import REAL_STATE, ConfigError, RecurrentLayer, count_from_fraction
 from ortholab.models.cayley import CayleyInit, ScaledCayley
 from ortholab.models.choices import checks_choices
 from ortholab.models.recurrence import modrelu_recurrence
@@ -39,6 +41,13 @@ class ScoRNN(RecurrentLayer):
         super().__init__(input_size, hidden_size)
         self.rho = count_from_fraction(rho, hidden_size, "rho")
         self.cayley = ScaledCayley(hidden_size, self.rho, init=init)
+        if isinstance(input_init_range, bool) or not isinstance(input_init_range, (int, float)):
+            raise ConfigError(f"model.family_args.input_init_range = {input_init_range!r} must be a number (0.01)")
+        if not (math.isfinite(input_init_range) and input_init_range >= 0):
+            raise ConfigError(
+                f"model.family_args.input_init_range = {input_init_range!r} must be a finite number >= 0: U's "
+                f"entries start ~ U(-r, r) (the official code's 0.01)"
+            )
         self.input_weight = nn.Parameter(
             torch.empty(hidden_size, input_size).uniform_(-input_init_range, input_init_range)
         )

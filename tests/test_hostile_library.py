@@ -111,6 +111,7 @@ def test_a_float64_layer_takes_float64_and_refuses_float32():
         ("LSTM", {"forget_bias": "1"}, "forget_bias of family 'lstm' must be float (default 1.0), got '1' (str)"),
         ("EURNN", {"capacity": 2.5}, "capacity of family 'eurnn' must be int (default 2), got 2.5"),
         ("EURNN", {"capacity": True}, "capacity of family 'eurnn' must be int (default 2), got True"),
+        ("ScoRNN", {"dropout": "0.1"}, "ScoRNN: dropout should be a number in [0, 1), got '0.1'"),  # config words
     ],
 )
 def test_a_layer_argument_of_another_type_is_a_type_error_naming_it(layer, options, said):
@@ -296,3 +297,22 @@ def test_the_runs_page_says_what_it_refused(tmp_path, monkeypatch):
         assert any(e.startswith("Filter expression not applied: ") and message in e for e in errors), errors
         assert at.dataframe[0].value["name"].tolist() == ["kept"]  # the table stays unfiltered by it
     store.close()
+
+
+@pytest.mark.parametrize(
+    "make, error, said",
+    [
+        (lambda: onn.ScoRNN(3, 4, num_layers=2, dropout=1.5), ValueError, "ScoRNN: dropout must be in [0, 1)"),
+        (lambda: onn.ScoRNN(3, 4, dtype=torch.bfloat16), ValueError, "run the model under torch.autocast"),  # lu_cpu
+        (lambda: onn.URNN(3, 4, dtype=torch.float16), ValueError, "would hold the parameters in 16 bits"),
+        (lambda: onn.ScoRNN(3, 4, input_init_range=-1.0), ValueError, "input_init_range = -1.0 must be a finite"),
+        (lambda: onn.ScoRNN(3, 4, input_init_range=float("nan")), ValueError, "input_init_range = nan must be"),
+        (lambda: onn.ScoRNN(3, 4)(torch.ones(5, 2, 3, dtype=torch.long)), TypeError, "a floating-point tensor"),
+        (lambda: onn.LSTM(3, 4, nope=1), ValueError, "(models/gated.py explains each)"),  # no models/lstm.py
+    ],
+)
+def test_arguments_the_layers_once_passed_to_torch_are_refused_naming_them(make, error, said):
+    """These reached torch's own errors ("lu_cpu" not implemented for 'Half', uniform_ expects ...), named the
+    feature count for an integer input, or pointed at a file that does not exist."""
+    with pytest.raises(error, match=re.escape(said)):
+        make()
