@@ -129,4 +129,12 @@ class SequenceModel(nn.Module):
             last = self.layer.last_step_features(encoded)  # the last step alone, where the layer can (LRU, S4D)
             if last is not None:
                 return self.readout(last)
-        return self.read_out(self.layer(encoded))
+        features = self.layer(encoded)
+        expected = (*encoded.shape[:2], self.layer.output_size)  # (batch, steps, output_size)
+        if tuple(features.shape) != expected:
+            raise ConfigError(
+                f"family {type(self.layer).__name__}'s forward returned features of shape {tuple(features.shape)} for "
+                f"inputs {tuple(encoded.shape)}: a family returns (batch, steps, output_size) = {expected}, every "
+                f"step's features"
+            )
+        return self.read_out(features)

@@ -126,6 +126,17 @@ class NoSplits(TaskDataModule):
         self.spec = TaskSpec(name="nothing", input_size=1, output_size=2, readout="last_step", loss="cross_entropy")
 
 
+class OneClass(Coin):
+    def __init__(self, batch_size: int = 10):
+        super().__init__(batch_size=batch_size, output_size=1)
+
+
+class NoSuper(Coin):
+    def __init__(self, batch_size: int = 10):  # forgets super().__init__
+        self.seq_len, self.size = 6, 20
+        self.spec = TaskSpec(name="coin", input_size=1, output_size=2, readout="last_step", loss="cross_entropy")
+
+
 class MetricNotLogged(Coin):
     def __init__(self, batch_size: int = 10):
         super().__init__(batch_size=batch_size, main_metric="val/accuracy")
@@ -174,6 +185,7 @@ def _fit_fails(tmp_path, monkeypatch, capsys, task: str) -> str:
         ("MetricNotLogged", "MetricNotLogged: TaskSpec main_metric = 'val/accuracy' is not logged by loss "
          "'cross_entropy'; choose one of ['val/loss', 'val/acc']"),
         ("SpecAsDict", "SpecAsDict.spec is a dict, not a TaskSpec: set self.spec = TaskSpec("),
+        ("NoSuper", "NoSuper.__init__ does not call super().__init__(batch_size)"),  # was: no attribute '_splits'
     ],
 )  # fmt: skip
 def test_a_task_whose_batches_disagree_with_its_spec_is_one_line_and_records_nothing(
@@ -181,6 +193,12 @@ def test_a_task_whose_batches_disagree_with_its_spec_is_one_line_and_records_not
 ):
     line = _fit_fails(tmp_path, monkeypatch, capsys, task)
     assert expected in line and "docs/tasks.md#a-task-of-your-own" in line, line
+
+
+def test_a_class_task_with_one_output_is_one_line(tmp_path, monkeypatch, capsys):
+    """torchmetrics' "Expected argument num_classes to be an integer larger than 1" traceback, before."""
+    line = _fit_fails(tmp_path, monkeypatch, capsys, "OneClass")
+    assert "loss 'cross_entropy' scores classes, and its TaskSpec output_size = 1 gives one" in line, line
 
 
 @pytest.mark.parametrize(

@@ -123,3 +123,30 @@ def test_several_modules_python_cannot_import_make_one_clause_of_the_refusal(mon
     assert err.count("which Python cannot import here") == 1 and err.count("PYTHONPATH") == 1, err
     assert "names 'mylab.nosuch', 'otherlab', 'mylab.nosuch2', which Python cannot import here" in err, err
     assert err.count("No module named 'mylab'") == 1 and "No module named 'otherlab'" in err, err
+
+
+class EveryStep(Tanh):
+    def forward(self, x, state_offsets=None, initial_state=None):
+        return self.rnn(x)[0]
+
+
+class LastStateOnly(Tanh):  # a natural mistake: the final state (B, n) instead of every step's (B, T, n)
+    def forward(self, x, state_offsets=None, initial_state=None):
+        return self.rnn(x)[1][0]
+
+
+def test_a_family_returning_the_wrong_shape_is_named_with_the_shape_it_must_return():
+    """Before: torch's "mat1 and mat2 shapes cannot be multiplied (1x50 and 8x2)" at step 0."""
+    import torch
+
+    from ortholab.models import ConfigError
+    from ortholab.models.sequence import SequenceModel
+
+    model = SequenceModel(LastStateOnly(3, 8), output_size=2, readout="last_step")
+    with pytest.raises(
+        ConfigError,
+        match=r"LastStateOnly's forward returned features of shape \(5, 8\) for inputs "
+        r"\(5, 7, 3\): a family returns \(batch, steps, output_size\) = \(5, 7, 8\)",
+    ):
+        model(torch.randn(5, 7, 3))
+    assert SequenceModel(EveryStep(3, 8), output_size=2)(torch.randn(5, 7, 3)).shape == (5, 7, 2)

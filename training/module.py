@@ -149,6 +149,11 @@ class RecurrentModule(pl.LightningModule):
                 f"task {self.spec.name!r} asks for loss {self.spec.loss!r}, which no objective in "
                 f"training/objectives.py provides ({sorted(OBJECTIVES)})"
             )
+        if OBJECTIVES[self.spec.loss].classes and self.spec.output_size < 2:
+            raise ConfigError(
+                f"task {self.spec.name!r}: loss {self.spec.loss!r} scores classes, and its TaskSpec output_size = "
+                f"{self.spec.output_size} gives one; a two-class task has output_size 2 (or loss 'mse' on one output)"
+            )
         self.objective = OBJECTIVES[self.spec.loss](self.spec)
         if loss_reduction not in ("mean", "sum"):
             raise ConfigError(f"model.loss_reduction = {loss_reduction!r}; give 'mean' or 'sum'")

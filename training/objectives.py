@@ -18,6 +18,7 @@ from ortholab.datamodules.spec import TaskSpec
 
 class Objective(nn.Module):
     averages_valid_steps = False  # True: the loss is a mean over the batch's valid steps (its mask)
+    classes = False  # True: the outputs are one score per class (at least 2), the targets class ids
 
     def __init__(self, spec: TaskSpec):
         super().__init__()
@@ -41,6 +42,8 @@ class Objective(nn.Module):
 
 class CrossEntropy(Objective):
     """Softmax cross-entropy averaged over every predicted step (and sequence); accuracy alongside."""
+
+    classes = True
 
     def loss(self, outputs, targets, mask=None):
         return F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1))
@@ -94,6 +97,7 @@ class CrossEntropyBits(Objective):
     """Symbol prediction at every valid step: cross-entropy in bits (CE / ln 2), the loss and `bpc` over a split."""
 
     averages_valid_steps = True
+    classes = True
 
     def step_bits(self, outputs, targets):
         return F.cross_entropy(outputs.transpose(1, -1), targets, reduction="none") / math.log(2)

@@ -36,6 +36,11 @@ def check_task(datamodule, stage: str | None, predict_split: str = "test") -> No
     """ConfigError (one line) when the task's main metric is one no objective logs, or the first batch of a split
     `stage` reads does not match its TaskSpec."""
     spec, task = datamodule.spec, type(datamodule).__name__
+    if isinstance(datamodule, TaskDataModule) and not hasattr(datamodule, "_splits"):  # set by TaskDataModule.__init__
+        raise ConfigError(
+            f"{task}.__init__ does not call super().__init__(batch_size): the task's own set-up (its splits and "
+            f"loaders) never ran; call it first in {task}.__init__ ({FIX})"
+        )
     check_main_metric(spec, task)
     for split in splits_checked(datamodule, stage, predict_split):
         check_batch(first_batch(datamodule, split, task), spec, f"{task} ({split} split)")

@@ -168,7 +168,7 @@ def task_rows() -> list[dict]:
     for name, cls in TASKS.items():
         try:
             spec = cls().spec.to_dict()
-        except (ConfigError, TypeError):  # it needs its data (text: the vocabulary of its files) or arguments
+        except (ConfigError, TypeError, AttributeError):  # it needs its data (text: its vocabulary) or arguments
             spec = None
         rows.append(
             {
