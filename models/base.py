@@ -34,6 +34,9 @@ class RecurrentLayer(nn.Module):
     # Optimizers a group needs unless the config names one for that group itself (the config's `default`
     # entry does not replace them), e.g. the full-capacity uRNN's Stiefel step for its unitary W.
     default_optimizers: dict[str, dict] = {}
+    # Families that keep a matrix orthogonal or unitary by construction under any training (`orthogonal_map`: W
+    # itself, or nnRNN's basis P); the generic tests check it for each such family, a new one included.
+    keeps_orthogonal = False
     # Families whose forward forms W = recurrent_matrix() from the parameters once per pass (a Cayley solve, a
     # Householder product, an exponential): `ortholab bench` times that formation against a whole step.
     forms_recurrent_matrix = False
@@ -93,6 +96,10 @@ class RecurrentLayer(nn.Module):
     def recurrent_matrix(self) -> torch.Tensor | None:
         """The (n, n) matrix W of h_t = f(W h_{t-1} + ...), or None for families without one (LSTM, GRU)."""
         return None
+
+    def orthogonal_map(self) -> torch.Tensor | None:
+        """The matrix this family keeps orthogonal/unitary (`keeps_orthogonal`): W by default; None where none is."""
+        return self.recurrent_matrix() if self.keeps_orthogonal else None
 
     def eigenvalues(self) -> torch.Tensor | None:
         """The recurrence's eigenvalues in complex128 (the eigenvalue snapshots store them): eig(W) of

@@ -99,6 +99,8 @@ class ExpRNN(RecurrentLayer):
     Parameter groups: `recurrent` (S), `other` (W_in, b). The papers' rule: the `other` lr is 10x `recurrent`'s.
     """
 
+    keeps_orthogonal = True
+
     layer_doc = (
         f"expRNN, W = exp(A) (Lezcano-Casado and Martinez-Rubio 2019). {REAL_STATE} "
         "Groups: recurrent (A), other. h0 = 0."

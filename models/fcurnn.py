@@ -62,6 +62,8 @@ class FullCapacityURNN(RecurrentLayer):
     step at Wisdom et al.'s rate 1e-3 (a `default` entry in the config does not replace it).
     """
 
+    keeps_orthogonal = True
+
     layout = "planar"
     layer_doc = (
         "Full-capacity uRNN, dense unitary W stepped on the Stiefel manifold (Wisdom et al. 2016). "

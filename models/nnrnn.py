@@ -89,6 +89,8 @@ class NNRNN(RecurrentLayer):
         `other`: U and b. The code trains spectrum, non_normal and other with one optimizer and lr.
     """
 
+    keeps_orthogonal = True
+
     layer_doc = (
         f"nnRNN, W = P (Lambda + T) P^T (Kerg et al. 2019). {REAL_STATE} Groups: orthogonal, spectrum, non_normal, "
         "other. h0 = 0."
@@ -132,6 +134,9 @@ class NNRNN(RecurrentLayer):
     def _matrix(self, alpha: torch.Tensor) -> torch.Tensor:
         p = self.basis()
         return p @ (self.normal_part(alpha) + self.non_normal_part()) @ p.t()  # W = P (Lambda + T) P^T
+
+    def orthogonal_map(self) -> torch.Tensor:  # P; W = P (Lambda + T) P^T is non-normal, not orthogonal
+        return self.basis()
 
     def recurrent_matrix(self) -> torch.Tensor:
         return self._matrix(self.alpha)

@@ -282,6 +282,8 @@ class FactoredUnitaryLayer(RecurrentLayer):
     `recurrent_params()` (the trainable tensors `operator().prepare` takes, the first fixing dtype and device).
     """
 
+    keeps_orthogonal = True
+
     supports_state_offsets = True
     layout = "interleaved"
 

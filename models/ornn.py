@@ -36,6 +36,8 @@ class ORNN(RecurrentLayer):
     The official code trains every parameter with one Adam.
     """
 
+    keeps_orthogonal = True
+
     layer_doc = (
         f"oRNN, W a product of Householder reflections (Mhammedi et al. 2017). {REAL_STATE} "
         "Groups: recurrent, other (with the trained h0)."

@@ -22,6 +22,8 @@ class ScoRNN(RecurrentLayer):
     Parameter groups: `recurrent` (A's n(n-1)/2 free entries), `other` (U, b).
     """
 
+    keeps_orthogonal = True
+
     layer_doc = (
         f"scoRNN, W = (I + A)^-1 (I - A) D (Helfrich et al. 2018). {REAL_STATE} Groups: recurrent (A), other. h0 = 0."
     )

@@ -37,6 +37,8 @@ class ScuRNN(RecurrentLayer):
     Parameter groups: `recurrent` (A's n^2 real coordinates), `scaling` (theta), `other` (U, b, h0).
     """
 
+    keeps_orthogonal = True
+
     layout = "planar"
     layer_doc = (
         "scuRNN, W from (I + A)^-1 (I - A) and diag(e^(i theta)) (Maduranga et al. 2019). "

@@ -30,6 +30,8 @@ class SRNN(RecurrentLayer):
     The code's unused Embedding(1, 1) on real-valued tasks (one parameter in its counts) is not created.
     """
 
+    keeps_orthogonal = True
+
     layer_doc = f"Shuffling RNN, W a fixed cyclic shift (Rotman and Wolf 2021). {REAL_STATE} Groups: other. h0 = 0."
 
     embeds_symbols = True  # receives symbol ids for symbolic tasks; embeds or one-hots them itself

@@ -34,8 +34,9 @@ CASES = [(family, {}) for family in onn.LAYERS] + [
 # default the uRNN is checked in gradcheck's fast mode (a random projection u^T J v against finite differences),
 # in full under -m slow.
 FULL_MODE_SLOW = ("urnn",)
-# families whose W is orthogonal or unitary by construction, and stays so under training
-ORTHOGONAL = ("scornn", "scurnn", "ornn", "srnn", "exprnn", "urnn", "eurnn", "fcurnn")
+# families whose W is orthogonal or unitary by construction, and stays so under training (nnRNN keeps its basis P
+# so, and W = P (Lambda + T) P^T is not: models/base.py `keeps_orthogonal`, `orthogonal_map`)
+ORTHOGONAL = tuple(family for family in onn.LAYERS if FAMILIES[family].keeps_orthogonal)
 
 
 def _layer(family, input_size, hidden_size, **kwargs):
@@ -252,15 +253,15 @@ def test_a_float64_layer_starts_orthogonal_to_float64_round_off(family, made):
     # forming W and W^H W each sum n terms per entry (n^2 roundings, the SVD's p(n) alike), Frobenius over n^2 entries
     assert _unitarity_error(layer) <= roundoff(torch.float64, n=2 * n * n, scale=math.sqrt(n))
     torch.manual_seed(3)
-    w32 = onn.LAYERS[family](3, 16, **options).recurrent_matrices()[0].detach()
-    w64 = layer.recurrent_matrices()[0].detach()
+    w32 = onn.LAYERS[family](3, 16, **options).cells[0].orthogonal_map().detach()
+    w64 = layer.cells[0].orthogonal_map().detach()
     # the float64 W is the float32 one up to float32's forming error: n^2 roundings (oRNN: n products of n terms)
     moved = float(torch.linalg.matrix_norm(w64 - w32.to(w64.dtype)))
     assert moved <= roundoff(torch.float32, n=n * n, scale=math.sqrt(n))
 
 
 def _unitarity_error(layer) -> float:
-    w = layer.recurrent_matrices()[0].detach()
+    w = layer.cells[0].orthogonal_map().detach()
     return float(torch.linalg.matrix_norm(w.mH @ w - torch.eye(w.shape[0], dtype=w.dtype)))
 
 
@@ -381,3 +382,13 @@ def test_a_group_the_full_capacity_urnn_steps_on_its_manifold_holds_no_other_fam
     optimizer = onn.group_optimizer(two, {"default": {"name": "adam", "lr": 1e-3}})
     assert optimizer.specs["recurrent"]["name"] == "stiefel_cayley"
     assert onn.group_optimizer(model["b"], {"default": {"name": "adam"}}).specs["recurrent"]["name"] == "stiefel_cayley"
+
+
+def test_the_families_that_keep_a_map_orthogonal_say_so():
+    """The family tests check `keeps_orthogonal` families (a new one included); none of these may drop out."""
+    known = {"scornn", "scurnn", "ornn", "srnn", "exprnn", "nnrnn", "urnn", "eurnn", "fcurnn"}
+    assert set(ORTHOGONAL) == known and {f for f, cls in FAMILIES.items() if cls.keeps_orthogonal} == known
+    assert all(
+        onn.LAYERS[family](3, 4, **TINY.get(family, {})).cells[0].orthogonal_map() is None
+        for family in set(onn.LAYERS) - known
+    )

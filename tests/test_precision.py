@@ -27,10 +27,8 @@ FAMILY_ARGS = {
 }  # base <- B after step 2 of 3, under bf16
 # the map each family keeps orthogonal/unitary (nnRNN: its basis P; W = P (Lambda + T) P^T is non-normal)
 ORTHOGONAL_MAP = {
-    family: (lambda layer: layer.recurrent_matrix())
-    for family in ("scornn", "scurnn", "ornn", "srnn", "exprnn", "urnn", "eurnn", "fcurnn")
+    family: (lambda layer: layer.orthogonal_map()) for family, cls in FAMILIES.items() if cls.keeps_orthogonal
 }
-ORTHOGONAL_MAP["nnrnn"] = lambda layer: layer.basis()
 # every optimizer takes a turn: the groups of the families, in order, cycle through them (fcurnn's recurrent group
 # keeps its own stiefel_cayley); test_every_optimizer_takes_a_turn checks that none is left out
 ELEMENTWISE = [name for name in OPTIMIZERS if name != "stiefel_cayley"]
