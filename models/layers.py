@@ -196,11 +196,13 @@ class FamilyRNN(nn.Module):
         self.core.after_optimizer_step()
 
     def recurrent_matrices(self) -> list[torch.Tensor | None]:
-        """Each layer's W (None for LSTM and GRU), e.g. to check that W stays orthogonal or unitary."""
+        """Each layer's W (None for the families without one: LSTM, GRU, LRU, S4D), e.g. to check that W stays
+        orthogonal or unitary (nnRNN's W is not: its basis P is, `cells[k].orthogonal_map()`)."""
         return [cell.recurrent_matrix() for cell in self.cells]
 
     def as_complex(self, features: torch.Tensor) -> torch.Tensor:
-        """The complex states (..., n) held in a complex family's output or h_n features (..., 2n)."""
+        """The complex states (..., n) held in a complex family's output or h_n features (..., 2n). (LRU's and S4D's
+        h_n hold their complex state x as [Re x | Im x]: torch.complex(*h_n.chunk(2, dim=-1)).)"""
         if self.layout == "planar":
             return torch.complex(features[..., : self.hidden_size], features[..., self.hidden_size :])
         if self.layout == "interleaved":
@@ -318,8 +320,10 @@ class FamilyRNN(nn.Module):
         )
 
 
-def _family_layer(name: str, family: str, doc: str) -> type[FamilyRNN]:
-    """A FamilyRNN subclass fixed to `family`: Name(input_size, hidden_size, num_layers=1, ...)."""
+def _family_layer(name: str, family: str, cls: type) -> type[FamilyRNN]:
+    """A FamilyRNN subclass fixed to `family`: Name(input_size, hidden_size, num_layers=1, ..., *, options), its
+    docstring the family's `layer_doc` then its cells' own (what each option means), its signature with the
+    options, so that help() and an editor show them."""
 
     def __init__(
         self,
@@ -336,13 +340,24 @@ def _family_layer(name: str, family: str, doc: str) -> type[FamilyRNN]:
             self, family, input_size, hidden_size, num_layers, batch_first, dropout, device, dtype, **family_args
         )
 
+    fixed = [p for p in inspect.signature(__init__).parameters.values() if p.kind != inspect.Parameter.VAR_KEYWORD]
+    options = [
+        parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+        for key, parameter in inspect.signature(cls.__init__).parameters.items()
+        if key not in ("self", "input_size", "hidden_size") and parameter.kind != inspect.Parameter.VAR_KEYWORD
+    ]
+    __init__.__signature__ = inspect.signature(__init__).replace(parameters=fixed + options)
+    doc = (
+        f"{cls.layer_doc}\n\nThe family's options are keyword arguments (defaults: the paper's); its cells, "
+        f"{cls.__module__}.{cls.__qualname__}:\n\n{inspect.cleandoc(cls.__doc__ or '')}"
+    )
     return type(name, (FamilyRNN,), {"__init__": __init__, "__doc__": doc, "__module__": __name__})
 
 
 # every registered family with a carried state (all but NOT_A_RECURRENCE) as a layer named as its cells' class, its
 # docstring the family's `layer_doc`: a new family in models/__init__.py's FAMILIES is a layer here with no new line
 LAYERS: dict[str, type[FamilyRNN]] = {
-    family: _family_layer(cls.__name__, family, cls.layer_doc)
+    family: _family_layer(cls.__name__, family, cls)
     for family, cls in FAMILIES.items()
     if family not in NOT_A_RECURRENCE
 }

@@ -1,6 +1,7 @@
 """Every family as an nn.RNN-style layer (models/layers.py, `ortholab.nn`): gradients, state round-trips, a user's
 model, and the same numbers as `ortholab fit`."""
 
+import inspect
 import math
 
 import pytest
@@ -61,6 +62,10 @@ def test_every_family_with_a_state_has_a_layer_and_rtransformer_is_refused():
     for family, layer in onn.LAYERS.items():  # named and described by the family's own class (its `layer_doc`)
         assert getattr(onn, layer.__name__) is layer and layer.__name__ == FAMILIES[family].__name__
         assert layer.__doc__ and "Groups:" in layer.__doc__, family
+        # help() and an editor show the options and what they mean (the signature once showed **family_args)
+        options = set(inspect.signature(FAMILIES[family].__init__).parameters) - {"self", "input_size", "hidden_size"}
+        cells_doc = inspect.cleandoc(FAMILIES[family].__doc__)
+        assert options <= set(inspect.signature(layer).parameters) and cells_doc in layer.__doc__
     with pytest.raises(ValueError, match="rtransformer.*no nn.RNN form.*RTransformer"):
         onn.FamilyRNN("rtransformer", 3, 8)
     with pytest.raises(ValueError, match="'rhoo' is not an option of family 'scornn'"):
