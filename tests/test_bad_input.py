@@ -74,6 +74,7 @@ def test_a_tasks_listed_name_is_its_class_on_the_command_line_and_one_line_in_a_
     assert f"{said} datamodules.PixelMNIST?" in line
     line = fails(tmp_path, monkeypatch, capsys, "--data", "mnst")
     assert "data.class_path = 'mnst' (on the command line) is not a task's class path; did you mean" in line
+    assert "did you mean mnist (datamodules.PixelMNIST)?" in line  # the short name the command line takes
 
 
 def test_a_models_own_refusal_of_a_flag_says_it_was_given_on_the_command_line(tmp_path, monkeypatch, capsys):

@@ -213,6 +213,24 @@ def _config_meant(given: str) -> str:
 COMMAND_FLAGS = {"fit": ["resume"], "validate": [], "test": [], "predict": ["run", "checkpoint"]}  # cli/train.py's own
 
 
+def _not_a_task_name(given: str, argv: list[str], helped: bool) -> str:
+    """A task name no task has (`--data.help copyng`, `--data addingg`, `class_path: mnist` in a file), with the
+    nearest: its short name where one is read (the command line, --data.help), else its class path."""
+    paths = {name: task_class_path(cls) for name, cls in TASKS.items()}
+    close = difflib.get_close_matches(given, [*paths, *paths.values()], 1)
+    where = "" if helped else where_given("data.class_path", argv, given, exact=True)
+    where = where or ("" if helped else where_given("data", argv, given, exact=True))
+    named = close[0] if helped or not close else paths.get(close[0], close[0])
+    if close and where == "on the command line" and close[0] in paths:
+        named = f"{close[0]} ({paths[close[0]]})"
+    hint = f"did you mean {named}? " if close else ""
+    return (
+        f"{'--data.help' if helped else 'data.class_path ='} {given!r}{f' ({where})' if where else ''} is not a "
+        f"task's class path{' or name' if helped else ''}; {hint}`ortholab list tasks` names the tasks and their "
+        f"classes"
+    )
+
+
 def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
     """jsonargparse's message rewritten for a user: the unknown key (and where it was given) with a suggestion, a
     refused class path."""
@@ -280,18 +298,7 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
     undotted = re.search(r"Expected a dot import path string: (\S+)", message)
     helped = message.startswith("--data.help")  # `--data.help copyng`: a task name mistyped
     if undotted and ('Parser key "data"' in message or helped):  # a task's short name in a config file
-        # (task_short_names maps it on the command line)
-        paths = {name: task_class_path(cls) for name, cls in TASKS.items()}
-        close = difflib.get_close_matches(undotted.group(1), [*paths, *paths.values()], 1)
-        hint = f"did you mean {close[0] if helped else paths.get(close[0], close[0])}? " if close else ""
-        given = undotted.group(1)
-        where = "" if helped else where_given("data.class_path", argv, given, exact=True)
-        where = where or ("" if helped else where_given("data", argv, given, exact=True))
-        return (
-            f"{'--data.help' if helped else 'data.class_path ='} {given!r}{f' ({where})' if where else ''} is not a "
-            f"task's class path{' or name' if helped else ''}; {hint}`ortholab list tasks` names the tasks and their "
-            f"classes"
-        )
+        return _not_a_task_name(undotted.group(1), argv, helped)  # (task_short_names maps it on the command line)
     refused = re.search(r"Import path (\S+) does not correspond to a subclass of (\w+)", message)
     if refused:
         tasks = ", ".join(task_class_path(cls) for cls in TASKS.values())
