@@ -241,7 +241,7 @@ class Store:
         for a live store, and for a copy restored as one (`cp DIR/runs.db $ORTHOLAB_RUNS/ortholab.db`) and written to
         since. A copy from before copied_at was recorded counts as live."""
         copied_at = self.copied_at if self.copied_from is not None else None
-        if copied_at is None:
+        if copied_at is None or self._store_facts().get("restored_at"):  # `ortholab restore` made it a live store
             return None
         with self._session() as session:
             last = session.execute(select(func.max(Run.heartbeat_at))).scalar_one_or_none()

@@ -40,6 +40,7 @@ def test_a_restored_export_goes_on_to_the_same_training(exported, reference, tmp
     url = f"sqlite:///{runs_root / 'ortholab.db'}"  # the restored store names itself the folder's writer
     facts = folder_lock.written_by(run_dir)
     assert facts["store"] == folder_lock.store_place(url) and facts["store_id"] == Store(url, access="read").store_id
+    assert Store(url, access="read").frozen_at is None  # this machine's store now: `runs` called it a frozen copy
 
     machine = runs_root.parent  # (the folder of the fault's marker file: killed once, not again)
     resumed = ortholab(machine, "fit", "--resume", str(run_id), env={"ORTHOLAB_RUNS": str(runs_root)})

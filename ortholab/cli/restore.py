@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 from pathlib import Path
 
 from ortholab.errors import ConfigError
@@ -97,6 +98,8 @@ def _adopt_folders(root: Path, checkpointed: dict[int, Path]) -> None:
 def run(args, extra: list[str]) -> None:
     from ortholab.db import Store
     from ortholab.db.logger import runs_folder_of
+    from ortholab.db.schema import utcnow
+    from ortholab.db.schema_version import STORE_INFO
 
     export = Path(args.export)
     copy = export / "runs.db"
@@ -118,6 +121,9 @@ def run(args, extra: list[str]) -> None:
         shutil.copytree(export / "checkpoints" / folder, root / folder)
     part = root / "ortholab.db.part"
     shutil.copyfile(copy, part)
+    with sqlite3.connect(part) as connection:  # this machine's store from now on, not a frozen copy (Store.frozen_at)
+        connection.execute(f"INSERT INTO {STORE_INFO} (key, value) VALUES ('restored_at', ?)", (utcnow().isoformat(),))
+    connection.close()
     os.replace(part, root / "ortholab.db")  # the store appears whole, after its run folders
     _adopt_folders(root, checkpointed)
     restored = f"Restored {len(runs)} run{'' if len(runs) == 1 else 's'} from {copy} into {root / 'ortholab.db'}"
