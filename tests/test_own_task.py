@@ -195,6 +195,17 @@ def test_a_task_whose_batches_disagree_with_its_spec_is_one_line_and_records_not
     assert expected in line and "docs/tasks.md#a-task-of-your-own" in line, line
 
 
+class BatchBeyondSplit(Coin):
+    def __init__(self, batch_size: int = 50):  # 20 sequences
+        super().__init__(batch_size=batch_size)
+
+
+def test_a_batch_larger_than_the_training_split_is_one_line(tmp_path, monkeypatch, capsys):
+    """It trained, each step on one batch holding the whole split, without a word."""
+    line = _fit_fails(tmp_path, monkeypatch, capsys, "BatchBeyondSplit")
+    assert "data.batch_size = 50 is larger than BatchBeyondSplit's train split (20 sequences)" in line, line
+
+
 def test_a_class_task_with_one_output_is_one_line(tmp_path, monkeypatch, capsys):
     """torchmetrics' "Expected argument num_classes to be an integer larger than 1" traceback, before."""
     line = _fit_fails(tmp_path, monkeypatch, capsys, "OneClass")
@@ -306,10 +317,13 @@ def test_a_mistyped_name_of_ones_own_task_is_answered_with_its_class_path(tmp_pa
     monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", "mytasks")
     monkeypatch.chdir(tmp_path)
     try:
-        for given in ("sign_of_sun", "mytasks.SignOfSun"):
+        for given, meant in (
+            ("sign_of_sun", "sign_of_sum (mytasks.SignOfSum)"),
+            ("mytasks.SignOfSun", "mytasks.SignOfSum"),
+        ):
             with pytest.raises(SystemExit) as exit_info:
                 main(["fit", "--data", given, "--db", f"sqlite:///{tmp_path / 'runs.db'}"])
             err = capsys.readouterr().err
-            assert exit_info.value.code == 2 and "did you mean mytasks.SignOfSum?" in err, err
+            assert exit_info.value.code == 2 and f"did you mean {meant}?" in err, err
     finally:
         TASKS.pop("sign_of_sum", None)  # registered by importing the module in this process
