@@ -52,11 +52,27 @@ def register_family(name: str, cls: type[RecurrentLayer]) -> None:
     try:
         inspect.signature(cls).bind(1, 2)  # built as cls(input_size, hidden_size, **model.family_args)
     except TypeError:
+        required = [
+            key
+            for key, p in inspect.signature(cls).parameters.items()
+            if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        ][2:]
+        if required and list(inspect.signature(cls).parameters)[:2] == ["input_size", "hidden_size"]:
+            raise TypeError(
+                f"cls {cls.__name__}'s option {required[0]!r} has no default: give every option one (the paper's "
+                f"value), as `ortholab list families` and a config without it build the family"
+            ) from None
         raise TypeError(
             f"cls {cls.__name__} must take (input_size, hidden_size, **options) as every family does"
         ) from None
     if FAMILIES.get(name, cls) is not cls:
         raise ValueError(f"name {name!r} is OrthoLab's {FAMILIES[name].__name__} already; choose another")
+    taken = next((other for other, known in FAMILIES.items() if known.__name__ == cls.__name__ and other != name), None)
+    if taken is not None:  # ortholab.nn names each family's layer after its class: onn.GRU would become this one
+        raise ValueError(
+            f"cls is named {cls.__name__}, as family {taken!r}'s class, and ortholab.nn names each layer after its "
+            f"class; rename the class"
+        )
     FAMILIES[name] = RTransformer.cell_families[name] = cls
 
 

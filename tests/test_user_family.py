@@ -75,12 +75,19 @@ class NoInputSize(RecurrentLayer):
         super().__init__(1, hidden_size)
 
 
+class OptionWithoutDefault(Tanh):
+    def __init__(self, input_size: int, hidden_size: int, scale: float):
+        super().__init__(input_size, hidden_size)
+
+
 @pytest.mark.parametrize(
     "name, cls, error, says",
     [
         ("mytanh", nn.RNN, TypeError, "cls must be a subclass of ortholab.models.RecurrentLayer"),
         ("mytanh", "Tanh", TypeError, "cls must be a subclass"),
         ("mytanh", NoInputSize, TypeError, "cls NoInputSize must take (input_size, hidden_size, **options)"),
+        ("mytanh", OptionWithoutDefault, TypeError, "OptionWithoutDefault's option 'scale' has no default"),
+        ("mytanh", type("GRU", (Tanh,), {}), ValueError, "cls is named GRU, as family 'gru''s class"),  # onn.GRU
         ("scornn", Tanh, ValueError, "name 'scornn' is OrthoLab's ScoRNN already"),
         ("my-tanh", Tanh, ValueError, "name must be a short identifier"),
     ],
