@@ -186,5 +186,5 @@ def line(item: Estimate) -> str:
     evaluation = "-" if item.evaluation_s is None else f"{item.evaluation_s:.2f} s"
     return (
         f"{item.row.tag.removeprefix('paper:'):<52} {item.plan:<36} {item.step_s:>7.3f} s "
-        f"{evaluation:>10} {item.hours:>7.2f}"
+        f"{evaluation:>10} {item.hours:>7.3g}"  # 3 significant digits: a tiny plan's 0.00311, not 0.00
     )

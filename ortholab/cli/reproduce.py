@@ -455,7 +455,7 @@ def estimate(table: str | None, rows: list[str] | None, extra: list[str], seeds:
     if seeds is not None and timed:
         per_row = len(seeds) if isinstance(seeds, list) else seeds
         print(
-            f"with {per_row} seed{'s' * (per_row > 1)} per row: {per_row * sum(e.hours for e in timed):.2f} hours "
+            f"with {per_row} seed{'s' * (per_row > 1)} per row: {per_row * sum(e.hours for e in timed):.3g} hours "
             f"in all, one run at a time",
             flush=True,
         )
