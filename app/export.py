@@ -267,6 +267,7 @@ def _html(path: Path, table: PaperTable, curves: list[dict], plotly_js: str = "d
     fig = make_subplots(rows=rows, cols=columns, subplot_titles=list(panels))
     for index, group in enumerate(panels.values()):
         at = dict(row=index // columns + 1, col=index % columns + 1)
+        lines_drawn: set[tuple[str, float]] = set()  # a baseline or published value shared by curves: drawn once
         for curve in group:
             mode = "lines+markers" if len(curve["steps"]) <= 60 else "lines"
             style = run_style(curve["run"])
@@ -308,14 +309,12 @@ def _html(path: Path, table: PaperTable, curves: list[dict], plotly_js: str = "d
                         ),
                         **at,
                     )
-            if curve["baseline"] is not None and curve["mode"] == "min":
-                fig.add_hline(
-                    y=curve["baseline"] * curve["scale"],
-                    line_dash="dot",
-                    annotation_text=f"baseline {curve['baseline']:.4g}",
-                    **at,
-                )
-            if curve["published"] is not None:
+            baseline = curve["baseline"] * curve["scale"] if curve["baseline"] is not None else None
+            if baseline is not None and curve["mode"] == "min" and ("baseline", baseline) not in lines_drawn:
+                lines_drawn.add(("baseline", baseline))
+                fig.add_hline(y=baseline, line_dash="dot", annotation_text=f"baseline {curve['baseline']:.4g}", **at)
+            if curve["published"] is not None and ("published", curve["published"]) not in lines_drawn:
+                lines_drawn.add(("published", curve["published"]))
                 fig.add_hline(
                     y=curve["published"], line_dash="dashdot", annotation_text=f"published {curve['published']}", **at
                 )
@@ -328,7 +327,9 @@ def _html(path: Path, table: PaperTable, curves: list[dict], plotly_js: str = "d
             **at,
         )
     fig.update_layout(title=f"{table.paper} {table.table}: {table.title}", height=450 * rows)
-    fig.write_html(path, include_plotlyjs=plotly_js)  # a local plotly.min.js, never a CDN: it opens offline
+    # a local plotly.min.js, never a CDN: it opens offline; the figure's id fixed, so that two exports of the same runs
+    # are the same file (plotly draws a random one)
+    fig.write_html(path, include_plotlyjs=plotly_js, div_id=f"ortholab-{table.id}")
 
 
 CSV_COLUMNS = [

@@ -7,6 +7,7 @@ import errno
 import hashlib
 import os
 import pathlib
+import re
 import shutil
 import stat
 
@@ -81,8 +82,13 @@ def test_the_exported_store_writes_the_same_report_again(tmp_path, monkeypatch, 
     copy.close()
     monkeypatch.chdir(tmp_path)  # the export's store by its path, as the issue and docs/reproducing.md write it
     main(["report", "demo_table9", "--db", "one/runs.db", "--export", str(tmp_path / "two")])
-    for name in ("report.md", "report.csv"):
+    html = sorted(p.name for p in (tmp_path / "one").glob("*.html"))
+    assert html  # the figure too: its plotly div id was random, so no two exports were the same file
+    for name in ("report.md", "report.csv", *html):
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes(), name
+    figure = (tmp_path / "one" / html[0]).read_text()
+    for line in {m for m in re.findall(r'"text":"(baseline [^"]+)"', figure)}:  # each panel's baseline drawn once
+        assert figure.count(f'"text":"{line}"') == 1, line
     report = (tmp_path / "one" / "report.md").read_text()
     assert "2 seeds: 92.5 ± 2.1 (91–94)" in report  # each seed's test run: 94 and 91, in percent
     lines = (tmp_path / "one" / "report.csv").read_text().splitlines()
@@ -393,8 +399,13 @@ def test_a_run_exported_while_it_trained_reads_as_it_was_then_not_as_silent(tmp_
     main(["report", "demo_table9", "--db", db, "--wide"])  # the live store: its silent run is named so
     assert "running (silent 3.0 h: killed?)" in capsys.readouterr().out
     main(["report", "demo_table9", "--db", exported, "--export", str(tmp_path / "two")])  # its copy: as then
-    for name in ("report.md", "report.csv"):
+    html = sorted(p.name for p in (tmp_path / "one").glob("*.html"))
+    assert html  # the figure too: its plotly div id was random, so no two exports were the same file
+    for name in ("report.md", "report.csv", *html):
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes(), name
+    figure = (tmp_path / "one" / html[0]).read_text()
+    for line in {m for m in re.findall(r'"text":"(baseline [^"]+)"', figure)}:  # each panel's baseline drawn once
+        assert figure.count(f'"text":"{line}"') == 1, line
     (row,) = [row for row in runs_rows(exported) if row["name"] == "c"]
     assert row["status"] == "running" and "silent" not in row
     assert copy_note(exported).startswith(f"a copy an export wrote on {copy.copied_at:%Y-%m-%d %H:%M} UTC")
