@@ -105,6 +105,11 @@ def test_parameters_in_no_group_or_in_two_are_named():
     twice = {"recurrent": [layer.rnn.weight_hh_l0], "other": list(layer.parameters())}
     with pytest.raises(ValueError, match=r"holds \['rnn.weight_hh_l0'\] in more than one group"):
         check_groups_cover_the_layer(layer, twice, "mytanh")
+    names = {"other": [name for name, _ in layer.named_parameters()]}  # was: "leaves out [...] (never trained)"
+    with pytest.raises(
+        ValueError, match=r"\['other'\] must be a list of the layer's nn.Parameter .* 'rnn.weight_ih_l0'"
+    ):
+        check_groups_cover_the_layer(layer, names, "mytanh")
 
 
 def test_a_family_refused_while_a_module_the_variable_names_cannot_be_imported_names_that_module(monkeypatch, capsys):

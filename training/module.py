@@ -40,6 +40,13 @@ def build_layer(
 def check_groups_cover_the_layer(layer: torch.nn.Module, groups: dict[str, list], family: str) -> None:
     """Every trainable parameter of the layer in exactly one group (models/base.py's promise): one left out would
     never be trained, one given twice stepped twice. A family of the user's own is where this can go wrong."""
+    for group, params in groups.items():
+        wrong = next((p for p in params if not isinstance(p, torch.nn.Parameter)), None)
+        if wrong is not None or isinstance(params, (str, torch.Tensor)):
+            raise ConfigError(
+                f"model.family = {family!r}: its parameter_groups()[{group!r}] must be a list of the layer's "
+                f"nn.Parameter objects (self.weight, not its name); it holds {params if wrong is None else wrong!r}"
+            )
     counts: dict[int, int] = {}
     for param in (p for params in groups.values() for p in params):
         counts[id(param)] = counts.get(id(param), 0) + 1
