@@ -193,7 +193,8 @@ class ExpRNN(RecurrentLayer):
         self.base.copy_(nearest_unitary(self.base))
 
     def exact_after_widening_(self) -> None:  # dtriv's base stored in float32 is orthogonal to ~1e-7 only
-        self.project_base_()
+        if self.trivialization == "dtriv":  # static: the base stays I, exact in any precision
+            self.project_base_()
 
     def _projects_at_rebasing(self, number: int) -> bool:
         """Whether the number-th re-basing, the initial base being the first, projects: the code increments m
