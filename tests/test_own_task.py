@@ -195,17 +195,6 @@ def test_a_task_whose_batches_disagree_with_its_spec_is_one_line_and_records_not
     assert expected in line and "docs/tasks.md#a-task-of-your-own" in line, line
 
 
-class BatchBeyondSplit(Coin):
-    def __init__(self, batch_size: int = 50):  # 20 sequences
-        super().__init__(batch_size=batch_size)
-
-
-def test_a_batch_larger_than_the_training_split_is_one_line(tmp_path, monkeypatch, capsys):
-    """It trained, each step on one batch holding the whole split, without a word."""
-    line = _fit_fails(tmp_path, monkeypatch, capsys, "BatchBeyondSplit")
-    assert "data.batch_size = 50 is larger than BatchBeyondSplit's train split (20 sequences)" in line, line
-
-
 def test_a_class_task_with_one_output_is_one_line(tmp_path, monkeypatch, capsys):
     """torchmetrics' "Expected argument num_classes to be an integer larger than 1" traceback, before."""
     line = _fit_fails(tmp_path, monkeypatch, capsys, "OneClass")

@@ -1026,6 +1026,7 @@ def test_a_row_stopped_by_sigterm_says_how_to_continue_it_and_other_exits_say_fa
     row = PaperRow("scornn_figure1", "copying-T1000_fcurnn_n128", "copying", "fcurnn", "val/loss", "min", 1.0)
     monkeypatch.delenv("ORTHOLAB_DB", raising=False)
     monkeypatch.setenv("ORTHOLAB_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setattr("ortholab.cli.reproduce._seeds_given", None)  # no --seeds (an earlier reproduce set some)
     stopped = fit_failed("paper:x (seed 1)", 143, row, None, [])
     assert stopped.state == "stopped" and stopped.line == (
         "paper:x (seed 1): fit stopped by SIGTERM with a checkpoint; continue it with "

@@ -45,12 +45,6 @@ def check_task(datamodule, stage: str | None, predict_split: str = "test") -> No
     for split in splits_checked(datamodule, stage, predict_split):
         check_batch(first_batch(datamodule, split, task), spec, f"{task} ({split} split)")
         check_id_ranges(datamodule.dataset(split), spec, f"{task} ({split} split)")
-        if split == "train" and datamodule.batch_size > len(datamodule.dataset(split)):  # one short batch a step
-            sequences = len(datamodule.dataset(split))
-            raise ConfigError(
-                f"data.batch_size = {datamodule.batch_size} is larger than {task}'s train split ({sequences} "
-                f"sequences): every step would train on the whole split; set --data.batch_size to at most {sequences}"
-            )
 
 
 def check_main_metric(spec: TaskSpec, task: str) -> None:
