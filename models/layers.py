@@ -382,18 +382,21 @@ def parameter_groups(model: nn.Module) -> dict[str, list[nn.Parameter]]:
     return groups
 
 
-def _refuse_mixed_defaults(layers: list[FamilyRNN], defaults: dict[str, dict]) -> None:
-    """A group one family steps with its own optimizer (the full-capacity uRNN's W: stiefel_cayley) cannot also hold
-    another family's parameters: one optimizer would step both, and either W leaves U(n) or the other's fails."""
+def _refuse_mixed_defaults(layers: list[FamilyRNN], defaults: dict[str, dict], specs: dict[str, dict]) -> None:
+    """A group one family steps with its own default optimizer that also holds another family's parameters: one
+    optimizer would step both. Refused where that optimizer is a manifold's (the full-capacity uRNN's W: either W
+    leaves U(n) or the other's step fails), and where the caller named none for the group (the default would
+    silently train the other family's parameters too, e.g. the LRU's lr)."""
     for group, spec in defaults.items():
         families = sorted({layer.family for layer in layers if layer.parameter_groups().get(group)})
         needing = sorted({layer.family for layer in layers if group in layer.default_optimizers})
-        if set(families) != set(needing):
-            raise ValueError(
-                f"group {group!r} would hold the parameters of {families}, and {needing} steps it with "
-                f"{spec['name']} only: give each such layer its own group_optimizer(layer, specs) and the rest of "
-                f"the model its own optimizer"
-            )
+        if set(families) == set(needing) or (group in specs and spec["name"] != "stiefel_cayley"):
+            continue
+        fix = "give each such layer its own group_optimizer(layer, specs) and the rest of the model its own optimizer"
+        if spec["name"] != "stiefel_cayley":
+            fix = f"name specs[{group!r}] yourself (one optimizer for all of them), or {fix}"
+        steps = f"{needing} steps it with {spec['name']}"
+        raise ValueError(f"group {group!r} would hold the parameters of {families}, and {steps}: {fix}")
 
 
 class GroupOptimizer:
@@ -410,7 +413,7 @@ class GroupOptimizer:
         defaults: dict[str, dict] = {}
         for layer in self.layers:
             defaults.update(layer.default_optimizers)
-        _refuse_mixed_defaults(self.layers, defaults)
+        _refuse_mixed_defaults(self.layers, defaults, specs if isinstance(specs, dict) else {})
         self.specs = group_specs(groups, specs, defaults, where="optimizers")
         self.optimizers = {
             name: build_optimizer(groups[name], spec, f"optimizers.{name}")

@@ -387,6 +387,12 @@ def test_a_group_the_full_capacity_urnn_steps_on_its_manifold_holds_no_other_fam
     optimizer = onn.group_optimizer(two, {"default": {"name": "adam", "lr": 1e-3}})
     assert optimizer.specs["recurrent"]["name"] == "stiefel_cayley"
     assert onn.group_optimizer(model["b"], {"default": {"name": "adam"}}).specs["recurrent"]["name"] == "stiefel_cayley"
+    # another family's plain default (the LRU's Adam at lr 5e-4) would train scoRNN's A unasked: name the group
+    mixed = nn.ModuleDict({"a": onn.ScoRNN(2, 8), "b": onn.LRU(8, 8, state_size=3)})
+    with pytest.raises(ValueError, match=r"\['lru'\] steps it with adam: name specs\['recurrent'\] yourself"):
+        onn.group_optimizer(mixed, {"default": {"name": "adam"}})
+    named = onn.group_optimizer(mixed, {"recurrent": {"name": "adam", "lr": 1e-3}, "default": {"name": "adam"}})
+    assert named.specs["recurrent"] == {"name": "adam", "lr": 1e-3}
 
 
 def test_the_families_that_keep_a_map_orthogonal_say_so():
