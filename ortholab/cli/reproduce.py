@@ -580,29 +580,28 @@ def _newest_fit(store: Store, tag: str, seed_tag: str):
     return max(fits, key=lambda r: r.id, default=None)
 
 
-def _newest_fit_id(db: str | None, tag: str, seed_tag: str) -> int | None:
+def _newest_fit_read(db: str | None, tag: str, seed_tag: str):
+    """The row's newest fit with that seed, read from the store (None: no store, or no such fit)."""
     try:
         store = Store(db, access="read")
     except StoreMissing:
         return None
     try:
-        fit = _newest_fit(store, tag, seed_tag)
-        return None if fit is None else fit.id
+        return _newest_fit(store, tag, seed_tag)
     finally:
         store.close()
+
+
+def _newest_fit_id(db: str | None, tag: str, seed_tag: str) -> int | None:
+    fit = _newest_fit_read(db, tag, seed_tag)
+    return None if fit is None else fit.id
 
 
 def _finished_since(db: str | None, tag: str, seed_tag: str, before: int | None) -> bool:
     """Whether a fit of the row and seed newer than run `before` finished (its process may still exit non-zero:
     a Ctrl-C that came as it ended)."""
-    newest = _newest_fit_id(db, tag, seed_tag)
-    if newest is None or (before is not None and newest <= before):
-        return False
-    store = Store(db, access="read")
-    try:
-        return store.get_run(newest).status == "finished"
-    finally:
-        store.close()
+    newest = _newest_fit_read(db, tag, seed_tag)
+    return newest is not None and (before is None or newest.id > before) and newest.status == "finished"
 
 
 def evaluate_row(
