@@ -231,6 +231,36 @@ def test_a_refused_resume_leaves_the_run_as_it_was_and_a_plain_resume_continues_
     assert [p.step for p in Store(url).metric_series(1, "val/loss")] == [2, 4, 6]
 
 
+def test_a_resume_whose_recorded_runs_folder_is_unwritable_names_it_and_only_the_flag_that_moves_it(
+    tmp_path, capsys, monkeypatch
+):
+    """`fit --resume` writes to the runs folder the run was recorded in, whatever $ORTHOLAB_RUNS says now: an error
+    there names that folder and --runs_dir, not $ORTHOLAB_RUNS (which would not move it)."""
+    import ortholab.training.lightning_cli as lightning_cli
+    from ortholab.training.preflight import check_writable_folder
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    quiet = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false", "--db", url]
+    tiny = ["--model.hidden_size", "8", "--model.family_args", "{rho: 4}", "--trainer.val_check_interval", "2"]
+    monkeypatch.setenv("ORTHOLAB_RUNS", str(tmp_path / "runs"))  # the runs folder as most runs get it
+    main(["fit", "--config", DEMO, *tiny, "--trainer.max_steps", "2", *quiet])
+    (tmp_path / "afile").write_text("")
+    checked = []
+
+    def unwritable(folder, given_as="--runs_dir", fix=None):  # the recorded folder, as if it could not be written
+        checked.append(folder)
+        check_writable_folder(str(tmp_path / "afile" / "runs"), given_as, fix)
+
+    monkeypatch.setattr(lightning_cli, "check_writable_folder", unwritable)
+    monkeypatch.setenv("ORTHOLAB_RUNS", str(tmp_path / "elsewhere"))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--resume", "1", "--trainer.max_steps", "4", *quiet])
+    said = capsys.readouterr().err
+    assert exit_info.value.code == 2 and checked == [str(tmp_path / "runs")], (checked, said)
+    assert "run 1's recorded runs folder" in said and "give a writable folder with --runs_dir\n" in said, said
+    assert "$ORTHOLAB_RUNS" not in said and Store(url).get_run(1).status == "finished", said
+
+
 def test_a_resume_keeps_all_that_was_recorded_before_its_checkpoint_and_clears_the_stop_reason(tmp_path):
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     logger = SQLLogger(db_url=url, root_dir=str(tmp_path / "runs"))

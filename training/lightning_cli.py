@@ -293,6 +293,15 @@ class OrthoLabCLI(LightningCLI):
                 return recorded
         return str(runs_root())
 
+    def _runs_dir_source(self) -> tuple[str, str | None]:
+        """How _runs_dir was found and what gives another, as its errors name them: --runs_dir, the resumed run's
+        recorded folder (only --runs_dir moves it), or the runs root ($ORTHOLAB_RUNS, else the default)."""
+        config = self._subconfig()
+        if not config.runs_dir and self.subcommand == "fit" and config.get("resume") is not None:
+            if self._recorded_runs_dir(config) is not None:
+                return f"run {config.resume}'s recorded runs folder", "--runs_dir"
+        return runs_folder_source(config.runs_dir), None
+
     def _recorded_runs_dir(self, config) -> str | None:
         """The runs folder holding the resumed run's folder (RUNS/store-ID/NAME/RUN, or RUNS/NAME/RUN of older runs);
         None where the store or the run cannot be read (the resume itself then says why)."""
@@ -343,7 +352,7 @@ class OrthoLabCLI(LightningCLI):
                 self._store_to_create = False
             except StoreMissing:  # made once the model and task are built (instantiate_trainer): a refused
                 self._store_to_create = True  # config leaves no new, empty store behind
-            check_writable_folder(self._runs_dir(), runs_folder_source(self._subconfig().runs_dir))
+            check_writable_folder(self._runs_dir(), *self._runs_dir_source())
         seed_log = logging.getLogger(SEED_LOGGER)
         level = seed_log.level
         seed_log.setLevel(logging.WARNING)  # "Seed set to N" is said once the trainer is built (instantiate_trainer)

@@ -126,10 +126,11 @@ def runs_folder_source(runs_dir: str | None) -> str:
     return f"${RUNS_ENV_VAR}" if os.environ.get(RUNS_ENV_VAR) else "the default runs folder"
 
 
-def check_writable_folder(folder: str, given_as: str = "--runs_dir") -> None:
+def check_writable_folder(folder: str, given_as: str = "--runs_dir", fix: str | None = None) -> None:
     """The run folders' parent exists or can be made, and accepts files (checkpoints go there); a folder not there
     yet is judged by the nearest one that is, so that a command refused later leaves no empty folder behind.
-    given_as: where the folder came from (--runs_dir, $ORTHOLAB_RUNS, the default ./runs), as the error names it."""
+    given_as: where the folder came from (--runs_dir, $ORTHOLAB_RUNS, the default ./runs), as the error names it;
+    fix: what gives another folder (default: --runs_dir or $ORTHOLAB_RUNS)."""
     path = Path(folder).absolute()
     existing = next(p for p in (path, *path.parents) if p.exists())
     try:
@@ -144,7 +145,7 @@ def check_writable_folder(folder: str, given_as: str = "--runs_dir") -> None:
     except OSError as err:
         raise ConfigError(
             f"{given_as} {folder}: cannot write run folders there ({err.strerror}); give a writable "
-            f"folder with --runs_dir or ${RUNS_ENV_VAR}"
+            f"folder with {fix or f'--runs_dir or ${RUNS_ENV_VAR}'}"
         ) from None
 
 
