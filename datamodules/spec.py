@@ -11,6 +11,9 @@ from ortholab.errors import ConfigError
 READOUTS = ("every_step", "last_step")  # a prediction at every step, or one per sequence at its last step
 
 
+SELECT_ON = ("main_metric", "loss")  # what may choose a run's best checkpoint (fit's --select_on)
+
+
 @dataclass(frozen=True)
 class TaskSpec:
     """A task's contract with the model.
@@ -73,6 +76,13 @@ class TaskSpec:
     def baseline_for(self, split: str) -> float | None:
         """The baseline on `split` ('val' or 'test'): each split is compared with its own."""
         return self.test_baseline if split == "test" and self.test_baseline is not None else self.baseline
+
+    def checkpoint_metric(self, select_on: str = "main_metric") -> tuple[str, str]:
+        """(metric, mode) whose best validation point chooses the best checkpoint: the main metric, or with
+        select_on='loss' the lowest validation loss (the SRNN paper's pMNIST choice)."""
+        if select_on not in SELECT_ON:
+            raise ValueError(f"select_on = {select_on!r}: one of {', '.join(SELECT_ON)}")
+        return ("val/loss", "min") if select_on == "loss" else (self.main_metric, self.main_metric_mode)
 
     def to_dict(self) -> dict:
         return asdict(self)

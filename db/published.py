@@ -218,8 +218,12 @@ def _metric_value(store: Store, run: RunSummary, metric: str, mode: str) -> floa
 
 def _test_at_best_validation(store: Store, run: RunSummary, metric: str, mode: str) -> float | None:
     """Before a test run exists: the test point logged beside the first best validation point (the checkpoint
-    that validation would choose, measured at the same step), or None."""
-    validation = [p for p in store.metric_series(run.id, metric.replace("test/", "val/", 1)) if math.isfinite(p.value)]
+    that validation would choose, measured at the same step: on the metric's validation twin, or on the lowest
+    validation loss for a fit given --select_on loss), or None."""
+    chooser = metric.replace("test/", "val/", 1)
+    if store.params_of([run.id])[run.id].get("select_on") == "loss":
+        chooser, mode = "val/loss", "min"
+    validation = [p for p in store.metric_series(run.id, chooser) if math.isfinite(p.value)]
     if not validation:
         return None
     best = (min if mode == "min" else max)(p.value for p in validation)

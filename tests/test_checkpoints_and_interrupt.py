@@ -34,6 +34,32 @@ def test_fit_writes_the_best_checkpoint_by_the_main_metric(tmp_path, monkeypatch
     assert (Path(run.run_dir) / "checkpoints" / "last.ckpt").is_file()
 
 
+DIGITS = str(Path(DEMO).with_name("mnist_digits_scornn.yaml"))  # val/acc is its main metric
+DIGITS_RUN = [
+    *("--model.hidden_size", "16", "--model.family_args", "{rho: 2}", "--trainer.max_epochs", "1"),
+    *("--trainer.val_check_interval", "2", "--trainer.enable_progress_bar", "false"),
+]
+
+
+@pytest.mark.parametrize("select_on", ["main_metric", "loss"])
+def test_select_on_loss_keeps_the_checkpoint_of_the_lowest_validation_loss(tmp_path, monkeypatch, select_on):
+    """The SRNN paper tests pMNIST at the epoch of the lowest validation cross-entropy, not the best accuracy:
+    --select_on loss makes best-stepN.ckpt that checkpoint (and the run records the choice)."""
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    main(["fit", "--config", DIGITS, *DIGITS_RUN, "--select_on", select_on, "--db", db])
+    store = Store(db)
+    (run,) = store.list_runs()
+    losses, accuracies = store.metric_series(run.id, "val/loss"), store.metric_series(run.id, "val/acc")
+    lowest_loss = min(losses, key=lambda p: p.value).step
+    best_accuracy = max(accuracies, key=lambda p: p.value).step  # the first of equal ones, as ModelCheckpoint
+    assert lowest_loss != best_accuracy, (losses, accuracies)  # the two choices differ on this run
+    chosen = lowest_loss if select_on == "loss" else best_accuracy
+    (path,) = (Path(store.get_run(run.id).run_dir) / "checkpoints").glob("best-step*.ckpt")
+    assert path.name == f"best-step{chosen}.ckpt" and store.params_of([run.id])[run.id]["select_on"] == select_on
+    assert run.main_metric == "val/acc"  # the run is still ranked by its task's main metric
+
+
 def test_last_checkpoint_follows_every_validation_when_the_metric_stops_improving(tmp_path, monkeypatch):
     """With frozen weights the main metric never improves on its first value: the best checkpoint stays at the
     first validation, but last.ckpt must hold the last one, or a killed run resumes from that first best."""

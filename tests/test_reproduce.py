@@ -490,6 +490,22 @@ def test_the_papers_protocol_value_sits_beside_the_validation_selected_one_with_
     assert item.verdict == "below"  # 97.9 against 98.1 printed to 0.1: more than half a unit (0.05) away
 
 
+def test_a_fit_selecting_on_the_loss_reports_the_test_point_beside_its_lowest_validation_loss(tmp_path):
+    """SRNN's Table 2 protocol (--select_on loss): before its test run exists, the value selected on validation
+    is the test point beside the lowest validation loss, not beside the best validation accuracy."""
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    table = load_table(_write(tmp_path, TABLE))
+    fit = store.create_run(
+        name="a", family="scornn", task="mnist", tags=[table.rows[0].tag], main_metric="val/acc", main_metric_mode="max"
+    )
+    store.update_run(fit, info={"plan": {"total_steps": 300, "steps_per_epoch": 100, "max_epochs": 3}})
+    for step, (loss, val, test) in zip((99, 199), ((0.10, 0.97, 0.979), (0.12, 0.98, 0.976))):
+        store.log_metrics(fit, {"val/loss": loss, "val/acc": val, "test/acc": test}, step=step)
+    assert reproductions(store, table)[0].selected == pytest.approx(97.6)  # on val/acc: step 199
+    store.log_params(fit, {"select_on": "loss"})
+    assert reproductions(store, table)[0].selected == pytest.approx(97.9)  # on val/loss: step 99
+
+
 def test_a_setting_a_resume_changed_is_part_of_the_rows_status(tmp_path):
     """A fit continued with another setting (info['resumes'], db.SQLLogger) is not reported as if it had trained
     with one: its status names each changed key, its old value and the step it changed at."""

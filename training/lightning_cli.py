@@ -18,6 +18,7 @@ import signal
 import sys
 import warnings
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from jsonargparse._actions import _ActionPrintConfig  # the one hook of --print_config
@@ -30,6 +31,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from ortholab import aliases
 from ortholab.datamodules import TASKS, TaskDataModule, task_class_path
+from ortholab.datamodules.spec import SELECT_ON
 from ortholab.db import SQLLogger, Store, StoreError, runs_root
 from ortholab.db.logger import folder_name, runs_folder_of
 from ortholab.db.masking import known_passwords, mask_secrets, mask_url
@@ -216,6 +218,13 @@ class OrthoLabCLI(LightningCLI):
             help="fit: also evaluate the test split at every validation, logged as test/* (the "
             "scoRNN/scuRNN papers report the best test figure over the epoch ends); the "
             "checkpoints are still chosen on the validation split",
+        )
+        parser.add_argument(
+            "--select_on",
+            type=Literal[SELECT_ON],
+            default="main_metric",
+            help="fit: what chooses the best checkpoint (best-stepN.ckpt, the one `reproduce` tests): the task's main "
+            "metric (`ortholab list tasks`), or loss: the lowest validation loss (the SRNN paper's pMNIST choice)",
         )
         parser.add_argument(
             "--predict_split",
@@ -416,12 +425,13 @@ class OrthoLabCLI(LightningCLI):
             and self.subcommand != "predict"
             and not any(isinstance(c, ModelCheckpoint) for c in configured)
         ):
-            spec = self.model.spec  # best by the task's main metric, in the run folder; {step}: the optimizer
-            # steps taken, the step of the val point that chose it and of the analyses of those weights
+            spec = self.model.spec  # best by the task's main metric or the loss, in the run folder; {step}: the
+            # optimizer steps taken, the step of the val point that chose it and of the analyses of those weights
+            monitor, mode = spec.checkpoint_metric(config.get("select_on") or "main_metric")
             extra.append(
                 ModelCheckpoint(
-                    monitor=spec.main_metric,
-                    mode=spec.main_metric_mode,
+                    monitor=monitor,
+                    mode=mode,
                     filename="best-step{step}",
                     auto_insert_metric_name=False,
                 )
