@@ -267,3 +267,24 @@ def test_the_srnn_papers_baselines_read_out_as_its_code():
         ):
             baselines.append((path.name, config["model"].get("readout_init")))
     assert len(baselines) >= 60 and all(how == "torch" for _, how in baselines), baselines
+
+
+def test_the_srnn_papers_baselines_embed_the_copying_symbols_as_its_code():
+    # "For all problems involving one-hot inputs, we have added an embedding layer before the RNN" (SRNN paper,
+    # Sec. 5); the code's nn.Embedding(10, d_h), 2 d_h for its uRNN port (srnn-exprnn-facts 1.2)
+    from pathlib import Path
+
+    import yaml
+
+    configs = Path(__file__).resolve().parents[1] / "configs" / "papers"
+    embedded = []
+    for path in sorted(configs.glob("*copying*.yaml")):
+        text = path.read_text()
+        config = yaml.safe_load(text)
+        model = config["model"]
+        if "SRNN" in text.splitlines()[0] and model["family"] in ("lstm", "gru", "rnn", "urnn", "nnrnn", "nru"):
+            width = model["hidden_size"] * (2 if model["family"] == "urnn" else 1)
+            embedded.append((path.name, model.get("input_adapter"), model.get("input_adapter_size") == width))
+    assert len(embedded) >= 9 and all(kind == "embedding" and size for _, kind, size in embedded), embedded
+    module = RecurrentModule(task=COPYING, family="lstm", hidden_size=6, input_adapter="embedding", input_adapter_size=6)
+    assert isinstance(module.model.adapter, torch.nn.Embedding) and module.model.adapter.num_embeddings == 10
