@@ -11,6 +11,7 @@ from typing import Literal
 import torch
 from torch import nn
 
+from ortholab.errors import ConfigError
 from ortholab.models.base import RecurrentLayer
 from ortholab.models.choices import checks_choices
 
@@ -35,6 +36,8 @@ class LSTM(RecurrentLayer):
     """nn.LSTM.
 
     forget_bias: initial forget-gate bias (the papers tune it in [-4, 4]); None keeps PyTorch's init.
+    zero_biases: the other gates' biases start at zero (the oRNN paper: "the biases of all models were set to
+        zero, except for the forget bias of the LSTM"); False keeps PyTorch's uniform init.
     """
 
     layer_doc = (
@@ -42,9 +45,18 @@ class LSTM(RecurrentLayer):
         "Groups: other."
     )
 
-    def __init__(self, input_size: int, hidden_size: int, forget_bias: float | None = 1.0):
+    def __init__(self, input_size: int, hidden_size: int, forget_bias: float | None = 1.0, zero_biases: bool = False):
         super().__init__(input_size, hidden_size)
         self.rnn = nn.LSTM(input_size, hidden_size, batch_first=True)
+        if not isinstance(zero_biases, bool):
+            raise ConfigError(f"model.family_args.zero_biases = {zero_biases!r}: true or false")
+        if zero_biases:
+            with torch.no_grad():  # the forget gate's is set below (or kept as PyTorch drew it)
+                forget = slice(hidden_size, 2 * hidden_size)
+                for bias in (self.rnn.bias_ih_l0, self.rnn.bias_hh_l0):
+                    kept = bias[forget].clone()
+                    bias.zero_()
+                    bias[forget] = kept
         if forget_bias is not None:
             with torch.no_grad():  # gates are ordered (input, forget, cell, output); the two biases add up
                 self.rnn.bias_ih_l0[hidden_size : 2 * hidden_size].fill_(forget_bias)

@@ -25,6 +25,23 @@ def test_forget_bias_sets_the_forget_gate_bias(forget_bias):
         assert ih[gate].abs().max() <= n**-0.5 and ih[gate].std() > 0 and hh[gate].std() > 0
 
 
+@pytest.mark.parametrize("forget_bias", [1.0, None])
+def test_zero_biases_zeroes_every_gate_but_the_forget_gates(forget_bias):
+    """The oRNN paper's LSTM: every bias zero but the forget gate's (set, or PyTorch's draw kept)."""
+    torch.manual_seed(0)
+    n = 6
+    drawn = LSTM(3, n, forget_bias=forget_bias)
+    torch.manual_seed(0)
+    layer = LSTM(3, n, forget_bias=forget_bias, zero_biases=True)
+    for bias, before in ((layer.rnn.bias_ih_l0, drawn.rnn.bias_ih_l0), (layer.rnn.bias_hh_l0, drawn.rnn.bias_hh_l0)):
+        gates, kept = gate_slices(bias, n), gate_slices(before, n)
+        assert all(torch.equal(gates[g], torch.zeros(n)) for g in ("input", "cell", "output"))
+        assert torch.equal(gates["forget"], kept["forget"])  # as without zero_biases
+    assert torch.equal(layer.rnn.weight_ih_l0, drawn.rnn.weight_ih_l0)  # the weights untouched
+    with pytest.raises(ValueError, match=r"model.family_args.zero_biases = 'yes': true or false"):
+        LSTM(3, n, zero_biases="yes")
+
+
 def test_forget_bias_acts_on_the_forget_gate():
     # all weights zero, input zero: f = sigmoid(forget_bias), i = o = sigmoid(0), g = tanh(0) = 0, so c stays 0;
     # with the cell gate's bias set, c_t = f c_{t-1} + i g shows f = sigmoid(forget_bias)

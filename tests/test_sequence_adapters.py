@@ -286,5 +286,7 @@ def test_the_srnn_papers_baselines_embed_the_copying_symbols_as_its_code():
             width = model["hidden_size"] * (2 if model["family"] == "urnn" else 1)
             embedded.append((path.name, model.get("input_adapter"), model.get("input_adapter_size") == width))
     assert len(embedded) >= 9 and all(kind == "embedding" and size for _, kind, size in embedded), embedded
-    module = RecurrentModule(task=COPYING, family="lstm", hidden_size=6, input_adapter="embedding", input_adapter_size=6)
+    module = RecurrentModule(
+        task=COPYING, family="lstm", hidden_size=6, input_adapter="embedding", input_adapter_size=6
+    )
     assert isinstance(module.model.adapter, torch.nn.Embedding) and module.model.adapter.num_embeddings == 10
