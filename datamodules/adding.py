@@ -3,9 +3,12 @@
 Two input channels over T steps: values from U[0, 1) and a marker channel with two ones, the first
 uniform in {0..h-1} and the second in {h..T-1}, h = floor((T - 1) / 2). The target is the sum of the two
 marked values, predicted at the last step; predicting 1 always gives MSE 1/6 = 0.167, the baseline.
+markers="srnn" places them as the SRNN code: the first in {0..h-1}, the second in {h..2h-1}, h = floor(T / 2).
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import torch
 
@@ -16,12 +19,18 @@ from ortholab.errors import ConfigError
 ADDING_BASELINE = 1.0 / 6.0  # Var(X + Y) for X, Y ~ U[0, 1): the MSE of always answering 1
 
 
-def adding_batch(size: int, seq_len: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+MARKER_LAYOUTS = ("scornn", "srnn")  # where the two marked steps may fall: each paper's code
+
+
+def adding_batch(
+    size: int, seq_len: int, generator: torch.Generator, markers: str = "scornn"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """`size` sequences: inputs (size, T, 2) = [value, marker], targets (size, 1)."""
-    half = (seq_len - 1) // 2
+    half = (seq_len - 1) // 2 if markers == "scornn" else seq_len // 2
+    end = seq_len if markers == "scornn" else 2 * half
     values = torch.rand(size, seq_len, generator=generator)
     first = torch.randint(0, half, (size,), generator=generator)
-    second = torch.randint(half, seq_len, (size,), generator=generator)
+    second = torch.randint(half, end, (size,), generator=generator)
     markers = torch.zeros(size, seq_len)
     rows = torch.arange(size)
     markers[rows, first] = 1.0
@@ -31,7 +40,8 @@ def adding_batch(size: int, seq_len: int, generator: torch.Generator) -> tuple[t
 
 
 class AddingTask(TaskDataModule):
-    """seq_len is T (at least 3). Sets are drawn once from seeds seed (train), seed + 1 (val), seed + 2 (test)."""
+    """seq_len is T (at least 3). Sets are drawn once from seeds seed (train), seed + 1 (val), seed + 2 (test).
+    markers: 'scornn' (default) or 'srnn', where each paper's code places the two marked steps (module docstring)."""
 
     def __init__(
         self,
@@ -44,8 +54,12 @@ class AddingTask(TaskDataModule):
         eval_batch_size: int | None = 1_000,
         shuffle: bool = False,
         num_workers: int = 0,
+        markers: Literal["scornn", "srnn"] = "scornn",
     ):
         super().__init__(batch_size, eval_batch_size, shuffle, num_workers)
+        if markers not in MARKER_LAYOUTS:
+            raise ConfigError(f"data.markers = {markers!r}; choose one of {list(MARKER_LAYOUTS)}")
+        self.markers = markers
         self.seq_len = require_positive(seq_len, "seq_len")
         if seq_len < 3:
             raise ConfigError(f"data.seq_len = {seq_len}; the adding task needs T >= 3 (one marker in each half)")
@@ -64,10 +78,10 @@ class AddingTask(TaskDataModule):
             readout="last_step",
             loss="mse",
             baseline=ADDING_BASELINE,
-            description=f"sum of two marked values among T={seq_len} (scoRNN code layout)",
+            description=f"sum of two marked values among T={seq_len} ({markers} code layout)",
         )
 
     def make_split(self, split: str) -> tuple[torch.Tensor, torch.Tensor]:
         size, offset = {"train": (self.train_size, 0), "val": (self.val_size, 1), "test": (self.test_size, 2)}[split]
         gen = torch.Generator().manual_seed(self.seed + offset)
-        return adding_batch(size, self.seq_len, gen)
+        return adding_batch(size, self.seq_len, gen, self.markers)

@@ -67,7 +67,8 @@ class CopyingTask(TaskDataModule):
 
     train_size/val_size/test_size sequences are drawn once from seeds seed, seed + 1, seed + 2 (train
     batches taken in order, as the official code); fresh_batches draws a new training batch every step
-    instead, train_size // batch_size batches per epoch.
+    instead, train_size // batch_size batches per epoch. output_classes: 9 (the scoRNN code: blank and the 8
+    symbols) or 10 (the SRNN code, whose logits include the marker's id, never a target).
     """
 
     def __init__(
@@ -84,8 +85,14 @@ class CopyingTask(TaskDataModule):
         eval_batch_size: int | None = 100,
         shuffle: bool = False,
         num_workers: int = 0,
+        output_classes: int = 9,
     ):
         super().__init__(batch_size, eval_batch_size, shuffle, num_workers)
+        if isinstance(output_classes, bool) or output_classes not in (9, 10):
+            raise ConfigError(
+                f"data.output_classes = {output_classes!r}; 9 (blank and the 8 symbols, the scoRNN code) or 10 "
+                f"(with the marker's id, the SRNN code)"
+            )
         self.seq_len = require_positive(seq_len, "seq_len")
         self.copy_len = require_positive(copy_len, "copy_len")
         self.num_symbols = require_positive(num_symbols, "num_symbols")
@@ -102,7 +109,7 @@ class CopyingTask(TaskDataModule):
         self.spec = TaskSpec(
             name="copying",
             input_size=10,
-            output_size=9,
+            output_size=output_classes,
             readout="every_step",
             loss="cross_entropy",
             symbolic=True,

@@ -55,6 +55,14 @@ def test_copying_fresh_batches_change_every_epoch():
     assert torch.equal(first[0][0], again[0][0])
 
 
+def test_the_srnn_codes_ten_copying_classes_change_only_the_output_size():
+    nine, ten = CopyingTask(seq_len=5), CopyingTask(seq_len=5, output_classes=10)
+    assert (nine.spec.output_size, ten.spec.output_size) == (9, 10) and nine.spec.baseline == ten.spec.baseline
+    assert all(torch.equal(a, b) for a, b in zip(nine.make_split("val"), ten.make_split("val")))
+    with pytest.raises(ConfigError, match=r"data.output_classes = 8; 9 \(blank and the 8 symbols"):
+        CopyingTask(seq_len=5, output_classes=8)
+
+
 def test_adding_layout():
     x, y = adding_batch(500, 50, torch.Generator().manual_seed(0))
     assert x.shape == (500, 50, 2) and y.shape == (500, 1)
@@ -64,6 +72,19 @@ def test_adding_layout():
     assert (markers[:, :half].sum(1) == 1).all() and (markers[:, half:].sum(1) == 1).all()
     torch.testing.assert_close(y[:, 0], (x[..., 0] * markers).sum(1))
     assert ((x[..., 0] >= 0) & (x[..., 0] < 1)).all()
+
+
+@pytest.mark.parametrize("layout, first, second", [("scornn", (0, 24), (25, 50)), ("srnn", (0, 24), (25, 49))])
+def test_adding_markers_fall_where_each_papers_code_puts_them(layout, first, second):
+    """T = 51: the scoRNN code's first marker in {0..24}, second in {25..50}; the SRNN code's second in {25..49}
+    (2 floor(T/2) = 50 excluded), so an odd T never marks its last step there."""
+    x, y = adding_batch(4000, 51, torch.Generator().manual_seed(0), layout)
+    steps = x[..., 1].nonzero()[:, 1].view(-1, 2)  # each row's two marked steps, in order
+    assert (steps[:, 0].min().item(), steps[:, 0].max().item()) == first
+    assert (steps[:, 1].min().item(), steps[:, 1].max().item()) == second
+    torch.testing.assert_close(y[:, 0], (x[..., 0] * x[..., 1]).sum(1))
+    with pytest.raises(ConfigError, match=r"data.markers = 'both'; choose one of \['scornn', 'srnn'\]"):
+        AddingTask(seq_len=51, markers="both")
 
 
 def test_adding_baseline_strategy_scores_the_baseline():
