@@ -3,7 +3,6 @@ never create a file, and read-only access that sees a live writer's changes or w
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -68,12 +67,6 @@ def switch_to_wal(cursor: Any) -> None:
                 raise
             time.sleep(pause)
             pause = min(pause * 2, 0.5)
-
-
-def can_write(path: Path) -> bool:
-    """Whether this process may write the SQLite file and make its side files (-wal, -shm) beside it; false on a
-    read-only filesystem even for root (access(2) reports EROFS)."""
-    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
 
 
 def is_wal(path: Path) -> bool:

@@ -68,7 +68,7 @@ from ortholab.db.schema_version import (
     store_facts,
 )
 from ortholab.db.schema_version import upgrade as upgrade_schema
-from ortholab.db.sqlite_files import can_write, sqlite_connector, sqlite_pragmas, starts_as_sqlite
+from ortholab.db.sqlite_files import sqlite_connector, sqlite_pragmas, starts_as_sqlite
 
 ENV_VAR = "ORTHOLAB_DB"
 RUNS_ENV_VAR = "ORTHOLAB_RUNS"  # the folder that holds the default store and the run folders (default ./runs)
@@ -310,7 +310,7 @@ class Store:
                     f"that records there)."
                 )
             else:
-                creator = sqlite_connector(path, read_only=self._access == "read" and not can_write(path))
+                creator = sqlite_connector(path, read_only=self._access == "read")
         try:
             if creator or is_sqlite:
                 engine = create_engine(url, creator=creator) if creator else create_engine(url)

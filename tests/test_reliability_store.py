@@ -289,6 +289,37 @@ def test_a_reader_on_a_mistyped_path_says_it_does_not_exist_and_creates_nothing(
     assert list(tmp_path.iterdir()) == []  # no folder, no file
 
 
+def test_readers_leave_every_byte_of_a_copy_with_a_killed_writers_wal_as_it_was(tmp_path):
+    """A byte copy of a store whose writer died (its -wal not yet folded into the file): readers see the WAL's runs
+    and leave the file and its WAL as they were, also as root, for whom a writable file once meant a read-write
+    connection that folded the WAL into the file and removed the side files as it closed."""
+    live = tmp_path / "live" / "ortholab.db"
+    writer = Store(f"sqlite:///{live}", access="create")
+    run = writer.create_run(name="in-the-wal", family="scornn", task="copying")
+    writer.log_metrics(run, {"val/loss": 0.5}, step=3)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for suffix in ("", "-wal", "-shm"):  # as a killed writer leaves them: the WAL holds the run
+        shutil.copy2(f"{live}{suffix}", copy / f"ortholab.db{suffix}")
+    assert (copy / "ortholab.db-wal").stat().st_size > 0
+    kept = ("ortholab.db", "ortholab.db-wal")  # -shm is SQLite's shared-memory index, which every WAL reader marks
+    before = {name: ((copy / name).read_bytes(), (copy / name).stat().st_mtime_ns) for name in kept}
+    url = f"sqlite:///{copy / 'ortholab.db'}"
+    said = {}
+    for reader in ("runs", "report"):  # each in a process of its own, whose end closes its connection
+        said[reader] = subprocess.run(
+            [sys.executable, "-c", "from ortholab.cli.main import main; main()", reader, "--db", url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert said[reader].returncode == 0, said[reader].stderr
+    assert "in-the-wal" in said["runs"].stdout
+    assert [r.name for r in Store(url, access="read").list_runs()] == ["in-the-wal"]
+    assert {name: ((copy / name).read_bytes(), (copy / name).stat().st_mtime_ns) for name in kept} == before
+    assert sorted(p.name for p in copy.iterdir()) == ["ortholab.db", "ortholab.db-shm", "ortholab.db-wal"]
+
+
 @pytest.mark.parametrize(
     "command,listed,said",
     [  # a line a table (its name padded), its rows counted
