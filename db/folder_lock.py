@@ -45,6 +45,18 @@ def written_by(folder: str | Path) -> dict:
     return facts if isinstance(facts, dict) else {}
 
 
+def other_store(folder: str | Path, store_id: str, store_url: str) -> str | None:
+    """Where another store, still there, last wrote `folder` (`store_place`): the original of a byte copy of a
+    SQLite store, or such a copy, which share the store id. None where this store wrote it, where the folder names
+    no store (written before 2026-12-04), or where the SQLite file it names is gone (this store, moved since)."""
+    facts = written_by(folder)
+    place = facts.get("store")
+    if not place or place == store_place(store_url):
+        return None
+    moved = place.startswith("sqlite:") and not os.path.exists(place.removeprefix("sqlite:"))
+    return None if moved and facts.get("store_id") == store_id else place
+
+
 def adopt(folder: str | Path, store_id: str, run_id: int, store_url: str) -> None:
     """Name store `store_id` at `store_url` as the folder's writer (`restore` gives it the store it restored)."""
     facts = {**written_by(folder), "store_id": store_id, "run_id": run_id, "store": store_place(store_url)}

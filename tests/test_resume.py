@@ -442,8 +442,9 @@ def test_a_store_killed_mid_write_opens_at_its_last_commit(tmp_path):
 def test_a_copy_of_the_store_does_not_resume_a_run_into_the_folder_a_live_process_writes(tmp_path):
     """An export's runs.db names the run folders of the store it was copied from; on the machine that still trains
     them, `fit --resume ID --db COPY` took a run that the copy showed as stopped, loaded the live run's last.ckpt,
-    rewrote its config.yaml and, stopped, its last.ckpt, stamped by the copy. The folder's lock refuses it now, with
-    nothing in the folder or either store changed; the live run goes on to its end."""
+    rewrote its config.yaml and, stopped, its last.ckpt, stamped by the copy. The folder's lock file names the store
+    that writes it, so the copy is refused, with nothing in the folder or either store changed; the live run goes on
+    to its end."""
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     store, run = killed_at_step_8(tmp_path, db)
     write_run_store(store, [run.id], tmp_path / "copy.db")  # as `report --export` writes DIR/runs.db
@@ -464,8 +465,8 @@ def test_a_copy_of_the_store_does_not_resume_a_run_into_the_folder_a_live_proces
         refused = ortholab(tmp_path, "fit", "--resume", str(run.id), "--db", copy_db)
         assert refused.returncode == 2, refused.stderr
         (line,) = [x for x in refused.stderr.splitlines() if x.startswith("ortholab: error:")]
-        assert f"Run {run.id}'s folder {run_dir} is being written by process {live.pid} on " in line
-        assert "of another store (store id" in line and "one is a copy of the other" in line
+        assert f"run {run.id}'s folder {run_dir} was written by the store at sqlite:{tmp_path / 'runs.db'}, " in line
+        assert "not by this one" in line and "continue run 1 with --db pointing at that store" in line
         assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before  # nothing written there
         after = Store(copy_db, access="read").get_run(run.id)
         assert (after.status, after.steps, after.reason) == (copy_before.status, copy_before.steps, copy_before.reason)
@@ -473,6 +474,28 @@ def test_a_copy_of_the_store_does_not_resume_a_run_into_the_folder_a_live_proces
         (tmp_path / "go").write_text("")
         live.wait(timeout=300)
     assert live.returncode == 0, live.stderr.read()
+    assert Store(db).get_run(run.id).status == "finished" and steps_of(Store(db), run.id) == list(range(12))
+
+
+def test_a_byte_copy_of_the_store_does_not_resume_a_run_into_the_originals_folder(tmp_path):
+    """`cp -a runs copy` copies the store file, which records the original's run folders: `fit --resume` on the copy
+    rewrote the original's last.ckpt, and the original, resumed later, went on from the copy's step with a gap in
+    its history. The copy is refused; the original resumes as if the copy had never been made."""
+    runs = tmp_path / "runs"
+    db = f"sqlite:///{runs / 'ortholab.db'}"
+    store, run = killed_at_step_8(tmp_path, db)
+    run_dir = Path(store.get_run(run.id).run_dir)
+    store.close()  # cp in a process of its own: a file this process opens and closes drops its SQLite locks
+    subprocess.run(["cp", "-a", str(runs), str(tmp_path / "copy")], check=True)
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    refused = ortholab(
+        tmp_path, "fit", "--resume", str(run.id), "--db", f"sqlite:///{tmp_path / 'copy' / 'ortholab.db'}"
+    )
+    assert refused.returncode == 2, refused.stderr
+    assert f"was written by the store at sqlite:{runs / 'ortholab.db'}, not by this one" in refused.stderr
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+    resumed = ortholab(tmp_path, "fit", "--resume", str(run.id), "--db", db)
+    assert resumed.returncode == 0, resumed.stderr
     assert Store(db).get_run(run.id).status == "finished" and steps_of(Store(db), run.id) == list(range(12))
 
 

@@ -86,7 +86,7 @@ def main(argv: list[str], given: bool) -> None:
 def resume_arguments(argv: list[str]) -> list[str]:
     """`fit --resume ID [...]`: the run's stored config first (unless --config is given) and its last checkpoint
     (unless --ckpt_path is given), so that a preempted run continues with one short command."""
-    from ortholab.db import Store, StoreError
+    from ortholab.db import Store, StoreError, folder_lock
     from ortholab.training.callbacks.lifecycle import check_resume_checkpoint
 
     peek = OneLineParser(prog="ortholab fit", add_help=False, allow_abbrev=False)
@@ -113,6 +113,13 @@ def resume_arguments(argv: list[str]) -> list[str]:
             f"run {run.id}'s folder {run_dir} is not on this machine, so its config and checkpoints are not here: "
             f"continue it where that folder is, or keep run folders on a disk every machine sees (--runs_dir or "
             f"$ORTHOLAB_RUNS; docs/gpus.md)"
+        )
+    if run.run_dir and (other := folder_lock.other_store(run_dir, store.store_id, store.url)) is not None:
+        raise ConfigError(  # a byte copy of a SQLite store records the original's folders: training would overwrite
+            f"run {run.id}'s folder {run_dir} was written by the store at {other}, not by this one "  # its checkpoints
+            f"({folder_lock.store_place(store.url)}): a copy of a store shares the original's run folders, so "
+            f"training here would overwrite that store's checkpoints and leave a gap in its history; continue run "
+            f"{run.id} with --db pointing at that store"
         )
     if run.status == "finished" and not known.config and known.ckpt_path is None:
         refuse_a_finished_run_that_would_stop_at_once(run.id, run_dir / "config.yaml", argv)
