@@ -10,15 +10,26 @@ on first use and says how to fix it when it does not work.
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import torch
 
 from ortholab.errors import ConfigError
 
-INSTALL_HINT = (
-    "install it with `python tools/install_torchaudio.py` (torchaudio 2.11.0 without its compiled "
-    "CUDA extension; see docs/troubleshooting.md (torchaudio))"
-)
+INSTALLER = Path(__file__).resolve().parents[1] / "tools" / "install_torchaudio.py"  # in a checkout, not a wheel
+
+
+def install_hint(installer: Path = INSTALLER) -> str:
+    """How to install torchaudio here: the checkout's installer, or from a wheel the two steps it takes."""
+    if installer.is_file():
+        return (
+            f"install it with `python {installer}` (torchaudio 2.11.0 without its compiled CUDA extension; see "
+            "docs/troubleshooting.md (torchaudio))"
+        )
+    return (
+        "install it with `pip install --no-deps torchaudio==2.11.0`, then, unless torch is a CUDA 2.11 build, "
+        "delete the compiled libraries torchaudio/lib/*.so (they need that torch; the speech task uses none of them)"
+    )
 
 
 @functools.cache
@@ -27,7 +38,7 @@ def torchaudio_transforms():
     try:
         from torchaudio import transforms
     except (ImportError, OSError) as err:  # OSError: the CUDA-linked extension failed to load
-        raise ConfigError(f"torchaudio is not usable here ({type(err).__name__}: {err}); {INSTALL_HINT}") from err
+        raise ConfigError(f"torchaudio is not usable here ({type(err).__name__}: {err}); {install_hint()}") from err
     try:
         signal = torch.sin(torch.arange(1024, dtype=torch.float32) * 0.05)
         half = transforms.Resample(16000, 8000)(signal)
@@ -35,7 +46,7 @@ def torchaudio_transforms():
         back = transforms.InverseSpectrogram(n_fft=64, hop_length=32)(frames, length=half.shape[-1])
         transforms.GriffinLim(n_fft=64, hop_length=32, n_iter=2, power=1.0)(frames.abs())
     except Exception as err:
-        raise ConfigError(f"torchaudio's transforms fail here ({type(err).__name__}: {err}); {INSTALL_HINT}") from err
+        raise ConfigError(f"torchaudio's transforms fail here ({type(err).__name__}: {err}); {install_hint()}") from err
     if half.shape[-1] != 512 or not torch.allclose(back, half, atol=1e-4):
-        raise ConfigError(f"torchaudio's STFT round trip is wrong on this machine; {INSTALL_HINT}")
+        raise ConfigError(f"torchaudio's STFT round trip is wrong on this machine; {install_hint()}")
     return transforms

@@ -217,6 +217,20 @@ def test_config_rows_read_the_first_comment_and_name_a_missing_one(tmp_path):
     }
 
 
+def test_a_configs_folder_of_ones_own_lists_its_configs_before_the_installed_ones_it_does_not_hide(
+    tmp_path, monkeypatch
+):
+    """`fit --config configs/X` reads ./configs/X, else the installed X: the listing shows what that finds."""
+    (tmp_path / "configs" / "demo").mkdir(parents=True)
+    (tmp_path / "configs" / "mine.yaml").write_text("# my own\nmodel: {family: ornn}\n")
+    (tmp_path / "configs" / "demo" / "copying_scornn.yaml").write_text("# my edit of the demo\nmodel: {}\n")
+    monkeypatch.chdir(tmp_path)
+    rows = {row["config"]: row["description"] for row in config_rows()}
+    assert rows["configs/mine.yaml"] == "my own" and rows["configs/demo/copying_scornn.yaml"] == "my edit of the demo"
+    assert "configs/papers/nru_adding_T200.yaml" in rows and len(rows) > 100  # the installed ones as well
+    assert list(rows)[:2] == ["configs/demo/copying_scornn.yaml", "configs/mine.yaml"]  # one's own first
+
+
 def test_list_configs_for_one_family_keeps_only_its_configs_and_names_a_misspelt_family(tmp_path, capsys):
     root = tmp_path / "configs"
     (root / "demo").mkdir(parents=True)

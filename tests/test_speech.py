@@ -294,3 +294,12 @@ def test_features_are_cached_under_cache_dir_keyed_by_settings(tmp_path, monkeyp
 def test_registered_and_listable_without_data():
     spec = TASKS["speech"](corpus="timit").spec  # `ortholab list tasks` builds every task with no data at hand
     assert (spec.name, spec.input_size, spec.output_size, spec.readout) == ("speech", 129, 129, "every_step")
+
+
+def test_the_torchaudio_hint_names_the_checkouts_installer_or_a_wheels_two_steps(tmp_path):
+    from ortholab.datamodules.torchaudio_check import INSTALLER, install_hint
+
+    assert INSTALLER.is_file() and f"python {INSTALLER}" in install_hint()  # this checkout ships it
+    from_a_wheel = install_hint(tmp_path / "tools" / "install_torchaudio.py")  # a wheel has no tools/
+    assert "pip install --no-deps torchaudio==2.11.0" in from_a_wheel and "torchaudio/lib/*.so" in from_a_wheel
+    assert "tools/" not in from_a_wheel

@@ -217,14 +217,18 @@ def config_family(path: Path) -> str:
 
 
 def config_rows(root: Path | None = None, family: str | None = None) -> list[dict]:
-    """Every trainable config under `root` (default: ./configs, else the repository's) with its description;
-    with `family`, only those whose model.family is that family."""
-    root = root or (Path.cwd() / "configs" if (Path.cwd() / "configs").is_dir() else PACKAGE_ROOT / "configs")
-    rows = []
-    for path in sorted(root.rglob("*.yaml")):
-        if any(path.relative_to(root).is_relative_to(folder) for folder in NOT_TRAINABLE):
-            continue
-        if family is not None and config_family(path) != family:
-            continue
-        rows.append({"config": str(path.relative_to(root.parent)), "description": config_description(path)})
+    """Every trainable config under `root` with its description; by default those of ./configs, then the installed
+    ones that no file of the same name there hides (as `fit --config configs/...` finds them); with `family`, only
+    those whose model.family is that family."""
+    roots = [root] if root else [Path.cwd() / "configs", PACKAGE_ROOT / "configs"]
+    rows, seen = [], set()
+    for folder in dict.fromkeys(r.resolve() for r in roots if r.is_dir()):
+        for path in sorted(folder.rglob("*.yaml")):
+            name = path.relative_to(folder)
+            if name in seen or any(name.is_relative_to(skipped) for skipped in NOT_TRAINABLE):
+                continue
+            seen.add(name)
+            if family is not None and config_family(path) != family:
+                continue
+            rows.append({"config": str(Path("configs") / name), "description": config_description(path)})
     return rows
