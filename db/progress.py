@@ -24,7 +24,7 @@ def run_progress(store, run, now: datetime) -> dict:
     if per_epoch:
         out["epoch"] = f"{run.steps // per_epoch}/{epochs}" if epochs else str(run.steps // per_epoch)
     ended = store.frozen_at is None and store.holder_ended(run.id)  # a frozen copy's holder is the source store's
-    silent = silence(run.heartbeat_at, now) or (ENDED if ended else None)
+    silent = ENDED if ended else silence(run.heartbeat_at, now)  # a process known gone says so, however long ago
     if silent:  # killed outright (a machine's end, SIGKILL): no ETA; `ortholab reproduce --resume` goes on
         out["silent"] = silent
         return out

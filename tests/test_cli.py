@@ -609,9 +609,12 @@ def test_runs_marks_a_running_run_that_went_silent_and_drops_its_eta(tmp_path, c
     assert "running (silent 2.0 h: killed?)" in line and re.search(r"200/1000\s+2/10\s+-\s", line), line  # eta: -
 
 
-def test_runs_marks_at_once_a_running_run_whose_process_here_ended(tmp_path, capsys):
+def test_runs_marks_at_once_a_running_run_whose_process_here_ended(tmp_path, capsys, monkeypatch):
     """SIGKILL (the out-of-memory killer) on this machine: the run's lease names a process that is gone, so the
     listing says so seconds later, not after minutes of silence; a live holder's run keeps its ETA."""
+    import datetime as dt
+
+    from ortholab.db import store as store_module
     from ortholab.db.lease import current_owner
 
     db = f"sqlite:///{tmp_path / 'store.db'}"
@@ -626,6 +629,12 @@ def test_runs_marks_at_once_a_running_run_whose_process_here_ended(tmp_path, cap
     rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
     assert rows["killed"]["silent"] == "its process ended: killed?" and "eta_s" not in rows["killed"]
     assert "silent" not in rows["live"] and rows["live"]["eta_s"] == pytest.approx(800 * 0.5)
+    later = store_module.utcnow() + dt.timedelta(hours=2)  # its heartbeat long silent: still known gone
+    monkeypatch.setattr(store_module, "utcnow", lambda: later)
+    main(["runs", "--json", "--db", db])
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert rows["killed"]["silent"] == "its process ended: killed?"
+    assert rows["live"]["silent"] == "silent 2.0 h: killed?"  # no heartbeat for two hours: the machine's end?
 
 
 def test_a_closed_pipe_ends_quietly(tmp_path):
