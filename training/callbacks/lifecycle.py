@@ -152,10 +152,11 @@ class ContinueRun(Callback):
                     f"Run {getattr(logger, 'run_id', '')} continues from its checkpoint at step "
                     f"{trainer.global_step}: "
                     + (
-                        "the metric point recorded from that step on is recorded again as training goes on"
+                        "the metric point recorded from that step on is removed; training records what an "
+                        "uninterrupted run would from there"
                         if forgotten == 1
-                        else f"the {forgotten} metric points recorded from that step on are recorded again as "
-                        "training goes on"
+                        else f"the {forgotten} metric points recorded from that step on are removed; training records "
+                        "what an uninterrupted run would from there"
                     )
                 )
             folder = getattr(logger, "log_dir", None)
