@@ -324,3 +324,8 @@ def test_where_a_refused_key_was_given_is_named_only_when_one_place_holds_it(tmp
     assert with_place("data.seq_len = 100, kept", argv) == f"data.seq_len = 100 (in {DEMO}), kept"
     for unplaced in ("trainer.callbacks: AudioEvaluation scores", "data.seq_len = 7; derived by the code"):
         assert with_place(unplaced, argv) == unplaced
+
+
+def test_optimizers_given_as_a_name_is_shown_an_optimizers_mapping(tmp_path, monkeypatch, capsys):
+    line = fails(tmp_path, monkeypatch, capsys, "--model.optimizers", "adam")
+    assert "model.optimizers = 'adam' (on the command line): expected a mapping such as '{default: {name: adam" in line

@@ -139,6 +139,9 @@ def _unknown_class_option(key: str, class_path: str, option: str, argv: list[str
     return f"{key}: {class_path} has no option {option!r}{where}; {hint}its options are {options}"
 
 
+MAPPING_EXAMPLES = {"model.optimizers": "'{default: {name: adam, lr: 1.0e-3}}'"}  # a mapping's example, by key
+
+
 def _expected(message: str) -> str | None:
     """What jsonargparse's type error says a value must be, in a user's words: 'int', 'a mapping such as ...', 'one
     of 64, 32, 16, 16-mixed, ...' (a Literal's values); None when it names no type."""
@@ -178,6 +181,7 @@ def _wrong_type(message: str, argv: list[str]) -> str | None:
         example, given = _expected(nested.group(4)), re.search(r"Got value: (.*)$", nested.group(4))
         described = f"`ortholab fit --data.help {nested.group(2).rpartition('.')[2]}` describes"
     if key and example and given:
+        example = example.replace("'{rho: 4}'", MAPPING_EXAMPLES.get(key, "'{rho: 4}'"))
         value = " ".join(given.group(1).split())
         where = where_given(key, argv, value)
         return f"{key} = {value[:80]!r}{f' ({where})' if where else ''}: expected {example} ({described} {key})"
