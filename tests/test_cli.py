@@ -898,3 +898,11 @@ def test_a_fit_started_by_reproduce_or_sweep_names_the_parents_store_in_its_hint
     for key, value in child_env(db, base={}).items():
         monkeypatch.setenv(key, value)
     assert db_flag(db) == (f" --db '{db}'", "")
+
+
+def test_runs_status_outside_the_four_statuses_is_a_typo_not_an_empty_listing(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["runs", "--status", "runing", "--db", f"sqlite:///{tmp_path / 'none.db'}"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "--status runing: did you mean 'running'? a run is one of running, " in err
+    assert list(tmp_path.iterdir()) == []  # refused before any store is read

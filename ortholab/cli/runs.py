@@ -85,6 +85,13 @@ def run(args, extra: list[str]) -> None:
             f"runs: unexpected {args.targets[0]!r}; filter with --family, --task, --status, --tag or "
             f"--name, or give an action: tag, untag, delete"
         )
+    if args.status is not None:
+        from ortholab.db.store import STATUSES
+
+        if args.status not in STATUSES:  # a fixed set: a typo is not "no run matches"
+            raise ConfigError(
+                f"--status {args.status}: {did_you_mean(args.status, STATUSES)}a run is one of {', '.join(STATUSES)}"
+            )
     recorded = runs_rows(args.db)
     rows = filter_rows(recorded, args.family, args.task, args.status, args.tag, args.name)
     keys = [key.strip().replace(".init_args.", ".") for key in (args.columns or "").split(",") if key.strip()]
