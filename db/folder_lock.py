@@ -48,13 +48,17 @@ def written_by(folder: str | Path) -> dict:
 def other_store(folder: str | Path, store_id: str, store_url: str) -> str | None:
     """Where another store, still there, last wrote `folder` (`store_place`): the original of a byte copy of a
     SQLite store, or such a copy, which share the store id. None where this store wrote it, where the folder names
-    no store (written before 2026-12-04), or where the SQLite file it names is gone (this store, moved since)."""
+    no store (written before 2026-12-04), or where the SQLite file it names is gone or is this one (this store,
+    moved since, its old place perhaps linked to the new)."""
     facts = written_by(folder)
-    place = facts.get("store")
-    if not place or place == store_place(store_url):
+    place, here = facts.get("store"), store_place(store_url)
+    if not place or place == here:
         return None
-    moved = place.startswith("sqlite:") and not os.path.exists(place.removeprefix("sqlite:"))
-    return None if moved and facts.get("store_id") == store_id else place
+    named = place.removeprefix("sqlite:")
+    if place.startswith("sqlite:") and here.startswith("sqlite:") and facts.get("store_id") == store_id:
+        if not os.path.exists(named) or os.path.samefile(named, here.removeprefix("sqlite:")):
+            return None  # moved since, or the old place now links to this file
+    return place
 
 
 def adopt(folder: str | Path, store_id: str, run_id: int, store_url: str) -> None:

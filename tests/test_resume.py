@@ -500,6 +500,24 @@ def test_a_byte_copy_of_the_store_does_not_resume_a_run_into_the_originals_folde
     assert Store(db).get_run(run.id).status == "finished" and steps_of(Store(db), run.id) == list(range(12))
 
 
+def test_a_moved_store_names_where_its_run_folder_is_now_and_the_link_that_continues_it(tmp_path):
+    runs = tmp_path / "runs"
+    store, run = killed_at_step_8(tmp_path, f"sqlite:///{runs / 'ortholab.db'}")
+    folder = Path(store.get_run(run.id).run_dir)
+    store.close()
+    moved = tmp_path / "moved"
+    runs.rename(moved)
+    db = f"sqlite:///{moved / 'ortholab.db'}"
+    refused = ortholab(tmp_path, "fit", "--resume", str(run.id), "--db", db)
+    assert refused.returncode == 2, refused.stderr
+    assert f"{folder} is not there, but {moved / folder.relative_to(runs)} is: the store was moved" in refused.stderr
+    assert f"(ln -s {moved} {runs})" in refused.stderr
+    runs.symlink_to(moved)  # as the error says
+    resumed = ortholab(tmp_path, "fit", "--resume", str(run.id), "--db", db)
+    assert resumed.returncode == 0, resumed.stderr
+    assert Store(db).get_run(run.id).status == "finished" and steps_of(Store(db), run.id) == list(range(12))
+
+
 def test_an_exported_unfinished_run_resumes_from_a_copy_of_its_store_on_a_new_machine(tmp_path, reference):
     """The machine goes away with its store and run folders; what `report --export --with-checkpoints` wrote (runs.db,
     the run's config and last checkpoint) is restored into the same runs folder, and `fit --resume` on the copied

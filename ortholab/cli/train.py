@@ -87,6 +87,7 @@ def resume_arguments(argv: list[str]) -> list[str]:
     """`fit --resume ID [...]`: the run's stored config first (unless --config is given) and its last checkpoint
     (unless --ckpt_path is given), so that a preempted run continues with one short command."""
     from ortholab.db import Store, StoreError, folder_lock
+    from ortholab.db.logger import runs_folder_of
     from ortholab.training.callbacks.lifecycle import check_resume_checkpoint
 
     peek = OneLineParser(prog="ortholab fit", add_help=False, allow_abbrev=False)
@@ -108,6 +109,12 @@ def resume_arguments(argv: list[str]) -> list[str]:
     if busy is not None:  # would double its points (another rank of this resume finds rank 0 holding it: no check)
         raise StoreError(busy)
     run_dir = Path(run.run_dir or "")
+    if run.run_dir and not run_dir.is_dir() and (moved := moved_folder(store.url, run_dir)) is not None:
+        raise ConfigError(  # `mv runs elsewhere`: the store records each run folder by its absolute path
+            f"run {run.id}'s folder {run_dir} is not there, but {moved} is: the store was moved, and it records its "
+            f"run folders by their path; move it back, or link the old place to the new one (ln -s "
+            f"{runs_folder_of(moved)} {runs_folder_of(run_dir)}), to continue it"
+        )
     if run.run_dir and not run_dir.is_dir():  # another machine's folder (a node of a multi-node run, a new machine)
         raise ConfigError(
             f"run {run.id}'s folder {run_dir} is not on this machine, so its config and checkpoints are not here: "
@@ -144,6 +151,20 @@ def resume_arguments(argv: list[str]) -> list[str]:
         extra += ["--ckpt_path", str(last)]
     check_resume_checkpoint(Path(known.ckpt_path) if known.ckpt_path else last, store, run.id)
     return [argv[0], *extra, *argv[1:]]
+
+
+def moved_folder(store_url: str, run_dir: Path) -> Path | None:
+    """The run folder where a moved SQLite store's folder now is: the same store-ID/NAME/RUN under the folder that
+    holds the store's file (where a store's runs folder keeps it); None where it is not there."""
+    from sqlalchemy.engine import make_url
+
+    from ortholab.db.logger import runs_folder_of
+
+    database = make_url(store_url).database
+    if make_url(store_url).get_backend_name() != "sqlite" or not database or database == ":memory:":
+        return None
+    there = Path(database).absolute().parent / run_dir.relative_to(runs_folder_of(run_dir))
+    return there if there != run_dir and there.is_dir() else None
 
 
 def resumed_run_id(store, value: str) -> int:
