@@ -33,7 +33,7 @@ def _stepwise(cell, rnn: nn.RNNBase, x: torch.Tensor, offsets: torch.Tensor, wit
 
 
 class LSTM(RecurrentLayer):
-    """nn.LSTM.
+    """Long short-term memory (nn.LSTM), with the papers' forget-gate bias.
 
     forget_bias: initial forget-gate bias (the papers tune it in [-4, 4]); None keeps PyTorch's init.
     zero_biases: the other gates' biases start at zero (the oRNN paper: "the biases of all models were set to

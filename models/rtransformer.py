@@ -97,7 +97,7 @@ class FeedForward(nn.Sequential):
 
 
 class RTransformer(RecurrentLayer):
-    """hidden_size is d_model.
+    """R-Transformer: a local recurrent cell over a sliding window, then causal self-attention; hidden_size is d_model.
 
     cell: the local recurrent cell, a registered family name.
     cell_args: the cell's own family_args.
