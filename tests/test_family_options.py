@@ -78,7 +78,7 @@ def test_each_group_gets_its_optimizer_with_the_optimizers_defaults_filled():
         "initial_accumulator": 1.0,
     }
     assert resolved["other"]["name"] == "adam" and resolved["other"]["lr"] == 1e-3
-    assert resolved["other"]["betas"] == (0.9, 0.999)  # torch.optim.Adam's own default, shown
+    assert resolved["other"]["betas"] == [0.9, 0.999]  # torch.optim.Adam's own default, shown as YAML's list
     fcurnn = resolve_optimizers("fcurnn", {}, None)  # the family's own default for its unitary W: the Stiefel step
     assert fcurnn["recurrent"]["name"] == "stiefel_cayley"
 
@@ -90,6 +90,14 @@ def test_print_config_shows_the_resolved_family_options_and_optimizers(tmp_path)
     assert model["family_args"] == {"rho": 4, "init": "henaff", "input_init_range": 0.01}
     assert set(model["optimizers"]) == {"recurrent", "other"}
     assert model["optimizers"]["recurrent"]["initial_accumulator"] == 1.0
+
+
+def test_print_config_of_an_adam_config_writes_its_betas_without_a_round_trip_warning(tmp_path):
+    done = ortholab(
+        "fit", "--config", DEMO, "--model.optimizers", "{default: {name: adam}}", "--print_config", cwd=tmp_path
+    )
+    assert done.returncode == 0 and "does not round-trip" not in done.stderr, done.stderr
+    assert yaml.safe_load(done.stdout)["model"]["optimizers"]["other"]["betas"] == [0.9, 0.999]
 
 
 def test_help_lists_a_familys_options(tmp_path):

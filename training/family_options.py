@@ -149,9 +149,10 @@ def describe_options(family: str) -> str:
 
 
 def _constructor_defaults(cls: type) -> dict[str, Any]:
+    """The optimizer's own defaults; a tuple (Adam's betas) as the list YAML writes, which reads back the same."""
     signature = inspect.signature(cls.__init__)
     return {
-        name: p.default
+        name: list(p.default) if isinstance(p.default, tuple) else p.default
         for name, p in signature.parameters.items()
         if name not in ("self", "params") and p.default is not p.empty and p.kind is p.POSITIONAL_OR_KEYWORD
     }
