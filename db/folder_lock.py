@@ -46,18 +46,21 @@ def written_by(folder: str | Path) -> dict:
 
 
 def other_store(folder: str | Path, store_id: str, store_url: str) -> str | None:
-    """Where another store, still there, last wrote `folder` (`store_place`): the original of a byte copy of a
-    SQLite store, or such a copy, which share the store id. None where this store wrote it, where the folder names
-    no store (written before 2026-12-04), or where the SQLite file it names is gone or is this one (this store,
-    moved since, its old place perhaps linked to the new)."""
+    """Where another store last wrote `folder` (`store_place`): one with another id, or the original of a byte copy
+    of a SQLite store (or such a copy), which shares the id and is still there. None where this store wrote it,
+    where the folder names no store (written before 2026-12-04), where a server of this id is named by another URL,
+    or where the SQLite file it names is gone or is this one (moved since, the old place perhaps linked to it)."""
     facts = written_by(folder)
     place, here = facts.get("store"), store_place(store_url)
     if not place or place == here:
         return None
+    if facts.get("store_id") != store_id:
+        return place  # another store altogether (an export's runs.db, say)
+    if not (place.startswith("sqlite:") and here.startswith("sqlite:")):
+        return None  # a server reached by another name (localhost, a compose service): its id makes it this store
     named = place.removeprefix("sqlite:")
-    if place.startswith("sqlite:") and here.startswith("sqlite:") and facts.get("store_id") == store_id:
-        if not os.path.exists(named) or os.path.samefile(named, here.removeprefix("sqlite:")):
-            return None  # moved since, or the old place now links to this file
+    if not os.path.exists(named) or os.path.samefile(named, here.removeprefix("sqlite:")):
+        return None  # moved since, or the old place now links to this file
     return place
 
 

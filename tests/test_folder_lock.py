@@ -53,3 +53,25 @@ def test_a_folder_this_process_holds_is_held_again_and_freed_by_the_last_release
     folder_lock.release(second)
     assert first not in folder_lock._HELD
     folder_lock.release(first)  # a release too many changes nothing
+
+
+def test_other_store_tells_a_copy_from_the_same_store_by_another_name(tmp_path):
+    """`fit --resume` refuses a folder another store wrote: a byte copy of a SQLite store (same id, other file, still
+    there) or another store's id; not the same store moved, linked, or a server reached by another host name."""
+    original, copy = tmp_path / "a" / "ortholab.db", tmp_path / "b" / "ortholab.db"
+    for path in (original, copy):
+        path.parent.mkdir()
+        path.write_bytes(b"")
+    folder = tmp_path / "run"
+    folder.mkdir()
+    folder_lock.adopt(folder, "id1", 3, f"sqlite:///{original}")
+    assert folder_lock.other_store(folder, "id1", f"sqlite:///{original}") is None
+    assert folder_lock.other_store(folder, "id1", f"sqlite:///{copy}") == f"sqlite:{original}"  # the byte copy
+    assert folder_lock.other_store(folder, "id2", f"sqlite:///{copy}") == f"sqlite:{original}"  # another store
+    (tmp_path / "c").symlink_to(tmp_path / "a")
+    assert folder_lock.other_store(folder, "id1", f"sqlite:///{tmp_path / 'c' / 'ortholab.db'}") is None  # linked
+    original.unlink()  # moved: the file it names is gone
+    assert folder_lock.other_store(folder, "id1", f"sqlite:///{copy}") is None
+    folder_lock.adopt(folder, "id1", 3, "postgresql+psycopg://me:pw@localhost/runs")
+    assert folder_lock.other_store(folder, "id1", "postgresql+psycopg://me:pw@127.0.0.1/runs") is None
+    assert folder_lock.other_store(folder, "id2", "postgresql+psycopg://me:pw@127.0.0.1/runs") is not None
