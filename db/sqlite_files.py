@@ -78,18 +78,20 @@ def is_wal(path: Path) -> bool:
 def sqlite_connector(path: Path, read_only: bool) -> Callable[[], sqlite3.Connection]:
     """Connections to an existing SQLite file that never create it. Read-only: `mode=ro`, which sees a live
     writer's WAL; a WAL file without side files (no writer has it open) or one on read-only media, where `mode=ro`
-    cannot open it, as `immutable=1`, which creates no -wal or -shm file and reads the main file as it is."""
+    cannot open it, as `immutable=1`, which creates no -wal or -shm file and reads the main file as it is. Chosen
+    anew for each connection, so that a reader (with connections not pooled: Store) sees a writer that began later."""
     base = path.as_uri()
-    if not read_only:
-        candidates = [f"{base}?mode=rw"]
-    elif any(Path(f"{path}{suffix}").exists() for suffix in SQLITE_SIDE_FILES) or not is_wal(path):
-        candidates = [f"{base}?mode=ro", f"{base}?immutable=1"]
-    else:
-        candidates = [f"{base}?immutable=1"]
+
+    def candidates() -> list[str]:
+        if not read_only:
+            return [f"{base}?mode=rw"]
+        if any(Path(f"{path}{suffix}").exists() for suffix in SQLITE_SIDE_FILES) or not is_wal(path):
+            return [f"{base}?mode=ro", f"{base}?immutable=1"]
+        return [f"{base}?immutable=1"]
 
     def connect() -> sqlite3.Connection:
         error: sqlite3.Error | None = None
-        for uri in candidates:
+        for uri in candidates():
             connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
             try:
                 connection.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opening is lazy: read now

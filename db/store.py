@@ -43,6 +43,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import NullPool
 
 from ortholab.db import lease
 from ortholab.db.masking import GIVEN_VAR, mask_url
@@ -313,7 +314,10 @@ class Store:
                 creator = sqlite_connector(path, read_only=self._access == "read")
         try:
             if creator or is_sqlite:
-                engine = create_engine(url, creator=creator) if creator else create_engine(url)
+                pooled = {"poolclass": NullPool} if creator and self._access == "read" else {}  # a connection a
+                engine = (  # query: an immutable one (no writer then) does not outlive a writer that begins later
+                    create_engine(url, creator=creator, **pooled) if creator else create_engine(url)
+                )
             else:  # a server's pooled connection is tested before use (one a restart ended is replaced, not failed
                 # on); PostgreSQL gives up connecting after 10 s and notices a silent network cut (TCP keepalives)
                 postgres = url.get_backend_name() == "postgresql"

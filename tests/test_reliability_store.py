@@ -320,6 +320,19 @@ def test_readers_leave_every_byte_of_a_copy_with_a_killed_writers_wal_as_it_was(
     assert sorted(p.name for p in copy.iterdir()) == ["ortholab.db", "ortholab.db-shm", "ortholab.db-wal"]
 
 
+def test_a_reader_opened_before_any_writer_sees_the_runs_a_later_writer_records(tmp_path):
+    """The dashboard keeps one Store open: opened on a store no writer had open (read as it was, immutable), it
+    must still see a fit that starts later, in another process."""
+    url = f"sqlite:///{tmp_path / 'ortholab.db'}"
+    code = "import sys; from ortholab.db import Store; Store(sys.argv[1]).create_run(name=sys.argv[2])"
+    subprocess.run([sys.executable, "-c", code, url, "first"], check=True, timeout=120)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ortholab.db"]  # no writer has it open
+    reader = Store(url, access="read")
+    assert [r.name for r in reader.list_runs()] == ["first"]
+    subprocess.run([sys.executable, "-c", code, url, "second"], check=True, timeout=120)
+    assert sorted(r.name for r in reader.list_runs()) == ["first", "second"]
+
+
 @pytest.mark.parametrize(
     "command,listed,said",
     [  # a line a table (its name padded), its rows counted
