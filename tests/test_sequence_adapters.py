@@ -248,43 +248,41 @@ def test_a_bad_readout_init_names_the_key_and_the_choices():
         RecurrentModule(task=COPYING, family="lstm", hidden_size=4, readout_init="he")
 
 
-def test_the_srnn_papers_baselines_read_out_as_its_code():
-    # the SRNN repository's LSTM/GRU/RNN/uRNN/nnRNN heads are default nn.Linear (srnn-exprnn-facts 2; models/SRNN.py
-    # nnRNN.end_fc): every config of those baselines (the SRNN code's seed 1234 and the SRNN paper named) says so
+def srnn_paper_configs(pattern: str, families: tuple[str, ...]) -> list[tuple[str, dict]]:
+    """(file name, config) of each paper config matching `pattern` whose first line names the SRNN paper and whose
+    model is one of `families`."""
     from pathlib import Path
 
     import yaml
 
-    configs = Path(__file__).resolve().parents[1] / "configs" / "papers"
-    baselines = []
-    for path in sorted(configs.glob("*.yaml")):
+    found = []
+    for path in sorted((Path(__file__).resolve().parents[1] / "configs" / "papers").glob(pattern)):
         text = path.read_text()
         config = yaml.safe_load(text)
-        if (
-            config.get("seed_everything") == 1234
-            and "SRNN" in text.splitlines()[0]
-            and config["model"]["family"] in ("lstm", "gru", "rnn", "urnn", "nnrnn")
-        ):
-            baselines.append((path.name, config["model"].get("readout_init")))
+        if "SRNN" in text.splitlines()[0] and config["model"]["family"] in families:
+            found.append((path.name, config))
+    return found
+
+
+def test_the_srnn_papers_baselines_read_out_as_its_code():
+    # the SRNN repository's LSTM/GRU/RNN/uRNN/nnRNN heads are default nn.Linear (srnn-exprnn-facts 2; models/SRNN.py
+    # nnRNN.end_fc): every config of those baselines (the SRNN code's seed 1234 and the SRNN paper named) says so
+    baselines = [
+        (name, config["model"].get("readout_init"))
+        for name, config in srnn_paper_configs("*.yaml", ("lstm", "gru", "rnn", "urnn", "nnrnn"))
+        if config.get("seed_everything") == 1234
+    ]
     assert len(baselines) >= 60 and all(how == "torch" for _, how in baselines), baselines
 
 
 def test_the_srnn_papers_baselines_embed_the_copying_symbols_as_its_code():
     # "For all problems involving one-hot inputs, we have added an embedding layer before the RNN" (SRNN paper,
     # Sec. 5); the code's nn.Embedding(10, d_h), 2 d_h for its uRNN port (srnn-exprnn-facts 1.2)
-    from pathlib import Path
-
-    import yaml
-
-    configs = Path(__file__).resolve().parents[1] / "configs" / "papers"
     embedded = []
-    for path in sorted(configs.glob("*copying*.yaml")):
-        text = path.read_text()
-        config = yaml.safe_load(text)
+    for name, config in srnn_paper_configs("*copying*.yaml", ("lstm", "gru", "rnn", "urnn", "nnrnn", "nru")):
         model = config["model"]
-        if "SRNN" in text.splitlines()[0] and model["family"] in ("lstm", "gru", "rnn", "urnn", "nnrnn", "nru"):
-            width = model["hidden_size"] * (2 if model["family"] == "urnn" else 1)
-            embedded.append((path.name, model.get("input_adapter"), model.get("input_adapter_size") == width))
+        width = model["hidden_size"] * (2 if model["family"] == "urnn" else 1)
+        embedded.append((name, model.get("input_adapter"), model.get("input_adapter_size") == width))
     assert len(embedded) >= 9 and all(kind == "embedding" and size for _, kind, size in embedded), embedded
     module = RecurrentModule(
         task=COPYING, family="lstm", hidden_size=6, input_adapter="embedding", input_adapter_size=6

@@ -160,8 +160,9 @@ def moved_folder(store_url: str, run_dir: Path) -> Path | None:
 
     from ortholab.db.logger import runs_folder_of
 
-    database = make_url(store_url).database
-    if make_url(store_url).get_backend_name() != "sqlite" or not database or database == ":memory:":
+    parsed = make_url(store_url)
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
         return None
     there = Path(database).absolute().parent / run_dir.relative_to(runs_folder_of(run_dir))
     return there if there != run_dir and there.is_dir() else None
