@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the run store: a SQLite file's path or an SQLAlchemy URL (default: $ORTHOLAB_DB, else ortholab.db "
         "in $ORTHOLAB_RUNS, else in ./runs)",
     )
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to serve on (default: {DEFAULT_PORT})")
     parser.add_argument("--host", default=DEFAULT_HOST, help="address to bind (default: localhost only)")
     args = parser.parse_args(argv)
     try:

@@ -737,6 +737,32 @@ def test_help_says_where_other_flags_go(command, passes_flags, capsys):
     assert ("Other --key value flags are config keys given to every fit" in shown) is passes_flags
 
 
+def test_every_option_of_every_command_says_what_it_does():
+    """`ortholab dashboard --help` listed `--port PORT` with no word on it; so did five other options."""
+    import argparse
+    import importlib
+
+    from ortholab.cli import COMMANDS
+    from ortholab.cli.common import OneLineParser
+
+    def silent(parser, command):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from silent(sub, f"{command} {name}")
+            elif action.help is None and not isinstance(action, argparse._HelpAction):
+                yield f"{command} {'/'.join(action.option_strings) or action.dest}"
+
+    missing = []
+    for command, module_name in COMMANDS.items():
+        module = importlib.import_module(f"ortholab.cli.{module_name}")
+        if hasattr(module, "add_arguments"):  # `fit` and its kin: Lightning's parser, whose options all have help
+            parser = OneLineParser(prog=f"ortholab {command}")
+            module.add_arguments(parser)
+            missing += silent(parser, command)
+    assert not missing, missing
+
+
 def test_every_family_and_task_summary_is_a_whole_sentence():
     """`ortholab list` shows each docstring's first line: one cut mid-sentence read '... (output_size = 2n,'."""
     from ortholab.cli.listing import family_rows, task_rows

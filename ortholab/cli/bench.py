@@ -44,7 +44,7 @@ def add_arguments(parser) -> None:
         action="store_true",
         help="measure every family in this process instead of one process per family (--quick does)",
     )
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
 
 
 QUICK = {"seq_len": 32, "batches": "8", "repeats": 2, "sizes": "16k", "memory": ""}  # --quick: a smoke run for CI

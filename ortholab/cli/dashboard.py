@@ -10,7 +10,7 @@ HELP = "the Streamlit dashboard (localhost only unless --host says otherwise)"
 
 def add_arguments(parser) -> None:
     parser.add_argument("--db", default=None, help=DB_HELP)
-    parser.add_argument("--port", type=int, default=8501)
+    parser.add_argument("--port", type=int, default=8501, help="port to serve on (default: 8501)")
     parser.add_argument(
         "--host",
         default="127.0.0.1",

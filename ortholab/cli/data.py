@@ -194,7 +194,7 @@ def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="action", required=True)
     lister = sub.add_parser("list", help="each data set: license, size, whether it is present")
     lister.add_argument("name", nargs="?", default=None, help="one data set: list its files and their SHA-256")
-    lister.add_argument("--json", action="store_true")
+    lister.add_argument("--json", action="store_true", help="print the list as JSON")
     fetcher = sub.add_parser("fetch", help="download a data set (or all), verifying every file's SHA-256")
     fetcher.add_argument("name", help=f"one of {', '.join(CATALOG)}, or all")
     fetcher.add_argument(

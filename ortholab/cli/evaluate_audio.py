@@ -23,7 +23,7 @@ def add_arguments(parser) -> None:
         "--run", type=int, default=None, help="the same as RUN_ID, as `ortholab predict --run` takes it"
     )
     parser.add_argument("--db", default=None, help=DB_HELP)
-    parser.add_argument("--split", choices=["val", "test"], default="val")
+    parser.add_argument("--split", choices=["val", "test"], default="val", help="the split to score (default: val)")
     parser.add_argument(
         "--utterances",
         type=int,
@@ -34,7 +34,12 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--checkpoint", default=None, help="'best' (default; 'last' for a run that kept none), 'last' or a path"
     )
-    parser.add_argument("--method", choices=["true_phase", "griffin_lim"], default="true_phase")
+    parser.add_argument(
+        "--method",
+        choices=["true_phase", "griffin_lim"],
+        default="true_phase",
+        help="waveform from the predicted magnitudes with the reference's phase (default) or by Griffin-Lim",
+    )
     parser.add_argument(
         "--replace",
         action="store_true",

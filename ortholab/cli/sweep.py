@@ -20,9 +20,16 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument("--trials", type=int, required=True, help="trials in all, over every worker")
     parser.add_argument("--workers", type=int, default=1, help="processes on this machine working on the sweep")
-    parser.add_argument("--sampler", choices=["grid", "random", "tpe"], default="tpe")
+    parser.add_argument(
+        "--sampler",
+        choices=["grid", "random", "tpe"],
+        default="tpe",
+        help="how trials choose values: every combination once (grid), at random, or Optuna's TPE (default)",
+    )
     parser.add_argument("--name", default=None, help="the sweep's name; workers with the same name and store join it")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seeds the sampler of a new study (default 0); see docs/sweeps.md"
+    )
     parser.add_argument(
         "--pruner",
         choices=["median", "none"],
