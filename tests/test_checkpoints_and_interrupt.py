@@ -179,7 +179,7 @@ def test_a_ctrl_c_lightning_catches_itself_exits_130_and_says_how_the_run_goes_o
             Path(Store(db).get_run(run.id).run_dir, "config.yaml").unlink(missing_ok=True)  # a Ctrl-C a moment earlier
     else:
         assert reason == "stopped at once by a second Ctrl-C at step 2; continue from its last checkpoint"
-        assert f"`ortholab fit --resume {run.id}`" in said
+        assert f"`ortholab fit --resume {run.id} --db '{db}'`" in said
 
 
 @pytest.mark.parametrize("val_batches", [2, 1])
@@ -210,7 +210,7 @@ def test_a_sigterm_before_training_exits_143_with_an_interrupted_run(tmp_path, v
         assert reason == "stopped by SIGTERM before its first training step"
         assert f"Interrupted by SIGTERM: run {run.id} holds nothing to continue" in stopped.stderr
     else:  # heard after the last batch: the stop is GracefulInterrupt's, at the end of the first step
-        assert reason.startswith("SIGTERM at step 1; resume with")
+        assert reason == f"SIGTERM at step 1; resume with `ortholab fit --resume {run.id} --db '{db}'`"  # read elsewhere
         last = Path(store.get_run(run.id).run_dir) / "checkpoints" / "last.ckpt"
         assert torch.load(last, weights_only=False)["global_step"] == 1
 

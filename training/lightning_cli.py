@@ -526,16 +526,20 @@ class OrthoLabCLI(LightningCLI):
         if not isinstance(logger, SQLLogger) or getattr(logger, "_run_id", None) is None or not trainer.is_global_zero:
             return
         run, step = logger.run_id, trainer.global_step
+        where, note = db_flag(logger.store.url)
         by = "Ctrl-C" if name == "SIGINT" else name
         if self.subcommand != "fit":
             reason, said = f"stopped by {by} during {self.subcommand}", "run the same command again"
         elif step == 0:
             reason = f"stopped by {by} before its first training step"
-            said = f"run {run} holds nothing to continue; run the same command again (`ortholab runs delete {run}`)"
+            said = (
+                f"run {run} holds nothing to continue; run the same command again "
+                f"(`ortholab runs delete {run}{where}`{note})"
+            )
         else:
             again = "a second Ctrl-C" if name == "SIGINT" else by
             reason = f"stopped at once by {again} at step {step}; continue from its last checkpoint"
-            said = f"continue run {run} from its last checkpoint with `ortholab fit --resume {run}`"
+            said = f"continue run {run} from its last checkpoint with `ortholab fit --resume {run}{where}`{note}"
         with contextlib.suppress(Exception):  # the stop matters more than its record
             logger.mark_interrupted(reason)
         print(f"Interrupted by {name}: {said}", file=sys.stderr)

@@ -15,6 +15,7 @@ from lightning.pytorch.utilities import rank_zero_info
 
 from ortholab.db.logger import STAMP_KEY
 from ortholab.db.masking import mask_url
+from ortholab.db.store import db_flag
 from ortholab.errors import ConfigError
 from ortholab.training.callbacks.checkpoint_io import remove_stale_temporaries
 
@@ -215,9 +216,10 @@ class GracefulInterrupt(Callback):
             callback._last_global_step_saved = trainer.global_step
         for logger in trainer.loggers:
             if hasattr(logger, "mark_interrupted"):
+                where = db_flag(logger.store.url)[0] if hasattr(logger, "store") else ""  # read from the dashboard too
                 logger.mark_interrupted(
                     f"{requested} at step {trainer.global_step}; resume with "
-                    f"`ortholab fit --resume {getattr(logger, 'run_id', '<run id>')}`"
+                    f"`ortholab fit --resume {getattr(logger, 'run_id', '<run id>')}{where}`"
                 )
         trainer.should_stop = True
         self.stopped_at = trainer.global_step
