@@ -210,7 +210,7 @@ def test_a_sigterm_before_training_exits_143_with_an_interrupted_run(tmp_path, v
         assert reason == "stopped by SIGTERM before its first training step"
         assert f"Interrupted by SIGTERM: run {run.id} holds nothing to continue" in stopped.stderr
     else:  # heard after the last batch: the stop is GracefulInterrupt's, at the end of the first step
-        assert reason == f"SIGTERM at step 1; resume with `ortholab fit --resume {run.id} --db '{db}'`"  # read elsewhere
+        assert reason == f"SIGTERM at step 1; resume with `ortholab fit --resume {run.id} --db '{db}'`"
         last = Path(store.get_run(run.id).run_dir) / "checkpoints" / "last.ckpt"
         assert torch.load(last, weights_only=False)["global_step"] == 1
 
