@@ -120,6 +120,12 @@ def sweep_names(frame: pd.DataFrame) -> list[str]:
     return sorted({tag[len(SWEEP_TAG) :] for tags in frame["tags"] for tag in tags if tag.startswith(SWEEP_TAG)})
 
 
+def varied_settings(params: dict[int, dict], ids: list[int]) -> list[str]:
+    """The config keys (model., data., trainer.) whose values differ between the runs `ids`: a sweep's space."""
+    keys = sorted({key for i in ids for key in params.get(i, {}) if key.startswith(("model.", "data.", "trainer."))})
+    return [key for key in keys if len({repr(params.get(i, {}).get(key)) for i in ids}) > 1]
+
+
 def best_run(frame: pd.DataFrame) -> pd.Series | None:
     """The row with the best main metric (min or max per the runs' mode), None when no run has one."""
     scored = frame.dropna(subset=["best"])

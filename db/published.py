@@ -477,7 +477,9 @@ def comparison_rows(items: list[Reproduction]) -> list[dict[str, Any]]:
 def seeds_text(item: Reproduction) -> str | None:
     """'1 seed'; '3 seeds: 0.9412 ± 0.0021 (0.939–0.944), within'; for a baseline row '2/3 seeds end beyond the
     baseline (first beyond at steps 1200, 3400, -)' or, with one seed, '1 seed: first beyond the baseline at step
-    1200, beyond it at the end'."""
+    1200, beyond it at the end'; seeds still training or stopped are counted, with the step each unfinished one first
+    went beyond the baseline where one did ('1 seed; 1 still training; so far first beyond the baseline at step
+    4600')."""
     seeds = item.seeds
     if not seeds:
         return None
@@ -488,6 +490,10 @@ def seeds_text(item: Reproduction) -> str | None:
         f"; {stopped} stopped before its end" if stopped else ""
     )
     if item.row.value is None:  # judged against the baseline
+        unfinished = [s for s in seeds if s.fit.status in UNFINISHED]
+        if any(s.crossed_at is not None for s in unfinished):  # a crossing is a fact, whatever the run does next
+            steps = ", ".join("-" if s.crossed_at is None else str(s.crossed_at) for s in unfinished)
+            training += f"; so far first beyond the baseline at step{'s' * (len(unfinished) > 1)} {steps}"
         judged = [s for s in ended if s.ends_beyond is not None]
         if not judged:
             return f"{n} seed{'s' * (n > 1)}" + training

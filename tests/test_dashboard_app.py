@@ -566,14 +566,34 @@ def test_runs_filter_by_sweep_and_show_its_best_trial(tmp_path, monkeypatch):
         ("alone", 0.001, []),
     ):
         run = store.create_run(name=name, family="scornn", task="adding", main_metric="val/loss", tags=tags)
+        store.log_params(run, {"model": {"family_args": {"rho": 10 * run}, "hidden_size": 8}, "name": name})
         store.log_metrics(run, {"val/loss": best}, step=1)
         store.set_status(run, "finished")
     at = open_page(store, monkeypatch, "runs")
     at.selectbox(key="filter_sweep").set_value("rho")
     at = rerun(at)
-    assert sorted(at.dataframe[0].value["name"]) == ["t0", "t1", "t2"]
+    table = at.dataframe[0].value
+    assert sorted(table["name"]) == ["t0", "t1", "t2"]
     assert any(
         "Best of sweep 'rho': #2 t1, val/loss = 0.05 (3 trials, 1 pruned: stopped early" in s.value for s in at.success
+    )
+    # the setting the sweep varies is a column without asking; the one all its trials share is not
+    assert list(table["model.family_args.rho"]) == [30, 20, 10] and "model.hidden_size" not in table.columns
+    # a filter hiding the best trial does not make another the sweep's best (the banner named the shown ones' best)
+    at.text_input(key="where").set_value("rho = 10")
+    at = rerun(at)
+    assert list(at.dataframe[0].value["name"]) == ["t0"]
+    assert any(
+        "Best of sweep 'rho': #2 t1, val/loss = 0.05 (3 trials, 1 pruned: stopped early, tagged 'pruned'; the filters "
+        "show 1 of them)" in s.value
+        for s in at.success
+    )
+    at.text_input(key="where").set_value("val/loss < 0.01")  # no trial: not "none has recorded its metric yet"
+    at = rerun(at)
+    assert not any("has recorded its main metric yet" in s.value for s in at.info)
+    assert any(
+        "(3 trials, 1 pruned: stopped early, tagged 'pruned'; the filters show 0 of them)" in s.value
+        for s in at.success
     )
 
 

@@ -95,15 +95,19 @@ if expression.strip():
             icon=":material/filter_alt_off:",
         )
 
-if sweep:
-    best = tables.best_run(shown)
+if sweep:  # the sweep's best over all its trials, whatever the other filters hide (as `ortholab sweep` says it)
+    trials = tables.filter_runs(frame, sweep=sweep)
+    best = tables.best_run(trials)
+    hidden = f"; the filters show {len(shown)} of them" if len(shown) < len(trials) else ""
     if best is None:
-        st.info(f"No trial of sweep {sweep!r} has recorded its main metric yet.")
+        st.info(f"No trial of sweep {sweep!r} has recorded its main metric yet{hidden}.")
     else:
-        pruned = int(shown["tags"].map(lambda tags: "pruned" in tags).sum())  # `ortholab sweep --pruner median`
+        pruned = int(trials["tags"].map(lambda tags: "pruned" in tags).sum())  # `ortholab sweep --pruner median`
         st.success(
             f"Best of sweep {sweep!r}: #{best['id']} {best['name']}, {best['main metric']} = {best['best']:.4g} "
-            f"({len(shown)} trials" + (f", {pruned} pruned: stopped early, tagged 'pruned')" if pruned else ")")
+            f"({len(trials)} trial{'s' * (len(trials) != 1)}"
+            + (f", {pruned} pruned: stopped early, tagged 'pruned'" if pruned else "")
+            + f"{hidden})"
         )
 
 columns_col, sort_col, order_col, size_col = st.columns([4, 2, 1.5, 1.5])  # 'Descending' whole
@@ -128,6 +132,9 @@ extra = columns_col.multiselect(
     placeholder="add params or metrics as columns",  # no format_func: the URL keeps what a bound widget shows
     help="Any recorded param, or any metric's last value (the value at its highest step); kept in the URL.",
 )
+if sweep:  # the settings the sweep varies, as columns: its trials compared without picking them by hand
+    trial_ids = [int(i) for i in tables.filter_runs(frame, sweep=sweep)["id"]]
+    extra = [*extra, *[key for key in tables.varied_settings(params, trial_ids) if key not in extra]]
 added = {
     name if name not in run_fields else f"param {name}": tables.typed_column(list(column_values(name, shown))).set_axis(
         shown.index
