@@ -500,9 +500,18 @@ def seeds_text(item: Reproduction) -> str | None:
         if len(judged) == 1:
             return _one_seed_against_baseline(judged[0]) + training
         steps = ", ".join("-" if s.crossed_at is None else str(s.crossed_at) for s in judged)
+        when = f"first beyond at steps {steps}" if any(s.crossed_at is not None for s in judged) else "none ever was"
+        spread = item.spread  # the best value of the seeds that ended, as for a row with a published number
+        values = (
+            f"; best {item.measured_as or item.fit.main_metric} {_number(spread.mean)} ± {spread.std:.2g} "
+            f"({_number(spread.low)}–{_number(spread.high)})"
+            if spread is not None and spread.n > 1 and spread.std is not None
+            else ""
+        )
         return (
-            f"{sum(bool(s.ends_beyond) for s in judged)}/{len(judged)} seeds end beyond the baseline (first beyond at "
-            f"steps {steps})" + training
+            f"{sum(bool(s.ends_beyond) for s in judged)}/{len(judged)} seeds end beyond the baseline ({when})"
+            + values
+            + training
         )
     spread = item.spread
     if spread is None or spread.n == 0:

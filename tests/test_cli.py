@@ -886,6 +886,9 @@ def test_runs_columns_show_each_runs_setting_and_last_metric_value(tmp_path, cap
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and "--columns model.optimizers.othr.lr: no listed run has this setting" in err
     assert "did you mean 'model.optimizers.other.lr'?" in err
+    with pytest.raises(SystemExit) as exit_:  # review: spelling led `seed` to data.seed, not the seed --seeds sets
+        main(["runs", "--db", db, "--columns", "seed"])
+    assert exit_.value.code == 2 and "did you mean 'seed_everything' (a run's seed" in capsys.readouterr().err
     latest = max(rows.values(), key=lambda row: row["id"])["id"]
     store.log_metrics(latest, {"val/loss": float("nan")}, step=7)  # review: JSON has no NaN
     main(["runs", "--db", db, "--columns", "model.optimizers.other,data.init_args.seq_len,val/loss", "--json"])

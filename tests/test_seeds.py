@@ -96,13 +96,18 @@ def test_baseline_rows_count_the_seeds_that_end_beyond_it(tmp_path):
         (3, 100, False),
     ]
     report = markdown_report(store, {"demo_table9": table}, width=None)
-    assert "1/3 seeds end beyond the baseline (first beyond at steps 200, -, 100)" in report
+    best = np.array([0.2, 0.49, 0.4])  # each seed's best: the spread beside the count, as numeric rows show it
+    spread_text = f"; best val/loss {best.mean():.4g} ± {best.std(ddof=1):.2g} ({best.min():.4g}–{best.max():.4g})"
+    assert "1/3 seeds end beyond the baseline (first beyond at steps 200, -, 100)" + spread_text + " |" in report
     assert "\nbeyond the baseline: at a validation, 10% or more better than it\n" in report  # what "beyond" means
     assert "\n✓ / ✗: the best validation against the baseline agrees / disagrees with the paper's curve" in report
     _fits(store, copy, {4: [0.5, 0.5]}, "val/loss", "min", 0.5)  # a fourth seed, still training: not judged yet
     store.set_status(max(r.id for r in store.list_runs()), "running")
     report = markdown_report(store, {"demo_table9": table}, width=None)
-    assert "1/3 seeds end beyond the baseline (first beyond at steps 200, -, 100); 1 still training |" in report
+    assert (
+        f"1/3 seeds end beyond the baseline (first beyond at steps 200, -, 100){spread_text}; 1 still training |"
+        in report
+    )
     _fits(store, copy, {5: [0.5, 0.5, 0.2]}, "val/loss", "min", 0.5)  # a fifth, stopped after crossing at step 200
     store.set_status(max(r.id for r in store.list_runs()), "interrupted")
     assert seeds_text(reproductions(store, table)[1]).endswith(
@@ -113,6 +118,11 @@ def test_baseline_rows_count_the_seeds_that_end_beyond_it(tmp_path):
     ended = np.array([min(values) for values in ([0.5, 0.48, 0.3, 0.2], [0.5, 0.49, 0.5], [0.5, 0.4, 0.5])])
     assert item.spread.n == 3 and item.spread.mean == pytest.approx(ended.mean())
     assert item.spread.std == pytest.approx(ended.std(ddof=1))
+    never = Store(f"sqlite:///{tmp_path / 'never.db'}")  # no seed ever beyond: in words, not "steps -, -, -"
+    _fits(never, copy, {1: [0.5, 0.49], 2: [0.5, 0.48], 3: [0.5, 0.47]}, "val/loss", "min", 0.5)
+    assert seeds_text(reproductions(never, table)[1]) == (
+        "0/3 seeds end beyond the baseline (none ever was); best val/loss 0.48 ± 0.01 (0.47–0.49)"
+    )
 
 
 @pytest.mark.parametrize("unfinished", ["running", "interrupted"])

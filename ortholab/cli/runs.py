@@ -113,6 +113,11 @@ def run(args, extra: list[str]) -> None:
         print(f"no recorded run matches the filters{hint}" if filtered else "no runs recorded yet")
 
 
+SEED_HINT = (  # the nearest key by spelling, data.seed, is the task's data, which `reproduce --seeds` leaves alone
+    "did you mean 'seed_everything' (a run's seed, which `reproduce --seeds` sets; data.seed seeds the task's data)? "
+)
+
+
 def with_columns(rows: list[dict], keys: list[str], db: str | None) -> list[dict]:
     """`rows` with each key's value per run: a config key's (`data.seq_len` finds `data.init_args.seq_len`), or a
     metric's last value (a key holding '/'). A key no listed run has is one line naming the nearest one."""
@@ -149,9 +154,10 @@ def with_columns(rows: list[dict], keys: list[str], db: str | None) -> list[dict
         held = any((i, key) in last for i in ids) if "/" in key else any(setting(i, key) is not None for i in ids)
         if not held:
             known = {k for i in ids for k in settings[i]} | {k for i in ids for k in store.metric_keys(i)}
+            hint = SEED_HINT if key.lower() in ("seed", "seeds") else did_you_mean(key, known)
             raise ConfigError(
                 f"--columns {key}: no listed run has this {'metric' if '/' in key else 'setting'}; "
-                f"{did_you_mean(key, known)}`ortholab runs show ID --json` lists a run's settings (params) and metrics"
+                f"{hint}`ortholab runs show ID --json` lists a run's settings (params) and metrics"
             )
     return [
         {
