@@ -541,6 +541,8 @@ def test_papers_page_shows_published_beside_reproduced_with_a_link_to_the_run(tm
     assert frame["seeds"][0] is not None and "seed" in frame["seeds"][0]  # the seeds' aggregate, as the report
     assert frame["run"][0] == f"curves?run={run}" and frame["scale"][0] == "cpu-smoke"
     assert any("1 of 2 rows not yet run" in n for n in notes(at))
+    caption = " ".join(c.value for c in at.caption)  # a table measured on val/loss has no test value to fall back from
+    assert "Metric `val/loss`" in caption and "read from validation because" not in caption
     (smoke,) = [w.value for w in at.warning]  # walk-through 9: the scale was only in the expander below
     assert smoke.startswith("adding_scornn: trained at --scale cpu-smoke, a check that the row runs, not a repro"), (
         smoke

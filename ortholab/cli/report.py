@@ -14,7 +14,10 @@ HELP = "published vs reproduced, as Markdown tables (the rows run; --all: every 
 def add_arguments(parser) -> None:
     parser.add_argument("table", nargs="?", default=None, help="one published table (default: all)")
     parser.add_argument(
-        "--all", action="store_true", help="every row of the tables (default: only the rows with a recorded run)"
+        "--all",
+        action="store_true",
+        help="every row of the tables (default: only the rows with a recorded run; an --export's files always hold "
+        "every row, so that what is not yet run shows)",
     )
     parser.add_argument(
         "--wide",
