@@ -438,17 +438,21 @@ def comparison_rows(items: list[Reproduction]) -> list[dict[str, Any]]:
     for item in items:
         row = item.row
         published = _number(row.value) if row.value is not None else (row.outcome or "-")
+        # with several seeds the value is one seed's (the latest finished fit's): named, the spread is under seeds
+        seed = next((f"seed {s.seed}" for s in item.seeds if s.fit is item.fit), None) if len(item.seeds) > 1 else None
         if item.fit is None:
             reproduced = "not yet run"
         elif row.value is None and item.verdict:
             shown = (item.measured_as, item.value) if item.value is not None else (item.fit.main_metric, item.fit.best)
-            reproduced = f"{item.verdict.replace('_', ' ')} ({shown[0]} {_number(shown[1])})"
+            said = ", ".join([f"{shown[0]} {_number(shown[1])}"] + [seed] * bool(seed))
+            reproduced = f"{item.verdict.replace('_', ' ')} ({said})"
             if is_marked(item):
                 reproduced += " ✓" if item.verdict == row.expect else " ✗ (paper: " + row.expect.replace("_", " ") + ")"
         else:
             reproduced = _number(item.value)
-            if item.measured_as and item.measured_as != row.metric:
-                reproduced += f" ({item.measured_as})"
+            said = [item.measured_as] * bool(item.measured_as and item.measured_as != row.metric) + [seed] * bool(seed)
+            if said:
+                reproduced += f" ({', '.join(said)})"
         scale = run_scale(item.fit)
         rows.append(
             {

@@ -12,7 +12,7 @@ from test_reproduce import TABLE, _write
 from ortholab.cli.main import main
 from ortholab.cli.row_claims import claim_key
 from ortholab.db import Store, published
-from ortholab.db.published import load_table, markdown_report, reproductions, seeds_text
+from ortholab.db.published import comparison_rows, load_table, markdown_report, reproductions, seeds_text
 from ortholab.db.seeds import spread
 from ortholab.errors import ConfigError
 
@@ -61,6 +61,8 @@ def test_the_report_aggregates_a_rows_seeds_as_numpy_does(tmp_path):
     assert item.spread.verdict == f"below by {(98.1 - best.mean()) / best.std(ddof=1):.1f} sd"
     report = markdown_report(store, {"demo_table9": table})
     assert f"3 seeds: {best.mean():.4g} ± {best.std(ddof=1):.2g} ({best.min():.4g}–{best.max():.4g})" in report
+    (row,) = [r for r in comparison_rows(reproductions(store, table)) if r["row"] == mnist.row]
+    assert row["reproduced"] == "94.8 (seed 3)"  # one seed's value among three: which one is said
     _fits(store, mnist, {4: [0.1]})  # a fourth seed, still training: its partial value is left out of the spread
     store.set_status(max(r.id for r in store.list_runs()), "running")
     item = reproductions(store, table)[0]
@@ -99,6 +101,7 @@ def test_baseline_rows_count_the_seeds_that_end_beyond_it(tmp_path):
     best = np.array([0.2, 0.49, 0.4])  # each seed's best: the spread beside the count, as numeric rows show it
     spread_text = f"; best val/loss {best.mean():.4g} ± {best.std(ddof=1):.2g} ({best.min():.4g}–{best.max():.4g})"
     assert "1/3 seeds end beyond the baseline (first beyond at steps 200, -, 100)" + spread_text + " |" in report
+    assert "| below baseline (val/loss 0.4, seed 3) ✗ (paper: at baseline) |" in report  # which seed is said
     assert "\nbeyond the baseline: at a validation, 10% or more better than it\n" in report  # what "beyond" means
     assert "\n✓ / ✗: the best validation against the baseline agrees / disagrees with the paper's curve" in report
     _fits(store, copy, {4: [0.5, 0.5]}, "val/loss", "min", 0.5)  # a fourth seed, still training: not judged yet
