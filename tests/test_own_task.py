@@ -5,9 +5,11 @@ import os
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from test_cli import ortholab
+from tolerances import roundoff
 from torch.utils.data import TensorDataset
 
 from ortholab.cli.main import main
@@ -16,6 +18,7 @@ from ortholab.datamodules.adding import AddingTask
 from ortholab.datamodules.copying import CopyingTask
 from ortholab.db import Store
 from ortholab.errors import ConfigError
+from ortholab.training.objectives import OBJECTIVES, CrossEntropy
 from ortholab.training.task_check import check_batch, check_id_ranges, check_task, splits_checked
 
 REPO = Path(__file__).resolve().parents[1]
@@ -316,3 +319,57 @@ def test_a_mistyped_name_of_ones_own_task_is_answered_with_its_class_path(tmp_pa
             assert exit_info.value.code == 2 and f"did you mean {meant}?" in err, err
     finally:
         TASKS.pop("sign_of_sum", None)  # registered by importing the module in this process
+
+
+class SequenceCrossEntropy(CrossEntropy):
+    """A classification loss of one's own, registered in OBJECTIVES by its name."""
+
+
+class ForgetfulAccuracy(CrossEntropy):
+    """Declares its accuracy in metrics() and never updates it (the Objective docs' update() left out)."""
+
+    def update(self, metrics, outputs, targets, mask=None):
+        pass
+
+
+class OwnClasses(Coin):
+    def __init__(self, batch_size: int = 10):
+        super().__init__(batch_size=batch_size, loss="sequence_cross_entropy")
+
+
+class ForgetfulTask(Coin):
+    def __init__(self, batch_size: int = 10):
+        super().__init__(batch_size=batch_size, loss="forgetful_accuracy")
+
+
+def test_a_classification_objective_of_ones_own_takes_class_ids_and_predicts_class_scores(
+    tmp_path, monkeypatch, capsys
+):
+    """Review: the target check and `predict` knew the classifiers by their names, so a new one with
+    `classes = True` was refused ('the targets are torch.int64 ... expects real values') and predicted raw logits."""
+    monkeypatch.setitem(OBJECTIVES, "sequence_cross_entropy", SequenceCrossEntropy)
+    monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", "test_own_task")
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    steps = ["--trainer.max_steps", "4", "--trainer.val_check_interval", "2"]
+    main(["fit", "--data", "test_own_task.OwnClasses", "--model.hidden_size", "8", "--db", db, *steps])
+    (run,) = Store(db).list_runs()
+    assert run.status == "finished" and run.best is not None
+    main(["predict", "--run", str(run.id), "--db", db])
+    (path,) = list(tmp_path.rglob("predictions*.npz"))
+    arrays = np.load(path)
+    assert str(arrays["kind"]) == "class_scores" and "predicted_class" in arrays
+    assert np.allclose(arrays["predictions"].sum(axis=-1), 1, atol=roundoff(torch.float32, 2))  # softmax rows
+
+
+def test_a_main_metric_the_objective_never_updates_is_said_after_the_fit(tmp_path, monkeypatch, capsys):
+    """Review: validation ran, yet the fit said 'No validation ran in its 20 steps' and blamed val_check_interval."""
+    monkeypatch.setitem(OBJECTIVES, "forgetful_accuracy", ForgetfulAccuracy)
+    monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", "test_own_task")
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    steps = ["--trainer.max_steps", "4", "--trainer.val_check_interval", "2"]
+    main(["fit", "--data", "test_own_task.ForgetfulTask", "--model.hidden_size", "8", "--db", db, *steps])
+    said = capsys.readouterr().out
+    assert "No validation ran" not in said
+    assert "Validation ran, but the main metric val/acc was never logged" in said and "update()" in said

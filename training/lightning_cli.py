@@ -566,7 +566,14 @@ class OrthoLabCLI(LightningCLI):
             return
         if trainer.limit_val_batches == 0:  # validation turned off on purpose
             return
-        if logger.store.get_run(logger.run_id).best is None:
+        run = logger.store.get_run(logger.run_id)
+        if run.best is None and run.main_metric != "val/loss" and logger.store.metric_series(run.id, "val/loss"):
+            print(
+                f"Validation ran, but the main metric {run.main_metric} was never logged, so the run has no best "
+                "value and no best checkpoint: the objective's update() must call each metric its metrics() gives."
+            )
+            return
+        if run.best is None:
             every = trainer.check_val_every_n_epoch
             key = f"trainer.check_val_every_n_epoch = {every}" if every and every > 1 else None
             key = key or f"trainer.val_check_interval = {trainer.val_check_interval}"

@@ -19,6 +19,7 @@ from ortholab.datamodules.spec import TaskSpec
 class Objective(nn.Module):
     averages_valid_steps = False  # True: the loss is a mean over the batch's valid steps (its mask)
     classes = False  # True: the outputs are one score per class (at least 2), the targets class ids
+    prediction_kind = "values"  # what `ortholab predict` writes, from `predictions(outputs)`
 
     def __init__(self, spec: TaskSpec):
         super().__init__()
@@ -39,11 +40,18 @@ class Objective(nn.Module):
     def update(self, metrics: dict[str, torchmetrics.Metric], outputs, targets, mask=None) -> None:
         """Call each metric on the batch (its forward: accumulates and keeps the batch value for step logging)."""
 
+    @classmethod
+    def predictions(cls, outputs: torch.Tensor) -> torch.Tensor:
+        """What `ortholab predict` records of the outputs (`prediction_kind`): class scores for a classifier (the
+        softmax of the cross-entropy's model), else the outputs as they are."""
+        return outputs.float().softmax(dim=-1) if cls.classes else outputs.float()
+
 
 class CrossEntropy(Objective):
     """Softmax cross-entropy averaged over every predicted step (and sequence); accuracy alongside."""
 
     classes = True
+    prediction_kind = "class_scores"
 
     def loss(self, outputs, targets, mask=None):
         return F.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1))
@@ -79,6 +87,11 @@ class FrameNLL(Objective):
     """
 
     averages_valid_steps = True
+    prediction_kind = "key_probabilities"
+
+    @classmethod
+    def predictions(cls, outputs):
+        return outputs.float().sigmoid()  # each key's probability, from its Bernoulli logit
 
     def step_nll(self, outputs, targets):
         return F.binary_cross_entropy_with_logits(outputs, targets, reduction="none").sum(dim=-1)
@@ -98,6 +111,7 @@ class CrossEntropyBits(Objective):
 
     averages_valid_steps = True
     classes = True
+    prediction_kind = "class_scores"
 
     def step_bits(self, outputs, targets):
         return F.cross_entropy(outputs.transpose(1, -1), targets, reduction="none") / math.log(2)

@@ -16,7 +16,6 @@ from ortholab.training.objectives import OBJECTIVES
 FIX = "docs/tasks.md#a-task-of-your-own"
 
 
-CLASS_LOSSES = ("cross_entropy", "cross_entropy_bits")  # targets are class ids
 LOADERS = {"train": "train_dataloader", "val": "val_dataloader", "test": "test_dataloader"}
 
 
@@ -87,7 +86,7 @@ def check_id_ranges(data, spec: TaskSpec, where: str) -> None:
     inputs, targets, mask = (*tensors, None)[:3]
     for name, ids, size, key in (
         ("input ids", inputs, spec.input_size if spec.symbolic else None, "input_size"),
-        ("target classes", targets, spec.output_size if spec.loss in CLASS_LOSSES else None, "output_size"),
+        ("target classes", targets, spec.output_size if _classes(spec) else None, "output_size"),
     ):
         if size is None or ids.is_floating_point() or ids.is_complex() or ids.numel() == 0:
             continue
@@ -164,10 +163,16 @@ def check_inputs(inputs: torch.Tensor, spec: TaskSpec, where: str) -> None:
         )
 
 
+def _classes(spec: TaskSpec) -> bool:
+    """Whether the task's loss takes class ids as targets (its objective says so)."""
+    objective = OBJECTIVES.get(spec.loss)
+    return bool(objective and objective.classes)
+
+
 def check_targets(targets: torch.Tensor, spec: TaskSpec, where: str, steps: int) -> None:
     """Class ids (cross-entropy) or values (every other loss), one per sequence or one per step as the readout."""
     per_step = spec.readout == "every_step"
-    if spec.loss in CLASS_LOSSES:
+    if _classes(spec):
         expected = (len(targets), steps) if per_step else (len(targets),)
         if targets.is_floating_point() or targets.is_complex() or tuple(targets.shape) != expected:
             _refuse(

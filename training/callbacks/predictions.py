@@ -26,21 +26,19 @@ import torch
 from lightning.pytorch import Callback
 
 from ortholab.errors import ConfigError
+from ortholab.training.objectives import OBJECTIVES, Objective
 
 PREDICT_SPLITS = ("train", "val", "test")
-# what a task's outputs become, by its loss: (name of the values, the transform)
-CLASSIFICATION = ("cross_entropy", "cross_entropy_bits")
-KINDS = {"cross_entropy": "class_scores", "cross_entropy_bits": "class_scores", "frame_nll": "key_probabilities"}
+
+
+def objective_of(loss: str) -> type[Objective]:
+    """The objective of a recorded run's loss name (a loss no longer known: its outputs as they are)."""
+    return OBJECTIVES.get(loss, Objective)
 
 
 def predictions_of(outputs: torch.Tensor, loss: str) -> torch.Tensor:
-    """Class scores (softmax, eq. of the cross-entropy's model), key probabilities (sigmoid of the Bernoulli
-    logits) or the regression outputs as they are."""
-    if loss in CLASSIFICATION:
-        return outputs.float().softmax(dim=-1)
-    if loss == "frame_nll":
-        return outputs.float().sigmoid()
-    return outputs.float()
+    """What the loss's objective records (class scores, key probabilities or the outputs as they are)."""
+    return objective_of(loss).predictions(outputs)
 
 
 def _padded(pieces: list[torch.Tensor]) -> np.ndarray:
@@ -61,9 +59,9 @@ def assemble(batches: list[dict], loss: str) -> dict[str, np.ndarray]:
     }
     if batches[0].get("mask") is not None:
         arrays["mask"] = _padded([b["mask"] for b in batches])
-    if loss in CLASSIFICATION:
+    if objective_of(loss).classes:
         arrays["predicted_class"] = arrays["predictions"].argmax(axis=-1)
-    arrays["kind"] = np.array(KINDS.get(loss, "values"))
+    arrays["kind"] = np.array(objective_of(loss).prediction_kind)
     return arrays
 
 
