@@ -781,3 +781,11 @@ def test_heatmap_ticks_fall_on_whole_rows_and_columns():
     assert [index_tick_step(n) for n in (1, 4, 10, 11, 25, 50, 100, 170, 784)] == [1, 1, 1, 2, 5, 5, 10, 20, 100]
     figure = heatmap_figure(np.ones((4, 30)), x_title="t", y_title="unit")
     assert (figure.layout.xaxis.tick0, figure.layout.xaxis.dtick, figure.layout.yaxis.dtick) == (0, 5, 1)
+
+
+def test_a_seeds_label_says_its_seed_as_its_runs_share_one_name():
+    """Review: three seeds of a row all read '#1 cpu_checks.copyi…' in the sidebar and legends."""
+    from ortholab.app.labels import run_label
+
+    assert run_label(summary(3, tags=("paper:t/r", "seed:5546"))) == "#3 run3 · seed 5546"
+    assert run_label(summary(4, tags=("paper:t/r",))) == "#4 run4"
