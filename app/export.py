@@ -22,6 +22,8 @@ import sys
 from functools import partial
 from pathlib import Path
 
+from sqlalchemy.engine import make_url
+
 from ortholab.app.style import run_style
 from ortholab.db import Store
 from ortholab.db.extract import MAX_BYTES, copy_resume_files, write_run_store_within
@@ -36,6 +38,7 @@ from ortholab.db.published import (
     markdown_report,
     reproductions,
 )
+from ortholab.db.store import EXPORT_FILES, StoreError
 from ortholab.errors import ConfigError
 
 PLOTLY_JS = "plotly.min.js"  # the name plotly's include_plotlyjs="directory" writes beside the HTML
@@ -490,6 +493,34 @@ def check_export_folder(folder: str | Path, tables: dict[str, PaperTable]) -> Pa
         raise ConfigError("--export '': give the folder to write the report into")
     _refuse_another_tables_export(Path(folder), tables)
     return Path(folder)
+
+
+def check_export_target(store: Store, folder: str | Path) -> None:
+    """DIR/runs.db is written over by an export: refused where it is the store being read, or a store of its own (a
+    copy of a store of runs, a restored one) rather than an earlier export's copy, whose runs would be lost."""
+    target = Path(folder) / EXPORT_FILES[0]
+    if not target.exists():
+        return
+    reading = make_url(store.url).database if store.url.startswith("sqlite") else None
+    if reading and Path(reading).exists() and os.path.samefile(reading, target):
+        raise ConfigError(
+            f"--export {folder}: {target} is the store this report reads (--db); export into another folder"
+        )
+    try:
+        existing = Store(f"sqlite:///{target.resolve()}", access="read")
+        try:
+            copy = existing.copied_from is not None and not existing.restored
+            runs = len(existing.list_runs())
+        finally:
+            existing.close()
+    except StoreError:
+        copy, runs = False, None
+    if not copy:
+        held = f"a store of its own ({runs} runs)" if runs is not None else "not an OrthoLab export's runs.db"
+        raise ConfigError(
+            f"--export {folder}: {target} is {held}, not an earlier export's copy, and the export would replace it; "
+            "give another folder"
+        )
 
 
 def export_report(

@@ -237,6 +237,11 @@ class Store:
             return session.execute(select(Artifact.id).limit(1)).first() is None
 
     @property
+    def restored(self) -> bool:
+        """Whether `ortholab restore` made this copy a live store of its own."""
+        return bool(self._store_facts().get("restored_at"))
+
+    @property
     def frozen_at(self) -> datetime | None:
         """When an export copied this store, while nothing was written to it since (its runs write elsewhere); None
         for a live store, and for a copy restored as one (`cp DIR/runs.db $ORTHOLAB_RUNS/ortholab.db`) and written to

@@ -9,6 +9,7 @@ import os
 import pathlib
 import re
 import shutil
+import sqlite3
 import stat
 
 import pytest
@@ -441,3 +442,27 @@ def test_an_export_without_analyses_says_so_where_a_page_would_show_them(tmp_pat
     assert "no gradient-norm profiles in this store, an export's copy written without the runs' analyses" in note
     assert "`ortholab report TABLE --export DIR --with-artifacts` copies them" in note
     bare.close(), full.close(), source.close()
+
+
+def test_an_export_never_writes_over_a_store_of_runs_nor_the_store_it_reads(tmp_path, monkeypatch, capsys):
+    """Review: `report --export DIR` replaced DIR/runs.db when it was a store of its own (its runs lost) or the very
+    store given as --db (turned into a frozen copy of itself)."""
+    db = _store(tmp_path, monkeypatch)
+    own, reading = tmp_path / "own", tmp_path / "reading"
+    for folder in (own, reading):  # a user's store that happens to be called runs.db (whole: its WAL folded in)
+        folder.mkdir()
+        with sqlite3.connect(tmp_path / "source.db") as source, sqlite3.connect(folder / "runs.db") as copy:
+            source.backup(copy)
+    before = {path: _digest(path) for path in (own / "runs.db", reading / "runs.db")}
+    capsys.readouterr()
+    for argv, says in (
+        (["--db", db, "--export", str(own)], f"--export {own}: {own / 'runs.db'} is a store of its own (6 runs)"),
+        (["--db", f"sqlite:///{reading / 'runs.db'}", "--export", str(reading)], "is the store this report reads"),
+    ):
+        with pytest.raises(SystemExit) as refused:
+            main(["report", "demo_table9", *argv])
+        said = capsys.readouterr()
+        assert refused.value.code == 2 and says in said.err and said.out == "", said.err
+    assert all(_digest(path) == digest for path, digest in before.items())
+    main(["report", "demo_table9", "--db", db, "--export", str(tmp_path / "out")])  # an export, then again: allowed
+    main(["report", "demo_table9", "--db", db, "--export", str(tmp_path / "out")])

@@ -80,6 +80,10 @@ def run(args, extra: list[str]) -> None:
     except StoreMissing as missing:
         hint = "`ortholab report --all` lists the papers' rows before any has run."
         raise StoreMissing(f"{missing} {hint}") from None
+    if args.export is not None:  # its runs.db would be written over: never the store read, nor a store of runs
+        from ortholab.app.export import check_export_target
+
+        check_export_target(store, args.export)
     width = None if args.wide else line_width()
     report = markdown_report(store, chosen, recorded_only=not args.all, width=width)
     print(report)
