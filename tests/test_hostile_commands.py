@@ -234,6 +234,31 @@ def test_a_run_id_that_is_no_number_is_one_line(tmp_path, monkeypatch, capsys):
     assert err.strip() == line  # no usage block before it
 
 
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["runs", "--db", ""], "--db '': give the store's file or URL"),  # `--db "$DB"`, DB unset: not the default
+        (["fit", "--config", "configs/demo/copying_scornn.yaml", "--db="], "--db '': give the store's file or URL"),
+        (["predict", "--run", "1", "--predict_split", "tst", "--db", "{tmp}/p.db"], None),  # KeyError: 'tst'
+        (["sweep", "--config", "c.yaml", "--space", "s.yaml", "--trials", "1", "--seed", "-1"], "--seed -1: give"),
+    ],
+)
+def test_review_inputs_that_leaked_a_traceback_or_meant_the_default_store(
+    tmp_path, monkeypatch, capsys, args, expected
+):
+    """A bad-input audit: each is one line and exit 2; no store is made."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ORTHOLAB_RUNS", str(tmp_path / "runs"))
+    if "predict" in args:  # a run to predict with
+        db = f"sqlite:///{tmp_path / 'p.db'}"
+        main(["fit", "--config", DEMO, *TINY, "--db", db, "--runs_dir", str(tmp_path / "fit")])
+        capsys.readouterr()
+        expected = "--predict_split 'tst': give train, val or test"
+    code, _, err = cli(capsys, *[a.replace("{tmp}", str(tmp_path)) for a in args])
+    one_line(code, err, expected)
+    assert not (tmp_path / "runs").exists()
+
+
 # bench -------------------------------------------------------------------------------------------------------------
 def test_bench_refuses_a_missing_data_file_instead_of_measuring_stand_ins(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)

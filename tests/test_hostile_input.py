@@ -70,6 +70,8 @@ def files(folder):
         "negative_lr.yaml": b"model:\n  optimizers:\n    default: {name: adam, lr: -0.01}\n",
         "nan_lr.yaml": b"model:\n  optimizers:\n    default: {name: rmsprop_tf, lr: .nan}\n",
         "text_lr.yaml": b"model:\n  optimizers:\n    default: {name: adam, lr: fast}\n",
+        "twice.yaml": b"model:\n  family: scornn\ntrainer:\n  max_steps: 2\nmodel:\n  family: lstm\n",  # review
+        "number.yaml": b"model: 5\n",  # review: a traceback from training/family_options.py
     }
 
 
@@ -79,6 +81,13 @@ CASES = [
     (["--config", "{folder}/binary.yaml"], "binary.yaml: not a text file"),
     (["--config", "{folder}/png.yaml"], "png.yaml: not a text file"),
     (["--config", "{folder}/tabs.yaml"], "tabs.yaml: not valid YAML at line 2, column 1"),
+    (
+        ["--config", "{folder}/twice.yaml"],
+        "twice.yaml: not valid YAML at line 5, column 1: the key 'model' is given twice in one mapping (first at line "
+        "1)",
+    ),
+    (["--config", "{folder}/number.yaml"], "number.yaml: model: 5 is not a mapping"),
+    (["--config", DEMO, *TINY, "--seed_everything", "-1"], "seed_everything = -1"),
     (["--config", DEMO, *TINY, "--name", "../../escape"], "--name '../../escape': a run name is one folder name"),
     (["--config", DEMO, *TINY, "--name", "/abs/path"], "--name '/abs/path'"),
     (["--config", DEMO, *TINY, "--name", "x" * 300], "at most 100 characters"),

@@ -22,6 +22,32 @@ def config_arguments(argv: list[str]):
             yield i + 1, False, argv[i + 1]
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """The safe loader, refusing a key given twice in one mapping (PyYAML keeps the last one silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        first: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: its keys may be overridden, as YAML says
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, str | int | float | bool) and key in first:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"the key {key!r} is given twice in one mapping (first at line {first[key] + 1}), and only "
+                    "the last would count; keep one",
+                    key_node.start_mark,
+                )
+            first.setdefault(key, key_node.start_mark.line)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str):
+    """`text` as YAML by the safe loader, a key given twice in one mapping refused (a yaml.YAMLError with its line)."""
+    return yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader: a !!python tag is refused, never constructed
+
+
 MAX_EXPANDED_VALUES = 100_000  # a config's values with every YAML alias (*name) written out; real configs: hundreds
 
 
@@ -74,7 +100,7 @@ def check_config_files(argv: list[str]) -> None:
         fix = "a config is a YAML mapping of model:, data: and trainer: (see configs/demo/copying_scornn.yaml)"
         try:
             check_alias_expansion(path, path.read_text(encoding="utf-8"))  # before anything expands the aliases
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+            loaded = load_yaml(path.read_text(encoding="utf-8"))
         except UnicodeDecodeError:
             raise ConfigError(f"--config {path}: not a text file (not UTF-8); {fix}") from None
         except yaml.YAMLError as err:
@@ -87,6 +113,13 @@ def check_config_files(argv: list[str]) -> None:
             raise ConfigError(f"--config {path}: the file is empty; {fix}")
         if not isinstance(loaded, dict):
             raise ConfigError(f"--config {path}: holds a {type(loaded).__name__}, not a mapping; {fix}")
+        for section in ("model", "data", "trainer"):  # a string may name a config file or a task; a number cannot
+            value = loaded.get(section)
+            if value is not None and not isinstance(value, dict | str):
+                raise ConfigError(
+                    f"--config {path}: {section}: {value!r} is not a mapping; {section}: holds a mapping "
+                    f"of its keys (see configs/demo/copying_scornn.yaml)"
+                )
 
 
 def packaged_configs(argv: list[str]) -> list[str]:

@@ -349,6 +349,12 @@ class OrthoLabCLI(LightningCLI):
                 f"model.grad_clip_norm = {clip!r} must be a positive finite number (e.g. 1.0), or null for no clipping"
             )
         check_manual_optimization(config.trainer)
+        seed = config.get("seed_everything")
+        if not isinstance(seed, bool | None) and isinstance(seed, int) and not 0 <= seed <= 2**32 - 1:
+            raise ConfigError(f"seed_everything = {seed} must lie in 0 .. 2**32 - 1 (numpy's seeds), or be true/false")
+        split = config.get("predict_split")
+        if split is not None and split not in ("train", "val", "test"):
+            raise ConfigError(f"--predict_split {split!r}: give train, val or test")
         interval = config.trainer.get("val_check_interval")
         if interval is not None and not isinstance(interval, bool) and interval <= 0:
             raise ConfigError(

@@ -132,6 +132,9 @@ def main(argv: list[str] | None = None) -> None:
     quiet_third_party_noise()
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter")  # it prints the args: --db's password
     try:
+        for i, arg in enumerate(argv):  # `--db "$DB"` with DB unset: not the default store, silently
+            if (arg == "--db" and i + 1 < len(argv) and not argv[i + 1].strip()) or arg.strip() == "--db=":
+                raise ConfigError("--db '': give the store's file or URL, or leave --db out for the default store")
         for url in db_urls_in(argv):  # a password that would be misread (and quoted back) is refused first
             check_db_url(url, "--db" if url != os.environ.get("ORTHOLAB_DB") else "$ORTHOLAB_DB =")
         if os.environ.get("ORTHOLAB_DB"):  # a file's path as its absolute URL, for this process and its children

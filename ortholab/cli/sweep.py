@@ -46,6 +46,11 @@ def run(args, extra: list[str]) -> None:
     require_extra("sweeps")
     import os
 
+    from ortholab.errors import ConfigError
+
+    if not 0 <= args.seed <= 2**32 - 1:  # Optuna's samplers take numpy's seeds
+        raise ConfigError(f"--seed {args.seed}: give a seed in 0 .. 2**32 - 1")
+
     from ortholab.cli import children
     from ortholab.cli.sweep_study import WORKER_ENV, report, run_sweep, summary_line
 

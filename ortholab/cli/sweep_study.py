@@ -49,7 +49,7 @@ from ortholab.db.masking import child_env, mask_secrets, mask_url
 from ortholab.db.sqlite_files import SQLITE_WAIT_S
 from ortholab.errors import ConfigError
 from ortholab.threads import threads_each
-from ortholab.training.config_files import PACKAGE_ROOT, check_config_files
+from ortholab.training.config_files import PACKAGE_ROOT, check_config_files, load_yaml
 
 SAMPLERS = ("grid", "random", "tpe")
 PRUNERS = ("median", "none")
@@ -76,7 +76,7 @@ def load_space(path: str) -> dict:
     except UnicodeDecodeError:
         raise ConfigError(f"--space {path}: not a text file (not UTF-8); give a YAML file ({SPACE_EXAMPLE})") from None
     try:
-        space = yaml.safe_load(text)  # the safe loader: a !!python tag is refused, never constructed
+        space = load_yaml(text)  # the safe loader (a !!python tag is refused, never constructed); no key twice
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
