@@ -28,6 +28,7 @@ module instead).
 from __future__ import annotations
 
 import inspect
+import math
 import numbers
 import typing
 from pathlib import Path
@@ -94,6 +95,8 @@ def check_options(family: str, family_args: dict) -> type:
                 f"{key} of family {family!r} must be {type(default).__name__} (default {default!r}), got {value!r} "
                 f"({type(value).__name__})"
             )
+        if isinstance(value, float) and math.isnan(value):  # NaN passes every range check and poisons the outputs
+            raise ValueError(f"{key} of family {family!r} is NaN; give a number (default {default!r})")
     if family_args.get("embed_symbols"):
         raise ValueError(
             "embed_symbols: an nn.RNN-style layer reads real features; put nn.Embedding(vocab, hyper) "
@@ -154,6 +157,12 @@ class FamilyRNN(nn.Module):
             raise TypeError(f"{owner}: dropout should be a number in [0, 1), got {dropout!r}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"{owner}: dropout must be in [0, 1) (the chance of zeroing a feature), got {dropout}")
+        try:
+            device = None if device is None else torch.device(device)
+        except (RuntimeError, TypeError):
+            raise ValueError(
+                f"{owner}: device {device!r} is not a torch device (e.g. 'cpu', 'cuda', 'cuda:1')"
+            ) from None
         cls = check_options(family, family_args)
         self.family, self.input_size, self.hidden_size = family, input_size, hidden_size
         self.num_layers, self.batch_first, self.dropout = num_layers, batch_first, dropout

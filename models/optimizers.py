@@ -37,6 +37,12 @@ class _PerParameterOptimizer(Optimizer):
         return loss
 
 
+def _require(name: str, value, holds: bool, what: str) -> None:
+    """A ValueError naming the argument, unless `value` is a finite number for which `holds`."""
+    if not (_number(value) and math.isfinite(value) and holds):
+        raise ValueError(f"{name} = {value!r}: {what}")
+
+
 class RMSpropTF(_PerParameterOptimizer):
     """ms <- decay ms + (1 - decay) g^2;  p <- p - lr g / sqrt(ms + eps), ms starting at `initial_accumulator`."""
 
@@ -48,6 +54,12 @@ class RMSpropTF(_PerParameterOptimizer):
         eps: float = 1e-10,
         initial_accumulator: float = 1.0,
     ):
+        _require("lr", lr, _number(lr) and lr > 0, "a positive finite number (e.g. 1e-3)")
+        _require("decay", decay, _number(decay) and 0 <= decay <= 1, "a number in [0, 1] (TF1's RMSProp: 0.9)")
+        for name, value in (("eps", eps), ("initial_accumulator", initial_accumulator)):
+            _require(name, value, _number(value) and value >= 0, "a finite number >= 0 (ms + eps is square-rooted)")
+        if initial_accumulator + eps == 0:
+            raise ValueError("initial_accumulator = 0 with eps = 0: lr g / sqrt(ms + eps) is 0/0 where g is 0")
         super().__init__(params, dict(lr=lr, decay=decay, eps=eps, initial_accumulator=initial_accumulator))
 
     def update(self, p, grad, state, group):
@@ -61,6 +73,13 @@ class AdagradTF(_PerParameterOptimizer):
     """acc <- acc + g^2;  p <- p - lr g / sqrt(acc), acc from `initial_accumulator` > 0 (TF1: 0.1, no epsilon)."""
 
     def __init__(self, params: Iterable, lr: float = 1e-3, initial_accumulator: float = 0.1):
+        _require("lr", lr, _number(lr) and lr > 0, "a positive finite number (e.g. 1e-3)")
+        _require(
+            "initial_accumulator",
+            initial_accumulator,
+            _number(initial_accumulator) and initial_accumulator > 0,
+            "a positive finite number (TF1: 0.1; from 0, lr g / sqrt(acc) is 0/0 where g is 0)",
+        )
         super().__init__(params, dict(lr=lr, initial_accumulator=initial_accumulator))
 
     def update(self, p, grad, state, group):

@@ -1,6 +1,7 @@
 """TF1-compatible RMSProp and Adagrad against two steps computed by hand."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -50,3 +51,24 @@ def test_unknown_optimizer_names_the_key():
         build_optimizer(
             [torch.nn.Parameter(torch.zeros(1))], {"name": "rmsprob", "lr": 1e-3}, "model.optimizers.recurrent"
         )
+
+
+@pytest.mark.parametrize(
+    "optimizer, options, says",
+    [
+        ("RMSpropTF", {"lr": -1}, "lr = -1"),
+        ("RMSpropTF", {"lr": float("nan")}, "lr = nan"),
+        ("RMSpropTF", {"lr": "x"}, "lr = 'x'"),
+        ("RMSpropTF", {"decay": 2.0}, "decay = 2.0"),
+        ("RMSpropTF", {"eps": -1.0}, "eps = -1.0"),
+        ("RMSpropTF", {"eps": 0.0, "initial_accumulator": 0.0}, "initial_accumulator = 0 with eps = 0"),
+        ("AdagradTF", {"initial_accumulator": -1.0}, "initial_accumulator = -1.0"),
+        ("AdagradTF", {"lr": 0}, "lr = 0"),
+    ],
+)
+def test_the_tf1_optimizers_built_by_hand_refuse_a_bad_option_naming_it(optimizer, options, says):
+    """A review's audit: from Python they took a negative or NaN lr, a decay of 2 (config files were checked)."""
+    from ortholab import nn as onn
+
+    with pytest.raises(ValueError, match=re.escape(says)):
+        getattr(onn, optimizer)(torch.nn.Linear(2, 2).parameters(), **options)
