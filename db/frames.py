@@ -69,6 +69,8 @@ def metrics(
     store = _store(db)
     single = isinstance(run_ids, numbers.Integral) or not isinstance(run_ids, Iterable) or isinstance(run_ids, str)
     ids = [_run_id(store, r, "run_ids") for r in ([run_ids] if single else list(run_ids))]
+    if keys is not None and not isinstance(keys, str | Iterable):
+        raise TypeError(f"keys must be a metric's name or a list of them, got {keys!r}")
     wanted = [keys] if isinstance(keys, str) else (None if keys is None else list(keys))
     if wanted is not None:
         recorded = sorted({key for run_id in ids for key in store.metric_keys(run_id)})

@@ -12,6 +12,7 @@ holds its lease (db/lease.py): its writes succeed only while it holds it, so two
 from __future__ import annotations
 
 import json
+import numbers
 import os
 import re
 import socket
@@ -125,6 +126,17 @@ class StoreError(RuntimeError):
     """The run database cannot be opened or written, or a request names something absent."""
 
 
+class InvalidArgument(StoreError, ValueError):
+    """A call's argument outside what it takes (a field, a status, a step): a ValueError as well."""
+
+
+def _run_id(run_id: Any) -> int:
+    """A run id as the store's calls take it: an int (a TypeError naming the argument otherwise)."""
+    if isinstance(run_id, bool) or not isinstance(run_id, numbers.Integral):
+        raise TypeError(f"run_id must be an int (a run's id), got {run_id!r}")
+    return int(run_id)
+
+
 class StoreMissing(StoreError):
     """There is no store at the URL (no SQLite file, or a database without OrthoLab's tables) and the caller may not
     create one."""
@@ -189,6 +201,10 @@ class Store:
     def __init__(self, url: str | None = None, *, access: str = "create"):
         if access not in ACCESS:
             raise ValueError(f"access must be one of {ACCESS}, not {access!r}")
+        if isinstance(url, os.PathLike):  # a SQLite file's path, as frames and every command take it
+            url = os.fspath(url)
+        if url is not None and not isinstance(url, str):
+            raise TypeError(f"url must be a SQLite file's path or an SQLAlchemy URL string, got {url!r}")
         self._url = store_url(url or default_db_url())
         self._access = access
         self._owners: dict[int, str] = {}  # runs this Store writes under a lease: run id -> owner token
@@ -391,12 +407,19 @@ class Store:
             raise StoreError(f"Cannot upgrade the run database {shown}: {e}.") from None
         except (SQLAlchemyError, CommandError) as e:
             reason = _reason(e) if isinstance(e, SQLAlchemyError) else str(e).splitlines()[0]
-            raise StoreError(f"Cannot upgrade the run database {shown}: {reason}.") from e
+            fix = ""
+            if DAMAGED_WORDS.search(reason):  # `db upgrade --db notes.txt`: said what to check, not only SQLite's words
+                fix = f"; {DAMAGED_FIX}" if starts_as_sqlite(url) else f"; it is no SQLite database: {WRONG_FILE_FIX}"
+            raise StoreError(f"Cannot upgrade the run database {shown}: {reason}{fix}.") from e
         finally:
             engine.dispose()
 
     def _error(self, reason: str) -> StoreError:
         fix = DAMAGED_FIX if DAMAGED_WORDS.search(reason) else FIX if self._access != "read" else READER_FIX
+        folder = _sqlite_folder(self.url)
+        if re.search(r"unable to open database file|readonly database", reason) and folder and folder.is_dir():
+            if not os.access(folder, os.W_OK):  # SQLite writes its -wal and -shm files beside the store
+                reason += f" (its folder {folder} is read-only here: SQLite writes its -wal and -shm files there)"
         if fix is DAMAGED_FIX and not starts_as_sqlite(self.url):  # a YAML file or a CSV named by mistake
             reason, fix = "the file is no SQLite database at all (it does not begin as one)", WRONG_FILE_FIX
         elif re.search(r"dialects:postgres(?!ql)", reason):  # the postgres:// that some hosts print
@@ -597,9 +620,10 @@ class Store:
     @waits_for_the_server
     def update_run(self, run_id: int, **fields: Any) -> None:
         """Set any of the run's columns (all but id), e.g. update_run(7, task='copy', parameter_count=1234)."""
+        run_id = _run_id(run_id)
         unknown = sorted(set(fields) - RUN_FIELDS)
         if unknown:
-            raise StoreError(f"Unknown run field(s) {unknown}; known fields: {sorted(RUN_FIELDS)}.")
+            raise InvalidArgument(f"Unknown run field(s) {unknown}; known fields: {sorted(RUN_FIELDS)}.")
         for name, choices in (("status", STATUSES), ("stage", STAGES), ("main_metric_mode", MODES)):
             if name in fields:
                 _check_choice(name, fields[name], choices)
@@ -612,6 +636,9 @@ class Store:
     @waits_for_the_server
     def log_params(self, run_id: int, params: Mapping[str, Any]) -> None:
         """Record hyperparameters under flattened dotted keys; a key logged again takes the new value."""
+        run_id = _run_id(run_id)
+        if not isinstance(params, Mapping):
+            raise TypeError(f"params must be a mapping of names to values, got {params!r}")
         rows = [
             {"run_id": run_id, "key": key, "value": json.dumps(value, default=str)}
             for key, value in flatten(params).items()
@@ -633,6 +660,11 @@ class Store:
     ) -> None:
         """Record one point per metric at `step`; NaN and infinities are kept as they are. A (key, step) already
         recorded is rewritten (a step re-run after a resume), never doubled."""
+        run_id = _run_id(run_id)
+        if not isinstance(metrics, Mapping):
+            raise TypeError(f"metrics must be a mapping of metric names to numbers, got {metrics!r}")
+        if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
+            raise InvalidArgument(f"step must be an int >= 0 (the trainer's global step), got {step!r}")
         wall_time = time.time() if wall_time is None else wall_time
         rows = [
             {
@@ -657,6 +689,7 @@ class Store:
         """Set the run's status (and why, e.g. the NaN guard's message); a terminal status stamps ended_at,
         'running' clears it. A reason given once is kept when a later call gives none, unless `clear_reason`;
         `release` gives up this Store's lease on the run (the run's writer is done)."""
+        run_id = _run_id(run_id)
         _check_choice("status", status, STATUSES)
         ended_at = utcnow() if status in TERMINAL_STATUSES else None
         extra: dict[str, Any] = {"reason": reason} if reason is not None or clear_reason else {}
@@ -673,6 +706,9 @@ class Store:
     def truncate_run(self, run_id: int, from_step: int) -> int:
         """Delete the run's metric points and artifacts at steps >= from_step (steps about to be re-run after a
         resume); return how many points were deleted."""
+        run_id = _run_id(run_id)
+        if isinstance(from_step, bool) or not isinstance(from_step, numbers.Integral) or from_step < 0:
+            raise InvalidArgument(f"from_step must be an int >= 0 (steps from it on are deleted), got {from_step!r}")
         with self._session() as session:
             self._touch(session, run_id)
             deleted = session.execute(delete(Metric).where(Metric.run_id == run_id, Metric.step >= from_step))
@@ -795,6 +831,7 @@ class Store:
     @waits_for_the_server
     def get_run(self, run_id: int) -> RunDetail:
         """One run with its config, params and host details; StoreError if there is no such run."""
+        run_id = _run_id(run_id)
         query = _summary_query(Run.config, Run.run_dir, Run.hostname, Run.world_size, Run.info)
         with self._session() as session:
             row = session.execute(query.where(Run.id == run_id)).first()
@@ -985,6 +1022,13 @@ class Store:
 
     def set_tags(self, run_id: int, add: Iterable[str] = (), remove: Iterable[str] = ()) -> tuple[str, ...]:
         """Add and remove labels of a run (`ortholab runs tag/untag`); its tags afterwards, in order."""
+        for name, given in (("add", add), ("remove", remove)):
+            if isinstance(given, str) or not isinstance(given, Iterable):  # "abc" would be the tags a, b and c
+                raise TypeError(f"{name} must be a list of tags, got {given!r}")
+        add, remove = list(add), list(remove)
+        for name, given in (("add", add), ("remove", remove)):
+            if bad := [t for t in given if not isinstance(t, str) or not t.strip()]:
+                raise InvalidArgument(f"{name}: a tag is a non-empty string, got {bad[0]!r}")
         tags = [t for t in self.get_run(run_id).tags if t not in set(remove)]
         tags += [t for t in dict.fromkeys(add) if t not in tags]
         with self._session() as session:  # labels only: no heartbeat, no lease (a running run may be tagged)
@@ -1102,7 +1146,19 @@ def _masked(url: str) -> str:
 
 def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise StoreError(f"Invalid {name} {value!r}; expected one of {list(choices)}.")
+        raise InvalidArgument(f"Invalid {name} {value!r}; expected one of {list(choices)}.")
+
+
+def _sqlite_folder(url: str) -> Path | None:
+    """The folder holding a SQLite store's file, None for a server or an in-memory database."""
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return None
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:") or database.startswith("file:"):
+        return None
+    return Path(database).absolute().parent
 
 
 def _reason(error: SQLAlchemyError) -> str:

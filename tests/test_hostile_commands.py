@@ -241,6 +241,10 @@ def test_a_run_id_that_is_no_number_is_one_line(tmp_path, monkeypatch, capsys):
         (["fit", "--config", "configs/demo/copying_scornn.yaml", "--db="], "--db '': give the store's file or URL"),
         (["predict", "--run", "1", "--predict_split", "tst", "--db", "{tmp}/p.db"], None),  # KeyError: 'tst'
         (["sweep", "--config", "c.yaml", "--space", "s.yaml", "--trials", "1", "--seed", "-1"], "--seed -1: give"),
+        (["fit", "--config", DEMO, "--trainer.max_steps", "0"], "trainer.max_steps = 0 (on the command line) trains"),
+        (["fit", "--config", DEMO, "--tags", ",,"], "--tags ',,' names no label"),
+        (["reproduce", "cpu_checks", "--rows", ",", "--estimate"], "--rows ',' names no row"),
+        (["reproduce", "--resume", "--stale_minutes", "nan"], "--stale_minutes nan: give a number of minutes >= 0"),
     ],
 )
 def test_review_inputs_that_leaked_a_traceback_or_meant_the_default_store(

@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 import sqlite3
 import subprocess
 import sys
@@ -400,3 +401,48 @@ def test_a_reader_that_cannot_reach_its_store_is_not_told_to_find_a_writable_one
     with pytest.raises(StoreError) as refused:
         Store(unreachable)  # a writer: where to write instead
     assert "writable" in str(refused.value)
+
+
+def test_the_store_refuses_arguments_it_cannot_take_naming_them(tmp_path):
+    """A bad-input audit of the library: Store(5) and get_run('abc') were errors without the argument's name,
+    set_tags(add="abc") stored the tags a, b and c, truncate_run(1, -1) silently deleted every point."""
+    import pathlib
+
+    from ortholab.db import frames
+
+    with pytest.raises(TypeError, match="url must be a SQLite file's path or an SQLAlchemy URL string, got 5"):
+        Store(5)
+    store = Store(pathlib.Path(tmp_path / "runs.db"))  # a path, as frames take it
+    run = store.create_run(name="r")
+    store.log_metrics(run, {"val/loss": 0.5}, step=3)
+    for call, error, says in (
+        (lambda: store.get_run("abc"), TypeError, "run_id must be an int (a run's id), got 'abc'"),
+        (lambda: store.get_run(1.5), TypeError, "run_id must be an int"),
+        (lambda: store.set_status(run, "bogus"), ValueError, "Invalid status 'bogus'"),
+        (lambda: store.update_run(run, bogus=1), ValueError, "Unknown run field(s) ['bogus']"),
+        (lambda: store.set_tags(run, add="abc"), TypeError, "add must be a list of tags, got 'abc'"),
+        (lambda: store.set_tags(run, add=[""]), ValueError, "add: a tag is a non-empty string, got ''"),
+        (lambda: store.log_params(run, "x"), TypeError, "params must be a mapping"),
+        (lambda: store.log_metrics(run, {"val/loss": 1.0}, step=-5), ValueError, "step must be an int >= 0"),
+        (lambda: store.truncate_run(run, -1), ValueError, "from_step must be an int >= 0"),
+        (lambda: frames.metrics(run, keys=5, db=store.url), TypeError, "keys must be a metric's name or a list"),
+    ):
+        with pytest.raises(error) as raised:
+            call()
+        assert says in str(raised.value), raised.value
+    assert [p.value for p in store.metric_series(run, "val/loss")] == [0.5] and store.get_run(run).tags == ()
+    with pytest.raises(StoreError):  # the command line's handlers still catch it as the store's error
+        store.set_status(run, "bogus")
+
+
+def test_a_read_only_store_folder_and_a_file_that_is_no_store_are_said_as_such(tmp_path, monkeypatch):
+    """A bad-input audit: a writer on a read-only folder read "unable to open database file" alone (SQLite's -wal and
+    -shm files go beside the store); `db upgrade` of a text file said "file is not a database." and no more."""
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != tmp_path)  # as on a read-only mount
+    said = str(store._error("unable to open database file"))
+    assert f"(its folder {tmp_path} is read-only here: SQLite writes its -wal and -shm files there)" in said
+    monkeypatch.undo()
+    (tmp_path / "notes.db").write_text("hello\n")
+    with pytest.raises(StoreError, match="file is not a database; it is no SQLite database: nothing was changed"):
+        Store.upgrade(f"sqlite:///{tmp_path / 'notes.db'}")

@@ -105,7 +105,10 @@ def tag_list(tags) -> list[str]:
         return list(tags or [])
     if tags.lstrip().startswith("["):
         raise ConfigError(f"tags = {tags!r}: expected a list such as '[a, b]', or comma-separated labels: --tags a,b")
-    return [tag.strip() for tag in tags.split(",") if tag.strip()]
+    labels = [tag.strip() for tag in tags.split(",") if tag.strip()]
+    if tags.strip() and not labels:  # `--tags ,,`: no label, silently
+        raise ConfigError(f"--tags {tags!r} names no label; give comma-separated labels: --tags a,b")
+    return labels
 
 
 def check_run_name(name: str | None) -> None:

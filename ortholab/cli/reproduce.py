@@ -156,7 +156,9 @@ def run(args, extra: list[str]) -> None:
     from ortholab.db.store import store_url
 
     args.db = store_url(args.db) if args.db else None  # a file's path as its absolute URL, for every child process
-    rows = args.rows.split(",") if args.rows else None
+    rows = [row.strip() for row in args.rows.split(",") if row.strip()] if args.rows is not None else None
+    if rows == []:  # `--rows ,` or `--rows ""`: not all the rows, silently
+        raise ConfigError(f"--rows {args.rows!r} names no row; give comma-separated row ids (`reproduce --list`)")
     if args.estimate and (args.scale != "full" or args.resume or args.list):
         raise ConfigError(
             "--estimate times the rows at the paper's settings (--scale full); it takes no "
@@ -720,7 +722,7 @@ def resume_unfinished(
     last checkpoint (the same run id: no point lost or doubled), `workers` at a time, then evaluate it as `reproduce`
     would have (only that, where the fit had finished). A run with no checkpoint here (stopped before its first, or
     its run folder left behind on another machine) is trained anew, with its seed and scale, as a new run."""
-    if stale_after_s < 0:
+    if not stale_after_s >= 0:  # NaN too: it compared as never stale, silently
         raise ConfigError(
             f"--stale_minutes {stale_after_s / 60:g}: give a number of minutes >= 0 after which a "
             f"silent 'running' run counts as stopped (default 30)"

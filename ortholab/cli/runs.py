@@ -95,6 +95,8 @@ def run(args, extra: list[str]) -> None:
     recorded = runs_rows(args.db)
     rows = filter_rows(recorded, args.family, args.task, args.status, args.tag, args.name)
     keys = [key.strip().replace(".init_args.", ".") for key in (args.columns or "").split(",") if key.strip()]
+    if args.columns is not None and not keys:
+        raise ConfigError(f"--columns {args.columns!r} names no key; give comma-separated keys (data.seq_len,val/acc)")
     rows = with_columns(rows, keys, args.db) if keys and rows else rows
     if args.json:  # full ISO start times; NaN as null (JSON has no NaN)
         plain = [{k: _finite(v) if isinstance(v, float) else v for k, v in row.items()} for row in rows]
