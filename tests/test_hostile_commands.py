@@ -584,3 +584,23 @@ def test_a_passed_on_value_with_a_space_is_not_read_as_the_table(tmp_path, capsy
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     main(["reproduce", "--model.family_args", "{rho: 4}", "--list", "--db", db])  # was: no published table '{rho: 4}'
     assert "scornn_table1" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "space, flags, expected",
+    [
+        ("model.family_args.rho: [4, 8]\n", ["--name", "a b/c"], "--name 'a b/c': the trials' runs are named"),
+        ("model.hidden_size: [-3, 8]\n", [], "model.hidden_size = -3 must be a positive integer"),
+    ],
+)
+def test_a_sweep_refuses_before_any_trial_what_each_trial_would_fail_on(
+    tmp_path, monkeypatch, capsys, space, flags, expected
+):
+    """A bad-input audit: these started a trial that failed, leaving a failed trial in the study."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "space.yaml").write_text(space)
+    db = tmp_path / "sweep.db"
+    args = ["sweep", "--config", DEMO, "--space", "space.yaml", "--trials", "1", "--db", str(db), *flags]
+    code, _, err = cli(capsys, *args)
+    one_line(code, err, expected)
+    assert not db.exists()

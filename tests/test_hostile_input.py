@@ -72,6 +72,7 @@ def files(folder):
         "text_lr.yaml": b"model:\n  optimizers:\n    default: {name: adam, lr: fast}\n",
         "twice.yaml": b"model:\n  family: scornn\ntrainer:\n  max_steps: 2\nmodel:\n  family: lstm\n",  # review
         "number.yaml": b"model: 5\n",  # review: a traceback from training/family_options.py
+        "word.yaml": b"trainer: fast\n",  # review: "Unable to load config 'fast'"
     }
 
 
@@ -87,6 +88,7 @@ CASES = [
         "1)",
     ),
     (["--config", "{folder}/number.yaml"], "number.yaml: model: 5 is not a mapping"),
+    (["--config", "{folder}/word.yaml"], "word.yaml: trainer: 'fast' is neither a mapping of its keys nor a config"),
     (["--config", DEMO, *TINY, "--seed_everything", "-1"], "seed_everything = -1"),
     (["--config", DEMO, *TINY, "--name", "../../escape"], "--name '../../escape': a run name is one folder name"),
     (["--config", DEMO, *TINY, "--name", "/abs/path"], "--name '/abs/path'"),

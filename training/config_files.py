@@ -120,6 +120,12 @@ def check_config_files(argv: list[str]) -> None:
                     f"--config {path}: {section}: {value!r} is not a mapping; {section}: holds a mapping "
                     f"of its keys (see configs/demo/copying_scornn.yaml)"
                 )
+            beside = (path.parent / str(value)).is_file() or Path(str(value)).is_file()  # a config file by its name
+            if section != "data" and isinstance(value, str) and not beside:
+                raise ConfigError(
+                    f"--config {path}: {section}: {value!r} is neither a mapping of its keys nor a config file "
+                    f"beside it; write {section}: as a mapping (see configs/demo/copying_scornn.yaml)"
+                )
 
 
 def packaged_configs(argv: list[str]) -> list[str]:

@@ -129,6 +129,8 @@ def _refused_model_options(printed_config) -> str | None:
     if not isinstance(model, dict) or not isinstance(model.get("family"), str):
         return None
     size = model.get("hidden_size")
+    if isinstance(size, bool) or (size != "auto" and not (isinstance(size, int) and size > 0)):
+        return f"model.hidden_size = {size!r} must be a positive integer, or auto with model.param_budget"
     try:
         family_args = resolve_family_args(model["family"], model.get("family_args"))
         if isinstance(size, int) and 0 < size <= 1024:  # the groups are built at the run's size (ρ <= n and such)

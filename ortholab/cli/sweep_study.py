@@ -45,6 +45,7 @@ import yaml
 
 from ortholab.cli import children
 from ortholab.db import Store, default_db_url
+from ortholab.db.logger import is_run_name
 from ortholab.db.masking import child_env, mask_secrets, mask_url
 from ortholab.db.sqlite_files import SQLITE_WAIT_S
 from ortholab.errors import ConfigError
@@ -446,6 +447,11 @@ def run_sweep(
     check_config_files(["--config", config])  # a YAML mapping, named in one line otherwise
     space = load_space(space_file)
     name = name or f"{Path(config).stem}-sweep"
+    if not is_run_name(f"{name}-t0"):  # each trial's run is named NAME-tN: one folder name under the runs folder
+        raise ConfigError(
+            f"--name {name!r}: the trials' runs are named {name}-t0, -t1, ...: one folder name each, letters and "
+            "digits of any script and punctuation without spaces or '/'"
+        )
     if sampler == "grid" and trials > len(grid_points(space)):
         points = len(grid_points(space))
         print(f"sweep {name}: the grid has {points} points, so --trials {trials} trains {points}", flush=True)
