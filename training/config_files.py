@@ -120,12 +120,19 @@ def check_config_files(argv: list[str]) -> None:
                     f"--config {path}: {section}: {value!r} is not a mapping; {section}: holds a mapping "
                     f"of its keys (see configs/demo/copying_scornn.yaml)"
                 )
-            beside = (path.parent / str(value)).is_file() or Path(str(value)).is_file()  # a config file by its name
-            if section != "data" and isinstance(value, str) and not beside:
+            if section != "data" and isinstance(value, str) and not _config_file_named(path, value):
                 raise ConfigError(
                     f"--config {path}: {section}: {value!r} is neither a mapping of its keys nor a config file "
                     f"beside it; write {section}: as a mapping (see configs/demo/copying_scornn.yaml)"
                 )
+
+
+def _config_file_named(config: Path, name: str) -> bool:
+    """Whether `name` (a section of `config` given as text) is a config file: beside `config` or from here."""
+    try:
+        return (config.parent / name).is_file() or Path(name).is_file()
+    except OSError:  # a name too long to be a file's
+        return False
 
 
 def packaged_configs(argv: list[str]) -> list[str]:
