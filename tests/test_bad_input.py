@@ -329,3 +329,6 @@ def test_where_a_refused_key_was_given_is_named_only_when_one_place_holds_it(tmp
 def test_optimizers_given_as_a_name_is_shown_an_optimizers_mapping(tmp_path, monkeypatch, capsys):
     line = fails(tmp_path, monkeypatch, capsys, "--model.optimizers", "adam")
     assert "model.optimizers = 'adam' (on the command line): expected a mapping such as '{default: {name: adam" in line
+    # a review's audit: a group given as a name quoted jsonargparse's next subtype error as the value
+    line = fails(tmp_path, monkeypatch, capsys, "--model.optimizers", "{recurrent: adam}")
+    assert "model.optimizers = \"{'recurrent': 'adam'}\" (on the command line): expected a mapping such as" in line

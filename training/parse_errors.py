@@ -174,7 +174,8 @@ def _wrong_type(message: str, argv: list[str]) -> str | None:
     )
     wrong_type = re.search(r'Parser key "([^"]+)":', message)
     key = wrong_type.group(1) if wrong_type else None
-    given = re.search(r"(?:Given|Got) value: (.*?)\s*$", message, re.DOTALL)
+    given = re.search(r"Given value: ([^\n]*?)\s*$", message)  # a union's whole value, not its first subtype's
+    given = given or re.search(r"(?:Given|Got) value: (.*?)\s*$", message, re.DOTALL)
     example, described = _expected(message), "`ortholab fit --help` describes"
     if nested and _expected(nested.group(4)):
         key = f"{nested.group(1)}.{nested.group(3)}"
