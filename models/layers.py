@@ -96,7 +96,7 @@ def check_options(family: str, family_args: dict) -> type:
                 f"({type(value).__name__})"
             )
         if isinstance(value, float) and math.isnan(value):  # NaN passes every range check and poisons the outputs
-            raise ValueError(f"{key} of family {family!r} is NaN; give a number (default {default!r})")
+            raise ValueError(f"{key} = nan must be a number (family {family!r}'s default: {default!r})")
     if family_args.get("embed_symbols"):
         raise ValueError(
             "embed_symbols: an nn.RNN-style layer reads real features; put nn.Embedding(vocab, hyper) "

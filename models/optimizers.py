@@ -58,8 +58,6 @@ class RMSpropTF(_PerParameterOptimizer):
         _require("decay", decay, _number(decay) and 0 <= decay <= 1, "a number in [0, 1] (TF1's RMSProp: 0.9)")
         for name, value in (("eps", eps), ("initial_accumulator", initial_accumulator)):
             _require(name, value, _number(value) and value >= 0, "a finite number >= 0 (ms + eps is square-rooted)")
-        if initial_accumulator + eps == 0:
-            raise ValueError("initial_accumulator = 0 with eps = 0: lr g / sqrt(ms + eps) is 0/0 where g is 0")
         super().__init__(params, dict(lr=lr, decay=decay, eps=eps, initial_accumulator=initial_accumulator))
 
     def update(self, p, grad, state, group):
@@ -77,8 +75,8 @@ class AdagradTF(_PerParameterOptimizer):
         _require(
             "initial_accumulator",
             initial_accumulator,
-            _number(initial_accumulator) and initial_accumulator > 0,
-            "a positive finite number (TF1: 0.1; from 0, lr g / sqrt(acc) is 0/0 where g is 0)",
+            _number(initial_accumulator) and initial_accumulator >= 0,
+            "a finite number >= 0 (TF1: 0.1; a config refuses 0 too: lr g / sqrt(acc) is 0/0 where g is 0)",
         )
         super().__init__(params, dict(lr=lr, initial_accumulator=initial_accumulator))
 

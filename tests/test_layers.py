@@ -71,9 +71,9 @@ def test_every_family_with_a_state_has_a_layer_and_rtransformer_is_refused():
     with pytest.raises(ValueError, match="'rhoo' is not an option of family 'scornn'"):
         onn.ScoRNN(3, 8, rhoo=4)
     # a review's audit: NaN passed every range check (the LSTM's outputs all NaN); a bad device was torch's error
-    with pytest.raises(ValueError, match="forget_bias of family 'lstm' is NaN"):
+    with pytest.raises(ValueError, match="forget_bias = nan must be a number \\(family 'lstm'"):
         onn.LSTM(4, 8, forget_bias=float("nan"))
-    with pytest.raises(ValueError, match="alpha_penalty of family 'nnrnn' is NaN"):
+    with pytest.raises(ValueError, match="alpha_penalty = nan must be a number \\(family 'nnrnn'"):
         onn.NNRNN(4, 8, alpha_penalty=float("nan"))
     with pytest.raises(ValueError, match="ScoRNN: device 'nodev' is not a torch device"):
         onn.ScoRNN(4, 8, device="nodev")

@@ -61,7 +61,6 @@ def test_unknown_optimizer_names_the_key():
         ("RMSpropTF", {"lr": "x"}, "lr = 'x'"),
         ("RMSpropTF", {"decay": 2.0}, "decay = 2.0"),
         ("RMSpropTF", {"eps": -1.0}, "eps = -1.0"),
-        ("RMSpropTF", {"eps": 0.0, "initial_accumulator": 0.0}, "initial_accumulator = 0 with eps = 0"),
         ("AdagradTF", {"initial_accumulator": -1.0}, "initial_accumulator = -1.0"),
         ("AdagradTF", {"lr": 0}, "lr = 0"),
     ],
