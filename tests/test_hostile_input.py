@@ -192,7 +192,7 @@ def hostile_files(folder: Path) -> None:
         "log0_space.yaml": "model.optimizers.other.lr: {low: 0, high: 0.1, log: true}\n",
         "dicts_space.yaml": "model.family_args: [{rho: 4}, {rho: 2}]\n",
         "badkey_space.yaml": "hidden_size: [4, 8]\n",
-        "failing_space.yaml": "model.hidden_size: [-3]\n",
+        "failing_space.yaml": "data.seq_len: [0]\n",  # passes the sweep's check of the model; fails each trial
         "lambda.yaml": "trainer:\n  callbacks:\n    - class_path: lightning.pytorch.callbacks.LambdaCallback\n"
         "      init_args: {on_fit_start: builtins.print}\n",
         "this.yaml": "data:\n  class_path: this.Zen\n",
@@ -579,7 +579,7 @@ def test_a_sweep_whose_trials_all_fail_exits_2_with_the_first_reason(trained):
     line = refusal(
         done,
         "sweep doomed: none of its 2 trials completed; the first failure: trial doomed-t0 failed:",
-        "model.hidden_size (given to the trial) must be a positive integer, got -3",
+        "data.seq_len must be a positive integer, got 0",
     )
     assert "ortholab sweep: trial doomed-t0 failed" in done.stderr and "trial doomed-t1 failed" in done.stderr
     assert "failed with value nan" not in done.stderr  # Optuna's own warning: the sweep's line says it already
