@@ -342,17 +342,24 @@ class ForgetfulTask(Coin):
         super().__init__(batch_size=batch_size, loss="forgetful_accuracy")
 
 
+def _fit_with_objective(tmp_path, monkeypatch, loss: str, objective, task: str) -> str:
+    """`objective` registered as `loss` for this test, then 4 steps of test_own_task.<task>, validated every 2; the
+    store's URL."""
+    monkeypatch.setitem(OBJECTIVES, loss, objective)
+    monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", "test_own_task")
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    steps = ["--trainer.max_steps", "4", "--trainer.val_check_interval", "2"]
+    main(["fit", "--data", f"test_own_task.{task}", "--model.hidden_size", "8", "--db", db, *steps])
+    return db
+
+
 def test_a_classification_objective_of_ones_own_takes_class_ids_and_predicts_class_scores(
     tmp_path, monkeypatch, capsys
 ):
     """Review: the target check and `predict` knew the classifiers by their names, so a new one with
     `classes = True` was refused ('the targets are torch.int64 ... expects real values') and predicted raw logits."""
-    monkeypatch.setitem(OBJECTIVES, "sequence_cross_entropy", SequenceCrossEntropy)
-    monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", "test_own_task")
-    monkeypatch.chdir(tmp_path)
-    db = f"sqlite:///{tmp_path / 'runs.db'}"
-    steps = ["--trainer.max_steps", "4", "--trainer.val_check_interval", "2"]
-    main(["fit", "--data", "test_own_task.OwnClasses", "--model.hidden_size", "8", "--db", db, *steps])
+    db = _fit_with_objective(tmp_path, monkeypatch, "sequence_cross_entropy", SequenceCrossEntropy, "OwnClasses")
     (run,) = Store(db).list_runs()
     assert run.status == "finished" and run.best is not None
     main(["predict", "--run", str(run.id), "--db", db])
@@ -364,12 +371,7 @@ def test_a_classification_objective_of_ones_own_takes_class_ids_and_predicts_cla
 
 def test_a_main_metric_the_objective_never_updates_is_said_after_the_fit(tmp_path, monkeypatch, capsys):
     """Review: validation ran, yet the fit said 'No validation ran in its 20 steps' and blamed val_check_interval."""
-    monkeypatch.setitem(OBJECTIVES, "forgetful_accuracy", ForgetfulAccuracy)
-    monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", "test_own_task")
-    monkeypatch.chdir(tmp_path)
-    db = f"sqlite:///{tmp_path / 'runs.db'}"
-    steps = ["--trainer.max_steps", "4", "--trainer.val_check_interval", "2"]
-    main(["fit", "--data", "test_own_task.ForgetfulTask", "--model.hidden_size", "8", "--db", db, *steps])
+    _fit_with_objective(tmp_path, monkeypatch, "forgetful_accuracy", ForgetfulAccuracy, "ForgetfulTask")
     said = capsys.readouterr().out
     assert "No validation ran" not in said
     assert "Validation ran, but the main metric val/acc was never logged" in said and "update()" in said

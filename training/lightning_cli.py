@@ -350,7 +350,7 @@ class OrthoLabCLI(LightningCLI):
             )
         check_manual_optimization(config.trainer)
         seed = config.get("seed_everything")
-        if not isinstance(seed, bool | None) and isinstance(seed, int) and not 0 <= seed <= 2**32 - 1:
+        if isinstance(seed, int) and not isinstance(seed, bool) and not 0 <= seed <= 2**32 - 1:
             raise ConfigError(f"seed_everything = {seed} must lie in 0 .. 2**32 - 1 (numpy's seeds), or be true/false")
         if self.subcommand == "fit" and config.trainer.get("max_steps") == 0:  # a run "finished" at step 0
             raise ConfigError("trainer.max_steps = 0 trains nothing; give 1 or more, or -1 for no step limit")
