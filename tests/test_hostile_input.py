@@ -73,6 +73,8 @@ def files(folder):
         "twice.yaml": b"model:\n  family: scornn\ntrainer:\n  max_steps: 2\nmodel:\n  family: lstm\n",  # review
         "number.yaml": b"model: 5\n",  # review: a traceback from training/family_options.py
         "word.yaml": b"trainer: fast\n",  # review: "Unable to load config 'fast'"
+        "beside.yaml": b"data:\n  class_path: datamodules.CopyingTask\n  init_args: {seq_len: 10}\n  foo: 3\n",
+        "flat.yaml": b"data:\n  class_path: datamodules.CopyingTask\n  seq_len: 10\n",  # "no option 'class_path'"
     }
 
 
@@ -89,6 +91,8 @@ CASES = [
     ),
     (["--config", "{folder}/number.yaml"], "number.yaml: model: 5 is not a mapping"),
     (["--config", "{folder}/word.yaml"], "word.yaml: trainer: 'fast' is neither a mapping of its keys nor a config"),
+    (["--config", DEMO, "--config", "{folder}/beside.yaml"], "beside.yaml: data.foo is given beside data.class_path"),
+    (["--config", DEMO, "--config", "{folder}/flat.yaml"], "flat.yaml: data.seq_len is given beside data.class_path"),
     (["--config", DEMO, *TINY, "--seed_everything", "-1"], "seed_everything = -1"),
     (["--config", DEMO, *TINY, "--name", "../../escape"], "--name '../../escape': a run name is one folder name"),
     (["--config", DEMO, *TINY, "--name", "/abs/path"], "--name '/abs/path'"),

@@ -125,6 +125,21 @@ def check_config_files(argv: list[str]) -> None:
                     f"--config {path}: {section}: {value!r} is neither a mapping of its keys nor a config file "
                     f"beside it; write {section}: as a mapping (see configs/demo/copying_scornn.yaml)"
                 )
+        _check_task_options_placed(path, loaded.get("data"))
+
+
+def _check_task_options_placed(path: Path, data) -> None:
+    """Beside `data: class_path:` a task's options go under `init_args:`; jsonargparse's own refusal of a key
+    beside them is a page of union subtypes, or names class_path as the unknown option."""
+    if not isinstance(data, dict) or "class_path" not in data:
+        return
+    stray = [str(key) for key in data if key not in ("class_path", "init_args")]
+    if stray:
+        example = f"data: {{class_path: {data['class_path']}, init_args: {{{stray[0]}: ...}}}}"
+        raise ConfigError(
+            f"--config {path}: data.{stray[0]} is given beside data.class_path; a task's options go under "
+            f"data.init_args ({example}, as configs/demo/copying_scornn.yaml)"
+        )
 
 
 def _config_file_named(config: Path, name: str) -> bool:
