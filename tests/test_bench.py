@@ -186,3 +186,12 @@ def test_ratios_pair_each_repetition_with_its_reference():
     assert bench.paired_ratio([1.0, 10.0, 3.0], [2.0, 20.0, 2.0]) == 0.5
     with pytest.raises(ValueError):  # every repetition times both: lists of different lengths are a bug
         bench.paired_ratio([1.0, 2.0], [1.0])
+
+
+def test_flags_given_with_quick_win_over_its_settings(capsys):
+    with pytest.raises(SystemExit) as exit_info:  # --quick used to replace --sizes, so a typo went unseen
+        main(["bench", "--quick", "--families", "scornn", "--sizes", "16kk"])
+    assert exit_info.value.code == 2 and "--sizes" in capsys.readouterr().err
+    main(["bench", "--quick", "--families", "scornn", "--batches", "3", "--json"])
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    assert row["batch"] == 3 and row["seq_len"] == 32  # the batch given; --quick's length where none was

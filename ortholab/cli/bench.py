@@ -37,7 +37,8 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="T=32, batch 8, 2 repeats, 16k only, no memory: a smoke run for CI (a suite: its quickest form)",
+        help="T=32, batch 8, 2 repeats, 16k only, no memory, where no flag says otherwise: a smoke run for CI (a suite: "
+        "its quickest form)",
     )
     parser.add_argument(
         "--in-process",
@@ -67,10 +68,8 @@ def run(args, extra: list[str]) -> None:
         return
     if args.param:
         raise ConfigError(f"--param {args.param[0]}: the main table takes no --param; a --suite does (see --help)")
-    values = {name: getattr(args, name) for name in DEFAULTS}
-    values = {name: DEFAULTS[name] if value is None else value for name, value in values.items()}
-    if args.quick:
-        values.update(QUICK)
+    given = {name: getattr(args, name) for name in DEFAULTS if getattr(args, name) is not None}
+    values = {**DEFAULTS, **(QUICK if args.quick else {}), **given}  # as a suite's: flags given win over --quick
     import torch
 
     from ortholab.bench.families import run_bench
