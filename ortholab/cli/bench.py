@@ -37,8 +37,8 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="T=32, batch 8, 2 repeats, 16k only, no memory, where no flag says otherwise: a smoke run for CI (a suite: "
-        "its quickest form)",
+        help="T=32, batch 8, 2 repeats, 16k only, no memory, where no flag says otherwise: a smoke run for CI "
+        "(a suite: its quickest form)",
     )
     parser.add_argument(
         "--in-process",
