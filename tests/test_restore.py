@@ -93,6 +93,7 @@ def test_an_export_of_finished_runs_is_restored_into_any_runs_folder(tmp_path):
         ("a stale wal there", "{root}/ortholab.db-wal exists: a store is there already"),
         ("a run folder there", "exists: a run folder would be written over (nothing was copied)"),
         ("no runs.db", "no runs.db there; give a folder `ortholab report TABLE --export DIR --with-checkpoints`"),
+        ("runs.db not a store", "no SQLite database at all (it does not begin as one); {source} is not a folder"),
         ("ORTHOLAB_DB set", "$ORTHOLAB_DB names the store, so the restored one would not be used: unset it"),
     ],
 )
@@ -106,7 +107,7 @@ def test_a_restore_that_would_go_wrong_is_one_line_and_copies_nothing(exported, 
         source = tmp_path / "export"
         shutil.copytree(export, source)
         _move_run_folders(source / "runs.db", runs_root, target)
-        args, says = ["--runs-dir", str(target)], says.format(root=target)
+        args, says = ["--runs-dir", str(target)], says.format(root=target, source=source)
         target.mkdir()
         if case == "a stale wal there":
             (target / "ortholab.db-wal").write_bytes(b"an earlier store's log")
@@ -114,6 +115,8 @@ def test_a_restore_that_would_go_wrong_is_one_line_and_copies_nothing(exported, 
             (target / run_dir.relative_to(runs_root)).mkdir(parents=True)
         elif case == "no runs.db":
             (source / "runs.db").unlink()
+        elif case == "runs.db not a store":  # its message named --db, which restore does not take
+            (source / "runs.db").write_text("run,loss\n1,0.5\n")
         elif case == "ORTHOLAB_DB set":
             env = {"ORTHOLAB_DB": f"sqlite:///{tmp_path / 'other.db'}"}
     listed = sorted(p for p in target.rglob("*")) if target.exists() else []

@@ -96,7 +96,7 @@ def _adopt_folders(root: Path, checkpointed: dict[int, Path]) -> None:
 
 
 def run(args, extra: list[str]) -> None:
-    from ortholab.db import Store
+    from ortholab.db import Store, StoreError
     from ortholab.db.logger import runs_folder_of
     from ortholab.db.schema import utcnow
     from ortholab.db.schema_version import STORE_INFO
@@ -107,7 +107,13 @@ def run(args, extra: list[str]) -> None:
         raise ConfigError(
             f"{export}: no runs.db there; give a folder `ortholab report TABLE --export DIR --with-checkpoints` wrote"
         )
-    source = Store(f"sqlite:///{copy.absolute()}", access="read")
+    try:
+        source = Store(f"sqlite:///{copy.absolute()}", access="read")
+    except StoreError as err:  # its own fix would point at --db, which restore does not take
+        raise ConfigError(
+            f"{str(err).split('; ')[0]}; {export} is not a folder `ortholab report TABLE --export DIR` wrote (its "
+            f"runs.db must be the export's store, as written)"
+        ) from None
     runs = {run.id: source.get_run(run.id) for run in source.list_runs()}
     checkpointed = _checkpointed_runs(export)
     unknown = sorted(set(checkpointed) - set(runs))
