@@ -132,7 +132,9 @@ def float64_recheck(pl_module, batch) -> str:
 
 
 def all_finite(tensors) -> bool:
-    return all(bool(torch.isfinite(t).all()) for t in tensors)
+    """Whether every value of every tensor is finite, read back once (one device sync, not one per tensor)."""
+    flags = [torch.isfinite(t).all() for t in tensors]
+    return not flags or bool(torch.stack(flags).all())
 
 
 class NaNGuard(Callback):
@@ -152,6 +154,7 @@ class NaNGuard(Callback):
         self._step = 0  # the step of the current batch (Lightning counts it once the first group has stepped)
         self._checkpoint_step: int | None = None  # set while the checkpoint before the bad step is written
         self._batch = None  # the current training batch, which the float64 recheck reruns
+        self._groups: dict[str, list[torch.Tensor]] = {}  # the module's parameter groups, from on_train_start
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         self._batch = batch  # a reference, no copy
@@ -160,16 +163,20 @@ class NaNGuard(Callback):
     def on_after_backward(self, trainer, pl_module) -> None:
         self._stepped, self._step = [], trainer.global_step
         loss = getattr(pl_module, "last_loss", None)
+        groups = self._groups or pl_module.parameter_groups()
+        grads = {group: [p.grad for p in params if p.grad is not None] for group, params in groups.items()}
+        if all_finite([*([] if loss is None else [loss]), *(g for gs in grads.values() for g in gs)]):
+            return  # the usual step: one read back for the loss and every gradient
         if loss is not None and not torch.isfinite(loss):
             self._stop(trainer, pl_module, f"loss ({float(loss)})", None, recheck=True)
-        for group, params in pl_module.parameter_groups().items():
-            if not all_finite(p.grad for p in params if p.grad is not None):
+        for group, group_grads in grads.items():
+            if not all_finite(group_grads):
                 self._stop(trainer, pl_module, f"gradient of parameter group {group!r}", group, recheck=True)
 
     # parameters, right after each group's optimizer step -----------------------------------------
     def on_train_start(self, trainer, pl_module) -> None:
         self._remove_hooks()
-        groups = pl_module.parameter_groups()
+        groups = self._groups = pl_module.parameter_groups()  # read once: the groups hold the same tensors all along
         for index, optimizer in enumerate(trainer.optimizers):  # one per non-empty group (RecurrentModule)
             params = [p for param_group in optimizer.param_groups for p in param_group["params"]]
             ids = {id(p) for p in params}
@@ -250,4 +257,4 @@ class NaNGuard(Callback):
 
     def teardown(self, trainer, pl_module, stage: str) -> None:
         self._remove_hooks()
-        self._before, self._stepped, self._batch = {}, [], None
+        self._before, self._stepped, self._batch, self._groups = {}, [], None, {}
