@@ -38,10 +38,6 @@ class DataFile:
     gzip_sha256: str | None = None  # the URLs serve a gzip archive of the file: the archive's SHA-256 and size
     gzip_size: int | None = None
 
-    @property
-    def download_size(self) -> int:
-        return self.gzip_size or self.size
-
 
 @dataclass(frozen=True)
 class DataSet:

@@ -31,7 +31,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
@@ -102,10 +102,6 @@ def digest_of(path: Path, algorithm: str = "sha256") -> str:
         for block in iter(lambda: stream.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def md5_of(path: Path) -> str:
-    return digest_of(path, "md5")
 
 
 class SharedBar:
@@ -573,48 +569,3 @@ def ensure(name: str, download: bool = False, key: str = "data.download") -> Pat
         f"{dataset.name}` or {key}: true, or set ${DATA_ENV} to the folder holding "
         f"{dataset.folder}/ (now {data_root()})"
     )
-
-
-# A list of files with MD5 checksums at base URLs (MNIST's published MD5s): the same verified, atomic transfer.
-MNIST_MD5 = {
-    "train-images-idx3-ubyte.gz": "f68b3c2dcbeaaa9fbdd348bbdeb94873",
-    "train-labels-idx1-ubyte.gz": "d53e105ee54ea40749a09fcbcd1e9432",
-    "t10k-images-idx3-ubyte.gz": "9fb629c4189551a2d022fa330f9573f3",
-    "t10k-labels-idx1-ubyte.gz": "ec29112dd5afa0611ce80d1b7f02629c",
-}
-MNIST_MIRRORS = (
-    "https://ossci-datasets.s3.amazonaws.com/mnist/",  # torchvision's
-    "https://storage.googleapis.com/cvdf-datasets/mnist/",  # TensorFlow's
-)
-
-
-def download_verified(
-    directory: Path,
-    files: Mapping[str, str] = MNIST_MD5,
-    mirrors: Sequence[str] = MNIST_MIRRORS,
-    timeout: float = TIMEOUT_S,
-) -> list[Path]:
-    """Each file of `files` (name -> MD5) into `directory`, from the first of `mirrors` that serves it intact;
-    files already present with the right checksum are kept."""
-    directory = Path(directory)
-    paths = []
-    for name, md5 in files.items():
-        target = directory / name
-        if not (target.is_file() and md5_of(target) == md5):
-            sources = [Source(m.rstrip("/") + "/" + name, md5, None, algorithm="md5") for m in mirrors]
-            bar = SharedBar(0, f"download {name}")
-            try:
-                fetch_file(name, target, sources, bar, timeout=timeout)
-            except (Unreachable, NotServed) as err:
-                raise ConfigError(
-                    f"cannot download {name} into {directory}: no mirror could be reached ({err}), "
-                    f"this machine seems to have no network access. Copy the files into {directory} "
-                    f"by hand and keep data.download: false, or use data.dataset: sklearn_digits, "
-                    f"which needs no download"
-                ) from None
-            except Broken as err:
-                raise ConfigError(f"cannot download {name}: {err}; run again to resume") from None
-            finally:
-                bar.close()
-        paths.append(target)
-    return paths

@@ -10,12 +10,6 @@ def modrelu(z: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.sign(z) * torch.relu(z.abs() + b)
 
 
-def modrelu_active(z: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Where modReLU passes its input: |z| + b > 0. There d sigma/dz = 1 and d sigma/db = sign(z); elsewhere both
-    are 0."""
-    return (z.abs() + b) > 0
-
-
 def complex_modrelu(z: torch.Tensor, b: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     """sigma_eps(z) = z / (zhat + eps) * relu(zhat + b), zhat = sqrt(|z|^2 + eps) (scuRNN eq. 5); eps = 0 gives
     eq. (4)."""

@@ -7,7 +7,7 @@ from tqdm import tqdm
 
 import ortholab.datamodules.download as download
 from ortholab.datamodules.catalog import DATA_ENV, DataFile, DataSet
-from ortholab.datamodules.download import download_verified, fetch
+from ortholab.datamodules.download import fetch
 from ortholab.errors import ConfigError
 
 NAME = "train-labels-idx1-ubyte.gz"
@@ -96,15 +96,3 @@ def test_resumed_bytes_count_on_the_bar_once(file_mirror, bars, tmp_path, monkey
     fetch(one, mirror="http://mirror.invalid/")
     assert bars[0].updates == [3000, 1000, 500] and sum(bars[0].updates) == 4500
     assert (tmp_path / "root" / "pair" / "a.bin").read_bytes() == payload
-
-
-def test_md5_lists_still_download_with_a_bar(tmp_path, bars):
-    """download_verified: a name -> MD5 list of files at base URLs (MNIST's published MD5s), same transfer."""
-    served = tmp_path / "served"
-    served.mkdir()
-    payload = b"z" * 2500
-    (served / NAME).write_bytes(payload)
-    (path,) = download_verified(
-        tmp_path / "got", files={NAME: hashlib.md5(payload).hexdigest()}, mirrors=[served.as_uri() + "/"]
-    )
-    assert path.read_bytes() == payload and bars[0].updates == [1000, 1000, 500] and NAME in bars[0].recorded_desc

@@ -1,8 +1,5 @@
 """Pixel MNIST: the IDX reader, sequence layout, splits, scaling, permutations, variants and download."""
 
-import functools
-import http.server
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +8,6 @@ import torch
 from standins import mnist_standin, write_idx
 from tolerances import roundoff
 
-from ortholab.datamodules.download import download_verified, md5_of
 from ortholab.datamodules.idx import load_idx_set, read_idx
 from ortholab.datamodules.mnist import PixelMNIST
 from ortholab.errors import ConfigError
@@ -144,40 +140,6 @@ def test_reads_fashion_mnist_from_debian():
     found = load_idx_set(FASHION)
     assert found["train_images"].shape == (60000, 28, 28) and found["test_labels"].shape == (10000,)
     assert set(np.unique(found["train_labels"])) == set(range(10))
-
-
-def test_download_without_network_says_so(tmp_path):
-    with pytest.raises(ConfigError) as err:
-        download_verified(tmp_path, mirrors=["http://127.0.0.1:9/"], timeout=5)
-    message = str(err.value)
-    assert "no network" in message and str(tmp_path) in message and "sklearn_digits" in message
-    assert not list(tmp_path.iterdir())  # nothing half-written
-
-
-@pytest.fixture
-def mirror(tmp_path):
-    """A local HTTP server serving tmp_path/served."""
-    served = tmp_path / "served"
-    served.mkdir()
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
-    handler.log_message = lambda *args: None
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield served, f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-
-
-def test_download_verifies_checksums(tmp_path, mirror):
-    served, url = mirror
-    mnist_standin(served)
-    files = {"train-images-idx3-ubyte.gz": md5_of(served / "train-images-idx3-ubyte.gz")}
-    (path,) = download_verified(tmp_path / "got", files=files, mirrors=["http://127.0.0.1:9/", url])
-    assert path.read_bytes() == (served / "train-images-idx3-ubyte.gz").read_bytes()
-    with pytest.raises(
-        ConfigError, match="fail the MD5 checksum"
-    ):  # stand-ins are not MNIST: the real sums reject them
-        download_verified(tmp_path / "real", mirrors=[url])
-    assert not (tmp_path / "real" / "train-images-idx3-ubyte.gz").exists()
 
 
 REAL_MNIST = Path(__file__).resolve().parents[2] / "shared" / "data" / "mnist"

@@ -78,15 +78,10 @@ def stopping_gracefully():
             signal.signal(sig, handler)
 
 
-def refused_fit_args(argv: list[str], env: dict | None = None) -> str | None:
-    """What `ortholab fit ARGV --print_config` refuses (the reason of its `ortholab: error:` line), read in a child
-    before anything trains; None when it reads them. A typo in a flag or a sweep space is then one line, not one
-    failed fit per row or trial."""
-    return read_fit_args(argv, env)[0]
-
-
 def read_fit_args(argv: list[str], env: dict | None = None) -> tuple[str | None, dict | None]:
-    """(the refusal's reason or None, the config `ortholab fit ARGV --print_config` printed or None), as above."""
+    """What `ortholab fit ARGV --print_config` refuses (the reason of its `ortholab: error:` line), read in a child
+    before anything trains, or None; and the config it printed, or None. A typo in a flag or a sweep space is then one
+    line, not one failed fit per row or trial."""
     import yaml
 
     done = subprocess.run([*ORTHOLAB, "fit", *argv, "--print_config"], capture_output=True, text=True, env=env)

@@ -39,7 +39,7 @@ class Timing(Callback):
 
     def __init__(self, every_n_steps: int | None = 50):
         self.every_n_steps = every_n_steps
-        self._since = self._epoch_start = 0.0
+        self._since = 0.0
         self._steps = self._samples = 0
         self._epoch_train_s = 0.0
         self._epoch_batches = 0
