@@ -198,28 +198,31 @@ def group_specs(
     specs: dict[str, dict],
     family_defaults: dict[str, dict] | None = None,
     where: str = "model.optimizers",
+    family: str | None = None,
 ) -> dict[str, dict]:
     """Each group's optimizer spec: its own entry in `specs`, else the family's default for it (the full-capacity
-    uRNN's Stiefel step), else `specs['default']`; checked, errors naming `where`.<group>."""
+    uRNN's Stiefel step), else `specs['default']`; checked, errors naming `where`.<group> (and `family`, given)."""
     if not isinstance(specs, dict):
         raise ConfigError(f"{where} must be a mapping {{group: {{name: ..., lr: ...}}}}, got {specs!r}")
     unknown = sorted(set(specs) - set(groups) - {"default"})
+    family_s, of_family = (f"family {family!r}'s", f" of family {family!r}") if family else ("the family's", "")
     if unknown:
+        holder, its = (f"family {family!r} has", "its") if family else ("there is", "the")
         raise ConfigError(
-            f"{where}.{unknown[0]}: there is no parameter group {unknown[0]!r}; the groups are "
-            f"{sorted(groups)} (or use 'default')"
+            f"{where}.{unknown[0]}: {holder} no parameter group {unknown[0]!r}; {did_you_mean(unknown[0], groups)}"
+            f"{its} groups are {sorted(groups)} (or use 'default')"
         )
     resolved = {}
     for name in groups:
         if name in specs:
             spec, key = specs[name], f"{where}.{name}"
         elif name in (family_defaults or {}):
-            spec, key = family_defaults[name], f"the family's default for group {name!r}"
+            spec, key = family_defaults[name], f"{family_s} default for group {name!r}"
         elif "default" in specs:
             spec, key = specs["default"], f"{where}.default"
         else:
             raise ConfigError(
-                f"{where} has no entry for parameter group {name!r}; add {where}.{name} or {where}.default"
+                f"{where} has no entry for parameter group {name!r}{of_family}; add {where}.{name} or {where}.default"
             )
         check_optimizer_spec(spec, key)
         resolved[name] = spec

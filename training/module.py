@@ -12,9 +12,8 @@ from lightning.pytorch.trainer.states import TrainerFn
 
 from ortholab.datamodules.spec import TaskSpec
 from ortholab.db.provenance import code_version, command_line
-from ortholab.errors import did_you_mean
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
-from ortholab.models.optimizers import DEFAULT_OPTIMIZERS, build_optimizer, check_optimizer_spec, optimizer_defaults
+from ortholab.models.optimizers import DEFAULT_OPTIMIZERS, build_optimizer, group_specs, optimizer_defaults
 from ortholab.models.precision import autocast_off
 from ortholab.models.sequence import input_adapter as build_input_adapter
 from ortholab.models.stack import build_layers
@@ -234,31 +233,12 @@ class RecurrentModule(pl.LightningModule):
         return groups
 
     def _optimizer_specs(self, optimizers: dict[str, dict]) -> tuple[dict[str, dict], dict[str, str]]:
+        """Each group's optimizer spec (models/optimizers.group_specs) and the config key that sets it."""
         groups = self.parameter_groups()
-        unknown = sorted(set(optimizers) - set(groups) - {"default"})
-        if unknown:
-            raise ConfigError(
-                f"model.optimizers.{unknown[0]}: family {self.hparams.family!r} has no parameter group "
-                f"{unknown[0]!r}; {did_you_mean(unknown[0], groups)}its groups are {sorted(groups)} (or use 'default')"
-            )
-        specs, keys = {}, {}
         family_defaults = self.model.layer.default_optimizers  # e.g. the Stiefel step a unitary W needs
-        for name in groups:
-            if name in optimizers:
-                spec, where = optimizers[name], f"model.optimizers.{name}"
-            elif name in family_defaults:
-                spec, where = family_defaults[name], f"family {self.hparams.family!r}'s default for group {name!r}"
-            elif "default" in optimizers:
-                spec, where = optimizers["default"], "model.optimizers.default"
-            else:
-                raise ConfigError(
-                    f"model.optimizers has no entry for parameter group {name!r} of family "
-                    f"{self.hparams.family!r}; add model.optimizers.{name} or model.optimizers.default"
-                )
-            check_optimizer_spec(spec, where)
-            specs[name] = spec
-            keys[name] = where if where.startswith("model.") else f"model.optimizers.{name}"
-        return specs, keys
+        specs = group_specs(groups, optimizers, family_defaults, family=self.hparams.family)
+        serves = {name: name if name in optimizers or name in family_defaults else "default" for name in groups}
+        return specs, {name: f"model.optimizers.{entry}" for name, entry in serves.items()}
 
     def configure_optimizers(self):
         groups = self.parameter_groups()
