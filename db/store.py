@@ -71,6 +71,7 @@ from ortholab.db.schema_version import (
 )
 from ortholab.db.schema_version import upgrade as upgrade_schema
 from ortholab.db.sqlite_files import sqlite_connector, sqlite_pragmas, starts_as_sqlite
+from ortholab.errors import ReportedError
 
 ENV_VAR = "ORTHOLAB_DB"
 RUNS_ENV_VAR = "ORTHOLAB_RUNS"  # the folder that holds the default store and the run folders (default ./runs)
@@ -122,7 +123,7 @@ def is_export(path: Path) -> bool:
     return path.name == EXPORT_FILES[0] and (path.parent / EXPORT_FILES[1]).is_file()
 
 
-class StoreError(RuntimeError):
+class StoreError(ReportedError, RuntimeError):
     """The run database cannot be opened or written, or a request names something absent."""
 
 

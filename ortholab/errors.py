@@ -4,7 +4,12 @@ import difflib
 from collections.abc import Iterable
 
 
-class ConfigError(ValueError):
+class ReportedError(Exception):
+    """An error whose message is for the user: the command line prints its one line and exits with code 2, no
+    traceback (ortholab/user_errors.py). The store's errors and the NaN guard's stop derive from it."""
+
+
+class ConfigError(ReportedError, ValueError):
     """A configuration value a user must change; the message names the key and the fix."""
 
 

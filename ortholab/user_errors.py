@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import sys
 
-from ortholab.errors import ConfigError
+from ortholab.errors import ConfigError, ReportedError
 from ortholab.extras import explain_missing_module
 
 
@@ -38,19 +38,10 @@ def user_error(err: BaseException | None) -> BaseException | None:
             return missing
         seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__
-    reported = tuple(
-        c
-        for c in (
-            ConfigError,
-            _loaded_class("ortholab.db.store", "StoreError"),
-            _loaded_class("ortholab.training.callbacks.nan_guard", "NonFiniteError"),
-        )
-        if c is not None
-    )
     misconfigured = _loaded_class("lightning.fabric.utilities.exceptions", "MisconfigurationException")
     seen = set()
     while err is not None and id(err) not in seen:
-        if isinstance(err, reported):
+        if isinstance(err, ReportedError):  # ConfigError, the store's errors, the NaN guard's stop
             return err
         if (full := disk_full(err)) is not None:
             return full

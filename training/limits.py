@@ -39,7 +39,7 @@ def _count(devices) -> int | None:
 
 def check_trainer_devices(trainer) -> None:
     """trainer.devices on CPU within os.cpu_count() processes (more start and hang at DDP set-up); more GPUs than
-    the machine has Lightning refuses itself, in one line (ortholab/cli/main.py `_user_error`)."""
+    the machine has Lightning refuses itself, in one line (ortholab/user_errors.py `user_error`)."""
     if trainer is None:
         return
     devices, accelerator = trainer.get("devices", "auto"), trainer.get("accelerator", "auto")

@@ -11,10 +11,11 @@ import re
 import torch
 from lightning.pytorch import Callback
 
+from ortholab.errors import ReportedError
 from ortholab.models.precision import autocast_off
 
 
-class NonFiniteError(RuntimeError):
+class NonFiniteError(ReportedError, RuntimeError):
     """Training produced a NaN or an infinity; the message names the step, the parameter group and a likely cause."""
 
 
