@@ -332,3 +332,19 @@ def test_optimizers_given_as_a_name_is_shown_an_optimizers_mapping(tmp_path, mon
     # a review's audit: a group given as a name quoted jsonargparse's next subtype error as the value
     line = fails(tmp_path, monkeypatch, capsys, "--model.optimizers", "{recurrent: adam}")
     assert "model.optimizers = \"{'recurrent': 'adam'}\" (on the command line): expected a mapping such as" in line
+
+
+def test_a_library_user_loading_another_models_checkpoint_is_refused_before_any_weight():
+    # Trainer.fit(module, ckpt_path=...) without the command line: the module's own check, the command line's rule
+    from ortholab.errors import ConfigError
+    from ortholab.training.module import RecurrentModule
+
+    spec = CopyingTask(seq_len=10).spec
+    saved = RecurrentModule(spec, family="scornn", hidden_size=8, family_args={"rho": 4})
+    other = RecurrentModule(spec, family="scornn", hidden_size=6, family_args={"rho": 3})
+    checkpoint = {"hyper_parameters": dict(saved.hparams), "state_dict": saved.state_dict()}
+    before = {k: v.clone() for k, v in other.state_dict().items()}
+    with pytest.raises(ConfigError, match=r"model.hidden_size = 8, this config builds model.hidden_size = 6"):
+        other.on_load_checkpoint(checkpoint)
+    assert all(torch.equal(before[k], v) for k, v in other.state_dict().items())
+    saved.on_load_checkpoint(checkpoint)  # its own: accepted

@@ -47,7 +47,7 @@ from ortholab.training.family_options import check_family_switch, recorded_famil
 from ortholab.training.family_swap import size_note
 from ortholab.training.limits import check_model_limits, check_trainer_devices, check_trainer_strategy
 from ortholab.training.model_summary import replace_lightnings_summary
-from ortholab.training.module import RecurrentModule
+from ortholab.training.module import RecurrentModule, checkpoint_model_mismatch
 from ortholab.training.parse_errors import explain_parse_error, trainer_refusal
 from ortholab.training.precision import check_precision
 from ortholab.training.preflight import (
@@ -253,18 +253,16 @@ class OrthoLabCLI(LightningCLI):
                     f"--ckpt_path {path}: cannot read it as a checkpoint ({err.__class__.__name__}); "
                     f"give a .ckpt file written by `ortholab fit`"
                 ) from None
-            model = self.config[sub].model
-            for key, default in (("family", None), ("hidden_size", None), ("num_layers", 1)):
-                theirs, ours = saved.get(key, default), model.get(key, default)
-                if theirs is not None and ours != "auto" and theirs != ours:
-                    refusal = _as_said_by(
-                        sub,
-                        f"--ckpt_path {path}: the checkpoint holds a model with model.{key} = {theirs!r}, the config "
-                        f"builds model.{key} = {ours!r}; use the config the checkpoint was trained with (`ortholab "
-                        f"fit --resume RUN_ID` reuses a run's own config) or a checkpoint of this model",
-                    )
-                    resume = self.config[sub].get("resume") if sub == "fit" else None  # (a test of an old config.yaml)
-                    raise ConfigError(refusal if resume is None else _as_said_by_resume(refusal, resume))
+            if mismatch := checkpoint_model_mismatch(saved, self.config[sub].model):
+                key, theirs, ours = mismatch
+                refusal = _as_said_by(
+                    sub,
+                    f"--ckpt_path {path}: the checkpoint holds a model with model.{key} = {theirs!r}, the config "
+                    f"builds model.{key} = {ours!r}; use the config the checkpoint was trained with (`ortholab "
+                    f"fit --resume RUN_ID` reuses a run's own config) or a checkpoint of this model",
+                )
+                resume = self.config[sub].get("resume") if sub == "fit" else None  # (a test of an old config.yaml)
+                raise ConfigError(refusal if resume is None else _as_said_by_resume(refusal, resume))
         model = self.config[sub].model if path else None
         keys = set(getattr(self, "_command_line_model_keys", ()))
         if sub == "fit" and self.config[sub].get("resume") is not None:  # the run's config.yaml holds its latest

@@ -60,6 +60,16 @@ def check_groups_cover_the_layer(layer: torch.nn.Module, groups: dict[str, list]
         )
 
 
+def checkpoint_model_mismatch(saved: dict, model: dict) -> tuple[str, Any, Any] | None:
+    """(key, the checkpoint's value, the config's) for the first of family, hidden_size and num_layers where a
+    checkpoint's hyperparameters and a model config differ (a config's 'auto' size matches any); None if none."""
+    for key, default in (("family", None), ("hidden_size", None), ("num_layers", 1)):
+        theirs, ours = saved.get(key, default), model.get(key, default)
+        if theirs is not None and ours != "auto" and theirs != ours:
+            return key, theirs, ours
+    return None
+
+
 class RecurrentModule(pl.LightningModule):
     """Trains `family` on the task described by `task` (linked from the datamodule's TaskSpec by the CLI).
 
@@ -317,14 +327,13 @@ class RecurrentModule(pl.LightningModule):
         it `continues_training` (fit), of another optimizer for a group; the CLI asks before it records anything, so
         a refused resume leaves its run as it was."""
         saved = checkpoint.get("hyper_parameters") or {}
-        for key in ("family", "hidden_size", "num_layers"):
-            theirs, ours = saved.get(key, 1 if key == "num_layers" else None), self.hparams.get(key)
-            if theirs is not None and theirs != ours:
-                raise ConfigError(
-                    f"--ckpt_path: the checkpoint holds a model with model.{key} = {theirs!r}, this config builds "
-                    f"model.{key} = {ours!r}; use the config the checkpoint was trained with (`ortholab fit --resume "
-                    f"RUN_ID` reuses a run's own config) or a checkpoint of this model"
-                )
+        if mismatch := checkpoint_model_mismatch(saved, self.hparams):
+            key, theirs, ours = mismatch
+            raise ConfigError(
+                f"--ckpt_path: the checkpoint holds a model with model.{key} = {theirs!r}, this config builds "
+                f"model.{key} = {ours!r}; use the config the checkpoint was trained with (`ortholab fit --resume "
+                f"RUN_ID` reuses a run's own config) or a checkpoint of this model"
+            )
         self._check_scurnn_side(checkpoint.get("state_dict") or {})
         theirs = (saved.get("task") or {}).get("name")
         if theirs is not None and theirs != self.spec.name:
