@@ -48,7 +48,7 @@ from ortholab.db.published import (
     run_flags,
     run_scale,
 )
-from ortholab.db.seeds import seed_of
+from ortholab.db.seeds import SEED_TAG, seed_of
 from ortholab.db.store import ENV_VAR as DB_ENV_VAR
 from ortholab.db.store import RUNS_ENV_VAR, StoreMissing, runs_root
 from ortholab.errors import ConfigError, did_you_mean
@@ -547,7 +547,7 @@ def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str], seed: i
     config_path = REPO_ROOT / row.config
     config = yaml.safe_load(config_path.read_text())
     seed = row_seeds(config, None)[0] if seed is None else seed
-    seed_tag = f"seed:{seed}"
+    seed_tag = f"{SEED_TAG}{seed}"
     changes = experiment_flags(extra)  # a run given them is its own experiment, not the paper's row (db/published.py)
     tags = ["--tags", json.dumps([row.tag, f"scale:{scale}", seed_tag, *([FLAGS_TAG + changes] if changes else [])])]
     flags = smoke_overrides(config) if scale == "cpu-smoke" else []
@@ -662,7 +662,7 @@ def unfinished_runs(store: Store, stale_after_s: float) -> list[tuple[PaperRow, 
         for row in table.rows:
             by_seed: dict[str | None, list] = {}  # each seed of the row on its own (runs before seeds: None)
             for run in (r for r in runs if row.tag in r.tags and r.stage == "fit"):
-                by_seed.setdefault(next((t for t in run.tags if t.startswith("seed:")), None), []).append(run)
+                by_seed.setdefault(next((t for t in run.tags if t.startswith(SEED_TAG)), None), []).append(run)
             for fits in by_seed.values():
                 fit = max(fits, key=lambda r: r.id)
                 silent = (now - fit.heartbeat_at.replace(tzinfo=None)).total_seconds()
@@ -693,7 +693,7 @@ def _evaluated(store: Store, row: PaperRow, fit, runs: list) -> bool:
     the fit's seed) after the fit (test/ metrics), the audio metric in the fit itself (audio/ metrics); nothing to
     run otherwise."""
     if row.metric.startswith("test/"):
-        seed = [t for t in fit.tags if t.startswith("seed:")]
+        seed = [t for t in fit.tags if t.startswith(SEED_TAG)]
         return any(
             row.tag in r.tags
             and all(t in r.tags for t in seed)
@@ -815,7 +815,7 @@ def failed_fits(store: Store, row_ids: list[str]) -> list:
     for run in store.list_runs():
         row_tags = [t for t in run.tags if t.startswith("paper:") and t.split("/", 1)[-1] in row_ids]
         if run.stage == "fit" and row_tags:
-            key = (row_tags[0], next((t for t in run.tags if t.startswith("seed:")), None))
+            key = (row_tags[0], next((t for t in run.tags if t.startswith(SEED_TAG)), None))
             if key not in latest or run.id > latest[key].id:
                 latest[key] = run
     return [fit for fit in latest.values() if fit.status == "failed"]
