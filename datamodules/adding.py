@@ -43,6 +43,8 @@ class AddingTask(TaskDataModule):
     """seq_len is T (at least 3). Sets are drawn once from seeds seed (train), seed + 1 (val), seed + 2 (test).
     markers: 'scornn' (default) or 'srnn', where each paper's code places the two marked steps (module docstring)."""
 
+    generated_splits = True
+
     def __init__(
         self,
         seq_len: int = 200,

@@ -142,6 +142,8 @@ class TaskDataModule(pl.LightningDataModule):
     """Base of every task. Subclasses set `spec` and build the train/val/test tensors in `make_split`."""
 
     spec: TaskSpec
+    generated_splits: bool = False  # the splits are drawn to any size (train_size, val_size, test_size): a smoke run
+    # of a paper's row (`reproduce --scale cpu-smoke`) shrinks them
 
     def __init__(
         self,

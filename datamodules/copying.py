@@ -71,6 +71,8 @@ class CopyingTask(TaskDataModule):
     symbols) or 10 (the SRNN code, whose logits include the marker's id, never a target).
     """
 
+    generated_splits = True
+
     def __init__(
         self,
         seq_len: int = 100,

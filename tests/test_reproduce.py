@@ -1314,3 +1314,17 @@ def test_an_unwritable_runs_folder_is_one_line_before_any_row(tmp_path, monkeypa
     with pytest.raises(ConfigError, match=r"^--runs_dir .*afile/other: cannot write run folders there"):
         reproduce("cpu_checks", ["copying-T100_lstm_n68"], "full", f"sqlite:///{tmp_path / 'r.db'}", given)
     assert not (tmp_path / "r.db").exists()
+
+
+def test_a_smoke_run_shrinks_the_splits_of_generated_tasks_only():
+    """`--scale cpu-smoke`: copying and adding draw their splits to any size (TaskDataModule.generated_splits), so
+    the smoke run draws SMOKE_STEPS batches; a task read from files keeps its data."""
+    from ortholab.cli.reproduce import SMOKE_STEPS, smoke_overrides
+
+    def flags(class_path):
+        given = smoke_overrides({"data": {"class_path": class_path, "init_args": {"batch_size": 20}}})
+        return dict(zip(given[::2], given[1::2]))
+
+    for task in ("datamodules.CopyingTask", "ortholab.datamodules.AddingTask"):
+        assert flags(task)["--data.train_size"] == str(SMOKE_STEPS * 20) and flags(task)["--data.val_size"] == "200"
+    assert "--data.train_size" not in flags("datamodules.PixelMNIST")
