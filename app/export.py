@@ -22,8 +22,6 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from sqlalchemy.engine import make_url
-
 from ortholab.app.style import run_style
 from ortholab.db import Store
 from ortholab.db.extract import MAX_BYTES, copy_resume_files, write_run_store_within
@@ -38,6 +36,7 @@ from ortholab.db.published import (
     markdown_report,
     reproductions,
 )
+from ortholab.db.sqlite_files import sqlite_file
 from ortholab.db.store import EXPORT_FILES, StoreError
 from ortholab.errors import ConfigError
 
@@ -501,8 +500,8 @@ def check_export_target(store: Store, folder: str | Path) -> None:
     target = Path(folder) / EXPORT_FILES[0]
     if not target.exists():
         return
-    reading = make_url(store.url).database if store.url.startswith("sqlite") else None
-    if reading and Path(reading).exists() and os.path.samefile(reading, target):
+    reading = sqlite_file(store.url)
+    if reading and reading.exists() and os.path.samefile(reading, target):
         raise ConfigError(
             f"--export {folder}: {target} is the store this report reads (--db); export into another folder"
         )

@@ -20,6 +20,21 @@ SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 SQLITE_WAL_HEADER_BYTE = 18  # the file format's write version: 2 in WAL mode
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite store's URL names, relative paths taken from here; None for a server, an in-memory database,
+    a `file:` URI or a URL that does not parse."""
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return None
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:") or database.startswith("file:"):
+        return None
+    return Path(database).absolute()
+
+
 def starts_as_sqlite(url: str) -> bool:
     """Whether a SQLite URL's file begins with SQLite's header (True for other URLs and unreadable files): a file
     that does not was never a store, so no backup restores it."""

@@ -70,7 +70,7 @@ from ortholab.db.schema_version import (
     store_facts,
 )
 from ortholab.db.schema_version import upgrade as upgrade_schema
-from ortholab.db.sqlite_files import sqlite_connector, sqlite_pragmas, starts_as_sqlite
+from ortholab.db.sqlite_files import sqlite_connector, sqlite_file, sqlite_pragmas, starts_as_sqlite
 from ortholab.errors import ReportedError
 
 ENV_VAR = "ORTHOLAB_DB"
@@ -384,16 +384,11 @@ class Store:
                 f"Cannot upgrade the run database {shown}: it is not a database URL (a SQLite file is "
                 f"given by its path, or as sqlite:////abs/path/runs.db)."
             ) from None
-        database = parsed.database or ""
-        if (
-            parsed.get_backend_name() == "sqlite"
-            and database not in ("", ":memory:")
-            and not database.startswith("file:")
-            and not Path(database).is_file()
-        ):
+        file = sqlite_file(url)
+        if file is not None and not file.is_file():
             raise StoreError(
-                f"Cannot upgrade the run database {shown}: {Path(database).absolute()} does not exist, "
-                f"so there is nothing to upgrade; check --db or ${ENV_VAR}."
+                f"Cannot upgrade the run database {shown}: {file} does not exist, so there is nothing to upgrade; "
+                f"check --db or ${ENV_VAR}."
             )
         try:
             engine = create_engine(parsed)
@@ -1152,14 +1147,8 @@ def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
 
 def _sqlite_folder(url: str) -> Path | None:
     """The folder holding a SQLite store's file, None for a server or an in-memory database."""
-    try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError):
-        return None
-    database = parsed.database or ""
-    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:") or database.startswith("file:"):
-        return None
-    return Path(database).absolute().parent
+    file = sqlite_file(url)
+    return None if file is None else file.parent
 
 
 def _reason(error: SQLAlchemyError) -> str:

@@ -156,15 +156,13 @@ def resume_arguments(argv: list[str]) -> list[str]:
 def moved_folder(store_url: str, run_dir: Path) -> Path | None:
     """The run folder where a moved SQLite store's folder now is: the same store-ID/NAME/RUN under the folder that
     holds the store's file (where a store's runs folder keeps it); None where it is not there."""
-    from sqlalchemy.engine import make_url
-
     from ortholab.db.logger import runs_folder_of
+    from ortholab.db.sqlite_files import sqlite_file
 
-    parsed = make_url(store_url)
-    database = parsed.database
-    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
+    file = sqlite_file(store_url)
+    if file is None:
         return None
-    there = Path(database).absolute().parent / run_dir.relative_to(runs_folder_of(run_dir))
+    there = file.parent / run_dir.relative_to(runs_folder_of(run_dir))
     return there if there != run_dir and there.is_dir() else None
 
 
