@@ -31,12 +31,14 @@ $(STAMP): $(APP_STAMP)
 demo: $(APP_STAMP)
 	$(BIN)/ortholab fit --config configs/demo/copying_scornn.yaml
 
-# dist/ortholab-<version>-py3-none-any.whl; setuptools builds in the checkout's build/, cleared before and after (a
-# leftover there would ship a module since removed from the source)
-wheel: $(STAMP)
-	rm -rf build
+# dist/ortholab-<version>-py3-none-any.whl, from the demo's .venv and setuptools (not the dev tools); setuptools builds
+# in build/lib and build/bdist.*, cleared before and after (a leftover there would ship a module since removed from the
+# source); build/api-source is the docs'
+wheel: $(APP_STAMP)
+	rm -rf build/lib build/bdist.*
+	$(BIN)/python -m pip install --quiet "setuptools>=77"
 	$(BIN)/python -m pip wheel --no-deps --no-build-isolation -w dist .
-	rm -rf build
+	rm -rf build/lib build/bdist.*
 
 # ruff's linter and formatter as pyproject configures them (CI runs this before the tests)
 lint: $(STAMP)

@@ -33,3 +33,35 @@ def threads_each(workers: int, environ: dict | None = None) -> int | None:
     each other in OpenMP's wait loop: a 95 s training took over 600 s beside another on 2 cores (docs/testing.md)."""
     environ = os.environ if environ is None else environ
     return None if "OMP_NUM_THREADS" in environ else max(1, (os.cpu_count() or 1) // workers)
+
+
+def busy_machine_note(load: float | None, threads: int, cores: int, environ: dict | None = None) -> str | None:
+    """Why a CPU training may run many times slower than alone, or None: more threads than the cores that other
+    work leaves free (`load`: the 1-minute load average, this starting process included), with OMP_NUM_THREADS
+    unset. Each of torch's threads then waits on the others' cores: on 2 cores at load 5, the demo's first 50 steps
+    (`ortholab fit --config configs/demo/copying_scornn.yaml --trainer.max_steps 50`) ran at 23.6 steps/s with two
+    threads and 39.4 with one; a first-hour review saw 1.45 against 46.6 at load 4.5 (docs/troubleshooting.md)."""
+    environ = os.environ if environ is None else environ
+    if load is None or threads <= 1 or "OMP_NUM_THREADS" in environ:
+        return None
+    free = cores - (load - 1)  # the load counts this process, starting up, as about one
+    if threads <= free + 0.5:
+        return None
+    return (
+        f"this machine is busy (load average {load:.1f} on {cores} cores) and torch trains with {threads} threads, "
+        f"which then wait on one another: steps can be many times slower than alone; OMP_NUM_THREADS="
+        f"{max(1, round(free))} before the command trains with fewer (docs/troubleshooting.md)"
+    )
+
+
+def warn_if_busy(threads: int) -> None:
+    """busy_machine_note's warning for this machine now, as one `ortholab: warning:` line (raised here: Lightning
+    formats a warning raised from a file whose path names it, such as training/lightning_cli.py, its own way)."""
+    import warnings
+
+    from ortholab.errors import OrthoLabWarning
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    note = busy_machine_note(load, threads, os.cpu_count() or 1)
+    if note:
+        warnings.warn(note, OrthoLabWarning, stacklevel=1)

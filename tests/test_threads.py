@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ortholab.threads import size_numba_pool, threads_each
+from ortholab.threads import busy_machine_note, size_numba_pool, threads_each
 
 
 def test_the_pool_follows_omp_num_threads_unless_numba_num_threads_is_given():
@@ -88,3 +88,36 @@ def test_threads_each_shares_the_cores_unless_the_user_chose(monkeypatch):
     assert threads_each(2, {"OMP_NUM_THREADS": "3"}) is None
     monkeypatch.setattr(os, "cpu_count", lambda: None)  # unknown: one core
     assert threads_each(2, {}) == 1
+
+
+def test_a_busy_machine_is_named_only_where_threads_would_wait_on_other_work():
+    quiet, cores = {}, 2
+    assert busy_machine_note(1.0, 2, cores, quiet) is None  # this process alone: both cores are its own
+    assert busy_machine_note(1.4, 2, cores, quiet) is None  # a little other work: two threads still fit
+    assert busy_machine_note(2.0, 2, cores, quiet)  # a core taken: two threads wait on it (ortholab/cli/estimate.py)
+    note = busy_machine_note(4.5, 2, cores, quiet)  # the first-hour review's machine: two trainings beside a CI run
+    assert "load average 4.5 on 2 cores" in note and "OMP_NUM_THREADS=1 before the command" in note
+    assert busy_machine_note(4.5, 1, cores, quiet) is None  # one thread: fewer is no remedy
+    assert busy_machine_note(4.5, 2, cores, {"OMP_NUM_THREADS": "2"}) is None  # the user chose
+    assert busy_machine_note(None, 2, cores, quiet) is None  # no load average on this platform
+
+
+def test_fit_on_a_busy_cpu_says_so_once_in_one_line(tmp_path, monkeypatch):
+    from test_cli import DEMO, TINY
+
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    code = (
+        "import os, sys; os.getloadavg = lambda: (9.0, 9.0, 9.0); os.cpu_count = lambda: 2;"
+        "import torch; torch.set_num_threads(2); from ortholab.cli.main import main; main(sys.argv[1:])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "fit", "--config", DEMO, *TINY, "--db", f"sqlite:///{tmp_path / 'r.db'}"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = [line for line in done.stderr.splitlines() if "this machine is busy" in line]
+    assert said == [said[0]] and said[0].startswith("ortholab: warning: this machine is busy (load average 9.0 on 2")

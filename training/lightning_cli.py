@@ -550,6 +550,15 @@ class OrthoLabCLI(LightningCLI):
             logger.mark_interrupted(reason)
         print(f"Interrupted by {name}: {said}", file=sys.stderr)
 
+    def before_fit(self) -> None:
+        """On a CPU with other work on its cores: say so once, with the thread count that trains faster beside it."""
+        import torch
+
+        from ortholab.threads import warn_if_busy
+
+        if type(self.trainer.accelerator).__name__ == "CPUAccelerator" and self.trainer.is_global_zero:
+            warn_if_busy(torch.get_num_threads())
+
     def after_fit(self) -> None:
         interrupt = next((c for c in self.trainer.callbacks if isinstance(c, GracefulInterrupt)), None)
         if interrupt is None or interrupt.stopped_at is None:  # a stopped run validates once it goes on
