@@ -37,8 +37,9 @@ def sidebar_selection(runs: list[RunSummary]) -> list[int]:
         if said:  # said once, below
             then = "the others are shown." if from_url else "the newest run is shown instead."
             st.session_state[NOT_HERE] = "; ".join(said) + "; " + then
-        trained = [run.id for run in runs if run.stage != "predict"]  # a predict run has no curves to show
-        st.session_state[SELECTED] = from_url if from_url else (trained or [run.id for run in runs])[:1]
+        trained = [run.id for run in runs if run.stage == "fit"]  # a predict run has no curves, a validate or test
+        scored = [run.id for run in runs if run.stage != "predict"]  # run one point
+        st.session_state[SELECTED] = from_url if from_url else (trained or scored or [run.id for run in runs])[:1]
     st.session_state[SELECTED] = [i for i in st.session_state[SELECTED] if i in labels]
     if warning := st.session_state.pop(NOT_HERE, None):
         st.sidebar.warning(warning)

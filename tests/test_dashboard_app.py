@@ -251,6 +251,7 @@ def test_an_address_naming_runs_this_store_lacks_says_so_and_a_first_visit_skips
     store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
     trained = store.create_run(name="trained")
     store.log_metrics(trained, {"train/loss": 1.0}, step=0)
+    store.create_run(name="scored", stage="validate")  # the first-hour review: a newer validate run was selected
     store.create_run(name="predictions", stage="predict")
     monkeypatch.setenv("ORTHOLAB_DB", store.url)
     at = AppTest.from_file(APP_MAIN, default_timeout=60)
@@ -272,9 +273,9 @@ def test_an_address_naming_runs_this_store_lacks_says_so_and_a_first_visit_skips
     assert "The address's run=abc names no run: a run is named by its number" in warning, warning
     first = AppTest.from_file(APP_MAIN, default_timeout=60)
     rerun(first)
-    assert first.session_state["run"] == [trained] and not first.sidebar.warning  # not the newer predict run
+    assert first.session_state["run"] == [trained] and not first.sidebar.warning  # not the newer validate or predict
     assert "The selected runs are predict runs: they record predictions (a file), no metric points." in notes(
-        open_page(store, monkeypatch, "curves", [trained + 1])
+        open_page(store, monkeypatch, "curves", [trained + 2])
     )
 
 
