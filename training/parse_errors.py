@@ -245,7 +245,10 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
     if unknown:
         key = unknown.group(1).split("=")[0]
         command = next((a for a in argv if a in COMMAND_FLAGS), "fit")
-        close = difflib.get_close_matches(key, _known_keys(parser) + COMMAND_FLAGS[command], n=1, cutoff=0.6)
+        if key in SECTION_HELP:  # `--model.help`, by analogy with `--data.help copying`
+            return f"--{key}: {SECTION_HELP[key].format(command=command)}"
+        known = [k for k in _known_keys(parser) if k != "model.task.help"]  # the task's spec, filled in from data
+        close = difflib.get_close_matches(key, known + COMMAND_FLAGS[command], n=1, cutoff=0.6)
         hint = (
             f"; did you mean {'--' if close and close[0] in COMMAND_FLAGS[command] else ''}{close[0]}?" if close else ""
         )
@@ -325,6 +328,15 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
 
 
 ANYWHERE = "on the command line or in a --config file"
+SECTION_HELP = {  # the sections without a --SECTION.help of their own: where their options are described
+    "model.help": (
+        "the model's options are the --model.* lines of `ortholab {command} --help`; a family's own options: "
+        "`ortholab fit --model.family_args.help FAMILY` (`ortholab list families` names them)"
+    ),
+    "trainer.help": (
+        "the trainer's options (Lightning's Trainer) are the --trainer.* lines of `ortholab {command} --help`"
+    ),
+}
 NO_TASK = (
     "no task given: name a config with --config FILE (configs/demo/copying_scornn.yaml, or one that "
     "`ortholab list configs` shows), or the task with --data CLASS (`ortholab list tasks`)"
