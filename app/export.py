@@ -550,7 +550,8 @@ def export_report(
         )
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        writer = describe(code_version())  # before any file is written: the export's own files are no "+changes"
+        code = code_version()  # before any file is written: the export's own files are no "+changes"
+        writer = describe(code) if code.get("commit") else f"unknown ({describe(code)}, installed without a checkout)"
         if not shared_plotly:
             return _export(store, tables, found, folder, with_artifacts, writer, "directory", with_checkpoints)
         shared = _shared_plotly(folder)

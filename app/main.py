@@ -36,5 +36,5 @@ page = st.navigation(
 state.sidebar_selection(runs)
 image_format_control()
 copy = f" · a copy an export wrote ({reader.copied}): runs as they were then" if reader.copied else ""
-st.sidebar.caption(f"Store: `{reader.display_url}` · {len(runs)} runs{copy}")
+st.sidebar.caption(f"Store: `{reader.display_url}` · {len(runs)} run{'s' * (len(runs) != 1)}{copy}")
 page.run()

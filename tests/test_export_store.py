@@ -466,3 +466,14 @@ def test_an_export_never_writes_over_a_store_of_runs_nor_the_store_it_reads(tmp_
     assert all(_digest(path) == digest for path, digest in before.items())
     main(["report", "demo_table9", "--db", db, "--export", str(tmp_path / "out")])  # an export, then again: allowed
     main(["report", "demo_table9", "--db", db, "--export", str(tmp_path / "out")])
+
+
+def test_an_export_written_without_a_checkout_says_its_commit_is_unknown(tmp_path, monkeypatch, capsys):
+    """The first-hour review: from a wheel, export.txt said `commit ortholab 0.1.0`, a version under "commit"."""
+    import ortholab.app.export as export
+
+    db = _store(tmp_path, monkeypatch)
+    monkeypatch.setattr(export, "code_version", lambda: {"ortholab": "0.1.0", "commit": None})
+    main(["report", "demo_table9", "--db", db, "--export", str(tmp_path / "out")])
+    provenance = (tmp_path / "out" / "export.txt").read_text().splitlines()
+    assert "commit unknown (ortholab 0.1.0, installed without a checkout)" in provenance
