@@ -327,10 +327,16 @@ class Store:
                     why = "a file is in the way" if isinstance(e, (FileExistsError, NotADirectoryError)) else e.strerror
                     raise self._error(f"cannot create the directory {path.parent} ({why})") from e
             elif not path.is_file():
+                shipped = (  # the exports the docs open by their paths in a checkout
+                    " The exports under docs/results/ come with OrthoLab's repository, not with the installed "
+                    "package: give their path in a checkout."
+                    if "docs/results/" in url.database.replace("\\", "/")
+                    else ""
+                )
                 raise StoreMissing(
                     f"The run database {self.display_url} does not exist ({path}); check --db, "
                     f"${ENV_VAR} or ${RUNS_ENV_VAR} (a run database is made by the first `ortholab fit` "
-                    f"that records there)."
+                    f"that records there).{shipped}"
                 )
             else:
                 creator = sqlite_connector(path, read_only=self._access == "read")

@@ -332,8 +332,11 @@ def test_a_path_names_a_sqlite_file_as_its_absolute_url(tmp_path, monkeypatch):
     (tmp_path / "cwd").mkdir()
     monkeypatch.chdir(tmp_path / "cwd")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    with pytest.raises(StoreMissing, match="does not exist"):
+    with pytest.raises(StoreMissing, match="does not exist") as missing:
         Store("exports/runs.db", access="read")
+    assert "docs/results/" not in str(missing.value)
+    with pytest.raises(StoreMissing, match="exports under docs/results/ come with OrthoLab's repository, not with"):
+        Store("docs/results/scurnn_figure5/runs.db", access="read")  # from the wheel, outside a checkout
     assert list((tmp_path / "cwd").iterdir()) == []
     store = Store("exports/runs.db")
     assert store.url == f"sqlite:///{tmp_path}/cwd/exports/runs.db" and (tmp_path / "cwd/exports/runs.db").is_file()
