@@ -819,6 +819,16 @@ def test_predict_help_begins_with_the_run_form_lightnings_help_does_not_know(cap
     assert "--ckpt_path FILE" in out and "--trainer.max_steps" in out  # then Lightning's form, every key
 
 
+def test_fit_help_leaves_out_what_a_user_cannot_set(capsys):
+    """The first-hour review: `fit --help` offered trainer.gradient_clip_val and accumulate_grad_batches, which a
+    run refuses (the model steps each group's optimizer itself), and model.task.help, which data fills in."""
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    out = capsys.readouterr().out
+    assert "--model.grad_clip_norm" in out and "--trainer.max_steps" in out
+    assert not [key for key in ("gradient_clip_val", "accumulate_grad_batches", "model.task.help") if key in out]
+
+
 def test_an_audio_evaluation_given_for_a_task_without_audio_is_refused_before_a_run_is_recorded(
     tmp_path, capsys, monkeypatch
 ):

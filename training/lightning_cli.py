@@ -8,6 +8,7 @@ config with the run. Imported only by the training commands (Lightning takes sec
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import copy
 import logging
@@ -156,6 +157,13 @@ def task_short_names(argv: list[str]) -> list[str]:
     return out
 
 
+NOT_IN_HELP = {  # refused with what to use instead, or filled in from data: no option a user sets
+    "--trainer.gradient_clip_val",
+    "--trainer.accumulate_grad_batches",
+    "--model.task.help",
+}
+
+
 class OrthoLabCLI(LightningCLI):
     def __init__(self, args=None, run: bool = True):
         aliases.restrict_config_imports()  # class paths outside the allow-list are refused before any import
@@ -235,6 +243,9 @@ class OrthoLabCLI(LightningCLI):
             "checkpoint",
         )
         parser.link_arguments("data", "model.task", apply_on="instantiate", compute_fn=task_spec_of)
+        for action in parser._actions:  # kept for their one-line refusals (training/preflight.py), not offered
+            if set(action.option_strings) & NOT_IN_HELP:
+                action.help = argparse.SUPPRESS
 
     def _parse_ckpt_path(self) -> None:
         """Lightning rebuilds the model from the checkpoint's hyperparameters, which would silently override the
