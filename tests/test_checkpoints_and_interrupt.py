@@ -1,6 +1,8 @@
 """A fit keeps the best checkpoint by the task's main metric; Ctrl-C stops it cleanly with exit code 130."""
 
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -248,3 +250,21 @@ def test_a_run_whose_ddp_peer_died_says_another_process_was_lost():
     assert reason.startswith("another process of this run was lost at step 2 (its own output says why): [pair.cc")
     assert "more" not in reason
     assert len(crash_reason(ValueError("x" * 1000), 0)) < 400
+
+
+def test_ctrl_c_while_the_command_is_still_importing_is_one_line_and_exit_130(tmp_path):
+    """A Ctrl-C in the command's first moments (Python importing SQLAlchemy and Alembic) printed an import's
+    traceback; the console script (ortholab/__main__.py `console`) says it as a stop once running does."""
+    code = (
+        "import builtins, sys\n"
+        "real = builtins.__import__\n"
+        "def interrupted(name, *args, **kwargs):\n"
+        "    if name == 'ortholab.cli.main':\n"
+        "        raise KeyboardInterrupt\n"
+        "    return real(name, *args, **kwargs)\n"
+        "builtins.__import__ = interrupted\n"
+        "from ortholab.__main__ import console\n"
+        "console()\n"
+    )
+    stopped = subprocess.run([sys.executable, "-c", code, "runs"], cwd=tmp_path, capture_output=True, text=True)
+    assert stopped.returncode == 130 and stopped.stderr == "ortholab: stopped by Ctrl-C\n", stopped.stderr
