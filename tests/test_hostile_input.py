@@ -96,6 +96,7 @@ CASES = [
     (["--config", DEMO, *TINY, "--seed_everything", "-1"], "seed_everything = -1"),
     (["--config", DEMO, *TINY, "--name", "../../escape"], "--name '../../escape': a run name is one folder name"),
     (["--config", DEMO, *TINY, "--name", "/abs/path"], "--name '/abs/path'"),
+    (["--config", DEMO, *TINY, "--runs_dir", "/proc/x"], "/proc is a virtual filesystem that stores no files"),
     (["--config", DEMO, *TINY, "--name", "x" * 300], "at most 100 characters"),
     (["--config", DEMO, *TINY, "--name", "two\nlines"], "a run name is one folder name"),
     (

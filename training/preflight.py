@@ -53,7 +53,13 @@ def check_free_space(folder: str, model) -> None:
     """--runs_dir has room for the run's checkpoints (last, best and the temporary file an atomic write needs),
     else one line now rather than an OSError and a failed run later."""
     needed = 3 * checkpoint_bytes(model)
-    free = shutil.disk_usage(nearest_folder(folder)).free
+    nearest = nearest_folder(folder)
+    usage = shutil.disk_usage(nearest)
+    if usage.total == 0:  # /proc, /sys: the kernel's views, where no file can be written
+        raise ConfigError(
+            f"--runs_dir {folder}: {nearest} is a virtual filesystem that stores no files; give --runs_dir on a disk"
+        )
+    free = usage.free
     if free < needed:
         raise ConfigError(
             f"--runs_dir {folder}: {free / 2**20:.2f} MiB free, and this model's checkpoints (last, best "
