@@ -61,7 +61,7 @@ def test_near_minus_one_counts_the_stored_eigenvalues(tmp_path, tolerance):
 
 def test_trained_eigenvalues_leave_minus_one_and_the_count_follows(tmp_path):
     # a tolerance tighter than the first steps' movement: the count drops below rho once W has moved
-    store, run, _ = fit(
+    store, run, module = fit(
         tmp_path,
         "scornn",
         {"rho": 3, "init": "zeros"},
@@ -72,6 +72,13 @@ def test_trained_eigenvalues_leave_minus_one_and_the_count_follows(tmp_path):
     assert first.meta["near_minus_one"] == 3
     moved = stored(store, last)
     assert last.meta["near_minus_one"] == int((np.abs(moved + 1) < last.meta["tolerance"]).sum()) < 3
+    # the snapshot is the trained W's spectrum, not an earlier one's: each stored value within float64 round-off of
+    # one of LAPACK's eigenvalues of the final W and back (W is orthogonal, so normal: condition 1; n = 8 eps)
+    final = np.linalg.eigvals(module.model.layer.recurrent_matrix().detach().double().numpy())
+    distance = np.abs(moved[:, None] - final[None, :])
+    bound = roundoff(torch.float64, 8, scale=8)
+    assert distance.min(axis=1).max() < bound and distance.min(axis=0).max() < bound
+    assert np.abs(final - stored(store, first)[:, None]).min(axis=0).max() > 1e3 * bound  # it did move
 
 
 def test_scurnn_stores_its_phases_beside_the_eigenvalues(tmp_path):
@@ -82,7 +89,7 @@ def test_scurnn_stores_its_phases_beside_the_eigenvalues(tmp_path):
     assert [a.step for a in phases] == [a.step for a in eig] == [0, 3, 6]
     last = stored(store, phases[-1])
     assert last.shape == (8,) and last.dtype == np.float64
-    assert np.allclose(last, module.model.layer.cayley.theta.detach().double().numpy())  # D = diag(e^{i theta})
+    assert np.array_equal(last, module.model.layer.cayley.theta.detach().double().numpy())  # D = diag(e^{i theta})
     w_eig = stored(store, eig[0])
     # unitary W: complex64 Cayley transform at n = 8, n eps32 cond(I + A), cond <= sqrt(2) at the init; |lambda|
     # between W's extreme singular values 1 +- ||W^H W - I|| / 2
