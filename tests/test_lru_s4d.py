@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from devices import DEVICES
+from finite_differences import assert_gradients_match_finite_differences
 from learning import fit_recorded
 from tolerances import close, largest, norm, roundoff
 
@@ -79,6 +80,7 @@ def test_the_scan_is_real_for_real_inputs_and_matches_finite_differences():
     a, b = 0.9 * torch.rand(4, generator=g, dtype=F64), torch.randn(2, 9, 4, generator=g, dtype=F64)
     assert linear_scan(a, b).dtype == F64
     inputs = [_decays(g, 2, 9, 3), _complex(g, 2, 9, 3), _complex(g, 2, 3)]  # complex128: Wirtinger gradcheck
+    # gradcheck (both calls): complex inputs, which finite_differences.py does not take
     assert torch.autograd.gradcheck(linear_scan, [t.requires_grad_() for t in inputs])
     constant = [_decays(g, 3), _complex(g, 2, 9, 3), _complex(g, 2, 3)]
     assert torch.autograd.gradcheck(linear_scan, [t.requires_grad_() for t in constant])
@@ -124,6 +126,7 @@ def test_the_chunked_scan_matches_finite_differences_across_chunks_and_padding()
     inputs = [_decays(g, 2), _complex(g, 2, 1, 97), _complex(g, 2, 1)]  # 97 steps: 7 chunks, 15 padded
     for reverse in (False, True):
         scan = lambda a, b, h0, r=reverse: diagonal_scan(a, b, h0, reverse=r)  # noqa: E731
+        # gradcheck: complex inputs, which finite_differences.py does not take
         assert torch.autograd.gradcheck(scan, [t.detach().requires_grad_() for t in inputs])
         assert torch.autograd.gradgradcheck(scan, [t.detach().requires_grad_() for t in inputs])
 
@@ -205,8 +208,11 @@ def test_layer_gradcheck_in_float64(family, options):
         )
         return torch.cat([out.reshape(-1), final.reshape(-1)])
 
-    inputs = [t.detach().clone().requires_grad_() for t in (x, state, *layer.parameters())]
-    assert torch.autograd.gradcheck(run, inputs)
+    # derived bound (tests/finite_differences.py), not gradcheck's rtol 1e-3. Each output entry: the encoder (2 terms),
+    # a norm over at most B T = 10 entries (2 x 10), the state's mix of the 3 features, T = 5 steps and a readout of
+    # at most 4 states (a complex multiply-add, 4 roundings, each), three FFTs of 2T points (3 x 4) and the GLU (3)
+    ops = 2 + 2 * 10 + 4 * (3 + 5 + 4) + 3 * 4 + 3
+    assert_gradients_match_finite_differences(run, [x, state, *layer.parameters()], ops=ops)
 
 
 NU_THETA = [-1e4, -800.0, -40.0, -20.0, -14.0, -1.0, 0.0, 1.0, 4.0, 5.0, 80.0, 88.7, 800.0, 1e4]
@@ -264,6 +270,24 @@ def _reference_s4d_kernel(ssm, length):
     dt_a, gain = ssm.discretised()
     powers = torch.exp(dt_a.unsqueeze(-1) * torch.arange(length))
     return 2 * torch.einsum("hn,hnl->hl", torch.view_as_complex(ssm.C) * gain, powers).real
+
+
+@pytest.mark.parametrize("init", ["inv", "lin"])
+def test_s4d_discretisation_is_the_zero_order_hold_of_the_continuous_system(init):
+    """x' = A x + B u with u held over a step of Δ: x_{k+1} = exp(ΔA) x_k + (∫_0^Δ exp(sA) ds) B u_k, read off the
+    exponential of the block matrix [[ΔA, Δ], [0, 0]] (Van Loan), independently of discretised()'s closed form
+    (exp(ΔA) - 1) / A with B = 1."""
+    torch.manual_seed(8)
+    ssm = S4D(1, 3, state_size=8, init=init).double().recurrence
+    dt_a, gain = ssm.discretised()
+    dt = ssm.log_dt.exp().unsqueeze(-1).expand_as(dt_a)
+    block = torch.zeros(*dt_a.shape, 2, 2, dtype=torch.complex128)
+    block[..., 0, 0], block[..., 0, 1] = dt_a, dt
+    held = torch.linalg.matrix_exp(block)
+    # exp(z) - 1 over z = ΔA loses |1 / z| eps relative to the result; the 2x2 exponential a few eps (x 10)
+    bound = roundoff(F64, 10, scale=1 + 1 / float(dt_a.abs().min()))
+    torch.testing.assert_close(held[..., 0, 0], dt_a.exp(), rtol=bound, atol=0)
+    torch.testing.assert_close(held[..., 0, 1], gain, rtol=bound, atol=0)
 
 
 @pytest.mark.parametrize("length", [0, 1, 2, 3, 17, 26, 784, 1000])
@@ -336,10 +360,13 @@ def test_lru_convolution_matches_finite_differences():
     def run(u, *params):
         return torch.func.functional_call(convolution, dict(zip(names, params)), (u, None, False))[0]
 
-    inputs = [t.detach().clone().requires_grad_() for t in (u, *convolution.parameters())]
-    assert torch.autograd.gradcheck(run, inputs)
-    assert torch.autograd.gradcheck(
-        causal_convolution, [inputs[0], torch.randn(9, 2, 3, dtype=F64, requires_grad=True)]
+    # derived bound (tests/finite_differences.py), not gradcheck's rtol 1e-3: y_k sums T = 9 steps of N = 3 states
+    # (the kernel's N terms, 4 T roundings of the scan it equals) and three FFTs of 2T points (3 log2(2T), 3 x 5)
+    ops = 4 * 9 + 2 * 3 + 3 * 5 + 2
+    assert_gradients_match_finite_differences(run, [u, *convolution.parameters()], ops=ops)
+    # y_k sums T = 9 steps of 2 channels, three FFTs of 2T points
+    assert_gradients_match_finite_differences(
+        causal_convolution, [u, torch.randn(9, 2, 3, dtype=F64)], ops=2 * 9 + 3 * 5 + 3
     )
 
 
@@ -466,8 +493,13 @@ def test_both_convolutions_equal_their_direct_sums_and_finite_differences(steps)
     direct = torch.stack([sum(kernel[:, k - j] * signal[..., j] for j in range(k + 1)) for k in range(steps)], -1)
     bound = close(F64, n=steps + 3 * math.log2(2 * steps) + 3, scale=norm(direct))
     torch.testing.assert_close(channelwise_causal_convolution(signal, kernel), direct, **bound)
-    for convolution, inputs in ((causal_convolution, (u, mixing)), (channelwise_causal_convolution, (signal, kernel))):
-        assert torch.autograd.gradcheck(convolution, [t.clone().requires_grad_() for t in inputs])
+    # derived bound (tests/finite_differences.py), not gradcheck's rtol 1e-3: n as the values' bounds above
+    fft = 3 * math.ceil(math.log2(2 * steps)) + 3
+    for convolution, inputs, ops in (
+        (causal_convolution, (u, mixing), 3 * steps),
+        (channelwise_causal_convolution, (signal, kernel), steps),
+    ):
+        assert_gradients_match_finite_differences(convolution, list(inputs), ops=ops + fft)
 
 
 def test_the_convolutions_written_out_backward_refuses_a_second_one():

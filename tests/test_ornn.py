@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from finite_differences import assert_gradients_match_finite_differences
 from tolerances import close, norm, roundoff
 
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
@@ -208,8 +209,14 @@ def test_fused_recurrence_matches_plain_autograd(activation, offsets):
 @pytest.mark.parametrize("activation", ["leaky_relu", "tanh"])
 def test_fused_recurrence_matches_finite_differences(activation):
     inputs = _recurrence_inputs(1, t=12, offsets=True)
-    assert torch.autograd.gradcheck(lambda u, w, h0, o: pointwise_recurrence(u, w, h0, activation, 0.1, o), inputs)
-    assert torch.autograd.gradcheck(lambda u, w, h0: pointwise_recurrence(u, w, h0, activation, 0.1), inputs[:3])
+    # derived bound (tests/finite_differences.py), not gradcheck's rtol 1e-3: T = 12 steps of n = 6 units, B = 3
+    ops = (6 + 3) * 12
+    assert_gradients_match_finite_differences(
+        lambda u, w, h0, o: pointwise_recurrence(u, w, h0, activation, 0.1, o), inputs, ops=ops
+    )
+    assert_gradients_match_finite_differences(
+        lambda u, w, h0: pointwise_recurrence(u, w, h0, activation, 0.1), inputs[:3], ops=ops
+    )
 
 
 def test_layer_gradients_match_finite_differences():
@@ -220,7 +227,11 @@ def test_layer_gradients_match_finite_differences():
     def run(*values):
         return torch.func.functional_call(layer, dict(zip(names, values)), (x,))
 
-    assert torch.autograd.gradcheck(run, [getattr(layer, name).detach().clone().requires_grad_() for name in names])
+    # derived bound (tests/finite_differences.py), not gradcheck's rtol 1e-3: T = 6 steps of n = 5 units, B = 2, the
+    # input (2), and W's entries from 3 reflections (2 n each)
+    assert_gradients_match_finite_differences(
+        run, [getattr(layer, name).detach() for name in names], ops=(5 + 2 + 2) * 6 + 3 * 2 * 5
+    )
 
 
 def test_state_offsets_expose_the_total_hidden_state_gradient():
