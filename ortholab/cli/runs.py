@@ -23,7 +23,7 @@ from ortholab.errors import ConfigError, did_you_mean
 ACTIONS = ("show", "tag", "untag", "delete")
 PROVENANCE_TAGS = ("paper:", "scale:", "seed:", "flags:")  # reproduce's tags (db/published.py, db/seeds.py)
 USAGE = (
-    "runs [--family F] [--task T] [--status S] [--tag T] [--columns KEYS] [--json] | runs show ID | "
+    "runs [--family F] [--task T] [--status S] [--tag T] [--name TEXT] [--columns KEYS] [--json] | runs show ID | "
     "runs tag|untag|delete ID... [LABEL]"
 )
 HELP = "list recorded runs (filtered); show one whole; tag, untag or delete runs"
