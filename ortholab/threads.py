@@ -35,6 +35,12 @@ def threads_each(workers: int, environ: dict | None = None) -> int | None:
     return None if "OMP_NUM_THREADS" in environ else max(1, (os.cpu_count() or 1) // workers)
 
 
+def exceeds_free_cores(threads: int, cores: int, busy: float) -> bool:
+    """Whether `threads` exceed, by more than half a core, the cores that other work (`busy`: its load) leaves free:
+    then each thread waits on the others (ortholab/cli/estimate.py `oversubscribed`, `busy_machine_note` below)."""
+    return threads > cores - busy + 0.5
+
+
 def busy_machine_note(load: float | None, threads: int, cores: int, environ: dict | None = None) -> str | None:
     """Why a CPU training may run many times slower than alone, or None: more threads than the cores that other
     work leaves free (`load`: the 1-minute load average, this starting process included), with OMP_NUM_THREADS
@@ -44,9 +50,10 @@ def busy_machine_note(load: float | None, threads: int, cores: int, environ: dic
     environ = os.environ if environ is None else environ
     if load is None or threads <= 1 or "OMP_NUM_THREADS" in environ:
         return None
-    free = cores - (load - 1)  # the load counts this process, starting up, as about one
-    if threads <= free + 0.5:
+    others = load - 1  # the load counts this process, starting up, as about one
+    if not exceeds_free_cores(threads, cores, others):
         return None
+    free = cores - others
     return (
         f"this machine is busy (load average {load:.1f} on {cores} cores) and torch trains with {threads} threads, "
         f"which then wait on one another: steps can be many times slower than alone; OMP_NUM_THREADS="

@@ -20,6 +20,7 @@ import yaml
 from ortholab.cli.common import exit_reason
 from ortholab.db import Store, runs_root
 from ortholab.db.published import PaperRow
+from ortholab.threads import exceeds_free_cores
 
 LOG_EVERY = 10  # train/loss every 10 steps: the timed stretch runs from step 9 to the last logged step
 EPOCH_STEPS = 50  # training steps timed for a row planned in epochs, then one evaluation
@@ -142,7 +143,7 @@ def oversubscribed(busy: float, threads: int, cores: int) -> str | None:
     as long as alone, unevenly across rows (on 2 cores, scoRNN copying T = 2000 timed 0.918 s a step with 2
     threads beside one 1-thread training, and 0.558 s with 1 thread beside two)."""
     free = cores - busy
-    if threads <= free + 0.5:
+    if not exceeds_free_cores(threads, cores, busy):
         return None
     if threads == 1:  # fewer threads is no remedy: say what the times are
         return (
