@@ -586,6 +586,22 @@ def test_runs_shows_progress_against_the_plan_and_an_eta(tmp_path, capsys):
     assert header.endswith("started (UTC)") and rows["short"]["started"].endswith("+00:00")
 
 
+def test_runs_table_shows_no_steps_for_an_evaluation(tmp_path, capsys):
+    """A test run trains no step: its steps cell is '-', not a 0 that reads as a fit that never started."""
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    store = Store(db)
+    fit = store.create_run(name="trained")
+    store.log_metrics(fit, {"train/loss": 1.0}, step=40)
+    evaluation = store.create_run(name="evaluated", stage="test")
+    store.log_metrics(evaluation, {"test/loss": 1.0}, step=0)
+    for run in (fit, evaluation):
+        store.set_status(run, "finished")
+    main(["runs", "--db", db])
+    lines = {line.split()[1]: line for line in capsys.readouterr().out.splitlines()[2:]}
+    assert re.search(r"\bfit\s+.*finished\s+40\s", lines["trained"]), lines["trained"]
+    assert re.search(r"\btest\s+.*finished\s+-\s", lines["evaluated"]), lines["evaluated"]
+
+
 def test_runs_marks_a_running_run_that_went_silent_and_drops_its_eta(tmp_path, capsys, monkeypatch):
     """A run killed outright (SIGKILL, the machine gone) still reads 'running': its silence says so, and no ETA."""
     import datetime as dt

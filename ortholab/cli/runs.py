@@ -187,13 +187,13 @@ def unmatched_hint(recorded: list[dict], args) -> str:
 
 
 def shown(row: dict) -> dict:
-    """A row as the table shows it: UTC start to the second, steps of the plan, ETA, how long a run was silent."""
+    """A row as the table shows it: UTC start to the second, steps of the plan (none if evaluated), ETA, silence."""
     from ortholab.db.progress import duration, steps_of_plan
 
     return {
         **row,
         STARTED: (row["started"] or "")[:19].replace("T", " "),
-        "steps": steps_of_plan(row["steps"], row.get("total_steps")),
+        "steps": steps_of_plan(row["steps"], row.get("total_steps")) if row.get("stage") == "fit" else None,
         "eta": duration(row.get("eta_s")),
         "status": f"{row['status']} ({row['silent']})" if row.get("silent") else row["status"],
         "reason": _cut(row.get("reason") if row["status"] != "finished" else None, REASON_WIDTH),
