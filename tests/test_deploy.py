@@ -167,9 +167,13 @@ def test_the_build_context_holds_every_package_folder_and_nothing_else():
     admitted = {line[1:].rstrip("/") for line in rules if line.startswith("!")}
     setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     folders = {Path(folder).parts[0] for folder in setuptools["package-dir"].values()}
-    assert folders <= admitted, f"add to .dockerignore: {sorted(folders - admitted)}"
+    roots = {Path(rule).parts[0] for rule in admitted}
+    assert folders <= roots, f"add to .dockerignore: {sorted(folders - roots)}"
     assert {"pyproject.toml", "README.md", "LICENSE", "tools/install_torchaudio.py"} <= admitted
     assert not admitted & {".venv", ".git", "runs", "tests", "docs"}
+    # of docs/, only the pages the package carries (`ortholab docs`), not the exports' stores and pictures
+    pages = {f"docs/{pattern}" for pattern in setuptools["package-data"]["ortholab.docs"]}
+    assert {rule for rule in admitted if rule.startswith("docs")} == pages
 
 
 def test_dockerfile_lints_clean():

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ortholab.cli import reference
+
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 # Not round-off: a screenshot is blank when (almost) every pixel is the page's background. A rendered dashboard
@@ -32,7 +34,6 @@ def load(path: Path, name: str):
     return module
 
 
-reference = load(DOCS / "_hooks" / "reference.py", "docs_reference")
 screenshots = load(REPO / "tools" / "screenshots.py", "docs_screenshots")
 
 

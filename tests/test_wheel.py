@@ -26,6 +26,7 @@ def wheel_env(tmp_path_factory):
     source = root / "source"  # what the package is built from, without a checkout's build/ leftovers
     for part in ("ortholab", "app", "training", "models", "datamodules", "db", "configs"):
         shutil.copytree(REPO / part, source / part, ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
+    shutil.copytree(REPO / "docs", source / "docs", ignore=shutil.ignore_patterns("results", "images", "_hooks"))
     for part in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(REPO / part, source / part)
     built = subprocess.run(
@@ -81,6 +82,9 @@ def test_the_wheel_adds_one_top_level_name_and_carries_its_data(wheel_env):
     assert "ortholab/configs/demo/copying_scornn.yaml" in listed
     assert any(n.startswith("ortholab/configs/papers/published/") for n in listed)
     assert any(n.startswith("ortholab/db/migrations/versions/") for n in listed)
+    pages = {n for n in listed if n.startswith("ortholab/docs/")}  # the pages `ortholab docs` prints, nothing more
+    assert {"ortholab/docs/troubleshooting.md", "ortholab/docs/families/scornn.md"} <= pages
+    assert {n for n in pages if not n.endswith(".md")} == set()
     # every module of the checkout travels (a new subpackage missing from pyproject's list would not)
     sources = {
         f"ortholab/{part if part != 'ortholab' else ''}/{py.relative_to(REPO / part)}".replace("//", "/")
@@ -107,6 +111,9 @@ def test_the_cli_and_imports_work_beside_a_users_own_models_package(wheel_env, t
     assert "scornn" in run(str(bin_dir / "ortholab"), "list", "families")
     assert "copying" in run(str(python), "-m", "ortholab", "list", "tasks")
     assert "copying_scornn" in run(str(bin_dir / "ortholab"), "list", "configs")
+    # the pages travel: a message's docs/... pointer prints its section, read from the wheel's copy
+    assert "site-packages/ortholab/docs" in run(str(bin_dir / "ortholab"), "docs")
+    assert run(str(bin_dir / "ortholab"), "docs", "docs/troubleshooting.md#exit-codes").startswith("## Exit codes")
     assert "scornn_table1" in run(
         str(bin_dir / "ortholab"), "reproduce", "--list", "--db", f"sqlite:///{tmp_path / 'r.db'}"
     )

@@ -24,4 +24,5 @@ COMMANDS = {  # command -> its module in this package
     "restore": "restore",
     "db": "database",
     "dashboard": "dashboard",
+    "docs": "docs",
 }

@@ -1,0 +1,103 @@
+"""`ortholab docs`: the documentation's pages in the terminal, so that every `docs/PAGE.md#section` the program's
+messages point at can be read where the program runs, from a checkout or from the wheel (tests/test_wheel.py)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ortholab.cli import docs
+from ortholab.cli.main import main
+
+REPO = Path(__file__).resolve().parents[1]
+PRODUCT = ("ortholab", "app", "training", "models", "datamodules", "db")
+POINTER = re.compile(r"docs/((?:families/)?[\w-]+)\.md(?:#([\w-]+))?")  # as the program's messages name a page
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    try:
+        main(["docs", *args])
+        code = 0
+    except SystemExit as stop:
+        code = stop.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_list_names_every_page_of_the_site_with_its_title(capsys):
+    code, out, _ = run(capsys)
+    assert code == 0
+    listed = dict(re.findall(r"^  (\S+)\s+(.+)$", out, re.MULTILINE))
+    on_disk = {p.relative_to(REPO / "docs").with_suffix("").as_posix() for p in (REPO / "docs").glob("**/*.md")}
+    assert set(listed) == {page for page in on_disk if not page.startswith(("results/", "_hooks/"))}
+    assert (
+        listed["troubleshooting"] == "Bad input and troubleshooting"
+        and listed["families/scornn"] == "scoRNN (`scornn`)"
+    )
+
+
+def test_a_page_prints_with_the_parts_read_from_the_code_filled_in(capsys):
+    code, out, _ = run(capsys, "scornn")  # a family's own name finds its page
+    assert code == 0 and out.startswith("# scoRNN")
+    assert "<!-- ortholab:" not in out
+    assert "| `rho` |" in out and "`cayley.upper` (28,)" in out  # the options table and groups, from the class
+    code, out, _ = run(capsys, "cli#ortholab-docs")
+    assert code == 0 and out.startswith("## `ortholab docs`") and "$ ortholab docs --help" in out
+    assert "## `ortholab dashboard`" not in out  # one section: it ends at the next heading of its level
+
+
+def test_every_page_and_section_the_programs_messages_name_resolves(capsys):
+    """Each `docs/X.md#y` in the product's code is a page `ortholab docs` finds, and #y a section of it."""
+    pointers = {
+        match.group(0)
+        for part in PRODUCT
+        for source in (REPO / part).rglob("*.py")
+        for match in POINTER.finditer(source.read_text())
+    }
+    assert len(pointers) > 15  # the troubleshooting, checkpoints, configs, tasks ... pointers are all seen
+    for pointer in sorted(pointers):
+        code, out, err = run(capsys, pointer)
+        assert code == 0, f"{pointer}: {err}"
+        assert out.strip(), pointer
+
+
+def test_section_anchors_are_the_sites_own():
+    """The anchors MkDocs writes (Python-Markdown's toc slugify), as the pages link to them."""
+    assert docs.slug("A family of your own") == "a-family-of-your-own"
+    assert docs.slug("`ortholab evaluate-audio`") == "ortholab-evaluate-audio"
+    assert docs.slug("From the wheel, without the checkout") == "from-the-wheel-without-the-checkout"
+    assert docs.slug("Copying (`CopyingTask`)") == "copying-copyingtask"
+    links = {
+        (page, anchor)
+        for path in (REPO / "docs").glob("*.md")
+        for page, anchor in re.findall(r"\]\(((?:families/)?[\w-]+)\.md#([\w-]+)\)", path.read_text())
+    }
+    assert len(links) > 20
+    for page, anchor in links:  # every in-site link's anchor is a heading there, by this slug
+        assert anchor in {slug for _, _, slug in docs.headings((REPO / "docs" / f"{page}.md").read_text())}, (
+            page,
+            anchor,
+        )
+
+
+@pytest.mark.parametrize(
+    ("asked", "expected"),
+    [
+        (
+            "troubleshoot",
+            "no documentation page 'troubleshoot'; did you mean troubleshooting? `ortholab docs` lists the pages",
+        ),
+        ("tasks#a-task-of-yr-own", "page tasks has no section #a-task-of-yr-own; did you mean #a-task-of-your-own?"),
+    ],
+)
+def test_an_unknown_page_or_section_is_one_line_and_exit_2(capsys, asked, expected):
+    code, out, err = run(capsys, asked)
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [f"ortholab: error: {expected}"]
+
+
+def test_path_prints_the_file(capsys):
+    code, out, _ = run(capsys, "--path", "docs/getting-started.md")
+    assert code == 0 and Path(out.strip()) == REPO / "docs" / "getting-started.md"
