@@ -1,7 +1,9 @@
 """The full-capacity uRNN and NRU learn copying, through the CLI (slow: `make test-slow`; CI runs them)."""
 
 import pytest
-from learning import fit_recorded
+import torch
+from learning import COPYING_T20_BASELINE, fit_recorded
+from tolerances import roundoff
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +36,7 @@ def test_fcurnn_solves_copying_at_t20(tmp_path, monkeypatch):
             "100",
         ],
     )
-    assert run.baseline == pytest.approx(0.5199, abs=1e-4)
+    assert run.baseline == pytest.approx(COPYING_T20_BASELINE, rel=roundoff(torch.float64, 4))
     assert run.best < 0.01 * run.baseline
 
 
@@ -65,5 +67,5 @@ def test_nru_learns_copying_at_t20(tmp_path, monkeypatch):
             "500",
         ],
     )
-    assert run.baseline == pytest.approx(0.5199, abs=1e-4)
+    assert run.baseline == pytest.approx(COPYING_T20_BASELINE, rel=roundoff(torch.float64, 4))
     assert run.best < 0.6 * run.baseline

@@ -1,7 +1,9 @@
 """scuRNN learns, through the CLI (slow: `make test-slow`; CI runs them)."""
 
 import pytest
-from learning import ADDING_T50, COPYING_T20, fit_recorded
+import torch
+from learning import ADDING_T50, COPYING_T20, COPYING_T20_BASELINE, fit_recorded
+from tolerances import roundoff
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +30,7 @@ def test_scurnn_beats_the_copying_baseline_at_t20(tmp_path, monkeypatch):
             "100",
         ],
     )
-    assert run.baseline == pytest.approx(0.5199, abs=1e-4)
+    assert run.baseline == pytest.approx(COPYING_T20_BASELINE, rel=roundoff(torch.float64, 4))
     assert run.best < 0.5 * run.baseline
 
 

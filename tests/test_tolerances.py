@@ -53,12 +53,6 @@ ALLOWED = [
         "hours printed to 3 significant digits (half a unit: 0.5 %) from a step printed to a millisecond "
         "(40 x 0.0005 s / 3600 more): the printout's rounding, not arithmetic",
     ),
-    ("test_learning.py", "pytest.approx(0.5199, abs=1e-4)", "quoted to 4 places"),
-    ("test_learning_exprnn_nnrnn.py", "pytest.approx(0.5199, abs=1e-4)", "quoted to 4 places"),
-    ("test_learning_fcurnn_nru.py", "pytest.approx(0.5199, abs=1e-4)", "quoted to 4 places"),
-    ("test_learning_ornn_srnn.py", "pytest.approx(0.5199, abs=1e-4)", "quoted to 4 places"),
-    ("test_learning_scurnn.py", "pytest.approx(0.5199, abs=1e-4)", "quoted to 4 places"),
-    ("test_learning_urnn_eurnn.py", "pytest.approx(0.5199, abs=1e-4)", "quoted to 4 places"),
     ("test_cli.py", "pytest.approx(10 * 2.0794415 / 25, rel=1e-6)", "ln 8 quoted to 8 digits"),
     ("test_optimizers.py", "pytest.approx(0.9480124755, abs=1e-9)", "quoted to 10 places"),
     ("test_optimizers.py", "pytest.approx(0.915484575, abs=1e-9)", "quoted to 9 places"),
