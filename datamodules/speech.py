@@ -62,6 +62,17 @@ EVALUATION_SPLITS = ("val", "test")
 FEATURE_BATCH = 64  # utterances whose STFTs are computed as one batch
 
 
+def with_padding_step(inputs: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, silence: torch.Tensor) -> Batch:
+    """One more valid step per row: the row's last frame as input and `silence`, a zero frame's features, as target."""
+    rows, ends = torch.arange(inputs.shape[0]), mask.sum(1)
+    inputs, targets = (torch.nn.functional.pad(x, (0, 0, 0, 1)) for x in (inputs, targets))
+    mask = torch.nn.functional.pad(mask, (0, 1))
+    inputs[rows, ends] = targets[rows, ends - 1]
+    targets[rows, ends] = silence.to(targets.dtype)
+    mask[rows, ends] = True
+    return inputs, targets, mask
+
+
 class SpeechPrediction(GatheredTaskDataModule):
     """Predict the next log-magnitude STFT frame of speech (FSDD by default, or TIMIT); docs/tasks.md describes it.
 
@@ -71,6 +82,9 @@ class SpeechPrediction(GatheredTaskDataModule):
     (swapped); timit_train: 'no_sa' (3,696) or 'exprnn_3640'. fsdd_split: 'index' or 'speaker';
     recordings_per_utterance: FSDD recordings joined per utterance. framing / log_scale: see spectral.py.
     target: 'next_frame' or 'previous_frame' (expRNN); mse: 'valid_frames' or 'with_padding' (Wisdom et al.).
+    predict_padding: the last frame also predicts the zero padding after it (its features: 10·log10(1e-5) = -50 dB
+    with db_power), so an utterance of L frames trains L predictions, as Wisdom et al.'s script does; default false:
+    L - 1 predictions, of real frames only. With target: next_frame.
     max_utterances: keep only the first N utterances of every split (quick runs). cache_dir: where computed
     features are saved (null: memory only); a relative path lies under the runs folder (--runs_dir, $ORTHOLAB_RUNS,
     else ./runs), as `place_cache` puts it. seed: FSDD's grouping and the training order.
@@ -92,6 +106,7 @@ class SpeechPrediction(GatheredTaskDataModule):
         log_scale: str = "db_power",
         target: str = "next_frame",
         mse: str = "valid_frames",
+        predict_padding: bool = False,
         max_utterances: int | None = None,
         cache_dir: str | None = None,
         seed: int = 5544,
@@ -114,6 +129,12 @@ class SpeechPrediction(GatheredTaskDataModule):
                 raise ConfigError(f"data.{key} = {value!r}; choose one of {list(allowed)}")
         if max_utterances is not None:
             require_positive(max_utterances, "max_utterances")
+        if predict_padding and target != "next_frame":
+            raise ConfigError(
+                f"data.predict_padding = true needs data.target: next_frame (it is {target!r}): the padding follows "
+                "the last frame"
+            )
+        self.predict_padding = bool(predict_padding)
         self.corpus, self.target, self.mse = corpus, target, mse
         self.from_data_root = path is None and corpus == "fsdd"  # TIMIT has no default: it is licensed
         if self.from_data_root:
@@ -238,10 +259,13 @@ class SpeechPrediction(GatheredTaskDataModule):
     # batches ---------------------------------------------------------------------------------------------
     def make_dataset(self, split: str) -> RaggedSequences:
         speech = self.speech(split)
-        steps = int(speech.lengths.max()) - 1  # predicted steps of the split's longest utterance
+        steps = int(speech.lengths.max()) - 1 + self.predict_padding  # predicted steps of the longest utterance
+        silence = self.frames.features(torch.zeros(self.frames.bins, dtype=torch.complex64))  # a zero frame's
 
         def finish(gathered: Batch) -> Batch:
             inputs, targets, mask = gathered
+            if self.predict_padding:  # Wisdom et al.'s script: the last frame predicts the zero frame after it
+                inputs, targets, mask = with_padding_step(inputs, targets, mask, silence)
             if self.target == "previous_frame":  # expRNN: read frame t + 1, output frame t
                 inputs, targets = targets, inputs
             if self.mse == "with_padding":  # Wisdom et al. pad every batch to the split's longest utterance

@@ -273,6 +273,39 @@ def test_batches_targets_masks_and_both_mse_definitions(tmp_path):
     assert float(metrics["mse_with_padding"].compute()) == pytest.approx(float(squared[valid].sum() / 24))
 
 
+def test_predict_padding_adds_the_last_frames_prediction_of_silence_as_wisdoms_script_trains(tmp_path):
+    """stwisdom/urnn timit_prediction.py (num_pred_steps 1) trains L predictions from L frames, the last one of
+    the zero padding's features; the default trains L - 1, of real frames only."""
+    root = fsdd_tree(tmp_path / "recordings", speakers=("ann", "bob"))
+    dm = SpeechPrediction(path=str(root), max_utterances=3, batch_size=3, shuffle=False, predict_padding=True)
+    speech = dm.speech("train")
+    inputs, targets, mask = next(iter(dm.train_dataloader()))
+    lengths = speech.lengths[:3]
+    assert inputs.shape == (3, int(lengths.max()), 129) and mask.sum(1).tolist() == lengths.tolist()
+    silence = 10.0 * torch.log10(torch.tensor(1e-5))  # 10·log10(1e-5 + 0²): the -50 dB floor
+    for row in range(3):
+        frames, last = speech.frames_of(row), int(lengths[row]) - 1
+        assert torch.equal(inputs[row, : last + 1], frames) and torch.equal(targets[row, :last], frames[1:])
+        assert torch.allclose(targets[row, last], silence.expand(129), rtol=0, atol=0)
+    assert not inputs[~mask].any() and not targets[~mask].any()  # still zero beyond every row's last step
+
+    padded = SpeechPrediction(path=str(root), max_utterances=3, mse="with_padding", predict_padding=True)
+    assert padded.dataset("train").batch([0])[0].shape[1] == int(padded.speech("train").lengths.max())
+    with pytest.raises(ConfigError, match="data.predict_padding = true needs data.target: next_frame"):
+        SpeechPrediction(path=str(root), target="previous_frame", predict_padding=True)
+
+
+def test_the_audio_evaluation_hears_frames_only_with_predict_padding(tmp_path):
+    """The prediction of the padding is no frame to reconstruct: each utterance keeps L - 1 predicted frames."""
+    from ortholab.evaluation.audio import predict
+
+    root = fsdd_tree(tmp_path / "recordings", speakers=("ann", "bob"))
+    dm = SpeechPrediction(path=str(root), max_utterances=2, predict_padding=True)
+    echo = torch.nn.Linear(129, 129)  # any model of (B, T, 129) -> (B, T, 129)
+    predicted = predict(echo, dm, "val", 2)
+    assert [len(p) for p in predicted] == (dm.speech("val").lengths[:2] - 1).tolist()
+
+
 def test_features_are_cached_under_cache_dir_keyed_by_settings(tmp_path, monkeypatch):
     root = fsdd_tree(tmp_path / "recordings", speakers=("ann", "bob"))
     cache = tmp_path / "cache"

@@ -157,7 +157,8 @@ def _json_number(value: float | None) -> float | None:
 # computing ---------------------------------------------------------------------------------------------------
 @torch.no_grad()
 def predict(module: torch.nn.Module, datamodule: SpeechPrediction, split: str, count: int) -> list[torch.Tensor]:
-    """The model's outputs at the valid steps of the split's first `count` utterances, (T_i - 1, bins) each."""
+    """The model's outputs at the valid steps of the split's first `count` utterances, (T_i - 1, bins) each (with
+    `predict_padding`, the prediction of the padding after the last frame is left out: it is no frame to hear)."""
     data = datamodule.dataset(split)
     was_training = module.training
     module.eval()
@@ -167,7 +168,7 @@ def predict(module: torch.nn.Module, datamodule: SpeechPrediction, split: str, c
         for first in range(0, count, datamodule.eval_batch_size):
             inputs, _, mask = data.batch(range(first, min(first + datamodule.eval_batch_size, count)))
             predicted = module(inputs.to(device)).float().cpu()
-            outputs += [p[: int(m.sum())] for p, m in zip(predicted, mask, strict=True)]
+            outputs += [p[: int(m.sum()) - datamodule.predict_padding] for p, m in zip(predicted, mask, strict=True)]
     finally:
         module.train(was_training)
     return outputs
