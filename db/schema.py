@@ -1,7 +1,7 @@
 """The run database schema: runs, their params, metric points and artifacts.
 
 Column types are chosen to work unchanged on SQLite and PostgreSQL.
-Only `db.store` should import this module.
+Only `db.store` and its parts (db/queries.py, db/opening.py, ...) should import this module.
 """
 
 from __future__ import annotations

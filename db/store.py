@@ -1,12 +1,17 @@
 """The run store: the one place that reads and writes the run database.
 
 Writers (the Lightning logger, the CLI) and readers (`ortholab runs`, the dashboard)
-go through `Store`; nothing else knows the schema. Every call is its own
+go through `Store`; nothing but it and its parts (below) knows the schema. Every call is its own
 transaction, committed before it returns, so other processes see it at once.
 
 Access: `create` (a training run: the store is made if missing), `write` (an existing store only) and `read`
 (readers: never create anything; a SQLite file they cannot write is opened read-only). A process writing a run
 holds its lease (db/lease.py): its writes succeed only while it holds it, so two processes never write one run.
+
+Store's parts, each a module of its own: where a store is (db/locations.py), its errors (db/store_errors.py), the
+arguments its calls take (db/arguments.py), opening and upgrading it (db/opening.py), the SQL its calls share
+(db/queries.py) and copying runs between stores (db/copying.py). The names other code imports from here
+(`from ortholab.db.store import StoreError, db_flag, ...`) are those modules' own, imported here (__all__).
 """
 
 from __future__ import annotations
@@ -14,40 +19,33 @@ from __future__ import annotations
 import json
 import numbers
 import os
-import re
 import socket
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-from alembic.util import CommandError
-from sqlalchemy import (
-    Float,
-    and_,
-    case,
-    create_engine,
-    delete,
-    event,
-    exists,
-    false,
-    func,
-    insert,
-    or_,
-    select,
-    type_coerce,
-    update,
-)
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import URL, Engine, make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
+from sqlalchemy import Float, and_, delete, false, func, insert, or_, select, type_coerce, update
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.pool import NullPool
 
-from ortholab.db import lease
-from ortholab.db.masking import GIVEN_VAR, mask_url
+from ortholab.db import copying, lease
+from ortholab.db.arguments import JSON_FIELDS, RUN_FIELDS, check_choice, checked_run_id, flatten, to_json
+from ortholab.db.locations import (
+    ENV_VAR,
+    EXPORT_FILES,
+    RUNS_ENV_VAR,
+    db_flag,
+    default_db_url,
+    expand_home,
+    is_export,
+    runs_root,
+    store_url,
+)
+from ortholab.db.masking import mask_url
+from ortholab.db.opening import open_engine, upgrade_store
+from ortholab.db.queries import chunks, driver_rows, summary_fields, summary_query, upsert_points
 from ortholab.db.reconnect import waits_for_the_server
 from ortholab.db.records import ArtifactRecord, MetricPoint, RunDetail, RunSummary
 from ortholab.db.schema import (
@@ -62,133 +60,39 @@ from ortholab.db.schema import (
     StoreInfo,
     utcnow,
 )
-from ortholab.db.schema_version import (
-    NoStore,
-    SchemaMismatch,
-    Upgraded,
-    ensure_current,
-    store_facts,
+from ortholab.db.schema_version import store_facts
+from ortholab.db.store_errors import (
+    DAMAGED,
+    InvalidArgument,
+    LeaseLost,
+    RunBusy,
+    StoreError,
+    StoreMissing,
+    driver_reason,
+    unusable,
 )
-from ortholab.db.schema_version import upgrade as upgrade_schema
-from ortholab.db.sqlite_files import sqlite_connector, sqlite_file, sqlite_pragmas, starts_as_sqlite
-from ortholab.errors import ReportedError
 
-ENV_VAR = "ORTHOLAB_DB"
-RUNS_ENV_VAR = "ORTHOLAB_RUNS"  # the folder that holds the default store and the run folders (default ./runs)
-FIX = f"pass --db URL, or set {ENV_VAR} to a writable database or {RUNS_ENV_VAR} to a writable folder"
-POSTGRES_CONNECT = {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10}
-JSON_FIELDS = ("config", "info", "tags")
-LEASE_FIELDS = frozenset({"lease_owner", "lease_expires_at"})  # written only through leases
-RUN_FIELDS = frozenset(Run.__table__.columns.keys()) - {"id"} - LEASE_FIELDS
+__all__ = [
+    "ENV_VAR",
+    "EXPORT_FILES",
+    "RUNS_ENV_VAR",
+    "STATUSES",
+    "InvalidArgument",
+    "LeaseLost",
+    "RunBusy",
+    "Store",
+    "StoreError",
+    "StoreMissing",
+    "db_flag",
+    "default_db_url",
+    "expand_home",
+    "flatten",
+    "is_export",
+    "runs_root",
+    "store_url",
+    "to_json",
+]
 ACCESS = ("create", "write", "read")
-DAMAGED = "the file is damaged (SQLite found bytes that are not text where its schema or a text value belongs)"
-DAMAGED_WORDS = re.compile(r"damaged|malformed|file is not a database|Could not decode to UTF-8|disk image")
-READER_FIX = f"check --db, {ENV_VAR} or {RUNS_ENV_VAR}: it must name a store this machine can read"  # no write
-DAMAGED_FIX = "nothing was changed; restore it from a backup (`sqlite3 FILE .recover` salvages what it can)"
-WRONG_FILE_FIX = "nothing was changed; check --db, $ORTHOLAB_DB or $ORTHOLAB_RUNS: they name another file"
-
-
-URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")  # sqlite:, postgresql+psycopg: (a path has no such start)
-
-
-def store_url(value: str) -> str:
-    """The database URL a --db value or $ORTHOLAB_DB names: a SQLite file's path (docs/results/x/runs.db,
-    ~/runs/ortholab.db, relative to the current folder) as its absolute sqlite:/// URL; a URL as given, with a
-    leading ~ in a SQLite file's name expanded (expand_home)."""
-    if URL_SCHEME.match(value):
-        return expand_home(value)
-    path = str(Path(value).expanduser().absolute())  # URL.create quotes what a URL would misread (?, #, %)
-    return URL.create("sqlite", database=path).render_as_string(hide_password=False)
-
-
-def expand_home(url: str) -> str:
-    """A SQLite URL whose file starts with ~ (sqlite:///~/runs/ortholab.db) with the home folder put in, as a shell
-    would: SQLite itself would make a folder named ~ in the current one. Other URLs are returned as given."""
-    if not url.startswith("sqlite") or "~" not in url:
-        return url
-    try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError):
-        return url  # Store reports what is wrong with it
-    if not (parsed.database or "").startswith("~"):
-        return url
-    return parsed.set(database=str(Path(parsed.database).expanduser())).render_as_string(hide_password=False)
-
-
-EXPORT_FILES = ("runs.db", "export.txt")  # an export folder's store and its provenance (app/export.py)
-
-
-def is_export(path: Path) -> bool:
-    """Whether a SQLite file is an export's runs.db: readers open it as it is, writers are refused."""
-    return path.name == EXPORT_FILES[0] and (path.parent / EXPORT_FILES[1]).is_file()
-
-
-class StoreError(ReportedError, RuntimeError):
-    """The run database cannot be opened or written, or a request names something absent."""
-
-
-class InvalidArgument(StoreError, ValueError):
-    """A call's argument outside what it takes (a field, a status, a step): a ValueError as well."""
-
-
-def _run_id(run_id: Any) -> int:
-    """A run id as the store's calls take it: an int (a TypeError naming the argument otherwise)."""
-    if isinstance(run_id, bool) or not isinstance(run_id, numbers.Integral):
-        raise TypeError(f"run_id must be an int (a run's id), got {run_id!r}")
-    return int(run_id)
-
-
-class StoreMissing(StoreError):
-    """There is no store at the URL (no SQLite file, or a database without OrthoLab's tables) and the caller may not
-    create one."""
-
-
-class RunBusy(StoreError):
-    """Another live process holds the run's lease: it is still being written."""
-
-
-class LeaseLost(StoreError):
-    """This process's lease on a run expired and another process took the run over."""
-
-
-def runs_root() -> Path:
-    """`$ORTHOLAB_RUNS` if set (`~` expanded), else ./runs: where the default store and the run folders live.
-    Set it to a folder outside any checkout (e.g. ~/ortholab-runs) so a fresh clone finds the same runs."""
-    root = os.environ.get(RUNS_ENV_VAR)
-    return Path(root).expanduser() if root else Path("runs")
-
-
-def default_db_url() -> str:
-    """`$ORTHOLAB_DB` if set, else the SQLite file ortholab.db in runs_root() (absolute, from the current
-    directory)."""
-    return os.environ.get(ENV_VAR) or f"sqlite:///{Path.cwd() / runs_root() / 'ortholab.db'}"
-
-
-def db_flag(url: str) -> tuple[str, str]:
-    """The `--db` of a command to copy (none for the default store) and what to say of it: a URL holding a password
-    is never printed whole, so the command names URL, the one given, and says so. A parent's --db that
-    `reproduce` or `sweep` handed its fits through $ORTHOLAB_DB is named too: the user's shell lacks it."""
-    if url == store_url(default_db_url()) and os.environ.get(GIVEN_VAR) != "1":
-        return "", ""
-    shown = mask_url(url)
-    return (f" --db '{shown}'", "") if shown == url else (" --db URL", " (URL: the one given, password and all)")
-
-
-def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested mappings as one level of dotted keys: {'model': {'hidden_size': 8}} -> {'model.hidden_size': 8}."""
-    flat: dict[str, Any] = {}
-    for key, value in params.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value:
-            flat.update(flatten(value, f"{name}."))
-        else:
-            flat[name] = dict(value) if isinstance(value, Mapping) else value
-    return flat
-
-
-def to_json(value: Any) -> Any:
-    """`value` reduced to what a JSON column holds; anything unserialisable becomes its str()."""
-    return json.loads(json.dumps(value, default=str))
 
 
 class Store:
@@ -210,8 +114,8 @@ class Store:
         self._access = access
         self._owners: dict[int, str] = {}  # runs this Store writes under a lease: run id -> owner token
         self._facts: dict[str, str] | None = None
-        self.created = False  # whether opening it made the store (a new file or an empty database)
-        self._engine = self._open()
+        # created: whether opening it made the store (a new file or an empty database)
+        self._engine, self.created = open_engine(self._url, access)
         self._sessions = sessionmaker(self._engine, expire_on_commit=False)
         # a writer to a server waits out its restart (db/reconnect.py); a reader fails at once, SQLite never waits
         self.waits_for_restarts = access != "read" and self._engine.dialect.name != "sqlite"
@@ -225,7 +129,7 @@ class Store:
     @property
     def display_url(self) -> str:
         """The database URL with any password masked, for messages and logs."""
-        return _masked(self._url)
+        return mask_url(self._url)
 
     @property
     def store_id(self) -> str:
@@ -293,140 +197,12 @@ class Store:
         """Close pooled connections; the Store reconnects if used again."""
         self._engine.dispose()
 
-    # ---- opening -------------------------------------------------------------------
+    # ---- opening (db/opening.py) ----------------------------------------------------
 
-    def _open(self) -> Engine:
-        """Create the engine; create the tables (access 'create'); prove the database takes writes (unless 'read')."""
-        try:
-            url = make_url(self._url)
-        except ArgumentError as e:
-            raise self._error(
-                "it is not a database URL (a SQLite file is given by its path, or as sqlite:////abs/path/runs.db)"
-            ) from e
-        except ValueError as e:  # a port that is not a number
-            raise self._error(
-                f"it is not a database URL ({e}); a server is written postgresql+psycopg://user@host:5432/runs"
-            ) from None
-        is_sqlite = url.get_backend_name() == "sqlite"
-        creator = None
-        if is_sqlite and url.database and url.database != ":memory:" and not url.database.startswith("file:"):
-            path = Path(url.database).absolute()  # SQLite resolves relative paths from the cwd too
-            if path.is_dir():
-                raise self._error(f"{path} is a directory, not a database file")
-            if self._access != "read" and is_export(path):  # a tracked file: training would change the evidence
-                raise StoreError(
-                    f"Cannot write the run database {self.display_url}: it is the runs.db of an export ({path.parent}"
-                    f" holds its export.txt), kept as `ortholab report --export` wrote it; `ortholab restore "
-                    f"{path.parent}` makes a store of its runs to go on with (`dashboard` and `report` read it as "
-                    f"it is)."
-                )
-            if self._access == "create":
-                try:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                except OSError as e:
-                    why = "a file is in the way" if isinstance(e, (FileExistsError, NotADirectoryError)) else e.strerror
-                    raise self._error(f"cannot create the directory {path.parent} ({why})") from e
-            elif not path.is_file():
-                shipped = (  # the exports the docs open by their paths in a checkout
-                    " The exports under docs/results/ come with OrthoLab's repository, not with the installed "
-                    "package: give their path in a checkout."
-                    if "docs/results/" in url.database.replace("\\", "/")
-                    else ""
-                )
-                raise StoreMissing(
-                    f"The run database {self.display_url} does not exist ({path}); check --db, "
-                    f"${ENV_VAR} or ${RUNS_ENV_VAR} (a run database is made by the first `ortholab fit` "
-                    f"that records there).{shipped}"
-                )
-            else:
-                creator = sqlite_connector(path, read_only=self._access == "read")
-        try:
-            if creator or is_sqlite:
-                pooled = {"poolclass": NullPool} if creator and self._access == "read" else {}  # a connection a
-                engine = (  # query: an immutable one (no writer then) does not outlive a writer that begins later
-                    create_engine(url, creator=creator, **pooled) if creator else create_engine(url)
-                )
-            else:  # a server's pooled connection is tested before use (one a restart ended is replaced, not failed
-                # on); PostgreSQL gives up connecting after 10 s and notices a silent network cut (TCP keepalives)
-                postgres = url.get_backend_name() == "postgresql"
-                engine = create_engine(url, pool_pre_ping=True, connect_args=POSTGRES_CONNECT if postgres else {})
-        except (ArgumentError, ImportError) as e:  # unknown dialect or driver not installed
-            raise self._error(f"no database driver for it ({e})") from e
-        if is_sqlite:
-            event.listen(engine, "connect", sqlite_pragmas(set_journal=self._access != "read"))
-        try:
-            with engine.connect() as conn:
-                if is_sqlite and self._access == "create":  # one transaction, as pysqlite commits each CREATE
-                    conn.exec_driver_sql("BEGIN IMMEDIATE")  # TABLE on its own: a store opened at once elsewhere
-                self.created = ensure_current(conn, create=self._access == "create")  # seen whole or not at all
-                conn.commit()
-            if self._access != "read":
-                with engine.connect() as conn:  # a write that is rolled back: fails now if read-only; its own id
-                    conn.execute(insert(Run).values(id=-1, name="write-probe", hostname=""))  # uses no sequence number
-                    conn.rollback()
-        except SchemaMismatch as e:
-            engine.dispose()
-            error = StoreMissing if isinstance(e, NoStore) else StoreError
-            raise error(f"Cannot use the run database {self.display_url}: {e}.") from None
-        except SQLAlchemyError as e:
-            engine.dispose()
-            raise self._error(_reason(e)) from e
-        except UnicodeDecodeError:  # SQLite's own error message quotes the damaged bytes
-            engine.dispose()
-            raise self._error(DAMAGED) from None
-        return engine
-
-    @staticmethod
-    def upgrade(url: str | None = None, allow_foreign: bool = False) -> Upgraded:
-        """Migrate the store at `url` to this OrthoLab's schema (`ortholab db upgrade`). Refused: a SQLite file that
-        does not exist, a store from a newer OrthoLab, and (unless `allow_foreign`) a database of someone else's
-        tables."""
-        url = store_url(url or default_db_url())
-        shown = _masked(url)
-        try:
-            parsed = make_url(url)
-        except (ArgumentError, ValueError):  # ValueError: a port that is not a number
-            raise StoreError(
-                f"Cannot upgrade the run database {shown}: it is not a database URL (a SQLite file is "
-                f"given by its path, or as sqlite:////abs/path/runs.db)."
-            ) from None
-        file = sqlite_file(url)
-        if file is not None and not file.is_file():
-            raise StoreError(
-                f"Cannot upgrade the run database {shown}: {file} does not exist, so there is nothing to upgrade; "
-                f"check --db or ${ENV_VAR}."
-            )
-        try:
-            engine = create_engine(parsed)
-        except (ArgumentError, ImportError) as e:
-            raise StoreError(f"Cannot upgrade the run database {shown}: no database driver for it ({e}).") from None
-        if parsed.get_backend_name() == "sqlite":  # wait for another upgrade's lock, as writers do
-            event.listen(engine, "connect", sqlite_pragmas(set_journal=False))
-        try:
-            with engine.begin() as conn:
-                return upgrade_schema(conn, allow_foreign=allow_foreign)
-        except SchemaMismatch as e:
-            raise StoreError(f"Cannot upgrade the run database {shown}: {e}.") from None
-        except (SQLAlchemyError, CommandError) as e:
-            reason = _reason(e) if isinstance(e, SQLAlchemyError) else str(e).splitlines()[0]
-            fix = ""
-            if DAMAGED_WORDS.search(reason):  # `db upgrade --db notes.txt`: said what to check, not only SQLite's words
-                fix = f"; {DAMAGED_FIX}" if starts_as_sqlite(url) else f"; it is no SQLite database: {WRONG_FILE_FIX}"
-            raise StoreError(f"Cannot upgrade the run database {shown}: {reason}{fix}.") from e
-        finally:
-            engine.dispose()
+    upgrade = staticmethod(upgrade_store)  # `ortholab db upgrade`: Store.upgrade(url, allow_foreign=False)
 
     def _error(self, reason: str) -> StoreError:
-        fix = DAMAGED_FIX if DAMAGED_WORDS.search(reason) else FIX if self._access != "read" else READER_FIX
-        folder = _sqlite_folder(self.url)
-        if re.search(r"unable to open database file|readonly database", reason) and folder and folder.is_dir():
-            if not os.access(folder, os.W_OK):  # SQLite writes its -wal and -shm files beside the store
-                reason += f" (its folder {folder} is read-only here: SQLite writes its -wal and -shm files there)"
-        if fix is DAMAGED_FIX and not starts_as_sqlite(self.url):  # a YAML file or a CSV named by mistake
-            reason, fix = "the file is no SQLite database at all (it does not begin as one)", WRONG_FILE_FIX
-        elif re.search(r"dialects:postgres(?!ql)", reason):  # the postgres:// that some hosts print
-            fix = "write the URL as postgresql+psycopg://USER@HOST/DB (SQLAlchemy has no 'postgres://' scheme)"
-        return StoreError(f"Cannot use the run database {self.display_url}: {reason}; {fix}.")
+        return unusable(self.url, self._access, reason)
 
     @contextmanager
     def _session(self) -> Iterator[Session]:
@@ -435,7 +211,7 @@ class Store:
             with self._sessions.begin() as session:
                 yield session
         except SQLAlchemyError as e:
-            raise self._error(_reason(e)) from e
+            raise self._error(driver_reason(e)) from e
         except UnicodeDecodeError:
             raise self._error(DAMAGED) from None
 
@@ -492,8 +268,8 @@ class Store:
     ) -> int:
         """Record a new run with status 'running' and return its id; with `owner` (a lease token, db/lease.py) the
         run is written under that owner's lease from the start."""
-        _check_choice("stage", stage, STAGES)
-        _check_choice("main_metric_mode", main_metric_mode, MODES)
+        check_choice("stage", stage, STAGES)
+        check_choice("main_metric_mode", main_metric_mode, MODES)
         run = Run(
             name=name,
             stage=stage,
@@ -622,13 +398,13 @@ class Store:
     @waits_for_the_server
     def update_run(self, run_id: int, **fields: Any) -> None:
         """Set any of the run's columns (all but id), e.g. update_run(7, task='copy', parameter_count=1234)."""
-        run_id = _run_id(run_id)
+        run_id = checked_run_id(run_id)
         unknown = sorted(set(fields) - RUN_FIELDS)
         if unknown:
             raise InvalidArgument(f"Unknown run field(s) {unknown}; known fields: {sorted(RUN_FIELDS)}.")
         for name, choices in (("status", STATUSES), ("stage", STAGES), ("main_metric_mode", MODES)):
             if name in fields:
-                _check_choice(name, fields[name], choices)
+                check_choice(name, fields[name], choices)
         for name in JSON_FIELDS:
             if fields.get(name) is not None:
                 fields[name] = to_json(list(fields[name]) if name == "tags" else fields[name])
@@ -638,7 +414,7 @@ class Store:
     @waits_for_the_server
     def log_params(self, run_id: int, params: Mapping[str, Any]) -> None:
         """Record hyperparameters under flattened dotted keys; a key logged again takes the new value."""
-        run_id = _run_id(run_id)
+        run_id = checked_run_id(run_id)
         if not isinstance(params, Mapping):
             raise TypeError(f"params must be a mapping of names to values, got {params!r}")
         rows = [
@@ -662,7 +438,7 @@ class Store:
     ) -> None:
         """Record one point per metric at `step`; NaN and infinities are kept as they are. A (key, step) already
         recorded is rewritten (a step re-run after a resume), never doubled."""
-        run_id = _run_id(run_id)
+        run_id = checked_run_id(run_id)
         if not isinstance(metrics, Mapping):
             raise TypeError(f"metrics must be a mapping of metric names to numbers, got {metrics!r}")
         if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
@@ -682,7 +458,7 @@ class Store:
         with self._session() as session:
             self._touch(session, run_id)
             if rows:
-                _upsert_points(session, rows)
+                upsert_points(session, rows)
 
     @waits_for_the_server
     def set_status(
@@ -691,8 +467,8 @@ class Store:
         """Set the run's status (and why, e.g. the NaN guard's message); a terminal status stamps ended_at,
         'running' clears it. A reason given once is kept when a later call gives none, unless `clear_reason`;
         `release` gives up this Store's lease on the run (the run's writer is done)."""
-        run_id = _run_id(run_id)
-        _check_choice("status", status, STATUSES)
+        run_id = checked_run_id(run_id)
+        check_choice("status", status, STATUSES)
         ended_at = utcnow() if status in TERMINAL_STATUSES else None
         extra: dict[str, Any] = {"reason": reason} if reason is not None or clear_reason else {}
         if release and run_id in self._owners:
@@ -708,7 +484,7 @@ class Store:
     def truncate_run(self, run_id: int, from_step: int) -> int:
         """Delete the run's metric points and artifacts at steps >= from_step (steps about to be re-run after a
         resume); return how many points were deleted."""
-        run_id = _run_id(run_id)
+        run_id = checked_run_id(run_id)
         if isinstance(from_step, bool) or not isinstance(from_step, numbers.Integral) or from_step < 0:
             raise InvalidArgument(f"from_step must be an int >= 0 (steps from it on are deleted), got {from_step!r}")
         with self._session() as session:
@@ -827,21 +603,21 @@ class Store:
     def list_runs(self) -> list[RunSummary]:
         """Every run, newest first, with steps/best/last computed in one SQL query."""
         with self._session() as session:
-            rows = session.execute(_summary_query().order_by(Run.id.desc())).all()
-        return [RunSummary(**_summary_fields(row._mapping)) for row in rows]
+            rows = session.execute(summary_query().order_by(Run.id.desc())).all()
+        return [RunSummary(**summary_fields(row._mapping)) for row in rows]
 
     @waits_for_the_server
     def get_run(self, run_id: int) -> RunDetail:
         """One run with its config, params and host details; StoreError if there is no such run."""
-        run_id = _run_id(run_id)
-        query = _summary_query(Run.config, Run.run_dir, Run.hostname, Run.world_size, Run.info)
+        run_id = checked_run_id(run_id)
+        query = summary_query(Run.config, Run.run_dir, Run.hostname, Run.world_size, Run.info)
         with self._session() as session:
             row = session.execute(query.where(Run.id == run_id)).first()
             if row is None:
                 raise self._no_such_run(run_id)
             params = session.execute(select(Param.key, Param.value).where(Param.run_id == run_id)).all()
         decoded = {key: json.loads(value) for key, value in sorted(params)}
-        return RunDetail(**_summary_fields(row._mapping), params=decoded)
+        return RunDetail(**summary_fields(row._mapping), params=decoded)
 
     def predictions_of(self, run_ids: list[int]) -> dict[int, list[int]]:
         """The predict runs naming each of `run_ids` as the run whose checkpoint they predicted with (info.predict)."""
@@ -893,7 +669,7 @@ class Store:
     def params_of(self, run_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
         """The decoded params of several runs, in one query per IN_CHUNK runs: {run id: {dotted key: value}}."""
         out: dict[int, dict[str, Any]] = {run_id: {} for run_id in run_ids}
-        for ids in _chunks(list(out)):
+        for ids in chunks(list(out)):
             query = select(Param.run_id, Param.key, Param.value).where(Param.run_id.in_(ids)).order_by(Param.key)
             with self._session() as session:
                 for run_id, key, value in session.execute(query):
@@ -903,7 +679,7 @@ class Store:
     def metric_keys_of(self, run_ids: Iterable[int]) -> dict[int, list[str]]:
         """The metric names of several runs, sorted: {run id: [key, ...]}."""
         out: dict[int, list[str]] = {run_id: [] for run_id in run_ids}
-        for ids in _chunks(list(out)):
+        for ids in chunks(list(out)):
             query = (
                 select(Metric.run_id, Metric.key)
                 .where(Metric.run_id.in_(ids))
@@ -918,7 +694,7 @@ class Store:
     def last_values(self, run_ids: Iterable[int], keys: Iterable[str]) -> dict[tuple[int, str], float]:
         """The value at the highest step of each (run, key) that has points (RunSummary.last's rule)."""
         keys, out = list(keys), {}
-        for ids in _chunks(list(run_ids)):
+        for ids in chunks(list(run_ids)):
             last = (
                 select(Metric.run_id, Metric.key, func.max(Metric.step).label("step"))
                 .where(Metric.run_id.in_(ids), Metric.key.in_(keys))
@@ -943,7 +719,7 @@ class Store:
             .order_by(Metric.step)
         )
         with self._session() as session:
-            rows = _driver_rows(session, query)  # plain tuples: building a Row per point costs more than the read
+            rows = driver_rows(session, query)  # plain tuples: building a Row per point costs more than the read
         steps, epochs, values, wall_times = zip(*rows) if rows else ((), (), (), ())
         return {
             "step": np.array(steps, dtype=np.int64),
@@ -988,39 +764,7 @@ class Store:
         """Copy runs (their rows, params and metric points, artifacts with `with_artifacts`) into `target`, under
         the same ids (runs and points), in one transaction there. `keep(key, n)` gives the indices (in step order)
         of a series' n points to copy (default: all); a copied run holds no lease."""
-        ids = sorted(set(int(i) for i in run_ids))
-        runs = {c.name: c for c in Run.__table__.columns}
-        with self._engine.connect() as source, target._engine.begin() as sink:
-            for chunk in _chunks(ids):
-                rows = [dict(r._mapping) for r in source.execute(select(Run.__table__).where(Run.id.in_(chunk)))]
-                missing = set(chunk) - {r["id"] for r in rows}
-                if missing:
-                    raise StoreError(f"No run with id {min(missing)} in {self.display_url}.")
-                for row in rows:
-                    row.update(lease_owner=None, lease_expires_at=None)
-                sink.execute(insert(Run.__table__), [{k: v for k, v in r.items() if k in runs} for r in rows])
-                params = [
-                    dict(r._mapping) for r in source.execute(select(Param.__table__).where(Param.run_id.in_(chunk)))
-                ]
-                if params:
-                    sink.execute(insert(Param.__table__), params)
-                if with_artifacts:
-                    for artifact in source.execute(select(Artifact.__table__).where(Artifact.run_id.in_(chunk))):
-                        sink.execute(insert(Artifact.__table__), [dict(artifact._mapping)])
-            for run_id in ids:
-                keys = source.execute(select(Metric.key).where(Metric.run_id == run_id).distinct()).scalars()
-                for key in sorted(keys):
-                    points = [
-                        dict(r._mapping)
-                        for r in source.execute(
-                            select(Metric.__table__)
-                            .where(Metric.run_id == run_id, Metric.key == key)
-                            .order_by(Metric.step)
-                        )
-                    ]
-                    chosen = points if keep is None else [points[i] for i in keep(key, len(points))]
-                    if chosen:  # under their own ids too: a copied run's checkpoint watermarks (ids) still hold
-                        sink.execute(insert(Metric.__table__), chosen)
+        copying.copy_runs(self._engine, target._engine, run_ids, keep, with_artifacts, self.display_url)
 
     def set_tags(self, run_id: int, add: Iterable[str] = (), remove: Iterable[str] = ()) -> tuple[str, ...]:
         """Add and remove labels of a run (`ortholab runs tag/untag`); its tags afterwards, in order."""
@@ -1048,116 +792,3 @@ class Store:
             for table in (Metric, Param, Artifact):
                 session.execute(delete(table).where(table.run_id == run_id))
             session.execute(delete(Run).where(Run.id == run_id))
-
-
-IN_CHUNK = 500  # ids per IN (...) list: well under every backend's limit on bound parameters
-
-
-def _driver_rows(session: Session, query: Any) -> list[tuple]:
-    """The rows of a SELECT as the database driver returns them (tuples; no SQLAlchemy type processing: NULL is
-    None), on the session's connection and transaction."""
-    compiled = query.compile(dialect=session.get_bind().dialect)
-    params = compiled.construct_params()
-    arguments = tuple(params[name] for name in compiled.positiontup) if compiled.positional else params
-    cursor = session.connection().connection.cursor()
-    try:
-        cursor.execute(str(compiled), arguments)
-        return cursor.fetchall()
-    finally:
-        cursor.close()
-
-
-def _chunks(ids: list[int]) -> Iterator[list[int]]:
-    for start in range(0, len(ids), IN_CHUNK):
-        yield ids[start : start + IN_CHUNK]
-
-
-def _summary_query(*extra_columns: Any):
-    """SELECT of the RunSummary columns; steps, best and last are correlated subqueries over `metrics`: steps and
-    last one index seek per run (ix_metrics_run_step, ux_metrics_run_key_step), best a read of the main metric's
-    range of the unique index (an index on (run, key, value) would make it a seek too, at 40% more store size)."""
-    of_run = Metric.run_id == Run.id
-    main = and_(of_run, Metric.key == Run.main_metric)
-    steps = select(func.max(Metric.step)).where(of_run).scalar_subquery()
-    has_main = exists().where(main)
-    low = select(func.min(Metric.value)).where(main).scalar_subquery()  # NULL (NaN) points are never the best
-    high = select(func.max(Metric.value)).where(main).scalar_subquery()
-    last = select(Metric.value).where(main).order_by(Metric.step.desc()).limit(1).scalar_subquery()
-    return select(
-        Run.id,
-        Run.name,
-        Run.family,
-        Run.task,
-        Run.status,
-        Run.reason,
-        Run.stage,
-        func.coalesce(steps, 0).label("steps"),
-        Run.main_metric,
-        Run.main_metric_mode,
-        case((Run.main_metric_mode == "max", high), else_=low).label("best"),
-        last.label("last"),
-        has_main.label("n_main"),
-        Run.baseline,
-        Run.created_at,
-        Run.ended_at,
-        Run.heartbeat_at,
-        Run.parameter_count,
-        Run.tags,
-        *extra_columns,
-    )
-
-
-def _summary_fields(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A summary query row as dataclass keyword arguments."""
-    fields = dict(row)
-    if not fields.pop("n_main"):  # no main-metric points: nothing to report
-        fields["best"] = fields["last"] = None
-    fields["tags"] = tuple(fields["tags"] or ())
-    return fields
-
-
-def _upsert_points(session: Session, rows: list[dict[str, Any]]) -> None:
-    """Insert metric points; one at a (run, key, step) already recorded takes the new value (ON CONFLICT)."""
-    name = session.get_bind().dialect.name
-    dialect = {"sqlite": sqlite, "postgresql": postgresql}.get(name)
-    if dialect is None:  # other backends: delete-then-insert in the same transaction
-        for row in rows:
-            session.execute(
-                delete(Metric).where(
-                    Metric.run_id == row["run_id"], Metric.key == row["key"], Metric.step == row["step"]
-                )
-            )
-        session.execute(insert(Metric), rows)
-        return
-    statement = dialect.insert(Metric)
-    statement = statement.on_conflict_do_update(
-        index_elements=[Metric.run_id, Metric.key, Metric.step],
-        set_={
-            "epoch": statement.excluded.epoch,
-            "value": statement.excluded.value,
-            "wall_time": statement.excluded.wall_time,
-        },
-    )
-    session.execute(statement, rows)
-
-
-def _masked(url: str) -> str:
-    """A database URL with its password masked (in the user info, unencoded '@' included, or a query parameter)."""
-    return mask_url(url)
-
-
-def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise InvalidArgument(f"Invalid {name} {value!r}; expected one of {list(choices)}.")
-
-
-def _sqlite_folder(url: str) -> Path | None:
-    """The folder holding a SQLite store's file, None for a server or an in-memory database."""
-    file = sqlite_file(url)
-    return None if file is None else file.parent
-
-
-def _reason(error: SQLAlchemyError) -> str:
-    """The driver's own words for a database error, without SQLAlchemy's boilerplate."""
-    original = getattr(error, "orig", None)
-    return str(original if original is not None else error).strip().splitlines()[0]

@@ -216,7 +216,7 @@ def test_written_here_read_in_child(store):
 def test_processes_opening_a_new_database_at_once(db_path, round_):
     """Several ranks or sweep jobs starting together must not race to create the tables, nor to switch the new file
     to WAL: SQLite can refuse a switch at once, 'database is locked', without busy_timeout's wait (the suite failed
-    so once on a loaded 2-core machine, and 5 of 90 openings in a loop after it) until db/store.py's
+    so once on a loaded 2-core machine, and 5 of 90 openings in a loop after it) until the store's
     switch_to_wal (db/sqlite_files.py) waited and looked again. Three rounds, as the race is rare."""
     code = (
         f"from db import Store\ns = Store({f'sqlite:///{db_path}'!r})\n"
