@@ -104,8 +104,12 @@ def import_user_modules() -> None:
     """Import the modules named in $ORTHOLAB_CONFIG_MODULES, so that those registering a family of the user's own
     (models.register_family) have done so before a config names it. One that Python cannot find is noted, not
     refused: it may hold only a task or callback that this command never names (the refusal, when one is named,
-    says why), and a family's refusal cites it (unimportable_note)."""
+    says why), and a family's or task's refusal cites it (unimportable_note). A module that Python finds but cannot
+    run (a syntax error, an exception while it is imported) is refused in one line naming its file and line."""
     import importlib
+    import traceback
+
+    from ortholab.errors import ConfigError
 
     UNIMPORTABLE.clear()  # this command's own finding (a test runs several in one process)
     for module in allowed_config_imports()[len(CONFIG_IMPORTS_ALLOWED) :]:
@@ -113,6 +117,17 @@ def import_user_modules() -> None:
             importlib.import_module(module)
         except ModuleNotFoundError as error:
             UNIMPORTABLE[module] = str(error)
+        except Exception as error:  # the user's own code failed as it ran: where, in one line
+            if isinstance(error, SyntaxError):
+                place = f"{error.filename}, line {error.lineno}"
+            else:
+                frame = traceback.extract_tb(error.__traceback__)[-1]
+                place = f"{frame.filename}, line {frame.lineno}"
+            raise ConfigError(
+                f"${EXTRA_MODULES_VAR} names {module!r}, whose import failed at {place}: "
+                f"{type(error).__name__}: {getattr(error, 'msg', None) or error}; fix it, or drop it from "
+                f"${EXTRA_MODULES_VAR}"
+            ) from None
 
 
 def unimportable_note() -> str:

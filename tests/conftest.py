@@ -11,6 +11,33 @@ import pytest
 # wait loop (the 95 s NRU learning check took over 600 s beside another worker on 2 cores, 2026-12-01; docs/testing.md).
 from ortholab.threads import size_numba_pool, threads_each  # imports neither torch nor numba
 
+
+def imported_from_elsewhere(checkout: Path) -> list[str]:
+    """The packages of pyproject's package-dir that Python would import from outside `checkout` (a second clone
+    beside a venv whose editable install maps them to the first one), found without importing them."""
+    import importlib.util
+    import tomllib
+
+    setuptools = tomllib.loads((checkout / "pyproject.toml").read_text())["tool"]["setuptools"]
+    elsewhere = []
+    for package, folder in setuptools["package-dir"].items():
+        if package == "ortholab":  # a copy of it is fine (tools/gpu_check.py links the folders beside one)
+            continue
+        spec = importlib.util.find_spec(package)
+        if spec is None or spec.origin is None:  # a folder of data only (the docs' pages)
+            continue
+        if Path(spec.origin).resolve().parent != (checkout / folder).resolve():
+            elsewhere.append(f"{package} from {Path(spec.origin).parent}")
+    return elsewhere
+
+
+if elsewhere := imported_from_elsewhere(Path(__file__).resolve().parents[1]):
+    pytest.exit(
+        f"these tests would run another checkout's code ({'; '.join(elsewhere)}): give this checkout a venv of its own "
+        "(`make install`), or `pip install --no-deps -e .` here in the venv you test with",
+        returncode=4,  # pytest's own code for a usage error
+    )
+
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if WORKERS > 1 and (share := threads_each(WORKERS)):
     os.environ["OMP_NUM_THREADS"] = str(share)

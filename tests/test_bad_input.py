@@ -80,6 +80,59 @@ def test_a_tasks_listed_name_is_its_class_on_the_command_line_and_one_line_in_a_
     assert "did you mean mnist (datamodules.PixelMNIST)?" in line  # the short name the command line takes
 
 
+def test_a_task_name_near_none_is_one_line_and_cites_a_config_module_python_cannot_import(
+    tmp_path, monkeypatch, capsys
+):
+    """`--data sign_of_sum` (a task of one's own, its module not importable here) raised IndexError: no task name
+    is near it; now the line says so and why the task may be missing, as a family's refusal does."""
+    import os
+
+    line = fails(tmp_path, monkeypatch, capsys, "--data", "zzzzqqq")
+    assert "data.class_path = 'zzzzqqq' (on the command line) is not a task's class path; `ortholab list" in line
+    monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", os.environ["ORTHOLAB_CONFIG_MODULES"] + ",mytasks_not_here")
+    line = fails(tmp_path, monkeypatch, capsys, "--data", "sign_of_sum")
+    assert "names 'mytasks_not_here', which Python cannot import here (No module named 'mytasks_not_here')" in line
+
+
+def test_a_config_module_that_fails_as_it_runs_is_one_line_naming_its_file_and_line(tmp_path, monkeypatch, capsys):
+    """A syntax error or an exception in the user's own module was a 25-line traceback and exit 1."""
+    (tmp_path / "brokenlab").mkdir()
+    (tmp_path / "brokenlab" / "__init__.py").write_text("")
+    (tmp_path / "brokenlab" / "syntax.py").write_text("x = 1\ndef f(:\n    pass\n")
+    (tmp_path / "brokenlab" / "raises.py").write_text("import math\nraise RuntimeError('no GPU here')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    for module, said in (
+        ("brokenlab.syntax", f"failed at {tmp_path / 'brokenlab' / 'syntax.py'}, line 2: SyntaxError: invalid syntax"),
+        ("brokenlab.raises", f"failed at {tmp_path / 'brokenlab' / 'raises.py'}, line 2: RuntimeError: no GPU here"),
+    ):
+        monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", module)
+        for argv in (["list", "tasks"], ["fit", "--config", DEMO, *TINY]):
+            with pytest.raises(SystemExit) as stop:
+                main(argv)
+            err = capsys.readouterr().err.strip().splitlines()
+            assert stop.value.code == 2 and len(err) == 1, err
+            assert f"$ORTHOLAB_CONFIG_MODULES names {module!r}, whose import {said}" in err[0], err[0]
+
+
+def test_list_warns_that_a_config_module_python_cannot_import_is_missing_from_its_lists(monkeypatch, capsys):
+    monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", "nosuchlab")
+    main(["list", "tasks"])
+    out, err = capsys.readouterr()
+    assert "copying" in out
+    assert err.startswith("ortholab: warning: $ORTHOLAB_CONFIG_MODULES names 'nosuchlab', which Python cannot")
+
+
+def test_a_callback_option_with_no_callback_named_says_to_name_it_first(tmp_path, monkeypatch, capsys):
+    """jsonargparse fell back to Lightning's Callback base class and the line blamed the allow-list."""
+    line = fails(tmp_path, monkeypatch, capsys, "--trainer.callbacks.every_n_steps", "2")
+    assert line.endswith(
+        "--trainer.callbacks.every_n_steps sets an option of the callback named before it on the command line, and "
+        "none was: name it first (--trainer.callbacks+=CLASS --trainer.callbacks.every_n_steps VALUE), "
+        "docs/configs.md#a-callback-of-your-own"
+    ), line
+
+
 def test_a_models_own_refusal_of_a_flag_says_it_was_given_on_the_command_line(tmp_path, monkeypatch, capsys):
     line = fails(tmp_path, monkeypatch, capsys, "--model.optimizers.recurent.lr", "1e-3")  # a dotted group flag
     assert "model.optimizers.recurent (on the command line): family 'scornn' has no parameter group" in line

@@ -55,7 +55,8 @@ def test_every_family_task_and_command_is_documented():
 
     assert reference.coverage_problems(sources()) == []
     nav = nav_pages(yaml.safe_load((REPO / "mkdocs.yml").read_text())["nav"])
-    assert {f"families/{name}.md" for name in FAMILIES} <= set(nav), "a family page is missing from mkdocs.yml's nav"
+    unlisted = sorted({f"families/{name}.md" for name in FAMILIES} - set(nav))
+    assert unlisted == [], f"add {', '.join(unlisted)} to mkdocs.yml's nav (under Families)"
     assert set(reference.families()) == set(FAMILIES) and set(reference.tasks()) == set(TASKS)
     assert {"fit", "validate", "test", "predict", "runs", "list", "dashboard", "reproduce"} <= set(reference.commands())
 

@@ -225,14 +225,16 @@ def _not_a_task_name(given: str, argv: list[str], helped: bool) -> str:
     close = difflib.get_close_matches(given, [*paths, *paths.values()], 1)
     where = "" if helped else where_given("data.class_path", argv, given, exact=True)
     where = where or ("" if helped else where_given("data", argv, given, exact=True))
-    named = close[0] if helped or not close else paths.get(close[0], close[0])
-    if close and where == "on the command line" and close[0] in paths:
-        named = f"{close[0]} ({paths[close[0]]})"
-    hint = f"did you mean {named}? " if close else ""
+    hint = ""
+    if close:
+        named = close[0] if helped else paths.get(close[0], close[0])
+        if where == "on the command line" and close[0] in paths:
+            named = f"{close[0]} ({paths[close[0]]})"
+        hint = f"did you mean {named}? "
     return (
         f"{'--data.help' if helped else 'data.class_path ='} {given!r}{f' ({where})' if where else ''} is not a "
         f"task's class path{' or name' if helped else ''}; {hint}`ortholab list tasks` names the tasks and their "
-        f"classes"
+        f"classes{aliases.unimportable_note()}"
     )
 
 
@@ -276,6 +278,12 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
     if task_option:
         return _unknown_task_option(task_option.group(1), task_option.group(2), argv)
     denied = re.search(r"Importing '([\w.]+)' is not allowed", message)
+    option = next((a.split("=")[0] for a in argv if re.match(r"--trainer\.callbacks\.\w", a)), None)
+    if denied and denied.group(1).endswith(".Callback") and option:  # jsonargparse fell back to the base class
+        return (
+            f"{option} sets an option of the callback named before it on the command line, and none was: name it "
+            f"first (--trainer.callbacks+=CLASS {option} VALUE), docs/configs.md#a-callback-of-your-own"
+        )
     if denied:
         key = re.search(r'Parser key "([^"]+)"', message)
         where = {"data": "data.class_path"}.get(key.group(1), key.group(1)) if key else "a config value"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import sys
 from pathlib import Path
 
 import yaml
@@ -33,6 +34,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args, extra: list[str]) -> None:
+    if aliases.UNIMPORTABLE:  # what such a module would register is missing from the lists below: say why
+        print(f"ortholab: warning: {aliases.unimportable_note().removeprefix('; ')}", file=sys.stderr)
     if args.name is not None and args.what == "tasks":  # `list tasks mnist`: a task's options are fit's to describe
         raise ConfigError(
             f"list tasks: a task's options are described by `ortholab fit --data.help {args.name}`; "

@@ -230,7 +230,7 @@ def coverage_problems(sources: dict[str, str]) -> list[str]:
     ]
     cli_page = sources.get("cli.md", "")
     problems += [
-        f"command {name!r} has no section `## ortholab {name}` in docs/cli.md"
+        f"command {name!r} has no section in docs/cli.md: a line ## `ortholab {name}` (the name in backticks)"
         for name in commands()
         if not re.search(rf"^## `ortholab {re.escape(name)}`", cli_page, re.MULTILINE)
     ]
