@@ -535,7 +535,7 @@ def test_the_docs_list_every_commands_exit_codes():
     for code in ("| 0 |", "| 1 |", "| 2 |"):
         assert code in section
     assert "`sweep: N trials done, N failed, N pruned`" in section
-    assert "`reproduce: N done, N failed, N skipped`" in section  # ortholab/cli/reproduce.py's summary()
+    assert "`reproduce: N done, N failed, N skipped`" in section  # ortholab/cli/reproduce_rows.py's summary()
 
 
 def test_a_sweep_ends_with_a_summary_line_a_script_reads(tmp_path, monkeypatch, capsys):

@@ -734,6 +734,7 @@ def test_workers_run_rows_at_the_same_time_each_with_a_share_of_the_threads(tmp_
 
     import ortholab.cli.children as children
     import ortholab.cli.reproduce as reproduce
+    import ortholab.cli.reproduce_rows as reproduce_rows
 
     _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("val/loss", _copying_rows(DEMO, "first", "second")))
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
@@ -757,7 +758,7 @@ def test_workers_run_rows_at_the_same_time_each_with_a_share_of_the_threads(tmp_
     assert sorted(r.name for r in runs) == ["toy_figure1.first", "toy_figure1.second"], out
     assert all(r.status == "finished" for r in runs), out
     assert len(spans) == 2 and max(start for start, _ in spans) < min(end for _, end in spans)  # at the same time
-    assert threads == ["4", "4"] and reproduce._child_threads is None
+    assert threads == ["4", "4"] and reproduce_rows._child_threads is None
     with pytest.raises(SystemExit):
         main(["reproduce", "toy_figure1", "--workers", "0", "--db", db])
     assert "--workers 0: give a positive number" in capsys.readouterr().err
@@ -1042,7 +1043,7 @@ def test_a_row_stopped_by_sigterm_says_how_to_continue_it_and_other_exits_say_fa
     row = PaperRow("scornn_figure1", "copying-T1000_fcurnn_n128", "copying", "fcurnn", "val/loss", "min", 1.0)
     monkeypatch.delenv("ORTHOLAB_DB", raising=False)
     monkeypatch.setenv("ORTHOLAB_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setattr("ortholab.cli.reproduce._seeds_given", None)  # no --seeds (an earlier reproduce set some)
+    monkeypatch.setattr("ortholab.cli.reproduce_rows._seeds_given", None)  # no --seeds (an earlier reproduce set some)
     stopped = fit_failed("paper:x (seed 1)", 143, row, None, [])
     assert stopped.state == "stopped" and stopped.line == (
         "paper:x (seed 1): fit stopped by SIGTERM with a checkpoint; continue it with "
@@ -1058,7 +1059,7 @@ def test_a_row_stopped_by_sigterm_says_how_to_continue_it_and_other_exits_say_fa
     assert "resuming run 7 stopped by Ctrl-C" in fit_failed("r", 130, row, None, [], what="resuming run 7").line
     # and the command's seeds: the hint without them continued one seed and left the others untrained, unsaid
     for seeds, flag in ((3, "--seeds 3"), ([4, 5], "--seeds 4,5"), ([7], "--seeds 7,")):
-        monkeypatch.setattr("ortholab.cli.reproduce._seeds_given", seeds)
+        monkeypatch.setattr("ortholab.cli.reproduce_rows._seeds_given", seeds)
         assert fit_failed("r", 130, row, None, ["--trainer.max_steps", "9"]).line.endswith(
             f"--rows copying-T1000_fcurnn_n128 {flag} --trainer.max_steps 9`"
         )
@@ -1163,7 +1164,7 @@ def test_a_run_given_other_flags_or_at_smoke_scale_neither_stands_for_the_row_no
 
     trained = []
     monkeypatch.setattr(reproduce, "run_row", lambda row, scale, db, extra, seed: trained.append(row.row) or None)
-    monkeypatch.setattr(reproduce, "_each", lambda work, items, workers: [work(item) for item in items])
+    monkeypatch.setattr(reproduce, "run_each", lambda work, items, workers: [work(item) for item in items])
     reproduce.reproduce("toy_figure1", None, "full", db, [])  # the paper's settings: short_only has no run there
     assert trained == ["short_only"]
     out = capsys.readouterr().out
@@ -1213,6 +1214,7 @@ def test_a_stopped_row_resumed_by_another_process_meanwhile_is_skipped_by_resume
     """`reproduce --resume` lists the stopped rows once, then takes them one by one: a row whose listed run another
     command has since replaced by a finished one is skipped, not trained anew beside it."""
     import ortholab.cli.reproduce as reproduce
+    import ortholab.cli.reproduce_resume as reproduce_resume
 
     config = tmp_path / "row.yaml"
     config.write_text("seed_everything: 5544\n")
@@ -1231,7 +1233,7 @@ def test_a_stopped_row_resumed_by_another_process_meanwhile_is_skipped_by_resume
             _another_process_finishes(Store(db), "second")
         return reproduce.Outcome(f"{row.tag}: trained")
 
-    monkeypatch.setattr(reproduce, "run_row", run_row)
+    monkeypatch.setattr(reproduce_resume, "run_row", run_row)  # where resume_unfinished calls it
     outcomes = reproduce.resume_unfinished(db, 1800.0, [], table="toy_figure1")
     assert trained == ["first"] and [o.state for o in outcomes] == ["done", "skipped"]
     skipped = (

@@ -11,16 +11,22 @@ estimate is the plan's steps times a step, plus the epochs times an evaluation; 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from ortholab.cli import children
 from ortholab.cli.common import exit_reason
+from ortholab.cli.reproduce_listing import select_rows
+from ortholab.cli.reproduce_rows import Outcome, finish_reproduce
 from ortholab.db import Store, runs_root
-from ortholab.db.published import PaperRow
+from ortholab.db.published import PaperRow, load_tables
 from ortholab.threads import exceeds_free_cores
+from ortholab.training.config_files import PACKAGE_ROOT as REPO_ROOT
 
 LOG_EVERY = 10  # train/loss every 10 steps: the timed stretch runs from step 9 to the last logged step
 EPOCH_STEPS = 50  # training steps timed for a row planned in epochs, then one evaluation
@@ -189,3 +195,63 @@ def line(item: Estimate) -> str:
         f"{item.row.tag.removeprefix('paper:'):<52} {item.plan:<36} {item.step_s:>7.3f} s "
         f"{evaluation:>10} {item.hours:>7.3g}"  # 3 significant digits: a tiny plan's 0.00311, not 0.00
     )
+
+
+def estimate(table: str | None, rows: list[str] | None, extra: list[str], seeds: int | list[int] | None = None) -> list:
+    """`reproduce --estimate`: time every chosen row briefly, one at a time, and print the hours each would take
+    (with `seeds`, in all for its seeds); exit 1 when a row's timing run failed."""
+    from ortholab.db.masking import child_env
+
+    def run_fit(args: list[str], db: str) -> int:  # quiet: its output only where it failed
+        with tempfile.TemporaryFile("w+") as errors:  # a file, not a pipe: a pipe left unread could stall the child
+            child = children.start(
+                [*children.ORTHOLAB, "fit", *args],
+                env=child_env(db),
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
+            )
+            if child is None:  # stopped before it started
+                return 128 + children.stopped_by()
+            code = children.wait(child)
+            if code and not children.stopped_by():
+                errors.seek(0)
+                print(errors.read()[-2000:], file=sys.stderr)
+        return code
+
+    def stopped(row) -> str:  # a row the stop came before or during: timed again by the same command
+        return f"{row.tag}: not timed, the estimate was stopped ({children.stop_name()})"
+
+    busy = os.getloadavg()[0] if hasattr(os, "getloadavg") else None  # other work, before this timing adds to it
+    results = []
+    for row in select_rows(load_tables(), table, rows):
+        if row.config is None:
+            results.append(f"{row.tag}: no config (family {row.family!r}: {row.notes or 'not available'})")
+            continue
+        if children.stopped_by():
+            results.append(stopped(row))
+            continue
+        print(f"timing {row.tag} ...", file=sys.stderr, flush=True)
+        measured = estimate_row(row, REPO_ROOT / row.config, extra, run_fit)
+        if children.stopped_by():  # a timing cut short is no timing
+            measured = stopped(row)
+        results.append(measured)
+        # each row as it is timed: an estimate stopped midway keeps what it measured
+        print(f"  {line(measured) if isinstance(measured, Estimate) else measured}", file=sys.stderr, flush=True)
+    print(render(results, busy), flush=True)
+    timed = [item for item in results if isinstance(item, Estimate)]
+    if seeds is not None and timed:
+        per_row = len(seeds) if isinstance(seeds, list) else seeds
+        print(
+            f"with {per_row} seed{'s' * (per_row > 1)} per row: {per_row * sum(e.hours for e in timed):.3g} hours "
+            f"in all, one run at a time",
+            flush=True,
+        )
+    finish_reproduce(
+        [
+            Outcome(str(item), "done" if isinstance(item, Estimate) else "failed" if "failed" in item else "skipped")
+            for item in results
+        ],
+        after_a_stop="",
+        done="timed",
+    )
+    return results

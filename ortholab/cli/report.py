@@ -54,7 +54,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args, extra: list[str]) -> None:
-    from ortholab.cli.reproduce import existing_store
+    from ortholab.cli.reproduce_listing import existing_store
     from ortholab.db import Store
     from ortholab.db.published import load_tables, markdown_report
     from ortholab.db.store import StoreMissing
