@@ -33,9 +33,13 @@ def add_arguments(parser) -> None:
     )
 
 
-def run(args, extra: list[str]) -> None:
-    if aliases.UNIMPORTABLE:  # what such a module would register is missing from the lists below: say why
+def warn_unimportable() -> None:
+    """Before a list is printed (a refusal cites them itself): what such modules would register is missing."""
+    if aliases.UNIMPORTABLE:
         print(f"ortholab: warning: {aliases.unimportable_note().removeprefix('; ')}", file=sys.stderr)
+
+
+def run(args, extra: list[str]) -> None:
     if args.name is not None and args.what == "tasks":  # `list tasks mnist`: a task's options are fit's to describe
         raise ConfigError(
             f"list tasks: a task's options are described by `ortholab fit --data.help {args.name}`; "
@@ -50,6 +54,7 @@ def run(args, extra: list[str]) -> None:
             raise ConfigError(
                 "--family needs `list families` or `list configs`: e.g. `ortholab list families --family NAME`"
             )
+        warn_unimportable()
         if args.json:
             print(json.dumps({what: _rows(what, None)[0] for what in WHAT}, indent=2, default=str))
             return
@@ -70,6 +75,7 @@ def run(args, extra: list[str]) -> None:
                 "--family applies to `list families` (its options) and `list configs` (its configs), "
                 "not to `list tasks`: drop --family"
             )
+    warn_unimportable()
     if args.what == "families" and args.family is not None:
         from ortholab.training.family_options import describe_options, family_options_rows
 
