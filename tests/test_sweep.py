@@ -143,6 +143,56 @@ def test_a_typo_in_the_space_or_the_flags_is_refused_before_any_trial(
     assert "sweep typo: continuing the study of that name in the store (1 trials done" in capsys.readouterr().out
 
 
+def test_every_choice_and_both_ends_of_every_range_are_read_before_any_trial(tmp_path, monkeypatch):
+    """Before, only the space's first values were read: a misspelt later choice failed the trials that drew it, one
+    by one, each joining the study. Now each choice and each end of a range is read once, in as many points as the
+    longest list, and a bad one is refused naming the point's values before the store exists."""
+    from ortholab.cli.sweep_study import check_points, run_sweep
+    from ortholab.models import ConfigError
+
+    space = {
+        "model.family": ["scornn", "lstm", "gru"],
+        "model.hidden_size": [4, 6],
+        "data.batch_size": {"low": 10, "high": 55, "step": 10},  # Optuna draws at most 50 from it
+        "model.optimizers.other.lr": {"low": 1.0e-4, "high": 1.0e-2, "log": True},
+    }
+    points = check_points(space)
+    assert len(points) == 3 and points[0] == {k: v[0] if isinstance(v, list) else v["low"] for k, v in space.items()}
+    for key, spec in space.items():
+        held = [point[key] for point in points]
+        if isinstance(spec, list):
+            assert sorted(set(held), key=spec.index) == spec  # every choice, in the space's order
+        else:
+            assert min(held) == spec["low"] and max(held) == (50 if key == "data.batch_size" else spec["high"])
+    assert check_points({"model.hidden_size": [4], "data.batch_size": {"low": 10, "high": 10}}) == [
+        {"model.hidden_size": 4, "data.batch_size": 10}  # the same point twice is read once
+    ]
+
+    monkeypatch.chdir(tmp_path)
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text("model.hidden_size: [4, 6, 8]\nmodel.family_args.rho: [2, 4]\ntrainer.precision: [32, 61]\n")
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    with pytest.raises(ConfigError) as refused:
+        run_sweep(DEMO, str(space_file), trials=1, db=db, name="later", extra=list(TINY))
+    said = str(refused.value)
+    assert "61" in said and "trainer.precision" in said
+    assert (
+        f"read with {space_file}'s values model.hidden_size = 6, model.family_args.rho = 4, trainer.precision = 61"
+        in said
+    )
+    assert not (tmp_path / "runs.db").exists()  # no study, no failed trial
+
+
+def test_a_float_range_with_a_step_draws_on_its_grid():
+    """The space's `step` of a float range was accepted and then ignored: trials drew any value between the ends."""
+    from ortholab.cli.sweep_study import suggest
+
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    space = {"model.family_args.rho": {"low": 0.1, "high": 0.5, "step": 0.1}}
+    drawn = {round(suggest(study.ask(), space)["model.family_args.rho"], 12) for _ in range(40)}
+    assert drawn <= {0.1, 0.2, 0.3, 0.4, 0.5} and len(drawn) > 1
+
+
 def test_a_new_grid_study_is_not_called_continued_and_a_capped_count_and_a_new_store_are_said(tmp_path, capsys):
     """A new grid study holds its points as waiting trials: the sweep once called it 'continuing the study of that
     name (0 trials done)'; and `--trials 5` on a grid of 2 trained 2 in silence."""

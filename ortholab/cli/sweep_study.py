@@ -22,6 +22,7 @@ A space file maps dotted config keys to what to try:
     model.family_args.rho: {low: 0.1, high: 0.7}              # a float range
     model.optimizers.recurrent.lr: {low: 1.0e-5, high: 1.0e-3, log: true}
     data.batch_size: {low: 10, high: 50, step: 10}            # an int range (int bounds)
+    model.family_args.rho: {low: 0.1, high: 0.5, step: 0.1}   # a float range on a grid
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -158,7 +161,9 @@ def suggest(trial: optuna.Trial, space: dict) -> dict:
         elif isinstance(spec["low"], int) and isinstance(spec["high"], int) and not spec.get("log"):
             values[key] = trial.suggest_int(key, spec["low"], spec["high"], step=spec.get("step", 1))
         else:
-            values[key] = trial.suggest_float(key, spec["low"], spec["high"], log=bool(spec.get("log")))
+            values[key] = trial.suggest_float(
+                key, spec["low"], spec["high"], step=spec.get("step"), log=bool(spec.get("log"))
+            )
     return values
 
 
@@ -459,7 +464,8 @@ def run_sweep(
     if workers > trials:  # a worker with no trial to take would only start, check and wait
         print(f"sweep {name}: --workers {workers} for {trials} trials starts {trials}", flush=True)
         workers = trials
-    check_first_point(config, space, space_file, extra)  # a refused space or flag leaves no new store behind
+    if os.environ.get(WORKER_ENV) != "1":  # the worker's starter read them already
+        check_space_values(config, space, space_file, extra)  # a refused space or flag leaves no new store behind
     store = Store(db or default_db_url())  # OrthoLab's tables first, before Optuna adds its own
     if store.created:  # a first sweep, or a mistyped --db (the trials' own note goes where their output goes)
         print(f"New run store {mask_url(store.url)}: nothing was recorded there before.", flush=True)
@@ -594,14 +600,50 @@ def say_continued(study: optuna.Study, trials: int) -> None:
         )
 
 
-def check_first_point(config: str, space: dict, space_file: str, extra: list[str]) -> None:
-    """The space's keys and the extra flags, read once with the space's first point before any trial: a typo
-    (`model.family_args.rhoo`, `--model.hiden_size`) is one line, and no failed trial joins the study."""
-    first = {key: spec[0] if isinstance(spec, list) else spec["low"] for key, spec in space.items()}
-    why, printed = children.read_fit_args(["--config", config, *extra, *cli_overrides(first)])  # as trial_args orders
-    why = why or children.validates_nothing(printed, "no trial would record the metric it is scored by")
-    if why:
-        raise ConfigError(f"{why} (read with {space_file}'s first values and the flags given to sweep; no trial ran)")
+def check_points(space: dict) -> list[dict]:
+    """Points of the space whose values, together, hold every choice of every list and both ends of every range
+    (as many points as the longest list, the first one the first values; shorter lists repeat their last choice):
+    each value a trial can draw is read once before any trial."""
+    count = max((len(spec) if isinstance(spec, list) else 2) for spec in space.values())
+    points = []
+    for j in range(count):
+        point = {
+            key: spec[min(j, len(spec) - 1)] if isinstance(spec, list) else _range_end(spec, j)
+            for key, spec in space.items()
+        }
+        if point not in points:
+            points.append(point)
+    return points
+
+
+def _range_end(spec: dict, j: int):
+    """A range's low for the first point, else the highest value its sampler can draw (high on its step's grid)."""
+    if j == 0:
+        return spec["low"]
+    if spec.get("step") is None:
+        return spec["high"]
+    ints = all(isinstance(spec[k], int) for k in ("low", "high", "step"))
+    grid = optuna.distributions.IntDistribution if ints else optuna.distributions.FloatDistribution
+    with warnings.catch_warnings():  # that it rounds high down is said by the trial's own draw
+        warnings.simplefilter("ignore", UserWarning)
+        return grid(spec["low"], spec["high"], step=spec["step"]).high  # Optuna rounds high down to the step's grid
+
+
+def check_space_values(config: str, space: dict, space_file: str, extra: list[str]) -> None:
+    """The space's keys, every value of its lists and both ends of its ranges, and the extra flags, read as a trial
+    reads them before any trial (children.read_fit_args, side by side up to the cores): a typo
+    (`model.family_args.rhoo`, `--model.hiden_size`, a misspelt family among the choices) is one line, and no failed
+    trial joins the study."""
+    points = check_points(space)
+    argvs = [["--config", config, *extra, *cli_overrides(point)] for point in points]  # as trial_args orders them
+    workers = max(1, min(len(argvs), os.cpu_count() or 1, 4))  # each read imports torch: a few hundred MB
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        reads = list(pool.map(children.read_fit_args, argvs))
+    for j, (point, (why, printed)) in enumerate(zip(points, reads)):
+        why = why or children.validates_nothing(printed, "no trial would record the metric it is scored by")
+        if why:
+            values = "first values" if j == 0 else "values " + ", ".join(f"{k} = {v}" for k, v in point.items())
+            raise ConfigError(f"{why} (read with {space_file}'s {values} and the flags given to sweep; no trial ran)")
 
 
 def check_completed(study: optuna.Study) -> None:
