@@ -31,6 +31,19 @@ from ortholab.db.artifacts import (
 
 REPO = Path(__file__).resolve().parents[1]
 APP_MAIN = str(REPO / "app" / "main.py")
+
+
+def registered_pages() -> list[dict]:
+    """The pages app/main.py registers, as tools/screenshots.py reads them ([{name, url, title}], the default page
+    first): the page tests take a new page from there, not from a list of their own."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dashboard_screenshots", REPO / "tools" / "screenshots.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.dashboard_pages()
+
+
 COPYING_T = 100
 COPYING_BASELINE = 10 * math.log(8) / (COPYING_T + 20)
 ADDING_BASELINE = 1 / 6

@@ -22,7 +22,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from dashboard_store import REPO, add_hand_written_runs, add_seed_runs
+from dashboard_store import REPO, add_hand_written_runs, add_seed_runs, registered_pages
 
 from ortholab.app.table_fit import cut_cells, cut_labels
 from ortholab.db import Store
@@ -45,15 +45,15 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
     "--window-size=1600,1000",
 ]
-PAGES = {  # url path -> (title, plotly charts expected)
-    "": ("Runs", False),
-    "curves": ("Curves", True),
-    "eigenvalues": ("Eigenvalues", True),
-    "gradients": ("Gradients and states", True),
-    "audio": ("Audio", True),
-    "compare": ("Compare", False),  # parallel coordinates need numeric params in every selected run
-    "papers": ("Papers", False),
-    "artifacts": ("Artifacts", True),  # scornn-snapshots' own kinds: the first, a matrix, as a heatmap
+CHARTS = {  # whether each page registered in app/main.py draws a plotly chart for the chosen runs
+    "runs": False,
+    "curves": True,
+    "eigenvalues": True,
+    "gradients": True,
+    "audio": True,
+    "compare": False,  # parallel coordinates need numeric params in every selected run
+    "papers": False,
+    "artifacts": True,  # scornn-snapshots' own kinds: the first, a matrix, as a heatmap
 }
 SIDEWAYS = {"", "compare"}  # pages whose tables are wider than the page by design: one column per field / per run
 
@@ -172,7 +172,9 @@ def test_every_page_renders_in_chromium(server, browser, shots):
 
     base, ids, hand_written = server
     chosen = "&".join(f"run={ids[n]}" for n in ("scornn-snapshots", "speech", "lstm-adding", "half-written", "crashed"))
-    for path, (title, charts) in PAGES.items():
+    pages = registered_pages()
+    assert {p["name"] for p in pages} == set(CHARTS), "a page app/main.py registers needs its line in CHARTS here"
+    for path, title, charts in ((p["url"], p["title"], CHARTS[p["name"]]) for p in pages):
         browser.get(f"{base}/{path}?{chosen}")
         wait_rendered(browser, title, charts=charts)
         main = browser.find_element(By.CSS_SELECTOR, '[data-testid="stMain"]').text
