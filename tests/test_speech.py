@@ -306,6 +306,24 @@ def test_the_audio_evaluation_hears_frames_only_with_predict_padding(tmp_path):
     assert [len(p) for p in predicted] == (dm.speech("val").lengths[:2] - 1).tolist()
 
 
+@pytest.mark.parametrize("padding", [False, True])
+def test_predict_writes_each_utterances_audio_with_or_without_predict_padding(tmp_path, padding):
+    """`ortholab predict`'s audio kept every masked prediction: with predict_padding, L of them for L - 1 frames to
+    reconstruct, and the run failed on the lengths (73 against 72 frames)."""
+    import soundfile
+
+    from ortholab.training.callbacks.predictions import write_speech_audio
+
+    root = fsdd_tree(tmp_path / "recordings", speakers=("ann", "bob"))
+    dm = SpeechPrediction(path=str(root), max_utterances=2, predict_padding=padding)
+    inputs, _, mask = dm.dataset("val").batch(range(2))
+    arrays = {"predictions": inputs.numpy(), "mask": mask.numpy()}  # as the writer gathers outputs and mask
+    assert write_speech_audio(tmp_path / "audio", dm, "val", arrays) == 2
+    speech = dm.speech("val")
+    for index, wav in enumerate(sorted((tmp_path / "audio").glob("*.wav"))):
+        assert len(soundfile.read(wav)[0]) == len(speech.waveform(index)), wav  # the utterance's own length
+
+
 def test_features_are_cached_under_cache_dir_keyed_by_settings(tmp_path, monkeypatch):
     root = fsdd_tree(tmp_path / "recordings", speakers=("ann", "bob"))
     cache = tmp_path / "cache"

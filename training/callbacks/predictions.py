@@ -95,7 +95,7 @@ def write_speech_audio(folder: Path, datamodule, split: str, arrays: dict[str, n
     speech = datamodule.speech(split)
     folder.mkdir(parents=True, exist_ok=True)
     for index, (values, mask) in enumerate(zip(arrays["predictions"], arrays["mask"], strict=True)):
-        predicted = torch.from_numpy(values[: int(mask.sum())])
+        predicted = torch.from_numpy(values[: int(mask.sum()) - datamodule.predict_padding])  # no padding's frame
         frames = estimated_frames(speech.frames_of(index), predicted, datamodule.target)
         waveform = reconstruct(datamodule.frames, frames, speech.waveform(index)).numpy()
         data, _ = wav_bytes(waveform, speech.sample_rate)
