@@ -22,7 +22,7 @@ A space file maps dotted config keys to what to try:
     model.family_args.rho: {low: 0.1, high: 0.7}              # a float range
     model.optimizers.recurrent.lr: {low: 1.0e-5, high: 1.0e-3, log: true}
     data.batch_size: {low: 10, high: 50, step: 10}            # an int range (int bounds)
-    model.family_args.rho: {low: 0.1, high: 0.5, step: 0.1}   # a float range on a grid
+    trainer.gradient_clip_val: {low: 0.5, high: 2.0, step: 0.5}  # a float range on a grid
 """
 
 from __future__ import annotations
