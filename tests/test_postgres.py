@@ -90,7 +90,7 @@ def test_dashboard_pages_render_from_postgres(pg_url, monkeypatch):
         curves = open_page(store, monkeypatch, "curves", selected=[ids["lstm-adding"]])
         assert charts(curves)  # plotly figures built from PostgreSQL's metric points
         for page in PAGES:
-            open_page(store, monkeypatch, page, selected=list(ids.values()))  # no exception on any page
+            open_page(store, monkeypatch, page["name"], selected=list(ids.values()))  # no exception on any page
     finally:
         clear_caches()
 
