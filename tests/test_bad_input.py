@@ -154,6 +154,10 @@ def test_a_misspelt_key_in_a_config_file_is_named_too(tmp_path, monkeypatch, cap
             "data:\n  class_path: datamodules.CopyingTask\n  init_args:\n    batch_size: twenty\n",
             "data.batch_size = 'twenty' (in {file}): expected int (`ortholab fit --data.help CopyingTask` describes",
         ),
+        (  # a task's own check, raised inside jsonargparse's union error
+            "data:\n  class_path: datamodules.CopyingTask\n  init_args:\n    val_size: 0\n",
+            "data.val_size (in {file}) must be a positive integer, got 0",
+        ),
         # the model's own checks (walk-through 7: they named no file, troubleshooting.md promised one)
         ("model:\n  family: scorn\n", "model.family = 'scorn' (in {file}) is not a registered family; did you mean"),
         (

@@ -63,6 +63,7 @@ def main(argv: list[str], given: bool) -> None:
     from ortholab.training.lightning_cli import OrthoLabCLI, task_short_names
     from ortholab.training.mapping_flags import merge_deep_mapping_flags
     from ortholab.training.parse_errors import with_place
+    from ortholab.user_errors import user_error
 
     typed = argv  # as the user wrote it, for saying where a refused key was given
     prepared = merge_deep_mapping_flags(task_short_names(resume_arguments(run_arguments(packaged_configs(argv)))))
@@ -74,11 +75,12 @@ def main(argv: list[str], given: bool) -> None:
         sys.stdout = MaskedStream(stdout, known_passwords([*argv, *sys.argv]))  # it prints db: too
     try:
         OrthoLabCLI(args=argv if given else None)  # Lightning reads sys.argv itself
-    except ConfigError as refused:  # a model's or task's own check names its key: where the user gave it, too
-        placed = with_place(str(refused), typed)
-        if placed == str(refused):
+    except Exception as failed:  # a model's or task's own check names its key: where the user gave it, too
+        refused = user_error(failed)  # a task's check arrives wrapped in jsonargparse's union error
+        placed = with_place(str(refused), typed) if isinstance(refused, ConfigError) else None
+        if placed is None or placed == str(refused):
             raise
-        raise ConfigError(placed) from refused
+        raise ConfigError(placed) from failed
     finally:
         sys.stdout = stdout
 
