@@ -248,8 +248,9 @@ def test_test_and_validate_take_a_recorded_run_as_predict_does(fresh, tmp_path, 
     take the run's stored config, store and best checkpoint, and record a run of their stage."""
     monkeypatch.chdir(tmp_path)
     db, source = fresh
-    code, _, err = ortholab(capsys, command, "--run", source.id, "--db", db)
+    code, out, err = ortholab(capsys, command, "--run", source.id, "--db", db)
     assert code == 0, err
+    assert f"\n{split}/" in f"\n{out}" and "Best " not in out  # one evaluation: its value, not a best of several
     (scored,) = [r for r in Store(db).list_runs() if r.stage == command]
     assert scored.name == source.name and f"{split}/loss" in Store(db).metric_keys(scored.id)
     code, out, _ = ortholab(capsys, command, "--help")

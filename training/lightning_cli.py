@@ -633,7 +633,8 @@ class OrthoLabCLI(LightningCLI):
         if run.best is not None:
             split = run.main_metric.split("/")[0]  # each split against its own baseline
             baseline = f" (baseline on the {split} split: {run.baseline:.4g})" if run.baseline is not None else ""
-            print(f"Best {run.main_metric}: {run.best:.4g}{baseline}")
+            said = "Best " if run.stage == "fit" else ""  # test/validate evaluate once: no best of several
+            print(f"{said}{run.main_metric}: {run.best:.4g}{baseline}")
         where, said = db_flag(logger.store.url)
         print(
             f"Run {run.id} ({run.name}, {run.status}) recorded in {mask_url(logger.store.url)}; "
