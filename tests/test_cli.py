@@ -396,6 +396,9 @@ def test_swapping_the_task_or_family_names_the_run_after_what_it_runs(capsys, tm
     assert "its options seq_len, train_size, test_size do not apply to PixelMNIST and were dropped" in note
     assert "; kept: batch_size: 10, val_size: 500;" in note  # copying's 500 validation sequences: MNIST's now
     assert "the run is named mnist_scornn" in note
+    main(["fit", "--config", DEMO, *tiny, "--data.class_path", "adding"])
+    (note,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: data.class_path")]
+    assert "all of its options apply to AddingTask; kept: seq_len: 100, batch_size: 10" in note  # said, not silent
     main(["fit", "--config", DEMO, *tiny, "--data.class_path", "mnist", "--name", "mine"])
     assert "the run is named" not in capsys.readouterr().err  # --name given: the user's name stands
     main(["fit", "--config", DEMO, *TINY, "--db", db])
@@ -407,6 +410,7 @@ def test_swapping_the_task_or_family_names_the_run_after_what_it_runs(capsys, tm
     runs = sorted(Store(db).list_runs(), key=lambda r: r.id)
     assert [(r.name, r.task, r.family, r.status) for r in runs] == [
         ("mnist_scornn", "mnist", "scornn", "finished"),
+        ("adding_scornn", "adding", "scornn", "finished"),
         ("mine", "mnist", "scornn", "finished"),
         ("copying_scornn", "copying", "scornn", "finished"),
         ("copying_lstm", "copying", "lstm", "finished"),

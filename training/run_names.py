@@ -48,8 +48,8 @@ def swapped_task(config) -> tuple[str, str | None] | None:
     what = (
         f"its options {', '.join(dropped)} do not apply to {cls_name} and were dropped"
         if dropped
-        else "all of its options apply"
-    ) + (f"; kept: {', '.join(carried)}" if dropped and carried else "")  # e.g. copying's val_size: 500 for MNIST
+        else f"all of its options apply to {cls_name}"
+    ) + (f"; kept: {', '.join(carried)}" if carried else "")  # e.g. copying's val_size: 500 for MNIST, seq_len: 100
     named = f"; the run is named {name} (--name sets another)" if name else ""
     return f"note: data.class_path {chosen} replaces the config's {given}: {what}{named}", name
 
