@@ -63,13 +63,44 @@ def test_filters_and_json(db, tmp_path, capsys):
     assert [r["id"] for r in json.loads(capsys.readouterr().out)] == [b]
     main(["runs", "--db", db, "--status", "running"])
     assert capsys.readouterr().out.strip().startswith("no recorded run matches the filters; no run has --status")
-    main(["runs", "--db", db, "--family", "scorrn"])  # a typo: named, with the families recorded
+    main(["runs", "--db", db, "--family", "gru"])  # registered, no run of it: an empty list, with those recorded
     out = capsys.readouterr().out.strip()
-    assert "no run has --family scorrn (did you mean 'scornn'?); recorded: " in out and "scornn" in out
-    main(["runs", "--db", db, "--family", "LSTM"])  # case aside (walk-through 3: no hint at all)
-    assert "no run has --family LSTM (did you mean 'lstm'?)" in capsys.readouterr().out
+    assert out.startswith("no recorded run matches the filters; no run has --family gru") and "recorded: " in out
     main(["runs", "--db", db, "--family", "lstm", "--task", "adding"])  # both recorded, no run has both
     assert capsys.readouterr().out.strip() == "no recorded run matches the filters"
+
+
+@pytest.mark.parametrize(
+    "flag, value, expected",
+    [
+        (
+            "--family",
+            "scorn",
+            "--family scorn: no family of this name is registered or recorded; did you mean "
+            "'scornn'? `ortholab list families` names them",
+        ),
+        ("--family", "LSTM", "--family LSTM: no family of this name is registered or recorded; did you mean 'lstm'?"),
+        (
+            "--task",
+            "copyng",
+            "--task copyng: no task of this name is registered or recorded; did you mean "
+            "'copying'? `ortholab list tasks` names them",
+        ),
+    ],
+)
+def test_a_family_or_task_name_nothing_has_is_refused_in_one_line(db, tmp_path, capsys, flag, value, expected):
+    """A typo was an empty list and exit 0, read as 'no such runs yet'; a recorded but unregistered name still lists
+    (`--task copy` above), a registered name without runs lists none."""
+    _runs(db, tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["runs", "--db", db, flag, value])
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == 2 and not out, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith(f"ortholab: error: {expected}"), err
+    missing = tmp_path / "none" / "runs.db"  # read-only: a mistyped store is named, never made
+    with pytest.raises(SystemExit):
+        main(["runs", "--db", f"sqlite:///{missing}", flag, value])
+    assert not missing.parent.exists()
 
 
 def test_a_failed_runs_reason_is_listed(db, tmp_path, capsys):

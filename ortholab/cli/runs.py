@@ -15,6 +15,7 @@ import textwrap
 from collections import Counter
 from pathlib import Path
 
+from ortholab import aliases
 from ortholab.cli.common import DB_HELP, fmt, table
 from ortholab.db.progress import copy_note, runs_rows
 from ortholab.db.provenance import resume_notes
@@ -93,6 +94,7 @@ def run(args, extra: list[str]) -> None:
                 f"--status {args.status}: {did_you_mean(args.status, STATUSES)}a run is one of {', '.join(STATUSES)}"
             )
     recorded = runs_rows(args.db)
+    refuse_unknown_names(recorded, args.family, args.task)
     rows = filter_rows(recorded, args.family, args.task, args.status, args.tag, args.name)
     keys = [key.strip().replace(".init_args.", ".") for key in (args.columns or "").split(",") if key.strip()]
     if args.columns is not None and not keys:
@@ -168,6 +170,34 @@ def with_columns(rows: list[dict], keys: list[str], db: str | None) -> list[dict
         }
         for row in rows
     ]
+
+
+def refuse_unknown_names(recorded: list[dict], family: str | None, task: str | None) -> None:
+    """A --family or --task value that no recorded run has and that names no registered family or task (a typo,
+    `--family scorn`) is refused in one line with the nearest name; a registered one without runs lists none. The
+    registries (torch's import) are read only for a value no run has."""
+    for key, value, listed in (("family", family, "families"), ("task", task, "tasks")):
+        if value is None or any(row[key] == value for row in recorded):
+            continue
+        names = registered_names(key)
+        if value not in names:
+            known = names | {str(row[key]) for row in recorded if row[key] is not None}
+            raise ConfigError(
+                f"--{key} {value}: no {key} of this name is registered or recorded; {did_you_mean(value, known)}"
+                f"`ortholab list {listed}` names them{aliases.unimportable_note()}"
+            )
+
+
+def registered_names(key: str) -> set[str]:
+    """The names of the registered families or tasks (`key`), the user's own ($ORTHOLAB_CONFIG_MODULES) among them."""
+    aliases.import_user_modules()
+    if key == "family":
+        from ortholab.models import FAMILIES
+
+        return set(FAMILIES)
+    from ortholab.datamodules import TASKS
+
+    return set(TASKS)
 
 
 def unmatched_hint(recorded: list[dict], args) -> str:
