@@ -629,6 +629,34 @@ def test_runs_marks_a_running_run_that_went_silent_and_drops_its_eta(tmp_path, c
     assert "running (silent 2.0 h: killed?)" in line and re.search(r"200/1000\s+2/10\s+-\s", line), line  # eta: -
 
 
+def test_runs_show_says_a_silent_running_run_as_runs_does_with_how_to_go_on(tmp_path, capsys, monkeypatch):
+    """`runs show` of a run killed outright said only 'running' where `runs` said 'running (silent 2.0 h: killed?)'."""
+    import datetime as dt
+
+    from ortholab.db import store as store_module
+
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    store = Store(db)
+    run = store.create_run(name="killed")
+    store.log_metrics(run, {"time/step_s": 0.5}, step=200)
+    heartbeat = store.get_run(run).heartbeat_at
+    main(["runs", "show", str(run), "--db", db])  # just written: live, as `runs` reads it
+    assert capsys.readouterr().out.splitlines()[0].endswith(" · running")
+    later = store_module.utcnow() + dt.timedelta(hours=2)
+    monkeypatch.setattr(store_module, "utcnow", lambda: later)  # the store's clock (Store.clock), two hours on
+    main(["runs", "show", str(run), "--db", db])
+    assert (
+        capsys.readouterr()
+        .out.splitlines()[0]
+        .endswith(
+            f" · running (silent 2.0 h: killed?; last heartbeat {heartbeat:%Y-%m-%d %H:%M} UTC; "
+            f"`ortholab fit --resume {run}` continues it)"
+        )
+    )
+    main(["runs", "show", str(run), "--db", db, "--json"])
+    assert json.loads(capsys.readouterr().out)["silent"] == "silent 2.0 h: killed?"  # as `runs --json` has it
+
+
 def test_runs_marks_at_once_a_running_run_whose_process_here_ended(tmp_path, capsys, monkeypatch):
     """SIGKILL (the out-of-memory killer) on this machine: the run's lease names a process that is gone, so the
     listing says so seconds later, not after minutes of silence; a live holder's run keeps its ETA."""

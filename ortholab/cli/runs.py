@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ortholab import aliases
 from ortholab.cli.common import DB_HELP, fmt, table
-from ortholab.db.progress import copy_note, runs_rows
+from ortholab.db.progress import copy_note, run_progress, runs_rows
 from ortholab.db.provenance import resume_notes
 from ortholab.errors import ConfigError, did_you_mean
 
@@ -281,12 +281,14 @@ def show(targets: list[str], db: str | None, as_json: bool = False) -> None:
     (run_id,) = _run_ids(targets, "show")
     store = Store(db, access="read")
     run = store.get_run(run_id)  # StoreError naming a missing id and the store
+    silent = run_progress(store, run, store.clock()).get("silent")  # as `runs` says it: killed outright?
     if as_json:
         last = {key: _finite(v) for (_, key), v in store.last_values([run_id], store.metric_keys(run_id)).items()}
         kinds = Counter(a.kind for a in store.artifacts(run_id))
-        print(json.dumps({**run.to_dict(), "last_values": last, "artifacts": dict(kinds)}, indent=2, default=str))
+        record = {**run.to_dict(), **({"silent": silent} if silent else {})}  # the `silent` of `runs --json`
+        print(json.dumps({**record, "last_values": last, "artifacts": dict(kinds)}, indent=2, default=str))
         return
-    print("\n".join([*run_card(run), *record_lines(store, run_id)]))
+    print("\n".join([*run_card(run, silent), *record_lines(store, run_id)]))
     if note := copy_note(store):
         print(note)
 
@@ -333,15 +335,20 @@ def _optimizer_text(group: str, spec: dict) -> str:
     return f"{group} {name} ({text})"
 
 
-def run_card(run) -> list[str]:
-    """One run as lines: what, where, the best value, the code and command it began with, each continuation."""
+def run_card(run, silent: str | None = None) -> list[str]:
+    """One run as lines: what, where, the best value, the code and command it began with, each continuation.
+    `silent`: a 'running' run's silence as `runs` says it (db/progress.py), with its last heartbeat."""
     info = run.info or {}
+    status = run.status
+    if silent:  # killed outright, still 'running' in the store: how long ago, and how to go on
+        resume = f"; `ortholab fit --resume {run.id}` continues it" if run.stage == "fit" else ""
+        status += f" ({silent}; last heartbeat {run.heartbeat_at:%Y-%m-%d %H:%M} UTC{resume})"
     none = "no validation value yet" if run.stage == "fit" else f"no best value (a {run.stage} run)"
     best = f"best {run.main_metric} {run.best:.4g}" if run.best is not None else none
     baseline = f" (baseline {run.baseline:.4g})" if run.baseline is not None else ""
     total = (info.get("plan") or {}).get("total_steps")
     lines = [
-        f"run {run.id}: {run.name} · {run.stage} · {run.family or '-'} on {run.task or '-'} · {run.status}"
+        f"run {run.id}: {run.name} · {run.stage} · {run.family or '-'} on {run.task or '-'} · {status}"
         + (f" ({run.reason})" if run.reason else ""),
         (f"steps {run.steps}{f'/{total}' if total else ''} · " if run.stage == "fit" else "")  # an evaluation trains
         + f"{best}{baseline}"  # none: its checkpoint is said below
