@@ -26,6 +26,9 @@ class PlainProgress(ProgressBar):
     every `every_n_steps` steps, if given), then one when training ends:
 
         step 700/10000 · loss 0.1234 · 12.3 steps/s · ETA 12m36s
+
+    The pace is measured from the end of the first step on: that step holds the compilation and warm-up (often many
+    times a step's time), so the first line reads `ETA estimating…`.
     """
 
     def __init__(self, every_s: float = 30.0, every_n_steps: int | None = None):
@@ -36,6 +39,7 @@ class PlainProgress(ProgressBar):
         self._enabled = True
         self._start = self._last = 0.0
         self._first_step = 0
+        self._first_at: float | None = None  # when this process's first step ended: the pace is measured from then
 
     def disable(self) -> None:
         self._enabled = False
@@ -45,12 +49,15 @@ class PlainProgress(ProgressBar):
 
     def on_train_start(self, trainer, pl_module) -> None:
         self._start = self._last = time.monotonic()
-        self._first_step = trainer.global_step
+        self._first_step, self._first_at = trainer.global_step, None
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step, now = trainer.global_step, time.monotonic()
+        first = self._first_at is None and step > self._first_step  # once, however many batches a step accumulates
+        if first:
+            self._first_at = now
         due = (
-            step == self._first_step + 1
+            first
             or now - self._last >= self.every_s
             or (self.every_n_steps is not None and step % self.every_n_steps == 0)
         )
@@ -76,13 +83,14 @@ class PlainProgress(ProgressBar):
         if loss is not None:
             parts.append(f"loss {float(loss):.4g}")
         elapsed = now - self._start
-        rate = (step - self._first_step) / elapsed if elapsed > 0 else 0.0
+        since = now - self._first_at if self._first_at is not None else 0.0  # the first step (warm-up) left out
+        rate = (step - self._first_step - 1) / since if since > 0 else 0.0
         if rate > 0:
             parts.append(f"{rate:.3g} steps/s")
         if done:
             parts.append(f"training ended after {_clock(elapsed)}")
-        elif planned and rate > 0:
-            parts.append(f"ETA {_clock(max(int(total) - step, 0) / rate)}")
+        elif planned:
+            parts.append(f"ETA {_clock(max(int(total) - step, 0) / rate)}" if rate > 0 else "ETA estimating…")
         return " · ".join(parts)
 
 
