@@ -133,6 +133,30 @@ def test_a_callback_option_with_no_callback_named_says_to_name_it_first(tmp_path
     ), line
 
 
+WHOLE = "expected a whole number, written without a point or an exponent: give"
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (
+            ["--trainer.max_steps", "1e3"],
+            f"trainer.max_steps = '1e3' (on the command line): {WHOLE} --trainer.max_steps 1000 (`ortholab fit --help` "
+            "describes trainer.max_steps)",
+        ),
+        (["--trainer.max_steps=1000.0"], f"trainer.max_steps = '1000.0' (on the command line): {WHOLE} --trainer.max_"),
+        (["--data.seq_len", "1e2"], f"data.seq_len = '1e2' (on the command line): {WHOLE} --data.seq_len 100 ("),
+        (["--trainer.max_steps", "2.5"], "trainer.max_steps = '2.5' (on the command line): expected int ("),  # no fix
+    ],
+)
+def test_a_count_written_as_a_float_is_refused_with_the_whole_number_to_give(
+    tmp_path, monkeypatch, capsys, args, expected
+):
+    """`--trainer.max_steps 1e3` read "'1000.0': expected int", naming neither what was typed nor what to type."""
+    line = fails(tmp_path, monkeypatch, capsys, *args)
+    assert expected in line, line
+
+
 def test_a_models_own_refusal_of_a_flag_says_it_was_given_on_the_command_line(tmp_path, monkeypatch, capsys):
     line = fails(tmp_path, monkeypatch, capsys, "--model.optimizers.recurent.lr", "1e-3")  # a dotted group flag
     assert "model.optimizers.recurent (on the command line): family 'scornn' has no parameter group" in line

@@ -7,6 +7,7 @@ import contextlib
 import difflib
 import importlib
 import inspect
+import math
 import re
 import sys
 from pathlib import Path
@@ -185,8 +186,32 @@ def _wrong_type(message: str, argv: list[str]) -> str | None:
         example = example.replace("'{rho: 4}'", MAPPING_EXAMPLES.get(key, "'{rho: 4}'"))
         value = " ".join(given.group(1).split())
         where = where_given(key, argv, value)
+        whole = _whole_number(value) if example == "int" else None
+        if whole is not None:  # 1e3 or 1000.0 where a count goes: the parser printed 1000.0, the user wrote 1e3
+            value, fix = _as_written(key, argv, value), f"--{key} {whole}" if where == "on the command line" else whole
+            example = f"a whole number, written without a point or an exponent: give {fix}"
         return f"{key} = {value[:80]!r}{f' ({where})' if where else ''}: expected {example} ({described} {key})"
     return None
+
+
+def _whole_number(value: str) -> int | None:
+    """1000 for '1000.0' or '1e3' (a float the parser will not take as an int); None for '2.5', 'abc', 'inf'."""
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return int(number) if math.isfinite(number) and number.is_integer() else None
+
+
+def _as_written(key: str, argv: list[str], value: str) -> str:
+    """The value of `--key` as the command line wrote it ('1e3' where the parser printed 1000.0), else `value`."""
+    argv, written = [str(arg) for arg in argv], value
+    for i, arg in enumerate(argv):
+        flag, eq, given = arg.partition("=")
+        given = given if eq else argv[i + 1] if i + 1 < len(argv) else ""
+        if flag == f"--{key}" and _same_value(given, value):
+            written = given
+    return written
 
 
 def _no_such_class(key: str, path: str, argv: list[str]) -> str:
