@@ -272,7 +272,7 @@ BAD_INPUT = [
         ["--model.family_args", "{rho: 300}"],
         "model.family_args.rho = 300 (on the command line) must lie between 0 and hidden_size = 8",
     ),
-    (["--data.seq_len", "0"], "data.seq_len must be a positive integer, got 0"),
+    (["--data.seq_len", "0"], "data.seq_len (on the command line) must be a positive integer, got 0"),
     (["--model.hiden_size", "5"], "model.hiden_size"),
     (
         ["--model.family_args", "{rhoo: 3}"],

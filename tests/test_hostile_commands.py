@@ -411,10 +411,19 @@ HUGE = 10**12
 SETTINGS = [  # (the flags, parts of the error line)
     (["--data.num_workers", "-1"], ["data.num_workers", "-1", "--data.num_workers 0"]),
     (["--data.batch_size", str(HUGE)], [f"data.batch_size = {HUGE}", "set --data.batch_size to at most"]),
-    (["--data.batch_size", "41"], ["data.batch_size = 41 is larger than the split", "data.train_size = 40"]),
+    (
+        ["--data.batch_size", "41"],
+        ["data.batch_size = 41 (on the command line) is larger than the split", "data.train_size = 40"],
+    ),
     (["--data.eval_batch_size", str(HUGE)], [f"data.eval_batch_size = {HUGE}"]),
-    (["--data.train_size", str(HUGE)], [f"data.train_size = {HUGE} sequences need", "lower --data.train_size"]),
-    (["--data.val_size", str(HUGE)], [f"data.val_size = {HUGE} sequences need", "lower --data.val_size"]),
+    (
+        ["--data.train_size", str(HUGE)],
+        [f"data.train_size = {HUGE} (on the command line) sequences need", "lower --data.train_size"],
+    ),
+    (
+        ["--data.val_size", str(HUGE)],
+        [f"data.val_size = {HUGE} (on the command line) sequences need", "lower --data.val_size"],
+    ),
 ]
 
 

@@ -325,9 +325,21 @@ HOSTILE = [  # (id, argv, parts of the error line)
     ("config-a-folder", [*FIT, "--config", "{folder}/checkpoints_only"], ["checkpoints_only: not a file"]),
     # the task and its data ---------------------------------------------------------------------------------------
     ("unknown-task-option", [*FIT, "--data.bogus", "1"], ["unknown config key data.bogus"]),
-    ("negative-batch-size", [*FIT, "--data.batch_size", "-4"], ["data.batch_size must be a positive integer"]),
-    ("seq-len-0", [*FIT, "--data.seq_len", "0"], ["data.seq_len must be a positive integer, got 0"]),
-    ("train-size-0", [*FIT, "--data.train_size", "0"], ["data.train_size must be a positive integer"]),
+    (
+        "negative-batch-size",
+        [*FIT, "--data.batch_size", "-4"],
+        ["data.batch_size (on the command line) must be a positive integer"],
+    ),
+    (
+        "seq-len-0",
+        [*FIT, "--data.seq_len", "0"],
+        ["data.seq_len (on the command line) must be a positive integer, got 0"],
+    ),
+    (
+        "train-size-0",
+        [*FIT, "--data.train_size", "0"],
+        ["data.train_size (on the command line) must be a positive integer"],
+    ),
     ("missing-data-path", [*MUSIC_FIT, "--data.path", "{folder}/nowhere.mat"], ["nowhere.mat", "does not exist"]),
     (
         "pickle-fractional-note",
@@ -584,7 +596,7 @@ def test_a_sweep_whose_trials_all_fail_exits_2_with_the_first_reason(trained):
     line = refusal(
         done,
         "sweep doomed: none of its 2 trials completed; the first failure: trial doomed-t0 failed:",
-        "data.seq_len must be a positive integer, got 0",
+        "data.seq_len (given to the trial) must be a positive integer, got 0",
     )
     assert "ortholab sweep: trial doomed-t0 failed" in done.stderr and "trial doomed-t1 failed" in done.stderr
     assert "failed with value nan" not in done.stderr  # Optuna's own warning: the sweep's line says it already

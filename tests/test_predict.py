@@ -267,6 +267,6 @@ def test_an_evaluation_runs_card_names_the_checkpoint_it_evaluated_not_steps(fre
     tested = max((r for r in Store(db).list_runs() if r.stage == "test"), key=lambda r: r.id)
     code, out, _ = ortholab(capsys, "runs", "show", tested.id, "--db", db)
     lines = out.splitlines()
-    assert code == 0 and lines[1].startswith("best test/") and "steps" not in lines[1]
+    assert code == 0 and lines[1].startswith("test/") and "steps" not in lines[1]
     (said,) = [line for line in lines if line.startswith("evaluated checkpoint: ")]
     assert said.removeprefix("evaluated checkpoint: ").startswith(str(Path(source.run_dir) / "checkpoints"))

@@ -344,7 +344,8 @@ def run_card(run, silent: str | None = None) -> list[str]:
         resume = f"; `ortholab fit --resume {run.id}` continues it" if run.stage == "fit" else ""
         status += f" ({silent}; last heartbeat {run.heartbeat_at:%Y-%m-%d %H:%M} UTC{resume})"
     none = "no validation value yet" if run.stage == "fit" else f"no best value (a {run.stage} run)"
-    best = f"best {run.main_metric} {run.best:.4g}" if run.best is not None else none
+    said = "best " if run.stage == "fit" else ""  # an evaluation's one value, not a best of several
+    best = f"{said}{run.main_metric} {run.best:.4g}" if run.best is not None else none
     baseline = f" (baseline {run.baseline:.4g})" if run.baseline is not None else ""
     total = (info.get("plan") or {}).get("total_steps")
     lines = [
