@@ -248,7 +248,7 @@ FSDD_RAW = "https://raw.githubusercontent.com/Jakobovski/free-spoken-digit-datas
 
 def _fsdd_files() -> tuple[DataFile, ...]:
     """The 3,000 recordings of FSDD v1.0.10, from the manifest shipped with OrthoLab (SHA-256, bytes, path)."""
-    text = resources.files("ortholab.datamodules").joinpath("manifests", "fsdd.txt").read_text()
+    text = resources.files("ortholab.datamodules").joinpath("manifests", "fsdd.txt").read_text(encoding="utf-8")
     rows = [line.split() for line in text.splitlines() if line and not line.startswith("#")]
     return tuple(DataFile(name, sha, int(size), (FSDD_RAW + name,)) for sha, size, name in rows)
 

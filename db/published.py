@@ -91,7 +91,7 @@ def _fail(path: Path, message: str) -> StoreError:
 
 def load_table(path: Path) -> PaperTable:
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as err:
         raise _fail(path, f"cannot read it as YAML ({err})") from None
     if not isinstance(data, dict) or not isinstance(data.get("rows"), list):

@@ -3,7 +3,10 @@ messages point at can be read where the program runs, from a checkout or from th
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -101,3 +104,15 @@ def test_an_unknown_page_or_section_is_one_line_and_exit_2(capsys, asked, expect
 def test_path_prints_the_file(capsys):
     code, out, _ = run(capsys, "--path", "docs/getting-started.md")
     assert code == 0 and Path(out.strip()) == REPO / "docs" / "getting-started.md"
+
+
+def test_pages_read_and_print_under_a_locale_without_utf8():
+    """LC_ALL=C with Python's UTF-8 mode and locale coercion off (as on a system whose encoding is ASCII): the
+    pages are UTF-8 whatever the locale, and what the terminal cannot show prints as '?', not a traceback."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONIOENCODING", "PYTHONUTF8", "LANG", "LC_CTYPE")}
+    env.update(LC_ALL="C", LANG="C", PYTHONUTF8="0", PYTHONCOERCECLOCALE="0")
+    for page in ([], ["benchmarks"]):  # the list reads every page's title; benchmarks.md holds 'λ', '·', '—'
+        done = subprocess.run([sys.executable, "-m", "ortholab", "docs", *page], env=env, capture_output=True)
+        assert done.returncode == 0, done.stderr.decode("ascii", "replace")
+        assert done.stdout.isascii() and done.stdout.strip()
+    assert done.stdout.startswith(b"# ") and b"?" in done.stdout

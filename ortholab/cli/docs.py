@@ -45,7 +45,8 @@ def pages(folder: Path) -> dict[str, Path]:
 
 def title(path: Path) -> str:
     """The page's first '# ' heading."""
-    return next((line[2:].strip() for line in path.read_text().splitlines() if line.startswith("# ")), "")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return next((line[2:].strip() for line in lines if line.startswith("# ")), "")
 
 
 def slug(heading: str) -> str:
@@ -107,5 +108,5 @@ def run(args, extra: list[str]) -> None:
         return
     from ortholab.cli.reference import filled
 
-    markdown = known[name].read_text()
+    markdown = known[name].read_text(encoding="utf-8")
     print(filled(section(markdown, anchor, name) if anchor else markdown), end="")

@@ -200,7 +200,7 @@ NO_DESCRIPTION = "(no description: add a first comment line to this config)"
 
 def config_description(path: Path) -> str:
     """The config's first comment line, read before any YAML content; NO_DESCRIPTION when it has none."""
-    for line in path.read_text().splitlines():
+    for line in path.read_text(encoding="utf-8").splitlines():
         if line.startswith("#") and line.lstrip("# ").strip():
             return line.lstrip("# ").strip()
         if line.strip() and not line.startswith("#"):
@@ -215,7 +215,7 @@ def config_family(path: Path) -> str:
     """The family the config trains: its model.family, else DEFAULT_FAMILY; a file that is not YAML is a
     ConfigError naming it."""
     try:
-        loaded = yaml.safe_load(path.read_text())
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
         reason = " ".join(str(err).split())[:160]
         fix = "fix it or move it out of configs/"

@@ -119,6 +119,8 @@ def main(argv: list[str] | None = None) -> None:
     given = argv is not None
     argv = list(argv if given else sys.argv[1:])
     aliases.install()  # configs' short class paths (datamodules.CopyingTask) in this process
+    if not given and hasattr(sys.stdout, "reconfigure"):  # a non-UTF-8 locale (LC_ALL=C): '?' for what it can't show
+        sys.stdout.reconfigure(errors="replace")
     if not argv or argv[0] in ("-h", "--help", "-V", "--version"):
         try:
             print(version_line() if argv and argv[0] in ("-V", "--version") else top_help(), flush=True)

@@ -114,7 +114,7 @@ def check_flags(row: PaperRow, extra: list[str], scale: str = "full") -> None:
     if row.config is None:
         return
     config_path = REPO_ROOT / row.config
-    flags = smoke_overrides(yaml.safe_load(config_path.read_text())) if scale == "cpu-smoke" else []
+    flags = smoke_overrides(yaml.safe_load(config_path.read_text(encoding="utf-8"))) if scale == "cpu-smoke" else []
     why, printed = children.read_fit_args(["--config", str(config_path), *last_flags_win(list(row.args), flags, extra)])
     why = why or children.validates_nothing(printed, "its run would have no result for the report")
     if why:

@@ -136,7 +136,7 @@ def run_row(row: PaperRow, scale: str, db: str | None, extra: list[str], seed: i
             f"{row.tag}: skipped, no config (family {row.family!r}: {row.notes or 'not available'})", "skipped"
         )
     config_path = REPO_ROOT / row.config
-    config = yaml.safe_load(config_path.read_text())
+    config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
     seed = row_seeds(config, None)[0] if seed is None else seed
     seed_tag = f"{SEED_TAG}{seed}"
     changes = experiment_flags(extra)  # a run given them is its own experiment, not the paper's row (db/published.py)

@@ -62,7 +62,9 @@ def row_seeds(config: dict, seeds: int | list[int] | None) -> list[int]:
 
 def chosen_seeds(row: PaperRow, seeds: int | list[int] | None) -> list[int | None]:
     """The seeds `--seeds` gives this row (from its config's seed); [None] for a row without a config."""
-    return row_seeds(yaml.safe_load((REPO_ROOT / row.config).read_text()) or {}, seeds) if row.config else [None]
+    if not row.config:
+        return [None]
+    return row_seeds(yaml.safe_load((REPO_ROOT / row.config).read_text(encoding="utf-8")) or {}, seeds)
 
 
 def seeds_flag(seeds: int | list[int] | None) -> str:
