@@ -116,3 +116,22 @@ def test_pages_read_and_print_under_a_locale_without_utf8():
         assert done.returncode == 0, done.stderr.decode("ascii", "replace")
         assert done.stdout.isascii() and done.stdout.strip()
     assert done.stdout.startswith(b"# ") and b"?" in done.stdout
+
+
+def test_a_broken_config_module_is_one_line_and_exit_2_as_fit_says_it(tmp_path, monkeypatch, capsys):
+    """`ortholab docs cli` fills in each command's --help, which imports $ORTHOLAB_CONFIG_MODULES: a module that
+    fails as it runs was a RuntimeError traceback ('`ortholab list --help` printed nothing')."""
+    from ortholab.cli import reference
+
+    (tmp_path / "brokendocslab.py").write_text("x = 1\nraise RuntimeError('no GPU here')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", "brokendocslab")
+    reference.command_help.cache_clear()  # an earlier test's filled --help texts
+    code, out, err = run(capsys, "cli")
+    reference.command_help.cache_clear()
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [
+        f"ortholab: error: $ORTHOLAB_CONFIG_MODULES names 'brokendocslab', whose import failed at "
+        f"{tmp_path / 'brokendocslab.py'}, line 2: RuntimeError: no GPU here; fix it, or drop it from "
+        "$ORTHOLAB_CONFIG_MODULES"
+    ]

@@ -16,6 +16,7 @@ import inspect
 import io
 import os
 import re
+import sys
 from functools import cache
 
 MARKER = re.compile(r"<!-- ortholab:(family|task|help|configs)\s*([\w-]*)\s*-->")
@@ -174,17 +175,25 @@ def task_reference(name: str) -> str:
 def command_help(command: str) -> str:
     from ortholab.cli.main import main
 
-    out = io.StringIO()
+    out, err, code = io.StringIO(), io.StringIO(), 0
     previous = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "90"
     try:
-        with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             main([command, "--help"])
+    except SystemExit as stop:
+        code = stop.code
     finally:
         if previous is None:
             os.environ.pop("COLUMNS", None)
         else:
             os.environ["COLUMNS"] = previous
+    said = err.getvalue().strip().splitlines()
+    if code not in (0, None):  # its one-line error (a broken $ORTHOLAB_CONFIG_MODULES module), as `fit` says it
+        from ortholab.errors import ConfigError
+
+        raise ConfigError(said[-1].removeprefix("ortholab: error: ") if said else f"`ortholab {command} --help` failed")
+    sys.stderr.write(err.getvalue())  # its warnings, if any, as the command itself prints them
     text = out.getvalue().strip()
     if not text:
         raise RuntimeError(f"`ortholab {command} --help` printed nothing")
