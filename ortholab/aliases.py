@@ -105,9 +105,9 @@ def import_user_modules() -> None:
     (models.register_family) have done so before a config names it. One that Python cannot find is noted, not
     refused: it may hold only a task or callback that this command never names (the refusal, when one is named,
     says why), and a family's or task's refusal cites it (unimportable_note). A module that Python finds but cannot
-    run (a syntax error, an exception while it is imported) is refused in one line naming its file and line."""
+    run (a syntax error, an exception while it is imported, a package it imports that is missing) is refused in one
+    line naming its file and line."""
     import importlib
-    import traceback
 
     from ortholab.errors import ConfigError
 
@@ -115,19 +115,29 @@ def import_user_modules() -> None:
     for module in allowed_config_imports()[len(CONFIG_IMPORTS_ALLOWED) :]:
         try:
             importlib.import_module(module)
-        except ModuleNotFoundError as error:
-            UNIMPORTABLE[module] = str(error)
-        except Exception as error:  # the user's own code failed as it ran: where, in one line
-            if isinstance(error, SyntaxError):
-                place = f"{error.filename}, line {error.lineno}"
-            else:
-                frame = traceback.extract_tb(error.__traceback__)[-1]
-                place = f"{frame.filename}, line {frame.lineno}"
-            raise ConfigError(
-                f"${EXTRA_MODULES_VAR} names {module!r}, whose import failed at {place}: "
+        except Exception as error:
+            parents = {module.rsplit(".", depth)[0] for depth in range(module.count(".") + 1)}  # a.b.c: a, a.b, a.b.c
+            if isinstance(error, ModuleNotFoundError) and error.name in parents:  # not found, not failing as it runs
+                UNIMPORTABLE[module] = str(error)
+                continue
+            raise ConfigError(  # the user's own code failed as it ran (or imports what is missing): where, in one line
+                f"${EXTRA_MODULES_VAR} names {module!r}, whose import failed at {failed_at(error)}: "
                 f"{type(error).__name__}: {getattr(error, 'msg', None) or error}; fix it, or drop it from "
                 f"${EXTRA_MODULES_VAR}"
             ) from None
+
+
+def failed_at(error: Exception) -> str:
+    """'FILE, line N' in the user's module: the deepest frame in the file the import began running (a missing
+    package's or a library's own frames are not the user's line)."""
+    import traceback
+
+    if isinstance(error, SyntaxError):
+        return f"{error.filename}, line {error.lineno}"
+    frames = traceback.extract_tb(error.__traceback__)
+    ran = next((f.filename for f in frames if f.name == "<module>" and not f.filename.startswith("<")), None)
+    frame = next((f for f in reversed(frames) if f.filename == ran), frames[-1])
+    return f"{frame.filename}, line {frame.lineno}"
 
 
 def unimportable_note() -> str:

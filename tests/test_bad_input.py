@@ -115,6 +115,29 @@ def test_a_config_module_that_fails_as_it_runs_is_one_line_naming_its_file_and_l
             assert f"$ORTHOLAB_CONFIG_MODULES names {module!r}, whose import {said}" in err[0], err[0]
 
 
+def test_a_config_module_whose_own_import_fails_is_refused_at_its_own_line(tmp_path, monkeypatch, capsys):
+    """A package the module imports that is missing was taken for the module itself missing (a warning, exit 0);
+    an exception raised inside the standard library was placed at the library's line, not the user's."""
+    (tmp_path / "deplab").mkdir()
+    (tmp_path / "deplab" / "__init__.py").write_text("")
+    (tmp_path / "deplab" / "needs.py").write_text("import math\nimport nosuch_dependency_pkg.sub\n")
+    (tmp_path / "deplab" / "decodes.py").write_text("import json\n\njson.loads('{')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for module, file, said in (
+        ("deplab.needs", "needs.py", "line 2: ModuleNotFoundError: No module named 'nosuch_dependency_pkg'"),
+        ("deplab.decodes", "decodes.py", "line 3: JSONDecodeError: Expecting property name"),
+    ):
+        monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", module)
+        with pytest.raises(SystemExit) as stop:
+            main(["list", "tasks"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert stop.value.code == 2 and len(err) == 1, err
+        assert f"names {module!r}, whose import failed at {tmp_path / 'deplab' / file}, {said}" in err[0], err[0]
+    monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", "deplab.nosuch")  # the module itself missing: still a warning
+    main(["list", "tasks"])
+    assert "names 'deplab.nosuch', which Python cannot import here" in capsys.readouterr().err
+
+
 def test_list_warns_that_a_config_module_python_cannot_import_is_missing_from_its_lists(monkeypatch, capsys):
     monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", "nosuchlab")
     main(["list", "tasks"])
