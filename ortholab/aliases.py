@@ -122,8 +122,7 @@ def import_user_modules() -> None:
                 continue
             raise ConfigError(  # the user's own code failed as it ran (or imports what is missing): where, in one line
                 f"${EXTRA_MODULES_VAR} names {module!r}, whose import failed at {failed_at(error)}: "
-                f"{type(error).__name__}: {getattr(error, 'msg', None) or error}; fix it, or drop it from "
-                f"${EXTRA_MODULES_VAR}"
+                f"{failure(error)}; fix it, or drop it from ${EXTRA_MODULES_VAR}"
             ) from None
 
 
@@ -138,6 +137,12 @@ def failed_at(error: Exception) -> str:
     ran = next((f.filename for f in frames if f.name == "<module>" and not f.filename.startswith("<")), None)
     frame = next((f for f in reversed(frames) if f.filename == ran), frames[-1])
     return f"{frame.filename}, line {frame.lineno}"
+
+
+def failure(error: Exception) -> str:
+    """'ValueError: why', or the type's name alone for an exception raised without a message."""
+    why = getattr(error, "msg", None) or str(error)
+    return f"{type(error).__name__}: {why}" if why else type(error).__name__
 
 
 def unimportable_note() -> str:

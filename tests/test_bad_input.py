@@ -117,15 +117,18 @@ def test_a_config_module_that_fails_as_it_runs_is_one_line_naming_its_file_and_l
 
 def test_a_config_module_whose_own_import_fails_is_refused_at_its_own_line(tmp_path, monkeypatch, capsys):
     """A package the module imports that is missing was taken for the module itself missing (a warning, exit 0);
-    an exception raised inside the standard library was placed at the library's line, not the user's."""
+    an exception raised inside the standard library was placed at the library's line, not the user's; one raised
+    without a message read 'ValueError: ; fix it'."""
     (tmp_path / "deplab").mkdir()
     (tmp_path / "deplab" / "__init__.py").write_text("")
     (tmp_path / "deplab" / "needs.py").write_text("import math\nimport nosuch_dependency_pkg.sub\n")
     (tmp_path / "deplab" / "decodes.py").write_text("import json\n\njson.loads('{')\n")
+    (tmp_path / "deplab" / "bare.py").write_text("raise ValueError()\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     for module, file, said in (
         ("deplab.needs", "needs.py", "line 2: ModuleNotFoundError: No module named 'nosuch_dependency_pkg'"),
         ("deplab.decodes", "decodes.py", "line 3: JSONDecodeError: Expecting property name"),
+        ("deplab.bare", "bare.py", "line 1: ValueError; fix it"),  # no message: the type's name, not 'ValueError: '
     ):
         monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", module)
         with pytest.raises(SystemExit) as stop:
