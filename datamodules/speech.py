@@ -84,7 +84,7 @@ class SpeechPrediction(GatheredTaskDataModule):
     target: 'next_frame' or 'previous_frame' (expRNN); mse: 'valid_frames' or 'with_padding' (Wisdom et al.).
     predict_padding: the last frame also predicts the zero padding after it (its features: 10·log10(1e-5) = -50 dB
     with db_power), so an utterance of L frames trains L predictions, as Wisdom et al.'s script does; default false:
-    L - 1 predictions, of real frames only. With target: next_frame.
+    only the L - 1 predictions of real frames. With target: next_frame.
     max_utterances: keep only the first N utterances of every split (quick runs). cache_dir: where computed
     features are saved (null: memory only); a relative path lies under the runs folder (--runs_dir, $ORTHOLAB_RUNS,
     else ./runs), as `place_cache` puts it. seed: FSDD's grouping and the training order.

@@ -104,6 +104,19 @@ def test_option_descriptions_cut_at_the_next_option():
     }
 
 
+def test_no_option_row_is_cut_short_by_a_line_of_its_own_description():
+    """A continuation line opening with a capital ('L - 1 predictions') was read as a new sentence: speech's
+    predict_padding row ended at 'default false:'."""
+    skip = {"self", "input_size", "hidden_size"}
+    for cls in [*reference.families().values(), *reference.tasks().values()]:
+        names = [p for p in inspect.signature(cls.__init__).parameters if p not in skip]
+        for option, text in reference.option_descriptions(cls, names).items():
+            assert not text.endswith(":"), f"{cls.__qualname__}.{option}: {text}"
+    assert "default false: only the L - 1 predictions of real frames. With target: next_frame. |" in (
+        reference.task_reference("speech")
+    )
+
+
 def test_task_tables_and_command_help_are_generated():
     from ortholab.datamodules import TASKS
 
