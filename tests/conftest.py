@@ -31,12 +31,17 @@ def imported_from_elsewhere(checkout: Path) -> list[str]:
     return elsewhere
 
 
-if elsewhere := imported_from_elsewhere(Path(__file__).resolve().parents[1]):
-    pytest.exit(
-        f"these tests would run another checkout's code ({'; '.join(elsewhere)}): give this checkout a venv of its own "
-        "(`make install`), or `pip install --no-deps -e .` here in the venv you test with",
-        returncode=4,  # pytest's own code for a usage error
-    )
+ELSEWHERE = imported_from_elsewhere(Path(__file__).resolve().parents[1])
+
+
+def pytest_configure(config):
+    if ELSEWHERE:  # refused here, not as the conftest is imported (pytest printed that as an ImportError)
+        pytest.exit(
+            f"these tests would run another checkout's code ({'; '.join(ELSEWHERE)}): give this checkout a venv of its "
+            "own (`make install`), or `pip install --no-deps -e .` here in the venv you test with",
+            returncode=4,  # pytest's own code for a usage error
+        )
+
 
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if WORKERS > 1 and (share := threads_each(WORKERS)):
