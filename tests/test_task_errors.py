@@ -116,7 +116,8 @@ def test_text_demo_without_a_path_is_one_clear_message(tmp_path, capsys):
             ]
         )
     assert exit_info.value.code == 2
-    assert "data.path is not set" in capsys.readouterr().err
+    config = REPO / "configs/demo/text_tiny_lstm.yaml"  # its `path: null` is where the value was given
+    assert f"data.path (in {config}) is not set" in capsys.readouterr().err
 
 
 def test_stereo_audio(tmp_path):
