@@ -93,12 +93,20 @@ def test_section_anchors_are_the_sites_own():
             "no documentation page 'troubleshoot'; did you mean troubleshooting? `ortholab docs` lists the pages",
         ),
         ("tasks#a-task-of-yr-own", "page tasks has no section #a-task-of-yr-own; did you mean #a-task-of-your-own?"),
+        ("#nothing", "page index has no section #nothing; it has no sections: `ortholab docs index` prints it whole"),
+        (["--path", "tasks#nothing"], "page tasks has no section #nothing; its sections: #"),
     ],
 )
 def test_an_unknown_page_or_section_is_one_line_and_exit_2(capsys, asked, expected):
-    code, out, err = run(capsys, asked)
+    code, out, err = run(capsys, *([asked] if isinstance(asked, str) else asked))
     assert code == 2 and out == ""
-    assert err.strip().splitlines() == [f"ortholab: error: {expected}"]
+    assert len(err.strip().splitlines()) == 1 and err.strip().startswith(f"ortholab: error: {expected}")
+
+
+def test_a_folder_prints_its_index_page(capsys):
+    """`ortholab docs families` is the families' overview (docs/families/index.md), not 'no documentation page'."""
+    code, out, _ = run(capsys, "families")
+    assert code == 0 and out == (REPO / "docs" / "families" / "index.md").read_text(encoding="utf-8")
 
 
 def test_path_prints_the_file(capsys):

@@ -75,7 +75,12 @@ def section(markdown: str, anchor: str, name: str) -> str:
             return "\n".join(lines[index:end]).rstrip() + "\n"
     anchors = [s for _, level, s in marks if level > 1]
     near = difflib.get_close_matches(anchor, anchors, n=3)
-    hint = f"did you mean {', '.join('#' + s for s in near)}?" if near else f"its sections: #{', #'.join(anchors[:8])}"
+    if near:
+        hint = f"did you mean {', '.join('#' + s for s in near)}?"
+    elif anchors:
+        hint = f"its sections: #{', #'.join(anchors[:8])}"
+    else:
+        hint = f"it has no sections: `ortholab docs {name}` prints it whole"
     raise ConfigError(f"page {name} has no section #{anchor}; {hint}")
 
 
@@ -86,6 +91,8 @@ def resolve(text: str, known: dict[str, Path]) -> tuple[str, str | None]:
     page = page.strip().removeprefix("./").removeprefix("docs/").removesuffix(".md").strip("/") or "index"
     if page not in known and f"families/{page}" in known:
         page = f"families/{page}"
+    if page not in known and f"{page}/index" in known:  # a folder: its index page ('families')
+        page = f"{page}/index"
     if page not in known:
         near = difflib.get_close_matches(page, list(known), n=3)
         hint = f"did you mean {', '.join(near)}? " if near else ""
@@ -103,10 +110,11 @@ def run(args, extra: list[str]) -> None:
             print(f"  {name:<{width}}  {title(path)}")
         return
     name, anchor = resolve(args.page, known)
+    markdown = known[name].read_text(encoding="utf-8")
+    text = section(markdown, anchor, name) if anchor else markdown  # a section that is not there fails, --path too
     if args.path:
         print(known[name])
         return
     from ortholab.cli.reference import filled
 
-    markdown = known[name].read_text(encoding="utf-8")
-    print(filled(section(markdown, anchor, name) if anchor else markdown), end="")
+    print(filled(text), end="")
