@@ -23,8 +23,9 @@ class TaskSpec:
     symbolic: True when inputs are integer ids (B, T) fed one-hot; False for real inputs (B, T, input_size).
     output_size: classes (classification) or output channels (regression).
     readout: 'every_step' (a prediction per time step) or 'last_step' (one per sequence).
-    loss: a name in training/objectives.py's OBJECTIVES ('cross_entropy', 'mse', 'frame_nll', ...); class ids as
-        targets where its objective has `classes = True`, real values otherwise.
+    loss: a name in training/objectives.py's OBJECTIVES ('cross_entropy', 'mse', 'frame_nll', ..., or one of your
+        own added with register_objective); class ids as targets where its objective has `classes = True`, real
+        values otherwise.
     main_metric / main_metric_mode: the logged metric that ranks runs of this task, and whether lower is better.
     baseline: the main metric of the task's trivial strategy (the papers' dashed line) on the validation split, or None.
     test_baseline: the same on the test split, for tasks whose baseline depends on the split (None: `baseline`).

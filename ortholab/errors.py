@@ -19,6 +19,7 @@ class OrthoLabWarning(UserWarning):
 
 
 OWN_FAMILY = "register_family in a module named by $ORTHOLAB_CONFIG_MODULES, docs/configs.md#a-family-of-your-own"
+OWN_OBJECTIVE = "register_objective in a module named by $ORTHOLAB_CONFIG_MODULES, docs/tasks.md#a-task-of-your-own"
 
 
 def did_you_mean(value: object, choices: Iterable) -> str:

@@ -1,8 +1,10 @@
-"""A task of the user's own: docs/tasks.md's example lists, trains and is recorded as OrthoLab's tasks are; a task
-whose batches or TaskSpec disagree is one line naming the split, the tensor and the fix, before anything is recorded."""
+"""A task of the user's own and its loss: docs/tasks.md's examples list, train and are recorded as OrthoLab's tasks
+are; a task whose batches or TaskSpec disagree is one line naming the split, the tensor and the fix, before anything
+is recorded."""
 
 import os
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +20,7 @@ from ortholab.datamodules.adding import AddingTask
 from ortholab.datamodules.copying import CopyingTask
 from ortholab.db import Store
 from ortholab.errors import ConfigError
-from ortholab.training.objectives import OBJECTIVES, CrossEntropy
+from ortholab.training.objectives import OBJECTIVES, CrossEntropy, MeanSquaredError, register_objective
 from ortholab.training.task_check import check_batch, check_id_ranges, check_task, splits_checked
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,6 +30,13 @@ def _docs_example() -> str:
     """docs/tasks.md's module, as a user copies it."""
     text = (REPO / "docs" / "tasks.md").read_text()
     return re.search(r"```python\n(# mytasks\.py\n.*?)```", text, re.DOTALL).group(1)
+
+
+def _docs_objective() -> str:
+    """docs/tasks.md's loss of one's own: its one example registering an objective."""
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "docs" / "tasks.md").read_text(), re.DOTALL)
+    (block,) = [block for block in blocks if "register_objective(" in block]
+    return block
 
 
 def test_the_docs_task_of_ones_own_is_listed_trained_and_recorded_by_its_name(tmp_path):
@@ -375,3 +384,73 @@ def test_a_main_metric_the_objective_never_updates_is_said_after_the_fit(tmp_pat
     said = capsys.readouterr().out
     assert "No validation ran" not in said
     assert "Validation ran, but the main metric val/acc was never logged" in said and "update()" in said
+
+
+class MisspeltLoss(Coin):
+    def __init__(self, batch_size: int = 10):
+        super().__init__(batch_size=batch_size, loss="cross_entropi")
+
+
+def test_a_loss_no_objective_provides_is_one_line_naming_register_objective(tmp_path, monkeypatch, capsys):
+    line = _fit_fails(tmp_path, monkeypatch, capsys, "MisspeltLoss")
+    expected = "task 'coin' asks for loss 'cross_entropi', which no registered objective provides; did you mean "
+    assert expected in line and "register_objective in a module named by $ORTHOLAB_CONFIG_MODULES" in line, line
+
+
+def test_register_objective_refuses_a_taken_name_or_a_class_that_is_not_an_objective():
+    with pytest.raises(ValueError, match="name 'mse' is OrthoLab's MeanSquaredError already"):
+        register_objective("mse", CrossEntropy)
+    for name in ("mean abs", "", 3):
+        with pytest.raises(ValueError, match="name must be a short identifier"):
+            register_objective(name, CrossEntropy)
+    spec = TaskSpec(name="t", input_size=1, output_size=2, readout="last_step", loss="cross_entropy")
+    for cls in (torch.nn.L1Loss, CrossEntropy(spec), "CrossEntropy"):
+        with pytest.raises(TypeError, match="cls must be a subclass of ortholab.training.objectives.Objective"):
+            register_objective("mae", cls)
+    register_objective("mse", MeanSquaredError)  # the same class again: nothing changes, as register_task
+    assert "mae" not in OBJECTIVES and OBJECTIVES["mse"] is MeanSquaredError
+
+
+MEAN_OF_STEPS = """
+import torch
+
+from ortholab.datamodules import TaskDataModule, TaskSpec, register_task
+
+
+class MeanOfSteps(TaskDataModule):
+    def __init__(self, batch_size: int = 10):
+        super().__init__(batch_size)
+        self.spec = TaskSpec(
+            name="mean_of_steps", input_size=1, output_size=1, readout="last_step", loss="mean_abs_error",
+            main_metric="val/mae",
+        )
+
+    def make_split(self, split):
+        inputs = torch.randn(20, 6, 1, generator=torch.Generator().manual_seed(len(split)))
+        return inputs, inputs.mean(dim=1)
+
+
+register_task("mean_of_steps", MeanOfSteps)
+"""
+
+
+def test_a_loss_of_ones_own_registered_in_a_config_module_trains_and_records_its_metric(tmp_path, monkeypatch):
+    """docs/tasks.md's objective and a regression task naming its loss, in one $ORTHOLAB_CONFIG_MODULES module: `fit`
+    trains on it and the store holds the objective's metric at each validation."""
+    (tmp_path / "mylosses.py").write_text(_docs_objective() + MEAN_OF_STEPS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", "mylosses")
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    steps = ["--trainer.max_steps", "4", "--trainer.val_check_interval", "2"]
+    try:
+        main(["fit", "--data", "mean_of_steps", "--model.hidden_size", "8", "--db", db, *steps])
+    finally:  # registered by importing the module in this process
+        TASKS.pop("mean_of_steps", None)
+        OBJECTIVES.pop("mean_abs_error", None)
+        sys.modules.pop("mylosses", None)
+    (run,) = Store(db).list_runs()
+    points = Store(db).metric_series(run.id, "val/mae")
+    assert (run.status, run.steps, run.main_metric) == ("finished", 4, "val/mae")
+    assert [p.step for p in points] == [2, 4] and all(p.value > 0 for p in points)
+    assert run.best == min(p.value for p in points)

@@ -10,8 +10,10 @@ import torch
 import torchmetrics
 from lightning.pytorch.trainer.states import TrainerFn
 
+from ortholab import aliases
 from ortholab.datamodules.spec import TaskSpec
 from ortholab.db.provenance import code_version, command_line
+from ortholab.errors import OWN_OBJECTIVE, did_you_mean
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
 from ortholab.models.optimizers import DEFAULT_OPTIMIZERS, build_optimizer, group_specs, optimizer_defaults
 from ortholab.models.precision import autocast_off
@@ -162,8 +164,9 @@ class RecurrentModule(pl.LightningModule):
         self.optimizer_specs, self.optimizer_keys = self._optimizer_specs(optimizers or DEFAULT_OPTIMIZERS)
         if self.spec.loss not in OBJECTIVES:
             raise ConfigError(
-                f"task {self.spec.name!r} asks for loss {self.spec.loss!r}, which no objective in "
-                f"training/objectives.py provides ({sorted(OBJECTIVES)})"
+                f"task {self.spec.name!r} asks for loss {self.spec.loss!r}, which no registered objective provides; "
+                f"{did_you_mean(self.spec.loss, OBJECTIVES)}choose one of {sorted(OBJECTIVES)} (one of your own: "
+                f"{OWN_OBJECTIVE}){aliases.unimportable_note()}"
             )
         if OBJECTIVES[self.spec.loss].classes and self.spec.output_size < 2:
             raise ConfigError(

@@ -1,7 +1,8 @@
 """What a task's loss is and which metrics go with it, by the TaskSpec's `loss` name.
 
 An objective turns model outputs, targets and an optional mask (B, T) of valid steps into the loss and
-updates its torchmetrics. A new kind of loss is one class here plus one line in OBJECTIVES.
+updates its torchmetrics. A new kind of loss is one class here plus one line in OBJECTIVES; a loss of your own,
+outside this package, is registered with register_objective from a module named by $ORTHOLAB_CONFIG_MODULES.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ class Objective(nn.Module):
         self.spec = spec
 
     def loss(self, outputs: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The batch's loss, a scalar tensor that training backpropagates: the mean over the terms loss_weight counts.
+        outputs are (B, T, output_size) for `readout: every_step`, (B, output_size) for `last_step`; the targets as
+        make_split returns them; mask the (B, T) bool valid steps, or None."""
         raise NotImplementedError
 
     def loss_weight(self, targets: torch.Tensor, mask: torch.Tensor | None = None) -> int | torch.Tensor:
@@ -193,3 +197,20 @@ OBJECTIVES: dict[str, type[Objective]] = {
     "frame_mse": FrameMSE,
     "frame_mse_padded": PaddedFrameMSE,
 }
+
+
+def register_objective(name: str, cls: type[Objective]) -> None:
+    """Train a task whose TaskSpec says `loss=name` with `cls`, as OrthoLab's own losses (call it in a module named by
+    $ORTHOLAB_CONFIG_MODULES, which every training and listing command imports first)."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"name must be a short identifier such as 'mean_abs_error', not {name!r}")
+    if not (isinstance(cls, type) and issubclass(cls, Objective)):
+        raise TypeError(
+            f"cls must be a subclass of ortholab.training.objectives.Objective, as every loss is; got {cls!r}"
+        )
+    if OBJECTIVES.get(name, cls) is not cls:
+        raise ValueError(f"name {name!r} is OrthoLab's {OBJECTIVES[name].__name__} already; choose another")
+    OBJECTIVES[name] = cls
+
+
+__all__ = ["OBJECTIVES", "Objective", "register_objective"]
