@@ -14,6 +14,7 @@ from ortholab.datamodules import CopyingTask
 from ortholab.db import Store
 
 TROUBLESHOOTING = Path(__file__).resolve().parents[1] / "docs" / "troubleshooting.md"
+DEMO_NAME = "configs/demo/copying_scornn.yaml"  # as `ortholab list configs` names it
 
 
 class NaNTask(CopyingTask):
@@ -434,6 +435,33 @@ def test_where_a_refused_key_was_given_is_named_only_when_one_place_holds_it(tmp
     assert with_place("data.seq_len = 100, kept", argv) == f"data.seq_len = 100 (in {DEMO}), kept"
     for unplaced in ("trainer.callbacks: AudioEvaluation scores", "data.seq_len = 7; derived by the code"):
         assert with_place(unplaced, argv) == unplaced
+
+
+def test_a_shipped_config_named_from_another_folder_is_placed_as_named(tmp_path, monkeypatch):
+    """From the wheel (or any folder without configs/), `--config configs/demo/...` reads the installed copy; a
+    refused value held there was placed nowhere (its file was looked for in the folder run from)."""
+    from ortholab.training.parse_errors import _listed_classes, with_place
+
+    monkeypatch.chdir(tmp_path)
+    named = "configs/demo/text_tiny_lstm.yaml"
+    argv = ["fit", "--config", named, "--trainer.max_steps", "3"]
+    assert with_place("data.path is not set: give", argv) == f"data.path (in {named}) is not set: give"
+    assert with_place("data.seq_len = 100, kept", [f"--config={DEMO_NAME}"]) == (
+        f"data.seq_len = 100 (in {DEMO_NAME}), kept"
+    )
+    assert with_place("data.seq_len = 100, kept", ["fit", "--config", "configs/demo/nonesuch.yaml"]) == (
+        "data.seq_len = 100, kept"
+    )
+    (tmp_path / "configs" / "demo").mkdir(parents=True)  # a folder's own configs/demo/... is the file read
+    (tmp_path / DEMO_NAME).write_text("trainer:\n  max_steps: 3\n")
+    assert with_place("data.seq_len = 100, kept", ["--config", DEMO_NAME]) == "data.seq_len = 100, kept"
+    speech = "configs/demo/speech_fsdd_scornn.yaml"  # a callback's option given in a shipped config, placed there
+    ((where, class_path, options),) = _listed_classes("trainer.callbacks", ["--config", speech])
+    assert (where, class_path, options["utterances"]) == (
+        f"in {speech}",
+        "training.callbacks.audio.AudioEvaluation",
+        12,
+    )
 
 
 def test_optimizers_given_as_a_name_is_shown_an_optimizers_mapping(tmp_path, monkeypatch, capsys):

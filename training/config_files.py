@@ -150,12 +150,21 @@ def _config_file_named(config: Path, name: str) -> bool:
         return False
 
 
+def config_file(path: str) -> Path:
+    """The file `--config path` reads: `path` itself where it exists, else the installed copy of a shipped config
+    named as `ortholab list configs` names it (configs/demo/copying_scornn.yaml), else `path` (missing)."""
+    installed = PACKAGE_ROOT / path
+    if not Path(path).exists() and Path(path).parts[:1] == ("configs",) and installed.is_file():
+        return installed
+    return Path(path)
+
+
 def packaged_configs(argv: list[str]) -> list[str]:
     """`--config configs/demo/copying_scornn.yaml` (as `ortholab list configs` names it) from any folder: a path
     that is not a file here is read from the configs installed with OrthoLab, if it names one of them."""
     out = list(argv)
     for i, joined, path in config_arguments(argv):
-        installed = PACKAGE_ROOT / path
-        if not Path(path).exists() and Path(path).parts[:1] == ("configs",) and installed.is_file():
+        installed = config_file(path)
+        if installed != Path(path):
             out[i] = f"--config={installed}" if joined else str(installed)
     return out

@@ -16,6 +16,7 @@ import yaml
 
 from ortholab import aliases
 from ortholab.datamodules import TASKS, task_class_path
+from ortholab.training.config_files import config_file
 
 
 def _known_keys(parser) -> list[str]:
@@ -49,7 +50,7 @@ def where_given(key: str, argv: list[str], value: str | None = None, unknown: st
         given = given if eq else argv[i + 1] if i + 1 < len(argv) else ""
         if flag in ("--config", "-c"):
             with contextlib.suppress(OSError, yaml.YAMLError, UnicodeDecodeError):
-                held = _flat_values(yaml.safe_load(Path(given).read_text()))
+                held = _flat_values(yaml.safe_load(config_file(given).read_text(encoding="utf-8")))
                 if key in held:
                     places.append((f"in {given}", str(held[key])))
         elif flag.startswith("--") and flag[2:].replace(".init_args.", ".") == key:
@@ -112,7 +113,7 @@ def _listed_classes(key: str, argv: list[str]) -> list[tuple[str, str, dict]]:
         value = value if eq else argv[i + 1] if i + 1 < len(argv) else ""
         if flag in ("--config", "-c"):
             with contextlib.suppress(OSError, yaml.YAMLError, UnicodeDecodeError, AttributeError):
-                tree = yaml.safe_load(Path(value).read_text())
+                tree = yaml.safe_load(config_file(value).read_text(encoding="utf-8"))
                 for item in _flat_values(tree).get(key) or []:
                     item = {"class_path": item} if isinstance(item, str) else item
                     if isinstance(item, dict) and "class_path" in item:
