@@ -1,11 +1,13 @@
 """OrthoLab as a wheel in a fresh environment: one top-level name, the CLI and `python -m ortholab` working from a
 folder that holds a researcher's own `models/` and `training/` packages, and the package data travelling along."""
 
+import re
 import shutil
 import site
 import subprocess
 import sys
 import sysconfig
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -94,6 +96,31 @@ def test_the_wheel_adds_one_top_level_name_and_carries_its_data(wheel_env):
     }
     assert sources - set(listed) == set(), "modules missing from the wheel: add their package to pyproject.toml"
     assert not OURS & {p.name for p in venv_site.iterdir()}
+
+
+def test_every_checkout_folder_the_pages_name_is_said_to_stay_in_the_checkout():
+    """The pages travel in the wheel; a folder they name that the wheel lacks (`python benchmarks/...`, a picture in
+    docs/images/) is listed where Getting started says what a wheel's user does not have."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout: no checkout's folders to compare the wheel with")
+    folders = set()
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        parts = name.split("/")
+        folders |= {parts[0]} if len(parts) > 1 else set()
+        folders |= {"/".join(parts[:2])} if parts[0] == "docs" and len(parts) > 2 else set()
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    lacking = (
+        folders - {"docs", "docs/families", *setuptools["package-dir"].values()} - {f for f in folders if "." in f}
+    )
+    named = set()
+    for page in [*(REPO / "docs").glob("*.md"), *(REPO / "docs" / "families").glob("*.md")]:
+        text = page.read_text(encoding="utf-8").replace("](images/", "](docs/images/")  # a picture's link
+        named |= {folder for folder in lacking if re.search(rf"(?<![\w./-]){re.escape(folder)}/", text)}
+    guide = (REPO / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    said = re.search(r"What stays in the checkout:(.*?)\.\s+[A-Z]", guide, re.DOTALL).group(1)
+    unsaid = {f for f in named if not re.search(rf"(?<![\w/]){re.escape(f)}\b", said)}
+    assert named >= {"tests", "tools"} and unsaid == set(), f"say in docs/getting-started.md that these stay: {unsaid}"
 
 
 def test_the_cli_and_imports_work_beside_a_users_own_models_package(wheel_env, tmp_path):
