@@ -123,6 +123,19 @@ def test_every_checkout_folder_the_pages_name_is_said_to_stay_in_the_checkout():
     assert named >= {"tests", "tools"} and unsaid == set(), f"say in docs/getting-started.md that these stay: {unsaid}"
 
 
+def test_the_wheel_section_says_what_replaces_the_checkouts_venv_and_names_the_cpu_torch_index():
+    """A wheel's user has no .venv: the commands Getting started shows as `.venv/bin/ortholab ...` after the wheel's
+    section are said to run from the wheel's own venv; and the CPU torch, which the checkout's make takes with
+    TORCH_INDEX, is named for the wheel's `pip install torch` too."""
+    guide = (REPO / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    section = guide[guide.index("### From the wheel") :]
+    venv = re.search(r"python3 -m venv (\S+)", section).group(1)  # the wheel's venv, made in its commands
+    if ".venv/bin/" in section:
+        assert f"`{venv}/bin/` where it writes `.venv/bin/`" in " ".join(section.split())
+    cpu_index = re.search(r"TORCH_INDEX=(\S+) ", guide).group(1)  # the checkout's CPU-only index
+    assert f"`--index-url {cpu_index}` after `torch==" in " ".join(section.split())
+
+
 def test_the_cli_and_imports_work_beside_a_users_own_models_package(wheel_env, tmp_path):
     python, bin_dir, _, _ = wheel_env
     for package in ("models", "training"):  # a researcher's project, the folder they run from
