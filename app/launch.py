@@ -48,6 +48,8 @@ def streamlit_command(port: int = DEFAULT_PORT, host: str = DEFAULT_HOST) -> lis
         "false",
         "--client.toolbarMode",
         "viewer",  # no developer menu or Deploy button
+        "--global.developmentMode",
+        "false",  # Streamlit guesses it on where it is installed: outside a site-packages, --server.port is refused
     ]
 
 

@@ -5,11 +5,15 @@ import io
 import math
 import socket
 import sqlite3
+import subprocess
+import sys
 import wave
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import numpy as np
 import pytest
+import streamlit
 from dashboard_store import wav_bytes
 
 from ortholab.app import launch
@@ -404,6 +408,26 @@ def test_launch_command_is_headless_local_and_without_telemetry():
     assert flags["--server.port"] == "9123" and flags["--server.address"] == "127.0.0.1"
     assert flags["--server.headless"] == "true" and flags["--browser.gatherUsageStats"] == "false"
     assert launch.dashboard_env("sqlite:///x.db")["ORTHOLAB_DB"] == "sqlite:///x.db"
+
+
+def test_the_launch_flags_are_taken_by_a_streamlit_installed_outside_a_site_packages(tmp_path):
+    """Streamlit takes itself for a source checkout, in its development mode, unless its path holds site-packages or
+    dist-packages (`pip install --target DIR`, a PYTHONPATH folder): there `ortholab dashboard` ended in a traceback,
+    'RuntimeError: server.port does not work when global.developmentMode is true'."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "streamlit").symlink_to(Path(streamlit.__file__).parent)
+    command = launch.streamlit_command(port=9123, host="127.0.0.1")
+    flags = {
+        key[2:].replace(".", "_"): {"true": True, "false": False}.get(value, int(value) if value.isdigit() else value)
+        for key, value in zip(command[5::2], command[6::2], strict=True)
+    }
+    check = (
+        f"import sys; sys.path.insert(0, {str(tmp_path / 'lib')!r}); import streamlit; "
+        "assert 'site-packages' not in streamlit.__file__, streamlit.__file__; "
+        f"from streamlit.web import bootstrap; bootstrap.load_config_options(flag_options={flags!r}); print('taken')"
+    )
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.strip() == "taken", done.stderr[-500:]
 
 
 def _free_port() -> int:
