@@ -2,7 +2,7 @@
 
 This process becomes `streamlit run app/main.py` (exec, so Ctrl-C and SIGTERM stop the server itself):
 headless (no browser opened), no usage statistics, bound to `host` (localhost unless told otherwise),
-reading the database named by $ORTHOLAB_DB. `python -m app.launch --db URL --port N` does the same.
+reading the database named by $ORTHOLAB_DB. `python -m ortholab.app.launch --db URL --port N` does the same.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def run_dashboard(db_url: str | None = None, port: int = DEFAULT_PORT, host: str
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m app.launch", description="Serve the OrthoLab dashboard.")
+    parser = argparse.ArgumentParser(prog="python -m ortholab.app.launch", description="Serve the OrthoLab dashboard.")
     parser.add_argument(
         "--db",
         default=None,

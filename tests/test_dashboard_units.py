@@ -410,6 +410,15 @@ def test_launch_command_is_headless_local_and_without_telemetry():
     assert launch.dashboard_env("sqlite:///x.db")["ORTHOLAB_DB"] == "sqlite:///x.db"
 
 
+def test_the_launchers_usage_names_a_module_that_runs_from_any_folder(tmp_path, capsys):
+    """It said `python -m app.launch`, which runs only from a checkout's root; installed, app is ortholab.app."""
+    with pytest.raises(SystemExit):
+        launch.main(["--help"])
+    usage = capsys.readouterr().out.split()[1:4]
+    done = subprocess.run([sys.executable, *usage[1:], "--help"], capture_output=True, text=True, cwd=tmp_path)
+    assert usage == ["python", "-m", "ortholab.app.launch"] and done.returncode == 0, done.stderr[-300:]
+
+
 def test_the_launch_flags_are_taken_by_a_streamlit_installed_outside_a_site_packages(tmp_path):
     """Streamlit takes itself for a source checkout, in its development mode, unless its path holds site-packages or
     dist-packages (`pip install --target DIR`, a PYTHONPATH folder): there `ortholab dashboard` ended in a traceback,
