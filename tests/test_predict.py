@@ -270,3 +270,20 @@ def test_an_evaluation_runs_card_names_the_checkpoint_it_evaluated_not_steps(fre
     assert code == 0 and lines[1].startswith("test/") and "steps" not in lines[1]
     (said,) = [line for line in lines if line.startswith("evaluated checkpoint: ")]
     assert said.removeprefix("evaluated checkpoint: ").startswith(str(Path(source.run_dir) / "checkpoints"))
+
+
+@pytest.mark.parametrize("command", ["test", "validate", "predict"])
+def test_a_config_given_with_run_keeps_the_runs_checkpoint(fresh, tmp_path, capsys, monkeypatch, command):
+    """`test --run ID --config FILE` with the run's own config.yaml evaluated the untrained model: the file's
+    `ckpt_path: null` replaced the run's checkpoint, as a config file replaces the flags before it."""
+    monkeypatch.chdir(tmp_path)
+    db, source = fresh
+    stored = Path(source.run_dir) / "config.yaml"
+    assert "ckpt_path: null" in stored.read_text()
+    code, _, err = ortholab(capsys, command, "--run", source.id, "--config", stored, "--db", db, *QUIET)
+    assert code == 0, err
+    evaluated = max((r for r in Store(db).list_runs() if r.stage == command), key=lambda r: r.id)
+    code, out, _ = ortholab(capsys, "runs", "show", evaluated.id, "--db", db)
+    said = "predictions of run " if command == "predict" else "evaluated checkpoint: "
+    (line,) = [line for line in out.splitlines() if line.startswith(said)]
+    assert str(Path(source.run_dir) / "checkpoints") in line

@@ -294,13 +294,16 @@ def run_arguments(argv: list[str]) -> list[str]:
             f"are saved); {doing} with its last.ckpt, which stays",
             file=sys.stderr,
         )
-    rest = without_options(argv[1:], ("--run", "--checkpoint"))
-    extra = []
+    rest = without_options(argv[1:], ("--run", "--checkpoint", "--config"))
+    # a config file's values replace the flags before it: the given ones go first, or their `ckpt_path: null` (a
+    # stored config.yaml's) dropped the run's checkpoint and the untrained model was evaluated
+    extra = only_options(argv[1:], ("--config",))
     if not known.config:
         config = run_dir / "config.yaml"
         if not config.is_file():
             raise ConfigError(f"run {run.id} has no stored config at {config}; pass --config FILE as well")
-        extra += ["--config", str(config), "--db", store.url]  # the stored config's db has its password masked
+        extra += ["--config", str(config)]
+    extra += ["--db", store.url]  # a stored config's db has its password masked; a --db given comes after
     if known.ckpt_path is None:
         extra += ["--ckpt_path", str(checkpoint_of(run_dir, choice))]
     if known.name is None:
@@ -323,6 +326,18 @@ def trial_tags_dropped(config: Path) -> list[str]:
 
 
 TRIAL_TAGS = ("sweep:", "trial:")  # `ortholab sweep` marks its trials' runs so (the dashboard counts them)
+
+
+def only_options(args: list[str], keys: tuple[str, ...]) -> list[str]:
+    """The options `keys` of `args` with their values, in their order: what `without_options` leaves out."""
+    out, take = [], False
+    for arg in args:
+        if take or arg.split("=", 1)[0] in keys:
+            out.append(arg)
+            take = not take and "=" not in arg
+        else:
+            take = False
+    return out
 
 
 def without_options(args: list[str], keys: tuple[str, ...]) -> list[str]:
