@@ -287,3 +287,21 @@ def test_a_config_given_with_run_keeps_the_runs_checkpoint(fresh, tmp_path, caps
     said = "predictions of run " if command == "predict" else "evaluated checkpoint: "
     (line,) = [line for line in out.splitlines() if line.startswith(said)]
     assert str(Path(source.run_dir) / "checkpoints") in line
+
+
+@pytest.mark.parametrize("command", ["test", "predict", "validate"])
+def test_a_run_whose_folder_is_on_another_machine_says_so(fresh, tmp_path, capsys, monkeypatch, command):
+    """On a store shared by several machines (PostgreSQL), `test --run ID` of a run another machine trained said
+    'has no stored config; pass --config FILE as well', and with --config, that its checkpoints were missing."""
+    monkeypatch.chdir(tmp_path)
+    db, source = fresh
+    elsewhere = tmp_path / "on-another-machine" / "runs" / "7"
+    run = Store(db).create_run(name="theirs", run_dir=str(elsewhere), hostname="gpu-box-2")
+    code, _, err = ortholab(capsys, command, "--run", run, "--db", db)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"run {run}'s folder {elsewhere} (recorded on gpu-box-2) is not on this machine" in err
+    assert f"{command} it where that folder is" in err and "--config FILE --checkpoint PATH" in err
+    stored = Path(source.run_dir)  # copies of its config and checkpoint are enough
+    copies = ["--config", stored / "config.yaml", "--checkpoint", stored / "checkpoints" / "last.ckpt"]
+    code, _, err = ortholab(capsys, command, "--run", run, "--db", db, *copies, *QUIET)
+    assert code == 0, err

@@ -28,6 +28,7 @@ HELP_ENTRIES = (
 )
 USAGE, HELP = HELP_ENTRIES[0]
 EVALUATING = {"predict": "predicting", "test": "testing", "validate": "validating"}  # their `--run ID` form
+RUN_CHECKPOINTS = (None, "best", "last")  # --checkpoint of the run's own folder (not a PATH of one's own)
 PREDICT_ONLY = " [--predict_split test|val|train]"
 EVALUATE_HELP = """ortholab predict --run ID [--checkpoint best|last|PATH] [--predict_split test|val|train] [--db URL]
   --run ID         a recorded run: its stored config, store and checkpoint (`ortholab runs` lists the ids)
@@ -279,6 +280,13 @@ def run_arguments(argv: list[str]) -> list[str]:
     if not run.run_dir:
         raise ConfigError(f"run {run.id} has no run folder recorded, so no checkpoint to {command} with")
     run_dir = Path(run.run_dir)
+    if not run_dir.is_dir() and (not known.config or (known.ckpt_path is None and known.checkpoint in RUN_CHECKPOINTS)):
+        raise ConfigError(  # a store shared by several machines: each run's folder stays where it trained
+            f"run {run.id}'s folder {run_dir} (recorded on {run.hostname or 'another machine'}) is not on this "
+            f"machine, so its config and checkpoints are not here: {command} it where that folder is, give copies of "
+            f"them (--config FILE --checkpoint PATH), or keep run folders on a disk every machine sees (--runs_dir or "
+            f"$ORTHOLAB_RUNS)"
+        )
     choice = known.checkpoint or best_or_last(run_dir)
     if choice == "last" and known.checkpoint is None and known.ckpt_path is None:
         print(
