@@ -125,3 +125,30 @@ def test_the_password_is_stored_nowhere_and_resume_uses_the_real_url(pg_url, tmp
     assert "s3cret" not in stored and "ortholab:***@127.0.0.1" in stored  # masked
     argv = _resume_arguments(["fit", "--resume", str(flagged.id), "--db", url, "--trainer.max_steps", "12"])
     assert argv[argv.index("--db") + 1] == url
+
+
+def test_a_role_with_select_only_reads_and_is_refused_writing_in_one_line(pg_url, capsys):
+    """store.md: the readers need no more than SELECT on PostgreSQL (a dashboard's or a viewer's role)."""
+    from sqlalchemy import create_engine, text
+
+    from ortholab.cli.main import main
+
+    run = Store(pg_url).create_run(name="seen-by-viewer", family="scornn", task="copying", main_metric="val/loss")
+    engine = create_engine(pg_url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE ROLE viewer LOGIN"))
+        conn.execute(text("GRANT SELECT ON ALL TABLES IN SCHEMA public TO viewer"))
+    engine.dispose()
+    viewer = pg_url.replace("ortholab@", "viewer@")
+    for command in (["runs"], ["runs", "show", str(run)], ["db", "version"], ["report", "scornn_table1"]):
+        capsys.readouterr()
+        main([*command, "--db", viewer])
+        out, err = capsys.readouterr()
+        assert "error" not in err, (command, err)
+    assert "seen-by-viewer" in Store(viewer, access="read").get_run(run).name
+    for command in (["runs", "tag", str(run), "x"], ["db", "upgrade"]):
+        with pytest.raises(SystemExit) as refused:
+            main([*command, "--db", viewer])
+        err = capsys.readouterr().err
+        assert refused.value.code == 2 and len(err.strip().splitlines()) == 1, err
+        assert "viewer@127.0.0.1" in err and "permission denied" in err
