@@ -84,7 +84,8 @@ def ensure_current(connection: Connection, create: bool = True) -> bool:
         if not create:
             raise NoStore(
                 "it holds no OrthoLab store yet (no runs were recorded there); check the URL, or "
-                "record a run there first with `ortholab fit --db URL`"
+                "record a run there first with `ortholab fit --db URL` (`ortholab db upgrade --db URL` makes it an "
+                "empty store, for a dashboard started before the first run)"
             )
         _create(connection)
         return True

@@ -368,8 +368,14 @@ def test_frames_never_create_a_store(tmp_path):
 def test_a_reader_on_an_empty_server_database_creates_no_tables(url, capsys):
     if url.startswith("sqlite"):
         sqlite3.connect(url.removeprefix("sqlite:///")).close()  # an empty file
-    assert "holds no OrthoLab store yet" in one_line_error(*cli(capsys, "runs", "--db", url))
+    said = one_line_error(*cli(capsys, "runs", "--db", url))
+    assert "holds no OrthoLab store yet" in said
     assert inspect(create_engine(url)).get_table_names() == []
+    assert "`ortholab db upgrade --db URL` makes it an empty store" in said  # a team's dashboard before any run
+    main(["db", "upgrade", "--db", url])
+    capsys.readouterr()
+    main(["runs", "--db", url])
+    assert "no runs recorded yet" in capsys.readouterr().out
 
 
 def _mount(*args) -> bool:
