@@ -100,8 +100,12 @@ def test_a_bad_space_is_one_line_naming_the_file_and_key(tmp_path, text, expecte
     "space_text, extra, expected",
     [
         ("model.family_args.rhoo: [2, 4]\n", [], "model.family_args.rhoo is not an option of family 'scornn'"),
-        ("model.hidden_size: [4, 6]\n", ["--model.hiden_size", "3"], "unknown config key model.hiden_size"),
-        ("trainer.max_stepz: [2]\n", [], "unknown config key trainer.max_stepz"),
+        (
+            "model.hidden_size: [4, 6]\n",
+            ["--model.hiden_size", "3"],
+            "unknown config key model.hiden_size (on the command line)",
+        ),
+        ("trainer.max_stepz: [2]\n", [], "unknown config key trainer.max_stepz (in {space})"),  # not 'command line'
     ],
 )
 def test_a_typo_in_the_space_or_the_flags_is_refused_before_any_trial(
@@ -118,6 +122,7 @@ def test_a_typo_in_the_space_or_the_flags_is_refused_before_any_trial(
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     with pytest.raises(ConfigError) as refused:
         run_sweep(DEMO, str(space), trials=1, db=db, name="typo", extra=[*TINY, *extra])
+    expected = expected.format(space=space)
     assert expected in str(refused.value) and f"read with {space}'s first values" in str(refused.value)
     assert not (tmp_path / "runs.db").exists()  # refused before the store was made: no study, no run, no file
     if "hiden" not in space_text + " ".join(extra):
@@ -191,6 +196,44 @@ def test_a_float_range_with_a_step_draws_on_its_grid():
     space = {"model.family_args.rho": {"low": 0.1, "high": 0.5, "step": 0.1}}
     drawn = {round(suggest(study.ask(), space)["model.family_args.rho"], 12) for _ in range(40)}
     assert drawn <= {0.1, 0.2, 0.3, 0.4, 0.5} and len(drawn) > 1
+
+
+def test_an_int_range_on_a_log_scale_draws_ints_and_an_exponent_without_a_dot_is_a_number(tmp_path):
+    """`model.hidden_size: {low: 32, high: 256, log: true}` drew floats (100.18), which every trial refused after the
+    check had read its int ends; `{low: 1e-5, ...}` was refused as "'1e-5' must be a finite number" (YAML 1.1 reads
+    an exponent without a dot as text), while a list's 1e-3 was taken as the number."""
+    from ortholab.cli.sweep_study import check_points, load_space, suggest
+
+    path = tmp_path / "space.yaml"
+    path.write_text(
+        "model.hidden_size: {low: 32, high: 256, log: true}\nmodel.optimizers.other.lr: {low: 1e-5, high: 1E-3}\n"
+    )
+    space = load_space(str(path))
+    lr = space["model.optimizers.other.lr"]
+    assert lr == {"low": float("1e-5"), "high": float("1E-3")}  # the numbers, as YAML 1.2 reads them
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    drawn = [suggest(study.ask(), space) for _ in range(20)]
+    sizes = [d["model.hidden_size"] for d in drawn]
+    assert all(isinstance(n, int) and 32 <= n <= 256 for n in sizes) and len(set(sizes)) > 1
+    assert all(lr["low"] <= d["model.optimizers.other.lr"] <= lr["high"] for d in drawn)
+    assert [p["model.hidden_size"] for p in check_points(space)] == [32, 256]  # the ends a trial can draw, read first
+
+
+def test_a_worker_the_sweep_started_does_not_call_the_new_study_continued(tmp_path, capsys, monkeypatch):
+    """`--workers 2` on a new --name printed 'continuing the study of that name in the store (0 trials done, ...)':
+    the worker joined while the starter's first trial ran. The starter says it where a study is continued."""
+    from ortholab.cli.sweep_study import WORKER_ENV, open_study, say_continued
+
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    Store(db)
+    study = open_study("new", db, "tpe", {"model.hidden_size": [4, 6]}, seed=0)
+    study.ask()  # the starter's first trial, running
+    monkeypatch.setenv(WORKER_ENV, "1")
+    say_continued(open_study("new", db, "tpe", {"model.hidden_size": [4, 6]}, seed=1), 2)
+    assert capsys.readouterr().out == ""
+    monkeypatch.delenv(WORKER_ENV)
+    say_continued(study, 2)  # the same command again, as a user would run it: said
+    assert "sweep new: continuing the study of that name in the store" in capsys.readouterr().out
 
 
 def test_a_new_grid_study_is_not_called_continued_and_a_capped_count_and_a_new_store_are_said(tmp_path, capsys):

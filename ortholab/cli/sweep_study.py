@@ -32,6 +32,7 @@ import json
 import logging
 import math
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -94,8 +95,19 @@ def load_space(path: str) -> dict:
             f"--space {path}: holds {held}; expected a mapping of config keys to choices or ranges ({SPACE_EXAMPLE})"
         )
     for key, value in space.items():
+        if isinstance(value, dict):  # `1e-5`: text to YAML 1.1 (its floats need a dot: 1.0e-5), a number to the user
+            space[key] = value = {k: _yaml_number(v) if k in RANGE_KEYS else v for k, v in value.items()}
         check_dimension(path, key, value)
     return space
+
+
+_EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def _yaml_number(value):
+    """A number YAML 1.1 reads as text (an exponent without a dot: 1e-5) as the float it means; anything else as it
+    is."""
+    return float(value) if isinstance(value, str) and _EXPONENT.fullmatch(value.strip()) else value
 
 
 def check_dimension(path: str, key, value) -> None:
@@ -153,13 +165,16 @@ def resolve_config(config: str) -> Path:
 
 
 def suggest(trial: optuna.Trial, space: dict) -> dict:
-    """One value per key: a choice from a list, else a float range, or an int range when both bounds are ints."""
+    """One value per key: a choice from a list, else a float range, or an int range when both bounds are ints (on a
+    log scale too: `model.hidden_size: {low: 32, high: 256, log: true}` drew 100.18, which every trial refused)."""
     values = {}
     for key, spec in space.items():
         if isinstance(spec, list):
             values[key] = trial.suggest_categorical(key, spec)
-        elif isinstance(spec["low"], int) and isinstance(spec["high"], int) and not spec.get("log"):
-            values[key] = trial.suggest_int(key, spec["low"], spec["high"], step=spec.get("step", 1))
+        elif isinstance(spec["low"], int) and isinstance(spec["high"], int):  # `log: true` too: ints on a log scale
+            values[key] = trial.suggest_int(
+                key, spec["low"], spec["high"], step=spec.get("step", 1), log=bool(spec.get("log"))
+            )
         else:
             values[key] = trial.suggest_float(
                 key, spec["low"], spec["high"], step=spec.get("step"), log=bool(spec.get("log"))
@@ -590,6 +605,8 @@ def scored_run(db: str, run_id: int, trial_name: str):
 
 def say_continued(study: optuna.Study, trials: int) -> None:
     """A sweep of this name ran in the store before: say so, and that `--trials` counts its trials."""
+    if os.environ.get(WORKER_ENV) == "1":  # a worker this sweep started joins its starter's study: it said so if so
+        return
     waiting = optuna.trial.TrialState.WAITING  # a new grid study holds its points as waiting trials
     if any(t.state != waiting for t in study.get_trials(deepcopy=False)) and started_trials(study) < trials:
         so_far = summary_line(study).removeprefix("sweep: ")
@@ -642,8 +659,25 @@ def check_space_values(config: str, space: dict, space_file: str, extra: list[st
     for j, (point, (why, printed)) in enumerate(zip(points, reads)):
         why = why or children.validates_nothing(printed, "no trial would record the metric it is scored by")
         if why:
+            why = _placed(why, space, space_file)
             values = "first values" if j == 0 else "values " + ", ".join(f"{k} = {v}" for k, v in point.items())
             raise ConfigError(f"{why} (read with {space_file}'s {values} and the flags given to sweep; no trial ran)")
+
+
+def _placed(why: str, space: dict, space_file: str) -> str:
+    """fit's reason with '(on the command line)' after a key of the space said as '(in SPACE_FILE)': the space's
+    typo `model.hiden_size` read 'unknown config key model.hiden_size (on the command line)', where none was typed.
+    A flag given to sweep stays 'on the command line'."""
+    place = "(on the command line)"
+    at = why.find(place)
+    if at < 0:
+        return why
+    before = why[:at]
+    named = [m.end() for key in space for m in re.finditer(rf"(?<![\w.]){re.escape(key)}(?![\w.])", before)]
+    flags = [m.end() for m in re.finditer(r"(?<![\w.])[A-Za-z_]\w*(?:\.\w+)+(?![\w.])", before)]
+    if named and max(named) == max(flags, default=0):  # the key right before the place is the space's
+        return f"{before}(in {space_file}){why[at + len(place) :]}"
+    return why
 
 
 def check_completed(study: optuna.Study) -> None:
