@@ -101,6 +101,27 @@ def test_predictions_of_a_sweeps_trial_are_not_counted_as_one_of_its_trials(fres
     assert code == 0 and "no best value (a predict run)" in out and f"predictions of run {source.id}" in out
 
 
+def test_a_run_from_a_trials_config_yaml_is_no_trial_of_its_sweep(fresh, tmp_path, capsys, monkeypatch):
+    """The best trial tested or trained anew from its run folder's config.yaml (`--config RUN_DIR/config.yaml`) got
+    the trial's sweep:/trial: tags: `runs --tag sweep:NAME` listed it and the dashboard named it the sweep's best.
+    They are left off with a note; --tags given on the command line (as the sweep gives its trials') holds."""
+    monkeypatch.chdir(tmp_path)
+    db, source = fresh
+    config = tmp_path / "config.yaml"  # as a sweep's trial stores it
+    stored = yaml.safe_load((Path(source.run_dir) / "config.yaml").read_text())
+    config.write_text(yaml.safe_dump({**stored, "tags": ["sweep:s", "trial:0", "kept"]}))
+    best = sorted((Path(source.run_dir) / "checkpoints").glob("best-step*.ckpt"))[-1]
+    code, _, err = ortholab(capsys, "test", "--config", config, "--db", db, "--ckpt_path", best, *QUIET)
+    assert code == 0, err
+    assert "note: the config's tags sweep:s, trial:0 are left off: this run is no trial of that sweep" in err
+    code, _, err = ortholab(
+        capsys, "test", "--config", config, "--db", db, "--ckpt_path", best, *QUIET, "--tags", '["sweep:s", "x"]'
+    )
+    assert code == 0, err
+    plain, given = sorted((r for r in Store(db).list_runs() if r.stage == "test"), key=lambda r: r.id)
+    assert plain.tags == ("kept",) and given.tags == ("sweep:s", "x")
+
+
 def test_predict_on_a_recorded_run_writes_class_scores_and_records_the_link(
     fresh, tmp_path, capsys, monkeypatch, recwarn
 ):

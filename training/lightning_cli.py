@@ -100,6 +100,9 @@ class RecordConfig(SaveConfigCallback):
                 Path(logger.log_dir, "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
 
 
+TRIAL_TAGS = ("sweep:", "trial:")  # `ortholab sweep` marks its trials' runs so (runs --tag, the dashboard count them)
+
+
 class OrthoLabArgumentParser(LightningArgumentParser):
     """Parse errors as one line that names the key and, for a misspelt key, the nearest valid one."""
 
@@ -290,14 +293,29 @@ class OrthoLabCLI(LightningCLI):
     def parse_arguments(self, parser, args) -> None:
         """Remember which model options the command line gives (`--model.KEY ...`): those win over a checkpoint's."""
         argv = sys.argv[1:] if args is None else args if isinstance(args, (list, tuple)) else []
-        flags = (str(arg).split("=", 1)[0] for arg in argv)
+        flags = [str(arg).split("=", 1)[0] for arg in argv]
         self._command_line_model_keys = sorted(
             {f[len("--model.") :].split(".")[0] for f in flags if f.startswith("--model.")}
         )
+        self._command_line_tags = any(f == "--tags" for f in flags)  # a sweep gives its trials' tags so
         subcommands = getattr(parser, "_subcommands_action", None)
         for each in (parser, *(subcommands.choices.values() if subcommands else ())):  # a key's error says whether
             each.given_args = list(argv)  # the command line or which --config file has it
         super().parse_arguments(parser, args)
+
+    def _own_tags(self, tags: list) -> list:
+        """The new run's tags: a config file's sweep:/trial: ones left off (a sweep's trial gets them as --tags). A
+        trial's run folder's config.yaml holds them: a run trained or tested anew with it (the best trial trained
+        longer) was counted as a trial of the sweep, and the dashboard named it the sweep's best."""
+        trial_tags = [tag for tag in tags or () if str(tag).startswith(TRIAL_TAGS)]
+        if not trial_tags or getattr(self, "_command_line_tags", True):
+            return tags
+        print(
+            f"note: the config's tags {', '.join(map(str, trial_tags))} are left off: this run is no trial of that "
+            "sweep (--tags gives them)",
+            file=sys.stderr,
+        )
+        return [tag for tag in tags if tag not in trial_tags]
 
     def _runs_dir(self) -> str:
         """--runs_dir; else, for `fit --resume`, the runs folder the run was recorded in (its folder's checks and a
@@ -415,7 +433,7 @@ class OrthoLabCLI(LightningCLI):
             root_dir=self._runs_dir(),
             stage=self.subcommand or "fit",
             run_id=resume,
-            tags=config.tags,
+            tags=self._own_tags(config.tags),
         )
         configured = list(self._get(self.config_init, "trainer").get("callbacks") or [])
         extra = [GracefulInterrupt(), *([NameTheRun()] if self.subcommand == "fit" else [])]
