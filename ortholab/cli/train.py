@@ -4,7 +4,6 @@ user types: `configs/...` names from any folder, `fit --resume ID`, `predict --r
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -316,24 +315,7 @@ def run_arguments(argv: list[str]) -> list[str]:
         extra += ["--ckpt_path", str(checkpoint_of(run_dir, choice))]
     if known.name is None:
         extra += ["--name", run.name]
-    if not known.config and not any(a == "--tags" or a.startswith("--tags=") for a in rest):
-        extra += trial_tags_dropped(run_dir / "config.yaml")  # predictions of a sweep's trial are no trial of it
     return [command, *extra, *rest]
-
-
-def trial_tags_dropped(config: Path) -> list[str]:
-    """`--tags` with the stored config's tags but a sweep's sweep:/trial: ones, where it holds any; else []."""
-    import yaml
-
-    try:
-        tags = (yaml.safe_load(config.read_text()) or {}).get("tags") or []
-    except (OSError, yaml.YAMLError, AttributeError):
-        return []  # the CLI reads the config itself and names what is wrong with it
-    kept = [str(tag) for tag in tags if not str(tag).startswith(TRIAL_TAGS)] if isinstance(tags, list) else tags
-    return ["--tags", json.dumps(kept)] if isinstance(tags, list) and len(kept) < len(tags) else []
-
-
-TRIAL_TAGS = ("sweep:", "trial:")  # `ortholab sweep` marks its trials' runs so (the dashboard counts them)
 
 
 def only_options(args: list[str], keys: tuple[str, ...]) -> list[str]:
