@@ -18,6 +18,10 @@ DAMAGED_WORDS = re.compile(r"damaged|malformed|file is not a database|Could not 
 READER_FIX = f"check --db, {ENV_VAR} or {RUNS_ENV_VAR}: it must name a store this machine can read"  # no write
 DAMAGED_FIX = "nothing was changed; restore it from a backup (`sqlite3 FILE .recover` salvages what it can)"
 WRONG_FILE_FIX = "nothing was changed; check --db, $ORTHOLAB_DB or $ORTHOLAB_RUNS: they name another file"
+# PostgreSQL asks for a password the URL does not hold, or refuses the one given (libpq's words)
+NO_PASSWORD = re.compile(r"no password supplied")
+WRONG_PASSWORD = re.compile(r"password authentication failed")
+PASSWORD_WAYS = "PGPASSWORD, a ~/.pgpass line, or the URL's USER:PASSWORD@HOST (percent-encoded: '@' as %40)"
 
 
 class StoreError(ReportedError, RuntimeError):
@@ -51,6 +55,10 @@ def unusable(url: str, access: str, reason: str) -> StoreError:
             reason += f" (its folder {folder} is read-only here: SQLite writes its -wal and -shm files there)"
     if fix is DAMAGED_FIX and not starts_as_sqlite(url):  # a YAML file or a CSV named by mistake
         reason, fix = "the file is no SQLite database at all (it does not begin as one)", WRONG_FILE_FIX
+    elif NO_PASSWORD.search(reason):
+        fix = f"the server asks this user for a password: give it by {PASSWORD_WAYS}"
+    elif WRONG_PASSWORD.search(reason):
+        fix = f"the server refused the password given: check it, wherever it came from ({PASSWORD_WAYS})"
     elif re.search(r"dialects:postgres(?!ql)", reason):  # the postgres:// that some hosts print
         fix = "write the URL as postgresql+psycopg://USER@HOST/DB (SQLAlchemy has no 'postgres://' scheme)"
     return StoreError(f"Cannot use the run database {mask_url(url)}: {reason}; {fix}.")

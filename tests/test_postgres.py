@@ -152,3 +152,35 @@ def test_a_role_with_select_only_reads_and_is_refused_writing_in_one_line(pg_url
         err = capsys.readouterr().err
         assert refused.value.code == 2 and len(err.strip().splitlines()) == 1, err
         assert "viewer@127.0.0.1" in err and "permission denied" in err
+
+
+def test_a_role_that_needs_a_password_is_told_how_to_give_it(pg_url, capsys, monkeypatch):
+    """A team server asks each user for a password: libpq's "fe_sendauth: no password supplied" alone left the user
+    guessing; the line names PGPASSWORD, ~/.pgpass and the URL's form. A wrong password is said to be refused."""
+    from pathlib import Path
+
+    from sqlalchemy import create_engine, text
+
+    from ortholab.cli.main import main
+
+    Store(pg_url)  # the tables, for the reader below
+    engine = create_engine(pg_url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE ROLE guarded LOGIN PASSWORD 'right-one'"))
+        conn.execute(text("GRANT SELECT ON ALL TABLES IN SCHEMA public TO guarded"))
+        hba = Path(conn.execute(text("SHOW hba_file")).scalar())
+        hba.write_text("host all guarded 127.0.0.1/32 scram-sha-256\n" + hba.read_text())  # first match wins
+        conn.execute(text("SELECT pg_reload_conf()"))
+    engine.dispose()
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    monkeypatch.setenv("PGPASSFILE", "/nonexistent")  # a ~/.pgpass of the machine's user must not answer for it
+    guarded = pg_url.replace("ortholab@", "guarded@")
+    for url, said in [(guarded, "asks this user for a password"), (guarded.replace("@", ":wrong@"), "refused")]:
+        with pytest.raises(SystemExit) as refused:
+            main(["runs", "--db", url])
+        err = capsys.readouterr().err
+        assert refused.value.code == 2 and len(err.strip().splitlines()) == 1, err
+        assert said in err and "PGPASSWORD" in err and "~/.pgpass" in err and "wrong" not in err, err
+    monkeypatch.setenv("PGPASSWORD", "right-one")
+    main(["runs", "--db", guarded])  # the way the line names works
+    assert "error" not in capsys.readouterr().err
