@@ -87,3 +87,13 @@ def test_the_sweeps_report_gives_the_best_metric_in_its_own_sign_not_the_negated
         study.add_trial(optuna.trial.create_trial(value=-accuracy, params={}, distributions={}, user_attrs=attrs))
     said = sweep.report(study)
     assert "best run 1 (trial 0, val/acc 0.93)" in said, said
+
+
+def test_the_sweeps_page_gives_the_pruners_numbers():
+    """docs/sweeps.md says when pruning starts and how often the store is read: the numbers the code uses."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "sweeps.md").read_text()
+    assert f"once {sweep.PRUNE_STARTUP} trials have completed" in page
+    assert f"read every {sweep.POLL_S:g} s" in page
+    assert all(f"`--pruner {kind}`" in page for kind in sweep.PRUNERS)
