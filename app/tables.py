@@ -113,6 +113,7 @@ def _progress_cells(steps: int, progress: Mapping[str, Any]) -> dict[str, str]:
 
 
 SWEEP_TAG = "sweep:"  # `ortholab sweep` tags every trial's run sweep:<name>
+STOPPED_TAG = "stopped"  # and a trial's run that Ctrl-C or SIGTERM stopped (the sweep trains its values again)
 
 
 def sweep_names(frame: pd.DataFrame) -> list[str]:

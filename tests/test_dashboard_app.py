@@ -602,6 +602,27 @@ def test_runs_filter_by_sweep_and_show_its_best_trial(tmp_path, monkeypatch):
     )
 
 
+def test_a_sweeps_stopped_trial_is_not_counted_beside_its_copy_nor_its_best(tmp_path, monkeypatch):
+    """A trial Ctrl-C stopped and the copy the sweep trained again with its values were "2 trials", and the stopped
+    run, a failed trial to Optuna, could be named the sweep's best."""
+    store = Store(f"sqlite:///{tmp_path / 'sweep.db'}")
+    for name, best, tags in (
+        ("s-t0", 0.01, ["sweep:s", "trial:0", "stopped"]),  # stopped early on a lucky point
+        ("s-t1", 0.20, ["sweep:s", "trial:1"]),  # its copy, trained to the end
+    ):
+        run = store.create_run(name=name, family="scornn", task="adding", main_metric="val/loss", tags=tags)
+        store.log_metrics(run, {"val/loss": best}, step=1)
+        store.set_status(run, "interrupted" if "stopped" in tags else "finished")
+    at = open_page(store, monkeypatch, "runs")
+    at.selectbox(key="filter_sweep").set_value("s")
+    at = rerun(at)
+    assert any(
+        "Best of sweep 's': #2 s-t1, val/loss = 0.2 (1 trial; 1 more stopped by Ctrl-C or SIGTERM, tagged 'stopped'"
+        in s.value
+        for s in at.success
+    ), [s.value for s in at.success]
+
+
 def test_runs_table_shows_a_running_runs_progress_of_its_plan_and_an_eta(tmp_path, monkeypatch):
     """Issue 24: a long run's progress without the terminal, as `ortholab runs` shows it (steps of the plan, the
     epoch of max_epochs, the time left at the median of its last five step times); finished runs leave them blank."""

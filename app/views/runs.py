@@ -97,16 +97,23 @@ if expression.strip():
 
 if sweep:  # the sweep's best over all its trials, whatever the other filters hide (as `ortholab sweep` says it)
     trials = tables.filter_runs(frame, sweep=sweep)
-    best = tables.best_run(trials)
+    best = tables.best_run(trials[~trials["tags"].map(lambda tags: tables.STOPPED_TAG in tags)])  # Optuna's FAIL
     hidden = f"; the filters show {len(shown)} of them" if len(shown) < len(trials) else ""
     if best is None:
         st.info(f"No trial of sweep {sweep!r} has recorded its main metric yet{hidden}.")
     else:
         pruned = int(trials["tags"].map(lambda tags: "pruned" in tags).sum())  # `ortholab sweep --pruner median`
+        stopped = int(trials["tags"].map(lambda tags: tables.STOPPED_TAG in tags).sum())
+        counted = len(trials) - stopped  # as `ortholab sweep` counts: a stopped trial's values train again
         st.success(
             f"Best of sweep {sweep!r}: #{best['id']} {best['name']}, {best['main metric']} = {best['best']:.4g} "
-            f"({len(trials)} trial{'s' * (len(trials) != 1)}"
+            f"({counted} trial{'s' * (counted != 1)}"
             + (f", {pruned} pruned: stopped early, tagged 'pruned'" if pruned else "")
+            + (
+                f"; {stopped} more stopped by Ctrl-C or SIGTERM, tagged 'stopped': their values train again"
+                if stopped
+                else ""
+            )
             + f"{hidden})"
         )
 

@@ -61,7 +61,7 @@ PRUNERS = ("median", "none")
 PRUNE_STARTUP = 5  # completed trials before any is pruned (Optuna's MedianPruner default)
 POLL_S = 2.0  # how often a running trial's validation points are read from the store
 PRUNED_TAG = "pruned"
-STOPPED = "stopped"  # the user attribute of a trial Ctrl-C or SIGTERM stopped: its reason
+STOPPED = "stopped"  # the user attribute of a trial Ctrl-C or SIGTERM stopped (its reason), and its run's tag
 STARTED = tuple(s for s in optuna.trial.TrialState if s != optuna.trial.TrialState.WAITING)
 
 
@@ -370,8 +370,10 @@ def fit_trial(
         stopped = recorded and Store(db).get_run(recorded[0]).status == "interrupted"  # a failure keeps its reason
         if stopped:  # its reason said `fit --resume ID`; the sweep itself trains a copy of the trial instead
             sweep = tags[0].removeprefix("sweep:")
-            Store(db, access="write").update_run(
+            store = Store(db, access="write")
+            store.update_run(
                 recorded[0],
+                tags=[*store.get_run(recorded[0]).tags, STOPPED],  # the dashboard counts its copy, not it
                 reason=f"stopped with sweep {sweep} by {children.stop_name()}: the same sweep command trains this "
                 f"trial's values again as a new run (`ortholab fit --resume {recorded[0]}` goes on with this one "
                 "outside the sweep)",
