@@ -9,11 +9,12 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parents[1]  # the repository root when running from a checkout
+BUILT_FROM = CHECKOUT / "BUILT_FROM"  # in an installed wheel, ortholab/BUILT_FROM (setup.py); none in a checkout
 
 
 def commit() -> str | None:
-    """The checkout's short commit, with '+changes' when a tracked file differs from it; None outside a checkout
-    (an installed wheel)."""
+    """The checkout's short commit, with '+changes' when a tracked file differs from it; outside a checkout, the
+    commit an installed wheel was built from (setup.py); None when neither is known."""
 
     def git(*args: str) -> str:
         return subprocess.run(
@@ -22,12 +23,20 @@ def commit() -> str | None:
 
     try:
         if Path(git("rev-parse", "--show-toplevel")).resolve() != CHECKOUT:  # e.g. a venv inside another project
-            return None
+            return built_from()
         head = git("rev-parse", "--short", "HEAD")
         dirty = git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
-        return None
+        return built_from()
     return head + ("+changes" if dirty else "")
+
+
+def built_from() -> str | None:
+    """The commit the installed wheel was built from, where its build recorded one."""
+    try:
+        return BUILT_FROM.read_text().strip() or None
+    except OSError:
+        return None
 
 
 def _version(package: str) -> str | None:

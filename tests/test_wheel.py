@@ -29,8 +29,11 @@ def wheel_env(tmp_path_factory):
     for part in ("ortholab", "app", "training", "models", "datamodules", "db", "configs"):
         shutil.copytree(REPO / part, source / part, ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
     shutil.copytree(REPO / "docs", source / "docs", ignore=shutil.ignore_patterns("results", "images", "_hooks"))
-    for part in ("pyproject.toml", "README.md", "LICENSE"):
+    for part in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
         shutil.copy(REPO / part, source / part)
+    git = ["git", "-C", str(source), "-c", "user.name=t", "-c", "user.email=t@t"]  # a checkout: its commit is built in
+    for step in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "the wheel's source"]):
+        subprocess.run([*git, *step], check=True, capture_output=True, timeout=60)
     built = subprocess.run(
         [
             sys.executable,
@@ -96,6 +99,25 @@ def test_the_wheel_adds_one_top_level_name_and_carries_its_data(wheel_env):
     }
     assert sources - set(listed) == set(), "modules missing from the wheel: add their package to pyproject.toml"
     assert not OURS & {p.name for p in venv_site.iterdir()}
+
+
+def test_a_run_of_the_installed_wheel_records_the_commit_the_wheel_was_built_from(wheel_env, tmp_path):
+    """Without a checkout to ask, runs recorded "commit unknown (an installed wheel)"; setup.py writes the commit
+    into the wheel (ortholab/BUILT_FROM) and db/provenance.py reads it there."""
+    python, _, _, wheel = wheel_env
+    source = wheel.parent.parent / "source"
+    built = subprocess.run(
+        ["git", "-C", str(source), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert zipfile.ZipFile(wheel).read("ortholab/BUILT_FROM").decode().strip() == built
+    said = subprocess.run(
+        [str(python), "-c", "from ortholab.db.provenance import code_version; print(code_version()['commit'])"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert said.stdout.strip() == built, said.stderr
 
 
 def test_every_checkout_folder_the_pages_name_is_said_to_stay_in_the_checkout():

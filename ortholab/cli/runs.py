@@ -370,7 +370,8 @@ def run_card(run, silent: str | None = None) -> list[str]:
     if code:
         first = code[0]
         lines.append(
-            f"code: commit {first.get('commit') or 'unknown (an installed wheel)'}, ortholab {first.get('ortholab')}, "
+            f"code: commit {first.get('commit') or 'unknown (no checkout, no commit built in)'}, "
+            f"ortholab {first.get('ortholab')}, "
             f"torch {first.get('torch')}, on {first.get('machine')}"
         )
     commits = list(dict.fromkeys(str(entry.get("commit") or "unknown") for entry in code))  # another machine: same
