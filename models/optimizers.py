@@ -193,6 +193,12 @@ def build_optimizer(params: list[torch.nn.Parameter], spec: dict, where: str) ->
     return OPTIMIZERS[spec["name"]](params, **options)
 
 
+def _named(spec, stands_in_for: dict):
+    """`spec` as given, or, where it names no optimizer, `stands_in_for` with its options changed by it."""
+    named = not isinstance(spec, dict) or "name" in spec or not isinstance(stands_in_for, dict)
+    return spec if named else stands_in_for | spec
+
+
 def group_specs(
     groups: dict[str, list],
     specs: dict[str, dict],
@@ -201,7 +207,9 @@ def group_specs(
     family: str | None = None,
 ) -> dict[str, dict]:
     """Each group's optimizer spec: its own entry in `specs`, else the family's default for it (the full-capacity
-    uRNN's Stiefel step), else `specs['default']`; checked, errors naming `where`.<group> (and `family`, given)."""
+    uRNN's Stiefel step), else `specs['default']`; checked, errors naming `where`.<group> (and `family`, given).
+    An entry without `name` (`--model.optimizers.other.lr 0.01` on a config that names no optimizer) changes the
+    options of the one it stands in for: the family's default for its group, else `default`, else Adam's."""
     if not isinstance(specs, dict):
         raise ConfigError(f"{where} must be a mapping {{group: {{name: ..., lr: ...}}}}, got {specs!r}")
     unknown = sorted(set(specs) - set(groups) - {"default"})
@@ -213,13 +221,14 @@ def group_specs(
             f"{its} groups are {sorted(groups)} (or use 'default')"
         )
     resolved = {}
+    base = _named(specs.get("default", {}), DEFAULT_OPTIMIZERS["default"])
     for name in groups:
         if name in specs:
-            spec, key = specs[name], f"{where}.{name}"
+            spec, key = _named(specs[name], (family_defaults or {}).get(name, base)), f"{where}.{name}"
         elif name in (family_defaults or {}):
             spec, key = family_defaults[name], f"{family_s} default for group {name!r}"
         elif "default" in specs:
-            spec, key = specs["default"], f"{where}.default"
+            spec, key = base, f"{where}.default"
         else:
             raise ConfigError(
                 f"{where} has no entry for parameter group {name!r}{of_family}; add {where}.{name} or {where}.default"

@@ -777,6 +777,32 @@ def test_a_deep_optimizer_flag_changes_that_option_and_keeps_the_group(capsys):
     assert model["family_args"]["rho"] == 4 and model["family_args"]["init"] == "henaff"
 
 
+def test_a_deep_optimizer_flag_on_a_config_naming_no_optimizer_keeps_the_optimizer_it_stands_in_for(tmp_path, capsys):
+    from ortholab.cli.main import main
+
+    config = tmp_path / "mine.yaml"  # no model.optimizers: Adam serves every group (it was 'other.name = None')
+    config.write_text("model: {family: fcurnn, hidden_size: 4}\ndata: {class_path: datamodules.CopyingTask}\n")
+    flags = ["--model.optimizers.other.lr", "0.01", "--model.optimizers.recurrent.lr", "0.05", "--print_config"]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--config", str(config), *flags])
+    assert exit_info.value.code == 0
+    optimizers = yaml.safe_load(capsys.readouterr().out)["model"]["optimizers"]
+    assert (optimizers["other"]["name"], optimizers["other"]["lr"]) == ("adam", 0.01)
+    assert (optimizers["recurrent"]["name"], optimizers["recurrent"]["lr"]) == ("stiefel_cayley", 0.05)  # fcuRNN's
+
+
+def test_an_optimizer_entry_without_a_name_changes_the_one_it_stands_in_for():
+    from ortholab.models.optimizers import group_specs
+
+    groups = {"recurrent": [], "other": []}
+    specs = group_specs(groups, {"default": {"name": "sgd", "lr": 0.1}, "other": {"lr": 0.5}})
+    assert specs["other"] == {"name": "sgd", "lr": 0.5} and specs["recurrent"] == {"name": "sgd", "lr": 0.1}
+    assert group_specs(groups, {"default": {"lr": 0.5}})["other"] == {"name": "adam", "lr": 0.5}
+    family_default = {"recurrent": {"name": "rmsprop_tf", "lr": 1e-4}}
+    specs = group_specs(groups, {"default": {"name": "sgd", "lr": 0.1}, "recurrent": {"lr": 0.2}}, family_default)
+    assert specs["recurrent"] == {"name": "rmsprop_tf", "lr": 0.2}
+
+
 @pytest.mark.parametrize("value", [-0.01, 0, math.nan, math.inf, "fast", True, [1e-3]])
 def test_every_optimizer_refuses_a_bad_learning_rate_by_its_key(value):
     from ortholab.models.optimizers import OPTIMIZERS, check_optimizer_spec

@@ -56,7 +56,10 @@ def merge_deep_mapping_flags(argv: list[str]) -> list[str]:
         _flag(a)[0].startswith(p) and _flag(a)[0][len(p) :].count(".") >= 1 for a in argv for p in deep_prefixes
     ):
         return argv
+    from ortholab.models.optimizers import DEFAULT_OPTIMIZERS
+
     state: dict[tuple[str, ...], object] = {m: None for m in MAPPINGS}
+    state[("model", "optimizers")] = DEFAULT_OPTIMIZERS  # what the run uses where no config names its optimizers
     out, i = [], 0
     while i < len(argv):
         key, inline = _flag(argv[i])
