@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from test_cli import DEMO, TINY
 
 from ortholab.cli.main import main
@@ -187,6 +188,16 @@ def test_a_count_written_as_a_float_is_refused_with_the_whole_number_to_give(
 def test_a_models_own_refusal_of_a_flag_says_it_was_given_on_the_command_line(tmp_path, monkeypatch, capsys):
     line = fails(tmp_path, monkeypatch, capsys, "--model.optimizers.recurent.lr", "1e-3")  # a dotted group flag
     assert "model.optimizers.recurent (on the command line): family 'scornn' has no parameter group" in line
+
+
+def test_an_unknown_top_level_key_is_answered_with_the_parsers_top_level_keys(tmp_path, monkeypatch, capsys):
+    """`seed: 3` in a config named no key a config may hold at its top; they are the parser's, not a list kept here."""
+    (tmp_path / "seed.yaml").write_text("seed: 3\n")
+    line = fails(tmp_path, monkeypatch, capsys, "--config", str(tmp_path / "seed.yaml"))
+    listed = line.split("top-level keys are ")[1].split(";")[0].split(", ")
+    with pytest.raises(SystemExit):
+        main(["fit", "--config", DEMO, "--print_config"])
+    assert listed == list(yaml.safe_load(capsys.readouterr().out)) and "seed_everything" in listed, line
 
 
 def test_a_misspelt_key_in_a_config_file_is_named_too(tmp_path, monkeypatch, capsys):
@@ -385,7 +396,9 @@ def test_a_mistyped_config_name_is_answered_with_the_installed_config_it_resembl
         ),
         (
             ["fit", "--config", DEMO, "--zzz", "3"],
-            "unknown config key zzz (on the command line); `ortholab fit --help`",
+            "unknown config key zzz (on the command line); a config's top-level keys are seed_everything, trainer, "
+            "model, data, db, name, tags, runs_dir, resume, analysis, test_every_validation, select_on, predict_split, "
+            "ckpt_path, weights_only; `ortholab fit --help`",
         ),
         (["predict"], "no task given: give a recorded run with --run ID, or name a config with --config FILE"),
         (["evaluate-audio"], "evaluate-audio: give one run id, e.g. `ortholab evaluate-audio 6` (or --run 6;"),

@@ -80,7 +80,7 @@ def test_two_workers_share_one_grid_sweep(tmp_path):
         ("model.hidden_size: {low: 1, high: 8, step: -1}\n", "step = -1 must be a positive number"),
         ("model.hidden_size: []\n", "is an empty list"),
         ("model.family_args: [{rho: 4}]\n", "sweep its keys: model.family_args.<option>"),
-        ("hidden_size: [4]\n", "'hidden_size' is not a config key"),
+        ("name: [a, b]\n", "'name' is not a setting a trial can vary (the sweep sets name, tags, db"),
         ("model.hidden_size: 8\n", "give a list of choices"),
     ],
 )

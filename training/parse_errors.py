@@ -29,6 +29,16 @@ def _known_keys(parser) -> list[str]:
     return keys
 
 
+READ_NO_SETTING = ("help", "config", "print_config")  # options that are no config key
+
+
+def top_level_keys(parser) -> list[str]:
+    """The keys a config of this parser may hold at its top (seed_everything, trainer, model, ...), in its order:
+    every option's first part but those that read no setting (--help, --config, --print_config)."""
+    keys = [a.dest.split(".")[0] for a in parser._actions if a.dest not in READ_NO_SETTING]
+    return list(dict.fromkeys(keys))
+
+
 def _flat_values(tree, prefix: str = "") -> dict[str, object]:
     """A YAML mapping's values by dotted key, `init_args` levels left out (`data.init_args.seq_len` is
     `data.seq_len`)."""
@@ -280,9 +290,11 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
         hint = (
             f"; did you mean {'--' if close and close[0] in COMMAND_FLAGS[command] else ''}{close[0]}?" if close else ""
         )
+        tops = top_level_keys(parser)  # named where the first part is none of them and nothing is near
+        top = "" if close or key.split(".")[0] in tops else f"a config's top-level keys are {', '.join(tops)}; "
         return (
             f"unknown config key {key} ({where_given(key, argv, unknown=ANYWHERE)}){hint + ' ' if hint else '; '}"
-            f"`ortholab {command} --help` lists every key"
+            f"{top}`ortholab {command} --help` lists every key"
         )
     stray = re.search(r"unrecognized arguments: ([^-\s]\S*)", message)
     if stray:  # `--tags a b`: a second value where a flag takes one

@@ -65,7 +65,7 @@ STOPPED = "stopped"  # the user attribute of a trial Ctrl-C or SIGTERM stopped (
 STARTED = tuple(s for s in optuna.trial.TrialState if s != optuna.trial.TrialState.WAITING)
 
 
-TOP_LEVEL_KEYS = ("model", "data", "trainer", "seed_everything", "analysis", "test_every_validation")
+SET_BY_SWEEP = ("name", "tags", "db", "runs_dir", "resume", "config", "print_config", "help")  # not a trial's value
 RANGE_KEYS = {"low", "high", "step", "log"}
 SPACE_EXAMPLE = "e.g. model.hidden_size: [64, 128] or model.optimizers.other.lr: {low: 1.0e-4, high: 1.0e-2, log: true}"
 
@@ -112,10 +112,11 @@ def _yaml_number(value):
 
 def check_dimension(path: str, key, value) -> None:
     """One key of a space: a dotted config key with a non-empty list of plain choices or a numeric range."""
-    if not isinstance(key, str) or key.split(".")[0] not in TOP_LEVEL_KEYS:
+    # any other key is read by fit's parser before a trial runs (check_space_values), which names its own keys
+    if not isinstance(key, str) or not key or key.split(".")[0] in SET_BY_SWEEP:
         raise ConfigError(
-            f"--space {path}: {key!r} is not a config key; keys are dotted paths under "
-            f"{', '.join(TOP_LEVEL_KEYS[:3])} ({SPACE_EXAMPLE})"
+            f"--space {path}: {key!r} is not a setting a trial can vary (the sweep sets {', '.join(SET_BY_SWEEP[:5])} "
+            f"itself); keys are config keys as `ortholab fit` takes them ({SPACE_EXAMPLE})"
         )
     if isinstance(value, list):
         if not value:
@@ -677,7 +678,7 @@ def _placed(why: str, space: dict, space_file: str) -> str:
     before = why[:at]
     named = [m.end() for key in space for m in re.finditer(rf"(?<![\w.]){re.escape(key)}(?![\w.])", before)]
     flags = [m.end() for m in re.finditer(r"(?<![\w.])[A-Za-z_]\w*(?:\.\w+)+(?![\w.])", before)]
-    if named and max(named) == max(flags, default=0):  # the key right before the place is the space's
+    if named and max(named) >= max(flags, default=0):  # the key right before the place is the space's
         return f"{before}(in {space_file}){why[at + len(place) :]}"
     return why
 
