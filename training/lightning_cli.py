@@ -75,8 +75,8 @@ class RecordConfig(SaveConfigCallback):
         config = yaml.safe_load(self.parser.dump(self.config, skip_none=False))
         if config.get("db"):  # never store a database password
             config["db"] = mask_url(config["db"])
-        config.pop("resume", None)  # which record to continue, not the run's configuration: `test --config` of
-        # the run folder's config.yaml must not record into the run it was trained as
+        resumed = config.pop("resume", None) is not None  # which record to continue, not the run's configuration:
+        # `test --config` of the run folder's config.yaml must not record into the run it was trained as
         data_args = (config.get("data") or {}).get("init_args") or {}
         for key, value in data_args.items():  # data.path, data.train_file, data.cache_dir, ...: a path relative to
             # the folder the run started in is recorded absolute, so `fit --resume` and `reproduce --resume` read
@@ -95,9 +95,20 @@ class RecordConfig(SaveConfigCallback):
             resolved["model.hidden_size"] = pl_module.hparams.hidden_size
         for logger in trainer.loggers:
             if isinstance(logger, SQLLogger):
+                if resumed:  # the run's own last.ckpt, which a resume loads, is not where `fit --config` of it starts
+                    config["ckpt_path"] = started_from(self.config, Path(logger.log_dir))
                 logger.log_config(config, resolved)
                 os.makedirs(logger.log_dir, exist_ok=True)
                 Path(logger.log_dir, "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def started_from(config, run_dir: Path) -> str | None:
+    """A resumed run's starting checkpoint, as its config.yaml had it: none, or the --ckpt_path it was started from
+    (older resumes recorded the run's own last.ckpt there: none)."""
+    given = [m["ckpt_path"] for m in config_file_mappings(config) if m.get("ckpt_path") is not None]
+    if not given or Path(os.fspath(given[-1])).resolve().is_relative_to(run_dir.resolve()):
+        return None
+    return str(given[-1])
 
 
 TRIAL_TAGS = ("sweep:", "trial:")  # `ortholab sweep` marks its trials' runs so (runs --tag, the dashboard count them)
