@@ -3,6 +3,7 @@ says (the checkpoint's step, or step 0 for a config.yaml that a resume rewrote).
 
 from pathlib import Path
 
+import torch
 import yaml
 from test_cli import DEMO, TINY
 
@@ -29,3 +30,24 @@ def test_a_resumed_runs_config_yaml_starts_a_new_run_from_scratch(tmp_path, monk
     main(["fit", "--config", str(config), "--db", db, "--trainer.max_steps", "3"])
     fresh = max(r.id for r in store.list_runs())
     assert first_step(store, fresh) == 0 and store.get_run(fresh).steps == 3
+
+
+def test_a_new_run_from_a_checkpoint_goes_on_from_its_step_without_lightnings_folder_warning(
+    tmp_path, monkeypatch, recwarn
+):
+    """Lightning warned, with both folders' paths, that the new run would not reload the old run's best_k_models:
+    nothing for the user to act on (the new run keeps its own best checkpoint in its own folder)."""
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    main(["fit", "--config", DEMO, *TINY, "--db", db])
+    store = Store(db)
+    (run,) = store.list_runs()
+    last = Path(store.get_run(run.id).run_dir) / "checkpoints" / "last.ckpt"
+    main(["fit", "--config", DEMO, *TINY, "--db", db, "--ckpt_path", str(last), "--trainer.max_steps", "9"])
+    assert not [w for w in recwarn if "dirpath has changed" in str(w.message)]
+    new = store.get_run(max(r.id for r in store.list_runs()))
+    assert new.id != run.id and first_step(store, new.id) == torch.load(last, weights_only=False)["global_step"]
+    # the new run's config.yaml keeps the checkpoint it started from: `fit --config` of it starts there again
+    assert yaml.safe_load((Path(new.run_dir) / "config.yaml").read_text())["ckpt_path"] == str(last)
+    main(["fit", "--resume", str(new.id), "--db", db, "--trainer.max_steps", "12"])
+    assert yaml.safe_load((Path(new.run_dir) / "config.yaml").read_text())["ckpt_path"] == str(last)

@@ -462,10 +462,10 @@ class OrthoLabCLI(LightningCLI):
             extra.append(PredictionWriter(config.predict_split, config.ckpt_path))
             # predicting restores weights only: the training callbacks Lightning asks for have nothing to restore
             warnings.filterwarnings("ignore", message="Be aware that when using `ckpt_path`, callbacks used")
-        if self.subcommand in ("predict", "test", "validate"):
-            # the checkpoint callback's state: an evaluation saves no checkpoint, so the training run's folder
-            # differing from this run's changes nothing (Lightning warns that it will not reload best_k_models)
-            warnings.filterwarnings("ignore", message="The dirpath has changed from")
+        # the checkpoint callback's state from another run's folder: an evaluation saves no checkpoint, and a new run
+        # from a checkpoint (`fit --ckpt_path`) keeps its own best in its own folder, so Lightning's warning that it
+        # will not reload the other run's best_k_models changes nothing
+        warnings.filterwarnings("ignore", message="The dirpath has changed from")
         if (
             config.trainer.enable_checkpointing is not False
             and self.subcommand != "predict"
