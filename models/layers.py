@@ -461,6 +461,8 @@ def group_optimizer(model: nn.Module, specs: dict[str, dict] | str | Path) -> Gr
 def paper_optimizers(config: str | Path) -> dict[str, dict]:
     """The `model.optimizers` of a config: a YAML path, `configs/papers/<name>.yaml` (installed with OrthoLab) or
     just <name> (`ortholab list configs` lists them); adam 1e-3 for every group if it names none, as `fit`."""
+    if not isinstance(config, (str, Path)):
+        raise TypeError(f"config must be a config's path or name, got {config!r} ({type(config).__name__})")
     name = str(config)
     candidates = [Path(name), PACKAGE_ROOT / name] + [
         PACKAGE_ROOT / "configs" / folder / f"{name}.yaml" for folder in ("papers", "demo")
@@ -471,5 +473,12 @@ def paper_optimizers(config: str | Path) -> dict[str, dict]:
             f"config {name!r} is neither a file nor an installed config; `ortholab list configs` "
             f"lists them (e.g. configs/papers/scornn_copying_T1000.yaml)"
         )
-    model = (yaml.safe_load(path.read_text()) or {}).get("model") or {}
-    return model.get("optimizers") or DEFAULT_OPTIMIZERS
+    try:
+        held = yaml.safe_load(path.read_text()) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as error:  # a binary file, a YAML mistake: the file, in one line
+        raise ValueError(
+            f"config {name!r} is no YAML file ({type(error).__name__}); give a config's path or name"
+        ) from None
+    if not isinstance(held, dict) or not isinstance(held.get("model") or {}, dict):
+        raise ValueError(f"config {name!r} is no config: it holds no mapping `model:` (with its optimizers)")
+    return (held.get("model") or {}).get("optimizers") or DEFAULT_OPTIMIZERS

@@ -133,6 +133,26 @@ def test_group_optimizer_names_a_model_or_specs_of_another_type():
         onn.parameter_groups([1])
 
 
+def test_paper_optimizers_names_a_config_of_another_type_or_a_file_that_is_no_config(tmp_path):
+    """paper_optimizers(3) looked for a config named '3'; a list, a binary file or a YAML mistake reached yaml's or
+    dict's own errors (AttributeError: 'list' object has no attribute 'get'), or its multi-line ParserError."""
+    with pytest.raises(TypeError, match=r"config must be a config's path or name, got 3 \(int\)"):
+        onn.paper_optimizers(3)
+    with pytest.raises(TypeError, match="config must be a config's path or name"):
+        onn.paper_optimizers(None)
+    for text, said in (
+        ("- a\n- b\n", "holds no mapping `model:`"),
+        ("model: 3\n", "holds no mapping `model:`"),
+        ("a: [\n", "is no YAML file (ParserError)"),
+        (b"\xd0\xff", "is no YAML file (UnicodeDecodeError)"),
+    ):
+        path = tmp_path / "config.yaml"
+        path.write_bytes(text if isinstance(text, bytes) else text.encode())
+        with pytest.raises(ValueError, match=re.escape(said)) as refused:
+            onn.paper_optimizers(path)
+        one_line(refused.value)
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_autocast_still_feeds_low_precision_inputs_and_states(family):
     """Under torch.autocast a layer before this one hands it bfloat16: the cells cast it themselves (precision.py).
