@@ -212,11 +212,24 @@ class FamilyRNN(nn.Module):
     def as_complex(self, features: torch.Tensor) -> torch.Tensor:
         """The complex states (..., n) held in a complex family's output or h_n features (..., 2n). (LRU's and S4D's
         h_n hold their complex state x as [Re x | Im x]: torch.complex(*h_n.chunk(2, dim=-1)).)"""
+        owner = type(self).__name__
+        if isinstance(self.cells[0], DiagonalStateSpaceLayer):  # real features, the complex state in h_n alone
+            raise ValueError(
+                f"{owner}: family {self.family!r} outputs real features; its h_n holds the complex state x as "
+                f"[Re x | Im x]: torch.complex(*h_n.chunk(2, dim=-1))"
+            )
+        if self.layout not in ("planar", "interleaved"):
+            raise ValueError(f"{owner}: family {self.family!r} has a real state; its features are the state itself")
+        if not isinstance(features, torch.Tensor):
+            raise TypeError(f"{owner}: features must be a tensor, got {type(features).__name__}")
+        if features.shape[-1:] != (self.output_size,) or not features.is_floating_point():
+            raise ValueError(  # an interleaved half-size tensor read as half as many states, without a word
+                f"{owner}: features must be real (..., {self.output_size}), the output's or h_n's 2n = "
+                f"{self.output_size} per state; got shape {tuple(features.shape)} of {features.dtype}"
+            )
         if self.layout == "planar":
             return torch.complex(features[..., : self.hidden_size], features[..., self.hidden_size :])
-        if self.layout == "interleaved":
-            return to_complex(features.contiguous())
-        raise ValueError(f"family {self.family!r} has a real state; its features are the state itself")
+        return to_complex(features.contiguous())
 
     # the forward pass --------------------------------------------------------------------------------------------
     def forward(self, input: torch.Tensor, hx=None):  # nn.RNN's argument names

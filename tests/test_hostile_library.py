@@ -133,6 +133,29 @@ def test_group_optimizer_names_a_model_or_specs_of_another_type():
         onn.parameter_groups([1])
 
 
+@pytest.mark.parametrize("family", ["urnn", "eurnn", "scurnn", "fcurnn"])
+def test_as_complex_refuses_features_of_another_size_naming_the_2n_it_reads(family):
+    """The EURNN's and the uRNN's as_complex read n features (a real family's output, one half) as n/2 states
+    without a word; the planar ones ended in torch's 'size of tensor a (8) must match ... b (0)'."""
+    layer = onn.LAYERS[family](3, 8)
+    for features in (torch.zeros(2, 8), torch.zeros(2, 17), torch.zeros(2, 16, dtype=torch.long)):
+        with pytest.raises(ValueError, match=re.escape("features must be real (..., 16)")) as refused:
+            layer.as_complex(features)
+        one_line(refused.value)
+    with pytest.raises(TypeError, match="features must be a tensor, got list"):
+        layer.as_complex([0.0] * 16)
+    assert layer.as_complex(torch.zeros(5, 16, dtype=torch.float64)).dtype == torch.complex128
+
+
+@pytest.mark.parametrize("family", ["lru", "s4d"])
+def test_as_complex_of_lru_and_s4d_says_where_their_complex_state_is(family):
+    """It said 'has a real state', while the page and the layer's h_n hold LRU's and S4D's complex state x."""
+    layer = onn.LAYERS[family](3, 8)
+    _, h_n = layer(torch.randn(5, 3))
+    with pytest.raises(ValueError, match=re.escape("its h_n holds the complex state x as [Re x | Im x]")):
+        layer.as_complex(h_n)
+
+
 def test_paper_optimizers_names_a_config_of_another_type_or_a_file_that_is_no_config(tmp_path):
     """paper_optimizers(3) looked for a config named '3'; a list, a binary file or a YAML mistake reached yaml's or
     dict's own errors (AttributeError: 'list' object has no attribute 'get'), or its multi-line ParserError."""
