@@ -343,6 +343,31 @@ def test_fit_test_and_evaluate_run_on_fsdd_record_scores_and_clips(tmp_path, mon
     assert len({k for k in store.metric_keys(run.id) if k.startswith("val_audio/stoi/")}) == 2
 
 
+@needs_fsdd
+def test_a_64_true_speech_run_is_scored_by_its_float64_model(tmp_path, monkeypatch, capsys):
+    """The fit's AudioEvaluation and evaluate-audio (which loads the checkpoint in float64) cast the frames to the
+    model's dtype: a 64-true run's float32 frames were a dtype error, and its loaded weights were rounded to float32."""
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    main(
+        [
+            "fit",
+            *("--config", str(REPO / "configs" / "demo" / "speech_fsdd_scornn.yaml"), "--db", db),
+            *("--data.path", str(FSDD), "--data.max_utterances", "3", "--data.batch_size", "3"),
+            *("--model.hidden_size", "8", "--model.family_args", "{rho: 1}", "--trainer.max_steps", "2"),
+            *("--trainer.precision", "64-true", "--trainer.check_val_every_n_epoch", "1", "--analysis", "false"),
+            *("--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"),
+            "--trainer.callbacks",
+            "[{class_path: training.callbacks.audio.AudioEvaluation, init_args: {utterances: 1, clips: 0}}]",
+        ]
+    )
+    assert "Audio evaluation on 1 val utterances" in capsys.readouterr().out
+    (run,) = Store(db, access="read").list_runs()
+    main(["evaluate-audio", str(run.id), "--db", db, "--split", "test", "--utterances", "1", "--clips", "0"])
+    assert "Audio evaluation on 1 test utterances" in capsys.readouterr().out
+    assert [p.step for p in Store(db, access="read").metric_series(run.id, "test_audio/stoi")] == [2]
+
+
 def test_clips_keep_levels_and_count_what_had_to_be_clipped():
     from ortholab.evaluation.audio import wav_bytes
 

@@ -72,6 +72,12 @@ def checkpoint_model_mismatch(saved: dict, model: dict) -> tuple[str, Any, Any] 
     return None
 
 
+def floating_dtype(state: dict) -> torch.dtype | None:
+    """The one dtype of a state dict's floating-point tensors (float64 for a 64-true run); None if none or several."""
+    dtypes = {t.dtype for t in state.values() if isinstance(t, torch.Tensor) and t.is_floating_point()}
+    return dtypes.pop() if len(dtypes) == 1 else None
+
+
 class RecurrentModule(pl.LightningModule):
     """Trains `family` on the task described by `task` (linked from the datamodule's TaskSpec by the CLI).
 
@@ -318,12 +324,16 @@ class RecurrentModule(pl.LightningModule):
                 logger.describe_run(info={**getattr(self, "_run_info", {}), "plan": plan})
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        """Refuse, before any weight is copied, a checkpoint of another model; bring in changed optimizer options."""
+        """Refuse, before any weight is copied, a checkpoint of another model; bring in changed optimizer options.
+        Loaded without a trainer (`load_from_checkpoint`), the module takes the dtype its weights were saved in."""
         fitting = self._trainer is None or self.trainer.state.fn == TrainerFn.FITTING  # (no trainer: as a fit would)
         self.refuse_foreign_checkpoint(checkpoint, continues_training=fitting)
         self._changed_optimizer_options(
             (checkpoint.get("hyper_parameters") or {}).get("optimizers"), checkpoint.get("optimizer_states") or []
         )
+        dtype = floating_dtype(checkpoint.get("state_dict") or {})
+        if self._trainer is None and dtype is not None:  # a trainer's precision sets its own dtype
+            self.to(dtype=dtype)  # Lightning loads the state dict next: a 64-true run's weights stay float64
 
     def refuse_foreign_checkpoint(self, checkpoint: dict, continues_training: bool = True) -> None:
         """ConfigError for a checkpoint of another model (family, size, layers, scuRNN's side of D) or task, and, when

@@ -162,12 +162,12 @@ def predict(module: torch.nn.Module, datamodule: SpeechPrediction, split: str, c
     data = datamodule.dataset(split)
     was_training = module.training
     module.eval()
-    device = next(module.parameters()).device
+    weight = next(p for p in module.parameters() if p.is_floating_point())
     outputs = []
     try:
         for first in range(0, count, datamodule.eval_batch_size):
             inputs, _, mask = data.batch(range(first, min(first + datamodule.eval_batch_size, count)))
-            predicted = module(inputs.to(device)).float().cpu()
+            predicted = module(inputs.to(weight.device, weight.dtype)).float().cpu()  # a 64-true model's float64
             outputs += [p[: int(m.sum()) - datamodule.predict_padding] for p, m in zip(predicted, mask, strict=True)]
     finally:
         module.train(was_training)
