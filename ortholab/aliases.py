@@ -191,6 +191,18 @@ def check_class_path(path: str, key: str) -> None:
         )
 
 
+def config_class(path: str, key: str) -> type | None:
+    """The class a stored run's config names at `key` (`datamodules.AddingTask`, a full path or one of the user's
+    modules), checked as the CLI checks it (check_class_path) before its module is imported; None when `path` has no
+    module part or its module holds no such name."""
+    module_name, _, class_name = full_class_path(path).rpartition(".")
+    if not module_name:
+        return None
+    check_class_path(path, key)
+    found = getattr(importlib.import_module(module_name), class_name, None)
+    return found if isinstance(found, type) else None
+
+
 def refuse_callables(config, prefix: str = "") -> None:
     """A parsed config holds data and class paths only: a function (or any callable object) a value resolved to,
     e.g. a callback's `lambda_func`, is refused by its key before anything is instantiated or called."""

@@ -1,13 +1,16 @@
-"""A recorded run's model from Python (RecurrentModule.load_from_checkpoint): in the dtype the run trained in."""
+"""A recorded run's model and task from Python (training/api.py's load_run, and RecurrentModule.load_from_checkpoint
+itself): in the dtype the run trained in, the task rebuilt whatever it is, the store only read."""
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from tolerances import roundoff
 
-from ortholab.datamodules import CopyingTask
+from ortholab.datamodules import AddingTask, CopyingTask
 from ortholab.db import Store
-from ortholab.training.api import fit
+from ortholab.training.api import fit, load_run
 from ortholab.training.module import RecurrentModule
 
 N, T, VAL = 6, 5, 20  # hidden units, sequence length, validation sequences
@@ -55,12 +58,75 @@ def test_a_64_true_runs_weights_load_as_float64_bit_for_bit(runs):
     path = checkpoint_of(db, ids["copying64"])
     saved = torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
     assert {t.dtype for t in saved.values() if t.is_floating_point()} == {torch.float64}
-    model = RecurrentModule.load_from_checkpoint(path, map_location="cpu", weights_only=True).eval()
-    assert model.dtype == torch.float64
-    state = model.state_dict()
-    for key, value in saved.items():
-        assert state[key].dtype == value.dtype and torch.equal(state[key], value), key
-    task = CopyingTask(**Store(db, access="read").get_run(ids["copying64"]).config["data"]["init_args"])
+    plain = RecurrentModule.load_from_checkpoint(path, map_location="cpu", weights_only=True)
+    model, task = load_run(ids["copying64"], db=db)
+    for loaded in (plain, model):
+        assert loaded.dtype == torch.float64
+        state = loaded.state_dict()
+        for key, value in saved.items():
+            assert state[key].dtype == value.dtype and torch.equal(state[key], value), key
+    assert isinstance(task, CopyingTask) and not model.training
     inputs, _ = task.make_split("val")
     with torch.no_grad():
         assert model(inputs).dtype == torch.float64  # symbol ids in, float64 logits out
+
+
+def test_load_run_rebuilds_another_task_which_the_model_scores_as_recorded(runs):
+    db, ids = runs
+    model, task = load_run(np.int64(ids["adding"]), db=db, checkpoint="last")  # an id as frames.runs gives it
+    assert isinstance(task, AddingTask) and model.dtype == torch.float32
+    inputs, targets = task.make_split("val")
+    with torch.no_grad():
+        loss = float(model.objective.loss(model(inputs), targets))
+    recorded = Store(db, access="read").metric_series(ids["adding"], "val/loss")[-1].value  # at last.ckpt's step
+    # float32: the same weights and sequences; each output accumulates over n units and T steps, the loss is a mean of
+    # VAL squared errors, relative to the loss
+    assert abs(loss - recorded) < roundoff(torch.float32, N * T + VAL, scale=recorded)
+
+
+def test_load_run_takes_best_a_kept_files_name_or_a_path(runs):
+    db, ids = runs
+    best = sorted(checkpoint_of(db, ids["adding"]).parent.glob("best-step*.ckpt"))[-1]
+    for checkpoint in ("best", best.name, best, str(best)):
+        model, _ = load_run(ids["adding"], db=db, checkpoint=checkpoint)
+        assert torch.equal(
+            model.state_dict()["model.readout.weight"], torch.load(best)["state_dict"]["model.readout.weight"]
+        )
+
+
+def test_load_run_names_a_bad_argument_and_never_creates_a_store(runs, tmp_path):
+    from ortholab.db.store_errors import StoreError
+
+    db, ids = runs
+    with pytest.raises(TypeError, match=r"^run_id must be a run's id \(int\), got '1' \(str\)$"):
+        load_run("1", db=db)
+    with pytest.raises(TypeError, match="^checkpoint must be a str or a path"):
+        load_run(ids["adding"], db=db, checkpoint=2)
+    with pytest.raises(ValueError, match=r"^run_id: No run with id 999 in sqlite:///"):
+        load_run(999, db=db)
+    with pytest.raises(ValueError) as wrong:
+        load_run(ids["adding"], db=db, checkpoint="lats")
+    assert str(wrong.value).startswith(f"checkpoint='lats': run {ids['adding']} holds best-step")
+    assert "last.ckpt; give 'last', 'best'" in str(wrong.value) and "\n" not in str(wrong.value)
+    with pytest.raises(
+        ValueError, match=r"^checkpoint='.*last.ckpt' was trained on task 'copying', run \d+ on 'adding'"
+    ):
+        load_run(ids["adding"], db=db, checkpoint=str(checkpoint_of(db, ids["copying64"])))
+    missing = tmp_path / "none.db"
+    with pytest.raises(StoreError):
+        load_run(1, db=missing)
+    assert not missing.exists()
+
+
+def test_a_run_that_kept_no_checkpoint_is_named_as_such(runs, tmp_path):
+    db, ids = runs
+    folder = checkpoint_of(db, ids["adding"]).parent
+    kept = {p.name: p.read_bytes() for p in folder.glob("*.ckpt")}
+    try:
+        for name in kept:
+            (folder / name).unlink()
+        with pytest.raises(ValueError, match=rf"^checkpoint='last': run {ids['adding']} kept no checkpoint"):
+            load_run(ids["adding"], db=db)
+    finally:
+        for name, data in kept.items():
+            (folder / name).write_bytes(data)

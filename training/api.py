@@ -1,20 +1,27 @@
-"""`ortholab fit` from Python: the same run, recorded in the same store, its id returned.
+"""`ortholab fit` from Python: the same run, recorded in the same store, its id returned; and a recorded run's
+trained model with its task, rebuilt.
 
-from ortholab.training.api import fit
+from ortholab.training.api import fit, load_run
 run_id = fit("configs/demo/copying_scornn.yaml", {"model.hidden_size": 64, "trainer.max_steps": 200})
+model, task = load_run(run_id)
 """
 
 from __future__ import annotations
 
 import contextlib
+import numbers
 import os
 import signal
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from ortholab.datamodules import TaskDataModule
+    from ortholab.training.module import RecurrentModule
 
 
 def _flags(overrides: dict[str, Any] | list[str] | None) -> list[str]:
@@ -121,6 +128,88 @@ def fit(
                 message = message.replace(str(config), "the config dict")
             raise ConfigError(message.removeprefix("ortholab: error: ")) from None
     return int(cli.trainer.loggers[0].version)
+
+
+CHECKPOINTS = ("last", "best")  # a run folder's checkpoints/last.ckpt, and the best-step<k>.ckpt it kept
+
+
+def load_run(
+    run_id: int,
+    *,
+    db: str | os.PathLike | None = None,
+    checkpoint: str | os.PathLike = "last",
+    map_location: Any = "cpu",
+) -> tuple[RecurrentModule, TaskDataModule]:
+    """A recorded run's trained model and its task: `(RecurrentModule, LightningDataModule)`.
+
+    The model is loaded from the run's checkpoint ('last', 'best': the best-step one it kept, a file name in its
+    checkpoints folder, or a path), in the dtype it trained in (float64 for `trainer.precision: 64-true`), in eval
+    mode, on `map_location` (any torch.load takes). The task is rebuilt from the run's stored config, whatever the
+    task, as the command line resolves its class path (a task of your own: its module named by
+    $ORTHOLAB_CONFIG_MODULES). The store is only read (db: a URL or a SQLite file's path; None: the default store).
+    An argument of another type is a TypeError naming it; an unknown run id, a run without checkpoints or a
+    checkpoint it does not hold is a ValueError, in one line saying what there is.
+    """
+    from ortholab import aliases
+    from ortholab.datamodules import TaskDataModule
+    from ortholab.db import Store
+    from ortholab.db.store_errors import InvalidArgument, StoreError
+    from ortholab.errors import ConfigError
+    from ortholab.training.module import RecurrentModule
+
+    if isinstance(run_id, bool) or not isinstance(run_id, numbers.Integral):  # numpy's ints, as frames gives ids
+        raise TypeError(f"run_id must be a run's id (int), got {run_id!r} ({type(run_id).__name__})")
+    run_id = int(run_id)
+    for argument, value in (("db", db), ("checkpoint", checkpoint)):
+        if value is not None and not isinstance(value, (str, os.PathLike)):
+            raise TypeError(f"{argument} must be a str or a path, got {value!r} ({type(value).__name__})")
+    store = Store(None if db is None else os.fspath(db), access="read")  # a reader: never creates a store
+    try:
+        run = store.get_run(run_id)
+    except StoreError as error:
+        if any(summary.id == run_id for summary in store.list_runs()):
+            raise  # the run is there: the store's own failure
+        raise InvalidArgument(f"run_id: {error}") from None
+    aliases.import_user_modules()  # as the CLI does: a family or task of the user's own is registered first
+    data = (run.config or {}).get("data") or {}
+    class_path = str(data.get("class_path", ""))
+    task_class = aliases.config_class(class_path, f"run {run_id}'s data.class_path")
+    if task_class is None or not issubclass(task_class, TaskDataModule):
+        raise ConfigError(f"run {run_id}'s data.class_path = {class_path!r} names no task (a TaskDataModule)")
+    path = _checkpoint_path(run, checkpoint)
+    model = RecurrentModule.load_from_checkpoint(path, map_location=map_location, weights_only=True)
+    task = task_class(**(data.get("init_args") or {}))  # a recorded config's paths are absolute (RecordConfig)
+    if model.spec.name != task.spec.name:
+        raise ValueError(
+            f"checkpoint={os.fspath(checkpoint)!r} was trained on task {model.spec.name!r}, run {run_id} on "
+            f"{task.spec.name!r}; give one of run {run_id}'s checkpoints"
+        )
+    return model.eval(), task
+
+
+def _checkpoint_path(run, checkpoint: str | os.PathLike) -> Path:
+    """The file `checkpoint` names for `run` (load_run's docstring); ValueError in one line saying what there is."""
+    given = os.fspath(checkpoint)
+    if given not in CHECKPOINTS and Path(given).is_file():
+        return Path(given)
+    if not run.run_dir or not Path(run.run_dir).is_dir():
+        where = f"folder {run.run_dir} is not on this machine" if run.run_dir else "folder is not recorded"
+        raise ValueError(f"checkpoint={given!r}: run {run.id}'s {where}; give the path of a copy of its .ckpt file")
+    folder = Path(run.run_dir) / "checkpoints"
+    kept = sorted(folder.glob("*.ckpt"), key=lambda p: p.stat().st_mtime)
+    best = [p for p in kept if p.name.startswith("best-step")]
+    chosen = {"last": folder / "last.ckpt", "best": best[-1] if best else None}.get(given, folder / given)
+    if chosen is not None and chosen.is_file():
+        return chosen
+    if not kept:
+        raise ValueError(
+            f"checkpoint={given!r}: run {run.id} kept no checkpoint ({folder} holds none): a predict, validate or "
+            f"test run keeps none, nor does a fit stopped before its first"
+        )
+    names = ", ".join(sorted(p.name for p in kept))
+    raise ValueError(
+        f"checkpoint={given!r}: run {run.id} holds {names}; give 'last', 'best', one of these names or a path"
+    )
 
 
 class _Tail:

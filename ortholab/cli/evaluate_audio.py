@@ -92,18 +92,12 @@ def load_checkpoint(path: Path) -> dict:
 
 
 def _datamodule_from_config(config: dict, run_id: int) -> SpeechPrediction:
-    import importlib
-
+    from ortholab.aliases import config_class
     from ortholab.datamodules.speech import SpeechPrediction
 
     data = (config or {}).get("data") or {}
     class_path = data.get("class_path", "")
-    module_name, _, class_name = class_path.rpartition(".")
-    if module_name:  # the stored config is checked as a config is: nothing outside the allow-list is imported
-        from ortholab.aliases import check_class_path
-
-        check_class_path(class_path, f"run {run_id}'s data.class_path")
-    cls = getattr(importlib.import_module(module_name), class_name, None) if module_name else None
+    cls = config_class(str(class_path), f"run {run_id}'s data.class_path")  # nothing outside the allow-list imported
     if cls is None or not issubclass(cls, SpeechPrediction):
         raise ConfigError(
             f"run {run_id} trained data.class_path = {class_path!r}; audio evaluation needs the speech "
