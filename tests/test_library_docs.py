@@ -24,7 +24,7 @@ def test_the_library_page_has_an_example_of_each_part():
         "frames.metrics(",
         "frames.artifacts(",
         "fit(config",
-        "RecurrentModule.load_from_checkpoint(",
+        "load_run(",
     ):
         assert part in code, f"docs/library.md has no example of {part}"
 
