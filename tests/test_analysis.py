@@ -241,3 +241,22 @@ def test_the_steps_since_the_last_timing_record_are_recorded_when_training_ends(
     assert [step for step, metrics in recorded if "time/step_s" in metrics] == [4, 6]
     timing.on_train_end(trainer, module)  # nothing since: nothing more
     assert len(recorded) == 2
+
+
+@pytest.mark.parametrize("family", ["scornn", "scurnn"])
+def test_the_probes_feed_a_64_true_run_float64_inputs(tmp_path, monkeypatch, family):
+    """The gradient and hidden-state probes read the validation tensors as stored (float32): a 64-true run of a task
+    with real-valued inputs (adding) failed at step 0 with 'expected m1 and m2 to have the same dtype'."""
+    store, run = _fit(
+        tmp_path,
+        monkeypatch,
+        *("--data", "adding", "--data.seq_len", "6", "--trainer.precision", "64-true"),
+        *("--model.family", family, "--model.family_args", "{}"),
+        *("--model.optimizers", "{default: {name: adam, lr: 0.001}}"),
+        "--trainer.callbacks+=training.callbacks.HiddenTrajectory",
+    )
+    assert run.status == "finished", run.reason
+    (profile,) = store.artifacts(run.id, GRAD_NORMS)
+    norms = array_from_bytes(store.artifact_data(profile.id))
+    assert norms.shape == (6,) and (norms > 0).all()
+    assert store.artifacts(run.id, HIDDEN_TRAJECTORY)

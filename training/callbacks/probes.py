@@ -36,9 +36,10 @@ def hidden_gradient_norms(pl_module, inputs, targets, mask=None) -> tuple[torch.
 
 
 def probe_batch(trainer, size: int) -> tuple[torch.Tensor, ...]:
-    """The first `size` sequences of the validation split: the same probe at every snapshot."""
+    """The first `size` sequences of the validation split: the same probe at every snapshot, its floating tensors in
+    the trainer's precision as a training batch's are (64-true: float64; symbol ids and masks as they are)."""
     tensors = trainer.datamodule.dataset("val").tensors
-    return tuple(t[:size] for t in tensors)
+    return tuple(trainer.precision_plugin.convert_input(t[:size]) for t in tensors)
 
 
 class _ProbeCallback(Callback):
