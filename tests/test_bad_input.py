@@ -349,6 +349,17 @@ def test_a_trainer_value_lightning_refuses_is_one_line_and_records_no_run(
     assert not db.exists() or Store(f"sqlite:///{db}", access="read").list_runs() == []
 
 
+def test_a_validation_interval_past_an_epoch_is_one_line_and_records_no_run(tmp_path, monkeypatch, capsys):
+    """An int interval above an epoch's training batches was Lightning's ValueError once training began: a traceback,
+    exit code 1 and a failed run (walk-through of docs/tasks.md: the generation demo has one batch an epoch)."""
+    every_epoch = ["--trainer.check_val_every_n_epoch", "1"]  # the demo counts steps across epochs (null)
+    line = fails(tmp_path, monkeypatch, capsys, *every_epoch, "--trainer.val_check_interval", "5")  # 4 batches an epoch
+    assert "trainer.val_check_interval = 5 (on the command line) is more than the 4 training batch" in line, line
+    assert "--trainer.val_check_interval 4 or less" in line and "check_val_every_n_epoch null" in line, line
+    db = tmp_path / "x.db"
+    assert not db.exists() or Store(f"sqlite:///{db}", access="read").list_runs() == []
+
+
 @pytest.mark.parametrize(
     "args,expected",
     [

@@ -56,6 +56,7 @@ from ortholab.training.preflight import (
     check_free_space,
     check_manual_optimization,
     check_run_name,
+    check_validation_interval,
     check_writable_folder,
     positive_norm,
     runs_folder_source,
@@ -499,6 +500,8 @@ class OrthoLabCLI(LightningCLI):
                 raise
             raise ConfigError(trainer_refusal(err, config.trainer, getattr(self.parser, "given_args", None))) from None
         _prepare_evaluation(self.datamodule, trainer.world_size, self.subcommand, config)
+        if self.subcommand == "fit":  # before the run is recorded
+            check_validation_interval(trainer, self.datamodule)
         trainer.callbacks = replace_lightnings_summary(trainer.callbacks, configured)  # no 'Total FLOPs: 0'
         trainer.loggers = [logger, *trainer.loggers]
         first = [StampCheckpoints()]  # every checkpoint names its store and run, and how far their record went

@@ -162,3 +162,23 @@ def nearest_folder(folder: str) -> Path:
     """`folder`, or the nearest folder above it that exists (the runs folder is made by the run's first write)."""
     path = Path(folder).absolute()
     return next(p for p in (path, *path.parents) if p.is_dir())
+
+
+def check_validation_interval(trainer, datamodule) -> None:
+    """An int trainer.val_check_interval past an epoch's training batches: one line now, not Lightning's ValueError
+    once training began (a traceback and a failed run)."""
+    interval, every = trainer.val_check_interval, trainer.check_val_every_n_epoch
+    if not isinstance(interval, int) or every is None or not trainer.limit_val_batches:
+        return
+    try:
+        batches = len(datamodule.train_dataloader())
+    except TypeError:  # a loader of unknown length: Lightning counts its steps itself
+        return
+    limit = trainer.limit_train_batches
+    batches = min(batches, limit) if isinstance(limit, int) else int(batches * limit)
+    if interval > batches:
+        raise ConfigError(
+            f"trainer.val_check_interval = {interval} is more than the {batches} training batch(es) of an epoch; "
+            f"give --trainer.val_check_interval {max(batches, 1)} or less, or --trainer.check_val_every_n_epoch null "
+            f"to count the interval across epochs"
+        )
