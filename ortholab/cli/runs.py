@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ortholab import aliases
 from ortholab.cli.common import DB_HELP, fmt, table
+from ortholab.cli.runs_sort import sort_rows
 from ortholab.db.progress import copy_note, run_progress, runs_rows
 from ortholab.db.provenance import resume_notes
 from ortholab.errors import ConfigError, did_you_mean
@@ -24,7 +25,8 @@ from ortholab.errors import ConfigError, did_you_mean
 ACTIONS = ("show", "tag", "untag", "delete")
 PROVENANCE_TAGS = ("paper:", "scale:", "seed:", "flags:")  # reproduce's tags (db/published.py, db/seeds.py)
 USAGE = (
-    "runs [--family F] [--task T] [--status S] [--tag T] [--name TEXT] [--columns KEYS] [--json] | runs show ID | "
+    "runs [--family F] [--task T] [--status S] [--tag T] [--name TEXT] [--columns KEYS] [--sort KEY [--desc]] "
+    "[--json] | runs show ID | "
     "runs tag|untag|delete ID... [LABEL]"
 )
 HELP = "list recorded runs (filtered); show one whole; tag, untag or delete runs"
@@ -72,6 +74,14 @@ def add_arguments(parser) -> None:
         help="comma-separated keys shown as columns after `baseline`: a config key as fit takes it "
         "(model.optimizers.recurrent.lr, data.seq_len) shows each run's value, a metric (val/acc) its last value",
     )
+    parser.add_argument(
+        "--sort",
+        default=None,
+        metavar="KEY",
+        help="order the runs by a column (id, name, family, task, status, steps, best, started, ...) or a --columns "
+        "key, smallest first (runs without a value last); default: newest first (by id)",
+    )
+    parser.add_argument("--desc", action="store_true", help="with --sort: largest first")
 
 
 def run(args, extra: list[str]) -> None:
@@ -100,6 +110,10 @@ def run(args, extra: list[str]) -> None:
     if args.columns is not None and not keys:
         raise ConfigError(f"--columns {args.columns!r} names no key; give comma-separated keys (data.seq_len,val/acc)")
     rows = with_columns(rows, keys, args.db) if keys and rows else rows
+    if args.sort is not None:
+        rows = sort_rows(rows, args.sort, [*COLUMNS, *keys], desc=args.desc)
+    elif args.desc:
+        raise ConfigError("--desc orders a --sort: give --sort KEY (e.g. --sort best --desc)")
     if args.json:  # full ISO start times; NaN as null (JSON has no NaN)
         plain = [{k: _finite(v) if isinstance(v, float) else v for k, v in row.items()} for row in rows]
         print(json.dumps(plain, indent=2, default=str))
