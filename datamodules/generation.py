@@ -63,10 +63,9 @@ def fsdd_recording_path(folder: Path, name: str) -> Path:
 
 def read_mono(path: Path, sample_rate: int | None) -> np.ndarray:
     """The samples of a mono audio file as float32 in [-1, 1], checked against the expected sample rate."""
-    if not path.is_file():
-        raise ConfigError(
-            f"data.path = {str(path)!r} is not an audio file; give a mono WAV/FLAC file, e.g. {HOW_TO_FIX}"
-        )
+    if not path.is_file():  # said as it is: nothing there, or a folder
+        what = "is a folder, not an audio file" if path.is_dir() else "does not exist"
+        raise ConfigError(f"data.path = {str(path)!r} {what}; give a mono WAV/FLAC file, e.g. {HOW_TO_FIX}")
     try:
         info = soundfile.info(str(path))
     except (RuntimeError, soundfile.LibsndfileError) as err:

@@ -1,5 +1,7 @@
 """Sequence generation: excerpts cut from a mono audio file, the two input settings, and the NMSE objective."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -8,6 +10,7 @@ from tolerances import roundoff
 
 from ortholab.datamodules.generation import SequenceGeneration
 from ortholab.datamodules.spec import TaskSpec
+from ortholab.errors import ConfigError
 from ortholab.training.objectives import OBJECTIVES
 
 
@@ -66,3 +69,12 @@ def test_reads_an_fsdd_recording():
     )
     _, targets = task.make_split("train")
     assert targets.shape == (1, 320, 1) and targets.abs().max().item() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("name,said", [("nope.wav", "does not exist"), (".", "is a folder, not an audio file")])
+def test_a_path_that_is_no_file_says_what_is_there(tmp_path, name, said):
+    """A missing file read 'is not an audio file', as if it were there in another format (walk-through of
+    docs/tasks.md)."""
+    expected = f"data.path = '{tmp_path / name}' {said}; give a mono WAV/FLAC file"
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        SequenceGeneration(path=str(tmp_path / name)).make_split("train")
