@@ -130,3 +130,17 @@ def test_a_run_that_kept_no_checkpoint_is_named_as_such(runs, tmp_path):
     finally:
         for name, data in kept.items():
             (folder / name).write_bytes(data)
+
+
+def test_a_64_true_runs_recorded_loss_is_its_float64_loss(runs):
+    """torchmetrics' states stay float32 through Lightning's .double(): a 64-true run recorded its validation loss
+    rounded to float32 (2.154846668 for 2.1548467039)."""
+    db, ids = runs
+    model, task = load_run(ids["copying64"], db=db)
+    inputs, targets = task.make_split("val")
+    with torch.no_grad():
+        loss = float(model.objective.loss(model(inputs), targets))
+    recorded = Store(db, access="read").metric_series(ids["copying64"], "val/loss")[-1].value
+    # float64: the same weights and sequences; each logit accumulates over n units and T + 20 steps, the loss is a mean
+    # of VAL * (T + 20) cross-entropies, relative to the loss
+    assert abs(loss - recorded) < roundoff(torch.float64, N * (T + 20) + VAL * (T + 20), scale=recorded)

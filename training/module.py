@@ -280,6 +280,10 @@ class RecurrentModule(pl.LightningModule):
         return code
 
     def setup(self, stage: str) -> None:
+        if self.trainer.precision == "64-true":  # a Metric keeps float32 states through .double(): set_dtype does it
+            for metric in self.stage_metrics.modules():
+                if isinstance(metric, torchmetrics.Metric):
+                    metric.set_dtype(torch.float64)
         if stage == "fit" and self.hparams.cuda_graphs:
             strategy = self.trainer.strategy
             check_graphs_allowed(strategy.root_device.type, self.trainer.precision, self.trainer.world_size)
