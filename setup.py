@@ -21,8 +21,13 @@ def source_commit() -> str | None:
 class BuildWithCommit(build_py):
     def run(self) -> None:
         super().run()
-        if not self.editable_mode and (commit := source_commit()):  # an editable install asks its checkout
-            Path(self.build_lib, "ortholab", "BUILT_FROM").write_text(commit + "\n")
+        if self.editable_mode:  # an editable install asks its checkout
+            return
+        target, commit = Path(self.build_lib, "ortholab", "BUILT_FROM"), source_commit()
+        if commit:
+            target.write_text(commit + "\n")
+        else:  # no checkout (an sdist, a copy without .git): no commit, not an earlier build's left in build/
+            target.unlink(missing_ok=True)
 
 
 setup(cmdclass={"build_py": BuildWithCommit})

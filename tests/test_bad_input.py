@@ -360,6 +360,18 @@ def test_a_validation_interval_past_an_epoch_is_one_line_and_records_no_run(tmp_
     assert not db.exists() or Store(f"sqlite:///{db}", access="read").list_runs() == []
 
 
+def test_no_training_batch_at_all_is_left_to_lightning_not_refused(tmp_path, monkeypatch, capsys):
+    """limit_train_batches 0 trains nothing (Lightning skips its interval check); the check refused it, advising an
+    interval of 0 or less, which it refused too."""
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    every_epoch = ["--trainer.check_val_every_n_epoch", "1", "--trainer.val_check_interval", "5"]
+    main(["fit", "--config", DEMO, *TINY, *every_epoch, "--trainer.limit_train_batches", "0", "--db", db])
+    assert "val_check_interval" not in capsys.readouterr().err
+    (run,) = Store(db, access="read").list_runs()
+    assert run.status == "finished" and run.steps == 0, run
+
+
 @pytest.mark.parametrize(
     "args,expected",
     [

@@ -795,6 +795,23 @@ def test_a_deep_optimizer_flag_on_a_config_naming_no_optimizer_keeps_the_optimiz
     assert (optimizers["recurrent"]["name"], optimizers["recurrent"]["lr"]) == ("stiefel_cayley", 0.05)  # fcuRNN's
 
 
+def test_an_optimizer_entry_without_a_name_is_recorded_with_the_optimizer_it_ran(tmp_path, monkeypatch):
+    """`other: {lr: 0.01}` in a file trains with the optimizer it stands in for; the run's config.yaml and params
+    held the entry without its name (`runs --columns model.optimizers.other.name` fell back to another group's)."""
+    from ortholab.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "mine.yaml"
+    config.write_text("model: {optimizers: {default: {name: sgd, lr: 0.1}, other: {lr: 0.01}}}\n")
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    main(["fit", "--config", DEMO, "--config", str(config), *TINY, "--db", db])
+    (summary,) = Store(db, access="read").list_runs()
+    run = Store(db, access="read").get_run(summary.id)
+    recorded = yaml.safe_load((Path(run.run_dir) / "config.yaml").read_text())["model"]["optimizers"]
+    assert recorded["other"] == {"name": "sgd", "lr": 0.01}, recorded
+    assert run.config["model"]["optimizers"]["other"]["name"] == "sgd"
+
+
 def test_an_optimizer_entry_without_a_name_changes_the_one_it_stands_in_for():
     from ortholab.models.optimizers import group_specs
 

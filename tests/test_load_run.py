@@ -144,3 +144,14 @@ def test_a_64_true_runs_recorded_loss_is_its_float64_loss(runs):
     # float64: the same weights and sequences; each logit accumulates over n units and T + 20 steps, the loss is a mean
     # of VAL * (T + 20) cross-entropies, relative to the loss
     assert abs(loss - recorded) < roundoff(torch.float64, N * (T + 20) + VAL * (T + 20), scale=recorded)
+
+
+def test_a_bare_file_name_is_the_runs_own_checkpoint_before_one_in_the_current_folder(runs, tmp_path, monkeypatch):
+    """checkpoint="best-step4.ckpt" loaded a file of that name from the current folder, another run's, before the
+    run's own."""
+    db, ids = runs
+    own = sorted(checkpoint_of(db, ids["adding"]).parent.glob("best-step*.ckpt"))[-1]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / own.name).write_bytes(checkpoint_of(db, ids["copying64"]).read_bytes())  # another run's, same name
+    model, task = load_run(ids["adding"], db=db, checkpoint=own.name)
+    assert isinstance(task, AddingTask) and model.dtype == torch.float32

@@ -23,11 +23,14 @@ def test_the_commit_is_this_checkouts_and_none_elsewhere(tmp_path, monkeypatch):
     if (REPO / ".git").exists():  # a checkout (CI's clean clone too); from an installed wheel there is none
         assert found.removesuffix("+changes") == _git(REPO, "rev-parse", "--short", "HEAD")
     monkeypatch.setattr(provenance, "CHECKOUT", tmp_path)  # not a repository
+    monkeypatch.setattr(provenance, "BUILT_FROM", tmp_path / "BUILT_FROM")  # nor a wheel that recorded its commit
     assert provenance.commit() is None
     _git(tmp_path, "init", "-q")
     monkeypatch.setattr(provenance, "CHECKOUT", tmp_path / "venv" / "site-packages")  # inside another project's
     (tmp_path / "venv" / "site-packages").mkdir(parents=True)
     assert provenance.commit() is None
+    (tmp_path / "BUILT_FROM").write_text("abc1234\n")  # an installed wheel's, written by setup.py
+    assert provenance.commit() == "abc1234"
 
 
 def test_a_fit_records_the_code_that_trained_it(tmp_path, monkeypatch):

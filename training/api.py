@@ -190,7 +190,8 @@ def load_run(
 def _checkpoint_path(run, checkpoint: str | os.PathLike) -> Path:
     """The file `checkpoint` names for `run` (load_run's docstring); ValueError in one line saying what there is."""
     given = os.fspath(checkpoint)
-    if given not in CHECKPOINTS and Path(given).is_file():
+    own = run.run_dir and Path(given).name == given and (Path(run.run_dir) / "checkpoints" / given).is_file()
+    if given not in CHECKPOINTS and not own and Path(given).is_file():  # a bare name: the run's own file first
         return Path(given)
     if not run.run_dir or not Path(run.run_dir).is_dir():
         where = f"folder {run.run_dir} is not on this machine" if run.run_dir else "folder is not recorded"

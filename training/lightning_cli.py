@@ -39,6 +39,7 @@ from ortholab.db.masking import known_passwords, mask_secrets, mask_url
 from ortholab.db.store import StoreMissing, db_flag
 from ortholab.errors import ConfigError
 from ortholab.extras import check_logger_extras
+from ortholab.models.optimizers import DEFAULT_OPTIMIZERS
 from ortholab.training.callbacks import AudioEvaluation, NonFiniteError, default_callbacks
 from ortholab.training.callbacks.checkpoint_io import AtomicCheckpointIO
 from ortholab.training.callbacks.last_checkpoint import LastCheckpoint
@@ -91,6 +92,10 @@ class RecordConfig(SaveConfigCallback):
         if model.get("family"):  # every family option with the value it ran with, defaults included: a resume or a
             # side-by-side comparison does not depend on the defaults of the OrthoLab version that reads it
             model["family_args"] = recorded_family_args(model["family"], model.get("family_args"))
+        optimizers = model.get("optimizers")
+        for group, entry in optimizers.items() if isinstance(optimizers, dict) else ():
+            if isinstance(entry, dict) and "name" not in entry:  # recorded as the optimizer it stood in for and ran
+                optimizers[group] = dict(pl_module.optimizer_specs.get(group) or DEFAULT_OPTIMIZERS["default"] | entry)
         resolved = {}  # `hidden_size: auto` stays as given in the config (a resume sizes the model again the same
         if model.get("hidden_size") == "auto":  # way); its params give the size it ran with, for columns and groups
             resolved["model.hidden_size"] = pl_module.hparams.hidden_size

@@ -329,15 +329,16 @@ class RecurrentModule(pl.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         """Refuse, before any weight is copied, a checkpoint of another model; bring in changed optimizer options.
-        Loaded without a trainer (`load_from_checkpoint`), the module takes the dtype its weights were saved in."""
+        Loaded without a trainer (`load_from_checkpoint`), a module saved in float64 is float64 (a 64-true run's)."""
         fitting = self._trainer is None or self.trainer.state.fn == TrainerFn.FITTING  # (no trainer: as a fit would)
         self.refuse_foreign_checkpoint(checkpoint, continues_training=fitting)
         self._changed_optimizer_options(
             (checkpoint.get("hyper_parameters") or {}).get("optimizers"), checkpoint.get("optimizer_states") or []
         )
-        dtype = floating_dtype(checkpoint.get("state_dict") or {})
-        if self._trainer is None and dtype is not None:  # a trainer's precision sets its own dtype
-            self.to(dtype=dtype)  # Lightning loads the state dict next: a 64-true run's weights stay float64
+        # Lightning loads the state dict next: a 64-true run's weights stay float64 (other dtypes load as float32,
+        # which a 32-bit trainer's batches match; a trainer's 64-true or half precision converts the module itself)
+        if self._trainer is None and floating_dtype(checkpoint.get("state_dict") or {}) == torch.float64:
+            self.to(dtype=torch.float64)
 
     def refuse_foreign_checkpoint(self, checkpoint: dict, continues_training: bool = True) -> None:
         """ConfigError for a checkpoint of another model (family, size, layers, scuRNN's side of D) or task, and, when

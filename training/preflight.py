@@ -168,15 +168,15 @@ def check_validation_interval(trainer, datamodule) -> None:
     """An int trainer.val_check_interval past an epoch's training batches: one line now, not Lightning's ValueError
     once training began (a traceback and a failed run)."""
     interval, every = trainer.val_check_interval, trainer.check_val_every_n_epoch
-    if not isinstance(interval, int) or every is None or not trainer.limit_val_batches:
-        return
+    if not isinstance(interval, int) or every is None or not trainer.limit_val_batches or trainer.world_size > 1:
+        return  # several processes share the batches as Lightning's sampler splits them: Lightning's check says it
     try:
         batches = len(datamodule.train_dataloader())
-    except TypeError:  # a loader of unknown length: Lightning counts its steps itself
+    except Exception:  # a loader of unknown length, or a task of one's own that needs its trainer: Lightning checks
         return
     limit = trainer.limit_train_batches
     batches = min(batches, limit) if isinstance(limit, int) else int(batches * limit)
-    if interval > batches:
+    if batches and interval > batches:  # no training batch at all: Lightning skips training and the check
         raise ConfigError(
             f"trainer.val_check_interval = {interval} is more than the {batches} training batch(es) of an epoch; "
             f"give --trainer.val_check_interval {max(batches, 1)} or less, or --trainer.check_val_every_n_epoch null "

@@ -65,7 +65,8 @@ STOPPED = "stopped"  # the user attribute of a trial Ctrl-C or SIGTERM stopped (
 STARTED = tuple(s for s in optuna.trial.TrialState if s != optuna.trial.TrialState.WAITING)
 
 
-SET_BY_SWEEP = ("name", "tags", "db", "runs_dir", "resume", "config", "print_config", "help")  # not a trial's value
+SET_BY_SWEEP = ("name", "tags", "db")  # each trial's run name, its sweep:/trial: tags and the sweep's store
+NOT_SETTINGS = ("runs_dir", "resume", "config", "print_config", "help")  # where and how a run goes, not what it is
 RANGE_KEYS = {"low", "high", "step", "log"}
 SPACE_EXAMPLE = "e.g. model.hidden_size: [64, 128] or model.optimizers.other.lr: {low: 1.0e-4, high: 1.0e-2, log: true}"
 
@@ -113,10 +114,11 @@ def _yaml_number(value):
 def check_dimension(path: str, key, value) -> None:
     """One key of a space: a dotted config key with a non-empty list of plain choices or a numeric range."""
     # any other key is read by fit's parser before a trial runs (check_space_values), which names its own keys
-    if not isinstance(key, str) or not key or key.split(".")[0] in SET_BY_SWEEP:
+    if not isinstance(key, str) or not key or key.split(".")[0] in (*SET_BY_SWEEP, *NOT_SETTINGS):
         raise ConfigError(
-            f"--space {path}: {key!r} is not a setting a trial can vary (the sweep sets {', '.join(SET_BY_SWEEP[:5])} "
-            f"itself); keys are config keys as `ortholab fit` takes them ({SPACE_EXAMPLE})"
+            f"--space {path}: {key!r} is not a setting a trial can vary (the sweep sets {', '.join(SET_BY_SWEEP)} "
+            f"itself; {', '.join(NOT_SETTINGS[:2])} say where and how a run goes); keys are config keys as "
+            f"`ortholab fit` takes them ({SPACE_EXAMPLE})"
         )
     if isinstance(value, list):
         if not value:
