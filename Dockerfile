@@ -3,7 +3,8 @@
 #   docker build -t ortholab .                                                  # CPU build of PyTorch (default)
 #   docker build -t ortholab:gpu --build-arg TORCH_INDEX=https://pypi.org/simple .  # PyPI's CUDA build (GPU hosts)
 # TORCH_INDEX is the index torch comes from (default: PyTorch's CPU wheels, no CUDA libraries);
-# TORCH_VERSION its version (default 2.13.0, as the Makefile). Everything else comes from PyPI.
+# TORCH_VERSION its version (default 2.13.0, as the Makefile). Everything else comes from PyPI. ORTHOLAB_COMMIT
+# (e.g. `--build-arg ORTHOLAB_COMMIT=$(git rev-parse --short HEAD)`) is the commit its runs record; unset: unknown.
 FROM python:3.11-slim-bookworm AS builder
 
 ARG TORCH_VERSION=2.13.0
@@ -32,6 +33,8 @@ print(*pick(p['dependencies'] + x.get('all', [])), sep='\n')" > /tmp/requirement
     && pip install --no-compile -r /tmp/requirements.txt
 # .dockerignore admits only what the package is built from
 COPY . .
+# the commit the image's runs record, as the build context has no .git (setup.py; empty: "commit unknown")
+ARG ORTHOLAB_COMMIT=
 # not editable: the modules, the configs and the published tables are copied into site-packages as package data.
 # PYTHONSAFEPATH: the script's check imports the installed `ortholab`, not the source folder of that name in /src
 RUN pip install --no-compile --no-deps . && pip check && PYTHONSAFEPATH=1 python tools/install_torchaudio.py

@@ -1,7 +1,9 @@
 """setuptools' build (pyproject.toml holds the project) with one addition: a wheel records the commit it is built
-from in ortholab/BUILT_FROM, since an installed wheel has no checkout for db/provenance.py to ask."""
+from in ortholab/BUILT_FROM, since an installed wheel has no checkout for db/provenance.py to ask. A build without
+.git (the Docker image's, a wheel from an sdist) takes the commit from ORTHOLAB_COMMIT where it is given."""
 
 import importlib.util
+import os
 from pathlib import Path
 
 from setuptools import setup
@@ -11,11 +13,12 @@ HERE = Path(__file__).resolve().parent
 
 
 def source_commit() -> str | None:
-    """This source tree's commit as a run records it (db/provenance.py's rule), None outside a checkout."""
+    """This source tree's commit as a run records it (db/provenance.py's rule); outside a checkout, ORTHOLAB_COMMIT's
+    value, else None."""
     spec = importlib.util.spec_from_file_location("provenance", HERE / "db" / "provenance.py")
     provenance = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(provenance)  # standard library only at import
-    return provenance.commit()
+    return provenance.commit() or provenance.given_commit(os.environ.get("ORTHOLAB_COMMIT"))
 
 
 class BuildWithCommit(build_py):

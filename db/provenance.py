@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import subprocess
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -37,6 +38,17 @@ def built_from() -> str | None:
         return BUILT_FROM.read_text().strip() or None
     except OSError:
         return None
+
+
+def given_commit(value: str | None) -> str | None:
+    """The commit a build without .git was told it comes from (ORTHOLAB_COMMIT: `docker build --build-arg`, a wheel
+    from an sdist), None when not told; ValueError when the value is not a short or full commit id."""
+    value = (value or "").strip()
+    if value and not re.fullmatch(r"[0-9a-f]{7,40}(\+changes)?", value):
+        raise ValueError(
+            f"ORTHOLAB_COMMIT={value!r} is not a commit: give `git rev-parse --short HEAD`'s output or leave it unset"
+        )
+    return value or None
 
 
 def _version(package: str) -> str | None:

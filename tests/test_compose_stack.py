@@ -28,6 +28,7 @@ import yaml
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(3600)]  # the first test builds the image (minutes)
 
 REPO = Path(__file__).resolve().parents[1]
+IMAGE_COMMIT = "0123abc"  # passed as the build argument ORTHOLAB_COMMIT (docker-compose.yml), as a user would
 HEALTHY_WITHIN_S = 240  # the start period (60 s) plus slack for a 2-core machine busy with other work
 # issue 29: the image with CPU torch under 1.5 GB. What this Dockerfile adds to its base is held to 1.35 GB, which
 # leaves 150 MB for python:3.11-slim-bookworm (Docker Hub's, about 130 MB; the stand-in built on machines without
@@ -168,7 +169,7 @@ def session(tmp_path_factory):
     override.write_text(yaml.safe_dump({"version": "3.9", "services": {"train": service, "dashboard": service}}))
     keep = ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY")
     env = {k: v for k, v in os.environ.items() if k in keep}
-    env.update(CONFIGS_DIR=str(configs), ORTHOLAB_DB_WAIT_S="300")
+    env.update(CONFIGS_DIR=str(configs), ORTHOLAB_DB_WAIT_S="300", ORTHOLAB_COMMIT=IMAGE_COMMIT)
     if os.environ.get("ORTHOLAB_DOCKER_TORCH_INDEX"):
         env["TORCH_INDEX"] = os.environ["ORTHOLAB_DOCKER_TORCH_INDEX"]
     stacks: list[Stack] = []
@@ -225,16 +226,18 @@ def test_the_image_is_lean_has_no_compiler_and_finds_its_packaged_configs(sessio
         (
             "import json, torch, importlib.metadata as m, pesq, pystoi, optuna, psycopg, streamlit, pyarrow.parquet; "
             "from ortholab.db.published import load_tables; from ortholab.cli.listing import config_rows; "
+            "from ortholab.db.provenance import commit; "
             "d = m.distribution('ortholab'); u = d.read_text('direct_url.json'); "
             "print(json.dumps({'editable': bool(u and json.loads(u).get('dir_info', {}).get('editable')), "
             "'location': str(d.locate_file('ortholab')), 'cuda': torch.version.cuda, 'tables': len(load_tables()), "
-            "'configs': [r['config'] for r in config_rows()]}))"
+            "'configs': [r['config'] for r in config_rows()], 'commit': commit()}))"
         ),
     )
     assert probe.returncode == 0, probe.stderr
     facts = json.loads(probe.stdout.strip().splitlines()[-1])
     assert not facts["editable"] and "site-packages" in facts["location"], facts
     assert facts["tables"] > 0 and "configs/demo/copying_scornn.yaml" in facts["configs"], facts
+    assert facts["commit"] == IMAGE_COMMIT, "the build argument ORTHOLAB_COMMIT is the commit the image's runs record"
     if not os.environ.get("TORCH_INDEX") and "cpu" in os.environ.get("ORTHOLAB_DOCKER_TORCH_INDEX", "cpu"):
         assert facts["cuda"] is None, "the default build should be PyTorch's CPU build"
 

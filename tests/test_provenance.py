@@ -5,6 +5,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
 import torch
 from test_cli import DEMO, TINY
 
@@ -86,3 +87,15 @@ def test_a_run_resumed_by_recording_code_keeps_the_unrecorded_start(tmp_path):
     assert codes == [provenance.UNRECORDED, later]
     assert [provenance.describe(c) for c in codes] == ["an OrthoLab that did not record its code", "ccccccc"]
     assert provenance.details(codes[1]).startswith("ccccccc (torch 2.13.0")
+
+
+def test_a_build_without_git_takes_the_commit_it_is_given_and_refuses_what_is_not_one():
+    """setup.py asks ORTHOLAB_COMMIT where there is no .git (the Docker build context, an sdist)."""
+    assert provenance.given_commit(None) is None and provenance.given_commit(" ") is None
+    assert provenance.given_commit("4e7683a\n") == "4e7683a"
+    assert provenance.given_commit("4e7683a+changes") == "4e7683a+changes"
+    full = "4e7683a" + "0" * 33
+    assert provenance.given_commit(full) == full
+    for wrong in ("main", "4e768", "$(git rev-parse --short HEAD)", "4E7683A", "4e7683a+dirty", full + "0"):
+        with pytest.raises(ValueError, match=r"ORTHOLAB_COMMIT=.*git rev-parse --short HEAD"):
+            provenance.given_commit(wrong)

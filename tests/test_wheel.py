@@ -1,6 +1,7 @@
 """OrthoLab as a wheel in a fresh environment: one top-level name, the CLI and `python -m ortholab` working from a
 folder that holds a researcher's own `models/` and `training/` packages, and the package data travelling along."""
 
+import os
 import re
 import shutil
 import site
@@ -229,3 +230,35 @@ def test_the_cli_and_imports_work_beside_a_users_own_models_package(wheel_env, t
         "--db",
         f"sqlite:///{tmp_path / 'r.db'}",
     )
+
+
+def test_a_wheel_built_without_git_records_the_commit_in_ortholab_commit(wheel_env, tmp_path):
+    """The Docker build context and an sdist have no .git: setup.py takes ORTHOLAB_COMMIT there, and none without it."""
+    _, _, _, wheel = wheel_env
+    source = tmp_path / "source"
+    shutil.copytree(
+        wheel.parent.parent / "source", source, ignore=shutil.ignore_patterns(".git", "build", "*.egg-info")
+    )
+    recorded = {}
+    for given in ("abc1234", None):
+        env = {k: v for k, v in os.environ.items() if k != "ORTHOLAB_COMMIT"} | (
+            {"ORTHOLAB_COMMIT": given} if given else {}
+        )
+        out = tmp_path / f"dist-{given}"
+        built = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", str(source), "-w", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=env,
+        )
+        assert built.returncode == 0, built.stdout + built.stderr
+        (made,) = out.glob("ortholab-*.whl")
+        names = zipfile.ZipFile(made).namelist()
+        recorded[given] = (
+            zipfile.ZipFile(made).read("ortholab/BUILT_FROM").decode().strip()
+            if "ortholab/BUILT_FROM" in names
+            else None
+        )
+        shutil.rmtree(source / "build", ignore_errors=True)
+    assert recorded == {"abc1234": "abc1234", None: None}
