@@ -37,13 +37,14 @@ def config(task: str, precision: str) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """(store URL, {name: run id}): a 64-true copying run and a 32-true adding run, in one store."""
+    """(store URL, {name: run id}): a 64-true copying run, a 32-true and a 64-true adding run, in one store."""
     folder = tmp_path_factory.mktemp("load_run")
     db = f"sqlite:///{folder / 'store.db'}"
     place = {"db": db, "runs_dir": str(folder / "runs")}
     ids = {
         "copying64": fit(config("datamodules.CopyingTask", "64-true"), **place),
         "adding": fit(config("ortholab.datamodules.AddingTask", "32-true"), **place),  # a full class path
+        "adding64": fit(config("datamodules.AddingTask", "64-true"), **place),  # real-valued inputs, float64
     }
     return db, ids
 
@@ -82,6 +83,24 @@ def test_load_run_rebuilds_another_task_which_the_model_scores_as_recorded(runs)
     # float32: the same weights and sequences; each output accumulates over n units and T steps, the loss is a mean of
     # VAL squared errors, relative to the loss
     assert abs(loss - recorded) < roundoff(torch.float32, N * T + VAL, scale=recorded)
+
+
+def test_a_64_true_model_takes_the_tasks_float32_inputs_in_a_plain_trainer_and_scores_as_recorded(runs):
+    """A float64 model fed its task's float32 inputs (a default `pl.Trainer`, or a call) failed: 'expected m1 and m2
+    to have the same dtype'. forward casts them to the model's dtype, as the run's 64-true precision plugin did."""
+    import lightning.pytorch as pl
+
+    db, ids = runs
+    model, task = load_run(ids["adding64"], db=db)
+    inputs, targets = task.make_split("val")
+    assert inputs.dtype == torch.float32 and model.dtype == torch.float64
+    with torch.no_grad():
+        assert torch.equal(model(inputs), model(inputs.double()))  # float32 to float64 is exact
+    trainer = pl.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
+    (scored,) = trainer.validate(model, task, verbose=False)
+    recorded = Store(db, access="read").metric_series(ids["adding64"], "val/loss")[-1].value
+    # the same float64 outputs; the plain trainer's metric sums VAL squared errors in float32, relative to the loss
+    assert abs(scored["val/loss"] - recorded) < roundoff(torch.float32, VAL, scale=recorded)
 
 
 def test_load_run_takes_best_a_kept_files_name_or_a_path(runs):

@@ -413,6 +413,8 @@ class RecurrentModule(pl.LightningModule):
 
     # steps ------------------------------------------------------------------------------------
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        if inputs.is_floating_point() and inputs.dtype != self.dtype:  # a 64-true run's model given float32 inputs
+            inputs = inputs.to(self.dtype)  # (outside its trainer, whose precision plugin casts them)
         return self.model(inputs) if self.graphed is None else self.graphed(inputs)
 
     def _shared_step(self, batch, stage: str) -> torch.Tensor:
