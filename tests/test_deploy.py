@@ -64,15 +64,20 @@ def test_the_torch_build_is_a_build_argument_cpu_by_default_cuda_with_the_gpu_fi
     assert cpu["train"]["build"]["args"] == {
         "TORCH_INDEX": "https://download.pytorch.org/whl/cpu",
         "TORCH_VERSION": "2.13.0",
+        "ORTHOLAB_COMMIT": "",  # unset: the image's runs record "commit unknown"
     }
     assert "ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu" in dockerfile
     assert "ARG TORCH_VERSION=2.13.0" in dockerfile
+    assert "ARG ORTHOLAB_COMMIT=" in dockerfile
     assert gpu["train"]["build"]["args"]["TORCH_INDEX"] == "https://pypi.org/simple"  # PyPI's CUDA build
     assert gpu["train"]["image"] != gpu["dashboard"]["image"] == cpu["dashboard"]["image"]
-    custom = _compose_config("docker-compose.yml", TORCH_INDEX="http://mirror/simple", TORCH_VERSION="2.12.0")
+    custom = _compose_config(
+        "docker-compose.yml", TORCH_INDEX="http://mirror/simple", TORCH_VERSION="2.12.0", ORTHOLAB_COMMIT="0123abc"
+    )
     assert yaml.safe_load(custom.stdout)["services"]["train"]["build"]["args"] == {
         "TORCH_INDEX": "http://mirror/simple",
         "TORCH_VERSION": "2.12.0",
+        "ORTHOLAB_COMMIT": "0123abc",
     }
 
 
