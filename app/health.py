@@ -6,8 +6,10 @@
 docker-compose.yml runs the first as the dashboard's healthcheck, so a dashboard whose database is down
 reports unhealthy (Streamlit's own /_stcore/health answers ok without the store), and the second as the
 entrypoint of every OrthoLab service, so a trainer or a dashboard started before its PostgreSQL server
-waits for it with one line a try instead of failing and being restarted. The store is opened as a writer
-does (`db.Store`): in a container the volume is the store's home, and the first open creates it there.
+waits for it with one line a try instead of failing and being restarted. The wait opens the store as a writer
+does (`db.Store`): in a container the volume is the store's home, and the first open creates it there. The
+healthcheck, run every few seconds beside a dashboard that only reads, opens it as a reader: no write probe,
+no journal switch, no file made.
 Both print one line and exit 0 (ok) or 1 (healthcheck failed) / 2 (the store did not open in time).
 """
 
@@ -25,12 +27,13 @@ HTTP_TIMEOUT_S = 5.0
 RETRY_EVERY_S = 2.0
 
 
-def store_problem(url: str | None = None) -> str | None:
-    """None when the run store at `url` (default: $ORTHOLAB_DB) opens, else the reason it does not."""
+def store_problem(url: str | None = None, access: str = "create") -> str | None:
+    """None when the run store at `url` (default: $ORTHOLAB_DB) opens for `access` (db.Store's: 'create' makes a
+    missing one, 'read' writes nothing), else the reason it does not."""
     from ortholab.db import Store, StoreError
 
     try:
-        Store(url).close()
+        Store(url, access=access).close()
     except StoreError as error:
         return str(error)
     return None
@@ -74,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=DASHBOARD_PORT, help="the dashboard's port in this container")
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     if args.wait is None:
-        problem = store_problem() or dashboard_problem(args.port)
+        problem = store_problem(access="read") or dashboard_problem(args.port)  # the dashboard's reader, every 10 s
         print(problem or "ok")
         return 1 if problem else 0
     problem = wait_for_store(args.wait, say=lambda line: print(line, file=sys.stderr, flush=True))

@@ -15,6 +15,7 @@ import yaml
 
 from ortholab.app import health
 from ortholab.cli.main import main
+from ortholab.db import Store
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
@@ -220,7 +221,9 @@ def _closed_port() -> int:
 
 
 def test_health_is_ok_only_when_the_store_opens_and_the_dashboard_answers(tmp_path, monkeypatch, health_server, capsys):
-    monkeypatch.setenv("ORTHOLAB_DB", f"sqlite:///{tmp_path / 'runs.db'}")
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    Store(url).close()  # the entrypoint's wait made it
+    monkeypatch.setenv("ORTHOLAB_DB", url)
     assert health.main(["--port", str(health_server)]) == 0 and capsys.readouterr().out.strip() == "ok"
     assert health.main(["--port", str(_closed_port())]) == 1
     assert "does not answer" in capsys.readouterr().out
@@ -231,6 +234,21 @@ def test_health_is_ok_only_when_the_store_opens_and_the_dashboard_answers(tmp_pa
     assert (
         out.startswith("Cannot use the run database postgresql+psycopg://ortholab@127.0.0.1") and out.count("\n") == 1
     )
+
+
+def test_the_healthcheck_only_reads_the_store_as_the_dashboard_does(tmp_path, monkeypatch, health_server, capsys):
+    missing = tmp_path / "volume" / "ortholab.db"
+    monkeypatch.setenv("ORTHOLAB_DB", f"sqlite:///{missing}")
+    assert health.main(["--port", str(health_server)]) == 1  # unhealthy, and no store made by the check
+    assert "does not exist" in capsys.readouterr().out and not missing.parent.exists()
+    export = tmp_path / "export"  # an export's runs.db, which a writer is refused: the dashboard reads it
+    export.mkdir()
+    Store(f"sqlite:///{export / 'runs.db'}").close()
+    (export / "export.txt").write_text("written by `ortholab report T --export DIR`\n")
+    before = {path.name: path.read_bytes() for path in export.iterdir()}
+    monkeypatch.setenv("ORTHOLAB_DB", f"sqlite:///{export / 'runs.db'}")
+    assert health.main(["--port", str(health_server)]) == 0 and capsys.readouterr().out.strip() == "ok"
+    assert {path.name: path.read_bytes() for path in export.iterdir()} == before  # no byte, no -wal or -shm file
 
 
 def test_wait_gives_up_after_its_timeout_with_the_reason(monkeypatch, capsys):
