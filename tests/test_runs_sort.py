@@ -52,3 +52,18 @@ def test_an_unknown_sort_key_is_one_line_naming_the_nearest(db, capsys, args, ex
         main(["runs", "--db", db, *args])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and expected in err and "Traceback" not in err, err
+
+
+def test_runs_sort_orders_numbers_written_as_text_by_their_value(tmp_path, capsys):
+    """`--sort epoch` ordered the 'k/N' text lexically ('10/10' before '3/10'); a --columns value recorded as text
+    ('1e-3', a YAML float PyYAML reads as a string) likewise ('1e-3' after '0.01')."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    store = Store(url)
+    for name, steps, lr in (("three", 300, "0.01"), ("ten", 1_000, "1e-3"), ("nine", 900, "5e-2")):
+        run = store.create_run(name=name, family="lstm", task="copying")
+        store.update_run(run, info={"plan": {"total_steps": 1_000, "steps_per_epoch": 100, "max_epochs": 10}})
+        store.log_metrics(run, {"time/step_s": 0.5}, step=steps)
+        store.log_params(run, {"model": {"lr": lr}})
+    assert _names(url, capsys, "--sort", "epoch") == ["three", "nine", "ten"]  # 3/10 < 9/10 < 10/10
+    assert _names(url, capsys, "--sort", "epoch", "--desc") == ["ten", "nine", "three"]
+    assert _names(url, capsys, "--sort", "model.lr", "--columns", "model.lr") == ["ten", "three", "nine"]
