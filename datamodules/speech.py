@@ -90,6 +90,15 @@ class SpeechPrediction(GatheredTaskDataModule):
     else ./runs), as `place_cache` puts it. seed: FSDD's grouping and the training order.
     """
 
+    OPTION_CHOICES = {  # the values these options take (checked below; a refused key's did-you-mean reads them)
+        "corpus": CORPORA,
+        "target": TARGETS,
+        "mse": tuple(MSE_DEFINITIONS),
+        "timit_naming": TIMIT_NAMINGS,
+        "timit_train": TIMIT_TRAIN_SETS,
+        "fsdd_split": FSDD_SPLITS,
+    }
+
     def __init__(
         self,
         corpus: str = "fsdd",
@@ -116,16 +125,16 @@ class SpeechPrediction(GatheredTaskDataModule):
         num_workers: int = 0,
     ):
         super().__init__(batch_size, eval_batch_size, shuffle, num_workers)
-        choices = {
-            "corpus": (corpus, CORPORA),
-            "target": (target, TARGETS),
-            "mse": (mse, tuple(MSE_DEFINITIONS)),
-            "timit_naming": (timit_naming, TIMIT_NAMINGS),
-            "timit_train": (timit_train, TIMIT_TRAIN_SETS),
-            "fsdd_split": (fsdd_split, FSDD_SPLITS),
+        given = {
+            "corpus": corpus,
+            "target": target,
+            "mse": mse,
+            "timit_naming": timit_naming,
+            "timit_train": timit_train,
+            "fsdd_split": fsdd_split,
         }
-        for key, (value, allowed) in choices.items():
-            if value not in allowed:
+        for key, value in given.items():
+            if value not in (allowed := self.OPTION_CHOICES[key]):
                 raise ConfigError(f"data.{key} = {value!r}; choose one of {list(allowed)}")
         if max_utterances is not None:
             require_positive(max_utterances, "max_utterances")

@@ -60,6 +60,12 @@ def fails(tmp_path, monkeypatch, capsys, *args, db=None):
             "unknown config key data.seq_lenn (on the command line): datamodules.CopyingTask has no option "
             "'seq_lenn'; did you mean data.seq_len?",
         ),
+        # a synonym: speech's data set is data.corpus (data.dataset was answered with the spelling's data.target)
+        (["--data", "speech", "--data.dataset", "timit"], "has no option 'dataset'; did you mean data.corpus?"),
+        (["--data", "mnist", "--data.corpus", "mnist"], "has no option 'corpus'; did you mean data.dataset?"),
+        # a value one option takes: 'timit' is a corpus, 'srnn' a choice of the adding task's markers
+        (["--data", "speech", "--data.source", "timit"], "has no option 'source'; did you mean data.corpus?"),
+        (["--data", "adding", "--data.style", "srnn"], "has no option 'style'; did you mean data.markers?"),
     ],
 )
 def test_an_unknown_key_suggests_the_nearest_valid_one(tmp_path, monkeypatch, capsys, args, expected):

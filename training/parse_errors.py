@@ -10,6 +10,7 @@ import inspect
 import math
 import re
 import sys
+import typing
 from pathlib import Path
 
 import yaml
@@ -53,6 +54,13 @@ def _flat_values(tree, prefix: str = "") -> dict[str, object]:
 def where_given(key: str, argv: list[str], value: str | None = None, unknown: str = "", exact: bool = False) -> str:
     """Where the user wrote `key` (with `value`, when given): 'on the command line' or 'in FILE', the last place
     in argv's order, whose value stands; `unknown` when no place holds it (with `exact`, none holds that value)."""
+    places = _places(key, argv)
+    matching = [place for place, held in places if value is None or _same_value(held, value)]
+    return (matching or ([] if exact else [place for place, _ in places]) or [unknown])[-1]
+
+
+def _places(key: str, argv: list[str]) -> list[tuple[str, str]]:
+    """Every (place, value as text) where argv gives `key`, in argv's order: the last one stands."""
     key, places = key.replace(".init_args.", "."), []
     argv = [str(arg) for arg in argv]
     for i, arg in enumerate(argv):
@@ -72,8 +80,7 @@ def where_given(key: str, argv: list[str], value: str | None = None, unknown: st
                 held = _flat_values(yaml.safe_load(given), flag[2:])
                 if key in held:
                     places.append(("on the command line", str(held[key])))
-    matching = [place for place, held in places if value is None or _same_value(held, value)]
-    return (matching or ([] if exact else [place for place, _ in places]) or [unknown])[-1]
+    return places
 
 
 def _same_value(held: str, value: str) -> bool:
@@ -101,13 +108,53 @@ def with_place(message: str, argv: list[str]) -> str:
     return f"{opening.group(0)} ({where}){message[opening.end() :]}" if where else message
 
 
+OPTION_SYNONYMS = (  # words for one option that tasks spell differently (or users bring from elsewhere)
+    ("dataset", "corpus", "data_set", "data", "database"),
+    ("path", "data_dir", "data_path", "root", "dir", "folder"),
+    ("seq_len", "seq_length", "sequence_length", "length"),
+    ("batch_size", "batchsize", "bs"),
+    ("num_workers", "workers", "n_workers"),
+)
+
+
+def _option_choices(task: type, option: str) -> tuple:
+    """The values a task's option takes: its Literal's, or those the task lists in OPTION_CHOICES; () if open."""
+    listed = getattr(task, "OPTION_CHOICES", {}).get(option)
+    if listed:
+        return tuple(listed)
+    try:  # a module with `from __future__ import annotations` holds them as text
+        annotation = typing.get_type_hints(task.__init__).get(option)
+    except (NameError, TypeError):  # a name only a type checker imports
+        annotation = None
+    return typing.get_args(annotation) if typing.get_origin(annotation) is typing.Literal else ()
+
+
+def nearest_task_option(task: type, key: str, value: str | None) -> str | None:
+    """The option of `task` a user meant by the unknown `key` given `value`: the one option whose choices hold the
+    value (`source: timit` is the corpus), else a synonym of the key (speech's `dataset` is its `corpus`), else the
+    nearest by spelling; None when nothing is near."""
+    options = [p for p in inspect.signature(task.__init__).parameters if p != "self"]
+    if value is not None:
+        holding = [o for o in options if str(value).lower() in {str(c).lower() for c in _option_choices(task, o)}]
+        if len(holding) == 1:
+            return holding[0]
+    for words in OPTION_SYNONYMS:
+        if key.lower() in words:
+            synonym = next((word for word in words if word in options), None)
+            if synonym:
+                return synonym
+    close = difflib.get_close_matches(key, options, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
 def _unknown_task_option(class_path: str, key: str, argv: list[str]) -> str:
     """`data.KEY` that the task `class_path` does not take: where it was given, the nearest option, all of them."""
     module, _, name = class_path.rpartition(".")
-    task_init = getattr(importlib.import_module(module), name).__init__
-    options = [p for p in inspect.signature(task_init).parameters if p != "self"]
-    close = difflib.get_close_matches(key, options, n=1, cutoff=0.6)
-    hint = f"did you mean data.{close[0]}? " if close else ""
+    task = getattr(importlib.import_module(module), name)
+    options = [p for p in inspect.signature(task.__init__).parameters if p != "self"]
+    places = _places(f"data.{key}", argv)
+    close = nearest_task_option(task, key, places[-1][1] if places else None)
+    hint = f"did you mean data.{close}? " if close else ""
     where = where_given(f"data.{key}", argv, unknown=ANYWHERE)
     unknown = f"unknown config key data.{key} ({where}): {class_path} has no option {key!r}"
     return f"{unknown}; {hint}its options are {options}"
