@@ -530,7 +530,8 @@ def test_fetch_all_goes_on_past_a_set_the_mirror_lacks_then_exits_2_naming_it(
     lines = out.splitlines()
     assert len(lines) == 3, out  # one line per set, the last one too
     assert lines[0].startswith("first: fetched and verified") and lines[2].startswith("last: fetched and verified")
-    assert lines[1].startswith("lacking: not fetched: cannot fetch lacking: no source serves its files")
+    assert lines[1].startswith("lacking: not fetched: no source serves its files (")  # the set named once
+    assert lines[1].count("lacking:") == 1 and "cannot fetch" not in lines[1], lines[1]
     assert errors[0] == (
         f"ortholab: error: could not fetch 1 of 3 data sets: lacking (not on the mirror {served.as_uri()}); the "
         f"other 2 are in place; the lines above say how to get each (`ortholab data list` shows what is there)"

@@ -170,7 +170,8 @@ def fetch_command(name: str, mirror: str | None) -> None:
         except ConfigError as err:
             if len(chosen) == 1:
                 raise
-            print(f"{dataset.name}: not fetched: {err}", flush=True)  # and on with the next set
+            why = str(err).removeprefix(f"cannot fetch {dataset.name}: ")  # the line names the set once
+            print(f"{dataset.name}: not fetched: {why}", flush=True)  # and on with the next set
             failed[dataset.name] = getattr(err, "reason", None) or str(err)
             continue
         state = "already present, verified" if before == 0 else f"fetched and verified ({_megabytes(dataset.size)})"
