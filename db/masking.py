@@ -15,7 +15,15 @@ URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s
 # a whole URL as SQLAlchemy reads one (engine/url.py): the user up to ':' or '/', the password up to the first '@',
 # spaces included
 WHOLE_URL_PASSWORD = re.compile(r"^\s*[A-Za-z][A-Za-z0-9+.\-]*://[^:/]*:(?P<password>[^@]*)@")
-QUERY_PASSWORD = re.compile(r"(?P<key>[?&](?:password|passwd|pwd|sslpassword)=)(?P<value>[^&\s'\"]*)", re.IGNORECASE)
+# a `password=` query parameter of a URL whole (a --db value): its value runs to the next '&'
+QUERY_KEY = r"(?P<key>[?&](?:password|passwd|pwd|sslpassword)=)"
+WHOLE_QUERY_PASSWORD = re.compile(rf"{QUERY_KEY}(?P<value>[^&\s'\"]*)", re.IGNORECASE)
+# the same in text, where punctuation that ends the value before a space or the text's end is the text's
+# (`...?password=***: no server`, `(...?password=***),`), not the value's
+QUERY_PASSWORD = re.compile(
+    rf"{QUERY_KEY}(?P<value>[^&\s'\"]*?)(?=[:;,.)\]}}>]*(?:[&\s'\"]|$))",
+    re.IGNORECASE,
+)
 
 
 def mask_url(url: str) -> str:
@@ -24,6 +32,8 @@ def mask_url(url: str) -> str:
     whole = WHOLE_URL_PASSWORD.match(url)
     if whole and whole.group("password"):
         url = url[: whole.start("password")] + HIDDEN + url[whole.end("password") :]
+    if not any(c.isspace() for c in url.strip()):  # one URL, nothing after it: a query password to its '&' or end
+        url = WHOLE_QUERY_PASSWORD.sub(lambda m: f"{m.group('key')}{HIDDEN}", url)
     return mask_secrets(url)
 
 
@@ -33,7 +43,7 @@ def passwords_in(url: str | None) -> list[str]:
         return []
     whole = WHOLE_URL_PASSWORD.match(url)
     found = [m.group("password") for m in URL_USERINFO.finditer(url)] + [
-        m.group("value") for m in QUERY_PASSWORD.finditer(url)
+        m.group("value") for m in WHOLE_QUERY_PASSWORD.finditer(url)
     ]
     return list(dict.fromkeys(p for p in [whole.group("password") if whole else "", *found] if p))
 

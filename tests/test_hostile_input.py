@@ -717,6 +717,11 @@ def test_a_postgres_password_is_in_no_output_and_on_no_command_line(tmp_path):
         (f"postgresql+psycopg://u:pa {SECRET}@h/db", "postgresql+psycopg://u:***@h/db"),  # a space, as SQLAlchemy reads
         (f"postgresql://u:p@ss/{SECRET}:x@h/db", "postgresql://u:***@h/db"),  # '@' then '/': all of it, not 'p'
         ("postgresql+psycopg://user@host:5432/runs", "postgresql+psycopg://user@host:5432/runs"),  # none to mask
+        (
+            f"postgresql://u@h/db?password=se:{SECRET}&sslmode=require",
+            "postgresql://u@h/db?password=***&sslmode=require",
+        ),
+        ("postgresql://u:p@h:5432/db", "postgresql://u:***@h:5432/db"),  # the port after the '@' stays
     ],
 )
 def test_every_url_is_printed_with_its_password_masked(text, shown):
@@ -734,6 +739,40 @@ def test_a_known_password_is_masked_wherever_a_message_quotes_it(monkeypatch):
     known = known_passwords(["runs", "--db", url])
     assert sorted(known) == ["other-secret", SECRET]
     assert mask_secrets(f"server said: password {SECRET} refused", known) == "server said: password *** refused"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql://u@h/db?password={SECRET}",
+        f"postgresql://u@h/db?password=se:{SECRET}&sslmode=require",
+        f"postgresql://u:{SECRET}@h:5432/db",
+        f"postgresql://u@h:5432/db?sslmode=require&password=se:{SECRET}",
+    ],
+)
+def test_a_masked_password_leaves_the_text_after_it_alone(url):
+    """A `?password=` value ran to the next space, so the ':' (or '),') after a URL went with it: 'Cannot use the
+    run database ...?password=*** the file is ...'; masking text already masked changed it too."""
+    from ortholab.db.masking import mask_secrets, mask_url
+
+    shown = mask_url(url)
+    assert SECRET not in shown and shown.count("***") == 1
+    for around in ("Cannot use the run database {}: the file is no SQLite database", "a store ({}), then", "{}."):
+        said = around.format(url)
+        assert mask_secrets(said) == around.format(shown), said
+        assert mask_secrets(mask_secrets(said)) == around.format(shown), said  # masked twice: the same
+
+
+def test_a_refused_store_names_its_url_masked_then_the_reason_after_a_colon(tmp_path, capsys):
+    from ortholab.cli.main import main
+
+    (tmp_path / "junk.db").write_text("not a database\n")
+    url = f"sqlite:///{tmp_path / 'junk.db'}?password={SECRET}"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["runs", "--db", url])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and SECRET not in err, err
+    assert f"Cannot use the run database sqlite:///{tmp_path / 'junk.db'}?password=***: the file is no SQLite" in err
 
 
 @pytest.mark.parametrize(
