@@ -174,3 +174,33 @@ def test_a_bare_file_name_is_the_runs_own_checkpoint_before_one_in_the_current_f
     (tmp_path / own.name).write_bytes(checkpoint_of(db, ids["copying64"]).read_bytes())  # another run's, same name
     model, task = load_run(ids["adding"], db=db, checkpoint=own.name)
     assert isinstance(task, AddingTask) and model.dtype == torch.float32
+
+
+def test_a_file_that_is_no_lightning_checkpoint_is_a_value_error_naming_it(runs, tmp_path):
+    """A text file or a run's config.yaml gave Lightning's `IndexError: pop from empty list` (or a KeyError), which
+    names neither the file nor what is wrong with it."""
+    db, ids = runs
+    config_yaml = checkpoint_of(db, ids["adding"]).parents[1] / "config.yaml"
+    (tmp_path / "notes.txt").write_text("not a checkpoint\n")
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "weights.pt")  # a torch file, but not Lightning's
+    torch.save(torch.zeros(2), tmp_path / "tensor.pt")
+    (tmp_path / "empty.ckpt").write_bytes(b"")
+    cases = {
+        config_yaml: "not a file torch.save writes",
+        tmp_path / "notes.txt": "not a file torch.save writes",
+        tmp_path / "weights.pt": "a torch file without state_dict or pytorch-lightning_version",
+        tmp_path / "tensor.pt": "torch.save wrote a Tensor there",
+        tmp_path / "empty.ckpt": "an empty file",
+    }
+    for path, why in cases.items():
+        for given in (path, str(path)):
+            with pytest.raises(ValueError) as refused:
+                RecurrentModule.load_from_checkpoint(given, map_location="cpu")
+            said = str(refused.value)
+            assert said.startswith(f"{str(path)!r} is not a Lightning checkpoint ({why}") and "\n" not in said, said
+        with pytest.raises(ValueError, match="is not a Lightning checkpoint"):  # through load_run too
+            load_run(ids["adding"], db=db, checkpoint=path)
+    model = RecurrentModule.load_from_checkpoint(checkpoint_of(db, ids["adding"]), map_location="cpu")
+    assert model.hparams.family == "scornn"  # a checkpoint still loads
+    with pytest.raises(TypeError, match="cannot be called on an instance"):  # as Lightning's own refuses
+        model.load_from_checkpoint(checkpoint_of(db, ids["adding"]))

@@ -326,3 +326,25 @@ def test_a_run_whose_folder_is_on_another_machine_says_so(fresh, tmp_path, capsy
     copies = ["--config", stored / "config.yaml", "--checkpoint", stored / "checkpoints" / "last.ckpt"]
     code, _, err = ortholab(capsys, command, "--run", run, "--db", db, *copies, *QUIET)
     assert code == 0, err
+
+
+@pytest.mark.parametrize("command", ["predict", "test"])
+def test_a_checkpoint_that_is_no_checkpoint_is_one_line_exit_2(fresh, tmp_path, capsys, monkeypatch, command):
+    """`--checkpoint config.yaml` (or a text file, a tensor saved by hand) ended in Lightning's `IndexError: pop from
+    empty list`, a KeyError traceback, or a line naming --ckpt_path and only the exception's class."""
+    monkeypatch.chdir(tmp_path)
+    db, source = fresh
+    (tmp_path / "notes.txt").write_text("not a checkpoint\n")
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "weights.pt")
+    cases = [
+        ("--checkpoint", Path(source.run_dir) / "config.yaml", "not a file torch.save writes"),
+        ("--checkpoint", tmp_path / "notes.txt", "not a file torch.save writes"),
+        ("--checkpoint", tmp_path / "weights.pt", "a torch file without state_dict"),
+        ("--ckpt_path", tmp_path / "weights.pt", "a torch file without state_dict"),
+    ]
+    for flag, path, why in cases:
+        code, _, err = ortholab(capsys, command, "--run", source.id, "--db", db, flag, path, *QUIET)
+        (line,) = [line for line in err.splitlines() if line.startswith("ortholab: error:")]
+        assert code == 2 and "Traceback" not in err, err
+        assert line.startswith(f"ortholab: error: {flag} {path}: not a Lightning checkpoint ({why}"), line
+    assert [r.stage for r in Store(db).list_runs()] == ["fit"]  # nothing recorded

@@ -44,6 +44,7 @@ from ortholab.training.callbacks import AudioEvaluation, NonFiniteError, default
 from ortholab.training.callbacks.checkpoint_io import AtomicCheckpointIO
 from ortholab.training.callbacks.last_checkpoint import LastCheckpoint
 from ortholab.training.callbacks.lifecycle import ContinueRun, GracefulInterrupt, NameTheRun, StampCheckpoints
+from ortholab.training.checkpoint_files import check_checkpoint_file
 from ortholab.training.cuda_graphs import check_graphs_config
 from ortholab.training.family_options import check_family_switch, recorded_family_args
 from ortholab.training.family_swap import size_note
@@ -53,6 +54,7 @@ from ortholab.training.module import RecurrentModule, checkpoint_model_mismatch
 from ortholab.training.parse_errors import explain_parse_error, trainer_refusal
 from ortholab.training.precision import check_precision
 from ortholab.training.preflight import (
+    LIGHTNINGS_CHECKPOINT_NAMES,
     check_ckpt_path,
     check_free_space,
     check_manual_optimization,
@@ -273,7 +275,8 @@ class OrthoLabCLI(LightningCLI):
         sub = self.config.get("subcommand")
         path = self.config[sub].get("ckpt_path") if sub else None
         check_ckpt_path(path)
-        if path and Path(path).is_file():
+        if path and Path(path).is_file() and path not in LIGHTNINGS_CHECKPOINT_NAMES:
+            check_checkpoint_file(path, said="--ckpt_path")  # a config.yaml, a tensor saved by hand: one line
             import torch
 
             try:

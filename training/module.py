@@ -20,6 +20,7 @@ from ortholab.models.precision import autocast_off
 from ortholab.models.sequence import input_adapter as build_input_adapter
 from ortholab.models.stack import build_layers
 from ortholab.training.callbacks.record import record_metrics
+from ortholab.training.checkpoint_files import check_checkpoint_file
 from ortholab.training.cuda_graphs import GraphedTraining, check_graphs_allowed
 from ortholab.training.family_options import resolve_family_args
 from ortholab.training.objectives import OBJECTIVES
@@ -326,6 +327,14 @@ class RecurrentModule(pl.LightningModule):
         for logger in self.loggers:
             if hasattr(logger, "describe_run"):
                 logger.describe_run(info={**getattr(self, "_run_info", {}), "plan": plan})
+
+    @type(vars(pl.LightningModule)["load_from_checkpoint"])  # Lightning's classmethod, refused on an instance
+    def load_from_checkpoint(cls, checkpoint_path, *args, **kwargs):
+        """Lightning's `load_from_checkpoint`, but a file that is no Lightning checkpoint (a text file, a
+        config.yaml, a tensor saved by hand) is a ValueError naming it, not Lightning's `IndexError: pop from empty
+        list` or `KeyError`."""
+        check_checkpoint_file(checkpoint_path)
+        return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         """Refuse, before any weight is copied, a checkpoint of another model; bring in changed optimizer options.

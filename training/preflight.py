@@ -68,10 +68,13 @@ def check_free_space(folder: str, model) -> None:
         )
 
 
+LIGHTNINGS_CHECKPOINT_NAMES = ("last", "best", "hpc", "registry")  # --ckpt_path values that name no file
+
+
 def check_ckpt_path(path: str | None) -> None:
     """--ckpt_path names a checkpoint file (or Lightning's 'last', 'best', 'hpc', or a URL): one line otherwise,
     before a run is recorded."""
-    if not path or path in ("last", "best", "hpc", "registry") or "://" in str(path) or Path(path).is_file():
+    if not path or path in LIGHTNINGS_CHECKPOINT_NAMES or "://" in str(path) or Path(path).is_file():
         return
     if Path(path).is_dir():
         found = sorted(

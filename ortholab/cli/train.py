@@ -312,7 +312,12 @@ def run_arguments(argv: list[str]) -> list[str]:
         extra += ["--config", str(config)]
     extra += ["--db", store.url]  # a stored config's db has its password masked; a --db given comes after
     if known.ckpt_path is None:
-        extra += ["--ckpt_path", str(checkpoint_of(run_dir, choice))]
+        checkpoint = checkpoint_of(run_dir, choice)
+        if known.checkpoint not in RUN_CHECKPOINTS:  # a file of one's own: one line if it is none (a config.yaml)
+            from ortholab.training.checkpoint_files import check_checkpoint_file
+
+            check_checkpoint_file(checkpoint, said="--checkpoint")
+        extra += ["--ckpt_path", str(checkpoint)]
     if known.name is None:
         extra += ["--name", run.name]
     return [command, *extra, *rest]
