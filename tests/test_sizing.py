@@ -105,6 +105,18 @@ def test_result_is_the_closest_size(family, budget):
     assert abs(count(n) - budget) <= min(abs(count(n - 1) - budget), abs(count(n + 1) - budget))
 
 
+def test_the_budget_flags_help_says_the_closest_size_which_may_lie_above_the_budget(capsys):
+    from ortholab.cli.main import main
+
+    n = hidden_size_for_budget("scornn", 15_000, 2, 1)
+    assert parameter_count("scornn", n, 2, 1) > 15_000  # adding's 15k: the closest size (170) lies above the budget
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    entry = help_text[help_text.rindex("--model.param_budget PARAM_BUDGET") :][:200]  # its entry, after the usage
+    assert "closest to it, which may lie above it" in entry and "within" not in entry
+
+
 def test_a_budget_below_the_smallest_valid_model_is_refused_naming_that_budget():
     # 16 reflections need at least 16 hidden units (217 parameters here): a budget of 10 cannot hold any model
     with pytest.raises(ConfigError, match=r"hidden_size 16 already has 217 parameters .*param_budget >= 217"):

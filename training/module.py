@@ -94,7 +94,8 @@ class RecurrentModule(pl.LightningModule):
             optimizer, as the papers train A, D's phases and the rest with different methods.
         grad_clip_norm: clip the gradient of all parameters to this total norm before stepping (None: no
             clipping, as the papers' scoRNN/scuRNN/oRNN code).
-        param_budget: a parameter count: with hidden_size "auto", the largest n within it; with a number, a check.
+        param_budget: a parameter count: with hidden_size "auto", the n whose count (layer and readout) is closest to
+            it, which may lie above it; with an integer hidden_size, a check that it is that n.
         num_layers: stack that many layers of the family.
         dropout: dropout on the features between stacked layers.
         input_adapter: "default" (symbol ids one-hot, real inputs as they are), "embedding" (symbol ids through
