@@ -156,13 +156,21 @@ class RTransformer(RecurrentLayer):
         for _ in range(levels):
             sublayers = []
             for _ in range(local_layers):
-                local = LocalRecurrence(self.cell_families[cell](width, width, **(cell_args or {})), width, window)
+                local = LocalRecurrence(self._cell(cell, width, cell_args), width, window)
                 sublayers.append(PreNormResidual(width, local, dropout, torch_layers))
             attention = CausalSelfAttention(width, heads, dropout, torch_layers)
             sublayers.append(PreNormResidual(width, attention, dropout, torch_layers))
             sublayers.append(PreNormResidual(width, FeedForward(width, dropout), dropout, torch_layers))
             levels_list.append(nn.Sequential(*sublayers))
         self.levels = nn.Sequential(*levels_list)
+
+    def _cell(self, cell: str, width: int, cell_args: dict | None) -> RecurrentLayer:
+        """One local cell; its own refusals, which name its options model.family_args.KEY, name them as they are
+        given here: model.family_args.cell_args.KEY."""
+        try:
+            return self.cell_families[cell](width, width, **(cell_args or {}))
+        except ConfigError as err:
+            raise ConfigError(str(err).replace("model.family_args.", "model.family_args.cell_args.")) from None
 
     @property
     def cells(self) -> list[RecurrentLayer]:

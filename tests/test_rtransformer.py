@@ -330,3 +330,37 @@ def test_the_weights_tool_writes_the_checkpoint_and_refuses_bad_input_in_one_lin
             tool.main(argv)
         err = capsys.readouterr().err.strip().splitlines()
         assert refused.value.code == 2 and said in err[-1] and "Traceback" not in "\n".join(err)
+
+
+@pytest.mark.parametrize(
+    "family_args, expected",
+    [
+        ("{cell: gru, cell_args: {bad: 1}}", ["model.family_args.cell_args.bad (on the command line)", "it has none"]),
+        (
+            "{cell: lstm, cell_args: {forget_bias: x}}",
+            ["model.family_args.cell_args.forget_bias (on the command line): expected float | None, got 'x'"],
+        ),
+        (
+            "{cell: rnn, cell_args: {nonlinearity: foo}}",
+            ["model.family_args.cell_args.nonlinearity = 'foo' (on the command line)", "['tanh', 'relu']"],
+        ),
+        (  # refused by the cell's constructor, which names its options model.family_args.KEY
+            "{cell: scornn, cell_args: {rho: 2.0}}",
+            ["model.family_args.cell_args.rho = 2.0 (on the command line) as a fraction must lie in [0, 1]"],
+        ),
+    ],
+    ids=["unknown-key", "wrong-type", "not-a-choice", "out-of-range"],
+)
+def test_a_bad_cell_option_is_one_line_naming_it_under_cell_args(tmp_path, monkeypatch, capsys, family_args, expected):
+    from test_cli import DEMO
+
+    from ortholab.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    flags = ["--model.family", "rtransformer", "--model.family_args", family_args, "--model.optimizers", "{}"]
+    with pytest.raises(SystemExit) as done:
+        main(["fit", "--config", DEMO, *flags, "--model.hidden_size", "8", "--db", f"sqlite:///{tmp_path / 'r.db'}"])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and "Traceback" not in err, err[-2000:]
+    (line,) = [line for line in err.splitlines() if line.startswith("ortholab: error:")]
+    assert all(part in line for part in expected), line

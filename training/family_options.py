@@ -81,24 +81,28 @@ def _type_name(family: str, parameter: inspect.Parameter) -> str:
     return annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
 
 
-def resolve_family_args(family: str, given: dict[str, Any] | None) -> dict[str, Any]:
+def resolve_family_args(family: str, given: dict[str, Any] | None, where: str = "model.family_args") -> dict[str, Any]:
     """The family's options with every default filled in, each given value checked by the parser against the
-    constructor's type hint; a wrong key or type is a ConfigError naming model.family_args.KEY."""
+    constructor's type hint; a wrong key or type is a ConfigError naming `where`.KEY (model.family_args.KEY, or
+    model.family_args.cell_args.KEY for the R-Transformer's cell)."""
     given = dict(given or {})
     parser, parameters = options_parser(family), {p.name: p for p in _parameters(family)}
     for key, value in given.items():
         if key not in parameters:
+            options = f"its options are {sorted(parameters)}" if parameters else "it has none"
             raise ConfigError(
-                f"model.family_args.{key} is not an option of family {family!r}; {did_you_mean(key, parameters)}"
-                f"its options are {sorted(parameters)} (see `ortholab list families --family {family}`)"
+                f"{where}.{key} is not an option of family {family!r}; {did_you_mean(key, parameters)}"
+                f"{options} (see `ortholab list families --family {family}`)"
             )
         # a Literal option: `KEY = VALUE; choose one of [...]`, as the constructor itself refuses it
-        check_choices(family_class(family), {key: value}, explained_by=f"`ortholab list families --family {family}`")
+        check_choices(
+            family_class(family), {key: value}, f"{where}.", explained_by=f"`ortholab list families --family {family}`"
+        )
         try:
             parser.parse_object({key: value})
         except argparse.ArgumentError:
             raise ConfigError(
-                f"model.family_args.{key}: expected {_type_name(family, parameters[key])}, got "
+                f"{where}.{key}: expected {_type_name(family, parameters[key])}, got "
                 f"{value!r}; see `ortholab list families --family {family}`"
             ) from None
     resolved = {name: p.default for name, p in parameters.items() if p.default is not inspect.Parameter.empty}
@@ -107,10 +111,13 @@ def resolve_family_args(family: str, given: dict[str, Any] | None) -> dict[str, 
 
 def recorded_family_args(family: str, given: dict[str, Any] | None) -> dict[str, Any]:
     """`resolve_family_args`, and where the family builds another family inside it (the R-Transformer's `cell` with
-    its `cell_args`), that family's options filled in too: what a run records as the values it ran with."""
+    its `cell_args`), that family's options checked and filled in too, their errors naming
+    model.family_args.cell_args.KEY: what a run records as the values it ran with."""
     resolved = resolve_family_args(family, given)
-    if isinstance(resolved.get("cell"), str) and "cell_args" in resolved:
-        resolved["cell_args"] = resolve_family_args(resolved["cell"], resolved["cell_args"])
+    cell = resolved.get("cell")
+    # only a cell the family can build: another name is the constructor's own refusal of model.family_args.cell
+    if isinstance(cell, str) and cell in getattr(family_class(family), "cell_families", {}) and "cell_args" in resolved:
+        resolved["cell_args"] = resolve_family_args(cell, resolved["cell_args"], "model.family_args.cell_args")
     return resolved
 
 

@@ -22,13 +22,14 @@ from ortholab.models.stack import build_layers
 from ortholab.training.callbacks.record import record_metrics
 from ortholab.training.checkpoint_files import check_checkpoint_file
 from ortholab.training.cuda_graphs import GraphedTraining, check_graphs_allowed
-from ortholab.training.family_options import resolve_family_args
+from ortholab.training.family_options import recorded_family_args
 from ortholab.training.objectives import OBJECTIVES
 
 
 def check_family(family: str, family_args: dict) -> type:
     """The family's class, once its name and options are known to be valid (errors name the key to change)."""
-    resolve_family_args(family, family_args)  # names and types checked by the argument parser (family_options.py)
+    recorded_family_args(family, family_args)  # names and types checked by the argument parser (family_options.py),
+    # the R-Transformer's cell_args too
     return FAMILIES[family]
 
 
