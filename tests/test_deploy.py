@@ -175,7 +175,8 @@ def test_the_build_context_holds_every_package_folder_and_nothing_else():
     folders = {Path(folder).parts[0] for folder in setuptools["package-dir"].values()}
     roots = {Path(rule).parts[0] for rule in admitted}
     assert folders <= roots, f"add to .dockerignore: {sorted(folders - roots)}"
-    assert {"pyproject.toml", "README.md", "LICENSE", "tools/install_torchaudio.py"} <= admitted
+    # setup.py: the build hook that records the commit (ORTHOLAB_COMMIT) in the image
+    assert {"pyproject.toml", "setup.py", "README.md", "LICENSE", "tools/install_torchaudio.py"} <= admitted
     assert not admitted & {".venv", ".git", "runs", "tests", "docs"}
     # of docs/, only the pages the package carries (`ortholab docs`), not the exports' stores and pictures
     pages = {f"docs/{pattern}" for pattern in setuptools["package-data"]["ortholab.docs"]}
