@@ -41,34 +41,96 @@ def exceeds_free_cores(threads: int, cores: int, busy: float) -> bool:
     return threads > cores - busy + 0.5
 
 
-def busy_machine_note(load: float | None, threads: int, cores: int, environ: dict | None = None) -> str | None:
-    """Why a CPU training may run many times slower than alone, or None: more threads than the cores that other
-    work leaves free (`load`: the 1-minute load average, this starting process included), with OMP_NUM_THREADS
-    unset. Each of torch's threads then waits on the others' cores: on 2 cores at load 5, the demo's first 50 steps
-    (`ortholab fit --config configs/demo/copying_scornn.yaml --trainer.max_steps 50`) ran at 23.6 steps/s with two
-    threads and 39.4 with one; a first-hour review saw 1.45 against 46.6 at load 4.5 (docs/troubleshooting.md)."""
-    environ = os.environ if environ is None else environ
-    if load is None or threads <= 1 or "OMP_NUM_THREADS" in environ:
+def cpu_times(stat: str = "/proc/stat") -> tuple[int, int] | None:
+    """(busy, total) clock ticks of all cores since boot from Linux's /proc/stat, or None where there is none."""
+    try:
+        with open(stat) as f:
+            ticks = [int(t) for t in f.readline().split()[1:]]
+    except (OSError, ValueError):
         return None
-    others = load - 1  # the load counts this process, starting up, as about one
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle and iowait
+    return sum(ticks[:8]) - idle, sum(ticks[:8])  # guest time is counted in user time already
+
+
+def other_work(sample_s: float = 0.2) -> float | None:
+    """Cores' worth of work other processes are doing now: the machine's busy share over `sample_s` while this
+    process waits (Linux's /proc/stat), else the 1-minute load average less this starting process's one; None where
+    neither is known. The load average lags by a minute: a training started beside another just begun looks free."""
+    import time
+
+    before = cpu_times()
+    if before is not None:
+        time.sleep(sample_s)
+        after = cpu_times()
+        if after is not None and after[1] > before[1]:
+            return (os.cpu_count() or 1) * (after[0] - before[0]) / (after[1] - before[1])
+    if hasattr(os, "getloadavg"):
+        return max(0.0, os.getloadavg()[0] - 1)
+    return None
+
+
+def busy_machine_note(others: float | None, threads: int, cores: int, environ: dict | None = None) -> str | None:
+    """Why a CPU training may run many times slower than alone, or None: more threads than the cores that other
+    work (`others`: its cores' worth, `other_work`) leaves free, with OMP_NUM_THREADS unset. Each of torch's threads
+    then waits on the others' cores: on 2 cores at load 5, the demo's first 50 steps (`ortholab fit --config
+    configs/demo/copying_scornn.yaml --trainer.max_steps 50`) ran at 23.6 steps/s with two threads and 39.4 with one;
+    a first-hour review saw 1.45 against 46.6 at load 4.5 (docs/troubleshooting.md)."""
+    environ = os.environ if environ is None else environ
+    if others is None or threads <= 1 or "OMP_NUM_THREADS" in environ:
+        return None
     if not exceeds_free_cores(threads, cores, others):
         return None
-    free = cores - others
     return (
-        f"this machine is busy (load average {load:.1f} on {cores} cores) and torch trains with {threads} threads, "
-        f"which then wait on one another: steps can be many times slower than alone; OMP_NUM_THREADS="
-        f"{max(1, round(free))} before the command trains with fewer (docs/troubleshooting.md)"
+        f"this machine is busy (other work holds {others:.1f} of its {cores} cores) and torch trains with {threads} "
+        f"threads, which then wait on one another: steps can be many times slower than alone; OMP_NUM_THREADS="
+        f"{free_cores(others, cores)} before the command trains with fewer (docs/troubleshooting.md)"
     )
 
 
-def warn_if_busy(threads: int) -> None:
-    """busy_machine_note's warning for this machine now, as one `ortholab: warning:` line (raised here: Lightning
-    formats a warning raised from a file whose path names it, such as training/lightning_cli.py, its own way)."""
+def free_cores(others: float, cores: int) -> int:
+    """The whole cores that other work (`others`: its cores' worth) leaves free, at least 1."""
+    return max(1, round(cores - others))
+
+
+def threads_beside(others: float | None, threads: int, cores: int, environ: dict | None = None) -> int | None:
+    """The thread count a CPU training should take instead of `threads` beside other work (busy_machine_note's
+    case): the free cores, at least 1; None where `threads` fit or the user set OMP_NUM_THREADS."""
+    if busy_machine_note(others, threads, cores, environ) is None:
+        return None
+    fewer = free_cores(others, cores)
+    return fewer if fewer < threads else None
+
+
+def train_beside_other_work(threads: int, adapt: bool = True) -> int:
+    """The thread count to train with now, said in one `ortholab: warning:` line where other work leaves fewer free
+    cores than `threads` (raised here: Lightning formats a warning raised from a file whose path names it, such as
+    training/lightning_cli.py, its own way). `adapt`: take it (torch.set_num_threads, and numba's pool where numba
+    has not started), else only warn (a CPU DDP rank, whose share of the cores Lightning sets). OMP_NUM_THREADS,
+    where set, always stands."""
+    import sys
     import warnings
+
+    import torch
 
     from ortholab.errors import OrthoLabWarning
 
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    note = busy_machine_note(load, threads, os.cpu_count() or 1)
-    if note:
-        warnings.warn(note, OrthoLabWarning, stacklevel=1)
+    if threads <= 1 or "OMP_NUM_THREADS" in os.environ:
+        return threads  # nothing to measure: fewer is no remedy, or the user chose
+    others, cores = other_work(), os.cpu_count() or 1
+    fewer = threads_beside(others, threads, cores) if adapt else None
+    if fewer is None:
+        note = busy_machine_note(others, threads, cores)
+        if note:
+            warnings.warn(note, OrthoLabWarning, stacklevel=1)
+        return threads
+    torch.set_num_threads(fewer)
+    if "numba" not in sys.modules:  # its pool is sized once, at its first parallel kernel (models/compiled.py)
+        os.environ.setdefault("NUMBA_NUM_THREADS", str(fewer))
+    warnings.warn(
+        f"this machine is busy (other work holds {others:.1f} of its {cores} cores): training with {fewer} of "
+        f"torch's {threads} threads, which would wait on one another beside it (steps many times slower); "
+        f"OMP_NUM_THREADS before the command chooses (docs/troubleshooting.md)",
+        OrthoLabWarning,
+        stacklevel=1,
+    )
+    return fewer

@@ -9,6 +9,7 @@ import pytest
 import torch
 from test_cli import DEMO, TINY
 
+import ortholab.threads as threads_module
 from ortholab.cli.main import main
 from ortholab.db import SQLLogger, Store, provenance
 
@@ -36,14 +37,17 @@ def test_the_commit_is_this_checkouts_and_none_elsewhere(tmp_path, monkeypatch):
 
 def test_a_fit_records_the_code_that_trained_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(threads_module, "other_work", lambda: 0.0)  # a free machine: fit keeps torch's threads
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     main(["fit", "--config", DEMO, *TINY, "--db", db])
     store = Store(db)
     (run,) = store.list_runs()
     (code,) = store.get_run(run.id).info["code"]
-    assert code == provenance.code_version() and code["torch"] == torch.__version__ and code["ortholab"]
-    assert code["machine"] == provenance.machine() and f"{os.cpu_count()} cores" in code["machine"]
-    assert provenance.details(code).endswith(f") on {provenance.machine()}")  # the run's details page
+    threads = torch.get_num_threads()  # a CPU run's machine names the threads it trained with (ortholab/threads.py)
+    machine = f"{provenance.machine()}, {threads} torch thread{'s' if threads != 1 else ''}"
+    assert code == {**provenance.code_version(), "machine": machine} and code["torch"] == torch.__version__
+    assert code["ortholab"] and f"{os.cpu_count()} cores" in code["machine"]
+    assert provenance.details(code).endswith(f") on {machine}")  # the run's details page
 
 
 def test_the_export_names_the_host_and_each_starts_machine(tmp_path):

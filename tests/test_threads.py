@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ortholab.threads import busy_machine_note, size_numba_pool, threads_each
+from ortholab.threads import busy_machine_note, cpu_times, size_numba_pool, threads_beside, threads_each
 
 
 def test_the_pool_follows_omp_num_threads_unless_numba_num_threads_is_given():
@@ -92,32 +92,86 @@ def test_threads_each_shares_the_cores_unless_the_user_chose(monkeypatch):
 
 def test_a_busy_machine_is_named_only_where_threads_would_wait_on_other_work():
     quiet, cores = {}, 2
-    assert busy_machine_note(1.0, 2, cores, quiet) is None  # this process alone: both cores are its own
-    assert busy_machine_note(1.4, 2, cores, quiet) is None  # a little other work: two threads still fit
-    assert busy_machine_note(2.0, 2, cores, quiet)  # a core taken: two threads wait on it (ortholab/cli/estimate.py)
-    note = busy_machine_note(4.5, 2, cores, quiet)  # the first-hour review's machine: two trainings beside a CI run
-    assert "load average 4.5 on 2 cores" in note and "OMP_NUM_THREADS=1 before the command" in note
-    assert busy_machine_note(4.5, 1, cores, quiet) is None  # one thread: fewer is no remedy
-    assert busy_machine_note(4.5, 2, cores, {"OMP_NUM_THREADS": "2"}) is None  # the user chose
-    assert busy_machine_note(None, 2, cores, quiet) is None  # no load average on this platform
+    assert busy_machine_note(0.0, 2, cores, quiet) is None  # nothing else running: both cores are this process's
+    assert busy_machine_note(0.4, 2, cores, quiet) is None  # a little other work: two threads still fit
+    assert busy_machine_note(1.0, 2, cores, quiet)  # a core taken: two threads wait on it (ortholab/cli/estimate.py)
+    note = busy_machine_note(3.5, 2, cores, quiet)  # the first-hour review's machine: two trainings beside a CI run
+    assert "other work holds 3.5 of its 2 cores" in note and "OMP_NUM_THREADS=1 before the command" in note
+    assert busy_machine_note(3.5, 1, cores, quiet) is None  # one thread: fewer is no remedy
+    assert busy_machine_note(3.5, 2, cores, {"OMP_NUM_THREADS": "2"}) is None  # the user chose
+    assert busy_machine_note(None, 2, cores, quiet) is None  # nothing known on this platform
 
 
-def test_fit_on_a_busy_cpu_says_so_once_in_one_line(tmp_path, monkeypatch):
+def test_the_threads_taken_beside_other_work_are_the_free_cores():
+    assert threads_beside(1.0, 2, 2, {}) == 1  # one of two cores busy: one thread
+    assert threads_beside(3.5, 2, 2, {}) == 1  # never fewer than one
+    assert threads_beside(4.0, 16, 16, {}) == 12 and threads_beside(0.3, 16, 16, {}) is None
+    assert threads_beside(1.0, 2, 2, {"OMP_NUM_THREADS": "2"}) is None  # the user's choice stands
+
+
+def test_other_work_is_the_busy_share_of_the_cores_while_this_process_waits(monkeypatch, tmp_path):
+    import ortholab.threads as threads
+
+    samples = iter([(100, 400), (150, 600)])  # 50 of 200 ticks busy: a quarter of the machine
+    monkeypatch.setattr(threads, "cpu_times", lambda: next(samples))
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert threads.other_work(sample_s=0) == pytest.approx(2.0)
+    stat = tmp_path / "stat"  # Linux's layout: user nice system idle iowait irq softirq steal guest guest_nice
+    stat.write_text("cpu  10 20 30 400 50 6 7 8 9 10\ncpu0 1 2 3 4 5 6 7 8 9 10\n")
+    assert cpu_times(str(stat)) == (10 + 20 + 30 + 6 + 7 + 8, 10 + 20 + 30 + 400 + 50 + 6 + 7 + 8)
+    assert cpu_times(str(tmp_path / "absent")) is None
+
+
+def test_fit_beside_other_work_trains_with_the_free_cores_and_says_so_once(tmp_path):
     from test_cli import DEMO, TINY
 
-    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
-    code = (
-        "import os, sys; os.getloadavg = lambda: (9.0, 9.0, 9.0); os.cpu_count = lambda: 2;"
+    from db.store import Store
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS")}
+    busy = (
+        "import os, sys; os.cpu_count = lambda: 2; import ortholab.threads as t; t.other_work = lambda: {};"
         "import torch; torch.set_num_threads(2); from ortholab.cli.main import main; main(sys.argv[1:])"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, "fit", "--config", DEMO, *TINY, "--db", f"sqlite:///{tmp_path / 'r.db'}"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    said = [line for line in done.stderr.splitlines() if "this machine is busy" in line]
-    assert said == [said[0]] and said[0].startswith("ortholab: warning: this machine is busy (load average 9.0 on 2")
+    for others, threads in ((1.0, 1), (0.0, 2)):  # one core taken: one thread; a free machine: both
+        db = f"sqlite:///{tmp_path / f'{threads}.db'}"
+        done = subprocess.run(
+            [sys.executable, "-c", busy.format(others), "fit", "--config", DEMO, *TINY, "--db", db],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        said = [line for line in done.stderr.splitlines() if "this machine is busy" in line]
+        if threads == 1:
+            assert said == [said[0]] and said[0].startswith(
+                "ortholab: warning: this machine is busy (other work holds 1.0 of its 2 cores): training with 1 of "
+            )
+        else:
+            assert said == []
+        store = Store(db, access="read")
+        (run,) = store.list_runs()
+        machine = store.get_run(run.id).info["code"][0]["machine"]
+        store.close()
+        assert machine.endswith(f", {threads} torch thread{'s' if threads > 1 else ''}"), machine
+
+
+def test_fit_called_in_a_longer_process_gives_its_threads_back(tmp_path, monkeypatch):
+    import torch
+    from test_cli import DEMO, TINY
+
+    import ortholab.threads as threads
+    from ortholab.cli.main import main
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(threads, "other_work", lambda: 1.0)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pytest.warns(match="training with 1 of torch's 2 threads"):
+            main(["fit", "--config", DEMO, *TINY, "--db", f"sqlite:///{tmp_path / 'r.db'}"])
+        assert torch.get_num_threads() == 2  # a notebook's or a test's own setting outlives the fit
+    finally:
+        torch.set_num_threads(before)

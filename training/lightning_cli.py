@@ -602,15 +602,19 @@ class OrthoLabCLI(LightningCLI):
         print(f"Interrupted by {name}: {said}", file=sys.stderr)
 
     def before_fit(self) -> None:
-        """On a CPU with other work on its cores: say so once, with the thread count that trains faster beside it."""
+        """On a CPU with other work on its cores: train with the threads the free cores hold, and say so once."""
         import torch
 
-        from ortholab.threads import warn_if_busy
+        from ortholab.threads import train_beside_other_work
 
+        self._threads_before = torch.get_num_threads()  # restored after fit: `main` may run in a longer process
         if type(self.trainer.accelerator).__name__ == "CPUAccelerator" and self.trainer.is_global_zero:
-            warn_if_busy(torch.get_num_threads())
+            train_beside_other_work(self._threads_before, adapt=self.trainer.world_size == 1)
 
     def after_fit(self) -> None:
+        import torch
+
+        torch.set_num_threads(self._threads_before)
         interrupt = next((c for c in self.trainer.callbacks if isinstance(c, GracefulInterrupt)), None)
         if interrupt is None or interrupt.stopped_at is None:  # a stopped run validates once it goes on
             self._note_no_validation()

@@ -275,11 +275,14 @@ class RecurrentModule(pl.LightningModule):
 
     # the run's description in the store -------------------------------------------------------
     def _code(self) -> dict:
-        """This start's code and machine, the GPU named when it trains on one."""
+        """This start's code and machine, the GPU named when it trains on one, else torch's thread count."""
         code = code_version()
         device = self.trainer.strategy.root_device
         if device.type == "cuda":
             code["machine"] += f", {torch.cuda.get_device_name(device)}"
+        elif device.type == "cpu":  # fewer than the cores where fit found other work on them (ortholab/threads.py)
+            threads = torch.get_num_threads()
+            code["machine"] += f", {threads} torch thread{'s' if threads != 1 else ''}"
         return code
 
     def setup(self, stage: str) -> None:
