@@ -84,7 +84,13 @@ def open_engine(url: str, access: str) -> tuple[Engine, bool]:
         else:  # a server's pooled connection is tested before use (one a restart ended is replaced, not failed
             # on); PostgreSQL gives up connecting after 10 s and notices a silent network cut (TCP keepalives)
             postgres = parsed.get_backend_name() == "postgresql"
-            engine = create_engine(parsed, pool_pre_ping=True, connect_args=POSTGRES_CONNECT if postgres else {})
+            engine = create_engine(
+                parsed,
+                pool_pre_ping=True,
+                connect_args=POSTGRES_CONNECT if postgres else {},
+                # a reader's every transaction is READ ONLY at the server: a write through it fails there
+                execution_options={"postgresql_readonly": True} if postgres and access == "read" else {},
+            )
     except (ArgumentError, ImportError) as e:  # unknown dialect or driver not installed
         raise unusable(url, access, f"no database driver for it ({e})") from e
     if is_sqlite:

@@ -184,3 +184,38 @@ def test_a_role_that_needs_a_password_is_told_how_to_give_it(pg_url, capsys, mon
     monkeypatch.setenv("PGPASSWORD", "right-one")
     main(["runs", "--db", guarded])  # the way the line names works
     assert "error" not in capsys.readouterr().err
+
+
+def test_a_reader_is_read_only_at_the_server_and_still_reads(pg_url):
+    """store.md: readers never change a store. On PostgreSQL the server itself refuses a write through a reader's
+    engine (each of its transactions is READ ONLY), whatever its role may do; what readers do still works."""
+    import psycopg
+    from sqlalchemy import insert, select
+    from sqlalchemy.exc import DBAPIError
+
+    from ortholab.db import StoreError
+    from ortholab.db.schema import Run
+
+    writer = Store(pg_url)
+    run = writer.create_run(name="read-by-a-reader", family="scornn", task="copying", main_metric="val/loss")
+    writer.log_metrics(run, {"val/loss": 0.4}, step=0, epoch=0)
+    writer.log_metrics(run, {"val/loss": 0.3}, step=1, epoch=0)
+    reader = Store(pg_url, access="read")  # the role may write (it made the tables): only the reader's engine stops it
+    with pytest.raises(DBAPIError) as refused, reader._engine.connect() as conn:
+        conn.execute(insert(Run).values(name="written-by-a-reader", hostname=""))
+        conn.commit()
+    assert isinstance(refused.value.orig, psycopg.errors.ReadOnlySqlTransaction), refused.value
+    assert "cannot execute INSERT in a read-only transaction" in str(refused.value)
+    with pytest.raises(StoreError, match="cannot execute UPDATE in a read-only transaction"):
+        reader.set_tags(run, add=["by-a-reader"])
+    with writer._engine.connect() as conn:
+        assert "written-by-a-reader" not in conn.execute(select(Run.name)).scalars().all()
+    assert writer.get_run(run).tags == ()
+    # what readers do: list the runs, read a run and its metric series, the store's facts
+    assert "read-by-a-reader" in [r.name for r in reader.list_runs()]
+    assert [(p.step, p.value) for p in reader.metric_series(run, "val/loss")] == [(0, 0.4), (1, 0.3)]
+    assert reader.get_run(run).best == 0.3 and reader.metric_keys(run) == ["val/loss"]
+    assert reader.store_id == writer.store_id and reader.frozen_at is None
+    writer.set_tags(run, add=["by-the-writer"])  # a writer beside it still writes, and the reader sees it at once
+    assert reader.get_run(run).tags == ("by-the-writer",)
+    reader.close()
