@@ -2,14 +2,16 @@
 
     python -m ortholab.app.health                      # healthcheck: the store opens and the dashboard answers
     python -m ortholab.app.health --wait 120 -- CMD    # wait up to 120 s for the store to open, then exec CMD
+    python -m ortholab.app.health --wait 120 --reader -- CMD   # the same, opening it as a reader (the dashboard)
 
 docker-compose.yml runs the first as the dashboard's healthcheck, so a dashboard whose database is down
 reports unhealthy (Streamlit's own /_stcore/health answers ok without the store), and the second as the
 entrypoint of every OrthoLab service, so a trainer or a dashboard started before its PostgreSQL server
-waits for it with one line a try instead of failing and being restarted. The wait opens the store as a writer
-does (`db.Store`): in a container the volume is the store's home, and the first open creates it there. The
-healthcheck, run every few seconds beside a dashboard that only reads, opens it as a reader: no write probe,
-no journal switch, no file made.
+waits for it with one line a try instead of failing and being restarted. The trainer's wait opens the store as a
+writer does (`db.Store`): in a container the volume is the store's home, and the first open creates it there. The
+dashboard's wait (--reader) and the healthcheck, run every few seconds beside a dashboard that only reads, open it
+as a reader: no write probe, no journal switch, no file made, so a store that does not exist yet is waited for (the
+trainer's first open makes it), and an export's runs.db is read as it is.
 Both print one line and exit 0 (ok) or 1 (healthcheck failed) / 2 (the store did not open in time).
 """
 
@@ -50,10 +52,11 @@ def dashboard_problem(port: int = DASHBOARD_PORT) -> str | None:
     return None if body == "ok" else f"the dashboard answered {body!r} at {address}, not 'ok'"
 
 
-def wait_for_store(timeout_s: float, url: str | None = None, say=print) -> str | None:
-    """Try to open the store every RETRY_EVERY_S until it opens (None) or `timeout_s` has passed (the reason)."""
+def wait_for_store(timeout_s: float, url: str | None = None, say=print, access: str = "create") -> str | None:
+    """Try to open the store for `access` every RETRY_EVERY_S until it opens (None) or `timeout_s` has passed (the
+    reason). 'create' makes a missing store; 'read' waits for one to be made."""
     deadline = time.monotonic() + timeout_s
-    while (problem := store_problem(url)) is not None:
+    while (problem := store_problem(url, access=access)) is not None:
         left = deadline - time.monotonic()
         if left <= 0:
             return problem
@@ -74,13 +77,20 @@ def main(argv: list[str] | None = None) -> int:
         help="wait up to SECONDS for the store ($ORTHOLAB_DB) to open, then exec the command "
         "after --, if any; without --wait: the dashboard's healthcheck",
     )
+    parser.add_argument(
+        "--reader",
+        action="store_true",
+        help="with --wait: open the store as a reader (the dashboard's wait): wait for it to exist, never create or "
+        "change it",
+    )
     parser.add_argument("--port", type=int, default=DASHBOARD_PORT, help="the dashboard's port in this container")
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     if args.wait is None:
         problem = store_problem(access="read") or dashboard_problem(args.port)  # the dashboard's reader, every 10 s
         print(problem or "ok")
         return 1 if problem else 0
-    problem = wait_for_store(args.wait, say=lambda line: print(line, file=sys.stderr, flush=True))
+    access = "read" if args.reader else "create"
+    problem = wait_for_store(args.wait, say=lambda line: print(line, file=sys.stderr, flush=True), access=access)
     if problem is not None:
         print(f"gave up after {args.wait:.0f} s: {problem}", file=sys.stderr)
         return 2

@@ -242,10 +242,23 @@ def test_the_image_is_lean_has_no_compiler_and_finds_its_packaged_configs(sessio
         assert facts["cuda"] is None, "the default build should be PyTorch's CPU build"
 
 
+def _trainer_makes_the_store(stack: Stack) -> None:
+    """The trainer's wait creates the store (the dashboard's only reads it), then `ortholab runs` lists it."""
+    stack.compose("run", "--rm", "-T", "train", "runs")
+
+
 def test_the_dashboard_turns_healthy_and_serves_the_page(sqlite_stack):
-    sqlite_stack.compose("up", "-d", "--no-build", "dashboard")
-    seconds = sqlite_stack.wait_healthy()
-    print(f"\ndashboard healthy {seconds:.0f} s after `up -d`")
+    sqlite_stack.compose("up", "-d", "--no-build", "dashboard")  # a fresh volume: it waits for the trainer's store
+    watched = time.monotonic() + 20
+    while time.monotonic() < watched:
+        assert sqlite_stack.health() != "healthy"
+        time.sleep(2)
+    logs = sqlite_stack.compose("logs", "dashboard").stdout
+    assert "waiting for the run database" in logs and "does not exist" in logs, logs[-2000:]
+    start = time.monotonic()
+    _trainer_makes_the_store(sqlite_stack)
+    sqlite_stack.wait_healthy()
+    print(f"\ndashboard healthy {time.monotonic() - start:.0f} s after the trainer's first start")
     port = sqlite_stack.env["DASHBOARD_PORT"]
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=10) as answer:
         assert answer.read().decode().strip() == "ok"
@@ -392,8 +405,8 @@ def test_the_postgres_file_refuses_to_start_without_a_password(session):
 def test_with_the_postgres_file_a_run_is_stored_in_postgresql(postgres_stack):
     postgres_stack.compose("up", "-d", "--no-build", "dashboard")  # starts PostgreSQL first, once healthy
     assert postgres_stack.health("postgres") == "healthy"
-    postgres_stack.wait_healthy()
-    postgres_stack.compose("run", "--rm", "-T", "train", env={"CONFIG": "configs/tiny.yaml"})
+    postgres_stack.compose("run", "--rm", "-T", "train", env={"CONFIG": "configs/tiny.yaml"})  # makes the tables
+    postgres_stack.wait_healthy()  # the dashboard waited for them
     stored = postgres_stack.compose(
         "exec",
         "-T",
@@ -414,6 +427,7 @@ def test_with_the_postgres_file_a_run_is_stored_in_postgresql(postgres_stack):
 
 def test_a_dashboard_whose_database_is_down_is_never_healthy(postgres_stack):
     postgres_stack.compose("up", "-d", "--no-build", "dashboard")
+    _trainer_makes_the_store(postgres_stack)  # made already where the test before ran
     postgres_stack.wait_healthy()
     postgres_stack.compose("stop", "--timeout", "5", "postgres")
     deadline = time.monotonic() + 120  # 3 failed checks 10 s apart

@@ -92,6 +92,7 @@ def test_trainer_and_dashboard_share_the_store_volume_and_wait_for_the_store():
             "ortholab",
         ]
     assert services["dashboard"]["ports"] == ["127.0.0.1:${DASHBOARD_PORT:-8501}:8501"]  # localhost by default
+    assert "--reader" in services["dashboard"]["entrypoint"] and "--reader" not in services["train"]["entrypoint"]
 
 
 def test_the_dashboard_healthcheck_opens_the_store_and_has_a_start_period():
@@ -250,6 +251,53 @@ def test_the_healthcheck_only_reads_the_store_as_the_dashboard_does(tmp_path, mo
     monkeypatch.setenv("ORTHOLAB_DB", f"sqlite:///{export / 'runs.db'}")
     assert health.main(["--port", str(health_server)]) == 0 and capsys.readouterr().out.strip() == "ok"
     assert {path.name: path.read_bytes() for path in export.iterdir()} == before  # no byte, no -wal or -shm file
+
+
+def _dashboard_wait(seconds: float) -> list[str]:
+    """The options of the compose dashboard's wait (its entrypoint before `--`), waiting `seconds`."""
+    entrypoint = COMPOSE["services"]["dashboard"]["entrypoint"]
+    options = entrypoint[entrypoint.index("ortholab.app.health") + 1 : entrypoint.index("--")]
+    return [str(seconds) if option.startswith("${ORTHOLAB_DB_WAIT_S") else option for option in options]
+
+
+def test_the_dashboards_wait_only_reads_the_store(tmp_path, monkeypatch, capsys):
+    """The compose dashboard's wait is a reader, as the dashboard is: it makes no store where none is (it waits for
+    the trainer's), and an export's runs.db, which a writer is refused, opens and is left byte for byte."""
+    monkeypatch.setattr(health, "RETRY_EVERY_S", 0.1)
+    missing = tmp_path / "volume" / "ortholab.db"
+    monkeypatch.setenv("ORTHOLAB_DB", f"sqlite:///{missing}")
+    assert health.main(_dashboard_wait(0.5)) == 2
+    err = capsys.readouterr().err
+    assert "waiting for the run database" in err and "does not exist" in err and "gave up after" in err, err
+    assert not missing.parent.exists()
+    export = tmp_path / "export"
+    export.mkdir()
+    Store(f"sqlite:///{export / 'runs.db'}").close()
+    (export / "export.txt").write_text("written by `ortholab report T --export DIR`\n")
+    before = {path.name: path.read_bytes() for path in export.iterdir()}
+    monkeypatch.setenv("ORTHOLAB_DB", f"sqlite:///{export / 'runs.db'}")
+    assert health.main(_dashboard_wait(5)) == 0, capsys.readouterr().err
+    assert {path.name: path.read_bytes() for path in export.iterdir()} == before  # no byte, no -wal or -shm file
+
+
+def test_the_dashboards_wait_goes_on_once_the_trainer_made_the_store(tmp_path):
+    store = tmp_path / "volume" / "ortholab.db"  # a fresh volume: the dashboard starts first and waits
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "ortholab.app.health", *_dashboard_wait(60), "--", sys.executable, "-c", "print('ran')"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "ORTHOLAB_DB": f"sqlite:///{store}"},
+    )
+    try:
+        first = waiting.stderr.readline()  # its first try found no store, and made none
+        assert "waiting for the run database" in first and "does not exist" in first, first
+        assert waiting.poll() is None and not store.parent.exists()
+        Store(f"sqlite:///{store}").close()  # the trainer's wait creates it
+        out, err = waiting.communicate(timeout=60)
+    finally:
+        waiting.kill()
+    assert waiting.returncode == 0 and out.strip() == "ran", err
 
 
 def test_wait_gives_up_after_its_timeout_with_the_reason(monkeypatch, capsys):
