@@ -260,8 +260,9 @@ class SQLLogger(Logger):
             fields["info"] = {**info, "code": before + [c for c in info["code"] if c not in before[-1:]]}
             if recorded.get("command"):  # the command that started the run, not the one that resumed it
                 fields["info"]["command"] = recorded["command"]
-            if recorded.get("resumes"):  # kept, as the command is
-                fields["info"]["resumes"] = recorded["resumes"]
+            for kept in ("resumes", "restores"):  # kept, as the command is (restores: the folders it trained in)
+                if recorded.get(kept):
+                    fields["info"][kept] = recorded[kept]
         self.store.update_run(self.run_id, **fields)
 
     @rank_zero_only

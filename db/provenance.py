@@ -152,3 +152,13 @@ def resume_notes(info: dict | None) -> list[str]:
             + (f": `{resume['command']}`" if resume.get("command") else "")
         )
     return notes
+
+
+def restore_notes(info: dict | None) -> list[str]:
+    """One sentence per move of the run's folder by `ortholab restore` into another runs folder (info['restores'],
+    db/relocate.py): where the folder was before, where it trained until then."""
+    return [
+        f"Restored on {str(move.get('at', '?'))[:16].replace('T', ' ')} UTC from an export into {move.get('to')}; "
+        f"its folder was {move.get('from')}"
+        for move in (info or {}).get("restores", [])
+    ]

@@ -1,13 +1,22 @@
 """`ortholab restore DIR` (ortholab/cli/restore.py): an export's runs.db and checkpoints become a new machine's store
-and run folders, and the unfinished run goes on from there to the curve of an uninterrupted one; what would be
-written over or replayed (a store there, its -wal, a run folder) or a runs folder the runs did not train in is
-refused in one line, nothing copied."""
+and run folders, in the runs folder they trained in or in any other (their recorded paths moved there, db/relocate.py),
+and the unfinished run goes on from there to the curve of an uninterrupted one; what would be written over or
+replayed (a store there, its -wal, a run folder) or a file as the runs folder is refused in one line, nothing
+copied."""
 
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
-from test_resume import assert_same_training, killed_at_step_8, ortholab, reference  # noqa: F401
+from test_resume import (  # noqa: F401
+    RUN,
+    assert_same_training,
+    fit_signalled,
+    killed_at_step_8,
+    ortholab,
+    reference,
+)
 
 from ortholab.db import Store, folder_lock
 from ortholab.db.extract import copy_resume_files, write_run_store
@@ -31,10 +40,11 @@ def exported(tmp_path_factory):
 
 def test_a_restored_export_goes_on_to_the_same_training(exported, reference, tmp_path):
     export, runs_root, run_id, run_dir = exported
-    restored = ortholab(tmp_path, "restore", str(export))
+    here = {"ORTHOLAB_RUNS": str(runs_root)}  # the runs folder they trained in: nothing moves
+    restored = ortholab(tmp_path, "restore", str(export), env=here)
     assert restored.returncode == 0, restored.stderr
     said = restored.stdout
-    assert f"into {runs_root / 'ortholab.db'}, with the run folders of 1." in said
+    assert f"into {runs_root / 'ortholab.db'}, with the run folders of 1." in said and "recorded under" not in said
     assert f"Unfinished, with their checkpoints: {run_id}. Continue with `ORTHOLAB_RUNS={runs_root} ortholab" in said
     assert (run_dir / "checkpoints" / "last.ckpt").is_file()
     url = f"sqlite:///{runs_root / 'ortholab.db'}"  # the restored store names itself the folder's writer
@@ -48,6 +58,7 @@ def test_a_restored_export_goes_on_to_the_same_training(exported, reference, tmp
     store = Store(f"sqlite:///{runs_root / 'ortholab.db'}", access="read")
     (after,) = store.list_runs()
     assert after.id == run_id and after.status == "finished" and store.get_run(run_id).run_dir == str(run_dir)
+    assert "restores" not in store.get_run(run_id).info
     assert_same_training(store, after, reference)
     store.close()
 
@@ -61,7 +72,7 @@ def test_a_restored_export_goes_on_to_the_same_training(exported, reference, tmp
     deleted = ortholab(tmp_path, "runs", "delete", str(run_id), "--db", url, "--yes")  # the store's own: removed
     assert f"deleted run {run_id} ({after.name}) and its folder {run_dir}" in deleted.stdout and not run_dir.exists()
 
-    again = ortholab(tmp_path, "restore", str(export))  # the store is there now, trained on: never written over
+    again = ortholab(tmp_path, "restore", str(export), env=here)  # the store is there, trained on: never written over
     before = (runs_root / "ortholab.db").read_bytes()
     assert again.returncode == 2 and again.stdout == ""
     (line,) = again.stderr.strip().splitlines()
@@ -78,18 +89,130 @@ def test_an_export_of_finished_runs_is_restored_into_any_runs_folder(tmp_path):
     spelt = "--runs_dir"  # as `fit --runs_dir` spells it (--runs-dir too): refused as unknown before
     restored = ortholab(tmp_path, "restore", str(tmp_path / "export"), spelt, str(tmp_path / "here"))
     assert restored.returncode == 0, restored.stderr
+    here = tmp_path / "here"
     assert restored.stdout.splitlines() == [
-        f"Restored 1 run from {tmp_path / 'export' / 'runs.db'} into {tmp_path / 'here' / 'ortholab.db'}.",
+        f"Restored 1 run from {tmp_path / 'export' / 'runs.db'} into {here / 'ortholab.db'}.",
+        f"Their folders were recorded under /a/machine/long/gone/runs: the folders of 1 run and the paths under it "
+        f"are recorded under {here} now, each run's info keeping the folder it trained in (`ortholab runs show ID`).",
         "No unfinished run among them: the store takes new runs and seeds beside these.",
     ]
-    (copied,) = Store(f"sqlite:///{tmp_path / 'here' / 'ortholab.db'}", access="read").list_runs()
+    store = Store(f"sqlite:///{here / 'ortholab.db'}", access="read")
+    (copied,) = store.list_runs()
     assert (copied.id, copied.name, copied.status) == (run, "done", "finished")
+    moved = store.get_run(run)  # not on this machine, but named under its runs folder, never the gone one's
+    assert moved.run_dir == str(here / "store-0a1b2c3d" / "done" / "1")
+    assert [(r["from"], r["to"]) for r in moved.info["restores"]] == [
+        ("/a/machine/long/gone/runs/store-0a1b2c3d/done/1", moved.run_dir)
+    ]
+
+
+def test_a_run_restored_into_another_runs_folder_goes_on_there_from_its_checkpoint(tmp_path, reference):
+    """A run of runs folder A (its store there, --runs_dir A), killed at step 8 after its step-6 checkpoint and
+    exported with its checkpoints, restored into B, another path: its folder, the store's and the config's paths and
+    the checkpoints' own folder are B's now, the folder it trained in kept in its info; `fit --resume` with
+    ORTHOLAB_RUNS=B continues from step 6 to the training of an uninterrupted run, with the same checkpoint files,
+    and writes nothing under A (still there, as on a machine that keeps the old folder)."""
+    machine = tmp_path / "machine"
+    machine.mkdir()
+    old_root, new_root = machine / "A", tmp_path / "other-disk" / "B"
+    killed = fit_signalled(machine, f"sqlite:///{old_root / 'ortholab.db'}", 8, *RUN, "--runs_dir", str(old_root))
+    assert killed.returncode == -signal.SIGKILL
+    source = Store(f"sqlite:///{old_root / 'ortholab.db'}")
+    (run,) = source.list_runs()
+    trained_in = source.get_run(run.id).run_dir
+    export = tmp_path / "export"
+    write_run_store(source, [run.id], export / "runs.db")
+    assert copy_resume_files(source, [run.id], export / "checkpoints")
+    source.close()
+    before = _tree(old_root)
+
+    restored = ortholab(tmp_path, "restore", str(export), "--runs-dir", str(new_root))
+    assert restored.returncode == 0, restored.stderr
+    assert f"Their folders were recorded under {old_root}: the folders of 1 run and the paths under it are " in (
+        restored.stdout
+    )
+    assert f"`ORTHOLAB_RUNS={new_root} ortholab fit --resume ID`" in restored.stdout
+    run_dir = new_root / Path(trained_in).relative_to(old_root)
+    url = f"sqlite:///{new_root / 'ortholab.db'}"
+    moved = Store(url, access="read").get_run(run.id)
+    assert moved.run_dir == str(run_dir) and (moved.config["db"], moved.config["runs_dir"]) == (url, str(new_root))
+    ((restore,),) = [moved.info["restores"]]
+    assert (restore["from"], restore["to"]) == (trained_in, str(run_dir))
+    assert str(old_root) in moved.info["command"]  # the command as it was typed
+    for path in [run_dir / "config.yaml", *(run_dir / "checkpoints").glob("*.ckpt")]:
+        assert str(old_root) not in path.read_bytes().decode("latin-1"), path
+
+    resumed = ortholab(machine, "fit", "--resume", str(run.id), env={"ORTHOLAB_RUNS": str(new_root)})
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"Run {run.id} continues from its checkpoint at step 6: " in resumed.stdout + resumed.stderr
+    store = Store(url, access="read")
+    (after,) = store.list_runs()
+    assert (after.id, after.status, store.get_run(run.id).run_dir) == (run.id, "finished", str(run_dir))
+    assert_same_training(store, after, reference)
+    ref_store, ref_run = reference  # its best kept as one file, as it was tracked (the checkpoints name B)
+    theirs = Path(ref_store.get_run(ref_run.id).run_dir) / "checkpoints"
+    assert sorted(p.name for p in (run_dir / "checkpoints").glob("*.ckpt")) == sorted(p.name for p in theirs.glob("*"))
+    assert store.get_run(run.id).info["restores"] == [restore]  # kept by the resume
+    shown = ortholab(tmp_path, "runs", "show", str(run.id), "--db", url)
+    assert f"into {run_dir}; its folder was {trained_in}" in shown.stdout
+    store.close()
+    assert _tree(old_root) == before  # nothing under A written, not even read into a new -wal
+
+
+def test_a_restore_elsewhere_moves_every_path_under_the_runs_folders_and_keeps_what_was_typed(tmp_path):
+    """Two runs folders of one store's runs, A and C (a --runs_dir for a while), restored into B: each path recorded
+    under either (a run's folder, the store's file in the config and params, an evaluated checkpoint, predictions,
+    an artifact's meta) names the same place under B; a path beside them (A2), the commands as typed and a run
+    folder in no runs folder's layout stay as recorded."""
+    a, c, b = "/gone/machine/A", "/gone/disk/C", tmp_path / "B"
+    source = Store(f"sqlite:///{tmp_path / 'source.db'}")
+    fit = source.create_run(name="fit", family="lstm", task="copying", main_metric="val/loss")
+    best = f"{a}/store-0a1b2c3d/fit/{fit}/checkpoints/best-step6.ckpt"
+    config = {"db": f"sqlite:///{a}/ortholab.db", "runs_dir": a, "data": {"root": "/gone/machine/A2/data"}}
+    source.update_run(fit, run_dir=f"{a}/store-0a1b2c3d/fit/{fit}", status="finished", config=config)
+    source.update_run(fit, info={"command": f"ortholab fit --runs_dir {a}", "resumes": [{"command": a}]})
+    source.log_params(fit, {"db": config["db"], "runs_dir": a})
+    source.add_artifact(fit, "audio", "clip", step=1, meta={"source": f"{a}/store-0a1b2c3d/fit/{fit}/x.wav"})
+    test = source.create_run(name="test", family="lstm", task="copying", main_metric="test/loss", stage="test")
+    source.update_run(test, run_dir=f"{c}/test/{test}", status="finished", config={"ckpt_path": best})
+    source.update_run(test, info={"predict": {"checkpoint": best, "predictions": f"{c}/test/{test}/p.npz"}})
+    odd = source.create_run(name="odd", family="lstm", task="copying", main_metric="val/loss")
+    source.update_run(odd, run_dir="/srv/odd", status="finished")
+    write_run_store(source, [fit, test, odd], tmp_path / "export" / "runs.db", with_artifacts=True)
+    source.close()
+
+    restored = ortholab(tmp_path, "restore", str(tmp_path / "export"), env={"ORTHOLAB_RUNS": str(b)})
+    assert restored.returncode == 0, restored.stderr
+    assert f"Their folders were recorded under {c}, {a}: the folders of 2 runs and the paths under them " in (
+        restored.stdout
+    )
+    store = Store(f"sqlite:///{b / 'ortholab.db'}", access="read")
+    moved_best = f"{b}/store-0a1b2c3d/fit/{fit}/checkpoints/best-step6.ckpt"
+    ran, tested = store.get_run(fit), store.get_run(test)
+    assert ran.run_dir == f"{b}/store-0a1b2c3d/fit/{fit}" and tested.run_dir == f"{b}/test/{test}"
+    assert ran.config == {"db": f"sqlite:///{b}/ortholab.db", "runs_dir": str(b), "data": config["data"]}
+    assert store.params_of([fit])[fit] == {"db": f"sqlite:///{b}/ortholab.db", "runs_dir": str(b)}
+    (artifact,) = store.artifacts(fit)
+    assert artifact.meta == {"source": f"{b}/store-0a1b2c3d/fit/{fit}/x.wav"}
+    assert tested.config == {"ckpt_path": moved_best}
+    assert tested.info["predict"] == {"checkpoint": moved_best, "predictions": f"{b}/test/{test}/p.npz"}
+    assert (ran.info["command"], ran.info["resumes"]) == (f"ortholab fit --runs_dir {a}", [{"command": a}])
+    assert [(r["from"], r["to"]) for r in tested.info["restores"]] == [(f"{c}/test/{test}", tested.run_dir)]
+    assert store.get_run(odd).run_dir == "/srv/odd" and "restores" not in (store.get_run(odd).info or {})
+    store.close()
+
+
+def _tree(root: Path) -> dict:
+    """Every path under `root` (itself too): its kind, size and modification time."""
+    return {
+        str(p.relative_to(root)): (p.is_dir(), p.stat().st_size, p.stat().st_mtime_ns) for p in [root, *root.rglob("*")]
+    }
 
 
 @pytest.mark.parametrize(
     "case, says",
     [
-        ("runs-dir elsewhere", "runs.db records its runs' folders under {root}, and a run goes on only where"),
+        ("runs-dir a file", "--runs-dir {root}: cannot write run folders there (Not a directory); give a writable"),
         ("a stale wal there", "{root}/ortholab.db-wal exists: a store is there already"),
         ("a run folder there", "exists: a run folder would be written over (nothing was copied)"),
         ("no runs.db", "no runs.db there; give a folder `ortholab report TABLE --export DIR --with-checkpoints`"),
@@ -101,13 +224,13 @@ def test_a_restore_that_would_go_wrong_is_one_line_and_copies_nothing(exported, 
     export, runs_root, run_id, run_dir = exported
     target, env, source = runs_root.parent / f"{runs_root.name}-{case.replace(' ', '-')}", {}, export
     args = ["--runs-dir", str(target)]
-    if case == "runs-dir elsewhere":
-        says = says.format(root=runs_root)
-    else:  # the export's runs as if trained in `target`: a copy of its runs.db pointing there
+    if case == "runs-dir a file":
+        says = says.format(root=target)
+        target.write_text("not a folder")
+    else:  # into `target`, another runs folder than they trained in (restored there, moved): a copy of the export
         source = tmp_path / "export"
         shutil.copytree(export, source)
-        _move_run_folders(source / "runs.db", runs_root, target)
-        args, says = ["--runs-dir", str(target)], says.format(root=target, source=source)
+        says = says.format(root=target, source=source)
         target.mkdir()
         if case == "a stale wal there":
             (target / "ortholab.db-wal").write_bytes(b"an earlier store's log")
@@ -119,19 +242,10 @@ def test_a_restore_that_would_go_wrong_is_one_line_and_copies_nothing(exported, 
             (source / "runs.db").write_text("run,loss\n1,0.5\n")
         elif case == "ORTHOLAB_DB set":
             env = {"ORTHOLAB_DB": f"sqlite:///{tmp_path / 'other.db'}"}
-    listed = sorted(p for p in target.rglob("*")) if target.exists() else []
+    listed = _tree(target) if target.exists() else {}
     refused = ortholab(tmp_path, "restore", str(source), *args, env=env)
     assert refused.returncode == 2 and refused.stdout == ""
     (line,) = refused.stderr.strip().splitlines()
     assert says in line, line
-    assert (sorted(p for p in target.rglob("*")) if target.exists() else []) == listed  # nothing copied
+    assert (_tree(target) if target.exists() else {}) == listed  # nothing copied
     assert not (tmp_path / "other.db").exists()
-
-
-def _move_run_folders(db_file: Path, old_root: Path, new_root: Path) -> None:
-    """Rewrite the runs' recorded folders from under `old_root` to under `new_root` (a copy of runs.db)."""
-    import sqlite3
-
-    with sqlite3.connect(db_file) as connection:
-        connection.execute("UPDATE runs SET run_dir = replace(run_dir, ?, ?)", (str(old_root), str(new_root)))
-    connection.close()

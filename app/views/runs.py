@@ -268,7 +268,7 @@ with overview:
         f"world size {detail.world_size}, host `{detail.hostname}`"
         + (f", run folder `{detail.run_dir}`." if detail.run_dir else ".")
     )
-    for note in provenance.resume_notes(detail.info):
+    for note in provenance.restore_notes(detail.info) + provenance.resume_notes(detail.info):
         st.write(note + ".")
     codes = (detail.info or {}).get("code") or []
     st.write(

@@ -1,7 +1,10 @@
 """`ortholab restore DIR`: an export's runs.db and checkpoints (`report TABLE --export DIR --with-checkpoints`) made
 the store and run folders of this machine, so that its unfinished runs go on here with `reproduce --resume` or `fit
---resume ID` (docs/checkpoints.md). It checks what the two copies by hand left to chance: the runs folder is the one
-runs.db records its runs' folders under, and no store or run folder is there to be written over or replayed."""
+--resume ID` (docs/checkpoints.md). Into any runs folder: runs.db records its runs' folders by their absolute paths
+under the runs folder they trained in, and where that is another one, the restored store, the runs' config.yaml and
+checkpoints are rewritten to the same layout under this one (db/relocate.py), each run's info keeping the folder it
+trained in. It checks what the two copies by hand left to chance: no store or run folder is there to be written over
+or replayed."""
 
 from __future__ import annotations
 
@@ -27,8 +30,10 @@ def add_arguments(parser) -> None:
         "--runs_dir",  # as `fit --runs_dir` spells it
         dest="runs_dir",
         default=None,
-        help="the runs folder to restore into: the one the runs trained in, as runs.db records their folders as full "
-        "paths (default: that one; $ORTHOLAB_RUNS, where set, must name it)",
+        help="the runs folder to restore into, any one (default: $ORTHOLAB_RUNS, else ./runs); where the runs "
+        "trained in another, the paths recorded under that one (their folders; in the store, config.yaml and "
+        "checkpoints) are moved to this one, each run's info keeping where it trained; continue them with "
+        "ORTHOLAB_RUNS set to it",
     )
 
 
@@ -40,28 +45,23 @@ def _checkpointed_runs(export: Path) -> dict[int, Path]:
     return {int(folder.name): folder.relative_to(held) for folder in sorted(folders) if folder.name.isdigit()}
 
 
-def _target_root(roots: set[Path], given: str | None) -> Path:
-    """Where to restore: the runs folder of the unfinished runs with checkpoints (`roots`), which --runs-dir or
-    $ORTHOLAB_RUNS must name when given; with none, --runs-dir, else the runs root ($ORTHOLAB_RUNS, else ./runs)."""
+def _target_root(given: str | None) -> tuple[Path, str]:
+    """Where to restore: --runs-dir, else the runs root ($ORTHOLAB_RUNS, else ./runs), as an absolute path spelt as
+    a fit spells its run folders (db.SQLLogger: `..` and `.` resolved, links kept); and how it was given."""
     from ortholab.db.store import RUNS_ENV_VAR, runs_root
 
-    if len(roots) > 1:
-        raise ConfigError(
-            f"runs.db records its runs' folders under {len(roots)} runs folders "
-            f"({', '.join(map(str, sorted(roots)))}); restore needs one: export the runs of one machine at a time"
-        )
-    recorded = next(iter(roots), None)
-    for flag, value in (("--runs-dir", given), (f"${RUNS_ENV_VAR}", os.environ.get(RUNS_ENV_VAR))):
-        if value is None:
-            continue
-        chosen = Path(value).expanduser().absolute()
-        if recorded is not None and chosen != recorded:
-            raise ConfigError(
-                f"{flag} {value}: runs.db records its runs' folders under {recorded}, and a run goes on only where "
-                f"its folder was; restore with --runs-dir {recorded} (and ORTHOLAB_RUNS={recorded} for the resume)"
-            )
-        return chosen
-    return recorded if recorded is not None else runs_root().absolute()  # nothing to go on: any runs folder
+    root = Path(os.path.abspath(Path(given).expanduser() if given is not None else runs_root()))
+    if given is not None:
+        return root, "--runs-dir"
+    return root, f"${RUNS_ENV_VAR}" if os.environ.get(RUNS_ENV_VAR) else "the default runs folder"
+
+
+def _moved_roots(runs: dict, root: Path) -> dict[str, str]:
+    """The runs folders the runs' folders are recorded under (db/relocate.py), other than `root`: old -> `root`."""
+    from ortholab.db.relocate import recorded_root
+
+    recorded = {recorded_root(run.run_dir, run.id) for run in runs.values()}
+    return {str(old): str(root) for old in recorded if old is not None and old != root}
 
 
 def _refuse_what_is_there(root: Path, folders: list[Path]) -> None:
@@ -97,9 +97,11 @@ def _adopt_folders(root: Path, checkpointed: dict[int, Path]) -> None:
 
 def run(args, extra: list[str]) -> None:
     from ortholab.db import Store, StoreError
-    from ortholab.db.logger import runs_folder_of
+    from ortholab.db.relocate import relocate_store
     from ortholab.db.schema import utcnow
     from ortholab.db.schema_version import STORE_INFO
+    from ortholab.training.preflight import check_writable_folder
+    from ortholab.training.run_folder_move import move_folder_files
 
     export = Path(args.export)
     copy = export / "runs.db"
@@ -120,20 +122,43 @@ def run(args, extra: list[str]) -> None:
     if unknown:
         raise ConfigError(f"{export}/checkpoints holds runs {unknown}, which its runs.db does not: not one export")
     going_on = sorted(i for i in checkpointed if runs[i].status != "finished")
-    root = _target_root({runs_folder_of(runs[i].run_dir) for i in going_on if runs[i].run_dir}, args.runs_dir)
+    root, given_as = _target_root(args.runs_dir)
+    roots = _moved_roots(runs, root)
     _refuse_what_is_there(root, list(checkpointed.values()))
-    root.mkdir(parents=True, exist_ok=True)
+    check_writable_folder(str(root), given_as, "--runs-dir or $ORTHOLAB_RUNS")  # a file, a folder not ours: one line
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # what the check could not foresee (root writes anywhere, but not under /proc)
+        raise ConfigError(
+            f"{given_as} {root}: cannot make it ({err.strerror}); give a writable folder with --runs-dir or "
+            f"$ORTHOLAB_RUNS (nothing was copied)"
+        ) from None
     for folder in checkpointed.values():
         shutil.copytree(export / "checkpoints" / folder, root / folder)
+        if roots:  # their config.yaml and checkpoints name the folder they trained in
+            move_folder_files(root / folder, roots)
     part = root / "ortholab.db.part"
     shutil.copyfile(copy, part)
+    now = utcnow().isoformat()
     with sqlite3.connect(part) as connection:  # this machine's store from now on, not a frozen copy (Store.frozen_at)
-        connection.execute(f"INSERT INTO {STORE_INFO} (key, value) VALUES ('restored_at', ?)", (utcnow().isoformat(),))
+        connection.execute(f"INSERT INTO {STORE_INFO} (key, value) VALUES ('restored_at', ?)", (now,))
     connection.close()
+    moves = relocate_store(part, roots, now) if roots else {}
     os.replace(part, root / "ortholab.db")  # the store appears whole, after its run folders
     _adopt_folders(root, checkpointed)
+    _say_restored(copy, root, runs, checkpointed, going_on, roots, moves)
+
+
+def _say_restored(copy: Path, root: Path, runs: dict, checkpointed: dict, going_on: list, roots: dict, moves: dict):
     restored = f"Restored {len(runs)} run{'' if len(runs) == 1 else 's'} from {copy} into {root / 'ortholab.db'}"
     print(f"{restored}, with the run folders of {len(checkpointed)}." if checkpointed else f"{restored}.")
+    if moves:
+        under = "it" if len(roots) == 1 else "them"
+        print(
+            f"Their folders were recorded under {', '.join(sorted(roots))}: the folders of {len(moves)} run"
+            f"{'' if len(moves) == 1 else 's'} and the paths under {under} are recorded under {root} now, each run's "
+            f"info keeping the folder it trained in (`ortholab runs show ID`)."
+        )
     if going_on:
         print(
             f"Unfinished, with their checkpoints: {', '.join(map(str, going_on))}. Continue with "

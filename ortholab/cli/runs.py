@@ -19,7 +19,7 @@ from ortholab import aliases
 from ortholab.cli.common import DB_HELP, fmt, table
 from ortholab.cli.runs_sort import sort_rows
 from ortholab.db.progress import copy_note, run_progress, runs_rows
-from ortholab.db.provenance import resume_notes
+from ortholab.db.provenance import restore_notes, resume_notes
 from ortholab.errors import ConfigError, did_you_mean
 
 ACTIONS = ("show", "tag", "untag", "delete")
@@ -400,6 +400,7 @@ def run_card(run, silent: str | None = None) -> list[str]:
     predicted = info.get("predict") or {}
     if predicted.get("source_run") is not None:
         lines.append(f"predictions of run {predicted['source_run']} ({predicted.get('checkpoint')})")
+    lines += restore_notes(info)  # the folder it trained in, before a restore moved it (db/relocate.py)
     lines += resume_notes(info)  # as the dashboard's run details say them (recorded since 2026-11-29)
     return lines
 
