@@ -151,7 +151,8 @@ def resume_arguments(argv: list[str]) -> list[str]:
                 f"start a new run instead"
             )
         extra += ["--ckpt_path", str(last)]
-    check_resume_checkpoint(Path(known.ckpt_path) if known.ckpt_path else last, store, run.id)
+    step = check_resume_checkpoint(Path(known.ckpt_path) if known.ckpt_path else last, store, run.id)
+    refuse_a_step_limit_the_checkpoint_has_reached(run.id, step, argv)
     return [argv[0], *extra, *argv[1:]]
 
 
@@ -223,11 +224,7 @@ def refuse_a_finished_run_that_would_stop_at_once(run_id: int, config: Path, arg
         trainer = (yaml.safe_load(config.read_text()) or {}).get("trainer") or {}
     except (OSError, yaml.YAMLError):
         return  # no stored config: the resume's own checks name that
-    given = {}
-    for i, arg in enumerate(argv):
-        flag, eq, value = arg.partition("=")
-        if flag in ("--trainer.max_steps", "--trainer.max_epochs", "--trainer.max_time"):
-            given[flag[len("--trainer.") :]] = value if eq else argv[i + 1] if i + 1 < len(argv) else ""
+    given = given_limits(argv)
     if "max_time" in given:
         return
     if trainer.get("max_time") is not None:  # the time it trained is in its checkpoint (Lightning's Timer): a larger
@@ -247,6 +244,36 @@ def refuse_a_finished_run_that_would_stop_at_once(run_id: int, config: Path, arg
     raise ConfigError(
         f"run {run_id} is finished: it reached its limits ({limits}), so it would stop at once; to train it further, "
         f"give a larger one, e.g. `ortholab fit --resume {run_id} --trainer.max_steps N`"
+    )
+
+
+def given_limits(argv: list[str]) -> dict[str, str]:
+    """The trainer limits given on the command line (`--trainer.max_steps N` or `--trainer.max_steps=N`, the last
+    one of each), by key (`max_steps`), as written."""
+    given = {}
+    for i, arg in enumerate(argv):
+        flag, eq, value = arg.partition("=")
+        if flag in ("--trainer.max_steps", "--trainer.max_epochs", "--trainer.max_time"):
+            given[flag[len("--trainer.") :]] = value if eq else argv[i + 1] if i + 1 < len(argv) else ""
+    return given
+
+
+def refuse_a_step_limit_the_checkpoint_has_reached(run_id: int, step: int | None, argv: list[str]) -> None:
+    """`fit --resume ID --trainer.max_steps N` with N at or below the step of the checkpoint it loads: Lightning
+    would restore it, stop at once and the run would be recorded finished (exit 0), ending a run the user meant to
+    extend. Refused before anything is recorded. `fit --resume ID` alone may still end at once: a run stopped after
+    its last checkpoint at its config's own limit is then recorded finished."""
+    value = given_limits(argv).get("max_steps")
+    try:
+        limit = int(value) if value is not None else None
+    except ValueError:
+        return  # not a number (null, a typo): the CLI names the value
+    if step is None or limit is None or limit == -1 or limit > step:
+        return
+    raise ConfigError(
+        f"--trainer.max_steps {value}: run {run_id} continues from its checkpoint at step {step}, so it would stop at "
+        f"once and be recorded finished; to train it further give a larger value, e.g. `ortholab fit --resume "
+        f"{run_id} --trainer.max_steps N` with N above {step}"
     )
 
 

@@ -58,11 +58,12 @@ def remove_abandoned_checkpoints(folder: str, step: int) -> None:
             path.unlink(missing_ok=True)
 
 
-def check_resume_checkpoint(path: Path, store, run_id: int) -> None:
+def check_resume_checkpoint(path: Path, store, run_id: int) -> int | None:
     """Before `ortholab fit --resume RUN_ID` changes anything: the checkpoint it would load is readable and, when
     stamped (db.SQLLogger.checkpoint_stamp), was written by that very run of that very store, or of the store its
     runs were copied from (an export's runs.db, db/extract.py); ConfigError in one line otherwise (two stores
-    writing into one --runs_dir, a checkpoint copied from another run)."""
+    writing into one --runs_dir, a checkpoint copied from another run). Returns the checkpoint's step (its
+    `global_step`), None where it holds none."""
     import torch
 
     try:
@@ -78,12 +79,14 @@ def check_resume_checkpoint(path: Path, store, run_id: int) -> None:
             f"{str(err).splitlines()[0] if str(err) else 'no detail'}); pass --ckpt_path with "
             f"{offer}"
         ) from None
+    step = checkpoint.get("global_step") if isinstance(checkpoint, dict) else None
+    step = step if isinstance(step, int) else None
     stamp = checkpoint.get(STAMP_KEY) if isinstance(checkpoint, dict) else None
     if not isinstance(stamp, dict):
-        return  # written before checkpoints were stamped: nothing to check against
+        return step  # written before checkpoints were stamped: nothing to check against
     theirs_store, theirs_run = str(stamp.get("store_id")), stamp.get("run_id")
     if theirs_store in (store.store_id, store.copied_from) and theirs_run == run_id:  # or the store it came from
-        return
+        return step
     whose = (
         f"run {theirs_run} of this store"
         if theirs_store == store.store_id
