@@ -877,6 +877,15 @@ def test_fit_help_leaves_out_what_a_user_cannot_set(capsys):
     assert not [key for key in ("gradient_clip_val", "accumulate_grad_batches", "model.task.help") if key in out]
 
 
+def test_fit_help_says_what_resume_does_with_a_run_that_has_no_checkpoint_here(capsys):
+    """`--resume`'s help said only that it continues from the last checkpoint: a run with none on this machine (stopped
+    before its first, its folder elsewhere) is refused in one line, not trained anew as `reproduce --resume` does."""
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "a run with no checkpoint on this machine is refused (not started anew)" in out
+
+
 def test_an_audio_evaluation_given_for_a_task_without_audio_is_refused_before_a_run_is_recorded(
     tmp_path, capsys, monkeypatch
 ):

@@ -232,7 +232,8 @@ class OrthoLabCLI(LightningCLI):
             type=int | None,
             default=None,
             help="continue the recorded run with this id (or the newest run of this name not finished) from its "
-            "last checkpoint (`ortholab fit --resume ID` alone reuses the run's stored config)",
+            "last checkpoint (`ortholab fit --resume ID` alone reuses the run's stored config); a run with no "
+            "checkpoint on this machine is refused (not started anew)",
         )
         parser.add_argument(
             "--analysis",
