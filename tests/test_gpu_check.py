@@ -224,3 +224,27 @@ def test_the_checkout_the_gpu_check_carries_stays_under_the_device_limit():
         f"the tracked files ({tracked / 2**20:.1f} MiB) and the GPU check's carried folders (~20 MiB) exceed the "
         f"device's 64 MiB: {largest}"
     )
+
+
+def test_the_stages_help_names_the_row_stage_too(capsys):
+    """`--stages row` (docs/gpus.md: the second call that trains scoRNN's permuted-MNIST row) was accepted but not
+    among the stages --help listed."""
+    with pytest.raises(SystemExit):
+        gpu_check.parse_args(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert all(stage in out.split("--stages STAGES")[-1].split("--families")[0] for stage in ("bench", "row"))
+
+
+def test_no_mnist_names_only_folders_that_were_looked_in(tmp_path, monkeypatch):
+    """Without $ORTHOLAB_DATA the epoch stage's error named a made-up /nonexistent/mnist among the folders it tried."""
+    monkeypatch.delenv("ORTHOLAB_DATA", raising=False)
+    monkeypatch.setattr(gpu_check, "REPO", tmp_path / "checkout")
+    with pytest.raises(SystemExit) as missing:
+        gpu_check.find_mnist(gpu_check.parse_args(["--device", "cpu"]))
+    said = str(missing.value)
+    assert "nonexistent" not in said and str(tmp_path / "checkout" / ".gpu-data" / "mnist") in said, said
+    assert str(tmp_path / "shared" / "data" / "mnist") in said
+    monkeypatch.setenv("ORTHOLAB_DATA", str(tmp_path / "data"))
+    with pytest.raises(SystemExit) as missing:
+        gpu_check.find_mnist(gpu_check.parse_args(["--device", "cpu"]))
+    assert str(tmp_path / "data" / "mnist") in str(missing.value)

@@ -100,7 +100,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=os.environ.get("OUT") or str(REPO / "gpu-check-out"),
         help="where the summary, the logs and the epoch's store go (default: $OUT, else ./gpu-check-out)",
     )
-    parser.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated, of {', '.join(STAGES)}")
+    parser.add_argument(
+        "--stages",
+        default=",".join(STAGES),
+        help=f"comma-separated, of {', '.join(STAGES)} (default: all five), or row: scoRNN's permuted-MNIST row, "
+        "70 epochs, asked for by name",
+    )
     parser.add_argument(
         "--families",
         default=None,
@@ -390,7 +395,7 @@ def find_mnist(args) -> Path:
         if args.mnist
         else [
             REPO / ".gpu-data" / "mnist",
-            Path(os.environ.get("ORTHOLAB_DATA", "/nonexistent")) / "mnist",
+            *([Path(os.environ["ORTHOLAB_DATA"]) / "mnist"] if os.environ.get("ORTHOLAB_DATA") else []),
             REPO.parent / "shared" / "data" / "mnist",
         ]
     )
