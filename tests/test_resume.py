@@ -324,8 +324,8 @@ def test_sigterm_in_an_epoch_bounded_run_resumes_into_the_same_epochs(tmp_path, 
 
 
 def test_a_resume_to_a_step_the_checkpoint_has_reached_is_refused_and_changes_nothing(tmp_path):
-    """`fit --resume ID --trainer.max_steps N` with N at or below the checkpoint's step restored it, stopped at once
-    and recorded the run finished, with exit 0: a mistyped or too small N ended a run meant to go on. Now one line,
+    """`fit --resume ID --trainer.max_steps N` with N below the checkpoint's step restored it, stopped at once and
+    recorded the run finished past N, with exit 0: a mistyped or too small N ended a run meant to go on. Now one line,
     exit 2, naming the step and the value; the run, its points and its checkpoints stay as they were."""
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     store, run = killed_at_step_8(tmp_path, db)  # its last checkpoint is at step 6
@@ -334,12 +334,12 @@ def test_a_resume_to_a_step_the_checkpoint_has_reached_is_refused_and_changes_no
     points = {key: store.metric_series(run.id, key) for key in ("train/loss", "val/loss")}
     folder = Path(store.get_run(run.id).run_dir) / "checkpoints"
     files = {path.name: path.read_bytes() for path in folder.iterdir()}
-    for flags in (["--trainer.max_steps", "6"], ["--trainer.max_steps=4"]):
+    for flags in (["--trainer.max_steps", "5"], ["--trainer.max_steps=4"]):
         refused = ortholab(tmp_path, "fit", "--resume", str(run.id), "--db", db, *flags)
         said = refused.stderr.strip()
         assert refused.returncode == 2 and "\n" not in said and "Traceback" not in said, refused.stderr
         assert f"--trainer.max_steps {flags[-1][-1]}: run {run.id} continues from its checkpoint at step 6" in said
-        assert f"`ortholab fit --resume {run.id} --trainer.max_steps N` with N above 6" in said
+        assert f"give N of 6 or more (`ortholab fit --resume {run.id} --trainer.max_steps N`" in said
         assert [getattr(store.get_run(run.id), f) for f in fields] == before
         assert {key: store.metric_series(run.id, key) for key in points} == points
         assert {path.name: path.read_bytes() for path in folder.iterdir()} == files

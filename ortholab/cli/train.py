@@ -259,21 +259,21 @@ def given_limits(argv: list[str]) -> dict[str, str]:
 
 
 def refuse_a_step_limit_the_checkpoint_has_reached(run_id: int, step: int | None, argv: list[str]) -> None:
-    """`fit --resume ID --trainer.max_steps N` with N at or below the step of the checkpoint it loads: Lightning
-    would restore it, stop at once and the run would be recorded finished (exit 0), ending a run the user meant to
-    extend. Refused before anything is recorded. `fit --resume ID` alone may still end at once: a run stopped after
-    its last checkpoint at its config's own limit is then recorded finished."""
+    """`fit --resume ID --trainer.max_steps N` with N below the step of the checkpoint it loads: Lightning would
+    restore it, stop at once and record the run finished (exit 0) with more steps than N, ending a run the user meant
+    to extend. Refused before anything is recorded. N equal to the checkpoint's step ends the run there, at N steps
+    as asked; so may `fit --resume ID` alone, for a run stopped after its last checkpoint at its config's limit."""
     value = given_limits(argv).get("max_steps")
     try:
         limit = int(value) if value is not None else None
     except ValueError:
         return  # not a number (null, a typo): the CLI names the value
-    if step is None or limit is None or limit == -1 or limit > step:
+    if step is None or limit is None or limit == -1 or limit >= step:
         return
     raise ConfigError(
-        f"--trainer.max_steps {value}: run {run_id} continues from its checkpoint at step {step}, so it would stop at "
-        f"once and be recorded finished; to train it further give a larger value, e.g. `ortholab fit --resume "
-        f"{run_id} --trainer.max_steps N` with N above {step}"
+        f"--trainer.max_steps {value}: run {run_id} continues from its checkpoint at step {step}, past that limit, so "
+        f"it would stop at once and be recorded finished; give N of {step} or more (`ortholab fit --resume "
+        f"{run_id} --trainer.max_steps N`: {step} ends it at its checkpoint)"
     )
 
 
