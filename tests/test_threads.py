@@ -164,6 +164,7 @@ def test_fit_called_in_a_longer_process_gives_its_threads_back(tmp_path, monkeyp
     import ortholab.threads as threads
     from ortholab.cli.main import main
 
+    monkeypatch.chdir(tmp_path)  # its run folders: under tmp_path/runs, not the checkout's
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(threads, "other_work", lambda: 1.0)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
