@@ -974,9 +974,8 @@ def test_estimate_times_a_step_plan_and_an_epoch_plan_without_touching_the_store
     assert " ".join(steps[1:6]) == "40 steps, validation every 10" and steps[7] == "s" and steps[8] == "-"
     # hours to 3 digits (0.00 said nothing), from a step printed to a millisecond: the two roundings add (approx
     # takes the larger of rel and abs, and a step of 9.49 ms printed 0.009 with hours 0.000106 missed by 4e-7)
-    hours = float(steps[-1])
-    step_rounding, hours_rounding = 40 * 0.0005 / 3600, 0.005 * hours  # half a ms a step; half the 3rd digit
-    assert hours == pytest.approx(40 * float(steps[6]) / 3600, rel=0, abs=step_rounding + hours_rounding)
+    hours = float(steps[-1])  # half a ms a step, 40 steps; half a unit of the 3rd digit
+    assert hours == pytest.approx(40 * float(steps[6]) / 3600, abs=40 * 0.0005 / 3600 + 0.005 * hours)
     assert " ".join(epochs[1:6]) == "3 epochs x 80 steps"  # 800 / 10 batches an epoch, of which 50 are timed
     step_s, evaluation_s = float(epochs[6]), float(epochs[8])
     assert evaluation_s >= 0 and float(epochs[-1]) == pytest.approx(3 * (80 * step_s + evaluation_s) / 3600, abs=0.006)
