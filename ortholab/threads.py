@@ -101,12 +101,12 @@ def threads_beside(others: float | None, threads: int, cores: int, environ: dict
     return fewer if fewer < threads else None
 
 
-def train_beside_other_work(threads: int, adapt: bool = True) -> int:
+def train_beside_other_work(threads: int, adapt: bool = True, doing: str = "training") -> int:
     """The thread count to train with now, said in one `ortholab: warning:` line where other work leaves fewer free
     cores than `threads` (raised here: Lightning formats a warning raised from a file whose path names it, such as
     training/lightning_cli.py, its own way). `adapt`: take it (torch.set_num_threads, and numba's pool where numba
     has not started), else only warn (a CPU DDP rank, whose share of the cores Lightning sets). OMP_NUM_THREADS,
-    where set, always stands."""
+    where set, always stands. `doing`: the command's work as the line names it (training, testing...)."""
     import sys
     import warnings
 
@@ -127,7 +127,7 @@ def train_beside_other_work(threads: int, adapt: bool = True) -> int:
     if "numba" not in sys.modules:  # its pool is sized once, at its first parallel kernel (models/compiled.py)
         os.environ.setdefault("NUMBA_NUM_THREADS", str(fewer))
     warnings.warn(
-        f"this machine is busy (other work holds {others:.1f} of its {cores} cores): training with {fewer} of "
+        f"this machine is busy (other work holds {others:.1f} of its {cores} cores): {doing} with {fewer} of "
         f"torch's {threads} threads, which would wait on one another beside it (steps many times slower); "
         f"OMP_NUM_THREADS before the command chooses (docs/troubleshooting.md)",
         OrthoLabWarning,

@@ -170,9 +170,13 @@ def test_fit_called_in_a_longer_process_gives_its_threads_back(tmp_path, monkeyp
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     before = torch.get_num_threads()
     torch.set_num_threads(2)
+    db = f"sqlite:///{tmp_path / 'r.db'}"
     try:
         with pytest.warns(match="training with 1 of torch's 2 threads"):
-            main(["fit", "--config", DEMO, *TINY, "--db", f"sqlite:///{tmp_path / 'r.db'}"])
+            main(["fit", "--config", DEMO, *TINY, "--db", db])
         assert torch.get_num_threads() == 2  # a notebook's or a test's own setting outlives the fit
+        with pytest.warns(match="testing with 1 of torch's 2 threads"):  # an evaluation takes the free cores too
+            main(["test", "--run", "1", "--db", db])
+        assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)

@@ -602,20 +602,26 @@ class OrthoLabCLI(LightningCLI):
             logger.mark_interrupted(reason)
         print(f"Interrupted by {name}: {said}", file=sys.stderr)
 
-    def before_fit(self) -> None:
-        """On a CPU with other work on its cores: train with the threads the free cores hold, and say so once."""
+    def _take_free_cores(self) -> None:
+        """On a CPU with other work on its cores: run with the threads the free cores hold, and say so once."""
         import torch
 
         from ortholab.threads import train_beside_other_work
 
-        self._threads_before = torch.get_num_threads()  # restored after fit: `main` may run in a longer process
+        self._threads_before = torch.get_num_threads()  # given back after: `main` may run in a longer process
         if type(self.trainer.accelerator).__name__ == "CPUAccelerator" and self.trainer.is_global_zero:
-            train_beside_other_work(self._threads_before, adapt=self.trainer.world_size == 1)
+            doing = {"validate": "validating", "test": "testing", "predict": "predicting"}.get(self.subcommand)
+            train_beside_other_work(self._threads_before, self.trainer.world_size == 1, doing or "training")
 
-    def after_fit(self) -> None:
+    def _give_back_threads(self) -> None:
         import torch
 
         torch.set_num_threads(self._threads_before)
+
+    before_fit = before_validate = before_test = before_predict = _take_free_cores
+
+    def after_fit(self) -> None:
+        self._give_back_threads()
         interrupt = next((c for c in self.trainer.callbacks if isinstance(c, GracefulInterrupt)), None)
         if interrupt is None or interrupt.stopped_at is None:  # a stopped run validates once it goes on
             self._note_no_validation()
@@ -657,13 +663,17 @@ class OrthoLabCLI(LightningCLI):
             )
 
     def after_validate(self) -> None:
+        self._give_back_threads()
         self._print_record()
 
     def after_test(self) -> None:
+        self._give_back_threads()
         self._print_record()
 
     def after_predict(self) -> None:
         from ortholab.training.callbacks.predictions import PredictionWriter
+
+        self._give_back_threads()
 
         writer = next((c for c in self.trainer.callbacks if isinstance(c, PredictionWriter)), None)
         if writer is not None and writer.path is not None:
