@@ -1010,11 +1010,16 @@ def test_an_estimate_timed_beside_other_work_with_too_many_threads_says_so(monke
     alone = oversubscribed(busy=3.0, threads=1, cores=2)  # nothing free: even one thread waits
     assert "upper bound" in alone and "OMP_NUM_THREADS" not in alone  # no advice already followed
     monkeypatch.setattr("os.cpu_count", lambda: 2)
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert "oversubscribed" not in render([], busy=1.0) and "load average 1.00 when timing began" in render([], 1.0)
-    monkeypatch.delenv("OMP_NUM_THREADS")  # torch's default: a thread per core
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the user's choice: timed oversubscribed, and told so
     assert render([], busy=1.0).splitlines()[-1].startswith("other work kept about 1.0 of the 2 cores busy")
-    assert "oversubscribed" not in render([])  # no load measured (a platform without getloadavg)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    said = render([], busy=1.0)
+    assert "oversubscribed" not in said and "other work on 1.0 cores when timing began" in said
+    monkeypatch.delenv("OMP_NUM_THREADS")  # unset: each timing fit took the free core, as the rows' fits will
+    said = render([], busy=1.0)
+    assert "oversubscribed" not in said and "(1 torch thread: the cores other work left free)" in said
+    assert "(torch default threads)" in render([], busy=0.1)  # a quiet machine: a thread per core
+    assert "oversubscribed" not in render([])  # no other work measured (a platform with neither source)
 
 
 def test_full_scale_runs_inside_a_checkout_get_a_note_on_where_to_keep_them(tmp_path, monkeypatch):

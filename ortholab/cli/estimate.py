@@ -25,7 +25,7 @@ from ortholab.cli.reproduce_listing import select_rows
 from ortholab.cli.reproduce_rows import Outcome, finish_reproduce
 from ortholab.db import Store, runs_root
 from ortholab.db.published import PaperRow, load_tables
-from ortholab.threads import exceeds_free_cores
+from ortholab.threads import exceeds_free_cores, other_work, threads_beside
 from ortholab.training.config_files import PACKAGE_ROOT as REPO_ROOT
 
 LOG_EVERY = 10  # train/loss every 10 steps: the timed stretch runs from step 9 to the last logged step
@@ -144,8 +144,8 @@ def estimate_row(row: PaperRow, config_path: Path, extra: list[str], run_fit) ->
 
 
 def oversubscribed(busy: float, threads: int, cores: int) -> str | None:
-    """A warning when the rows were timed with more threads than the cores other work left free (`busy`: the
-    load average when timing began): each thread then waits on the others, and a step can take several times
+    """A warning when the rows were timed with more threads than the cores other work left free (`busy`: its
+    cores' worth when timing began): each thread then waits on the others, and a step can take several times
     as long as alone, unevenly across rows (on 2 cores, scoRNN copying T = 2000 timed 0.918 s a step with 2
     threads beside one 1-thread training, and 0.558 s with 1 thread beside two)."""
     free = cores - busy
@@ -170,20 +170,25 @@ LEGEND = (
 
 
 def render(estimates: list[Estimate | str], busy: float | None = None) -> str:
-    """The estimates as a table, then the rows that could not be timed; `busy`: the load average before timing."""
+    """The estimates as a table, then the rows that could not be timed; `busy`: the cores' worth of other work
+    before timing (ortholab/threads.py `other_work`). With OMP_NUM_THREADS unset each timing fit took the cores that
+    work left free (training/lightning_cli.py), as the rows' own fits will beside it."""
     threads = os.environ.get("OMP_NUM_THREADS")
     cores = os.cpu_count() or 1
-    load = f", load average {busy:.2f} when timing began" if busy is not None else ""
+    load = f", other work on {busy:.1f} cores when timing began" if busy is not None else ""
+    given = int(threads) if threads and threads.isdigit() and int(threads) > 0 else None
+    fewer = threads_beside(busy, cores, cores, {}) if given is None else None
+    timed_with = given or fewer or cores  # else torch's default: a thread per core
+    said = f"OMP_NUM_THREADS={threads}" if threads else "torch default threads"
+    said = f"{fewer} torch thread{'s' * (fewer > 1)}: the cores other work left free" if fewer else said
     lines = [
-        f"measured here ({f'OMP_NUM_THREADS={threads}' if threads else 'torch default threads'}), "
-        f"{cores} cores{load}; one row at a time",
+        f"measured here ({said}), {cores} cores{load}; one row at a time",
         f"{'row':<52} {'plan':<36} {'a step':>9} {'evaluation':>10} {'hours':>7}",
     ]
     lines += [line(item) for item in estimates if isinstance(item, Estimate)]
     if any(isinstance(item, Estimate) for item in estimates):  # a table to explain
         lines.append(LEGEND)
     lines += [item for item in estimates if isinstance(item, str)]
-    timed_with = int(threads) if threads and threads.isdigit() and int(threads) > 0 else cores  # torch's default
     warning = oversubscribed(busy, timed_with, cores) if busy is not None else None
     return "\n".join(lines + ([warning] if warning else []))
 
@@ -221,7 +226,7 @@ def estimate(table: str | None, rows: list[str] | None, extra: list[str], seeds:
     def stopped(row) -> str:  # a row the stop came before or during: timed again by the same command
         return f"{row.tag}: not timed, the estimate was stopped ({children.stop_name()})"
 
-    busy = os.getloadavg()[0] if hasattr(os, "getloadavg") else None  # other work, before this timing adds to it
+    busy = other_work()  # other work on the cores, before this timing adds to it
     results = []
     for row in select_rows(load_tables(), table, rows):
         if row.config is None:
