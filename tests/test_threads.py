@@ -166,6 +166,7 @@ def test_fit_called_in_a_longer_process_gives_its_threads_back(tmp_path, monkeyp
 
     monkeypatch.chdir(tmp_path)  # its run folders: under tmp_path/runs, not the checkout's
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
     monkeypatch.setattr(threads, "other_work", lambda: 1.0)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     before = torch.get_num_threads()
@@ -175,6 +176,7 @@ def test_fit_called_in_a_longer_process_gives_its_threads_back(tmp_path, monkeyp
         with pytest.warns(match="training with 1 of torch's 2 threads"):
             main(["fit", "--config", DEMO, *TINY, "--db", db])
         assert torch.get_num_threads() == 2  # a notebook's or a test's own setting outlives the fit
+        assert "NUMBA_NUM_THREADS" not in os.environ  # nor is numba's pool size left to this process's children
         with pytest.warns(match="testing with 1 of torch's 2 threads"):  # an evaluation takes the free cores too
             main(["test", "--run", "1", "--db", db])
         assert torch.get_num_threads() == 2

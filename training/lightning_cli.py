@@ -609,6 +609,7 @@ class OrthoLabCLI(LightningCLI):
         from ortholab.threads import train_beside_other_work
 
         self._threads_before = torch.get_num_threads()  # given back after: `main` may run in a longer process
+        self._numba_before = os.environ.get("NUMBA_NUM_THREADS")  # which train_beside_other_work may set
         if type(self.trainer.accelerator).__name__ == "CPUAccelerator" and self.trainer.is_global_zero:
             doing = {"validate": "validating", "test": "testing", "predict": "predicting"}.get(self.subcommand)
             train_beside_other_work(self._threads_before, self.trainer.world_size == 1, doing or "training")
@@ -617,6 +618,8 @@ class OrthoLabCLI(LightningCLI):
         import torch
 
         torch.set_num_threads(self._threads_before)
+        if self._numba_before is None:
+            os.environ.pop("NUMBA_NUM_THREADS", None)
 
     before_fit = before_validate = before_test = before_predict = _take_free_cores
 
