@@ -247,13 +247,18 @@ def _trainer_makes_the_store(stack: Stack) -> None:
     stack.compose("run", "--rm", "-T", "train", "runs")
 
 
+def _never_healthy_for(stack: Stack, seconds: float) -> str:
+    """Watch the dashboard for `seconds`, asserting it never turns healthy; returns its logs."""
+    watched = time.monotonic() + seconds
+    while time.monotonic() < watched:
+        assert stack.health() != "healthy"
+        time.sleep(2)
+    return stack.compose("logs", "dashboard").stdout
+
+
 def test_the_dashboard_turns_healthy_and_serves_the_page(sqlite_stack):
     sqlite_stack.compose("up", "-d", "--no-build", "dashboard")  # a fresh volume: it waits for the trainer's store
-    watched = time.monotonic() + 20
-    while time.monotonic() < watched:
-        assert sqlite_stack.health() != "healthy"
-        time.sleep(2)
-    logs = sqlite_stack.compose("logs", "dashboard").stdout
+    logs = _never_healthy_for(sqlite_stack, 20)
     assert "waiting for the run database" in logs and "does not exist" in logs, logs[-2000:]
     start = time.monotonic()
     _trainer_makes_the_store(sqlite_stack)
@@ -436,11 +441,7 @@ def test_a_dashboard_whose_database_is_down_is_never_healthy(postgres_stack):
         time.sleep(2)
     # a dashboard started while the database is down waits for it, and is never healthy meanwhile
     postgres_stack.compose("up", "-d", "--no-build", "--no-deps", "--force-recreate", "dashboard")
-    watched = time.monotonic() + 40
-    while time.monotonic() < watched:
-        assert postgres_stack.health() != "healthy"
-        time.sleep(2)
-    logs = postgres_stack.compose("logs", "dashboard").stdout
+    logs = _never_healthy_for(postgres_stack, 40)
     assert "waiting for the run database" in logs and "postgres" in logs, logs[-2000:]
     assert postgres_stack.env["POSTGRES_PASSWORD"] not in logs
     postgres_stack.compose("start", "postgres")
