@@ -48,6 +48,8 @@ def cpu_times(stat: str = "/proc/stat") -> tuple[int, int] | None:
             ticks = [int(t) for t in f.readline().split()[1:]]
     except (OSError, ValueError):
         return None
+    if len(ticks) < 4:  # not Linux's layout (user nice system idle ...): nothing to read
+        return None
     idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle and iowait
     return sum(ticks[:8]) - idle, sum(ticks[:8])  # guest time is counted in user time already
 

@@ -120,6 +120,8 @@ def test_other_work_is_the_busy_share_of_the_cores_while_this_process_waits(monk
     stat.write_text("cpu  10 20 30 400 50 6 7 8 9 10\ncpu0 1 2 3 4 5 6 7 8 9 10\n")
     assert cpu_times(str(stat)) == (10 + 20 + 30 + 6 + 7 + 8, 10 + 20 + 30 + 400 + 50 + 6 + 7 + 8)
     assert cpu_times(str(tmp_path / "absent")) is None
+    stat.write_text("cpu  10 20\n")  # another layout: unread, never an IndexError in fit
+    assert cpu_times(str(stat)) is None
 
 
 def test_fit_beside_other_work_trains_with_the_free_cores_and_says_so_once(tmp_path):
