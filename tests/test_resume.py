@@ -348,6 +348,34 @@ def test_a_resume_to_a_step_the_checkpoint_has_reached_is_refused_and_changes_no
     assert store.get_run(run.id).status == "finished" and steps_of(store, run.id) == list(range(12))
 
 
+def test_a_resume_to_fewer_epochs_than_the_checkpoint_began_is_refused_and_changes_nothing(tmp_path):
+    """`fit --resume ID --trainer.max_epochs E` from a checkpoint one batch into epoch 2 with E = 1 restored it,
+    stopped at once and recorded the run finished after 5 steps of a 4-step epoch, with exit 0. Now one line, exit 2,
+    naming the epoch (counted from 1) and the value; the run stays as it was; E = 2 ends it with that epoch."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    stopped = fit_signalled(tmp_path, db, 5, *EPOCHS, signal_name="SIGTERM")  # last.ckpt at step 5: epoch 2 begun
+    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr
+    store = Store(db)
+    (run,) = store.list_runs()
+    fields = ("status", "reason", "steps", "ended_at", "info", "config")
+    before = [getattr(store.get_run(run.id), f) for f in fields]
+    points = store.metric_series(run.id, "train/loss")
+    folder = Path(store.get_run(run.id).run_dir) / "checkpoints"
+    files = {path.name: path.read_bytes() for path in folder.iterdir()}
+    for flags in (["--trainer.max_epochs", "1"], ["--trainer.max_epochs=0"]):
+        refused = ortholab(tmp_path, "fit", "--resume", str(run.id), "--db", db, *flags)
+        said = refused.stderr.strip()
+        assert refused.returncode == 2 and "\n" not in said and "Traceback" not in said, refused.stderr
+        assert f"--trainer.max_epochs {flags[-1][-1]}: run {run.id} continues from its checkpoint at step 5, " in said
+        assert "inside its epoch 2 (counted from 1)" in said and "give E of 2 or more" in said, said
+        assert [getattr(store.get_run(run.id), f) for f in fields] == before
+        assert store.metric_series(run.id, "train/loss") == points
+        assert {path.name: path.read_bytes() for path in folder.iterdir()} == files
+    resumed = ortholab(tmp_path, "fit", "--resume", str(run.id), "--db", db, "--trainer.max_epochs", "2")
+    assert resumed.returncode == 0, resumed.stderr
+    assert store.get_run(run.id).status == "finished" and steps_of(store, run.id) == list(range(8))
+
+
 def test_sigterm_at_the_last_batch_of_training_lets_the_run_finish(tmp_path):
     """The stop waits out an epoch's last batch; when that batch ends training, the run simply finishes."""
     db = f"sqlite:///{tmp_path / 'runs.db'}"

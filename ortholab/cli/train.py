@@ -151,8 +151,8 @@ def resume_arguments(argv: list[str]) -> list[str]:
                 f"start a new run instead"
             )
         extra += ["--ckpt_path", str(last)]
-    step = check_resume_checkpoint(Path(known.ckpt_path) if known.ckpt_path else last, store, run.id)
-    refuse_a_step_limit_the_checkpoint_has_reached(run.id, step, argv)
+    point = check_resume_checkpoint(Path(known.ckpt_path) if known.ckpt_path else last, store, run.id)
+    refuse_a_limit_the_checkpoint_has_passed(run.id, point, argv)
     return [argv[0], *extra, *argv[1:]]
 
 
@@ -258,22 +258,41 @@ def given_limits(argv: list[str]) -> dict[str, str]:
     return given
 
 
-def refuse_a_step_limit_the_checkpoint_has_reached(run_id: int, step: int | None, argv: list[str]) -> None:
-    """`fit --resume ID --trainer.max_steps N` with N below the step of the checkpoint it loads: Lightning would
-    restore it, stop at once and record the run finished (exit 0) with more steps than N, ending a run the user meant
-    to extend. Refused before anything is recorded. N equal to the checkpoint's step ends the run there, at N steps
-    as asked; so may `fit --resume ID` alone, for a run stopped after its last checkpoint at its config's limit."""
-    value = given_limits(argv).get("max_steps")
+def _given_limit(argv: list[str], key: str) -> tuple[str | None, int | None]:
+    """`--trainer.KEY`'s value as written and as a number; None for a value that is none (absent, -1 for no limit,
+    null or a typo, which the CLI names)."""
+    value = given_limits(argv).get(key)
     try:
         limit = int(value) if value is not None else None
     except ValueError:
-        return  # not a number (null, a typo): the CLI names the value
-    if step is None or limit is None or limit == -1 or limit >= step:
+        return value, None
+    return value, None if limit == -1 else limit
+
+
+def refuse_a_limit_the_checkpoint_has_passed(run_id: int, point, argv: list[str]) -> None:
+    """`fit --resume ID --trainer.max_steps N` with N below the step of the checkpoint it loads, or
+    `--trainer.max_epochs E` with E below the epochs it had begun: Lightning would restore it, stop at once and record
+    the run finished (exit 0) past the limit, ending a run the user meant to extend. Refused before anything is
+    recorded. A limit the checkpoint ends exactly at (its step; the epochs it ended, checkpointed at an epoch's end)
+    ends the run there, as asked; so may `fit --resume ID` alone, for a run stopped after its last checkpoint at its
+    config's limit."""
+    value, limit = _given_limit(argv, "max_steps")
+    if point.step is not None and limit is not None and limit < point.step:
+        raise ConfigError(
+            f"--trainer.max_steps {value}: run {run_id} continues from its checkpoint at step {point.step}, past that "
+            f"limit, so it would stop at once and be recorded finished; give N of {point.step} or more (`ortholab fit "
+            f"--resume {run_id} --trainer.max_steps N`: {point.step} ends it at its checkpoint)"
+        )
+    value, limit = _given_limit(argv, "max_epochs")
+    begun, ended = point.epochs_begun, point.epochs_ended
+    if begun is None or ended is None or limit is None or limit >= begun:
         return
+    where = f"inside its epoch {begun}" if begun > ended else f"after its epoch {ended}"
+    ends = f"{begun} ends it with that epoch" if begun > ended else f"{ended} ends it at its checkpoint"
     raise ConfigError(
-        f"--trainer.max_steps {value}: run {run_id} continues from its checkpoint at step {step}, past that limit, so "
-        f"it would stop at once and be recorded finished; give N of {step} or more (`ortholab fit --resume "
-        f"{run_id} --trainer.max_steps N`: {step} ends it at its checkpoint)"
+        f"--trainer.max_epochs {value}: run {run_id} continues from its checkpoint at step {point.step}, {where} "
+        f"(counted from 1), past that limit, so it would stop at once and be recorded finished; give E of {begun} or "
+        f"more (`ortholab fit --resume {run_id} --trainer.max_epochs E`: {ends})"
     )
 
 

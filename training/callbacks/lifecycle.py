@@ -7,7 +7,7 @@ import os
 import re
 import signal
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from lightning.pytorch import Callback
@@ -58,12 +58,31 @@ def remove_abandoned_checkpoints(folder: str, step: int) -> None:
             path.unlink(missing_ok=True)
 
 
-def check_resume_checkpoint(path: Path, store, run_id: int) -> int | None:
+class CheckpointPoint(NamedTuple):
+    """How far a checkpoint's run had trained: its `global_step`, and the epochs its fit loop had begun and ended
+    (Lightning's epoch_progress `started` and `processed`: one more begun than ended inside an epoch). None where the
+    checkpoint holds none."""
+
+    step: int | None
+    epochs_begun: int | None = None
+    epochs_ended: int | None = None
+
+
+def _fit_loop_epochs(checkpoint: dict) -> tuple[int | None, int | None]:
+    """The epochs begun and ended that a checkpoint's fit loop recorded (None, None where it has no such state)."""
+    try:
+        progress = checkpoint["loops"]["fit_loop"]["epoch_progress"]["current"]
+        begun, ended = progress["started"], progress["processed"]
+    except (KeyError, TypeError):
+        return None, None
+    return (begun, ended) if isinstance(begun, int) and isinstance(ended, int) else (None, None)
+
+
+def check_resume_checkpoint(path: Path, store, run_id: int) -> CheckpointPoint:
     """Before `ortholab fit --resume RUN_ID` changes anything: the checkpoint it would load is readable and, when
     stamped (db.SQLLogger.checkpoint_stamp), was written by that very run of that very store, or of the store its
     runs were copied from (an export's runs.db, db/extract.py); ConfigError in one line otherwise (two stores
-    writing into one --runs_dir, a checkpoint copied from another run). Returns the checkpoint's step (its
-    `global_step`), None where it holds none."""
+    writing into one --runs_dir, a checkpoint copied from another run). Returns how far it had trained."""
     import torch
 
     try:
@@ -80,13 +99,13 @@ def check_resume_checkpoint(path: Path, store, run_id: int) -> int | None:
             f"{offer}"
         ) from None
     step = checkpoint.get("global_step") if isinstance(checkpoint, dict) else None
-    step = step if isinstance(step, int) else None
+    point = CheckpointPoint(step if isinstance(step, int) else None, *_fit_loop_epochs(checkpoint))
     stamp = checkpoint.get(STAMP_KEY) if isinstance(checkpoint, dict) else None
     if not isinstance(stamp, dict):
-        return step  # written before checkpoints were stamped: nothing to check against
+        return point  # written before checkpoints were stamped: nothing to check against
     theirs_store, theirs_run = str(stamp.get("store_id")), stamp.get("run_id")
     if theirs_store in (store.store_id, store.copied_from) and theirs_run == run_id:  # or the store it came from
-        return step
+        return point
     whose = (
         f"run {theirs_run} of this store"
         if theirs_store == store.store_id
