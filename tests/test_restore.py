@@ -2,8 +2,9 @@
 and run folders, in the runs folder they trained in or in any other (their recorded paths moved there, db/relocate.py),
 and the unfinished run goes on from there to the curve of an uninterrupted one; what would be written over or
 replayed (a store there, its -wal, a run folder) or a file as the runs folder is refused in one line, nothing
-copied."""
+copied; one that fails midway takes back what it had copied."""
 
+import os
 import shutil
 import signal
 from pathlib import Path
@@ -249,3 +250,105 @@ def test_a_restore_that_would_go_wrong_is_one_line_and_copies_nothing(exported, 
     assert says in line, line
     assert (_tree(target) if target.exists() else {}) == listed  # nothing copied
     assert not (tmp_path / "other.db").exists()
+
+
+@pytest.fixture
+def two_run_folders(tmp_path):
+    """An export of two runs of runs folder /gone/A with their folders (a config.yaml each, naming /gone/A, so that a
+    restore elsewhere rewrites it), made without training: the export folder."""
+    source = Store(f"sqlite:///{tmp_path / 'source.db'}")
+    export = tmp_path / "export"
+    for name in ("one", "two"):
+        run = source.create_run(name=name, family="lstm", task="copying", main_metric="val/loss")
+        source.update_run(run, run_dir=f"/gone/A/store-0a1b2c3d/{name}/{run}", status="interrupted")
+        folder = export / "checkpoints" / "store-0a1b2c3d" / name / str(run)
+        folder.mkdir(parents=True)
+        (folder / "config.yaml").write_text("runs_dir: /gone/A\n")
+    write_run_store(source, [run.id for run in source.list_runs()], export / "runs.db")
+    source.close()
+    return export
+
+
+def _failing_second(real, err):
+    """`real`, raising `err` at its second call (after doing its work: a folder half copied, a file rewritten)."""
+    calls = []
+
+    def failing(*args, **kwargs):
+        calls.append(args)
+        done = real(*args, **kwargs)
+        if len(calls) == 2:
+            raise err
+        return done
+
+    return failing
+
+
+def _contents(root: Path) -> dict:
+    """Every path under `root` and each file's bytes (folders' times left out: a folder made and removed in one)."""
+    return {str(p.relative_to(root)): None if p.is_dir() else p.read_bytes() for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize("fault", ["a copy", "a named pipe", "a config rewrite", "the store's relocation", "Ctrl-C"])
+def test_a_restore_that_fails_midway_takes_back_what_it_copied_and_can_be_run_again(
+    two_run_folders, tmp_path, monkeypatch, capsys, fault
+):
+    """A failure after some run folders were copied (a file that cannot be read or written, a full disk while the
+    store's copy is rewritten, Ctrl-C) left them and ortholab.db.part behind: the next restore was refused (a run
+    folder would be written over) and what to remove was the user's to find. Now what the restore made goes again,
+    what was there stays, an OSError is one line naming the path and the reason, and the restore runs again."""
+    import errno
+    import sqlite3
+
+    from ortholab.cli.main import main
+    from ortholab.db import relocate
+    from ortholab.training import run_folder_move
+
+    there = tmp_path / "runs"  # a runs folder with the user's files, an empty store-ID folder among them
+    (there / "store-0a1b2c3d").mkdir(parents=True)
+    (there / "notes.txt").write_text("mine")
+    target = tmp_path / "new" / "runs" if fault in ("a config rewrite", "Ctrl-C") else there  # or one to make
+    before = _contents(there)
+    half = two_run_folders / "checkpoints" / "store-0a1b2c3d" / "two"
+    if fault == "a copy":
+        err = PermissionError(errno.EACCES, "Permission denied", str(half))
+        monkeypatch.setattr(shutil, "copytree", _failing_second(shutil.copytree, err))
+        says = f"{half}: Permission denied"
+    elif fault == "a named pipe":  # not patched: copytree copies the rest, then raises shutil.Error with its list
+        os.mkfifo(pipe := next(half.iterdir()) / "pipe")
+        says = f"`{pipe}` is a named pipe"
+    elif fault == "a config rewrite":
+        err = OSError(errno.ENOSPC, "No space left on device", str(target / "config.yaml.part"))
+        failing = _failing_second(run_folder_move.move_folder_files, err)
+        monkeypatch.setattr(run_folder_move, "move_folder_files", failing)
+        says = f"{target / 'config.yaml.part'}: No space left on device"
+    else:
+        err = sqlite3.OperationalError("database or disk is full") if fault != "Ctrl-C" else KeyboardInterrupt()
+
+        def relocate_store(*args):
+            raise err
+
+        monkeypatch.setattr(relocate, "relocate_store", relocate_store)
+        says = f"{target / 'ortholab.db.part'}: database or disk is full"
+    with pytest.raises(SystemExit) as stopped:
+        main(["restore", str(two_run_folders), "--runs-dir", str(target)])
+    said = capsys.readouterr()
+    assert said.out == "" and _contents(there) == before
+    if fault == "Ctrl-C":
+        assert stopped.value.code == 130 and said.err == "ortholab: stopped by Ctrl-C\n"
+        assert not (tmp_path / "new").exists()  # the folders it made for the runs folder too
+    else:
+        assert stopped.value.code == 2
+        (line,) = said.err.strip().splitlines()
+        assert says in line and f"nothing was restored into {target}" in line, line
+        assert target.exists() == (target == there)
+
+    monkeypatch.undo()
+    if fault == "a named pipe":
+        pipe.unlink()
+    main(["restore", str(two_run_folders), "--runs-dir", str(target)])
+    assert "Restored 2 runs from" in capsys.readouterr().out
+    store = Store(f"sqlite:///{target / 'ortholab.db'}", access="read")
+    for run in store.list_runs():
+        assert (Path(store.get_run(run.id).run_dir) / "config.yaml").read_text() == f"runs_dir: {target}\n"
+    store.close()
+    assert (there / "notes.txt").read_text() == "mine"

@@ -4,10 +4,12 @@ the store and run folders of this machine, so that its unfinished runs go on her
 under the runs folder they trained in, and where that is another one, the restored store, the runs' config.yaml and
 checkpoints are rewritten to the same layout under this one (db/relocate.py), each run's info keeping the folder it
 trained in. It checks what the two copies by hand left to chance: no store or run folder is there to be written over
-or replayed."""
+or replayed; and it is all or nothing: one that fails midway (a full disk, a file it cannot read, Ctrl-C) removes what
+it had made (_Made) and can be run again."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sqlite3
@@ -85,6 +87,50 @@ def _refuse_what_is_there(root: Path, folders: list[Path]) -> None:
             raise ConfigError(f"{root / folder} exists: a run folder would be written over (nothing was copied)")
 
 
+class _Made:
+    """What a restore made, so that one that does not finish takes back exactly that: the run folders it copied
+    (whole), the folders it made above them and the runs folder (each only while empty), and its store's .part file
+    with SQLite's side files of it; nothing that was there before."""
+
+    def __init__(self, part: Path) -> None:
+        from ortholab.db.sqlite_files import SQLITE_SIDE_FILES
+
+        sides = [part.with_name(part.name + side) for side in SQLITE_SIDE_FILES]
+        self.files = [path for path in (part, *sides) if not path.exists()]
+        self.folders: list[tuple[Path, bool]] = []  # (folder, a run folder: removed whole), in the order made
+
+    def folder(self, path: Path, whole: bool = False) -> None:
+        """Make `path` (FileExistsError where something is there) and its missing parents, recording each."""
+        if not path.parent.exists():
+            self.folder(path.parent)
+        path.mkdir()
+        self.folders.append((path, whole))
+
+    def take_back(self) -> None:
+        for path in self.files:
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+        for path, whole in reversed(self.folders):
+            with contextlib.suppress(OSError):  # a folder not empty: something else was put there meanwhile
+                if whole:
+                    shutil.rmtree(path)
+                else:
+                    path.rmdir()
+
+
+def _not_restored(err: OSError | sqlite3.OperationalError, part: Path, root: Path) -> ConfigError:
+    """An error of the copy as one line: the path, the reason, and that nothing was restored."""
+    if isinstance(err, shutil.Error) and err.args and isinstance(err.args[0], list):  # copytree's (src, dst, why)s
+        src, dst, why = err.args[0][0]  # the first file it could not copy; `why` names it where it is an OSError's
+        what = why if src in why or dst in why else f"{src}: {why}"
+    elif isinstance(err, OSError):  # a copy's names the file read and the one written (filename2)
+        where = err.filename if err.filename2 is None else f"{err.filename} -> {err.filename2}"
+        what = f"{where or root}: {err.strerror or err}"
+    else:  # SQLite's, in the store's copy (a full disk)
+        what = f"{part}: {err}"
+    return ConfigError(f"{what}; nothing was restored into {root} (what the restore had copied there is removed again)")
+
+
 def _adopt_folders(root: Path, checkpointed: dict[int, Path]) -> None:
     """The restored store names itself the writer of the run folders it brought (`runs delete` then owns them)."""
     from ortholab.db import Store, folder_lock
@@ -126,25 +172,34 @@ def run(args, extra: list[str]) -> None:
     roots = _moved_roots(runs, root)
     _refuse_what_is_there(root, list(checkpointed.values()))
     check_writable_folder(str(root), given_as, "--runs-dir or $ORTHOLAB_RUNS")  # a file, a folder not ours: one line
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as err:  # what the check could not foresee (root writes anywhere, but not under /proc)
-        raise ConfigError(
-            f"{given_as} {root}: cannot make it ({err.strerror}); give a writable folder with --runs-dir or "
-            f"$ORTHOLAB_RUNS (nothing was copied)"
-        ) from None
-    for folder in checkpointed.values():
-        shutil.copytree(export / "checkpoints" / folder, root / folder)
-        if roots:  # their config.yaml and checkpoints name the folder they trained in
-            move_folder_files(root / folder, roots)
     part = root / "ortholab.db.part"
-    shutil.copyfile(copy, part)
-    now = utcnow().isoformat()
-    with sqlite3.connect(part) as connection:  # this machine's store from now on, not a frozen copy (Store.frozen_at)
-        connection.execute(f"INSERT INTO {STORE_INFO} (key, value) VALUES ('restored_at', ?)", (now,))
-    connection.close()
-    moves = relocate_store(part, roots, now) if roots else {}
-    os.replace(part, root / "ortholab.db")  # the store appears whole, after its run folders
+    made = _Made(part)
+    try:  # all or nothing: whatever stops it before the store appears takes back what it made
+        try:
+            if not root.is_dir():
+                made.folder(root)
+        except OSError as err:  # what the check could not foresee (root writes anywhere, but not under /proc)
+            raise ConfigError(
+                f"{given_as} {root}: cannot make it ({err.strerror}); give a writable folder with --runs-dir or "
+                f"$ORTHOLAB_RUNS (nothing was copied)"
+            ) from None
+        for folder in checkpointed.values():
+            made.folder(root / folder, whole=True)
+            shutil.copytree(export / "checkpoints" / folder, root / folder, dirs_exist_ok=True)  # into its own
+            if roots:  # their config.yaml and checkpoints name the folder they trained in
+                move_folder_files(root / folder, roots)
+        shutil.copyfile(copy, part)
+        now = utcnow().isoformat()
+        with sqlite3.connect(part) as connection:  # this machine's store from now on, not a frozen copy (frozen_at)
+            connection.execute(f"INSERT INTO {STORE_INFO} (key, value) VALUES ('restored_at', ?)", (now,))
+        connection.close()
+        moves = relocate_store(part, roots, now) if roots else {}
+        os.replace(part, root / "ortholab.db")  # the store appears whole, after its run folders
+    except BaseException as err:  # Ctrl-C too
+        made.take_back()
+        if isinstance(err, (OSError, sqlite3.OperationalError)):
+            raise _not_restored(err, part, root) from None
+        raise
     _adopt_folders(root, checkpointed)
     _say_restored(copy, root, runs, checkpointed, going_on, roots, moves)
 
