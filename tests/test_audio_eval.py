@@ -411,16 +411,17 @@ def test_a_crafted_checkpoint_is_refused_without_running_its_code(tmp_path, monk
 
 def test_a_run_that_kept_no_checkpoint_is_named_as_such(tmp_path):
     """A predict run (or a fit stopped before its first checkpoint) keeps none: '--checkpoint last' was suggested
-    for it, and failed the same way (walk-through 3)."""
-    from ortholab.errors import ConfigError
-    from ortholab.evaluation.audio import checkpoint_of
+    for it, and failed the same way (walk-through 3). The command line's words (training/checkpoint_choice.py)."""
+    from ortholab.training.checkpoint_choice import run_checkpoint
 
     for choice in ("best", "last"):
-        with pytest.raises(ConfigError, match=r"the run kept no checkpoint .* give a fit run that trained"):
-            checkpoint_of(tmp_path, choice)
-        with pytest.raises(ConfigError, match=r"elsewhere is not on this machine .* --checkpoint PATH"):
-            checkpoint_of(tmp_path / "elsewhere", choice)  # a store restored from an export: the folder is not here
+        with pytest.raises(ValueError, match=r"^--checkpoint .*: run 7 kept no checkpoint .* give a fit run that"):
+            run_checkpoint(7, tmp_path, choice, flag="--checkpoint")
+        with pytest.raises(ValueError, match=r"elsewhere is not on this machine .*ortholab restore DIR --runs-dir"):
+            run_checkpoint(7, tmp_path / "elsewhere", choice, flag="--checkpoint")  # a store restored from an export
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"")
-    with pytest.raises(ConfigError, match=r"the run folder holds \['last.ckpt'\] \(choose --checkpoint last"):
-        checkpoint_of(tmp_path, "best")
+    with pytest.raises(ValueError, match=r"^--checkpoint best: run 7 holds last.ckpt and no best-step file; give --"):
+        run_checkpoint(7, tmp_path, "best", flag="--checkpoint")
+    with pytest.raises(ValueError, match=r"^--checkpoint .*nowhere.ckpt: no such file; run 7 holds last.ckpt; give"):
+        run_checkpoint(7, tmp_path, tmp_path / "nowhere.ckpt", flag="--checkpoint")

@@ -136,7 +136,7 @@ def test_predict_on_a_run_that_kept_no_best_checkpoint_uses_its_last(tmp_path, m
     (run,) = [r for r in Store(db).list_runs() if r.stage == "predict"]
     assert Store(db).get_run(run.id).info["predict"]["checkpoint"] == str((checkpoints / "last.ckpt").resolve())
     code, out, err = cli(capsys, "predict", "--run", source.id, "--checkpoint", "best", "--db", db, *QUIET)
-    assert code == 2 and "the run folder holds ['last.ckpt'] (choose --checkpoint last" in err
+    assert code == 2 and f"run {source.id} holds last.ckpt and no best-step file; give --checkpoint last" in err
 
 
 def test_predict_on_a_run_still_training_uses_its_last_checkpoint(fresh, tmp_path, monkeypatch, capsys):

@@ -293,6 +293,30 @@ def test_an_evaluation_runs_card_names_the_checkpoint_it_evaluated_not_steps(fre
     assert said.removeprefix("evaluated checkpoint: ").startswith(str(Path(source.run_dir) / "checkpoints"))
 
 
+def test_a_file_name_of_the_runs_checkpoints_folder_is_its_checkpoint_for_every_command(
+    fresh, tmp_path, capsys, monkeypatch
+):
+    """`--checkpoint best-step4.ckpt`, a name `load_run(checkpoint=)` takes from the run's checkpoints folder, was
+    looked for in the current folder by `validate --run` and `evaluate-audio`: 'no checkpoint best-step4.ckpt; the run
+    folder holds [...]'. One module chooses the file for all three (training/checkpoint_choice.py)."""
+    monkeypatch.chdir(tmp_path)
+    db, source = fresh
+    best = sorted((Path(source.run_dir) / "checkpoints").glob("best-step*.ckpt"))[-1]
+    code, _, err = ortholab(capsys, "validate", "--run", source.id, "--db", db, "--checkpoint", best.name, *QUIET)
+    assert code == 0, err
+    (scored,) = [r for r in Store(db).list_runs() if r.stage == "validate"]
+    code, out, _ = ortholab(capsys, "runs", "show", scored.id, "--db", db)
+    assert f"evaluated checkpoint: {best}" in out, out
+    # found and read: what stops it is that the run is no speech run
+    code, _, err = ortholab(capsys, "evaluate-audio", source.id, "--db", db, "--checkpoint", best.name)
+    assert code == 2 and "audio evaluation needs the speech task" in err, err
+    for command in (["validate", "--run"], ["evaluate-audio"]):  # a name it does not hold: what it holds
+        code, _, err = ortholab(capsys, *command, source.id, "--db", db, "--checkpoint", "lats")
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+        assert f"--checkpoint lats: run {source.id} holds best-step" in err and best.name in err, err
+        assert "last.ckpt; give --checkpoint last, best, one of these names or a path" in err, err
+
+
 @pytest.mark.parametrize("command", ["test", "validate", "predict"])
 def test_a_config_given_with_run_keeps_the_runs_checkpoint(fresh, tmp_path, capsys, monkeypatch, command):
     """`test --run ID --config FILE` with the run's own config.yaml evaluated the untrained model: the file's

@@ -130,9 +130,6 @@ def fit(
     return int(cli.trainer.loggers[0].version)
 
 
-CHECKPOINTS = ("last", "best")  # a run folder's checkpoints/last.ckpt, and the best-step<k>.ckpt it kept
-
-
 def load_run(
     run_id: int,
     *,
@@ -155,6 +152,7 @@ def load_run(
     from ortholab.db import Store
     from ortholab.db.store_errors import InvalidArgument, StoreError
     from ortholab.errors import ConfigError
+    from ortholab.training.checkpoint_choice import run_checkpoint
     from ortholab.training.module import RecurrentModule
 
     if isinstance(run_id, bool) or not isinstance(run_id, numbers.Integral):  # numpy's ints, as frames gives ids
@@ -176,7 +174,7 @@ def load_run(
     task_class = aliases.config_class(class_path, f"run {run_id}'s data.class_path")
     if task_class is None or not issubclass(task_class, TaskDataModule):
         raise ConfigError(f"run {run_id}'s data.class_path = {class_path!r} names no task (a TaskDataModule)")
-    path = _checkpoint_path(run, checkpoint)
+    path = run_checkpoint(run.id, run.run_dir, checkpoint)  # a ValueError naming checkpoint= and what there is
     model = RecurrentModule.load_from_checkpoint(path, map_location=map_location, weights_only=True)
     task = task_class(**(data.get("init_args") or {}))  # a recorded config's paths are absolute (RecordConfig)
     if model.spec.name != task.spec.name:
@@ -185,32 +183,6 @@ def load_run(
             f"{task.spec.name!r}; give one of run {run_id}'s checkpoints"
         )
     return model.eval(), task
-
-
-def _checkpoint_path(run, checkpoint: str | os.PathLike) -> Path:
-    """The file `checkpoint` names for `run` (load_run's docstring); ValueError in one line saying what there is."""
-    given = os.fspath(checkpoint)
-    own = run.run_dir and Path(given).name == given and (Path(run.run_dir) / "checkpoints" / given).is_file()
-    if given not in CHECKPOINTS and not own and Path(given).is_file():  # a bare name: the run's own file first
-        return Path(given)
-    if not run.run_dir or not Path(run.run_dir).is_dir():
-        where = f"folder {run.run_dir} is not on this machine" if run.run_dir else "folder is not recorded"
-        raise ValueError(f"checkpoint={given!r}: run {run.id}'s {where}; give the path of a copy of its .ckpt file")
-    folder = Path(run.run_dir) / "checkpoints"
-    kept = sorted(folder.glob("*.ckpt"), key=lambda p: p.stat().st_mtime)
-    best = [p for p in kept if p.name.startswith("best-step")]
-    chosen = {"last": folder / "last.ckpt", "best": best[-1] if best else None}.get(given, folder / given)
-    if chosen is not None and chosen.is_file():
-        return chosen
-    if not kept:
-        raise ValueError(
-            f"checkpoint={given!r}: run {run.id} kept no checkpoint ({folder} holds none): a predict, validate or "
-            f"test run keeps none, nor does a fit stopped before its first"
-        )
-    names = ", ".join(sorted(p.name for p in kept))
-    raise ValueError(
-        f"checkpoint={given!r}: run {run.id} holds {names}; give 'last', 'best', one of these names or a path"
-    )
 
 
 class _Tail:

@@ -32,7 +32,9 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument("--clips", type=int, default=3, help="how many of them to store as audio clips")
     parser.add_argument(
-        "--checkpoint", default=None, help="'best' (default; 'last' for a run that kept none), 'last' or a path"
+        "--checkpoint",
+        default=None,
+        help="'best' (default; 'last' for a run that kept none), 'last', a file in its checkpoints/ or a path",
     )
     parser.add_argument(
         "--method",
@@ -128,12 +130,11 @@ def evaluate_run(
     from ortholab.db.artifacts import AUDIO, AUDIO_SCORES
     from ortholab.evaluation.audio import (
         StoreRecorder,
-        best_or_last,
-        checkpoint_of,
         evaluate_split,
         record_report,
         recorded_names,
     )
+    from ortholab.training.checkpoint_choice import best_or_last, run_checkpoint
     from ortholab.training.module import RecurrentModule
 
     if split not in ("val", "test"):
@@ -146,7 +147,10 @@ def evaluate_run(
     run = store.get_run(run_id)  # StoreError naming the id when there is none
     if not run.run_dir:
         raise ConfigError(f"run {run_id} has no run folder recorded, so no checkpoint to evaluate")
-    path = checkpoint_of(Path(run.run_dir), checkpoint or best_or_last(Path(run.run_dir)))  # None: best, else last
+    try:  # None: best, else last
+        path = run_checkpoint(run_id, run.run_dir, checkpoint or best_or_last(run.run_dir), flag="--checkpoint")
+    except ValueError as error:  # what the run holds, in the command line's words
+        raise ConfigError(str(error)) from None
     state = load_checkpoint(path)  # before any data is read: a file that is not a checkpoint is one line
     step = int(state.get("global_step", 0))
     if not replace:

@@ -31,7 +31,8 @@ RUN_CHECKPOINTS = (None, "best", "last")  # --checkpoint of the run's own folder
 PREDICT_ONLY = " [--predict_split test|val|train]"
 EVALUATE_HELP = """ortholab predict --run ID [--checkpoint best|last|PATH] [--predict_split test|val|train] [--db URL]
   --run ID         a recorded run: its stored config, store and checkpoint (`ortholab runs` lists the ids)
-  --checkpoint     best (default; its last.ckpt where it kept none or still trains), last, or a file's path
+  --checkpoint     best (default; its last.ckpt where it kept none or still trains), last, a file name of its
+                   checkpoints folder, or a file's path
   A new run of stage predict records what it computes (docs/cli.md#ortholab-predict).
 Or Lightning's form, with the config the checkpoint was trained with: every key below.
   ortholab predict --config CONFIG.yaml --ckpt_path FILE [--key value ...]"""
@@ -318,7 +319,7 @@ def run_arguments(argv: list[str]) -> list[str]:
             )
         return argv
     from ortholab.db import Store
-    from ortholab.evaluation.audio import best_or_last, checkpoint_of
+    from ortholab.training.checkpoint_choice import best_or_last, run_checkpoint
 
     store = Store(known.db, access="read")  # a reader: a mistyped --db is reported, never made into a new store
     run = store.get_run(known.run)  # StoreError naming the id and the store when it is missing
@@ -358,7 +359,10 @@ def run_arguments(argv: list[str]) -> list[str]:
         extra += ["--config", str(config)]
     extra += ["--db", store.url]  # a stored config's db has its password masked; a --db given comes after
     if known.ckpt_path is None:
-        checkpoint = checkpoint_of(run_dir, choice)
+        try:
+            checkpoint = run_checkpoint(run.id, run_dir, choice, flag="--checkpoint")
+        except ValueError as error:  # what the run holds, in the command line's words
+            raise ConfigError(str(error)) from None
         if known.checkpoint not in RUN_CHECKPOINTS:  # a file of one's own: one line if it is none (a config.yaml)
             from ortholab.training.checkpoint_files import check_checkpoint_file
 

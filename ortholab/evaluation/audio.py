@@ -23,7 +23,6 @@ import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -281,41 +280,3 @@ def record_report(report: AudioReport, recorder: Recorder, step: int, per_uttera
             meta["scores"] = {m: _json_number(s.value) for m, s in clip.scores.items()}
             meta["failures"] = {m: s.reason for m, s in clip.scores.items() if not s.ok}
         recorder.artifact(AUDIO, f"{report.split}/{clip.utterance}/{clip.role}", step, data, meta, WAV_MEDIA_TYPE)
-
-
-# a stored run ------------------------------------------------------------------------------------------------
-def best_or_last(run_dir: Path) -> str:
-    """'best' when the run kept a best-step checkpoint, else 'last' where it has last.ckpt: a fit that ended before
-    its first validation kept only that."""
-    folder = run_dir / "checkpoints"
-    if not any(folder.glob("best-step*.ckpt")) and (folder / "last.ckpt").is_file():
-        return "last"
-    return "best"
-
-
-def checkpoint_of(run_dir: Path, checkpoint: str) -> Path:
-    """The run's checkpoint: 'last', 'best' (the best-step file ModelCheckpoint kept), or a path."""
-    folder = run_dir / "checkpoints"
-    if checkpoint == "last":
-        path = folder / "last.ckpt"
-    elif checkpoint == "best":
-        best = sorted(folder.glob("best-step*.ckpt"), key=lambda p: p.stat().st_mtime)
-        path = best[-1] if best else folder / "best-step<k>.ckpt"
-    else:
-        path = Path(checkpoint)
-    kept = sorted(p.name for p in folder.glob("*.ckpt"))
-    if not path.is_file() and not run_dir.is_dir() and checkpoint in ("last", "best"):
-        raise ConfigError(
-            f"the run's folder {run_dir} is not on this machine (a store copied from another, or a moved "
-            f"$ORTHOLAB_RUNS); restore its checkpoints there, or give --checkpoint PATH"
-        )
-    if not path.is_file() and not kept and checkpoint in ("last", "best"):
-        raise ConfigError(
-            f"the run kept no checkpoint ({folder} holds none): a predict, validate or test run keeps none, nor "
-            f"does a fit stopped before its first; give a fit run that trained, or --checkpoint PATH"
-        )
-    if not path.is_file():
-        raise ConfigError(
-            f"no checkpoint {path}; the run folder holds {kept} (choose --checkpoint last, best or a path)"
-        )
-    return path
