@@ -288,7 +288,10 @@ def _contents(root: Path) -> dict:
     return {str(p.relative_to(root)): None if p.is_dir() else p.read_bytes() for p in root.rglob("*")}
 
 
-@pytest.mark.parametrize("fault", ["a copy", "a named pipe", "a config rewrite", "the store's relocation", "Ctrl-C"])
+FAULTS = ["a copy", "a named pipe", "a config rewrite", "the store's relocation", "the folders' adoption", "Ctrl-C"]
+
+
+@pytest.mark.parametrize("fault", FAULTS)
 def test_a_restore_that_fails_midway_takes_back_what_it_copied_and_can_be_run_again(
     two_run_folders, tmp_path, monkeypatch, capsys, fault
 ):
@@ -300,7 +303,7 @@ def test_a_restore_that_fails_midway_takes_back_what_it_copied_and_can_be_run_ag
     import sqlite3
 
     from ortholab.cli.main import main
-    from ortholab.db import relocate
+    from ortholab.db import folder_lock, relocate
     from ortholab.training import run_folder_move
 
     there = tmp_path / "runs"  # a runs folder with the user's files, an empty store-ID folder among them
@@ -321,6 +324,10 @@ def test_a_restore_that_fails_midway_takes_back_what_it_copied_and_can_be_run_ag
         failing = _failing_second(run_folder_move.move_folder_files, err)
         monkeypatch.setattr(run_folder_move, "move_folder_files", failing)
         says = f"{target / 'config.yaml.part'}: No space left on device"
+    elif fault == "the folders' adoption":  # the store names itself their writer: that too before it appears
+        err = PermissionError(errno.EACCES, "Permission denied", str(target / "lock"))
+        monkeypatch.setattr(folder_lock, "adopt", _failing_second(folder_lock.adopt, err))
+        says = f"{target / 'lock'}: Permission denied"
     else:
         err = sqlite3.OperationalError("database or disk is full") if fault != "Ctrl-C" else KeyboardInterrupt()
 

@@ -131,12 +131,12 @@ def _not_restored(err: OSError | sqlite3.OperationalError, part: Path, root: Pat
     return ConfigError(f"{what}; nothing was restored into {root} (what the restore had copied there is removed again)")
 
 
-def _adopt_folders(root: Path, checkpointed: dict[int, Path]) -> None:
-    """The restored store names itself the writer of the run folders it brought (`runs delete` then owns them)."""
-    from ortholab.db import Store, folder_lock
+def _adopt_folders(root: Path, checkpointed: dict[int, Path], store_id: str) -> None:
+    """The restored store (id `store_id`) names itself the writer of the run folders it brought (`runs delete` then
+    owns them, and `fit --resume` writes into them)."""
+    from ortholab.db import folder_lock
 
     url = f"sqlite:///{(root / 'ortholab.db').absolute()}"
-    store_id = Store(url, access="read").store_id
     for run_id, folder in checkpointed.items():
         folder_lock.adopt(root / folder, store_id, run_id, url)
 
@@ -192,15 +192,16 @@ def run(args, extra: list[str]) -> None:
         now = utcnow().isoformat()
         with sqlite3.connect(part) as connection:  # this machine's store from now on, not a frozen copy (frozen_at)
             connection.execute(f"INSERT INTO {STORE_INFO} (key, value) VALUES ('restored_at', ?)", (now,))
+            (store_id,) = connection.execute(f"SELECT value FROM {STORE_INFO} WHERE key = 'store_id'").fetchone()
         connection.close()
         moves = relocate_store(part, roots, now) if roots else {}
+        _adopt_folders(root, checkpointed, store_id)  # before the store appears: a failure takes them back too
         os.replace(part, root / "ortholab.db")  # the store appears whole, after its run folders
     except BaseException as err:  # Ctrl-C too
         made.take_back()
         if isinstance(err, (OSError, sqlite3.OperationalError)):
             raise _not_restored(err, part, root) from None
         raise
-    _adopt_folders(root, checkpointed)
     _say_restored(copy, root, runs, checkpointed, going_on, roots, moves)
 
 
