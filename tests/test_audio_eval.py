@@ -425,3 +425,27 @@ def test_a_run_that_kept_no_checkpoint_is_named_as_such(tmp_path):
         run_checkpoint(7, tmp_path, "best", flag="--checkpoint")
     with pytest.raises(ValueError, match=r"^--checkpoint .*nowhere.ckpt: no such file; run 7 holds last.ckpt; give"):
         run_checkpoint(7, tmp_path, tmp_path / "nowhere.ckpt", flag="--checkpoint")
+
+
+def test_best_skips_a_best_step_file_training_deletes_while_it_is_chosen(tmp_path, monkeypatch):
+    """A run still training deletes a best-step file when a better one is saved: load_run and evaluate-audio sorted
+    the folder by time and a file gone between listing and stat was a FileNotFoundError; it is passed over."""
+    import os
+    from pathlib import Path
+
+    from ortholab.training.checkpoint_choice import run_checkpoint
+
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    for step, name in enumerate(("best-step2.ckpt", "best-step4.ckpt", "last.ckpt")):
+        (folder / name).write_bytes(b"")
+        os.utime(folder / name, (step, step))
+    stat = Path.stat
+
+    def vanishing(path, *args, **kwargs):  # best-step2.ckpt is deleted after the listing
+        if path.name == "best-step2.ckpt":
+            raise FileNotFoundError(path)
+        return stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "stat", vanishing)
+    assert run_checkpoint(7, tmp_path, "best") == folder / "best-step4.ckpt"

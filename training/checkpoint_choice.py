@@ -27,6 +27,18 @@ def best_or_last(run_dir: str | os.PathLike | None) -> str:
     return "best"
 
 
+def _ages(folder: Path) -> list[tuple[float, Path]]:
+    """The folder's .ckpt files with their times of writing; a file a training run deletes meanwhile (a best-step
+    file a better one replaces) is left out, never a FileNotFoundError."""
+    ages = []
+    for path in folder.glob("*.ckpt"):
+        try:
+            ages.append((path.stat().st_mtime, path))
+        except FileNotFoundError:
+            continue
+    return ages
+
+
 def run_checkpoint(
     run_id: int, run_dir: str | os.PathLike | None, checkpoint: str | os.PathLike, flag: str | None = None
 ) -> Path:
@@ -43,7 +55,7 @@ def run_checkpoint(
     if folder is None or not folder.parent.is_dir():
         where = f"folder {run_dir} is not on this machine ({ELSEWHERE})" if run_dir else "folder is not recorded"
         raise ValueError(f"{named}: {missing}run {run_id}'s {where}; give {a_path}, a copy of its .ckpt file")
-    kept = sorted(folder.glob("*.ckpt"), key=lambda p: p.stat().st_mtime)
+    kept = [path for _, path in sorted(_ages(folder))]
     best = [p for p in kept if p.name.startswith("best-step")]
     chosen = {"last": folder / "last.ckpt", "best": best[-1] if best else None}.get(given, folder / given)
     if chosen is not None and chosen.is_file():

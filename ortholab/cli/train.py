@@ -122,7 +122,7 @@ def resume_arguments(argv: list[str]) -> list[str]:
         raise ConfigError(
             f"run {run.id}'s folder {run_dir} is not on this machine, so its config and checkpoints are not here: "
             f"continue it where that folder is, or keep run folders on a disk every machine sees (--runs_dir or "
-            f"$ORTHOLAB_RUNS; docs/gpus.md)"
+            f"$ORTHOLAB_RUNS; docs/gpus.md); an export's runs come back with `ortholab restore DIR --runs-dir FOLDER`"
         )
     if run.run_dir and (other := folder_lock.other_store(run_dir, store.store_id, store.url)) is not None:
         raise ConfigError(  # a byte copy of a SQLite store records the original's folders: training would overwrite
@@ -331,7 +331,7 @@ def run_arguments(argv: list[str]) -> list[str]:
             f"run {run.id}'s folder {run_dir} (recorded on {run.hostname or 'another machine'}) is not on this "
             f"machine, so its config and checkpoints are not here: {command} it where that folder is, give copies of "
             f"them (--config FILE --checkpoint PATH), or keep run folders on a disk every machine sees (--runs_dir or "
-            f"$ORTHOLAB_RUNS)"
+            f"$ORTHOLAB_RUNS); an export's runs come back with `ortholab restore DIR --runs-dir FOLDER`"
         )
     choice = known.checkpoint or best_or_last(run_dir)
     if choice == "last" and known.checkpoint is None and known.ckpt_path is None:
