@@ -359,3 +359,38 @@ def test_a_restore_that_fails_midway_takes_back_what_it_copied_and_can_be_run_ag
         assert (Path(store.get_run(run.id).run_dir) / "config.yaml").read_text() == f"runs_dir: {target}\n"
     store.close()
     assert (there / "notes.txt").read_text() == "mine"
+
+
+def test_a_journal_left_by_a_restore_killed_outright_is_not_replayed_onto_the_next(two_run_folders, tmp_path, capsys):
+    """A restore killed outright (SIGKILL, a power cut) while rewriting ortholab.db.part leaves SQLite's hot journal
+    beside it; the next restore copied the export onto the .part and SQLite rolled that journal, pages of another
+    database, into it. Restore's own temporaries are cleared first: the store restored is the export's, sound."""
+    import sqlite3
+
+    from ortholab.cli.main import main
+
+    target = tmp_path / "runs"
+    target.mkdir()
+    other = target / "ortholab.db.part"  # a store mid-transaction, its journal hot, as a kill leaves it
+    writer = sqlite3.connect(other, isolation_level=None)
+    writer.execute("PRAGMA journal_mode=DELETE")
+    writer.execute("PRAGMA cache_size=5")  # so that the transaction spills into the file: its journal is then hot
+    writer.execute("CREATE TABLE filler (x BLOB)")
+    writer.execute("INSERT INTO filler VALUES (zeroblob(200000))")
+    writer.execute("BEGIN")
+    writer.execute("DELETE FROM filler")
+    writer.execute("INSERT INTO filler VALUES (randomblob(400000))")
+    journal = Path(f"{other}-journal")
+    assert journal.is_file()
+    kept = journal.read_bytes()
+    writer.close()  # a clean close rolls back and deletes it: put it back as a kill leaves it
+    journal.write_bytes(kept)
+    main(["restore", str(two_run_folders), "--runs-dir", str(target)])
+    assert "Restored 2 runs from" in capsys.readouterr().out
+    store = Store(f"sqlite:///{target / 'ortholab.db'}", access="read")
+    assert sorted(run.name for run in store.list_runs()) == ["one", "two"]
+    store.close()
+    with sqlite3.connect(target / "ortholab.db") as check:
+        assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    check.close()
+    assert sorted(path.name for path in target.iterdir()) == ["ortholab.db", "store-0a1b2c3d"]

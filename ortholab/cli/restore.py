@@ -90,13 +90,13 @@ def _refuse_what_is_there(root: Path, folders: list[Path]) -> None:
 class _Made:
     """What a restore made, so that one that does not finish takes back exactly that: the run folders it copied
     (whole), the folders it made above them and the runs folder (each only while empty), and its store's .part file
-    with SQLite's side files of it; nothing that was there before."""
+    with SQLite's side files of it (restore's own, also where a restore killed outright left them); nothing else that
+    was there before."""
 
     def __init__(self, part: Path) -> None:
         from ortholab.db.sqlite_files import SQLITE_SIDE_FILES
 
-        sides = [part.with_name(part.name + side) for side in SQLITE_SIDE_FILES]
-        self.files = [path for path in (part, *sides) if not path.exists()]
+        self.files = [part, *(part.with_name(part.name + side) for side in SQLITE_SIDE_FILES)]
         self.folders: list[tuple[Path, bool]] = []  # (folder, a run folder: removed whole), in the order made
 
     def folder(self, path: Path, whole: bool = False) -> None:
@@ -146,6 +146,7 @@ def run(args, extra: list[str]) -> None:
     from ortholab.db.relocate import relocate_store
     from ortholab.db.schema import utcnow
     from ortholab.db.schema_version import STORE_INFO
+    from ortholab.db.sqlite_files import SQLITE_SIDE_FILES
     from ortholab.training.preflight import check_writable_folder
     from ortholab.training.run_folder_move import move_folder_files
 
@@ -188,6 +189,8 @@ def run(args, extra: list[str]) -> None:
             shutil.copytree(export / "checkpoints" / folder, root / folder, dirs_exist_ok=True)  # into its own
             if roots:  # their config.yaml and checkpoints name the folder they trained in
                 move_folder_files(root / folder, roots)
+        for side in SQLITE_SIDE_FILES:  # an earlier restore killed outright left its journal: SQLite would replay it
+            part.with_name(part.name + side).unlink(missing_ok=True)  # onto this copy (the .part is restore's own)
         shutil.copyfile(copy, part)
         now = utcnow().isoformat()
         with sqlite3.connect(part) as connection:  # this machine's store from now on, not a frozen copy (frozen_at)
