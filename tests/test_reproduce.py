@@ -792,6 +792,27 @@ def test_resume_runs_the_evaluation_a_finished_fit_never_got(tmp_path, monkeypat
     assert "no unfinished paper rows" in capsys.readouterr().out
 
 
+def test_a_fit_that_never_validated_is_tested_from_its_last_checkpoint_not_untrained(tmp_path, monkeypatch, capsys):
+    """A row's fit too short to validate keeps only checkpoints/last.ckpt: its test loads that file. It was given
+    Lightning's `--ckpt_path last`, which in a new process loads nothing, so the test scored an untrained model at
+    the config's seed, and every seed of the row showed the same value (walk-through: pMNIST at 40 steps)."""
+    from test_cli import DEMO, TINY
+
+    _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("test/loss", _copying_rows(DEMO, "copy")))
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    tags = ["--tags", '["paper:toy_figure1/copy"]']
+    main(["fit", "--config", DEMO, *TINY, "--trainer.max_steps", "2", "--db", db, *tags])
+    store = Store(db)
+    fit = store.get_run(store.list_runs()[0].id)
+    held = sorted(p.name for p in (Path(fit.run_dir) / "checkpoints").iterdir())
+    assert fit.status == "finished" and held == ["last.ckpt"], held
+    main(["reproduce", "--resume", "--db", db])
+    assert f"run {fit.id} finished" in capsys.readouterr().out
+    test = store.get_run(next(r.id for r in store.list_runs() if r.stage == "test"))
+    assert test.config["ckpt_path"] == str(Path(fit.run_dir) / "checkpoints" / "last.ckpt")
+
+
 def test_resume_with_rows_continues_only_those_rows(tmp_path, monkeypatch, capsys):
     """Two cores, three stopped rows: `reproduce --resume --rows NAME` continues that row alone and leaves the
     others stopped; a row id no table has is one clear error before anything runs; a row with nothing to resume

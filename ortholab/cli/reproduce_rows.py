@@ -212,8 +212,15 @@ def evaluate_row(
     """After a row's fit: the test run of its best checkpoint and the audio evaluation, where the row asks."""
     label = label or row.tag
     if row.metric.startswith("test/"):
-        checkpoints = sorted((Path(store.get_run(run.id).run_dir) / "checkpoints").glob("best-step*.ckpt"))
-        checkpoint = str(checkpoints[-1]) if checkpoints else "last"
+        from ortholab.training.checkpoint_choice import best_or_last, run_checkpoint
+
+        # the run folder's file: Lightning's own `--ckpt_path last` names none in a new process, so a fit that kept
+        # only last.ckpt (it never validated) was tested untrained, at the config's seed
+        run_dir = store.get_run(run.id).run_dir
+        try:
+            checkpoint = str(run_checkpoint(run.id, run_dir, best_or_last(run_dir)))
+        except ValueError as err:
+            return Outcome(f"{label}: run {run.id} trained; not tested: {err}", "failed")
         code = run_ortholab(
             "test",
             "--config",
