@@ -340,6 +340,7 @@ def test_parse_seeds_reads_a_count_or_a_list():
     from ortholab.cli.reproduce import parse_seeds, row_seeds
 
     assert parse_seeds("3") == 3 and parse_seeds("1,2,3") == [1, 2, 3] and parse_seeds("7,") == [7]
+    assert parse_seeds("1,2,") == [1, 2] and parse_seeds(" 4 , 5 ") == [4, 5]
     assert row_seeds({"seed_everything": 10}, 3) == [10, 11, 12] and row_seeds({}, None) == [0]
     assert row_seeds({"seed_everything": 10}, [4, 5]) == [4, 5]
     with pytest.raises(ConfigError):
@@ -349,6 +350,9 @@ def test_parse_seeds_reads_a_count_or_a_list():
         ("99999999999999999999,", r"seed 99999999999999999999 is outside 0 \.\. 4294967295"),
         ("-1,", "seed -1 is outside"),
         (",".join(map(str, range(1, 22))), "21 seeds, at most 20 per command"),
+        ("1,,2", "'1,,2': an empty entry between commas"),  # once trained seeds 1 and 2 without a word
+        (",2", "an empty entry between commas"),
+        ("7,,", "an empty entry between commas"),
     ):
         with pytest.raises(ConfigError, match=says):
             parse_seeds(given)

@@ -15,7 +15,13 @@ def parse_seeds(text: str | None) -> int | list[int] | None:
     """--seeds: a count ('3': the config's seed and the next ones) or a comma-separated list ('1,2,3')."""
     if text is None:
         return None
-    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    pieces = [p.strip() for p in str(text).split(",")]
+    if "" in pieces[:-1]:  # '1,,2', ',2': a seed left out; once trained the others without a word (one seed: '7,')
+        raise ConfigError(
+            f"--seeds {text!r}: an empty entry between commas; give the seeds separated by single commas "
+            f"(--seeds 1,2,3; one seed: --seeds 7,)"
+        )
+    parts = [p for p in pieces if p]
     try:
         values = [int(p) for p in parts]
     except ValueError:
