@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 from alembic.util import CommandError
@@ -68,8 +69,9 @@ def open_engine(url: str, access: str) -> tuple[Engine, bool]:
                 if "docs/results/" in parsed.database.replace("\\", "/")
                 else ""
             )
+            near = _near_database(path)
             raise StoreMissing(
-                f"The run database {shown} does not exist ({path}); check --db, "
+                f"The run database {shown} does not exist ({path}); {near}check --db, "
                 f"${ENV_VAR} or ${RUNS_ENV_VAR} (a run database is made by the first `ortholab fit` "
                 f"that records there).{shipped}"
             )
@@ -156,3 +158,13 @@ def upgrade_store(url: str | None = None, allow_foreign: bool = False) -> Upgrad
         raise StoreError(f"Cannot upgrade the run database {shown}: {reason}{fix}.") from e
     finally:
         engine.dispose()
+
+
+def _near_database(path: Path) -> str:
+    """'did you mean FILE? Else ' for a database file beside a mistyped one (`--db runs/ortolab.db`), else ''."""
+    try:
+        held = [p.name for p in path.parent.iterdir() if p.suffix in (".db", ".sqlite", ".sqlite3") and p.is_file()]
+    except OSError:  # no such folder, or one that cannot be read
+        return ""
+    near = difflib.get_close_matches(path.name, held, n=1, cutoff=0.6)
+    return f"did you mean {path.parent / near[0]}? Else " if near else ""

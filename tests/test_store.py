@@ -338,6 +338,13 @@ def test_a_path_names_a_sqlite_file_as_its_absolute_url(tmp_path, monkeypatch):
     with pytest.raises(StoreMissing, match="exports under docs/results/ come with OrthoLab's repository, not with"):
         Store("docs/results/scurnn_figure5/runs.db", access="read")  # from the wheel, outside a checkout
     assert list((tmp_path / "cwd").iterdir()) == []
+    (tmp_path / "cwd/kept").mkdir()
+    (tmp_path / "cwd/kept/ortholab.db").write_bytes(b"")
+    said = rf"\(\S+/ortolab.db\); did you mean {tmp_path}/cwd/kept/ortholab.db\? Else check --db"
+    with pytest.raises(StoreMissing, match=said):
+        Store("kept/ortolab.db", access="read")  # a typo beside the store: named, as a mistyped key is
+    (tmp_path / "cwd/kept/ortholab.db").unlink()
+    (tmp_path / "cwd/kept").rmdir()
     store = Store("exports/runs.db")
     assert store.url == f"sqlite:///{tmp_path}/cwd/exports/runs.db" and (tmp_path / "cwd/exports/runs.db").is_file()
     store.close()
