@@ -795,14 +795,15 @@ def test_resume_runs_the_evaluation_a_finished_fit_never_got(tmp_path, monkeypat
 def test_a_fit_that_never_validated_is_tested_from_its_last_checkpoint_not_untrained(tmp_path, monkeypatch, capsys):
     """A row's fit too short to validate keeps only checkpoints/last.ckpt: its test loads that file. It was given
     Lightning's `--ckpt_path last`, which in a new process loads nothing, so the test scored an untrained model at
-    the config's seed, and every seed of the row showed the same value (walk-through: pMNIST at 40 steps)."""
+    the config's seed, and every seed of the row showed the same value (walk-through: pMNIST at 40 steps). The test
+    run records its fit's seed, not the config's."""
     from test_cli import DEMO, TINY
 
     _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("test/loss", _copying_rows(DEMO, "copy")))
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     tags = ["--tags", '["paper:toy_figure1/copy"]']
-    main(["fit", "--config", DEMO, *TINY, "--trainer.max_steps", "2", "--db", db, *tags])
+    main(["fit", "--config", DEMO, *TINY, "--trainer.max_steps", "2", "--seed_everything", "7", "--db", db, *tags])
     store = Store(db)
     fit = store.get_run(store.list_runs()[0].id)
     held = sorted(p.name for p in (Path(fit.run_dir) / "checkpoints").iterdir())
@@ -811,6 +812,7 @@ def test_a_fit_that_never_validated_is_tested_from_its_last_checkpoint_not_untra
     assert f"run {fit.id} finished" in capsys.readouterr().out
     test = store.get_run(next(r.id for r in store.list_runs() if r.stage == "test"))
     assert test.config["ckpt_path"] == str(Path(fit.run_dir) / "checkpoints" / "last.ckpt")
+    assert test.config["seed_everything"] == 7  # the fit's seed, not the config's 5544: `runs --columns` shows it
 
 
 def test_resume_with_rows_continues_only_those_rows(tmp_path, monkeypatch, capsys):

@@ -216,11 +216,13 @@ def evaluate_row(
 
         # the run folder's file: Lightning's own `--ckpt_path last` names none in a new process, so a fit that kept
         # only last.ckpt (it never validated) was tested untrained, at the config's seed
-        run_dir = store.get_run(run.id).run_dir
+        fit = store.get_run(run.id)
         try:
-            checkpoint = str(run_checkpoint(run.id, run_dir, best_or_last(run_dir)))
+            checkpoint = str(run_checkpoint(run.id, fit.run_dir, best_or_last(fit.run_dir)))
         except ValueError as err:
             return Outcome(f"{label}: run {run.id} trained; not tested: {err}", "failed")
+        seed = (fit.config or {}).get("seed_everything")  # the fit's, so that the test run records its seed
+        seeded = ["--seed_everything", str(seed)] if isinstance(seed, int) and not isinstance(seed, bool) else []
         code = run_ortholab(
             "test",
             "--config",
@@ -229,6 +231,7 @@ def evaluate_row(
             name,
             *tags,
             *last_flags_win(list(row.args), flags, extra),
+            *seeded,
             "--ckpt_path",
             checkpoint,
             db=db,
