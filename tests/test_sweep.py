@@ -388,6 +388,15 @@ def test_the_flag_check_names_bad_family_options_and_leaves_shapes_it_does_not_k
     assert "recurrent must be a mapping" in refused(model + "  optimizers: {recurrent: 5}\n")
     assert refused(model + "  family_args: [1, 2]\n") is None  # the run names it with its key
     assert refused("- a list\n") is None and refused("model: 3\n") is None
+    # `--model.family lstm` on a scoRNN config: fit's own line with the flags that fix it (the sweep said only that
+    # rho is no option of lstm's)
+    scornn = model + "  family_args: {rho: 4}\n  optimizers: {recurrent: {lr: 0.001}}\n"
+    lstm = scornn.replace("scornn", "lstm")
+    said = _refused_model_options(yaml.safe_load(lstm), ["--config", "c.yaml", "--model.family", "lstm"])
+    assert said.startswith("--model.family lstm: the config's model.family_args ['rho']"), said
+    assert "--model.family_args '{}' --model.optimizers '{}'" in said
+    given = ["--model.family=lstm", "--model.family_args", "{}", "--model.optimizers", "{}"]
+    assert _refused_model_options(yaml.safe_load(lstm.split("  family_args")[0]), given) is None
 
 
 @pytest.mark.parametrize("kind", ["tpe", "random"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from contextlib import contextmanager
 
 ORTHOLAB = [sys.executable, "-c", "from ortholab.cli.main import main; main()"]  # `ortholab` as a child process
@@ -90,7 +91,7 @@ def read_fit_args(argv: list[str], env: dict | None = None) -> tuple[str | None,
             printed = yaml.safe_load(done.stdout)
         except yaml.YAMLError:  # not a config: nothing more to check here; the run itself reads it
             return None, None
-        return _refused_model_options(printed), printed if isinstance(printed, dict) else None
+        return _refused_model_options(printed, argv), printed if isinstance(printed, dict) else None
     said = [line for line in done.stderr.splitlines() if line.startswith("ortholab: error: ")]
     return (said[-1].removeprefix("ortholab: error: ") if said else " ".join(done.stderr.split())[-300:]), None
 
@@ -114,11 +115,12 @@ def validates_nothing(printed: dict | None, so: str) -> str | None:
     return None
 
 
-def _refused_model_options(printed_config) -> str | None:
+def _refused_model_options(printed_config, argv: Sequence[str] = ()) -> str | None:
     """The family options and optimizers of a printed config checked as a run checks them (`--print_config` shows
-    invalid ones as given, so that the run names them): the reason, or None."""
+    invalid ones as given, so that the run names them): the reason, or None. A `--model.family` in `argv` on a
+    config of another family is refused as the run refuses it, naming the flags that give the family's own."""
     from ortholab.errors import ConfigError
-    from ortholab.training.family_options import resolve_family_args, resolve_optimizers
+    from ortholab.training.family_options import check_family_switch, resolve_family_args, resolve_optimizers
 
     model = printed_config.get("model") if isinstance(printed_config, dict) else None
     if not isinstance(model, dict) or not isinstance(model.get("family"), str):
@@ -126,7 +128,10 @@ def _refused_model_options(printed_config) -> str | None:
     size = model.get("hidden_size")
     if isinstance(size, bool) or (size != "auto" and not (isinstance(size, int) and size > 0)):
         return f"model.hidden_size = {size!r} must be a positive integer, or auto with model.param_budget"
+    flags = [str(arg).split("=", 1)[0] for arg in argv]  # the model keys given on the command line, as fit reads them
+    given = sorted({f.removeprefix("--model.").split(".")[0] for f in flags if f.startswith("--model.")})
     try:
+        check_family_switch(model, given)
         family_args = resolve_family_args(model["family"], model.get("family_args"))
         if isinstance(size, int) and 0 < size <= 1024:  # the groups are built at the run's size (ρ <= n and such)
             resolve_optimizers(model["family"], family_args, model.get("optimizers"), size)
