@@ -321,7 +321,7 @@ def test_a_row_another_command_has_claimed_is_left_to_it_and_a_trained_row_leave
 @pytest.mark.parametrize(
     "flags, says",
     [
-        (["--seeds", "0"], "--seeds '0'"),
+        (["--seeds", "0"], "--seeds 0: a count of runs per row is at least 1"),
         (["--seeds", "two"], "--seeds 'two'"),
         (["--list", "--seeds", "3"], "--seeds chooses the runs to train"),
         (["--resume", "--seeds", "two"], "--seeds 'two'"),
@@ -353,6 +353,8 @@ def test_parse_seeds_reads_a_count_or_a_list():
         ("1,,2", "'1,,2': an empty entry between commas"),  # once trained seeds 1 and 2 without a word
         (",2", "an empty entry between commas"),
         ("7,,", "an empty entry between commas"),
+        ("0", "a count of runs per row is at least 1; to train with the seed 0 alone, give it as a list: --seeds 0,"),
+        ("-1", "--seeds -1: a count of runs per row is at least 1$"),  # both said only 'give a count'
     ):
         with pytest.raises(ConfigError, match=says):
             parse_seeds(given)

@@ -26,7 +26,10 @@ def parse_seeds(text: str | None) -> int | list[int] | None:
         values = [int(p) for p in parts]
     except ValueError:
         values = []
-    if not values or ("," not in str(text) and values[0] < 1):
+    if values and "," not in str(text) and values[0] < 1:  # '0' read as a count: no run at all
+        alone = "; to train with the seed 0 alone, give it as a list: --seeds 0," if values[0] == 0 else ""
+        raise ConfigError(f"--seeds {text}: a count of runs per row is at least 1{alone}")
+    if not values:
         raise ConfigError(
             f"--seeds {text!r}: give a count (--seeds 3: the config's seed and the next two) or "
             f"seeds separated by commas (--seeds 1,2,3; one seed: --seeds 7,)"
