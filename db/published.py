@@ -153,7 +153,7 @@ class Reproduction:
     evaluation: RunSummary | None
     value: float | None  # in the paper's units (scale applied)
     measured_as: str | None  # the metric actually read (a val/ metric when no test run exists)
-    verdict: str | None  # qualitative rows: below/above/at_baseline; numeric rows: within/above/below/not finished
+    verdict: str | None  # baseline rows: below/above/at_baseline; numeric: within/above/below/not finished/not judged
     selected: float | None = None  # the test metric of the checkpoint chosen on validation, beside `value` when
     # the fit measured the test split at every validation (the papers' protocol: best test over the epochs)
     length: str | None = None  # how long the fit ran: steps of the plan, epochs
@@ -291,7 +291,8 @@ def reproduction(store: Store, row: PaperRow, runs: list[RunSummary], same: tupl
         low, high = (1 - BEYOND_BASELINE) * fit.baseline, (1 + BEYOND_BASELINE) * fit.baseline
         verdict = "below_baseline" if fit.best < low else "above_baseline" if fit.best > high else "at_baseline"
     elif row.value is not None and fit is not None:
-        verdict = _numeric_verdict(row, fit, value)
+        verdict = _numeric_verdict(row, fit, value) if at_paper_settings(fit) else _not_judged(fit)
+    published = row.value if fit is None or at_paper_settings(fit) else None  # a smaller model is not the paper's
     seeds = _seed_runs(store, row, tagged, by_seed, fit, evaluation)
     return Reproduction(
         row,
@@ -305,8 +306,8 @@ def reproduction(store: Store, row: PaperRow, runs: list[RunSummary], same: tupl
         None if source is row else source.tag.removeprefix("paper:"),
         newer,
         seeds,
-        spread([s.value for s in ended], row.value) if (ended := _ended(seeds)) else None,
-        spread([s.selected for s in ended], row.value) if ended else None,
+        spread([s.value for s in ended], published) if (ended := _ended(seeds)) else None,
+        spread([s.selected for s in ended], published) if ended else None,
         _changed(store, fit) if fit is not None else None,
         store.clock(),
     )
@@ -377,6 +378,13 @@ def _seed_runs(
         crossed, beyond = baseline_crossing(store, chosen, BEYOND_BASELINE) if row.value is None else (None, None)
         out.append(SeedRun(seed, chosen, test, value, selected, crossed, beyond))
     return tuple(out)
+
+
+def _not_judged(fit: RunSummary) -> str:
+    """The verdict of a numeric row whose runs are not the paper's experiment (reproduce's flags changed it, or a
+    smoke scale): their value is shown, never judged against the paper's ('below by 737 sd' of an n = 16 model)."""
+    scale = run_scale(fit)
+    return "not judged (with flags)" if run_flags(fit) is not None else f"not judged ({scale} scale)"
 
 
 def _numeric_verdict(row: PaperRow, fit: RunSummary, value: float | None) -> str:
@@ -522,9 +530,10 @@ def seeds_text(item: Reproduction) -> str | None:
         return f"{n} seed{'s' * (n > 1)}, none measured" + training
     if spread.n == 1:
         return "1 seed" + training
+    judged = f", {spread.verdict}" if spread.verdict else ""  # none for runs not at the paper's setup
     return (
         f"{spread.n} seeds: {_number(spread.mean)} ± {spread.std:.2g} ({_number(spread.low)}–"
-        f"{_number(spread.high)}), {spread.verdict}"
+        f"{_number(spread.high)}){judged}"
     ) + training
 
 

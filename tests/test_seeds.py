@@ -17,14 +17,14 @@ from ortholab.db.seeds import spread
 from ortholab.errors import ConfigError
 
 
-def _fits(store, row, values, metric="val/acc", mode="max", baseline=None):
-    """One finished fit per seed (tagged seed:N), its metric series ending at `values[seed]`."""
+def _fits(store, row, values, metric="val/acc", mode="max", baseline=None, tags=()):
+    """One finished fit per seed (tagged seed:N, and `tags`), its metric series ending at `values[seed]`."""
     for seed, series in values.items():
         run = store.create_run(
             name="r",
             family=row.family,
             task=row.task,
-            tags=[row.tag, f"seed:{seed}"],
+            tags=[row.tag, f"seed:{seed}", *tags],
             main_metric=metric,
             main_metric_mode=mode,
             baseline=baseline,
@@ -74,6 +74,28 @@ def test_the_report_aggregates_a_rows_seeds_as_numpy_does(tmp_path):
     item = reproductions(store, table)[0]
     assert len(item.seeds) == 5 and item.spread.n == 3 and item.spread.mean == pytest.approx(best.mean())
     assert "1 still training; 1 stopped before its end" in markdown_report(store, {"demo_table9": table})
+
+
+@pytest.mark.parametrize(
+    "tags, says",
+    [
+        (["flags:--model.hidden_size 16"], "not judged (with flags)"),
+        (["scale:cpu-smoke"], "not judged (cpu-smoke scale)"),
+    ],
+)
+def test_seeds_not_at_the_papers_setup_are_shown_and_not_judged_against_it(tmp_path, tags, says):
+    """`reproduce --model.hidden_size 16` (or a smoke scale) trains another experiment than the paper's: its seeds'
+    values were judged against the paper's value ('below by 737.0 sd' for an n = 16 model). They are shown, with their
+    spread, and the verdict says they are not judged and why (the status names the flags)."""
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    table = load_table(_write(tmp_path, {**TABLE, "metric": "val/acc"}))
+    _fits(store, table.rows[0], {1: [0.2, 0.3], 2: [0.1, 0.31]}, tags=tags)
+    item = reproductions(store, table)[0]
+    assert item.verdict == says and item.spread.n == 2 and item.spread.verdict is None
+    assert item.selected_spread is None or item.selected_spread.verdict is None
+    (row,) = [r for r in comparison_rows([item])]
+    assert row["verdict"] == says and row["seeds"] == "2 seeds: 30.5 ± 0.71 (30–31)", row["seeds"]
+    assert "sd" not in markdown_report(store, {"demo_table9": table})
 
 
 def test_baseline_rows_count_the_seeds_that_end_beyond_it(tmp_path):
