@@ -1299,6 +1299,24 @@ def test_a_mistyped_flag_for_every_row_is_one_line_before_any_row_trains(tmp_pat
     assert not db.exists()
 
 
+def test_a_flag_one_familys_rows_do_not_take_is_one_line_before_any_row_trains(tmp_path, monkeypatch, capsys):
+    """The flags were read with the first row's config alone: `--model.family_args.rho 8` for a scoRNN and an LSTM
+    row trained the scoRNN's seeds, then failed each LSTM fit. They are read with a row of each family and task."""
+    from test_cli import DEMO, REPO
+
+    lstm = {"row": "copy_lstm", "task": "copying", "family": "lstm", "value": None}
+    rows = [*_copying_rows(DEMO, "one"), {**lstm, "config": str(REPO / "configs/papers/lstm_copying_T1000.yaml")}]
+    _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("val/loss", rows))
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "runs.db"
+    with pytest.raises(SystemExit) as stopped:
+        main(["reproduce", "toy_figure1", "--db", f"sqlite:///{db}", "--model.family_args.rho", "8"])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "model.family_args.rho" in err and "family 'lstm'" in err, err
+    assert "read with row paper:toy_figure1/copy_lstm's config; no row was trained" in err and not db.exists()
+
+
 def test_an_estimate_reads_and_keeps_the_feature_cache_real_runs_share(tmp_path, monkeypatch):
     """A relative data.cache_dir lies under the runs folder; the timing run's runs folder is a temporary one, so
     the estimate passes the shared cache (under $ORTHOLAB_RUNS), or it would compute TIMIT's features every time

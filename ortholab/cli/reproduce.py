@@ -242,7 +242,7 @@ def reproduce(
         print(outcome.line, flush=True)
     todo = [(row, seed) for row, seed in items if (row.tag, seed) not in done]
     if extra and todo:
-        check_flags(todo[0][0], extra, scale)
+        check_flags(list(dict.fromkeys(row for row, _ in todo)), extra, scale)
     if todo:  # once, not a failed fit per row and seed
         from ortholab.training.preflight import check_writable_folder, runs_folder_source
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import yaml
 
 from ortholab.aliases import full_class_path
@@ -108,14 +111,30 @@ def runs_dir_flag(extra: list[str]) -> str | None:
     return found
 
 
-def check_flags(row: PaperRow, extra: list[str], scale: str = "full") -> None:
-    """The flags given for every row, read once with the first row's config (and the scale's flags) before any row
-    trains: a typo, or a trainer that would validate nothing, is one line and exit 2, not a failed fit per row."""
-    if row.config is None:
+def check_flags(rows: list[PaperRow], extra: list[str], scale: str = "full") -> None:
+    """The flags given for every row, read before any row trains with the config of one row of each family and task
+    among `rows` (and the scale's flags), side by side up to the cores: a typo, an option another family does not
+    take (`--model.family_args.rho` for an LSTM row), or a trainer that would validate nothing is one line and exit 2,
+    not a failed fit per row."""
+    kinds: dict[tuple, PaperRow] = {}
+    for row in rows:
+        if row.config is not None:
+            kinds.setdefault((row.family, row.task), row)  # what a flag's validity rests on: the model and the data
+    if not kinds:
         return
+    workers = max(1, min(len(kinds), os.cpu_count() or 1, 4))  # each read imports torch: a few hundred MB
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        reads = list(pool.map(lambda row: _read_with(row, extra, scale), kinds.values()))
+    for row, (why, printed) in zip(kinds.values(), reads):
+        why = why or children.validates_nothing(printed, "its run would have no result for the report")
+        if why:
+            raise ConfigError(
+                f"{why} (the flags given to reproduce, read with row {row.tag}'s config; no row was trained)"
+            )
+
+
+def _read_with(row: PaperRow, extra: list[str], scale: str) -> tuple[str | None, dict | None]:
+    """fit's reading of `row`'s config with the row's own flags, the scale's and `extra` (children.read_fit_args)."""
     config_path = REPO_ROOT / row.config
     flags = smoke_overrides(yaml.safe_load(config_path.read_text(encoding="utf-8"))) if scale == "cpu-smoke" else []
-    why, printed = children.read_fit_args(["--config", str(config_path), *last_flags_win(list(row.args), flags, extra)])
-    why = why or children.validates_nothing(printed, "its run would have no result for the report")
-    if why:
-        raise ConfigError(f"{why} (the flags given to reproduce, read with row {row.tag}'s config; no row was trained)")
+    return children.read_fit_args(["--config", str(config_path), *last_flags_win(list(row.args), flags, extra)])
