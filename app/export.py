@@ -354,7 +354,7 @@ CSV_COLUMNS = [
 UNKNOWN_COMMIT = "unknown: trained by an OrthoLab that did not record its commit"
 
 
-def _provenance(store: Store, run_id: int) -> dict[str, str]:
+def run_provenance(store: Store, run_id: int) -> dict[str, str]:
     """The commit that trained a run (its first start), the host with each start's machine and the command, as
     recorded."""
     detail = store.get_run(run_id)
@@ -401,7 +401,7 @@ def csv_lines(store: Store, tables: dict[str, PaperTable], found: dict[str, list
                     "kind": "row",
                     **columns,
                     **aggregate,
-                    **(_provenance(store, item.fit.id) if item.fit else {}),
+                    **(run_provenance(store, item.fit.id) if item.fit else {}),
                 }
             )
             for seed in item.seeds:
@@ -416,7 +416,7 @@ def csv_lines(store: Store, tables: dict[str, PaperTable], found: dict[str, list
                         "seed": "" if seed.seed is None else seed.seed,
                         "value": _number(seed.value),
                         "selected": _number(seed.selected),
-                        **_provenance(store, seed.fit.id),
+                        **run_provenance(store, seed.fit.id),
                     }
                 )
     return lines
@@ -432,7 +432,7 @@ def runs_behind(found: dict[str, list[Reproduction]]) -> set[int]:
     return ids
 
 
-def _write_atomically(path: Path, write) -> Path:
+def write_atomically(path: Path, write) -> Path:
     """write(temporary path), then the file renamed into place: an interrupted export leaves no file that looks
     whole (its temporary is removed)."""
     part = path.with_name(path.name + ".part")
@@ -444,7 +444,8 @@ def _write_atomically(path: Path, write) -> Path:
     return path
 
 
-def _folder_error(folder: Path, err: OSError) -> ConfigError:
+def folder_error(folder: Path, err: OSError, what: str = "the report") -> ConfigError:
+    """An OSError while an export is written as the one line that says why (a full disk, a file in the way)."""
     blocker = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
     if err.errno in (errno.ENOSPC, errno.EDQUOT):
         why = "no space left on the device; the files written before it are whole, the one being written was removed"
@@ -452,7 +453,7 @@ def _folder_error(folder: Path, err: OSError) -> ConfigError:
         why = f"{blocker} is a file, not a folder"
     else:
         why = err.strerror or str(err)
-    return ConfigError(f"--export {folder}: cannot write the report there ({why}); give a writable folder")
+    return ConfigError(f"--export {folder}: cannot write {what} there ({why}); give a writable folder")
 
 
 def _shared_plotly(folder: Path) -> list[Path]:
@@ -464,7 +465,7 @@ def _shared_plotly(folder: Path) -> list[Path]:
     target = folder.resolve().parent / PLOTLY_JS  # `--export .` too: the folder above, where ../ points
     if target.is_file() and target.read_text(encoding="utf-8") == bundle:
         return []
-    return [_write_atomically(target, lambda p: p.write_text(bundle, encoding="utf-8"))]
+    return [write_atomically(target, lambda p: p.write_text(bundle, encoding="utf-8"))]
 
 
 def _refuse_another_tables_export(folder: Path, tables: dict[str, PaperTable]) -> None:
@@ -494,17 +495,16 @@ def check_export_folder(folder: str | Path, tables: dict[str, PaperTable]) -> Pa
     return Path(folder)
 
 
-def check_export_target(store: Store, folder: str | Path) -> None:
-    """DIR/runs.db is written over by an export: refused where it is the store being read, or a store of its own (a
-    copy of a store of runs, a restored one) rather than an earlier export's copy, whose runs would be lost."""
+def check_export_target(store: Store, folder: str | Path, reader: str = "this report") -> None:
+    """DIR/runs.db is written over by an export: refused where it is the store being read (by `reader`), or a store
+    of its own (a copy of a store of runs, a restored one) rather than an earlier export's copy, whose runs would be
+    lost."""
     target = Path(folder) / EXPORT_FILES[0]
     if not target.exists():
         return
     reading = sqlite_file(store.url)
     if reading and reading.exists() and os.path.samefile(reading, target):
-        raise ConfigError(
-            f"--export {folder}: {target} is the store this report reads (--db); export into another folder"
-        )
+        raise ConfigError(f"--export {folder}: {target} is the store {reader} reads (--db); export into another folder")
     try:
         existing = Store(f"sqlite:///{target.resolve()}", access="read")
         try:
@@ -550,8 +550,7 @@ def export_report(
         )
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        code = code_version()  # before any file is written: the export's own files are no "+changes"
-        writer = describe(code) if code.get("commit") else f"unknown ({describe(code)}, installed without a checkout)"
+        writer = export_writer()  # before any file is written: the export's own files are no "+changes"
         if not shared_plotly:
             return _export(store, tables, found, folder, with_artifacts, writer, "directory", with_checkpoints)
         shared = _shared_plotly(folder)
@@ -559,7 +558,7 @@ def export_report(
             store, tables, found, folder, with_artifacts, writer, f"../{PLOTLY_JS}", with_checkpoints
         )
     except OSError as err:
-        raise _folder_error(folder, err) from None
+        raise folder_error(folder, err) from None
 
 
 def _export(
@@ -572,11 +571,7 @@ def _export(
     plotly_js: str,
     with_checkpoints: bool,
 ) -> list[Path]:
-    command = (
-        "ortholab " + " ".join(sys.argv[1:])
-        if sys.argv and "ortholab" in Path(sys.argv[0]).name
-        else "ortholab report --export" + (" --shared-plotly" if plotly_js != "directory" else "")
-    )
+    command = export_command("ortholab report --export" + (" --shared-plotly" if plotly_js != "directory" else ""))
     every = load_tables()  # where twin rows are looked up
     checkpoints = []
     if with_checkpoints:  # before the store is read for the rest: a run training meanwhile has exported points
@@ -597,7 +592,7 @@ def _export(
         f"{', '.join(trained_by) or '-'}; who wrote this file, when and where: export.txt -->\n\n"
     )
     written = [
-        _write_atomically(folder / "report.md", lambda p: p.write_text(header + markdown_report(store, tables, found)))
+        write_atomically(folder / "report.md", lambda p: p.write_text(header + markdown_report(store, tables, found)))
     ]
 
     def write_csv(path: Path) -> None:
@@ -606,28 +601,46 @@ def _export(
             writer.writeheader()
             writer.writerows(csv_lines(store, tables, found))
 
-    written.append(_write_atomically(folder / "report.csv", write_csv))
+    written.append(write_atomically(folder / "report.csv", write_csv))
     for table in tables.values():
         curves = _curves(store, found[table.id])
         if curves:
-            written.append(_write_atomically(folder / f"{table.id}.png", partial(_png, table=table, curves=curves)))
+            written.append(write_atomically(folder / f"{table.id}.png", partial(_png, table=table, curves=curves)))
             html = partial(_html, table=table, curves=curves, plotly_js=plotly_js)
-            written.append(_write_atomically(folder / f"{table.id}.html", html))
+            written.append(write_atomically(folder / f"{table.id}.html", html))
     run_store, points = write_run_store_within(store, behind, folder / "runs.db", with_artifacts=with_artifacts)
     written.append(run_store)
-    size = run_store.stat().st_size
+    written += checkpoints
+    written.append(write_export_txt(folder, store, command, writer, behind, points))
+    return written
+
+
+def export_command(fallback: str) -> str:
+    """The command writing an export as it was typed (the console script's arguments), else `fallback` (a call from
+    Python, a test)."""
+    return "ortholab " + " ".join(sys.argv[1:]) if sys.argv and "ortholab" in Path(sys.argv[0]).name else fallback
+
+
+def export_writer() -> str:
+    """The commit of the OrthoLab writing an export, for its export.txt; read before any file of it is written."""
+    code = code_version()
+    return describe(code) if code.get("commit") else f"unknown ({describe(code)}, installed without a checkout)"
+
+
+def write_export_txt(folder: Path, store: Store, command: str, writer: str, run_ids, points: int) -> Path:
+    """folder/export.txt: the command, date, commit and machine that wrote the export, the store it read and the
+    runs folder/runs.db holds (written with `points` per thinned series: write_run_store_within's answer)."""
+    size = (folder / EXPORT_FILES[0]).stat().st_size
     over = (
         f"; runs.db has {size / 1e6:.2f} MB, more than the {MAX_BYTES / 1e6:.0f} MB a committed store should keep to"
         if size > MAX_BYTES
         else ""
     )
-    written += checkpoints
     provenance = (
         f"written by `{command}` on {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC\n"
         f"commit {writer}\nmachine {machine()}\nfrom the store {store.display_url}\n"
-        f"runs: {', '.join(map(str, sorted(behind))) or '-'} (in runs.db; long training series thinned to "
+        f"runs: {', '.join(map(str, sorted(run_ids))) or '-'} (in runs.db; long training series thinned to "
         f"at most {points:,} points each, validation and test series whole, so that it stays under "
         f"{MAX_BYTES / 1e6:.0f} MB{over})\n"
     )
-    written.append(_write_atomically(folder / "export.txt", lambda p: p.write_text(provenance)))
-    return written
+    return write_atomically(folder / EXPORT_FILES[1], lambda p: p.write_text(provenance))

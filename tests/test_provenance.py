@@ -52,18 +52,18 @@ def test_a_fit_records_the_code_that_trained_it(tmp_path, monkeypatch):
 
 def test_the_export_names_the_host_and_each_starts_machine(tmp_path):
     """A report.csv line said only 'vm' (the host name), which told two VMs of other CPUs apart in nothing."""
-    from ortholab.app.export import _provenance
+    from ortholab.app.export import run_provenance
 
     store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
     run = store.create_run(name="r")
     first, second = {"commit": "aaaaaaa", "machine": "AMD EPYC, 2 cores"}, {"commit": "bbbbbbb", "machine": "Xeon, 2"}
     store.update_run(run, info={"code": [first, {**first, "commit": "ccccccc"}, second]})
-    found = _provenance(store, run)
+    found = run_provenance(store, run)
     assert found["machine"].endswith("(AMD EPYC, 2 cores; resumed on Xeon, 2)") and found["commit"] == "aaaaaaa"
     store.update_run(run, info={"code": [{"commit": "ddddddd"}]})  # recorded before machines were
-    assert "(" not in _provenance(store, run)["machine"]
+    assert "(" not in run_provenance(store, run)["machine"]
     store.update_run(run, info={"code": [{"commit": "ddddddd"}, second]})  # begun before, resumed after
-    assert _provenance(store, run)["machine"].endswith("(a machine not recorded; resumed on Xeon, 2)")
+    assert run_provenance(store, run)["machine"].endswith("(a machine not recorded; resumed on Xeon, 2)")
 
 
 def test_a_run_resumed_by_other_code_lists_both_in_order(tmp_path, monkeypatch):

@@ -122,7 +122,7 @@ def test_a_failed_run_continued_with_another_setting_records_the_change_and_why_
     """`fit --resume ID --KEY VALUE` after the NaN guard failed the run: the same run goes on from its last checkpoint,
     and its info keeps the failure's reason (the resume clears the run's reason column), the step, the key with
     its old and new value, and the command; the export's provenance says so."""
-    from ortholab.app.export import _provenance
+    from ortholab.app.export import run_provenance
     from ortholab.db.provenance import resume_notes
 
     db = f"sqlite:///{tmp_path / 'runs.db'}"
@@ -149,7 +149,7 @@ def test_a_failed_run_continued_with_another_setting_records_the_change_and_why_
     (note,) = resume_notes(detail.info)  # the dashboard's run details
     assert note.startswith(f"Continued from step 6 after it failed ({run.reason}), with ")
     assert "model.optimizers.other.lr 0.002 (was 0.001): `ortholab fit --resume" in note
-    command = _provenance(store, run.id)["command"]
+    command = run_provenance(store, run.id)["command"]
     assert command.startswith("ortholab fit --config")
     assert "; continued from step 6 with model.optimizers.other.lr 0.002 (was 0.001): ortholab fit --resume" in command
     shown = ortholab(tmp_path, "runs", "show", str(run.id), "--db", db)  # the run whole, for a terminal
