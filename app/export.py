@@ -40,6 +40,7 @@ from ortholab.db.sqlite_files import sqlite_file
 from ortholab.db.store import EXPORT_FILES, StoreError
 from ortholab.errors import ConfigError
 
+RUNS_CSV = "runs.csv"  # `ortholab runs --export DIR`'s table of runs (app/runs_export.py): DIR is no report's
 PLOTLY_JS = "plotly.min.js"  # the name plotly's include_plotlyjs="directory" writes beside the HTML
 
 # plotly's marker symbols (app/style.py) as matplotlib draws them
@@ -488,9 +489,14 @@ def _refuse_another_tables_export(folder: Path, tables: dict[str, PaperTable]) -
 
 def check_export_folder(folder: str | Path, tables: dict[str, PaperTable]) -> Path:
     """The folder an export of `tables` may be written into, checked before anything is read or printed: refused
-    when empty ('' would be the current folder) or holding another table's export."""
+    when empty ('' would be the current folder), holding another table's export or an export of runs."""
     if not str(folder).strip():  # Path("") would be the current folder
         raise ConfigError("--export '': give the folder to write the report into")
+    if (Path(folder) / RUNS_CSV).is_file():  # its runs.db and export.txt would no longer be those of its runs.csv
+        raise ConfigError(
+            f"--export {folder}: it holds an export of runs (`ortholab runs --export`, {RUNS_CSV}); writing the "
+            "report there would replace its runs.db; give another folder"
+        )
     _refuse_another_tables_export(Path(folder), tables)
     return Path(folder)
 

@@ -1,4 +1,5 @@
-"""`ortholab runs`: the recorded runs, filtered; `runs show ID`: one run whole; `runs tag ID... LABEL` /
+"""`ortholab runs`: the recorded runs, filtered (`--export DIR`: those runs as runs.db, runs.csv and export.txt,
+app/runs_export.py); `runs show ID`: one run whole; `runs tag ID... LABEL` /
 `runs untag ID... LABEL` add or remove a label; `runs delete ID...` removes runs (their rows, metric points,
 artifacts and run folders) after a confirmation (`--yes` for scripts), never a run that is being written, never
 another run."""
@@ -26,7 +27,7 @@ ACTIONS = ("show", "tag", "untag", "delete")
 PROVENANCE_TAGS = ("paper:", "scale:", "seed:", "flags:")  # reproduce's tags (db/published.py, db/seeds.py)
 USAGE = (
     "runs [--family F] [--task T] [--status S] [--tag T] [--name TEXT] [--columns KEYS] [--sort KEY [--desc]] "
-    "[--json] | runs show ID | "
+    "[--json] [--export DIR [--with-artifacts]] | runs show ID | "
     "runs tag|untag|delete ID... [LABEL]"
 )
 HELP = "list recorded runs (filtered); show one whole; tag, untag or delete runs"
@@ -82,9 +83,32 @@ def add_arguments(parser) -> None:
         "key, smallest first (runs without a value last); default: newest first (by id)",
     )
     parser.add_argument("--desc", action="store_true", help="with --sort: largest first")
+    parser.add_argument(
+        "--export",
+        default=None,
+        metavar="DIR",
+        help="also write the runs listed into DIR, to hand on: runs.db (a store of exactly those runs; "
+        "`ortholab dashboard --db DIR/runs.db` draws their curves), runs.csv (a line per run: the listing's "
+        "columns and the commit, machine and command that trained it) and export.txt (who wrote them, when, "
+        "from which store); no run listed: one line, nothing written",
+    )
+    parser.add_argument(
+        "--with-artifacts",
+        action="store_true",
+        help="with --export: runs.db also holds the runs' artifacts (eigenvalues, audio: larger)",
+    )
 
 
 def run(args, extra: list[str]) -> None:
+    if args.action and (args.export is not None or args.with_artifacts):
+        flag = "--export" if args.export is not None else "--with-artifacts"
+        raise ConfigError(f"runs {args.action}: {flag} exports a listing: `ortholab runs [filters] --export DIR`")
+    if args.with_artifacts and args.export is None:
+        raise ConfigError("--with-artifacts applies only to an export: add --export DIR, or leave --with-artifacts out")
+    if args.export is not None:  # a folder it may not write into is refused before the store is read
+        from ortholab.app.runs_export import check_runs_export_folder
+
+        check_runs_export_folder(args.export)
     if args.action == "show":
         show(args.targets, args.db, as_json=args.json)
         return
@@ -114,21 +138,33 @@ def run(args, extra: list[str]) -> None:
         rows = sort_rows(rows, args.sort, [*COLUMNS, *keys], desc=args.desc)
     elif args.desc:
         raise ConfigError("--desc orders a --sort: give --sort KEY (e.g. --sort best --desc)")
+    at = COLUMNS.index("baseline") + 1
+    if args.export is not None:  # checked before the listing prints: nothing listed, or a runs.db not to replace
+        from ortholab.app.export import check_export_target
+        from ortholab.db import Store
+
+        if not rows:  # one line, exit 2: nothing to hand on, nothing written
+            raise ConfigError(f"--export {args.export}: {no_match(recorded, args)}; nothing written")
+        store = Store(args.db, access="read")
+        check_export_target(store, args.export, reader="this listing")
     if args.json:  # full ISO start times; NaN as null (JSON has no NaN)
         plain = [{k: _finite(v) if isinstance(v, float) else v for k, v in row.items()} for row in rows]
         print(json.dumps(plain, indent=2, default=str))
     elif rows:
-        rows = [shown(row) for row in rows]
-        columns = COLUMNS if any(row["reason"] for row in rows) else COLUMNS[:-1]
+        lines = [shown(row) for row in rows]  # rows stay as they are for an export
+        columns = COLUMNS if any(line["reason"] for line in lines) else COLUMNS[:-1]
         columns = [STARTED if column == "started" else column for column in columns]
-        at = columns.index("baseline") + 1
-        print(table(rows, [*columns[:at], *keys, *columns[at:]]))
+        print(table(lines, [*columns[:at], *keys, *columns[at:]]))
         if note := copy_note(args.db):
             print(note)
     else:
-        filtered = any(getattr(args, k) for k in ("family", "task", "status", "tag", "name"))
-        hint = unmatched_hint(recorded, args) if filtered else ""
-        print(f"no recorded run matches the filters{hint}" if filtered else "no runs recorded yet")
+        print(no_match(recorded, args))
+    if args.export is not None:
+        from ortholab.app.runs_export import export_runs
+
+        columns = [*COLUMNS[:at], *keys, *COLUMNS[at:]]
+        for path in export_runs(store, rows, columns, args.export, with_artifacts=args.with_artifacts):
+            print(f"wrote {path}", file=sys.stderr)
 
 
 SEED_HINT = (  # the nearest key by spelling, data.seed, is the task's data, which `reproduce --seeds` leaves alone
@@ -212,6 +248,13 @@ def registered_names(key: str) -> set[str]:
     from ortholab.datamodules import TASKS
 
     return set(TASKS)
+
+
+def no_match(recorded: list[dict], args) -> str:
+    """Why nothing is listed: no run recorded, or none matching the filters (with unmatched_hint's hint)."""
+    if any(getattr(args, k) for k in ("family", "task", "status", "tag", "name")):
+        return f"no recorded run matches the filters{unmatched_hint(recorded, args)}"
+    return "no runs recorded yet"
 
 
 def unmatched_hint(recorded: list[dict], args) -> str:
