@@ -567,6 +567,18 @@ def export_report(
         raise folder_error(folder, err) from None
 
 
+def export_checkpoints(store: Store, run_ids, folder: Path) -> list[Path]:
+    """folder/checkpoints: what `ortholab restore` needs to continue the unfinished runs of `run_ids` elsewhere
+    (db/extract.py's copy_resume_files), replacing an earlier export's only once whole; the files written."""
+    staging = folder / "checkpoints.part"
+    shutil.rmtree(staging, ignore_errors=True)
+    copied = copy_resume_files(store, run_ids, staging, earlier=folder / "checkpoints")
+    shutil.rmtree(folder / "checkpoints", ignore_errors=True)  # an earlier export's go once these are whole
+    if staging.is_dir():
+        staging.rename(folder / "checkpoints")
+    return [folder / "checkpoints" / path.relative_to(staging) for path in copied]
+
+
 def _export(
     store: Store,
     tables: dict[str, PaperTable],
@@ -581,13 +593,7 @@ def _export(
     every = load_tables()  # where twin rows are looked up
     checkpoints = []
     if with_checkpoints:  # before the store is read for the rest: a run training meanwhile has exported points
-        staging = folder / "checkpoints.part"  # at least as new as its exported checkpoint
-        shutil.rmtree(staging, ignore_errors=True)
-        copied = copy_resume_files(store, runs_behind(found), staging, earlier=folder / "checkpoints")
-        shutil.rmtree(folder / "checkpoints", ignore_errors=True)  # an earlier export's go once these are whole
-        if staging.is_dir():
-            staging.rename(folder / "checkpoints")
-        checkpoints = [folder / "checkpoints" / path.relative_to(staging) for path in copied]
+        checkpoints = export_checkpoints(store, runs_behind(found), folder)  # at least as new as its checkpoint
         found = {table.id: reproductions(store, table, every) for table in tables.values()}  # read once from here
     behind = runs_behind(found)
     codes = [code for run_id in behind for code in (store.get_run(run_id).info or {}).get("code") or [UNRECORDED]]

@@ -1,8 +1,9 @@
 """`ortholab runs [filters] --export DIR`: the runs a listing shows, handed on as evidence. Writes runs.db (a store of
 exactly those runs, db/extract.py's, thinned and kept small as `report --export` keeps it; artifacts with
 `--with-artifacts`), runs.csv (a line per run: the listing's columns, its tags, and the commit, machine and command
-that trained it) and export.txt (who wrote them, when, where, from which store), each whole or not at all. No
-figures: `ortholab dashboard --db DIR/runs.db` draws the runs' curves."""
+that trained it) and export.txt (who wrote them, when, where, from which store), each whole or not at all; with
+`--with-checkpoints` also checkpoints/, from which `ortholab restore DIR` continues the unfinished runs elsewhere.
+No figures: `ortholab dashboard --db DIR/runs.db` draws the runs' curves."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from ortholab.app.export import (
     RUNS_CSV,
     check_export_target,
+    export_checkpoints,
     export_command,
     export_writer,
     folder_error,
@@ -67,7 +69,12 @@ def csv_lines(store: Store, rows: list[dict], columns: Sequence[str]) -> list[di
 
 
 def export_runs(
-    store: Store, rows: list[dict], columns: Sequence[str], folder: str | Path, with_artifacts: bool = False
+    store: Store,
+    rows: list[dict],
+    columns: Sequence[str],
+    folder: str | Path,
+    with_artifacts: bool = False,
+    with_checkpoints: bool = False,
 ) -> list[Path]:
     """Write runs.csv, runs.db and export.txt of the listed `rows` (`ortholab runs`'s, with `columns`) into `folder`
     (created); returns the paths written. A folder it may not write into and an empty listing are refused, with
@@ -89,9 +96,10 @@ def export_runs(
                 table.writeheader()
                 table.writerows(lines)
 
+        checkpoints = export_checkpoints(store, ids, folder) if with_checkpoints else []  # before the points
         written = [write_atomically(folder / RUNS_CSV, write_csv)]
         run_store, points = write_run_store_within(store, ids, folder / "runs.db", with_artifacts=with_artifacts)
-        written.append(run_store)
+        written += [run_store, *checkpoints]
         written.append(write_export_txt(folder, store, command, writer, ids, points))
     except OSError as err:
         raise folder_error(folder, err, what="the runs") from None

@@ -128,6 +128,8 @@ def test_export_with_an_action_or_artifacts_without_export_is_one_line(tmp_path,
         (["runs", "show", "1", "--export", str(tmp_path / "x")], "runs show: --export exports a listing"),
         (["runs", "tag", "1", "best", "--export", str(tmp_path / "x")], "runs tag: --export exports a listing"),
         (["runs", "--with-artifacts"], "--with-artifacts applies only to an export"),
+        (["runs", "--with-checkpoints"], "--with-checkpoints applies only to an export"),
+        (["runs", "show", "1", "--with-checkpoints"], "runs show: --with-checkpoints exports a listing"),
     ):
         with pytest.raises(SystemExit) as refused:
             main([*argv, "--db", db])
@@ -167,3 +169,33 @@ def test_the_export_guards_the_store_read_another_store_and_a_reports_folder(tmp
     assert list(_runs(f"sqlite:///{shared / 'runs.db'}").values()) == ["mnist_a"]
     with pytest.raises(Exception, match="it holds an export of runs"):  # a report would replace its runs.db
         check_export_folder(shared, {})
+
+
+def test_an_unfinished_run_exported_with_checkpoints_is_restored_elsewhere_to_go_on(tmp_path, capsys):
+    """`runs --export DIR --with-checkpoints`: an unfinished run of one's own (no paper table) travels with its config
+    and checkpoints, and `ortholab restore DIR` makes it the store and run folder of another runs folder, where `fit
+    --resume` finds them; a finished run's folder stays behind (no checkpoint of a NaN guard to keep)."""
+    db, ids = _store(tmp_path)
+    store = Store(db)
+    folder = tmp_path / "A" / "store-0a1b2c3d" / "copy_b" / str(ids["copy_b"])  # as a fit lays out its folder
+    (folder / "checkpoints").mkdir(parents=True)
+    (folder / "config.yaml").write_text(f"runs_dir: {tmp_path / 'A'}\n")
+    (folder / "checkpoints" / "last.ckpt").write_bytes(b"weights")
+    store.update_run(ids["copy_b"], run_dir=str(folder))
+    store.set_status(ids["copy_b"], "interrupted")
+    store.close()
+    out = tmp_path / "share"
+    main(["runs", "--db", db, "--tag", "mine", "--export", str(out), "--with-checkpoints"])
+    held = out / "checkpoints" / "store-0a1b2c3d" / "copy_b" / str(ids["copy_b"])
+    assert (held / "checkpoints" / "last.ckpt").read_bytes() == b"weights"
+    assert sorted(p.name for p in (out / "checkpoints" / "store-0a1b2c3d").iterdir()) == ["copy_b"]
+    assert f"wrote {held / 'checkpoints' / 'last.ckpt'}" in capsys.readouterr().err
+    main(["restore", str(out), "--runs-dir", str(tmp_path / "B")])
+    assert f"Unfinished, with their checkpoints: {ids['copy_b']}." in capsys.readouterr().out
+    restored = Store(f"sqlite:///{tmp_path / 'B' / 'ortholab.db'}", access="read")
+    moved = restored.get_run(ids["copy_b"]).run_dir
+    assert moved == str(tmp_path / "B" / "store-0a1b2c3d" / "copy_b" / str(ids["copy_b"]))
+    assert (tmp_path / "B" / "store-0a1b2c3d" / "copy_b" / str(ids["copy_b"]) / "config.yaml").read_text() == (
+        f"runs_dir: {tmp_path / 'B'}\n"
+    )
+    restored.close()

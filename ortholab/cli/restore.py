@@ -1,11 +1,11 @@
-"""`ortholab restore DIR`: an export's runs.db and checkpoints (`report TABLE --export DIR --with-checkpoints`) made
-the store and run folders of this machine, so that its unfinished runs go on here with `reproduce --resume` or `fit
---resume ID` (docs/checkpoints.md). Into any runs folder: runs.db records its runs' folders by their absolute paths
-under the runs folder they trained in, and where that is another one, the restored store, the runs' config.yaml and
-checkpoints are rewritten to the same layout under this one (db/relocate.py), each run's info keeping the folder it
-trained in. It checks what the two copies by hand left to chance: no store or run folder is there to be written over
-or replayed; and it is all or nothing: one that fails midway (a full disk, a file it cannot read, Ctrl-C) removes what
-it had made (_Made) and can be run again."""
+"""`ortholab restore DIR`: an export's runs.db and checkpoints (`report TABLE --export DIR --with-checkpoints`, or
+`runs [filters] --export DIR --with-checkpoints`) made the store and run folders of this machine, so that its
+unfinished runs go on here with `reproduce --resume` or `fit --resume ID` (docs/checkpoints.md). Into any runs
+folder: runs.db records its runs' folders by their absolute paths under the runs folder they trained in, and where
+that is another one, the restored store, the runs' config.yaml and checkpoints are rewritten to the same layout under
+this one (db/relocate.py), each run's info keeping the folder it trained in. It checks what the two copies by hand
+left to chance: no store or run folder is there to be written over or replayed; and it is all or nothing: one that
+fails midway (a full disk, a file it cannot read, Ctrl-C) removes what it had made (_Made) and can be run again."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "export",
         metavar="DIR",
-        help="a folder `ortholab report TABLE --export DIR --with-checkpoints` wrote (runs.db, checkpoints/)",
+        help="a folder `ortholab report TABLE --export DIR --with-checkpoints` or `ortholab runs [filters] --export "
+        "DIR --with-checkpoints` wrote (runs.db, checkpoints/)",
     )
     parser.add_argument(
         "--runs-dir",
@@ -154,13 +155,14 @@ def run(args, extra: list[str]) -> None:
     copy = export / "runs.db"
     if not copy.is_file():
         raise ConfigError(
-            f"{export}: no runs.db there; give a folder `ortholab report TABLE --export DIR --with-checkpoints` wrote"
+            f"{export}: no runs.db there; give a folder `ortholab report TABLE --export DIR --with-checkpoints` (or "
+            f"`ortholab runs [filters] --export DIR --with-checkpoints`) wrote"
         )
     try:
         source = Store(f"sqlite:///{copy.absolute()}", access="read")
     except StoreError as err:  # its own fix would point at --db, which restore does not take
         raise ConfigError(
-            f"{str(err).split('; ')[0]}; {export} is not a folder `ortholab report TABLE --export DIR` wrote (its "
+            f"{str(err).split('; ')[0]}; {export} is not a folder `ortholab report|runs ... --export DIR` wrote (its "
             f"runs.db must be the export's store, as written)"
         ) from None
     runs = {run.id: source.get_run(run.id) for run in source.list_runs()}

@@ -27,7 +27,7 @@ ACTIONS = ("show", "tag", "untag", "delete")
 PROVENANCE_TAGS = ("paper:", "scale:", "seed:", "flags:")  # reproduce's tags (db/published.py, db/seeds.py)
 USAGE = (
     "runs [--family F] [--task T] [--status S] [--tag T] [--name TEXT] [--columns KEYS] [--sort KEY [--desc]] "
-    "[--json] [--export DIR [--with-artifacts]] | runs show ID | "
+    "[--json] [--export DIR [--with-artifacts] [--with-checkpoints]] | runs show ID | "
     "runs tag|untag|delete ID... [LABEL]"
 )
 HELP = "list recorded runs (filtered); show one whole; tag, untag or delete runs"
@@ -97,14 +97,22 @@ def add_arguments(parser) -> None:
         action="store_true",
         help="with --export: runs.db also holds the runs' artifacts (eigenvalues, audio: larger)",
     )
+    parser.add_argument(
+        "--with-checkpoints",
+        action="store_true",
+        help="with --export: DIR/checkpoints also holds the config and checkpoints of the unfinished runs, so that "
+        "`ortholab restore DIR` continues them on another machine",
+    )
 
 
 def run(args, extra: list[str]) -> None:
-    if args.action and (args.export is not None or args.with_artifacts):
-        flag = "--export" if args.export is not None else "--with-artifacts"
+    only_exports = {"--with-artifacts": args.with_artifacts, "--with-checkpoints": args.with_checkpoints}
+    given = next((flag for flag, on in only_exports.items() if on), None)
+    if args.action and (args.export is not None or given):
+        flag = "--export" if args.export is not None else given
         raise ConfigError(f"runs {args.action}: {flag} exports a listing: `ortholab runs [filters] --export DIR`")
-    if args.with_artifacts and args.export is None:
-        raise ConfigError("--with-artifacts applies only to an export: add --export DIR, or leave --with-artifacts out")
+    if given and args.export is None:
+        raise ConfigError(f"{given} applies only to an export: add --export DIR, or leave {given} out")
     if args.export is not None:  # a folder it may not write into is refused before the store is read
         from ortholab.app.runs_export import check_runs_export_folder
 
@@ -163,7 +171,15 @@ def run(args, extra: list[str]) -> None:
         from ortholab.app.runs_export import export_runs
 
         columns = [*COLUMNS[:at], *keys, *COLUMNS[at:]]
-        for path in export_runs(store, rows, columns, args.export, with_artifacts=args.with_artifacts):
+        written = export_runs(
+            store,
+            rows,
+            columns,
+            args.export,
+            with_artifacts=args.with_artifacts,
+            with_checkpoints=args.with_checkpoints,
+        )
+        for path in written:
             print(f"wrote {path}", file=sys.stderr)
 
 
