@@ -1,4 +1,5 @@
-"""What every command shares: the --db help, one-line argparse errors, and aligned tables that fit a terminal."""
+"""What every command shares: the --db help, one-line argparse errors, aligned tables that fit a terminal, and the
+flags an --export takes."""
 
 from __future__ import annotations
 
@@ -13,6 +14,31 @@ DB_HELP = (
 )
 LINE_WIDTH = 120  # tables printed for a terminal fit this many columns (their --wide flags show every character)
 NARROWEST = 80  # a terminal narrower than this still gets 80 columns: fewer would cut every cell
+
+
+def add_export_extras(parser, checkpoints_help: str) -> None:
+    """--with-artifacts and --with-checkpoints, which an --export of `report` or `runs` takes."""
+    parser.add_argument(
+        "--with-artifacts",
+        action="store_true",
+        help="with --export: runs.db also holds the runs' artifacts (eigenvalues, audio: larger)",
+    )
+    parser.add_argument("--with-checkpoints", action="store_true", help=checkpoints_help)
+
+
+def export_extra_given(args, *more: str) -> str | None:
+    """The first export-only flag given (--with-artifacts, --with-checkpoints, then `more`'s attributes), or None."""
+    flags = ("--with-artifacts", "--with-checkpoints", *more)
+    return next((flag for flag in flags if getattr(args, flag.removeprefix("--").replace("-", "_"))), None)
+
+
+def refuse_export_extras_without_export(args, *more: str) -> None:
+    """An export-only flag without --export: one line naming it."""
+    from ortholab.errors import ConfigError
+
+    flag = export_extra_given(args, *more)
+    if flag is not None and args.export is None:
+        raise ConfigError(f"{flag} applies only to an export: add --export DIR, or leave {flag} out")
 
 
 def line_width() -> int:

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import sys
 
-from ortholab.cli.common import DB_HELP, LINE_WIDTH, line_width
+from ortholab.cli.common import (
+    DB_HELP,
+    LINE_WIDTH,
+    add_export_extras,
+    line_width,
+    refuse_export_extras_without_export,
+)
 
 USAGE = "report [TABLE] [--all] [--wide] [--export DIR [--shared-plotly] [--with-checkpoints]]"
 HELP = "published vs reproduced, as Markdown tables (the rows run; --all: every row)"
@@ -34,16 +40,10 @@ def add_arguments(parser) -> None:
         help="also write report.md, report.csv, per table a curve plot (PNG and HTML), runs.db (the "
         "runs behind the numbers) and export.txt into DIR",
     )
-    parser.add_argument(
-        "--with-artifacts",
-        action="store_true",
-        help="with --export: runs.db also holds the runs' artifacts (eigenvalues, audio: larger)",
-    )
-    parser.add_argument(
-        "--with-checkpoints",
-        action="store_true",
-        help="with --export: DIR/checkpoints also holds the config and checkpoints of every unfinished run "
-        "behind it, so that a copy of runs.db can resume it on another machine (docs/checkpoints.md)",
+    add_export_extras(
+        parser,
+        "with --export: DIR/checkpoints also holds the config and checkpoints of every unfinished run behind it, so "
+        "that a copy of runs.db can resume it on another machine (docs/checkpoints.md)",
     )
     parser.add_argument(
         "--shared-plotly",
@@ -60,11 +60,7 @@ def run(args, extra: list[str]) -> None:
     from ortholab.db.store import StoreMissing
     from ortholab.errors import ConfigError, did_you_mean
 
-    export_only = {"--with-artifacts": args.with_artifacts, "--with-checkpoints": args.with_checkpoints}
-    export_only["--shared-plotly"] = args.shared_plotly
-    if args.export is None and any(export_only.values()):
-        flag = next(name for name, given in export_only.items() if given)
-        raise ConfigError(f"{flag} applies only to an export: add --export DIR, or leave {flag} out")
+    refuse_export_extras_without_export(args, "--shared-plotly")
     tables = load_tables()
     if args.table is not None and args.table not in tables:
         raise ConfigError(

@@ -17,7 +17,14 @@ from collections import Counter
 from pathlib import Path
 
 from ortholab import aliases
-from ortholab.cli.common import DB_HELP, fmt, table
+from ortholab.cli.common import (
+    DB_HELP,
+    add_export_extras,
+    export_extra_given,
+    fmt,
+    refuse_export_extras_without_export,
+    table,
+)
 from ortholab.cli.runs_sort import sort_rows
 from ortholab.db.progress import copy_note, run_progress, runs_rows
 from ortholab.db.provenance import restore_notes, resume_notes
@@ -92,27 +99,19 @@ def add_arguments(parser) -> None:
         "columns and the commit, machine and command that trained it) and export.txt (who wrote them, when, "
         "from which store); no run listed: one line, nothing written",
     )
-    parser.add_argument(
-        "--with-artifacts",
-        action="store_true",
-        help="with --export: runs.db also holds the runs' artifacts (eigenvalues, audio: larger)",
-    )
-    parser.add_argument(
-        "--with-checkpoints",
-        action="store_true",
-        help="with --export: DIR/checkpoints also holds the config and checkpoints of the unfinished runs, so that "
+    add_export_extras(
+        parser,
+        "with --export: DIR/checkpoints also holds the config and checkpoints of the unfinished runs, so that "
         "`ortholab restore DIR` continues them on another machine",
     )
 
 
 def run(args, extra: list[str]) -> None:
-    only_exports = {"--with-artifacts": args.with_artifacts, "--with-checkpoints": args.with_checkpoints}
-    given = next((flag for flag, on in only_exports.items() if on), None)
+    given = export_extra_given(args)
     if args.action and (args.export is not None or given):
         flag = "--export" if args.export is not None else given
         raise ConfigError(f"runs {args.action}: {flag} exports a listing: `ortholab runs [filters] --export DIR`")
-    if given and args.export is None:
-        raise ConfigError(f"{given} applies only to an export: add --export DIR, or leave {given} out")
+    refuse_export_extras_without_export(args)
     if args.export is not None:  # a folder it may not write into is refused before the store is read
         from ortholab.app.runs_export import check_runs_export_folder
 
