@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import torch
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -66,12 +67,34 @@ def test_a_kernel_launch_whose_states_are_off_the_loops_fails_the_stage_however_
     assert not passed and summary.startswith("states off the torch loop's by more than 0.001: recurrence (triton, per")
 
 
-def test_the_kernel_stage_past_its_deadline_names_what_it_left_and_fails():
-    """Killed at its limit, the stage would bring back nothing: past its deadline it stops measuring and names the
-    rest (here the deadline has passed before the first timing)."""
+def test_cudnn_is_timed_with_tf32_allowed_and_off_and_the_switch_is_restored():
+    """torch lets cuDNN's float32 RNNs take TF32 by default, the kernels multiply in IEEE float32: the stage times
+    cuDNN both ways, each row naming which, and leaves torch's switch as it found it, also after an error."""
+    gpu_timing = _gpu_timing()
+    assert gpu_timing.cudnn_names("cuda", 61, tf32=False) == (
+        "nn.RNN(relu) (cuDNN, TF32 off)",
+        "nn.LSTM n=61 (same budget, cuDNN, TF32 off)",
+    )
+    before = torch.backends.cudnn.allow_tf32
+    with pytest.raises(RuntimeError), gpu_timing.cudnn_tf32(not before):
+        assert torch.backends.cudnn.allow_tf32 is (not before)
+        raise RuntimeError("a timing failed")
+    assert torch.backends.cudnn.allow_tf32 is before
+    row = {"what": "scornn (triton)", "batch": 50, "n": 170, "ms": 60.0, "vs_rnn_relu": 28.0, "vs_rnn_relu_ieee": 9.5}
+    assert "60.0 ms (28.00x RNN(relu), 9.50x with TF32 off)" in gpu_check.verdict("kernels", {"rows": [row]}, "cuda")[1]
+
+
+def _gpu_timing():
     spec = importlib.util.spec_from_file_location("gpu_timing", REPO / "tools" / "gpu_timing.py")
     gpu_timing = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gpu_timing)
+    return gpu_timing
+
+
+def test_the_kernel_stage_past_its_deadline_names_what_it_left_and_fails():
+    """Killed at its limit, the stage would bring back nothing: past its deadline it stops measuring and names the
+    rest (here the deadline has passed before the first timing)."""
+    gpu_timing = _gpu_timing()
     result = gpu_timing.measure_all("cpu", tiny=True, deadline=0.0)
     assert result["rows"] == [] and result["graphs"] == {}
     assert result["not_reached"] == ["batch 4, n = 8"] + [f"{f}, eager and graphed" for f in gpu_timing.GRAPH_FAMILIES]
@@ -192,11 +215,15 @@ def test_the_cpu_rehearsal_runs_every_stage(tmp_path):
     stages = json.loads((out / "summary.json").read_text())["stages"]
     assert stages["tests"]["result"]["cuda"]["tests"] > 50  # every CUDA case collected (and skipped here)
     assert stages["tests"]["result"]["interpreter"]["failures"] == 0
-    assert {r["what"] for r in stages["kernels"]["result"]["rows"]} >= {
+    kernel_rows = stages["kernels"]["result"]["rows"]
+    assert {r["what"] for r in kernel_rows} >= {
         "scornn (triton)",
         "scornn (torch loop)",
         "recurrence (triton kernel)",
+        "nn.RNN(relu) (TF32 allowed)",
+        "nn.RNN(relu) (TF32 off)",
     }
+    assert all(r["vs_rnn_relu_ieee"] > 0 for r in kernel_rows if r.get("ms") is not None)
     assert [r["family"] for r in stages["bench"]["result"]["rows"]] == ["scornn", "ornn", "lstm"]
     runs = stages["epoch"]["result"]["runs"]
     assert set(runs) == {"pmnist-epoch-32-true", "pmnist-epoch-bf16-mixed"}

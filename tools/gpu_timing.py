@@ -75,6 +75,25 @@ def model_pass(model, x, y):
     return run
 
 
+def cudnn_names(device: str, lstm_n: int, tf32: bool) -> tuple[str, str]:
+    """The rows of the cuDNN baselines: in float32, torch lets cuDNN's RNNs take TF32 tensor cores by default
+    (torch.backends.cudnn.allow_tf32, 10-bit mantissas), while the fused kernels and the torch loop multiply in IEEE
+    float32; both are timed, so that a ratio says which it is against (on the CPU the switch changes nothing)."""
+    setting = ("cuDNN, " if device == "cuda" else "") + ("TF32 allowed" if tf32 else "TF32 off")
+    return f"nn.RNN(relu) ({setting})", f"nn.LSTM n={lstm_n} (same budget, {setting})"
+
+
+@contextlib.contextmanager
+def cudnn_tf32(allowed: bool):
+    """torch.backends.cudnn.allow_tf32 for the block (the default, True, lets cuDNN's float32 RNNs use TF32)."""
+    saved = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = allowed
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32 = saved
+
+
 def out_of_time(deadline: float | None) -> bool:
     return deadline is not None and time.monotonic() > deadline
 
@@ -111,16 +130,15 @@ def measure_all(device: str, tiny: bool, deadline: float | None = None) -> dict:
                             count(model),
                         )
             rnn = plain_rnn(n, device)
-            timed["nn.RNN(relu) (cuDNN)" if device == "cuda" else "nn.RNN(relu)"] = (
-                median_ms(model_pass(rnn, x, y), device, warmup, repeats),
-                count(rnn),
-            )
             scornn_params = timed["scornn (triton)"][1]
             lstm_n = hidden_size_for_budget("lstm", scornn_params, 1, 10)
             lstm = build("lstm", lstm_n, device)
-            lstm_key = f"nn.LSTM n={lstm_n} (same budget)"
-            timed[lstm_key] = (median_ms(model_pass(lstm, x, y), device, warmup, repeats), count(lstm))
-            rnn_ms = next(ms for key, (ms, _) in timed.items() if key.startswith("nn.RNN"))
+            rnn_key, lstm_key = cudnn_names(device, lstm_n, tf32=True)
+            rnn_ieee, lstm_ieee = cudnn_names(device, lstm_n, tf32=False)
+            for (rnn_name, lstm_name), tf32 in (((rnn_key, lstm_key), True), ((rnn_ieee, lstm_ieee), False)):
+                with cudnn_tf32(tf32):
+                    timed[rnn_name] = (median_ms(model_pass(rnn, x, y), device, warmup, repeats), count(rnn))
+                    timed[lstm_name] = (median_ms(model_pass(lstm, x, y), device, warmup, repeats), count(lstm))
             for what, (ms, params) in timed.items():
                 rows.append(
                     {
@@ -129,13 +147,15 @@ def measure_all(device: str, tiny: bool, deadline: float | None = None) -> dict:
                         "n": n,
                         "params": params,
                         "ms": ms,
-                        "vs_rnn_relu": ms / rnn_ms,
+                        "vs_rnn_relu": ms / timed[rnn_key][0],
                         "vs_lstm": ms / timed[lstm_key][0],
+                        "vs_rnn_relu_ieee": ms / timed[rnn_ieee][0],
                     }
                 )
+            references = {"vs_rnn_relu": timed[rnn_key][0], "vs_rnn_relu_ieee": timed[rnn_ieee][0]}
             sweep = LAUNCH_SWEEP if n == setting["sizes"][0] else {}
             rows += recurrence_rows(
-                batch, n, seq_len, device, warmup, repeats, interpreter, rnn_ms, sweep, deadline, not_reached
+                batch, n, seq_len, device, warmup, repeats, interpreter, references, sweep, deadline, not_reached
             )
     if not graphs:
         graphs = graph_rows(device, setting, capture, deadline, not_reached)
@@ -196,10 +216,11 @@ def captured(go, device: str):
 
 
 def recurrence_rows(
-    batch, n, seq_len, device, warmup, repeats, interpreter, rnn_ms, sweep, deadline=None, not_reached=None
+    batch, n, seq_len, device, warmup, repeats, interpreter, references, sweep, deadline=None, not_reached=None
 ) -> list[dict]:
     """The bare modReLU recurrence: the fused kernels (persistent, the default, and per-step) against the torch
     loop (models/recurrence.py), eager and captured in a CUDA graph; then the kernels' other launches in `sweep`.
+    `references`: a ratio's key and the milliseconds it divides by (cuDNN's RNN with TF32 allowed, and off).
     A capture that fails is a row with its error instead of a time."""
     from ortholab.models import triton_recurrence as fused
     from ortholab.models.recurrence import modrelu_recurrence
@@ -266,9 +287,8 @@ def recurrence_rows(
             rows.append({**row, "ms": None, "error": ms})
         else:
             error = errors.get(label.removesuffix(", graphed"))
-            rows.append(
-                {**row, "ms": ms, "vs_torch_loop": ms / loop_ms, "vs_rnn_relu": ms / rnn_ms, "rel_error": error}
-            )
+            ratios = {key: ms / reference for key, reference in references.items()}
+            rows.append({**row, "ms": ms, "vs_torch_loop": ms / loop_ms, **ratios, "rel_error": error})
     return rows
 
 
