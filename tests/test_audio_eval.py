@@ -423,6 +423,9 @@ def test_a_run_that_kept_no_checkpoint_is_named_as_such(tmp_path):
     (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"")
     with pytest.raises(ValueError, match=r"^--checkpoint best: run 7 holds last.ckpt and no best-step file; give --"):
         run_checkpoint(7, tmp_path, "best", flag="--checkpoint")
+    # a choice the command made, not one the user typed, says so: "--checkpoint best" alone read as a typo of theirs
+    with pytest.raises(ValueError, match=r"^--checkpoint best \(the default\): run 7 holds last.ckpt and no best"):
+        run_checkpoint(7, tmp_path, "best", flag="--checkpoint", default=True)
     with pytest.raises(ValueError, match=r"^--checkpoint .*nowhere.ckpt: no such file; run 7 holds last.ckpt; give"):
         run_checkpoint(7, tmp_path, tmp_path / "nowhere.ckpt", flag="--checkpoint")
 

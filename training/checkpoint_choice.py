@@ -40,12 +40,18 @@ def _ages(folder: Path) -> list[tuple[float, Path]]:
 
 
 def run_checkpoint(
-    run_id: int, run_dir: str | os.PathLike | None, checkpoint: str | os.PathLike, flag: str | None = None
+    run_id: int,
+    run_dir: str | os.PathLike | None,
+    checkpoint: str | os.PathLike,
+    flag: str | None = None,
+    default: bool = False,
 ) -> Path:
     """The file `checkpoint` names for run `run_id`, whose folder is `run_dir` (the module docstring). Anything else
-    is a ValueError naming `checkpoint=` (a library call) or `flag` (the command line's `--checkpoint`)."""
+    is a ValueError naming `checkpoint=` (a library call) or `flag` (the command line's `--checkpoint`), said to be
+    the default where `default` (the user typed none)."""
     given = os.fspath(checkpoint)
     named, a_path = (f"{flag} {given}", f"{flag} PATH") if flag else (f"checkpoint={given!r}", "checkpoint=PATH")
+    named += " (the default)" if default else ""
     folder = Path(run_dir) / "checkpoints" if run_dir else None
     bare = Path(given).name == given  # a file name, which the run's folder is searched for first
     own = folder is not None and bare and (folder / given).is_file()

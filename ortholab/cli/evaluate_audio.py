@@ -148,7 +148,8 @@ def evaluate_run(
     if not run.run_dir:
         raise ConfigError(f"run {run_id} has no run folder recorded, so no checkpoint to evaluate")
     try:  # None: best, else last
-        path = run_checkpoint(run_id, run.run_dir, checkpoint or best_or_last(run.run_dir), flag="--checkpoint")
+        chosen = checkpoint or best_or_last(run.run_dir)
+        path = run_checkpoint(run_id, run.run_dir, chosen, flag="--checkpoint", default=not checkpoint)
     except ValueError as error:  # what the run holds, in the command line's words
         raise ConfigError(str(error)) from None
     state = load_checkpoint(path)  # before any data is read: a file that is not a checkpoint is one line

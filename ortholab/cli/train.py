@@ -360,7 +360,7 @@ def run_arguments(argv: list[str]) -> list[str]:
     extra += ["--db", store.url]  # a stored config's db has its password masked; a --db given comes after
     if known.ckpt_path is None:
         try:
-            checkpoint = run_checkpoint(run.id, run_dir, choice, flag="--checkpoint")
+            checkpoint = run_checkpoint(run.id, run_dir, choice, flag="--checkpoint", default=not known.checkpoint)
         except ValueError as error:  # what the run holds, in the command line's words
             raise ConfigError(str(error)) from None
         if known.checkpoint not in RUN_CHECKPOINTS:  # a file of one's own: one line if it is none (a config.yaml)
