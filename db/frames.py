@@ -8,7 +8,7 @@
 Read only: nothing here writes to the store, nor creates one (a missing store is a StoreError saying so; a file
 this process cannot write is opened read-only). `db` is any SQLAlchemy URL (default: $ORTHOLAB_DB, else
 sqlite:///runs/ortholab.db), as for every command. A run id is an int (numpy's too); one the store does not
-hold is a StoreError naming it.
+hold is a ValueError (and a StoreError) naming the argument, as for `load_run`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from ortholab.db.store import Store
+from ortholab.db.store_errors import InvalidArgument, StoreError
 
 RUN_COLUMNS = [
     "id",
@@ -113,9 +114,15 @@ def _store(db) -> Store:
 
 
 def _run_id(store: Store, value, argument: str) -> int:
-    """`value` as the id of a run in `store`: TypeError unless an int, StoreError (the store's) unless it exists."""
+    """`value` as the id of a run in `store`: TypeError unless an int, InvalidArgument (a ValueError and a StoreError)
+    naming `argument` unless the store holds it."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         several = " or a list of them" if argument == "run_ids" else ""
         raise TypeError(f"{argument} must be a run id (int){several}, got {value!r} ({type(value).__name__})")
-    store.get_run(int(value))  # StoreError: no run with this id
+    try:
+        store.get_run(int(value))
+    except StoreError as error:
+        if any(summary.id == int(value) for summary in store.list_runs()):
+            raise  # the run is there: the store's own failure
+        raise InvalidArgument(f"{argument}: {error}") from None
     return int(value)

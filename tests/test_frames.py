@@ -74,3 +74,19 @@ def test_a_mistyped_key_or_kind_is_named_and_a_path_object_names_the_store(recor
     assert len(frames.metrics(run_id, "val/loss", db=path)) > 0
     with pytest.raises(TypeError, match="db must be a database URL or a SQLite file's path, got 7"):
         frames.runs(7)
+
+
+def test_a_run_id_the_store_does_not_hold_is_a_value_error_naming_the_argument(tmp_path):
+    """frames.metrics(99) and frames.artifacts(99) raised the store's RuntimeError, not naming the argument, where
+    load_run(99) raises a ValueError naming run_id."""
+    from ortholab.db.store_errors import StoreError
+
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    Store(db)  # an empty store
+    with pytest.raises(ValueError, match=r"run_ids: No run with id 99 in .*`ortholab runs.*` lists its runs") as raised:
+        frames.metrics(99, db=db)
+    assert isinstance(raised.value, StoreError)  # as the docstring said before: still a StoreError too
+    with pytest.raises(ValueError, match=r"run_ids: No run with id 99"):
+        frames.metrics([99], ["val/loss"], db=db)
+    with pytest.raises(ValueError, match=r"run_id: No run with id 99"):
+        frames.artifacts(99, db=db)
