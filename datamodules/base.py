@@ -175,7 +175,13 @@ class TaskDataModule(pl.LightningDataModule):
 
     def make_dataset(self, split: str):
         """The Dataset of one split (a TensorDataset of `make_split`'s tensors unless a subclass says otherwise)."""
-        return TensorDataset(*self.make_split(split))
+        tensors = self.make_split(split)
+        if not isinstance(tensors, (tuple, list)):  # a bare tensor would be unpacked into one tensor per sequence
+            raise ConfigError(
+                f"{type(self).__name__} ({split} split): make_split returned a {type(tensors).__name__}, not a "
+                f"tuple; return (inputs, targets) or (inputs, targets, mask) (docs/tasks.md#a-task-of-your-own)"
+            )
+        return TensorDataset(*tensors)
 
     def dataset(self, split: str):
         if split not in self._splits:

@@ -126,6 +126,11 @@ class OnlyInputs(Coin):
         return (super().make_split(split)[0],)
 
 
+class InputsAlone(Coin):
+    def make_split(self, split):
+        return super().make_split(split)[0]
+
+
 class BrokenInValidationOnly(Coin):
     def make_split(self, split):
         inputs, targets = super().make_split(split)
@@ -192,6 +197,8 @@ def _fit_fails(tmp_path, monkeypatch, capsys, task: str) -> str:
         ("FloatMask", "the mask is torch.float32 (2, 6); the TaskSpec expects a bool (batch, steps) = (2, 6) mask"),
         ("OnlyInputs", "OnlyInputs (train split): a batch is (inputs, targets) or (inputs, targets, mask), got 1 "
          "items"),
+        ("InputsAlone", "InputsAlone (train split): make_split returned a Tensor, not a tuple; return (inputs, "
+         "targets) or (inputs, targets, mask)"),  # was: "a batch is (inputs, targets) ..., got 40 items"
         ("BrokenInValidationOnly", "BrokenInValidationOnly (val split): the targets are torch.int64 (2, 1)"),
         ("NoSplits", "NoSplits does not define make_split(split): return the split's (inputs, targets) tensors"),
         ("MetricNotLogged", "MetricNotLogged: TaskSpec main_metric = 'val/accuracy' is not logged by loss "
