@@ -89,8 +89,8 @@ def metrics(
 
 def artifacts(run_id: int, kind: str | None = None, db: str | os.PathLike | None = None) -> pd.DataFrame:
     """A run's artifacts (eigenvalue snapshots, gradient profiles, audio, ...) without their bytes;
-    `Store(db).artifact_data(id)` reads one's bytes. A `kind` the run has none of, while it has others, is a
-    ValueError naming them."""
+    `Store(db, access="read").artifact_data(id)` reads one's bytes (a plain `Store(db)` creates a store where there
+    is none). A `kind` the run has none of, while it has others, is a ValueError naming them."""
     store = _store(db)
     run_id = _run_id(store, run_id, "run_id")
     records = store.artifacts(run_id, kind)

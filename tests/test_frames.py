@@ -90,3 +90,20 @@ def test_a_run_id_the_store_does_not_hold_is_a_value_error_naming_the_argument(t
         frames.metrics([99], ["val/loss"], db=db)
     with pytest.raises(ValueError, match=r"run_id: No run with id 99"):
         frames.artifacts(99, db=db)
+
+
+def test_the_documented_way_to_read_an_artifacts_bytes_creates_no_store_at_a_mistyped_path(tmp_path):
+    """docs/configs.md and frames.artifacts said `Store(db).artifact_data(id)`: Store's default access creates a
+    store, so a mistyped path left an empty SQLite file behind and answered "No artifact with id 1"."""
+    import re
+    from pathlib import Path
+
+    from ortholab.db.store_errors import StoreMissing
+
+    docs = (Path(__file__).parents[1] / "docs" / "configs.md").read_text()
+    for text in (" ".join(docs.split()), " ".join(frames.artifacts.__doc__.split())):
+        (call,) = re.findall(r"`(Store\([^`]*\))\.artifact_data\(id\)`", text)
+        db = tmp_path / "mistyped.db"
+        with pytest.raises(StoreMissing):
+            eval(call, {"Store": Store, "db": str(db)}).artifact_data(1)
+        assert not db.exists()
