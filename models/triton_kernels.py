@@ -14,6 +14,18 @@ def sigma(z, b, slope, ACTIVATION: tl.constexpr):  # slope: a scalar in z's dtyp
 
 
 @triton.jit
+def product(a, b, BLOCK_B: tl.constexpr):
+    """a (BLOCK_B, K) @ b (K, M) in IEEE float32 (never TF32): tl.dot from 16 rows on (its least), below that a
+    broadcast product summed over K, which lets a program own fewer rows, so that more programs share a batch.
+    The sum is tl.reduce with Triton's own sum combine, which tl.sum lowers to: tl.sum itself, decorated when Triton
+    was first imported, fails in the interpreter where TRITON_INTERPRET was set after that (as in the test suite),
+    and the interpreter sums this combine with numpy (another combine it applies element by element, 100x slower)."""
+    if BLOCK_B >= 16:
+        return tl.dot(a, b, input_precision="ieee")
+    return tl.reduce(a[:, :, None] * b[None, :, :], 1, tl.standard._sum_combine)
+
+
+@triton.jit
 def forward_tile(
     u_ptr,
     w_ptr,
@@ -28,6 +40,7 @@ def forward_tile(
     slope,
     ACTIVATION,
     HAS_OFFSETS,
+    BLOCK_B: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
     """One (rows, cols) tile of h_t = sigma(u_t + W h_{t-1}) [+ offsets_t]: u, offsets and h point at step t, prev
@@ -41,7 +54,7 @@ def forward_tile(
         prev = tl.load(prev_ptr + rows[:, None] * N + ks[None, :], mask=row_ok[:, None] & (ks < N)[None, :], other=0.0)
         # W^T[k, j] = W[j, k]
         wt = tl.load(w_ptr + cols[None, :] * N + ks[:, None], mask=(ks < N)[:, None] & (cols < N)[None, :], other=0.0)
-        z += tl.dot(prev, wt, input_precision="ieee")  # z_t = u_t + W h_{t-1}
+        z += product(prev, wt, BLOCK_B)  # z_t = u_t + W h_{t-1}
     b = tl.load(b_ptr + cols, mask=cols < N, other=0.0)
     h = sigma(z, b, slope, ACTIVATION)
     if HAS_OFFSETS:
@@ -67,6 +80,7 @@ def backward_tile(
     ACTIVATION,
     HAS_OFFSETS,
     WANT_TOTAL,
+    BLOCK_B: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
     """One (rows, cols) tile of dL/dz_t from dL/dh_t (direct, plus W^T dL/dz_{t+1} where `has_later`): grad_h, h,
@@ -84,7 +98,7 @@ def backward_tile(
             w = tl.load(
                 w_ptr + ks[:, None] * N + cols[None, :], mask=(ks < N)[:, None] & (cols < N)[None, :], other=0.0
             )
-            total += tl.dot(later, w, input_precision="ieee")
+            total += product(later, w, BLOCK_B)
     if WANT_TOTAL:
         tl.store(total_ptr + where, total, mask=tile)
     out = tl.load(h_ptr + where, mask=tile, other=0.0)
@@ -139,6 +153,7 @@ def forward_kernel(
                 slope,
                 ACTIVATION,
                 HAS_OFFSETS,
+                BLOCK_B,
                 BLOCK_N,
             )
         tl.debug_barrier()  # step t's states stored before step t+1 reads them
@@ -186,6 +201,7 @@ def backward_kernel(
                 ACTIVATION,
                 HAS_OFFSETS,
                 WANT_TOTAL,
+                BLOCK_B,
                 BLOCK_N,
             )
         tl.debug_barrier()  # dL/dz_t stored before step t-1 reads it
@@ -228,6 +244,7 @@ def forward_step_kernel(
         tl.load(slope_ptr),
         ACTIVATION,
         HAS_OFFSETS,
+        BLOCK_B,
         BLOCK_N,
     )
 
@@ -270,5 +287,6 @@ def backward_step_kernel(
         ACTIVATION,
         HAS_OFFSETS,
         WANT_TOTAL,
+        BLOCK_B,
         BLOCK_N,
     )

@@ -17,7 +17,9 @@ That persistent schedule is the default. It keeps ceil(B / BLOCK_B) programs bus
 50) and took 60.59 ms there for scoRNN n = 170, batch 50, T = 784, forward and backward: 28.77x cuDNN's
 `nn.RNN(relu)` (benchmarks/results/gpu-check-h200-2026-11-28). The per-step schedule (`launch(schedule="per_step")`)
 launches one kernel a step over every (BLOCK_B, BLOCK_N) tile of the states, for the GPU check to time against it,
-eager and in CUDA graphs; it has run only in the interpreter so far.
+eager and in CUDA graphs; it has run only in the interpreter so far. Either schedule also takes fewer than 16 rows a
+program (`launch(block_b=1)`: a program per batch row, 50 at batch 50), whose tile products are broadcast products
+summed instead of tl.dot (whose tiles are at least 16 on a side); only the interpreter has run those too.
 
 Triton is optional (`pip install 'ortholab[gpu]'`) and imported only when a CUDA tensor comes by; without it, or
 for other dtypes, devices or sigma = tanh, the torch loop runs. TRITON_INTERPRET=1 runs the same kernels on the
@@ -71,6 +73,7 @@ def torch_loops():
 
 Schedule = Literal["persistent", "per_step"]
 Tile = Literal[16, 32, 64, 128]  # tl.dot's tiles are at least 16 on each side
+Rows = Literal[1, 2, 4, 8, 16, 32, 64, 128]  # under 16 rows a tile's product is a broadcast and a sum, not tl.dot
 Warps = Literal[1, 2, 4, 8, 16]
 
 
@@ -78,13 +81,15 @@ Warps = Literal[1, 2, 4, 8, 16]
 @checks_choices(key_prefix="launch: ")
 def launch(
     schedule: Schedule | None = None,
-    block_b: Tile | None = None,
+    block_b: Rows | None = None,
     block_n: Tile | None = None,
     num_warps: Warps | None = None,
 ):
     """Within the block the kernels launch so: `schedule` "persistent" (one launch a pass, each program looping over
     the whole sequence for its BLOCK_B rows) or "per_step" (one launch a step over every tile of the states),
-    tiles of `block_b` rows by `block_n` columns, `num_warps` warps a program. None keeps the current value."""
+    tiles of `block_b` rows by `block_n` columns, `num_warps` warps a program. Under 16 rows (`block_b` 1 to 8) the
+    tile products are broadcast products summed, not tl.dot, so that a batch of B rows keeps B / block_b programs
+    busy. None keeps the current value."""
     chosen = {"schedule": schedule, "block_b": block_b, "block_n": block_n, "num_warps": num_warps}
     saved = dict(_LAUNCH)
     _LAUNCH.update({k: v for k, v in chosen.items() if v is not None})

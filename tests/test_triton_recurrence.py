@@ -64,12 +64,18 @@ LAUNCHES = {
     "per_step": {"schedule": "per_step"},
     "persistent_tiles": {"block_b": 32, "block_n": 16, "num_warps": 2},
     "per_step_tiles": {"schedule": "per_step", "block_b": 32, "block_n": 16, "num_warps": 8},
+    # under 16 rows a program (tl.dot's least) the products are broadcast and summed: 19 programs, and 5 (the last
+    # partial)
+    "persistent_rows": {"block_b": 1},
+    "per_step_rows": {"schedule": "per_step", "block_b": 4, "block_n": 64},
 }
 
 
-# the interpreter runs every launch; a GPU (the check's tests stage, its time counted) the two schedules
+# the interpreter runs every launch; a GPU (the check's tests stage, its time counted) the two schedules and the
+# product without tl.dot
 DEVICE_LAUNCHES = [pytest.param("cpu", name, id=f"cpu-{name}") for name in LAUNCHES] + [
-    pytest.param("cuda", name, marks=CUDA_MARKS, id=f"cuda-{name}") for name in ("persistent", "per_step")
+    pytest.param("cuda", name, marks=CUDA_MARKS, id=f"cuda-{name}")
+    for name in ("persistent", "per_step", "persistent_rows")
 ]
 
 
@@ -114,7 +120,7 @@ def test_a_launch_is_checked_and_undone_after_its_block():
     assert fused._LAUNCH == before
     for options, message in (
         ({"schedule": "stepwise"}, "launch: schedule = 'stepwise'; choose one of"),
-        ({"block_b": 8}, "launch: block_b = 8; choose one of"),
+        ({"block_b": 3}, "launch: block_b = 3; choose one of"),
         ({"block_n": 48}, "launch: block_n = 48; choose one of"),
         ({"num_warps": 3}, "launch: num_warps = 3; choose one of"),
     ):
