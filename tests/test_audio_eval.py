@@ -452,3 +452,33 @@ def test_best_skips_a_best_step_file_training_deletes_while_it_is_chosen(tmp_pat
 
     monkeypatch.setattr(Path, "stat", vanishing)
     assert run_checkpoint(7, tmp_path, "best") == folder / "best-step4.ckpt"
+
+
+def tiny_speech_fit(tmp_path, callback: str, data_path: Path = FSDD) -> tuple[str, int]:
+    """(store URL, run id) of a 2-step speech fit on 3 FSDD utterances with the AudioEvaluation `callback`'s
+    init_args (YAML)."""
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    fit = ["fit", "--config", str(REPO / "configs" / "demo" / "speech_fsdd_scornn.yaml"), "--db", db]
+    fit += ["--data.path", str(data_path), "--data.max_utterances", "3", "--data.batch_size", "3"]
+    fit += ["--model.hidden_size", "8", "--model.family_args", "{rho: 1}", "--trainer.max_steps", "2"]
+    fit += ["--trainer.check_val_every_n_epoch", "1", "--analysis", "false"]
+    fit += ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
+    fit += ["--trainer.callbacks", f"[{{class_path: training.callbacks.audio.AudioEvaluation, init_args: {callback}}}]"]
+    main(fit)
+    (run,) = Store(db).list_runs()
+    return db, run.id
+
+
+@needs_fsdd
+def test_evaluate_audio_keeps_the_runs_own_per_utterance_and_clips_settings(tmp_path, monkeypatch, capsys):
+    """The TIMIT configs set `per_utterance: false` to keep 4,000 per-utterance keys out of the store; evaluate-audio
+    recorded them anyway (and 3 clips where the run kept none): it takes both from the run, as `utterances`."""
+    monkeypatch.chdir(tmp_path)
+    db, run_id = tiny_speech_fit(tmp_path, "{utterances: 2, clips: 0, per_utterance: false}")
+    store = Store(db)
+    main(["evaluate-audio", str(run_id), "--db", db, "--checkpoint", "last", "--replace"])
+    assert "Audio evaluation on 2 val utterances" in capsys.readouterr().out
+    assert [k for k in store.metric_keys(run_id) if k.startswith("val_audio/stoi/")] == []
+    assert store.artifacts(run_id, AUDIO) == []
+    main(["evaluate-audio", str(run_id), "--db", db, "--checkpoint", "last", "--split", "test", "--clips", "1"])
+    assert {a.meta["role"] for a in store.artifacts(run_id, AUDIO)} == {"reference", "reconstruction", "baseline"}

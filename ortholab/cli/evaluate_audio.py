@@ -30,7 +30,12 @@ def add_arguments(parser) -> None:
         default=None,
         help="how many utterances to score (in order); default: as many as the run's own AudioEvaluation, else 16",
     )
-    parser.add_argument("--clips", type=int, default=3, help="how many of them to store as audio clips")
+    parser.add_argument(
+        "--clips",
+        type=int,
+        default=None,
+        help="how many of them to store as audio clips; default: as many as the run's own AudioEvaluation, else 3",
+    )
     parser.add_argument(
         "--checkpoint",
         default=None,
@@ -108,7 +113,7 @@ def _datamodule_from_config(config: dict, run_id: int) -> SpeechPrediction:
     return cls(**(data.get("init_args") or {}))  # a recorded config's cache_dir is absolute (RecordConfig)
 
 
-DEFAULT_UTTERANCES = 16  # AudioEvaluation's default (training/callbacks/audio.py)
+DEFAULTS = {"utterances": 16, "clips": 3, "per_utterance": True}  # AudioEvaluation's (training/callbacks/audio.py)
 
 
 def evaluate_run(
@@ -116,16 +121,18 @@ def evaluate_run(
     run_id: int,
     split: str = "val",
     utterances: int | None = None,
-    clips: int = 3,
+    clips: int | None = None,
     checkpoint: str | None = None,
     method: str = "true_phase",
-    per_utterance: bool = True,
+    per_utterance: bool | None = None,
     replace: bool = False,
 ):
     """`ortholab evaluate-audio RUN_ID`: score a stored speech run's checkpoint on `split` and record the results
-    in that run at the checkpoint's training step (see the module docstring for what is recorded). `utterances`
-    None: as many as the run's own AudioEvaluation scored (else 16). Scores the run already holds for `split` at
-    that step are a ConfigError unless `replace`: the fit's own are never lost to a re-evaluation by mistake."""
+    in that run at the checkpoint's training step (see the module docstring for what is recorded). `utterances`,
+    `clips` and `per_utterance` None: as the run's own AudioEvaluation has them (else 16, 3 and True), so that a
+    run whose callback kept per-utterance points out of the store (`per_utterance: false`) gets none here. Scores
+    the run already holds for `split` at that step are a ConfigError unless `replace`: the fit's own are never lost
+    to a re-evaluation by mistake."""
     from ortholab.db import Store
     from ortholab.db.artifacts import AUDIO, AUDIO_SCORES
     from ortholab.evaluation.audio import (
@@ -141,7 +148,7 @@ def evaluate_run(
         raise ConfigError(f"--split {split!r}; audio evaluation runs on 'val' or 'test'")
     if utterances is not None and utterances < 1:
         raise ConfigError(f"--utterances {utterances}: give how many utterances to score, 1 or more")
-    if clips < 0:
+    if clips is not None and clips < 0:
         raise ConfigError(f"--clips {clips}: give how many clips to store, 0 or more")
     store = Store(db_url, access="write")  # records into an existing run: a mistyped --db is never made a store
     run = store.get_run(run_id)  # StoreError naming the id when there is none
@@ -156,8 +163,10 @@ def evaluate_run(
     step = int(state.get("global_step", 0))
     if not replace:
         refuse_recorded_scores(store, run_id, split, step)
-    if utterances is None:
-        utterances = configured_utterances(run.config)
+    configured = configured_evaluation(run.config)
+    utterances = configured["utterances"] if utterances is None else utterances
+    clips = configured["clips"] if clips is None else clips
+    per_utterance = configured["per_utterance"] if per_utterance is None else per_utterance
     datamodule = _datamodule_from_config(run.config, run_id)
     module = RecurrentModule.load_from_checkpoint(path, map_location="cpu", weights_only=True)
     report = evaluate_split(module, datamodule, split, utterances, clips, method)
@@ -183,11 +192,12 @@ def refuse_recorded_scores(store, run_id: int, split: str, step: int) -> None:
         )
 
 
-def configured_utterances(config: dict | None) -> int | None:
-    """How many utterances the run's own AudioEvaluation callback scored (None: all), else DEFAULT_UTTERANCES."""
+def configured_evaluation(config: dict | None) -> dict:
+    """The run's own AudioEvaluation's utterances (None: all), clips and per_utterance, each defaulting to the
+    callback's own default (DEFAULTS) where the run's config has no such callback or leaves the option out."""
     callbacks = ((config or {}).get("trainer") or {}).get("callbacks") or []
     for callback in callbacks if isinstance(callbacks, list) else []:
         if isinstance(callback, dict) and str(callback.get("class_path", "")).endswith("AudioEvaluation"):
             init_args = callback.get("init_args") or {}
-            return init_args.get("utterances", DEFAULT_UTTERANCES)
-    return DEFAULT_UTTERANCES
+            return {name: init_args.get(name, default) for name, default in DEFAULTS.items()}
+    return dict(DEFAULTS)
