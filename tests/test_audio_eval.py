@@ -482,3 +482,23 @@ def test_evaluate_audio_keeps_the_runs_own_per_utterance_and_clips_settings(tmp_
     assert store.artifacts(run_id, AUDIO) == []
     main(["evaluate-audio", str(run_id), "--db", db, "--checkpoint", "last", "--split", "test", "--clips", "1"])
     assert {a.meta["role"] for a in store.artifacts(run_id, AUDIO)} == {"reference", "reconstruction", "baseline"}
+
+
+@needs_fsdd
+def test_evaluate_audio_finds_a_corpus_that_moved_with_data_path(tmp_path, monkeypatch, capsys):
+    """A corpus moved since the run trained: the error said `set data.path`, and evaluate-audio had no such flag
+    (`ortholab test --run ID --data.path DIR` has). It takes --data.path, and its error names it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "corpus").symlink_to(FSDD, target_is_directory=True)
+    db, run_id = tiny_speech_fit(tmp_path, "{utterances: 1, clips: 0}", tmp_path / "corpus")
+    (tmp_path / "corpus").rename(tmp_path / "moved")
+    capsys.readouterr()
+    score = ["evaluate-audio", str(run_id), "--db", db, "--checkpoint", "last", "--split", "test"]
+    with pytest.raises(SystemExit) as refused:
+        main(score)
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and len(err.strip().splitlines()) == 1
+    assert f"{tmp_path / 'corpus'}' is not a folder" in err and "give --data.path DIR where it is now" in err
+    main([*score, "--data.path", str(tmp_path / "moved")])
+    assert "Audio evaluation on 1 test utterances" in capsys.readouterr().out
+    assert [p.step for p in Store(db).metric_series(run_id, "test_audio/n_utterances")] == [2]

@@ -13,7 +13,10 @@ from ortholab.errors import ConfigError
 if TYPE_CHECKING:
     from ortholab.datamodules.speech import SpeechPrediction
 
-USAGE = "evaluate-audio RUN_ID|--run ID [--split val|test] [--utterances N] [--checkpoint best|last|PATH] [--replace]"
+USAGE = (
+    "evaluate-audio RUN_ID|--run ID [--split val|test] [--utterances N] [--checkpoint best|last|PATH] [--replace] "
+    "[--data.path DIR]"
+)
 HELP = "SegSNR, STOI and PESQ of a speech run's reconstructions, recorded in the run"
 
 
@@ -48,6 +51,13 @@ def add_arguments(parser) -> None:
         help="waveform from the predicted magnitudes with the reference's phase (default) or by Griffin-Lim",
     )
     parser.add_argument(
+        "--data.path",
+        dest="data_path",
+        default=None,
+        help="the corpus's folder where it is now, if it moved since the run trained (TIMIT's folder holding TRAIN/ "
+        "and TEST/, FSDD's recordings/); default: the run's own data.path",
+    )
+    parser.add_argument(
         "--replace",
         action="store_true",
         help="record the scores in place of those the run already holds for the split at the checkpoint's step",
@@ -69,6 +79,7 @@ def run(args, extra: list[str]) -> None:
         checkpoint=args.checkpoint,
         method=args.method,
         replace=args.replace,
+        data_path=args.data_path,
     )
     print(report.summary())
     print(f"recorded in run {run_id} (`ortholab runs show {run_id}`; the dashboard's Audio page plays its clips)")
@@ -98,7 +109,7 @@ def load_checkpoint(path: Path) -> dict:
     return state
 
 
-def _datamodule_from_config(config: dict, run_id: int) -> SpeechPrediction:
+def _datamodule_from_config(config: dict, run_id: int, data_path: str | None = None) -> SpeechPrediction:
     from ortholab.aliases import config_class
     from ortholab.datamodules.speech import SpeechPrediction
 
@@ -110,7 +121,10 @@ def _datamodule_from_config(config: dict, run_id: int) -> SpeechPrediction:
             f"run {run_id} trained data.class_path = {class_path!r}; audio evaluation needs the speech "
             f"task (datamodules.SpeechPrediction)"
         )
-    return cls(**(data.get("init_args") or {}))  # a recorded config's cache_dir is absolute (RecordConfig)
+    init_args = dict(data.get("init_args") or {})  # a recorded config's cache_dir is absolute (RecordConfig)
+    if data_path is not None:  # the corpus moved since the run trained: the features are the same
+        init_args["path"] = data_path
+    return cls(**init_args)
 
 
 DEFAULTS = {"utterances": 16, "clips": 3, "per_utterance": True}  # AudioEvaluation's (training/callbacks/audio.py)
@@ -126,13 +140,14 @@ def evaluate_run(
     method: str = "true_phase",
     per_utterance: bool | None = None,
     replace: bool = False,
+    data_path: str | None = None,
 ):
     """`ortholab evaluate-audio RUN_ID`: score a stored speech run's checkpoint on `split` and record the results
     in that run at the checkpoint's training step (see the module docstring for what is recorded). `utterances`,
     `clips` and `per_utterance` None: as the run's own AudioEvaluation has them (else 16, 3 and True), so that a
     run whose callback kept per-utterance points out of the store (`per_utterance: false`) gets none here. Scores
     the run already holds for `split` at that step are a ConfigError unless `replace`: the fit's own are never lost
-    to a re-evaluation by mistake."""
+    to a re-evaluation by mistake. `data_path`: the corpus's folder in place of the run's data.path (it moved)."""
     from ortholab.db import Store
     from ortholab.db.artifacts import AUDIO, AUDIO_SCORES
     from ortholab.evaluation.audio import (
@@ -167,7 +182,12 @@ def evaluate_run(
     utterances = configured["utterances"] if utterances is None else utterances
     clips = configured["clips"] if clips is None else clips
     per_utterance = configured["per_utterance"] if per_utterance is None else per_utterance
-    datamodule = _datamodule_from_config(run.config, run_id)
+    datamodule = _datamodule_from_config(run.config, run_id, data_path)
+    try:
+        datamodule.check_data()  # the corpus where the run's data.path (or --data.path) says, before the model loads
+    except ConfigError as error:
+        given = "--data.path" if data_path is not None else f"run {run_id}'s data.path"
+        raise ConfigError(f"{error} (evaluate-audio reads {given}; give --data.path DIR where it is now)") from None
     module = RecurrentModule.load_from_checkpoint(path, map_location="cpu", weights_only=True)
     report = evaluate_split(module, datamodule, split, utterances, clips, method)
     record_report(report, StoreRecorder(store, run_id, state.get("epoch")), step, per_utterance)  # replaces alike
