@@ -144,6 +144,8 @@ class TaskDataModule(pl.LightningDataModule):
     spec: TaskSpec
     generated_splits: bool = False  # the splits are drawn to any size (train_size, val_size, test_size): a smoke run
     # of a paper's row (`reproduce --scale cpu-smoke`) shrinks them
+    no_baseline: str | None = None  # why the task has no baseline at all (its `-` in `ortholab list tasks` is not one
+    # its data decides)
 
     def __init__(
         self,

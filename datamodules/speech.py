@@ -90,6 +90,8 @@ class SpeechPrediction(GatheredTaskDataModule):
     else ./runs), as `place_cache` puts it. seed: FSDD's grouping and the training order.
     """
 
+    no_baseline = "its audio scores compare with copying the previous frame"
+
     OPTION_CHOICES = {  # the values these options take (checked below; a refused key's did-you-mean reads them)
         "corpus": CORPORA,
         "target": TARGETS,

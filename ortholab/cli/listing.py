@@ -161,13 +161,22 @@ def family_rows() -> list[dict]:
 
 def unknown_until_data(rows: list[dict]) -> str:
     """The line under the tasks table naming the tasks whose `-` the data decides (text's vocabulary, a data set's
-    own baseline), and where a run says them."""
-    waiting = [row["task"] for row in rows if None in (row["loss"], row["readout"], row["baseline"])]
-    return (
-        f"-: read from the task's data ({', '.join(waiting)}); a run prints and records its task's loss and baseline"
-        if waiting
-        else ""
-    )
+    own baseline), and where a run says them; then those that have no baseline at all (speech), and why."""
+    from ortholab.datamodules import TASKS
+
+    def none(row: dict) -> str | None:
+        return getattr(TASKS.get(row["task"]), "no_baseline", None)
+
+    waiting = [
+        row["task"]
+        for row in rows
+        if None in (row["loss"], row["readout"]) or (row["baseline"] is None and not none(row))
+    ]
+    parts = [f"-: read from the task's data ({', '.join(waiting)})"] if waiting else []
+    parts += [f"{row['task']} has no baseline ({none(row)})" for row in rows if row["baseline"] is None and none(row)]
+    if waiting:
+        parts.append("a run prints and records its task's loss and baseline")
+    return "; ".join(parts)
 
 
 def task_rows() -> list[dict]:
