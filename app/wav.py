@@ -142,6 +142,25 @@ def clip_scores(meta: Mapping[str, Any] | None) -> dict[str, float]:
     return found
 
 
+def clip_failures(meta: Mapping[str, Any] | None) -> dict[str, str]:
+    """The speech scores an audio artifact's meta says could not be computed (its 'failures' mapping, as
+    ortholab/evaluation/audio.py records it), by score name: the reason each failed."""
+    failures = (meta or {}).get("failures")
+    if not isinstance(failures, Mapping):
+        return {}
+    return {name: str(reason) for key, reason in failures.items() if (name := speech_metric(str(key)))}
+
+
+def failed_key(key: str) -> tuple[str, str, str] | None:
+    """(split, role, score) of a run-level count of the utterances a score could not be computed on:
+    'val_audio/n_failed_pesq_nb_mos_lqo_utterances' -> ('val', 'reconstruction', 'pesq_nb_mos_lqo'); None for any
+    other key."""
+    match = re.fullmatch(r"(\w+?)_audio(_baseline)?/n_failed_(\w+)_utterances", key)
+    if not match or speech_metric(match.group(3)) is None:
+        return None
+    return match.group(1), "baseline" if match.group(2) else "reconstruction", speech_metric(match.group(3))
+
+
 def scores_table(by_role: Mapping[str, Mapping[str, float]]) -> list[dict[str, Any]]:
     """A long table: one row per score (in SPEECH_LABELS' order), a column per role (reconstruction, baseline)."""
     names = {n for scores in by_role.values() for n in scores}

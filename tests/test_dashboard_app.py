@@ -23,6 +23,7 @@ from dashboard_store import (
     traces,
     train_real_run,
     unit_circle,
+    wav_bytes,
 )
 from streamlit.testing.v1 import AppTest
 
@@ -426,6 +427,35 @@ def test_audio_plays_the_stored_wav_bytes_side_by_side(lab, monkeypatch):
     at = open_page(store, monkeypatch, "audio", [ids["lstm-adding"]])
     assert not at.get("audio")
     assert any("No selected run has recorded SegSNR, STOI or PESQ yet" in n for n in notes(at))
+
+
+def test_audio_says_which_scores_failed_and_why_rather_than_none(tmp_path, monkeypatch):
+    """A score the evaluation could not compute (PESQ on a reconstruction of noise: 'No utterances detected') is
+    named with its reason under the clip's table and counted under the runs' table, as the command line's summary
+    says 'pesq_nb_mos_lqo n/a (12 failed)', not shown as a bare None."""
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    run = store.create_run(name="noisy", family="scornn", task="speech", main_metric="val/mse_valid_frames")
+    reason = "NoUtterancesError: No utterances detected"
+    points = {"val_audio/stoi": 0.02, "val_audio_baseline/stoi": 0.72, "val_audio_baseline/pesq_nb_mos_lqo": 4.2}
+    points |= {"val_audio/n_failed_pesq_nb_mos_lqo_utterances": 12.0, "val_audio/n_failed_stoi_utterances": 0.0}
+    store.log_metrics(run, points, step=20, epoch=0, wall_time=0.0)
+    tone = 0.5 * np.sin(np.arange(4000) * 0.3)
+    scored = {
+        "reconstruction": {"scores": {"stoi": 0.02, "pesq_nb_mos_lqo": None}, "failures": {"pesq_nb_mos_lqo": reason}},
+        "baseline": {"scores": {"stoi": 0.72, "pesq_nb_mos_lqo": 4.1}, "failures": {}},
+    }
+    for role in ("reference", "reconstruction", "baseline"):
+        meta = {"utterance": "ann-val-000", "role": role, "sample_rate": 8000, **scored.get(role, {})}
+        store.add_artifact(run, AUDIO, f"val/ann-val-000/{role}", step=20, data=wav_bytes(tone), meta=meta)
+    store.set_status(run, "finished")
+
+    at = open_page(store, monkeypatch, "audio", [run])
+    assert f"Not scored: PESQ narrow band (MOS-LQO) of the reconstruction ({reason})." in notes(at)
+    assert any("PESQ narrow band (MOS-LQO) of the reconstruction not scored on 12 utterances" in n for n in notes(at))
+    assert not any("STOI of the reconstruction not scored" in n for n in notes(at))  # 0 failed: nothing to say
+    tables = [d for d in at.dataframe if "reconstruction" in d.value.columns]
+    assert len(tables) == 2 and all(t.proto.placeholder == "—" for t in tables)  # an empty cell reads —, not None
+    store.close()
 
 
 # ---- Compare ---------------------------------------------------------------------------------------

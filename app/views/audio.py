@@ -11,11 +11,21 @@ from ortholab.app.figures import spectrogram_figure
 from ortholab.app.labels import run_label
 from ortholab.app.page import selected_runs_page
 from ortholab.app.snapshots import no_snapshot_note, steps_of
-from ortholab.app.wav import SCORED_ROLES, clip_scores, group_clips, scores_table, speech_key, speech_label
+from ortholab.app.wav import (
+    SCORED_ROLES,
+    clip_failures,
+    clip_scores,
+    failed_key,
+    group_clips,
+    scores_table,
+    speech_key,
+    speech_label,
+)
 from ortholab.db.artifacts import AUDIO
 
 MAX_CLIPS = 8  # per run and step
 OPEN_CLIPS = 1  # panels open when the page opens (the others load when opened)
+NOT_SCORED = "—"  # a score the table has no value for (streamlit would show None)
 
 reader, runs = selected_runs_page("Audio")
 
@@ -57,6 +67,7 @@ def clip_panel(run, clip) -> None:
         st.dataframe(
             scores,
             hide_index=True,
+            placeholder=NOT_SCORED,
             key=f"scores_{run.id}_{clip.step}_{clip.utterance}",
             column_config=table_fit.sized(
                 scores,
@@ -66,6 +77,9 @@ def clip_panel(run, clip) -> None:
         )
     else:
         st.caption("No per-clip scores recorded for this clip.")
+    for role in SCORED_ROLES:  # a score the evaluation could not compute says why, not a bare empty cell
+        for score, reason in clip_failures(clip.roles[role].meta if role in clip.roles else None).items():
+            st.caption(f"Not scored: {speech_label(score)} of the {role} ({reason}).")
 
 
 for run in runs:
@@ -93,10 +107,16 @@ for run in runs:
 
 # ---- Table 2: speech scores across runs, long --------------------------------------------------------------
 st.header("Speech scores across runs")
-rows = []
+rows, failed = [], []
 for run in runs:
     found: dict[tuple[str, str], dict[str, float]] = {}  # (split, score) -> role -> last value
     for key in reader.metric_keys(run.id):
+        count = failed_key(key)
+        if count and (n := reader.last_value(run.id, key)):
+            split, role, score = count
+            failed.append(
+                f"{run_label(run)} ({split}): {speech_label(score)} of the {role} not scored on {n:g} utterances"
+            )
         parsed = speech_key(key)
         if parsed:
             split, role, score = parsed
@@ -116,6 +136,7 @@ if rows:
     st.dataframe(
         frame,
         hide_index=True,
+        placeholder=NOT_SCORED,
         column_config=table_fit.sized(
             frame,
             {role: st.column_config.NumberColumn(role, format="%.4g") for role in SCORED_ROLES},
@@ -124,8 +145,11 @@ if rows:
     )
     st.caption(
         "The scoRNN paper's Table 2 view: each run's last recorded mean over the scored utterances, for the model's "
-        f"reconstruction and the copy-a-frame baseline. {speech_label('segsnr_voicebox')} is the paper's SegSNR."
+        f"reconstruction and the copy-a-frame baseline. {speech_label('segsnr_voicebox')} is the paper's SegSNR. "
+        f"{NOT_SCORED}: not recorded, or not computable on any utterance."
     )
+    if failed:  # as the command line's summary says 'n/a (12 failed)'
+        st.caption("; ".join(failed) + " (a clip's panel above says why).")
 else:
     st.info(
         "No selected run has recorded SegSNR, STOI or PESQ yet; this table (the scoRNN paper's Table 2 view) "
