@@ -141,6 +141,38 @@ def test_a_run_keeps_its_colour_across_charts_pages_and_selection_orders(lab, mo
 # ---- grouping ------------------------------------------------------------------------------------------------
 
 
+def test_smoothing_acts_on_a_groups_mean_and_band_as_on_a_runs_curve(tmp_path, monkeypatch):
+    """Grouped seeds of 150 validations each: with Smoothing at 0.6 the group's mean and band edges are the debiased
+    EMA of the raw mean, min and max (the slider moved nothing and its caption said the curves were smoothed);
+    at 0 they are the raw ones."""
+    from ortholab.app.smoothing import debiased_ema
+
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    steps = np.arange(150) * 10
+    noise = np.random.default_rng(0).normal(0, 0.02, (3, steps.size))
+    losses = [0.2 / (1 + steps / 300) + 0.01 * seed + noise[seed] for seed in range(3)]
+    runs = []
+    for seed, loss in enumerate(losses):
+        run = store.create_run(name=f"s{seed}", family="scornn", task="adding", main_metric="val/loss")
+        store.log_params(run, {"seed_everything": seed})
+        for step, value in zip(steps, loss, strict=True):
+            store.log_metrics(run, {"val/loss": float(value)}, step=int(step), epoch=0, wall_time=float(step))
+        store.set_status(run, "finished")
+        runs.append(run)
+    at = open_page(store, monkeypatch, "curves", runs)
+    at.multiselect(key="curve_group_by").set_value(["family"])
+    name = "family=scornn (mean of 3 runs)"
+    for weight in (0.6, 0.0):
+        at.slider(key="curve_smoothing").set_value(weight)
+        (spec,) = charts(rerun(at))
+        drawn = traces(spec)
+        for trace, raw in (("", np.mean(losses, axis=0)), (" min–max", np.min(losses, axis=0))):
+            expected = debiased_ema(raw, weight) if weight else raw
+            assert np.allclose(array(drawn[name + trace]["y"]), expected, rtol=1e-9), (weight, trace)
+        assert np.allclose(array(drawn[name + " upper"]["y"]), debiased_ema(np.max(losses, axis=0), weight))
+    store.close()
+
+
 def test_grouping_seeds_draws_each_groups_mean_and_band(lab, monkeypatch):
     store, ids, labels = lab
     seeds = [ids[n] for n in ("scornn-seed1", "scornn-seed2", "scornn-seed3", "lstm-seed1", "lstm-seed2")]

@@ -20,7 +20,7 @@ from ortholab.app.curves import (
     steps_per_epoch,
 )
 from ortholab.app.figures import curves_figure
-from ortholab.app.grouping import SPREADS, aggregate, decimated, group_runs
+from ortholab.app.grouping import SPREADS, aggregate, decimated, group_runs, smoothed
 from ortholab.app.labels import run_label
 from ortholab.app.metric_names import groups, split_per_clip
 from ortholab.app.page import selected_runs_page
@@ -163,7 +163,8 @@ def scale_notes(choices: Choices) -> None:
     if choices.weight > 0:
         notes.append(
             f"Smoothing: {SMOOTHING_NAME}, weight {choices.weight:.3f}, on curves of {SMOOTH_MIN_POINTS} "
-            "points or more (faded lines are the raw points); the large marker is each run's last raw value."
+            "points or more (faded lines are the raw points; a group's mean and band edges are each smoothed); "
+            "the large marker is each run's last raw value."
         )
     if choices.axis == "epoch":
         notes.append("Epoch = step ÷ steps per epoch for runs that recorded their plan, else the epoch logged.")
@@ -217,21 +218,24 @@ def run_curves(metric: str, shown: list, fresh: data.Reader, choices: Choices) -
     return curves, messages
 
 
-def group_aggregates(curves: list, grouped: dict, spread: str) -> list:
-    """Each group's mean and band over its members' every point, thinned for drawing."""
+def group_aggregates(curves: list, grouped: dict, spread: str, weight: float) -> list:
+    """Each group's mean and band over its members' every point, smoothed as a run's curve of as many points
+    would be, thinned for drawing."""
     aggregates = []
     by_id = {c.run_id: c for c in curves}
     for label, members in grouped.items():
         series = {i: (by_id[i].every_x, by_id[i].every_y) for i in members if i in by_id}  # every point
         if series:
-            aggregates.append(decimated(aggregate(label, series, spread), MAX_POINTS))
+            group = aggregate(label, series, spread)
+            group = smoothed(group, weight if group.x.size >= SMOOTH_MIN_POINTS else 0.0)
+            aggregates.append(decimated(group, MAX_POINTS))
     return aggregates
 
 
 def metric_chart(metric: str, shown: list, fresh: data.Reader, choices: Choices, grouped: dict) -> None:
     """One metric's chart (runs, or groups with their bands, and the task's baseline) and its captions."""
     curves, messages = run_curves(metric, shown, fresh, choices)
-    aggregates = group_aggregates(curves, grouped, choices.spread) if grouped else []
+    aggregates = group_aggregates(curves, grouped, choices.spread, choices.weight) if grouped else []
     baselines = baselines_for(shown, metric)
     figure = curves_figure(
         curves if not grouped or choices.show_runs else [],
