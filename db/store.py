@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Float, and_, delete, false, func, insert, or_, select, type_coerce, update
@@ -151,8 +152,11 @@ class Store:
     @property
     def copied_without_analyses(self) -> bool:
         """Whether this store is an export's copy holding no artifact (`report --export` without --with-artifacts):
-        its runs' eigenvalues, gradient profiles and clips stayed in the store they were recorded in."""
-        if self.copied_from is None:
+        its runs' eigenvalues, gradient profiles and clips stayed in the store they were recorded in. An export from
+        before copies recorded copied_from is known by its place: a runs.db beside its export.txt."""
+        database = self._engine.url.database if self._engine.url.get_backend_name() == "sqlite" else None
+        beside_export = bool(database) and database != ":memory:" and is_export(Path(database).absolute())
+        if self.copied_from is None and not beside_export:
             return False
         with self._session() as session:
             return session.execute(select(Artifact.id).limit(1)).first() is None

@@ -442,6 +442,14 @@ def test_an_export_without_analyses_says_so_where_a_page_would_show_them(tmp_pat
     assert "no gradient-norm profiles in this store, an export's copy written without the runs' analyses" in note
     assert "`ortholab report TABLE --export DIR --with-artifacts` copies them" in note
     bare.close(), full.close(), source.close()
+    # an export from before copies recorded where they came from (scornn_figure2_seeds, 2026-11-28) is known by its
+    # place, a runs.db beside its export.txt; the same file elsewhere is a store like any other
+    legacy = sqlite3.connect(tmp_path / "bare" / "runs.db")
+    legacy.execute("DELETE FROM store_info WHERE key IN ('copied_from', 'copied_at')")
+    legacy.commit(), legacy.close()
+    assert Store(f"sqlite:///{tmp_path / 'bare' / 'runs.db'}", access="read").copied_without_analyses
+    shutil.copy(tmp_path / "bare" / "runs.db", tmp_path / "elsewhere.db")
+    assert not Store(f"sqlite:///{tmp_path / 'elsewhere.db'}", access="read").copied_without_analyses
 
 
 def test_an_export_never_writes_over_a_store_of_runs_nor_the_store_it_reads(tmp_path, monkeypatch, capsys):
