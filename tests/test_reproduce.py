@@ -1317,6 +1317,28 @@ def test_a_flag_one_familys_rows_do_not_take_is_one_line_before_any_row_trains(t
     assert "read with row paper:toy_figure1/copy_lstm's config; no row was trained" in err and not db.exists()
 
 
+@pytest.mark.parametrize("estimate", [False, True])
+def test_a_tasks_data_not_there_is_one_line_before_any_row_trains(tmp_path, monkeypatch, capsys, estimate):
+    """`reproduce scornn_table2_val` without --data.path failed each of its 12 rows with the same 'data.path is not
+    set', and exited 1 (walk-through of the audio tasks); `--estimate` too. Rows of tasks that check their data are
+    read first, with no flag given; rows of tasks that do not (copying) are not read at all."""
+    from test_cli import DEMO, REPO
+
+    timit = {"row": "timit", "task": "speech", "family": "scornn", "value": 1.0}
+    rows = [*_copying_rows(DEMO, "one"), {**timit, "config": str(REPO / "configs/papers/scornn_timit_n224.yaml")}]
+    _use_tables(tmp_path, monkeypatch, toy_table2=_toy("val/mse", rows))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ORTHOLAB_RUNS", str(tmp_path / "runs"))
+    db = tmp_path / "runs.db"
+    with pytest.raises(SystemExit) as stopped:
+        main(["reproduce", "toy_table2", "--db", f"sqlite:///{db}", *["--estimate"] * estimate])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("ortholab: error: data.path is not set: give TIMIT's folder")
+    assert "(row paper:toy_table2/timit's data, read as its fit would; no row was trained)" in err
+    assert not db.exists()
+
+
 def test_an_estimate_reads_and_keeps_the_feature_cache_real_runs_share(tmp_path, monkeypatch):
     """A relative data.cache_dir lies under the runs folder; the timing run's runs folder is a temporary one, so
     the estimate passes the shared cache (under $ORTHOLAB_RUNS), or it would compute TIMIT's features every time

@@ -21,6 +21,7 @@ import yaml
 
 from ortholab.cli import children
 from ortholab.cli.common import exit_reason
+from ortholab.cli.reproduce_flags import check_flags
 from ortholab.cli.reproduce_listing import select_rows
 from ortholab.cli.reproduce_rows import Outcome, finish_reproduce
 from ortholab.db import Store, runs_root
@@ -226,9 +227,11 @@ def estimate(table: str | None, rows: list[str] | None, extra: list[str], seeds:
     def stopped(row) -> str:  # a row the stop came before or during: timed again by the same command
         return f"{row.tag}: not timed, the estimate was stopped ({children.stop_name()})"
 
+    chosen = select_rows(load_tables(), table, rows)
+    check_flags(chosen, extra)  # a mistyped flag, or a task's data not there, is one line before any row is timed
     busy = other_work()  # other work on the cores, before this timing adds to it
     results = []
-    for row in select_rows(load_tables(), table, rows):
+    for row in chosen:
         if row.config is None:
             results.append(f"{row.tag}: no config (family {row.family!r}: {row.notes or 'not available'})")
             continue

@@ -241,7 +241,7 @@ def reproduce(
     for outcome in outcomes:
         print(outcome.line, flush=True)
     todo = [(row, seed) for row, seed in items if (row.tag, seed) not in done]
-    if extra and todo:
+    if todo:  # the flags given, and the data of tasks that check theirs (TIMIT's folder)
         check_flags(list(dict.fromkeys(row for row, _ in todo)), extra, scale)
     if todo:  # once, not a failed fit per row and seed
         from ortholab.training.preflight import check_writable_folder, runs_folder_source

@@ -115,10 +115,11 @@ def check_flags(rows: list[PaperRow], extra: list[str], scale: str = "full") -> 
     """The flags given for every row, read before any row trains with the config of one row of each family and task
     among `rows` (and the scale's flags), side by side up to the cores: a typo, an option another family does not
     take (`--model.family_args.rho` for an LSTM row), or a trainer that would validate nothing is one line and exit 2,
-    not a failed fit per row."""
+    not a failed fit per row. So is a task's data that is not there (TIMIT without --data.path): without flags only
+    the rows of tasks that check their data are read."""
     kinds: dict[tuple, PaperRow] = {}
     for row in rows:
-        if row.config is not None:
+        if row.config is not None and (extra or _checks_its_data(row)):
             kinds.setdefault((row.family, row.task), row)  # what a flag's validity rests on: the model and the data
     if not kinds:
         return
@@ -131,6 +132,43 @@ def check_flags(rows: list[PaperRow], extra: list[str], scale: str = "full") -> 
             raise ConfigError(
                 f"{why} (the flags given to reproduce, read with row {row.tag}'s config; no row was trained)"
             )
+    for row, (_, printed) in zip(kinds.values(), reads):
+        if missing := _data_missing(printed):
+            raise ConfigError(f"{missing} (row {row.tag}'s data, read as its fit would; no row was trained)")
+
+
+def _task_class(class_path: object) -> type | None:
+    from ortholab import aliases
+
+    try:
+        return aliases.config_class(str(class_path or ""), "data.class_path")
+    except (ConfigError, ImportError):  # fit itself names what is wrong with it
+        return None
+
+
+def _checks_its_data(row: PaperRow) -> bool:
+    """Whether the row's task checks that its data is there (a corpus at a path the user gives: TIMIT, music)."""
+    from ortholab.datamodules.base import TaskDataModule
+
+    config = yaml.safe_load((REPO_ROOT / row.config).read_text(encoding="utf-8")) or {}
+    task = _task_class((config.get("data") or {}).get("class_path") if isinstance(config, dict) else None)
+    return task is not None and getattr(task, "check_data", None) is not TaskDataModule.check_data
+
+
+def _data_missing(printed: dict | None) -> str | None:
+    """The task's one line where its data is not there, the task built as fit's printed config says (its check
+    reads nothing); None where it is there, or where the config names no task."""
+    data = (printed or {}).get("data")
+    task = _task_class(data.get("class_path")) if isinstance(data, dict) else None
+    if task is None or not hasattr(task, "check_data"):
+        return None
+    try:
+        task(**(data.get("init_args") or {})).check_data()
+    except ConfigError as error:
+        return str(error)
+    except (TypeError, ValueError):  # an argument the fit itself refuses in its own words
+        return None
+    return None
 
 
 def _read_with(row: PaperRow, extra: list[str], scale: str) -> tuple[str | None, dict | None]:
