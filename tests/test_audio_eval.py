@@ -125,6 +125,9 @@ def test_stoi_and_pesq_are_at_their_maxima_on_clean_speech_and_drop_when_degrade
     assert perfect["stoi"].value == pytest.approx(1.0, abs=roundoff(torch.float64, 30))
     assert perfect["pesq_nb_mos_lqo"].value == pytest.approx(4.549, abs=0.01)  # MOS-LQO's narrow-band maximum
     assert perfect["segsnr_voicebox"].value == 100.0 and perfect["segsnr_clamped_30ms"].value == 35.0
+    # VOICEBOX's global SNR of no error at all is +inf: a reason, left out of the mean, as the module says of any
+    # non-finite value (it was recorded as inf, and one such utterance made the mean inf)
+    assert perfect["snr_global_voicebox"] == Score(None, "the global SNR is inf (the estimate equals the reference)")
     degraded = score_utterance(at_snr(clean, 0.0), clean, FS)
     assert degraded["segsnr_voicebox"].value < 5.0
 

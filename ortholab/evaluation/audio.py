@@ -149,7 +149,7 @@ class AudioReport:
 
 
 def _json_number(value: float | None) -> float | None:
-    """JSON has no infinity or NaN: those become null (e.g. the global SNR of a perfect reconstruction, +inf)."""
+    """JSON has no infinity or NaN: those become null (scores record a non-finite value as a reason, not a value)."""
     return value if value is not None and math.isfinite(value) else None
 
 

@@ -93,4 +93,9 @@ def _attempt_voicebox(estimate: np.ndarray, reference: np.ndarray, fs: int) -> d
     if not np.isfinite(result.segmental):
         reason = "no frame of the reference is active speech (P.56)"
         return {"segsnr_voicebox": Score(None, reason), "snr_global_voicebox": Score(None, reason)}
-    return {"segsnr_voicebox": Score(result.segmental), "snr_global_voicebox": Score(result.global_snr)}
+    global_snr = (  # +inf only where the estimate equals the reference: recorded as why, as any non-finite value
+        Score(result.global_snr)
+        if np.isfinite(result.global_snr)
+        else Score(None, f"the global SNR is {result.global_snr} (the estimate equals the reference)")
+    )
+    return {"segsnr_voicebox": Score(result.segmental), "snr_global_voicebox": global_snr}
