@@ -478,6 +478,7 @@ def comparison_rows(items: list[Reproduction]) -> list[dict[str, Any]]:
                 "status": item.status,
                 "scale": scale,
                 "run": item.fit.id if item.fit else None,
+                "seed_runs": tuple(s.fit.id for s in item.seeds),  # each seed's chosen fit (the dashboard links all)
                 "recorded_for": item.recorded_for,
                 "test_run": item.evaluation.id if item.evaluation else None,
                 "config": row.config,

@@ -583,6 +583,32 @@ def test_papers_page_shows_published_beside_reproduced_with_a_link_to_the_run(tm
     assert any("beyond the baseline at a validation 10% or more better than it" in n for n in notes(at))
 
 
+def test_a_row_with_several_seeds_links_every_seeds_curves(tmp_path, monkeypatch):
+    """Walk-through (dashboard): a row trained with three seeds linked only its chosen run's curves, so its seeds'
+    spread was not one click away; the link now names every seed's run, the chosen one first."""
+    import yaml
+
+    import ortholab.db.published as published
+
+    tables_dir = tmp_path / "published"
+    tables_dir.mkdir()
+    row = {"row": "adding_lstm", "task": "adding", "family": "lstm", "value": None, "expect": "below_baseline"}
+    table = {"paper": "toy", "table": "Figure 2", "metric": "val/loss", "mode": "min", "rows": [row]}
+    (tables_dir / "toy_figure2.yaml").write_text(yaml.safe_dump(table))
+    monkeypatch.setattr(published, "PUBLISHED_DIR", tables_dir)
+    monkeypatch.setattr(published, "CHECKS_DIR", tmp_path / "no-checks")
+    store = Store(f"sqlite:///{tmp_path / 'seeds.db'}")
+    ids = []
+    for seed in (2, 1, 3):  # trained out of seed order: the link lists the chosen (latest) run, then seed order
+        tags = ["paper:toy_figure2/adding_lstm", f"seed:{seed}"]
+        run = store.create_run(name=f"s{seed}", family="lstm", task="adding", tags=tags)
+        store.log_metrics(run, {"val/loss": 0.1 * seed}, step=10)
+        store.set_status(run, "finished")
+        ids.append(run)
+    frame = open_page(store, monkeypatch, "papers").dataframe[0].value
+    assert frame["run"][0] == f"curves?run={ids[2]}&run={ids[1]}&run={ids[0]}"
+
+
 def test_an_unreachable_store_is_one_error_on_the_page(monkeypatch):
     url = "postgresql+psycopg://nobody@127.0.0.1:1/none"
     monkeypatch.setenv("ORTHOLAB_DB", url)

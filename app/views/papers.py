@@ -62,12 +62,16 @@ if len(reduced):  # a smoke run's number beside the paper's reads as a reproduct
         "as the paper does).",
         icon=":material/science:",
     )
-frame["run"] = [f"curves?run={int(i)}" if pd.notna(i) else None for i in frame["run"]]
+# the row's run and, with several seeds, every seed's run beside it: their curves side by side
+frame["run"] = [
+    "curves?" + "&".join(f"run={r}" for r in dict.fromkeys([int(i), *seeds])) if pd.notna(i) else None
+    for i, seeds in zip(frame["run"], frame["seed_runs"])
+]
 # What a reader compares, fitted to the page (long claims wrapped over a few lines, nothing cut); the sizes, runs and
 # configs behind the rows in a second table below.
 fit = table_fit.fit_columns(
     {name: [table_fit.shown_text(v) for v in frame[name]] for name in READING if name != "run"}
-    | {"run": [link.split("=")[1] for link in frame["run"] if isinstance(link, str)] or ["—"]},
+    | {"run": [link.removeprefix("curves?") for link in frame["run"] if isinstance(link, str)] or ["—"]},
     ROOM_PX,
     wrap=WRAPPED,
 )
@@ -80,7 +84,10 @@ st.dataframe(
     height=HEADER_PX + min(len(frame), ROWS_SHOWN) * (fit.row_height or ROW_PX) + 3,
     column_config={
         "run": st.column_config.LinkColumn(
-            "run", display_text=r"run=(\d+)", help="open the run's curves", width=fit.widths["run"]
+            "run",
+            display_text=r"curves\?(.+)",
+            help="open the row's curves: its run's, and with several seeds every seed's",
+            width=fit.widths["run"],
         ),
         "seeds": st.column_config.TextColumn(
             "seeds",
