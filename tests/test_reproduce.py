@@ -1329,6 +1329,11 @@ def test_a_tasks_data_not_there_is_one_line_before_any_row_trains(tmp_path, monk
     _use_tables(tmp_path, monkeypatch, toy_table2=_toy("val/mse", rows))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ORTHOLAB_RUNS", str(tmp_path / "runs"))
+    import ortholab.cli.children as children
+
+    read = []
+    reading = children.read_fit_args
+    monkeypatch.setattr(children, "read_fit_args", lambda argv, *a, **k: read.append(argv[1]) or reading(argv, *a, **k))
     db = tmp_path / "runs.db"
     with pytest.raises(SystemExit) as stopped:
         main(["reproduce", "toy_table2", "--db", f"sqlite:///{db}", *["--estimate"] * estimate])
@@ -1337,6 +1342,7 @@ def test_a_tasks_data_not_there_is_one_line_before_any_row_trains(tmp_path, monk
     assert len(err.splitlines()) == 1 and err.startswith("ortholab: error: data.path is not set: give TIMIT's folder")
     assert "(row paper:toy_table2/timit's data, read as its fit would; no row was trained)" in err
     assert not db.exists()
+    assert read == [str(REPO / "configs/papers/scornn_timit_n224.yaml")]  # without flags the copying row is not read
 
 
 def test_an_estimate_reads_and_keeps_the_feature_cache_real_runs_share(tmp_path, monkeypatch):

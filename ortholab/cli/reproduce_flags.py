@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -115,26 +116,32 @@ def check_flags(rows: list[PaperRow], extra: list[str], scale: str = "full") -> 
     """The flags given for every row, read before any row trains with the config of one row of each family and task
     among `rows` (and the scale's flags), side by side up to the cores: a typo, an option another family does not
     take (`--model.family_args.rho` for an LSTM row), or a trainer that would validate nothing is one line and exit 2,
-    not a failed fit per row. So is a task's data that is not there (TIMIT without --data.path): without flags only
-    the rows of tasks that check their data are read."""
+    not a failed fit per row. So is a task's data that is not there (TIMIT without --data.path), for the tasks that
+    check theirs: without flags, only one row of each of those is read."""
     kinds: dict[tuple, PaperRow] = {}
     for row in rows:
-        if row.config is not None and (extra or _checks_its_data(row)):
-            kinds.setdefault((row.family, row.task), row)  # what a flag's validity rests on: the model and the data
+        if row.config is None:
+            continue
+        if extra:  # what a flag's validity rests on: the model and the data
+            kinds.setdefault((row.family, row.task), row)
+        elif _checks_its_data(row.config):
+            kinds.setdefault((row.task,), row)
     if not kinds:
         return
     workers = max(1, min(len(kinds), os.cpu_count() or 1, 4))  # each read imports torch: a few hundred MB
     with ThreadPoolExecutor(max_workers=workers) as pool:
         reads = list(pool.map(lambda row: _read_with(row, extra, scale), kinds.values()))
+    given = "the flags given to reproduce, read with " if extra else "read with "
     for row, (why, printed) in zip(kinds.values(), reads):
         why = why or children.validates_nothing(printed, "its run would have no result for the report")
         if why:
-            raise ConfigError(
-                f"{why} (the flags given to reproduce, read with row {row.tag}'s config; no row was trained)"
-            )
+            raise ConfigError(f"{why} ({given}row {row.tag}'s config; no row was trained)")
+    checked: set[str] = set()
     for row, (_, printed) in zip(kinds.values(), reads):
-        if missing := _data_missing(printed):
-            raise ConfigError(f"{missing} (row {row.tag}'s data, read as its fit would; no row was trained)")
+        if row.task not in checked and _checks_its_data(row.config):
+            checked.add(row.task)
+            if missing := _data_missing(printed):
+                raise ConfigError(f"{missing} (row {row.tag}'s data, read as its fit would; no row was trained)")
 
 
 def _task_class(class_path: object) -> type | None:
@@ -146,27 +153,30 @@ def _task_class(class_path: object) -> type | None:
         return None
 
 
-def _checks_its_data(row: PaperRow) -> bool:
-    """Whether the row's task checks that its data is there (a corpus at a path the user gives: TIMIT, music)."""
+@functools.lru_cache(maxsize=None)
+def _checks_its_data(config: str) -> bool:
+    """Whether the task of this row config checks that its data is there (TIMIT's folder, a music file): a
+    check_data of its own, where TaskDataModule's checks nothing."""
     from ortholab.datamodules.base import TaskDataModule
 
-    config = yaml.safe_load((REPO_ROOT / row.config).read_text(encoding="utf-8")) or {}
-    task = _task_class((config.get("data") or {}).get("class_path") if isinstance(config, dict) else None)
-    return task is not None and getattr(task, "check_data", None) is not TaskDataModule.check_data
+    loaded = yaml.safe_load((REPO_ROOT / config).read_text(encoding="utf-8")) or {}
+    data = loaded.get("data") if isinstance(loaded, dict) else None
+    task = _task_class(data.get("class_path") if isinstance(data, dict) else None)
+    return task is not None and task.check_data is not TaskDataModule.check_data
 
 
 def _data_missing(printed: dict | None) -> str | None:
-    """The task's one line where its data is not there, the task built as fit's printed config says (its check
-    reads nothing); None where it is there, or where the config names no task."""
+    """The task's one line where its data is not there, the task built as fit's printed config says; None where it
+    is there, or where anything else goes wrong (the fit names that in its own words)."""
     data = (printed or {}).get("data")
     task = _task_class(data.get("class_path")) if isinstance(data, dict) else None
-    if task is None or not hasattr(task, "check_data"):
+    if task is None:
         return None
     try:
         task(**(data.get("init_args") or {})).check_data()
     except ConfigError as error:
         return str(error)
-    except (TypeError, ValueError):  # an argument the fit itself refuses in its own words
+    except Exception:  # not this check's to report: the row's fit says it
         return None
     return None
 
