@@ -74,6 +74,9 @@ def torch_loops():
 Schedule = Literal["persistent", "per_step"]
 Tile = Literal[16, 32, 64, 128]  # tl.dot's tiles are at least 16 on each side
 Rows = Literal[1, 2, 4, 8, 16, 32, 64, 128]  # under 16 rows a tile's product is a broadcast and a sum, not tl.dot
+# the most products one broadcast holds (block_b x block_n x block_n): 64 a thread at 4 warps. ptxas (sm_90, Triton
+# 3.9) put 1.9 KB on the stack at 8 x 64 x 64 and 4.9 KB at 4 x 128 x 128, none at the check's launches (4096 at most)
+BROADCAST_LIMIT = 8192
 Warps = Literal[1, 2, 4, 8, 16]
 
 
@@ -91,8 +94,16 @@ def launch(
     tile products are broadcast products summed, not tl.dot, so that a batch of B rows keeps B / block_b programs
     busy. None keeps the current value."""
     chosen = {"schedule": schedule, "block_b": block_b, "block_n": block_n, "num_warps": num_warps}
+    launching = {**_LAUNCH, **{k: v for k, v in chosen.items() if v is not None}}
+    rows, width = launching["block_b"], launching["block_n"]
+    if rows < 16 and rows * width * width > BROADCAST_LIMIT:
+        raise ValueError(
+            f"launch: block_b = {rows} with block_n = {width} broadcasts {rows * width * width} products a tile "
+            f"step, past {BROADCAST_LIMIT} (they would spill registers); under 16 rows keep block_b x block_n^2 "
+            f"at most {BROADCAST_LIMIT} (block_b 2 with block_n 64, or block_b 8 with block_n 32)"
+        )
     saved = dict(_LAUNCH)
-    _LAUNCH.update({k: v for k, v in chosen.items() if v is not None})
+    _LAUNCH.update(launching)
     try:
         yield
     finally:

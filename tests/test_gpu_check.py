@@ -75,11 +75,15 @@ def test_cudnn_is_timed_with_tf32_allowed_and_off_and_the_switch_is_restored():
         "nn.RNN(relu) (cuDNN, TF32 off)",
         "nn.LSTM n=61 (same budget, cuDNN, TF32 off)",
     )
-    before = torch.backends.cudnn.allow_tf32
-    with pytest.raises(RuntimeError), gpu_timing.cudnn_tf32(not before):
-        assert torch.backends.cudnn.allow_tf32 is (not before)
+    rnn, conv = torch.backends.cudnn.rnn, torch.backends.cudnn.conv
+    before = (rnn.fp32_precision, conv.fp32_precision)
+    with pytest.raises(RuntimeError), gpu_timing.cudnn_tf32(False):
+        assert (rnn.fp32_precision, conv.fp32_precision) == ("ieee", before[1])  # the RNNs' switch alone
         raise RuntimeError("a timing failed")
-    assert torch.backends.cudnn.allow_tf32 is before
+    assert (rnn.fp32_precision, conv.fp32_precision) == before
+    with gpu_timing.cudnn_tf32(True):
+        assert rnn.fp32_precision == "tf32"
+    assert (rnn.fp32_precision, conv.fp32_precision) == before
     row = {"what": "scornn (triton)", "batch": 50, "n": 170, "ms": 60.0, "vs_rnn_relu": 28.0, "vs_rnn_relu_ieee": 9.5}
     assert "60.0 ms (28.00x RNN(relu), 9.50x with TF32 off)" in gpu_check.verdict("kernels", {"rows": [row]}, "cuda")[1]
 

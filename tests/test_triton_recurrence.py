@@ -67,7 +67,7 @@ LAUNCHES = {
     # under 16 rows a program (tl.dot's least) the products are broadcast and summed: 19 programs, and 5 (the last
     # partial)
     "persistent_rows": {"block_b": 1},
-    "per_step_rows": {"schedule": "per_step", "block_b": 4, "block_n": 64},
+    "per_step_rows": {"schedule": "per_step", "block_b": 2, "block_n": 64},
 }
 
 
@@ -121,6 +121,7 @@ def test_a_launch_is_checked_and_undone_after_its_block():
     for options, message in (
         ({"schedule": "stepwise"}, "launch: schedule = 'stepwise'; choose one of"),
         ({"block_b": 3}, "launch: block_b = 3; choose one of"),
+        ({"block_b": 4, "block_n": 64}, "launch: block_b = 4 with block_n = 64 broadcasts 16384 products a tile"),
         ({"block_n": 48}, "launch: block_n = 48; choose one of"),
         ({"num_warps": 3}, "launch: num_warps = 3; choose one of"),
     ):

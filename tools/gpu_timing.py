@@ -77,21 +77,29 @@ def model_pass(model, x, y):
 
 def cudnn_names(device: str, lstm_n: int, tf32: bool) -> tuple[str, str]:
     """The rows of the cuDNN baselines: in float32, torch lets cuDNN's RNNs take TF32 tensor cores by default
-    (torch.backends.cudnn.allow_tf32, 10-bit mantissas), while the fused kernels and the torch loop multiply in IEEE
-    float32; both are timed, so that a ratio says which it is against (on the CPU the switch changes nothing)."""
+    (torch.backends.cudnn.rnn.fp32_precision 'tf32', 10-bit mantissas), while the fused kernels and the torch loop
+    multiply in IEEE float32; both are timed, so that a ratio says which it is against (on the CPU the switch changes
+    nothing)."""
     setting = ("cuDNN, " if device == "cuda" else "") + ("TF32 allowed" if tf32 else "TF32 off")
     return f"nn.RNN(relu) ({setting})", f"nn.LSTM n={lstm_n} (same budget, {setting})"
 
 
 @contextlib.contextmanager
 def cudnn_tf32(allowed: bool):
-    """torch.backends.cudnn.allow_tf32 for the block (the default, True, lets cuDNN's float32 RNNs use TF32)."""
-    saved = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = allowed
+    """cuDNN's RNNs with TF32 allowed or not for the block (torch's default allows it), then as before: through the
+    RNNs' own switch, torch.backends.cudnn.rnn.fp32_precision ('tf32' or 'ieee'), where torch has it (the device
+    image's 2.11 does); else the legacy torch.backends.cudnn.allow_tf32, which convolutions share."""
+    rnn = getattr(torch.backends.cudnn, "rnn", None)
+    if rnn is not None and hasattr(rnn, "fp32_precision"):
+        owner, name, value = rnn, "fp32_precision", "tf32" if allowed else "ieee"
+    else:
+        owner, name, value = torch.backends.cudnn, "allow_tf32", allowed
+    saved = getattr(owner, name)
+    setattr(owner, name, value)
     try:
         yield
     finally:
-        torch.backends.cudnn.allow_tf32 = saved
+        setattr(owner, name, saved)
 
 
 def out_of_time(deadline: float | None) -> bool:
