@@ -21,7 +21,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from ortholab.db.store import Store
-from ortholab.db.store_errors import InvalidArgument, StoreError
+from ortholab.db.store_errors import InvalidArgument, RunMissing
 
 RUN_COLUMNS = [
     "id",
@@ -121,8 +121,6 @@ def _run_id(store: Store, value, argument: str) -> int:
         raise TypeError(f"{argument} must be a run id (int){several}, got {value!r} ({type(value).__name__})")
     try:
         store.get_run(int(value))
-    except StoreError as error:
-        if any(summary.id == int(value) for summary in store.list_runs()):
-            raise  # the run is there: the store's own failure
+    except RunMissing as error:  # a store that fails to answer stays the store's StoreError
         raise InvalidArgument(f"{argument}: {error}") from None
     return int(value)

@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Float, and_, delete, false, func, insert, or_, select, type_coerce, update
@@ -62,11 +61,13 @@ from ortholab.db.schema import (
     utcnow,
 )
 from ortholab.db.schema_version import store_facts
+from ortholab.db.sqlite_files import sqlite_file
 from ortholab.db.store_errors import (
     DAMAGED,
     InvalidArgument,
     LeaseLost,
     RunBusy,
+    RunMissing,
     StoreError,
     StoreMissing,
     driver_reason,
@@ -154,9 +155,8 @@ class Store:
         """Whether this store is an export's copy holding no artifact (`report --export` without --with-artifacts):
         its runs' eigenvalues, gradient profiles and clips stayed in the store they were recorded in. An export from
         before copies recorded copied_from is known by its place: a runs.db beside its export.txt."""
-        database = self._engine.url.database if self._engine.url.get_backend_name() == "sqlite" else None
-        beside_export = bool(database) and database != ":memory:" and is_export(Path(database).absolute())
-        if self.copied_from is None and not beside_export:
+        file = sqlite_file(self._url)  # None for a server, or a file: URI
+        if self.copied_from is None and not (file is not None and is_export(file)):
             return False
         with self._session() as session:
             return session.execute(select(Artifact.id).limit(1)).first() is None
@@ -234,9 +234,9 @@ class Store:
         if session.execute(query.values(**values)).rowcount == 0:
             raise self._not_writable(session, run_id, owner)
 
-    def _no_such_run(self, run_id: int) -> StoreError:
+    def _no_such_run(self, run_id: int) -> RunMissing:
         where, said = db_flag(self.url)  # the hint lists this store, not the default one
-        return StoreError(
+        return RunMissing(
             f"No run with id {run_id} in {self.display_url}; `ortholab runs{where}` lists its runs{said}."
         )
 

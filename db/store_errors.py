@@ -32,6 +32,10 @@ class InvalidArgument(StoreError, ValueError):
     """A call's argument outside what it takes (a field, a status, a step): a ValueError as well."""
 
 
+class RunMissing(StoreError):
+    """The store holds no run with the id asked for (a store that failed to answer is a StoreError)."""
+
+
 class StoreMissing(StoreError):
     """There is no store at the URL (no SQLite file, or a database without OrthoLab's tables) and the caller may not
     create one."""

@@ -150,7 +150,7 @@ def load_run(
     from ortholab import aliases
     from ortholab.datamodules import TaskDataModule
     from ortholab.db import Store
-    from ortholab.db.store_errors import InvalidArgument, StoreError
+    from ortholab.db.store_errors import InvalidArgument, RunMissing
     from ortholab.errors import ConfigError
     from ortholab.training.checkpoint_choice import run_checkpoint
     from ortholab.training.module import RecurrentModule
@@ -164,9 +164,7 @@ def load_run(
     store = Store(None if db is None else os.fspath(db), access="read")  # a reader: never creates a store
     try:
         run = store.get_run(run_id)
-    except StoreError as error:
-        if any(summary.id == run_id for summary in store.list_runs()):
-            raise  # the run is there: the store's own failure
+    except RunMissing as error:  # a store that fails to answer stays the store's StoreError
         raise InvalidArgument(f"run_id: {error}") from None
     aliases.import_user_modules()  # as the CLI does: a family or task of the user's own is registered first
     data = (run.config or {}).get("data") or {}
