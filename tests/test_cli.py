@@ -156,8 +156,8 @@ def test_list_tasks_names_the_tasks_whose_dashes_their_data_decides(capsys):
     assert "speech" in dashed and "copying" not in dashed
     decided = ", ".join(task for task in dashed if task != "speech")
     assert note == (
-        f"-: read from the task's data ({decided}); speech has no baseline (its audio scores compare with copying "
-        "the previous frame); a run prints and records its task's loss and baseline"
+        f"-: read from the task's data ({decided}); a run prints and records its task's loss and baseline; speech has "
+        "no baseline (its audio scores compare with copying the previous frame)"
     )
 
 

@@ -185,7 +185,10 @@ def evaluate_run(
     datamodule = _datamodule_from_config(run.config, run_id, data_path)
     try:
         datamodule.check_data()  # the corpus where the run's data.path (or --data.path) says, before the model loads
-    except ConfigError as error:
+    except ConfigError as error:  # a folder named that is not there: perhaps moved since (a data-root FSDD has none)
+        folder = getattr(datamodule, "path", None)
+        if folder is None or Path(folder).is_dir():
+            raise
         given = "--data.path" if data_path is not None else f"run {run_id}'s data.path"
         raise ConfigError(f"{error} (evaluate-audio reads {given}; give --data.path DIR where it is now)") from None
     module = RecurrentModule.load_from_checkpoint(path, map_location="cpu", weights_only=True)
