@@ -149,7 +149,10 @@ if rows:
         f"{NOT_SCORED}: not recorded, or not computable on any utterance."
     )
     if failed:  # as the command line's summary says 'n/a (12 failed)'
-        st.caption("; ".join(failed) + " (a clip's panel above says why).")
+        st.caption(  # the clips stored may not be among the failed utterances: every reason is in the artifact
+            "; ".join(failed) + " (a stored clip's panel above says why; for every utterance, the run's "
+            "audio_scores artifact does: a JSON of each utterance's scores and reasons)."
+        )
 else:
     st.info(
         "No selected run has recorded SegSNR, STOI or PESQ yet; this table (the scoRNN paper's Table 2 view) "
