@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ortholab.app.smoothing import debiased_ema, decimate
+from ortholab.app.smoothing import decimate
 from ortholab.app.tables import ABSENT, display_value
 
 SPREADS = ("min–max", "±1 std")
@@ -84,15 +84,6 @@ def aggregate(label: str, curves: Mapping[int, tuple[np.ndarray, np.ndarray]], s
         std = np.sqrt(np.divide(squares, n - 1, out=np.zeros_like(squares), where=n > 1))
         low, high = mean - std, mean + std
     return Aggregate(label, grid, mean, low, high, n, tuple(curves))
-
-
-def smoothed(group: Aggregate, weight: float) -> Aggregate:
-    """The group's mean and band edges each smoothed as a run's curve is (the debiased EMA of app/smoothing.py at
-    `weight`), so that the Curves page's Smoothing acts on groups too; 0 leaves it as it is."""
-    if weight <= 0:
-        return group
-    low, mean, high = (debiased_ema(edge, weight) for edge in (group.low, group.mean, group.high))
-    return Aggregate(group.label, group.x, mean, low, high, group.n, group.runs)
 
 
 def decimated(group: Aggregate, max_points: int) -> Aggregate:

@@ -142,9 +142,9 @@ def test_a_run_keeps_its_colour_across_charts_pages_and_selection_orders(lab, mo
 
 
 def test_smoothing_acts_on_a_groups_mean_and_band_as_on_a_runs_curve(tmp_path, monkeypatch):
-    """Grouped seeds of 150 validations each: with Smoothing at 0.6 the group's mean and band edges are the debiased
-    EMA of the raw mean, min and max (the slider moved nothing and its caption said the curves were smoothed);
-    at 0 they are the raw ones."""
+    """Grouped seeds of 150 validations each: with Smoothing at 0.6 the group's mean and band are those of the
+    runs' smoothed curves, each the debiased EMA of its raw points as the run's own curve is (the slider moved
+    nothing and its caption said the curves were smoothed); at 0 they are the raw ones."""
     from ortholab.app.smoothing import debiased_ema
 
     store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
@@ -166,10 +166,10 @@ def test_smoothing_acts_on_a_groups_mean_and_band_as_on_a_runs_curve(tmp_path, m
         at.slider(key="curve_smoothing").set_value(weight)
         (spec,) = charts(rerun(at))
         drawn = traces(spec)
-        for trace, raw in (("", np.mean(losses, axis=0)), (" min–max", np.min(losses, axis=0))):
-            expected = debiased_ema(raw, weight) if weight else raw
+        runs_drawn = np.array([debiased_ema(loss, weight) if weight else loss for loss in losses])
+        for trace, expected in (("", runs_drawn.mean(axis=0)), (" min–max", runs_drawn.min(axis=0))):
             assert np.allclose(array(drawn[name + trace]["y"]), expected, rtol=1e-9), (weight, trace)
-        assert np.allclose(array(drawn[name + " upper"]["y"]), debiased_ema(np.max(losses, axis=0), weight))
+        assert np.allclose(array(drawn[name + " upper"]["y"]), runs_drawn.max(axis=0))
     store.close()
 
 

@@ -3,6 +3,7 @@ grouped by parameters (mean and band), and the full series as CSV."""
 
 from dataclasses import dataclass
 
+import numpy as np
 import streamlit as st
 
 from ortholab.app import controls, data
@@ -20,12 +21,12 @@ from ortholab.app.curves import (
     steps_per_epoch,
 )
 from ortholab.app.figures import curves_figure
-from ortholab.app.grouping import SPREADS, aggregate, decimated, group_runs, smoothed
+from ortholab.app.grouping import SPREADS, aggregate, decimated, group_runs
 from ortholab.app.labels import run_label
 from ortholab.app.metric_names import groups, split_per_clip
 from ortholab.app.page import selected_runs_page
 from ortholab.app.parallel import differing_fields
-from ortholab.app.smoothing import MAX_WEIGHT
+from ortholab.app.smoothing import MAX_WEIGHT, debiased_ema
 from ortholab.app.smoothing import NAME as SMOOTHING_NAME
 
 REFRESH_S = 5
@@ -163,7 +164,8 @@ def scale_notes(choices: Choices) -> None:
     if choices.weight > 0:
         notes.append(
             f"Smoothing: {SMOOTHING_NAME}, weight {choices.weight:.3f}, on curves of {SMOOTH_MIN_POINTS} "
-            "points or more (faded lines are the raw points; a group's mean and band edges are each smoothed); "
+            "points or more (faded lines are the raw points; a group's mean and band are over its runs' smoothed "
+            "curves); "
             "the large marker is each run's last raw value."
         )
     if choices.axis == "epoch":
@@ -218,24 +220,28 @@ def run_curves(metric: str, shown: list, fresh: data.Reader, choices: Choices) -
     return curves, messages
 
 
-def group_aggregates(curves: list, grouped: dict, spread: str, weight: float) -> list:
-    """Each group's mean and band over its members' every point, smoothed as a run's curve of as many points
-    would be, thinned for drawing."""
+def group_aggregates(curves: list, grouped: dict, spread: str) -> list:
+    """Each group's mean and band over its members' every point, each member smoothed first exactly as its own
+    curve is (so a group's mean is the mean of the curves drawn, whatever the axis), thinned for drawing."""
     aggregates = []
     by_id = {c.run_id: c for c in curves}
     for label, members in grouped.items():
-        series = {i: (by_id[i].every_x, by_id[i].every_y) for i in members if i in by_id}  # every point
+        series = {i: (by_id[i].every_x, smoothed_points(by_id[i])) for i in members if i in by_id}  # every point
         if series:
-            group = aggregate(label, series, spread)
-            group = smoothed(group, weight if group.x.size >= SMOOTH_MIN_POINTS else 0.0)
-            aggregates.append(decimated(group, MAX_POINTS))
+            aggregates.append(decimated(aggregate(label, series, spread), MAX_POINTS))
     return aggregates
+
+
+def smoothed_points(curve) -> np.ndarray:
+    """Every point of a run's curve, smoothed as the curve is drawn (its own weight: 0 below SMOOTH_MIN_POINTS)."""
+    y = np.asarray(curve.every_y, float)
+    return debiased_ema(y, curve.smoothing) if curve.smoothing > 0 else y
 
 
 def metric_chart(metric: str, shown: list, fresh: data.Reader, choices: Choices, grouped: dict) -> None:
     """One metric's chart (runs, or groups with their bands, and the task's baseline) and its captions."""
     curves, messages = run_curves(metric, shown, fresh, choices)
-    aggregates = group_aggregates(curves, grouped, choices.spread, choices.weight) if grouped else []
+    aggregates = group_aggregates(curves, grouped, choices.spread) if grouped else []
     baselines = baselines_for(shown, metric)
     figure = curves_figure(
         curves if not grouped or choices.show_runs else [],
