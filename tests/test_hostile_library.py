@@ -231,9 +231,10 @@ def twelve_runs(tmp_path_factory):
     ids=["metrics", "metrics-list", "artifacts"],
 )
 def test_a_run_that_is_not_in_the_store_is_named(twelve_runs, read):
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreError) as raised:  # and a ValueError naming the argument, as load_run's
         read(twelve_runs)
-    assert one_line(raised.value).startswith("No run with id 999 in sqlite:///")
+    assert isinstance(raised.value, ValueError)
+    assert re.match(r"run_ids?: No run with id 999 in sqlite:///", one_line(raised.value)), one_line(raised.value)
     assert f"`ortholab runs --db '{twelve_runs}'` lists its runs." in one_line(raised.value)  # this store's runs
 
 
