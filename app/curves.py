@@ -43,7 +43,9 @@ class Curve:
     run_id: int = 0  # picks the run's colour, dash and marker (app/style.py)
     smoothing: float = 0.0  # the weight applied (0: drawn raw)
     every_x: np.ndarray | None = field(default=None, repr=False, compare=False)  # every raw point, undecimated:
-    every_y: np.ndarray | None = field(default=None, repr=False, compare=False)  # what group means are taken over
+    every_y: np.ndarray | None = field(default=None, repr=False, compare=False)
+    # every point as drawn (every_y smoothed at `smoothing`, or every_y itself): what group means are taken over
+    every_drawn: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def last(self) -> tuple[float, float]:
@@ -138,8 +140,9 @@ def build_curve(
     applied = weight if len(y) >= SMOOTH_MIN_POINTS else 0.0
     smoothed = debiased_ema(y, applied) if applied > 0 else None
     index = decimate(y, max_points)
+    drawn = y if smoothed is None else smoothed
     return Curve(
-        label, x[index], y[index], None if smoothed is None else smoothed[index], len(y), run_id, applied, x, y
+        label, x[index], y[index], None if smoothed is None else smoothed[index], len(y), run_id, applied, x, y, drawn
     )
 
 

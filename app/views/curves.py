@@ -3,7 +3,6 @@ grouped by parameters (mean and band), and the full series as CSV."""
 
 from dataclasses import dataclass
 
-import numpy as np
 import streamlit as st
 
 from ortholab.app import controls, data
@@ -26,7 +25,7 @@ from ortholab.app.labels import run_label
 from ortholab.app.metric_names import groups, split_per_clip
 from ortholab.app.page import selected_runs_page
 from ortholab.app.parallel import differing_fields
-from ortholab.app.smoothing import MAX_WEIGHT, debiased_ema
+from ortholab.app.smoothing import MAX_WEIGHT
 from ortholab.app.smoothing import NAME as SMOOTHING_NAME
 
 REFRESH_S = 5
@@ -226,16 +225,10 @@ def group_aggregates(curves: list, grouped: dict, spread: str) -> list:
     aggregates = []
     by_id = {c.run_id: c for c in curves}
     for label, members in grouped.items():
-        series = {i: (by_id[i].every_x, smoothed_points(by_id[i])) for i in members if i in by_id}  # every point
+        series = {i: (by_id[i].every_x, by_id[i].every_drawn) for i in members if i in by_id}  # every point
         if series:
             aggregates.append(decimated(aggregate(label, series, spread), MAX_POINTS))
     return aggregates
-
-
-def smoothed_points(curve) -> np.ndarray:
-    """Every point of a run's curve, smoothed as the curve is drawn (its own weight: 0 below SMOOTH_MIN_POINTS)."""
-    y = np.asarray(curve.every_y, float)
-    return debiased_ema(y, curve.smoothing) if curve.smoothing > 0 else y
 
 
 def metric_chart(metric: str, shown: list, fresh: data.Reader, choices: Choices, grouped: dict) -> None:
