@@ -109,6 +109,28 @@ def test_a_folder_prints_its_index_page(capsys):
     assert code == 0 and out == (REPO / "docs" / "families" / "index.md").read_text(encoding="utf-8")
 
 
+def test_the_api_reference_directives_print_as_signatures_and_docstrings(capsys):
+    """library.md and architecture.md end in mkdocstrings' `::: ortholab.x.y` lines, which the site renders from the
+    docstrings: `ortholab docs library` printed them raw, so a wheel's user read no reference at all."""
+    directives = {
+        page.relative_to(REPO / "docs").with_suffix("").as_posix(): re.findall(r"^::: ([\w.]+)", text, re.MULTILINE)
+        for page in (REPO / "docs").glob("*.md")
+        if (text := page.read_text(encoding="utf-8"))
+    }
+    assert directives["library"] and directives["architecture"]
+    for page, names in directives.items():
+        code, out, _ = run(capsys, page)
+        assert code == 0 and not re.search(r"^:::", out, re.MULTILINE) and "not importable here" not in out, page
+        for name in names:
+            assert re.search(rf"^###+ `{re.escape(name)}[(`]", out, re.MULTILINE), (page, name)
+    code, out, _ = run(capsys, "library#reference")
+    assert "`ortholab.models.layers.paper_optimizers(config" in out and "One optimizer per parameter group" in out
+    assert "#### `FamilyRNN.recurrent_matrices(self)" in out and "FamilyRNN.forward" not in out  # no inherited text
+    code, out, _ = run(capsys, "architecture#python-api-reference")
+    assert "#### `ortholab.db.frames.metrics(run_ids" in out and "members:" not in out  # the options block is read
+    assert docs.api_reference("ortholab.no_such_module").endswith("in the environment with it)\n")
+
+
 def test_path_prints_the_file(capsys):
     code, out, _ = run(capsys, "--path", "docs/getting-started.md")
     assert code == 0 and Path(out.strip()) == REPO / "docs" / "getting-started.md"

@@ -1,5 +1,6 @@
 """`ortholab docs [PAGE[#SECTION]]`: the documentation's Markdown pages in the terminal, from a checkout's docs/ or
-the copy a wheel carries, with the parts read from the code (option tables, --help texts) filled in. The program's
+the copy a wheel carries, with the parts read from the code (option tables, --help texts) filled in and the API
+reference's `::: name` entries printed as signatures and docstrings. The program's
 messages point at pages as `docs/troubleshooting.md#exit-codes`; that text, given as PAGE, prints that section."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ HELP = "the documentation's pages in the terminal (no PAGE: the list of pages)"
 PACKAGE = Path(__file__).resolve().parents[1]
 FOLDERS = (PACKAGE / "docs", PACKAGE.parent / "docs")  # a wheel's copy (pyproject's ortholab.docs), a checkout's
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+API = re.compile(r"^::: ([\w.]+)\s*$")  # mkdocstrings' directive: the site renders the object's docstrings there
 
 
 def add_arguments(parser) -> None:
@@ -100,6 +102,80 @@ def resolve(text: str, known: dict[str, Path]) -> tuple[str, str | None]:
     return page, anchor or None
 
 
+def _documented(name: str, obj, level: int) -> str:
+    """One object's heading, signature and docstring, as Markdown."""
+    import inspect
+
+    try:
+        signature = str(inspect.signature(obj)) if callable(obj) else ""
+    except (TypeError, ValueError):  # a builtin without one
+        signature = ""
+    doc = inspect.getdoc(obj) or "(no docstring)"
+    return f"{'#' * level} `{name}{signature}`\n\n{doc}\n"
+
+
+def api_reference(dotted: str, members: list[str] | None = None) -> str:
+    """What the site's `::: dotted` shows, for the terminal: the object's signature and docstring; a class's public
+    methods and a module's public functions (or `members`) under it. A name that does not import says so."""
+    import importlib
+    import inspect
+
+    module_name, obj = dotted, None
+    while module_name:
+        try:
+            obj = importlib.import_module(module_name)
+            break
+        except ImportError:
+            module_name = module_name.rpartition(".")[0]
+    try:
+        for attribute in dotted[len(module_name) :].strip(".").split(".") if obj is not None else ["?"]:
+            obj = getattr(obj, attribute) if attribute else obj
+    except AttributeError:
+        obj = None
+    if obj is None:
+        return f"### `{dotted}`\n\n(not importable here: `python -c 'help({dotted})'` in the environment with it)\n"
+    if inspect.ismodule(obj):
+        names = members or [
+            name
+            for name, value in vars(obj).items()
+            if not name.startswith("_") and inspect.isfunction(value) and value.__module__ == obj.__name__
+        ]
+        parts = [f"### `{dotted}`\n\n{inspect.getdoc(obj) or ''}\n"]
+        parts += [_documented(f"{dotted}.{name}", getattr(obj, name), 4) for name in names if hasattr(obj, name)]
+        return "\n".join(parts)
+    parts = [_documented(dotted, obj, 3)]
+    if inspect.isclass(obj):
+        parts += [
+            _documented(f"{obj.__name__}.{name}", value, 4)
+            for name, value in vars(obj).items()
+            if not name.startswith("_") and inspect.isfunction(value) and value.__doc__  # its own, not inherited
+        ]
+    return "\n".join(parts)
+
+
+def with_api_reference(markdown: str) -> str:
+    """`markdown` with each `::: dotted.name` line (and its indented mkdocstrings options) replaced by
+    `api_reference`: the terminal has no mkdocstrings to render them."""
+    lines, out, fenced, index = markdown.splitlines(), [], False, 0
+    while index < len(lines):
+        line = lines[index]
+        index += 1
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        match = None if fenced else API.match(line)
+        if match is None:
+            out.append(line)
+            continue
+        options = []
+        while index < len(lines) and lines[index].startswith((" ", "\t")) and lines[index].strip():
+            options.append(lines[index].strip())
+            index += 1
+        listed = next((o for o in options if o.startswith("members:")), None)
+        members = re.findall(r"\w+", listed.partition(":")[2]) if listed else None
+        out.append(api_reference(match.group(1), members).rstrip("\n"))
+    return "\n".join(out) + ("\n" if markdown.endswith("\n") else "")
+
+
 def run(args, extra: list[str]) -> None:
     folder = pages_folder()
     known = pages(folder)
@@ -117,4 +193,4 @@ def run(args, extra: list[str]) -> None:
         return
     from ortholab.cli.reference import filled
 
-    print(filled(text), end="")
+    print(with_api_reference(filled(text)), end="")
