@@ -10,6 +10,7 @@ on first use and says how to fix it when it does not work.
 from __future__ import annotations
 
 import functools
+import sys
 from pathlib import Path
 
 import torch
@@ -19,16 +20,33 @@ from ortholab.errors import ConfigError
 INSTALLER = Path(__file__).resolve().parents[1] / "tools" / "install_torchaudio.py"  # in a checkout, not a wheel
 
 
+def torchaudio_lib() -> Path:
+    """The folder of torchaudio's compiled libraries in this environment, found without importing torchaudio
+    (importing is what fails); where it is not installed yet, where this Python's pip will put it."""
+    import importlib.util
+    import sysconfig
+
+    try:
+        spec = importlib.util.find_spec("torchaudio")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations))) / "lib"
+    return Path(sysconfig.get_paths()["purelib"]) / "torchaudio" / "lib"
+
+
 def install_hint(installer: Path = INSTALLER) -> str:
-    """How to install torchaudio here: the checkout's installer, or from a wheel the two steps it takes."""
+    """How to install torchaudio here: the checkout's installer, or from a wheel the two steps it takes, both with
+    this Python (`pip` on PATH may be another environment's: the wheel's venv is often not activated)."""
     if installer.is_file():
         return (
-            f"install it with `python {installer}` (torchaudio 2.11.0 without its compiled CUDA extension; see "
-            "docs/troubleshooting.md (torchaudio))"
+            f"install it with `{sys.executable} {installer}` (torchaudio 2.11.0 without its compiled CUDA extension; "
+            "see docs/troubleshooting.md (torchaudio))"
         )
     return (
-        "install it with `pip install --no-deps torchaudio==2.11.0`, then, unless torch is a CUDA 2.11 build, "
-        "delete the compiled libraries torchaudio/lib/*.so (they need that torch; the speech task uses none of them)"
+        f"install it with `{sys.executable} -m pip install --no-deps torchaudio==2.11.0`, then, unless torch is a "
+        f"CUDA 2.11 build, delete the compiled libraries torchaudio/lib/*.so (`rm {torchaudio_lib()}/*.so`; they "
+        "need that torch; the speech task uses none of them)"
     )
 
 

@@ -2,6 +2,8 @@
 independent numpy oracle, batches, both MSE definitions, the feature cache, and bad input as one clear message."""
 
 import math
+import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -350,7 +352,13 @@ def test_registered_and_listable_without_data():
 def test_the_torchaudio_hint_names_the_checkouts_installer_or_a_wheels_two_steps(tmp_path):
     from ortholab.datamodules.torchaudio_check import INSTALLER, install_hint
 
-    assert INSTALLER.is_file() and f"python {INSTALLER}" in install_hint()  # this checkout ships it
+    assert INSTALLER.is_file() and f"`{sys.executable} {INSTALLER}`" in install_hint()  # this checkout ships it
     from_a_wheel = install_hint(tmp_path / "tools" / "install_torchaudio.py")  # a wheel has no tools/
     assert "pip install --no-deps torchaudio==2.11.0" in from_a_wheel and "torchaudio/lib/*.so" in from_a_wheel
     assert "tools/" not in from_a_wheel
+    # this Python's pip and the folder to empty, by their paths: a wheel's venv is often not the activated one
+    # (`~/ortholab/bin/ortholab fit ...`), so `pip` alone installed into another environment
+    assert f"`{sys.executable} -m pip install --no-deps torchaudio==2.11.0`" in from_a_wheel
+    lib = re.search(r"`rm (\S+)/\*\.so`", from_a_wheel).group(1)
+    assert Path(lib).is_absolute() and Path(lib).parts[-2:] == ("torchaudio", "lib")
+    assert (Path(lib) / "__init__.py").is_file()  # this environment's torchaudio, found without importing it
