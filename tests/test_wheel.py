@@ -146,6 +146,24 @@ def test_every_checkout_folder_the_pages_name_is_said_to_stay_in_the_checkout():
     assert named >= {"tests", "tools"} and unsaid == set(), f"say in docs/getting-started.md that these stay: {unsaid}"
 
 
+def test_the_docker_files_the_pages_use_are_said_to_stay_in_the_checkout():
+    """gpus.md's docker compose section builds from the checkout's Dockerfile and compose files, which no wheel
+    carries: Getting started's list of what stays in the checkout names them (a wheel's user read it and had none)."""
+    import fnmatch
+
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout: no checkout's files to compare the wheel with")
+    docker = {f for f in listed.stdout.decode().split("\0") if f == "Dockerfile" or f.startswith("docker-compose")}
+    pages = " ".join(p.read_text(encoding="utf-8") for p in (REPO / "docs").glob("*.md"))
+    named = {f for f in docker if f in pages}
+    guide = (REPO / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    said = re.search(r"What stays in the checkout:(.*?)\.\s+[A-Z]", guide, re.DOTALL).group(1)
+    patterns = re.findall(r"`([\w.*-]+)`", said)
+    assert named >= {"Dockerfile", "docker-compose.yml"}
+    assert {f for f in named if not any(fnmatch.fnmatch(f, pattern) for pattern in patterns)} == set(), said
+
+
 def test_the_wheel_section_says_what_replaces_the_checkouts_venv_and_names_the_cpu_torch_index():
     """A wheel's user has no .venv: the commands Getting started shows as `.venv/bin/ortholab ...` after the wheel's
     section are said to run from the wheel's own venv; and the CPU torch, which the checkout's make takes with
