@@ -7,8 +7,8 @@
 
 Read only: nothing here writes to the store, nor creates one (a missing store is a StoreError saying so; a file
 this process cannot write is opened read-only). `db` is any SQLAlchemy URL (default: $ORTHOLAB_DB, else
-sqlite:///runs/ortholab.db), as for every command. A run id is an int (numpy's too); one the store does not
-hold is a ValueError (and a StoreError) naming the argument, as for `load_run`.
+ortholab.db in the runs folder, $ORTHOLAB_RUNS or ./runs), as for every command. A run id is an int (numpy's too);
+one the store does not hold is a ValueError (and a StoreError) naming the argument, as for `load_run`.
 """
 
 from __future__ import annotations

@@ -49,6 +49,7 @@ def test_a_postgres_store_without_the_driver_names_the_extra(capsys, monkeypatch
     code, err = run_cli(capsys, ["runs", "--db", "postgresql+psycopg://user@127.0.0.1:1/runs"])
     line = one_error_line(err)
     assert code == 2 and "pip install 'ortholab[postgres]'" in line and "'psycopg'" in line
+    assert f"{sys.executable} -m pip install" in line  # this Python's pip, not whichever `pip` is on PATH
 
 
 def test_a_sweep_without_optuna_names_the_extra(capsys, monkeypatch, tmp_path):
