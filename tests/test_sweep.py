@@ -294,6 +294,7 @@ def test_a_trial_gets_the_store_through_its_environment_never_its_command_line(t
     ((args, env),) = calls
     assert not [a for a in args if "s3cretpw" in a] and "--db" not in args
     assert env["ORTHOLAB_DB"] == url
+    assert env["ORTHOLAB_STOP_WITH_PARENT"] == str(os.getpid())  # the trial stops with its sweep, even after kill -9
     assert "s3cretpw" not in str(failed.value) and "ortholab:***@db.example" in str(failed.value)
 
 

@@ -7,6 +7,7 @@ could save its step), and a SIGTERM to the parent alone ended the parent and lef
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -17,6 +18,25 @@ ORTHOLAB = [sys.executable, "-c", "from ortholab.cli.main import main; main()"] 
 
 _live: set[subprocess.Popen] = set()
 _stopped_by: signal.Signals | None = None
+PARENT_ENV = "ORTHOLAB_STOP_WITH_PARENT"  # a child's parent PID: the child gets SIGTERM when that parent dies
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def stop_with_parent() -> None:
+    """In a child started with PARENT_ENV (a sweep's trial): SIGTERM when its parent dies, by SIGKILL too (Linux's
+    PR_SET_PDEATHSIG), so that it stops at a batch boundary with a checkpoint (run `interrupted`). Without this, a
+    trial whose `sweep` was killed with -9 trained on, orphaned, and no worker ever counted its result."""
+    parent = os.environ.pop(PARENT_ENV, None)  # not passed on to the child's own children
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl: the child outlives a killed parent, as before
+        return
+    if os.getppid() != int(parent):  # the parent died before the line above: the signal will not come
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def stopped_by() -> signal.Signals | None:

@@ -15,7 +15,7 @@ import warnings
 from types import ModuleType
 
 from ortholab import aliases
-from ortholab.cli import COMMANDS
+from ortholab.cli import COMMANDS, children
 from ortholab.cli.common import OneLineParser
 from ortholab.db.masking import check_db_url, db_urls_in, known_passwords, mask_secrets
 from ortholab.errors import ConfigError
@@ -118,6 +118,7 @@ def reader_went_away() -> None:
 def main(argv: list[str] | None = None) -> None:
     given = argv is not None
     argv = list(argv if given else sys.argv[1:])
+    children.stop_with_parent()  # a sweep's trial: stops with its sweep, even one killed with -9
     aliases.install()  # configs' short class paths (datamodules.CopyingTask) in this process
     if not given and hasattr(sys.stdout, "reconfigure"):  # a non-UTF-8 locale (LC_ALL=C): '?' for what it can't show
         sys.stdout.reconfigure(errors="replace")

@@ -60,6 +60,8 @@ SAMPLERS = ("grid", "random", "tpe")
 PRUNERS = ("median", "none")
 PRUNE_STARTUP = 5  # completed trials before any is pruned (Optuna's MedianPruner default)
 POLL_S = 2.0  # how often a running trial's validation points are read from the store
+HEARTBEAT_S = 10  # how often a worker records that its running trial is alive (Optuna's heartbeat)
+LOST_AFTER_S = 60  # a running trial with no heartbeat for this long lost its worker: the next worker trains a copy
 PRUNED_TAG = "pruned"
 STOPPED = "stopped"  # the user attribute of a trial Ctrl-C or SIGTERM stopped (its reason), and its run's tag
 STARTED = tuple(s for s in optuna.trial.TrialState if s != optuna.trial.TrialState.WAITING)
@@ -230,16 +232,31 @@ def joining_seed(seed: int, held: int) -> int:
     return int(np.random.SeedSequence([seed, held, *process]).generate_state(1)[0])
 
 
-def study_storage(db: str):
-    """Optuna's storage on the store's URL. On SQLite each of its transactions takes the write lock as it begins
-    (BEGIN IMMEDIATE): Optuna takes a waiting grid point by reading its state, then writing RUNNING, and SQLite ignores
-    the FOR UPDATE that serialises this on PostgreSQL, so two workers could both read it waiting and both train it
-    (the second then failed: "Cannot tell a COMPLETE trial"). Other databases: the URL, as Optuna opens it."""
-    if not db.startswith("sqlite"):
-        return db
-    from sqlalchemy import event
+def study_storage(db: str) -> optuna.storages.RDBStorage:
+    """Optuna's storage on the store's URL, with a heartbeat for each running trial (lost_trial: a worker killed with
+    -9 left its trial RUNNING for ever, counted toward --trials and never trained; the next worker fails it and
+    trains a copy). On SQLite each of its transactions takes the write lock as it begins (BEGIN IMMEDIATE): Optuna
+    takes a waiting grid point by reading its state, then writing RUNNING, and SQLite ignores the FOR UPDATE that
+    serialises this on PostgreSQL, so two workers could both read it waiting and both train it (the second then
+    failed: "Cannot tell a COMPLETE trial")."""
+    sqlite = db.startswith("sqlite")
+    engine = {"connect_args": {"timeout": SQLITE_WAIT_S}} if sqlite else None
+    heartbeat = {"heartbeat_interval": HEARTBEAT_S, "grace_period": LOST_AFTER_S}
 
-    storage = optuna.storages.RDBStorage(db, engine_kwargs={"connect_args": {"timeout": SQLITE_WAIT_S}})
+    def lost(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        lost_trial(db, study, trial)
+
+    with warnings.catch_warnings():  # Optuna calls the heartbeat experimental, on stderr
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        try:
+            storage = optuna.storages.RDBStorage(
+                db, engine_kwargs=engine, **heartbeat, heartbeat_stale_trial_callback=lost
+            )
+        except TypeError:  # Optuna before 4.2 names it failed_trial_callback
+            storage = optuna.storages.RDBStorage(db, engine_kwargs=engine, **heartbeat, failed_trial_callback=lost)
+    if not sqlite:
+        return storage
+    from sqlalchemy import event
 
     @event.listens_for(storage.engine, "connect")
     def _own_transactions(dbapi_connection, _record) -> None:  # pysqlite's own BEGIN would be deferred
@@ -251,6 +268,31 @@ def study_storage(db: str):
 
     storage.engine.dispose()  # the connections opened before the listeners: new ones take them
     return storage
+
+
+def lost_trial(db: str, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+    """A trial whose worker stopped beating (killed with -9, its machine gone), which Optuna has just failed: a copy
+    with its values waits in the study (as a stopped trial's does; the copy counts toward --trials, not it), and its
+    run, if it recorded one, is tagged `stopped` (the dashboard counts it apart and never names it the best)."""
+    _waiting_copy(study, trial)
+    name = f"{study.study_name}-t{trial.number}"
+    where = "nothing recorded"
+    runs = [r for r in Store(db, access="read").list_runs() if r.name == name and f"trial:{trial.number}" in r.tags]
+    if runs:
+        run = runs[0]
+        reason = {}
+        if run.status != "finished":  # its reason said `fit --resume ID`; the sweep trains a copy of the trial instead
+            reason["reason"] = (
+                f"its worker of sweep {study.study_name} was lost: the same sweep command trains this trial's values "
+                f"again as a new run (`ortholab fit --resume {run.id}` goes on with this one outside the sweep)"
+            )
+        Store(db, access="write").update_run(run.id, tags=[*run.tags, STOPPED], **reason)
+        where = f"run {run.id}, {run.status}"
+    print(
+        f"sweep {study.study_name}: trial {trial.number} ({where}) lost its worker (no heartbeat for "
+        f"{LOST_AFTER_S} s); its values wait to be trained again",
+        flush=True,
+    )
 
 
 def open_study(
@@ -344,7 +386,7 @@ def fit_trial(
     with _scratch() as errors_file:
         child = children.start(
             [*children.ORTHOLAB, *args],
-            env=_with_threads(child_env(db), threads),
+            env={**_with_threads(child_env(db), threads), children.PARENT_ENV: str(os.getpid())},
             stdout=subprocess.DEVNULL,
             stderr=errors_file,
         )
@@ -434,21 +476,32 @@ def _try_again_later(trial: optuna.Trial) -> None:
     """A waiting copy of a stopped trial, with its values: the sweep's next `optimize` trains it (as Optuna's
     RetryFailedTrialCallback makes one; its system attributes keep a grid sweep's point)."""
     frozen = next(t for t in trial.study.get_trials(deepcopy=False) if t.number == trial.number)
-    trial.study.add_trial(
+    _waiting_copy(trial.study, frozen)
+
+
+def _waiting_copy(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> None:
+    study.add_trial(
         optuna.trial.create_trial(
             state=optuna.trial.TrialState.WAITING,
             params=frozen.params,
             distributions=frozen.distributions,
-            user_attrs={"retry_of": trial.number},
-            system_attrs={**frozen.system_attrs, "retry_of": trial.number},
+            user_attrs={"retry_of": frozen.number},
+            system_attrs={**frozen.system_attrs, "retry_of": frozen.number},
         )
     )
 
 
+def _retried(trials) -> set[int]:
+    """The trials a copy trains again (a stopped one, one whose worker was lost)."""
+    return {t.user_attrs["retry_of"] for t in trials if "retry_of" in t.user_attrs}
+
+
 def started_trials(study: optuna.Study) -> int:
     """The trials that count toward `--trials`: every one started, but a stopped one (its waiting copy counts once
-    it starts)."""
-    return sum(STOPPED not in t.user_attrs for t in study.get_trials(deepcopy=False, states=STARTED))
+    it starts), and one whose worker was lost (its copy counts)."""
+    trials = study.get_trials(deepcopy=False)
+    retried = _retried(trials)
+    return sum(t.state in STARTED and STOPPED not in t.user_attrs and t.number not in retried for t in trials)
 
 
 def run_sweep(
@@ -493,6 +546,7 @@ def run_sweep(
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # a line per trial is ours (its run and best value)
     quiet_failed_trials()
     study = open_study(name, db, sampler, space, seed, pruner, flags=list(extra))
+    fail_lost_trials(study)  # before --trials is counted (Optuna checks again as each trial starts)
     say_continued(study, trials)
     threads = threads_each(workers) if workers > 1 else None  # each worker's trials get their share of the cores
     helpers = start_workers(workers - 1, config, space_file, trials, name, sampler, seed, pruner, extra, db, threads)
@@ -608,6 +662,13 @@ def scored_run(db: str, run_id: int, trial_name: str):
     raise TrialFailed(why)
 
 
+def fail_lost_trials(study: optuna.Study) -> None:
+    """Fail the study's running trials whose worker stopped beating (lost_trial makes each a waiting copy)."""
+    with warnings.catch_warnings():  # Optuna calls it experimental
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+
+
 def say_continued(study: optuna.Study, trials: int) -> None:
     """A sweep of this name ran in the store before: say so, and that `--trials` counts its trials."""
     if os.environ.get(WORKER_ENV) == "1":  # a worker this sweep started joins its starter's study: it said so if so
@@ -699,19 +760,22 @@ def check_completed(study: optuna.Study) -> None:
 
 
 def summary_line(study: optuna.Study) -> str:
-    """`sweep: N trials done, N failed, N pruned[, N stopped]`: the line a script reads (the last of the command's
-    output); a stopped trial is not among the failed ones, and counts as stopped until its copy has been trained
-    (the copy is then counted as done, failed or pruned)."""
+    """`sweep: N trials done, N failed, N pruned[, N stopped][, N lost]`: the line a script reads (the last of the
+    command's output); a stopped trial, or one whose worker was lost, is not among the failed ones, and counts as
+    stopped (lost) until its copy has been trained (the copy is then counted as done, failed or pruned)."""
     trials = study.get_trials(deepcopy=False)
-
-    def count(state, stopped: bool = False) -> int:
-        return sum(t.state == state and (STOPPED in t.user_attrs) == stopped for t in trials)
-
+    retried = _retried(trials)
     State = optuna.trial.TrialState
+    failed = sum(t.state == State.FAIL and STOPPED not in t.user_attrs and t.number not in retried for t in trials)
     trained_again = {t.user_attrs.get("retry_of") for t in trials if t.state in STARTED}
-    stopped = sum(t.state == State.FAIL and STOPPED in t.user_attrs and t.number not in trained_again for t in trials)
-    return f"sweep: {count(State.COMPLETE)} trials done, {count(State.FAIL)} failed, {count(State.PRUNED)} pruned" + (
-        f", {stopped} stopped" if stopped else ""
+    waiting = [t for t in trials if t.state == State.FAIL and t.number in retried - trained_again]
+    stopped = sum(STOPPED in t.user_attrs for t in waiting)
+    lost = len(waiting) - stopped
+    done, pruned = (sum(t.state == state for t in trials) for state in (State.COMPLETE, State.PRUNED))
+    return (
+        f"sweep: {done} trials done, {failed} failed, {pruned} pruned"
+        + (f", {stopped} stopped" if stopped else "")
+        + (f", {lost} lost" if lost else "")
     )
 
 
@@ -730,7 +794,11 @@ def report(study: optuna.Study) -> str:
         return f"sweep {study.study_name}: no trial completed\n{summary_line(study)}"
     best = min(done, key=lambda t: t.value)
     params = ", ".join(f"{k}={v}" for k, v in best.params.items())
-    failed = sum(t.state == optuna.trial.TrialState.FAIL and STOPPED not in t.user_attrs for t in study.trials)
+    retried = _retried(study.trials)
+    failed = sum(
+        t.state == optuna.trial.TrialState.FAIL and STOPPED not in t.user_attrs and t.number not in retried
+        for t in study.trials
+    )
     pruned = sum(t.state == optuna.trial.TrialState.PRUNED for t in study.trials)
     return (
         f"sweep {study.study_name}: {len(done)} trials completed"
