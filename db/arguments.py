@@ -22,6 +22,12 @@ def checked_run_id(run_id: Any) -> int:
     return int(run_id)
 
 
+def storable_run_id(run_id: int) -> bool:
+    """Whether an id fits the 64-bit integer column both SQLite and PostgreSQL hold ids in: one past it names no run
+    (`ortholab runs show 99999999999999999999`), where the driver would raise OverflowError (or a DataError)."""
+    return -(2**63) <= run_id < 2**63
+
+
 def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise InvalidArgument(f"Invalid {name} {value!r}; expected one of {list(choices)}.")

@@ -31,7 +31,15 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from ortholab.db import copying, lease
-from ortholab.db.arguments import JSON_FIELDS, RUN_FIELDS, check_choice, checked_run_id, flatten, to_json
+from ortholab.db.arguments import (
+    JSON_FIELDS,
+    RUN_FIELDS,
+    check_choice,
+    checked_run_id,
+    flatten,
+    storable_run_id,
+    to_json,
+)
 from ortholab.db.locations import (
     ENV_VAR,
     EXPORT_FILES,
@@ -614,6 +622,8 @@ class Store:
     def get_run(self, run_id: int) -> RunDetail:
         """One run with its config, params and host details; StoreError if there is no such run."""
         run_id = checked_run_id(run_id)
+        if not storable_run_id(run_id):
+            raise self._no_such_run(run_id)
         query = summary_query(Run.config, Run.run_dir, Run.hostname, Run.world_size, Run.info)
         with self._session() as session:
             row = session.execute(query.where(Run.id == run_id)).first()

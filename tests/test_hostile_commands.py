@@ -235,6 +235,32 @@ def test_a_run_id_that_is_no_number_is_one_line(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize(
+    "command",
+    [
+        ["runs", "show", "{id}"],
+        ["runs", "tag", "{id}", "x"],
+        ["runs", "delete", "{id}", "--yes"],
+        ["predict", "--run", "{id}"],
+        ["test", "--run", "{id}"],
+        ["fit", "--resume", "{id}"],
+        ["evaluate-audio", "{id}"],
+    ],
+    ids=lambda command: "-".join(c for c in command if not c.startswith(("{", "-"))),
+)
+@pytest.mark.parametrize("run_id", [str(2**64), str(-(2**63) - 1)], ids=["past-2^63", "below-minus-2^63"])
+def test_a_run_id_past_what_a_store_holds_is_no_such_run(fresh, tmp_path, monkeypatch, capsys, command, run_id):
+    """An id no 64-bit column holds raised SQLite's OverflowError (a traceback, exit 1) in every command that looks a
+    run up; it names no run, as an id past the newest does."""
+    db, _ = fresh
+    monkeypatch.chdir(tmp_path)
+    before = Store(db).list_runs()
+    code, _, err = cli(capsys, *[c.replace("{id}", run_id) for c in command], "--db", db)
+    line = one_line(code, err, run_id, f"in {db}", "`ortholab runs")
+    assert "no run with id" in line.lower() or "no run in" in line  # (fit --resume reads a negative one as a name too)
+    assert Store(db).list_runs() == before
+
+
+@pytest.mark.parametrize(
     "args, expected",
     [
         (["runs", "--db", ""], "--db '': give the store's file or URL"),  # `--db "$DB"`, DB unset: not the default
