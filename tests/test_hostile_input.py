@@ -228,6 +228,30 @@ HOSTILE = [  # (id, argv, parts of the error line)
     ),
     ("ckpt-missing", [*FIT, "--ckpt_path", "{folder}/nothing.ckpt"], ["--ckpt_path", "nothing.ckpt: no such file"]),
     ("ckpt-folder", [*FIT, "--ckpt_path", "{folder}/checkpoints_only"], ["checkpoints_only is a folder", "last.ckpt"]),
+    # Lightning's checkpoint names: a new run's Trainer holds no checkpoint (a ValueError traceback and a failed run,
+    # or `last` loading nothing: an untrained model trained or scored)
+    ("ckpt-best", [*FIT, "--ckpt_path", "best"], ["--ckpt_path best names no file", "`ortholab fit --resume RUN_ID`"]),
+    ("ckpt-last", [*FIT, "--ckpt_path", "last"], ["--ckpt_path last names no file", "checkpoints/last.ckpt"]),
+    (
+        "ckpt-last-test",
+        ["test", "--config", DEMO, *TINY, "--db", "{db}", "--ckpt_path", "last"],
+        ["--ckpt_path last names no file", "`ortholab test --run RUN_ID --checkpoint last`"],
+    ),
+    (
+        "ckpt-hpc-validate",
+        ["validate", "--run", "{run}", "--db", "{db}", "--ckpt_path", "hpc"],
+        ["--ckpt_path hpc names no file", "`ortholab validate --run RUN_ID --checkpoint best`"],
+    ),
+    (
+        "ckpt-registry-predict",
+        ["predict", "--config", DEMO, *TINY, "--db", "{db}", "--ckpt_path", "registry"],
+        ["--ckpt_path registry names no file"],
+    ),
+    (
+        "resume-ckpt-missing",  # the run's own checkpoints offered, not the files beside the mistyped path
+        ["fit", "--resume", "{run}", "--db", "{db}", "--trainer.max_steps", "12", "--ckpt_path", "{folder}/x.ckpt"],
+        ["x.ckpt (FileNotFoundError: no such file); pass --ckpt_path with one of", "last.ckpt in ", "/kept/"],
+    ),
     ("mat-0-bytes", [*MUSIC_FIT, "--data.path", "{folder}/empty.mat"], ["empty.mat is empty (0 bytes)"]),
     *[
         (

@@ -185,6 +185,23 @@ def test_resume_refuses_the_checkpoint_of_another_stores_run(tmp_path, capsys):
     assert (after.status, after.reason, after.heartbeat_at) == (before.status, before.reason, before.heartbeat_at)
 
 
+def test_resume_of_a_run_whose_last_checkpoint_was_deleted_offers_the_checkpoints_it_kept(tmp_path, capsys):
+    """last.ckpt deleted by hand: the run's best-step checkpoints are offered (it said the run had stopped before its
+    first checkpoint and to start a new run)."""
+    _, url = interrupted_run(tmp_path, "runs.db")
+    folder = Path(Store(url).get_run(1).run_dir) / "checkpoints"
+    for step in (3, 12):
+        torch.save({"global_step": step}, folder / f"best-step{step}.ckpt")
+    os.utime(folder / "best-step3.ckpt", (1, 1))  # the older one: best-step12 is offered (not by its name's order)
+    line = resume_fails(capsys, url)
+    assert f"run 1 has no checkpoint at {folder / 'last.ckpt'}, but its folder holds best-step12.ckpt, " in line
+    assert f"continue from one of them with --ckpt_path {folder / 'best-step12.ckpt'}" in line
+    assert Store(url).get_run(1).status == "interrupted"
+    for name in ("best-step3.ckpt", "best-step12.ckpt"):
+        (folder / name).unlink()
+    assert "(it stopped before its first checkpoint); start a new run instead" in resume_fails(capsys, url)
+
+
 def test_resume_refuses_the_checkpoint_of_another_run_and_an_unreadable_one(tmp_path, capsys):
     first, url = interrupted_run(tmp_path, "runs.db")
     other = SQLLogger(db_url=url, name="copying_scornn", root_dir=str(tmp_path / "runs"))

@@ -54,7 +54,6 @@ from ortholab.training.module import RecurrentModule, checkpoint_model_mismatch
 from ortholab.training.parse_errors import explain_parse_error, trainer_refusal
 from ortholab.training.precision import check_precision
 from ortholab.training.preflight import (
-    LIGHTNINGS_CHECKPOINT_NAMES,
     check_ckpt_path,
     check_free_space,
     check_manual_optimization,
@@ -275,8 +274,8 @@ class OrthoLabCLI(LightningCLI):
         config's model: refuse a checkpoint of another model instead, naming the key that differs."""
         sub = self.config.get("subcommand")
         path = self.config[sub].get("ckpt_path") if sub else None
-        check_ckpt_path(path)
-        if path and Path(path).is_file() and path not in LIGHTNINGS_CHECKPOINT_NAMES:
+        check_ckpt_path(path, sub)
+        if path and Path(path).is_file():
             check_checkpoint_file(path, said="--ckpt_path")  # a config.yaml, a tensor saved by hand: one line
             import torch
 

@@ -71,10 +71,24 @@ def check_free_space(folder: str, model) -> None:
 LIGHTNINGS_CHECKPOINT_NAMES = ("last", "best", "hpc", "registry")  # --ckpt_path values that name no file
 
 
-def check_ckpt_path(path: str | None) -> None:
-    """--ckpt_path names a checkpoint file (or Lightning's 'last', 'best', 'hpc', or a URL): one line otherwise,
-    before a run is recorded."""
-    if not path or path in LIGHTNINGS_CHECKPOINT_NAMES or "://" in str(path) or Path(path).is_file():
+def check_ckpt_path(path: str | None, subcommand: str | None = None) -> None:
+    """--ckpt_path names a checkpoint file (or a URL): one line otherwise, before a run is recorded.
+
+    Lightning's own names ('last', 'best', 'hpc', 'registry') name the checkpoints of the Trainer that runs them; every
+    command is a new run with a Trainer of its own, which holds none: `best` and `hpc` were Lightning's ValueError (a
+    traceback and a failed run recorded), and `last` loaded nothing, so `fit` trained from scratch and `test` scored
+    an untrained model, silently."""
+    if path in LIGHTNINGS_CHECKPOINT_NAMES:
+        choice = "last" if path == "last" else "best"
+        if subcommand == "fit":
+            way = "`ortholab fit --resume RUN_ID` continues a recorded run from its own last.ckpt"
+        else:
+            way = f"`ortholab {subcommand or 'test'} --run RUN_ID --checkpoint {choice}` takes a recorded run's"
+        raise ConfigError(
+            f"--ckpt_path {path} names no file: this command is a new run, with no checkpoint of its own to load; "
+            f"give the checkpoint file (RUN_FOLDER/checkpoints/last.ckpt or best-step<k>.ckpt), or {way}"
+        )
+    if not path or "://" in str(path) or Path(path).is_file():
         return
     if Path(path).is_dir():
         found = sorted(

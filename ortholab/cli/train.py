@@ -147,12 +147,19 @@ def resume_arguments(argv: list[str]) -> list[str]:
         extra += ["--config", str(config), "--db", store.url]  # the stored config's db has its password masked
     if known.ckpt_path is None:
         if not last.is_file():
+            held = sorted((p for p in last.parent.glob("*.ckpt") if p.is_file()), key=lambda p: p.stat().st_mtime)
+            if held:  # last.ckpt deleted by hand: the newest other checkpoint is offered, not a new run
+                raise ConfigError(
+                    f"run {run.id} has no checkpoint at {last}, but its folder holds "
+                    f"{', '.join(sorted(p.name for p in held))}: continue from one of them with --ckpt_path "
+                    f"{held[-1]} (the run's record goes back to its step)"
+                )
             raise ConfigError(
                 f"run {run.id} has no checkpoint at {last} (it stopped before its first checkpoint); "
                 f"start a new run instead"
             )
         extra += ["--ckpt_path", str(last)]
-    point = check_resume_checkpoint(Path(known.ckpt_path) if known.ckpt_path else last, store, run.id)
+    point = check_resume_checkpoint(Path(known.ckpt_path) if known.ckpt_path else last, store, run.id, last.parent)
     refuse_a_limit_the_checkpoint_has_passed(run.id, point, argv)
     return [argv[0], *extra, *argv[1:]]
 

@@ -78,21 +78,25 @@ def _fit_loop_epochs(checkpoint: dict) -> tuple[int | None, int | None]:
     return (begun, ended) if isinstance(begun, int) and isinstance(ended, int) else (None, None)
 
 
-def check_resume_checkpoint(path: Path, store, run_id: int) -> CheckpointPoint:
+def check_resume_checkpoint(path: Path, store, run_id: int, run_checkpoints: Path | None = None) -> CheckpointPoint:
     """Before `ortholab fit --resume RUN_ID` changes anything: the checkpoint it would load is readable and, when
     stamped (db.SQLLogger.checkpoint_stamp), was written by that very run of that very store, or of the store its
     runs were copied from (an export's runs.db, db/extract.py); ConfigError in one line otherwise (two stores
-    writing into one --runs_dir, a checkpoint copied from another run). Returns how far it had trained."""
+    writing into one --runs_dir, a checkpoint copied from another run), offering the checkpoints of
+    `run_checkpoints` (the run's own folder; default: the one `path` is in). Returns how far it had trained."""
     import torch
 
     try:
+        if not path.is_file():  # a mistyped --ckpt_path: no FileNotFoundError, nor the .ckpt files beside it offered
+            raise FileNotFoundError("no such file" if not path.exists() else "not a file")
         try:
             checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)  # tensors stay on disk
         except RuntimeError:  # a file in torch's legacy format cannot be mapped
             checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # truncated, not a checkpoint, unreadable: the same user error
-        others = sorted(p.name for p in path.parent.glob("*.ckpt") if p.name != path.name)
-        offer = f"one of {', '.join(others)} in {path.parent}" if others else "a checkpoint of the run"
+        folder = run_checkpoints or path.parent
+        others = sorted(p.name for p in folder.glob("*.ckpt") if p.is_file() and p.resolve() != path.resolve())
+        offer = f"one of {', '.join(others)} in {folder}" if others else f"a checkpoint of run {run_id}"
         raise ConfigError(
             f"--resume {run_id}: cannot read the checkpoint {path} ({err.__class__.__name__}: "
             f"{str(err).splitlines()[0] if str(err) else 'no detail'}); pass --ckpt_path with "
