@@ -355,6 +355,26 @@ def test_a_trainer_value_lightning_refuses_is_one_line_and_records_no_run(
     assert not db.exists() or Store(f"sqlite:///{db}", access="read").list_runs() == []
 
 
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("5 minutes", "trainer.max_time = '5 minutes' (on the command line) is not a duration: give DD:HH:MM:SS"),
+        ("{hourz: 1}", "trainer.max_time = {'hourz': 1} (on the command line) is not a duration"),
+        ("{hours: -1}", "trainer.max_time = {'hours': -1} (on the command line) is no time to train"),
+        ("00:00:00:00", "trainer.max_time = '00:00:00:00' (on the command line) is no time to train"),
+    ],
+)
+def test_a_max_time_lightning_cannot_read_or_of_no_time_is_one_line_and_records_no_run(
+    tmp_path, monkeypatch, capsys, value, expected
+):
+    """Lightning's Timer refused a duration in words naming no key (`Timer(duration='5 minutes')`, or "'hourz' is an
+    invalid keyword argument for __new__()"), and took a duration of 0 or less, recording a run finished at step 0."""
+    line = fails(tmp_path, monkeypatch, capsys, "--trainer.max_time", value)
+    assert expected in line and "{hours: 1, minutes: 30}" in line, line
+    db = tmp_path / "x.db"
+    assert not db.exists() or Store(f"sqlite:///{db}", access="read").list_runs() == []
+
+
 def test_a_validation_interval_past_an_epoch_is_one_line_and_records_no_run(tmp_path, monkeypatch, capsys):
     """An int interval above an epoch's training batches was Lightning's ValueError once training began: a traceback,
     exit code 1 and a failed run (walk-through of docs/tasks.md: the generation demo has one batch an epoch)."""

@@ -57,6 +57,7 @@ from ortholab.training.preflight import (
     check_ckpt_path,
     check_free_space,
     check_manual_optimization,
+    check_max_time,
     check_run_name,
     check_validation_interval,
     check_writable_folder,
@@ -396,6 +397,7 @@ class OrthoLabCLI(LightningCLI):
                 f"model.grad_clip_norm = {clip!r} must be a positive finite number (e.g. 1.0), or null for no clipping"
             )
         check_manual_optimization(config.trainer)
+        check_max_time(config.trainer, getattr(self.parser, "given_args", None))
         seed = config.get("seed_everything")
         if isinstance(seed, int) and not isinstance(seed, bool) and not 0 <= seed <= 2**32 - 1:
             raise ConfigError(f"seed_everything = {seed} must lie in 0 .. 2**32 - 1 (numpy's seeds), or be true/false")

@@ -39,6 +39,39 @@ def check_manual_optimization(trainer: dict) -> None:
         )
 
 
+def check_max_time(trainer: dict, argv: list[str] | None = None) -> None:
+    """trainer.max_time as Lightning's Timer reads it (DD:HH:MM:SS, a mapping of timedelta's keywords, a timedelta),
+    and above zero, before a run is recorded: Lightning's refusal named no key (`Timer(duration='5 minutes')`, or
+    `'hourz' is an invalid keyword argument`), and a duration of 0 or less recorded a run finished at step 0."""
+    value = trainer.get("max_time")
+    if value is None:
+        return
+    import sys
+    from datetime import timedelta
+
+    from ortholab.training.parse_errors import where_given
+
+    seconds = None
+    try:
+        if isinstance(value, str) and (held := re.fullmatch(r"(\d+):(\d\d):(\d\d):(\d\d)", value.strip())):
+            days, hours, minutes, secs = map(int, held.groups())
+            seconds = timedelta(days=days, hours=hours, minutes=minutes, seconds=secs).total_seconds()
+        elif isinstance(value, dict):
+            seconds = timedelta(**value).total_seconds()
+        elif isinstance(value, timedelta):
+            seconds = value.total_seconds()
+    except (TypeError, ValueError, OverflowError):
+        seconds = None
+    if seconds is not None and seconds > 0:
+        return
+    where = where_given("trainer.max_time", sys.argv[1:] if argv is None else argv)
+    said = "is no time to train" if seconds is not None else "is not a duration"
+    raise ConfigError(
+        f"trainer.max_time = {value!r}{f' ({where})' if where else ''} {said}: give DD:HH:MM:SS above zero "
+        f"(00:01:30:00 for 90 minutes), a mapping such as {{hours: 1, minutes: 30}}, or null for no time limit"
+    )
+
+
 CHECKPOINT_OVERHEAD_BYTES = 256 * 1024  # a checkpoint's bytes beyond the tensors (loops, callbacks, hparams): ~10 KiB
 # measured for a tiny scoRNN, with room for the analysis callbacks' state
 
