@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from ortholab.errors import ConfigError, did_you_mean
+from ortholab.errors import ConfigError, did_you_mean, home_path
 
 DATA_ENV = "ORTHOLAB_DATA"
 MIRROR_ENV = "ORTHOLAB_DATA_MIRROR"
@@ -148,7 +148,7 @@ def data_root() -> Path:
     """$ORTHOLAB_DATA, else the per-user cache folder of this platform."""
     given = os.environ.get(DATA_ENV)
     if given:
-        return Path(given).expanduser()
+        return home_path(given, f"${DATA_ENV}")
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("ortholab"))

@@ -32,7 +32,7 @@ from ortholab.datamodules.base import require_positive
 from ortholab.datamodules.batching import GatheredTaskDataModule
 from ortholab.datamodules.download import ensure
 from ortholab.datamodules.spec import TaskSpec
-from ortholab.errors import ConfigError, did_you_mean
+from ortholab.errors import ConfigError, did_you_mean, home_path
 
 HOW_TO_FIX = (
     "a recording of the Free Spoken Digit Dataset (8 kHz mono, https://github.com/Jakobovski/"
@@ -127,7 +127,7 @@ class SequenceGeneration(GatheredTaskDataModule):
         self.inputs = inputs
         if fsdd_recording is not None and path is None:  # a path given (e.g. on the command line) wins
             path = str(fsdd_recording_path(ensure("fsdd", download) / "recordings", fsdd_recording))
-        self.path = Path(path).expanduser() if path is not None else None
+        self.path = home_path(path, "data.path") if path is not None else None
         self.excerpts = None
         if self.path is not None:
             self.excerpts = self._cut(read_mono(self.path, sample_rate), start, peak_normalize)

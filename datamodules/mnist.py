@@ -39,7 +39,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import cached_property
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -55,7 +54,7 @@ from ortholab.datamodules.batching import (
 from ortholab.datamodules.download import ensure, fetch
 from ortholab.datamodules.idx import MappedIdx, find_idx_files, idx_shape, load_idx_set
 from ortholab.datamodules.spec import TaskSpec
-from ortholab.errors import ConfigError
+from ortholab.errors import ConfigError, home_path
 
 SCORNN_PERMUTATION_SEED = 92916
 DIGITS_TEST_SIZE = 360  # the last 360 of scikit-learn's 1,797 digits
@@ -164,7 +163,7 @@ class PixelMNIST(GatheredTaskDataModule):
         self.dataset_name = dataset
         if path is None and dataset in CATALOG_SETS:
             path = str(catalog.get(dataset).path())
-        self.path = Path(path).expanduser() if path is not None else None
+        self.path = home_path(path, "data.path") if path is not None else None
         self.download = download
         self.mirrors = list(mirrors) if mirrors is not None else None
         self.scaling = scaling
@@ -172,7 +171,9 @@ class PixelMNIST(GatheredTaskDataModule):
         self.mean, self.std = mean, std
         self.permute = permute
         self.permutation_seed = permutation_seed
-        self.permutation_file = Path(permutation_file).expanduser() if permutation_file is not None else None
+        self.permutation_file = (
+            home_path(permutation_file, "data.permutation_file") if permutation_file is not None else None
+        )
         self.val_size = require_positive(val_size if val_size is not None else DEFAULT_VAL_SIZE[dataset], "val_size")
         self.val_from = val_from
         self.pad = pad

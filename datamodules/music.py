@@ -27,7 +27,7 @@ import torch
 from ortholab.datamodules.batching import Batch, GatheredTaskDataModule, RaggedSequences
 from ortholab.datamodules.download import ensure
 from ortholab.datamodules.spec import TaskSpec
-from ortholab.errors import ConfigError
+from ortholab.errors import ConfigError, home_path
 
 KEYS = 88
 LOWEST_NOTE = 21  # MIDI note of the piano's lowest key (A0); the highest is 108 (C8)
@@ -260,7 +260,7 @@ class PolyphonicMusic(GatheredTaskDataModule):
         if path is None:  # nothing to read yet (e.g. `ortholab list tasks`); fit/validate/test fail in setup()
             self.spec = self._spec(None, None, source="set data.path")
             return
-        self.file = find_music_file(dataset, Path(path).expanduser())
+        self.file = find_music_file(dataset, home_path(path, "data.path"))
         rolls = read_mat_rolls(self.file) if self.file.suffix == ".mat" else read_pickle_rolls(self.file)
         self.dataset_name = check_dataset(dataset, self.file, tuple(len(rolls[split]) for split in MAT_KEYS))
         self.rolls = {}

@@ -50,7 +50,7 @@ from ortholab.datamodules.speech_corpora import (
     timit_splits,
 )
 from ortholab.datamodules.speech_split import SpeechSplit, cache_key
-from ortholab.errors import ConfigError, OrthoLabWarning
+from ortholab.errors import ConfigError, OrthoLabWarning, home_path
 
 CORPORA = ("fsdd", "timit")
 TARGETS = ("next_frame", "previous_frame")
@@ -150,7 +150,7 @@ class SpeechPrediction(GatheredTaskDataModule):
         self.from_data_root = path is None and corpus == "fsdd"  # TIMIT has no default: it is licensed
         if self.from_data_root:
             path = str(catalog.FSDD.path() / "recordings")
-        self.path = Path(path).expanduser() if path is not None else None
+        self.path = home_path(path, "data.path") if path is not None else None
         self.download = download
         self.timit_naming, self.timit_train = timit_naming, timit_train
         self.fsdd_split = fsdd_split
@@ -160,7 +160,7 @@ class SpeechPrediction(GatheredTaskDataModule):
         self.reader = RecordingReader(sample_rate, FSDD_HOW_TO_OBTAIN if corpus == "fsdd" else TIMIT_HOW_TO_OBTAIN)
         self.frames = SpectralFrames(framing=framing, log_scale=log_scale)
         self.max_utterances = max_utterances
-        self.cache_dir = Path(cache_dir).expanduser() if cache_dir else None
+        self.cache_dir = home_path(cache_dir, "data.cache_dir") if cache_dir else None
         self.seed = seed
         self._sources: dict[str, list[UtteranceSource]] | None = None
         self._speech: dict[str, SpeechSplit] = {}
@@ -187,7 +187,7 @@ class SpeechPrediction(GatheredTaskDataModule):
     def place_cache(self, runs_dir: str | Path) -> None:
         """A relative cache_dir under `runs_dir` (the CLI's runs folder), so that the cache is found from any folder."""
         if self.cache_dir is not None and not self.cache_dir.is_absolute():
-            self.cache_dir = Path(runs_dir).expanduser().absolute() / self.cache_dir
+            self.cache_dir = home_path(runs_dir, "--runs_dir").absolute() / self.cache_dir
 
     def check_data(self) -> None:
         self.sources()  # a missing or malformed corpus fails here, before the run is recorded

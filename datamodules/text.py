@@ -38,7 +38,7 @@ import torch
 from ortholab.datamodules.base import require_positive
 from ortholab.datamodules.batching import Batch, GatheredTaskDataModule, RaggedSequences
 from ortholab.datamodules.spec import TaskSpec
-from ortholab.errors import ConfigError
+from ortholab.errors import ConfigError, home_path
 
 UNKNOWN = "<unk>"
 LAYOUTS = (  # (train, valid, test) file names looked for in data.path, in this order
@@ -87,7 +87,7 @@ def find_single_file(path: str | None, given: dict[str, str | None]) -> dict[str
         )
     if path is None:
         raise ConfigError(f"data.split is set but data.path is not: give the one text file to cut. {HOW_TO_OBTAIN}")
-    file = Path(path).expanduser()
+    file = home_path(path, "data.path")
     if not file.is_file():
         state = "is a folder" if file.is_dir() else "does not exist"
         raise ConfigError(
@@ -111,7 +111,7 @@ def find_text_files(
     if single:
         return find_single_file(path, given)
     if all(given.values()):
-        files = {split: Path(name).expanduser() for split, name in given.items()}
+        files = {split: home_path(name, f"data.{split}_file") for split, name in given.items()}
     elif any(given.values()):
         missing = [f"data.{split}_file" for split, name in given.items() if not name]
         raise ConfigError(f"give all three text files or none (then data.path); missing {', '.join(missing)}")
@@ -121,7 +121,7 @@ def find_text_files(
             f"(or {FILE_KEYS}). {HOW_TO_OBTAIN}"
         )
     else:
-        folder = Path(path).expanduser()
+        folder = home_path(path, "data.path")
         if folder.is_file():
             raise ConfigError(
                 f"data.path = {path!r} is one file, not a folder of train/valid/test files; cut it in "

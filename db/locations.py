@@ -11,6 +11,7 @@ from sqlalchemy.exc import ArgumentError
 
 from ortholab.db.masking import GIVEN_VAR, mask_url
 from ortholab.db.sqlite_files import sqlite_file
+from ortholab.errors import home_path
 
 ENV_VAR = "ORTHOLAB_DB"
 RUNS_ENV_VAR = "ORTHOLAB_RUNS"  # the folder that holds the default store and the run folders (default ./runs)
@@ -24,7 +25,7 @@ def store_url(value: str) -> str:
     leading ~ in a SQLite file's name expanded (expand_home)."""
     if URL_SCHEME.match(value):
         return expand_home(value)
-    path = str(Path(value).expanduser().absolute())  # URL.create quotes what a URL would misread (?, #, %)
+    path = str(home_path(value, "--db").absolute())  # URL.create quotes what a URL would misread (?, #, %)
     return URL.create("sqlite", database=path).render_as_string(hide_password=False)
 
 
@@ -39,7 +40,8 @@ def expand_home(url: str) -> str:
         return url  # Store reports what is wrong with it
     if not (parsed.database or "").startswith("~"):
         return url
-    return parsed.set(database=str(Path(parsed.database).expanduser())).render_as_string(hide_password=False)
+    home = home_path(parsed.database, "--db")
+    return parsed.set(database=str(home)).render_as_string(hide_password=False)
 
 
 def is_export(path: Path) -> bool:
@@ -51,7 +53,7 @@ def runs_root() -> Path:
     """`$ORTHOLAB_RUNS` if set (`~` expanded), else ./runs: where the default store and the run folders live.
     Set it to a folder outside any checkout (e.g. ~/ortholab-runs) so a fresh clone finds the same runs."""
     root = os.environ.get(RUNS_ENV_VAR)
-    return Path(root).expanduser() if root else Path("runs")
+    return home_path(root, f"${RUNS_ENV_VAR}") if root else Path("runs")
 
 
 def default_db_url() -> str:

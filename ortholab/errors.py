@@ -1,7 +1,9 @@
 """The errors a user acts on, importable by every package (models, data modules, store, app) without the others."""
 
 import difflib
+import os
 from collections.abc import Iterable
+from pathlib import Path
 
 
 class ReportedError(Exception):
@@ -16,6 +18,21 @@ class ConfigError(ReportedError, ValueError):
 class OrthoLabWarning(UserWarning):
     """Something a user should know that does not stop the command (an incomplete corpus, a resume that changes the
     data); printed as one line `ortholab: warning: ...` (training/console.py), not as Python's file:line report."""
+
+
+def home_path(value: "str | os.PathLike", said: str) -> Path:
+    """`value` with a leading ~ or ~user replaced by that home folder, as a shell does; one that names no home (an
+    unknown user, HOME unset) is a ConfigError naming `said` (the flag, key or variable), where Path.expanduser's
+    RuntimeError ('Could not determine home directory') was a traceback."""
+    text = os.fspath(value)
+    expanded = os.path.expanduser(text)  # leaves a ~ it cannot expand as it is
+    if isinstance(expanded, str) and expanded.startswith("~"):
+        head = expanded.replace(os.sep, "/").split("/", 1)[0]
+        whose = f"no user {head[1:]!r} on this machine" if head != "~" else "no home folder (HOME is not set)"
+        raise ConfigError(
+            f"{said} {text!r}: {head} names {whose}; write ~/ for your own home folder, or give the full path"
+        )
+    return Path(expanded)
 
 
 OWN_FAMILY = "register_family in a module named by $ORTHOLAB_CONFIG_MODULES, docs/configs.md#a-family-of-your-own"

@@ -289,6 +289,57 @@ def test_review_inputs_that_leaked_a_traceback_or_meant_the_default_store(
     assert not (tmp_path / "runs").exists()
 
 
+NO_HOME = "~nosuchuser-ortholab"  # a ~user this machine has no home for: Path.expanduser's RuntimeError traceback
+
+
+@pytest.mark.parametrize(
+    "args, env, said",
+    [
+        (["runs", "--db", f"{NO_HOME}/x.db"], {}, "--db"),
+        (["runs", "--db", f"sqlite:///{NO_HOME}/x.db"], {}, "--db"),
+        (["runs"], {"ORTHOLAB_RUNS": f"{NO_HOME}/x"}, "$ORTHOLAB_RUNS"),
+        (["fit", "--config", DEMO, *TINY, "--runs_dir", f"{NO_HOME}/x"], {}, "--runs_dir"),
+        (["data", "list"], {"ORTHOLAB_DATA": f"{NO_HOME}/x"}, "$ORTHOLAB_DATA"),
+    ],
+    ids=["db-path", "db-url", "runs-env", "runs-dir", "data-env"],
+)
+def test_a_home_folder_of_no_user_is_one_line_naming_where_it_was_given(tmp_path, monkeypatch, capsys, args, env, said):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ORTHOLAB_RUNS", str(tmp_path / "runs"))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    code, _, err = cli(capsys, *args)
+    line = one_line(code, err, f"{said} '", f"{NO_HOME[1:]}' on this machine; write ~/ for your own home folder")
+    assert "RuntimeError" not in line
+    assert not (tmp_path / "runs").exists() and not list(tmp_path.glob("~*"))  # nothing made, no folder named ~...
+
+
+def test_a_runs_dir_given_as_home_is_put_in_as_a_shell_would(tmp_path, monkeypatch, capsys):
+    """`--runs_dir '~/runs'` (quoted, or a config file's runs_dir) made a folder named ~ in the current one, where
+    $ORTHOLAB_RUNS and --db put the home folder in."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    main(["fit", "--config", DEMO, *TINY, *QUIET, "--db", db, "--runs_dir", "~/runs"])
+    (run,) = Store(db).list_runs()
+    folder = Path(Store(db).get_run(run.id).run_dir)
+    assert folder.is_relative_to(tmp_path / "home" / "runs") and not (tmp_path / "~").exists()
+
+
+def test_home_path_puts_in_a_home_and_names_where_a_home_it_cannot_find_was_given(monkeypatch):
+    from ortholab.errors import ConfigError, home_path
+
+    monkeypatch.setenv("HOME", "/home/someone")
+    assert home_path("~/runs", "--runs_dir") == Path("/home/someone/runs")
+    assert home_path("runs/~x", "--runs_dir") == Path("runs/~x")  # only a leading ~ is a home
+    with pytest.raises(ConfigError, match=r"^--runs-dir '~nosuchuser-ortholab/x': ~nosuchuser-ortholab names no "):
+        home_path(f"{NO_HOME}/x", "--runs-dir")
+    monkeypatch.delenv("HOME")
+    monkeypatch.setattr(os.path, "expanduser", lambda path: path)  # no HOME and no password entry: as it is
+    with pytest.raises(ConfigError, match=r"^data.path '~/x': ~ names no home folder \(HOME is not set\); write"):
+        home_path("~/x", "data.path")
+
+
 # bench -------------------------------------------------------------------------------------------------------------
 def test_bench_refuses_a_missing_data_file_instead_of_measuring_stand_ins(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)

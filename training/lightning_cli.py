@@ -37,7 +37,7 @@ from ortholab.db import SQLLogger, Store, StoreError, runs_root
 from ortholab.db.logger import folder_name, runs_folder_of
 from ortholab.db.masking import known_passwords, mask_secrets, mask_url
 from ortholab.db.store import StoreMissing, db_flag
-from ortholab.errors import ConfigError
+from ortholab.errors import ConfigError, home_path
 from ortholab.extras import check_logger_extras
 from ortholab.models.optimizers import DEFAULT_OPTIMIZERS
 from ortholab.training.callbacks import AudioEvaluation, NonFiniteError, default_callbacks
@@ -343,8 +343,8 @@ class OrthoLabCLI(LightningCLI):
         relative cache go there, whatever the current folder and $ORTHOLAB_RUNS); else the runs root
         ($ORTHOLAB_RUNS, else ./runs) as this process finds it."""
         config = self._subconfig()
-        if config.runs_dir:
-            return config.runs_dir
+        if config.runs_dir:  # `--runs_dir '~/runs'` or a config file's: not a folder named ~ in the current one
+            return str(home_path(config.runs_dir, "--runs_dir"))
         if self.subcommand == "fit" and config.get("resume") is not None:
             if (recorded := self._recorded_runs_dir(config)) is not None:
                 return recorded

@@ -15,7 +15,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from ortholab.errors import ConfigError
+from ortholab.errors import ConfigError, home_path
 
 USAGE = "restore DIR [--runs-dir FOLDER]"
 HELP = "make an export's runs.db and checkpoints this machine's store and run folders, to continue its runs here"
@@ -53,7 +53,7 @@ def _target_root(given: str | None) -> tuple[Path, str]:
     a fit spells its run folders (db.SQLLogger: `..` and `.` resolved, links kept); and how it was given."""
     from ortholab.db.store import RUNS_ENV_VAR, runs_root
 
-    root = Path(os.path.abspath(Path(given).expanduser() if given is not None else runs_root()))
+    root = Path(os.path.abspath(home_path(given, "--runs-dir") if given is not None else runs_root()))
     if given is not None:
         return root, "--runs-dir"
     return root, f"${RUNS_ENV_VAR}" if os.environ.get(RUNS_ENV_VAR) else "the default runs folder"
