@@ -64,6 +64,40 @@ def test_a_trial_whose_worker_went_silent_is_failed_and_its_values_wait_to_be_tr
     assert "failed" not in sweep.report(study).splitlines()[0]  # the lost trial is not a failure either
 
 
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")  # ask() outside optimize, as a worker would
+def test_a_heartbeat_write_that_fails_once_does_not_end_the_trials_heartbeat(tmp_path, monkeypatch):
+    """Optuna's heartbeat thread ended at its first exception (a SQLite lock held past its wait, a dropped
+    connection): LOST_AFTER_S later another worker failed the live trial as lost, tagged its run `stopped` and trained
+    a copy, and this worker ended in Optuna's `ValueError: Cannot tell a FAIL trial`."""
+    from optuna.storages._heartbeat import HeartbeatThread
+    from sqlalchemy.exc import OperationalError
+
+    from ortholab.cli import sweep_study as sweep
+
+    monkeypatch.setattr(sweep, "HEARTBEAT_S", 1)
+    study = sweep.open_study("s", f"sqlite:///{tmp_path / 'runs.db'}", "random", {"x": [1, 2]}, seed=0)
+    trial = study.ask()
+    beats = []
+    written = optuna.storages.RDBStorage.record_heartbeat
+
+    def locked_once(self, trial_id: int) -> None:
+        beats.append(trial_id)
+        if len(beats) == 1:
+            raise OperationalError("UPDATE trial_heartbeats", {}, Exception("database is locked"))
+        written(self, trial_id)
+
+    monkeypatch.setattr(optuna.storages.RDBStorage, "record_heartbeat", locked_once)
+    heartbeat = HeartbeatThread(trial._trial_id, study._storage)
+    heartbeat.start()
+    try:
+        deadline = time.monotonic() + 20
+        while len(beats) < 2 and heartbeat._thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(beats) >= 2 and heartbeat._thread.is_alive()  # the next beat came, HEARTBEAT_S later
+    finally:
+        heartbeat.join()
+
+
 CHILD = """
 import signal, sys, time
 from pathlib import Path

@@ -232,6 +232,21 @@ def joining_seed(seed: int, held: int) -> int:
     return int(np.random.SeedSequence([seed, held, *process]).generate_state(1)[0])
 
 
+class _HeartbeatStorage(optuna.storages.RDBStorage):
+    """Optuna's RDBStorage whose heartbeat outlives a write that fails (a SQLite lock held past SQLITE_WAIT_S, a
+    dropped connection): Optuna's heartbeat thread ended at its first exception, so LOST_AFTER_S later another worker
+    failed the live trial as lost (its run tagged `stopped`, its copy trained) and this worker ended in Optuna's
+    `ValueError: Cannot tell a FAIL trial`. A failed beat is tried again HEARTBEAT_S later."""
+
+    def record_heartbeat(self, trial_id: int) -> None:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        try:
+            super().record_heartbeat(trial_id)
+        except (optuna.exceptions.StorageInternalError, SQLAlchemyError):
+            pass  # the next beat; a lapse of LOST_AFTER_S would be a lost worker
+
+
 def study_storage(db: str) -> optuna.storages.RDBStorage:
     """Optuna's storage on the store's URL, with a heartbeat for each running trial (lost_trial: a worker killed with
     -9 left its trial RUNNING for ever, counted toward --trials and never trained; the next worker fails it and
@@ -249,11 +264,9 @@ def study_storage(db: str) -> optuna.storages.RDBStorage:
     with warnings.catch_warnings():  # Optuna calls the heartbeat experimental, on stderr
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         try:
-            storage = optuna.storages.RDBStorage(
-                db, engine_kwargs=engine, **heartbeat, heartbeat_stale_trial_callback=lost
-            )
-        except TypeError:  # Optuna before 4.2 names it failed_trial_callback
-            storage = optuna.storages.RDBStorage(db, engine_kwargs=engine, **heartbeat, failed_trial_callback=lost)
+            storage = _HeartbeatStorage(db, engine_kwargs=engine, **heartbeat, heartbeat_stale_trial_callback=lost)
+        except TypeError:  # Optuna before 4.9 names it failed_trial_callback
+            storage = _HeartbeatStorage(db, engine_kwargs=engine, **heartbeat, failed_trial_callback=lost)
     if not sqlite:
         return storage
     from sqlalchemy import event
