@@ -19,17 +19,18 @@ URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")  # sqlite:, postgresql+ps
 EXPORT_FILES = ("runs.db", "export.txt")  # an export folder's store and its provenance (app/export.py)
 
 
-def store_url(value: str) -> str:
+def store_url(value: str, said: str = "--db") -> str:
     """The database URL a --db value or $ORTHOLAB_DB names: a SQLite file's path (docs/results/x/runs.db,
     ~/runs/ortholab.db, relative to the current folder) as its absolute sqlite:/// URL; a URL as given, with a
-    leading ~ in a SQLite file's name expanded (expand_home)."""
+    leading ~ in a SQLite file's name expanded (expand_home). `said`: where it was given, as a ~user with no home
+    names it."""
     if URL_SCHEME.match(value):
-        return expand_home(value)
-    path = str(home_path(value, "--db").absolute())  # URL.create quotes what a URL would misread (?, #, %)
+        return expand_home(value, said)
+    path = str(home_path(value, said).absolute())  # URL.create quotes what a URL would misread (?, #, %)
     return URL.create("sqlite", database=path).render_as_string(hide_password=False)
 
 
-def expand_home(url: str) -> str:
+def expand_home(url: str, said: str = "--db") -> str:
     """A SQLite URL whose file starts with ~ (sqlite:///~/runs/ortholab.db) with the home folder put in, as a shell
     would: SQLite itself would make a folder named ~ in the current one. Other URLs are returned as given."""
     if not url.startswith("sqlite") or "~" not in url:
@@ -40,7 +41,7 @@ def expand_home(url: str) -> str:
         return url  # Store reports what is wrong with it
     if not (parsed.database or "").startswith("~"):
         return url
-    home = home_path(parsed.database, "--db")
+    home = home_path(parsed.database, said)
     return parsed.set(database=str(home)).render_as_string(hide_password=False)
 
 

@@ -298,10 +298,12 @@ NO_HOME = "~nosuchuser-ortholab"  # a ~user this machine has no home for: Path.e
         (["runs", "--db", f"{NO_HOME}/x.db"], {}, "--db"),
         (["runs", "--db", f"sqlite:///{NO_HOME}/x.db"], {}, "--db"),
         (["runs"], {"ORTHOLAB_RUNS": f"{NO_HOME}/x"}, "$ORTHOLAB_RUNS"),
+        (["runs"], {"ORTHOLAB_DB": f"{NO_HOME}/x.db"}, "$ORTHOLAB_DB"),  # not --db: none was given
+        (["runs"], {"ORTHOLAB_DB": f"sqlite:///{NO_HOME}/x.db"}, "$ORTHOLAB_DB"),
         (["fit", "--config", DEMO, *TINY, "--runs_dir", f"{NO_HOME}/x"], {}, "--runs_dir"),
         (["data", "list"], {"ORTHOLAB_DATA": f"{NO_HOME}/x"}, "$ORTHOLAB_DATA"),
     ],
-    ids=["db-path", "db-url", "runs-env", "runs-dir", "data-env"],
+    ids=["db-path", "db-url", "runs-env", "db-env", "db-env-url", "runs-dir", "data-env"],
 )
 def test_a_home_folder_of_no_user_is_one_line_naming_where_it_was_given(tmp_path, monkeypatch, capsys, args, env, said):
     monkeypatch.chdir(tmp_path)

@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
         if os.environ.get("ORTHOLAB_DB"):  # a file's path as its absolute URL, for this process and its children
             from ortholab.db.store import store_url
 
-            os.environ["ORTHOLAB_DB"] = store_url(os.environ["ORTHOLAB_DB"])
+            os.environ["ORTHOLAB_DB"] = store_url(os.environ["ORTHOLAB_DB"], "$ORTHOLAB_DB")  # not --db: none given
         module = command_module(argv[0])
         if COMMANDS[argv[0]] in USER_MODULES_FOR:  # a family of the user's own registers itself as it is imported
             aliases.import_user_modules()
