@@ -13,6 +13,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from test_cli import DEMO
 
 from ortholab.cli import children
 from ortholab.db import Store
@@ -135,3 +136,90 @@ def test_a_trial_gets_sigterm_when_its_sweep_is_killed_with_sigkill(tmp_path):
         assert (tmp_path / "stopped").read_text() == "SIGTERM"  # a fit saves its checkpoint on it
     finally:
         parent.kill()
+
+
+def test_a_worker_silent_past_lost_after_s_says_so_and_goes_on_with_the_sweep(tmp_path, monkeypatch, capsys):
+    """A worker alive but silent for more than LOST_AFTER_S (Ctrl-Z, a laptop asleep, a paused VM) while another
+    shares the store: the other failed its trial as lost. When it woke and its trial's run finished, Optuna told the
+    finished trial and the sweep ended in `ValueError: Cannot tell a FAIL trial`. Now one line, its run kept, and the
+    sweep goes on: its copy is trained."""
+    from ortholab.cli import sweep_study as sweep
+
+    monkeypatch.setattr(sweep, "HEARTBEAT_S", 1)
+    monkeypatch.setattr(sweep, "LOST_AFTER_S", 1)
+    monkeypatch.setattr(sweep, "check_space_values", lambda *args: None)  # no fit reads the flags: no trial trains
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    space = tmp_path / "space.yaml"
+    space.write_text("x: {low: 0.0, high: 1.0}\n")
+    beaten, asleep = set(), []
+    beat = sweep._HeartbeatStorage.record_heartbeat
+
+    def suspended_or_beating(self, trial_id: int) -> None:
+        if not asleep:  # a suspended process writes nothing
+            beat(self, trial_id)
+            beaten.add(trial_id)
+
+    def fake_fit(config, overrides, db, run_name, tags, extra, trial, threads):
+        store = Store(db, access="write")
+        run_id = store.create_run(name=run_name, family="scornn", task="copy", tags=tags, main_metric="val/loss")
+        if trial.number == 0:
+            deadline = time.monotonic() + 20
+            while trial._trial_id not in beaten and time.monotonic() < deadline:
+                time.sleep(0.05)
+            asleep.append(True)  # Ctrl-Z: its heartbeat stops with it
+            time.sleep(3)  # SQLite's now() has whole seconds
+            other = sweep.open_study("s", db, "random", {"x": {"low": 0.0, "high": 1.0}}, seed=1)  # another worker
+            sweep.fail_lost_trials(other)
+            asleep.clear()  # `fg`: the trial's fit goes on and finishes
+        store.log_metrics(run_id, {"val/loss": 0.5 - trial.number / 10}, step=5)
+        store.set_status(run_id, "finished")
+        return run_id
+
+    monkeypatch.setattr(sweep._HeartbeatStorage, "record_heartbeat", suspended_or_beating)
+    monkeypatch.setattr(sweep, "fit_trial", fake_fit)
+    study = sweep.run_sweep(DEMO, str(space), trials=1, db=db, name="s", sampler="random")  # nothing escapes it
+
+    out = capsys.readouterr().out.splitlines()
+    assert out[-3:] == [
+        "sweep s: trial 0 (run 1, running) lost its worker (no heartbeat for 1 s); its values wait to be trained again",
+        "sweep s: trial 0 (run 1) was taken as lost by another worker while this one was silent for more than 1 s; "
+        "its run is kept, its copy trains again",
+        "sweep s: trial 1 is run 2, best val/loss 0.4",  # its copy, in this worker
+    ], out
+    first, copy = study.get_trials()
+    assert first.state == State.FAIL and copy.state == State.COMPLETE and copy.params == first.params
+    assert copy.user_attrs["run_id"] == 2 and sweep.summary_line(study) == "sweep: 1 trials done, 0 failed, 0 pruned"
+    kept = Store(db, access="read").get_run(1)
+    assert kept.status == "finished" and {"trial:0", "stopped"} <= set(kept.tags)  # never named the best
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")  # ask() outside optimize, as a worker would
+def test_a_trial_taken_as_lost_mid_training_stops_its_fit_instead_of_reporting_to_the_finished_trial(
+    tmp_path, monkeypatch
+):
+    """The pruner's report to a trial another worker failed as lost raised UpdateFinishedTrialError out of the watch
+    and left its fit training; now the fit stops with its checkpoint (its copy trains again) and the objective says
+    so."""
+    from ortholab.cli import sweep_study as sweep
+
+    monkeypatch.setattr(sweep, "POLL_S", 0.01)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    store = Store(db)
+    run_id = store.create_run(name="s-t0", family="scornn", task="copy", tags=["sweep:s", "trial:0"], main_metric="m")
+    store.log_metrics(run_id, {"m": 0.5}, step=5)
+    study = sweep.open_study("s", db, "random", {"x": [1, 2]}, seed=0)
+    trial = study.ask()
+    study.tell(trial, state=State.FAIL)  # what another worker's fail_lost_trials did
+
+    class Child:
+        signals = []
+
+        def poll(self):
+            return 0 if self.signals else None
+
+        def send_signal(self, signum):
+            self.signals.append(signum)
+
+    assert sweep._watch(Child(), db, "s-t0", ["sweep:s", "trial:0"], trial) is False  # not pruned
+    assert Child.signals == [sweep.signal.SIGTERM]

@@ -466,7 +466,12 @@ def _watch(child: subprocess.Popen, db: str, run_name: str, tags: list[str], tri
         for point in store.metric_series(run.id, run.main_metric):
             if point.step not in reported and math.isfinite(point.value):
                 reported.add(point.step)
-                trial.report(sign * point.value, point.step)
+                try:
+                    trial.report(sign * point.value, point.step)
+                except optuna.exceptions.UpdateFinishedTrialError:  # another worker took the trial as lost
+                    child.send_signal(signal.SIGTERM)  # its copy trains again; this run stops with its checkpoint
+                    store.close()
+                    return False  # the objective says so (TakenAsLost)
         last = store.run_plan(run.id).get("total_steps")  # a point at the run's last step: training is over
         ended = last is not None and max(reported, default=0) >= last
         if reported and not ended and not children.stopped_by() and trial.should_prune():
@@ -483,6 +488,27 @@ class TrialFailed(RuntimeError):
 
 class TrialStopped(RuntimeError):
     """Ctrl-C or SIGTERM stopped the sweep while this trial trained (or before it started); the message says so."""
+
+
+class TakenAsLost(BaseException):
+    """Another worker failed this worker's trial as lost while this one was silent for LOST_AFTER_S (suspended with
+    Ctrl-Z, a laptop asleep, a paused VM; lost_trial tagged its run `stopped` and queued a copy); the message says so.
+    Not an Exception: Optuna's optimize tells the study the outcome of any Exception its objective raises (`catch`
+    is read after that), and telling a finished trial ended the sweep in `ValueError: Cannot tell a FAIL trial`. This
+    one leaves optimize before the tell, and optimize_trials goes on with the sweep's remaining trials."""
+
+
+def _check_not_taken(trial: optuna.Trial, db: str) -> None:
+    """TakenAsLost where the trial is no longer running: only lost_trial finishes a trial while its objective runs."""
+    if not trial.storage.get_trial(trial._trial_id).state.is_finished():
+        return
+    name = f"{trial.study.study_name}-t{trial.number}"
+    runs = [r.id for r in Store(db, access="read").list_runs() if r.name == name and f"trial:{trial.number}" in r.tags]
+    where, kept = (f"run {runs[0]}", "its run is kept, ") if runs else ("nothing recorded", "")
+    raise TakenAsLost(
+        f"trial {trial.number} ({where}) was taken as lost by another worker while this one was silent for more than "
+        f"{LOST_AFTER_S} s; {kept}its copy trains again"
+    )
 
 
 def _try_again_later(trial: optuna.Trial) -> None:
@@ -596,19 +622,41 @@ def run_sweep(
             return math.nan
         return run.best if run.main_metric_mode == "min" else -run.best
 
-    def enough(study: optuna.Study, _) -> None:  # stops every worker once `trials` have started in the shared study
-        if started_trials(study) >= trials:
-            study.stop()
-
-    remaining = trials - started_trials(study)
-    if remaining > 0 and not children.stopped_by():
-        study.optimize(objective, n_trials=remaining, callbacks=[enough])
+    optimize_trials(study, objective, trials, db)
     for helper in helpers:
         if helper is not None:
             children.wait(helper)
     if not children.stopped_by() and os.environ.get(WORKER_ENV) != "1":  # the starter says it, once
         check_completed(study)
     return study
+
+
+def optimize_trials(study: optuna.Study, train, trials: int, db: str) -> None:
+    """Optuna's optimize with `train` as the objective until `trials` trials of the shared study count toward
+    --trials, or a stop; a trial another worker took as lost while this one was silent (TakenAsLost) is one line, and
+    the sweep goes on (its copy counts toward --trials, not it)."""
+
+    def objective(trial: optuna.Trial) -> float:
+        try:
+            value = train(trial)
+        except Exception:  # e.g. UpdateFinishedTrialError: its run id cannot be kept with a trial failed as lost
+            _check_not_taken(trial, db)
+            raise
+        _check_not_taken(trial, db)
+        return value
+
+    def enough(study: optuna.Study, _) -> None:  # stops every worker once `trials` have started in the shared study
+        if started_trials(study) >= trials:
+            study.stop()
+
+    remaining = trials - started_trials(study)
+    while remaining > 0 and not children.stopped_by():
+        try:
+            study.optimize(objective, n_trials=remaining, callbacks=[enough])
+            return
+        except TakenAsLost as taken:
+            print(f"sweep {study.study_name}: {taken}", flush=True)
+            remaining = trials - started_trials(study)
 
 
 def start_workers(
