@@ -10,6 +10,7 @@ on first use and says how to fix it when it does not work.
 from __future__ import annotations
 
 import functools
+import shlex
 import sys
 from pathlib import Path
 
@@ -37,16 +38,18 @@ def torchaudio_lib() -> Path:
 
 def install_hint(installer: Path = INSTALLER) -> str:
     """How to install torchaudio here: the checkout's installer, or from a wheel the two steps it takes, both with
-    this Python (`pip` on PATH may be another environment's: the wheel's venv is often not activated)."""
+    this Python (`pip` on PATH may be another environment's: the wheel's venv is often not activated), quoted for a
+    shell (a path with a space)."""
+    python = shlex.quote(sys.executable)
     if installer.is_file():
         return (
-            f"install it with `{sys.executable} {installer}` (torchaudio 2.11.0 without its compiled CUDA extension; "
-            "see docs/troubleshooting.md (torchaudio))"
+            f"install it with `{python} {shlex.quote(str(installer))}` (torchaudio 2.11.0 without its compiled CUDA "
+            "extension; see docs/troubleshooting.md (torchaudio))"
         )
     return (
-        f"install it with `{sys.executable} -m pip install --no-deps torchaudio==2.11.0`, then, unless torch is a "
-        f"CUDA 2.11 build, delete the compiled libraries torchaudio/lib/*.so (`rm {torchaudio_lib()}/*.so`; they "
-        "need that torch; the speech task uses none of them)"
+        f"install it with `{python} -m pip install --no-deps torchaudio==2.11.0`, then, unless torch is a CUDA 2.11 "
+        f"build, delete the compiled libraries torchaudio/lib/*.so (`rm {shlex.quote(str(torchaudio_lib()))}/*.so`; "
+        "they need that torch; the speech task uses none of them)"
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import shlex
 import sys
 
 from ortholab.errors import ConfigError
@@ -38,7 +39,7 @@ def missing_extra_message(extra: str, module: str) -> str:
     return (
         f"{feature} {'need' if ' and ' in feature else 'needs'} the optional package {module!r}, which is not "
         f"installed: "
-        f"{sys.executable} -m pip install 'ortholab[{extra}]'{every}"  # this Python's pip: an unactivated venv's
+        f"{shlex.quote(sys.executable)} -m pip install 'ortholab[{extra}]'{every}"  # this Python's pip, quoted
     )
 
 

@@ -140,3 +140,12 @@ def test_an_installed_extra_passes_and_a_broken_dependency_is_not_renamed(monkey
     monkeypatch.setitem(EXTRAS, "probe", ("a probe", ("numpy.fft",)))
     with pytest.raises(ModuleNotFoundError):
         require_extra("probe")
+
+
+def test_the_missing_extra_line_quotes_a_python_whose_path_has_a_space(monkeypatch):
+    from ortholab.extras import missing_extra_message
+
+    monkeypatch.setattr(sys, "executable", "/home/me/my envs/bin/python3")  # pasted into a shell as given
+    assert "'/home/me/my envs/bin/python3' -m pip install 'ortholab[sweeps]'" in missing_extra_message(
+        "sweeps", "optuna"
+    )

@@ -362,3 +362,10 @@ def test_the_torchaudio_hint_names_the_checkouts_installer_or_a_wheels_two_steps
     lib = re.search(r"`rm (\S+)/\*\.so`", from_a_wheel).group(1)
     assert Path(lib).is_absolute() and Path(lib).parts[-2:] == ("torchaudio", "lib")
     assert (Path(lib) / "__init__.py").is_file()  # this environment's torchaudio, found without importing it
+
+
+def test_the_torchaudio_hint_quotes_a_python_whose_path_has_a_space(tmp_path, monkeypatch):
+    from ortholab.datamodules.torchaudio_check import install_hint
+
+    monkeypatch.setattr(sys, "executable", "/home/me/my envs/bin/python3")  # pasted into a shell as given
+    assert "`'/home/me/my envs/bin/python3' -m pip install --no-deps" in install_hint(tmp_path / "absent.py")
