@@ -6,6 +6,8 @@ messages point at pages as `docs/troubleshooting.md#exit-codes`; that text, give
 from __future__ import annotations
 
 import difflib
+import importlib
+import inspect
 import re
 import unicodedata
 from pathlib import Path
@@ -104,8 +106,6 @@ def resolve(text: str, known: dict[str, Path]) -> tuple[str, str | None]:
 
 def _documented(name: str, obj, level: int) -> str:
     """One object's heading, signature and docstring, as Markdown."""
-    import inspect
-
     try:
         signature = str(inspect.signature(obj)) if callable(obj) else ""
     except (TypeError, ValueError):  # a builtin without one
@@ -117,9 +117,6 @@ def _documented(name: str, obj, level: int) -> str:
 def api_reference(dotted: str, members: list[str] | None = None) -> str:
     """What the site's `::: dotted` shows, for the terminal: the object's signature and docstring; a class's public
     methods and a module's public functions (or `members`) under it. A name that does not import says so."""
-    import importlib
-    import inspect
-
     module_name, obj = dotted, None
     while module_name:
         try:
@@ -128,8 +125,8 @@ def api_reference(dotted: str, members: list[str] | None = None) -> str:
         except ImportError:
             module_name = module_name.rpartition(".")[0]
     try:
-        for attribute in dotted[len(module_name) :].strip(".").split(".") if obj is not None else ["?"]:
-            obj = getattr(obj, attribute) if attribute else obj
+        for attribute in dotted[len(module_name) :].split(".")[1:] if obj is not None else []:
+            obj = getattr(obj, attribute)
     except AttributeError:
         obj = None
     if obj is None:
