@@ -13,6 +13,7 @@ import torch
 from standins import SHARED_DATA
 from tolerances import roundoff
 
+from ortholab.app import wav as app_wav
 from ortholab.cli.main import main
 from ortholab.datamodules.spectral import SpectralFrames
 from ortholab.db import Store
@@ -188,6 +189,10 @@ def test_report_excludes_failures_from_means_counts_them_and_keeps_reasons():
     points = report.metric_points()
     assert points["val_audio/pesq_nb_mos_lqo"] == 3.0 and points["val_audio/n_failed_pesq_nb_mos_lqo_utterances"] == 1
     assert points["val_audio_baseline/pesq_nb_mos_lqo"] == 2.0 and points["val_audio/n_utterances"] == 3
+    assert points["val_audio_baseline/n_failed_pesq_nb_mos_lqo_utterances"] == 0
+    assert points["val_audio_baseline/n_failed_stoi_utterances"] == 0 and app_wav.failed_key(
+        "val_audio_baseline/n_failed_stoi_utterances"
+    ) == ("val", "baseline", "stoi")
     assert math.isnan(points["val_audio/pesq_nb_mos_lqo/b"]) and points["val_audio/pesq_nb_mos_lqo/c"] == 4.0
     table = json.loads(json.dumps(report.table(), allow_nan=False))
     assert table["utterances"][1]["failures"]["model"] == {"pesq_nb_mos_lqo": "BufferTooShortError: too short"}

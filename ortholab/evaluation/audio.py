@@ -6,7 +6,8 @@ are turned into waveforms (ortholab/evaluation/reconstruction.py) and scored aga
 (ortholab/evaluation/speech_quality.py). What is recorded, at the training step of the weights evaluated:
 - metric points `<split>_audio/<metric>`: the mean over the utterances that could be scored, and
   `<split>_audio/n_failed_<metric>_utterances` how many could not (their reasons are in the scores artifact);
-  `<split>_audio/n_utterances`; the baseline's means as `<split>_audio_baseline/<metric>`;
+  `<split>_audio/n_utterances`; the baseline's means and counts as `<split>_audio_baseline/<metric>` and
+  `<split>_audio_baseline/n_failed_<metric>_utterances` (a mean over other utterances than the model's is flagged);
 - per utterance (unless switched off): `<split>_audio/<metric>/<utterance>` and the baseline's
   `<split>_audio_baseline/<metric>/<utterance>`, NaN where the utterance failed;
 - an `audio_scores` artifact (JSON): every utterance's scores of both, each failure with its reason;
@@ -83,8 +84,7 @@ class AudioReport:
                 mean, failed = self.mean(metric, who)
                 if mean is not None:
                     points[f"{prefix}/{metric}"] = mean
-                if who == "model":
-                    points[f"{prefix}/n_failed_{metric}_utterances"] = float(failed)
+                points[f"{prefix}/n_failed_{metric}_utterances"] = float(failed)  # its mean is over the rest
                 if per_utterance:
                     for u in self.utterances:
                         score = getattr(u, who)[metric]
