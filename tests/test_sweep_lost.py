@@ -223,3 +223,71 @@ def test_a_trial_taken_as_lost_mid_training_stops_its_fit_instead_of_reporting_t
 
     assert sweep._watch(Child(), db, "s-t0", ["sweep:s", "trial:0"], trial) is False  # not pruned
     assert Child.signals == [sweep.signal.SIGTERM]
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")  # ask() outside optimize, as a worker would
+def test_a_lost_trial_whose_run_had_finished_keeps_its_value_instead_of_training_a_copy(tmp_path, monkeypatch, capsys):
+    """A worker killed after its trial's fit had finished the run (its value in the store, not yet told to Optuna):
+    the next worker trained a copy of the same values again (hours wasted) and tagged the finished run `stopped`. Now
+    the run's value is kept as a completed trial: no copy, the run untagged, counted once toward --trials, ranked."""
+    from ortholab.cli import sweep_study as sweep
+
+    monkeypatch.setattr(sweep, "HEARTBEAT_S", 1)
+    monkeypatch.setattr(sweep, "LOST_AFTER_S", 1)
+    monkeypatch.setattr(sweep, "check_space_values", lambda *args: None)  # no fit reads the flags: no trial trains
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    space = tmp_path / "space.yaml"
+    space.write_text("x: {low: 0.0, high: 1.0}\n")
+    store = Store(db)
+    tags = ["sweep:s", "trial:0"]
+    run_id = store.create_run(
+        name="s-t0", family="scornn", task="copy", tags=tags, main_metric="val/acc", main_metric_mode="max"
+    )
+    store.log_metrics(run_id, {"val/acc": 0.9}, step=5)
+    store.set_status(run_id, "finished")
+    study = sweep.open_study("s", db, "random", {"x": {"low": 0.0, "high": 1.0}}, seed=0)
+    lost = study.ask({"x": optuna.distributions.FloatDistribution(0.0, 1.0)})
+    lost.report(-0.9, 5)  # what its watch reported to the pruner
+    study._storage.record_heartbeat(lost._trial_id)  # its worker's last beat; then `kill -9`, after the fit ended
+    time.sleep(3)  # SQLite's now() has whole seconds
+    fits = []
+
+    def fake_fit(config, overrides, db, run_name, tags, extra, trial, threads):
+        fits.append(run_name)
+        store = Store(db, access="write")
+        new = store.create_run(
+            name=run_name, family="scornn", task="copy", tags=tags, main_metric="val/acc", main_metric_mode="max"
+        )
+        store.log_metrics(new, {"val/acc": 0.5}, step=5)
+        store.set_status(new, "finished")
+        return new
+
+    monkeypatch.setattr(sweep, "fit_trial", fake_fit)
+    study = sweep.run_sweep(DEMO, str(space), trials=2, db=db, name="s", sampler="random")
+
+    assert fits == ["s-t2"]  # one new trial: the lost one's values are not trained again
+    first, kept, new = study.get_trials()
+    assert (first.state, kept.state, new.state) == (State.FAIL, State.COMPLETE, State.COMPLETE)
+    assert kept.params == first.params and kept.distributions == first.distributions and kept.value == -0.9
+    assert kept.intermediate_values == {5: -0.9}  # the pruner compares later trials with it
+    assert {k: kept.user_attrs[k] for k in ("run_id", "metric", "sign", "retry_of", "kept")} == {
+        "run_id": run_id,
+        "metric": "val/acc",
+        "sign": -1,
+        "retry_of": 0,
+        "kept": True,
+    }
+    assert sweep.started_trials(study) == 2
+    assert sweep.summary_line(study) == "sweep: 2 trials done, 0 failed, 0 pruned"
+    assert sweep.report(study).splitlines()[0] == (
+        f"sweep s: 2 trials completed; best run {run_id} (trial 1, val/acc 0.9) with x={first.params['x']}"
+    )
+    assert (
+        "sweep s: trial 0 (run 1, finished) lost its worker (no heartbeat for 1 s) after its run had finished; its "
+        "best val/acc 0.9 is kept as the trial's result, nothing is trained again"
+    ) in capsys.readouterr().out.splitlines()
+    run = Store(db, access="read").get_run(run_id)
+    assert run.status == "finished" and "stopped" not in run.tags and run.reason is None
+    with pytest.raises(sweep.TakenAsLost, match="its finished run's value is kept as the trial's result$"):
+        sweep._check_not_taken(lost, db)  # its worker only suspended: it wakes to this line, not "its copy trains"

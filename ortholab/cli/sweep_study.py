@@ -286,11 +286,22 @@ def study_storage(db: str) -> optuna.storages.RDBStorage:
 def lost_trial(db: str, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
     """A trial whose worker stopped beating (killed with -9, its machine gone), which Optuna has just failed: a copy
     with its values waits in the study (as a stopped trial's does; the copy counts toward --trials, not it), and its
-    run, if it recorded one, is tagged `stopped` (the dashboard counts it apart and never names it the best)."""
-    _waiting_copy(study, trial)
+    run, if it recorded one, is tagged `stopped` (the dashboard counts it apart and never names it the best). A run
+    that had finished with its value recorded (the worker was killed after its fit ended) is kept instead (_keep_run):
+    nothing is trained again, and the run is not tagged."""
     name = f"{study.study_name}-t{trial.number}"
-    where = "nothing recorded"
     runs = [r for r in Store(db, access="read").list_runs() if r.name == name and f"trial:{trial.number}" in r.tags]
+    kept = _keep_run(db, study, trial, runs[0]) if runs and runs[0].status == "finished" else None
+    if kept is not None:
+        print(
+            f"sweep {study.study_name}: trial {trial.number} (run {runs[0].id}, finished) lost its worker (no "
+            f"heartbeat for {LOST_AFTER_S} s) after its run had finished; its best {kept} is kept as the trial's "
+            "result, nothing is trained again",
+            flush=True,
+        )
+        return
+    _waiting_copy(study, trial)
+    where = "nothing recorded"
     if runs:
         run = runs[0]
         reason = {}
@@ -306,6 +317,38 @@ def lost_trial(db: str, study: optuna.Study, trial: optuna.trial.FrozenTrial) ->
         f"{LOST_AFTER_S} s); its values wait to be trained again",
         flush=True,
     )
+
+
+KEPT = "kept"  # the user attribute of a completed trial holding a lost trial's finished run (retry_of: its number)
+
+
+def _keep_run(db: str, study: optuna.Study, frozen: optuna.trial.FrozenTrial, run) -> str | None:
+    """A completed trial standing in for the lost trial `frozen`, whose run had finished: its values, its reported
+    points (the pruner compares with them) and the value its objective would have returned (scored_run). Its
+    `retry_of` counts it as the lost trial's copy (started_trials, summary_line), trained already. The kept value
+    ('val/loss 0.4'), or None for a run without one (its copy trains, as the objective would have failed it)."""
+    try:
+        scored = scored_run(db, run.id, f"{study.study_name}-t{frozen.number}")
+    except TrialFailed:
+        return None
+    study.add_trial(
+        optuna.trial.create_trial(
+            state=optuna.trial.TrialState.COMPLETE,
+            value=objective_value(scored),
+            params=frozen.params,
+            distributions=frozen.distributions,
+            user_attrs={
+                **frozen.user_attrs,
+                "run_id": run.id,
+                **score_attrs(scored),
+                "retry_of": frozen.number,
+                KEPT: True,
+            },
+            system_attrs={**frozen.system_attrs, "retry_of": frozen.number},
+            intermediate_values=frozen.intermediate_values,
+        )
+    )
+    return f"{scored.main_metric} {scored.best:.4g}"
 
 
 def open_study(
@@ -505,9 +548,14 @@ def _check_not_taken(trial: optuna.Trial, db: str) -> None:
     name = f"{trial.study.study_name}-t{trial.number}"
     runs = [r.id for r in Store(db, access="read").list_runs() if r.name == name and f"trial:{trial.number}" in r.tags]
     where, kept = (f"run {runs[0]}", "its run is kept, ") if runs else ("nothing recorded", "")
+    trials = trial.study.get_trials(deepcopy=False)
+    if any(t.user_attrs.get(KEPT) and t.user_attrs.get("retry_of") == trial.number for t in trials):
+        kept, again = "", "its finished run's value is kept as the trial's result"  # lost_trial found it finished
+    else:
+        again = "its copy trains again"
     raise TakenAsLost(
         f"trial {trial.number} ({where}) was taken as lost by another worker while this one was silent for more than "
-        f"{LOST_AFTER_S} s; {kept}its copy trains again"
+        f"{LOST_AFTER_S} s; {kept}{again}"
     )
 
 
@@ -605,8 +653,8 @@ def run_sweep(
             )
             trial.set_user_attr("run_id", run_id)
             run = scored_run(db, run_id, f"{name}-t{trial.number}")
-            trial.set_user_attr("metric", run.main_metric)  # the report names it, not the negated objective
-            trial.set_user_attr("sign", 1 if run.main_metric_mode == "min" else -1)
+            for key, value in score_attrs(run).items():
+                trial.set_user_attr(key, value)
             print(
                 f"sweep {name}: trial {trial.number} is run {run_id}, best {run.main_metric} {run.best:.4g}", flush=True
             )
@@ -620,7 +668,7 @@ def run_sweep(
             print(f"ortholab sweep: {stop}", file=sys.stderr, flush=True)
             trial.study.stop()
             return math.nan
-        return run.best if run.main_metric_mode == "min" else -run.best
+        return objective_value(run)
 
     optimize_trials(study, objective, trials, db)
     for helper in helpers:
@@ -721,6 +769,17 @@ def scored_run(db: str, run_id: int, trial_name: str):
     elif run.status == "finished":
         why += f" (none of its {len(validated)} validation values was finite)"
     raise TrialFailed(why)
+
+
+def objective_value(run) -> float:
+    """A scored run's value in the study, which minimises: its best main metric, negated for one to maximise."""
+    return run.best if run.main_metric_mode == "min" else -run.best
+
+
+def score_attrs(run) -> dict:
+    """The user attributes of a scored run's trial: its metric's name and sign (the report names the metric in its
+    own sign, not the negated objective)."""
+    return {"metric": run.main_metric, "sign": 1 if run.main_metric_mode == "min" else -1}
 
 
 def fail_lost_trials(study: optuna.Study) -> None:
