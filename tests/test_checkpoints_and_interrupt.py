@@ -268,3 +268,28 @@ def test_ctrl_c_while_the_command_is_still_importing_is_one_line_and_exit_130(tm
     )
     stopped = subprocess.run([sys.executable, "-c", code, "runs"], cwd=tmp_path, capture_output=True, text=True)
     assert stopped.returncode == 130 and stopped.stderr == "ortholab: stopped by Ctrl-C\n", stopped.stderr
+
+
+@pytest.mark.parametrize("at_step, validated", [(5, [3]), (6, [3, 6])])
+def test_ctrl_c_between_validations_stops_without_validating_the_cut_short_interval(tmp_path, at_step, validated):
+    """Lightning validates when a fit is told to stop; after a Ctrl-C that is a whole validation pass (minutes for a
+    uRNN on adding T = 750) with the run already `interrupted` and the terminal silent. The resumed run trains on
+    from that step and validates on its own schedule, so the stop skips that pass; one due at that step still runs."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    stopped = ortholab(
+        tmp_path,
+        "fit",
+        "--config",
+        DEMO,
+        *RUN,
+        "--db",
+        db,  # validation after steps 3, 6, 9 and 12
+        "--trainer.callbacks+=faults.SignalAt",
+        f"--trainer.callbacks.step={at_step}",
+        "--trainer.callbacks.signal_name=SIGINT",
+    )
+    assert stopped.returncode == 130, stopped.stderr
+    store = Store(db)
+    (run,) = store.list_runs()
+    assert run.status == "interrupted" and run.reason.startswith(f"SIGINT at step {at_step}")
+    assert [p.step for p in store.metric_series(run.id, "val/loss")] == validated

@@ -204,8 +204,10 @@ class GracefulInterrupt(Callback):
     The checkpoint is written in on_train_batch_end, which Lightning resumes natively (it counts the batch as
     completed on restart; the loaders' state counts batches processed). A request during an epoch's last batch
     waits one batch (once), so the epoch's end (its validation and checkpoint) runs whole and the stop falls inside the
-    next epoch. Once stopped, no other checkpoint of that step is written: Lightning validates the cut-short epoch
-    and ends it, and a checkpoint of that state would resume in the next epoch, skipping the rest of this one."""
+    next epoch. Once stopped, no other checkpoint of that step is written: Lightning ends the cut-short epoch, and a
+    checkpoint of that state would resume in the next epoch, skipping the rest of this one. Lightning would also
+    validate because of the stop; unless a validation is due at that step anyway, the stop turns it off: the run is
+    already `interrupted`, its resume validates on its own schedule, and the pass can take minutes."""
 
     def __init__(self):
         self.requested: str | None = None
@@ -247,6 +249,8 @@ class GracefulInterrupt(Callback):
                     f"{requested} at step {trainer.global_step}; resume with "
                     f"`ortholab fit --resume {getattr(logger, 'run_id', '<run id>')}{where}`"
                 )
+        if not trainer.fit_loop.epoch_loop._should_check_val_fx(trainer.fit_loop._data_fetcher):
+            trainer.limit_val_batches = 0  # none due now: Lightning would validate for the stop alone (minutes)
         trainer.should_stop = True
         self.stopped_at = trainer.global_step
 
