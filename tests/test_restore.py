@@ -93,8 +93,8 @@ def test_an_export_of_finished_runs_is_restored_into_any_runs_folder(tmp_path):
     here = tmp_path / "here"
     assert restored.stdout.splitlines() == [
         f"Restored 1 run from {tmp_path / 'export' / 'runs.db'} into {here / 'ortholab.db'}.",
-        f"Their folders were recorded under /a/machine/long/gone/runs: the folders of 1 run and the paths under it "
-        f"are recorded under {here} now, each run's info keeping the folder it trained in (`ortholab runs show ID`).",
+        f"The folders of 1 run, recorded under /a/machine/long/gone/runs, are now recorded under {here} (the paths "
+        f"under them too); each run's info keeps the folder it trained in (`ortholab runs show ID`).",
         "No unfinished run among them: the store takes new runs and seeds beside these.",
     ]
     store = Store(f"sqlite:///{here / 'ortholab.db'}", access="read")
@@ -129,9 +129,7 @@ def test_a_run_restored_into_another_runs_folder_goes_on_there_from_its_checkpoi
 
     restored = ortholab(tmp_path, "restore", str(export), "--runs-dir", str(new_root))
     assert restored.returncode == 0, restored.stderr
-    assert f"Their folders were recorded under {old_root}: the folders of 1 run and the paths under it are " in (
-        restored.stdout
-    )
+    assert f"The folders of 1 run, recorded under {old_root}, are now recorded under {new_root} " in (restored.stdout)
     assert f"`ORTHOLAB_RUNS={new_root} ortholab fit --resume ID`" in restored.stdout
     run_dir = new_root / Path(trained_in).relative_to(old_root)
     url = f"sqlite:///{new_root / 'ortholab.db'}"
@@ -184,9 +182,7 @@ def test_a_restore_elsewhere_moves_every_path_under_the_runs_folders_and_keeps_w
 
     restored = ortholab(tmp_path, "restore", str(tmp_path / "export"), env={"ORTHOLAB_RUNS": str(b)})
     assert restored.returncode == 0, restored.stderr
-    assert f"Their folders were recorded under {c}, {a}: the folders of 2 runs and the paths under them " in (
-        restored.stdout
-    )
+    assert f"The folders of 2 runs, recorded under {c}, {a}, are now recorded under {b} " in (restored.stdout)
     store = Store(f"sqlite:///{b / 'ortholab.db'}", access="read")
     moved_best = f"{b}/store-0a1b2c3d/fit/{fit}/checkpoints/best-step6.ckpt"
     ran, tested = store.get_run(fit), store.get_run(test)

@@ -214,11 +214,10 @@ def _say_restored(copy: Path, root: Path, runs: dict, checkpointed: dict, going_
     restored = f"Restored {len(runs)} run{'' if len(runs) == 1 else 's'} from {copy} into {root / 'ortholab.db'}"
     print(f"{restored}, with the run folders of {len(checkpointed)}." if checkpointed else f"{restored}.")
     if moves:
-        under = "it" if len(roots) == 1 else "them"
         print(
-            f"Their folders were recorded under {', '.join(sorted(roots))}: the folders of {len(moves)} run"
-            f"{'' if len(moves) == 1 else 's'} and the paths under {under} are recorded under {root} now, each run's "
-            f"info keeping the folder it trained in (`ortholab runs show ID`)."
+            f"The folders of {len(moves)} run{'' if len(moves) == 1 else 's'}, recorded under "
+            f"{', '.join(sorted(roots))}, are now recorded under {root} (the paths under them too); each run's info "
+            f"keeps the folder it trained in (`ortholab runs show ID`)."
         )
     if going_on:
         print(
