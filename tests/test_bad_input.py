@@ -305,6 +305,24 @@ def test_a_checkpoint_of_another_family_is_refused_before_loading(tmp_path, monk
         assert f"(`ortholab {command} --run RUN_ID` reads a run's own config and checkpoint)" in line
 
 
+def test_a_ckpt_path_in_a_config_file_names_the_file_and_key(tmp_path, monkeypatch, capsys):
+    """`ckpt_path: missing.ckpt` in a --config file was refused as `--ckpt_path missing.ckpt: ...`, a flag nobody
+    typed: the line names the file and its key, as a model key's refusal does."""
+    cases = [
+        ("missing.ckpt", "ckpt_path = missing.ckpt (in {config}): no such file; give a .ckpt file"),
+        (str(tmp_path), f"ckpt_path = {tmp_path} (in {{config}}) is a folder"),
+        ("best", "ckpt_path = best (in {config}) names no file"),
+    ]
+    for value, expected in cases:
+        config = tmp_path / "resume_from.yaml"
+        config.write_text(yaml.safe_dump({"ckpt_path": value}))
+        line = fails(tmp_path, monkeypatch, capsys, "--config", str(config))
+        assert expected.format(config=config) in line and "--ckpt_path" not in line, line
+    line = fails(tmp_path, monkeypatch, capsys, "--config", str(config), "--ckpt_path", "typed.ckpt")
+    assert "--ckpt_path typed.ckpt: no such file" in line, line  # the command line's, given after the file, stands
+    assert Store(f"sqlite:///{tmp_path / 'x.db'}").list_runs() == []  # refused before a run is recorded
+
+
 def test_nan_inputs_in_a_custom_dataset_name_the_split_and_sample(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ORTHOLAB_CONFIG_MODULES", "test_bad_input")  # the user's own task module, opted in
     line = fails(

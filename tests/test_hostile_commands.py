@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile
+import torch
 from alembic import command
 from sqlalchemy import create_engine, inspect, text
 from test_cli import DEMO, REPO, TINY
@@ -169,6 +170,41 @@ def test_predict_on_a_run_still_training_uses_its_last_checkpoint(fresh, tmp_pat
     (run,) = [r for r in Store(db).list_runs() if r.stage == "predict"]
     link = Store(db).get_run(run.id).info["predict"]
     assert link["checkpoint"] == str((checkpoints / "last.ckpt").resolve()) and Path(link["predictions"]).is_file()
+
+
+def test_a_checkpoint_of_another_model_given_with_run_names_the_checkpoint_flag(fresh, tmp_path, monkeypatch, capsys):
+    """`test --run ID --checkpoint OTHER.ckpt` holding another model was refused as `--ckpt_path OTHER.ckpt: ...`, a
+    flag the user never typed (the command line turns --run and --checkpoint into --config and --ckpt_path)."""
+    monkeypatch.chdir(tmp_path)
+    db, source = fresh
+    held = torch.load(Path(source.run_dir) / "checkpoints" / "last.ckpt", weights_only=True, map_location="cpu")
+    held["hyper_parameters"]["hidden_size"] += 1  # another run's checkpoint: a model of another size
+    torch.save(held, tmp_path / "OTHER.ckpt")
+    before = snapshot(db)
+    for subcommand in ("test", "validate", "predict"):
+        code, _, err = cli(capsys, subcommand, "--run", source.id, "--db", db, "--checkpoint", "OTHER.ckpt", *QUIET)
+        line = one_line(code, err, "the checkpoint holds a model with model.hidden_size")
+        assert line.startswith("ortholab: error: --checkpoint OTHER.ckpt: the checkpoint holds"), line
+        assert "--ckpt_path" not in line, line
+    assert snapshot(db) == before  # nothing recorded, nothing changed
+
+
+def test_a_folder_given_as_checkpoint_with_run_names_the_checkpoints_to_choose(fresh, tmp_path, monkeypatch, capsys):
+    """`test --run ID --checkpoint FOLDER` (a run folder, its checkpoints/) said 'no such file' of a folder that is
+    there; it names the .ckpt files in it, or, where it holds none, the run's own."""
+    monkeypatch.chdir(tmp_path)
+    db, source = fresh
+    run_dir, empty = Path(source.run_dir), tmp_path / "empty"
+    empty.mkdir()
+    before = snapshot(db)
+    code, _, err = cli(capsys, "test", "--run", source.id, "--db", db, "--checkpoint", run_dir, *QUIET)
+    line = one_line(code, err, f"--checkpoint {run_dir}: a folder, not a checkpoint file; it holds checkpoints/")
+    assert "checkpoints/last.ckpt" in line and f"(--checkpoint {run_dir / 'checkpoints'}/" in line, line
+    assert "no such file" not in line and "--checkpoint last or best for run" in line, line
+    code, _, err = cli(capsys, "predict", "--run", source.id, "--db", db, "--checkpoint", empty, *QUIET)
+    line = one_line(code, err, f"--checkpoint {empty}: a folder, not a checkpoint file, and it holds no .ckpt file")
+    assert f"run {source.id} holds " in line and "last.ckpt" in line and "no such file" not in line, line
+    assert snapshot(db) == before  # nothing recorded, nothing changed
 
 
 def test_a_full_disk_while_writing_predictions_is_one_line_for_predict_and_leaves_no_part_file(

@@ -27,6 +27,13 @@ def best_or_last(run_dir: str | os.PathLike | None) -> str:
     return "best"
 
 
+def ckpt_files_in(folder: str | os.PathLike, most: int = 3) -> list[str]:
+    """The .ckpt files of `folder` and of its checkpoints/ (a run folder's), as paths relative to it, the first `most`
+    by name: not a deep search, the folder may be huge."""
+    found = (p for pattern in ("*.ckpt", "checkpoints/*.ckpt") for p in Path(folder).glob(pattern))
+    return sorted(str(p.relative_to(folder)) for p in found)[:most]
+
+
 def _ages(folder: Path) -> list[tuple[float, Path]]:
     """The folder's .ckpt files with their times of writing; a file a training run deletes meanwhile (a best-step
     file a better one replaces) is left out, never a FileNotFoundError."""
@@ -58,6 +65,16 @@ def run_checkpoint(
     if given not in RUN_CHECKPOINTS and not own and Path(given).is_file():
         return Path(given)
     missing = "" if bare else "no such file; "  # a path: it is not there either
+    if given not in RUN_CHECKPOINTS and not own and Path(given).is_dir():  # a run folder, its checkpoints/, ...
+        held = ckpt_files_in(given)
+        missing = "a folder, not a checkpoint file, and it holds no .ckpt file; "  # what the run holds follows
+        if held:
+            example = f"{flag} {Path(given) / held[0]}" if flag else f"checkpoint={os.fspath(Path(given) / held[0])!r}"
+            own_ones = f"{flag} last or best" if flag else "'last' or 'best'"
+            raise ValueError(
+                f"{named}: a folder, not a checkpoint file; it holds {', '.join(held)}: give one of them by its path "
+                f"({example}), or {own_ones} for run {run_id}'s own"
+            )
     if folder is None or not folder.parent.is_dir():
         where = f"folder {run_dir} is not on this machine ({ELSEWHERE})" if run_dir else "folder is not recorded"
         raise ValueError(f"{named}: {missing}run {run_id}'s {where}; give {a_path}, a copy of its .ckpt file")

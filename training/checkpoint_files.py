@@ -56,13 +56,13 @@ def file_problem(path: str | os.PathLike) -> str | None:
 
 
 def check_checkpoint_file(path: object, said: str | None = None) -> None:
-    """ConfigError (a ValueError) naming `path` when it is a local file that is no Lightning checkpoint; `said`: the
-    flag that gave it (`--checkpoint`), for the command line's one line. A URL, a stream or a missing path is left
-    to Lightning (a missing one: its FileNotFoundError)."""
+    """ConfigError (a ValueError) naming `path` when it is a local file that is no Lightning checkpoint; `said`: how
+    the user gave it (`--checkpoint PATH`, `ckpt_path = PATH (in FILE)`), for the command line's one line. A URL, a
+    stream or a missing path is left to Lightning (a missing one: its FileNotFoundError)."""
     if not isinstance(path, (str, os.PathLike)) or "://" in os.fspath(path) or not Path(path).is_file():
         return
     if why := file_problem(path):
-        where = f"{said} {os.fspath(path)}: not" if said else f"{os.fspath(path)!r} is not"
+        where = f"{said}: not" if said else f"{os.fspath(path)!r} is not"
         raise ConfigError(
             f"{where} a Lightning checkpoint ({why}); give a .ckpt file that `ortholab fit` wrote (a run "
             f"folder's checkpoints/last.ckpt or best-step*.ckpt)"

@@ -61,6 +61,7 @@ from ortholab.training.preflight import (
     check_run_name,
     check_validation_interval,
     check_writable_folder,
+    ckpt_path_said,
     positive_norm,
     runs_folder_source,
     tag_list,
@@ -187,7 +188,10 @@ NOT_IN_HELP = {  # refused with what to use instead, or filled in from data: no 
 
 
 class OrthoLabCLI(LightningCLI):
-    def __init__(self, args=None, run: bool = True):
+    def __init__(self, args=None, run: bool = True, typed: list[str] | None = None):
+        """`typed`: the command line as the user wrote it, where `args` is what it became (`--run ID --checkpoint
+        NAME` the run's --config and --ckpt_path): a refusal names what the user gave."""
+        self._typed_args = typed
         aliases.restrict_config_imports()  # class paths outside the allow-list are refused before any import
         super().__init__(
             RecurrentModule,
@@ -275,9 +279,10 @@ class OrthoLabCLI(LightningCLI):
         config's model: refuse a checkpoint of another model instead, naming the key that differs."""
         sub = self.config.get("subcommand")
         path = self.config[sub].get("ckpt_path") if sub else None
-        check_ckpt_path(path, sub)
+        said = ckpt_path_said(path, getattr(self.parser, "given_args", None), getattr(self, "_typed_args", None))
+        check_ckpt_path(path, sub, said)  # said: the flag the user typed, or the config file and its key
         if path and Path(path).is_file():
-            check_checkpoint_file(path, said="--ckpt_path")  # a config.yaml, a tensor saved by hand: one line
+            check_checkpoint_file(path, said=said)  # a config.yaml, a tensor saved by hand: one line
             import torch
 
             try:
@@ -285,14 +290,14 @@ class OrthoLabCLI(LightningCLI):
                 saved = self._checkpoint_to_check.get("hyper_parameters") or {}
             except Exception as err:  # any unreadable file is the same user error
                 raise ConfigError(
-                    f"--ckpt_path {path}: cannot read it as a checkpoint ({err.__class__.__name__}); "
+                    f"{said}: cannot read it as a checkpoint ({err.__class__.__name__}); "
                     f"give a .ckpt file written by `ortholab fit`"
                 ) from None
             if mismatch := checkpoint_model_mismatch(saved, self.config[sub].model):
                 key, theirs, ours = mismatch
                 refusal = _as_said_by(
                     sub,
-                    f"--ckpt_path {path}: the checkpoint holds a model with model.{key} = {theirs!r}, the config "
+                    f"{said}: the checkpoint holds a model with model.{key} = {theirs!r}, the config "
                     f"builds model.{key} = {ours!r}; use the config the checkpoint was trained with (`ortholab "
                     f"fit --resume RUN_ID` reuses a run's own config) or a checkpoint of this model",
                 )

@@ -14,6 +14,8 @@ from ortholab.datamodules import TASKS, TaskSpec, task_class_path
 from ortholab.db.logger import is_run_name
 from ortholab.db.store import RUNS_ENV_VAR
 from ortholab.errors import ConfigError
+from ortholab.training.checkpoint_choice import ckpt_files_in
+from ortholab.training.parse_errors import where_given
 
 
 def positive_norm(value) -> bool:
@@ -104,13 +106,29 @@ def check_free_space(folder: str, model) -> None:
 LIGHTNINGS_CHECKPOINT_NAMES = ("last", "best", "hpc", "registry")  # --ckpt_path values that name no file
 
 
-def check_ckpt_path(path: str | None, subcommand: str | None = None) -> None:
-    """--ckpt_path names a checkpoint file (or a URL): one line otherwise, before a run is recorded.
+def ckpt_path_said(path: object, argv: list[str] | None, typed: list[str] | None = None) -> str:
+    """How the user gave the checkpoint `path`, for its refusal to open with: `--checkpoint NAME` where `predict|test|
+    validate --run ID --checkpoint NAME` chose it (`typed`: the command line as the user wrote it, before it became
+    --ckpt_path), `ckpt_path = PATH (in FILE)` where a --config file of `argv` gives it, else `--ckpt_path PATH`."""
+    typed = [str(arg) for arg in typed or ()]
+    flags = [arg.split("=", 1)[0] for arg in typed]
+    if "--checkpoint" in flags and "--ckpt_path" not in flags:
+        at = len(flags) - 1 - flags[::-1].index("--checkpoint")  # the last one stands
+        value = typed[at].split("=", 1)[1] if "=" in typed[at] else typed[at + 1] if at + 1 < len(typed) else path
+        return f"--checkpoint {value}"
+    place = where_given("ckpt_path", list(argv or ()), str(path), exact=True)
+    return f"ckpt_path = {path} ({place})" if place.startswith("in ") else f"--ckpt_path {path}"
+
+
+def check_ckpt_path(path: str | None, subcommand: str | None = None, said: str | None = None) -> None:
+    """--ckpt_path names a checkpoint file (or a URL): one line otherwise, before a run is recorded; `said`: how the
+    user gave it (`ckpt_path_said`; default `--ckpt_path PATH`), which the line opens with.
 
     Lightning's own names ('last', 'best', 'hpc', 'registry') name the checkpoints of the Trainer that runs them; every
     command is a new run with a Trainer of its own, which holds none: `best` and `hpc` were Lightning's ValueError (a
     traceback and a failed run recorded), and `last` loaded nothing, so `fit` trained from scratch and `test` scored
     an untrained model, silently."""
+    said = said or f"--ckpt_path {path}"
     if path in LIGHTNINGS_CHECKPOINT_NAMES:
         choice = "last" if path == "last" else "best"
         if subcommand == "fit":
@@ -118,22 +136,20 @@ def check_ckpt_path(path: str | None, subcommand: str | None = None) -> None:
         else:
             way = f"`ortholab {subcommand or 'test'} --run RUN_ID --checkpoint {choice}` takes a recorded run's"
         raise ConfigError(
-            f"--ckpt_path {path} names no file: this command is a new run, with no checkpoint of its own to load; "
+            f"{said} names no file: this command is a new run, with no checkpoint of its own to load; "
             f"give the checkpoint file (RUN_FOLDER/checkpoints/last.ckpt or best-step<k>.ckpt), or {way}"
         )
     if not path or "://" in str(path) or Path(path).is_file():
         return
     if Path(path).is_dir():
-        found = sorted(
-            str(p.relative_to(path)) for pattern in ("*.ckpt", "checkpoints/*.ckpt") for p in Path(path).glob(pattern)
-        )[:3]  # not a deep search: the folder may be huge
+        found = ckpt_files_in(path)
         held = f"it holds {', '.join(found)}" if found else "it holds no .ckpt file"
         raise ConfigError(
-            f"--ckpt_path {path} is a folder ({held}); give the checkpoint file, e.g. RUN_FOLDER/checkpoints/last.ckpt"
+            f"{said} is a folder ({held}); give the checkpoint file, e.g. RUN_FOLDER/checkpoints/last.ckpt"
         )
     raise ConfigError(
-        f"--ckpt_path {path}: no such file; give a .ckpt file written by `ortholab fit` (a run's "
-        f"folder holds checkpoints/last.ckpt; `ortholab fit --resume RUN_ID` finds it for you)"
+        f"{said}: no such file; give a .ckpt file written by `ortholab fit` (a run's folder holds "
+        f"checkpoints/last.ckpt; `ortholab fit --resume RUN_ID` finds it for you)"
     )
 
 

@@ -75,7 +75,7 @@ def main(argv: list[str], given: bool) -> None:
     if "--print_config" in argv or any(a.startswith("--print_config=") for a in argv):
         sys.stdout = MaskedStream(stdout, known_passwords([*argv, *sys.argv]))  # it prints db: too
     try:
-        OrthoLabCLI(args=argv if given else None)  # Lightning reads sys.argv itself
+        OrthoLabCLI(args=argv if given else None, typed=typed)  # Lightning reads sys.argv itself
     except Exception as failed:  # a model's or task's own check names its key: where the user gave it, too
         refused = user_error(failed)  # a task's check arrives wrapped in jsonargparse's union error
         placed = with_place(str(refused), typed) if isinstance(refused, ConfigError) else None
@@ -373,7 +373,7 @@ def run_arguments(argv: list[str]) -> list[str]:
         if known.checkpoint not in RUN_CHECKPOINTS:  # a file of one's own: one line if it is none (a config.yaml)
             from ortholab.training.checkpoint_files import check_checkpoint_file
 
-            check_checkpoint_file(checkpoint, said="--checkpoint")
+            check_checkpoint_file(checkpoint, said=f"--checkpoint {checkpoint}")
         extra += ["--ckpt_path", str(checkpoint)]
     if known.name is None:
         extra += ["--name", run.name]
