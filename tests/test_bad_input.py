@@ -309,7 +309,7 @@ def test_a_ckpt_path_in_a_config_file_names_the_file_and_key(tmp_path, monkeypat
     """`ckpt_path: missing.ckpt` in a --config file was refused as `--ckpt_path missing.ckpt: ...`, a flag nobody
     typed: the line names the file and its key, as a model key's refusal does."""
     cases = [
-        ("missing.ckpt", "ckpt_path = missing.ckpt (in {config}): no such file; give a .ckpt file"),
+        ("missing.ckpt", "ckpt_path = missing.ckpt (in {config}): no such file (looked for relative to the"),
         (str(tmp_path), f"ckpt_path = {tmp_path} (in {{config}}) is a folder"),
         ("best", "ckpt_path = best (in {config}) names no file"),
     ]
@@ -320,6 +320,25 @@ def test_a_ckpt_path_in_a_config_file_names_the_file_and_key(tmp_path, monkeypat
         assert expected.format(config=config) in line and "--ckpt_path" not in line, line
     line = fails(tmp_path, monkeypatch, capsys, "--config", str(config), "--ckpt_path", "typed.ckpt")
     assert "--ckpt_path typed.ckpt: no such file" in line, line  # the command line's, given after the file, stands
+    assert Store(f"sqlite:///{tmp_path / 'x.db'}").list_runs() == []  # refused before a run is recorded
+
+
+def test_a_relative_ckpt_path_in_a_config_file_missing_names_the_current_folder(tmp_path, monkeypatch, capsys):
+    """A relative `ckpt_path:` in a --config file is read from the current folder (Lightning's way), not from the
+    file's: where it is missing there, even beside the file, the line says where it was looked for."""
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    (folder / "start.ckpt").write_bytes(b"")  # beside the config file, not in the current folder
+    config = folder / "resume_from.yaml"
+    config.write_text(yaml.safe_dump({"ckpt_path": "start.ckpt"}))
+    line = fails(tmp_path, monkeypatch, capsys, "--config", str(config))
+    assert (
+        f"ckpt_path = start.ckpt (in {config}): no such file (looked for relative to the current folder, {tmp_path}, "
+        f"not the config file's); give a .ckpt file" in line
+    ), line
+    config.write_text(yaml.safe_dump({"ckpt_path": str(tmp_path / "gone.ckpt")}))  # a full path: no folder to name
+    line = fails(tmp_path, monkeypatch, capsys, "--config", str(config))
+    assert f"(in {config}): no such file; give a .ckpt file" in line and "current folder" not in line, line
     assert Store(f"sqlite:///{tmp_path / 'x.db'}").list_runs() == []  # refused before a run is recorded
 
 

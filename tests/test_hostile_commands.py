@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import soundfile
 import torch
+import yaml
 from alembic import command
 from sqlalchemy import create_engine, inspect, text
 from test_cli import DEMO, REPO, TINY
@@ -205,6 +206,36 @@ def test_a_folder_given_as_checkpoint_with_run_names_the_checkpoints_to_choose(f
     line = one_line(code, err, f"--checkpoint {empty}: a folder, not a checkpoint file, and it holds no .ckpt file")
     assert f"run {source.id} holds " in line and "last.ckpt" in line and "no such file" not in line, line
     assert snapshot(db) == before  # nothing recorded, nothing changed
+
+
+def test_a_checkpoint_chosen_twice_with_run_is_one_line_naming_both(fresh, tmp_path, monkeypatch, capsys):
+    """`--run ID --checkpoint NAME --ckpt_path PATH` silently dropped --checkpoint, and `--run ID --config FILE`
+    whose FILE holds `ckpt_path: X` silently evaluated the run's checkpoint instead of X: one line names both, to
+    give one of them. The run's own stored config.yaml as --config is read as it is without --config."""
+    monkeypatch.chdir(tmp_path)
+    db, source = fresh
+    stored, last = Path(source.run_dir) / "config.yaml", Path(source.run_dir) / "checkpoints" / "last.ckpt"
+    before = snapshot(db)
+    for subcommand in ("test", "validate", "predict"):
+        code, _, err = cli(
+            capsys, subcommand, "--run", source.id, "--db", db, "--checkpoint", "best", "--ckpt_path", last, *QUIET
+        )
+        one_line(code, err, f"--checkpoint best and --ckpt_path {last} both choose the checkpoint: give one")
+    config = tmp_path / "evaluate.yaml"
+    config.write_text(yaml.safe_dump({**yaml.safe_load(stored.read_text()), "ckpt_path": str(last)}))
+    code, _, err = cli(capsys, "test", "--run", source.id, "--db", db, "--config", config, *QUIET)
+    line = one_line(code, err, f"ckpt_path = {last} (in {config}) and --run {source.id} both choose the checkpoint")
+    assert "drop one of them, the file's key (or set it to null) or --run" in line, line
+    code, _, err = cli(capsys, "predict", "--run", source.id, "--db", db, "--config", config, "--checkpoint", "last")
+    one_line(code, err, f"(in {config}) and --run {source.id} --checkpoint last both choose the checkpoint")
+    assert snapshot(db) == before  # nothing recorded, nothing changed
+    original = stored.read_text()  # a fit started from a checkpoint keeps it as its config.yaml's ckpt_path
+    try:
+        stored.write_text(yaml.safe_dump({**yaml.safe_load(original), "ckpt_path": str(tmp_path / "start.ckpt")}))
+        code, _, err = cli(capsys, "validate", "--run", source.id, "--db", db, "--config", stored, *QUIET)
+    finally:
+        stored.write_text(original)
+    assert code == 0, err[-3000:]  # the run's own config: its checkpoint is evaluated, as without --config
 
 
 def test_a_full_disk_while_writing_predictions_is_one_line_for_predict_and_leaves_no_part_file(

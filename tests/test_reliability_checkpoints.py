@@ -202,6 +202,22 @@ def test_resume_of_a_run_whose_last_checkpoint_was_deleted_offers_the_checkpoint
     assert "(it stopped before its first checkpoint); start a new run instead" in resume_fails(capsys, url)
 
 
+def test_resume_with_a_folder_as_ckpt_path_names_the_flag_and_the_checkpoints_in_it(tmp_path, capsys):
+    """`fit --resume ID --ckpt_path FOLDER` said `--resume ID: cannot read the checkpoint FOLDER (FileNotFoundError:
+    not a file)`; it says the folder is one and names the .ckpt files in it, as without --resume."""
+    logger, url = interrupted_run(tmp_path, "runs.db")
+    folder = Path(logger.log_dir) / "checkpoints"
+    torch.save({"global_step": 3}, folder / "last.ckpt")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--resume", "1", "--db", url, "--ckpt_path", str(folder)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "Traceback" not in err, err
+    (line,) = err.strip().splitlines()
+    assert f"--ckpt_path {folder} is a folder (it holds last.ckpt); give the checkpoint file" in line, line
+    assert "FileNotFoundError" not in line and "not a file" not in line, line
+    assert Store(url).get_run(1).status == "interrupted"
+
+
 def test_resume_refuses_the_checkpoint_of_another_run_and_an_unreadable_one(tmp_path, capsys):
     first, url = interrupted_run(tmp_path, "runs.db")
     other = SQLLogger(db_url=url, name="copying_scornn", root_dir=str(tmp_path / "runs"))

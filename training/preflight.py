@@ -147,8 +147,11 @@ def check_ckpt_path(path: str | None, subcommand: str | None = None, said: str |
         raise ConfigError(
             f"{said} is a folder ({held}); give the checkpoint file, e.g. RUN_FOLDER/checkpoints/last.ckpt"
         )
+    here = ""  # Lightning reads a config file's relative path from the current folder, not from the file's
+    if said.startswith("ckpt_path = ") and not Path(path).is_absolute():
+        here = f" (looked for relative to the current folder, {Path.cwd()}, not the config file's)"
     raise ConfigError(
-        f"{said}: no such file; give a .ckpt file written by `ortholab fit` (a run's folder holds "
+        f"{said}: no such file{here}; give a .ckpt file written by `ortholab fit` (a run's folder holds "
         f"checkpoints/last.ckpt; `ortholab fit --resume RUN_ID` finds it for you)"
     )
 

@@ -159,6 +159,10 @@ def resume_arguments(argv: list[str]) -> list[str]:
                 f"start a new run instead"
             )
         extra += ["--ckpt_path", str(last)]
+    if known.ckpt_path is not None and Path(known.ckpt_path).is_dir():  # the .ckpt files in it, as without --resume
+        from ortholab.training.preflight import check_ckpt_path
+
+        check_ckpt_path(known.ckpt_path, "fit")
     point = check_resume_checkpoint(Path(known.ckpt_path) if known.ckpt_path else last, store, run.id, last.parent)
     refuse_a_limit_the_checkpoint_has_passed(run.id, point, argv)
     return [argv[0], *extra, *argv[1:]]
@@ -333,6 +337,7 @@ def run_arguments(argv: list[str]) -> list[str]:
     if not run.run_dir:
         raise ConfigError(f"run {run.id} has no run folder recorded, so no checkpoint to {command} with")
     run_dir = Path(run.run_dir)
+    refuse_a_second_checkpoint(known, run_dir)
     if not run_dir.is_dir() and (not known.config or (known.ckpt_path is None and known.checkpoint in RUN_CHECKPOINTS)):
         raise ConfigError(  # a store shared by several machines: each run's folder stays where it trained
             f"run {run.id}'s folder {run_dir} (recorded on {run.hostname or 'another machine'}) is not on this "
@@ -378,6 +383,45 @@ def run_arguments(argv: list[str]) -> list[str]:
     if known.name is None:
         extra += ["--name", run.name]
     return [command, *extra, *rest]
+
+
+def refuse_a_second_checkpoint(known, run_dir: Path) -> None:
+    """`--run ID` with a checkpoint chosen twice, one of them silently dropped: `--checkpoint` beside `--ckpt_path`
+    (which stood), or a --config file's `ckpt_path:` (the run's checkpoint, added after it, stood). One line naming
+    both, to give one. The run's own stored config.yaml, given as --config, is read as it is without."""
+    run = f"--run {known.run}"
+    if known.checkpoint is not None and known.ckpt_path is not None:
+        raise ConfigError(
+            f"--checkpoint {known.checkpoint} and --ckpt_path {known.ckpt_path} both choose the checkpoint: give one "
+            f"of them, --checkpoint best|last|PATH (one of run {known.run}'s, or a file) or --ckpt_path FILE"
+        )
+    held = None if known.ckpt_path is not None else config_ckpt_path(known.config or [], run_dir / "config.yaml")
+    if held is not None:
+        file, value = held
+        chosen = f"{run} --checkpoint {known.checkpoint}" if known.checkpoint is not None else run
+        raise ConfigError(
+            f"ckpt_path = {value} (in {file}) and {chosen} both choose the checkpoint ({run} takes run {known.run}'s, "
+            f"--checkpoint best|last|PATH which one): drop one of them, the file's key (or set it to null) or --run"
+        )
+
+
+def config_ckpt_path(configs: list[str], own: Path) -> tuple[str, object] | None:
+    """(file, value) of the last of the --config `configs` that holds a `ckpt_path:` key, where its value is one
+    (not null); None otherwise, and where that file is `own`, the run's stored config.yaml (its key: the checkpoint
+    its fit started from), read as without --config. A missing or bad file: the parser names it."""
+    import contextlib
+
+    import yaml
+
+    held = None
+    for file in configs:
+        with contextlib.suppress(OSError, yaml.YAMLError, UnicodeDecodeError):
+            mapping = yaml.safe_load(Path(file).read_text(encoding="utf-8"))
+            if isinstance(mapping, dict) and "ckpt_path" in mapping:  # the last file's value stands
+                held = (file, mapping["ckpt_path"])
+    if held is None or held[1] is None or Path(held[0]).resolve() == own.resolve():
+        return None
+    return held
 
 
 def only_options(args: list[str], keys: tuple[str, ...]) -> list[str]:
