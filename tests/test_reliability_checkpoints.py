@@ -365,3 +365,24 @@ def test_an_atomic_checkpoint_gets_the_permissions_of_a_plain_write(tmp_path):
         os.umask(previous)
     assert stat.S_IMODE((tmp_path / "last.ckpt").stat().st_mode) == stat.S_IMODE((tmp_path / "plain").stat().st_mode)
     assert stat.S_IMODE((tmp_path / "last.ckpt").stat().st_mode) == 0o644
+
+
+def test_a_resume_with_a_config_file_holding_ckpt_path_continues_from_the_runs_last_checkpoint(tmp_path, caplog):
+    """A run's stored config.yaml holds `ckpt_path:` when its fit started from a checkpoint; given back as --config to
+    `fit --resume ID`, that key stood over the run's last.ckpt (the flag went before the file): the run went back to
+    the step it started from, past the checks made on last.ckpt. last.ckpt is what a resume continues from."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    quiet = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false", "--db", url]
+    tiny = ["--model.hidden_size", "8", "--model.family_args", "{rho: 4}", "--trainer.val_check_interval", "2"]
+    tiny += ["--runs_dir", str(tmp_path / "runs")]
+    main(["fit", "--config", DEMO, *tiny, "--trainer.max_steps", "2", *quiet])
+    first = Path(Store(url).get_run(1).run_dir, "checkpoints", "last.ckpt")
+    start = tmp_path / "start.ckpt"
+    shutil.copy(first, start)  # a step-2 checkpoint: run 2 starts from it, and its config.yaml keeps the path
+    main(["fit", "--config", DEMO, *tiny, "--ckpt_path", str(start), "--trainer.max_steps", "4", *quiet])
+    stored = Path(Store(url).get_run(2).run_dir, "config.yaml")
+    assert f"ckpt_path: {start}" in stored.read_text()
+    caplog.clear()
+    main(["fit", "--resume", "2", "--config", str(stored), "--trainer.max_steps", "6", *quiet])
+    assert "Run 2 continues from its checkpoint at step 4:" in caplog.text, caplog.text
+    assert [p.step for p in Store(url).metric_series(2, "val/loss")] == [4, 6]

@@ -134,7 +134,7 @@ def resume_arguments(argv: list[str]) -> list[str]:
     if run.status == "finished" and not known.config and known.ckpt_path is None:
         refuse_a_finished_run_that_would_stop_at_once(run.id, run_dir / "config.yaml", argv)
     config, last = run_dir / "config.yaml", run_dir / "checkpoints" / "last.ckpt"
-    extra = []
+    extra, own = [], []
     if not known.config and not config.is_file() and not last.is_file():
         raise ConfigError(
             f"run {run.id} stopped before it recorded its config or a checkpoint ({run.status}"
@@ -158,14 +158,15 @@ def resume_arguments(argv: list[str]) -> list[str]:
                 f"run {run.id} has no checkpoint at {last} (it stopped before its first checkpoint); "
                 f"start a new run instead"
             )
-        extra += ["--ckpt_path", str(last)]
+        own = ["--ckpt_path", str(last)]  # after the user's flags: a --config file's ckpt_path (the checkpoint the
+        # run started from, as its stored config.yaml holds it) must not stand over the checkpoint checked below
     if known.ckpt_path is not None and Path(known.ckpt_path).is_dir():  # the .ckpt files in it, as without --resume
         from ortholab.training.preflight import check_ckpt_path
 
         check_ckpt_path(known.ckpt_path, "fit")
     point = check_resume_checkpoint(Path(known.ckpt_path) if known.ckpt_path else last, store, run.id, last.parent)
     refuse_a_limit_the_checkpoint_has_passed(run.id, point, argv)
-    return [argv[0], *extra, *argv[1:]]
+    return [argv[0], *extra, *argv[1:], *own]
 
 
 def moved_folder(store_url: str, run_dir: Path) -> Path | None:
