@@ -238,6 +238,24 @@ def test_a_checkpoint_chosen_twice_with_run_is_one_line_naming_both(fresh, tmp_p
     assert code == 0, err[-3000:]  # the run's own config: its checkpoint is evaluated, as without --config
 
 
+def test_a_copy_of_the_runs_own_config_with_run_is_not_a_second_checkpoint(fresh, tmp_path, monkeypatch, capsys):
+    """A copy of a run's stored config.yaml (its folder on another machine, as the refusal of `--run ID` there says:
+    `give copies of them (--config FILE --checkpoint PATH)`) holds the checkpoint its fit started from as ckpt_path:
+    not a checkpoint chosen for this command, so it was wrongly refused as one chosen twice."""
+    monkeypatch.chdir(tmp_path)
+    db, source = fresh
+    stored, last = Path(source.run_dir) / "config.yaml", Path(source.run_dir) / "checkpoints" / "last.ckpt"
+    start = str(tmp_path / "start.ckpt")  # a fit started from it (`fit --ckpt_path start.ckpt`) records it so
+    Store(db, access="write").update_run(source.id, config={**Store(db).get_run(source.id).config, "ckpt_path": start})
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(yaml.safe_dump({**yaml.safe_load(stored.read_text()), "ckpt_path": start}))
+    code, _, err = cli(capsys, "validate", "--run", source.id, "--db", db, "--config", copy, "--checkpoint", last)
+    assert code == 0, err[-3000:]  # the checkpoint given is evaluated, as before the refusal
+    copy.write_text(yaml.safe_dump({**yaml.safe_load(stored.read_text()), "ckpt_path": str(last)}))
+    code, _, err = cli(capsys, "validate", "--run", source.id, "--db", db, "--config", copy, *QUIET)
+    one_line(code, err, f"ckpt_path = {last} (in {copy}) and --run {source.id} both choose the checkpoint")
+
+
 def test_a_full_disk_while_writing_predictions_is_one_line_for_predict_and_leaves_no_part_file(
     fresh, tmp_path, monkeypatch, capsys
 ):

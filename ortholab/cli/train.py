@@ -338,7 +338,7 @@ def run_arguments(argv: list[str]) -> list[str]:
     if not run.run_dir:
         raise ConfigError(f"run {run.id} has no run folder recorded, so no checkpoint to {command} with")
     run_dir = Path(run.run_dir)
-    refuse_a_second_checkpoint(known, run_dir)
+    refuse_a_second_checkpoint(known, run_dir, (run.config or {}).get("ckpt_path"))
     if not run_dir.is_dir() and (not known.config or (known.ckpt_path is None and known.checkpoint in RUN_CHECKPOINTS)):
         raise ConfigError(  # a store shared by several machines: each run's folder stays where it trained
             f"run {run.id}'s folder {run_dir} (recorded on {run.hostname or 'another machine'}) is not on this "
@@ -386,17 +386,20 @@ def run_arguments(argv: list[str]) -> list[str]:
     return [command, *extra, *rest]
 
 
-def refuse_a_second_checkpoint(known, run_dir: Path) -> None:
+def refuse_a_second_checkpoint(known, run_dir: Path, started: object = None) -> None:
     """`--run ID` with a checkpoint chosen twice, one of them silently dropped: `--checkpoint` beside `--ckpt_path`
     (which stood), or a --config file's `ckpt_path:` (the run's checkpoint, added after it, stood). One line naming
-    both, to give one. The run's own stored config.yaml, given as --config, is read as it is without."""
+    both, to give one. The run's own stored config.yaml, given as --config, is read as it is without; so is a copy
+    of it, whose ckpt_path is `started`, the one the run's recorded config holds (the checkpoint its fit started
+    from): the refusal of a run whose folder is elsewhere says to give copies of its config and checkpoint."""
     run = f"--run {known.run}"
     if known.checkpoint is not None and known.ckpt_path is not None:
         raise ConfigError(
             f"--checkpoint {known.checkpoint} and --ckpt_path {known.ckpt_path} both choose the checkpoint: give one "
             f"of them, --checkpoint best|last|PATH (one of run {known.run}'s, or a file) or --ckpt_path FILE"
         )
-    held = None if known.ckpt_path is not None else config_ckpt_path(known.config or [], run_dir / "config.yaml")
+    own = run_dir / "config.yaml"
+    held = None if known.ckpt_path is not None else config_ckpt_path(known.config or [], own, started)
     if held is not None:
         file, value = held
         chosen = f"{run} --checkpoint {known.checkpoint}" if known.checkpoint is not None else run
@@ -406,10 +409,11 @@ def refuse_a_second_checkpoint(known, run_dir: Path) -> None:
         )
 
 
-def config_ckpt_path(configs: list[str], own: Path) -> tuple[str, object] | None:
+def config_ckpt_path(configs: list[str], own: Path, started: object = None) -> tuple[str, object] | None:
     """(file, value) of the last of the --config `configs` that holds a `ckpt_path:` key, where its value is one
     (not null); None otherwise, and where that file is `own`, the run's stored config.yaml (its key: the checkpoint
-    its fit started from), read as without --config. A missing or bad file: the parser names it."""
+    its fit started from), read as without --config, or a copy of it: its value is `started`, the run's recorded
+    ckpt_path. A missing or bad file: the parser names it."""
     import contextlib
 
     import yaml
@@ -420,7 +424,7 @@ def config_ckpt_path(configs: list[str], own: Path) -> tuple[str, object] | None
             mapping = yaml.safe_load(Path(file).read_text(encoding="utf-8"))
             if isinstance(mapping, dict) and "ckpt_path" in mapping:  # the last file's value stands
                 held = (file, mapping["ckpt_path"])
-    if held is None or held[1] is None or Path(held[0]).resolve() == own.resolve():
+    if held is None or held[1] is None or held[1] == started or Path(held[0]).resolve() == own.resolve():
         return None
     return held
 
