@@ -280,8 +280,8 @@ def test_a_lost_trial_whose_run_had_finished_keeps_its_value_instead_of_training
     }
     assert sweep.started_trials(study) == 2
     assert sweep.summary_line(study) == "sweep: 2 trials done, 0 failed, 0 pruned"
-    assert sweep.report(study).splitlines()[0] == (
-        f"sweep s: 2 trials completed; best run {run_id} (trial 1, val/acc 0.9) with x={first.params['x']}"
+    assert sweep.report(study).splitlines()[0] == (  # the trial its run was trained as (s-t0, trial:0), as said above
+        f"sweep s: 2 trials completed; best run {run_id} (trial 0, val/acc 0.9) with x={first.params['x']}"
     )
     assert (
         "sweep s: trial 0 (run 1, finished) lost its worker (no heartbeat for 1 s) after its run had finished; its "

@@ -913,6 +913,7 @@ def report(study: optuna.Study) -> str:
     if not done:
         return f"sweep {study.study_name}: no trial completed\n{summary_line(study)}"
     best = min(done, key=lambda t: t.value)
+    trained = best.user_attrs["retry_of"] if best.user_attrs.get(KEPT) else best.number  # its run's NAME-tN, trial:N
     params = ", ".join(f"{k}={v}" for k, v in best.params.items())
     retried = _retried(study.trials)
     failed = sum(
@@ -924,6 +925,6 @@ def report(study: optuna.Study) -> str:
         f"sweep {study.study_name}: {len(done)} trials completed"
         + (f", {failed} failed" if failed else "")
         + (f", {pruned} pruned" if pruned else "")
-        + f"; best run {best.user_attrs['run_id']} (trial {best.number}, {best_value(best)}) with {params}"
+        + f"; best run {best.user_attrs['run_id']} (trial {trained}, {best_value(best)}) with {params}"
         f"\n{summary_line(study)}"
     )
