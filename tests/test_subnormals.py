@@ -43,7 +43,7 @@ import torch
 import ortholab.training.lightning_cli as lightning_cli
 
 class Probe:
-    def __init__(self, args=None):
+    def __init__(self, args=None, typed=None):
         print((torch.tensor(2.0**-130, dtype=torch.float32) * 1.0).item() == 0.0)
 
 lightning_cli.OrthoLabCLI = Probe
