@@ -293,3 +293,26 @@ def test_ctrl_c_between_validations_stops_without_validating_the_cut_short_inter
     (run,) = store.list_runs()
     assert run.status == "interrupted" and run.reason.startswith(f"SIGINT at step {at_step}")
     assert [p.step for p in store.metric_series(run.id, "val/loss")] == validated
+
+
+def test_ctrl_c_before_min_steps_stops_the_run_there(tmp_path):
+    """Lightning ignores a stop until `trainer.min_steps` is met: a SIGINT (or a scheduler's SIGTERM) at step 5 of a
+    run with min_steps 12 left it training on, marked `interrupted`, to step 12. The stop stands over it."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    stopped = ortholab(
+        tmp_path,
+        "fit",
+        "--config",
+        DEMO,
+        *RUN,
+        "--db",
+        db,
+        "--trainer.min_steps",
+        "12",
+        "--trainer.callbacks+=faults.SignalAt",
+        "--trainer.callbacks.step=5",
+        "--trainer.callbacks.signal_name=SIGINT",
+    )
+    assert stopped.returncode == 130, stopped.stderr
+    (run,) = Store(db).list_runs()
+    assert (run.status, run.steps) == ("interrupted", 5) and run.reason.startswith("SIGINT at step 5")

@@ -207,7 +207,9 @@ class GracefulInterrupt(Callback):
     next epoch. Once stopped, no other checkpoint of that step is written: Lightning ends the cut-short epoch, and a
     checkpoint of that state would resume in the next epoch, skipping the rest of this one. Lightning would also
     validate because of the stop; unless a validation is due at that step anyway, the stop turns it off: the run is
-    already `interrupted`, its resume validates on its own schedule, and the pass can take minutes."""
+    already `interrupted`, its resume validates on its own schedule, and the pass can take minutes. The stop stands
+    over `trainer.min_steps` and `min_epochs` (Lightning trained on, the run marked `interrupted`, until they were
+    met); a resume reads them from the config again."""
 
     def __init__(self):
         self.requested: str | None = None
@@ -251,6 +253,7 @@ class GracefulInterrupt(Callback):
                 )
         if not trainer.fit_loop.epoch_loop._should_check_val_fx(trainer.fit_loop._data_fetcher):
             trainer.limit_val_batches = 0  # none due now: Lightning would validate for the stop alone (minutes)
+        trainer.fit_loop.min_epochs, trainer.fit_loop.epoch_loop.min_steps = None, None  # else Lightning trains on
         trainer.should_stop = True
         self.stopped_at = trainer.global_step
 
