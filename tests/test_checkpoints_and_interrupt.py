@@ -295,6 +295,38 @@ def test_ctrl_c_between_validations_stops_without_validating_the_cut_short_inter
     assert [p.step for p in store.metric_series(run.id, "val/loss")] == validated
 
 
+def test_a_ctrl_c_at_a_step_with_a_validation_due_keeps_that_validation_and_its_checkpoints(tmp_path):
+    """The validation due at the stop's step runs; its checkpoints are written after it, as at any validation: the
+    stop's own last.ckpt was written before it, with Lightning told the step was saved, so a best-step file of that
+    validation was never written, and the resume (from before it) removed its points and did not validate again."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    stopped = ortholab(
+        tmp_path,
+        "fit",
+        "--config",
+        DEMO,
+        *RUN,
+        "--db",
+        db,  # validation after steps 3, 6, 9 and 12
+        "--trainer.callbacks+=faults.SignalAt",
+        "--trainer.callbacks.step=6",
+        "--trainer.callbacks.signal_name=SIGINT",
+    )
+    assert stopped.returncode == 130, stopped.stderr
+    store = Store(db)
+    (run,) = store.list_runs()
+    points = store.metric_series(run.id, "val/loss")
+    best = min(points, key=lambda p: p.value).step
+    folder = Path(store.get_run(run.id).run_dir) / "checkpoints"
+    assert (folder / f"best-step{best}.ckpt").is_file(), sorted(p.name for p in folder.iterdir())
+    assert torch.load(folder / "last.ckpt", weights_only=False)["global_step"] == 6
+    resumed = ortholab(tmp_path, "fit", "--resume", str(run.id), "--db", db)
+    assert resumed.returncode == 0, resumed.stderr
+    after = store.metric_series(run.id, "val/loss")
+    assert [p.step for p in after] == [3, 6, 9, 12]
+    assert [(p.step, p.value) for p in after[:2]] == [(p.step, p.value) for p in points]
+
+
 def test_ctrl_c_before_min_steps_stops_the_run_there(tmp_path):
     """Lightning ignores a stop until `trainer.min_steps` is met: a SIGINT (or a scheduler's SIGTERM) at step 5 of a
     run with min_steps 12 left it training on, marked `interrupted`, to step 12. The stop stands over it."""

@@ -204,10 +204,12 @@ class GracefulInterrupt(Callback):
     The checkpoint is written in on_train_batch_end, which Lightning resumes natively (it counts the batch as
     completed on restart; the loaders' state counts batches processed). A request during an epoch's last batch
     waits one batch (once), so the epoch's end (its validation and checkpoint) runs whole and the stop falls inside the
-    next epoch. Once stopped, no other checkpoint of that step is written: Lightning ends the cut-short epoch, and a
-    checkpoint of that state would resume in the next epoch, skipping the rest of this one. Lightning would also
-    validate because of the stop; unless a validation is due at that step anyway, the stop turns it off: the run is
-    already `interrupted`, its resume validates on its own schedule, and the pass can take minutes. The stop stands
+    next epoch. Lightning would also validate because of the stop; unless a validation is due at that step anyway,
+    the stop turns it off: the run is already `interrupted`, its resume validates on its own schedule, and the pass
+    can take minutes. A validation due at that step runs, and its checkpoints (last.ckpt again, a best-step file if
+    it improved) are written after it as at any validation, so the resume neither loses nor repeats it; a second
+    Ctrl-C during it leaves the checkpoint written before it. No checkpoint is written at the end of the cut-short
+    epoch, which Lightning then ends: it would resume in the next epoch, skipping the rest of this one. The stop stands
     over `trainer.min_steps` and `min_epochs` (Lightning trained on, the run marked `interrupted`, until they were
     met); a resume reads them from the config again."""
 
@@ -242,8 +244,9 @@ class GracefulInterrupt(Callback):
             return
         folder = trainer.loggers[0].log_dir if trainer.loggers else trainer.default_root_dir
         trainer.save_checkpoint(os.path.join(folder, "checkpoints", "last.ckpt"), weights_only=False)
-        for callback in trainer.checkpoint_callbacks:  # Lightning's own "already saved at this step"
-            callback._last_global_step_saved = trainer.global_step
+        due = trainer.fit_loop.epoch_loop._should_check_val_fx(trainer.fit_loop._data_fetcher)
+        if not due:  # else the validation's own checkpoints follow it (on_train_epoch_end)
+            self._no_more_checkpoints(trainer)
         for logger in trainer.loggers:
             if hasattr(logger, "mark_interrupted"):
                 where = db_flag(logger.store.url)[0] if hasattr(logger, "store") else ""  # read from the dashboard too
@@ -251,11 +254,20 @@ class GracefulInterrupt(Callback):
                     f"{requested} at step {trainer.global_step}; resume with "
                     f"`ortholab fit --resume {getattr(logger, 'run_id', '<run id>')}{where}`"
                 )
-        if not trainer.fit_loop.epoch_loop._should_check_val_fx(trainer.fit_loop._data_fetcher):
+        if not due:
             trainer.limit_val_batches = 0  # none due now: Lightning would validate for the stop alone (minutes)
         trainer.fit_loop.min_epochs, trainer.fit_loop.epoch_loop.min_steps = None, None  # else Lightning trains on
         trainer.should_stop = True
         self.stopped_at = trainer.global_step
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        if self.stopped_at is not None and self.stopped_at == trainer.global_step:  # before the checkpoint callbacks,
+            self._no_more_checkpoints(trainer)  # which Lightning calls last: none writes the cut-short epoch's end
+
+    @staticmethod
+    def _no_more_checkpoints(trainer) -> None:
+        for callback in trainer.checkpoint_callbacks:  # Lightning's own "already saved at this step"
+            callback._last_global_step_saved = trainer.global_step
 
     def _requested_on_any_rank(self, trainer, pl_module) -> str | None:
         """The signal any rank was sent (the highest number: SIGTERM, then SIGUSR1, then SIGINT), so that a signal to
