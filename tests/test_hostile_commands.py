@@ -228,6 +228,9 @@ def test_a_checkpoint_chosen_twice_with_run_is_one_line_naming_both(fresh, tmp_p
     assert "drop one of them, the file's key (or set it to null) or --run" in line, line
     code, _, err = cli(capsys, "predict", "--run", source.id, "--db", db, "--config", config, "--checkpoint", "last")
     one_line(code, err, f"(in {config}) and --run {source.id} --checkpoint last both choose the checkpoint")
+    for short in (["-c", config], [f"-c={config}"], [f"-c{config}"]):  # LightningCLI's -c: the file's key stood
+        code, _, err = cli(capsys, "test", "--run", source.id, "--db", db, *short, *QUIET)
+        one_line(code, err, f"ckpt_path = {last} (in {config}) and --run {source.id} both choose the checkpoint")
     assert snapshot(db) == before  # nothing recorded, nothing changed
     original = stored.read_text()  # a fit started from a checkpoint keeps it as its config.yaml's ckpt_path
     try:

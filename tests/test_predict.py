@@ -371,4 +371,12 @@ def test_a_checkpoint_that_is_no_checkpoint_is_one_line_exit_2(fresh, tmp_path, 
         (line,) = [line for line in err.splitlines() if line.startswith("ortholab: error:")]
         assert code == 2 and "Traceback" not in err, err
         assert line.startswith(f"ortholab: error: {flag} {path}: not a Lightning checkpoint ({why}"), line
+    junk = Path(source.run_dir) / "checkpoints" / "junk.ckpt"  # a file of its folder, named as the user typed it
+    try:
+        junk.write_text("not a checkpoint\n")
+        code, _, err = ortholab(capsys, command, "--run", source.id, "--db", db, "--checkpoint", "junk.ckpt", *QUIET)
+    finally:
+        junk.unlink()
+    (line,) = [line for line in err.splitlines() if line.startswith("ortholab: error:")]
+    assert line.startswith(f"ortholab: error: --checkpoint junk.ckpt ({junk}): not a Lightning checkpoint"), line
     assert [r.stage for r in Store(db).list_runs()] == ["fit"]  # nothing recorded

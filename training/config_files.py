@@ -12,6 +12,20 @@ from ortholab.errors import ConfigError
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the checkout, or site-packages/ortholab: configs/ beside
 
 
+def long_config_flags(argv: list[str]) -> list[str]:
+    """`argv` with LightningCLI's short `-c FILE` (`-c=FILE`, `-cFILE`) written as `--config FILE`, so that every
+    check of the config files given sees it: `-c` once went round `--run ID`'s refusal of a second checkpoint."""
+    out = []
+    for arg in argv:
+        if arg == "-c":
+            out.append("--config")
+        elif arg.startswith("-c") and not arg.startswith("--") and len(arg) > 2:
+            out.append("--config=" + arg[3:] if arg.startswith("-c=") else "--config=" + arg[2:])
+        else:
+            out.append(arg)
+    return out
+
+
 def config_arguments(argv: list[str]):
     """(index of the value in argv, whether it is `--config=VALUE`, the value) for each `--config` given."""
     for i, arg in enumerate(argv):

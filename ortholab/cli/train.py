@@ -54,8 +54,10 @@ def main(argv: list[str], given: bool) -> None:
     if argv[0] in EVALUATING and ("--help" in argv or "-h" in argv):  # Lightning's help knows only --config
         shown = EVALUATE_HELP if argv[0] == "predict" else EVALUATE_HELP.replace(PREDICT_ONLY, "")
         print(shown.replace("predict", argv[0]) + "\n", flush=True)
-    from ortholab.training.config_files import check_config_files, packaged_configs
+    from ortholab.training.config_files import check_config_files, long_config_flags, packaged_configs
 
+    if (long := long_config_flags(argv)) != argv:  # `-c FILE` is `--config FILE` to every check below
+        given, argv = True, long
     check_config_files(argv)  # before torch's and Lightning's imports (~5 s): a config file's mistake is told at once
     if not given:  # the console script: a training process (ortholab/cli/main.py)
         from ortholab.training.subnormals import flush_subnormals
@@ -379,7 +381,8 @@ def run_arguments(argv: list[str]) -> list[str]:
         if known.checkpoint not in RUN_CHECKPOINTS:  # a file of one's own: one line if it is none (a config.yaml)
             from ortholab.training.checkpoint_files import check_checkpoint_file
 
-            check_checkpoint_file(checkpoint, said=f"--checkpoint {checkpoint}")
+            resolved = "" if str(checkpoint) == known.checkpoint else f" ({checkpoint})"  # a name in its folder
+            check_checkpoint_file(checkpoint, said=f"--checkpoint {known.checkpoint}{resolved}")
         extra += ["--ckpt_path", str(checkpoint)]
     if known.name is None:
         extra += ["--name", run.name]
