@@ -56,9 +56,8 @@ def main(argv: list[str], given: bool) -> None:
         print(shown.replace("predict", argv[0]) + "\n", flush=True)
     from ortholab.training.config_files import check_config_files, long_config_flags, packaged_configs
 
-    if (long := long_config_flags(argv)) != argv:  # `-c FILE` is `--config FILE` to every check below
-        given, argv = True, long
-    check_config_files(argv)  # before torch's and Lightning's imports (~5 s): a config file's mistake is told at once
+    long = long_config_flags(argv)  # `-c FILE` is `--config FILE` to every check below
+    check_config_files(long)  # before torch's and Lightning's imports (~5 s): a config file's mistake is told at once
     if not given:  # the console script: a training process (ortholab/cli/main.py)
         from ortholab.training.subnormals import flush_subnormals
 
@@ -69,7 +68,7 @@ def main(argv: list[str], given: bool) -> None:
     from ortholab.user_errors import user_error
 
     typed = argv  # as the user wrote it, for saying where a refused key was given
-    prepared = merge_deep_mapping_flags(task_short_names(resume_arguments(run_arguments(packaged_configs(argv)))))
+    prepared = merge_deep_mapping_flags(task_short_names(resume_arguments(run_arguments(packaged_configs(long)))))
     # --data.class_path mnist: the task's class; --model.optimizers.other.lr: that option, not the whole group
     if prepared != argv:
         given, argv = True, prepared
