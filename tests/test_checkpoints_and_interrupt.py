@@ -121,20 +121,19 @@ def test_a_fit_whose_last_steps_no_validation_followed_keeps_them_in_last_ckpt(t
     assert last["global_step"] == steps
 
 
-def test_ctrl_c_stops_with_exit_130_an_interrupted_run_and_a_checkpoint(tmp_path):
+def fit_signalled(tmp_path, step, *extra):
+    """A tiny fit (validation after steps 3, 6, 9 and 12) with `extra` flags that sends itself SIGINT after optimizer
+    step `step`: the finished process and its store's URL."""
     db = f"sqlite:///{tmp_path / 'runs.db'}"
+    flags = ["--trainer.callbacks+=faults.SignalAt", f"--trainer.callbacks.step={step}"]
     stopped = ortholab(
-        tmp_path,
-        "fit",
-        "--config",
-        DEMO,
-        *RUN,
-        "--db",
-        db,  # SIGINT to itself after step 5
-        "--trainer.callbacks+=faults.SignalAt",
-        "--trainer.callbacks.step=5",
-        "--trainer.callbacks.signal_name=SIGINT",
+        tmp_path, "fit", "--config", DEMO, *RUN, "--db", db, *extra, *flags, "--trainer.callbacks.signal_name=SIGINT"
     )
+    return stopped, db
+
+
+def test_ctrl_c_stops_with_exit_130_an_interrupted_run_and_a_checkpoint(tmp_path):
+    stopped, db = fit_signalled(tmp_path, 5)
     assert stopped.returncode == 128 + signal.SIGINT == 130, stopped.stderr
     assert "Interrupted by SIGINT" in stopped.stdout and "--resume" in stopped.stdout
     assert "Traceback" not in stopped.stderr and "KeyboardInterrupt" not in stopped.stderr
@@ -275,19 +274,7 @@ def test_ctrl_c_between_validations_stops_without_validating_the_cut_short_inter
     """Lightning validates when a fit is told to stop; after a Ctrl-C that is a whole validation pass (minutes for a
     uRNN on adding T = 750) with the run already `interrupted` and the terminal silent. The resumed run trains on
     from that step and validates on its own schedule, so the stop skips that pass; one due at that step still runs."""
-    db = f"sqlite:///{tmp_path / 'runs.db'}"
-    stopped = ortholab(
-        tmp_path,
-        "fit",
-        "--config",
-        DEMO,
-        *RUN,
-        "--db",
-        db,  # validation after steps 3, 6, 9 and 12
-        "--trainer.callbacks+=faults.SignalAt",
-        f"--trainer.callbacks.step={at_step}",
-        "--trainer.callbacks.signal_name=SIGINT",
-    )
+    stopped, db = fit_signalled(tmp_path, at_step)
     assert stopped.returncode == 130, stopped.stderr
     store = Store(db)
     (run,) = store.list_runs()
@@ -299,19 +286,7 @@ def test_a_ctrl_c_at_a_step_with_a_validation_due_keeps_that_validation_and_its_
     """The validation due at the stop's step runs; its checkpoints are written after it, as at any validation: the
     stop's own last.ckpt was written before it, with Lightning told the step was saved, so a best-step file of that
     validation was never written, and the resume (from before it) removed its points and did not validate again."""
-    db = f"sqlite:///{tmp_path / 'runs.db'}"
-    stopped = ortholab(
-        tmp_path,
-        "fit",
-        "--config",
-        DEMO,
-        *RUN,
-        "--db",
-        db,  # validation after steps 3, 6, 9 and 12
-        "--trainer.callbacks+=faults.SignalAt",
-        "--trainer.callbacks.step=6",
-        "--trainer.callbacks.signal_name=SIGINT",
-    )
+    stopped, db = fit_signalled(tmp_path, 6)
     assert stopped.returncode == 130, stopped.stderr
     store = Store(db)
     (run,) = store.list_runs()
@@ -330,21 +305,7 @@ def test_a_ctrl_c_at_a_step_with_a_validation_due_keeps_that_validation_and_its_
 def test_ctrl_c_before_min_steps_stops_the_run_there(tmp_path):
     """Lightning ignores a stop until `trainer.min_steps` is met: a SIGINT (or a scheduler's SIGTERM) at step 5 of a
     run with min_steps 12 left it training on, marked `interrupted`, to step 12. The stop stands over it."""
-    db = f"sqlite:///{tmp_path / 'runs.db'}"
-    stopped = ortholab(
-        tmp_path,
-        "fit",
-        "--config",
-        DEMO,
-        *RUN,
-        "--db",
-        db,
-        "--trainer.min_steps",
-        "12",
-        "--trainer.callbacks+=faults.SignalAt",
-        "--trainer.callbacks.step=5",
-        "--trainer.callbacks.signal_name=SIGINT",
-    )
+    stopped, db = fit_signalled(tmp_path, 5, "--trainer.min_steps", "12")
     assert stopped.returncode == 130, stopped.stderr
     (run,) = Store(db).list_runs()
     assert (run.status, run.steps) == ("interrupted", 5) and run.reason.startswith("SIGINT at step 5")
