@@ -601,12 +601,18 @@ def test_a_row_with_several_seeds_links_every_seeds_curves(tmp_path, monkeypatch
     ids = []
     for seed in (2, 1, 3):  # trained out of seed order: the link lists the chosen (latest) run, then seed order
         tags = ["paper:toy_figure2/adding_lstm", f"seed:{seed}"]
-        run = store.create_run(name=f"s{seed}", family="lstm", task="adding", tags=tags)
+        run = store.create_run(
+            name=f"s{seed}", family="lstm", task="adding", tags=tags, main_metric="val/loss", baseline=1 / 6
+        )
         store.log_metrics(run, {"val/loss": 0.1 * seed}, step=10)
         store.set_status(run, "finished")
         ids.append(run)
     frame = open_page(store, monkeypatch, "papers").dataframe[0].value
     assert frame["run"][0] == f"curves?run={ids[2]}&run={ids[1]}&run={ids[0]}"
+    # the seeds' aggregate as the report writes it: seed 1 alone ends beyond the baseline 1/6 (0.1 < 0.15)
+    item = published.reproductions(store, published.load_table(tables_dir / "toy_figure2.yaml"))[0]
+    assert frame["seeds"][0] == published.seeds_text(item), frame["seeds"][0]
+    assert frame["seeds"][0].startswith("1/3 seeds end beyond the baseline (first beyond at steps 10, -, -)")
 
 
 def test_an_unreachable_store_is_one_error_on_the_page(monkeypatch):

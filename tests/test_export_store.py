@@ -121,7 +121,10 @@ def test_an_exports_store_is_read_as_it_is_and_refused_to_writers(tmp_path, monk
     assert "mine" in Store(f"sqlite:///{tmp_path / 'one' / 'mine.db'}", access="read").get_run(6).tags
 
 
-def test_the_dashboard_reads_the_exported_store_in_a_read_only_folder_without_writing(tmp_path, monkeypatch):
+@pytest.mark.parametrize("read_only", [True, False], ids=["read-only-folder", "writable-folder"])
+def test_the_dashboard_reads_the_exported_store_without_writing(tmp_path, monkeypatch, read_only):
+    """In a read-only folder (a checkout's docs/results/ on a shared mount) and in a writable one (a clone), the
+    store's file and its folder are the same after the dashboard read them: no journal, no WAL file, no change."""
     from streamlit.testing.v1 import AppTest
     from test_dashboard_app import APP_MAIN
 
@@ -129,7 +132,8 @@ def test_the_dashboard_reads_the_exported_store_in_a_read_only_folder_without_wr
     main(["report", "demo_table9", "--db", db, "--export", str(tmp_path / "out")])
     folder = tmp_path / "out"
     before = {p.name: _digest(p) for p in folder.iterdir()}
-    folder.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    if read_only:
+        folder.chmod(stat.S_IRUSR | stat.S_IXUSR)
     try:
         monkeypatch.setenv("ORTHOLAB_DB", f"sqlite:///{folder / 'runs.db'}")
         at = AppTest.from_file(APP_MAIN, default_timeout=60)

@@ -980,7 +980,9 @@ def test_estimate_times_a_step_plan_and_an_epoch_plan_without_touching_the_store
     rows[1]["args"] = ["--trainer.max_steps", "-1", "--trainer.max_epochs", "3", "--trainer.val_check_interval", "1.0"]
     _use_tables(tmp_path, monkeypatch, toy_figure1=_toy("val/loss", rows))
     monkeypatch.chdir(tmp_path)
-    main(["reproduce", "toy_figure1", "--estimate", "--db", f"sqlite:///{tmp_path / 'mine.db'}", *small])
+    main(
+        ["reproduce", "toy_figure1", "--estimate", "--seeds", "3", "--db", f"sqlite:///{tmp_path / 'mine.db'}", *small]
+    )
     out, err = capsys.readouterr()
     lines = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("toy_figure1/")}
     # each timed row was also printed (stderr) as soon as it was timed, after its "timing" line and before the next
@@ -1003,6 +1005,10 @@ def test_estimate_times_a_step_plan_and_an_epoch_plan_without_touching_the_store
     step_s, evaluation_s = float(epochs[6]), float(epochs[8])
     assert evaluation_s >= 0 and float(epochs[-1]) == pytest.approx(3 * (80 * step_s + evaluation_s) / 3600, abs=0.006)
     assert "paper:toy_figure1/none: no config" in out
+    # --seeds 3: each timed row three times over (the rows' hours as printed, each to 3 digits)
+    (total,) = [line for line in out.splitlines() if line.startswith("with 3 seeds per row: ")]
+    assert total.endswith(" hours in all, one run at a time"), total
+    assert float(total.split()[5]) == pytest.approx(3 * (hours + float(epochs[-1])), rel=0.01, abs=0.0003)
     assert "a step: seconds a training step" in out and out.strip().splitlines()[-1] == (
         "reproduce: 2 timed, 0 failed, 1 skipped"  # nothing was trained: its rows were timed
     )

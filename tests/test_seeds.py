@@ -9,6 +9,7 @@ import pytest
 import yaml
 from test_reproduce import TABLE, _write
 
+from ortholab.app.export import csv_lines
 from ortholab.cli.main import main
 from ortholab.cli.row_claims import claim_key
 from ortholab.db import Store, published
@@ -74,6 +75,71 @@ def test_the_report_aggregates_a_rows_seeds_as_numpy_does(tmp_path):
     item = reproductions(store, table)[0]
     assert len(item.seeds) == 5 and item.spread.n == 3 and item.spread.mean == pytest.approx(best.mean())
     assert "1 still training; 1 stopped before its end" in markdown_report(store, {"demo_table9": table})
+
+
+@pytest.mark.parametrize(
+    "lasts, says",
+    [
+        ({1: 0.975, 2: 0.985, 3: 0.98}, "within"),  # 98.1 between 97.5 and 98.5
+        ({1: 0.982, 2: 0.984, 3: 0.986}, "above by 1.5 sd"),  # mean 98.4, sd 0.2: (98.4 - 98.1) / 0.2
+        ({1: 0.975, 2: 0.976, 3: 0.977}, "below by 5.0 sd"),  # mean 97.6, sd 0.1: (98.1 - 97.6) / 0.1
+    ],
+)
+def test_the_three_verdicts_from_a_store(tmp_path, lasts, says):
+    """The published 98.1 inside the seeds' range, above it and below it, each from runs in a real SQLite file."""
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    table = load_table(_write(tmp_path, {**TABLE, "metric": "val/acc"}))
+    _fits(store, table.rows[0], {seed: [0.5, last] for seed, last in lasts.items()})
+    item = reproductions(store, table)[0]
+    assert item.spread.verdict == says and seeds_text(item).endswith(says)
+
+
+def test_the_values_chosen_on_validation_are_aggregated_beside_the_best_as_numpy_does(tmp_path):
+    """The papers' protocol reads the best test accuracy over the epochs; the checkpoint chosen on validation gives
+    another value per seed. Both spreads are shown (report, Papers page) and each has its line in report.csv."""
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    table = load_table(_write(tmp_path, TABLE))  # test/acc, scale 100, published 98.1
+    mnist = table.rows[0]
+    # per seed (val, test) at three validations: the best test is not always at the best validation
+    points = {
+        1: [(0.95, 0.962), (0.97, 0.965), (0.96, 0.971)],
+        2: [(0.96, 0.958), (0.98, 0.979), (0.97, 0.975)],
+        3: [(0.97, 0.97), (0.96, 0.978), (0.95, 0.974)],
+    }
+    for seed, series in points.items():
+        run = store.create_run(
+            name="r", family="scornn", task="mnist", tags=[mnist.tag, f"seed:{seed}"], main_metric="val/acc"
+        )
+        for k, (val, test) in enumerate(series):
+            store.log_metrics(run, {"val/acc": val, "test/acc": test}, step=99 + 100 * k)
+        store.set_status(run, "finished")
+    best = np.array([100 * max(t for _, t in s) for s in points.values()])
+    chosen = np.array([100 * max(s)[1] for s in points.values()])  # the test point of each seed's best validation
+    item = reproductions(store, table)[0]
+    assert [s.selected for s in item.seeds] == pytest.approx(list(chosen))
+    selected = item.selected_spread
+    assert (selected.n, selected.mean, selected.std, selected.low, selected.high) == (
+        3,
+        pytest.approx(chosen.mean()),
+        pytest.approx(chosen.std(ddof=1)),
+        pytest.approx(chosen.min()),
+        pytest.approx(chosen.max()),
+    )
+    assert selected.verdict == f"below by {(98.1 - chosen.mean()) / chosen.std(ddof=1):.1f} sd"
+    text = seeds_text(item)
+    assert text == (
+        f"3 seeds: {best.mean():.4g} ± {best.std(ddof=1):.2g} ({best.min():.4g}–{best.max():.4g}), "
+        f"{item.spread.verdict}; chosen on validation: {chosen.mean():.4g} ± {chosen.std(ddof=1):.2g} "
+        f"({chosen.min():.4g}–{chosen.max():.4g}), {selected.verdict}"
+    ), text
+    lines = csv_lines(store, {table.id: table}, {table.id: reproductions(store, table)})
+    (row,) = [line for line in lines if line["kind"] == "row" and line["row"] == mnist.row]
+    (line,) = [line for line in lines if line["kind"] == "selected"]  # only the row whose seeds have them
+    assert line["row"] == mnist.row and line["seeds_n"] == 3 and line["spread_verdict"] == selected.verdict
+    assert [float(line[k]) for k in ("mean", "std", "min", "max")] == pytest.approx(
+        [chosen.mean(), chosen.std(ddof=1), chosen.min(), chosen.max()]
+    )
+    assert float(row["mean"]) == pytest.approx(best.mean()) and row["seeds"] == text
 
 
 @pytest.mark.parametrize(
