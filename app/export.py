@@ -1,15 +1,15 @@
 """`ortholab report --export DIR`: the published-vs-reproduced tables and one curve plot per paper table/figure.
 
 Writes report.md (the tables of `ortholab report`), report.csv (per row one `row` line with the seeds' aggregate, a
-`selected` line with that of their values chosen on validation where they have them, and one `seed` line per seed,
-each with its run, the commit, machine and command that trained it), for each table with a recorded run
-`<table>.png` (matplotlib, for documents) and `<table>.html` (plotly, interactive, with plotly.min.js beside it so
-that it opens offline): per row its run's curve of the row's metric over training steps (several seeds: their mean,
-min-max band and each seed thin), the task's baseline dotted and the published value dash-dotted, one panel per
-setting and metric (scoRNN Figure 1: T = 1000 left, T = 2000 right); runs.db, the runs behind the numbers as a store
-of their own (db/extract.py), from which the same report.md and report.csv are written again; and export.txt: the
-command, date, commit, machine and store that wrote them. Every file is written under a temporary name and renamed,
-so none looks complete unless it is.
+`selected` line with that of their values chosen on validation where two or more seeds have them, and one `seed`
+line per seed, each with its run, the commit, machine and command that trained it), for each table with a recorded
+run `<table>.png` (matplotlib, for documents) and `<table>.html` (plotly, interactive, with plotly.min.js beside it
+so that it opens offline): per row its run's curve of the row's metric over training steps (several seeds: their
+mean, min-max band and each seed thin), the task's baseline dotted and the published value dash-dotted, one panel
+per setting and metric (scoRNN Figure 1: T = 1000 left, T = 2000 right); runs.db, the runs behind the numbers as a
+store of their own (db/extract.py), from which the same report.md and report.csv are written again; and export.txt:
+the command, date, commit, machine and store that wrote them. Every file is written under a temporary name and
+renamed, so none looks complete unless it is.
 """
 
 from __future__ import annotations
@@ -395,7 +395,7 @@ def _aggregate(spread: Spread | None) -> dict:
 
 def csv_lines(store: Store, tables: dict[str, PaperTable], found: dict[str, list[Reproduction]]) -> list[dict]:
     """Per row one `row` line (the report's columns and the seeds' aggregate), a `selected` line (the aggregate of
-    the seeds' test values at the checkpoints chosen on validation) where they have them, and one `seed` line per
+    the seeds' test values at the checkpoints chosen on validation) where two or more have them, and one `seed` line per
     seed (its run, value, the commit, machine and command that trained it)."""
     lines = []
     for table in tables.values():
@@ -409,7 +409,7 @@ def csv_lines(store: Store, tables: dict[str, PaperTable], found: dict[str, list
                     **(run_provenance(store, item.fit.id) if item.fit else {}),
                 }
             )
-            if item.selected_spread is not None and item.selected_spread.n:  # the seeds measured test every epoch
+            if item.selected_spread is not None and item.selected_spread.n > 1:  # as the report's seeds cell
                 selected = _aggregate(item.selected_spread)
                 lines.append({"table": table.id, "kind": "selected", "row": item.row.row, **selected})
             for seed in item.seeds:
