@@ -1,5 +1,7 @@
 """A fit keeps the best checkpoint by the task's main metric; Ctrl-C stops it cleanly with exit code 130."""
 
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -140,6 +142,13 @@ def test_ctrl_c_stops_with_exit_130_an_interrupted_run_and_a_checkpoint(tmp_path
     store = Store(db)
     (run,) = store.list_runs()
     assert run.status == "interrupted" and run.reason.startswith("SIGINT at step 5")
+    # the way on, as typed: this installation's console script (its path when PATH lacks it), the run, its store
+    (command,) = re.findall(r"continue with `([^`]+)`", stopped.stdout)
+    program, rest = command.split(" ", 1)
+    script = Path(sys.executable).parent / "ortholab"  # bare only where PATH finds this very script
+    on_path = shutil.which("ortholab") is not None and Path(shutil.which("ortholab")).resolve() == script.resolve()
+    assert program == ("ortholab" if on_path or not script.exists() else str(script)), command
+    assert rest == f"fit --resume {run.id} --db '{db}'", command
     last = Path(store.get_run(run.id).run_dir) / "checkpoints" / "last.ckpt"
     assert torch.load(last, weights_only=False)["global_step"] == 5
 

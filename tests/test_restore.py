@@ -46,7 +46,10 @@ def test_a_restored_export_goes_on_to_the_same_training(exported, reference, tmp
     assert restored.returncode == 0, restored.stderr
     said = restored.stdout
     assert f"into {runs_root / 'ortholab.db'}, with the run folders of 1." in said and "recorded under" not in said
-    assert f"Unfinished, with their checkpoints: {run_id}. Continue with `ORTHOLAB_RUNS={runs_root} ortholab" in said
+    assert (
+        f"Unfinished, with their checkpoints: {run_id}. Continue with `export ORTHOLAB_RUNS={runs_root}`, then "
+        f"`ortholab fit --resume {run_id}`." in said
+    )  # no paper row's run: no `reproduce` to offer
     assert (run_dir / "checkpoints" / "last.ckpt").is_file()
     url = f"sqlite:///{runs_root / 'ortholab.db'}"  # the restored store names itself the folder's writer
     facts = folder_lock.written_by(run_dir)
@@ -130,7 +133,7 @@ def test_a_run_restored_into_another_runs_folder_goes_on_there_from_its_checkpoi
     restored = ortholab(tmp_path, "restore", str(export), "--runs-dir", str(new_root))
     assert restored.returncode == 0, restored.stderr
     assert f"The folders of 1 run, recorded under {old_root}, are now recorded under {new_root} " in (restored.stdout)
-    assert f"`ORTHOLAB_RUNS={new_root} ortholab fit --resume ID`" in restored.stdout
+    assert f"`export ORTHOLAB_RUNS={new_root}`, then `ortholab fit --resume {run.id}`." in restored.stdout
     run_dir = new_root / Path(trained_in).relative_to(old_root)
     url = f"sqlite:///{new_root / 'ortholab.db'}"
     moved = Store(url, access="read").get_run(run.id)
@@ -390,3 +393,28 @@ def test_a_journal_left_by_a_restore_killed_outright_is_not_replayed_onto_the_ne
         assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     check.close()
     assert sorted(path.name for path in target.iterdir()) == ["ortholab.db", "store-0a1b2c3d"]
+
+
+@pytest.mark.parametrize(
+    "tags, then",
+    [
+        (
+            {3: ["paper:scurnn_figure5/adding-T750_eurnn_n512"]},
+            "`ortholab reproduce scurnn_figure5 --resume` (a paper's",
+        ),
+        ({3: ["paper:a_table/r1"], 5: ["paper:b_table/r2", "seed:2"]}, "`ortholab reproduce --resume` (a paper's"),
+        ({3: ["mine"], 5: []}, "`ortholab fit --resume ID`."),
+    ],
+)
+def test_the_way_on_names_the_table_and_keeps_the_store_for_later_commands(tmp_path, capsys, tags, then):
+    """The unfinished runs' own table (several: every table); `export`, not a one-command setting, which the hints
+    of later commands (`continue with ortholab fit --resume 3`) would leave out and so name ./runs."""
+    from types import SimpleNamespace
+
+    from ortholab.cli.restore import _say_restored
+
+    runs = {i: SimpleNamespace(tags=t) for i, t in tags.items()}
+    root = tmp_path / "runs here"  # a space: quoted for the shell
+    _say_restored(tmp_path / "runs.db", root, runs, dict.fromkeys(runs), sorted(runs), {}, {})
+    said = capsys.readouterr().out
+    assert f"Continue with `export ORTHOLAB_RUNS='{root}'`, then {then}" in said, said

@@ -640,7 +640,7 @@ class OrthoLabCLI(LightningCLI):
                 where, said = db_flag(self.trainer.loggers[0].store.url)
                 print(
                     f"Interrupted by {interrupt.requested}; checkpoint saved, continue with "
-                    f"`ortholab fit --resume {self.trainer.loggers[0].version}{where}`{said}."
+                    f"`{console_command()} fit --resume {self.trainer.loggers[0].version}{where}`{said}."
                 )
             sys.exit(128 + int(getattr(signal, interrupt.requested)))
 

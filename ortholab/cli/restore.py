@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import sqlite3
 from pathlib import Path
@@ -220,10 +221,20 @@ def _say_restored(copy: Path, root: Path, runs: dict, checkpointed: dict, going_
             f"keeps the folder it trained in (`ortholab runs show ID`)."
         )
     if going_on:
+        # exported, not set for one command: the hints later commands print leave out the store the shell's
+        # $ORTHOLAB_RUNS names, so a one-command setting left them naming ./runs
+        tables = sorted({t.split("/")[0].removeprefix("paper:") for i in going_on for t in runs[i].tags if _row(t)})
+        fit = f"`ortholab fit --resume {going_on[0] if len(going_on) == 1 else 'ID'}`"
+        table = f" {tables[0]}" if len(tables) == 1 else ""  # several: `reproduce --resume` continues every table
+        rows = f"`ortholab reproduce{table} --resume` (a paper's rows) or " if tables else ""
         print(
             f"Unfinished, with their checkpoints: {', '.join(map(str, going_on))}. Continue with "
-            f"`ORTHOLAB_RUNS={root} ortholab reproduce TABLE --resume` (a paper's rows) or "
-            f"`ORTHOLAB_RUNS={root} ortholab fit --resume ID`."
+            f"`export ORTHOLAB_RUNS={shlex.quote(str(root))}`, then {rows}{fit}."
         )
     else:
         print("No unfinished run among them: the store takes new runs and seeds beside these.")
+
+
+def _row(tag: str) -> bool:
+    """A `paper:TABLE/ROW` tag: the run is a paper row's, which `reproduce TABLE --resume` continues."""
+    return tag.startswith("paper:") and "/" in tag
