@@ -3,6 +3,8 @@ lost. The docs' bad-input table (docs/troubleshooting.md) lists every case with 
 last test here)."""
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -471,6 +473,31 @@ def test_a_mistyped_config_name_is_answered_with_the_installed_config_it_resembl
     assert "copying_scornm.yaml: no such file; did you mean configs/demo/copying_scornn.yaml?" in line
     line = fails(tmp_path, monkeypatch, capsys, "--config", str(tmp_path / "zzz.yaml"))  # nothing near it
     assert "zzz.yaml: no such file; give a YAML config" in line
+    line = fails(tmp_path, monkeypatch, capsys, "--config", str(tmp_path))
+    assert f"--config {tmp_path}: not a file; give a YAML config" in line
+
+
+def test_a_missing_config_is_told_before_torch_and_lightning_load_and_inline_yaml_still_reads(tmp_path):
+    """`fit --config nosuch.yaml` waited for Lightning's import (5 s here) to be told the file is not there; an
+    inline mapping (`--config '{trainer: ...}'`, which jsonargparse reads as YAML) is no file and still trains."""
+    told = subprocess.run(
+        [sys.executable, "-c", EARLY, "fit", "--config", "nosuch.yaml"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert told.stderr.splitlines()[-1].startswith(f"ortholab: error: --config {tmp_path / 'nosuch.yaml'}: no such")
+    assert told.stdout.split() == ["2", "False", "False"], (told.stdout, told.stderr)  # exit 2, neither imported
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    inline = ["--config", "{trainer: {max_steps: 2}}", "--runs_dir", str(tmp_path / "runs"), "--db", db]
+    main(["fit", "--config", DEMO, *TINY, *inline])
+    assert [r.steps for r in Store(db, access="read").list_runs()] == [2]
+
+
+EARLY = """import sys
+from ortholab.cli.main import main
+try:
+    main(sys.argv[1:])
+except SystemExit as stop:
+    print(stop.code, "torch" in sys.modules, "lightning" in sys.modules)
+"""
 
 
 @pytest.mark.parametrize(

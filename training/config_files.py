@@ -3,6 +3,7 @@ file otherwise), and `configs/...` names resolved to the configs installed with 
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 import yaml
@@ -110,7 +111,9 @@ def check_config_files(argv: list[str]) -> None:
     for _, _, value in config_arguments(argv):
         path = Path(value)
         if not path.is_file():
-            continue  # jsonargparse reports a missing file itself; a packaged name is resolved later
+            if not config_file(value).is_file() and not _inline_mapping(value):  # told before the imports
+                raise ConfigError(missing_config(str(path.absolute()), not path.exists()))
+            continue  # an installed config's name (packaged_configs resolves it), or YAML given inline
         fix = "a config is a YAML mapping of model:, data: and trainer: (see configs/demo/copying_scornn.yaml)"
         try:
             check_alias_expansion(path, path.read_text(encoding="utf-8"))  # before anything expands the aliases
@@ -171,6 +174,29 @@ def config_file(path: str) -> Path:
     if not Path(path).exists() and Path(path).parts[:1] == ("configs",) and installed.is_file():
         return installed
     return Path(path)
+
+
+def _inline_mapping(value: str) -> bool:
+    """`--config '{trainer: {max_steps: 5}}'`: jsonargparse reads a value that is no file as YAML."""
+    try:
+        return isinstance(yaml.safe_load(value), dict)
+    except yaml.YAMLError:
+        return False
+
+
+def missing_config(path: str, missing: bool) -> str:
+    """'--config PATH: no such file; did you mean configs/demo/copying_scornn.yaml? give a YAML config ...'."""
+    return (
+        f"--config {path}: {'no such file' if missing else 'not a file'}; {_config_meant(path)}give a YAML config "
+        f"(`ortholab list configs` shows the installed ones)"
+    )
+
+
+def _config_meant(given: str) -> str:
+    """'did you mean configs/demo/copying_scornn.yaml? ' for a mistyped config's name, else ''."""
+    by_name = {p.name: str(p.relative_to(PACKAGE_ROOT)) for p in sorted((PACKAGE_ROOT / "configs").rglob("*.yaml"))}
+    close = difflib.get_close_matches(Path(given).name, by_name, n=1, cutoff=0.8)
+    return f"did you mean {by_name[close[0]]}? " if close else ""
 
 
 def packaged_configs(argv: list[str]) -> list[str]:

@@ -11,13 +11,12 @@ import math
 import re
 import sys
 import typing
-from pathlib import Path
 
 import yaml
 
 from ortholab import aliases
 from ortholab.datamodules import TASKS, task_class_path
-from ortholab.training.config_files import config_file
+from ortholab.training.config_files import config_file, missing_config
 
 
 def _known_keys(parser) -> list[str]:
@@ -289,15 +288,6 @@ def _no_such_class(key: str, path: str, argv: list[str]) -> str:
     return f"{key} names {path!r}{f' ({where})' if where else ''}, which {module} does not hold{hint}"
 
 
-def _config_meant(given: str) -> str:
-    """'did you mean configs/demo/copying_scornn.yaml? ' for a mistyped config's name, else ''."""
-    from ortholab.training.config_files import PACKAGE_ROOT
-
-    by_name = {p.name: str(p.relative_to(PACKAGE_ROOT)) for p in sorted((PACKAGE_ROOT / "configs").rglob("*.yaml"))}
-    close = difflib.get_close_matches(Path(given).name, by_name, n=1, cutoff=0.8)
-    return f"did you mean {by_name[close[0]]}? " if close else ""
-
-
 COMMAND_FLAGS = {"fit": ["resume"], "validate": [], "test": [], "predict": ["run", "checkpoint"]}  # cli/train.py's own
 
 
@@ -351,11 +341,7 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
         )
     config_file = re.search(r'Parser key "config": (File does not exist|Path is not a file): \'(.*)\'', message)
     if config_file:
-        why = "no such file" if config_file.group(1).startswith("File") else "not a file"
-        return (
-            f"--config {config_file.group(2)}: {why}; {_config_meant(config_file.group(2))}give a YAML config "
-            f"(`ortholab list configs` shows the installed ones)"
-        )
+        return missing_config(config_file.group(2), config_file.group(1).startswith("File"))
     task_option = re.search(r"class_path '([\w.]+)':\s*(?:Option|Key) '([^']+)' is not (?:accepted|expected)", message)
     listed = re.match(r'Parser key "([^"]+)"', message)  # before `denied`: jsonargparse also tries lightning.Callback
     if task_option and listed and listed.group(1) in LISTS:
