@@ -738,4 +738,11 @@ def markdown_report(
         out += [_markdown_line(lines[0], widths), rule, *(_markdown_line(cells, widths) for cells in lines[1:]), ""]
     if hidden:
         out.append(f"{hidden} of {total} rows not yet run are not shown (--all shows every row)")
+    if hidden and hidden == total:  # a new store (after the demo): where rows come from, and runs to read now
+        where = (
+            "A row fills in once `ortholab reproduce TABLE` trains it (`--scale cpu-smoke`: 40 steps a row, to see "
+            "each one run); the runs behind the README's results come with a checkout: `ortholab report TABLE --db "
+            "docs/results/DIR/runs.db` (`ortholab reproduce --list` names the tables)"
+        )
+        out.append(textwrap.fill(where, width, break_on_hyphens=False) if width else where)
     return "\n".join(out)

@@ -285,6 +285,12 @@ def test_a_tables_list_and_the_report_show_what_was_asked_in_lines_of_120_column
     assert report.startswith("### toy_figure1: ")  # each table under the id `report TABLE` takes
     assert "| ran |" in report and "never_ran" not in report and "elsewhere" not in report
     assert "2 of 3 rows not yet run are not shown (--all shows every row)" in report
+    assert "A row fills in once" not in report  # said only where no row has run
+    Store(empty := f"sqlite:///{tmp_path / 'new.db'}")  # a store the demo made: runs, none of a paper's row
+    main(["report", "--db", empty])
+    nothing = capsys.readouterr().out
+    assert "3 of 3 rows not yet run are not shown" in nothing and widest(nothing) <= 120
+    assert "A row fills in once `ortholab reproduce TABLE` trains it" in nothing.replace("\n", " ")
     assert "…" in report and widest(report) <= 120
     assert report.strip().splitlines()[-1] == "(cells ending in … are cut to fit 120 columns; --wide shows them whole)"
     every = out("report", "--all")
