@@ -140,6 +140,6 @@ def count_from_fraction(value: int | float, n: int, key: str) -> int:
     if not 0 <= value <= n:
         raise ConfigError(
             f"model.family_args.{key} = {value} must lie between 0 and hidden_size = {n}; "
-            f"lower it or raise model.hidden_size"
+            + ("lower it or raise model.hidden_size" if value > n else "give a count of 0 or more")
         )
     return value

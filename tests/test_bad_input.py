@@ -49,6 +49,7 @@ def fails(tmp_path, monkeypatch, capsys, *args, db=None):
             "unknown config key model.hiden_size (on the command line); did you mean model.hidden_size?",
         ),
         (["--trainer.max_stesp", "5"], "did you mean trainer.max_steps?"),
+        (["--confg", "x.yaml"], "unknown config key confg (on the command line); did you mean --config?"),  # a flag
         # first-hour review: `--model.help` (as `--data.help copying`) got "did you mean model.task.help?"
         (["--model.help"], "--model.help: the model's options are the --model.* lines of `ortholab fit --help`"),
         (["--trainer.help"], "--trainer.help: the trainer's options (Lightning's Trainer) are the --trainer.* lines"),

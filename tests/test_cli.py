@@ -195,6 +195,14 @@ def test_version_names_the_package_and_the_checkout_commit(capsys):
     assert (f"(commit {commit()})" in line) == (commit() is not None)
 
 
+def test_the_top_level_help_names_how_a_stopped_run_goes_on(capsys):
+    """First-hour review: `ortholab --help` named `fit --config` only; `fit --resume ID` was found in reproduce's."""
+    main(["--help"])
+    out = capsys.readouterr().out
+    assert "  fit --resume ID [--key value ...]\n" in out
+    assert "continue a stopped run from its last checkpoint, as the same run" in out
+
+
 def test_list_configs_shows_only_trainable_configs_each_described(capsys):
     main(["list", "configs", "--json"])
     rows = json.loads(capsys.readouterr().out)
@@ -273,7 +281,11 @@ BAD_INPUT = [
     ),
     (
         ["--model.family_args", "{rho: 300}"],
-        "model.family_args.rho = 300 (on the command line) must lie between 0 and hidden_size = 8",
+        "model.family_args.rho = 300 (on the command line) must lie between 0 and hidden_size = 8; lower it or raise",
+    ),
+    (
+        ["--model.family_args", "{rho: -3}"],  # "lower it" said of a negative count
+        "model.family_args.rho = -3 (on the command line) must lie between 0 and hidden_size = 8; give a count of 0",
     ),
     (["--data.seq_len", "0"], "data.seq_len (on the command line) must be a positive integer, got 0"),
     (["--model.hiden_size", "5"], "model.hiden_size"),

@@ -16,6 +16,7 @@ HELP_ENTRIES = (
         "fit|validate|test|predict --config FILE [--key value ...] [--db URL]",
         "Lightning CLI (see `ortholab fit --help`, `--print_config`)",
     ),
+    ("fit --resume ID [--key value ...]", "continue a stopped run from its last checkpoint, as the same run"),
     (
         "predict --run ID [--checkpoint best|last|PATH] [--predict_split test|val|train]",
         "a recorded run's predictions, written into a predict run linked to it",
