@@ -230,7 +230,19 @@ def test_a_baseline_row_is_marked_against_the_paper_only_once_its_run_ends(tmp_p
     store.set_status(run, "finished")  # ended below it: now judged against the paper's "at the baseline"
     report = markdown_report(store, {"demo_table9": table}, width=None)
     assert "below baseline (val/loss 0.2) ✗ (paper: at baseline)" in report
-    assert "nor before the run ends" in report
+    assert "nor before the run ends" in report and "no paper reports" not in report
+
+
+def test_a_row_no_paper_reports_is_marked_against_its_expectation_not_a_paper(tmp_path):
+    """The 2026 comparison's rows (outcome 'not reported: ...'): a ✗ said '(paper: below baseline)' of a claim no
+    paper makes; it is the comparison's own expectation."""
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    copy = {**TABLE["rows"][1], "outcome": "not reported: no paper ran it; expected at the baseline"}
+    table = load_table(_write(tmp_path, {**TABLE, "rows": [TABLE["rows"][0], copy]}))
+    _fits(store, table.rows[1], {1: [0.5, 0.2]}, "val/loss", "min", 0.5)
+    report = markdown_report(store, {"demo_table9": table}, width=None)
+    assert "below baseline (val/loss 0.2) ✗ (expected: at baseline)" in report and "(paper: " not in report
+    assert "a row no paper reports is marked against the expectation its published cell states" in report
 
 
 # Continuing a seed's stopped run trains each seed again in a process of its own (~7 s each, ~30 s a test):
