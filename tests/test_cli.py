@@ -203,6 +203,12 @@ def test_the_top_level_help_names_how_a_stopped_run_goes_on(capsys):
     assert "continue a stopped run from its last checkpoint, as the same run" in out
 
 
+def test_list_families_names_each_familys_optimizer_groups_as_words(capsys):
+    main(["list", "families"])
+    (scurnn,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("scurnn ")]
+    assert " other, recurrent, scaling " in scurnn and "[" not in scurnn.split("Scaled")[0], scurnn
+
+
 def test_list_configs_shows_only_trainable_configs_each_described(capsys):
     main(["list", "configs", "--json"])
     rows = json.loads(capsys.readouterr().out)

@@ -82,11 +82,14 @@ def table(rows: list[dict], columns: list[str], width: int | None = None) -> str
 
 
 def fmt(value) -> str:
-    """A table cell: '-' for none, 4 significant digits for a float, control characters escaped."""
+    """A table cell: '-' for none, 4 significant digits for a float, a list's items joined by commas, control
+    characters escaped."""
     if value is None:
         return "-"
     if isinstance(value, float):
         return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):  # a family's groups: 'other, recurrent', not a Python list
+        return ", ".join(map(fmt, value))
     text = str(value)  # a name recorded with a newline or a tab (older OrthoLab) stays on its row, escaped
     return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
