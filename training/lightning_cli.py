@@ -229,7 +229,9 @@ class OrthoLabCLI(LightningCLI):
             "--runs_dir",
             type=str | None,
             default=None,  # resolved when used: a printed or stored config does not pin this machine's folder
-            help="folder for run folders (checkpoints, config.yaml); default: $ORTHOLAB_RUNS, else ./runs",
+            help="folder for run folders (checkpoints, config.yaml); default: $ORTHOLAB_RUNS, else ./runs. The "
+            "store stays --db's ($ORTHOLAB_DB, else ortholab.db in $ORTHOLAB_RUNS or ./runs): move both with "
+            "$ORTHOLAB_RUNS",
         )
         parser.add_argument(
             "--resume",
