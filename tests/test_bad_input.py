@@ -476,6 +476,8 @@ def test_a_mistyped_config_name_is_answered_with_the_installed_config_it_resembl
     assert "zzz.yaml: no such file; give a YAML config" in line
     line = fails(tmp_path, monkeypatch, capsys, "--config", str(tmp_path))
     assert f"--config {tmp_path}: not a file; give a YAML config" in line
+    line = fails(tmp_path, monkeypatch, capsys, "--config", "")  # not the current folder
+    assert "--config '': no such file; give a YAML config" in line, line
 
 
 def test_a_missing_config_is_told_before_torch_and_lightning_load_and_inline_yaml_still_reads(tmp_path):

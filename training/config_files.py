@@ -112,7 +112,8 @@ def check_config_files(argv: list[str]) -> None:
         path = Path(value)
         if not path.is_file():
             if not config_file(value).is_file() and not _inline_mapping(value):  # told before the imports
-                raise ConfigError(missing_config(str(path.absolute()), not path.exists()))
+                said = str(path.absolute()) if value else "''"  # an empty value is no path of this folder
+                raise ConfigError(missing_config(said, not value or not path.exists()))
             continue  # an installed config's name (packaged_configs resolves it), or YAML given inline
         fix = "a config is a YAML mapping of model:, data: and trainer: (see configs/demo/copying_scornn.yaml)"
         try:
