@@ -423,13 +423,16 @@ def changes_the_data(key: str) -> bool:
 
 
 def config_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, list[Any]]:
-    """The dotted config keys a resume gives another value: {key: [before, after]}. Keys only one side has (added
-    or dropped by another OrthoLab version, whose commit info['code'] records) are left out."""
+    """The dotted config keys a resume gives another value: {key: [before, after]}. An optimizer option only one side
+    sets (`--model.optimizers.other.eps 1e-6` where the config left eps to Adam) has None on the other; other keys
+    only one side has (added or dropped by another OrthoLab version, whose commit info['code'] records) are left
+    out."""
     old, new = flatten(before), flatten(after)
+    keys = old.keys() & new.keys() | {k for k in old.keys() ^ new.keys() if k.startswith(provenance.OPTIMIZER_OPTIONS)}
     return {
-        key: [old[key], new[key]]
-        for key in sorted(old.keys() & new.keys())
-        if old[key] != new[key] and key.split(".")[0] not in NOT_SETTINGS
+        key: [old.get(key), new.get(key)]
+        for key in sorted(keys)
+        if old.get(key) != new.get(key) and key.split(".")[0] not in NOT_SETTINGS
     }
 
 

@@ -124,10 +124,19 @@ def details(code: dict) -> str:
     )
 
 
+OPTIMIZER_OPTIONS = "model.optimizers."  # a group's options as given: one left out takes the optimizer's default
+
+
 def changed_settings(resume: dict) -> str:
-    """The keys one resume changed, as 'key after (was before)', comma-separated; '' when it changed none."""
+    """The keys one resume changed, as 'key after (was before)', comma-separated; '' when it changed none. An
+    optimizer option one side left to the optimizer's default (None there) is 'unset'."""
+
+    def said(key: str, value) -> str:
+        return "unset" if value is None and key.startswith(OPTIMIZER_OPTIONS) else repr(value)
+
     return ", ".join(
-        f"{key} {after!r} (was {before!r})" for key, (before, after) in (resume.get("changed") or {}).items()
+        f"{key} {said(key, after)} (was {said(key, before)})"
+        for key, (before, after) in (resume.get("changed") or {}).items()
     )
 
 

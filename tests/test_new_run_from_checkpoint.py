@@ -51,3 +51,36 @@ def test_a_new_run_from_a_checkpoint_goes_on_from_its_step_without_lightnings_fo
     assert yaml.safe_load((Path(new.run_dir) / "config.yaml").read_text())["ckpt_path"] == str(last)
     main(["fit", "--resume", str(new.id), "--db", db, "--trainer.max_steps", "12"])
     assert yaml.safe_load((Path(new.run_dir) / "config.yaml").read_text())["ckpt_path"] == str(last)
+
+
+def test_a_new_run_whose_limit_the_checkpoint_reached_is_refused_before_it_is_recorded(tmp_path, monkeypatch, capsys):
+    """`fit --config F --ckpt_path C --trainer.max_steps N` with N at or below C's step restored C, trained no step
+    and recorded a run 'finished' with 0 steps, told to validate sooner; max_epochs likewise."""
+    import pytest
+
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    main(["fit", "--config", DEMO, *TINY, "--db", db])  # 6 steps of 4 an epoch: last.ckpt inside epoch 2
+    store = Store(db)
+    (run,) = store.list_runs()
+    last = Path(store.get_run(run.id).run_dir) / "checkpoints" / "last.ckpt"
+    step = torch.load(last, weights_only=False)["global_step"]
+    base = ["fit", "--config", DEMO, *TINY, "--db", db, "--ckpt_path", str(last)]
+    refusals = {
+        f"max_steps {step}": (["--trainer.max_steps", str(step)], f"give --trainer.max_steps above {step}"),
+        f"max_steps {step - 2}": (["--trainer.max_steps", str(step - 2)], f"trainer.max_steps = {step - 2} ends"),
+        "max_epochs 1": (
+            ["--trainer.max_steps", "-1", "--trainer.max_epochs", "1"],
+            "inside epoch 2 (counted from 1), and trainer.max_epochs = 1 ends training there",
+        ),
+    }
+    for case, (args, said) in refusals.items():
+        with pytest.raises(SystemExit) as stop:
+            main([*base, *args])
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and "Traceback" not in err, case
+        assert f"the checkpoint is at step {step}" in err and said in err, (case, err)
+        assert [r.id for r in store.list_runs()] == [run.id], case  # nothing recorded
+    main([*base, "--trainer.max_steps", str(step + 1)])  # one step past it trains, as a run of its own
+    new = store.get_run(max(r.id for r in store.list_runs()))
+    assert new.id != run.id and new.steps == step + 1 and first_step(store, new.id) == step

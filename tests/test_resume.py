@@ -692,3 +692,35 @@ def test_only_rank_0_of_a_resume_checks_the_runs_lease(tmp_path, monkeypatch):
     monkeypatch.setenv("RANK", "1")
     with pytest.raises(ConfigError, match="stopped before it recorded its config"):  # past the lease, to the folder
         resume_arguments(["fit", "--resume", str(run), "--db", db])
+
+
+def test_an_optimizer_option_first_set_on_resume_is_recorded_as_a_change_from_unset(tmp_path, monkeypatch):
+    """`fit --resume ID --model.optimizers.other.eps 1e-6` where the config left eps to the optimizer trained with it
+    but recorded and said no change: config_changes compared only the keys both configs had."""
+    from ortholab.cli.main import main
+    from ortholab.db.provenance import changed_settings
+
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    main(["fit", "--config", DEMO, *TINY, "--db", db])
+    store = Store(db)
+    (run,) = store.list_runs()
+    assert "eps" not in store.get_run(run.id).config["model"]["optimizers"]["other"]  # left to rmsprop_tf
+    main(
+        ["fit", "--resume", str(run.id), "--db", db, "--model.optimizers.other.eps", "1e-6"]
+        + ["--trainer.max_steps", "9"]
+    )
+    (resume,) = store.get_run(run.id).info["resumes"]
+    assert resume["changed"] == {"model.optimizers.other.eps": [None, 1e-6], "trainer.max_steps": [6, 9]}
+    assert changed_settings(resume).startswith("model.optimizers.other.eps 1e-06 (was unset), ")
+    last = torch.load(Path(store.get_run(run.id).run_dir) / "checkpoints" / "last.ckpt", weights_only=False)
+    assert last["optimizer_states"][1]["param_groups"][0]["eps"] == 1e-6  # trained with it
+
+
+def test_a_key_only_one_config_has_outside_the_optimizers_is_no_change():
+    """Another OrthoLab version's added or dropped key is not a setting the resume changed."""
+    from ortholab.db.logger import config_changes
+
+    before = {"model": {"optimizers": {"other": {"lr": 1e-3, "eps": 1e-8}}, "new_key": 1}, "trainer": {"max_steps": 6}}
+    after = {"model": {"optimizers": {"other": {"lr": 1e-3}}}, "trainer": {"max_steps": 6, "added": 2}}
+    assert config_changes(before, after) == {"model.optimizers.other.eps": [1e-8, None]}

@@ -67,3 +67,37 @@ def check_checkpoint_file(path: object, said: str | None = None) -> None:
             f"{where} a Lightning checkpoint ({why}); give a .ckpt file that `ortholab fit` wrote (a run "
             f"folder's checkpoints/last.ckpt or best-step*.ckpt)"
         )
+
+
+def refuse_limits_the_checkpoint_reached(checkpoint: object, trainer: object, said: str) -> None:
+    """`fit --config F --ckpt_path C` (a new run from C) with trainer.max_steps at or below C's step, or max_epochs
+    at or below the epochs C had ended (below those it had begun, from inside an epoch): Lightning would restore C,
+    train no step and record the new run finished. ConfigError before the run is recorded; `fit --resume ID`, which
+    may end a run at its checkpoint, has its own check (cli/train.py)."""
+    from ortholab.training.callbacks.lifecycle import fit_loop_epochs
+
+    step = checkpoint.get("global_step") if isinstance(checkpoint, dict) else None
+    max_steps, max_epochs = getattr(trainer, "max_steps", None), getattr(trainer, "max_epochs", None)
+    counts = "steps count on from the checkpoint's, not from 0"
+    if _a_limit(max_steps) and isinstance(step, int) and max_steps <= step:
+        raise ConfigError(
+            f"{said}: the checkpoint is at step {step}, and trainer.max_steps = {max_steps} ends training there, so "
+            f"the new run would train no step; give --trainer.max_steps above {step} ({counts})"
+        )
+    begun, ended = fit_loop_epochs(checkpoint)
+    if not _a_limit(max_epochs) or begun is None or ended is None:
+        return
+    inside = begun > ended  # checkpointed inside its epoch `begun`, which a limit of `begun` lets it end
+    if max_epochs < begun or (not inside and max_epochs <= ended):
+        need, where = (begun, f"inside epoch {begun}") if inside else (ended + 1, f"after epoch {ended}")
+        raise ConfigError(
+            f"{said}: the checkpoint is at step {step}, {where} (counted from 1), and trainer.max_epochs = "
+            f"{max_epochs} ends training there, "
+            f"so the new run would train no step; give --trainer.max_epochs {need} or more (epochs count from the "
+            f"checkpoint's too)"
+        )
+
+
+def _a_limit(value: object) -> bool:
+    """A trainer limit that stops training (-1 and None are none)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -44,7 +44,7 @@ from ortholab.training.callbacks import AudioEvaluation, NonFiniteError, default
 from ortholab.training.callbacks.checkpoint_io import AtomicCheckpointIO
 from ortholab.training.callbacks.last_checkpoint import LastCheckpoint
 from ortholab.training.callbacks.lifecycle import ContinueRun, GracefulInterrupt, NameTheRun, StampCheckpoints
-from ortholab.training.checkpoint_files import check_checkpoint_file
+from ortholab.training.checkpoint_files import check_checkpoint_file, refuse_limits_the_checkpoint_reached
 from ortholab.training.cuda_graphs import check_graphs_config
 from ortholab.training.family_options import check_family_switch, recorded_family_args
 from ortholab.training.family_swap import size_note
@@ -289,6 +289,7 @@ class OrthoLabCLI(LightningCLI):
 
             try:
                 self._checkpoint_to_check = torch.load(path, weights_only=True, map_location="cpu")
+                self._checkpoint_said = said
                 saved = self._checkpoint_to_check.get("hyper_parameters") or {}
             except Exception as err:  # any unreadable file is the same user error
                 raise ConfigError(
@@ -446,6 +447,8 @@ class OrthoLabCLI(LightningCLI):
                 if config.resume is None:
                     raise
                 raise ConfigError(_as_said_by_resume(str(refused), config.resume)) from None
+            if self.subcommand == "fit" and config.resume is None:  # `fit --resume` refused its own (cli/train.py)
+                refuse_limits_the_checkpoint_reached(checkpoint, config.trainer, self._checkpoint_said)
         self._check_task_data(config)
         if rank_zero_only.rank == 0 and self.subcommand == "fit":
             check_free_space(self._runs_dir(), self.model)  # before the run is recorded: a full disk is one line

@@ -68,7 +68,7 @@ class CheckpointPoint(NamedTuple):
     epochs_ended: int | None = None
 
 
-def _fit_loop_epochs(checkpoint: dict) -> tuple[int | None, int | None]:
+def fit_loop_epochs(checkpoint: dict) -> tuple[int | None, int | None]:
     """The epochs begun and ended that a checkpoint's fit loop recorded (None, None where it has no such state)."""
     try:
         progress = checkpoint["loops"]["fit_loop"]["epoch_progress"]["current"]
@@ -103,7 +103,7 @@ def check_resume_checkpoint(path: Path, store, run_id: int, run_checkpoints: Pat
             f"{offer}"
         ) from None
     step = checkpoint.get("global_step") if isinstance(checkpoint, dict) else None
-    point = CheckpointPoint(step if isinstance(step, int) else None, *_fit_loop_epochs(checkpoint))
+    point = CheckpointPoint(step if isinstance(step, int) else None, *fit_loop_epochs(checkpoint))
     stamp = checkpoint.get(STAMP_KEY) if isinstance(checkpoint, dict) else None
     if not isinstance(stamp, dict):
         return point  # written before checkpoints were stamped: nothing to check against
