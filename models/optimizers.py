@@ -220,19 +220,27 @@ def group_specs(
             f"{where}.{unknown[0]}: {holder} no parameter group {unknown[0]!r}; {did_you_mean(unknown[0], groups)}"
             f"{its} groups are {sorted(groups)} (or use 'default')"
         )
-    resolved = {}
+    resolved, takes_default = {}, False
     base = _named(specs.get("default", {}), DEFAULT_OPTIMIZERS["default"])
     for name in groups:
         if name in specs:
-            spec, key = _named(specs[name], (family_defaults or {}).get(name, base)), f"{where}.{name}"
+            stands_in_for = (family_defaults or {}).get(name, base)
+            takes_default |= stands_in_for is base and _named(specs[name], base) is not specs[name]
+            spec, key = _named(specs[name], stands_in_for), f"{where}.{name}"
         elif name in (family_defaults or {}):
             spec, key = family_defaults[name], f"{family_s} default for group {name!r}"
         elif "default" in specs:
-            spec, key = base, f"{where}.default"
+            spec, key, takes_default = base, f"{where}.default", True
         else:
             raise ConfigError(
                 f"{where} has no entry for parameter group {name!r}{of_family}; add {where}.{name} or {where}.default"
             )
         check_optimizer_spec(spec, key)
         resolved[name] = spec
+    if "default" in specs and not takes_default:  # `--model.optimizers.default.lr 0.5` would change nothing
+        named = ", ".join(f"{where}.{name}" for name in groups)
+        raise ConfigError(
+            f"{where}.default: no parameter group{of_family} takes it, as {named} each name their own "
+            f"optimizer; set the option on those groups instead, or remove {where}.default"
+        )
     return resolved

@@ -615,3 +615,10 @@ def test_a_library_user_loading_another_models_checkpoint_is_refused_before_any_
         other.on_load_checkpoint(checkpoint)
     assert all(torch.equal(before[k], v) for k, v in other.state_dict().items())
     saved.on_load_checkpoint(checkpoint)  # its own: accepted
+
+
+def test_a_default_optimizer_flag_that_no_group_takes_is_one_line(tmp_path, monkeypatch, capsys):
+    line = fails(tmp_path, monkeypatch, capsys, "--model.optimizers.default.lr", "0.5")
+    assert "model.optimizers.default (on the command line): no parameter group of family 'scornn' takes it" in line
+    assert "model.optimizers.recurrent, model.optimizers.other each name their own optimizer" in line
+    assert not (tmp_path / "x.db").exists()  # refused before the store was made

@@ -998,3 +998,17 @@ def test_print_config_masks_the_database_password(capsys):
     out = capsys.readouterr().out
     assert exit_info.value.code == 0 and "db: postgresql://u:***@h/db" in out and SECRET not in out
     assert not isinstance(sys.stdout, __import__("ortholab.db.masking", fromlist=["x"]).MaskedStream)
+
+
+def test_a_default_optimizer_that_no_group_takes_is_refused_by_its_key():
+    """`--model.optimizers.default.lr 0.5` on a config whose every group names its optimizer changed nothing, in
+    silence (and a resume wrote the dead entry into the run's config.yaml)."""
+    from ortholab.models.optimizers import group_specs
+
+    groups = {"recurrent": [], "other": []}
+    named = {"recurrent": {"name": "sgd", "lr": 0.1}, "other": {"name": "adam", "lr": 0.1}}
+    with pytest.raises(ConfigError, match=r"^model\.optimizers\.default: no parameter group takes it, as "):
+        group_specs(groups, {"default": {"lr": 0.5}, **named})
+    specs = group_specs(groups, {"default": {"name": "sgd", "lr": 0.5}, **named, "other": {"lr": 0.2}})
+    assert specs["other"] == {"name": "sgd", "lr": 0.2}  # a group without a name stands on default: it takes it
+    assert group_specs(groups, {"default": {"name": "sgd", "lr": 0.5}, "recurrent": named["recurrent"]})["other"]
