@@ -1023,3 +1023,18 @@ def test_runs_status_outside_the_four_statuses_is_a_typo_not_an_empty_listing(tm
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and "--status runing: did you mean 'running'? a run is one of running, " in err
     assert list(tmp_path.iterdir()) == []  # refused before any store is read
+
+
+def test_an_evaluation_without_a_checkpoint_says_it_scores_an_untrained_model(tmp_path, monkeypatch, capsys):
+    """`validate --config F` without --ckpt_path recorded val/acc 0.1 as a finished run, saying nothing of the model
+    being as F initialises it; `validate --run ID` (its checkpoint) says nothing of the kind."""
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    main(["validate", "--config", DEMO, *TINY, "--db", db])
+    said = "ortholab: warning: no --ckpt_path: validate scores the model as its config initialises it, untrained"
+    assert said in capsys.readouterr().err
+    main(["fit", "--config", DEMO, *TINY, "--db", db])
+    trained = max(run.id for run in Store(db).list_runs())
+    capsys.readouterr()
+    main(["validate", "--run", str(trained), "--db", db])
+    assert "no --ckpt_path" not in capsys.readouterr().err

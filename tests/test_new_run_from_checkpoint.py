@@ -1,6 +1,7 @@
 """`fit --config X --ckpt_path FILE` and `fit --config RUN/config.yaml`: new runs, started where docs/checkpoints.md
 says (the checkpoint's step, or step 0 for a config.yaml that a resume rewrote)."""
 
+import os
 from pathlib import Path
 
 import torch
@@ -84,3 +85,27 @@ def test_a_new_run_whose_limit_the_checkpoint_reached_is_refused_before_it_is_re
     main([*base, "--trainer.max_steps", str(step + 1)])  # one step past it trains, as a run of its own
     new = store.get_run(max(r.id for r in store.list_runs()))
     assert new.id != run.id and new.steps == step + 1 and first_step(store, new.id) == step
+
+
+def test_a_relative_checkpoint_path_is_recorded_absolute_so_the_runs_config_starts_there_from_any_folder(
+    tmp_path, monkeypatch
+):
+    """`--ckpt_path runs/.../last.ckpt` was stored as typed, so `fit --config RUN/config.yaml` from another folder
+    failed to find it (data.path was already recorded absolute)."""
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    main(["fit", "--config", DEMO, *TINY, "--db", db])
+    store = Store(db)
+    (run,) = store.list_runs()
+    last = Path(store.get_run(run.id).run_dir) / "checkpoints" / "last.ckpt"
+    typed = os.path.relpath(last, tmp_path)
+    main(["fit", "--config", DEMO, *TINY, "--db", db, "--ckpt_path", typed, "--trainer.max_steps", "8"])
+    new = store.get_run(max(r.id for r in store.list_runs()))
+    config = Path(new.run_dir) / "config.yaml"
+    assert yaml.safe_load(config.read_text())["ckpt_path"] == str(last) == new.config["ckpt_path"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    main(["fit", "--config", str(config), "--db", db, "--trainer.max_steps", "9"])  # starts at the checkpoint again
+    again = max(r.id for r in store.list_runs())
+    assert first_step(store, again) == first_step(store, new.id)

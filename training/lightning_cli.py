@@ -91,6 +91,9 @@ class RecordConfig(SaveConfigCallback):
                 data_args[key] = str(trainer.datamodule.cache_dir)  # where place_cache put it (the runs folder)
             elif is_path and isinstance(value, str) and value[:1] not in ("", "~"):  # "~/..." and "" stay as given
                 data_args[key] = str(Path(value).absolute())
+        start = config.get("ckpt_path")  # the checkpoint a new run starts from, likewise: `fit --config` of the run's
+        if not resumed and isinstance(start, str) and "://" not in start and start[:1] not in ("", "~"):  # config.yaml
+            config["ckpt_path"] = str(Path(start).absolute())  # starts there again from any folder
         model = config.get("model") or {}
         if model.get("family"):  # every family option with the value it ran with, defaults included: a resume or a
             # side-by-side comparison does not depend on the defaults of the OrthoLab version that reads it
@@ -632,7 +635,20 @@ class OrthoLabCLI(LightningCLI):
         if self._numba_before is None:
             os.environ.pop("NUMBA_NUM_THREADS", None)
 
-    before_fit = before_validate = before_test = before_predict = _take_free_cores
+    def _say_untrained(self) -> None:
+        """`test|validate|predict --config F` without --ckpt_path scores the model as F initialises it: said, since the
+        number it records looks like a trained run's."""
+        self._take_free_cores()
+        if self.config[self.subcommand].get("ckpt_path") is None and self.trainer.is_global_zero:
+            print(
+                f"ortholab: warning: no --ckpt_path: {self.subcommand} scores the model as its config initialises it, "
+                f"untrained; `ortholab {self.subcommand} --run ID` takes a recorded run's checkpoint (--ckpt_path FILE "
+                "any)",
+                file=sys.stderr,
+            )
+
+    before_fit = _take_free_cores
+    before_validate = before_test = before_predict = _say_untrained
 
     def after_fit(self) -> None:
         self._give_back_threads()
