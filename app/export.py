@@ -554,6 +554,7 @@ def export_report(
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be True or False, not {flag!r}")
     folder = check_export_folder(folder, tables)
+    check_earlier_checkpoints(folder, with_checkpoints)
     found = {table.id: reproductions(store, table, load_tables()) for table in tables.values()}  # read once here
     if not runs_behind(found):
         names = ", ".join(tables)
@@ -572,6 +573,19 @@ def export_report(
         )
     except OSError as err:
         raise folder_error(folder, err) from None
+
+
+def check_earlier_checkpoints(folder: Path, with_checkpoints: bool) -> None:
+    """An export without --with-checkpoints into a folder that holds an earlier export's checkpoints/ is refused:
+    left there, they would no longer match the new runs.db, and `ortholab restore` would continue its runs from them."""
+    earlier = Path(folder) / "checkpoints"
+    if with_checkpoints or not earlier.is_dir() or not any(p.is_file() for p in earlier.rglob("*")):
+        return
+    raise ConfigError(
+        f"--export {folder}: {earlier} holds an earlier export's checkpoints, which this export's runs.db would not "
+        f"match (`ortholab restore` continues runs from them); add --with-checkpoints to write them anew, or remove "
+        f"{earlier} first"
+    )
 
 
 def export_checkpoints(store: Store, run_ids, folder: Path) -> list[Path]:

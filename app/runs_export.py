@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ortholab.app.export import (
     RUNS_CSV,
+    check_earlier_checkpoints,
     check_export_target,
     export_checkpoints,
     export_command,
@@ -83,6 +84,7 @@ def export_runs(
     if not rows:
         raise ConfigError(f"--export {folder}: no run to export")
     check_export_target(store, folder, reader="this listing")
+    check_earlier_checkpoints(folder, with_checkpoints)
     ids = [row["id"] for row in rows]
     try:
         folder.mkdir(parents=True, exist_ok=True)

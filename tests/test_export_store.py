@@ -489,3 +489,23 @@ def test_an_export_written_without_a_checkout_says_its_commit_is_unknown(tmp_pat
     main(["report", "demo_table9", "--db", db, "--export", str(tmp_path / "out")])
     provenance = (tmp_path / "out" / "export.txt").read_text().splitlines()
     assert "commit unknown (ortholab 0.1.0, installed without a checkout)" in provenance
+
+
+@pytest.mark.parametrize("command", ["report", "runs"])
+def test_an_export_without_checkpoints_into_one_that_holds_them_is_refused(tmp_path, monkeypatch, capsys, command):
+    """Exported again without --with-checkpoints, the folder kept the earlier export's checkpoints/, which no longer
+    matched its new runs.db, and `ortholab restore` continued runs from them."""
+    db, store, copying_run = _copying_run_with_a_folder(tmp_path, monkeypatch, "interrupted")
+    out = tmp_path / "out"
+    export = ["report", "demo_table9"] if command == "report" else ["runs"]
+    main([*export, "--db", db, "--export", str(out), "--with-checkpoints"])
+    held = {p: _digest(p) for p in out.rglob("*") if p.is_file()}
+    assert any(p.suffix == ".ckpt" for p in held)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as refused:
+        main([*export, "--db", db, "--export", str(out)])
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and "Traceback" not in err
+    assert f"{out / 'checkpoints'} holds an earlier export's checkpoints" in err and "add --with-checkpoints" in err
+    assert {p: _digest(p) for p in out.rglob("*") if p.is_file()} == held  # nothing written
+    main([*export, "--db", db, "--export", str(out), "--with-checkpoints"])  # renewed with the flag, as before
