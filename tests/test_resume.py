@@ -724,3 +724,14 @@ def test_a_key_only_one_config_has_outside_the_optimizers_is_no_change():
     before = {"model": {"optimizers": {"other": {"lr": 1e-3, "eps": 1e-8}}, "new_key": 1}, "trainer": {"max_steps": 6}}
     after = {"model": {"optimizers": {"other": {"lr": 1e-3}}}, "trainer": {"max_steps": 6, "added": 2}}
     assert config_changes(before, after) == {"model.optimizers.other.eps": [1e-8, None]}
+
+
+@pytest.mark.parametrize("stage", ["test", "validate", "predict"])
+def test_resuming_a_run_that_trained_nothing_says_only_fit_runs_go_on(tmp_path, stage):
+    """`fit --resume ID` of a predict run said it 'stopped before its first checkpoint; start a new run instead'."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    store = Store(db)
+    run = store.create_run(name="scored", stage=stage, family="scornn", task="copying")
+    store.set_status(run, "finished")
+    with pytest.raises(ConfigError, match=rf"^run {run} is a {stage} run, which trains nothing, so there is nothing"):
+        resume_arguments(["fit", "--resume", str(run), "--db", db])

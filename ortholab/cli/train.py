@@ -110,6 +110,11 @@ def resume_arguments(argv: list[str]) -> list[str]:
     if str(run_id) != known.resume:  # a name: Lightning's parser takes the id
         argv = with_resume_id(argv, run_id)
     run = store.get_run(run_id)  # StoreError naming the id and the store when it is missing
+    if run.stage not in (None, "fit"):  # test, validate, predict: nothing trained, no checkpoint to go on from
+        raise ConfigError(
+            f"run {run.id} is a {run.stage} run, which trains nothing, so there is nothing to continue; --resume "
+            f"continues a fit run (`ortholab runs` lists each run's stage)"
+        )
     busy = store.lease_holder(run.id) if launched_rank() == 0 else None  # its process still runs: two writers
     if busy is not None:  # would double its points (another rank of this resume finds rank 0 holding it: no check)
         raise StoreError(busy)
