@@ -724,7 +724,7 @@ def test_a_postgres_password_is_in_no_output_and_on_no_command_line(tmp_path):
     for done in outputs:
         assert done.returncode == 0, done.stderr[-2000:]
         assert SECRET not in done.stdout + done.stderr
-    assert ":***@127.0.0.1" in outputs[0].stdout and "1 trials completed" in outputs[-1].stdout
+    assert ":***@127.0.0.1" in outputs[0].stdout and "1 trial completed" in outputs[-1].stdout
     assert seen == []
 
 

@@ -256,7 +256,8 @@ def test_a_new_grid_study_is_not_called_continued_and_a_capped_count_and_a_new_s
     assert "warning" not in said  # the same space and flags
     open_study("grid", db, "grid", {"model.hidden_size": [4, 8]}, seed=0, flags=["--trainer.max_steps", "10"])
     assert capsys.readouterr().out.startswith(
-        "warning: sweep grid: the study's earlier trials had another space and other flags than this command gives"
+        "warning: sweep grid: the study's earlier trials had another space and other flags than this command gives "
+        "(their flags: none); "
     )
     typo = tmp_path / "space.yaml"
     typo.write_text("model.hiden_size: [4, 6]\n")  # refused before any trial, after the count is settled
@@ -464,3 +465,37 @@ def test_two_workers_never_take_the_same_waiting_grid_point(tmp_path):
     taken = [[int(n) for n in worker.communicate(timeout=300)[0].split()] for worker in workers]
     assert all(worker.returncode == 0 for worker in workers)
     assert sorted(taken[0] + taken[1]) == list(range(points))  # each point once, none twice
+
+
+def test_a_grid_sweep_walks_a_ranges_steps_as_written(tmp_path):
+    """sweeps.md says `step` draws on a grid, and `--sampler grid` refused every range; now a range with a step (an
+    int range without one: step 1) is its grid's values from low to high, in decimals as written."""
+    from ortholab.cli.sweep_study import grid_points, open_study, suggest
+    from ortholab.errors import ConfigError
+
+    space = {
+        "model.family_args.rho": {"low": 0.1, "high": 0.3, "step": 0.1},
+        "data.batch_size": {"low": 10, "high": 25, "step": 10},
+    }
+    points = grid_points(space)
+    assert points == [
+        {"model.family_args.rho": rho, "data.batch_size": size} for rho in (0.1, 0.2, 0.3) for size in (10, 20)
+    ]
+    study = open_study("steps", f"sqlite:///{tmp_path / 'runs.db'}", "grid", space, seed=0)
+    drawn = []
+    for _ in points:
+        trial = study.ask()
+        drawn.append(suggest(trial, space))
+        study.tell(trial, 0.0)
+
+    def key(point):
+        return tuple(point.values())
+
+    assert sorted(drawn, key=key) == sorted(points, key=key)  # each point once, exactly as written
+    assert all(isinstance(point["data.batch_size"], int) for point in drawn)
+    for unstepped, said in (
+        ({"low": 0.1, "high": 0.3}, "continuous"),
+        ({"low": 1, "high": 8, "log": True}, "log-scale"),
+    ):
+        with pytest.raises(ConfigError, match=f"model.family_args.rho is a {said} range"):
+            grid_points({"model.family_args.rho": unstepped})

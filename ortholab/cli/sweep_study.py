@@ -41,6 +41,7 @@ import time
 import warnings
 import zlib
 from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -170,13 +171,14 @@ def resolve_config(config: str) -> Path:
 
 
 def suggest(trial: optuna.Trial, space: dict) -> dict:
-    """One value per key: a choice from a list, else a float range, or an int range when both bounds are ints (on a
-    log scale too: `model.hidden_size: {low: 32, high: 256, log: true}` drew 100.18, which every trial refused)."""
+    """One value per key: a choice from a list, else a float range, or an int range when both bounds (and the step)
+    are ints (on a log scale too: `model.hidden_size: {low: 32, high: 256, log: true}` drew 100.18, which every
+    trial refused)."""
     values = {}
     for key, spec in space.items():
         if isinstance(spec, list):
             values[key] = trial.suggest_categorical(key, spec)
-        elif isinstance(spec["low"], int) and isinstance(spec["high"], int):  # `log: true` too: ints on a log scale
+        elif all(isinstance(spec.get(k, 1), int) for k in ("low", "high", "step")):  # `log: true` too: ints on a log
             values[key] = trial.suggest_int(
                 key, spec["low"], spec["high"], step=spec.get("step", 1), log=bool(spec.get("log"))
             )
@@ -188,11 +190,28 @@ def suggest(trial: optuna.Trial, space: dict) -> dict:
 
 
 def grid_points(space: dict) -> list[dict]:
-    """Every combination of the choices, for `--sampler grid`."""
-    ranges = [k for k, v in space.items() if not isinstance(v, list)]
-    if ranges:
-        raise ConfigError(f"--sampler grid needs lists of choices; {ranges[0]} is a range (use random or tpe)")
-    return [dict(zip(space, values)) for values in itertools.product(*space.values())]
+    """Every combination of the choices, for `--sampler grid`: a list's, or a range's grid from low by step to high
+    (an int range's step 1 unless given)."""
+    return [dict(zip(space, values)) for values in itertools.product(*(grid_values(k, v) for k, v in space.items()))]
+
+
+def grid_values(key: str, spec) -> list:
+    """A key's values on the grid: a list as it is; a range low, low + step, ... up to high, counted in decimals
+    (0.1 + 2 * 0.1 is 0.3 here, as written, not 0.30000000000000004)."""
+    if isinstance(spec, list):
+        return spec
+    low, high, step = spec["low"], spec["high"], spec.get("step")
+    ints = all(isinstance(v, int) for v in (low, high, step if step is not None else 1))
+    if spec.get("log") or (step is None and not ints):
+        raise ConfigError(
+            f"--sampler grid needs lists of choices or ranges with a step; {key} is a "
+            f"{'log-scale' if spec.get('log') else 'continuous'} range (give step, a list, or use random or tpe)"
+        )
+    if ints:
+        return list(range(low, high + 1, step or 1))
+    first, by = Decimal(str(low)), Decimal(str(step))
+    count = int((Decimal(str(high)) - first) / by) + 1
+    return [float(first + k * by) for k in range(count)]
 
 
 def make_pruner(kind: str) -> optuna.pruners.BasePruner:
@@ -370,9 +389,12 @@ def open_study(
         study.sampler = make_sampler(kind, joining_seed(seed, len(study.get_trials(deepcopy=False))))
         changed = [what for what, value in plan.items() if study.user_attrs.get(what, value) != value]
         if changed:  # e.g. a wider range, or --trainer.max_steps 10 where the earlier trials trained 20
+            said = {"space": "another space", "flags": "other flags"}
+            earlier = " ".join(study.user_attrs.get("flags") or ()) or "none" if "flags" in changed else ""
             print(
-                f"warning: sweep {name}: the study's earlier trials had another {' and other '.join(changed)} "
-                f"than this command gives; their values are ranked with these (--name NEW starts a study of its own)",
+                f"warning: sweep {name}: the study's earlier trials had {' and '.join(said[c] for c in changed)} "
+                f"than this command gives{f' (their flags: {earlier})' if earlier else ''}; their values are ranked "
+                f"with these (--name NEW starts a study of its own)",
                 flush=True,
             )
         return study
@@ -922,7 +944,7 @@ def report(study: optuna.Study) -> str:
     )
     pruned = sum(t.state == optuna.trial.TrialState.PRUNED for t in study.trials)
     return (
-        f"sweep {study.study_name}: {len(done)} trials completed"
+        f"sweep {study.study_name}: {len(done)} trial{'' if len(done) == 1 else 's'} completed"
         + (f", {failed} failed" if failed else "")
         + (f", {pruned} pruned" if pruned else "")
         + f"; best run {best.user_attrs['run_id']} (trial {trained}, {best_value(best)}) with {params}"
