@@ -18,7 +18,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ortholab.errors import ConfigError
+from ortholab.errors import ConfigError, did_you_mean
 
 FAMILY_KEY = "model.family_args."  # how a family constructor's options are named in a config
 
@@ -65,9 +65,11 @@ def is_choice(value: Any, choices: tuple) -> bool:
 
 
 def choice_error(key: str, value: Any, choices: tuple, explained_by: str | None = None) -> ConfigError:
-    """The one wording of a refused choice: `KEY = VALUE; choose one of [CHOICES] (WHERE explains each)`."""
+    """The one wording of a refused choice: `KEY = VALUE; choose one of [CHOICES] (WHERE explains each)`, and `; did
+    you mean 'CHOICE'?` for text close to one."""
     where = f" ({explained_by} explains each)" if explained_by else ""
-    return ConfigError(f"{key} = {value!r}; choose one of {list(choices)}{where}")
+    near = did_you_mean(value, [c for c in choices if isinstance(c, str)]).strip() if isinstance(value, str) else ""
+    return ConfigError(f"{key} = {value!r}; choose one of {list(choices)}{where}{'; ' + near if near else ''}")
 
 
 def check_choice(key: str, value: Any, literal: Any, explained_by: str | None = None) -> Any:

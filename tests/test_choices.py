@@ -179,3 +179,14 @@ def test_the_r_transformer_does_not_import_the_registry_that_imports_it():
     assert set(rtransformer.cell_families) == set(FAMILIES) - {"rtransformer"}
     with pytest.raises(ConfigError, match=r"model\.family_args\.cell = 'rtransformer' is not a recurrent family"):
         FAMILIES["rtransformer"](2, 8, cell="rtransformer", levels=1, heads=2)
+
+
+def test_a_refused_choice_close_to_one_suggests_it():
+    """`--model.input_adapter embeding` named the choices but not the near one, as misspelt keys and families do."""
+    from ortholab.models.choices import choice_error
+
+    said = str(choice_error("model.input_adapter", "embeding", ("default", "embedding", "linear")))
+    choices = "['default', 'embedding', 'linear']"
+    assert said == f"model.input_adapter = 'embeding'; choose one of {choices}; did you mean 'embedding'?"
+    assert "did you mean" not in str(choice_error("model.family_args.shift", 2, (1, -1)))
+    assert "did you mean" not in str(choice_error("launch: schedule", "zzz", ("persistent", "per_step")))
