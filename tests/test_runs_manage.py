@@ -142,6 +142,19 @@ def test_tag_untag_and_filter_by_tag(db, tmp_path, capsys):
         said = capsys.readouterr().err
         assert refused.value.code == 2 and f"{label!r} is one of the tags `reproduce` records" in said
     assert Store(db).get_run(c).tags == ("x", "best", "flags:--trainer.max_steps 200")
+    for action, label in (("tag", "sweep:rho-lr"), ("untag", "trial:3")):  # a run put into a sweep it never was in
+        with pytest.raises(SystemExit) as refused:
+            main(["runs", action, str(c), label, "--db", db])
+        said = capsys.readouterr().err
+        assert refused.value.code == 2 and f"{label!r} is one of the tags `ortholab sweep` gives" in said
+    assert Store(db).get_run(c).tags == ("x", "best", "flags:--trainer.max_steps 200")
+
+
+def test_the_sweep_tags_runs_refuses_are_the_ones_a_sweep_gives():
+    from ortholab.cli.runs import SWEEP_TAGS
+    from ortholab.training.lightning_cli import TRIAL_TAGS
+
+    assert SWEEP_TAGS == TRIAL_TAGS
 
 
 def test_delete_removes_one_run_and_its_folder_and_nothing_else(db, tmp_path, capsys, monkeypatch):

@@ -32,6 +32,7 @@ from ortholab.errors import ConfigError, did_you_mean
 
 ACTIONS = ("show", "tag", "untag", "delete")
 PROVENANCE_TAGS = ("paper:", "scale:", "seed:", "flags:")  # reproduce's tags (db/published.py, db/seeds.py)
+SWEEP_TAGS = ("sweep:", "trial:")  # sweep's tags (training/lightning_cli.py's TRIAL_TAGS, without loading Lightning)
 USAGE = (
     "runs [--family F] [--task T] [--status S] [--tag T] [--name TEXT] [--columns KEYS] [--sort KEY [--desc]] "
     "[--json] [--export DIR [--with-artifacts] [--with-checkpoints]] | runs show ID | "
@@ -472,7 +473,12 @@ def manage(action: str, targets: list[str], db: str | None, yes: bool = False) -
             raise ConfigError(f"runs {action}: give run ids then the label: `ortholab runs {action} 3 4 best`")
         ids, label = _run_ids(targets[:-1], action), targets[-1]
         if not label.strip() or any(c in label for c in "\n\t,"):
-            raise ConfigError(f"runs {action}: the label {label!r} must be a word without commas or line breaks")
+            raise ConfigError(f"runs {action}: the label {label!r} must be text without commas, tabs or line breaks")
+        if label.startswith(SWEEP_TAGS):
+            raise ConfigError(
+                f"runs {action}: {label!r} is one of the tags `ortholab sweep` gives its trials' runs "
+                f"({', '.join(SWEEP_TAGS)}), by which `runs --tag` and the dashboard list a sweep; give another label"
+            )
         if label.startswith(PROVENANCE_TAGS):
             raise ConfigError(
                 f"runs {action}: {label!r} is one of the tags `reproduce` records ({', '.join(PROVENANCE_TAGS)}: the "
