@@ -85,6 +85,29 @@ def code_version() -> dict[str, str | None]:
     }
 
 
+RUN_ENVIRONMENT = ("ORTHOLAB_DATA", "ORTHOLAB_CONFIG_MODULES")  # what a run's data and own classes were read from
+
+
+def environment() -> dict[str, str]:
+    """The variables of RUN_ENVIRONMENT this process has (run info 'environment'), as set."""
+    return {name: os.environ[name] for name in RUN_ENVIRONMENT if name in os.environ}
+
+
+def environment_notes(run_id: int, recorded: object) -> list[str]:
+    """One line for each variable the run was trained with that this shell sets otherwise or not at all: a command
+    of the run's (`predict --run`, `fit --resume`) reads its data or finds its own family through them."""
+    notes = []
+    for name, value in (recorded if isinstance(recorded, dict) else {}).items():
+        here = os.environ.get(name)
+        if name in RUN_ENVIRONMENT and here != value:
+            now = f"this shell has {name}={here}" if here is not None else "this shell does not set it"
+            notes.append(
+                f"note: run {run_id} was trained with {name}={value}, and {now} (`export {name}={value}` reads "
+                "as it did)"
+            )
+    return notes
+
+
 def command_line(argv: list[str] | None = None) -> str:
     """This process's command as a user would type it ('ortholab fit --config X ...'), passwords in URLs masked."""
     import shlex

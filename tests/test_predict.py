@@ -380,3 +380,35 @@ def test_a_checkpoint_that_is_no_checkpoint_is_one_line_exit_2(fresh, tmp_path, 
     (line,) = [line for line in err.splitlines() if line.startswith("ortholab: error:")]
     assert line.startswith(f"ortholab: error: --checkpoint junk.ckpt ({junk}): not a Lightning checkpoint"), line
     assert [r.stage for r in Store(db).list_runs()] == ["fit"]  # nothing recorded
+
+
+def test_a_command_of_a_run_notes_the_data_folder_it_was_trained_with_that_the_shell_lacks(
+    tmp_path, monkeypatch, capsys
+):
+    """`predict --run 20` in a shell without the $ORTHOLAB_DATA it trained with went to fetch the data set into the
+    default cache; the run records the variable, and its commands name it."""
+    from test_cli import DEMO, TINY
+
+    from ortholab.cli.main import main
+    from ortholab.db import Store
+    from ortholab.db.provenance import RUN_ENVIRONMENT
+
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    monkeypatch.setenv("ORTHOLAB_DATA", str(tmp_path / "data"))
+    main(["fit", "--config", DEMO, *TINY, "--db", db])
+    (run,) = Store(db).list_runs()
+    assert Store(db).get_run(run.id).info["environment"]["ORTHOLAB_DATA"] == str(tmp_path / "data")
+    capsys.readouterr()
+    main(["validate", "--run", str(run.id), "--db", db])
+    assert "was trained with" not in capsys.readouterr().err  # the same shell: nothing to say
+    monkeypatch.delenv("ORTHOLAB_DATA")
+    main(["validate", "--run", str(run.id), "--db", db])
+    said = f"note: run {run.id} was trained with ORTHOLAB_DATA={tmp_path / 'data'}, and this shell does not set it"
+    assert said in capsys.readouterr().err
+    main(["runs", "show", str(run.id), "--db", db])
+    assert f"environment: ORTHOLAB_DATA={tmp_path / 'data'}" in capsys.readouterr().out
+    from ortholab import aliases
+    from ortholab.datamodules.catalog import DATA_ENV
+
+    assert RUN_ENVIRONMENT == (DATA_ENV, aliases.EXTRA_MODULES_VAR)

@@ -12,7 +12,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 
 from ortholab import aliases
 from ortholab.datamodules.spec import TaskSpec
-from ortholab.db.provenance import code_version, command_line
+from ortholab.db.provenance import code_version, command_line, environment
 from ortholab.errors import OWN_OBJECTIVE, did_you_mean
 from ortholab.models import FAMILIES, ConfigError, SequenceModel
 from ortholab.models.optimizers import DEFAULT_OPTIMIZERS, build_optimizer, group_specs, optimizer_defaults
@@ -303,6 +303,7 @@ class RecurrentModule(pl.LightningModule):
             "optimizers": self.optimizer_specs,
             "code": [self._code()],  # the store keeps each start's
             "command": command_line(),
+            "environment": environment(),  # $ORTHOLAB_DATA and the like: `--run ID` notes a shell without them
         }  # the first start's is kept (db/logger.py)
         for logger in self.loggers:
             if hasattr(logger, "describe_run"):

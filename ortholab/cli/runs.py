@@ -453,6 +453,8 @@ def run_card(run, silent: str | None = None) -> list[str]:
         lines.append(f"continued with other code at: {later} (each continuation whose code differed)")
     if info.get("command"):
         lines.append(f"command: {info['command']}")
+    if info.get("environment"):  # what its data and own classes were read from (db/provenance.RUN_ENVIRONMENT)
+        lines.append(f"environment: {' '.join(f'{k}={v}' for k, v in info['environment'].items())}")
     evaluated = (run.config or {}).get("ckpt_path") if run.stage in ("validate", "test") else None
     if evaluated:
         lines.append(f"evaluated checkpoint: {evaluated}")

@@ -110,6 +110,7 @@ def resume_arguments(argv: list[str]) -> list[str]:
     if str(run_id) != known.resume:  # a name: Lightning's parser takes the id
         argv = with_resume_id(argv, run_id)
     run = store.get_run(run_id)  # StoreError naming the id and the store when it is missing
+    say_environment(run)
     if run.stage not in (None, "fit"):  # test, validate, predict: nothing trained, no checkpoint to go on from
         raise ConfigError(
             f"run {run.id} is a {run.stage} run, which trains nothing, so there is nothing to continue; --resume "
@@ -342,6 +343,7 @@ def run_arguments(argv: list[str]) -> list[str]:
 
     store = Store(known.db, access="read")  # a reader: a mistyped --db is reported, never made into a new store
     run = store.get_run(known.run)  # StoreError naming the id and the store when it is missing
+    say_environment(run)
     if not run.run_dir:
         raise ConfigError(f"run {run.id} has no run folder recorded, so no checkpoint to {command} with")
     run_dir = Path(run.run_dir)
@@ -392,6 +394,16 @@ def run_arguments(argv: list[str]) -> list[str]:
     if known.name is None:
         extra += ["--name", run.name]
     return [command, *extra, *rest]
+
+
+def say_environment(run) -> None:
+    """A note for each variable the run was trained with ($ORTHOLAB_DATA, ...) that this shell lacks or sets
+    otherwise (one process of a multi-process launch says it)."""
+    from ortholab.db.provenance import environment_notes
+
+    if launched_rank() == 0:
+        for note in environment_notes(run.id, (run.info or {}).get("environment")):
+            print(note, file=sys.stderr)
 
 
 def refuse_a_second_checkpoint(known, run_dir: Path, started: object = None) -> None:
