@@ -438,20 +438,26 @@ class OrthoLabCLI(LightningCLI):
         finally:
             seed_log.setLevel(level)
 
+    def _check_checkpoint(self, config) -> None:
+        """The model and task are built: another model's checkpoint, or one past the new run's limits, is refused
+        before the run is recorded (a refused resume changes nothing of it)."""
+        checkpoint, self._checkpoint_to_check = getattr(self, "_checkpoint_to_check", None), None
+        if checkpoint is None:
+            return
+        try:
+            self.model.refuse_foreign_checkpoint(checkpoint, continues_training=self.subcommand == "fit")
+        except ConfigError as refused:
+            if self.subcommand != "fit":
+                raise ConfigError(_as_said_by(self.subcommand, str(refused))) from None
+            if config.resume is None:
+                raise
+            raise ConfigError(_as_said_by_resume(str(refused), config.resume)) from None
+        if self.subcommand == "fit" and config.resume is None:  # `fit --resume` refused its own (cli/train.py)
+            refuse_limits_the_checkpoint_reached(checkpoint, config.trainer, self._checkpoint_said)
+
     def instantiate_trainer(self, **kwargs):
         config = self._subconfig()
-        checkpoint, self._checkpoint_to_check = getattr(self, "_checkpoint_to_check", None), None
-        if checkpoint is not None:  # the model and task are built: refuse another's checkpoint before the run is
-            try:  # recorded (a refused resume changes nothing of it)
-                self.model.refuse_foreign_checkpoint(checkpoint, continues_training=self.subcommand == "fit")
-            except ConfigError as refused:
-                if self.subcommand != "fit":
-                    raise ConfigError(_as_said_by(self.subcommand, str(refused))) from None
-                if config.resume is None:
-                    raise
-                raise ConfigError(_as_said_by_resume(str(refused), config.resume)) from None
-            if self.subcommand == "fit" and config.resume is None:  # `fit --resume` refused its own (cli/train.py)
-                refuse_limits_the_checkpoint_reached(checkpoint, config.trainer, self._checkpoint_said)
+        self._check_checkpoint(config)
         self._check_task_data(config)
         if rank_zero_only.rank == 0 and self.subcommand == "fit":
             check_free_space(self._runs_dir(), self.model)  # before the run is recorded: a full disk is one line
