@@ -16,6 +16,17 @@ def first_step(store, run_id):
     return store.metric_series(run_id, "train/loss")[0].step
 
 
+def trained(tmp_path, monkeypatch):
+    """A tiny demo run (6 steps of 4 an epoch: last.ckpt inside epoch 2) in tmp_path's store: (db, store, run, its
+    last.ckpt)."""
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    main(["fit", "--config", DEMO, *TINY, "--db", db])
+    store = Store(db)
+    (run,) = store.list_runs()
+    return db, store, run, Path(store.get_run(run.id).run_dir) / "checkpoints" / "last.ckpt"
+
+
 def test_a_resumed_runs_config_yaml_starts_a_new_run_from_scratch(tmp_path, monkeypatch):
     """A resume recorded its own last.ckpt as the config's ckpt_path: `fit --config` of that config.yaml trained on
     from the run's weights and step, not the fresh run the page promises."""
@@ -38,12 +49,7 @@ def test_a_new_run_from_a_checkpoint_goes_on_from_its_step_without_lightnings_fo
 ):
     """Lightning warned, with both folders' paths, that the new run would not reload the old run's best_k_models:
     nothing for the user to act on (the new run keeps its own best checkpoint in its own folder)."""
-    monkeypatch.chdir(tmp_path)
-    db = f"sqlite:///{tmp_path / 'runs.db'}"
-    main(["fit", "--config", DEMO, *TINY, "--db", db])
-    store = Store(db)
-    (run,) = store.list_runs()
-    last = Path(store.get_run(run.id).run_dir) / "checkpoints" / "last.ckpt"
+    db, store, run, last = trained(tmp_path, monkeypatch)
     main(["fit", "--config", DEMO, *TINY, "--db", db, "--ckpt_path", str(last), "--trainer.max_steps", "9"])
     assert not [w for w in recwarn if "dirpath has changed" in str(w.message)]
     new = store.get_run(max(r.id for r in store.list_runs()))
@@ -59,12 +65,7 @@ def test_a_new_run_whose_limit_the_checkpoint_reached_is_refused_before_it_is_re
     and recorded a run 'finished' with 0 steps, told to validate sooner; max_epochs likewise."""
     import pytest
 
-    monkeypatch.chdir(tmp_path)
-    db = f"sqlite:///{tmp_path / 'runs.db'}"
-    main(["fit", "--config", DEMO, *TINY, "--db", db])  # 6 steps of 4 an epoch: last.ckpt inside epoch 2
-    store = Store(db)
-    (run,) = store.list_runs()
-    last = Path(store.get_run(run.id).run_dir) / "checkpoints" / "last.ckpt"
+    db, store, run, last = trained(tmp_path, monkeypatch)
     step = torch.load(last, weights_only=False)["global_step"]
     base = ["fit", "--config", DEMO, *TINY, "--db", db, "--ckpt_path", str(last)]
     refusals = {
@@ -92,12 +93,7 @@ def test_a_relative_checkpoint_path_is_recorded_absolute_so_the_runs_config_star
 ):
     """`--ckpt_path runs/.../last.ckpt` was stored as typed, so `fit --config RUN/config.yaml` from another folder
     failed to find it (data.path was already recorded absolute)."""
-    monkeypatch.chdir(tmp_path)
-    db = f"sqlite:///{tmp_path / 'runs.db'}"
-    main(["fit", "--config", DEMO, *TINY, "--db", db])
-    store = Store(db)
-    (run,) = store.list_runs()
-    last = Path(store.get_run(run.id).run_dir) / "checkpoints" / "last.ckpt"
+    db, store, run, last = trained(tmp_path, monkeypatch)
     typed = os.path.relpath(last, tmp_path)
     main(["fit", "--config", DEMO, *TINY, "--db", db, "--ckpt_path", typed, "--trainer.max_steps", "8"])
     new = store.get_run(max(r.id for r in store.list_runs()))
