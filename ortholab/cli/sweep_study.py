@@ -390,7 +390,8 @@ def open_study(
         changed = [what for what, value in plan.items() if study.user_attrs.get(what, value) != value]
         if changed:  # e.g. a wider range, or --trainer.max_steps 10 where the earlier trials trained 20
             said = {"space": "another space", "flags": "other flags"}
-            earlier = " ".join(study.user_attrs.get("flags") or ()) or "none" if "flags" in changed else ""
+            flags = mask_secrets(" ".join(study.user_attrs.get("flags") or ())) or "none"  # a URL's password: ***
+            earlier = flags if "flags" in changed else ""
             print(
                 f"warning: sweep {name}: the study's earlier trials had {' and '.join(said[c] for c in changed)} "
                 f"than this command gives{f' (their flags: {earlier})' if earlier else ''}; their values are ranked "
