@@ -622,3 +622,12 @@ def test_a_default_optimizer_flag_that_no_group_takes_is_one_line(tmp_path, monk
     assert "model.optimizers.default (on the command line): no parameter group of family 'scornn' takes it" in line
     assert "model.optimizers.recurrent, model.optimizers.other each name their own optimizer" in line
     assert not (tmp_path / "x.db").exists()  # refused before the store was made
+
+
+def test_a_flag_that_ends_a_known_key_is_suggested(tmp_path, monkeypatch, capsys):
+    """`predict --split test` named every top-level key but not predict_split, too far for difflib's 0.6."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        main(["predict", "--config", DEMO, *TINY, "--db", f"sqlite:///{tmp_path / 'x.db'}", "--split", "test"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "unknown config key split (on the command line); did you mean predict_split?" in err

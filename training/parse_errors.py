@@ -324,6 +324,7 @@ def explain_parse_error(message: str, parser, argv: list[str] = ()) -> str:
             return f"--{key}: {SECTION_HELP[key].format(command=command)}"
         known = [k for k in _known_keys(parser) if k != "model.task.help"]  # the task's spec, filled in from data
         close = difflib.get_close_matches(key, known + COMMAND_FLAGS[command], n=1, cutoff=0.6)
+        close = close or [k for k in known if k.endswith(f"_{key}") and "." not in k][:1]  # --split: predict_split
         flag_only = {"config", "print_config", *COMMAND_FLAGS[command]}  # no config key: named as typed, --config
         hint = f"; did you mean {'--' if close and close[0] in flag_only else ''}{close[0]}?" if close else ""
         tops = top_level_keys(parser)  # named where the first part is none of them and nothing is near
