@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import shlex
 import subprocess
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -102,15 +103,14 @@ def environment_notes(run_id: int, recorded: object) -> list[str]:
         if name in RUN_ENVIRONMENT and here != value:
             now = f"this shell has {name}={here}" if here is not None else "this shell does not set it"
             notes.append(
-                f"note: run {run_id} was trained with {name}={value}, and {now} (`export {name}={value}` reads "
-                "as it did)"
+                f"note: run {run_id} was trained with {name}={value}, and {now} (`export "
+                f"{name}={shlex.quote(str(value))}` reads as it did)"
             )
     return notes
 
 
 def command_line(argv: list[str] | None = None) -> str:
     """This process's command as a user would type it ('ortholab fit --config X ...'), passwords in URLs masked."""
-    import shlex
     import sys
 
     from ortholab.db.masking import mask_url

@@ -499,3 +499,7 @@ def test_a_grid_sweep_walks_a_ranges_steps_as_written(tmp_path):
     ):
         with pytest.raises(ConfigError, match=f"model.family_args.rho is a {said} range"):
             grid_points({"model.family_args.rho": unstepped})
+    with pytest.raises(ConfigError, match=r"data.batch_size has 1000000000000 values from 1 to 1000000000000 by 1"):
+        grid_points({"data.batch_size": {"low": 1, "high": 10**12}})  # refused before a value is made
+    with pytest.raises(ConfigError, match=r"a grid of 40000 points \(a 200 x b 200\), more than 10000"):
+        grid_points({"a": list(range(200)), "b": list(range(200))})

@@ -189,15 +189,26 @@ def suggest(trial: optuna.Trial, space: dict) -> dict:
     return values
 
 
+MAX_GRID_POINTS = 10_000  # each a waiting trial in the study's store, enqueued when the study is made
+
+
 def grid_points(space: dict) -> list[dict]:
     """Every combination of the choices, for `--sampler grid`: a list's, or a range's grid from low by step to high
-    (an int range's step 1 unless given)."""
-    return [dict(zip(space, values)) for values in itertools.product(*(grid_values(k, v) for k, v in space.items()))]
+    (an int range's step 1 unless given). A grid of more than MAX_GRID_POINTS is refused before any is made."""
+    axes = {key: grid_values(key, spec) for key, spec in space.items()}
+    if (size := math.prod(len(values) for values in axes.values())) > MAX_GRID_POINTS:
+        counts = " x ".join(f"{key} {len(values)}" for key, values in axes.items())
+        raise ConfigError(
+            f"--sampler grid: the space is a grid of {size} points ({counts}), more than {MAX_GRID_POINTS}; give "
+            "coarser steps or fewer choices, or use random or tpe"
+        )
+    return [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
 
 
 def grid_values(key: str, spec) -> list:
     """A key's values on the grid: a list as it is; a range low, low + step, ... up to high, counted in decimals
-    (0.1 + 2 * 0.1 is 0.3 here, as written, not 0.30000000000000004)."""
+    (0.1 + 2 * 0.1 is 0.3 here, as written, not 0.30000000000000004); one of more than MAX_GRID_POINTS values is
+    refused before they are made."""
     if isinstance(spec, list):
         return spec
     low, high, step = spec["low"], spec["high"], spec.get("step")
@@ -207,11 +218,14 @@ def grid_values(key: str, spec) -> list:
             f"--sampler grid needs lists of choices or ranges with a step; {key} is a "
             f"{'log-scale' if spec.get('log') else 'continuous'} range (give step, a list, or use random or tpe)"
         )
-    if ints:
-        return list(range(low, high + 1, step or 1))
-    first, by = Decimal(str(low)), Decimal(str(step))
+    first, by = Decimal(str(low)), Decimal(str(step or 1))
     count = int((Decimal(str(high)) - first) / by) + 1
-    return [float(first + k * by) for k in range(count)]
+    if count > MAX_GRID_POINTS:
+        raise ConfigError(
+            f"--sampler grid: {key} has {count} values from {low} to {high} by {step or 1}, more than "
+            f"{MAX_GRID_POINTS}; give a coarser step, or use random or tpe"
+        )
+    return [(int if ints else float)(first + k * by) for k in range(count)]
 
 
 def make_pruner(kind: str) -> optuna.pruners.BasePruner:
@@ -640,8 +654,7 @@ def run_sweep(
             f"--name {name!r}: the trials' runs are named {name}-t0, -t1, ...: one folder name each, letters and "
             "digits of any script and punctuation without spaces or '/'"
         )
-    if sampler == "grid" and trials > len(grid_points(space)):
-        points = len(grid_points(space))
+    if sampler == "grid" and trials > (points := len(grid_points(space))):
         print(f"sweep {name}: the grid has {points} points, so --trials {trials} trains {points}", flush=True)
         trials = points
     if workers > trials:  # a worker with no trial to take would only start, check and wait
