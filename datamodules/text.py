@@ -218,6 +218,9 @@ class CharText(GatheredTaskDataModule):
     split: with `path` one file, the fractions [train, val, test] it is cut into, in order (module docstring).
     """
 
+    # what the spec holds before the data is read (`ortholab list tasks`); the vocabulary decides sizes and baseline
+    known_without_data = {"readout": "every_step", "loss": "cross_entropy_bits"}
+
     def __init__(
         self,
         path: str | None = None,
@@ -270,8 +273,7 @@ class CharText(GatheredTaskDataModule):
             name="text",
             input_size=size,
             output_size=size,
-            readout="every_step",
-            loss="cross_entropy_bits",
+            **self.known_without_data,
             symbolic=True,
             main_metric="val/bpc",
             main_metric_mode="min",

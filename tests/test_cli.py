@@ -156,9 +156,21 @@ def test_list_tasks_names_the_tasks_whose_dashes_their_data_decides(capsys):
     assert "speech" in dashed and "copying" not in dashed
     decided = ", ".join(task for task in dashed if task != "speech")
     assert note == (
-        f"-: read from the task's data ({decided}); a run prints and records its task's loss and baseline; speech has "
+        f"-: read from the task's data ({decided}); a run prints and records it; speech has "
         "no baseline (its audio scores compare with copying the previous frame)"
     )
+
+
+def test_list_tasks_gives_text_the_loss_and_readout_its_runs_use(tmp_path, capsys):
+    """Text's spec needs its vocabulary, so the listing showed `-` for a loss and readout no data changes."""
+    from ortholab.datamodules.text import CharText
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"line {i} of a small corpus\n" for i in range(200)))
+    spec = CharText(path=str(corpus), split=[0.8, 0.1, 0.1], seq_len=4).spec
+    main(["list", "tasks", "--json"])
+    listed = next(row for row in json.loads(capsys.readouterr().out) if row["task"] == "text")["spec"]
+    assert listed == {"readout": spec.readout, "loss": spec.loss} == {"readout": "every_step", "loss": "cross_entropy_bits"}
 
 
 def test_list_without_an_argument_lists_all_three_as_each_list_does(capsys):
@@ -273,6 +285,7 @@ def test_list_configs_for_one_family_keeps_only_its_configs_and_names_a_misspelt
     )
     for argv, message in [
         (["list", "configs", "--family", "scorn"], "--family 'scorn' is not a registered family; did you mean"),
+        (["list", "families", "scorn"], "error: 'scorn' is not a registered family; did you mean"),  # as typed
         (["list", "tasks", "--family", "scornn"], "not to `list tasks`: drop --family"),
     ]:
         with pytest.raises(SystemExit) as stopped:

@@ -66,8 +66,9 @@ def run(args, extra: list[str]) -> None:
         from ortholab.models import FAMILIES
 
         if args.family not in FAMILIES:
+            given = repr(args.family) if args.name is not None else f"--family {args.family!r}"  # as it was typed
             raise ConfigError(
-                f"--family {args.family!r} is not a registered family; {did_you_mean(args.family, FAMILIES)}"
+                f"{given} is not a registered family; {did_you_mean(args.family, FAMILIES)}"
                 f"choose one of {sorted(FAMILIES)} (one of your own: {OWN_FAMILY}){aliases.unimportable_note()}"
             )
         if args.what == "tasks":
@@ -173,7 +174,7 @@ def unknown_until_data(rows: list[dict]) -> str:
         if None in (row["loss"], row["readout"]) or (row["baseline"] is None and not none(row))
     ]
     parts = (
-        [f"-: read from the task's data ({', '.join(waiting)}); a run prints and records its task's loss and baseline"]
+        [f"-: read from the task's data ({', '.join(waiting)}); a run prints and records it"]
         if waiting
         else []
     )
@@ -189,7 +190,7 @@ def task_rows() -> list[dict]:
         try:
             spec = cls().spec.to_dict()
         except (ConfigError, TypeError, AttributeError):  # it needs its data (text: its vocabulary) or arguments
-            spec = None
+            spec = dict(getattr(cls, "known_without_data", {})) or None
         rows.append(
             {
                 "task": name,
