@@ -99,6 +99,8 @@ def test_predictions_of_a_sweeps_trial_are_not_counted_as_one_of_its_trials(fres
     assert plain.tags == ("kept",) and given.tags == ("trial:0",)
     code, out, _ = ortholab(capsys, "runs", "show", plain.id, "--db", db)  # no "yet": a predict run validates never
     assert code == 0 and "no best value (a predict run)" in out and f"predictions of run {source.id}" in out
+    npz = Store(db).get_run(plain.id).info["predict"]["predictions"]
+    assert Path(npz).is_file() and f"predictions file: {npz} (" in out
 
 
 def test_a_run_from_a_trials_config_yaml_is_no_trial_of_its_sweep(fresh, tmp_path, capsys, monkeypatch):
@@ -261,6 +263,16 @@ def test_music_gives_next_frames_and_speech_gives_reconstructed_audio(tmp_path, 
         # the utterance's own length: 'wisdom' framing gives T = 3 + ceil(samples / 128) frames, T - 1 predicted
         assert rate == 8000 and (valid - 3) * 128 < len(samples) <= (valid - 2) * 128
         assert np.abs(samples).max() > 0  # a waveform, not silence
+    speech_predict = max(r.id for r in store.list_runs() if r.stage == "predict")
+    code, out, _ = ortholab(capsys, "runs", "show", speech_predict, "--db", db)  # where a reader finds both
+    assert (
+        code == 0
+        and (
+            f"predictions file: {speech_link['predictions']} (3 sequences of the test split; 3 wav files in "
+            f"{Path(speech_link['predictions']).parent / 'audio'})"
+        )
+        in out
+    )
 
 
 @pytest.mark.parametrize("command, split", [("test", "test"), ("validate", "val")])

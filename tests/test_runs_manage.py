@@ -61,6 +61,8 @@ def test_filters_and_json(db, tmp_path, capsys):
     assert [r["id"] for r in json.loads(capsys.readouterr().out)] == sorted([a, c], reverse=True)
     main(["runs", "--db", db, "--task", "copy", "--name", "B", "--json"])
     assert [r["id"] for r in json.loads(capsys.readouterr().out)] == [b]
+    main(["runs", "list", "--db", db, "--task", "copy", "--name", "B", "--json"])  # `runs list`: the same listing
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)] == [b]
     main(["runs", "--db", db, "--status", "running"])
     assert capsys.readouterr().out.strip().startswith("no recorded run matches the filters; no run has --status")
     main(["runs", "--db", db, "--family", "gru"])  # registered, no run of it: an empty list, with those recorded

@@ -173,11 +173,7 @@ def unknown_until_data(rows: list[dict]) -> str:
         for row in rows
         if None in (row["loss"], row["readout"]) or (row["baseline"] is None and not none(row))
     ]
-    parts = (
-        [f"-: read from the task's data ({', '.join(waiting)}); a run prints and records it"]
-        if waiting
-        else []
-    )
+    parts = [f"-: read from the task's data ({', '.join(waiting)}); a run prints and records it"] if waiting else []
     parts += [f"{row['task']} has no baseline ({none(row)})" for row in rows if row["baseline"] is None and none(row)]
     return "; ".join(parts)
 

@@ -30,11 +30,11 @@ from ortholab.db.progress import copy_note, run_progress, runs_rows
 from ortholab.db.provenance import restore_notes, resume_notes
 from ortholab.errors import ConfigError, did_you_mean
 
-ACTIONS = ("show", "tag", "untag", "delete")
+ACTIONS = ("list", "show", "tag", "untag", "delete")  # list: the default, as `runs` alone
 PROVENANCE_TAGS = ("paper:", "scale:", "seed:", "flags:")  # reproduce's tags (db/published.py, db/seeds.py)
 SWEEP_TAGS = ("sweep:", "trial:")  # sweep's tags (training/lightning_cli.py's TRIAL_TAGS, without loading Lightning)
 USAGE = (
-    "runs [--family F] [--task T] [--status S] [--tag T] [--name TEXT] [--columns KEYS] [--sort KEY [--desc]] "
+    "runs [list] [--family F] [--task T] [--status S] [--tag T] [--name TEXT] [--columns KEYS] [--sort KEY [--desc]] "
     "[--json] [--export DIR [--with-artifacts] [--with-checkpoints]] | runs show ID | "
     "runs tag|untag|delete ID... [LABEL]"
 )
@@ -66,7 +66,8 @@ def add_arguments(parser) -> None:
         nargs="?",
         choices=ACTIONS,
         default=None,
-        help="show ID: one run whole (settings it was started and continued with, its code, folder and "
+        help="list (the default): the runs, filtered and sorted by the options below; show ID: one run whole "
+        "(settings it was started and continued with, its code, folder and "
         "checkpoints); tag ID... LABEL / untag ID... LABEL: add or remove a label; delete ID...: remove runs, "
         "their points, artifacts and run folders (asks first; --yes for scripts)",
     )
@@ -108,6 +109,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args, extra: list[str]) -> None:
+    if args.action == "list":  # `ortholab runs list`, as a newcomer types it: the listing
+        args.action = None
     given = export_extra_given(args)
     if args.action and (args.export is not None or given):
         flag = "--export" if args.export is not None else given
@@ -461,9 +464,20 @@ def run_card(run, silent: str | None = None) -> list[str]:
     predicted = info.get("predict") or {}
     if predicted.get("source_run") is not None:
         lines.append(f"predictions of run {predicted['source_run']} ({predicted.get('checkpoint')})")
+    if predicted.get("predictions"):  # the file a reader opens with numpy (training/callbacks/predictions.py)
+        lines.append(
+            f"predictions file: {predicted['predictions']} ({predicted.get('sequences')} sequences of the "
+            f"{predicted.get('split')} split{_audio_note(predicted)})"
+        )
     lines += restore_notes(info)  # the folder it trained in, before a restore moved it (db/relocate.py)
     lines += resume_notes(info)  # as the dashboard's run details say them (recorded since 2026-11-29)
     return lines
+
+
+def _audio_note(predicted: dict) -> str:
+    """Where a speech run's predictions wrote their wav files, beside the predictions file."""
+    count = predicted.get("audio_files") or 0
+    return f"; {count} wav files in {Path(predicted['predictions']).parent / 'audio'}" if count else ""
 
 
 def manage(action: str, targets: list[str], db: str | None, yes: bool = False) -> None:
