@@ -633,17 +633,20 @@ class Store:
         decoded = {key: json.loads(value) for key, value in sorted(params)}
         return RunDetail(**summary_fields(row._mapping), params=decoded)
 
-    def predictions_of(self, run_ids: list[int]) -> dict[int, list[int]]:
-        """The predict runs naming each of `run_ids` as the run whose checkpoint they predicted with (info.predict)."""
+    def runs_made_from(self, run_ids: list[int]) -> dict[int, dict[str, list[int]]]:
+        """For each of `run_ids`, the other runs made from it, by their stage: predict runs naming it as the run they
+        predicted with (info.predict), and test, validate and fit runs whose ckpt_path lies in its run folder."""
         with self._session() as session:
-            rows = session.execute(select(Run.id, Run.info).where(Run.stage == "predict").order_by(Run.id)).all()
-        named: dict[int, list[int]] = {}
-        for run_id, info in rows:
-            link = info.get("predict") if isinstance(info, dict) else None
-            source = link.get("source_run") if isinstance(link, dict) else None
-            if source in run_ids:
-                named.setdefault(source, []).append(run_id)
-        return named
+            folders = dict(session.execute(select(Run.id, Run.run_dir).where(Run.id.in_(run_ids))).all())
+            rows = session.execute(
+                select(Run.id, Run.stage, Run.info, Run.config).where(Run.id.not_in(run_ids)).order_by(Run.id)
+            ).all()
+        made: dict[int, dict[str, list[int]]] = {}
+        for run_id, stage, info, config in rows:
+            source = _predicted_with(info) if stage == "predict" else _checkpoint_owner(config, folders)
+            if source in folders:
+                made.setdefault(source, {}).setdefault(stage, []).append(run_id)
+        return made
 
     def run_plan(self, run_id: int) -> dict[str, Any]:
         """The run's planned length as recorded at its start (total_steps, steps_per_epoch, max_epochs), or {}."""
@@ -806,3 +809,19 @@ class Store:
             for table in (Metric, Param, Artifact):
                 session.execute(delete(table).where(table.run_id == run_id))
             session.execute(delete(Run).where(Run.id == run_id))
+
+
+def _predicted_with(info: Any) -> int | None:
+    """The run a predict run predicted with, as it recorded it (training/callbacks/predictions.py)."""
+    link = info.get("predict") if isinstance(info, dict) else None
+    return link.get("source_run") if isinstance(link, dict) else None
+
+
+def _checkpoint_owner(config: Any, folders: dict[int, str | None]) -> int | None:
+    """Which of `folders` ({run id: run folder}) holds the checkpoint a run's config started from, if one does."""
+    checkpoint = config.get("ckpt_path") if isinstance(config, dict) else None
+    if not isinstance(checkpoint, str) or not os.path.isabs(checkpoint):  # recorded absolute since 2026-12-06
+        return None
+    return next(
+        (i for i, folder in folders.items() if folder and checkpoint.startswith(folder.rstrip("/") + "/")), None
+    )

@@ -105,3 +105,22 @@ def test_a_relative_checkpoint_path_is_recorded_absolute_so_the_runs_config_star
     main(["fit", "--config", str(config), "--db", db, "--trainer.max_steps", "9"])  # starts at the checkpoint again
     again = max(r.id for r in store.list_runs())
     assert first_step(store, again) == first_step(store, new.id)
+
+
+def test_deleting_a_run_names_the_runs_made_from_its_checkpoints(tmp_path, monkeypatch, capsys):
+    """`runs delete` named the predict runs it kept, not the test runs of the run's checkpoint or a new run trained
+    on from it: their config's ckpt_path pointed into a folder about to go, without a word."""
+    db, store, run, checkpoint = trained(tmp_path, monkeypatch)
+    main(["test", "--run", str(run.id), "--db", db])
+    main(["fit", "--config", DEMO, *TINY, "--db", db, "--ckpt_path", str(checkpoint), "--trainer.max_steps", "9"])
+    tested, trained_on = sorted(r.id for r in store.list_runs() if r.id != run.id)
+    assert store.runs_made_from([run.id]) == {run.id: {"test": [tested], "fit": [trained_on]}}
+    capsys.readouterr()
+    main(["runs", "delete", str(run.id), "--db", db, "--yes"])
+    said = capsys.readouterr().out.splitlines()
+    assert said[1:] == [
+        f"kept run {tested} (tests of run {run.id}'s checkpoint), naming a run no longer in this store: "
+        f"`ortholab runs delete {tested}` removes it too",
+        f"kept run {trained_on} (trained on from run {run.id}'s checkpoint): its own folder and checkpoints stay",
+    ]
+    assert Path(store.get_run(trained_on).run_dir, "checkpoints", "last.ckpt").is_file()

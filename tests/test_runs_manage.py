@@ -185,7 +185,7 @@ def test_deleting_a_run_names_the_predict_runs_that_stay_naming_it(db, tmp_path,
         run = store.create_run(name="p", stage="predict", family="scornn", task="copy")
         store.update_run(run, info={"predict": {"source_run": source, "split": "test"}})
         predictions.append(run)
-    assert store.predictions_of([a, b]) == {a: predictions[:2]}  # a fit run's own info is never read as a link
+    assert store.runs_made_from([a, b]) == {a: {"predict": predictions[:2]}}  # a fit run's info is never a link
     asked = []
     monkeypatch.setattr("sys.stdin.isatty", lambda: True)
     monkeypatch.setattr("builtins.input", lambda prompt: asked.append(prompt) or "y")

@@ -55,6 +55,12 @@ COLUMNS = [
     "started",
     "reason",
 ]
+MADE_FROM = {  # how `runs delete` names the runs made from a run it deletes, by their stage (Store.runs_made_from)
+    "predict": "predictions of run {}",
+    "test": "tests of run {}'s checkpoint",
+    "validate": "validations of run {}'s checkpoint",
+    "fit": "trained on from run {}'s checkpoint",
+}
 HOW_TORCH_RUNS_IT = {"foreach", "fused", "capturable", "differentiable"}  # options that change no update, left unsaid
 STARTED = "started (UTC)"  # the table's header of `started` (--json: "started", an ISO time with its offset)
 REASON_WIDTH = 60  # the table shows a failed or stopped run's reason cut to this; --json and the dashboard in full
@@ -525,14 +531,12 @@ def manage(action: str, targets: list[str], db: str | None, yes: bool = False) -
         f"{run_id} {run.name} ({run.status}{', folder ' + run.run_dir if run.run_dir else ''})"
         for run_id, run in runs.items()
     )
-    predicted = {
-        source: kept
-        for source, ids_ in store.predictions_of(ids).items()
-        if (kept := [i for i in ids_ if i not in runs])
-    }  # predict runs that stay, naming a run about to go
-    if predicted:
+    made = store.runs_made_from(ids)  # runs that stay, made from a run about to go (its checkpoints, its link)
+    if made:
         listed += "; " + "; ".join(
-            f"not {_runs_named(p)} (predictions of run {source})" for source, p in predicted.items()
+            f"not {_runs_named(kept)} ({MADE_FROM[stage].format(source)})"
+            for source, stages in made.items()
+            for stage, kept in stages.items()
         )
     if not yes:
         if not sys.stdin.isatty():
@@ -556,12 +560,8 @@ def manage(action: str, targets: list[str], db: str | None, yes: bool = False) -
             else:
                 removed = f"; its folder {folder} is {whose}: kept"
         print(f"deleted run {run_id} ({run.name}){removed}")
-        if run_id in predicted:
-            kept = predicted[run_id]
-            print(
-                f"kept {_runs_named(kept)} (predictions of run {run_id}), naming a run no longer in this store: "
-                f"`ortholab runs delete {' '.join(map(str, kept))}` removes {'it' if len(kept) == 1 else 'them'} too"
-            )
+        for stage, kept in made.get(run_id, {}).items():
+            print(_kept_note(stage, run_id, kept))
 
 
 def _folder_owner(store, folder: Path) -> str | None:
@@ -578,6 +578,17 @@ def _folder_owner(store, folder: Path) -> str | None:
     if folder.parent.parent.name == f"store-{store.store_id[:8]}":  # .../store-<this store's id>/<name>/<id>
         return None
     return "not this store's (a copy's, or from before store folders)"
+
+
+def _kept_note(stage: str, source: int, kept: list[int]) -> str:
+    """What `runs delete` says of the runs it kept that were made from a run it deleted."""
+    what = f"kept {_runs_named(kept)} ({MADE_FROM[stage].format(source)})"
+    if stage == "fit":  # a run of its own: it trained and checkpoints in its own folder
+        return f"{what}: {'its' if len(kept) == 1 else 'their'} own folder and checkpoints stay"
+    return (
+        f"{what}, naming a run no longer in this store: "
+        f"`ortholab runs delete {' '.join(map(str, kept))}` removes {'it' if len(kept) == 1 else 'them'} too"
+    )
 
 
 def _runs_named(ids: list[int]) -> str:
