@@ -13,6 +13,7 @@ from torch import nn
 from ortholab import models
 from ortholab.cli.main import main
 from ortholab.db import Store
+from ortholab.db.artifacts import GRAD_NORMS
 from ortholab.models import RecurrentLayer, register_family
 from ortholab.training.module import check_groups_cover_the_layer
 
@@ -33,6 +34,23 @@ class LeftOut(OrthTanhRNN):
 
 
 register_family("leftout", LeftOut)
+
+
+class LoopTanh(OrthTanhRNN):  # the hidden states' gradients, as docs/configs.md says a family gives them
+    supports_state_offsets = True
+
+    def forward(self, x, state_offsets=None, initial_state=None):
+        rnn = self.rnn
+        h = x.new_zeros(x.shape[0], self.hidden_size) if initial_state is None else initial_state
+        states = []
+        for t in range(x.shape[1]):
+            h = (x[:, t] @ rnn.weight_ih_l0.T + rnn.bias_ih_l0 + h @ rnn.weight_hh_l0.T + rnn.bias_hh_l0).tanh()
+            h = h if state_offsets is None else h + state_offsets[:, t]
+            states.append(h)
+        return __import__("torch").stack(states, dim=1)
+
+
+register_family("looptanh", LoopTanh)
 """
 
 
@@ -48,8 +66,16 @@ def test_the_docs_family_of_ones_own_trains_lists_and_one_that_leaves_parameters
     own = ["--model.family", "orthtanh", "--model.family_args", "{}", "--model.optimizers", "{}"]
     done = ortholab("fit", "--config", DEMO, *TINY, *own, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
-    (run,) = Store(f"sqlite:///{tmp_path / 'runs' / 'ortholab.db'}").list_runs()
+    store = Store(f"sqlite:///{tmp_path / 'runs' / 'ortholab.db'}")
+    (run,) = store.list_runs()
     assert run.family == "orthtanh" and run.status == "finished"
+    assert "no gradient profile is recorded" in done.stderr and "configs.md#a-family-of-your-own" in done.stderr
+    assert not store.artifacts(run.id, kind=GRAD_NORMS)
+    own[1] = "looptanh"  # with state_offsets: the profile is recorded, without a word
+    done = ortholab("fit", "--config", DEMO, *TINY, *own, cwd=tmp_path, env=env)
+    assert done.returncode == 0 and "gradient profile" not in done.stderr, done.stderr
+    looped = max(r.id for r in store.list_runs())
+    assert store.get_run(looped).family == "looptanh" and store.artifacts(looped, kind=GRAD_NORMS)
     listed = ortholab("list", "families", cwd=tmp_path, env=env)
     assert listed.returncode == 0 and "orthtanh" in listed.stdout, listed.stderr
     own[1] = "leftout"

@@ -68,7 +68,8 @@ class GradientNormProfile(_ProbeCallback):
             if not getattr(self, "_warned", False):
                 rank_zero_warn(
                     f"GradientNormProfile: family {type(pl_module.model.layer).__name__} cannot expose "
-                    "dL/dh_t (no state_offsets support); no gradient profile is recorded",
+                    "dL/dh_t (no state_offsets support); no gradient profile is recorded, the other analyses are "
+                    "(a family of your own: docs/configs.md#a-family-of-your-own says how to give it)",
                     category=OrthoLabWarning,
                 )
                 self._warned = True
