@@ -2,6 +2,7 @@
 Nottingham), so the demos read their data sets from there; no test fetches through a mirror it did not set."""
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,8 @@ os.environ.pop("ORTHOLAB_RUNS", None)
 # the tests' own callbacks and fault injectors (faults.SignalAt, ...) that configs name by class path: the
 # allow-list of config modules admits them only through this variable, as a user admits their own packages
 os.environ["ORTHOLAB_CONFIG_MODULES"] = "faults,hostile_faults,test_bad_input,map_probe"
+# the venv's scripts on PATH, as `make test` puts them: messages name `ortholab` as typed in an activated venv
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 # A test that names a store but no run folder (--runs_dir) from the checkout puts run folders in the checkout's runs/
 # (the default root is ./runs): the suite fails if it made one (test_sweep_pruner did, 2026-12-03)

@@ -19,7 +19,15 @@ FOLDERS = {
 }  # as pyproject's package-dir installs them
 # Each package may import only packages of a lower tier (and itself); the root modules may import one another.
 TIERS = [
-    {"ortholab", "ortholab.errors", "ortholab.aliases", "ortholab.extras", "ortholab.threads", "ortholab.user_errors"},
+    {
+        "ortholab",
+        "ortholab.errors",
+        "ortholab.aliases",
+        "ortholab.extras",
+        "ortholab.threads",
+        "ortholab.user_errors",
+        "ortholab.command_name",
+    },
     {"ortholab.models", "ortholab.datamodules", "ortholab.db"},
     {"ortholab.evaluation"},
     {"ortholab.training"},

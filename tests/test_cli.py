@@ -793,7 +793,7 @@ def test_readers_start_without_lightning_or_torch(command, tmp_path):
 
 def test_the_closing_line_names_ortholab_as_it_can_be_typed_here(tmp_path, monkeypatch):
     """After `make demo` the venv is not activated: `ortholab runs` would not be found, `.venv/bin/ortholab runs` is."""
-    from ortholab.training import lightning_cli
+    from ortholab import command_name as lightning_cli
 
     bin_dir = tmp_path / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
@@ -808,6 +808,26 @@ def test_the_closing_line_names_ortholab_as_it_can_be_typed_here(tmp_path, monke
     assert lightning_cli.console_command() == str(bin_dir / "ortholab")
     monkeypatch.setenv("PATH", str(bin_dir))  # activated
     assert lightning_cli.console_command() == "ortholab"
+
+
+def test_an_error_line_names_the_commands_it_suggests_as_they_can_be_typed_here(tmp_path, monkeypatch, capsys):
+    """`ortholab list configs` in an error, read in a shell whose PATH lacks the venv: `command not found`."""
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "ortholab").write_text("#!/bin/sh\n")
+    (bin_dir / "ortholab").chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(bin_dir / "python"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    for argv, said in [
+        (["fit"], "one that `.venv/bin/ortholab list configs` shows"),  # ortholab/cli/main.py's error line
+        (["runs", "--statsu", "finished"], "(see `.venv/bin/ortholab runs --help`)"),  # argparse's
+        (["fit", "--config", DEMO, "--trainer.max_stepz", "3"], "`.venv/bin/ortholab fit --help`"),  # Lightning CLI's
+    ]:
+        with pytest.raises(SystemExit):
+            main(argv)
+        err = capsys.readouterr().err
+        assert said in err and "`ortholab " not in err, err
 
 
 @pytest.mark.parametrize(("command", "passes_flags"), [("reproduce", True), ("sweep", True), ("runs", False)])

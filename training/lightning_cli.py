@@ -14,7 +14,6 @@ import copy
 import logging
 import os
 import re
-import shutil
 import signal
 import sys
 import warnings
@@ -31,6 +30,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from ortholab import aliases
+from ortholab.command_name import as_typed, console_command
 from ortholab.datamodules import TASKS, TaskDataModule, task_class_path
 from ortholab.datamodules.spec import SELECT_ON
 from ortholab.db import SQLLogger, Store, StoreError, runs_root
@@ -158,7 +158,7 @@ class OrthoLabArgumentParser(LightningArgumentParser):
         argv = getattr(self, "given_args", None)
         line = explain_parse_error(message, parser, sys.argv[1:] if argv is None else argv)
         print(
-            f"ortholab: error: {mask_secrets(line, known_passwords(sys.argv))}",
+            as_typed(f"ortholab: error: {mask_secrets(line, known_passwords(sys.argv))}"),
             file=sys.stderr,
         )
         self.exit(2)
@@ -731,18 +731,6 @@ class OrthoLabCLI(LightningCLI):
             f"Run {run.id} ({run.name}, {run.status}) recorded in {mask_url(logger.store.url)}; "
             f"run folder {logger.log_dir}. List runs with `{console_command()} runs{where}`{said}."
         )
-
-
-def console_command() -> str:
-    """How to type this installation's `ortholab`: the bare name where PATH finds it, its path otherwise (a venv
-    not activated, as after `make demo`)."""
-    script = Path(sys.executable).parent / "ortholab"
-    found = shutil.which("ortholab")
-    if not script.exists() or (found is not None and Path(found).resolve() == script.resolve()):
-        return "ortholab"
-    with contextlib.suppress(ValueError):  # under the current folder: as typed there, e.g. .venv/bin/ortholab
-        return str(script.relative_to(Path.cwd()))
-    return str(script)
 
 
 def _prepare_evaluation(datamodule, world_size: int, subcommand: str | None, config) -> None:

@@ -8,6 +8,8 @@ import re
 import signal
 import sys
 
+from ortholab.command_name import as_typed
+
 DB_HELP = (
     "the run store: a SQLite file's path or an SQLAlchemy URL (default: $ORTHOLAB_DB, else the SQLite file "
     "ortholab.db in $ORTHOLAB_RUNS, else in ./runs)"
@@ -183,7 +185,7 @@ class OneLineParser(argparse.ArgumentParser):
             message = _not_a_choice(*choice.groups())  # `db versoin`: argparse named the argument's dest, 'action'
 
         print(
-            f"ortholab: error: {mask_secrets(message, known_passwords(sys.argv))} (see `{self.prog} --help`)",
+            as_typed(f"ortholab: error: {mask_secrets(message, known_passwords(sys.argv))} (see `{self.prog} --help`)"),
             file=sys.stderr,
         )
         sys.exit(2)

@@ -17,6 +17,7 @@ from types import ModuleType
 from ortholab import aliases
 from ortholab.cli import COMMANDS, children
 from ortholab.cli.common import OneLineParser
+from ortholab.command_name import as_typed
 from ortholab.db.masking import check_db_url, db_urls_in, known_passwords, mask_secrets
 from ortholab.errors import ConfigError
 from ortholab.training.allocator import reuse_freed_memory
@@ -160,5 +161,5 @@ def main(argv: list[str] | None = None) -> None:
         reported = user_error(err)
         if reported is None:
             raise
-        print(f"ortholab: error: {mask_secrets(str(reported), known_passwords(argv))}", file=sys.stderr)
+        print(as_typed(f"ortholab: error: {mask_secrets(str(reported), known_passwords(argv))}"), file=sys.stderr)
         sys.exit(2)
