@@ -79,9 +79,13 @@ def test_default_callbacks_record_drift_eigenvalues_profile_and_timing(tmp_path,
     assert store.metric_series(run.id, "time/epoch_s") and store.metric_series(run.id, "memory/peak_mb")
 
 
-def test_analysis_can_be_switched_off(tmp_path, monkeypatch):
+def test_analysis_can_be_switched_off_and_the_run_still_reaches_its_last_step(tmp_path, monkeypatch):
+    """Timing went with the analyses: a finished run of 6 steps listed 5 (its last train/loss point, of the batch
+    step 6 trained on) and a running one had no pace or ETA."""
     store, run = _fit(tmp_path, monkeypatch, "--analysis", "false")
     assert "analysis/orthogonality" not in store.metric_keys(run.id) and not store.artifacts(run.id)
+    assert max(p.step for p in store.metric_series(run.id, "train/loss")) == 5
+    assert run.steps == 6 and [p.step for p in store.metric_series(run.id, "time/step_s")] == [6]
 
 
 def test_lstm_has_no_recurrent_matrix_to_analyse(tmp_path, monkeypatch):

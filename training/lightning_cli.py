@@ -249,7 +249,8 @@ class OrthoLabCLI(LightningCLI):
             type=bool,
             default=True,
             help="add the default analysis callbacks (orthogonality, eigenvalues, gradient "
-            "profile, timing, NaN guard) that trainer.callbacks does not already configure",
+            "profile, NaN guard, audio scores) that trainer.callbacks does not already configure; false keeps "
+            "only Timing (the run's pace, ETA and last step)",
         )
         parser.add_argument(
             "--test_every_validation",
@@ -536,8 +537,7 @@ class OrthoLabCLI(LightningCLI):
         first = [StampCheckpoints()]  # every checkpoint names its store and run, and how far their record went
         if resume is not None:
             first.append(ContinueRun())  # rewinds the record before anything records again
-        if config.analysis:
-            first += default_callbacks(trainer.callbacks)
+        first += default_callbacks(trainer.callbacks, analysis=config.analysis)
         trainer.callbacks[:0] = first
         for callback in trainer.callbacks:  # a speech task without PESQ/STOI, or a user's one on another task: one line
             if isinstance(callback, AudioEvaluation):  # before the run is recorded

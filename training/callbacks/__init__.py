@@ -16,15 +16,21 @@ ANALYSIS_CALLBACKS = (
 )  # AudioEvaluation acts on speech tasks only
 
 
-def default_callbacks(configured: list) -> list:
-    """One instance of each analysis callback not already configured by the user (theirs take its place)."""
+# Kept by `--analysis false`: its records give a run its pace, ETA and last step (`ortholab runs`), at no measurable cost
+BOOKKEEPING_CALLBACKS = (Timing,)
+
+
+def default_callbacks(configured: list, analysis: bool = True) -> list:
+    """One instance of each default callback not already configured by the user (theirs take its place): the
+    analysis callbacks, or without them (`--analysis false`) the bookkeeping ones."""
     present = {type(c) for c in configured}
-    return [cls() for cls in ANALYSIS_CALLBACKS if cls not in present]
+    return [cls() for cls in (ANALYSIS_CALLBACKS if analysis else BOOKKEEPING_CALLBACKS) if cls not in present]
 
 
 __all__ = [
     "ANALYSIS_CALLBACKS",
     "AudioEvaluation",
+    "BOOKKEEPING_CALLBACKS",
     "EigenvalueSnapshots",
     "GradientNormProfile",
     "HiddenTrajectory",
