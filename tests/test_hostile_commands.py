@@ -367,14 +367,28 @@ def test_review_inputs_that_leaked_a_traceback_or_meant_the_default_store(
     """A bad-input audit: each is one line and exit 2; no store is made."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ORTHOLAB_RUNS", str(tmp_path / "runs"))
-    if "predict" in args:  # a run to predict with
+    if "predict" in args:  # a run to predict with, ended before its first validation (a note on its checkpoint)
         db = f"sqlite:///{tmp_path / 'p.db'}"
-        main(["fit", "--config", DEMO, *TINY, "--db", db, "--runs_dir", str(tmp_path / "fit")])
+        fit = [
+            "fit",
+            "--config",
+            DEMO,
+            *TINY,
+            "--trainer.max_steps",
+            "2",
+            "--db",
+            db,
+            "--runs_dir",
+            str(tmp_path / "f"),
+        ]
+        main(fit)
         capsys.readouterr()
         expected = "--predict_split 'tst': give train, val or test"
     code, _, err = cli(capsys, *[a.replace("{tmp}", str(tmp_path)) for a in args])
-    one_line(code, err, expected)
+    line = one_line(code, err, expected)
     assert not (tmp_path / "runs").exists()
+    if "predict" in args:  # refused before its checkpoint was chosen and noted
+        assert err.strip() == line, err
 
 
 NO_HOME = "~nosuchuser-ortholab"  # a ~user this machine has no home for: Path.expanduser's RuntimeError traceback

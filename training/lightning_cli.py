@@ -44,6 +44,7 @@ from ortholab.training.callbacks import AudioEvaluation, NonFiniteError, default
 from ortholab.training.callbacks.checkpoint_io import AtomicCheckpointIO
 from ortholab.training.callbacks.last_checkpoint import LastCheckpoint
 from ortholab.training.callbacks.lifecycle import ContinueRun, GracefulInterrupt, NameTheRun, StampCheckpoints
+from ortholab.training.callbacks.predictions import check_predict_split
 from ortholab.training.checkpoint_files import check_checkpoint_file, refuse_limits_the_checkpoint_reached
 from ortholab.training.cuda_graphs import check_graphs_config
 from ortholab.training.family_options import check_family_switch, recorded_family_args
@@ -415,9 +416,7 @@ class OrthoLabCLI(LightningCLI):
             raise ConfigError(f"seed_everything = {seed} must lie in 0 .. 2**32 - 1 (numpy's seeds), or be true/false")
         if self.subcommand == "fit" and config.trainer.get("max_steps") == 0:  # a run "finished" at step 0
             raise ConfigError("trainer.max_steps = 0 trains nothing; give 1 or more, or -1 for no step limit")
-        split = config.get("predict_split")
-        if split is not None and split not in ("train", "val", "test"):
-            raise ConfigError(f"--predict_split {split!r}: give train, val or test")
+        check_predict_split(config.get("predict_split"))
         interval = config.trainer.get("val_check_interval")
         if interval is not None and not isinstance(interval, bool) and interval <= 0:
             raise ConfigError(

@@ -331,7 +331,12 @@ def run_arguments(argv: list[str]) -> list[str]:
     peek.add_argument("--config", action="append")
     peek.add_argument("--ckpt_path")
     peek.add_argument("--name")
+    peek.add_argument("--predict_split")
     known, _ = peek.parse_known_args(argv[1:])
+    if command == "predict":  # before the checkpoint is chosen and said: a bad split is the one line
+        from ortholab.training.callbacks.predictions import check_predict_split
+
+        check_predict_split(known.predict_split)
     if known.run is None:
         if known.checkpoint is not None:
             raise ConfigError(

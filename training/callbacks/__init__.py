@@ -16,7 +16,7 @@ ANALYSIS_CALLBACKS = (
 )  # AudioEvaluation acts on speech tasks only
 
 
-# Kept by `--analysis false`: its records give a run its pace, ETA and last step (`ortholab runs`), at no measurable cost
+# Kept by `--analysis false`: their records give a run its pace, ETA and last step (`ortholab runs`)
 BOOKKEEPING_CALLBACKS = (Timing,)
 
 

@@ -31,6 +31,12 @@ from ortholab.training.objectives import OBJECTIVES, Objective
 PREDICT_SPLITS = ("train", "val", "test")
 
 
+def check_predict_split(split: object) -> None:
+    """--predict_split names one of PREDICT_SPLITS (None: the default, test); ConfigError otherwise."""
+    if split is not None and split not in PREDICT_SPLITS:
+        raise ConfigError(f"--predict_split {split!r}: give {', '.join(PREDICT_SPLITS[:-1])} or {PREDICT_SPLITS[-1]}")
+
+
 def objective_of(loss: str) -> type[Objective]:
     """The objective of a recorded run's loss name (a loss no longer known: its outputs as they are)."""
     return OBJECTIVES.get(loss, Objective)
@@ -121,8 +127,7 @@ class PredictionWriter(Callback):
     """Collects the predict steps' outputs, writes the predictions file into the run folder, records the link."""
 
     def __init__(self, split: str, checkpoint: str | None):
-        if split not in PREDICT_SPLITS:
-            raise ConfigError(f"--predict_split {split!r}; choose one of {list(PREDICT_SPLITS)}")
+        check_predict_split(split)
         self.split, self.checkpoint = split, checkpoint
         self.batches: list[dict] = []
         self.path: Path | None = None
