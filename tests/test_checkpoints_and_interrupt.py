@@ -182,7 +182,10 @@ def test_a_ctrl_c_lightning_catches_itself_exits_130_and_says_how_the_run_goes_o
     if at_step == 0:
         assert reason == "stopped by Ctrl-C before its first training step"
         assert f"Interrupted by SIGINT: run {run.id} holds nothing to continue; run the same command again" in said
-        for expected in ("(it stopped before its first checkpoint); start a new run instead", "its config or a"):
+        for expected in (
+            "(it stopped before its first checkpoint, written at its first validation); start a new run instead",
+            "its config or a",
+        ):
             with pytest.raises(SystemExit) as refused:
                 main(["fit", "--resume", str(run.id), "--db", db])
             assert refused.value.code == 2 and expected in capsys.readouterr().err

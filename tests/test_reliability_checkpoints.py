@@ -199,7 +199,11 @@ def test_resume_of_a_run_whose_last_checkpoint_was_deleted_offers_the_checkpoint
     assert Store(url).get_run(1).status == "interrupted"
     for name in ("best-step3.ckpt", "best-step12.ckpt"):
         (folder / name).unlink()
-    assert "(it stopped before its first checkpoint); start a new run instead" in resume_fails(capsys, url)
+    line = resume_fails(capsys, url)
+    assert "(it stopped before its first checkpoint, written at its first validation); start a new run instead" in line
+    assert line.endswith(
+        f": `ortholab fit --config {folder.parent / 'config.yaml'}` (`ortholab runs delete 1` removes this one)"
+    )
 
 
 def test_resume_with_a_folder_as_ckpt_path_names_the_flag_and_the_checkpoints_in_it(tmp_path, capsys):

@@ -163,8 +163,10 @@ def resume_arguments(argv: list[str]) -> list[str]:
                     f"{held[-1]} (the run's record goes back to its step)"
                 )
             raise ConfigError(
-                f"run {run.id} has no checkpoint at {last} (it stopped before its first checkpoint); "
-                f"start a new run instead"
+                f"run {run.id} has no checkpoint at {last} (it stopped before its first checkpoint, written at its "
+                f"first validation); start a new run instead"
+                f"{f': `ortholab fit --config {config}`' if config.is_file() else ''} (`ortholab runs delete {run.id}` "
+                f"removes this one)"
             )
         own = ["--ckpt_path", str(last)]  # after the user's flags: a --config file's ckpt_path (the checkpoint the
         # run started from, as its stored config.yaml holds it) must not stand over the checkpoint checked below
