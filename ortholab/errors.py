@@ -42,5 +42,10 @@ OWN_OBJECTIVE = "register_objective in a module named by $ORTHOLAB_CONFIG_MODULE
 def did_you_mean(value: object, choices: Iterable) -> str:
     """'did you mean 'scornn'? ' for a value close to one of `choices`, case aside ('scoRNN', 'rmsprp'); else ''."""
     lowered = {str(choice).lower(): choice for choice in choices}
-    near = difflib.get_close_matches(str(value).lower(), list(lowered), n=1, cutoff=0.6)
-    return f"did you mean {lowered[near[0]]!r}? " if near else ""
+    typed = str(value).lower()
+    near = difflib.get_close_matches(typed, list(lowered), n=4, cutoff=0.6)
+    ratio = [difflib.SequenceMatcher(None, typed, choice).ratio() for choice in near]
+    tied = sorted(lowered[choice] for choice, r in zip(near, ratio, strict=True) if r == ratio[0]) if near else []
+    if not tied or len(tied) > 2:  # more than two equally close ('table' of seven tables): no guess
+        return ""
+    return f"did you mean {' or '.join(map(repr, tied))}? "

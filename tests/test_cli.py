@@ -1072,3 +1072,19 @@ def test_an_evaluation_without_a_checkpoint_says_it_scores_an_untrained_model(tm
     capsys.readouterr()
     main(["validate", "--run", str(trained), "--db", db])
     assert "no --ckpt_path" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "typed, said",
+    [
+        ("scornn_tabel1", "did you mean 'scornn_table1'? "),  # one nearest
+        ("table1", "did you mean 'scornn_table1' or 'scurnn_table1'? "),  # two as near: both, not one at random
+        ("srnn_table", ""),  # as near to three (srnn_table4, 5 and 6): no guess
+        ("zzz", ""),
+    ],
+)
+def test_a_suggestion_names_every_choice_as_near_as_the_nearest_or_none(typed, said):
+    from ortholab.errors import did_you_mean
+
+    tables = ["scornn_table1", "scurnn_table1", "srnn_table4", "srnn_table5", "srnn_table6", "cpu_checks"]
+    assert did_you_mean(typed, tables) == said
