@@ -660,6 +660,15 @@ def export_writer() -> str:
     return describe(code) if code.get("commit") else f"unknown ({describe(code)}, installed without a checkout)"
 
 
+def earlier_export(folder: str | Path) -> str | None:
+    """What an export about to be replaced in `folder` said of itself (its export.txt's first line), or None."""
+    try:
+        lines = (Path(folder) / EXPORT_FILES[1]).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return lines[0] if lines else None
+
+
 def write_export_txt(folder: Path, store: Store, command: str, writer: str, run_ids, points: int) -> Path:
     """folder/export.txt: the command, date, commit and machine that wrote the export, the store it read and the
     runs folder/runs.db holds (written with `points` per thinned series: write_run_store_within's answer)."""

@@ -81,6 +81,19 @@ def test_the_export_holds_exactly_the_listed_runs_and_leaves_the_store_as_it_was
     assert f"runs: {', '.join(map(str, sorted(wanted)))} (in runs.db;" in provenance
 
 
+def test_exporting_again_into_the_folder_says_which_export_it_replaced(tmp_path, capsys):
+    """A second export into the same folder replaced the first's files without a word."""
+    db, ids = _store(tmp_path)
+    out = tmp_path / "share"
+    main(["runs", "--db", db, "--family", "lstm", "--export", str(out)])
+    first = (out / "export.txt").read_text().splitlines()[0]
+    assert "replace" not in capsys.readouterr().err
+    main(["runs", "--db", db, "--export", str(out)])
+    said = capsys.readouterr().err.splitlines()
+    assert said[-1] == f"(these replace the export {first.removeprefix('written ')})"
+    assert set(_runs(f"sqlite:///{out / 'runs.db'}")) == set(ids.values())
+
+
 def test_runs_csv_has_a_line_per_run_with_the_commit_machine_and_command_that_trained_it(tmp_path, capsys):
     db, ids = _store(tmp_path)
     out = tmp_path / "share"

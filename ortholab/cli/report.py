@@ -86,8 +86,9 @@ def run(args, extra: list[str]) -> None:
     if width is not None and "…" in report:  # a cut cell is otherwise a dead end
         print(f"(cells ending in … are cut to fit {width} columns; --wide shows them whole)")
     if args.export is not None:  # `--export ""` too: refused by export_report, not silently ignored
-        from ortholab.app.export import export_report
+        from ortholab.app.export import earlier_export, export_report
 
+        earlier = earlier_export(args.export) if args.export else None
         for path in export_report(
             store,
             chosen,
@@ -97,3 +98,5 @@ def run(args, extra: list[str]) -> None:
             with_checkpoints=args.with_checkpoints,
         ):
             print(f"wrote {path}", file=sys.stderr)
+        if earlier:
+            print(f"(these replace the export {earlier.removeprefix('written ')})", file=sys.stderr)

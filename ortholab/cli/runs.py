@@ -177,8 +177,10 @@ def run(args, extra: list[str]) -> None:
     else:
         print(no_match(recorded, args))
     if args.export is not None:
+        from ortholab.app.export import earlier_export
         from ortholab.app.runs_export import export_runs
 
+        earlier = earlier_export(args.export)
         columns = [*COLUMNS[:at], *keys, *COLUMNS[at:]]
         written = export_runs(
             store,
@@ -190,6 +192,8 @@ def run(args, extra: list[str]) -> None:
         )
         for path in written:
             print(f"wrote {path}", file=sys.stderr)
+        if earlier:
+            print(f"(these replace the export {earlier.removeprefix('written ')})", file=sys.stderr)
 
 
 SEED_HINT = (  # the nearest key by spelling, data.seed, is the task's data, which `reproduce --seeds` leaves alone
