@@ -58,7 +58,7 @@ class RecurrentLayer(nn.Module):
     def __init__(self, input_size: int, hidden_size: int):
         super().__init__()
         if hidden_size <= 0:
-            raise ConfigError(f"model.hidden_size must be a positive integer, got {hidden_size}")
+            raise ConfigError(f"model.hidden_size must be a positive integer, got {hidden_size}; set it to 1 or more")
         self.input_size = input_size
         self.hidden_size = hidden_size
         self.output_size = hidden_size

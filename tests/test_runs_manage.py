@@ -190,7 +190,7 @@ def test_deleting_a_run_names_the_predict_runs_that_stay_naming_it(db, tmp_path,
     monkeypatch.setattr("sys.stdin.isatty", lambda: True)
     monkeypatch.setattr("builtins.input", lambda prompt: asked.append(prompt) or "y")
     main(["runs", "delete", str(a), str(b), "--db", db])
-    assert f"not runs {predictions[0]}, {predictions[1]} (predictions of run {a})" in asked[0]
+    assert f"; keeping runs {predictions[0]}, {predictions[1]} (predictions of run {a})? [y/N]" in asked[0]
     said = capsys.readouterr().out.splitlines()
     first, second = predictions[:2]
     assert said[1] == (

@@ -349,8 +349,8 @@ def _run_ids(values: list[str], action: str) -> list[int]:
     except ValueError:
         bad = next(v for v in values if not v.lstrip("-").isdigit())
         raise ConfigError(
-            f"runs {action}: {bad!r} is not a run id; give run ids (`ortholab runs` lists them)"
-            + (" then the label" if action in ("tag", "untag") else "")
+            f"runs {action}: {bad!r} is not a run id; give {'a run id' if action == 'show' else 'run ids'} "
+            f"(`ortholab runs` lists them)" + (" then the label" if action in ("tag", "untag") else "")
         ) from None
     if not ids:
         usage = "ID... LABEL" if action in ("tag", "untag") else "ID..."
@@ -538,7 +538,7 @@ def manage(action: str, targets: list[str], db: str | None, yes: bool = False) -
     made = store.runs_made_from(ids)  # runs that stay, made from a run about to go (its checkpoints, its link)
     if made:
         listed += "; " + "; ".join(
-            f"not {_runs_named(kept)} ({MADE_FROM[stage].format(source)})"
+            f"keeping {_runs_named(kept)} ({MADE_FROM[stage].format(source)})"
             for source, stages in made.items()
             for stage, kept in stages.items()
         )
