@@ -50,6 +50,7 @@ from ortholab.datamodules.speech_corpora import (
     timit_splits,
 )
 from ortholab.datamodules.speech_split import SpeechSplit, cache_key
+from ortholab.datamodules.torchaudio_check import torchaudio_transforms
 from ortholab.errors import ConfigError, OrthoLabWarning, home_path
 
 CORPORA = ("fsdd", "timit")
@@ -190,6 +191,7 @@ class SpeechPrediction(GatheredTaskDataModule):
             self.cache_dir = home_path(runs_dir, "--runs_dir").absolute() / self.cache_dir
 
     def check_data(self) -> None:
+        torchaudio_transforms()  # a torchaudio that cannot work here is said before a corpus is downloaded
         self.sources()  # a missing or malformed corpus fails here, before the run is recorded
 
     def setup(self, stage: str) -> None:

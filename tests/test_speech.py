@@ -369,3 +369,20 @@ def test_the_torchaudio_hint_quotes_a_python_whose_path_has_a_space(tmp_path, mo
 
     monkeypatch.setattr(sys, "executable", "/home/me/my envs/bin/python3")  # pasted into a shell as given
     assert "`'/home/me/my envs/bin/python3' -m pip install --no-deps" in install_hint(tmp_path / "absent.py")
+
+
+def test_a_torchaudio_that_cannot_work_is_said_before_the_corpus_is_downloaded(tmp_path, monkeypatch):
+    """`--data.download true` fetched FSDD (21 MB) and only then said torchaudio could not load."""
+    from ortholab.datamodules import speech
+
+    monkeypatch.setenv("ORTHOLAB_DATA", str(tmp_path / "data"))  # an empty data root: FSDD would be fetched
+    fetched = []
+    monkeypatch.setattr(speech, "ensure", lambda *args: fetched.append(args))
+
+    def broken():
+        raise ConfigError("torchaudio cannot be imported here: ...")
+
+    monkeypatch.setattr(speech, "torchaudio_transforms", broken)
+    with pytest.raises(ConfigError, match="torchaudio cannot be imported"):
+        SpeechPrediction(download=True).setup("fit")
+    assert fetched == []
