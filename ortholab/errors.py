@@ -42,10 +42,9 @@ OWN_OBJECTIVE = "register_objective in a module named by $ORTHOLAB_CONFIG_MODULE
 def did_you_mean(value: object, choices: Iterable) -> str:
     """'did you mean 'scornn'? ' for a value close to one of `choices`, case aside ('scoRNN', 'rmsprp'); else ''."""
     lowered = {str(choice).lower(): choice for choice in choices}
-    typed = str(value).lower()
-    near = difflib.get_close_matches(typed, list(lowered), n=4, cutoff=0.6)
-    ratio = [difflib.SequenceMatcher(None, typed, choice).ratio() for choice in near]
-    tied = sorted(lowered[choice] for choice, r in zip(near, ratio, strict=True) if r == ratio[0]) if near else []
-    if not tied or len(tied) > 2:  # more than two equally close ('table' of seven tables): no guess
+    ratio = {choice: difflib.SequenceMatcher(None, str(value).lower(), choice).ratio() for choice in lowered}
+    best = max(ratio.values(), default=0.0)
+    tied = sorted(lowered[choice] for choice, r in ratio.items() if r == best) if best >= 0.6 else []
+    if not tied or len(tied) > 2:  # more than two equally close (three tables of one name but a digit): no guess
         return ""
     return f"did you mean {' or '.join(map(repr, tied))}? "

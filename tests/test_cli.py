@@ -791,10 +791,9 @@ def test_readers_start_without_lightning_or_torch(command, tmp_path):
     assert "IMPORTED []" in out.stdout, out.stdout[-500:]
 
 
-def test_the_closing_line_names_ortholab_as_it_can_be_typed_here(tmp_path, monkeypatch):
-    """After `make demo` the venv is not activated: `ortholab runs` would not be found, `.venv/bin/ortholab runs` is."""
-    from ortholab import command_name as lightning_cli
-
+def _venv_not_on_path(tmp_path, monkeypatch) -> Path:
+    """This Python as a venv's under tmp_path/.venv/bin (with its `ortholab` script), PATH without it, cwd tmp_path,
+    as after `make demo`; returns that bin folder."""
     bin_dir = tmp_path / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
     (bin_dir / "ortholab").write_text("#!/bin/sh\n")
@@ -802,23 +801,25 @@ def test_the_closing_line_names_ortholab_as_it_can_be_typed_here(tmp_path, monke
     monkeypatch.setattr(sys, "executable", str(bin_dir / "python"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", "/nonexistent")
-    assert lightning_cli.console_command() == ".venv/bin/ortholab"
+    return bin_dir
+
+
+def test_the_closing_line_names_ortholab_as_it_can_be_typed_here(tmp_path, monkeypatch):
+    """After `make demo` the venv is not activated: `ortholab runs` would not be found, `.venv/bin/ortholab runs` is."""
+    from ortholab import command_name
+
+    bin_dir = _venv_not_on_path(tmp_path, monkeypatch)
+    assert command_name.console_command() == ".venv/bin/ortholab"
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
-    assert lightning_cli.console_command() == str(bin_dir / "ortholab")
+    assert command_name.console_command() == str(bin_dir / "ortholab")
     monkeypatch.setenv("PATH", str(bin_dir))  # activated
-    assert lightning_cli.console_command() == "ortholab"
+    assert command_name.console_command() == "ortholab"
 
 
 def test_an_error_line_names_the_commands_it_suggests_as_they_can_be_typed_here(tmp_path, monkeypatch, capsys):
     """`ortholab list configs` in an error, read in a shell whose PATH lacks the venv: `command not found`."""
-    bin_dir = tmp_path / ".venv" / "bin"
-    bin_dir.mkdir(parents=True)
-    (bin_dir / "ortholab").write_text("#!/bin/sh\n")
-    (bin_dir / "ortholab").chmod(0o755)
-    monkeypatch.setattr(sys, "executable", str(bin_dir / "python"))
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("PATH", "/nonexistent")
+    _venv_not_on_path(tmp_path, monkeypatch)
     for argv, said in [
         (["fit"], "one that `.venv/bin/ortholab list configs` shows"),  # ortholab/cli/main.py's error line
         (["runs", "--statsu", "finished"], "(see `.venv/bin/ortholab runs --help`)"),  # argparse's

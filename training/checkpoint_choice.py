@@ -92,8 +92,8 @@ def run_checkpoint(
     lacking = {"last": " and no last.ckpt", "best": " and no best-step file"}.get(given, "")
     there = {"last": (folder / "last.ckpt").is_file(), "best": bool(best)}
     words = [word for word in ("last", "best") if there[word] and word != given]  # those that would work: no echo
-    choices = ", ".join(words if flag else map(repr, words))
-    choices = f"{flag} {choices}, " if flag and words else f"{choices}, " if words else ""
+    offered = ", ".join(words if flag else map(repr, words))
+    choices = f"{flag + ' ' if flag else ''}{offered}, " if words else ""
     raise ValueError(
         f"{named}: {missing}run {run_id} holds {names}{lacking}; give {choices}one of these names or a path"
     )
