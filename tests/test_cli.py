@@ -880,7 +880,9 @@ def test_a_tasks_options_by_its_listed_name(capsys):
     for name in ("copying", "CopyingTask"):
         with pytest.raises(SystemExit) as done:
             main(["fit", "--data.help", name])
-        assert done.value.code == 0 and "--data.seq_len" in capsys.readouterr().out
+        out = capsys.readouterr().out
+        assert done.value.code == 0 and "--data.seq_len" in out
+        assert out.startswith("usage: ortholab fit [--data.seq_len"), out[:80]  # the command to type, not `ortholab`
     with pytest.raises(SystemExit) as done:  # a mistyped name: the nearest task
         main(["fit", "--data.help", "copyng"])
     (line,) = capsys.readouterr().err.strip().splitlines()

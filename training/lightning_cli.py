@@ -17,6 +17,7 @@ import re
 import signal
 import sys
 import warnings
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Literal
 
@@ -127,11 +128,16 @@ def started_from(config, run_dir: Path) -> str | None:
 TRIAL_TAGS = ("sweep:", "trial:")  # `ortholab sweep` marks its trials' runs so (runs --tag, the dashboard count them)
 
 
+PARSING_COMMAND: ContextVar[str | None] = ContextVar("parsing_command", default=None)  # `ortholab fit` while it parses
+
+
 class OrthoLabArgumentParser(LightningArgumentParser):
     """Parse errors as one line that names the key and, for a misspelt key, the nearest valid one."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)  # a prefix (--trainer.max_step) is a typo to name, not a key to guess
+        if not args and PARSING_COMMAND.get() is not None:  # made while parsing (`fit --data.help copying`'s parser):
+            kwargs.setdefault("prog", PARSING_COMMAND.get())  # its usage line names the command, not bare `ortholab`
         super().__init__(*args, **kwargs)
 
     def dump(self, cfg=None, *args, **kwargs):
@@ -335,7 +341,12 @@ class OrthoLabCLI(LightningCLI):
         subcommands = getattr(parser, "_subcommands_action", None)
         for each in (parser, *(subcommands.choices.values() if subcommands else ())):  # a key's error says whether
             each.given_args = list(argv)  # the command line or which --config file has it
-        super().parse_arguments(parser, args)
+        command = argv[0] if argv and subcommands and argv[0] in subcommands.choices else None
+        parsing = PARSING_COMMAND.set(f"{console_command()} {command}" if command else None)
+        try:
+            super().parse_arguments(parser, args)
+        finally:
+            PARSING_COMMAND.reset(parsing)
 
     def _own_tags(self, tags: list) -> list:
         """The new run's tags: a config file's sweep:/trial: ones left off (a sweep's trial gets them as --tags). A
