@@ -831,6 +831,18 @@ def test_an_error_line_names_the_commands_it_suggests_as_they_can_be_typed_here(
         assert said in err and "`ortholab " not in err, err
 
 
+def test_the_hints_on_stdout_name_commands_as_they_can_be_typed_here(tmp_path, monkeypatch, capsys):
+    """The lines that say what to run next (`ortholab reproduce TABLE` trains them) are typed as the errors are."""
+    _venv_not_on_path(tmp_path, monkeypatch)
+    for argv, said in [
+        (["reproduce", "--list"], "`.venv/bin/ortholab reproduce TABLE` trains them"),  # ortholab/cli/reproduce.py
+        (["list"], "families (`.venv/bin/ortholab list families`):"),  # ortholab/cli/listing.py
+    ]:
+        main(argv)
+        out = capsys.readouterr().out
+        assert said in out and "`ortholab " not in out, out[-300:]
+
+
 @pytest.mark.parametrize(("command", "passes_flags"), [("reproduce", True), ("sweep", True), ("runs", False)])
 def test_help_says_where_other_flags_go(command, passes_flags, capsys):
     """The docs pass config keys through `reproduce` and `sweep` (--data.path): their --help must say so."""

@@ -6,6 +6,7 @@ import json
 import os
 from typing import TYPE_CHECKING
 
+from ortholab.command_name import as_typed
 from ortholab.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -144,7 +145,11 @@ def print_list(name: str | None, as_json: bool) -> None:
     for r in rows:
         if r.get("problems"):
             _print_notes(r["name"], r["problems"])
-    print("fetch one with `ortholab data fetch NAME` (or all); `ortholab data list NAME` shows its files' checksums")
+    print(
+        as_typed(
+            "fetch one with `ortholab data fetch NAME` (or all); `ortholab data list NAME` shows its files' checksums"
+        )
+    )
 
 
 def _print_notes(name: str, notes: list[str], shown: int = 3) -> None:
@@ -152,7 +157,7 @@ def _print_notes(name: str, notes: list[str], shown: int = 3) -> None:
     for note in notes[:shown]:
         print(f"{name}: {note}")
     if len(notes) > shown:
-        print(f"{name}: and {len(notes) - shown} more such file(s) (`ortholab data list {name} --json`)")
+        print(as_typed(f"{name}: and {len(notes) - shown} more such file(s) (`ortholab data list {name} --json`)"))
 
 
 def fetch_command(name: str, mirror: str | None) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ortholab.cli.common import DB_HELP
+from ortholab.command_name import as_typed
 from ortholab.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -82,7 +83,11 @@ def run(args, extra: list[str]) -> None:
         data_path=args.data_path,
     )
     print(report.summary())
-    print(f"recorded in run {run_id} (`ortholab runs show {run_id}`; the dashboard's Audio page plays its clips)")
+    print(
+        as_typed(
+            f"recorded in run {run_id} (`ortholab runs show {run_id}`; the dashboard's Audio page plays its clips)"
+        )
+    )
 
 
 def load_checkpoint(path: Path) -> dict:

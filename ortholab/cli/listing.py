@@ -12,6 +12,7 @@ import yaml
 
 from ortholab import aliases
 from ortholab.cli.common import table
+from ortholab.command_name import as_typed
 from ortholab.errors import OWN_FAMILY, ConfigError, did_you_mean
 from ortholab.training.config_files import PACKAGE_ROOT
 
@@ -60,7 +61,7 @@ def run(args, extra: list[str]) -> None:
             return
         for what in WHAT:
             rows, columns = _rows(what, None)
-            print(f"{what} (`ortholab list {what}`):\n{table(rows, columns)}\n")
+            print(as_typed(f"{what} (`ortholab list {what}`):") + f"\n{table(rows, columns)}\n")
         return
     if args.family is not None:
         from ortholab.models import FAMILIES

@@ -55,6 +55,7 @@ from ortholab.cli.reproduce_rows import (
 )
 from ortholab.cli.reproduce_seeds import chosen_seeds, parse_seeds, row_seeds
 from ortholab.cli.row_claims import claim_key, claimed
+from ortholab.command_name import as_typed
 from ortholab.db import Store
 from ortholab.db.published import PaperRow, load_tables
 from ortholab.db.store import ENV_VAR as DB_ENV_VAR
@@ -193,7 +194,11 @@ def run(args, extra: list[str]) -> None:
             print(text_table(shown, ["row", "family", "task", "published", "config", "status", "run"], width))
         else:  # every table's rows would be hundreds of lines: one line a table, then how to see its rows
             print(text_table(table_counts(listed), ["table", "title", "rows", "with config", "run", "finished"], width))
-            print("`ortholab reproduce --list TABLE` lists a table's rows; `ortholab reproduce TABLE` trains them")
+            print(
+                as_typed(
+                    "`ortholab reproduce --list TABLE` lists a table's rows; `ortholab reproduce TABLE` trains them"
+                )
+            )
     else:
         with children.stopping_gracefully():
             finish_reproduce(
@@ -230,7 +235,7 @@ def reproduce(
     remember_seeds(seeds)
     chosen = select_rows(load_tables(), table, rows)
     if scale == "full" and (hint := checkout_hint(db, extra)):
-        print(hint, file=sys.stderr, flush=True)
+        print(as_typed(hint), file=sys.stderr, flush=True)
     items = [(row, seed) for row in chosen for seed in chosen_seeds(row, seeds) if (row.tag, seed) not in skip]
     done, stopped = ({}, {}) if again else recorded_seeds(db, scale, experiment_flags(extra))
     outcomes = [
@@ -239,7 +244,7 @@ def reproduce(
         if (row.tag, seed) in done
     ]
     for outcome in outcomes:
-        print(outcome.line, flush=True)
+        print(as_typed(outcome.line), flush=True)
     todo = [(row, seed) for row, seed in items if (row.tag, seed) not in done]
     if todo:  # the flags given, and the data of tasks that check theirs (TIMIT's folder)
         check_flags(list(dict.fromkeys(row for row, _ in todo)), extra, scale)

@@ -20,6 +20,7 @@ from ortholab.cli.reproduce_rows import (
 )
 from ortholab.cli.reproduce_seeds import chosen_seeds
 from ortholab.cli.row_claims import claim_key, claimed
+from ortholab.command_name import as_typed
 from ortholab.db import Store
 from ortholab.db.published import PaperRow, load_tables, run_flags, run_scale
 from ortholab.db.seeds import SEED_TAG, seed_of
@@ -190,7 +191,7 @@ def resume_unfinished(
             others = sorted({row.row for row, _ in found} - set(rows))
             failed = failed_fits(store, idle)
             for fit in failed:
-                print(failed_note(fit), file=sys.stderr, flush=True)
+                print(as_typed(failed_note(fit)), file=sys.stderr, flush=True)
             if idle := [
                 name
                 for name in idle

@@ -16,6 +16,7 @@ from ortholab.cli import children
 from ortholab.cli.common import exit_reason
 from ortholab.cli.reproduce_flags import experiment_flags, last_flags_win, smoke_overrides
 from ortholab.cli.reproduce_seeds import row_seeds, seeds_flag
+from ortholab.command_name import as_typed
 from ortholab.db import Store
 from ortholab.db.published import FLAGS_TAG, PaperRow
 from ortholab.db.seeds import SEED_TAG
@@ -88,7 +89,7 @@ def run_each(work, items: list, workers: int) -> list[Outcome]:
         raise ConfigError(f"--workers {workers}: give a positive number of rows to run at a time")
 
     def printed(outcome: Outcome) -> Outcome:
-        print(outcome.line, flush=True)
+        print(as_typed(outcome.line), flush=True)
         return outcome
 
     if workers == 1:  # in this thread; Ctrl-C and SIGTERM: cli/children.py

@@ -16,6 +16,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+from ortholab.command_name import as_typed
 from ortholab.errors import ConfigError, home_path
 
 USAGE = "restore DIR [--runs-dir FOLDER]"
@@ -216,9 +217,11 @@ def _say_restored(copy: Path, root: Path, runs: dict, checkpointed: dict, going_
     print(f"{restored}, with the run folders of {len(checkpointed)}." if checkpointed else f"{restored}.")
     if moves:
         print(
-            f"The folders of {len(moves)} run{'' if len(moves) == 1 else 's'}, recorded under "
-            f"{', '.join(sorted(roots))}, are now recorded under {root} (the paths under them too); each run's info "
-            f"keeps the folder it trained in (`ortholab runs show ID`)."
+            as_typed(
+                f"The folders of {len(moves)} run{'' if len(moves) == 1 else 's'}, recorded under "
+                f"{', '.join(sorted(roots))}, are now recorded under {root} (the paths under them too); each run's "
+                f"info keeps the folder it trained in (`ortholab runs show ID`)."
+            )
         )
     if going_on:
         # exported, not set for one command: the hints later commands print leave out the store the shell's
@@ -228,8 +231,10 @@ def _say_restored(copy: Path, root: Path, runs: dict, checkpointed: dict, going_
         table = f" {tables[0]}" if len(tables) == 1 else ""  # several: `reproduce --resume` continues every table
         rows = f"`ortholab reproduce{table} --resume` (a paper's rows) or " if tables else ""
         print(
-            f"Unfinished, with their checkpoints: {', '.join(map(str, going_on))}. Continue with "
-            f"`export ORTHOLAB_RUNS={shlex.quote(str(root))}`, then {rows}{fit}."
+            as_typed(
+                f"Unfinished, with their checkpoints: {', '.join(map(str, going_on))}. Continue with "
+                f"`export ORTHOLAB_RUNS={shlex.quote(str(root))}`, then {rows}{fit}."
+            )
         )
     else:
         print("No unfinished run among them: the store takes new runs and seeds beside these.")

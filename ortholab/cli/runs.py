@@ -26,6 +26,7 @@ from ortholab.cli.common import (
     table,
 )
 from ortholab.cli.runs_sort import sort_rows
+from ortholab.command_name import as_typed
 from ortholab.db.progress import copy_note, run_progress, runs_rows
 from ortholab.db.provenance import restore_notes, resume_notes
 from ortholab.errors import ConfigError, did_you_mean
@@ -173,9 +174,9 @@ def run(args, extra: list[str]) -> None:
         columns = [STARTED if column == "started" else column for column in columns]
         print(table(lines, [*columns[:at], *keys, *columns[at:]]))
         if note := copy_note(args.db):
-            print(note)
+            print(as_typed(note))
     else:
-        print(no_match(recorded, args))
+        print(as_typed(no_match(recorded, args)))
     if args.export is not None:
         from ortholab.app.export import earlier_export
         from ortholab.app.runs_export import export_runs
@@ -374,9 +375,9 @@ def show(targets: list[str], db: str | None, as_json: bool = False) -> None:
         record = {**run.to_dict(), **({"silent": silent} if silent else {})}  # the `silent` of `runs --json`
         print(json.dumps({**record, "last_values": last, "artifacts": dict(kinds)}, indent=2, default=str))
         return
-    print("\n".join([*run_card(run, silent), *record_lines(store, run_id)]))
+    print(as_typed("\n".join([*run_card(run, silent), *record_lines(store, run_id)])))
     if note := copy_note(store):
-        print(note)
+        print(as_typed(note))
 
 
 def _finite(value: float) -> float | None:
@@ -565,7 +566,7 @@ def manage(action: str, targets: list[str], db: str | None, yes: bool = False) -
                 removed = f"; its folder {folder} is {whose}: kept"
         print(f"deleted run {run_id} ({run.name}){removed}")
         for stage, kept in made.get(run_id, {}).items():
-            print(_kept_note(stage, run_id, kept))
+            print(as_typed(_kept_note(stage, run_id, kept)))
 
 
 def _folder_owner(store, folder: Path) -> str | None:
