@@ -136,8 +136,8 @@ class OrthoLabArgumentParser(LightningArgumentParser):
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)  # a prefix (--trainer.max_step) is a typo to name, not a key to guess
-        if not args and PARSING_COMMAND.get() is not None:  # made while parsing (`fit --data.help copying`'s parser):
-            kwargs.setdefault("prog", PARSING_COMMAND.get())  # its usage line names the command, not bare `ortholab`
+        if not args and (command := PARSING_COMMAND.get()):  # made while parsing (`fit --data.help copying`'s parser):
+            kwargs.setdefault("prog", command)  # its usage line names the command, not bare `ortholab`
         super().__init__(*args, **kwargs)
 
     def dump(self, cfg=None, *args, **kwargs):
